@@ -1,0 +1,409 @@
+// Package local is the transport for the control machine itself: commands run
+// as child processes and files are written with the os package. It serves
+// `delegate_to: localhost`, control-machine builtins and all-in-one installs.
+package local
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/mensylisir/kubexm/engine/transport"
+)
+
+// Transport runs on the control machine.
+type Transport struct {
+	name string
+	root bool
+	// OutputCap bounds captured output per stream.
+	OutputCap int
+}
+
+var _ transport.Transport = (*Transport)(nil)
+
+// New returns the local transport, named for messages (usually "localhost").
+func New(name string) *Transport {
+	return &Transport{name: name, root: os.Geteuid() == 0, OutputCap: transport.DefaultOutputCap}
+}
+
+// Host implements transport.Transport.
+func (t *Transport) Host() string { return t.name }
+
+// Close implements transport.Transport.
+func (t *Transport) Close() error { return nil }
+
+// needSudo reports whether acting as user requires sudo.
+func (t *Transport) needSudo(become bool, becomeUser string) bool {
+	if !become {
+		return false
+	}
+	if becomeUser == "" || becomeUser == "root" {
+		return !t.root
+	}
+	u, err := user.Current()
+	return err != nil || u.Username != becomeUser
+}
+
+// Run implements transport.Transport.
+func (t *Transport) Run(ctx context.Context, c transport.Command) (transport.Result, error) {
+	argv := c.Argv
+	if len(argv) == 0 {
+		if c.Script == "" {
+			return transport.Result{}, fmt.Errorf("%s: empty command", t.name)
+		}
+		argv = []string{"/bin/sh", "-c", c.Script}
+	}
+	if t.needSudo(c.Become, c.BecomeUser) {
+		u := c.BecomeUser
+		if u == "" {
+			u = "root"
+		}
+		// -n: never prompt; locally there is no one to answer, so a password
+		// requirement must surface as an error rather than a hang.
+		argv = append([]string{"sudo", "-n", "-u", u, "--"}, argv...)
+	}
+	if c.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	// A process group of its own lets cancellation reach the command's
+	// children (sh -c 'sleep 600' would otherwise leave the sleep running).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	cmd.Dir = c.Dir
+	if len(c.Env) > 0 {
+		cmd.Env = os.Environ()
+		for k, v := range c.Env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	cmd.Stdin = c.Stdin
+	limit := t.OutputCap
+	if limit <= 0 {
+		limit = transport.DefaultOutputCap
+	}
+	stdout := &transport.CappedBuffer{Cap: limit}
+	stderr := &transport.CappedBuffer{Cap: limit}
+	cmd.Stdout = transport.Tee(stdout, c.Stdout)
+	cmd.Stderr = transport.Tee(stderr, c.Stderr)
+	err := cmd.Run()
+	res := transport.Result{
+		Stdout:    stdout.Bytes(),
+		Stderr:    stderr.Bytes(),
+		Truncated: stdout.Truncated() || stderr.Truncated(),
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		res.ExitCode = -1
+		return res, fmt.Errorf("%s: %s: %w", t.name, describe(argv), ctxErr)
+	}
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exitErr):
+		res.ExitCode = exitErr.ExitCode()
+	default:
+		res.ExitCode = -1
+		return res, fmt.Errorf("%s: start %s: %w", t.name, describe(argv), err)
+	}
+	return res, nil
+}
+
+func describe(argv []string) string {
+	if len(argv) >= 3 && argv[0] == "/bin/sh" && argv[1] == "-c" {
+		s := argv[2]
+		if len(s) > 80 {
+			s = s[:77] + "..."
+		}
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(argv[0])
+}
+
+// Put implements transport.Transport.
+func (t *Transport) Put(ctx context.Context, src io.Reader, dst string, opts transport.PutOptions) error {
+	if t.needSudo(opts.Become, "") {
+		return t.putWithSudo(ctx, src, dst, opts)
+	}
+	mode := opts.Mode
+	if mode == 0 {
+		mode = 0o644
+	}
+	dir := filepath.Dir(dst)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("%s: create %s: %w", t.name, dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dst)+".kubexm-*")
+	if err != nil {
+		return fmt.Errorf("%s: write %s: %w", t.name, dst, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op once renamed
+	if _, err := io.Copy(tmp, ctxReader{ctx, src}); err != nil {
+		tmp.Close()
+		return fmt.Errorf("%s: write %s: %w", t.name, dst, err)
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return fmt.Errorf("%s: chmod %s: %w", t.name, dst, err)
+	}
+	if opts.Owner != "" || opts.Group != "" {
+		uid, gid, err := lookupOwner(opts.Owner, opts.Group)
+		if err != nil {
+			tmp.Close()
+			return fmt.Errorf("%s: %s: %w", t.name, dst, err)
+		}
+		if err := tmp.Chown(uid, gid); err != nil {
+			tmp.Close()
+			return fmt.Errorf("%s: chown %s: %w", t.name, dst, err)
+		}
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("%s: write %s: %w", t.name, dst, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("%s: write %s: %w", t.name, dst, err)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return fmt.Errorf("%s: write %s: %w", t.name, dst, err)
+	}
+	return nil
+}
+
+// putWithSudo writes through `sudo install`, which creates the file with its
+// final mode and owner in one step.
+func (t *Transport) putWithSudo(ctx context.Context, src io.Reader, dst string, opts transport.PutOptions) error {
+	mode := opts.Mode
+	if mode == 0 {
+		mode = 0o644
+	}
+	args := []string{"install", "-D", "-m", fmt.Sprintf("%04o", mode)}
+	if opts.Owner != "" {
+		args = append(args, "-o", opts.Owner)
+	}
+	if opts.Group != "" {
+		args = append(args, "-g", opts.Group)
+	}
+	args = append(args, "/dev/stdin", dst)
+	res, err := t.Run(ctx, transport.Command{Argv: args, Stdin: src, Become: true})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("%s: write %s: %s", t.name, dst, bytes.TrimSpace(res.Stderr))
+	}
+	return nil
+}
+
+// PutFile implements transport.Transport.
+func (t *Transport) PutFile(ctx context.Context, localPath, dst string, opts transport.PutOptions) (bool, error) {
+	want, err := fileSha256(localPath)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", t.name, err)
+	}
+	if want == "" {
+		return false, fmt.Errorf("%s: source %s does not exist", t.name, localPath)
+	}
+	have, err := t.Sha256(ctx, dst, opts.Become)
+	if err != nil {
+		return false, err
+	}
+	if have == want {
+		same, err := t.metaMatches(ctx, dst, opts)
+		if err != nil || same {
+			return false, err
+		}
+	}
+	f, err := os.Open(localPath)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", t.name, err)
+	}
+	defer f.Close()
+	return true, t.Put(ctx, f, dst, opts)
+}
+
+func (t *Transport) metaMatches(ctx context.Context, dst string, opts transport.PutOptions) (bool, error) {
+	fi, err := t.Stat(ctx, dst, opts.Become)
+	if err != nil {
+		return false, err
+	}
+	mode := opts.Mode
+	if mode == 0 {
+		mode = 0o644
+	}
+	if fi.Mode != mode {
+		return false, nil
+	}
+	if opts.Owner != "" && fi.Owner != opts.Owner {
+		return false, nil
+	}
+	if opts.Group != "" && fi.Group != opts.Group {
+		return false, nil
+	}
+	return true, nil
+}
+
+// Get implements transport.Transport.
+func (t *Transport) Get(ctx context.Context, src string, w io.Writer, become bool) error {
+	if t.needSudo(become, "") {
+		res, err := t.Run(ctx, transport.Command{Argv: []string{"cat", "--", src}, Become: true, Stdout: w})
+		if err != nil {
+			return err
+		}
+		if res.ExitCode != 0 {
+			return fmt.Errorf("%s: read %s: %s", t.name, src, bytes.TrimSpace(res.Stderr))
+		}
+		return nil
+	}
+	f, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("%s: %w", t.name, err)
+	}
+	defer f.Close()
+	if _, err := io.Copy(w, ctxReader{ctx, f}); err != nil {
+		return fmt.Errorf("%s: read %s: %w", t.name, src, err)
+	}
+	return nil
+}
+
+// Stat implements transport.Transport. Reading metadata needs no privilege
+// beyond search permission on the parents, so become is not used.
+func (t *Transport) Stat(_ context.Context, path string, _ bool) (transport.FileInfo, error) {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return transport.FileInfo{}, nil
+	}
+	if err != nil {
+		return transport.FileInfo{}, fmt.Errorf("%s: %w", t.name, err)
+	}
+	info := transport.FileInfo{
+		Exists:  true,
+		IsDir:   fi.IsDir(),
+		IsLink:  fi.Mode()&fs.ModeSymlink != 0,
+		Mode:    fi.Mode().Perm() | fi.Mode()&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky),
+		Size:    fi.Size(),
+		ModTime: fi.ModTime(),
+	}
+	if info.IsLink {
+		info.LinkTarget, _ = os.Readlink(path)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		info.Owner = userName(st.Uid)
+		info.Group = groupName(st.Gid)
+	}
+	return info, nil
+}
+
+// Sha256 implements transport.Transport.
+func (t *Transport) Sha256(ctx context.Context, path string, become bool) (string, error) {
+	if t.needSudo(become, "") {
+		// Exit 3 tells "no such file" apart from a failure to read it.
+		script := `[ -f "$1" ] || exit 3; sha256sum -- "$1"`
+		res, err := t.Run(ctx, transport.Command{Argv: []string{"/bin/sh", "-c", script, "sh", path}, Become: true})
+		if err != nil {
+			return "", err
+		}
+		if res.ExitCode == 3 {
+			return "", nil
+		}
+		if res.ExitCode != 0 || len(res.Stdout) < 64 {
+			return "", fmt.Errorf("%s: sha256 %s: %s", t.name, path, bytes.TrimSpace(res.Stderr))
+		}
+		return string(res.Stdout[:64]), nil
+	}
+	sum, err := fileSha256(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", t.name, err)
+	}
+	return sum, nil
+}
+
+// fileSha256 returns "" for a missing file.
+func fileSha256(path string) (string, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func lookupOwner(owner, group string) (int, int, error) {
+	uid, gid := -1, -1
+	if owner != "" {
+		n, err := strconv.Atoi(owner)
+		if err != nil {
+			u, lerr := user.Lookup(owner)
+			if lerr != nil {
+				return 0, 0, fmt.Errorf("no user %q: %w", owner, lerr)
+			}
+			n, _ = strconv.Atoi(u.Uid)
+		}
+		uid = n
+	}
+	if group != "" {
+		n, err := strconv.Atoi(group)
+		if err != nil {
+			g, lerr := user.LookupGroup(group)
+			if lerr != nil {
+				return 0, 0, fmt.Errorf("no group %q: %w", group, lerr)
+			}
+			n, _ = strconv.Atoi(g.Gid)
+		}
+		gid = n
+	}
+	return uid, gid, nil
+}
+
+func userName(uid uint32) string {
+	id := strconv.FormatUint(uint64(uid), 10)
+	if u, err := user.LookupId(id); err == nil {
+		return u.Username
+	}
+	return id
+}
+
+func groupName(gid uint32) string {
+	id := strconv.FormatUint(uint64(gid), 10)
+	if g, err := user.LookupGroupId(id); err == nil {
+		return g.Name
+	}
+	return id
+}
+
+// ctxReader stops a long copy when the context is cancelled.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
