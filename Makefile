@@ -1,0 +1,66 @@
+# kubexm developer targets. Test machines (hosts-*, integration, e2e) need root:
+# they are systemd-nspawn containers, see test/hosts/up.sh.
+
+GO ?= go
+BIN ?= bin/kubexm
+# Test machines: how many, and the run's name. The default prefix is derived from this
+# checkout's path, so `hosts-up` and `hosts-down` pair up and two checkouts never collide.
+N ?= 3
+PREFIX ?= c$(shell printf '%s' '$(CURDIR)' | sha256sum | cut -c1-6)
+LAYERS ?=
+KUBEXM_TEST_CACHE ?= /var/cache/kubexm-test
+HOSTS_ENV = $(KUBEXM_TEST_CACHE)/runs/$(PREFIX)/hosts.env
+BENCHTIME ?= 1s
+TESTFLAGS ?=
+
+export KUBEXM_TEST_CACHE
+
+.PHONY: build test vet unit lint-scripts integration e2e bench hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
+
+build:
+	$(GO) build -o $(BIN) ./cmd/kubexm
+
+# Unit tests: no root, no network, no machines.
+test: vet unit
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -count=1 $(TESTFLAGS) ./...
+
+lint-scripts:
+	shellcheck -x test/hosts/*.sh .ci/run
+
+hosts-rootfs:
+	test/hosts/prepare-rootfs.sh
+
+hosts-up:
+	N='$(N)' PREFIX='$(PREFIX)' LAYERS='$(LAYERS)' test/hosts/up.sh
+
+hosts-down:
+	PREFIX='$(PREFIX)' test/hosts/down.sh
+
+hosts-down-all:
+	ALL=1 test/hosts/down.sh
+
+hosts-leftovers:
+	PREFIX='$(PREFIX)' test/hosts/leftovers.sh
+
+# Integration tests (build tag integration) against machines brought up for this target
+# and always brought down again, also when the tests fail or are interrupted.
+integration:
+	@rc=0; trap 'rc=130' INT TERM; \
+	$(MAKE) --no-print-directory hosts-up || rc=$$?; \
+	if [ $$rc = 0 ]; then \
+	  . '$(HOSTS_ENV)' && $(GO) test -tags integration -count=1 $(TESTFLAGS) ./... || rc=$$?; \
+	fi; \
+	$(MAKE) --no-print-directory hosts-down || { [ $$rc != 0 ] || rc=1; }; \
+	exit $$rc
+
+# End-to-end suites (build tag e2e): each starts and stops its own machines.
+e2e:
+	$(GO) test -tags e2e -count=1 -timeout 60m $(TESTFLAGS) ./test/e2e/...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime=$(BENCHTIME) ./...

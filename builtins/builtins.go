@@ -1,0 +1,29 @@
+// Package builtins provides kubexm's generic step types: commands, files,
+// services, kernel settings, packages, artifacts, HTTP checks and control
+// flow helpers. They know nothing about Kubernetes; roles put that
+// knowledge in YAML. Each builtin declares its arguments in its Spec, is
+// idempotent, changes nothing in check mode and shows a diff where it
+// writes files.
+package builtins
+
+import (
+	"github.com/mensylisir/kubexm/builtins/pki"
+	"github.com/mensylisir/kubexm/engine/step"
+)
+
+// All returns every builtin, the certificate builtins of package pki last.
+func All() []step.Builtin {
+	bs := []step.Builtin{
+		commandBuiltin{}, commandBuiltin{shell: true},
+		copyBuiltin{}, templateBuiltin{}, fetchBuiltin{},
+		fileBuiltin{}, lineinfileBuiltin{}, blockinfileBuiltin{},
+		systemdBuiltin{}, sysctlBuiltin{}, modprobeBuiltin{}, hostnameBuiltin{}, timezoneBuiltin{},
+		userBuiltin{}, groupBuiltin{},
+		packageBuiltin{},
+		newDownload(), unarchiveBuiltin{}, distributeBuiltin{},
+		waitForBuiltin{}, uriBuiltin{},
+		setupBuiltin{},
+		assertBuiltin{}, failBuiltin{}, debugBuiltin{}, setFactBuiltin{}, pauseBuiltin{},
+	}
+	return append(bs, pki.Builtins()...)
+}

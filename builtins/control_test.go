@@ -1,0 +1,71 @@
+package builtins
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mensylisir/kubexm/engine/step"
+)
+
+func TestAssertFailDebug(t *testing.T) {
+	env, _ := testEnv(t)
+	env.Vars["ok"] = true
+	env.Vars["bad"] = false
+	env.Vars["n"] = 3
+	if res := runB(t, assertBuiltin{}, env, step.Args{"that": []any{"ok", "true"}}); res.Failed || res.Msg != "All assertions passed" {
+		t.Errorf("%+v", res)
+	}
+	res := runB(t, assertBuiltin{}, env, step.Args{"that": []any{"ok", "bad"}, "fail_msg": "need ok"})
+	if !res.Failed || res.Msg != "need ok (bad)" {
+		t.Errorf("%+v", res)
+	}
+	if _, err := (assertBuiltin{}).Run(t.Context(), env, step.Args{"that": "n"}); err == nil || !strings.Contains(err.Error(), "not true or false") {
+		t.Errorf("%v", err)
+	}
+	if _, err := (assertBuiltin{}).Run(t.Context(), env, step.Args{"that": "undefined_x"}); err == nil || !strings.Contains(err.Error(), "undefined_x") {
+		t.Errorf("%v", err)
+	}
+	if res := runB(t, failBuiltin{}, env, step.Args{"msg": "stop"}); !res.Failed || res.Msg != "stop" {
+		t.Errorf("%+v", res)
+	}
+	if res := runB(t, debugBuiltin{}, env, step.Args{"var": "n"}); res.Msg != "n: 3" || res.Data["n"] != 3 {
+		t.Errorf("%+v", res)
+	}
+	if res := runB(t, debugBuiltin{}, env, step.Args{"msg": map[string]any{"a": 1}}); res.Msg != "{\n  \"a\": 1\n}" {
+		t.Errorf("%q", res.Msg)
+	}
+}
+
+func TestSetFact(t *testing.T) {
+	env, _ := testEnv(t)
+	res := runB(t, setFactBuiltin{}, env, step.Args{"a": 1, "b_c": []any{"x"}})
+	if res.Changed || res.Facts["a"] != 1 || len(res.Facts) != 2 {
+		t.Errorf("%+v", res)
+	}
+	if _, err := (setFactBuiltin{}).Run(t.Context(), env, step.Args{"bad-name": 1}); err == nil {
+		t.Error("want invalid name error")
+	}
+	if (setFactBuiltin{}).Spec().Args[0].Name != AnyArgs {
+		t.Error("set_fact must declare the any-args marker")
+	}
+}
+
+func TestPause(t *testing.T) {
+	env, _ := testEnv(t)
+	start := time.Now()
+	if res := runB(t, pauseBuiltin{}, env, step.Args{"seconds": "50ms"}); res.Changed || time.Since(start) < 50*time.Millisecond {
+		t.Errorf("%+v", res)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if _, err := (pauseBuiltin{}).Run(ctx, env, step.Args{"minutes": 5}); err == nil || time.Since(start) > 5*time.Second {
+		t.Errorf("not interrupted: %v", err)
+	}
+	env.Check = true
+	if res := runB(t, pauseBuiltin{}, env, step.Args{"minutes": 5}); !res.Skipped {
+		t.Errorf("%+v", res)
+	}
+}

@@ -1,0 +1,112 @@
+package builtins
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mensylisir/kubexm/engine/step"
+)
+
+func TestCopyContent(t *testing.T) {
+	env, root := testEnv(t)
+	dest := filepath.Join(root, "etc", "app.conf")
+	env.Diff = true
+	res := converge(t, copyBuiltin{}, env, step.Args{"content": "a=1\n", "dest": dest, "mode": "0640"}, root)
+	if !strings.Contains(res.Diff, "+a=1") {
+		t.Errorf("diff: %q", res.Diff)
+	}
+	fi, _ := os.Stat(dest)
+	if fi.Mode().Perm() != 0o640 || mustRead(t, dest) != "a=1\n" {
+		t.Errorf("mode %v content %q", fi.Mode(), mustRead(t, dest))
+	}
+	// A changed content with backup keeps the old file and shows a diff.
+	res = runB(t, copyBuiltin{}, env, step.Args{"content": "a=2\n", "dest": dest, "backup": true})
+	if !res.Changed || !strings.Contains(res.Diff, "-a=1\n+a=2") {
+		t.Fatalf("%+v", res)
+	}
+	bak, _ := res.Data["backup_file"].(string)
+	if mustRead(t, bak) != "a=1\n" {
+		t.Errorf("backup %s", bak)
+	}
+	if fi, _ := os.Stat(dest); fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode not kept: %v", fi.Mode())
+	}
+	// Only the mode differs: corrected, reported as changed.
+	res = runB(t, copyBuiltin{}, env, step.Args{"content": "a=2\n", "dest": dest, "mode": "0600"})
+	if !res.Changed || !strings.Contains(res.Msg, "0640 -> 0600") {
+		t.Errorf("%+v", res)
+	}
+}
+
+func TestCopySrcFromFiles(t *testing.T) {
+	env, root := testEnv(t)
+	mustWrite(t, filepath.Join(root, "files", "x.txt"), "hello\n")
+	out := filepath.Join(root, "out")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	converge(t, copyBuiltin{}, env, step.Args{"src": "x.txt", "dest": out}, out)
+	if mustRead(t, filepath.Join(out, "x.txt")) != "hello\n" {
+		t.Error("content")
+	}
+	// force: false leaves an existing file alone.
+	mustWrite(t, filepath.Join(root, "files", "x.txt"), "changed\n")
+	if res := runB(t, copyBuiltin{}, env, step.Args{"src": "x.txt", "dest": out, "force": false}); res.Changed {
+		t.Errorf("force false changed: %+v", res)
+	}
+	_, err := copyBuiltin{}.Run(t.Context(), env, step.Args{"src": "missing.txt", "dest": out})
+	if err == nil || !strings.Contains(err.Error(), "missing.txt") {
+		t.Errorf("want error naming the file, got %v", err)
+	}
+}
+
+func TestCopyLargeFile(t *testing.T) {
+	env, root := testEnv(t)
+	big := strings.Repeat("0123456789abcdef", diffLimit/16+1)
+	src := filepath.Join(root, "big.bin")
+	mustWrite(t, src, big)
+	out := filepath.Join(root, "out")
+	converge(t, copyBuiltin{}, env, step.Args{"src": src, "dest": out + "/"}, out)
+	if mustRead(t, filepath.Join(out, "big.bin")) != big {
+		t.Error("content")
+	}
+}
+
+func TestTemplate(t *testing.T) {
+	env, root := testEnv(t)
+	mustWrite(t, filepath.Join(root, "templates", "c.conf.tmpl"), "name={{ name }}\n")
+	env.Vars["name"] = "n1"
+	dest := filepath.Join(root, "out", "c.conf")
+	converge(t, templateBuiltin{}, env, step.Args{"src": "c.conf.tmpl", "dest": dest}, filepath.Join(root, "out"))
+	if got := mustRead(t, dest); got != "name=n1\n" {
+		t.Errorf("got %q", got)
+	}
+	env.Vars = map[string]any{}
+	if _, err := (templateBuiltin{}).Run(t.Context(), env, step.Args{"src": "c.conf.tmpl", "dest": dest}); err == nil || !strings.Contains(err.Error(), "c.conf.tmpl") {
+		t.Errorf("want render error naming the template, got %v", err)
+	}
+}
+
+func TestFetch(t *testing.T) {
+	env, root := testEnv(t)
+	src := filepath.Join(root, "remote", "admin.conf")
+	mustWrite(t, src, "secret\n")
+	res := converge(t, fetchBuiltin{}, env, step.Args{"src": src, "dest": "fetched"}, env.WorkDir)
+	want := filepath.Join(env.WorkDir, "fetched", "node1", src)
+	if res.Data["dest"] != want || mustRead(t, want) != "secret\n" {
+		t.Errorf("%+v", res)
+	}
+	flat := filepath.Join(root, "flat") + "/"
+	runB(t, fetchBuiltin{}, env, step.Args{"src": src, "dest": flat, "flat": true})
+	if mustRead(t, filepath.Join(root, "flat", "admin.conf")) != "secret\n" {
+		t.Error("flat")
+	}
+	if res := runB(t, fetchBuiltin{}, env, step.Args{"src": src + ".no", "dest": flat, "flat": true, "fail_on_missing": false}); res.Changed {
+		t.Error("missing changed")
+	}
+	if _, err := (fetchBuiltin{}).Run(t.Context(), env, step.Args{"src": src + ".no", "dest": flat, "flat": true}); err == nil {
+		t.Error("missing src: want error")
+	}
+}

@@ -1,0 +1,181 @@
+package builtins
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mensylisir/kubexm/engine/step"
+)
+
+func TestURI(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		switch r.URL.Path {
+		case "/health":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"health":"true","method":%q,"body":%q,"x":%q}`, r.Method, b, r.Header.Get("X-Test"))
+		default:
+			http.Error(w, "nope", http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	env, _ := testEnv(t)
+	res := runB(t, uriBuiltin{}, env, step.Args{"url": srv.URL + "/health", "method": "POST", "body": map[string]any{"a": 1}, "body_format": "json", "headers": map[string]any{"X-Test": "y"}})
+	j, _ := res.Data["json"].(map[string]any)
+	if res.Failed || res.Changed || res.Data["status"] != 200 || j["method"] != "POST" || j["body"] != `{"a":1}` || j["x"] != "y" {
+		t.Fatalf("%+v", res)
+	}
+	res = runB(t, uriBuiltin{}, env, step.Args{"url": srv.URL + "/down", "return_content": true})
+	if !res.Failed || res.Data["status"] != 503 || !strings.Contains(res.Msg, "503") || !strings.Contains(res.Data["content"].(string), "nope") {
+		t.Fatalf("%+v", res)
+	}
+	res = runB(t, uriBuiltin{}, env, step.Args{"url": srv.URL + "/down", "status_code": []any{503}})
+	if res.Failed {
+		t.Fatalf("%+v", res)
+	}
+	env.Check = true
+	if res := runB(t, uriBuiltin{}, env, step.Args{"url": srv.URL + "/health", "method": "DELETE"}); !res.Skipped {
+		t.Errorf("check mode DELETE: %+v", res)
+	}
+	if res := runB(t, uriBuiltin{}, env, step.Args{"url": srv.URL + "/health", "method": "HEAD"}); res.Skipped || res.Data["status"] != 200 {
+		t.Errorf("check mode HEAD: %+v", res)
+	}
+}
+
+func TestURIClientCert(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
+	defer srv.Close()
+	env, root := testEnv(t)
+	// Without the CA the server certificate is rejected; with validate_certs
+	// false it is accepted; with the CA file it is verified.
+	if res := runB(t, uriBuiltin{}, env, step.Args{"url": srv.URL}); !res.Failed {
+		t.Errorf("unverified server accepted: %+v", res)
+	}
+	if res := runB(t, uriBuiltin{}, env, step.Args{"url": srv.URL, "validate_certs": false}); res.Failed {
+		t.Errorf("%+v", res)
+	}
+	ca := filepath.Join(root, "ca.pem")
+	mustWrite(t, ca, string(pemCert(srv.Certificate().Raw)))
+	if res := runB(t, uriBuiltin{}, env, step.Args{"url": strings.Replace(srv.URL, "127.0.0.1", "example.com", 1) + "/", "ca_path": ca}); !res.Failed {
+		t.Errorf("wrong host name accepted: %+v", res)
+	}
+	if res := runB(t, uriBuiltin{}, env, step.Args{"url": srv.URL, "ca_path": ca}); res.Failed {
+		t.Errorf("%+v", res)
+	}
+}
+
+func TestWaitFor(t *testing.T) {
+	env, root := testEnv(t)
+	w := waitForBuiltin{firstPoll: 10 * time.Millisecond}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	if res := runB(t, w, env, step.Args{"port": port, "timeout": "5s"}); res.Failed || res.Changed {
+		t.Fatalf("%+v", res)
+	}
+	ln.Close()
+	if res := runB(t, w, env, step.Args{"port": port, "state": "stopped", "timeout": "5s"}); res.Failed {
+		t.Fatalf("%+v", res)
+	}
+	res := runB(t, w, env, step.Args{"port": port, "timeout": "300ms"})
+	if !res.Failed || !strings.Contains(res.Msg, "timed out") {
+		t.Fatalf("%+v", res)
+	}
+	// A path that appears later.
+	p := filepath.Join(root, "ready")
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		os.WriteFile(p, nil, 0o644)
+	}()
+	if res := runB(t, w, env, step.Args{"path": p, "timeout": "5s"}); res.Failed || res.Data["tries"].(int) < 2 {
+		t.Fatalf("%+v", res)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	defer srv.Close()
+	if res := runB(t, w, env, step.Args{"url": srv.URL, "status": []any{204}, "timeout": "5s"}); res.Failed {
+		t.Fatalf("%+v", res)
+	}
+	res = runB(t, w, env, step.Args{"url": srv.URL, "timeout": "200ms"})
+	if !res.Failed || !strings.Contains(res.Msg, "status 204") {
+		t.Fatalf("%+v", res)
+	}
+	if res := runB(t, w, env, step.Args{"command": "test -e " + p, "timeout": "1s"}); res.Failed {
+		t.Fatalf("%+v", res)
+	}
+	env.Check = true
+	if res := runB(t, w, env, step.Args{"path": p + "x"}); !res.Skipped {
+		t.Fatalf("check: %+v", res)
+	}
+	env.Check = false
+	if _, err := w.Run(t.Context(), env, step.Args{"path": p, "port": 1}); err == nil {
+		t.Error("two probes: want error")
+	}
+}
+
+func pemCert(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// TestURIClientCertificate checks mutual TLS: the server requires a client
+// certificate signed by its CA, as etcd and the API server do.
+func TestURIClientCertificate(t *testing.T) {
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	clKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	clTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "admin"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	clDER, err := x509.CreateCertificate(rand.Reader, clTmpl, caCert, &clKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(clKey)
+	pool := x509.NewCertPool()
+	pool.AddCert(caCert)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, r.TLS.PeerCertificates[0].Subject.CommonName)
+	}))
+	srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
+	srv.StartTLS()
+	defer srv.Close()
+
+	env, root := testEnv(t)
+	serverCA, cert, key := filepath.Join(root, "server-ca.pem"), filepath.Join(root, "admin.pem"), filepath.Join(root, "admin-key.pem")
+	mustWrite(t, serverCA, string(pemCert(srv.Certificate().Raw)))
+	mustWrite(t, cert, string(pemCert(clDER)))
+	mustWrite(t, key, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})))
+	if res := runB(t, uriBuiltin{}, env, step.Args{"url": srv.URL, "ca_path": serverCA}); !res.Failed {
+		t.Fatalf("no client certificate accepted: %+v", res)
+	}
+	res := runB(t, uriBuiltin{}, env, step.Args{"url": srv.URL, "ca_path": serverCA, "client_cert": cert, "client_key": key, "return_content": true})
+	if res.Failed || res.Data["content"] != "admin" {
+		t.Fatalf("%+v", res)
+	}
+	w := waitForBuiltin{firstPoll: 10 * time.Millisecond}
+	if res := runB(t, w, env, step.Args{"url": srv.URL, "ca_path": serverCA, "client_cert": cert, "client_key": key, "timeout": "5s"}); res.Failed {
+		t.Fatalf("%+v", res)
+	}
+}

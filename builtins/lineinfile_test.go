@@ -1,0 +1,103 @@
+package builtins
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/mensylisir/kubexm/engine/step"
+)
+
+func TestEditLine(t *testing.T) {
+	base := []string{"a=1", "b=2", "# c"}
+	cases := []struct {
+		name          string
+		line, re      string
+		absent        bool
+		after, before string
+		want          string
+	}{
+		{"replace", "b=3", "^b=", false, "", "", "a=1|b=3|# c"},
+		{"append", "d=4", "^d=", false, "", "", "a=1|b=2|# c|d=4"},
+		{"present exact", "a=1", "", false, "", "", "a=1|b=2|# c"},
+		{"insertafter", "x", "", false, "^a=", "", "a=1|x|b=2|# c"},
+		{"insertbefore", "x", "", false, "", "^#", "a=1|b=2|x|# c"},
+		{"BOF", "x", "", false, "", "BOF", "x|a=1|b=2|# c"},
+		{"no match after", "x", "", false, "^zz", "", "a=1|b=2|# c|x"},
+		{"absent re", "", "=", true, "", "", "# c"},
+		{"absent line", "b=2", "", true, "", "", "a=1|# c"},
+	}
+	for _, c := range cases {
+		var re *regexp.Regexp
+		if c.re != "" {
+			re = regexp.MustCompile(c.re)
+		}
+		got, err := editLine(base, c.line, re, c.absent, c.after, c.before)
+		if err != nil || strings.Join(got, "|") != c.want {
+			t.Errorf("%s: got %q %v want %q", c.name, strings.Join(got, "|"), err, c.want)
+		}
+	}
+}
+
+func TestLineinfile(t *testing.T) {
+	env, root := testEnv(t)
+	p := filepath.Join(root, "etc", "sysconfig")
+	mustWrite(t, p, "A=1\nB=2\n")
+	env.Diff = true
+	res := converge(t, lineinfileBuiltin{}, env, step.Args{"path": p, "regexp": "^B=", "line": "B=3", "state": "present"}, root)
+	if mustRead(t, p) != "A=1\nB=3\n" || !strings.Contains(res.Diff, "-B=2\n+B=3") {
+		t.Errorf("%q %q", mustRead(t, p), res.Diff)
+	}
+	converge(t, lineinfileBuiltin{}, env, step.Args{"path": p, "regexp": "^A=", "state": "absent"}, root)
+	if mustRead(t, p) != "B=3\n" {
+		t.Errorf("%q", mustRead(t, p))
+	}
+	missing := filepath.Join(root, "new.conf")
+	if _, err := (lineinfileBuiltin{}).Run(t.Context(), env, step.Args{"path": missing, "line": "x", "state": "present"}); err == nil {
+		t.Error("missing file without create: want error")
+	}
+	converge(t, lineinfileBuiltin{}, env, step.Args{"path": missing, "line": "x", "state": "present", "create": true, "mode": "0600"}, root)
+	if fi, _ := os.Stat(missing); fi.Mode().Perm() != 0o600 || mustRead(t, missing) != "x\n" {
+		t.Error("create")
+	}
+	// A file without a final newline is left alone when already right.
+	mustWrite(t, p, "only")
+	if res := runB(t, lineinfileBuiltin{}, env, step.Args{"path": p, "line": "only", "state": "present"}); res.Changed {
+		t.Errorf("%+v", res)
+	}
+}
+
+func TestBlockinfile(t *testing.T) {
+	env, root := testEnv(t)
+	p := filepath.Join(root, "hosts")
+	mustWrite(t, p, "127.0.0.1 localhost\n::1 localhost\n")
+	args := step.Args{"path": p, "block": "10.0.0.1 n1\n10.0.0.2 n2\n", "state": "present"}
+	converge(t, blockinfileBuiltin{}, env, args, root)
+	want := "127.0.0.1 localhost\n::1 localhost\n# BEGIN kubexm managed block\n10.0.0.1 n1\n10.0.0.2 n2\n# END kubexm managed block\n"
+	if got := mustRead(t, p); got != want {
+		t.Fatalf("got %q", got)
+	}
+	// Changing the block replaces it in place.
+	mustWrite(t, p, mustRead(t, p)+"tail\n")
+	runB(t, blockinfileBuiltin{}, env, step.Args{"path": p, "block": "10.0.0.3 n3", "state": "present"})
+	want = "127.0.0.1 localhost\n::1 localhost\n# BEGIN kubexm managed block\n10.0.0.3 n3\n# END kubexm managed block\ntail\n"
+	if got := mustRead(t, p); got != want {
+		t.Fatalf("got %q", got)
+	}
+	// Absent removes the block and nothing else.
+	converge(t, blockinfileBuiltin{}, env, step.Args{"path": p, "state": "absent"}, root)
+	if got := mustRead(t, p); got != "127.0.0.1 localhost\n::1 localhost\ntail\n" {
+		t.Fatalf("got %q", got)
+	}
+	// insertbefore BOF with custom markers.
+	runB(t, blockinfileBuiltin{}, env, step.Args{"path": p, "block": "x", "insertbefore": "BOF", "marker": "// {mark} m", "state": "present"})
+	if got := mustRead(t, p); !strings.HasPrefix(got, "// BEGIN m\nx\n// END m\n127.0.0.1") {
+		t.Fatalf("got %q", got)
+	}
+	mustWrite(t, p, "# BEGIN kubexm managed block\nx\n")
+	if _, err := (blockinfileBuiltin{}).Run(t.Context(), env, step.Args{"path": p, "block": "y", "state": "present"}); err == nil {
+		t.Error("unterminated block: want error")
+	}
+}

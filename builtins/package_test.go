@@ -1,0 +1,94 @@
+package builtins
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/transport"
+)
+
+// fakeApt models dpkg's database for a few packages.
+func fakeApt(installed map[string]string) *fakeHost {
+	h := newFake(func(cmd string) (transport.Result, bool) {
+		f := strings.Fields(cmd)
+		switch {
+		case f[0] == "dpkg-query":
+			if v, found := installed[f[len(f)-1]]; found {
+				return ok("install ok installed\t" + v + "\n")
+			}
+			return rc(1, "", "dpkg-query: no packages found matching "+f[len(f)-1])
+		case f[0] == "apt-get" && f[1] == "install" && f[2] == "-y":
+			for _, n := range f {
+				if !strings.HasPrefix(n, "-") && n != "apt-get" && n != "install" && !strings.Contains(n, "::") {
+					installed[n] = "1.0"
+				}
+			}
+			return ok("")
+		case f[0] == "apt-get" && f[1] == "remove":
+			for _, n := range f[3:] {
+				delete(installed, n)
+			}
+			return ok("")
+		case f[0] == "apt-get" && f[1] == "-s":
+			return ok("Inst socat [1.0] (2.0 Debian:12)\n")
+		case f[0] == "/bin/sh" && strings.Contains(cmd, "Dir::Etc::SourceList=/dev/null"):
+			installed["containerd"] = "1.6"
+			return ok("")
+		}
+		return transport.Result{}, false
+	})
+	h.files["/usr/bin/apt-get"] = ""
+	return h
+}
+
+func TestPackageApt(t *testing.T) {
+	h := fakeApt(map[string]string{"curl": "7.88"})
+	convergeFake(t, packageBuiltin{}, h, step.Args{"name": []any{"curl", "socat", "conntrack"}}, "apt-get install", "apt-get remove")
+	if got := h.ran("apt-get install"); len(got) != 1 || !strings.HasSuffix(got[0], " socat conntrack") {
+		t.Errorf("install: %v", got)
+	}
+	convergeFake(t, packageBuiltin{}, h, step.Args{"name": "socat", "state": "absent"}, "apt-get install", "apt-get remove")
+	res := runB(t, packageBuiltin{}, fakeEnv(h), step.Args{"name": "curl", "state": "latest"})
+	if res.Changed {
+		t.Errorf("latest with nothing to upgrade for curl: %+v", res)
+	}
+}
+
+func TestPackageOffline(t *testing.T) {
+	h := fakeApt(map[string]string{})
+	h.files["/opt/bundle/containerd_1.6_amd64.deb"] = "deb"
+	convergeFake(t, packageBuiltin{}, h, step.Args{"name": "containerd", "offline_repo": "/opt/bundle"}, "/bin/sh", "apt-get")
+	if _, err := (packageBuiltin{}).Run(t.Context(), fakeEnv(h), step.Args{"name": "x", "offline_repo": "/nope"}); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("missing repo dir: %v", err)
+	}
+}
+
+func TestPackageErrors(t *testing.T) {
+	h := newFake(func(string) (transport.Result, bool) { return transport.Result{}, false })
+	if _, err := (packageBuiltin{}).Run(t.Context(), fakeEnv(h), step.Args{"name": "x"}); err == nil || !strings.Contains(err.Error(), "no supported package manager") {
+		t.Errorf("%v", err)
+	}
+	if _, err := (packageBuiltin{}).Run(t.Context(), fakeEnv(h), step.Args{"name": "-rf"}); err == nil {
+		t.Error("option-like name: want error")
+	}
+	// A manager that claims success without installing is caught.
+	liar := fakeApt(map[string]string{})
+	liar.answer = func(cmd string) (transport.Result, bool) {
+		if strings.HasPrefix(cmd, "dpkg-query") {
+			return rc(1, "", "")
+		}
+		return ok("")
+	}
+	if _, err := (packageBuiltin{}).Run(t.Context(), fakeEnv(liar), step.Args{"name": "ghost"}); err == nil || !strings.Contains(err.Error(), "not installed") {
+		t.Errorf("%v", err)
+	}
+}
+
+func TestPackageLatest(t *testing.T) {
+	h := fakeApt(map[string]string{"socat": "1.0"})
+	res := runB(t, packageBuiltin{}, fakeEnv(h), step.Args{"name": "socat", "state": "latest"})
+	if !res.Changed || res.Msg != "upgrade socat" || len(h.ran("apt-get install -y --no-install-recommends -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold --only-upgrade socat")) != 1 {
+		t.Errorf("%+v %v", res, h.cmds)
+	}
+}

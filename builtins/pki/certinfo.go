@@ -1,0 +1,206 @@
+package pki
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/mensylisir/kubexm/engine/step"
+)
+
+type certInfo struct{}
+
+func (certInfo) Spec() step.Spec {
+	return step.Spec{
+		Name:    "cert_info",
+		Summary: "Read certificates on a host or on the control machine and report subject, SANs and expiry",
+		Doc: `Reads PEM certificates and reports on them; it never changes anything.
+A file holding a chain is described by its first certificate. A kubeconfig
+is described by the client certificate of its current context, so admin.conf
+and the other kubeconfigs can be checked like certificates.
+
+Files are read on the task's host (with become when the task has it), or
+on the control machine with ` + "`local: true`" + ` (relative paths then start
+at the cluster's work directory).
+
+Results for one ` + "`path`" + `: ` + "`path`, `exists`, `subject`, `common_name`, `organization` (list), `sans` (map of `dns` and `ips` lists), `issuer`, `not_before` and `not_after` (RFC3339), `days_left` (whole days, counted towards zero: negative once expired by a day), `expired`, `is_ca`, `serial` (hex)" + `.
+With ` + "`paths`" + ` the same maps are returned in the list ` + "`certs`" + `, in order.`,
+		Args: []step.Arg{
+			{Name: "path", Type: step.String,
+				Doc: "The certificate (or kubeconfig) to read. Give `path` or `paths`."},
+			{Name: "paths", Type: step.List,
+				Doc: "Several files to read; results in `certs`."},
+			{Name: "local", Type: step.Bool, Default: false,
+				Doc: "Read on the control machine instead of the host."},
+			{Name: "missing_ok", Type: step.Bool, Default: false,
+				Doc: "A missing file is reported with `exists: false` instead of failing the task."},
+		},
+		Examples: []string{
+			`- name: apiserver certificate expiry
+  cert_info:
+    path: /etc/kubernetes/pki/apiserver.crt
+  register: apiserver_cert`,
+			`- name: all etcd certificates
+  cert_info:
+    paths: ["/etc/ssl/etcd/ssl/ca.crt", "/etc/ssl/etcd/ssl/admin.crt"]
+    missing_ok: true
+  register: etcd_certs`,
+		},
+	}
+}
+
+func (certInfo) Run(ctx context.Context, env *step.Env, args step.Args) (step.Result, error) {
+	single := args.String("path")
+	many := args.Strings("paths")
+	switch {
+	case single != "" && len(many) > 0:
+		return step.Result{}, errors.New("give path or paths, not both")
+	case single == "" && len(many) == 0:
+		return step.Result{}, errors.New("path (or paths) is required")
+	case single != "":
+		many = []string{single}
+	}
+	local := args.Bool("local")
+	missingOK := args.Bool("missing_ok")
+	now := time.Now()
+	certs := make([]any, 0, len(many))
+	for _, p := range many {
+		data, exists, where, err := readForInfo(ctx, env, p, local)
+		if err != nil {
+			return step.Result{}, err
+		}
+		if !exists {
+			if !missingOK {
+				return step.Result{}, fmt.Errorf("%s does not exist on %s (set missing_ok: true to report it instead)", where, hostName(env, local))
+			}
+			certs = append(certs, map[string]any{"path": where, "exists": false})
+			continue
+		}
+		cert, err := certOfFile(data)
+		if err != nil {
+			return step.Result{}, fmt.Errorf("%s on %s: %w", where, hostName(env, local), err)
+		}
+		info := Describe(cert, now)
+		info["path"] = where
+		info["exists"] = true
+		certs = append(certs, info)
+	}
+	if single != "" {
+		return step.Result{Data: certs[0].(map[string]any)}, nil
+	}
+	return step.Result{Data: map[string]any{"certs": certs}}, nil
+}
+
+func hostName(env *step.Env, local bool) string {
+	switch {
+	case local && env.Control != nil:
+		return env.Control.Host()
+	case local:
+		return "the control machine"
+	case env.Target != nil:
+		return env.Target.Host()
+	}
+	return env.Host
+}
+
+// readForInfo returns a file's content from the host or the control machine,
+// and the path as resolved.
+func readForInfo(ctx context.Context, env *step.Env, p string, local bool) ([]byte, bool, string, error) {
+	if local {
+		p = controlPath(env, p)
+		b, err := readOptional(p)
+		if err != nil {
+			return nil, false, p, err
+		}
+		return b, b != nil, p, nil
+	}
+	if !filepath.IsAbs(p) {
+		return nil, false, p, fmt.Errorf("path %q on host %s must be absolute (or set local: true)", p, env.Host)
+	}
+	if env.Target == nil {
+		return nil, false, p, fmt.Errorf("host %s has no connection to read %s", env.Host, p)
+	}
+	fi, err := env.Target.Stat(ctx, p, env.Become)
+	if err != nil {
+		return nil, false, p, err
+	}
+	if !fi.Exists {
+		return nil, false, p, nil
+	}
+	if fi.IsDir {
+		return nil, false, p, fmt.Errorf("%s on %s is a directory, not a certificate", p, env.Target.Host())
+	}
+	var buf bytes.Buffer
+	if err := env.Target.Get(ctx, p, &buf, env.Become); err != nil {
+		return nil, false, p, err
+	}
+	return buf.Bytes(), true, p, nil
+}
+
+// certOfFile finds the certificate in a PEM file or a kubeconfig.
+func certOfFile(data []byte) (*x509.Certificate, error) {
+	if cert, err := ParseCert(data); err == nil {
+		return cert, nil
+	} else if bytes.Contains(data, []byte("-----BEGIN CERTIFICATE-----")) {
+		return nil, err
+	}
+	kc, err := ParseKubeConfig(data)
+	if err != nil {
+		return nil, errors.New("neither a PEM certificate nor a kubeconfig")
+	}
+	user := ""
+	for _, c := range kc.Contexts {
+		if c.Name == kc.CurrentContext {
+			user = c.Context.User
+		}
+	}
+	for _, u := range kc.Users {
+		if u.Name != user || u.User.ClientCertificateData == "" {
+			continue
+		}
+		pemData, err := base64.StdEncoding.DecodeString(u.User.ClientCertificateData)
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig user %q: client-certificate-data: %w", user, err)
+		}
+		cert, err := ParseCert(pemData)
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig user %q: %w", user, err)
+		}
+		return cert, nil
+	}
+	return nil, fmt.Errorf("kubeconfig: the user %q of current context %q has no client-certificate-data", user, kc.CurrentContext)
+}
+
+// Describe returns what cert_info reports about a certificate at time now.
+func Describe(c *x509.Certificate, now time.Time) map[string]any {
+	dns := make([]any, len(c.DNSNames))
+	for i, d := range c.DNSNames {
+		dns[i] = d
+	}
+	ips := make([]any, len(c.IPAddresses))
+	for i, ip := range c.IPAddresses {
+		ips[i] = ip.String()
+	}
+	org := make([]any, len(c.Subject.Organization))
+	for i, o := range c.Subject.Organization {
+		org[i] = o
+	}
+	return map[string]any{
+		"subject":      c.Subject.String(),
+		"common_name":  c.Subject.CommonName,
+		"organization": org,
+		"sans":         map[string]any{"dns": dns, "ips": ips},
+		"issuer":       c.Issuer.String(),
+		"not_before":   c.NotBefore.UTC().Format(time.RFC3339),
+		"not_after":    c.NotAfter.UTC().Format(time.RFC3339),
+		"days_left":    int(c.NotAfter.Sub(now) / day),
+		"expired":      !now.Before(c.NotAfter),
+		"is_ca":        c.IsCA,
+		"serial":       serialHex(c),
+	}
+}

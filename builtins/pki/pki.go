@@ -1,0 +1,13 @@
+// Package pki provides the certificate builtins: gen_cert makes CAs, signed
+// certificates and key pairs on the control machine, kubeconfig writes a
+// kubeconfig with embedded credentials, and cert_info reports on existing
+// certificates. Everything is done with Go's crypto/x509; no openssl or
+// cfssl binary is needed on any machine.
+package pki
+
+import "github.com/mensylisir/kubexm/engine/step"
+
+// Builtins returns gen_cert, kubeconfig and cert_info.
+func Builtins() []step.Builtin {
+	return []step.Builtin{genCert{}, kubeconfigBuiltin{}, certInfo{}}
+}

@@ -1,0 +1,49 @@
+package builtins
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mensylisir/kubexm/engine/step"
+)
+
+// kernel.ostype is readable everywhere and already "Linux", so the runtime
+// side needs no root; the file side runs in a temporary root.
+func TestSysctlPersist(t *testing.T) {
+	env, root := testEnv(t)
+	file := filepath.Join(root, "sysctl.d", "99-kubexm.conf")
+	mustWrite(t, file, "# keep\nkernel.ostype=Old\n")
+	converge(t, sysctlBuiltin{}, env, step.Args{"name": "kernel.ostype", "value": "Linux", "sysctl_file": file}, root)
+	if got := mustRead(t, file); got != "# keep\nkernel.ostype = Linux\n" {
+		t.Errorf("got %q", got)
+	}
+	converge(t, sysctlBuiltin{}, env, step.Args{"name": "kernel.ostype", "state": "absent", "sysctl_file": file}, root)
+	if got := mustRead(t, file); got != "# keep\n" {
+		t.Errorf("got %q", got)
+	}
+}
+
+func TestSysctlApplyErrors(t *testing.T) {
+	env, root := testEnv(t)
+	file := filepath.Join(root, "s.conf")
+	// kernel.ostype is read-only: sysctl -w fails even for root.
+	args := step.Args{"name": "kernel.ostype", "value": "Plan9", "sysctl_file": file}
+	if _, err := (sysctlBuiltin{}).Run(t.Context(), env, args); err == nil || !strings.Contains(err.Error(), "ignore_apply_errors") {
+		t.Fatalf("want apply error with hint, got %v", err)
+	}
+	args["ignore_apply_errors"] = true
+	res := runB(t, sysctlBuiltin{}, env, args)
+	if !strings.Contains(res.Msg, "warning") {
+		t.Errorf("%+v", res)
+	}
+	for _, bad := range []step.Args{
+		{"name": "kernel.no_such_key_kubexm", "value": "1", "sysctl_file": file},
+		{"name": "bad key", "value": "1", "sysctl_file": file},
+		{"name": "kernel.ostype", "sysctl_file": file},
+	} {
+		if _, err := (sysctlBuiltin{}).Run(t.Context(), env, bad); err == nil {
+			t.Errorf("%v: want error", bad)
+		}
+	}
+}

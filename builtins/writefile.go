@@ -1,0 +1,191 @@
+package builtins
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/transport"
+)
+
+// attrs are the ownership and permissions a task asks for; zero values
+// leave the file's current setting alone.
+type attrs struct {
+	Mode  fs.FileMode
+	Owner string
+	Group string
+}
+
+func attrsFrom(args step.Args) attrs {
+	return attrs{Mode: args.Mode("mode"), Owner: args.String("owner"), Group: args.String("group")}
+}
+
+// attrArgs are the arguments every file-writing builtin takes.
+func attrArgs() []step.Arg {
+	return []step.Arg{
+		{Name: "mode", Type: step.Mode, Doc: `Permissions, quoted octal such as "0644". Unset keeps the current mode (new files get 0644, directories 0755).`},
+		{Name: "owner", Type: step.String, Doc: "User name or uid to own the path. Unset keeps the current owner."},
+		{Name: "group", Type: step.String, Doc: "Group name or gid. Unset keeps the current group."},
+	}
+}
+
+// fixAttrs brings an existing path's mode and owner to a; it returns what it
+// changed (or would change in check mode).
+func fixAttrs(ctx context.Context, env *step.Env, path string, fi transport.FileInfo, a attrs) ([]string, error) {
+	var changes []string
+	if a.Mode != 0 && fi.Mode != a.Mode && !fi.IsLink {
+		changes = append(changes, fmt.Sprintf("mode %04o -> %04o", fi.Mode, a.Mode))
+		if !env.Check {
+			if _, err := mustRun(ctx, env, "chmod", fmt.Sprintf("%04o", a.Mode), "--", path); err != nil {
+				return nil, err
+			}
+		}
+	}
+	owner := a.Owner != "" && fi.Owner != a.Owner
+	group := a.Group != "" && fi.Group != a.Group
+	if (owner && isNumeric(a.Owner)) || (group && isNumeric(a.Group)) {
+		// The transport reports names; a numeric request is compared by id.
+		res, err := mustRun(ctx, env, "stat", "-c", "%u %g", "--", path)
+		if err != nil {
+			return nil, err
+		}
+		ids := strings.Fields(string(res.Stdout))
+		if len(ids) == 2 {
+			owner = owner && ids[0] != a.Owner
+			group = group && ids[1] != a.Group
+		}
+	}
+	if owner {
+		changes = append(changes, fmt.Sprintf("owner %s -> %s", fi.Owner, a.Owner))
+	}
+	if group {
+		changes = append(changes, fmt.Sprintf("group %s -> %s", fi.Group, a.Group))
+	}
+	if (owner || group) && !env.Check {
+		spec := ""
+		if owner {
+			spec = a.Owner
+		}
+		if group {
+			spec += ":" + a.Group
+		}
+		if _, err := mustRun(ctx, env, "chown", "-h", spec, "--", path); err != nil {
+			return nil, err
+		}
+	}
+	return changes, nil
+}
+
+// writeOpts says how writeContent treats the destination.
+type writeOpts struct {
+	attrs
+	Backup bool
+	// Force false leaves an existing destination alone (copy's force: no).
+	NoForce bool
+}
+
+func isNumeric(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// writeContent makes dest hold content: unchanged when the sha256 already
+// matches (attributes are still corrected), a diff when env.Diff, nothing
+// written in check mode.
+func writeContent(ctx context.Context, env *step.Env, dest string, content []byte, o writeOpts) (step.Result, error) {
+	fi, err := env.Target.Stat(ctx, dest, env.Become)
+	if err != nil {
+		return step.Result{}, err
+	}
+	if fi.IsDir {
+		return step.Result{}, fmt.Errorf("%s: dest %s is a directory", env.Target.Host(), dest)
+	}
+	want := sha256Hex(content)
+	data := map[string]any{"dest": dest, "checksum": want, "size": len(content)}
+	if fi.Exists {
+		have, err := env.Target.Sha256(ctx, dest, env.Become)
+		if err != nil {
+			return step.Result{}, err
+		}
+		if have == want || o.NoForce {
+			changes, err := fixAttrs(ctx, env, dest, fi, o.attrs)
+			if err != nil {
+				return step.Result{}, err
+			}
+			return step.Result{Changed: len(changes) > 0, Msg: strings.Join(changes, ", "), Data: data}, nil
+		}
+	}
+	var res step.Result
+	res.Data = data
+	res.Changed = true
+	if env.Diff {
+		var old []byte
+		if fi.Exists {
+			if old, _, err = readFile(ctx, env, dest); err != nil {
+				return step.Result{}, err
+			}
+		}
+		res.Diff = unifiedDiff(dest, old, content, fi.Exists)
+	}
+	if env.Check {
+		res.Msg = "would write " + dest
+		return res, nil
+	}
+	if o.Backup && fi.Exists {
+		bak, err := backupFile(ctx, env, dest)
+		if err != nil {
+			return step.Result{}, err
+		}
+		data["backup_file"] = bak
+	}
+	if err := env.Target.Put(ctx, bytes.NewReader(content), dest, putOptions(env, fi, o.attrs)); err != nil {
+		return step.Result{}, err
+	}
+	res.Msg = "wrote " + dest
+	return res, nil
+}
+
+// putOptions keeps an existing file's mode and owner unless the task sets
+// them, since Put replaces the file.
+func putOptions(env *step.Env, fi transport.FileInfo, a attrs) transport.PutOptions {
+	po := transport.PutOptions{Mode: a.Mode, Owner: a.Owner, Group: a.Group, Become: env.Become}
+	if fi.Exists {
+		if po.Mode == 0 {
+			po.Mode = fi.Mode
+		}
+		if po.Owner == "" {
+			po.Owner = fi.Owner
+		}
+		if po.Group == "" {
+			po.Group = fi.Group
+		}
+	}
+	return po
+}
+
+// backupFile copies path to path.<timestamp>~ keeping its attributes.
+func backupFile(ctx context.Context, env *step.Env, path string) (string, error) {
+	bak := path + "." + time.Now().UTC().Format("20060102T150405.000000000") + "~"
+	if _, err := mustRun(ctx, env, "cp", "-p", "--", path, bak); err != nil {
+		return "", err
+	}
+	return bak, nil
+}

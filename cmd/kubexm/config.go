@@ -1,0 +1,269 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mensylisir/kubexm/schema"
+)
+
+// newConfigCmd is `kubexm config`: checking, showing and converting
+// cluster files.
+func newConfigCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Validate, view and convert cluster.yaml",
+	}
+	cmd.AddCommand(newConfigValidateCmd(), newConfigViewCmd(), newConfigConvertCmd())
+	return cmd
+}
+
+func addFileFlag(cmd *cobra.Command, file *string) {
+	cmd.Flags().StringVarP(file, "file", "f", "cluster.yaml", "cluster file")
+}
+
+func printWarnings(w io.Writer, warnings []schema.Warning) {
+	for _, x := range warnings {
+		fmt.Fprintf(w, "warning: %s\n", x)
+	}
+}
+
+func newConfigValidateCmd() *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:          "validate",
+		Short:        "Check a cluster file and report every problem in it",
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, warnings, err := schema.Load(file)
+			printWarnings(cmd.ErrOrStderr(), warnings)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid: cluster %s, %d hosts, Kubernetes %s (%s), etcd %s, %s\n",
+				file, c.Metadata.Name, len(c.Spec.Hosts), c.Spec.Kubernetes.Version, c.Spec.Kubernetes.Type,
+				c.Spec.Etcd.Type, c.Spec.Network.Plugin)
+			return nil
+		},
+	}
+	addFileFlag(cmd, &file)
+	return cmd
+}
+
+func newConfigViewCmd() *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:          "view",
+		Short:        "Print the cluster file with every default filled in and secrets masked",
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, warnings, err := schema.Load(file)
+			printWarnings(cmd.ErrOrStderr(), warnings)
+			if err != nil {
+				return err
+			}
+			out, err := schema.Marshal(c.Masked())
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
+	}
+	addFileFlag(cmd, &file)
+	return cmd
+}
+
+func newConfigConvertCmd() *cobra.Command {
+	var file, output string
+	cmd := &cobra.Command{
+		Use:   "convert",
+		Short: "Convert a KubeKey v3 cluster file to the kubexm form",
+		Long: "Convert a KubeKey v3 (kubekey.kubesphere.io/v1alpha2) cluster file to kubexm's\n" +
+			"format. Secrets are kept as written (${ENV} references stay references) and no\n" +
+			"defaults are added; run `kubexm config validate` on the result.",
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return fmt.Errorf("read cluster file: %w", err)
+			}
+			c, warnings, err := schema.Decode(file, data)
+			printWarnings(cmd.ErrOrStderr(), warnings)
+			if err != nil {
+				return err
+			}
+			out, err := schema.Marshal(c)
+			if err != nil {
+				return err
+			}
+			if output == "" || output == "-" {
+				_, err = cmd.OutOrStdout().Write(out)
+				return err
+			}
+			// The file may carry passwords, so it is private like the input should be.
+			if err := os.WriteFile(output, out, 0o600); err != nil {
+				return fmt.Errorf("write converted file: %w", err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", output)
+			return nil
+		},
+	}
+	addFileFlag(cmd, &file)
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output file (default: standard output)")
+	return cmd
+}
+
+// newCreateCmd is `kubexm create`; it holds `create config`, and the lead's
+// main adds the cluster-creating subcommands.
+func newCreateCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Create a sample cluster file",
+	}
+	cmd.AddCommand(newCreateConfigCmd())
+	return cmd
+}
+
+func newCreateConfigCmd() *cobra.Command {
+	var version, output, name string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Write a commented sample cluster.yaml (an all-in-one cluster on this machine)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if v := "v" + strings.TrimPrefix(version, "v"); slices.Contains(schema.SupportedKubernetesVersions(), v) {
+				version = v
+			} else {
+				return fmt.Errorf("unsupported Kubernetes version %q (supported: %s)", version, strings.Join(schema.SupportedKubernetesVersions(), ", "))
+			}
+			sample := sampleConfig(name, version, localIPv4())
+			if output == "" || output == "-" {
+				_, err := io.WriteString(cmd.OutOrStdout(), sample)
+				return err
+			}
+			flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+			if force {
+				flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+			}
+			f, err := os.OpenFile(output, flags, 0o644)
+			if errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("%s already exists (use --force to overwrite)", output)
+			}
+			if err != nil {
+				return fmt.Errorf("write sample: %w", err)
+			}
+			if _, err := io.WriteString(f, sample); err != nil {
+				f.Close()
+				return fmt.Errorf("write sample: %w", err)
+			}
+			if err := f.Close(); err != nil {
+				return fmt.Errorf("write sample: %w", err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s; check it with: kubexm config validate -f %s\n", output, output)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&version, "kubernetes-version", schema.DefaultKubernetesVersion, "Kubernetes version")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output file (default: standard output)")
+	cmd.Flags().StringVar(&name, "name", "mycluster", "cluster name")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing output file")
+	return cmd
+}
+
+// localIPv4 guesses the address other nodes would reach this machine on:
+// the first global unicast IPv4 of an interface that is up.
+func localIPv4() string {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
+				return ipn.IP.String()
+			}
+		}
+	}
+	return ""
+}
+
+func sampleConfig(name, version, ip string) string {
+	internal := "    # internalAddress: 192.168.0.10  # this machine's cluster IP; set it for a real cluster\n"
+	if ip != "" {
+		internal = fmt.Sprintf("    internalAddress: %s   # detected; the IP other nodes reach this machine on\n", ip)
+	}
+	return fmt.Sprintf(`# kubexm cluster file: an all-in-one cluster on this machine.
+# Every default is shown by `+"`kubexm config view -f <this file>`"+`;
+# editors can complete and check it with schema/cluster.schema.json.
+apiVersion: %s
+kind: %s
+metadata:
+  name: %s
+spec:
+  hosts:
+  # address: localhost runs commands on this machine without SSH.
+  # A remote host: {name: node2, address: 192.168.0.11, user: root, privateKeyPath: ~/.ssh/id_rsa}
+  # A password may be written as ${ENV_VAR} or read from passwordFile: <path>.
+  - name: node1
+    address: localhost
+%s    # arch: amd64                 # or arm64
+    # labels: {disk: ssd}
+  roleGroups:
+    # Members are host names; node[1:3] stands for node1, node2, node3.
+    etcd: [node1]
+    master: [node1]
+    worker: [node1]
+    # registry: [node1]           # at most one host, runs the image registry
+    # loadbalancer: []            # keepalived + haproxy hosts for externalLoadBalancer: kubexm
+  controlPlaneEndpoint:
+    # externalLoadBalancer: kubexm (loadbalancer hosts + lb_address) or external (your LB at lb_address).
+    # internalLoadbalancer: haproxy or nginx on every worker, or kube-vip (needs lb_address).
+    internalLoadbalancer: haproxy
+    domain: lb.kubexm.local
+    port: 6443
+  system:
+    # ntpServers: [ntp.aliyun.com]
+    # timezone: Asia/Shanghai
+  kubernetes:
+    type: kubeadm                 # or kubexm: binaries managed by systemd
+    version: %s
+    containerRuntime:
+      type: containerd            # containerd, docker, cri-o or isula
+    clusterName: cluster.local
+    proxyMode: ipvs               # ipvs, iptables or nftables
+  etcd:
+    type: kubexm                  # kubexm (binaries), kubeadm (stacked) or external
+  network:
+    plugin: calico                # calico, flannel, cilium or none
+    kubePodsCIDR: 10.233.64.0/18
+    kubeServiceCIDR: 10.233.0.0/18
+  registry:
+    # privateRegistry: dockerhub.kubexm.local
+    # auths:
+    #   dockerhub.kubexm.local: {username: admin, password: ${REGISTRY_PASSWORD}}
+  # addons: [metallb]
+  # extra:
+  #   hosts: [{domain: git.example.local, address: 192.168.0.20}]
+  #   resolves: [{address: 192.168.0.53}]
+`, schema.APIVersion, schema.Kind, name, internal, version)
+}

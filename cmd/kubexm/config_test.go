@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mensylisir/kubexm/schema"
+)
+
+func run(t *testing.T, cmd *cobra.Command, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err = cmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+func TestCreateConfigSampleIsValid(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "cluster.yaml")
+	if _, _, err := run(t, newCreateCmd(), "config", "-o", file); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "address: localhost") || !strings.Contains(string(data), "# ") {
+		t.Errorf("sample is not a commented localhost all-in-one:\n%s", data)
+	}
+	c, warnings, err := schema.Load(file)
+	if err != nil {
+		t.Fatalf("sample does not validate: %v\n%s", err, data)
+	}
+	if len(warnings) > 0 {
+		t.Errorf("sample has warnings: %v", warnings)
+	}
+	if c.Spec.Kubernetes.Version != schema.DefaultKubernetesVersion || c.Spec.Hosts[0].Connection != "local" {
+		t.Errorf("version %s connection %s", c.Spec.Kubernetes.Version, c.Spec.Hosts[0].Connection)
+	}
+
+	// A second write must not clobber the file silently.
+	if _, _, err := run(t, newCreateCmd(), "config", "-o", file); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("overwrite without --force: err = %v", err)
+	}
+	if _, _, err := run(t, newCreateCmd(), "config", "-o", file, "--force", "--kubernetes-version", "1.33.4"); err != nil {
+		t.Fatal(err)
+	}
+	c, _, err = schema.Load(file)
+	if err != nil || c.Spec.Kubernetes.Version != "v1.33.4" {
+		t.Fatalf("--kubernetes-version 1.33.4: version %v, err %v", c, err)
+	}
+}
+
+func TestCreateConfigRejectsUnsupportedVersion(t *testing.T) {
+	_, _, err := run(t, newCreateCmd(), "config", "--kubernetes-version", "v1.32.4")
+	if err == nil || !strings.Contains(err.Error(), "v1.33.13") {
+		t.Fatalf("err = %v, want a list of supported versions", err)
+	}
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const minimal = `apiVersion: kubexm.mensylisir.io/v1alpha1
+kind: Cluster
+metadata: {name: demo}
+spec:
+  hosts:
+  - {name: n1, address: 10.0.0.1, password: "${KUBEXM_TEST_PW}"}
+  roleGroups: {etcd: [n1], master: [n1], worker: [n1]}
+`
+
+func TestConfigValidateAndView(t *testing.T) {
+	t.Setenv("KUBEXM_TEST_PW", "s3cret-pw")
+	file := writeFile(t, "cluster.yaml", minimal)
+	out, _, err := run(t, newConfigCmd(), "validate", "-f", file)
+	if err != nil || !strings.Contains(out, "valid") {
+		t.Fatalf("validate: %q %v", out, err)
+	}
+	out, _, err = run(t, newConfigCmd(), "view", "-f", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "s3cret-pw") || !strings.Contains(out, schema.Mask) {
+		t.Errorf("view leaks or does not mask the password:\n%s", out)
+	}
+	for _, want := range []string{"version: v1.33.13", "port: 22", "plugin: calico", "dataDir: /var/lib/etcd"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("view lacks default %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestConfigValidateReportsAllProblems(t *testing.T) {
+	t.Setenv("KUBEXM_TEST_PW", "pw")
+	bad := strings.Replace(minimal, "address: 10.0.0.1", "address: 10.0.0.1, prot: 22", 1)
+	bad = strings.Replace(bad, "worker: [n1]", "worker: [n2]", 1)
+	file := writeFile(t, "bad.yaml", bad)
+	_, _, err := run(t, newConfigCmd(), "validate", "-f", file)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	for _, want := range []string{"2 problems", "bad.yaml:6:", "prot", `did you mean "port"?`, `bad.yaml:7:`, `host "n2" is not in spec.hosts`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+}
+
+func TestConfigConvertKubeKey(t *testing.T) {
+	kk := `apiVersion: kubekey.kubesphere.io/v1alpha2
+kind: Cluster
+metadata: {name: kk}
+spec:
+  hosts:
+  - {name: node1, address: 10.0.0.1, password: "${PW}"}
+  roleGroups:
+    etcd: [node1]
+    control-plane: [node1]
+    worker: [node1]
+  controlPlaneEndpoint: {domain: lb.kubesphere.local, address: "", port: 6443}
+  kubernetes: {version: v1.33.2, containerManager: containerd}
+  etcd: {type: kubekey}
+`
+	file := writeFile(t, "kk.yaml", kk)
+	outFile := filepath.Join(t.TempDir(), "out.yaml")
+	_, stderr, err := run(t, newConfigCmd(), "convert", "-f", file, "-o", outFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr, "control-plane -> spec.roleGroups.master") {
+		t.Errorf("no rename warning: %s", stderr)
+	}
+	data, err := os.ReadFile(outFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	for _, want := range []string{schema.APIVersion, "master:", "type: kubexm", `${PW}`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("converted file lacks %q:\n%s", want, s)
+		}
+	}
+	t.Setenv("PW", "x")
+	if _, _, err := schema.Load(outFile); err != nil {
+		t.Errorf("converted file does not validate: %v", err)
+	}
+}

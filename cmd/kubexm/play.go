@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/engine/output"
+	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/transport"
+)
+
+// app holds what the play commands need from the rest of the program; main
+// fills it.
+type app struct {
+	loadInventory func(path string) (*inventory.Inventory, error)
+	builtins      map[string]step.Builtin
+	connect       func(ctx context.Context, h *inventory.Host) (transport.Transport, error)
+	builtinFS     fs.FS // holds playbooks/ and roles/
+}
+
+type playFlags struct {
+	inventory string
+	tags      []string
+	skipTags  []string
+	startAt   string
+	limit     string
+	check     bool
+	diff      bool
+	extraVars []string
+	forks     int
+	listTasks bool
+	listHosts bool
+	listTags  bool
+	syntax    bool
+	resume    string
+	output    string
+	verbose   int
+	rolesPath []string
+	workDir   string
+	noJournal bool
+}
+
+func newPlayCmd(a *app) *cobra.Command {
+	var f playFlags
+	cmd := &cobra.Command{
+		Use:   "play PLAYBOOK",
+		Short: "Run a playbook against the hosts of a cluster.yaml",
+		Long: `Run a playbook: a directory holding playbook.yaml, a YAML file, or the name
+of a built-in playbook (kubexm playbook list). See docs/playbooks.md.`,
+		Example: `  kubexm play create-cluster -i cluster.yaml
+  kubexm play ./my-fork/playbooks/create-cluster -i cluster.yaml --tags etcd --limit master1
+  kubexm play create-cluster -i cluster.yaml --resume
+  kubexm play upgrade --syntax-check`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.play(cmd.Context(), cmd.OutOrStdout(), args[0], f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.inventory, "inventory", "i", "", "cluster.yaml describing the hosts")
+	fl.StringSliceVarP(&f.tags, "tags", "t", nil, "run only tasks with these tags (comma separated)")
+	fl.StringSliceVar(&f.skipTags, "skip-tags", nil, "skip tasks with these tags")
+	fl.StringVar(&f.startAt, "start-at-task", "", "start at the first task with this name (exact or glob)")
+	fl.StringVarP(&f.limit, "limit", "l", "", "further limit hosts to this pattern (e.g. master1,etcd:!etcd3)")
+	fl.BoolVarP(&f.check, "check", "C", false, "dry run: report what would change, change nothing")
+	fl.BoolVarP(&f.diff, "diff", "D", false, "show the differences of changed files")
+	fl.StringArrayVarP(&f.extraVars, "extra-vars", "e", nil, "set a variable: name=value, @file.yaml or a {...} mapping (repeatable)")
+	fl.IntVarP(&f.forks, "forks", "f", 50, "how many hosts work at once")
+	fl.BoolVar(&f.listTasks, "list-tasks", false, "list the tasks that would run, and exit")
+	fl.BoolVar(&f.listHosts, "list-hosts", false, "list the hosts each play would run on, and exit")
+	fl.BoolVar(&f.listTags, "list-tags", false, "list the tags of each play, and exit")
+	fl.BoolVar(&f.syntax, "syntax-check", false, "load and check the playbook, and exit")
+	fl.StringVar(&f.resume, "resume", "", "continue a failed run, skipping what succeeded: the last run, or --resume=RUN-ID")
+	fl.Lookup("resume").NoOptDefVal = "last"
+	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	fl.CountVarP(&f.verbose, "verbose", "v", "show stdout/stderr of every task (-vv: also progress)")
+	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles before the built-in ones")
+	fl.StringVar(&f.workDir, "workdir", "", "work directory holding run journals (default .kubexm/<cluster name>)")
+	fl.BoolVar(&f.noJournal, "no-journal", false, "do not write a run journal (such a run cannot be resumed)")
+	return cmd
+}
+
+// exitError carries the process exit status: 2 when hosts failed, 4 when
+// some were unreachable, 130 when interrupted.
+type exitError struct {
+	err  error
+	code int
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+func (e *exitError) ExitCode() int { return e.code }
+
+func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) error {
+	if f.output != "text" && f.output != "json" {
+		return fmt.Errorf("--output must be text or json, not %q", f.output)
+	}
+	pb, err := engine.Load(ctx, ref, engine.LoadOptions{Builtins: a.builtins, BuiltinFS: a.builtinFS, RolesPath: f.rolesPath, Version: version})
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.syntax:
+		fmt.Fprintf(w, "playbook: %s (%s): syntax OK, %d plays\n", pb.Name, pb.Path, len(pb.Plays))
+		return nil
+	case f.listTasks:
+		return pb.ListTasks(w, f.tags, f.skipTags)
+	case f.listTags:
+		return pb.ListTags(w)
+	}
+	if f.inventory == "" {
+		return errors.New("no inventory: pass the cluster description with -i cluster.yaml")
+	}
+	if a.loadInventory == nil {
+		return errors.New("this kubexm was built without an inventory loader")
+	}
+	inv, err := a.loadInventory(f.inventory)
+	if err != nil {
+		return err
+	}
+	if f.listHosts {
+		return pb.ListHosts(w, inv, f.limit)
+	}
+	extra, err := engine.ParseExtraVars(f.extraVars)
+	if err != nil {
+		return err
+	}
+	workDir := f.workDir
+	if workDir == "" {
+		name, _ := inv.Vars["cluster_name"].(string)
+		if name == "" {
+			name = strings.TrimSuffix(filepath.Base(f.inventory), filepath.Ext(f.inventory))
+		}
+		workDir = filepath.Join(".kubexm", name)
+	}
+	var sink engine.Sink
+	if f.output == "json" {
+		sink = output.NewJSON(w)
+	} else {
+		sink = output.NewText(w, f.verbose)
+	}
+	rc, err := engine.Run(ctx, pb, inv, engine.RunOptions{
+		Connect: a.connect, Forks: f.forks, Check: f.check, Diff: f.diff, Tags: f.tags, SkipTags: f.skipTags,
+		StartAt: f.startAt, Limit: f.limit, ExtraVars: extra, WorkDir: workDir, Resume: f.resume,
+		Output: sink, Verbosity: f.verbose, Version: version, NoJournal: f.noJournal || f.check,
+	})
+	if err == nil {
+		return nil
+	}
+	switch {
+	case rc != nil && rc.Cancelled:
+		return &exitError{err: err, code: 130}
+	case errors.Is(err, engine.ErrFailed):
+		code := 2
+		for _, s := range rc.Hosts {
+			if s.Unreachable > 0 && s.Failed == 0 {
+				code = 4
+			}
+		}
+		return &exitError{err: err, code: code}
+	}
+	return err
+}
+
+func newPlaybookCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "playbook",
+		Short: "List or export the built-in playbooks and roles",
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List the built-in playbooks",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if a.builtinFS == nil {
+				return errors.New("this kubexm has no built-in playbooks")
+			}
+			ents, err := fs.ReadDir(a.builtinFS, "playbooks")
+			if err != nil {
+				return err
+			}
+			for _, e := range ents {
+				fmt.Fprintln(cmd.OutOrStdout(), strings.TrimSuffix(e.Name(), ".yaml"))
+			}
+			return nil
+		},
+	})
+	var force bool
+	export := &cobra.Command{
+		Use:   "export DIR",
+		Short: "Write the built-in playbooks and roles to DIR for forking",
+		Long: `Write the built-in playbooks/ and roles/ to DIR. Run a fork with
+kubexm play DIR/playbooks/NAME: its roles are found in DIR/roles first.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if a.builtinFS == nil {
+				return errors.New("this kubexm has no built-in playbooks")
+			}
+			n, err := exportFS(a.builtinFS, args[0], force)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %d files to %s\n", n, args[0])
+			return nil
+		},
+	}
+	export.Flags().BoolVar(&force, "force", false, "overwrite files that already exist")
+	cmd.AddCommand(export)
+	return cmd
+}
+
+// exportFS copies playbooks/ and roles/ of fsys under dir.
+func exportFS(fsys fs.FS, dir string, force bool) (int, error) {
+	n := 0
+	for _, root := range []string{"playbooks", "roles"} {
+		if _, err := fs.Stat(fsys, root); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		err := fs.WalkDir(fsys, root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			dst := filepath.Join(dir, filepath.FromSlash(p))
+			if d.IsDir() {
+				return os.MkdirAll(dst, 0o755)
+			}
+			data, err := fs.ReadFile(fsys, p)
+			if err != nil {
+				return err
+			}
+			flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+			if !force {
+				flags |= os.O_EXCL
+			}
+			out, err := os.OpenFile(dst, flags, 0o644)
+			if err != nil {
+				if errors.Is(err, fs.ErrExist) {
+					return fmt.Errorf("%s already exists; use --force to overwrite", dst)
+				}
+				return err
+			}
+			if _, err := out.Write(data); err != nil {
+				out.Close()
+				return err
+			}
+			n++
+			return out.Close()
+		})
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/engine/step"
+)
+
+type fakeStep struct{ calls *[]string }
+
+func (fakeStep) Spec() step.Spec {
+	return step.Spec{Name: "fake", FreeForm: "msg", Args: []step.Arg{{Name: "msg", Type: step.String}, {Name: "fail", Type: step.Bool, Default: false}}}
+}
+
+func (f fakeStep) Run(_ context.Context, env *step.Env, a step.Args) (step.Result, error) {
+	*f.calls = append(*f.calls, env.Host+":"+a.String("msg"))
+	return step.Result{Failed: a.Bool("fail"), Msg: a.String("msg")}, nil
+}
+
+func testApp(calls *[]string) *app {
+	return &app{
+		loadInventory: func(path string) (*inventory.Inventory, error) {
+			if path != "cluster.yaml" {
+				return nil, errors.New("no such inventory " + path)
+			}
+			return &inventory.Inventory{Hosts: []inventory.Host{{Name: "n1", Local: true}}, Groups: map[string][]string{"nodes": {"n1"}},
+				Vars: map[string]any{"cluster_name": "demo"}}, nil
+		},
+		builtins: map[string]step.Builtin{"fake": fakeStep{calls: calls}},
+		builtinFS: fstest.MapFS{
+			"playbooks/demo/playbook.yaml": {Data: []byte("name: demo\nversion: 0.1.0\nrequires: {kubexm: \">=0.1.0\"}\nplays:\n  - name: p\n    hosts: nodes\n    roles: [r]\n    tasks:\n      - name: t\n        fake: {msg: \"{{ .inventory_hostname }} {{ .x }}\", fail: \"{{ .bad }}\"}\n        tags: [x]\n")},
+			"roles/r/tasks/main.yaml":      {Data: []byte("- name: in role\n  fake: role\n")},
+		},
+	}
+}
+
+func runCmd(t *testing.T, a *app, args ...string) (string, error) {
+	t.Helper()
+	cmd := newPlayCmd(a)
+	if args[0] == "playbook" {
+		cmd = newPlaybookCmd(a)
+		args = args[1:]
+	}
+	var out bytes.Buffer
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestPlayCommand(t *testing.T) {
+	t.Chdir(t.TempDir())
+	var calls []string
+	a := testApp(&calls)
+
+	out, err := runCmd(t, a, "demo", "--syntax-check")
+	if err != nil || !strings.Contains(out, "syntax OK") {
+		t.Fatalf("syntax-check: %v %s", err, out)
+	}
+	out, err = runCmd(t, a, "demo", "--list-tasks", "--tags", "x")
+	if err != nil || !strings.Contains(out, "t\tTAGS: [x]") || strings.Contains(out, "in role") {
+		t.Fatalf("list-tasks: %v %s", err, out)
+	}
+	out, err = runCmd(t, a, "demo", "-i", "cluster.yaml", "--list-hosts")
+	if err != nil || !strings.Contains(out, "n1") {
+		t.Fatalf("list-hosts: %v %s", err, out)
+	}
+	if _, err := runCmd(t, a, "demo", "--list-hosts"); err == nil || !strings.Contains(err.Error(), "-i cluster.yaml") {
+		t.Fatalf("list-hosts without inventory: %v", err)
+	}
+
+	out, err = runCmd(t, a, "demo", "-i", "cluster.yaml", "-e", "x=1", "-e", "bad=false", "-o", "json")
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	if strings.Join(calls, ",") != "n1:role,n1:n1 1" {
+		t.Errorf("calls = %v", calls)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not a JSON line: %q", l)
+		}
+	}
+	if !strings.Contains(lines[len(lines)-1], `"kind":"recap"`) {
+		t.Errorf("last line is not the recap: %s", lines[len(lines)-1])
+	}
+	if _, err := os.Stat(filepath.Join(".kubexm", "demo", "runs")); err != nil {
+		t.Errorf("no journal under .kubexm/demo: %v", err)
+	}
+
+	// A failure exits 2 and can be resumed.
+	calls = nil
+	out, err = runCmd(t, a, "demo", "-i", "cluster.yaml", "-e", "x=2", "-e", "bad=true")
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("failed run: err %v, want exit code 2\n%s", err, out)
+	}
+	if !strings.Contains(out, "RECAP") || !strings.Contains(out, "--resume") {
+		t.Errorf("text output lacks the recap: %s", out)
+	}
+	calls = nil
+	if out, err = runCmd(t, a, "demo", "-i", "cluster.yaml", "-e", "x=3", "-e", "bad=false", "--resume"); err != nil {
+		t.Fatalf("resume: %v\n%s", err, out)
+	}
+	if strings.Join(calls, ",") != "n1:n1 3" {
+		t.Errorf("resume redid finished tasks: %v", calls)
+	}
+	if _, err := runCmd(t, a, "demo", "-i", "cluster.yaml", "-o", "yaml"); err == nil {
+		t.Error("-o yaml accepted")
+	}
+}
+
+func TestPlaybookExport(t *testing.T) {
+	dir := t.TempDir()
+	var calls []string
+	a := testApp(&calls)
+	out, err := runCmd(t, a, "playbook", "export", dir)
+	if err != nil || !strings.Contains(out, "wrote 2 files") {
+		t.Fatalf("export: %v %s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "roles/r/tasks/main.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCmd(t, a, "playbook", "export", dir); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("second export: %v", err)
+	}
+	if _, err := runCmd(t, a, "playbook", "export", dir, "--force"); err != nil {
+		t.Errorf("export --force: %v", err)
+	}
+	// The exported fork runs from disk, finding its roles beside playbooks/.
+	if err := os.WriteFile(filepath.Join(dir, "roles/r/tasks/main.yaml"), []byte("- fake: forked\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	if _, err := runCmd(t, a, filepath.Join(dir, "playbooks/demo"), "-i", "cluster.yaml", "-e", "x=1", "-e", "bad=false"); err != nil {
+		t.Fatal(err)
+	}
+	if calls[0] != "n1:forked" {
+		t.Errorf("fork did not use its own role: %v", calls)
+	}
+	out, err = runCmd(t, a, "playbook", "list")
+	if err != nil || strings.TrimSpace(out) != "demo" {
+		t.Errorf("list: %v %q", err, out)
+	}
+}

@@ -1,0 +1,41 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func FuzzLoad(f *testing.F) {
+	seeds := []string{
+		"- hosts: all\n  tasks:\n    - probe: a\n",
+		"name: x\nversion: 1\nrequires: {kubexm: \">=0.1\"}\nplays:\n  - hosts: web:&db:!h1\n    serial: [1, 50%]\n    tasks:\n      - block: [{probe: a}]\n        rescue: [{meta: end_host}]\n",
+		"- hosts: all\n  tasks:\n    - probe: {id: \"{{ .x }}\", count: 3}\n      loop: \"{{ .l }}\"\n      loop_control: {loop_var: y}\n      when: [a, b == 1]\n      until: r.ok\n      register: r\n",
+		"a: &x {b: 1}\nc: *x\n<<: *x\n",
+		"- hosts: all\n  roles: [{role: nope}]\n",
+		"- {hosts: all, tasks: [{include_tasks: {file: x.yaml}}, {import_role: {name: r}}]}\n",
+	}
+	if b, err := os.ReadFile("testdata/everykey/playbook.yaml"); err == nil {
+		seeds = append(seeds, string(b))
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	reg := testRegistry(&calls{})
+	dir := f.TempDir()
+	name := filepath.Join(dir, "playbook.yaml")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		pb, err := LoadBytes(context.Background(), name, data, LoadOptions{Builtins: reg, Version: "0.1.0"})
+		if err == nil && pb == nil {
+			t.Fatal("nil playbook without error")
+		}
+		if err == nil {
+			_ = pb.ListTasks(discard{}, nil, nil)
+		}
+	})
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }

@@ -1,0 +1,162 @@
+package engine
+
+import (
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/mensylisir/kubexm/engine/inventory"
+)
+
+// Host patterns follow Ansible: parts separated by ":" or ",", each a group,
+// a host, "all" or a glob; "&part" intersects and "!part" excludes.
+
+func splitPattern(p string) []string {
+	f := func(r rune) bool { return r == ':' || r == ',' }
+	var out []string
+	for _, s := range strings.FieldsFunc(p, f) {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func checkPattern(p string) error {
+	parts := splitPattern(p)
+	if len(parts) == 0 {
+		return fmt.Errorf("empty host pattern")
+	}
+	for _, s := range parts {
+		name := strings.TrimLeft(s, "&!")
+		if name == "" || len(s)-len(name) > 1 {
+			return fmt.Errorf("bad part %q in host pattern %q", s, p)
+		}
+		if _, err := path.Match(name, ""); err != nil {
+			return fmt.Errorf("bad glob %q in host pattern %q", name, p)
+		}
+	}
+	return nil
+}
+
+// matchHosts resolves a pattern to host names in inventory order. Names that
+// are neither hosts nor groups are returned in unknown, so callers can warn.
+func matchHosts(inv *inventory.Inventory, pattern string) (hosts, unknown []string, err error) {
+	if err := checkPattern(pattern); err != nil {
+		return nil, nil, err
+	}
+	all := allHostNames(inv)
+	var union []string
+	inUnion := map[string]bool{}
+	var inter []map[string]bool
+	excl := map[string]bool{}
+	for _, part := range splitPattern(pattern) {
+		op := byte(0)
+		if part[0] == '&' || part[0] == '!' {
+			op, part = part[0], part[1:]
+		}
+		set, known := matchOne(inv, all, part)
+		if !known {
+			unknown = append(unknown, part)
+		}
+		switch op {
+		case '&':
+			m := map[string]bool{}
+			for _, h := range set {
+				m[h] = true
+			}
+			inter = append(inter, m)
+		case '!':
+			for _, h := range set {
+				excl[h] = true
+			}
+		default:
+			for _, h := range set {
+				if !inUnion[h] {
+					inUnion[h] = true
+					union = append(union, h)
+				}
+			}
+		}
+	}
+	// Keep inventory order, whatever the order of the pattern.
+	order := map[string]int{}
+	for i, h := range all {
+		order[h] = i
+	}
+	for _, h := range all {
+		if !inUnion[h] || excl[h] {
+			continue
+		}
+		ok := true
+		for _, m := range inter {
+			if !m[h] {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts, unknown, nil
+}
+
+// allHostNames lists the inventory hosts, plus localhost, which is always
+// addressable.
+func allHostNames(inv *inventory.Inventory) []string {
+	out := make([]string, 0, len(inv.Hosts)+1)
+	hasLocal := false
+	for _, h := range inv.Hosts {
+		out = append(out, h.Name)
+		if h.Name == inventory.Localhost {
+			hasLocal = true
+		}
+	}
+	if !hasLocal {
+		out = append(out, inventory.Localhost)
+	}
+	return out
+}
+
+func matchOne(inv *inventory.Inventory, all []string, part string) ([]string, bool) {
+	if part == "all" || part == "*" {
+		// all means the inventory's hosts; localhost joins only when named.
+		var out []string
+		for _, h := range inv.Hosts {
+			out = append(out, h.Name)
+		}
+		return out, true
+	}
+	if g, ok := inv.Groups[part]; ok {
+		return g, true
+	}
+	if part == inventory.Localhost {
+		return []string{part}, true
+	}
+	if _, ok := inv.Host(part); ok {
+		return []string{part}, true
+	}
+	if strings.ContainsAny(part, "*?[") {
+		seen := map[string]bool{}
+		var out []string
+		for _, h := range inv.Hosts {
+			if ok, _ := path.Match(part, h.Name); ok && !seen[h.Name] {
+				seen[h.Name] = true
+				out = append(out, h.Name)
+			}
+		}
+		for g, members := range inv.Groups {
+			if ok, _ := path.Match(part, g); ok {
+				for _, h := range members {
+					if !seen[h] {
+						seen[h] = true
+						out = append(out, h)
+					}
+				}
+			}
+		}
+		return out, true
+	}
+	return nil, false
+}

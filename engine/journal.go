@@ -1,0 +1,299 @@
+package engine
+
+import (
+	"bufio"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mensylisir/kubexm/engine/inventory"
+)
+
+// The journal is a JSON-lines file, runs/<run-id>/journal.jsonl under the
+// work directory. Each line is written as it happens (one write per record,
+// so a killed process loses nothing it reported) and the file is fsync'd at
+// the end of every task, which keeps a 1000-host run from paying one fsync
+// per host.
+
+const journalFile = "journal.jsonl"
+
+type journalRecord struct {
+	Type string `json:"type"` // header, result, end
+	Time string `json:"time,omitempty"`
+	// header
+	Run           string `json:"run,omitempty"`
+	Playbook      string `json:"playbook,omitempty"`
+	PlaybookHash  string `json:"playbook_hash,omitempty"`
+	InventoryHash string `json:"inventory_hash,omitempty"`
+	ResumedFrom   string `json:"resumed_from,omitempty"`
+	// result
+	Key      string         `json:"key,omitempty"`
+	Task     string         `json:"task,omitempty"`
+	Host     string         `json:"host,omitempty"`
+	Status   Status         `json:"status,omitempty"`
+	Register string         `json:"register,omitempty"`
+	Result   map[string]any `json:"result,omitempty"`
+	Facts    map[string]any `json:"facts,omitempty"`
+	// Omitted is set when no_log kept the result out of the journal; such a
+	// task runs again on resume if anything depends on its result.
+	Omitted bool `json:"omitted,omitempty"`
+	// end
+	Outcome string `json:"outcome,omitempty"`
+}
+
+type journal struct {
+	mu   sync.Mutex
+	dir  string
+	f    *os.File
+	w    *bufio.Writer
+	err  error
+	done map[string]journalRecord // successful results of the run being resumed
+	from string
+}
+
+// NewRunID returns a sortable, unique run id.
+func newRunID(now time.Time) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// inventoryHash identifies an inventory for resume; secrets take part only
+// through a hash, never in clear.
+func inventoryHash(inv *inventory.Inventory) string {
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	// Encoding errors cannot happen for these plain types except for
+	// unsupported values in Vars, which then simply hash as their error.
+	if err := enc.Encode(struct {
+		Hosts  []inventory.Host
+		Groups map[string][]string
+		GV     map[string]map[string]any
+		Vars   map[string]any
+	}{inv.Hosts, inv.Groups, inv.GroupVars, inv.Vars}); err != nil {
+		h.Write([]byte(err.Error()))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func runsDir(workDir string) string { return filepath.Join(workDir, "runs") }
+
+// lastRun returns the newest run id under workDir.
+func lastRun(workDir string) (string, error) {
+	ents, err := os.ReadDir(runsDir(workDir))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("no earlier run to resume in %s", runsDir(workDir))
+		}
+		return "", err
+	}
+	var ids []string
+	for _, e := range ents {
+		if e.IsDir() {
+			if _, err := os.Stat(filepath.Join(runsDir(workDir), e.Name(), journalFile)); err == nil {
+				ids = append(ids, e.Name())
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return "", fmt.Errorf("no earlier run to resume in %s", runsDir(workDir))
+	}
+	sort.Strings(ids)
+	return ids[len(ids)-1], nil
+}
+
+// loadJournal reads an earlier run and checks it belongs to the same
+// playbook and inventory.
+func loadJournal(workDir, id, pbHash, invHash string) (map[string]journalRecord, error) {
+	path := filepath.Join(runsDir(workDir), id, journalFile)
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("resume: no run %q in %s", id, runsDir(workDir))
+		}
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 64*1024*1024)
+	done := map[string]journalRecord{}
+	line := 0
+	header := false
+	for sc.Scan() {
+		line++
+		var rec journalRecord
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			// The last line of a killed run may be cut short.
+			continue
+		}
+		switch rec.Type {
+		case "header":
+			header = true
+			if rec.PlaybookHash != pbHash {
+				return nil, fmt.Errorf("resume: run %s was made with another version of playbook %q (its files changed since); resuming it could skip tasks that are now different. Start a new run without --resume", id, rec.Playbook)
+			}
+			if rec.InventoryHash != invHash {
+				return nil, fmt.Errorf("resume: run %s was made with another inventory (hosts or variables changed since); start a new run without --resume", id)
+			}
+		case "result":
+			if rec.Status == StatusOK || rec.Status == StatusChanged || rec.Status == StatusSkipped {
+				done[rec.Key] = rec
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("resume: reading %s: %w", path, err)
+	}
+	if !header {
+		return nil, fmt.Errorf("resume: %s has no header; it is not a kubexm run journal", path)
+	}
+	return done, nil
+}
+
+func openJournal(workDir, id string, hdr journalRecord) (*journal, error) {
+	dir := filepath.Join(runsDir(workDir), id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, journalFile), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	j := &journal{dir: dir, f: f, w: bufio.NewWriterSize(f, 64*1024)}
+	hdr.Type = "header"
+	j.write(hdr)
+	j.sync()
+	return j, j.err
+}
+
+func (j *journal) write(rec journalRecord) {
+	if j == nil {
+		return
+	}
+	rec.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	data, err := json.Marshal(rec)
+	if err != nil {
+		// Results hold plain YAML/JSON values; anything else is dropped
+		// rather than losing the record.
+		rec.Result, rec.Facts, rec.Omitted = nil, nil, true
+		data, err = json.Marshal(rec)
+		if err != nil {
+			return
+		}
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil {
+		return
+	}
+	j.w.Write(data)
+	j.w.WriteByte('\n')
+	j.err = j.w.Flush()
+}
+
+// sync makes everything written so far durable.
+func (j *journal) sync() {
+	if j == nil {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err == nil {
+		j.err = j.w.Flush()
+	}
+	if j.err == nil {
+		j.err = j.f.Sync()
+	}
+}
+
+func (j *journal) close(outcome string) error {
+	if j == nil {
+		return nil
+	}
+	j.write(journalRecord{Type: "end", Outcome: outcome})
+	j.sync()
+	cerr := j.f.Close()
+	if j.err != nil {
+		return fmt.Errorf("journal %s: %w", j.dir, j.err)
+	}
+	return cerr
+}
+
+// lookup returns the earlier outcome of key, if it succeeded.
+func (j *journal) lookup(key string) (journalRecord, bool) {
+	if j == nil || j.done == nil {
+		return journalRecord{}, false
+	}
+	rec, ok := j.done[key]
+	return rec, ok
+}
+
+// redactor masks secrets in text and values.
+type redactor struct {
+	r *strings.Replacer
+}
+
+const mask = "********"
+
+func newRedactor(secrets []string) *redactor {
+	var pairs []string
+	seen := map[string]bool{}
+	// Longer secrets first, so one that contains another is masked whole.
+	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
+	for _, s := range secrets {
+		if s == "" || seen[s] {
+			continue
+		}
+		seen[s] = true
+		pairs = append(pairs, s, mask)
+	}
+	if len(pairs) == 0 {
+		return &redactor{}
+	}
+	return &redactor{r: strings.NewReplacer(pairs...)}
+}
+
+func (rd *redactor) str(s string) string {
+	if rd.r == nil || s == "" {
+		return s
+	}
+	return rd.r.Replace(s)
+}
+
+func (rd *redactor) value(v any) any {
+	if rd.r == nil {
+		return v
+	}
+	switch x := v.(type) {
+	case string:
+		return rd.r.Replace(x)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = rd.value(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = rd.value(e)
+		}
+		return out
+	case []string:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = rd.r.Replace(e)
+		}
+		return out
+	}
+	return v
+}

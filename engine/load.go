@@ -1,0 +1,708 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+
+	"github.com/mensylisir/kubexm/engine/eval"
+	"github.com/mensylisir/kubexm/engine/step"
+)
+
+// LoadOptions says where playbooks, roles and builtins come from.
+type LoadOptions struct {
+	// Builtins are the step types tasks may call, by name.
+	Builtins map[string]step.Builtin
+	// BuiltinFS holds the embedded playbooks/ and roles/ directories.
+	BuiltinFS fs.FS
+	// RolesPath lists directories searched for roles after the playbook's
+	// own roles/ and before the built-in roles.
+	RolesPath []string
+	// Version is the running kubexm version, checked against a playbook's
+	// `requires: {kubexm: ...}`; empty skips the check.
+	Version string
+}
+
+// maxErrors bounds how many load errors one report lists.
+const maxErrors = 20
+
+// maxIncludeDepth stops import cycles.
+const maxIncludeDepth = 30
+
+type loader struct {
+	opts  LoadOptions
+	ev    *eval.Evaluator
+	hash  hash.Hash
+	seen  map[string]bool // files already hashed
+	errs  []error
+	stack []string // files being imported, for cycle detection
+	pbDir source
+	// handlerRoles records which roles already contributed handlers to the
+	// current play.
+	handlerRoles map[string]bool
+	play         *Play
+}
+
+// Load finds the playbook ref (a directory holding playbook.yaml, a YAML file,
+// or the name of a built-in playbook), parses and checks all of it, and
+// returns it ready to run. Every problem is reported with file:line:col
+// before anything runs.
+func Load(ctx context.Context, ref string, opts LoadOptions) (*Playbook, error) {
+	src, err := resolvePlaybook(ref, opts.BuiltinFS)
+	if err != nil {
+		return nil, err
+	}
+	ld := newLoader(opts)
+	ld.pbDir = src.dir()
+	pb := &Playbook{Path: src.String(), src: src, opts: opts}
+	ld.loadPlaybookFile(ctx, pb, src, true)
+	if err := ld.err(); err != nil {
+		return nil, err
+	}
+	pb.Hash = hex.EncodeToString(ld.hash.Sum(nil))
+	pb.ev = ld.ev
+	return pb, nil
+}
+
+// LoadBytes loads a playbook from memory; name is used in messages and relative
+// paths resolve against dir on disk. It serves tests and fuzzing.
+func LoadBytes(ctx context.Context, name string, data []byte, opts LoadOptions) (*Playbook, error) {
+	ld := newLoader(opts)
+	src, err := diskSource(name)
+	if err != nil {
+		return nil, err
+	}
+	ld.pbDir = src.dir()
+	pb := &Playbook{Path: name, src: src, opts: opts}
+	root, err := parseYAML(name, data)
+	if err != nil {
+		return nil, err
+	}
+	ld.hash.Write(data)
+	ld.playbookNode(ctx, pb, root, src, true)
+	if err := ld.err(); err != nil {
+		return nil, err
+	}
+	pb.Hash = hex.EncodeToString(ld.hash.Sum(nil))
+	pb.ev = ld.ev
+	return pb, nil
+}
+
+func newLoader(opts LoadOptions) *loader {
+	return &loader{opts: opts, ev: eval.New(), hash: sha256.New(), seen: map[string]bool{}, handlerRoles: map[string]bool{}}
+}
+
+func (ld *loader) err() error {
+	if len(ld.errs) == 0 {
+		return nil
+	}
+	errs := ld.errs
+	if len(errs) > maxErrors {
+		errs = append(errs[:maxErrors:maxErrors], fmt.Errorf("... and %d more errors", len(ld.errs)-maxErrors))
+	}
+	return errors.Join(errs...)
+}
+
+func (ld *loader) errorf(p Pos, format string, args ...any) {
+	ld.errs = append(ld.errs, fmt.Errorf("%s: %s", p, fmt.Sprintf(format, args...)))
+}
+
+func (ld *loader) taskErrorf(p Pos, task, format string, args ...any) {
+	if task != "" {
+		format = "task %q: " + format
+		args = append([]any{task}, args...)
+	}
+	ld.errorf(p, format, args...)
+}
+
+// resolvePlaybook turns a reference into a playbook file.
+func resolvePlaybook(ref string, builtin fs.FS) (source, error) {
+	if ref == "" {
+		return source{}, errors.New("no playbook given")
+	}
+	if st, err := os.Stat(ref); err == nil {
+		src, err := diskSource(ref)
+		if err != nil {
+			return source{}, err
+		}
+		if !st.IsDir() {
+			return src, nil
+		}
+		if f, ok := src.yamlFile("playbook"); ok {
+			return f, nil
+		}
+		return source{}, fmt.Errorf("%s: directory has no playbook.yaml", ref)
+	}
+	if builtin != nil {
+		name := strings.TrimPrefix(path.Clean(filepath.ToSlash(ref)), "playbooks/")
+		root := source{fsys: builtin, name: "playbooks", builtin: true}
+		if dir := root.join(name); dir.isDir() {
+			if f, ok := dir.yamlFile("playbook"); ok {
+				return f, nil
+			}
+		}
+		if f, ok := root.yamlFile(name); ok {
+			return f, nil
+		}
+	}
+	return source{}, fmt.Errorf("playbook %q not found: no such file or directory, and no built-in playbook of that name%s", ref, didYouMean(ref, builtinPlaybooks(builtin)))
+}
+
+// BuiltinPlaybooks lists the names of the embedded playbooks.
+func builtinPlaybooks(builtin fs.FS) []string {
+	if builtin == nil {
+		return nil
+	}
+	ents, err := fs.ReadDir(builtin, "playbooks")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, strings.TrimSuffix(strings.TrimSuffix(e.Name(), ".yaml"), ".yml"))
+	}
+	return out
+}
+
+// readYAML reads and parses a file and adds it to the playbook hash.
+func (ld *loader) readYAML(src source) (*node, bool) {
+	data, err := src.read()
+	if err != nil {
+		ld.errs = append(ld.errs, fmt.Errorf("%s: %w", src, err))
+		return nil, false
+	}
+	if key := ld.stable(src); !ld.seen[key] {
+		ld.seen[key] = true
+		ld.hash.Write([]byte(key))
+		ld.hash.Write([]byte{0})
+		ld.hash.Write(data)
+	}
+	n, err := parseYAML(src.String(), data)
+	if err != nil {
+		ld.errs = append(ld.errs, err)
+		return nil, false
+	}
+	return n, true
+}
+
+// stable names a file independently of the current directory, for the
+// playbook hash and journal keys: relative to the playbook's directory when
+// under it.
+func (ld *loader) stable(src source) string {
+	if src.builtin {
+		return "builtin:" + src.name
+	}
+	if ld.pbDir.fsys != nil && !ld.pbDir.builtin {
+		if rel, ok := strings.CutPrefix(src.name, ld.pbDir.name+"/"); ok {
+			return rel
+		}
+	}
+	return "/" + src.name
+}
+
+func (ld *loader) push(src source, at Pos) bool {
+	key := src.String()
+	for _, s := range ld.stack {
+		if s == key {
+			ld.errorf(at, "%s includes itself (%s)", key, strings.Join(append(ld.stack, key), " -> "))
+			return false
+		}
+	}
+	if len(ld.stack) >= maxIncludeDepth {
+		ld.errorf(at, "includes nested deeper than %d levels", maxIncludeDepth)
+		return false
+	}
+	ld.stack = append(ld.stack, key)
+	return true
+}
+
+func (ld *loader) pop() { ld.stack = ld.stack[:len(ld.stack)-1] }
+
+func (ld *loader) loadPlaybookFile(ctx context.Context, pb *Playbook, src source, top bool) {
+	root, ok := ld.readYAML(src)
+	if !ok {
+		return
+	}
+	if !ld.push(src, Pos{File: src.String()}) {
+		return
+	}
+	defer ld.pop()
+	ld.playbookNode(ctx, pb, root, src, top)
+}
+
+var headerKeys = map[string]bool{"name": true, "version": true, "requires": true, "vars": true, "plays": true, "description": true}
+
+// playbookNode reads either the kubexm form (a mapping with a header and
+// plays) or the Ansible form (a plain list of plays).
+func (ld *loader) playbookNode(ctx context.Context, pb *Playbook, root *node, src source, top bool) {
+	var plays *node
+	var headerVars varList
+	switch root.kind {
+	case listNode:
+		plays = root
+	case mapNode:
+		for _, k := range root.keys {
+			if ks := k.keyString(); !headerKeys[ks] {
+				ld.errorf(k.pos, "unknown playbook key %q%s; a playbook is {name, version, requires, vars, plays}", ks, didYouMean(ks, keysOf(headerKeys)))
+			}
+		}
+		name, _ := root.get("name").str()
+		version := scalarString(root.get("version"))
+		requires := map[string]string{}
+		if r := root.get("requires"); r != nil {
+			if r.kind != mapNode {
+				ld.errorf(r.pos, "requires must be a mapping such as {kubexm: \">=0.1.0\"}, not %s", r.kindName())
+			} else {
+				for i, k := range r.keys {
+					requires[k.keyString()] = scalarString(r.vals[i])
+					ld.checkRequire(k.keyString(), r.vals[i])
+				}
+			}
+		}
+		if top {
+			pb.Name, pb.Version, pb.Requires = name, version, requires
+		}
+		headerVars = ld.varsNode(root.get("vars"))
+		plays = root.get("plays")
+		if plays == nil {
+			ld.errorf(root.pos, "playbook has no plays: list them under `plays:`")
+			return
+		}
+		if plays.kind != listNode {
+			ld.errorf(plays.pos, "plays must be a list, not %s", plays.kindName())
+			return
+		}
+	default:
+		ld.errorf(root.pos, "a playbook must be a mapping {name, version, requires, plays} or a list of plays, not %s", root.kindName())
+		return
+	}
+	if top && pb.Name == "" {
+		pb.Name = playbookName(src)
+	}
+	for _, pn := range plays.list {
+		if ctx.Err() != nil {
+			ld.errs = append(ld.errs, ctx.Err())
+			return
+		}
+		if pn.kind == mapNode {
+			if imp := pn.get("import_playbook"); imp != nil {
+				ld.importPlaybook(ctx, pb, pn, imp, src)
+				continue
+			}
+		}
+		if p := ld.parsePlay(pn, src, headerVars); p != nil {
+			p.index = len(pb.Plays)
+			pb.Plays = append(pb.Plays, p)
+		}
+	}
+}
+
+func playbookName(src source) string {
+	b := src.base()
+	if b == "playbook.yaml" || b == "playbook.yml" {
+		return src.dir().base()
+	}
+	return strings.TrimSuffix(strings.TrimSuffix(b, ".yaml"), ".yml")
+}
+
+func (ld *loader) checkRequire(prog string, n *node) {
+	c := scalarString(n)
+	cons, err := semver.NewConstraint(c)
+	if err != nil {
+		ld.errorf(n.pos, "requires %s: %q is not a version constraint such as \">=0.1.0\": %v", prog, c, err)
+		return
+	}
+	if prog != "kubexm" || ld.opts.Version == "" {
+		return
+	}
+	v, err := semver.NewVersion(strings.TrimPrefix(ld.opts.Version, "v"))
+	if err != nil {
+		ld.errorf(n.pos, "requires kubexm %s, but this kubexm's version %q is not a semantic version", c, ld.opts.Version)
+		return
+	}
+	if ok, reasons := cons.Validate(v); !ok {
+		msg := ""
+		if len(reasons) > 0 {
+			msg = ": " + reasons[0].Error()
+		}
+		ld.errorf(n.pos, "this playbook requires kubexm %s, but this is kubexm %s%s; use a matching kubexm or the playbook version made for it", c, ld.opts.Version, msg)
+	}
+}
+
+func (ld *loader) importPlaybook(ctx context.Context, pb *Playbook, pn, imp *node, from source) {
+	for _, k := range pn.keys {
+		if ks := k.keyString(); ks != "import_playbook" && ks != "name" {
+			ld.errorf(k.pos, "import_playbook takes no other key than name, got %q", ks)
+		}
+	}
+	ref, ok := imp.str()
+	if !ok || ref == "" {
+		ld.errorf(imp.pos, "import_playbook needs a playbook path or name")
+		return
+	}
+	var target source
+	found := false
+	cand := from.dir().join(ref)
+	if cand.isDir() {
+		target, found = cand.yamlFile("playbook")
+	} else if cand.isFile() {
+		target, found = cand, true
+	}
+	if !found && ld.opts.BuiltinFS != nil {
+		if s, err := resolvePlaybook(ref, ld.opts.BuiltinFS); err == nil && s.builtin {
+			target, found = s, true
+		}
+	}
+	if !found {
+		ld.errorf(imp.pos, "import_playbook %q: not found beside %s nor among the built-in playbooks", ref, from)
+		return
+	}
+	ld.loadPlaybookFile(ctx, pb, target, false)
+}
+
+var playKeys = map[string]bool{
+	"name": true, "hosts": true, "vars": true, "vars_files": true, "roles": true, "pre_tasks": true,
+	"tasks": true, "post_tasks": true, "handlers": true, "serial": true, "strategy": true,
+	"any_errors_fatal": true, "max_fail_percentage": true, "gather_facts": true, "tags": true,
+	"when": true, "become": true,
+}
+
+func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
+	if pn.kind != mapNode {
+		ld.errorf(pn.pos, "a play must be a mapping with hosts and tasks, not %s", pn.kindName())
+		return nil
+	}
+	name, _ := pn.get("name").str()
+	for _, k := range pn.keys {
+		if ks := k.keyString(); !playKeys[ks] {
+			hint := didYouMean(ks, keysOf(playKeys))
+			if _, isTask := taskKeys[ks]; isTask || ld.opts.Builtins[ks] != nil {
+				hint = "; tasks go under tasks:"
+			}
+			ld.errorf(k.pos, "play %q: unknown play key %q%s", name, ks, hint)
+		}
+	}
+	p := &Play{Name: name, Pos: pn.pos, src: src, MaxFailPercentage: -1, Strategy: "linear"}
+	ld.play = p
+	ld.handlerRoles = map[string]bool{}
+	hn := pn.get("hosts")
+	switch {
+	case hn == nil:
+		ld.errorf(pn.pos, "play %q has no hosts", name)
+	case hn.kind == listNode:
+		var parts []string
+		for _, e := range hn.list {
+			s, ok := e.str()
+			if !ok {
+				ld.errorf(e.pos, "hosts entries must be strings")
+			}
+			parts = append(parts, s)
+		}
+		p.Hosts = strings.Join(parts, ":")
+	default:
+		s, ok := hn.str()
+		if !ok || strings.TrimSpace(s) == "" {
+			ld.errorf(hn.pos, "hosts must be a pattern such as \"all\", \"etcd\" or \"masters:&workers\"")
+		}
+		p.Hosts = s
+	}
+	if err := checkPattern(p.Hosts); err != nil && hn != nil {
+		ld.errorf(hn.pos, "hosts: %v", err)
+	}
+	p.Vars = append(append(varList{}, headerVars...), ld.varsNode(pn.get("vars"))...)
+	if vf := pn.get("vars_files"); vf != nil {
+		for _, f := range ld.stringList(vf, "vars_files") {
+			fs := src.dir().join(f.expr)
+			n, ok := ld.readYAML(fs)
+			if !ok {
+				continue
+			}
+			if n.kind != mapNode && !(n.kind == scalarNode && n.scalar == nil) {
+				ld.errorf(n.pos, "a vars file must be a mapping")
+				continue
+			}
+			p.Vars = append(p.Vars, ld.varsNode(n)...)
+		}
+	}
+	p.Tags = ld.tags(pn.get("tags"))
+	p.When = ld.conds(pn.get("when"))
+	p.Become = ld.boolField(pn.get("become"), "become")
+	p.AnyErrorsFatal = ld.boolField(pn.get("any_errors_fatal"), "any_errors_fatal")
+	p.GatherFacts = ld.boolField(pn.get("gather_facts"), "gather_facts")
+	if p.GatherFacts && ld.opts.Builtins["setup"] == nil {
+		ld.errorf(pn.get("gather_facts").pos, "gather_facts needs the setup builtin, and none is registered")
+	}
+	if s := pn.get("strategy"); s != nil {
+		v, _ := s.str()
+		if v != "linear" && v != "free" {
+			ld.errorf(s.pos, "strategy must be linear or free, not %q", scalarString(s))
+		}
+		p.Strategy = v
+	}
+	if m := pn.get("max_fail_percentage"); m != nil {
+		f, err := percent(m.value())
+		if err != nil {
+			ld.errorf(m.pos, "max_fail_percentage: %v", err)
+		}
+		p.MaxFailPercentage = f
+	}
+	if s := pn.get("serial"); s != nil {
+		vals := []*node{s}
+		if s.kind == listNode {
+			vals = s.list
+		}
+		for _, v := range vals {
+			if _, err := batchSize(v.value(), 100); err != nil {
+				ld.errorf(v.pos, "serial: %v", err)
+				continue
+			}
+			p.Serial = append(p.Serial, v.value())
+		}
+	}
+	base := &Task{Tags: p.Tags, When: p.When, Become: p.Become}
+	ctxt := taskCtx{src: src, parent: base, play: p}
+	p.PreTasks = ld.taskList(pn.get("pre_tasks"), ctxt, "pre_tasks")
+	if rn := pn.get("roles"); rn != nil {
+		if rn.kind != listNode {
+			ld.errorf(rn.pos, "roles must be a list")
+		} else {
+			for _, r := range rn.list {
+				if t := ld.roleRef(r, ctxt); t != nil {
+					p.Roles = append(p.Roles, t)
+				}
+			}
+		}
+	}
+	p.Tasks = ld.taskList(pn.get("tasks"), ctxt, "tasks")
+	p.PostTasks = ld.taskList(pn.get("post_tasks"), ctxt, "post_tasks")
+	hctx := ctxt
+	hctx.handler = true
+	p.Handlers = append(ld.taskList(pn.get("handlers"), hctx, "handlers"), p.Handlers...)
+	ld.checkNotify(p)
+	return p
+}
+
+// checkNotify makes sure every notify names a handler.
+func (ld *loader) checkNotify(p *Play) {
+	names := map[string]bool{}
+	for _, h := range p.Handlers {
+		names[h.Name] = true
+		for _, l := range h.Listen {
+			names[l] = true
+		}
+	}
+	var walk func([]*Task)
+	walk = func(ts []*Task) {
+		for _, t := range ts {
+			for _, n := range t.Notify {
+				if !names[n] && !strings.Contains(n, "{{") {
+					ld.taskErrorf(t.Pos, t.Name, "notify %q: no handler of that name%s", n, didYouMean(n, keysOf(names)))
+				}
+			}
+			walk(t.Block)
+			walk(t.Rescue)
+			walk(t.Always)
+			if t.Include != nil {
+				walk(t.Include.static)
+			}
+		}
+	}
+	for _, s := range p.Sections() {
+		walk(s)
+	}
+	walk(p.Handlers)
+}
+
+func percent(v any) (float64, error) {
+	switch x := v.(type) {
+	case int:
+		if x < 0 || x > 100 {
+			return 0, fmt.Errorf("%d is not between 0 and 100", x)
+		}
+		return float64(x), nil
+	case float64:
+		if x < 0 || x > 100 {
+			return 0, fmt.Errorf("%v is not between 0 and 100", x)
+		}
+		return x, nil
+	case string:
+		var f float64
+		if _, err := fmt.Sscanf(strings.TrimSuffix(x, "%"), "%g", &f); err != nil || f < 0 || f > 100 {
+			return 0, fmt.Errorf("%q is not a percentage", x)
+		}
+		return f, nil
+	}
+	return 0, fmt.Errorf("%v is not a percentage", v)
+}
+
+// batchSize turns a serial entry into a number of hosts out of total.
+func batchSize(v any, total int) (int, error) {
+	switch x := v.(type) {
+	case int:
+		if x < 1 {
+			return 0, fmt.Errorf("%d: a batch needs at least one host", x)
+		}
+		return x, nil
+	case string:
+		if strings.HasSuffix(x, "%") {
+			f, err := percent(x)
+			if err != nil || f <= 0 {
+				return 0, fmt.Errorf("%q is not a percentage above 0", x)
+			}
+			n := int(float64(total) * f / 100)
+			if n < 1 {
+				n = 1
+			}
+			return n, nil
+		}
+		n, err := step.ToInt(x)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("%q is not a number of hosts or a percentage", x)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("%v is not a number of hosts or a percentage", v)
+}
+
+var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func (ld *loader) varsNode(n *node) varList {
+	if n == nil || (n.kind == scalarNode && n.scalar == nil) {
+		return nil
+	}
+	if n.kind != mapNode {
+		ld.errorf(n.pos, "vars must be a mapping, not %s", n.kindName())
+		return nil
+	}
+	var out varList
+	for i, k := range n.keys {
+		name := k.keyString()
+		if !identRe.MatchString(name) {
+			ld.errorf(k.pos, "variable name %q is not an identifier (letters, digits, _)", name)
+			continue
+		}
+		v := n.vals[i].value()
+		tmpl := ld.checkTemplates(n.vals[i], "")
+		out = append(out, varDef{name: name, val: v, pos: k.pos, template: tmpl})
+	}
+	return out
+}
+
+// checkTemplates checks the syntax of every {{ }} under n and reports whether
+// there was any.
+func (ld *loader) checkTemplates(n *node, task string) bool {
+	if n == nil {
+		return false
+	}
+	switch n.kind {
+	case mapNode:
+		any := false
+		for _, v := range n.vals {
+			if ld.checkTemplates(v, task) {
+				any = true
+			}
+		}
+		return any
+	case listNode:
+		any := false
+		for _, v := range n.list {
+			if ld.checkTemplates(v, task) {
+				any = true
+			}
+		}
+		return any
+	}
+	s, ok := n.str()
+	if !ok || !strings.Contains(s, "{{") {
+		return false
+	}
+	if err := ld.ev.CheckTemplate(s); err != nil {
+		ld.taskErrorf(n.pos, task, "%v", err)
+	}
+	return true
+}
+
+func (ld *loader) stringList(n *node, what string) []cond {
+	if n == nil {
+		return nil
+	}
+	vals := []*node{n}
+	if n.kind == listNode {
+		vals = n.list
+	}
+	var out []cond
+	for _, v := range vals {
+		if v.kind != scalarNode || v.scalar == nil {
+			ld.errorf(v.pos, "%s: expected a string or a list of strings, got %s", what, v.kindName())
+			continue
+		}
+		out = append(out, cond{expr: scalarString(v), pos: v.pos})
+	}
+	return out
+}
+
+func (ld *loader) tags(n *node) []string {
+	var out []string
+	for _, c := range ld.stringList(n, "tags") {
+		for _, t := range strings.Split(c.expr, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// conds reads when/changed_when/failed_when: an expression, a list of them
+// (all must hold) or a boolean.
+func (ld *loader) conds(n *node) []cond {
+	out := ld.stringList(n, "condition")
+	for _, c := range out {
+		if strings.Contains(c.expr, "{{") {
+			ld.errorf(c.pos, "conditions are expressions, not templates: write %q without {{ }}", strings.TrimSpace(strings.Trim(strings.TrimSpace(c.expr), "{}")))
+			continue
+		}
+		if err := ld.ev.CheckExpr(c.expr); err != nil {
+			ld.errorf(c.pos, "%v", err)
+		}
+	}
+	return out
+}
+
+func (ld *loader) boolField(n *node, what string) bool {
+	if n == nil {
+		return false
+	}
+	b, err := step.ToBool(n.value())
+	if err != nil || n.kind != scalarNode {
+		ld.errorf(n.pos, "%s must be true or false, not %s", what, scalarString(n))
+	}
+	return b
+}
+
+func scalarString(n *node) string {
+	if n == nil {
+		return ""
+	}
+	if n.kind != scalarNode {
+		return n.kindName()
+	}
+	if n.scalar == nil {
+		return ""
+	}
+	if s, ok := n.scalar.(string); ok {
+		return s
+	}
+	return fmt.Sprint(n.scalar)
+}

@@ -1,0 +1,182 @@
+// Package output turns engine events into what people and programs read:
+// a human view through charmbracelet/log, or one JSON object per line.
+package output
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/charmbracelet/log"
+
+	"github.com/mensylisir/kubexm/engine"
+)
+
+// JSON writes one JSON object per event per line.
+type JSON struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+// NewJSON returns a sink writing JSON lines to w.
+func NewJSON(w io.Writer) *JSON { return &JSON{enc: json.NewEncoder(w)} }
+
+// Emit writes e. Write errors are dropped: the run must not stop because
+// its output pipe closed.
+func (j *JSON) Emit(e engine.Event) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_ = j.enc.Encode(e)
+}
+
+// Text is the human view: one line per task with hosts done/total and the
+// time it took, a line per failure, and a recap table. With verbosity 1
+// every host result is shown with its stdout and stderr; with 2 also task
+// starts and builtin progress.
+type Text struct {
+	mu        sync.Mutex
+	w         io.Writer
+	log       *log.Logger
+	verbosity int
+}
+
+// NewText returns the human view writing to w.
+func NewText(w io.Writer, verbosity int) *Text {
+	l := log.NewWithOptions(w, log.Options{ReportTimestamp: true, TimeFormat: time.TimeOnly})
+	return &Text{w: w, log: l, verbosity: verbosity}
+}
+
+// Emit prints e.
+func (t *Text) Emit(e engine.Event) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := t.log
+	switch e.Kind {
+	case engine.EventRunStart:
+		l.Info("RUN "+e.Run, "playbook", e.Message)
+	case engine.EventPlayStart:
+		l.Info("PLAY "+e.Play, "hosts", strings.TrimPrefix(e.Message, "hosts: "))
+	case engine.EventTaskStart:
+		if t.verbosity >= 2 {
+			l.Info("TASK "+taskTitle(e)+" ...", "hosts", e.Total)
+		}
+	case engine.EventTaskEnd:
+		kv := []any{"hosts", fmt.Sprintf("%d/%d", e.Done, e.Total), "elapsed", (time.Duration(e.DurationMS) * time.Millisecond).String()}
+		for _, s := range []engine.Status{engine.StatusChanged, engine.StatusOK, engine.StatusSkipped, engine.StatusFailed, engine.StatusIgnored, engine.StatusUnreachable} {
+			if n := e.Counts[s]; n > 0 {
+				kv = append(kv, string(s), n)
+			}
+		}
+		if e.Counts[engine.StatusFailed]+e.Counts[engine.StatusUnreachable] > 0 {
+			l.Error("TASK "+taskTitle(e), kv...)
+		} else {
+			l.Info("TASK "+taskTitle(e), kv...)
+		}
+	case engine.EventHostResult:
+		kv := []any{"host", e.Host}
+		if e.Item != "" {
+			kv = append(kv, "item", e.Item)
+		}
+		if e.Delegate != "" {
+			kv = append(kv, "delegate_to", e.Delegate)
+		}
+		switch e.Status {
+		case engine.StatusFailed, engine.StatusUnreachable:
+			kv = append(kv, "task", e.Task)
+			if e.Pos != "" {
+				kv = append(kv, "at", e.Pos)
+			}
+			kv = append(kv, "reason", e.Message)
+			l.Error(strings.ToUpper(string(e.Status)), kv...)
+			t.streams(e)
+		case engine.StatusIgnored:
+			kv = append(kv, "task", e.Task, "reason", e.Message)
+			l.Warn("FAILED (ignored)", kv...)
+		default:
+			if t.verbosity >= 1 {
+				if e.Resumed {
+					kv = append(kv, "resumed", e.Message)
+				} else if e.Message != "" {
+					kv = append(kv, "msg", e.Message)
+				}
+				l.Info("  "+string(e.Status), kv...)
+				t.streams(e)
+			}
+		}
+		if e.Diff != "" {
+			fmt.Fprintln(t.w, e.Diff)
+		}
+	case engine.EventLog:
+		if t.verbosity >= 2 {
+			l.Info("  "+e.Message, "host", e.Host)
+		}
+	case engine.EventWarning:
+		l.Warn(e.Message)
+	case engine.EventRecap:
+		t.recap(e)
+	}
+}
+
+func (t *Text) streams(e engine.Event) {
+	for _, s := range []struct{ name, text string }{{"stdout", e.Stdout}, {"stderr", e.Stderr}} {
+		if s.text == "" {
+			continue
+		}
+		fmt.Fprintf(t.w, "  %s:\n", s.name)
+		for _, line := range strings.Split(strings.TrimRight(s.text, "\n"), "\n") {
+			fmt.Fprintf(t.w, "    %s\n", line)
+		}
+	}
+}
+
+func taskTitle(e engine.Event) string {
+	title := e.Task
+	if e.Role != "" {
+		title = e.Role + " : " + title
+	}
+	if e.Handler {
+		title = "handler " + title
+	}
+	return title
+}
+
+func (t *Text) recap(e engine.Event) {
+	rc := e.Recap
+	if rc == nil {
+		return
+	}
+	fmt.Fprintln(t.w)
+	fmt.Fprintln(t.w, "RECAP")
+	tw := tabwriter.NewWriter(t.w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tOK\tCHANGED\tSKIPPED\tFAILED\tUNREACHABLE\tIGNORED\tRESCUED\t")
+	hosts := rc.Order
+	for _, h := range hosts {
+		s := rc.Hosts[h]
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", h, s.OK, s.Changed, s.Skipped, s.Failed, s.Unreachable, s.Ignored, s.Rescued)
+	}
+	_ = tw.Flush()
+	for _, h := range hosts {
+		if s := rc.Hosts[h]; s.Error != "" && (s.Failed > 0 || s.Unreachable > 0) {
+			fmt.Fprintf(t.w, "  %s: %s\n", h, s.Error)
+		}
+	}
+	state := "finished"
+	switch {
+	case rc.Cancelled:
+		state = "cancelled"
+	case rc.Failed:
+		state = "FAILED"
+	}
+	fmt.Fprintf(t.w, "run %s %s in %s", rc.RunID, state, rc.Duration.Round(time.Millisecond))
+	if rc.Aborted != "" {
+		fmt.Fprintf(t.w, " (%s)", rc.Aborted)
+	}
+	fmt.Fprintln(t.w)
+	if rc.Journal != "" && (rc.Failed || rc.Cancelled) {
+		fmt.Fprintf(t.w, "continue it with: --resume %s\n", rc.RunID)
+	}
+}

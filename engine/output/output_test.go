@@ -1,0 +1,83 @@
+package output
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mensylisir/kubexm/engine"
+)
+
+func events() []engine.Event {
+	now := time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC)
+	rc := &engine.Recap{RunID: "r1", Order: []string{"n1", "n2"}, Duration: 1500 * time.Millisecond, Failed: true, Journal: "/tmp/j",
+		Hosts: map[string]*engine.HostStats{"n1": {OK: 2, Changed: 1}, "n2": {OK: 1, Failed: 1, Error: "rc=1"}}}
+	return []engine.Event{
+		{Time: now, Kind: engine.EventPlayStart, Run: "r1", Play: "install", Message: "hosts: all"},
+		{Time: now, Kind: engine.EventTaskStart, Run: "r1", Play: "install", Task: "copy", Total: 2},
+		{Time: now, Kind: engine.EventHostResult, Run: "r1", Task: "copy", Host: "n1", Status: engine.StatusChanged, Stdout: "copied\n"},
+		{Time: now, Kind: engine.EventHostResult, Run: "r1", Task: "copy", Role: "etcd", Host: "n2", Status: engine.StatusFailed, Message: "rc=1", Stderr: "boom"},
+		{Time: now, Kind: engine.EventTaskEnd, Run: "r1", Play: "install", Task: "copy", Role: "etcd", Done: 2, Total: 2, DurationMS: 1200,
+			Counts: map[engine.Status]int{engine.StatusChanged: 1, engine.StatusFailed: 1}},
+		{Time: now, Kind: engine.EventRecap, Run: "r1", Recap: rc},
+	}
+}
+
+func TestText(t *testing.T) {
+	for _, tc := range []struct {
+		verbosity int
+		want      []string
+		not       []string
+	}{
+		{0, []string{"PLAY install", "TASK etcd : copy", "hosts=2/2", "elapsed=1.2s", "changed=1", "failed=1", "FAILED", "host=n2", `reason="rc=1"`, "boom",
+			"RECAP", "HOST", "n1", "n2: rc=1", "run r1 FAILED in 1.5s", "--resume r1"}, []string{"copied"}},
+		{1, []string{"copied", "host=n1"}, nil},
+	} {
+		var buf bytes.Buffer
+		s := NewText(&buf, tc.verbosity)
+		for _, e := range events() {
+			s.Emit(e)
+		}
+		out := buf.String()
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("-v=%d: output lacks %q:\n%s", tc.verbosity, w, out)
+			}
+		}
+		for _, w := range tc.not {
+			if strings.Contains(out, w) {
+				t.Errorf("-v=%d: output has %q:\n%s", tc.verbosity, w, out)
+			}
+		}
+		recapLine := ""
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "n2 ") {
+				recapLine = strings.Join(strings.Fields(l), " ")
+			}
+		}
+		if recapLine != "n2 1 0 0 1 0 0 0" {
+			t.Errorf("recap row for n2 = %q", recapLine)
+		}
+	}
+}
+
+func TestJSON(t *testing.T) {
+	var buf bytes.Buffer
+	s := NewJSON(&buf)
+	for _, e := range events() {
+		s.Emit(e)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != len(events()) {
+		t.Fatalf("%d lines for %d events", len(lines), len(events()))
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(lines[3]), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["host"] != "n2" || m["status"] != "failed" || m["message"] != "rc=1" || m["role"] != "etcd" {
+		t.Errorf("event = %v", m)
+	}
+}

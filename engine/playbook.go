@@ -1,0 +1,184 @@
+// Package engine loads kubexm playbooks and runs them against an inventory:
+// the loader turns YAML into checked plays and tasks, the executor runs them
+// on hosts in parallel, journals every outcome for --resume, and reports
+// typed events to an output sink.
+package engine
+
+import (
+	"time"
+
+	"github.com/mensylisir/kubexm/engine/eval"
+
+	"github.com/mensylisir/kubexm/engine/step"
+)
+
+// Playbook is a loaded, checked playbook.
+type Playbook struct {
+	Name    string
+	Version string
+	// Requires maps a program name ("kubexm") to a semver constraint.
+	Requires map[string]string
+	// Path is where the playbook file was found, for messages.
+	Path  string
+	Plays []*Play
+	// Hash identifies the content of every file the playbook was built from;
+	// a resume journal is tied to it.
+	Hash string
+
+	src  source
+	opts LoadOptions
+	// ev is shared by the loader and every run, so templates and
+	// expressions compile once.
+	ev *eval.Evaluator
+}
+
+// Play maps a host pattern to an ordered list of tasks.
+type Play struct {
+	Name              string
+	Pos               Pos
+	Hosts             string
+	Vars              varList
+	PreTasks          []*Task
+	Roles             []*Task // one implicit block per role reference
+	Tasks             []*Task
+	PostTasks         []*Task
+	Handlers          []*Task
+	Serial            []any // batch sizes: numbers or "N%" strings
+	Strategy          string
+	AnyErrorsFatal    bool
+	MaxFailPercentage float64 // < 0: not set
+	GatherFacts       bool
+	Tags              []string
+	When              []cond
+	Become            bool
+
+	index int
+	src   source
+}
+
+// Sections returns the play's task lists in the order they run, each followed
+// by a handler flush.
+func (p *Play) Sections() [][]*Task {
+	main := append(append([]*Task{}, p.Roles...), p.Tasks...)
+	return [][]*Task{p.PreTasks, main, p.PostTasks}
+}
+
+// TaskKind says what a task does.
+type TaskKind int
+
+const (
+	// KindAction runs a builtin.
+	KindAction TaskKind = iota
+	// KindBlock runs Block, then Rescue on failure, then Always.
+	KindBlock
+	// KindInclude loads tasks (include_tasks, include_role) when it runs.
+	KindInclude
+	// KindMeta is a meta: action the engine implements (flush_handlers, ...).
+	KindMeta
+)
+
+// Task is one entry of a task list.
+type Task struct {
+	Name   string
+	Pos    Pos
+	Kind   TaskKind
+	Action string // builtin name, or the meta action
+	Args   map[string]any
+
+	When        []cond // own and inherited conditions, all must hold
+	Loop        any
+	HasLoop     bool
+	LoopVar     string
+	IndexVar    string
+	Label       string
+	Register    string
+	ChangedWhen []cond
+	FailedWhen  []cond
+	IgnoreErrs  bool
+	Retries     int
+	Delay       time.Duration
+	Until       *cond
+	RunOnce     bool
+	DelegateTo  string
+	Notify      []string
+	Tags        []string // own and inherited
+	Vars        varList
+	Environment map[string]any
+	Become      bool
+	Timeout     time.Duration
+	NoLog       bool
+	Listen      []string
+
+	Block, Rescue, Always []*Task
+	// Implicit blocks come from roles and imports; they have no name of their
+	// own and are not listed.
+	Implicit bool
+
+	Include *include
+
+	Role  *roleInstance
+	pos   string // Pos.String(), computed once
+	key   string // file:line:col with the file named independently of the working directory
+	scope *scope
+	spec  step.Spec
+	impl  step.Builtin
+	play  *Play
+}
+
+// where returns file:line:col of the task.
+func (t *Task) where() string {
+	if t.pos == "" {
+		return t.Pos.String()
+	}
+	return t.pos
+}
+
+// RoleName returns the name of the role the task belongs to, or "".
+func (t *Task) RoleName() string {
+	if t.Role == nil {
+		return ""
+	}
+	return t.Role.name
+}
+
+// cond is an expression with where it was written.
+type cond struct {
+	expr string
+	pos  Pos
+}
+
+// varDef is one variable assignment in file order.
+type varDef struct {
+	name     string
+	val      any
+	pos      Pos
+	template bool // the value holds {{ }} somewhere
+}
+
+type varList []varDef
+
+// scope is a level of variables: a role (defaults, vars, params) or a block.
+type scope struct {
+	parent *scope
+	role   bool
+	vars   varList // role defaults, then role vars, then role params; or block vars
+	// perHost holds loop variables of a dynamic include, per host.
+	perHost map[string]map[string]any
+}
+
+// include is a dynamic include_tasks or include_role.
+type include struct {
+	file   string // include_tasks: file, may be templated
+	role   string // include_role: role name
+	tasks  string // include_role: tasks_from
+	vars   varList
+	static []*Task // preloaded when the reference has no template
+	ctx    taskCtx // where the include was written, to load it at run time
+	opts   LoadOptions
+	pbDir  source
+}
+
+type roleInstance struct {
+	name string
+	dir  source
+}

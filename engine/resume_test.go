@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const resumePlaybook = `
+name: resumable
+version: 1.0.0
+plays:
+  - hosts: web
+    tasks:
+      - name: first
+        probe: {id: t1, data: {v: "{{ .inventory_hostname }}-v"}}
+        register: r1
+      - name: second
+        set_fact: {sf: "{{ .inventory_hostname }}-fact"}
+      - name: third
+        probe: {id: t3, sleep: "{{ .sleep3 }}", fail: "{{ eq .inventory_hostname .broken }}"}
+      - name: fourth
+        probe: {id: t4, msg: "{{ .r1.v }} {{ .sf }}"}
+        loop: [1, 2]
+`
+
+func TestResumeAfterFailure(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"pb/playbook.yaml": resumePlaybook})
+	work := t.TempDir()
+	c := &calls{}
+	pb, err := Load(context.Background(), filepath.Join(dir, "pb"), LoadOptions{Builtins: testRegistry(c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := map[string]any{"broken": "h2", "sleep3": "0s"}
+	rc, err := Run(context.Background(), pb, testInventory(), RunOptions{WorkDir: work, ExtraVars: ev})
+	if !errors.Is(err, ErrFailed) {
+		t.Fatalf("first run: %v", err)
+	}
+	if c.count("h2:t4") != 0 || c.count("h1:t4") != 2 {
+		t.Fatalf("first run calls: %v", c.sorted())
+	}
+	first := rc.RunID
+
+	// Fixed: resume the last run. h1 finished everything; h2 redoes only
+	// the failed task and what follows.
+	c2 := &calls{}
+	pb2, err := Load(context.Background(), filepath.Join(dir, "pb"), LoadOptions{Builtins: testRegistry(c2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev["broken"] = "none"
+	rc2, err := Run(context.Background(), pb2, testInventory(), RunOptions{WorkDir: work, ExtraVars: ev, Resume: "last"})
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	got := strings.Join(c2.sorted(), " ")
+	want := "h2:t3 h2:t4=h2-v h2-fact h2:t4=h2-v h2-fact"
+	if got != want {
+		t.Errorf("resumed run executed %q, want %q", got, want)
+	}
+	if rc2.Hosts["h1"].OK != 4 || rc2.Hosts["h2"].OK != 4 {
+		t.Errorf("recap after resume: h1 %+v h2 %+v", *rc2.Hosts["h1"], *rc2.Hosts["h2"])
+	}
+	// Resuming the resumed run by id skips everything.
+	c3 := &calls{}
+	pb3, _ := Load(context.Background(), filepath.Join(dir, "pb"), LoadOptions{Builtins: testRegistry(c3)})
+	if _, err := Run(context.Background(), pb3, testInventory(), RunOptions{WorkDir: work, ExtraVars: ev, Resume: rc2.RunID}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(c3.sorted()); n != 0 {
+		t.Errorf("second resume ran %d task-hosts: %v", n, c3.sorted())
+	}
+	_ = first
+}
+
+func TestResumeAfterCancel(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"pb/playbook.yaml": resumePlaybook})
+	work := t.TempDir()
+	c := &calls{}
+	pb, err := Load(context.Background(), filepath.Join(dir, "pb"), LoadOptions{Builtins: testRegistry(c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(150*time.Millisecond, cancel)
+	rc, err := Run(ctx, pb, testInventory(), RunOptions{WorkDir: work, ExtraVars: map[string]any{"broken": "none", "sleep3": "10s"}})
+	if err == nil || !rc.Cancelled {
+		t.Fatalf("want a cancelled run, got %v", err)
+	}
+	c2 := &calls{}
+	pb2, _ := Load(context.Background(), filepath.Join(dir, "pb"), LoadOptions{Builtins: testRegistry(c2)})
+	if _, err := Run(context.Background(), pb2, testInventory(), RunOptions{WorkDir: work, ExtraVars: map[string]any{"broken": "none", "sleep3": "0s"}, Resume: rc.RunID}); err != nil {
+		t.Fatal(err)
+	}
+	if c2.count("h1:t1")+c2.count("h2:t1") != 0 {
+		t.Errorf("finished task redone after resume: %v", c2.sorted())
+	}
+	if c2.count("h1:t3") != 1 || c2.count("h2:t3") != 1 || c2.count("h1:t4") != 2 {
+		t.Errorf("resume did not finish the run: %v", c2.sorted())
+	}
+}
+
+func TestResumeRefusesOtherPlaybookOrInventory(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"pb/playbook.yaml": resumePlaybook})
+	work := t.TempDir()
+	reg := testRegistry(&calls{})
+	pb, _ := Load(context.Background(), filepath.Join(dir, "pb"), LoadOptions{Builtins: reg})
+	ev := map[string]any{"broken": "h2", "sleep3": "0s"}
+	rc, _ := Run(context.Background(), pb, testInventory(), RunOptions{WorkDir: work, ExtraVars: ev})
+
+	inv := testInventory()
+	inv.Hosts[0].Vars["idx"] = 99
+	if _, err := Run(context.Background(), pb, inv, RunOptions{WorkDir: work, ExtraVars: ev, Resume: rc.RunID}); err == nil || !strings.Contains(err.Error(), "another inventory") {
+		t.Errorf("resume with another inventory: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pb/playbook.yaml"), []byte(resumePlaybook+"      - probe: extra\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pb2, err := Load(context.Background(), filepath.Join(dir, "pb"), LoadOptions{Builtins: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), pb2, testInventory(), RunOptions{WorkDir: work, ExtraVars: ev, Resume: rc.RunID}); err == nil || !strings.Contains(err.Error(), "another version of playbook") {
+		t.Errorf("resume with a changed playbook: %v", err)
+	}
+	if _, err := Run(context.Background(), pb2, testInventory(), RunOptions{WorkDir: work, Resume: "nope"}); err == nil || !strings.Contains(err.Error(), `no run "nope"`) {
+		t.Errorf("resume of an unknown run: %v", err)
+	}
+}
+
+func TestResumeFromAnotherDirectory(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"pb/playbook.yaml": resumePlaybook})
+	work := t.TempDir()
+	ev := map[string]any{"broken": "h2", "sleep3": "0s"}
+	t.Chdir(dir)
+	pb, err := Load(context.Background(), "pb", LoadOptions{Builtins: testRegistry(&calls{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, _ := Run(context.Background(), pb, testInventory(), RunOptions{WorkDir: work, ExtraVars: ev})
+	t.Chdir(filepath.Join(dir, "pb"))
+	c := &calls{}
+	pb2, err := Load(context.Background(), ".", LoadOptions{Builtins: testRegistry(c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev["broken"] = "none"
+	if _, err := Run(context.Background(), pb2, testInventory(), RunOptions{WorkDir: work, ExtraVars: ev, Resume: rc.RunID}); err != nil {
+		t.Fatal(err)
+	}
+	if c.count("h1:") != 0 || c.count("h2:t1") != 0 {
+		t.Errorf("resume from another directory redid work: %v", c.sorted())
+	}
+}

@@ -1,0 +1,492 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mensylisir/kubexm/engine/eval"
+	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/engine/transport"
+	"github.com/mensylisir/kubexm/engine/transport/local"
+)
+
+// RunOptions control one run of a playbook.
+type RunOptions struct {
+	// Connect opens a transport to a remote host. Hosts marked Local and
+	// localhost use the local transport instead.
+	Connect func(ctx context.Context, h *inventory.Host) (transport.Transport, error)
+	// Control is the control machine's transport; nil means the local one.
+	Control transport.Transport
+	// Forks bounds how many task-hosts run at once (default 50).
+	Forks     int
+	Check     bool
+	Diff      bool
+	Tags      []string
+	SkipTags  []string
+	StartAt   string // task name or glob
+	Limit     string // host pattern further restricting every play
+	ExtraVars map[string]any
+	WorkDir   string // the cluster's work directory; the journal goes to runs/
+	Resume    string // "" for a fresh run, "last", or a run id
+	Output    Sink
+	Verbosity int
+	Version   string         // kubexm version, exposed as kubexm_version
+	Defaults  map[string]any // built-in defaults, the lowest variables
+	NoJournal bool           // do not write a journal (list and check modes)
+}
+
+// ErrFailed is returned (wrapped) when some host failed; the recap says which.
+var ErrFailed = errors.New("run failed")
+
+type runner struct {
+	pb    *Playbook
+	inv   *inventory.Inventory
+	opts  RunOptions
+	ev    *eval.Evaluator
+	out   Sink
+	outMu sync.Mutex
+	jr    *journal
+	red   *redactor
+	// jobs feeds the Forks long-lived workers that run task-hosts; reusing
+	// goroutines keeps their grown stacks, which matters at 1000 hosts.
+	jobs    chan func()
+	workers sync.WaitGroup
+	runID   string
+	control transport.Transport
+	groups  map[string]any
+
+	mu        sync.Mutex
+	hosts     map[string]*hostState
+	order     []*hostState
+	recap     *Recap
+	started   bool // --start-at-task reached
+	hostvars  hostvarsCache
+	filesMu   sync.Mutex
+	files     map[string]string // built-in files copied to disk for builtins
+	filesDir  string
+	aborted   string
+	startTime time.Time
+}
+
+// Run runs every play of pb against inv. The recap is returned even when the
+// run fails; the error wraps ErrFailed when a host failed, or says why the
+// run could not start or was cancelled.
+func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOptions) (*Recap, error) {
+	if pb == nil || inv == nil {
+		return nil, errors.New("engine.Run: playbook and inventory are required")
+	}
+	if opts.Forks <= 0 {
+		opts.Forks = 50
+	}
+	if opts.Output == nil {
+		opts.Output = SinkFunc(func(Event) {})
+	}
+	if opts.Limit != "" {
+		if err := checkPattern(opts.Limit); err != nil {
+			return nil, fmt.Errorf("--limit: %w", err)
+		}
+	}
+	now := time.Now()
+	r := &runner{
+		pb: pb, inv: inv, opts: opts, ev: pb.ev, out: opts.Output,
+		jobs:  make(chan func()),
+		runID: newRunID(now), hosts: map[string]*hostState{},
+		red: newRedactor(inv.Secrets()), files: map[string]string{},
+		startTime: now,
+		started:   opts.StartAt == "",
+	}
+	if r.ev == nil {
+		r.ev = eval.New()
+	}
+	r.recap = &Recap{RunID: r.runID, Hosts: map[string]*HostStats{}}
+	r.control = opts.Control
+	if r.control == nil {
+		r.control = local.New(inventory.Localhost)
+	}
+	r.initHosts()
+	if err := r.openJournal(); err != nil {
+		return nil, err
+	}
+	for range min(opts.Forks, len(r.order)) {
+		r.workers.Add(1)
+		go func() {
+			defer r.workers.Done()
+			for job := range r.jobs {
+				job()
+			}
+		}()
+	}
+	r.emit(Event{Kind: EventRunStart, Message: fmt.Sprintf("playbook %s (%s)", pb.Name, pb.Path)})
+
+	for _, p := range pb.Plays {
+		if ctx.Err() != nil || r.abortReason() != "" {
+			break
+		}
+		r.runPlay(ctx, p)
+	}
+	close(r.jobs)
+	r.workers.Wait()
+	r.closeHosts()
+	r.cleanupFiles()
+
+	rc := r.recap
+	rc.Duration = time.Since(r.startTime)
+	rc.Aborted = r.aborted
+	rc.Cancelled = ctx.Err() != nil
+	for _, s := range rc.Hosts {
+		if s.Failed > 0 || s.Unreachable > 0 {
+			rc.Failed = true
+		}
+	}
+	if r.aborted != "" {
+		rc.Failed = true
+	}
+	outcome := "ok"
+	switch {
+	case rc.Cancelled:
+		outcome = "cancelled"
+	case rc.Failed:
+		outcome = "failed"
+	}
+	jerr := r.jr.close(outcome)
+	r.emit(Event{Kind: EventRecap, Recap: rc, DurationMS: rc.Duration.Milliseconds(), Status: Status(outcome)})
+	switch {
+	case rc.Cancelled:
+		return rc, fmt.Errorf("run %s cancelled: %w", r.runID, context.Cause(ctx))
+	case rc.Failed:
+		why := r.aborted
+		if why == "" {
+			why = failedHosts(rc)
+		}
+		return rc, fmt.Errorf("%w: %s (resume with --resume %s)", ErrFailed, why, r.runID)
+	}
+	return rc, jerr
+}
+
+func failedHosts(rc *Recap) string {
+	var names []string
+	for _, h := range rc.Order {
+		if s := rc.Hosts[h]; s.Failed > 0 || s.Unreachable > 0 {
+			names = append(names, h)
+		}
+	}
+	return "failed on " + strings.Join(names, ", ")
+}
+
+func (r *runner) initHosts() {
+	defaults := map[string]any{}
+	maps.Copy(defaults, r.opts.Defaults)
+	defaults["kubexm_version"] = r.opts.Version
+	defaults["playbook_name"] = r.pb.Name
+	defaults["playbook_version"] = r.pb.Version
+	defaults["check_mode"] = r.opts.Check
+	defaults["run_id"] = r.runID
+	defaults["work_dir"] = r.opts.WorkDir
+	for i := range r.inv.Hosts {
+		h := &r.inv.Hosts[i]
+		hs := newHostState(h.Name, h, r.inv, defaults)
+		r.hosts[h.Name] = hs
+		r.order = append(r.order, hs)
+	}
+	if _, ok := r.hosts[inventory.Localhost]; !ok {
+		hs := newHostState(inventory.Localhost, nil, r.inv, defaults)
+		r.hosts[inventory.Localhost] = hs
+		r.order = append(r.order, hs)
+	}
+	r.hostvars.hosts = r.order
+	for _, h := range r.order {
+		h.changes = &r.hostvars.version
+	}
+	groups := map[string]any{}
+	all := make([]any, 0, len(r.inv.Hosts))
+	for _, h := range r.inv.Hosts {
+		all = append(all, h.Name)
+	}
+	groups["all"] = all
+	for g, members := range r.inv.Groups {
+		l := make([]any, len(members))
+		for i, m := range members {
+			l[i] = m
+		}
+		groups[g] = l
+	}
+	r.groups = groups
+}
+
+func (r *runner) openJournal() error {
+	if r.opts.NoJournal || r.opts.WorkDir == "" {
+		if r.opts.Resume != "" {
+			return errors.New("--resume needs a work directory holding earlier runs")
+		}
+		return nil
+	}
+	invHash := inventoryHash(r.inv)
+	hdr := journalRecord{Run: r.runID, Playbook: r.pb.Name, PlaybookHash: r.pb.Hash, InventoryHash: invHash}
+	var done map[string]journalRecord
+	if r.opts.Resume != "" {
+		id := r.opts.Resume
+		if id == "last" {
+			var err error
+			if id, err = lastRun(r.opts.WorkDir); err != nil {
+				return err
+			}
+		}
+		var err error
+		if done, err = loadJournal(r.opts.WorkDir, id, r.pb.Hash, invHash); err != nil {
+			return err
+		}
+		hdr.ResumedFrom = id
+	}
+	j, err := openJournal(r.opts.WorkDir, r.runID, hdr)
+	if err != nil {
+		return err
+	}
+	j.done, j.from = done, hdr.ResumedFrom
+	r.jr = j
+	r.recap.Journal = j.dir
+	return nil
+}
+
+func (r *runner) emit(e Event) {
+	e.Time = time.Now()
+	e.Run = r.runID
+	e.Message = r.red.str(e.Message)
+	e.Stdout = r.red.str(e.Stdout)
+	e.Stderr = r.red.str(e.Stderr)
+	e.Diff = r.red.str(e.Diff)
+	r.outMu.Lock()
+	defer r.outMu.Unlock()
+	r.out.Emit(e)
+}
+
+func (r *runner) warn(play string, format string, args ...any) {
+	r.emit(Event{Kind: EventWarning, Play: play, Message: fmt.Sprintf(format, args...)})
+}
+
+func (r *runner) count(h *hostState, st Status, msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.recap.host(h.name)
+	switch st {
+	case StatusOK:
+		s.OK++
+	case StatusChanged:
+		s.OK++
+		s.Changed++
+	case StatusSkipped:
+		s.Skipped++
+	case StatusFailed:
+		s.Failed++
+		if s.Error == "" {
+			s.Error = r.red.str(msg)
+		}
+	case StatusIgnored:
+		s.Ignored++
+	case StatusRescued:
+		s.Rescued++
+		// A rescued failure no longer fails the host.
+		if s.Failed > 0 {
+			s.Failed--
+			if s.Failed == 0 {
+				s.Error = ""
+			}
+		}
+	case StatusUnreachable:
+		s.Unreachable++
+		if s.Error == "" {
+			s.Error = r.red.str(msg)
+		}
+	}
+}
+
+// transportFor opens (once per run) the transport of a host.
+func (r *runner) transportFor(ctx context.Context, name string) (transport.Transport, error) {
+	r.mu.Lock()
+	h, ok := r.hosts[name]
+	r.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("host %q is not in the inventory", name)
+	}
+	h.connOnce.Do(func() {
+		if name == inventory.Localhost && (h.inv == nil || h.inv.Local) {
+			h.conn = connResult{t: r.control}
+			return
+		}
+		if h.inv != nil && h.inv.Local {
+			h.conn = connResult{t: local.New(name)}
+			return
+		}
+		if r.opts.Connect == nil {
+			h.conn = connResult{err: fmt.Errorf("no way to reach %s: the engine was given no remote transport", name)}
+			return
+		}
+		t, err := r.opts.Connect(ctx, h.inv)
+		if err == nil && t == nil {
+			err = fmt.Errorf("connecting to %s gave no transport", name)
+		}
+		h.conn = connResult{t: t, err: err}
+	})
+	c := h.conn.(connResult)
+	return c.t, c.err
+}
+
+type connResult struct {
+	t   transport.Transport
+	err error
+}
+
+func (c connResult) Close() error {
+	if c.t == nil {
+		return nil
+	}
+	return c.t.Close()
+}
+
+func (r *runner) closeHosts() {
+	for _, h := range r.order {
+		if h.conn == nil {
+			continue
+		}
+		if c := h.conn.(connResult); c.t != nil && c.t != r.control {
+			_ = c.Close()
+		}
+	}
+}
+
+// abort stops the run for the given reason; the first reason wins.
+func (r *runner) abort(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.aborted == "" {
+		r.aborted = fmt.Sprintf(format, args...)
+	}
+}
+
+func (r *runner) abortReason() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.aborted
+}
+
+// selected applies --tags and --skip-tags to a task's tags.
+func (r *runner) selected(tags []string) bool {
+	return tagsSelected(tags, r.opts.Tags, r.opts.SkipTags)
+}
+
+// tagsSelected says whether a task with tags runs under --tags only and
+// --skip-tags skip. "always" runs unless skipped by name, "never" only when
+// asked for; "tagged", "untagged" and "all" work as in Ansible.
+func tagsSelected(tags, only, skip []string) bool {
+	has := func(t string) bool { return slices.Contains(tags, t) }
+	for _, s := range skip {
+		if has(s) || (s == "tagged" && len(tags) > 0) || (s == "untagged" && len(tags) == 0) {
+			return false
+		}
+	}
+	if has("never") {
+		for _, t := range only {
+			if has(t) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(only) == 0 || has("always") {
+		return true
+	}
+	for _, t := range only {
+		switch {
+		case t == "all", t == "tagged" && len(tags) > 0, t == "untagged" && len(tags) == 0, has(t):
+			return true
+		}
+	}
+	return false
+}
+
+// startAtReached applies --start-at-task: tasks before the first one whose
+// name matches are not run.
+func (r *runner) startAtReached(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return true
+	}
+	if name == r.opts.StartAt {
+		r.started = true
+	} else if ok, _ := filepath.Match(r.opts.StartAt, name); ok {
+		r.started = true
+	}
+	return r.started
+}
+
+// findFile resolves a builtin's relative files/ or templates/ name.
+func (r *runner) findFile(t *Task) func(kind, name string) (string, error) {
+	return func(kind, name string) (string, error) {
+		if filepath.IsAbs(name) {
+			return name, nil
+		}
+		var cands []source
+		if t.Role != nil {
+			cands = append(cands, t.Role.dir.join(kind).join(name), t.Role.dir.join(name))
+		}
+		pbDir := r.pb.src.dir()
+		cands = append(cands, pbDir.join(kind).join(name), pbDir.join(name))
+		for _, c := range cands {
+			if c.isFile() {
+				return r.materialize(c)
+			}
+		}
+		where := pbDir.String()
+		if t.Role != nil {
+			where = "role " + t.Role.name + " and " + where
+		}
+		return "", fmt.Errorf("%s %q not found in %s", strings.TrimSuffix(kind, "s"), name, where)
+	}
+}
+
+// materialize returns a path on disk for a file, copying embedded files out
+// once per run.
+func (r *runner) materialize(s source) (string, error) {
+	if !s.builtin {
+		return "/" + s.name, nil
+	}
+	r.filesMu.Lock()
+	defer r.filesMu.Unlock()
+	if p, ok := r.files[s.name]; ok {
+		return p, nil
+	}
+	if r.filesDir == "" {
+		d, err := os.MkdirTemp("", "kubexm-builtin-")
+		if err != nil {
+			return "", err
+		}
+		r.filesDir = d
+	}
+	data, err := s.read()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(r.filesDir, filepath.FromSlash(s.name))
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		return "", err
+	}
+	r.files[s.name] = p
+	return p, nil
+}
+
+func (r *runner) cleanupFiles() {
+	if r.filesDir != "" {
+		_ = os.RemoveAll(r.filesDir)
+	}
+}

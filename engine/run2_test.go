@@ -1,0 +1,297 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/engine/transport"
+)
+
+func TestUnreachableHost(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"playbook.yaml": `
+- hosts: all
+  tasks:
+    - probe: a
+    - probe: b
+- hosts: all
+  tasks:
+    - probe: c
+`})
+	c := &calls{}
+	pb, err := Load(context.Background(), dir, LoadOptions{Builtins: testRegistry(c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := testInventory()
+	inv.Hosts[1].Local = false
+	inv.Hosts[1].Address = "192.0.2.1"
+	connects := 0
+	var mu sync.Mutex
+	rc, err := Run(context.Background(), pb, inv, RunOptions{
+		Connect: func(_ context.Context, h *inventory.Host) (transport.Transport, error) {
+			mu.Lock()
+			connects++
+			mu.Unlock()
+			return nil, fmt.Errorf("dial tcp %s:22: connection refused", h.Address)
+		},
+	})
+	if !errors.Is(err, ErrFailed) {
+		t.Fatalf("err = %v, want ErrFailed", err)
+	}
+	checkRecap(t, rc, map[string]HostStats{"h1": stats(3, 0, 0, 0), "h2": {Unreachable: 1}, "h3": stats(3, 0, 0, 0)})
+	if !strings.Contains(rc.Hosts["h2"].Error, "connection refused") {
+		t.Errorf("h2 error = %q", rc.Hosts["h2"].Error)
+	}
+	if connects != 1 {
+		t.Errorf("connected %d times to h2, want once per run", connects)
+	}
+}
+
+func TestFreeStrategyRunsAhead(t *testing.T) {
+	rr := runFiles(t, map[string]string{"playbook.yaml": `
+- hosts: all
+  strategy: free
+  tasks:
+    - probe: {id: a, sleep: "{{ if eq .inventory_hostname \"h1\" }}300ms{{ else }}0s{{ end }}"}
+    - probe: b
+    - probe: once
+      run_once: true
+`}, RunOptions{})
+	if rr.err != nil {
+		t.Fatal(rr.err)
+	}
+	// h2 and h3 finish both tasks while h1 still sleeps in the first.
+	rr.calls.mu.Lock()
+	log := strings.Join(rr.calls.log, " ")
+	rr.calls.mu.Unlock()
+	if strings.Index(log, "h2:b") > strings.Index(log, "h1:b") || strings.Index(log, "h3:b") > strings.Index(log, "h1:b") {
+		t.Errorf("free strategy did not let fast hosts run ahead: %s", log)
+	}
+	if n := rr.calls.count("h"); n != 7 {
+		t.Errorf("calls = %d (%s), want 7: run_once runs once", n, log)
+	}
+}
+
+func TestLinearStrategyWaits(t *testing.T) {
+	rr := runFiles(t, map[string]string{"playbook.yaml": `
+- hosts: all
+  tasks:
+    - probe: {id: a, sleep: "{{ if eq .inventory_hostname \"h1\" }}100ms{{ else }}0s{{ end }}"}
+    - probe: b
+`}, RunOptions{})
+	if rr.err != nil {
+		t.Fatal(rr.err)
+	}
+	rr.calls.mu.Lock()
+	defer rr.calls.mu.Unlock()
+	for i, c := range rr.calls.log {
+		if strings.HasSuffix(c, ":b") && i < 3 {
+			t.Fatalf("linear strategy started b before every host finished a: %v", rr.calls.log)
+		}
+	}
+}
+
+func TestForksBound(t *testing.T) {
+	var mu sync.Mutex
+	cur, peak := 0, 0
+	reg := testRegistry(&calls{})
+	reg["track"] = fakeBuiltin{spec: specNamed("track"), run: func(context.Context, *stepEnv, stepArgs) (stepResult, error) {
+		mu.Lock()
+		cur++
+		peak = max(peak, cur)
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		mu.Lock()
+		cur--
+		mu.Unlock()
+		return stepResult{}, nil
+	}}
+	pb, err := LoadBytes(context.Background(), "forks.yaml", []byte("- hosts: all\n  tasks:\n    - track:\n"), LoadOptions{Builtins: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := &inventory.Inventory{}
+	for i := range 10 {
+		inv.Hosts = append(inv.Hosts, inventory.Host{Name: fmt.Sprintf("n%d", i), Local: true})
+	}
+	if _, err := Run(context.Background(), pb, inv, RunOptions{Forks: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if peak != 3 {
+		t.Errorf("peak concurrency = %d, want 3 (--forks)", peak)
+	}
+}
+
+func TestSecretsNeverPrinted(t *testing.T) {
+	dir := t.TempDir()
+	rr := runFiles(t, map[string]string{"playbook.yaml": `
+- hosts: h3
+  tasks:
+    - probe: {id: a, msg: "password is s3cr3t-pass", fail: true}
+      ignore_errors: true
+      register: r
+    - probe: {id: b, msg: "{{ .token }}", data: {stdout: "{{ .token }}"}}
+      no_log: true
+      register: nl
+    - probe: {id: c, fail: true, msg: "{{ .token }}"}
+      no_log: true
+`}, RunOptions{WorkDir: dir, Verbosity: 2, ExtraVars: map[string]any{"token": "tok-123456"}})
+	if rr.err == nil {
+		t.Fatal("want failure of task c")
+	}
+	var buf bytes.Buffer
+	for _, e := range rr.events {
+		b, _ := json.Marshal(e)
+		buf.Write(b)
+	}
+	out := buf.String()
+	for _, secret := range []string{"s3cr3t-pass", "tok-123456"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("secret %q appears in events: %s", secret, out)
+		}
+	}
+	j := readJournal(t, rr.recap.Journal)
+	for _, secret := range []string{"s3cr3t-pass", "tok-123456"} {
+		if strings.Contains(j, secret) {
+			t.Errorf("secret %q appears in the journal", secret)
+		}
+	}
+	if !strings.Contains(out, "********") {
+		t.Errorf("inventory password was not masked in output: %s", out)
+	}
+}
+
+func TestCancelStopsRemoteCommandsAndRecaps(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"playbook.yaml": `
+- hosts: localhost
+  tasks:
+    - shell: sleep 30
+    - probe: never
+`})
+	c := &calls{}
+	pb, err := Load(context.Background(), dir, LoadOptions{Builtins: testRegistry(c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	rc, err := Run(ctx, pb, testInventory(), RunOptions{})
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("cancel took %s", el)
+	}
+	if err == nil || !strings.Contains(err.Error(), "cancelled") {
+		t.Fatalf("err = %v, want cancelled", err)
+	}
+	if rc == nil || !rc.Cancelled || rc.Hosts["localhost"].Failed != 1 {
+		t.Fatalf("recap = %+v", rc)
+	}
+	if c.count("localhost:never") != 0 {
+		t.Error("a task ran after cancellation")
+	}
+}
+
+func TestJSONEvents(t *testing.T) {
+	rr := runFiles(t, map[string]string{"playbook.yaml": `
+- name: p
+  hosts: h1
+  tasks:
+    - name: t1
+      probe: {id: a, changed: true}
+`}, RunOptions{})
+	var host *Event
+	for i, e := range rr.events {
+		if e.Kind == EventHostResult {
+			host = &rr.events[i]
+		}
+	}
+	if host == nil {
+		t.Fatal("no host_result event")
+	}
+	b, err := json.Marshal(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"time", "run", "play", "task", "host", "status", "duration_ms"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("event JSON lacks %q: %s", k, b)
+		}
+	}
+	if m["status"] != "changed" || m["play"] != "p" || m["task"] != "t1" {
+		t.Errorf("event = %s", b)
+	}
+	last := rr.events[len(rr.events)-1]
+	if last.Kind != EventRecap || last.Recap == nil {
+		t.Errorf("last event = %+v, want the recap", last)
+	}
+}
+
+func TestRuntimeErrorsNameTheTaskAndHost(t *testing.T) {
+	rr := runFiles(t, map[string]string{"playbook.yaml": `
+- hosts: "web:nosuchgroup"
+  tasks:
+    - name: undefined in template
+      probe: {id: "{{ .nope.deeper }}"}
+      when: inventory_hostname == "h1"
+    - name: loop over a mapping
+      probe: a
+      loop: "{{ .spec }}"
+      when: inventory_hostname == "h2"
+- hosts: h3
+  tasks:
+    - name: bad when
+      probe: b
+      when: missing_var > 1
+    - probe: c
+- hosts: localhost
+  tasks:
+    - name: ignored template error
+      probe: {id: "{{ .nope }}"}
+      ignore_errors: true
+    - name: templated argument of the wrong type
+      probe: {id: x, count: "{{ .spec.name }}"}
+`}, RunOptions{})
+	if !errors.Is(rr.err, ErrFailed) {
+		t.Fatalf("err = %v", rr.err)
+	}
+	checkRecap(t, rr.recap, map[string]HostStats{"h1": {Failed: 1}, "h2": {Failed: 1}, "h3": {Failed: 1}, "localhost": {Ignored: 1, Failed: 1}})
+	msgs := map[string]string{}
+	for _, e := range rr.eventsOf(EventHostResult) {
+		if e.Status == StatusFailed || e.Status == StatusIgnored {
+			msgs[e.Host] = e.Pos + " " + e.Message
+		}
+	}
+	for host, want := range map[string][]string{
+		"h1":        {"playbook.yaml:5:7", "nope"},
+		"h2":        {"playbook.yaml:8:7", "not a list"},
+		"h3":        {"playbook.yaml:14:13", "missing_var"},
+		"localhost": {"count", `"test" is not a number`},
+	} {
+		for _, w := range want {
+			if !strings.Contains(msgs[host], w) {
+				t.Errorf("%s: message %q lacks %q", host, msgs[host], w)
+			}
+		}
+	}
+	warned := false
+	for _, e := range rr.eventsOf(EventWarning) {
+		if strings.Contains(e.Message, `"nosuchgroup"`) {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Error("no warning about the unknown group")
+	}
+}

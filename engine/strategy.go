@@ -1,0 +1,487 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"time"
+)
+
+// playRun is the state of one batch of a play.
+type playRun struct {
+	r     *runner
+	p     *Play
+	hosts []*hostState
+
+	mu       sync.Mutex
+	ended    map[*hostState]bool // meta: end_host
+	failing  map[*hostState]bool // failed and not rescued, for max_fail_percentage
+	endPlay  bool
+	notified map[*Task]map[*hostState]bool
+	playVars map[*hostState]map[string]any
+	runOnce  map[*Task]*onceResult
+	incCache map[string][]*Task
+}
+
+// overlay carries per-host loop variables of dynamic includes down to the
+// included tasks.
+type overlay struct {
+	parent  *overlay
+	perHost map[*hostState]map[string]any
+}
+
+func (r *runner) runPlay(ctx context.Context, p *Play) {
+	r.emit(Event{Kind: EventPlayStart, Play: p.Name, Pos: p.Pos.String(), Message: "hosts: " + p.Hosts})
+	names, unknown, err := matchHosts(r.inv, p.Hosts)
+	if err != nil {
+		r.warn(p.Name, "play %q: %v", p.Name, err)
+		return
+	}
+	for _, u := range unknown {
+		r.warn(p.Name, "play %q: no host or group named %q in the inventory%s", p.Name, u, didYouMean(u, append(keysOf(r.inv.Groups), allHostNames(r.inv)...)))
+	}
+	if r.opts.Limit != "" {
+		limited, _, _ := matchHosts(r.inv, r.opts.Limit)
+		keep := map[string]bool{}
+		for _, h := range limited {
+			keep[h] = true
+		}
+		var out []string
+		for _, h := range names {
+			if keep[h] {
+				out = append(out, h)
+			}
+		}
+		names = out
+	}
+	var hosts []*hostState
+	r.mu.Lock()
+	for _, n := range names {
+		h := r.hosts[n]
+		if !h.failed && !h.unreachable {
+			hosts = append(hosts, h)
+		}
+	}
+	r.mu.Unlock()
+	if len(hosts) == 0 {
+		r.warn(p.Name, "play %q: no hosts to run on (pattern %q)", p.Name, p.Hosts)
+		return
+	}
+	for _, batch := range batches(hosts, p.Serial) {
+		if ctx.Err() != nil || r.abortReason() != "" {
+			return
+		}
+		pr := &playRun{r: r, p: p, hosts: batch, ended: map[*hostState]bool{}, failing: map[*hostState]bool{},
+			notified: map[*Task]map[*hostState]bool{}, playVars: map[*hostState]map[string]any{},
+			runOnce: map[*Task]*onceResult{}, incCache: map[string][]*Task{}}
+		pr.run(ctx)
+		allFailed := true
+		for _, h := range batch {
+			if !r.hostFailed(h) {
+				allFailed = false
+			}
+		}
+		if allFailed && len(p.Serial) > 0 {
+			r.abort("play %q: every host of a serial batch failed; later batches were not started", p.Name)
+		}
+	}
+}
+
+func (r *runner) hostFailed(h *hostState) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return h.failed || h.unreachable
+}
+
+// batches splits hosts by serial; sizes repeat the last entry.
+func batches(hosts []*hostState, serial []any) [][]*hostState {
+	if len(serial) == 0 {
+		return [][]*hostState{hosts}
+	}
+	var out [][]*hostState
+	for i := 0; len(hosts) > 0; i++ {
+		spec := serial[min(i, len(serial)-1)]
+		n, err := batchSize(spec, len(hosts)+countHosts(out))
+		if err != nil || n < 1 {
+			n = len(hosts)
+		}
+		n = min(n, len(hosts))
+		out = append(out, hosts[:n])
+		hosts = hosts[n:]
+	}
+	return out
+}
+
+func countHosts(b [][]*hostState) int {
+	n := 0
+	for _, x := range b {
+		n += len(x)
+	}
+	return n
+}
+
+func (pr *playRun) run(ctx context.Context) {
+	p := pr.p
+	hosts := pr.hosts
+	if len(p.When) > 0 {
+		var keep []*hostState
+		for _, h := range hosts {
+			vars, err := pr.vars(h, nil, nil, nil)
+			if err == nil {
+				var ok bool
+				ok, err = pr.conds(p.When, vars)
+				if err == nil && !ok {
+					continue
+				}
+			}
+			if err != nil {
+				pr.fail(h, nil, fmt.Sprintf("play %q when: %v", p.Name, err))
+				continue
+			}
+			keep = append(keep, h)
+		}
+		hosts = keep
+	}
+	if p.GatherFacts {
+		hosts = pr.gather(ctx, hosts)
+	}
+	if p.Strategy == "free" {
+		var wg sync.WaitGroup
+		for _, h := range hosts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pr.runSections(ctx, []*hostState{h})
+			}()
+		}
+		wg.Wait()
+		return
+	}
+	pr.runSections(ctx, hosts)
+}
+
+func (pr *playRun) runSections(ctx context.Context, hosts []*hostState) {
+	for _, sec := range pr.p.Sections() {
+		failed := pr.runList(ctx, sec, hosts, nil)
+		for _, h := range failed {
+			pr.r.markFailed(h)
+		}
+		if pr.halted(ctx) {
+			break
+		}
+		pr.flushHandlers(ctx, pr.alive(hosts, nil))
+	}
+}
+
+func (r *runner) markFailed(h *hostState) {
+	r.mu.Lock()
+	h.failed = true
+	r.mu.Unlock()
+}
+
+// halted reports whether the play must stop for every host.
+func (pr *playRun) halted(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	pr.mu.Lock()
+	end := pr.endPlay
+	pr.mu.Unlock()
+	return end || pr.r.abortReason() != ""
+}
+
+// alive filters out hosts that ended, failed in the play or became unreachable.
+func (pr *playRun) alive(hosts []*hostState, failed map[*hostState]bool) []*hostState {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.r.mu.Lock()
+	defer pr.r.mu.Unlock()
+	out := make([]*hostState, 0, len(hosts))
+	for _, h := range hosts {
+		if !pr.ended[h] && !failed[h] && !h.failed && !h.unreachable {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// runList runs tasks in order and returns the hosts that failed in it; a
+// failed host runs no further task of the list.
+func (pr *playRun) runList(ctx context.Context, tasks []*Task, hosts []*hostState, ov *overlay) []*hostState {
+	failedSet := map[*hostState]bool{}
+	var failed []*hostState
+	for _, t := range tasks {
+		if pr.halted(ctx) {
+			break
+		}
+		active := pr.alive(hosts, failedSet)
+		if len(active) == 0 {
+			break
+		}
+		for _, h := range pr.runTask(ctx, t, active, ov) {
+			if !failedSet[h] {
+				failedSet[h] = true
+				failed = append(failed, h)
+			}
+		}
+	}
+	return failed
+}
+
+func (pr *playRun) runTask(ctx context.Context, t *Task, hosts []*hostState, ov *overlay) []*hostState {
+	switch t.Kind {
+	case KindBlock:
+		return pr.runBlock(ctx, t, hosts, ov)
+	case KindMeta:
+		return pr.runMeta(ctx, t, hosts, ov)
+	case KindInclude:
+		if !pr.r.selected(t.Tags) {
+			return nil
+		}
+		return pr.runInclude(ctx, t, hosts, ov)
+	}
+	if !pr.r.selected(t.Tags) || !pr.r.startAtReached(t.Name) {
+		return nil
+	}
+	return pr.runAction(ctx, t, hosts, ov, false)
+}
+
+func (pr *playRun) runBlock(ctx context.Context, t *Task, hosts []*hostState, ov *overlay) []*hostState {
+	failed := pr.runList(ctx, t.Block, hosts, ov)
+	if len(t.Rescue) > 0 && len(failed) > 0 && !pr.halted(ctx) {
+		pr.mu.Lock()
+		for _, h := range failed {
+			delete(pr.failing, h)
+		}
+		pr.mu.Unlock()
+		still := pr.runList(ctx, t.Rescue, failed, ov)
+		stillSet := map[*hostState]bool{}
+		for _, h := range still {
+			stillSet[h] = true
+		}
+		for _, h := range failed {
+			if !stillSet[h] {
+				pr.r.count(h, StatusRescued, "")
+			}
+		}
+		failed = still
+	}
+	if len(t.Always) > 0 && ctx.Err() == nil {
+		// always runs on the hosts that failed in the block too.
+		failedAlways := pr.runList(ctx, t.Always, pr.alive(hosts, nil), ov)
+		for _, h := range failedAlways {
+			if !containsHost(failed, h) {
+				failed = append(failed, h)
+			}
+		}
+	}
+	return failed
+}
+
+func containsHost(l []*hostState, h *hostState) bool {
+	for _, x := range l {
+		if x == h {
+			return true
+		}
+	}
+	return false
+}
+
+func (pr *playRun) runMeta(ctx context.Context, t *Task, hosts []*hostState, ov *overlay) []*hostState {
+	var matching []*hostState
+	var failed []*hostState
+	for _, h := range hosts {
+		vars, err := pr.vars(h, t, ov, nil)
+		ok := err == nil
+		if ok {
+			ok, err = pr.conds(t.When, vars)
+		}
+		if err != nil {
+			pr.fail(h, t, err.Error())
+			failed = append(failed, h)
+			continue
+		}
+		if ok {
+			matching = append(matching, h)
+		}
+	}
+	switch t.Action {
+	case "flush_handlers":
+		pr.flushHandlers(ctx, matching)
+	case "end_play":
+		if len(matching) > 0 {
+			pr.mu.Lock()
+			pr.endPlay = true
+			pr.mu.Unlock()
+		}
+	case "end_host":
+		pr.mu.Lock()
+		for _, h := range matching {
+			pr.ended[h] = true
+		}
+		pr.mu.Unlock()
+	case "clear_facts":
+		for _, h := range matching {
+			h.mu.Lock()
+			h.facts, h.dyn, h.view = map[string]any{}, map[string]any{}, nil
+			h.gathered = false
+			h.version++
+			h.mu.Unlock()
+			h.bump()
+		}
+	}
+	return failed
+}
+
+// notify records that h changed something a handler listens to.
+func (pr *playRun) notify(ctx context.Context, t *Task, h *hostState, vars map[string]any) {
+	for _, n := range t.Notify {
+		name := n
+		if strings.Contains(n, "{{") {
+			s, err := pr.r.ev.RenderString(n, vars)
+			if err != nil {
+				pr.r.warn(pr.p.Name, "%s: notify %q: %v", t.Pos, n, err)
+				continue
+			}
+			name = s
+		}
+		found := false
+		for _, hd := range pr.p.Handlers {
+			if hd.Name == name || containsString(hd.Listen, name) {
+				found = true
+				pr.mu.Lock()
+				if pr.notified[hd] == nil {
+					pr.notified[hd] = map[*hostState]bool{}
+				}
+				pr.notified[hd][h] = true
+				pr.mu.Unlock()
+			}
+		}
+		if !found {
+			pr.r.warn(pr.p.Name, "%s: notify %q: no handler of that name", t.Pos, name)
+		}
+	}
+}
+
+func containsString(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// flushHandlers runs, in declaration order, each handler notified by any of
+// hosts, on the hosts that notified it.
+func (pr *playRun) flushHandlers(ctx context.Context, hosts []*hostState) {
+	for _, hd := range pr.p.Handlers {
+		if pr.halted(ctx) {
+			return
+		}
+		pr.mu.Lock()
+		var run []*hostState
+		for _, h := range hosts {
+			if pr.notified[hd][h] {
+				run = append(run, h)
+				delete(pr.notified[hd], h)
+			}
+		}
+		pr.mu.Unlock()
+		run = pr.alive(run, nil)
+		if len(run) == 0 {
+			continue
+		}
+		var failed []*hostState
+		if hd.Kind == KindAction {
+			failed = pr.runAction(ctx, hd, run, nil, true)
+		} else {
+			failed = pr.runTask(ctx, hd, run, nil)
+		}
+		for _, h := range failed {
+			pr.r.markFailed(h)
+		}
+	}
+}
+
+// fail records a failure that happened outside a builtin (a bad template,
+// a condition that does not evaluate).
+func (pr *playRun) fail(h *hostState, t *Task, msg string) {
+	e := Event{Kind: EventHostResult, Play: pr.p.Name, Host: h.name, Status: StatusFailed, Message: msg}
+	if t != nil {
+		e.Task, e.Role, e.Pos = t.Name, t.RoleName(), t.Pos.String()
+	}
+	pr.r.emit(e)
+	pr.r.count(h, StatusFailed, msg)
+	pr.mu.Lock()
+	pr.failing[h] = true
+	pr.mu.Unlock()
+}
+
+// checkFailLimits applies any_errors_fatal and max_fail_percentage after a
+// task.
+func (pr *playRun) checkFailLimits(t *Task, failed []*hostState) {
+	if len(failed) == 0 {
+		return
+	}
+	p := pr.p
+	r := pr.r
+	if p.AnyErrorsFatal {
+		r.abort("any_errors_fatal: task %q failed on %s", t.Name, failed[0].name)
+		return
+	}
+	if p.MaxFailPercentage >= 0 {
+		pr.mu.Lock()
+		n := len(pr.failing)
+		pr.mu.Unlock()
+		pct := 100 * float64(n) / float64(len(pr.hosts))
+		if pct > p.MaxFailPercentage+1e-9 {
+			r.abort("max_fail_percentage %g%% exceeded in play %q: %d of %d hosts failed (%.0f%%)", p.MaxFailPercentage, p.Name, n, len(pr.hosts), math.Round(pct))
+		}
+	}
+}
+
+// gather runs the setup builtin once per host per run and stores its facts
+// under `facts`.
+func (pr *playRun) gather(ctx context.Context, hosts []*hostState) []*hostState {
+	r := pr.r
+	setup, ok := r.pb.opts.Builtins["setup"]
+	if !ok {
+		// Load refuses gather_facts without setup; a Playbook built some
+		// other way just has no facts.
+		r.warn(pr.p.Name, "gather_facts: no setup builtin is registered; facts stay empty")
+		return hosts
+	}
+	t := &Task{Name: "Gathering facts", Pos: pr.p.Pos, Kind: KindAction, Action: "setup", impl: setup, spec: setup.Spec(), Args: map[string]any{}, play: pr.p, LoopVar: "item"}
+	for _, a := range t.spec.Args {
+		if a.Default != nil {
+			t.Args[a.Name] = a.Default
+		}
+	}
+	var need []*hostState
+	for _, h := range hosts {
+		h.mu.Lock()
+		g := h.gathered
+		h.mu.Unlock()
+		if !g {
+			need = append(need, h)
+		}
+	}
+	if len(need) == 0 {
+		return hosts
+	}
+	failed := pr.runAction(ctx, t, need, nil, false)
+	for _, h := range failed {
+		r.markFailed(h)
+	}
+	return pr.alive(hosts, nil)
+}
+
+type onceResult struct {
+	done chan struct{}
+	out  hostOutcome
+}
+
+func since(t time.Time) int64 { return time.Since(t).Milliseconds() }

@@ -1,0 +1,712 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mensylisir/kubexm/engine/step"
+)
+
+// hostOutcome is what one task did on one host.
+type hostOutcome struct {
+	status Status
+	msg    string
+	reg    map[string]any
+	facts  map[string]any
+	failed bool // the host fails (not ignored)
+}
+
+// runAction runs a builtin task on hosts, at most Forks at a time, and
+// returns the hosts that failed.
+func (pr *playRun) runAction(ctx context.Context, t *Task, hosts []*hostState, ov *overlay, handler bool) []*hostState {
+	r := pr.r
+	start := time.Now()
+	r.emit(Event{Kind: EventTaskStart, Play: pr.p.Name, Role: t.RoleName(), Task: t.Name, Pos: t.Pos.String(), Total: len(hosts), Handler: handler})
+	outcomes := make([]hostOutcome, len(hosts))
+	hv := r.hostvars.get()
+	if t.RunOnce {
+		pr.runOnceTask(ctx, t, hosts, ov, outcomes, hv)
+	} else {
+		var wg sync.WaitGroup
+		for i, h := range hosts {
+			wg.Add(1)
+			job := func() {
+				defer wg.Done()
+				outcomes[i] = pr.runTaskHost(ctx, t, h, ov, hv)
+			}
+			select {
+			case r.jobs <- job:
+			case <-ctx.Done():
+				wg.Done()
+				outcomes[i] = hostOutcome{status: StatusFailed, msg: "cancelled", failed: true}
+			}
+		}
+		wg.Wait()
+	}
+	counts := map[Status]int{}
+	var failed []*hostState
+	for i, o := range outcomes {
+		counts[o.status]++
+		if o.failed {
+			failed = append(failed, hosts[i])
+		}
+	}
+	r.jr.sync()
+	r.emit(Event{Kind: EventTaskEnd, Play: pr.p.Name, Role: t.RoleName(), Task: t.Name, Pos: t.Pos.String(),
+		Done: len(hosts), Total: len(hosts), Counts: counts, DurationMS: since(start), Handler: handler})
+	pr.checkFailLimits(t, failed)
+	return failed
+}
+
+// runOnceTask runs t on the first host and gives its result to all hosts.
+func (pr *playRun) runOnceTask(ctx context.Context, t *Task, hosts []*hostState, ov *overlay, outcomes []hostOutcome, hv map[string]any) {
+	pr.mu.Lock()
+	o, exists := pr.runOnce[t]
+	owner := !exists || pr.p.Strategy != "free"
+	if owner {
+		o = &onceResult{done: make(chan struct{})}
+		pr.runOnce[t] = o
+	}
+	pr.mu.Unlock()
+	if owner {
+		o.out = pr.runTaskHost(ctx, t, hosts[0], ov, hv)
+		close(o.done)
+	} else {
+		select {
+		case <-o.done:
+		case <-ctx.Done():
+			return
+		}
+	}
+	for i, h := range hosts {
+		outcomes[i] = o.out
+		if i == 0 && owner {
+			continue
+		}
+		pr.applyOutcome(t, h, o.out)
+		if o.out.failed {
+			pr.r.count(h, StatusFailed, o.out.msg)
+		}
+	}
+}
+
+// applyOutcome stores what a task registered and the facts it set.
+func (pr *playRun) applyOutcome(t *Task, h *hostState, o hostOutcome) {
+	if t.Register != "" && o.reg != nil {
+		h.setDyn(map[string]any{t.Register: o.reg})
+	}
+	if len(o.facts) > 0 {
+		if t.Action == "setup" {
+			h.setFacts(o.facts)
+		} else {
+			h.setDyn(o.facts)
+		}
+	}
+}
+
+func (pr *playRun) journalKey(t *Task, h *hostState) string {
+	id := t.key
+	if id == "" {
+		id = t.where()
+	}
+	base := strconv.Itoa(pr.p.index) + "|" + id
+	h.mu.Lock()
+	n := h.occ[base]
+	h.occ[base] = n + 1
+	h.mu.Unlock()
+	return base + "|" + h.name + "|" + strconv.Itoa(n)
+}
+
+func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, ov *overlay, hv map[string]any) hostOutcome {
+	r := pr.r
+	start := time.Now()
+	key := pr.journalKey(t, h)
+	ev := Event{Kind: EventHostResult, Play: pr.p.Name, Role: t.RoleName(), Task: t.Name, Pos: t.where(), Host: h.name}
+	if out, ok := pr.resumed(t, h, key); ok {
+		ev.Status, ev.Resumed, ev.Message = out.status, true, "done in run "+r.jr.from
+		r.emit(ev)
+		r.count(h, out.status, "")
+		return out
+	}
+	out, vars := pr.runTaskHostFresh(ctx, t, h, ov, hv, &ev)
+	pr.applyOutcome(t, h, out)
+	if out.status == StatusChanged && len(t.Notify) > 0 {
+		pr.notify(ctx, t, h, vars)
+	}
+	rec := journalRecord{Type: "result", Key: key, Task: t.Name, Host: h.name, Status: out.status, Register: t.Register}
+	if t.NoLog {
+		rec.Omitted = out.reg != nil || len(out.facts) > 0
+	} else {
+		if t.Register != "" {
+			rec.Result, _ = r.red.value(out.reg).(map[string]any)
+		}
+		if len(out.facts) > 0 && t.Action != "setup" {
+			rec.Facts, _ = r.red.value(out.facts).(map[string]any)
+		}
+	}
+	r.jr.write(rec)
+	ev.Status, ev.DurationMS = out.status, since(start)
+	if ev.Message == "" {
+		ev.Message = out.msg
+	}
+	if t.NoLog {
+		ev.Message, ev.Stdout, ev.Stderr, ev.Diff = "output hidden by no_log", "", "", ""
+	}
+	r.emit(ev)
+	r.count(h, out.status, ev.Message)
+	if out.failed {
+		pr.mu.Lock()
+		pr.failing[h] = true
+		pr.mu.Unlock()
+	}
+	if out.status == StatusUnreachable {
+		r.mu.Lock()
+		h.unreachable = true
+		r.mu.Unlock()
+	}
+	return out
+}
+
+// resumed returns the outcome an earlier run journaled for key, restoring
+// what the task registered.
+func (pr *playRun) resumed(t *Task, h *hostState, key string) (hostOutcome, bool) {
+	rec, ok := pr.r.jr.lookup(key)
+	if !ok || t.Action == "setup" {
+		return hostOutcome{}, false
+	}
+	if rec.Omitted {
+		// no_log kept the result out of the journal: run it again so what
+		// it registered or set exists.
+		return hostOutcome{}, false
+	}
+	out := hostOutcome{status: rec.Status, reg: rec.Result, facts: rec.Facts}
+	pr.applyOutcome(t, h, out)
+	// The handlers of a change made before the interruption may never
+	// have run.
+	if rec.Status == StatusChanged && len(t.Notify) > 0 {
+		if vars, err := pr.vars(h, t, nil, nil); err == nil {
+			pr.notify(context.Background(), t, h, vars)
+		}
+	}
+	rec.Time = ""
+	pr.r.jr.write(rec)
+	return out, true
+}
+
+func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, ov *overlay, hv map[string]any, ev *Event) (hostOutcome, map[string]any) {
+	r := pr.r
+	vars, err := pr.vars(h, t, ov, hv)
+	if err != nil {
+		return pr.failure(t, err.Error()), vars
+	}
+	if !t.HasLoop {
+		ok, err := pr.conds(t.When, vars)
+		if err != nil {
+			return pr.failure(t, err.Error()), vars
+		}
+		if !ok {
+			return hostOutcome{status: StatusSkipped, reg: map[string]any{"changed": false, "failed": false, "skipped": true, "msg": "condition false"}}, vars
+		}
+		out, stdout, stderr, diff := pr.execute(ctx, t, h, vars)
+		if r.opts.Verbosity >= 1 {
+			ev.Stdout, ev.Stderr = stdout, stderr
+		}
+		if r.opts.Diff {
+			ev.Diff = diff
+		}
+		if d, ok := out.reg["delegate_to"].(string); ok {
+			ev.Delegate = d
+		}
+		return out, vars
+	}
+	items, err := pr.loopItems(t, vars)
+	if err != nil {
+		return pr.failure(t, err.Error()), vars
+	}
+	results := make([]any, 0, len(items))
+	agg := hostOutcome{status: StatusSkipped, facts: map[string]any{}}
+	changed, failed, anyRun := false, false, false
+	var msgs []string
+	for i, item := range items {
+		if ctx.Err() != nil {
+			failed = true
+			msgs = append(msgs, "cancelled")
+			break
+		}
+		iv := make(map[string]any, len(vars)+2)
+		maps.Copy(iv, vars)
+		iv[t.LoopVar] = item
+		if t.IndexVar != "" {
+			iv[t.IndexVar] = i
+		}
+		label := pr.itemLabel(t, item, iv)
+		ok, err := pr.conds(t.When, iv)
+		var o hostOutcome
+		var stdout, stderr string
+		switch {
+		case err != nil:
+			o = pr.failure(t, err.Error())
+			o.reg = map[string]any{"failed": true, "changed": false, "msg": err.Error()}
+		case !ok:
+			o = hostOutcome{status: StatusSkipped, reg: map[string]any{"changed": false, "failed": false, "skipped": true}}
+		default:
+			anyRun = true
+			o, stdout, stderr, _ = pr.execute(ctx, t, h, iv)
+		}
+		o.reg[t.LoopVar] = item
+		if t.IndexVar != "" {
+			o.reg[t.IndexVar] = i
+		}
+		results = append(results, o.reg)
+		maps.Copy(agg.facts, o.facts)
+		if o.status == StatusChanged {
+			changed = true
+		}
+		if o.status == StatusFailed || o.status == StatusIgnored {
+			failed = true
+			msgs = append(msgs, fmt.Sprintf("item %s: %s", label, o.msg))
+		}
+		ie := *ev
+		ie.Kind, ie.Item, ie.Status, ie.Message = EventHostResult, label, o.status, o.msg
+		if r.opts.Verbosity >= 1 && !t.NoLog {
+			ie.Stdout, ie.Stderr = stdout, stderr
+		}
+		if t.NoLog {
+			ie.Item, ie.Message = "(hidden by no_log)", ""
+		}
+		if r.opts.Verbosity >= 1 || o.status == StatusFailed {
+			r.emit(ie)
+		}
+	}
+	agg.reg = map[string]any{"changed": changed, "failed": failed, "skipped": !anyRun && !failed, "results": results, "msg": strings.Join(msgs, "; ")}
+	switch {
+	case failed && t.IgnoreErrs:
+		agg.status = StatusIgnored
+	case failed:
+		agg.status, agg.failed = StatusFailed, true
+	case changed:
+		agg.status = StatusChanged
+	case anyRun:
+		agg.status = StatusOK
+	}
+	agg.msg = strings.Join(msgs, "; ")
+	if !anyRun && !failed {
+		agg.msg = fmt.Sprintf("all %d items skipped", len(items))
+	}
+	return agg, vars
+}
+
+func (pr *playRun) failure(t *Task, msg string) hostOutcome {
+	o := hostOutcome{status: StatusFailed, msg: msg, failed: true, reg: map[string]any{"changed": false, "failed": true, "msg": msg}}
+	if t.IgnoreErrs {
+		o.status, o.failed = StatusIgnored, false
+	}
+	return o
+}
+
+func (pr *playRun) itemLabel(t *Task, item any, vars map[string]any) string {
+	if t.Label != "" {
+		if s, err := pr.r.ev.RenderString(t.Label, vars); err == nil {
+			return s
+		}
+	}
+	switch x := item.(type) {
+	case string:
+		return x
+	case map[string]any:
+		if n, ok := x["name"]; ok {
+			return fmt.Sprint(n)
+		}
+	}
+	s := fmt.Sprint(item)
+	if len(s) > 60 {
+		s = s[:57] + "..."
+	}
+	return s
+}
+
+// loopItems renders a task's loop into a list.
+func (pr *playRun) loopItems(t *Task, vars map[string]any) ([]any, error) {
+	var v any
+	var err error
+	switch l := t.Loop.(type) {
+	case string:
+		v, err = pr.r.ev.Render(l, vars)
+	default:
+		v, err = pr.r.ev.RenderValue(l, vars)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: loop: %w", t.Pos, err)
+	}
+	switch x := v.(type) {
+	case nil:
+		return nil, nil
+	case []any:
+		return x, nil
+	case string:
+		if strings.TrimSpace(x) == "" {
+			return nil, nil
+		}
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array {
+		out := make([]any, rv.Len())
+		for i := range out {
+			out[i] = rv.Index(i).Interface()
+		}
+		return out, nil
+	}
+	hint := ""
+	if rv.Kind() == reflect.Map {
+		hint = "; to loop over a mapping use a list of its keys, e.g. {{ keys .m | sortAlpha }}"
+	}
+	return nil, fmt.Errorf("%s: loop: got %s, not a list%s", t.Pos, typeName(v), hint)
+}
+
+// execute runs the builtin once for one host (and one loop item), with
+// retries, changed_when and failed_when.
+func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[string]any) (out hostOutcome, stdout, stderr, diff string) {
+	r := pr.r
+	rendered, err := r.ev.RenderValue(t.Args, vars)
+	if err != nil {
+		return pr.failure(t, fmt.Sprintf("%s: %v", t.Pos, err)), "", "", ""
+	}
+	args, _ := rendered.(map[string]any)
+	if err := pr.checkRendered(t, args); err != nil {
+		return pr.failure(t, err.Error()), "", "", ""
+	}
+	target := h.name
+	if t.DelegateTo != "" {
+		d, err := r.ev.RenderString(t.DelegateTo, vars)
+		if err != nil {
+			return pr.failure(t, fmt.Sprintf("%s: delegate_to: %v", t.Pos, err)), "", "", ""
+		}
+		target = d
+	}
+	tr, err := r.transportFor(ctx, target)
+	if err != nil {
+		if target == h.name {
+			return hostOutcome{status: StatusUnreachable, msg: err.Error(), failed: true, reg: map[string]any{"unreachable": true, "failed": true, "changed": false, "msg": err.Error()}}, "", "", ""
+		}
+		return pr.failure(t, fmt.Sprintf("delegate_to %s: %v", target, err)), "", "", ""
+	}
+	if len(t.Environment) > 0 {
+		envv, err := r.ev.RenderValue(t.Environment, vars)
+		if err != nil {
+			return pr.failure(t, fmt.Sprintf("%s: environment: %v", t.Pos, err)), "", "", ""
+		}
+		// step.Env has no environment field: builtins that start processes
+		// read it from the `environment` variable.
+		nv := make(map[string]any, len(vars)+1)
+		maps.Copy(nv, vars)
+		nv["environment"] = envv
+		vars = nv
+	}
+	env := &step.Env{
+		Host: h.name, Target: tr, Control: r.control, Check: r.opts.Check, Diff: r.opts.Diff, Become: t.Become,
+		Vars: vars, Render: r.ev.RenderString, Eval: r.ev.Eval, FindFile: r.findFile(t), WorkDir: r.opts.WorkDir,
+		Logf: func(format string, a ...any) {
+			if r.opts.Verbosity >= 1 && !t.NoLog {
+				r.emit(Event{Kind: EventLog, Play: pr.p.Name, Task: t.Name, Host: h.name, Message: fmt.Sprintf(format, a...)})
+			}
+		},
+	}
+	attempts := 1
+	if t.Until != nil {
+		attempts = t.Retries + 1
+	}
+	var reg map[string]any
+	var res step.Result
+	for attempt := 1; attempt <= attempts; attempt++ {
+		tctx, cancel := ctx, context.CancelFunc(func() {})
+		if t.Timeout > 0 {
+			tctx, cancel = context.WithTimeout(ctx, t.Timeout)
+		}
+		var rerr error
+		res, rerr = t.impl.Run(tctx, env, step.Args(args))
+		timedOut := t.Timeout > 0 && errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+		cancel()
+		if timedOut {
+			rerr = fmt.Errorf("timed out after %s: %w", t.Timeout, rerr)
+		}
+		reg = registered(res, rerr)
+		reg["attempts"] = attempt
+		if target != h.name {
+			reg["delegate_to"] = target
+		}
+		if t.Until == nil || ctx.Err() != nil {
+			break
+		}
+		ok, err := pr.condsWith([]cond{*t.Until}, vars, t.Register, reg)
+		if err != nil {
+			reg["failed"], reg["msg"] = true, err.Error()
+			break
+		}
+		if ok {
+			reg["failed"] = false
+			break
+		}
+		if attempt == attempts {
+			reg["failed"] = true
+			reg["msg"] = fmt.Sprintf("until %q still false after %d attempts: %v", t.Until.expr, attempts, reg["msg"])
+			break
+		}
+		env.Logf("until %q false, retrying in %s (%d left)", t.Until.expr, t.Delay, attempts-attempt)
+		select {
+		case <-time.After(t.Delay):
+		case <-ctx.Done():
+		}
+	}
+	if len(t.ChangedWhen) > 0 {
+		ok, err := pr.condsWith(t.ChangedWhen, vars, t.Register, reg)
+		if err != nil {
+			reg["failed"], reg["msg"] = true, err.Error()
+		} else {
+			reg["changed"] = ok
+		}
+	}
+	if len(t.FailedWhen) > 0 {
+		ok, err := pr.condsWith(t.FailedWhen, vars, t.Register, reg)
+		if err != nil {
+			reg["failed"], reg["msg"] = true, err.Error()
+		} else {
+			reg["failed"] = ok
+		}
+	}
+	out = hostOutcome{reg: reg, facts: res.Facts}
+	out.msg, _ = reg["msg"].(string)
+	failed, _ := reg["failed"].(bool)
+	changed, _ := reg["changed"].(bool)
+	skipped, _ := reg["skipped"].(bool)
+	switch {
+	case failed && t.IgnoreErrs:
+		out.status = StatusIgnored
+	case failed:
+		out.status, out.failed = StatusFailed, true
+	case skipped:
+		out.status = StatusSkipped
+	case changed:
+		out.status = StatusChanged
+	default:
+		out.status = StatusOK
+	}
+	if failed {
+		out.facts = nil
+	}
+	stdout, _ = reg["stdout"].(string)
+	stderr, _ = reg["stderr"].(string)
+	return out, stdout, stderr, res.Diff
+}
+
+// checkRendered checks the arguments that were templates, now that they have
+// values.
+func (pr *playRun) checkRendered(t *Task, args map[string]any) error {
+	for _, a := range t.spec.Args {
+		orig, ok := t.Args[a.Name].(string)
+		if !ok || !strings.Contains(orig, "{{") {
+			continue
+		}
+		if err := checkArgType(a, args[a.Name]); err != nil {
+			return fmt.Errorf("%s: %s: argument %s = %q: %v", t.Pos, t.Action, a.Name, orig, err)
+		}
+	}
+	return nil
+}
+
+// registered is the map a task registers, built from the builtin's result.
+func registered(res step.Result, err error) map[string]any {
+	m := make(map[string]any, len(res.Data)+8)
+	maps.Copy(m, res.Data)
+	m["changed"] = res.Changed
+	m["failed"] = res.Failed || err != nil
+	m["skipped"] = res.Skipped
+	msg := res.Msg
+	if err != nil {
+		if msg == "" {
+			msg = err.Error()
+		} else {
+			msg += ": " + err.Error()
+		}
+	}
+	m["msg"] = msg
+	if res.Diff != "" {
+		m["diff"] = res.Diff
+	}
+	for _, k := range []string{"stdout", "stderr"} {
+		if s, ok := m[k].(string); ok {
+			if _, has := m[k+"_lines"]; !has {
+				m[k+"_lines"] = lines(s)
+			}
+		}
+	}
+	return m
+}
+
+func lines(s string) []any {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return []any{}
+	}
+	parts := strings.Split(s, "\n")
+	out := make([]any, len(parts))
+	for i, p := range parts {
+		out[i] = p
+	}
+	return out
+}
+
+// conds evaluates conditions that must all hold.
+func (pr *playRun) conds(cs []cond, vars map[string]any) (bool, error) {
+	for _, c := range cs {
+		ok, err := pr.r.ev.EvalBool(c.expr, vars)
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", c.pos, err)
+		}
+		if !ok {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// condsWith evaluates conditions with the task's result visible under its
+// register name and as `result`.
+func (pr *playRun) condsWith(cs []cond, vars map[string]any, register string, reg map[string]any) (bool, error) {
+	v := make(map[string]any, len(vars)+2)
+	maps.Copy(v, vars)
+	v["result"] = reg
+	if register != "" {
+		v[register] = reg
+	}
+	return pr.conds(cs, v)
+}
+
+// vars builds the variables a task sees on a host; t nil gives the play
+// level. hv is the task's hostvars snapshot, nil to take the current one.
+func (pr *playRun) vars(h *hostState, t *Task, ov *overlay, hv map[string]any) (map[string]any, error) {
+	r := pr.r
+	if hv == nil {
+		hv = r.hostvars.get()
+	}
+	facts, dyn := h.snapshot()
+	pv, err := pr.playVarsFor(h, hv)
+	if err != nil {
+		return nil, err
+	}
+	v := make(map[string]any, len(h.base)+len(pv)+len(dyn)+len(r.opts.ExtraVars)+8)
+	maps.Copy(v, h.base)
+	v["facts"] = facts
+	pr.magic(v, h, t, hv)
+	maps.Copy(v, pv)
+	// Templated scope and task variables are rendered last, against every
+	// layer, so `{{ .x }}` sees the highest-precedence x, as a lazy
+	// lookup would.
+	var pending []*varDef
+	if t != nil {
+		for _, s := range scopeLayers(t.scope) {
+			pending = setLayer(v, s.vars, pending)
+		}
+		var ovs []*overlay
+		for o := ov; o != nil; o = o.parent {
+			ovs = append(ovs, o)
+		}
+		for i := len(ovs) - 1; i >= 0; i-- {
+			maps.Copy(v, ovs[i].perHost[h])
+		}
+		pending = setLayer(v, t.Vars, pending)
+	}
+	maps.Copy(v, dyn)
+	maps.Copy(v, r.opts.ExtraVars)
+	pr.magic(v, h, t, hv)
+	for _, d := range pending {
+		if _, over := dyn[d.name]; over {
+			continue
+		}
+		if _, over := r.opts.ExtraVars[d.name]; over {
+			continue
+		}
+		val, err := r.ev.RenderValue(d.val, v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: variable %s: %w", d.pos, d.name, err)
+		}
+		v[d.name] = val
+	}
+	return v, nil
+}
+
+// setLayer sets a layer's plain values and queues its templated ones; a
+// later layer's value replaces a queued template of the same name.
+func setLayer(v map[string]any, vl varList, pending []*varDef) []*varDef {
+	for i := range vl {
+		d := &vl[i]
+		pending = slices.DeleteFunc(pending, func(p *varDef) bool { return p.name == d.name })
+		if d.template {
+			v[d.name] = d.val
+			pending = append(pending, d)
+			continue
+		}
+		v[d.name] = d.val
+	}
+	return pending
+}
+
+func (pr *playRun) magic(v map[string]any, h *hostState, t *Task, hv map[string]any) {
+	v["inventory_hostname"] = h.name
+	v["groups"] = pr.r.groups
+	v["hostvars"] = hv
+	v["play_name"] = pr.p.Name
+	if t != nil && t.Role != nil {
+		v["role_name"] = t.Role.name
+	}
+}
+
+// renderVars renders a variable layer in declaration order, each value seeing
+// the ones before it.
+func (r *runner) renderVars(v map[string]any, vl varList) error {
+	for _, d := range vl {
+		if !d.template {
+			v[d.name] = d.val
+			continue
+		}
+		val, err := r.ev.RenderValue(d.val, v)
+		if err != nil {
+			return fmt.Errorf("%s: variable %s: %w", d.pos, d.name, err)
+		}
+		v[d.name] = val
+	}
+	return nil
+}
+
+func (pr *playRun) playVarsFor(h *hostState, hv map[string]any) (map[string]any, error) {
+	pr.mu.Lock()
+	pv, ok := pr.playVars[h]
+	pr.mu.Unlock()
+	if ok {
+		return pv, nil
+	}
+	facts, _ := h.snapshot()
+	v := make(map[string]any, len(h.base)+len(pr.p.Vars)+8)
+	maps.Copy(v, h.base)
+	v["facts"] = facts
+	pr.magic(v, h, nil, hv)
+	maps.Copy(v, pr.r.opts.ExtraVars)
+	if err := pr.r.renderVars(v, pr.p.Vars); err != nil {
+		return nil, err
+	}
+	pv = make(map[string]any, len(pr.p.Vars))
+	for _, d := range pr.p.Vars {
+		pv[d.name] = v[d.name]
+	}
+	pr.mu.Lock()
+	pr.playVars[h] = pv
+	pr.mu.Unlock()
+	return pv, nil
+}

@@ -1,0 +1,752 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/mensylisir/kubexm/engine/step"
+)
+
+// taskCtx is what a task list inherits from where it is written.
+type taskCtx struct {
+	src     source // the file holding the tasks
+	parent  *Task  // attributes inherited by the tasks: when, tags, become...
+	play    *Play
+	role    *roleInstance
+	scope   *scope
+	handler bool
+	roles   []string // role names being expanded, for dependency cycles
+}
+
+var taskKeys = map[string]bool{
+	"name": true, "when": true, "loop": true, "loop_control": true, "register": true,
+	"changed_when": true, "failed_when": true, "ignore_errors": true, "retries": true,
+	"until": true, "delay": true, "run_once": true, "delegate_to": true, "notify": true,
+	"tags": true, "vars": true, "environment": true, "become": true, "timeout": true,
+	"no_log": true, "args": true, "listen": true, "block": true, "rescue": true, "always": true,
+}
+
+// blockKeys are the keywords a block accepts besides block/rescue/always.
+var blockKeys = map[string]bool{
+	"name": true, "when": true, "tags": true, "vars": true, "environment": true, "become": true,
+	"ignore_errors": true, "no_log": true, "delegate_to": true, "timeout": true, "run_once": true,
+	"block": true, "rescue": true, "always": true,
+}
+
+// anyArg, as the name of a builtin's argument, lets the builtin take
+// arguments of any name (set_fact: the names are the variables to set).
+const anyArg = "*"
+
+var engineActions = map[string]bool{
+	"import_tasks": true, "include_tasks": true, "import_role": true, "include_role": true, "meta": true,
+}
+
+var metaActions = map[string]bool{"flush_handlers": true, "end_play": true, "end_host": true, "clear_facts": true, "noop": true}
+
+func (ld *loader) taskList(n *node, ctx taskCtx, what string) []*Task {
+	if n == nil || (n.kind == scalarNode && n.scalar == nil) {
+		return nil
+	}
+	if n.kind != listNode {
+		ld.errorf(n.pos, "%s must be a list of tasks, not %s", what, n.kindName())
+		return nil
+	}
+	var out []*Task
+	for _, tn := range n.list {
+		if t := ld.task(tn, ctx); t != nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (ld *loader) task(n *node, ctx taskCtx) *Task {
+	if n.kind != mapNode {
+		ld.errorf(n.pos, "a task must be a mapping such as {name: ..., command: ...}, not %s", n.kindName())
+		return nil
+	}
+	name, _ := n.get("name").str()
+	t := &Task{Name: name, Pos: n.pos, pos: n.pos.String(), Role: ctx.role, scope: ctx.scope, play: ctx.play, LoopVar: "item",
+		key: fmt.Sprintf("%s:%d:%d", ld.stable(ctx.src), n.pos.Line, n.pos.Col)}
+	var actions []*node
+	for _, k := range n.keys {
+		ks := k.keyString()
+		if taskKeys[ks] {
+			if ks == "listen" && !ctx.handler {
+				ld.taskErrorf(k.pos, name, "listen is only valid on handlers")
+			}
+			continue
+		}
+		actions = append(actions, k)
+	}
+	isBlock := n.get("block") != nil
+	if isBlock {
+		for _, k := range n.keys {
+			if ks := k.keyString(); !blockKeys[ks] {
+				ld.taskErrorf(k.pos, name, "%q is not valid on a block%s", ks, didYouMean(ks, keysOf(blockKeys)))
+			}
+		}
+	} else {
+		for _, k := range []string{"rescue", "always"} {
+			if kn := n.get(k); kn != nil {
+				ld.taskErrorf(kn.pos, name, "%s without block", k)
+			}
+		}
+		switch len(actions) {
+		case 0:
+			ld.taskErrorf(n.pos, name, "no action: a task needs exactly one builtin (such as command) or block/include")
+			return nil
+		case 1:
+		default:
+			var names []string
+			for _, a := range actions {
+				names = append(names, a.keyString())
+			}
+			ld.taskErrorf(actions[1].pos, name, "several actions (%s): a task runs exactly one; split it into several tasks", strings.Join(names, ", "))
+			return nil
+		}
+	}
+	ld.taskCommon(t, n, ctx)
+	child := ctx
+	child.parent = t
+	if len(t.Vars) > 0 {
+		child.scope = &scope{parent: ctx.scope, vars: t.Vars}
+	}
+	if isBlock {
+		t.Kind = KindBlock
+		if t.Name == "" {
+			t.Name = "block"
+		}
+		t.Block = ld.taskList(n.get("block"), child, "block")
+		t.Rescue = ld.taskList(n.get("rescue"), child, "rescue")
+		t.Always = ld.taskList(n.get("always"), child, "always")
+		t.Vars = nil // moved into the children's scope
+		return t
+	}
+	an := actions[0]
+	action := an.keyString()
+	val := n.get(action)
+	if engineActions[action] {
+		return ld.engineTask(t, n, action, val, ctx, child)
+	}
+	b, ok := ld.opts.Builtins[action]
+	if !ok {
+		ld.taskErrorf(an.pos, name, "unknown builtin or keyword %q%s", action, didYouMean(action, append(keysOf(ld.opts.Builtins), keysOf(taskKeys)...)))
+		return nil
+	}
+	t.Kind, t.Action, t.impl, t.spec = KindAction, action, b, b.Spec()
+	if t.Name == "" {
+		t.Name = action
+	}
+	t.Args = ld.actionArgs(t, val, n.get("args"))
+	return t
+}
+
+// taskCommon reads the keywords every task kind shares and applies what the
+// task inherits from its parent.
+func (ld *loader) taskCommon(t *Task, n *node, ctx taskCtx) {
+	p := ctx.parent
+	name := t.Name
+	t.When = append(slices.Clone(p.When), ld.conds(n.get("when"))...)
+	t.Tags = mergeTags(p.Tags, ld.tags(n.get("tags")))
+	t.Become = p.Become
+	if b := n.get("become"); b != nil {
+		t.Become = ld.boolField(b, "become")
+	}
+	t.NoLog = p.NoLog
+	if b := n.get("no_log"); b != nil {
+		t.NoLog = ld.boolField(b, "no_log")
+	}
+	t.IgnoreErrs = p.IgnoreErrs
+	if b := n.get("ignore_errors"); b != nil {
+		t.IgnoreErrs = ld.boolField(b, "ignore_errors")
+	}
+	t.RunOnce = p.RunOnce
+	if b := n.get("run_once"); b != nil {
+		t.RunOnce = ld.boolField(b, "run_once")
+	}
+	t.DelegateTo = p.DelegateTo
+	if d := n.get("delegate_to"); d != nil {
+		s, ok := d.str()
+		if !ok || s == "" {
+			ld.taskErrorf(d.pos, name, "delegate_to needs a host name")
+		}
+		ld.checkTemplates(d, name)
+		t.DelegateTo = s
+	}
+	t.Timeout = p.Timeout
+	if d := n.get("timeout"); d != nil {
+		dur, err := step.ToDuration(d.value())
+		if err != nil || dur < 0 {
+			ld.taskErrorf(d.pos, name, "timeout: %v", err)
+		}
+		t.Timeout = dur
+	}
+	t.Environment = maps.Clone(p.Environment)
+	if e := n.get("environment"); e != nil {
+		if e.kind != mapNode {
+			ld.taskErrorf(e.pos, name, "environment must be a mapping of variable names to values")
+		} else {
+			if t.Environment == nil {
+				t.Environment = map[string]any{}
+			}
+			maps.Copy(t.Environment, e.value().(map[string]any))
+			ld.checkTemplates(e, name)
+		}
+	}
+	t.Vars = ld.varsNode(n.get("vars"))
+	if r := n.get("register"); r != nil {
+		s, _ := r.str()
+		if !identRe.MatchString(s) {
+			ld.taskErrorf(r.pos, name, "register needs a variable name (letters, digits, _), got %q", scalarString(r))
+		}
+		t.Register = s
+	}
+	t.ChangedWhen = ld.conds(n.get("changed_when"))
+	t.FailedWhen = ld.conds(n.get("failed_when"))
+	if u := n.get("until"); u != nil {
+		if cs := ld.conds(u); len(cs) > 0 {
+			c := cs[0]
+			if len(cs) > 1 {
+				var parts []string
+				for _, x := range cs {
+					parts = append(parts, "("+x.expr+")")
+				}
+				c.expr = strings.Join(parts, " and ")
+			}
+			t.Until = &c
+		}
+	}
+	if r := n.get("retries"); r != nil {
+		v, err := step.ToInt(r.value())
+		if err != nil || v < 0 {
+			ld.taskErrorf(r.pos, name, "retries must be a whole number ≥ 0")
+		}
+		t.Retries = v
+	}
+	if t.Until != nil && n.get("retries") == nil {
+		t.Retries = 3
+	}
+	t.Delay = defaultDelay
+	if d := n.get("delay"); d != nil {
+		dur, err := step.ToDuration(d.value())
+		if err != nil || dur < 0 {
+			ld.taskErrorf(d.pos, name, "delay: %v", err)
+		}
+		t.Delay = dur
+	}
+	if l := n.get("loop"); l != nil {
+		t.HasLoop = true
+		t.Loop = l.value()
+		switch l.kind {
+		case listNode:
+			ld.checkTemplates(l, name)
+		case scalarNode:
+			s, ok := l.str()
+			if !ok || !strings.Contains(s, "{{") {
+				ld.taskErrorf(l.pos, name, "loop needs a list, or a template giving one such as \"{{ .groups.etcd }}\"")
+			}
+			ld.checkTemplates(l, name)
+		default:
+			ld.taskErrorf(l.pos, name, "loop needs a list, not %s", l.kindName())
+		}
+	}
+	if lc := n.get("loop_control"); lc != nil {
+		if lc.kind != mapNode {
+			ld.taskErrorf(lc.pos, name, "loop_control must be a mapping")
+		} else {
+			for i, k := range lc.keys {
+				v, _ := lc.vals[i].str()
+				switch k.keyString() {
+				case "loop_var":
+					if !identRe.MatchString(v) {
+						ld.taskErrorf(lc.vals[i].pos, name, "loop_var needs a variable name")
+					}
+					t.LoopVar = v
+				case "index_var":
+					if !identRe.MatchString(v) {
+						ld.taskErrorf(lc.vals[i].pos, name, "index_var needs a variable name")
+					}
+					t.IndexVar = v
+				case "label":
+					t.Label = v
+					ld.checkTemplates(lc.vals[i], name)
+				default:
+					ld.taskErrorf(k.pos, name, "unknown loop_control key %q%s", k.keyString(), didYouMean(k.keyString(), []string{"loop_var", "index_var", "label"}))
+				}
+			}
+		}
+		if !t.HasLoop {
+			ld.taskErrorf(lc.pos, name, "loop_control without loop")
+		}
+	}
+	for _, c := range ld.stringList(n.get("notify"), "notify") {
+		t.Notify = append(t.Notify, c.expr)
+	}
+	for _, c := range ld.stringList(n.get("listen"), "listen") {
+		t.Listen = append(t.Listen, c.expr)
+	}
+}
+
+const defaultDelay = 5e9 // 5s between retries, as in Ansible
+
+func mergeTags(parent, own []string) []string {
+	if len(own) == 0 {
+		return parent
+	}
+	out := slices.Clone(parent)
+	for _, t := range own {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// actionArgs turns the value of a builtin key (a mapping, or a string for a
+// free-form builtin) plus `args:` into checked arguments with defaults.
+func (ld *loader) actionArgs(t *Task, val, extra *node) map[string]any {
+	spec := t.spec
+	args := map[string]any{}
+	argPos := map[string]Pos{}
+	add := func(m *node) {
+		for i, k := range m.keys {
+			args[k.keyString()] = m.vals[i].value()
+			argPos[k.keyString()] = k.pos
+			ld.checkTemplates(m.vals[i], t.Name)
+		}
+	}
+	switch {
+	case val == nil || (val.kind == scalarNode && val.scalar == nil):
+	case val.kind == mapNode:
+		add(val)
+	case val.kind == scalarNode && spec.FreeForm != "":
+		args[spec.FreeForm] = val.value()
+		argPos[spec.FreeForm] = val.pos
+		ld.checkTemplates(val, t.Name)
+	default:
+		hint := ""
+		if len(spec.Args) > 0 {
+			hint = fmt.Sprintf("; write its arguments as a mapping, e.g. %s: {%s: ...}", t.Action, spec.Args[0].Name)
+		}
+		ld.taskErrorf(val.pos, t.Name, "%s takes a mapping of arguments, not %s%s", t.Action, val.kindName(), hint)
+		return args
+	}
+	if extra != nil {
+		if extra.kind != mapNode {
+			ld.taskErrorf(extra.pos, t.Name, "args must be a mapping")
+		} else {
+			add(extra)
+		}
+	}
+	return ld.checkArgs(t, args, argPos, val)
+}
+
+func (ld *loader) checkArgs(t *Task, args map[string]any, argPos map[string]Pos, val *node) map[string]any {
+	spec := t.spec
+	byName := map[string]*step.Arg{}
+	var names []string
+	for i := range spec.Args {
+		a := &spec.Args[i]
+		byName[a.Name] = a
+		names = append(names, a.Name)
+		for _, al := range a.Aliases {
+			byName[al] = a
+		}
+	}
+	out := make(map[string]any, len(args))
+	for _, v := range slices.Sorted(maps.Keys(args)) {
+		a, ok := byName[v]
+		p := argPos[v]
+		if !ok && byName[anyArg] != nil {
+			// A builtin taking any names (set_fact) gets them as they are.
+			if !identRe.MatchString(v) {
+				ld.taskErrorf(p, t.Name, "%s: %q is not a variable name (letters, digits, _)", t.Action, v)
+			}
+			out[v] = args[v]
+			continue
+		}
+		if !ok {
+			ld.taskErrorf(p, t.Name, "%s has no argument %q%s; it takes %s", t.Action, v, didYouMean(v, names), strings.Join(names, ", "))
+			continue
+		}
+		x := args[v]
+		if _, dup := out[a.Name]; dup {
+			ld.taskErrorf(p, t.Name, "argument %s given twice (through an alias)", a.Name)
+		}
+		out[a.Name] = x
+		if err := checkArgType(*a, x); err != nil {
+			ld.taskErrorf(p, t.Name, "%s: argument %s: %v", t.Action, a.Name, err)
+		}
+	}
+	for _, a := range spec.Args {
+		if _, ok := out[a.Name]; ok || a.Name == anyArg {
+			continue
+		}
+		if a.Default != nil {
+			out[a.Name] = a.Default
+		} else if a.Required {
+			at := t.Pos
+			if val != nil {
+				at = val.pos
+			}
+			ld.taskErrorf(at, t.Name, "%s needs argument %s (%s)", t.Action, a.Name, a.Doc)
+		}
+	}
+	return out
+}
+
+// checkArgType checks a literal argument value; templated strings are
+// checked after rendering, at run time.
+func checkArgType(a step.Arg, v any) error {
+	if s, ok := v.(string); ok && strings.Contains(s, "{{") {
+		return nil
+	}
+	if v == nil {
+		return nil
+	}
+	var err error
+	switch a.Type {
+	case step.String:
+		switch v.(type) {
+		case map[string]any, []any:
+			err = fmt.Errorf("want a string, got %s", typeName(v))
+		}
+	case step.Int:
+		_, err = step.ToInt(v)
+	case step.Bool:
+		_, err = step.ToBool(v)
+	case step.List:
+		// A single value is taken as a list of one (Args.List).
+		if _, isMap := v.(map[string]any); isMap {
+			err = fmt.Errorf("want a list, got a mapping")
+		}
+	case step.Map:
+		if _, ok := v.(map[string]any); !ok {
+			err = fmt.Errorf("want a mapping, got %s", typeName(v))
+		}
+	case step.Mode:
+		_, err = step.ToMode(v)
+	case step.Duration:
+		_, err = step.ToDuration(v)
+	}
+	if err != nil {
+		return err
+	}
+	if len(a.Choices) > 0 {
+		s := fmt.Sprint(v)
+		if !slices.Contains(a.Choices, s) {
+			return fmt.Errorf("%q is not one of %s%s", s, strings.Join(a.Choices, ", "), didYouMean(s, a.Choices))
+		}
+	}
+	return nil
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case int, int64, float64:
+		return "a number"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// engineTask handles the actions the engine implements itself.
+func (ld *loader) engineTask(t *Task, n *node, action string, val *node, ctx, child taskCtx) *Task {
+	name := t.Name
+	static := action == "import_tasks" || action == "import_role"
+	if static && t.HasLoop {
+		ld.taskErrorf(n.get("loop").pos, name, "%s is static and cannot loop; use %s", action, strings.Replace(action, "import", "include", 1))
+	}
+	switch action {
+	case "meta":
+		s, _ := val.str()
+		if !metaActions[s] {
+			ld.taskErrorf(val.pos, name, "meta: unknown action %q%s; one of %s", s, didYouMean(s, keysOf(metaActions)), strings.Join(keysOf(metaActions), ", "))
+		}
+		t.Kind, t.Action = KindMeta, s
+		if t.Name == "" {
+			t.Name = "meta: " + s
+		}
+		return t
+	case "import_tasks", "include_tasks":
+		file, vars := ld.includeArgs(val, name, "file")
+		if file == "" {
+			ld.taskErrorf(val.pos, name, "%s needs a file name", action)
+			return nil
+		}
+		if t.Name == "" {
+			t.Name = action + ": " + file
+		}
+		if len(vars) > 0 {
+			child.scope = &scope{parent: child.scope, vars: vars}
+		}
+		if static {
+			if strings.Contains(file, "{{") {
+				ld.taskErrorf(val.pos, name, "import_tasks is static; a templated file name needs include_tasks")
+				return nil
+			}
+			t.Kind, t.Implicit, t.Vars = KindBlock, true, nil
+			t.Block = ld.tasksFile(file, val.pos, child)
+			return t
+		}
+		t.Kind = KindInclude
+		t.Action = action
+		t.Include = &include{file: file, vars: vars, ctx: child, opts: ld.opts, pbDir: ld.pbDir}
+		if !strings.Contains(file, "{{") {
+			t.Include.static = ld.tasksFile(file, val.pos, child)
+		}
+		return t
+	case "import_role", "include_role":
+		role, vars := ld.includeArgs(val, name, "name")
+		tasksFrom := ""
+		if val.kind == mapNode {
+			tasksFrom, _ = val.get("tasks_from").str()
+			for _, k := range val.keys {
+				switch k.keyString() {
+				case "name", "tasks_from", "vars":
+				default:
+					ld.taskErrorf(k.pos, name, "%s: unknown key %q%s", action, k.keyString(), didYouMean(k.keyString(), []string{"name", "tasks_from", "vars"}))
+				}
+			}
+		}
+		if role == "" {
+			ld.taskErrorf(val.pos, name, "%s needs a role name", action)
+			return nil
+		}
+		if t.Name == "" {
+			t.Name = action + ": " + role
+		}
+		if static || !strings.Contains(role, "{{") {
+			rt := ld.roleBlock(role, tasksFrom, vars, val.pos, child)
+			if rt == nil {
+				return nil
+			}
+			if static {
+				t.Kind, t.Implicit, t.Vars = KindBlock, true, nil
+				t.Block = []*Task{rt}
+				return t
+			}
+			t.Include = &include{role: role, tasks: tasksFrom, vars: vars, static: []*Task{rt}, ctx: child, opts: ld.opts, pbDir: ld.pbDir}
+		} else {
+			t.Include = &include{role: role, tasks: tasksFrom, vars: vars, ctx: child, opts: ld.opts, pbDir: ld.pbDir}
+		}
+		t.Kind, t.Action = KindInclude, action
+		return t
+	}
+	return nil
+}
+
+// includeArgs reads `include_tasks: file.yaml` or `{file: ..., vars: ...}`.
+func (ld *loader) includeArgs(val *node, task, key string) (string, varList) {
+	if s, ok := val.str(); ok {
+		ld.checkTemplates(val, task)
+		return s, nil
+	}
+	if val.kind != mapNode {
+		ld.taskErrorf(val.pos, task, "expected a name or a mapping with %s", key)
+		return "", nil
+	}
+	f := val.get(key)
+	ld.checkTemplates(f, task)
+	if key == "file" {
+		for _, k := range val.keys {
+			if ks := k.keyString(); ks != "file" && ks != "vars" {
+				ld.taskErrorf(k.pos, task, "unknown key %q; include_tasks takes file and vars", ks)
+			}
+		}
+	}
+	s, _ := f.str()
+	return s, ld.varsNode(val.get("vars"))
+}
+
+// tasksFile loads a task file relative to the including file, then the
+// role's tasks/ directory, then the playbook directory.
+func (ld *loader) tasksFile(file string, at Pos, ctx taskCtx) []*Task {
+	src, ok := ld.findTasksFile(file, ctx)
+	if !ok {
+		ld.errorf(at, "task file %q not found beside %s%s", file, ctx.src, roleHint(ctx))
+		return nil
+	}
+	root, ok := ld.readYAML(src)
+	if !ok {
+		return nil
+	}
+	if !ld.push(src, at) {
+		return nil
+	}
+	defer ld.pop()
+	ctx.src = src
+	return ld.taskList(root, ctx, "a task file")
+}
+
+func roleHint(ctx taskCtx) string {
+	if ctx.role != nil {
+		return " nor in role " + ctx.role.name + "'s tasks/"
+	}
+	return ""
+}
+
+func (ld *loader) findTasksFile(file string, ctx taskCtx) (source, bool) {
+	dirs := []source{ctx.src.dir()}
+	if ctx.role != nil {
+		dirs = append(dirs, ctx.role.dir.join("tasks"))
+	}
+	dirs = append(dirs, ld.pbDir)
+	for _, d := range dirs {
+		if s, ok := d.yamlFile(file); ok {
+			return s, true
+		}
+	}
+	return source{}, false
+}
+
+// roleRef reads one entry of a play's roles: a name or {role, vars, tags, when}.
+func (ld *loader) roleRef(n *node, ctx taskCtx) *Task {
+	if s, ok := n.str(); ok {
+		return ld.roleBlock(s, "", nil, n.pos, ctx)
+	}
+	if n.kind != mapNode {
+		ld.errorf(n.pos, "a role reference is a name or {role: name, vars: ...}, not %s", n.kindName())
+		return nil
+	}
+	rn := n.get("role")
+	if rn == nil {
+		rn = n.get("name")
+	}
+	name, _ := rn.str()
+	if name == "" {
+		ld.errorf(n.pos, "a role reference needs role: NAME")
+		return nil
+	}
+	holder := &Task{Pos: n.pos, Name: "role " + name}
+	for _, k := range n.keys {
+		switch ks := k.keyString(); ks {
+		case "role", "name", "vars", "tags", "when", "become", "tasks_from":
+		default:
+			ld.errorf(k.pos, "role %s: unknown key %q%s", name, ks, didYouMean(ks, []string{"role", "vars", "tags", "when", "become", "tasks_from"}))
+		}
+	}
+	ld.taskCommon(holder, n, ctx)
+	sub := ctx
+	sub.parent = holder
+	tasksFrom, _ := n.get("tasks_from").str()
+	return ld.roleBlock(name, tasksFrom, holder.Vars, n.pos, sub)
+}
+
+// findRole looks for a role in the playbook's roles/, the roles/ beside its
+// playbooks/ directory, --roles-path, then the built-in roles.
+func (ld *loader) findRole(name string) (source, bool) {
+	var dirs []source
+	dirs = append(dirs, ld.pbDir.join("roles"))
+	if ld.pbDir.dir().base() == "playbooks" && !ld.pbDir.builtin {
+		dirs = append(dirs, ld.pbDir.dir().dir().join("roles"))
+	}
+	for _, p := range ld.opts.RolesPath {
+		if s, err := diskSource(p); err == nil {
+			dirs = append(dirs, s)
+		}
+	}
+	if ld.opts.BuiltinFS != nil {
+		dirs = append(dirs, source{fsys: ld.opts.BuiltinFS, name: "roles", builtin: true})
+	}
+	if strings.Contains(name, "/") {
+		dirs = append([]source{ld.pbDir}, dirs...)
+	}
+	for _, d := range dirs {
+		if r := d.join(name); r.isDir() {
+			return r, true
+		}
+	}
+	return source{}, false
+}
+
+// roleBlock expands a role reference into an implicit block: its
+// dependencies, then its tasks, with the role's variables in scope.
+func (ld *loader) roleBlock(name, tasksFrom string, params varList, at Pos, ctx taskCtx) *Task {
+	if slices.Contains(ctx.roles, name) {
+		ld.errorf(at, "role %s depends on itself (%s)", name, strings.Join(append(ctx.roles, name), " -> "))
+		return nil
+	}
+	dir, ok := ld.findRole(name)
+	if !ok {
+		ld.errorf(at, "role %q not found in %s/roles, --roles-path or the built-in roles", name, ld.pbDir)
+		return nil
+	}
+	ri := &roleInstance{name: path.Base(name), dir: dir}
+	sc := &scope{parent: ctx.scope, role: true}
+	for _, sub := range []string{"defaults", "vars"} {
+		if f, ok := dir.join(sub).yamlFile("main"); ok {
+			if n, ok := ld.readYAML(f); ok {
+				sc.vars = append(sc.vars, ld.varsNode(n)...)
+			}
+		}
+	}
+	sc.vars = append(sc.vars, params...)
+	t := &Task{Kind: KindBlock, Implicit: true, Name: "role " + ri.name, Pos: at, Role: ri, scope: sc, play: ctx.play}
+	p := ctx.parent
+	t.When, t.Tags, t.Become, t.NoLog, t.IgnoreErrs, t.Environment = p.When, p.Tags, p.Become, p.NoLog, p.IgnoreErrs, p.Environment
+	t.DelegateTo, t.Timeout, t.RunOnce = p.DelegateTo, p.Timeout, p.RunOnce
+	child := ctx
+	child.parent, child.role, child.scope = t, ri, sc
+	child.roles = append(slices.Clone(ctx.roles), name)
+	// A role's dependencies run with its main tasks; tasks_from picks one
+	// file of an already set up role.
+	if f, ok := dir.join("meta").yamlFile("main"); ok && tasksFrom == "" {
+		if n, ok := ld.readYAML(f); ok && n.kind == mapNode {
+			for _, k := range n.keys {
+				if ks := k.keyString(); ks != "dependencies" && ks != "galaxy_info" && ks != "description" {
+					ld.errorf(k.pos, "role %s meta: unknown key %q; meta/main.yaml holds dependencies", name, ks)
+				}
+			}
+			if deps := n.get("dependencies"); deps != nil {
+				if deps.kind != listNode {
+					ld.errorf(deps.pos, "dependencies must be a list of roles")
+				} else {
+					dctx := child
+					dctx.src = f
+					for _, d := range deps.list {
+						if dt := ld.roleRef(d, dctx); dt != nil {
+							t.Block = append(t.Block, dt)
+						}
+					}
+				}
+			}
+		}
+	}
+	file := "main"
+	if tasksFrom != "" {
+		file = tasksFrom
+	}
+	if f, ok := dir.join("tasks").yamlFile(file); ok {
+		if n, ok := ld.readYAML(f); ok && ld.push(f, at) {
+			child.src = f
+			t.Block = append(t.Block, ld.taskList(n, child, "tasks")...)
+			ld.pop()
+		}
+	} else if tasksFrom != "" {
+		ld.errorf(at, "role %s has no tasks/%s.yaml", name, tasksFrom)
+	}
+	if ld.play != nil && !ld.handlerRoles[ri.name] {
+		ld.handlerRoles[ri.name] = true
+		if f, ok := dir.join("handlers").yamlFile("main"); ok {
+			if n, ok := ld.readYAML(f); ok {
+				hctx := child
+				hctx.src, hctx.handler = f, true
+				hctx.parent = &Task{Tags: p.Tags, Become: p.Become}
+				ld.play.Handlers = append(ld.play.Handlers, ld.taskList(n, hctx, "handlers")...)
+			}
+		}
+	}
+	return t
+}

@@ -1,0 +1,536 @@
+package ssh
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pkg/sftp"
+
+	"github.com/mensylisir/kubexm/engine/transport"
+)
+
+// Put implements transport.Transport.
+func (t *Transport) Put(ctx context.Context, src io.Reader, dst string, opts transport.PutOptions) error {
+	release, err := t.uploadSlot(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: write %s: %w", t.name, dst, err)
+	}
+	defer release()
+	return t.put(ctx, src, dst, opts)
+}
+
+func (t *Transport) uploadSlot(ctx context.Context) (func(), error) {
+	if t.opts.UploadSlots == nil {
+		return func() {}, nil
+	}
+	select {
+	case t.opts.UploadSlots <- struct{}{}:
+		return func() { <-t.opts.UploadSlots }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (t *Transport) put(ctx context.Context, src io.Reader, dst string, opts transport.PutOptions) error {
+	if opts.Mode == 0 {
+		opts.Mode = 0o644
+	}
+	if t.needSudo(opts.Become, "") {
+		return t.putWithSudo(ctx, src, dst, opts)
+	}
+	cl, _, err := t.sftpClient(ctx)
+	if err != nil {
+		return err
+	}
+	dir := path.Dir(dst)
+	if err := cl.MkdirAll(dir); err != nil {
+		return fmt.Errorf("%s: create %s: %w", t.name, dir, err)
+	}
+	suffix, err := randomHex(6)
+	if err != nil {
+		return err
+	}
+	tmp := path.Join(dir, "."+path.Base(dst)+".kubexm-"+suffix)
+	f, err := cl.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		return fmt.Errorf("%s: write %s: %w", t.name, dst, err)
+	}
+	renamed := false
+	defer func() {
+		if !renamed {
+			cl.Remove(tmp)
+		}
+	}()
+	if _, err := f.ReadFromWithConcurrency(ctxReader{ctx, src}, 64); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: write %s: %w", t.name, dst, err)
+	}
+	if err := f.Chmod(opts.Mode); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: chmod %s: %w", t.name, dst, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("%s: write %s: %w", t.name, dst, err)
+	}
+	if opts.Owner != "" || opts.Group != "" {
+		if err := t.chown(ctx, tmp, opts, false); err != nil {
+			return fmt.Errorf("%s: chown %s: %w", t.name, dst, err)
+		}
+	}
+	if _, ok := cl.HasExtension("posix-rename@openssh.com"); ok {
+		err = cl.PosixRename(tmp, dst)
+	} else {
+		err = cl.Rename(tmp, dst)
+		if err != nil {
+			cl.Remove(dst)
+			err = cl.Rename(tmp, dst)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: write %s: %w", t.name, dst, err)
+	}
+	renamed = true
+	return nil
+}
+
+func (t *Transport) chown(ctx context.Context, p string, opts transport.PutOptions, become bool) error {
+	spec := opts.Owner
+	if opts.Group != "" {
+		spec += ":" + opts.Group
+	}
+	res, err := t.Run(ctx, transport.Command{Argv: []string{"chown", "--", spec, p}, Become: become})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return errors.New(string(bytes.TrimSpace(res.Stderr)))
+	}
+	return nil
+}
+
+// putWithSudo streams src into a root-run script: sftp would write as the
+// login user, who usually may not write the target.
+func (t *Transport) putWithSudo(ctx context.Context, src io.Reader, dst string, opts transport.PutOptions) error {
+	script := `set -e
+d=$(dirname -- "$1"); b=$(basename -- "$1")
+mkdir -p -- "$d"
+tmp=$(mktemp "$d/.$b.kubexm-XXXXXX")
+trap 'rm -f -- "$tmp"' EXIT
+cat > "$tmp"
+chmod "$2" "$tmp"
+if [ -n "$3" ]; then chown -- "$3" "$tmp"; fi
+mv -f -- "$tmp" "$1"
+trap - EXIT`
+	spec := opts.Owner
+	if opts.Group != "" {
+		spec += ":" + opts.Group
+	}
+	res, err := t.Run(ctx, transport.Command{
+		Argv:  []string{"/bin/sh", "-c", script, "sh", dst, fmt.Sprintf("%04o", unixMode(opts.Mode)), spec},
+		Stdin: src, Become: true,
+	})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("%s: write %s: %s", t.name, dst, bytes.TrimSpace(res.Stderr))
+	}
+	return nil
+}
+
+// PutFile implements transport.Transport. The remote sum, mode and owner
+// come back in one command; only content changes are transferred.
+func (t *Transport) PutFile(ctx context.Context, localPath, dst string, opts transport.PutOptions) (bool, error) {
+	want, err := t.opts.Sums.Sum(localPath)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", t.name, err)
+	}
+	if opts.Mode == 0 {
+		opts.Mode = 0o644
+	}
+	script := `[ -f "$1" ] || exit 3; sha256sum -- "$1" && stat -c '%a %U %G %u %g' -- "$1"`
+	res, err := t.Run(ctx, transport.Command{Argv: []string{"/bin/sh", "-c", script, "sh", dst}, Become: opts.Become})
+	if err != nil {
+		return false, err
+	}
+	if res.ExitCode != 0 && res.ExitCode != 3 {
+		return false, fmt.Errorf("%s: sha256 %s: %s", t.name, dst, bytes.TrimSpace(res.Stderr))
+	}
+	if res.ExitCode == 0 {
+		lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
+		if len(lines) == 2 && len(lines[0]) >= 64 && lines[0][:64] == want {
+			fixMode, fixOwner := metaDiffers(lines[1], opts)
+			if !fixMode && !fixOwner {
+				return false, nil
+			}
+			if fixMode {
+				if err := t.chmod(ctx, dst, opts); err != nil {
+					return false, fmt.Errorf("%s: chmod %s: %w", t.name, dst, err)
+				}
+			}
+			if fixOwner {
+				if err := t.chown(ctx, dst, opts, opts.Become); err != nil {
+					return false, fmt.Errorf("%s: chown %s: %w", t.name, dst, err)
+				}
+			}
+			return true, nil
+		}
+	}
+	f, err := os.Open(localPath)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", t.name, err)
+	}
+	defer f.Close()
+	release, err := t.uploadSlot(ctx)
+	if err != nil {
+		return false, fmt.Errorf("%s: write %s: %w", t.name, dst, err)
+	}
+	defer release()
+	// *os.File (with its Stat) lets sftp size its concurrent writes.
+	if err := t.put(ctx, f, dst, opts); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func (t *Transport) chmod(ctx context.Context, p string, opts transport.PutOptions) error {
+	res, err := t.Run(ctx, transport.Command{Argv: []string{"chmod", fmt.Sprintf("%04o", unixMode(opts.Mode)), "--", p}, Become: opts.Become})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return errors.New(string(bytes.TrimSpace(res.Stderr)))
+	}
+	return nil
+}
+
+// metaDiffers compares a `stat -c '%a %U %G %u %g'` line with opts.
+func metaDiffers(line string, opts transport.PutOptions) (mode, owner bool) {
+	f := strings.Fields(line)
+	if len(f) != 5 {
+		return true, opts.Owner != "" || opts.Group != ""
+	}
+	have, err := strconv.ParseUint(f[0], 8, 32)
+	mode = err != nil || uint32(have) != unixMode(opts.Mode)
+	owner = opts.Owner != "" && opts.Owner != f[1] && opts.Owner != f[3] ||
+		opts.Group != "" && opts.Group != f[2] && opts.Group != f[4]
+	return mode, owner
+}
+
+// unixMode converts permission and special bits to their chmod(2) value.
+func unixMode(m fs.FileMode) uint32 {
+	v := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		v |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		v |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		v |= 0o1000
+	}
+	return v
+}
+
+func fromUnixMode(v uint32) fs.FileMode {
+	m := fs.FileMode(v & 0o777)
+	if v&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if v&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if v&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}
+
+// Get implements transport.Transport.
+func (t *Transport) Get(ctx context.Context, src string, w io.Writer, become bool) error {
+	if t.needSudo(become, "") {
+		res, err := t.run(ctx, transport.Command{Argv: []string{"cat", "--", src}, Become: true, Stdout: ctxWriter{ctx, w}}, runMode{})
+		if err != nil {
+			return err
+		}
+		if res.ExitCode != 0 {
+			return fmt.Errorf("%s: read %s: %s", t.name, src, bytes.TrimSpace(res.Stderr))
+		}
+		return nil
+	}
+	cl, _, err := t.sftpClient(ctx)
+	if err != nil {
+		return err
+	}
+	f, err := cl.Open(src)
+	if err != nil {
+		return fmt.Errorf("%s: read %s: %w", t.name, src, err)
+	}
+	defer f.Close()
+	if _, err := f.WriteTo(ctxWriter{ctx, w}); err != nil {
+		return fmt.Errorf("%s: read %s: %w", t.name, src, err)
+	}
+	return nil
+}
+
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (w ctxWriter) Write(p []byte) (int, error) {
+	if err := w.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return w.w.Write(p)
+}
+
+// Stat implements transport.Transport. Without become it is one SFTP
+// request (names from the host's passwd/group, read once); with become a
+// stat command run through sudo, for paths the login user cannot reach.
+func (t *Transport) Stat(ctx context.Context, p string, become bool) (transport.FileInfo, error) {
+	if t.needSudo(become, "") {
+		return t.statCommand(ctx, p)
+	}
+	cl, _, err := t.sftpClient(ctx)
+	if err != nil {
+		return transport.FileInfo{}, err
+	}
+	fi, err := cl.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return transport.FileInfo{}, nil
+	}
+	if err != nil {
+		return transport.FileInfo{}, fmt.Errorf("%s: stat %s: %w", t.name, p, err)
+	}
+	info := transport.FileInfo{
+		Exists:  true,
+		IsDir:   fi.IsDir(),
+		IsLink:  fi.Mode()&fs.ModeSymlink != 0,
+		Mode:    fi.Mode().Perm() | fi.Mode()&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky),
+		Size:    fi.Size(),
+		ModTime: fi.ModTime(),
+	}
+	if info.IsLink {
+		info.LinkTarget, _ = cl.ReadLink(p)
+	}
+	if st, ok := fi.Sys().(*sftp.FileStat); ok {
+		info.Owner, info.Group = t.names.lookup(ctx, t, cl, st.UID, st.GID)
+	}
+	return info, nil
+}
+
+func (t *Transport) statCommand(ctx context.Context, p string) (transport.FileInfo, error) {
+	script := `[ -e "$1" ] || [ -L "$1" ] || exit 3
+stat -c '%f %s %Y %U %G' -- "$1" || exit 1
+if [ -L "$1" ]; then readlink -- "$1"; fi`
+	res, err := t.Run(ctx, transport.Command{Argv: []string{"/bin/sh", "-c", script, "sh", p}, Become: true})
+	if err != nil {
+		return transport.FileInfo{}, err
+	}
+	if res.ExitCode == 3 {
+		return transport.FileInfo{}, nil
+	}
+	if res.ExitCode != 0 {
+		return transport.FileInfo{}, fmt.Errorf("%s: stat %s: %s", t.name, p, bytes.TrimSpace(res.Stderr))
+	}
+	return parseStat(string(res.Stdout))
+}
+
+// parseStat reads `stat -c '%f %s %Y %U %G'` plus an optional readlink line.
+func parseStat(out string) (transport.FileInfo, error) {
+	lines := strings.SplitN(strings.TrimRight(out, "\n"), "\n", 2)
+	f := strings.Fields(lines[0])
+	if len(f) != 5 {
+		return transport.FileInfo{}, fmt.Errorf("unexpected stat output %q", out)
+	}
+	raw, err1 := strconv.ParseUint(f[0], 16, 32)
+	size, err2 := strconv.ParseInt(f[1], 10, 64)
+	mtime, err3 := strconv.ParseInt(f[2], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return transport.FileInfo{}, fmt.Errorf("unexpected stat output %q: %w", out, err)
+	}
+	const typeMask, dir, link = 0o170000, 0o040000, 0o120000
+	info := transport.FileInfo{
+		Exists:  true,
+		IsDir:   raw&typeMask == dir,
+		IsLink:  raw&typeMask == link,
+		Mode:    fromUnixMode(uint32(raw)),
+		Size:    size,
+		ModTime: time.Unix(mtime, 0),
+		Owner:   f[3],
+		Group:   f[4],
+	}
+	if info.IsLink && len(lines) == 2 {
+		info.LinkTarget = lines[1]
+	}
+	return info, nil
+}
+
+// Sha256 implements transport.Transport.
+func (t *Transport) Sha256(ctx context.Context, p string, become bool) (string, error) {
+	// Exit 3: no such file; 4: exists but is not a regular file.
+	script := `if [ ! -f "$1" ]; then [ -e "$1" ] && exit 4; exit 3; fi; sha256sum -- "$1"`
+	res, err := t.Run(ctx, transport.Command{Argv: []string{"/bin/sh", "-c", script, "sh", p}, Become: become})
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case res.ExitCode == 3:
+		return "", nil
+	case res.ExitCode == 4:
+		return "", fmt.Errorf("%s: %s is not a regular file", t.name, p)
+	case res.ExitCode != 0 || len(res.Stdout) < 64:
+		return "", fmt.Errorf("%s: sha256 %s: %s", t.name, p, bytes.TrimSpace(res.Stderr))
+	}
+	return string(res.Stdout[:64]), nil
+}
+
+// SumCache remembers sha256 sums of control-machine files, keyed by path,
+// size and modification time, so a file sent to many hosts is read once.
+// Safe for concurrent use; share one per run through Options.Sums.
+type SumCache struct {
+	mu sync.Mutex
+	m  map[sumKey]*sumEntry
+}
+
+type sumKey struct {
+	path  string
+	size  int64
+	mtime time.Time
+}
+
+type sumEntry struct {
+	done chan struct{}
+	sum  string
+	err  error
+}
+
+// Sum returns the hex sha256 of a local regular file.
+func (c *SumCache) Sum(p string) (string, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("source %s: %w", p, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("source %s is not a regular file", p)
+	}
+	key := sumKey{p, fi.Size(), fi.ModTime()}
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[sumKey]*sumEntry{}
+	}
+	e, ok := c.m[key]
+	if !ok {
+		e = &sumEntry{done: make(chan struct{})}
+		c.m[key] = e
+	}
+	c.mu.Unlock()
+	if ok {
+		<-e.done
+		return e.sum, e.err
+	}
+	e.sum, e.err = hashFile(p)
+	close(e.done)
+	if e.err != nil {
+		c.mu.Lock()
+		delete(c.m, key)
+		c.mu.Unlock()
+	}
+	return e.sum, e.err
+}
+
+func hashFile(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", fmt.Errorf("source %s: %w", p, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, bufio.NewReaderSize(f, 1<<20)); err != nil {
+		return "", fmt.Errorf("read %s: %w", p, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// idNames maps a host's uids and gids to names: /etc/passwd and /etc/group
+// are read once over SFTP; ids not there (directory services) are asked of
+// getent.
+type idNames struct {
+	mu     sync.Mutex
+	loaded bool
+	users  map[uint32]string
+	groups map[uint32]string
+}
+
+func (n *idNames) lookup(ctx context.Context, t *Transport, cl *sftp.Client, uid, gid uint32) (string, string) {
+	n.mu.Lock()
+	if !n.loaded {
+		n.users = readIDFile(cl, "/etc/passwd")
+		n.groups = readIDFile(cl, "/etc/group")
+		n.loaded = true
+	}
+	u, uok := n.users[uid]
+	g, gok := n.groups[gid]
+	n.mu.Unlock()
+	if !uok {
+		u = t.getent(ctx, "passwd", uid)
+		n.mu.Lock()
+		n.users[uid] = u
+		n.mu.Unlock()
+	}
+	if !gok {
+		g = t.getent(ctx, "group", gid)
+		n.mu.Lock()
+		n.groups[gid] = g
+		n.mu.Unlock()
+	}
+	return u, g
+}
+
+func (t *Transport) getent(ctx context.Context, db string, id uint32) string {
+	s := strconv.FormatUint(uint64(id), 10)
+	res, err := t.Run(ctx, transport.Command{Argv: []string{"getent", db, s}})
+	if err != nil || res.ExitCode != 0 {
+		return s
+	}
+	if name, _, ok := strings.Cut(string(res.Stdout), ":"); ok && name != "" {
+		return name
+	}
+	return s
+}
+
+func readIDFile(cl *sftp.Client, p string) map[uint32]string {
+	out := map[uint32]string{}
+	f, err := cl.Open(p)
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 4)
+		if len(parts) < 3 {
+			continue
+		}
+		if id, err := strconv.ParseUint(parts[2], 10, 32); err == nil {
+			if _, dup := out[uint32(id)]; !dup {
+				out[uint32(id)] = parts[0]
+			}
+		}
+	}
+	return out
+}

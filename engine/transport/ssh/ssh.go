@@ -1,0 +1,434 @@
+// Package ssh is the transport for remote hosts: commands over SSH sessions
+// multiplexed on one connection per host, files over SFTP on that same
+// connection.
+package ssh
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pkg/sftp"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/engine/transport"
+)
+
+// Options tune a connection. The zero value is usable except that accept-new
+// host key checking needs KnownHosts or KnownHostsFile.
+type Options struct {
+	// ConnectTimeout bounds the TCP connect and the SSH handshake; 10s when 0.
+	ConnectTimeout time.Duration
+	// KnownHosts is the host key checker shared by every host of a run; when
+	// nil one is built from HostKeyChecking, KnownHostsPaths and KnownHostsFile.
+	KnownHosts      *KnownHosts
+	HostKeyChecking HostKeyChecking
+	// KnownHostsPaths are read (default ~/.ssh/known_hosts).
+	KnownHostsPaths []string
+	// KnownHostsFile (the work dir's known_hosts) is read and, under
+	// accept-new, receives new keys.
+	KnownHostsFile string
+	// MaxSessions bounds the sessions open at once on the connection; 10 when
+	// 0, which is OpenSSH's default MaxSessions. One is kept for SFTP and one
+	// for killing cancelled commands; further commands queue.
+	MaxSessions int
+	// KeepAlive is the interval of keepalive requests; 15s when 0, none when
+	// negative. Three unanswered intervals close the connection.
+	KeepAlive time.Duration
+	// OutputCap bounds captured bytes per output stream; transport.DefaultOutputCap when 0.
+	OutputCap int
+	// UploadSlots, when set, bounds transfers across all hosts sharing it
+	// (--upload-forks): a slot is held for the duration of each transfer.
+	UploadSlots chan struct{}
+	// Sums caches sha256 of local files across hosts; one per Transport when nil.
+	Sums *SumCache
+	// AgentSocket is the ssh-agent socket; $SSH_AUTH_SOCK when empty.
+	AgentSocket string
+}
+
+// Transport is an SSH connection to one host. It implements transport.Transport.
+type Transport struct {
+	name   string
+	addr   string
+	host   inventory.Host
+	user   string
+	opts   Options
+	kh     *KnownHosts
+	marker string // precedes the PID a wrapped command announces on stderr
+	prompt string // sudo's password prompt
+
+	cmdSem chan struct{}
+	ctlSem chan struct{}
+
+	mu     sync.Mutex
+	cur    *conn
+	closed bool
+
+	names idNames
+}
+
+var _ transport.Transport = (*Transport)(nil)
+
+// conn is one established connection; a reconnect replaces it.
+type conn struct {
+	client  *gossh.Client
+	bastion *gossh.Client
+	release func()
+	dead    chan struct{}
+
+	sftpMu  sync.Mutex
+	sftp    *sftp.Client
+	sftpErr error
+}
+
+func (c *conn) alive() bool {
+	select {
+	case <-c.dead:
+		return false
+	default:
+		return true
+	}
+}
+
+func (c *conn) close() {
+	if c.sftp != nil {
+		c.sftp.Close()
+	}
+	c.client.Close()
+	if c.bastion != nil {
+		c.bastion.Close()
+	}
+	c.release()
+}
+
+// Dial connects to h and keeps the connection for later commands.
+func Dial(ctx context.Context, h *inventory.Host, opts Options) (*Transport, error) {
+	if h == nil {
+		return nil, errors.New("ssh: nil host")
+	}
+	if h.Address == "" {
+		return nil, fmt.Errorf("host %s: no address", h.Name)
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 10 * time.Second
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = 10
+	}
+	if opts.KeepAlive == 0 {
+		opts.KeepAlive = 15 * time.Second
+	}
+	if opts.OutputCap <= 0 {
+		opts.OutputCap = transport.DefaultOutputCap
+	}
+	if opts.Sums == nil {
+		opts.Sums = &SumCache{}
+	}
+	if opts.AgentSocket == "" {
+		opts.AgentSocket = os.Getenv("SSH_AUTH_SOCK")
+	}
+	kh := opts.KnownHosts
+	if kh == nil {
+		paths := opts.KnownHostsPaths
+		if paths == nil {
+			if home, err := os.UserHomeDir(); err == nil {
+				paths = []string{filepath.Join(home, ".ssh", "known_hosts")}
+			}
+		}
+		var err error
+		if kh, err = NewKnownHosts(opts.HostKeyChecking, paths, opts.KnownHostsFile); err != nil {
+			return nil, fmt.Errorf("host %s: %w", h.Name, err)
+		}
+	}
+	user := h.User
+	if user == "" {
+		user = "root"
+	}
+	token, err := randomHex(8)
+	if err != nil {
+		return nil, err
+	}
+	cmdSlots := opts.MaxSessions - 2
+	if cmdSlots < 1 {
+		cmdSlots = 1
+	}
+	t := &Transport{
+		name:   h.Name,
+		addr:   joinHostPort(h.Address, h.Port),
+		host:   *h,
+		user:   user,
+		opts:   opts,
+		kh:     kh,
+		marker: "KXM:" + token + ":pid=",
+		prompt: "KXM:" + token + ":sudo-password:",
+		cmdSem: make(chan struct{}, cmdSlots),
+		ctlSem: make(chan struct{}, 1),
+	}
+	if _, err := t.conn(ctx); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Host implements transport.Transport.
+func (t *Transport) Host() string { return t.name }
+
+// Address is host:port as dialled.
+func (t *Transport) Address() string { return t.addr }
+
+// Close implements transport.Transport.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	if t.cur != nil {
+		t.cur.close()
+		t.cur = nil
+	}
+	return nil
+}
+
+// conn returns the live connection, dialling when there is none or the
+// previous one dropped.
+func (t *Transport) conn(ctx context.Context) (*conn, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, fmt.Errorf("host %s: transport closed", t.name)
+	}
+	if t.cur != nil && t.cur.alive() {
+		return t.cur, nil
+	}
+	if t.cur != nil {
+		t.cur.close()
+		t.cur = nil
+	}
+	c, err := t.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t.cur = c
+	return c, nil
+}
+
+// drop closes c if it is still the current connection, so the next call
+// reconnects.
+func (t *Transport) drop(c *conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c.client.Close()
+	if t.cur == c {
+		t.cur.close()
+		t.cur = nil
+	}
+}
+
+func (t *Transport) dial(ctx context.Context) (*conn, error) {
+	h := &t.host
+	methods, release, err := authMethods(credentials{
+		user: t.user, password: h.Password, keyPath: h.PrivateKeyPath, passphrase: h.Passphrase,
+	}, t.opts.AgentSocket)
+	if err != nil {
+		return nil, &DialError{Host: t.name, Addr: t.addr, Cause: CauseAuth, Err: err,
+			Hint: "set private_key_path or password for this host in cluster.yaml"}
+	}
+	cfg := &gossh.ClientConfig{
+		User:              t.user,
+		Auth:              methods,
+		HostKeyCallback:   t.kh.callback(),
+		HostKeyAlgorithms: t.kh.algorithms(t.addr),
+	}
+	c := &conn{release: release, dead: make(chan struct{})}
+	var nc net.Conn
+	if b := h.Bastion; b != nil {
+		baddr := joinHostPort(b.Address, b.Port)
+		buser := b.User
+		if buser == "" {
+			buser = t.user
+		}
+		bmethods, brelease, err := authMethods(credentials{user: buser, password: b.Password, keyPath: b.PrivateKeyPath}, t.opts.AgentSocket)
+		if err != nil {
+			release()
+			return nil, &DialError{Host: t.name, Addr: baddr, Cause: CauseBastion, Err: fmt.Errorf("bastion: %w", err)}
+		}
+		c.release = func() { release(); brelease() }
+		bcfg := &gossh.ClientConfig{User: buser, Auth: bmethods, HostKeyCallback: t.kh.callback(), HostKeyAlgorithms: t.kh.algorithms(baddr)}
+		bc, err := t.connect(ctx, nil, baddr, bcfg)
+		if err != nil {
+			c.release()
+			d := classify(t.name, baddr, buser, err)
+			d.Err = fmt.Errorf("bastion %s: %w", baddr, d.Err)
+			return nil, d
+		}
+		c.bastion = bc
+		dctx, cancel := context.WithTimeout(ctx, t.opts.ConnectTimeout)
+		nc, err = bc.DialContext(dctx, "tcp", t.addr)
+		cancel()
+		if err != nil {
+			c.close2()
+			return nil, classify(t.name, t.addr, t.user, fmt.Errorf("through bastion %s: %w", baddr, err))
+		}
+	}
+	client, err := t.connect(ctx, nc, t.addr, cfg)
+	if err != nil {
+		c.close2()
+		return nil, classify(t.name, t.addr, t.user, err)
+	}
+	c.client = client
+	go func() {
+		client.Wait()
+		close(c.dead)
+	}()
+	if t.opts.KeepAlive > 0 {
+		go keepAlive(client, c.dead, t.opts.KeepAlive)
+	}
+	return c, nil
+}
+
+// close2 releases a half-built conn (no client yet).
+func (c *conn) close2() {
+	if c.bastion != nil {
+		c.bastion.Close()
+	}
+	c.release()
+}
+
+// connect performs TCP connect (unless nc is given) and the SSH handshake
+// within ConnectTimeout; ctx cancellation aborts both.
+func (t *Transport) connect(ctx context.Context, nc net.Conn, addr string, cfg *gossh.ClientConfig) (*gossh.Client, error) {
+	if nc == nil {
+		d := net.Dialer{Timeout: t.opts.ConnectTimeout, KeepAlive: 30 * time.Second}
+		var err error
+		if nc, err = d.DialContext(ctx, "tcp", addr); err != nil {
+			return nil, err
+		}
+	}
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(t.opts.ConnectTimeout, func() { timedOut.Store(true); nc.Close() })
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	cc, chans, reqs, err := gossh.NewClientConn(nc, addr, cfg)
+	timer.Stop()
+	stop()
+	if err != nil {
+		nc.Close()
+		switch {
+		case timedOut.Load():
+			return nil, fmt.Errorf("%w: ssh handshake not finished after %s", errConnectTimeout, t.opts.ConnectTimeout)
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	return gossh.NewClient(cc, chans, reqs), nil
+}
+
+// keepAlive closes the client when the server stops answering, so a dead
+// link is noticed while no command is running.
+func keepAlive(client *gossh.Client, dead <-chan struct{}, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-dead:
+			return
+		case <-tick.C:
+		}
+		reply := make(chan error, 1)
+		go func() {
+			_, _, err := client.SendRequest("keepalive@openssh.com", true, nil)
+			reply <- err
+		}()
+		select {
+		case err := <-reply:
+			if err != nil {
+				client.Close()
+				return
+			}
+		case <-time.After(3 * every):
+			client.Close()
+			return
+		case <-dead:
+			return
+		}
+	}
+}
+
+// session opens a session, reconnecting once when the connection turns out
+// to have dropped.
+func (t *Transport) session(ctx context.Context) (*gossh.Session, *conn, error) {
+	reconnected := false
+	for attempt := 0; ; attempt++ {
+		c, err := t.conn(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		s, err := c.client.NewSession()
+		if err == nil {
+			return s, c, nil
+		}
+		var oce *gossh.OpenChannelError
+		if errors.As(err, &oce) {
+			// sshd frees a session slot only once it has processed our
+			// close, so right after a session ends it may still refuse
+			// a new one ("no more sessions"): wait a little and retry.
+			if attempt < 50 {
+				select {
+				case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
+					continue
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				}
+			}
+			return nil, nil, fmt.Errorf("host %s (%s): open session: %w", t.name, t.addr, err)
+		}
+		if reconnected {
+			return nil, nil, fmt.Errorf("host %s (%s): open session: %w", t.name, t.addr, err)
+		}
+		reconnected = true
+		t.drop(c)
+	}
+}
+
+// sftpClient returns the connection's SFTP client, started on first use.
+func (t *Transport) sftpClient(ctx context.Context) (*sftp.Client, *conn, error) {
+	for attempt := 0; ; attempt++ {
+		c, err := t.conn(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.sftpMu.Lock()
+		if c.sftp == nil && c.sftpErr == nil {
+			c.sftp, c.sftpErr = sftp.NewClient(c.client,
+				sftp.UseConcurrentWrites(true), sftp.UseConcurrentReads(true),
+				sftp.MaxConcurrentRequestsPerFile(64))
+		}
+		s, err := c.sftp, c.sftpErr
+		c.sftpMu.Unlock()
+		if err == nil {
+			return s, c, nil
+		}
+		if attempt == 0 && (!c.alive() || errors.Is(err, io.EOF)) {
+			t.drop(c)
+			continue
+		}
+		return nil, nil, fmt.Errorf("host %s (%s): start sftp (is the sftp subsystem enabled in sshd_config?): %w", t.name, t.addr, err)
+	}
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}

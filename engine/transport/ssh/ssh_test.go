@@ -1,0 +1,207 @@
+package ssh
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/mensylisir/kubexm/engine/transport"
+)
+
+func TestInnerScriptQuoting(t *testing.T) {
+	nasty := []string{"", "plain", "it's", `"dq"`, "$HOME", "`id`", "a b\tc\nd", `back\slash`, "*", "-n", "🙂"}
+	script, err := innerScript("MARK:", transport.Command{
+		Argv: append([]string{"printf", "[%s]"}, nasty...),
+		Env:  map[string]string{"X_1": "v'al $x"},
+		Dir:  "/",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", script)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err, errb.String())
+	}
+	var want strings.Builder
+	for _, a := range nasty {
+		fmt.Fprintf(&want, "[%s]", a)
+	}
+	if out.String() != want.String() {
+		t.Errorf("got %q\nwant %q", out.String(), want.String())
+	}
+	if !strings.HasPrefix(errb.String(), "MARK:") {
+		t.Errorf("no pid announcement: %q", errb.String())
+	}
+
+	script, _ = innerScript("M:", transport.Command{Script: `echo "$X_1|$(pwd)"`, Env: map[string]string{"X_1": "v'al $x"}, Dir: "/tmp"})
+	got, err := exec.Command("/bin/sh", "-c", script).Output()
+	if err != nil || string(got) != "v'al $x|/tmp\n" {
+		t.Errorf("script: %q %v", got, err)
+	}
+	if _, err := innerScript("M:", transport.Command{Argv: []string{"x"}, Env: map[string]string{"A;B": "1"}}); err == nil {
+		t.Error("bad env name accepted")
+	}
+	if _, err := innerScript("M:", transport.Command{}); err == nil {
+		t.Error("empty command accepted")
+	}
+}
+
+func TestHeader(t *testing.T) {
+	var out bytes.Buffer
+	h := &header{marker: []byte("KXM:1:pid="), prompt: []byte("KXM:1:pw:"), out: &out,
+		started: make(chan int, 1), prompted: make(chan int, 4)}
+	// Split writes at awkward places, as a network would.
+	for _, chunk := range []string{"We trust you...\nKXM:1:p", "w:", "Sorry, try again.\nKXM", ":1:pw:", "KXM:1:pid=42", "\nreal stderr\n", "more"} {
+		h.Write([]byte(chunk))
+	}
+	if n := len(h.prompted); n != 2 {
+		t.Errorf("prompts %d, want 2", n)
+	}
+	if pid := <-h.started; pid != 42 {
+		t.Errorf("pid %d", pid)
+	}
+	if out.String() != "real stderr\nmore" {
+		t.Errorf("stderr %q", out.String())
+	}
+	if p := h.preamble(); p != "We trust you...\nSorry, try again." {
+		t.Errorf("preamble %q", p)
+	}
+}
+
+func newKey(t *testing.T) gossh.PublicKey {
+	_, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := gossh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.PublicKey()
+}
+
+func TestKnownHosts(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "known_hosts")
+	user := filepath.Join(dir, "user_known_hosts") // missing: skipped
+	key, other := newKey(t), newKey(t)
+	addr := "10.1.2.3:2222"
+	remote := &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 2222}
+
+	strict, _ := NewKnownHosts(Strict, []string{user}, file)
+	var hk *hostKeyError
+	if err := strict.callback()(addr, remote, key); !errors.As(err, &hk) || hk.cause != CauseHostKeyUnknown {
+		t.Fatalf("strict unknown: %v", err)
+	}
+	off, _ := NewKnownHosts(Off, []string{user}, file)
+	if err := off.callback()(addr, remote, key); err != nil {
+		t.Fatalf("off: %v", err)
+	}
+	if _, err := os.Stat(file); err == nil {
+		t.Fatal("off recorded a key")
+	}
+	acc, _ := NewKnownHosts(AcceptNew, []string{user}, file)
+	if err := acc.callback()(addr, remote, key); err != nil {
+		t.Fatalf("accept-new: %v", err)
+	}
+	data, _ := os.ReadFile(file)
+	if !strings.HasPrefix(string(data), "[10.1.2.3]:2222 ssh-ed25519 ") {
+		t.Fatalf("recorded %q", data)
+	}
+	if err := strict.callback()(addr, remote, key); err != nil {
+		t.Fatalf("strict after record: %v", err)
+	}
+	if algos := strict.algorithms(addr); len(algos) != 1 || algos[0] != gossh.KeyAlgoED25519 {
+		t.Fatalf("algorithms %v", algos)
+	}
+	for _, k := range []*KnownHosts{strict, acc, off} {
+		if err := k.callback()(addr, remote, other); !errors.As(err, &hk) || hk.cause != CauseHostKeyChanged {
+			t.Fatalf("%s changed key: %v", k.policy, err)
+		}
+	}
+	d := classify("n1", addr, "root", fmt.Errorf("ssh: handshake failed: %w", hk))
+	if d.Cause != CauseHostKeyChanged || !strings.Contains(d.Error(), "ssh-keygen -R [10.1.2.3]:2222") {
+		t.Fatalf("classify: %v", d)
+	}
+	if _, err := NewKnownHosts("sometimes", nil, file); err == nil {
+		t.Fatal("bad policy accepted")
+	}
+	if _, err := NewKnownHosts(AcceptNew, nil, ""); err == nil {
+		t.Fatal("accept-new without a file accepted")
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want Cause
+	}{
+		{&net.OpError{Op: "dial", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}, CauseRefused},
+		{&net.OpError{Op: "dial", Err: &os.SyscallError{Syscall: "connect", Err: syscall.EHOSTUNREACH}}, CauseNoRoute},
+		{&net.DNSError{Err: "no such host", Name: "nowhere"}, CauseDNS},
+		{fmt.Errorf("%w: handshake", errConnectTimeout), CauseTimeout},
+		{errors.New("ssh: handshake failed: ssh: unable to authenticate, attempted methods [none password]"), CauseAuth},
+	} {
+		d := classify("n1", "10.0.0.1:22", "root", tc.err)
+		if d.Cause != tc.want || !strings.Contains(d.Error(), "n1") || !strings.Contains(d.Error(), "10.0.0.1:22") || d.Hint == "" {
+			t.Errorf("%v: got %v (%s)", tc.err, d.Cause, d)
+		}
+	}
+}
+
+func TestStatHelpers(t *testing.T) {
+	fi, err := parseStat("81ed 12 1700000000 root wheel\n")
+	if err != nil || fi.Mode != 0o755 || fi.IsDir || fi.Size != 12 || fi.Owner != "root" || fi.Group != "wheel" {
+		t.Fatalf("%+v %v", fi, err)
+	}
+	fi, _ = parseStat("41ed 4096 1 a b\n")
+	if !fi.IsDir {
+		t.Fatal("dir not recognised")
+	}
+	fi, _ = parseStat("a1ff 7 1 a b\n/target\n")
+	if !fi.IsLink || fi.LinkTarget != "/target" {
+		t.Fatalf("link: %+v", fi)
+	}
+	if _, err := parseStat("garbage"); err == nil {
+		t.Fatal("garbage parsed")
+	}
+	m, o := metaDiffers("644 root root 0 0", transport.PutOptions{Mode: 0o644, Owner: "0"})
+	if m || o {
+		t.Fatal("equal meta reported different")
+	}
+	m, o = metaDiffers("4755 root root 0 0", transport.PutOptions{Mode: 0o755, Group: "docker"})
+	if !m || !o {
+		t.Fatal("different meta reported equal")
+	}
+	if unixMode(0o755|os.ModeSetuid) != 0o4755 || fromUnixMode(0o4755) != 0o755|os.ModeSetuid {
+		t.Fatal("setuid conversion")
+	}
+}
+
+func TestSumCache(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(p, []byte("abc"), 0o644)
+	var c SumCache
+	sum, err := c.Sum(p)
+	if err != nil || sum != "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" {
+		t.Fatalf("%s %v", sum, err)
+	}
+	if _, err := c.Sum(p + ".missing"); err == nil {
+		t.Fatal("missing file summed")
+	}
+	if _, err := c.Sum(filepath.Dir(p)); err == nil {
+		t.Fatal("directory summed")
+	}
+}

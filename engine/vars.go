@@ -1,0 +1,250 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/mensylisir/kubexm/engine/inventory"
+)
+
+// Variable precedence, lowest to highest:
+//
+//	built-in defaults < cluster.yaml spec < group vars < host vars < facts <
+//	play vars < role defaults < role vars < role params < block/include vars <
+//	task vars < set_fact and register < -e extra vars
+//
+// The magic names inventory_hostname, groups, hostvars, play_hosts,
+// role_name and the loop variables are always set by the engine.
+
+// hostState is what the run knows about one host.
+type hostState struct {
+	name string
+	inv  *inventory.Host // nil for localhost when the inventory does not list it
+	// base holds the layers that do not change during the run: defaults,
+	// spec, group vars and host vars.
+	base map[string]any
+
+	mu       sync.Mutex
+	facts    map[string]any // gathered by setup, under the name `facts`
+	dyn      map[string]any // set_fact and register; replaced, never changed in place
+	view     map[string]any // base+facts+dyn for hostvars, rebuilt when stale
+	version  uint64         // bumped whenever facts or dyn change
+	changes  *atomic.Uint64 // the run-wide change counter, bumped too
+	gathered bool
+	occ      map[string]int // how often each task ran on this host, for journal keys
+
+	connOnce sync.Once
+	conn     hostConn
+
+	// Run-level state, guarded by runner.mu.
+	failed      bool
+	unreachable bool
+}
+
+type hostConn interface {
+	Close() error
+}
+
+func newHostState(name string, h *inventory.Host, inv *inventory.Inventory, defaults map[string]any) *hostState {
+	base := make(map[string]any, len(defaults)+len(inv.Vars)+8)
+	maps.Copy(base, defaults)
+	maps.Copy(base, inv.Vars)
+	// Group vars apply in inventory group order sorted by name, so the
+	// result does not depend on map iteration.
+	for _, g := range keysOf(inv.Groups) {
+		for _, m := range inv.Groups[g] {
+			if m == name {
+				maps.Copy(base, inv.GroupVars[g])
+				break
+			}
+		}
+	}
+	if h != nil {
+		maps.Copy(base, h.Vars)
+	}
+	return &hostState{name: name, inv: h, base: base, facts: map[string]any{}, dyn: map[string]any{}, occ: map[string]int{}}
+}
+
+// setDyn records set_fact/register values without changing maps others may
+// be reading.
+func (h *hostState) setDyn(kv map[string]any) {
+	if len(kv) == 0 {
+		return
+	}
+	h.mu.Lock()
+	next := make(map[string]any, len(h.dyn)+len(kv))
+	maps.Copy(next, h.dyn)
+	maps.Copy(next, kv)
+	h.dyn = next
+	h.view = nil
+	h.version++
+	h.mu.Unlock()
+	h.bump()
+}
+
+func (h *hostState) setFacts(f map[string]any) {
+	h.mu.Lock()
+	h.facts = f
+	h.gathered = true
+	h.view = nil
+	h.version++
+	h.mu.Unlock()
+	h.bump()
+}
+
+func (h *hostState) bump() {
+	if h.changes != nil {
+		h.changes.Add(1)
+	}
+}
+
+func (h *hostState) snapshot() (facts, dyn map[string]any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.facts, h.dyn
+}
+
+// hostView is the host's variables as other hosts see them in hostvars.
+func (h *hostState) hostView() map[string]any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.view == nil {
+		v := make(map[string]any, len(h.base)+len(h.dyn)+2)
+		maps.Copy(v, h.base)
+		v["facts"] = h.facts
+		maps.Copy(v, h.dyn)
+		v["inventory_hostname"] = h.name
+		h.view = v
+	}
+	return h.view
+}
+
+// hostvarsCache holds the hostvars map. It is rebuilt only when some host's
+// variables changed since, and a task takes one snapshot for all its hosts,
+// so a task on N hosts costs O(N), not O(N²).
+type hostvarsCache struct {
+	mu      sync.Mutex
+	hosts   []*hostState
+	version atomic.Uint64
+	built   uint64
+	m       map[string]any
+}
+
+func (c *hostvarsCache) get() map[string]any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := c.version.Load()
+	if c.m != nil && v == c.built {
+		return c.m
+	}
+	m := make(map[string]any, len(c.hosts))
+	for _, h := range c.hosts {
+		m[h.name] = h.hostView()
+	}
+	c.m, c.built = m, v
+	return c.m
+}
+
+// scopeLayers lists the variable layers of a task, by precedence: role
+// scopes outer to inner, then block scopes outer to inner.
+func scopeLayers(s *scope) []*scope {
+	var chain []*scope
+	for ; s != nil; s = s.parent {
+		chain = append(chain, s)
+	}
+	var roles, blocks []*scope
+	for i := len(chain) - 1; i >= 0; i-- {
+		if chain[i].role {
+			roles = append(roles, chain[i])
+		} else {
+			blocks = append(blocks, chain[i])
+		}
+	}
+	return append(roles, blocks...)
+}
+
+// ParseExtraVars turns -e arguments into variables: `k=v` (v parsed as a YAML
+// scalar, so numbers and booleans keep their type), `@file.yaml`, or an
+// inline YAML/JSON mapping. Later arguments win.
+func ParseExtraVars(args []string) (map[string]any, error) {
+	out := map[string]any{}
+	for _, a := range args {
+		switch {
+		case strings.HasPrefix(a, "@"):
+			file := a[1:]
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return nil, fmt.Errorf("-e %s: %w", a, err)
+			}
+			m := map[string]any{}
+			if err := yaml.Unmarshal(data, &m); err != nil {
+				return nil, fmt.Errorf("-e %s: %s", a, yaml.FormatError(err, false, true))
+			}
+			maps.Copy(out, normalize(m).(map[string]any))
+		case strings.HasPrefix(strings.TrimSpace(a), "{"):
+			m := map[string]any{}
+			if err := yaml.Unmarshal([]byte(a), &m); err != nil {
+				return nil, fmt.Errorf("-e %q: not a valid mapping: %v", a, err)
+			}
+			maps.Copy(out, normalize(m).(map[string]any))
+		default:
+			k, v, ok := strings.Cut(a, "=")
+			k = strings.TrimSpace(k)
+			if !ok || !identRe.MatchString(k) {
+				return nil, fmt.Errorf("-e %q: expected name=value, @file.yaml or a {...} mapping", a)
+			}
+			var val any
+			if err := yaml.Unmarshal([]byte(v), &val); err != nil || isCollection(val) {
+				val = v
+			}
+			out[k] = normalize(val)
+		}
+	}
+	return out, nil
+}
+
+func isCollection(v any) bool {
+	switch v.(type) {
+	case map[string]any, []any:
+		return true
+	}
+	return false
+}
+
+// normalize turns decoded YAML into the value shapes used everywhere:
+// map[string]any, []any, int, float64, string, bool.
+func normalize(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = normalize(e)
+		}
+		return out
+	case map[any]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[fmt.Sprint(k)] = normalize(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = normalize(e)
+		}
+		return out
+	case int64:
+		return int(x)
+	case uint64:
+		return int(x)
+	case float32:
+		return float64(x)
+	}
+	return v
+}

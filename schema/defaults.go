@@ -1,0 +1,200 @@
+package schema
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Default versions. Kubernetes v1.33.13 and etcd v3.5.35 are the versions
+// the offline artifacts are built at.
+const (
+	DefaultKubernetesVersion = "v1.33.13"
+	DefaultEtcdVersion       = "v3.5.35"
+)
+
+// SupportedKubernetesVersions lists the Kubernetes versions kubexm installs,
+// oldest first.
+func SupportedKubernetesVersions() []string {
+	out := make([]string, 0, 14)
+	for patch := 0; patch <= 13; patch++ {
+		out = append(out, fmt.Sprintf("v1.33.%d", patch))
+	}
+	return out
+}
+
+// defaultRuntimeVersion is the version installed for each container runtime
+// when none is given.
+func defaultRuntimeVersion(runtime string) string {
+	switch runtime {
+	case "containerd":
+		return "1.7.27"
+	case "docker":
+		return "24.0.9"
+	case "cri-o":
+		return "1.33.0"
+	case "isula":
+		return "2.1.5"
+	}
+	return ""
+}
+
+// SetDefaults fills every field the user left empty. It is the only place
+// defaults live, so `kubexm config view` shows exactly what a run uses.
+//
+// The seeds' KubeKey-era feature gate defaults (ExpandCSIVolumes,
+// TTLAfterFinished, CSIStorageCapacity, ...) are deliberately not applied:
+// those gates were removed from Kubernetes and kubelet 1.33 refuses them.
+func SetDefaults(c *Cluster) {
+	if c.APIVersion == "" {
+		c.APIVersion = APIVersion
+	}
+	if c.Kind == "" {
+		c.Kind = Kind
+	}
+	s := &c.Spec
+
+	for i := range s.Hosts {
+		h := &s.Hosts[i]
+		setStr(&h.User, "root")
+		setInt(&h.Port, 22)
+		setStr(&h.Arch, "amd64")
+		if h.Connection == "" {
+			h.Connection = "ssh"
+			if isLocalAddress(h.Address) {
+				h.Connection = "local"
+			}
+		}
+	}
+
+	cpe := &s.ControlPlaneEndpoint
+	setStr(&cpe.Domain, "lb.kubexm.local")
+	setInt(&cpe.Port, 6443)
+	if cpe.ExternalLoadBalancer == "" {
+		// Without an external load balancer workers still need a stable
+		// endpoint, so an internal one is always on.
+		setStr(&cpe.InternalLoadbalancer, "haproxy")
+	}
+
+	k := &s.Kubernetes
+	setStr(&k.Type, "kubeadm")
+	setStr(&k.Version, DefaultKubernetesVersion)
+	if !strings.HasPrefix(k.Version, "v") && k.Version != "" && k.Version[0] >= '0' && k.Version[0] <= '9' {
+		k.Version = "v" + k.Version
+	}
+	setStr(&k.ClusterName, "cluster.local")
+	setInt(&k.MaxPods, 110)
+	setInt(&k.PodPidsLimit, 10000)
+	setInt(&k.NodeCidrMaskSize, 24)
+	setStr(&k.ProxyMode, "ipvs")
+	cr := &k.ContainerRuntime
+	setStr(&cr.Type, "containerd")
+	if rs := cr.settings(); rs != nil {
+		setStr(&cr.Version, rs.Version)
+	}
+	setStr(&cr.Version, defaultRuntimeVersion(cr.Type))
+
+	e := &s.Etcd
+	setStr(&e.Type, "kubexm")
+	if e.Type == "kubeadm" && len(s.RoleGroups.Etcd) == 0 {
+		// kubeadm stacks an etcd member on every master.
+		s.RoleGroups.Etcd = slices.Clone(s.RoleGroups.Master)
+	}
+	if e.Type != "external" {
+		setStr(&e.Version, DefaultEtcdVersion)
+		setStr(&e.DataDir, "/var/lib/etcd")
+		setInt(&e.HeartbeatInterval, 250)
+		setInt(&e.ElectionTimeout, 5000)
+		setInt(&e.SnapshotCount, 10000)
+		setIntPtr(&e.AutoCompactionRetention, 8)
+		setStr(&e.Metrics, "basic")
+		setInt64(&e.QuotaBackendBytes, 2*1024*1024*1024)
+		setInt64(&e.MaxRequestBytes, 1572864)
+		setIntPtr(&e.MaxSnapshots, 5)
+		setIntPtr(&e.MaxWals, 5)
+		setStr(&e.LogLevel, "info")
+	}
+
+	n := &s.Network
+	setStr(&n.Plugin, "calico")
+	setStr(&n.KubePodsCIDR, "10.233.64.0/18")
+	setStr(&n.KubeServiceCIDR, "10.233.0.0/18")
+	switch n.Plugin {
+	case "calico":
+		if n.Calico == nil {
+			n.Calico = &Calico{}
+		}
+		setStr(&n.Calico.IPIPMode, "Always")
+		setStr(&n.Calico.VXLANMode, "Never")
+		setInt(&n.IPPool.BlockSize, 26)
+	case "flannel":
+		if n.Flannel == nil {
+			n.Flannel = &Flannel{}
+		}
+		setStr(&n.Flannel.BackendMode, "vxlan")
+	case "cilium":
+		if n.Cilium == nil {
+			n.Cilium = &Cilium{}
+		}
+		setStr(&n.Cilium.TunnelMode, "vxlan")
+	}
+
+	if s.Storage.OpenEBS != nil {
+		setStr(&s.Storage.OpenEBS.BasePath, "/var/openebs/local")
+	}
+
+	r := &s.Registry
+	setStr(&r.Type, "registry")
+	setStr(&r.ContainerdDataDir, "/var/lib/containerd")
+	setStr(&r.DockerDataDir, "/var/lib/docker")
+	setStr(&r.RegistryDataDir, "/mnt/registry")
+}
+
+// settings returns the block for the selected runtime, if written.
+func (cr *ContainerRuntime) settings() *RuntimeSettings {
+	switch cr.Type {
+	case "containerd":
+		return cr.Containerd
+	case "docker":
+		return cr.Docker
+	case "cri-o":
+		return cr.Crio
+	case "isula":
+		return cr.Isula
+	}
+	return nil
+}
+
+// supportedHint says which Kubernetes versions are supported, for messages.
+func supportedHint() string {
+	v := SupportedKubernetesVersions()
+	return fmt.Sprintf("supported: %s to %s; default %s", v[0], v[len(v)-1], DefaultKubernetesVersion)
+}
+
+func isSupportedKubernetes(v string) bool {
+	return slices.Contains(SupportedKubernetesVersions(), v)
+}
+
+func setStr(p *string, v string) {
+	if *p == "" {
+		*p = v
+	}
+}
+
+func setInt(p *int, v int) {
+	if *p == 0 {
+		*p = v
+	}
+}
+
+func setInt64(p *int64, v int64) {
+	if *p == 0 {
+		*p = v
+	}
+}
+
+func setIntPtr(p **int, v int) {
+	if *p == nil {
+		*p = &v
+	}
+}

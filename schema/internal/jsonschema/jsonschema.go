@@ -1,0 +1,103 @@
+// Package jsonschema derives a JSON Schema (draft 2020-12) from Go types
+// with yaml, doc and enum struct tags, so the schema editors use can never
+// drift from the types the loader decodes into.
+package jsonschema
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// Generate returns the indented JSON Schema of t, which must be a struct.
+// consts pins top-level string fields to one value (apiVersion, kind).
+func Generate(t reflect.Type, id, title string, consts map[string]string) ([]byte, error) {
+	if t.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("jsonschema: %s is not a struct", t)
+	}
+	root, err := schemaOf(t)
+	if err != nil {
+		return nil, err
+	}
+	root["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+	root["$id"] = id
+	root["title"] = title
+	props := root["properties"].(map[string]any)
+	for name, v := range consts {
+		p, ok := props[name].(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("jsonschema: no top-level field %q", name)
+		}
+		p["const"] = v
+	}
+	out, err := json.MarshalIndent(root, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("jsonschema: %w", err)
+	}
+	return append(out, '\n'), nil
+}
+
+func schemaOf(t reflect.Type) (map[string]any, error) {
+	switch t.Kind() {
+	case reflect.Pointer:
+		return schemaOf(t.Elem())
+	case reflect.String:
+		return map[string]any{"type": "string"}, nil
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}, nil
+	case reflect.Int, reflect.Int64:
+		return map[string]any{"type": "integer"}, nil
+	case reflect.Interface:
+		return map[string]any{}, nil
+	case reflect.Slice:
+		items, err := schemaOf(t.Elem())
+		if err != nil {
+			return nil, err
+		}
+		s := map[string]any{"type": "array", "items": items}
+		if t.Elem().Kind() == reflect.String {
+			// The loader accepts a lone string as a one-element list.
+			s["type"] = []string{"array", "string"}
+		}
+		return s, nil
+	case reflect.Map:
+		if t.Key().Kind() != reflect.String {
+			return nil, fmt.Errorf("jsonschema: map key %s is not a string", t.Key())
+		}
+		s := map[string]any{"type": "object"}
+		if t.Elem().Kind() != reflect.Interface {
+			v, err := schemaOf(t.Elem())
+			if err != nil {
+				return nil, err
+			}
+			s["additionalProperties"] = v
+		}
+		return s, nil
+	case reflect.Struct:
+		props := map[string]any{}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			p, err := schemaOf(f.Type)
+			if err != nil {
+				return nil, fmt.Errorf("%s.%s: %w", t.Name(), f.Name, err)
+			}
+			if doc := f.Tag.Get("doc"); doc != "" {
+				p["description"] = doc
+			}
+			if enum, ok := f.Tag.Lookup("enum"); ok {
+				p["enum"] = strings.Split(enum, ",")
+			}
+			props[name] = p
+		}
+		return map[string]any{"type": "object", "properties": props, "additionalProperties": false}, nil
+	}
+	return nil, fmt.Errorf("jsonschema: unsupported kind %s", t.Kind())
+}

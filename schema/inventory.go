@@ -1,0 +1,220 @@
+package schema
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/mensylisir/kubexm/engine/inventory"
+)
+
+// Inventory builds the engine's inventory from a loaded cluster: hosts with
+// connection settings and variables, role groups, and the whole spec as
+// variables. source names the inventory in messages and journals; "" uses
+// the cluster file's path.
+func Inventory(c *Cluster, source string) (*inventory.Inventory, error) {
+	groups, err := c.groups()
+	if err != nil {
+		return nil, err
+	}
+	if source == "" {
+		source = c.File()
+	}
+	inv := &inventory.Inventory{
+		Groups:    groups,
+		GroupVars: map[string]map[string]any{},
+		Source:    source,
+		Vars: map[string]any{
+			"cluster_name": c.Metadata.Name,
+			"cluster_file": c.File(),
+			"spec":         specVars(&c.Spec),
+		},
+	}
+	defaultKey := ""
+	if home, err := os.UserHomeDir(); err == nil {
+		if p := filepath.Join(home, ".ssh", "id_rsa"); fileExists(p) {
+			defaultKey = p
+		}
+	}
+	for i := range c.Spec.Hosts {
+		h := &c.Spec.Hosts[i]
+		ih := inventory.Host{
+			Name:     h.Name,
+			Local:    h.Connection == "local" || h.Connection == "" && isLocalAddress(h.Address),
+			Address:  h.Address,
+			Port:     h.Port,
+			User:     h.User,
+			Password: h.Password,
+			Vars:     hostVars(h, groups),
+		}
+		if ih.Port == 0 {
+			ih.Port = 22
+		}
+		if ih.User == "" {
+			ih.User = "root"
+		}
+		switch {
+		case ih.Local:
+		case h.PrivateKeyPath != "":
+			ih.PrivateKeyPath = c.resolvePath(h.PrivateKeyPath)
+		default:
+			ih.PrivateKeyPath = defaultKey
+		}
+		inv.Hosts = append(inv.Hosts, ih)
+	}
+	return inv, nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// groups returns the role groups with ranges expanded, plus the derived
+// groups control_plane, k8s_cluster and all. Every group is present, empty
+// or not, so playbooks can name it.
+func (c *Cluster) groups() (map[string][]string, error) {
+	out := map[string][]string{}
+	var problems []string
+	for _, g := range c.Spec.RoleGroups.all() {
+		members := []string{}
+		seen := map[string]bool{}
+		for _, m := range *g.members {
+			names, err := ExpandRange(m)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("roleGroups.%s: %v", g.name, err))
+				continue
+			}
+			for _, n := range names {
+				if !seen[n] {
+					seen[n] = true
+					members = append(members, n)
+				}
+			}
+		}
+		out[g.name] = members
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("cluster %s: %s", c.Metadata.Name, strings.Join(problems, "; "))
+	}
+	out["control_plane"] = slices.Clone(out["master"])
+	k8s := slices.Clone(out["master"])
+	for _, w := range out["worker"] {
+		if !slices.Contains(k8s, w) {
+			k8s = append(k8s, w)
+		}
+	}
+	out["k8s_cluster"] = k8s
+	all := make([]string, 0, len(c.Spec.Hosts))
+	for _, h := range c.Spec.Hosts {
+		all = append(all, h.Name)
+	}
+	out["all"] = all
+	return out, nil
+}
+
+func hostVars(h *Host, groups map[string][]string) map[string]any {
+	vars := map[string]any{
+		"address": h.Address,
+		"arch":    h.Arch,
+	}
+	if h.Arch == "" {
+		vars["arch"] = "amd64"
+	}
+	var v4, v6 string
+	for _, a := range h.internalAddrs() {
+		switch {
+		case a.Is4() && v4 == "":
+			v4 = a.String()
+		case a.Is6() && v6 == "":
+			v6 = a.String()
+		}
+	}
+	switch {
+	case v4 != "":
+		vars["internal_address"] = v4
+	case v6 != "":
+		vars["internal_address"] = v6 // IPv6-only host
+	default:
+		vars["internal_address"] = h.Address
+	}
+	if v4 != "" && v6 != "" {
+		vars["internal_address_v6"] = v6
+	}
+	labels := map[string]any{}
+	for k, v := range h.Labels {
+		labels[k] = v
+	}
+	vars["labels"] = labels
+	roles := []any{}
+	for _, g := range []string{"etcd", "master", "worker", "registry", "loadbalancer"} {
+		if slices.Contains(groups[g], h.Name) {
+			roles = append(roles, g)
+		}
+	}
+	vars["roles"] = roles
+	return vars
+}
+
+// specVars turns the spec into plain maps and lists keyed by the YAML names,
+// with every field present (zero when unset) so roles can read
+// spec.etcd.external.endpoints without guarding each level. Host passwords
+// are left out: they travel in inventory.Host, where they are masked.
+func specVars(s *Spec) map[string]any {
+	m := toVars(reflect.ValueOf(*s)).(map[string]any)
+	for _, h := range m["hosts"].([]any) {
+		hm := h.(map[string]any)
+		delete(hm, "password")
+		delete(hm, "passwordFile")
+	}
+	return m
+}
+
+func toVars(v reflect.Value) any {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return toVars(reflect.New(v.Type().Elem()).Elem())
+		}
+		return toVars(v.Elem())
+	case reflect.Struct:
+		out := map[string]any{}
+		t := v.Type()
+		for i := range t.NumField() {
+			if name := yamlName(t.Field(i)); name != "" {
+				out[name] = toVars(v.Field(i))
+			}
+		}
+		return out
+	case reflect.Slice:
+		out := make([]any, v.Len())
+		for i := range out {
+			out[i] = toVars(v.Index(i))
+		}
+		return out
+	case reflect.Map:
+		out := make(map[string]any, v.Len())
+		iter := v.MapRange()
+		for iter.Next() {
+			out[iter.Key().String()] = toVars(iter.Value())
+		}
+		return out
+	case reflect.Interface:
+		if v.IsNil() {
+			return nil
+		}
+		return toVars(v.Elem())
+	case reflect.Int, reflect.Int64:
+		return int(v.Int())
+	case reflect.String:
+		return v.String()
+	case reflect.Bool:
+		return v.Bool()
+	case reflect.Float64:
+		return v.Float()
+	}
+	return v.Interface()
+}

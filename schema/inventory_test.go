@@ -1,0 +1,122 @@
+package schema
+
+import (
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestInventoryFromFullExample(t *testing.T) {
+	home := fakeHome(t)
+	c, _, err := Load("testdata/cluster-full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := Inventory(c, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs("testdata/cluster-full.yaml")
+	if inv.Source != abs || inv.Vars["cluster_file"] != abs || inv.Vars["cluster_name"] != "mycluster" {
+		t.Errorf("source %q vars %v", inv.Source, inv.Vars["cluster_file"])
+	}
+	groups := map[string]string{
+		"etcd":          "node1,node2,node3",
+		"master":        "node4,node5,node6",
+		"control_plane": "node4,node5,node6",
+		"worker":        "node7,node8,node9,node10",
+		"registry":      "node11",
+		"loadbalancer":  "node12,node13",
+		"k8s_cluster":   "node4,node5,node6,node7,node8,node9,node10",
+		"all":           "node1,node2,node3,node4,node5,node6,node7,node8,node9,node10,node11,node12,node13",
+	}
+	for g, want := range groups {
+		if got := strings.Join(inv.Groups[g], ","); got != want {
+			t.Errorf("group %s = %s, want %s", g, got, want)
+		}
+	}
+	n1, _ := inv.Host("node1")
+	if n1.Address != "172.16.0.2" || n1.Port != 8022 || n1.User != "ubuntu" || n1.Password != "Qcloud@123" || n1.Local {
+		t.Errorf("node1 = %+v", n1)
+	}
+	if n1.Vars["internal_address"] != "172.16.0.2" || n1.Vars["internal_address_v6"] != "2022::2" || n1.Vars["arch"] != "amd64" {
+		t.Errorf("node1 vars = %v", n1.Vars)
+	}
+	if !reflect.DeepEqual(n1.Vars["roles"], []any{"etcd"}) {
+		t.Errorf("node1 roles = %v", n1.Vars["roles"])
+	}
+	n3, _ := inv.Host("node3")
+	if n3.PrivateKeyPath != filepath.Join(home, ".ssh/id_rsa") || n3.Port != 22 || n3.User != "root" {
+		t.Errorf("node3 = %+v", n3)
+	}
+	n2, _ := inv.Host("node2")
+	if !reflect.DeepEqual(n2.Vars["labels"], map[string]any{"disk": "SSD", "role": "backend"}) {
+		t.Errorf("node2 labels = %v", n2.Vars["labels"])
+	}
+	spec := inv.Vars["spec"].(map[string]any)
+	k8s := spec["kubernetes"].(map[string]any)
+	etcd := spec["etcd"].(map[string]any)
+	if k8s["version"] != "v1.33.13" || etcd["type"] != "kubexm" || etcd["maxWals"] != 5 {
+		t.Errorf("spec vars: %v %v", k8s["version"], etcd)
+	}
+	// Unset blocks are present and empty, so roles need no guards.
+	if ext := etcd["external"].(map[string]any); !reflect.DeepEqual(ext["endpoints"], []any{}) {
+		t.Errorf("etcd.external = %#v", ext)
+	}
+	for _, h := range spec["hosts"].([]any) {
+		if _, ok := h.(map[string]any)["password"]; ok {
+			t.Fatal("host password in spec vars")
+		}
+	}
+	if got := inv.Secrets(); len(got) != 9 {
+		t.Errorf("secrets = %d, want the 9 host passwords", len(got))
+	}
+}
+
+func TestInventoryLocalhost(t *testing.T) {
+	t.Setenv("HOME", t.TempDir()) // no ~/.ssh/id_rsa
+	y := `apiVersion: kubexm.mensylisir.io/v1alpha1
+kind: Cluster
+metadata: {name: aio}
+spec:
+  hosts:
+  - {name: node1, address: localhost, arch: arm64}
+  - {name: node2, address: 10.0.0.2, connection: local, internalAddress: "fd00::2"}
+  roleGroups: {etcd: [node1], master: [node1], worker: [node1, node2]}
+`
+	c, _, err := parse("aio.yaml", []byte(y), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := Inventory(c, "custom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.Source != "custom" {
+		t.Errorf("source = %s", inv.Source)
+	}
+	h1, h2 := inv.Hosts[0], inv.Hosts[1]
+	if !h1.Local || !h2.Local || h1.PrivateKeyPath != "" {
+		t.Errorf("hosts = %+v %+v", h1, h2)
+	}
+	if h1.Vars["internal_address"] != "localhost" || h1.Vars["arch"] != "arm64" {
+		t.Errorf("node1 vars = %v", h1.Vars)
+	}
+	if h2.Vars["internal_address"] != "fd00::2" || h2.Vars["internal_address_v6"] != nil {
+		t.Errorf("IPv6-only node2 vars = %v", h2.Vars)
+	}
+	if !reflect.DeepEqual(h1.Vars["roles"], []any{"etcd", "master", "worker"}) {
+		t.Errorf("roles = %v", h1.Vars["roles"])
+	}
+	if got := inv.Groups["registry"]; got == nil || len(got) != 0 {
+		t.Errorf("empty group registry = %#v, want present and empty", got)
+	}
+}
+
+func TestInventoryBadRange(t *testing.T) {
+	c := &Cluster{Metadata: Metadata{Name: "x"}, Spec: Spec{RoleGroups: RoleGroups{Master: []string{"n[2:1]"}}}}
+	if _, err := Inventory(c, ""); err == nil || !strings.Contains(err.Error(), "greater than end") {
+		t.Errorf("err = %v", err)
+	}
+}

@@ -1,0 +1,126 @@
+package schema
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+)
+
+// Load reads a cluster file and returns it parsed, converted from KubeKey if
+// needed, with secrets expanded, defaulted and validated.
+func Load(path string) (*Cluster, []Warning, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read cluster file: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse is Load for data already read from path (path is used for messages
+// and to resolve relative file references).
+func Parse(path string, data []byte) (*Cluster, []Warning, error) {
+	return parse(path, data, os.LookupEnv)
+}
+
+func parse(path string, data []byte, lookup func(string) (string, bool)) (*Cluster, []Warning, error) {
+	c, decoded, err := decode(path, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Validation runs even when decoding found problems, so one run reports
+	// everything; its findings under a field that failed to decode are
+	// consequences of that failure and are dropped.
+	ps := &problems{src: c.src}
+	expandSecrets(c, ps, lookup)
+	expandRoleGroups(c, ps)
+	SetDefaults(c)
+	validate(c, ps)
+	failed := slices.Clone(decoded.list)
+	for _, p := range ps.list {
+		if !underAny(p.Path, failed) {
+			decoded.list = append(decoded.list, p)
+		}
+	}
+	decoded.warnings = append(decoded.warnings, ps.warnings...)
+	if err := decoded.err(); err != nil {
+		return nil, decoded.warnings, err
+	}
+	return c, decoded.warnings, nil
+}
+
+func underAny(path string, list []Problem) bool {
+	for _, p := range list {
+		if path == p.Path || strings.HasPrefix(path, p.Path+".") || strings.HasPrefix(path, p.Path+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// Decode parses and type-checks a cluster file and converts a KubeKey v3
+// file to the kubexm form, without expanding secrets, applying defaults or
+// validating: what `kubexm config convert` writes back.
+func Decode(path string, data []byte) (*Cluster, []Warning, error) {
+	c, ps, err := decode(path, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ps.err(); err != nil {
+		return nil, ps.warnings, err
+	}
+	return c, ps.warnings, nil
+}
+
+// decode returns the cluster as far as it could be decoded, with the
+// problems found; err is set only when there is no tree to decode.
+func decode(path string, data []byte) (*Cluster, *problems, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	src := &source{file: path, abs: abs, pos: map[string]Pos{}}
+	ps := &problems{src: src}
+	root, err := parseTree(path, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if root.kind != kindMap {
+		return nil, nil, &Error{Problems: []Problem{{Pos: root.pos, Message: "a cluster file is a mapping with apiVersion, kind, metadata and spec"}}}
+	}
+	if e, _ := root.get("apiVersion"); e != nil && e.val.kind == kindScalar && e.val.text == KubeKeyAPIVersion {
+		convertKubeKey(root, ps)
+	}
+	c := &Cluster{src: src}
+	d := &decoder{ps: ps}
+	d.decode(root, reflect.ValueOf(c).Elem(), "")
+	return c, ps, nil
+}
+
+// Marshal writes a cluster as YAML in the file's own key names.
+func Marshal(c *Cluster) ([]byte, error) {
+	out, err := yaml.MarshalWithOptions(c, yaml.IndentSequence(true))
+	if err != nil {
+		return nil, fmt.Errorf("marshal cluster: %w", err)
+	}
+	return out, nil
+}
+
+// File returns the absolute path of the file the cluster was read from, or
+// "" for a cluster built in code.
+func (c *Cluster) File() string {
+	if c.src == nil {
+		return ""
+	}
+	return c.src.abs
+}
+
+// PosOf returns where a field path (e.g. "spec.hosts[1].address") was
+// written, for messages about the cluster after loading.
+func (c *Cluster) PosOf(path string) Pos {
+	return c.src.posOf(path)
+}

@@ -1,0 +1,109 @@
+package schema
+
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Mask replaces every secret in Masked output.
+const Mask = "******"
+
+// expandSecrets resolves `${ENV}` passwords and passwordFile references in
+// place. lookup is os.LookupEnv outside tests.
+func expandSecrets(c *Cluster, ps *problems, lookup func(string) (string, bool)) {
+	for i := range c.Spec.Hosts {
+		h := &c.Spec.Hosts[i]
+		p := index("spec.hosts", i)
+		resolveSecret(c, ps, lookup, &h.Password, h.PasswordFile, child(p, "password"), child(p, "passwordFile"))
+	}
+	for name, a := range c.Spec.Registry.Auths {
+		p := key("spec.registry.auths", name)
+		resolveSecret(c, ps, lookup, &a.Password, a.PasswordFile, child(p, "password"), child(p, "passwordFile"))
+		c.Spec.Registry.Auths[name] = a
+	}
+}
+
+func resolveSecret(c *Cluster, ps *problems, lookup func(string) (string, bool), pw *string, file, pwPath, filePath string) {
+	if file != "" {
+		if *pw != "" {
+			ps.add(pwPath, "keep one of them", "password and passwordFile are both set")
+			return
+		}
+		data, err := os.ReadFile(c.resolvePath(file))
+		if err != nil {
+			ps.add(filePath, "the path is relative to the cluster file", "cannot read password file: %v", err)
+			return
+		}
+		*pw = strings.TrimRight(string(data), "\r\n")
+		return
+	}
+	v := *pw
+	if !strings.HasPrefix(v, "${") || !strings.HasSuffix(v, "}") {
+		return
+	}
+	name := v[2 : len(v)-1]
+	if !validEnvName(name) {
+		ps.add(pwPath, "write ${NAME} with letters, digits and _", "%q is not a valid environment variable reference", v)
+		return
+	}
+	val, ok := lookup(name)
+	if !ok {
+		ps.add(pwPath, "export "+name+" before running kubexm, or use passwordFile", "environment variable %s is not set", name)
+		return
+	}
+	*pw = val
+}
+
+func validEnvName(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// resolvePath makes a file reference from cluster.yaml absolute: ~ is the
+// user's home and relative paths are relative to the cluster file.
+func (c *Cluster) resolvePath(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, p[1:])
+		}
+		return p
+	}
+	if filepath.IsAbs(p) || c.src == nil || c.src.abs == "" {
+		return p
+	}
+	return filepath.Join(filepath.Dir(c.src.abs), p)
+}
+
+// Masked returns a copy of the cluster with every password replaced by
+// Mask, for printing.
+func (c *Cluster) Masked() *Cluster {
+	m := *c
+	m.Spec.Hosts = slices.Clone(c.Spec.Hosts)
+	for i := range m.Spec.Hosts {
+		maskString(&m.Spec.Hosts[i].Password)
+	}
+	if c.Spec.Registry.Auths != nil {
+		m.Spec.Registry.Auths = maps.Clone(c.Spec.Registry.Auths)
+		for k, a := range m.Spec.Registry.Auths {
+			maskString(&a.Password)
+			m.Spec.Registry.Auths[k] = a
+		}
+	}
+	return &m
+}
+
+func maskString(p *string) {
+	if *p != "" {
+		*p = Mask
+	}
+}

@@ -1,0 +1,261 @@
+// Package schema owns the cluster.yaml format: its Go types, parsing with
+// positions, defaults, validation, KubeKey v3 conversion and the engine
+// inventory built from it.
+//
+// The yaml tags are the file's key names; `doc` and `enum` tags feed the
+// generated JSON Schema (cluster.schema.json), so editors show the same
+// documentation as `kubexm config view`.
+package schema
+
+// APIVersion and Kind identify a kubexm cluster file.
+const (
+	APIVersion = "kubexm.mensylisir.io/v1alpha1"
+	Kind       = "Cluster"
+)
+
+// Cluster is one cluster.yaml document.
+type Cluster struct {
+	APIVersion string   `yaml:"apiVersion" doc:"Always kubexm.mensylisir.io/v1alpha1 (KubeKey's kubekey.kubesphere.io/v1alpha2 is converted)."`
+	Kind       string   `yaml:"kind" doc:"Always Cluster."`
+	Metadata   Metadata `yaml:"metadata"`
+	Spec       Spec     `yaml:"spec"`
+
+	// src remembers where the cluster came from, so validation and later
+	// messages can point at file:line:col. It is not part of the format.
+	src *source
+}
+
+// Metadata names the cluster.
+type Metadata struct {
+	Name string `yaml:"name" doc:"Cluster name; also the work directory .kubexm/<name>. DNS-1123 subdomain."`
+}
+
+// Spec is the desired cluster.
+type Spec struct {
+	Hosts                []Host               `yaml:"hosts" doc:"Every machine of the cluster."`
+	RoleGroups           RoleGroups           `yaml:"roleGroups" doc:"Which hosts play which role; members may be ranges such as node[5:6]."`
+	ControlPlaneEndpoint ControlPlaneEndpoint `yaml:"controlPlaneEndpoint"`
+	System               System               `yaml:"system"`
+	Kubernetes           Kubernetes           `yaml:"kubernetes"`
+	Etcd                 Etcd                 `yaml:"etcd"`
+	Network              Network              `yaml:"network"`
+	Storage              Storage              `yaml:"storage"`
+	Registry             Registry             `yaml:"registry"`
+	Addons               []string             `yaml:"addons,omitempty" doc:"Names of add-ons (charts or manifests) to install."`
+	DNS                  DNS                  `yaml:"dns"`
+	Extra                Extra                `yaml:"extra"`
+}
+
+// Host is one machine and how to reach it.
+type Host struct {
+	Name            string            `yaml:"name" doc:"Node name, unique, DNS-1123 subdomain."`
+	Address         string            `yaml:"address" doc:"Address used to connect (IP or DNS name); localhost means the control machine."`
+	InternalAddress string            `yaml:"internalAddress,omitempty" doc:"Cluster-internal IP; \"IPv4,IPv6\" for dual stack. Default: address."`
+	Port            int               `yaml:"port,omitempty" doc:"SSH port. Default 22."`
+	User            string            `yaml:"user,omitempty" doc:"SSH user. Default root."`
+	Password        string            `yaml:"password,omitempty" doc:"SSH password; ${ENV_VAR} reads it from the environment. Never printed."`
+	PasswordFile    string            `yaml:"passwordFile,omitempty" doc:"File holding the SSH password (relative to cluster.yaml)."`
+	PrivateKeyPath  string            `yaml:"privateKeyPath,omitempty" doc:"SSH private key. Default ~/.ssh/id_rsa when it exists."`
+	Connection      string            `yaml:"connection,omitempty" enum:"ssh,local" doc:"ssh or local (run commands directly). Default local for address localhost, else ssh."`
+	Arch            string            `yaml:"arch,omitempty" enum:"amd64,arm64" doc:"CPU architecture. Default amd64."`
+	Labels          map[string]string `yaml:"labels,omitempty" doc:"Kubernetes node labels."`
+}
+
+// RoleGroups assigns roles to hosts by name.
+type RoleGroups struct {
+	Etcd         []string `yaml:"etcd,omitempty" doc:"etcd members (not with etcd.type external)."`
+	Master       []string `yaml:"master,omitempty" doc:"Control-plane nodes; at least one."`
+	Worker       []string `yaml:"worker,omitempty" doc:"Worker nodes."`
+	Registry     []string `yaml:"registry,omitempty" doc:"At most one host running the image registry."`
+	Loadbalancer []string `yaml:"loadbalancer,omitempty" doc:"Hosts running keepalived and haproxy/nginx for externalLoadBalancer kubexm."`
+}
+
+// ControlPlaneEndpoint is how clients reach the API servers.
+type ControlPlaneEndpoint struct {
+	ExternalLoadBalancer string `yaml:"externalLoadBalancer,omitempty" enum:",kubexm,external" doc:"kubexm: keepalived+LB on the loadbalancer hosts; external: your own LB at lb_address; empty: none."`
+	InternalLoadbalancer string `yaml:"internalLoadbalancer,omitempty" enum:",haproxy,nginx,kube-vip" doc:"haproxy/nginx proxy on every worker, or kube-vip on the masters. Default haproxy when there is no external load balancer."`
+	ExternalDNS          bool   `yaml:"externalDNS,omitempty" doc:"The domain is resolved by your DNS; lb_address must then be empty unless kube-vip needs it."`
+	Domain               string `yaml:"domain,omitempty" doc:"Control-plane domain name. Default lb.kubexm.local."`
+	LBAddress            string `yaml:"lb_address,omitempty" doc:"Virtual IP of the load balancer (external and kubexm load balancers, kube-vip)."`
+	Port                 int    `yaml:"port,omitempty" doc:"API server port. Default 6443."`
+}
+
+// System is OS-level preparation applied to every host.
+type System struct {
+	NTPServers []string `yaml:"ntpServers,omitempty" doc:"Chrony upstreams; a host name from hosts makes that host an NTP server."`
+	Timezone   string   `yaml:"timezone,omitempty" doc:"Timezone for every host, e.g. Asia/Shanghai."`
+	RPMs       []string `yaml:"rpms,omitempty" doc:"Extra packages on RPM systems."`
+	Debs       []string `yaml:"debs,omitempty" doc:"Extra packages on Debian systems."`
+}
+
+// Kubernetes configures the Kubernetes components.
+type Kubernetes struct {
+	Type                   string           `yaml:"type,omitempty" enum:"kubeadm,kubexm" doc:"kubeadm: install with kubeadm; kubexm: binaries and systemd units. Default kubeadm."`
+	Version                string           `yaml:"version,omitempty" doc:"Kubernetes version. Default v1.33.13."`
+	APIServerCertExtraSans []string         `yaml:"apiserverCertExtraSans,omitempty" doc:"Extra IPs and names in the API server certificate."`
+	ContainerRuntime       ContainerRuntime `yaml:"containerRuntime"`
+	ClusterName            string           `yaml:"clusterName,omitempty" doc:"Cluster DNS domain. Default cluster.local."`
+	AutoRenewCerts         bool             `yaml:"autoRenewCerts,omitempty" doc:"Install a timer renewing control-plane certificates. Default false."`
+	MasqueradeAll          bool             `yaml:"masqueradeAll,omitempty" doc:"kube-proxy SNATs all traffic in iptables mode. Default false."`
+	MaxPods                int              `yaml:"maxPods,omitempty" doc:"Pods per kubelet. Default 110."`
+	PodPidsLimit           int              `yaml:"podPidsLimit,omitempty" doc:"PIDs per pod. Default 10000."`
+	NodeCidrMaskSize       int              `yaml:"nodeCidrMaskSize,omitempty" doc:"Prefix length of each node's pod range. Default 24."`
+	ProxyMode              string           `yaml:"proxyMode,omitempty" enum:"ipvs,iptables,nftables" doc:"kube-proxy mode. Default ipvs."`
+	FeatureGates           map[string]bool  `yaml:"featureGates,omitempty" doc:"Feature gates for every component. Default none."`
+	KubeProxyConfiguration map[string]any   `yaml:"kubeProxyConfiguration,omitempty" doc:"Merged into the KubeProxyConfiguration."`
+	KubeletArgs            []string         `yaml:"kubeletArgs,omitempty" doc:"Extra kubelet flags, e.g. --root-dir=/var/lib/kubelet."`
+}
+
+// ContainerRuntime selects and configures the CRI runtime.
+type ContainerRuntime struct {
+	Type       string           `yaml:"type,omitempty" enum:"containerd,docker,cri-o,isula" doc:"Runtime. Default containerd."`
+	Version    string           `yaml:"version,omitempty" doc:"Runtime version. Default depends on type (containerd 1.7.27)."`
+	Containerd *RuntimeSettings `yaml:"containerd,omitempty" doc:"Settings when type is containerd."`
+	Docker     *RuntimeSettings `yaml:"docker,omitempty" doc:"Settings when type is docker."`
+	Crio       *RuntimeSettings `yaml:"crio,omitempty" doc:"Settings when type is cri-o."`
+	Isula      *RuntimeSettings `yaml:"isula,omitempty" doc:"Settings when type is isula."`
+}
+
+// RuntimeSettings are the per-runtime options.
+type RuntimeSettings struct {
+	Version            string   `yaml:"version,omitempty" doc:"Same as containerRuntime.version; they must agree."`
+	RegistryMirrors    []string `yaml:"registryMirrors,omitempty" doc:"Registry mirrors (a single string is one mirror)."`
+	InsecureRegistries []string `yaml:"insecureRegistries,omitempty" doc:"Registries reached without TLS verification."`
+}
+
+// Etcd configures the etcd cluster.
+type Etcd struct {
+	Type                    string        `yaml:"type,omitempty" enum:"kubexm,kubeadm,external" doc:"kubexm: binaries on the etcd hosts; kubeadm: stacked on the masters; external: an existing cluster. Default kubexm."`
+	Version                 string        `yaml:"version,omitempty" doc:"etcd version. Default v3.5.35."`
+	External                *EtcdExternal `yaml:"external,omitempty" doc:"Only with type external."`
+	DataDir                 string        `yaml:"dataDir,omitempty" doc:"Default /var/lib/etcd."`
+	HeartbeatInterval       int           `yaml:"heartbeatInterval,omitempty" doc:"Milliseconds. Default 250."`
+	ElectionTimeout         int           `yaml:"electionTimeout,omitempty" doc:"Milliseconds, at least 5x heartbeatInterval. Default 5000."`
+	SnapshotCount           int           `yaml:"snapshotCount,omitempty" doc:"Committed transactions per snapshot. Default 10000."`
+	AutoCompactionRetention *int          `yaml:"autoCompactionRetention,omitempty" doc:"Hours; 0 disables. Default 8."`
+	Metrics                 string        `yaml:"metrics,omitempty" enum:"basic,extensive" doc:"Default basic."`
+	QuotaBackendBytes       int64         `yaml:"quotaBackendBytes,omitempty" doc:"Default 2147483648 (2 GiB)."`
+	MaxRequestBytes         int64         `yaml:"maxRequestBytes,omitempty" doc:"Default 1572864."`
+	MaxSnapshots            *int          `yaml:"maxSnapshots,omitempty" doc:"0 is unlimited. Default 5."`
+	MaxWals                 *int          `yaml:"maxWals,omitempty" doc:"0 is unlimited. Default 5."`
+	LogLevel                string        `yaml:"logLevel,omitempty" enum:"debug,info,warn,error,panic,fatal" doc:"Default info."`
+}
+
+// EtcdExternal is an existing etcd cluster.
+type EtcdExternal struct {
+	Endpoints []string `yaml:"endpoints,omitempty" doc:"Client URLs, e.g. https://192.168.6.6:2379."`
+	CAFile    string   `yaml:"caFile,omitempty" doc:"CA certificate; omit all three files when TLS is off."`
+	CertFile  string   `yaml:"certFile,omitempty"`
+	KeyFile   string   `yaml:"keyFile,omitempty"`
+}
+
+// Network configures the CNI plugin and address ranges.
+type Network struct {
+	Plugin          string   `yaml:"plugin,omitempty" enum:"calico,flannel,cilium,none" doc:"CNI plugin; none installs nothing. Default calico."`
+	Calico          *Calico  `yaml:"calico,omitempty"`
+	Flannel         *Flannel `yaml:"flannel,omitempty"`
+	Cilium          *Cilium  `yaml:"cilium,omitempty"`
+	KubePodsCIDR    string   `yaml:"kubePodsCIDR,omitempty" doc:"Pod range; \"v4,v6\" for dual stack. Default 10.233.64.0/18."`
+	KubeServiceCIDR string   `yaml:"kubeServiceCIDR,omitempty" doc:"Service range; \"v4,v6\" for dual stack. Default 10.233.0.0/18."`
+	IPPool          IPPool   `yaml:"ippool"`
+}
+
+// Calico settings.
+type Calico struct {
+	IPIPMode  string `yaml:"ipipMode,omitempty" enum:"Always,CrossSubnet,Never" doc:"Default Always."`
+	VXLANMode string `yaml:"vxlanMode,omitempty" enum:"Always,CrossSubnet,Never" doc:"Must be Never unless ipipMode is Never. Default Never."`
+	VethMTU   int    `yaml:"vethMTU,omitempty" doc:"0 auto-detects."`
+}
+
+// Flannel settings.
+type Flannel struct {
+	BackendMode string `yaml:"backendMode,omitempty" enum:"vxlan,host-gw" doc:"Default vxlan."`
+}
+
+// Cilium settings.
+type Cilium struct {
+	TunnelMode           string `yaml:"tunnelMode,omitempty" enum:"vxlan,geneve,disabled" doc:"Default vxlan."`
+	KubeProxyReplacement bool   `yaml:"kubeProxyReplacement,omitempty" doc:"Replace kube-proxy with eBPF."`
+}
+
+// IPPool sizes the per-node blocks of the pod range.
+type IPPool struct {
+	BlockSize int `yaml:"blockSize,omitempty" doc:"Calico IPv4 block prefix length, 20..32. Default 26."`
+}
+
+// Storage configures storage add-ons.
+type Storage struct {
+	OpenEBS *OpenEBS `yaml:"openebs,omitempty"`
+}
+
+// OpenEBS local PV settings.
+type OpenEBS struct {
+	BasePath string `yaml:"basePath,omitempty" doc:"Base path of the local PV provisioner."`
+}
+
+// Registry is the image registry the cluster pulls from.
+type Registry struct {
+	Type              string                  `yaml:"type,omitempty" enum:"registry,harbor,external" doc:"registry or harbor: deployed on the registry host; external: an existing registry. Default registry."`
+	PrivateRegistry   string                  `yaml:"privateRegistry,omitempty" doc:"Registry host name images are pulled from."`
+	NamespaceOverride string                  `yaml:"namespaceOverride,omitempty" doc:"Project/namespace replacing the images' own."`
+	Auths             map[string]RegistryAuth `yaml:"auths,omitempty" doc:"Credentials per registry host."`
+	ContainerdDataDir string                  `yaml:"containerdDataDir,omitempty" doc:"Default /var/lib/containerd."`
+	DockerDataDir     string                  `yaml:"dockerDataDir,omitempty" doc:"Default /var/lib/docker."`
+	RegistryDataDir   string                  `yaml:"registryDataDir,omitempty" doc:"Registry storage on the registry host. Default /mnt/registry."`
+	HarborConfig      map[string]any          `yaml:"harborConfig,omitempty" doc:"Values rendered into harbor.yml (type harbor)."`
+}
+
+// RegistryAuth is how to log in to one registry.
+type RegistryAuth struct {
+	Username      string `yaml:"username,omitempty"`
+	Password      string `yaml:"password,omitempty" doc:"${ENV_VAR} reads it from the environment. Never printed."`
+	PasswordFile  string `yaml:"passwordFile,omitempty" doc:"File holding the password (relative to cluster.yaml)."`
+	SkipTLSVerify bool   `yaml:"skipTLSVerify,omitempty"`
+	PlainHTTP     bool   `yaml:"plainHTTP,omitempty"`
+	CertsPath     string `yaml:"certsPath,omitempty" doc:"Directory with *.crt, *.cert, *.key for this registry."`
+}
+
+// DNS configures CoreDNS and NodeLocal DNSCache.
+type DNS struct {
+	DNSEtcHosts  string        `yaml:"dnsEtcHosts,omitempty" doc:"hosts(5) lines CoreDNS serves."`
+	CoreDNS      *CoreDNS      `yaml:"coredns,omitempty"`
+	NodeLocalDNS *NodeLocalDNS `yaml:"nodelocaldns,omitempty"`
+}
+
+// CoreDNS settings.
+type CoreDNS struct {
+	AdditionalConfigs  string         `yaml:"additionalConfigs,omitempty"`
+	ExternalZones      []ExternalZone `yaml:"externalZones,omitempty"`
+	RewriteBlock       string         `yaml:"rewriteBlock,omitempty"`
+	UpstreamDNSServers []string       `yaml:"upstreamDNSServers,omitempty"`
+}
+
+// NodeLocalDNS settings.
+type NodeLocalDNS struct {
+	ExternalZones []ExternalZone `yaml:"externalZones,omitempty"`
+}
+
+// ExternalZone forwards some zones to other name servers.
+type ExternalZone struct {
+	Zones       []string `yaml:"zones,omitempty"`
+	Nameservers []string `yaml:"nameservers,omitempty"`
+	Cache       int      `yaml:"cache,omitempty"`
+	Rewrite     []string `yaml:"rewrite,omitempty"`
+}
+
+// Extra is additional name resolution written to every host.
+type Extra struct {
+	Hosts    []EtcHost    `yaml:"hosts,omitempty" doc:"Extra /etc/hosts entries."`
+	Resolves []EtcResolve `yaml:"resolves,omitempty" doc:"Name servers added to resolv.conf (or systemd-resolved)."`
+}
+
+// EtcHost is one /etc/hosts entry.
+type EtcHost struct {
+	Domain  string `yaml:"domain"`
+	Address string `yaml:"address"`
+}
+
+// EtcResolve is one name server.
+type EtcResolve struct {
+	Address string `yaml:"address"`
+}

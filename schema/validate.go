@@ -1,0 +1,650 @@
+package schema
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// roleGroup is one roleGroups list with its key name.
+type roleGroup struct {
+	name    string
+	members *[]string
+}
+
+func (rg *RoleGroups) all() []roleGroup {
+	return []roleGroup{
+		{"etcd", &rg.Etcd},
+		{"master", &rg.Master},
+		{"worker", &rg.Worker},
+		{"registry", &rg.Registry},
+		{"loadbalancer", &rg.Loadbalancer},
+	}
+}
+
+// expandRoleGroups replaces range members (node[1:3]) by the names they
+// stand for and drops duplicates, keeping each expanded name's position at
+// the member it came from.
+func expandRoleGroups(c *Cluster, ps *problems) {
+	for _, g := range c.Spec.RoleGroups.all() {
+		path := child("spec.roleGroups", g.name)
+		var out []string
+		var outPos []Pos
+		seen := map[string]bool{}
+		for i, m := range *g.members {
+			p := index(path, i)
+			pos := ps.src.posOf(p)
+			names, err := ExpandRange(m)
+			if err != nil {
+				ps.add(p, "", "%v", err)
+				continue
+			}
+			for _, n := range names {
+				if seen[n] {
+					ps.warn(p, "host %s is listed twice in roleGroups.%s", n, g.name)
+					continue
+				}
+				seen[n] = true
+				out = append(out, n)
+				outPos = append(outPos, pos)
+			}
+		}
+		if len(out) == len(*g.members) && slices.Equal(out, *g.members) {
+			continue
+		}
+		*g.members = out
+		for j, pos := range outPos {
+			ps.src.pos[index(path, j)] = pos
+		}
+	}
+}
+
+var dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+func isDNS1123Subdomain(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if !dns1123Label.MatchString(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// isHostname accepts DNS names in any case, and a leading "*." wildcard when
+// wildcard is set (certificate SANs).
+func isHostname(s string, wildcard bool) bool {
+	if wildcard {
+		s = strings.TrimPrefix(s, "*.")
+	}
+	// An all-numeric last label is a mistyped IP (10.0.0.300), not a name.
+	last := s[strings.LastIndexByte(s, '.')+1:]
+	if last != "" && strings.Trim(last, "0123456789") == "" {
+		return false
+	}
+	return isDNS1123Subdomain(strings.ToLower(s))
+}
+
+func isLocalAddress(a string) bool {
+	return strings.EqualFold(a, "localhost")
+}
+
+// parseDualStack parses "a" or "a,b" where a and b are of different IP
+// families, using parse for each part.
+func parseDualStack[T interface{ Addr() netip.Addr }](s string, parse func(string) (T, error)) ([]T, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) > 2 {
+		return nil, fmt.Errorf("at most two values (one IPv4, one IPv6), got %d", len(parts))
+	}
+	var out []T
+	for _, p := range parts {
+		v, err := parse(strings.TrimSpace(p))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if len(out) == 2 && out[0].Addr().Is4() == out[1].Addr().Is4() {
+		return nil, fmt.Errorf("dual stack needs one IPv4 and one IPv6 value")
+	}
+	return out, nil
+}
+
+type addrOf netip.Addr
+
+func (a addrOf) Addr() netip.Addr { return netip.Addr(a) }
+
+func parseAddr(s string) (addrOf, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return addrOf{}, fmt.Errorf("%q is not an IP address", s)
+	}
+	return addrOf(a.Unmap()), nil
+}
+
+type prefixOf netip.Prefix
+
+func (p prefixOf) Addr() netip.Addr { return netip.Prefix(p).Addr() }
+
+func parsePrefix(s string) (prefixOf, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return prefixOf{}, fmt.Errorf("%q is not a CIDR (address/prefix-length)", s)
+	}
+	if p.Masked() != p {
+		return prefixOf{}, fmt.Errorf("%q has host bits set; the network is %s", s, p.Masked())
+	}
+	return prefixOf(p), nil
+}
+
+// internalAddrs returns a host's internal addresses (internalAddress, else
+// address when it is an IP). Invalid entries are skipped: validate reports
+// them.
+func (h *Host) internalAddrs() []netip.Addr {
+	src := h.InternalAddress
+	if src == "" {
+		src = h.Address
+	}
+	var out []netip.Addr
+	for _, p := range strings.Split(src, ",") {
+		if a, err := netip.ParseAddr(strings.TrimSpace(p)); err == nil {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out
+}
+
+// validate checks every rule and records all violations in ps.
+func validate(c *Cluster, ps *problems) {
+	if c.APIVersion != APIVersion {
+		ps.add("apiVersion", "", "unsupported apiVersion %q; want %s (or kubekey.kubesphere.io/v1alpha2, converted)", c.APIVersion, APIVersion)
+	}
+	if c.Kind != Kind {
+		ps.add("kind", "", "kind must be %s, got %q", Kind, c.Kind)
+	}
+	switch {
+	case c.Metadata.Name == "":
+		ps.add("metadata.name", "e.g. name: mycluster", "missing cluster name")
+	case !isDNS1123Subdomain(c.Metadata.Name):
+		ps.add("metadata.name", "lowercase letters, digits, '-' and '.'", "%q is not a valid cluster name", c.Metadata.Name)
+	}
+	checkEnums(reflect.ValueOf(&c.Spec).Elem(), "spec", ps)
+	names := validateHosts(c, ps)
+	validateRoleGroups(c, names, ps)
+	validateEndpoint(c, ps)
+	validateKubernetes(c, ps)
+	validateEtcd(c, ps)
+	validateNetwork(c, ps)
+	validateRegistry(c, ps)
+	validateMisc(c, ps)
+}
+
+// checkEnums checks every string field carrying an `enum` tag.
+func checkEnums(v reflect.Value, path string, ps *problems) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			checkEnums(v.Elem(), path, ps)
+		}
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Struct {
+			for i := range v.Len() {
+				checkEnums(v.Index(i), index(path, i), ps)
+			}
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name := yamlName(f)
+			if name == "" {
+				continue
+			}
+			p := child(path, name)
+			enum, ok := f.Tag.Lookup("enum")
+			if ok && f.Type.Kind() == reflect.String {
+				got := v.Field(i).String()
+				allowed := strings.Split(enum, ",")
+				// Empty is "not set": SetDefaults fills the fields that
+				// need a value, the rest are unused in this configuration.
+				if got != "" && !slices.Contains(allowed, got) {
+					shown := slices.DeleteFunc(slices.Clone(allowed), func(s string) bool { return s == "" })
+					hint := didYouMean(got, shown)
+					if hint == "" {
+						hint = "one of " + strings.Join(shown, ", ")
+					} else {
+						hint += " (one of " + strings.Join(shown, ", ") + ")"
+					}
+					ps.add(p, hint, "invalid value %q", got)
+				}
+				continue
+			}
+			checkEnums(v.Field(i), p, ps)
+		}
+	}
+}
+
+func validateHosts(c *Cluster, ps *problems) []string {
+	if len(c.Spec.Hosts) == 0 {
+		ps.add("spec.hosts", "run `kubexm create config` for a sample", "no hosts")
+	}
+	var names []string
+	seen := map[string]int{}
+	for i := range c.Spec.Hosts {
+		h := &c.Spec.Hosts[i]
+		p := index("spec.hosts", i)
+		switch {
+		case h.Name == "":
+			ps.add(child(p, "name"), "", "missing host name")
+		case !isDNS1123Subdomain(h.Name):
+			ps.add(child(p, "name"), "host names become node names: lowercase letters, digits, '-' and '.'", "%q is not a valid DNS-1123 name", h.Name)
+		}
+		if j, dup := seen[h.Name]; dup && h.Name != "" {
+			ps.add(child(p, "name"), "", "duplicate host name %q (also hosts[%d])", h.Name, j)
+		} else {
+			seen[h.Name] = i
+			names = append(names, h.Name)
+		}
+		switch {
+		case h.Address == "":
+			ps.add(child(p, "address"), "", "missing address")
+		default:
+			if _, err := netip.ParseAddr(h.Address); err != nil && !isHostname(h.Address, false) {
+				ps.add(child(p, "address"), "an IP address or a DNS name", "invalid address %q", h.Address)
+			}
+		}
+		if h.InternalAddress != "" {
+			if _, err := parseDualStack(h.InternalAddress, parseAddr); err != nil {
+				ps.add(child(p, "internalAddress"), `"IPv4" or "IPv4,IPv6"`, "%v", err)
+			}
+		}
+		if h.Port < 1 || h.Port > 65535 {
+			ps.add(child(p, "port"), "", "port %d out of range 1..65535", h.Port)
+		}
+		if h.PrivateKeyPath != "" && h.Connection != "local" {
+			if _, err := os.Stat(c.resolvePath(h.PrivateKeyPath)); err != nil {
+				ps.add(child(p, "privateKeyPath"), "relative paths are relative to the cluster file", "private key not found: %v", err)
+			}
+		}
+		for k, v := range h.Labels {
+			if k == "" {
+				ps.add(child(p, "labels"), "", "empty label key")
+			}
+			if len(v) > 63 {
+				ps.add(key(child(p, "labels"), k), "", "label value longer than 63 characters")
+			}
+		}
+	}
+	return names
+}
+
+func validateRoleGroups(c *Cluster, names []string, ps *problems) {
+	rg := &c.Spec.RoleGroups
+	known := make(map[string]bool, len(names))
+	for _, n := range names {
+		known[n] = true
+	}
+	for _, g := range rg.all() {
+		path := child("spec.roleGroups", g.name)
+		missing := 0
+		for i, m := range *g.members {
+			if known[m] {
+				continue
+			}
+			// A wrong range can name thousands of hosts; a few lines
+			// show the mistake better than all of them.
+			if missing++; missing <= maxMissingShown {
+				ps.add(index(path, i), didYouMean(m, names), "host %q is not in spec.hosts", m)
+			}
+		}
+		if missing > maxMissingShown {
+			ps.add(path, "", "%d more members are not in spec.hosts", missing-maxMissingShown)
+		}
+	}
+	if len(rg.Master) == 0 {
+		ps.add("spec.roleGroups.master", "", "at least one master is required")
+	}
+	switch c.Spec.Etcd.Type {
+	case "external":
+		if len(rg.Etcd) > 0 {
+			ps.add("spec.roleGroups.etcd", "remove the etcd group or change etcd.type", "etcd hosts are listed but etcd.type is external")
+		}
+	case "kubeadm":
+		if len(rg.Etcd) > 0 && !sameSet(rg.Etcd, rg.Master) {
+			ps.add("spec.roleGroups.etcd", "kubeadm runs a stacked etcd member on every master", "with etcd.type kubeadm the etcd group must equal the master group")
+		}
+	default:
+		if len(rg.Etcd) == 0 {
+			ps.add("spec.roleGroups.etcd", "list at least one host, or set etcd.type: external", "at least one etcd host is required")
+		}
+	}
+	if n := len(rg.Etcd); n > 0 && n%2 == 0 {
+		ps.warn("spec.roleGroups.etcd", "%d etcd members tolerate no more failures than %d; use an odd number", n, n-1)
+	}
+	if len(rg.Registry) > 1 {
+		ps.add("spec.roleGroups.registry", "", "at most one registry host, got %d", len(rg.Registry))
+	}
+}
+
+const maxMissingShown = 5
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+func validateEndpoint(c *Cluster, ps *problems) {
+	cpe := &c.Spec.ControlPlaneEndpoint
+	const base = "spec.controlPlaneEndpoint"
+	lbHosts := len(c.Spec.RoleGroups.Loadbalancer)
+	var vip netip.Addr
+	if cpe.LBAddress != "" {
+		a, err := netip.ParseAddr(cpe.LBAddress)
+		if err != nil {
+			ps.add(child(base, "lb_address"), "the virtual IP, e.g. 172.16.0.100", "%q is not an IP address", cpe.LBAddress)
+		}
+		vip = a
+	}
+	switch cpe.ExternalLoadBalancer {
+	case "kubexm":
+		if lbHosts == 0 {
+			ps.add(child(base, "externalLoadBalancer"), "list hosts under roleGroups.loadbalancer", "externalLoadBalancer kubexm needs loadbalancer hosts")
+		}
+		if cpe.LBAddress == "" {
+			ps.add(child(base, "lb_address"), "keepalived serves this virtual IP", "externalLoadBalancer kubexm needs lb_address")
+		}
+	case "external":
+		if lbHosts > 0 {
+			ps.add("spec.roleGroups.loadbalancer", "remove them, or use externalLoadBalancer: kubexm", "externalLoadBalancer external uses your own load balancer; loadbalancer hosts are not allowed")
+		}
+		if cpe.LBAddress == "" && !cpe.ExternalDNS {
+			ps.add(child(base, "lb_address"), "the address of your load balancer", "externalLoadBalancer external needs lb_address")
+		}
+	case "":
+		if lbHosts > 0 {
+			ps.add("spec.roleGroups.loadbalancer", "set controlPlaneEndpoint.externalLoadBalancer: kubexm", "loadbalancer hosts are only used with externalLoadBalancer kubexm")
+		}
+	}
+	if cpe.InternalLoadbalancer == "kube-vip" && cpe.LBAddress == "" {
+		ps.add(child(base, "lb_address"), "kube-vip announces this virtual IP", "internalLoadbalancer kube-vip needs lb_address")
+	}
+	if cpe.ExternalDNS && cpe.LBAddress != "" && cpe.InternalLoadbalancer != "kube-vip" {
+		ps.add(child(base, "lb_address"), "with externalDNS the domain is resolved by your DNS", "lb_address must be empty when externalDNS is true")
+	}
+	if vip.IsValid() {
+		for i := range c.Spec.Hosts {
+			h := &c.Spec.Hosts[i]
+			if slices.Contains(h.internalAddrs(), vip) {
+				ps.add(child(base, "lb_address"), "a virtual IP must be free", "lb_address %s is the address of host %s", vip, h.Name)
+			}
+		}
+	}
+	if cpe.Domain != "" && !isHostname(cpe.Domain, false) {
+		ps.add(child(base, "domain"), "", "%q is not a valid DNS name", cpe.Domain)
+	}
+	if cpe.Port < 1 || cpe.Port > 65535 {
+		ps.add(child(base, "port"), "", "port %d out of range 1..65535", cpe.Port)
+	}
+}
+
+// removedFeatureGates are gates kubelet 1.33 no longer knows; setting one
+// makes the component refuse to start.
+func removedFeatureGate(name string) bool {
+	switch name {
+	case "ExpandCSIVolumes", "TTLAfterFinished", "CSIStorageCapacity", "IPv6DualStack":
+		return true
+	}
+	return false
+}
+
+func validateKubernetes(c *Cluster, ps *problems) {
+	k := &c.Spec.Kubernetes
+	const base = "spec.kubernetes"
+	if !isSupportedKubernetes(k.Version) {
+		ps.add(child(base, "version"), supportedHint(), "unsupported Kubernetes version %q", k.Version)
+	}
+	for i, s := range k.APIServerCertExtraSans {
+		if _, err := netip.ParseAddr(s); err != nil && !isHostname(s, true) {
+			ps.add(index(child(base, "apiserverCertExtraSans"), i), "", "%q is neither an IP nor a DNS name", s)
+		}
+	}
+	cr := &k.ContainerRuntime
+	crPath := child(base, "containerRuntime")
+	blocks := map[string]*RuntimeSettings{"containerd": cr.Containerd, "docker": cr.Docker, "crio": cr.Crio, "isula": cr.Isula}
+	selected := strings.ReplaceAll(cr.Type, "cri-o", "crio")
+	for _, name := range []string{"containerd", "docker", "crio", "isula"} {
+		rs := blocks[name]
+		if rs == nil {
+			continue
+		}
+		if name != selected {
+			ps.warn(child(crPath, name), "ignored: containerRuntime.type is %s", cr.Type)
+			continue
+		}
+		if rs.Version != "" && rs.Version != cr.Version {
+			ps.add(child(child(crPath, name), "version"), "set the version in one place", "version %q differs from containerRuntime.version %q", rs.Version, cr.Version)
+		}
+	}
+	if cr.Type == "docker" && k.Type == "kubeadm" {
+		ps.warn(child(crPath, "type"), "docker needs cri-dockerd with Kubernetes 1.24 and later; it is installed with it")
+	}
+	if k.MaxPods < 1 {
+		ps.add(child(base, "maxPods"), "", "maxPods must be positive, got %d", k.MaxPods)
+	}
+	if k.PodPidsLimit < -1 {
+		ps.add(child(base, "podPidsLimit"), "-1 means unlimited", "invalid podPidsLimit %d", k.PodPidsLimit)
+	}
+	if k.NodeCidrMaskSize < 8 || k.NodeCidrMaskSize > 30 {
+		ps.add(child(base, "nodeCidrMaskSize"), "usually 24", "nodeCidrMaskSize %d out of range 8..30", k.NodeCidrMaskSize)
+	}
+	for g := range k.FeatureGates {
+		if removedFeatureGate(g) {
+			ps.warn(key(child(base, "featureGates"), g), "feature gate %s was removed from Kubernetes (always on or gone); %s components refuse unknown gates, remove it", g, k.Version)
+		}
+	}
+	for i, a := range k.KubeletArgs {
+		if !strings.HasPrefix(a, "--") {
+			ps.add(index(child(base, "kubeletArgs"), i), "write --flag=value", "%q is not a kubelet flag", a)
+		}
+	}
+}
+
+var semverish = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
+
+func validateEtcd(c *Cluster, ps *problems) {
+	e := &c.Spec.Etcd
+	const base = "spec.etcd"
+	if e.Type == "external" {
+		x := e.External
+		if x == nil || len(x.Endpoints) == 0 {
+			ps.add(child(base, "external"), "e.g. external: {endpoints: [https://10.0.0.5:2379]}", "etcd.type external needs external.endpoints")
+			return
+		}
+		xp := child(base, "external")
+		for i, ep := range x.Endpoints {
+			u, err := url.Parse(ep)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				ps.add(index(child(xp, "endpoints"), i), "e.g. https://10.0.0.5:2379", "%q is not an http(s) URL", ep)
+			}
+		}
+		if (x.CertFile == "") != (x.KeyFile == "") {
+			ps.add(xp, "", "certFile and keyFile must be set together")
+		}
+		for name, f := range map[string]string{"caFile": x.CAFile, "certFile": x.CertFile, "keyFile": x.KeyFile} {
+			if f == "" {
+				continue
+			}
+			if _, err := os.Stat(c.resolvePath(f)); err != nil {
+				ps.add(child(xp, name), "relative paths are relative to the cluster file", "cannot read %s: %v", name, err)
+			}
+		}
+		return
+	}
+	if e.External != nil {
+		ps.warn(child(base, "external"), "ignored: etcd.type is %s", e.Type)
+	}
+	if !semverish.MatchString(e.Version) {
+		ps.add(child(base, "version"), "e.g. "+DefaultEtcdVersion, "invalid etcd version %q", e.Version)
+	}
+	if e.HeartbeatInterval <= 0 {
+		ps.add(child(base, "heartbeatInterval"), "", "must be positive")
+	} else if e.ElectionTimeout < 5*e.HeartbeatInterval {
+		ps.add(child(base, "electionTimeout"), "etcd requires at least 5x heartbeatInterval", "electionTimeout %d is less than 5 x heartbeatInterval %d", e.ElectionTimeout, e.HeartbeatInterval)
+	}
+	if e.SnapshotCount < 0 {
+		ps.add(child(base, "snapshotCount"), "", "must not be negative")
+	}
+	for name, p := range map[string]*int{"autoCompactionRetention": e.AutoCompactionRetention, "maxSnapshots": e.MaxSnapshots, "maxWals": e.MaxWals} {
+		if p != nil && *p < 0 {
+			ps.add(child(base, name), "0 disables the limit", "must not be negative")
+		}
+	}
+	if e.QuotaBackendBytes < 0 || e.MaxRequestBytes < 0 {
+		ps.add(base, "", "quotaBackendBytes and maxRequestBytes must not be negative")
+	}
+	if e.QuotaBackendBytes > 8*1024*1024*1024 {
+		ps.warn(child(base, "quotaBackendBytes"), "above 8 GiB; etcd warns at startup and recovery gets slow")
+	}
+}
+
+func validateNetwork(c *Cluster, ps *problems) {
+	n := &c.Spec.Network
+	const base = "spec.network"
+	pods, perr := parseDualStack(n.KubePodsCIDR, parsePrefix)
+	if perr != nil {
+		ps.add(child(base, "kubePodsCIDR"), `"v4CIDR" or "v4CIDR,v6CIDR"`, "%v", perr)
+	}
+	svcs, serr := parseDualStack(n.KubeServiceCIDR, parsePrefix)
+	if serr != nil {
+		ps.add(child(base, "kubeServiceCIDR"), `"v4CIDR" or "v4CIDR,v6CIDR"`, "%v", serr)
+	}
+	if perr == nil && serr == nil {
+		if len(pods) != len(svcs) {
+			ps.add(child(base, "kubeServiceCIDR"), "give both ranges the same IP families", "kubePodsCIDR has %d families but kubeServiceCIDR has %d", len(pods), len(svcs))
+		}
+		for _, p := range pods {
+			for _, s := range svcs {
+				if netip.Prefix(p).Overlaps(netip.Prefix(s)) {
+					ps.add(child(base, "kubeServiceCIDR"), "pod and service ranges must be disjoint", "%s overlaps kubePodsCIDR %s", netip.Prefix(s), netip.Prefix(p))
+				}
+			}
+		}
+		if v4 := firstV4(pods); v4.IsValid() && c.Spec.Kubernetes.NodeCidrMaskSize < v4.Bits() {
+			ps.add("spec.kubernetes.nodeCidrMaskSize", "it must be longer than the pod range prefix", "nodeCidrMaskSize %d is shorter than kubePodsCIDR /%d", c.Spec.Kubernetes.NodeCidrMaskSize, v4.Bits())
+		}
+		for i := range c.Spec.Hosts {
+			h := &c.Spec.Hosts[i]
+			for _, a := range h.internalAddrs() {
+				for name, set := range map[string][]prefixOf{"kubePodsCIDR": pods, "kubeServiceCIDR": svcs} {
+					for _, p := range set {
+						if netip.Prefix(p).Contains(a) {
+							ps.add(child(base, name), "choose a range that does not contain your machines", "%s contains host %s (%s)", netip.Prefix(p), h.Name, a)
+						}
+					}
+				}
+			}
+		}
+	}
+	if n.Plugin == "calico" && n.Calico != nil {
+		if n.Calico.IPIPMode != "Never" && n.Calico.VXLANMode != "Never" {
+			ps.add(child(base, "calico"), "set one of ipipMode or vxlanMode to Never", "ipipMode %s and vxlanMode %s cannot both be on", n.Calico.IPIPMode, n.Calico.VXLANMode)
+		}
+		if n.Calico.VethMTU < 0 {
+			ps.add(child(child(base, "calico"), "vethMTU"), "0 auto-detects", "vethMTU must not be negative")
+		}
+		bs := n.IPPool.BlockSize
+		if bs < 20 || bs > 32 {
+			ps.add(child(child(base, "ippool"), "blockSize"), "calico accepts 20..32; default 26", "blockSize %d out of range", bs)
+		} else if v4 := firstV4(pods); v4.IsValid() && bs < v4.Bits() {
+			ps.add(child(child(base, "ippool"), "blockSize"), "", "blockSize /%d is larger than kubePodsCIDR /%d", bs, v4.Bits())
+		}
+	}
+	for name, set := range map[string]bool{"calico": n.Calico != nil, "flannel": n.Flannel != nil, "cilium": n.Cilium != nil} {
+		if set && name != n.Plugin {
+			ps.warn(child(base, name), "ignored: network.plugin is %s", n.Plugin)
+		}
+	}
+}
+
+func firstV4(ps []prefixOf) netip.Prefix {
+	for _, p := range ps {
+		if netip.Prefix(p).Addr().Is4() {
+			return netip.Prefix(p)
+		}
+	}
+	return netip.Prefix{}
+}
+
+func validateRegistry(c *Cluster, ps *problems) {
+	r := &c.Spec.Registry
+	const base = "spec.registry"
+	hosts := len(c.Spec.RoleGroups.Registry)
+	switch r.Type {
+	case "external":
+		if hosts > 0 {
+			ps.add("spec.roleGroups.registry", "remove it or set registry.type to registry or harbor", "registry.type external deploys nothing, but a registry host is listed")
+		}
+		if r.PrivateRegistry == "" {
+			ps.add(child(base, "privateRegistry"), "the host name of your registry", "registry.type external needs privateRegistry")
+		}
+	case "harbor":
+		if hosts == 0 {
+			ps.add("spec.roleGroups.registry", "list the host that runs Harbor", "registry.type harbor needs a registry host")
+		}
+	}
+	if r.PrivateRegistry != "" {
+		host := r.PrivateRegistry
+		if h, _, ok := strings.Cut(host, ":"); ok && !strings.Contains(host, "]") {
+			host = h
+		}
+		if _, err := netip.ParseAddr(strings.Trim(host, "[]")); err != nil && !isHostname(host, false) {
+			ps.add(child(base, "privateRegistry"), "a host name, optionally with :port", "%q is not a valid registry host", r.PrivateRegistry)
+		}
+	}
+	for name := range r.Auths {
+		if name == "" {
+			ps.add(child(base, "auths"), "", "empty registry name")
+		}
+	}
+}
+
+func validateMisc(c *Cluster, ps *problems) {
+	for i, s := range c.Spec.System.NTPServers {
+		if strings.TrimSpace(s) == "" {
+			ps.add(index("spec.system.ntpServers", i), "", "empty NTP server")
+		}
+	}
+	for i, e := range c.Spec.Extra.Hosts {
+		p := index("spec.extra.hosts", i)
+		if !isHostname(e.Domain, false) {
+			ps.add(child(p, "domain"), "", "%q is not a valid DNS name", e.Domain)
+		}
+		if _, err := netip.ParseAddr(e.Address); err != nil {
+			ps.add(child(p, "address"), "", "%q is not an IP address", e.Address)
+		}
+	}
+	for i, r := range c.Spec.Extra.Resolves {
+		if _, err := netip.ParseAddr(r.Address); err != nil {
+			ps.add(child(index("spec.extra.resolves", i), "address"), "", "%q is not an IP address", r.Address)
+		}
+	}
+	for i, a := range c.Spec.Addons {
+		if strings.TrimSpace(a) == "" {
+			ps.add(index("spec.addons", i), "", "empty add-on name")
+		}
+	}
+}

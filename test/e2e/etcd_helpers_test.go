@@ -1,0 +1,363 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mensylisir/kubexm/test/testhosts"
+)
+
+// moduleRoot is the directory holding go.mod above the test's directory.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// buildKubexm compiles cmd/kubexm into dir.
+func buildKubexm(ctx context.Context, t *testing.T, root, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "kubexm")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/kubexm")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/kubexm: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// etcdRelease lays out etcd's release (tarball and SHA256SUMS, built from the
+// Go module proxy on first use) with test/artifacts/release.sh and returns
+// the directory a file server serves as https://github.com.
+func etcdRelease(ctx context.Context, t *testing.T, root, version string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "artifacts", "release.sh"))
+	cmd.Env = append(os.Environ(), "ETCD_VERSION="+version, "GOARCH=amd64")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("test/artifacts/release.sh: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	tarball := lines[len(lines)-1]
+	// .../<root>/etcd-io/etcd/releases/download/<version>/<tarball>
+	serveRoot := tarball
+	for range 6 {
+		serveRoot = filepath.Dir(serveRoot)
+	}
+	if _, err := os.Stat(filepath.Join(serveRoot, "etcd-io", "etcd", "releases", "download", version, "SHA256SUMS")); err != nil {
+		t.Fatalf("release.sh printed %s, but SHA256SUMS is not beside it: %v", tarball, err)
+	}
+	return serveRoot
+}
+
+// serveDir serves dir over HTTP on the test bridge's gateway address, where
+// both the control machine (this one) and the test machines reach it.
+func serveDir(t *testing.T, addr, dir string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
+	if err != nil {
+		t.Fatalf("listen on the gateway %s: %v", addr, err)
+	}
+	srv := &http.Server{Handler: http.FileServer(http.Dir(dir)), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// clusterYAML is the test cluster: every machine an etcd member, n1 the
+// master, the others workers. kube-proxy's ipvs mode is off because the test
+// kernel has no IP_VS; extra hosts, resolves and a timezone exercise the os
+// role's reversible changes.
+func clusterYAML(name string, set *testhosts.Set) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: kubexm.mensylisir.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: %s\nspec:\n  hosts:\n", name)
+	for _, h := range set.Hosts {
+		fmt.Fprintf(&b, "  - {name: %s, address: %s, internalAddress: %s, port: %d, user: root, privateKeyPath: %q}\n",
+			h.Name, h.Address, h.Address, h.Port, set.KeyPath)
+	}
+	b.WriteString("  roleGroups:\n    etcd:\n")
+	for _, h := range set.Hosts {
+		fmt.Fprintf(&b, "    - %s\n", h.Name)
+	}
+	fmt.Fprintf(&b, "    master:\n    - %s\n    worker:\n", set.Hosts[0].Name)
+	for _, h := range set.Hosts[1:] {
+		fmt.Fprintf(&b, "    - %s\n", h.Name)
+	}
+	fmt.Fprintf(&b, `  system:
+    timezone: Asia/Shanghai
+  kubernetes:
+    proxyMode: iptables
+  etcd:
+    type: kubexm
+    dataDir: /var/lib/etcd
+  extra:
+    hosts:
+    - {domain: artifacts.e2e.kubexm.local, address: %s}
+    resolves:
+    - {address: %s}
+`, set.Gateway, set.Gateway)
+	return b.String()
+}
+
+// event is the part of a --output json line the test reads.
+type event struct {
+	Kind    string `json:"kind"`
+	Play    string `json:"play"`
+	Role    string `json:"role"`
+	Task    string `json:"task"`
+	Host    string `json:"host"`
+	Status  string `json:"status"`
+	Message string `json:"message"`
+	Resumed bool   `json:"resumed"`
+	Recap   *struct {
+		Hosts map[string]struct {
+			OK          int    `json:"ok"`
+			Changed     int    `json:"changed"`
+			Failed      int    `json:"failed"`
+			Unreachable int    `json:"unreachable"`
+			Error       string `json:"error"`
+		} `json:"hosts"`
+		Failed bool `json:"failed"`
+	} `json:"recap"`
+}
+
+// runResult is one kubexm run.
+type runResult struct {
+	events []event
+	wall   time.Duration
+	err    error
+	stderr string
+}
+
+func (r runResult) recap() *event {
+	for i := len(r.events) - 1; i >= 0; i-- {
+		if r.events[i].Kind == "recap" && r.events[i].Recap != nil {
+			return &r.events[i]
+		}
+	}
+	return nil
+}
+
+// changed lists "host: task" for every changed outcome.
+func (r runResult) changed() []string {
+	var out []string
+	for _, e := range r.events {
+		if e.Kind == "host_result" && e.Status == "changed" {
+			out = append(out, fmt.Sprintf("%s: %s", e.Host, e.Task))
+		}
+	}
+	return out
+}
+
+// failures describes what failed, for test messages.
+func (r runResult) failures() string {
+	var b strings.Builder
+	for _, e := range r.events {
+		if e.Kind == "host_result" && (e.Status == "failed" || e.Status == "unreachable") {
+			fmt.Fprintf(&b, "\n  %s [%s] %s: %s", e.Host, e.Role, e.Task, e.Message)
+		}
+	}
+	if b.Len() == 0 {
+		b.WriteString("\n  stderr: " + strings.TrimSpace(r.stderr))
+	}
+	return b.String()
+}
+
+// kubexm runs the binary in its own directory, where .kubexm/<cluster> goes.
+type kubexm struct {
+	bin, dir, inventory string
+	extra               []string // -e arguments for every run
+}
+
+func (k kubexm) command(ctx context.Context, playbook string, args ...string) *exec.Cmd {
+	argv := append([]string{"play", playbook, "-i", k.inventory, "--output", "json"}, args...)
+	for _, e := range k.extra {
+		argv = append(argv, "-e", e)
+	}
+	cmd := exec.CommandContext(ctx, k.bin, argv...)
+	cmd.Dir = k.dir
+	cmd.WaitDelay = 10 * time.Second
+	return cmd
+}
+
+// play runs a playbook to its end.
+func (k kubexm) play(ctx context.Context, playbook string, args ...string) runResult {
+	return k.playUntil(ctx, nil, playbook, args...)
+}
+
+// playUntil runs a playbook and kills it (SIGKILL, as a crash or a lost
+// terminal would) as soon as stop returns true for an event.
+func (k kubexm) playUntil(ctx context.Context, stop func(event) bool, playbook string, args ...string) runResult {
+	cmd := k.command(ctx, playbook, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return runResult{err: err}
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return runResult{err: err}
+	}
+	var res runResult
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	killed := false
+	for sc.Scan() {
+		var e event
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue
+		}
+		res.events = append(res.events, e)
+		if stop != nil && !killed && stop(e) {
+			killed = true
+			_ = cmd.Process.Kill()
+		}
+	}
+	_, _ = io.Copy(io.Discard, stdout)
+	res.err = cmd.Wait()
+	res.wall = time.Since(start)
+	res.stderr = stderr.String()
+	if killed {
+		var ee *exec.ExitError
+		if errors.As(res.err, &ee) {
+			res.err = nil
+		}
+	}
+	return res
+}
+
+// snapshot describes the files under paths on one machine: type, mode,
+// owner, symlink target and content hash of each, sorted, one per line.
+func snapshot(ctx context.Context, t *testing.T, set *testhosts.Set, host string, paths ...string) map[string]string {
+	t.Helper()
+	script := fmt.Sprintf(`for p in %s; do
+  [ -e "$p" ] || { echo "$p absent"; continue; }
+  find "$p" -xdev -path /var/lib/systemd -prune -o -printf '%%p %%y %%m %%u:%%g %%l\n'
+  find "$p" -xdev -path /var/lib/systemd -prune -o -type f -exec sha256sum {} +
+done | LC_ALL=C sort`, strings.Join(paths, " "))
+	out, err := set.SSH(ctx, host, script)
+	if err != nil {
+		t.Fatalf("snapshot of %s: %v", host, err)
+	}
+	snap := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		// "path type mode owner target" and "sum  path": key by path.
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 2 && len(f[0]) == 64:
+			snap[f[1]] += " sha256=" + f[0]
+		case len(f) >= 1:
+			snap[f[0]] += " " + strings.Join(f[1:], " ")
+		}
+	}
+	return snap
+}
+
+// diffSnapshots lists the paths whose description differs.
+func diffSnapshots(before, after map[string]string) []string {
+	var out []string
+	for p, b := range before {
+		if a, ok := after[p]; !ok {
+			out = append(out, "removed "+p)
+		} else if a != b {
+			out = append(out, fmt.Sprintf("changed %s:%s ->%s", p, b, a))
+		}
+	}
+	for p := range after {
+		if _, ok := before[p]; !ok {
+			out = append(out, "added "+p+after[p])
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// unitState lists the unit files systemd knows and their enablement.
+func unitState(ctx context.Context, t *testing.T, set *testhosts.Set, host string) string {
+	t.Helper()
+	out, err := set.SSH(ctx, host, "systemctl list-unit-files --no-legend --no-pager | LC_ALL=C sort")
+	if err != nil {
+		t.Fatalf("unit files of %s: %v", host, err)
+	}
+	return out
+}
+
+// etcdctl runs etcdctl on host with the member's admin client certificate.
+func etcdctl(ctx context.Context, set *testhosts.Set, host, endpoints string, args string) (string, error) {
+	ssl := "/etc/kubexm/etcd/ssl"
+	return set.SSH(ctx, host, fmt.Sprintf("ETCDCTL_API=3 /usr/local/bin/etcdctl --endpoints=%s --cacert=%s/ca.pem --cert=%s/admin-%s.pem --key=%s/admin-%s-key.pem %s",
+		endpoints, ssl, ssl, host, ssl, host, args))
+}
+
+// checkEtcd proves a healthy 3-member cluster with TLS: every member healthy
+// over its client URL, a write through one member read back through another,
+// and no access without a client certificate.
+func checkEtcd(ctx context.Context, t *testing.T, set *testhosts.Set) {
+	t.Helper()
+	var eps []string
+	for _, h := range set.Hosts {
+		eps = append(eps, "https://"+net.JoinHostPort(h.Address, "2379"))
+	}
+	first, last := set.Hosts[0], set.Hosts[len(set.Hosts)-1]
+	out, err := etcdctl(ctx, set, first.Name, eps[0], "endpoint health --cluster -w json")
+	if err != nil {
+		t.Fatalf("etcdctl endpoint health: %v\n%s", err, out)
+	}
+	var health []struct {
+		Endpoint string `json:"endpoint"`
+		Health   bool   `json:"health"`
+	}
+	if err := json.Unmarshal([]byte(out), &health); err != nil {
+		t.Fatalf("endpoint health output %q: %v", out, err)
+	}
+	healthy := 0
+	for _, h := range health {
+		if h.Health {
+			healthy++
+		}
+	}
+	if healthy != len(set.Hosts) {
+		t.Fatalf("%d healthy members, want %d: %s", healthy, len(set.Hosts), out)
+	}
+	key := fmt.Sprintf("/kubexm-e2e/%d", time.Now().UnixNano())
+	if out, err := etcdctl(ctx, set, first.Name, eps[0], "put "+key+" hello"); err != nil {
+		t.Fatalf("put through %s: %v\n%s", first.Name, err, out)
+	}
+	got, err := etcdctl(ctx, set, last.Name, eps[len(eps)-1], "get --print-value-only "+key)
+	if err != nil || strings.TrimSpace(got) != "hello" {
+		t.Fatalf("get through %s: %q, %v", last.Name, got, err)
+	}
+	if out, err := set.SSH(ctx, first.Name, fmt.Sprintf("ETCDCTL_API=3 /usr/local/bin/etcdctl --endpoints=%s --cacert=/etc/kubexm/etcd/ssl/ca.pem --dial-timeout=3s --command-timeout=5s get %s", eps[0], key)); err == nil {
+		t.Errorf("a client without a certificate could read etcd: %s", out)
+	}
+	t.Logf("etcd: %d healthy members with TLS; a write on %s was read on %s", healthy, first.Name, last.Name)
+}

@@ -1,0 +1,55 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # the variables are used by the scripts that source this file
+# Shared settings and helpers for the test-host scripts (sourced, not run).
+# The recipe and the reason behind every workaround: /work/shared/notes/test-hosts.md.
+
+CACHE=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
+ROOTFS=$CACHE/rootfs
+LAYERDIR=$CACHE/layers
+RUNS=$CACHE/runs
+MIRROR=${KUBEXM_TEST_MIRROR:-http://deb.debian.org/debian}
+HOSTS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+die() {
+  echo "$(basename "$0"): $*" >&2
+  exit 1
+}
+
+need_root() {
+  [ "$(id -u)" -eq 0 ] || die "must run as root (systemd-nspawn, netns and cgroups need it); try: sudo $0"
+}
+
+# A prefix names everything a run creates, so it must fit in interface names
+# (15 bytes: kx<prefix>h<node>) and must not contain the separators used below.
+check_prefix() {
+  [[ $1 =~ ^[a-z0-9]{1,8}$ ]] || die "PREFIX '$1' is invalid: use 1-8 characters of [a-z0-9] (e.g. PREFIX=abc)"
+}
+
+# Names derived from a prefix; down.sh and leftovers.sh find a run's objects by these
+# patterns even when up.sh failed before it recorded them.
+bridge_name() { echo "kx$1br"; }
+veth_name() { echo "kx$1h$2"; }
+netns_name() { echo "kubexm-$1-n$2"; }
+cgroup_name() { echo "kubexm-$1-n$2"; }
+
+# Run "$@" holding an exclusive lock on the file $1.
+with_lock() {
+  local file=$1
+  shift
+  mkdir -p "$(dirname "$file")"
+  (
+    flock 9
+    "$@"
+  ) 9>"$file"
+}
+
+# Bridges, netns and the nspawn tmpfs are host-wide, so runs from different caches share this lock.
+HOST_LOCK=/run/lock/kubexm-test-host.lock
+
+# sha256 of stdin, first 16 hex digits.
+short_hash() { sha256sum | cut -c1-16; }
+
+# Overlay mounts whose lower layers include $1 (a directory in the cache).
+mounts_using() {
+  awk -v d="$1" 'index($0, "lowerdir=") && (index($0, d ":") || index($0, d ",")) {print $5}' /proc/self/mountinfo
+}

@@ -1,0 +1,275 @@
+#!/bin/bash
+# Start N test machines: systemd-nspawn containers with systemd as PID 1 and sshd, each with its
+# own network namespace, IP, hostname, overlay root and cgroup subtree, on a bridge per run.
+#
+#   N=3 PREFIX=abc test/hosts/up.sh
+#
+#   N        number of machines, 1-99 (default 3); they are named n1..nN
+#   PREFIX   names the run: bridge, veths, netns, cgroups and the state dir
+#            $KUBEXM_TEST_CACHE/runs/<PREFIX>; [a-z0-9]{1,8}; default: random
+#   LAYERS   extra layers over the base rootfs, e.g. "k8s=iptables,conntrack,socat"
+#            (built on first use, see build-layer.sh); a bare name uses an existing layer
+#   UP_TIMEOUT  seconds to wait for all machines to finish booting (default 120)
+#
+# Idempotent: machines of the run that are already up are left alone. The run gets the subnet
+# 10.77.X.0/24 (X chosen per prefix, never shared by two runs); the host side of its bridge is
+# 10.77.X.1. When the machines are ready it writes, in the state dir: id_ed25519 (the client key
+# for root and for the sudo user kubexm), ssh_config, cluster.yaml and hosts.env.
+# Tear down with down.sh (PREFIX=... test/hosts/down.sh), also after a failed up.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+need_root
+
+N=${N:-3}
+PREFIX=${PREFIX:-r$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')}
+LAYERS=${LAYERS:-}
+UP_TIMEOUT=${UP_TIMEOUT:-120}
+check_prefix "$PREFIX"
+if ! [[ $N =~ ^[0-9]+$ ]] || [ "$N" -lt 1 ] || [ "$N" -gt 99 ]; then die "N=$N is invalid: use 1-99"; fi
+[[ $UP_TIMEOUT =~ ^[0-9]+$ ]] || die "UP_TIMEOUT=$UP_TIMEOUT is not a number of seconds"
+STATE=$RUNS/$PREFIX
+T0=$(date +%s%N)
+elapsed_ms() { echo $((($(date +%s%N) - T0) / 1000000)); }
+
+for tool in systemd-nspawn ssh ssh-keygen ip flock; do
+  command -v "$tool" >/dev/null || die "$tool not found; install: apt-get install --no-install-recommends systemd-container openssh-client iproute2 util-linux"
+done
+
+"$HOSTS_DIR/prepare-rootfs.sh"
+LOWER=$ROOTFS
+for spec in $LAYERS; do
+  name=${spec%%=*}
+  if [ "$name" != "$spec" ]; then
+    IFS=, read -r -a pkgs <<<"${spec#*=}"
+    "$HOSTS_DIR/build-layer.sh" "$name" "${pkgs[@]}"
+  fi
+  [ -d "$LAYERDIR/$name" ] || die "layer '$name' does not exist; give its packages: LAYERS=\"$name=pkg1,pkg2\""
+  LOWER=$LAYERDIR/$name:$LOWER
+done
+
+mkdir -p "$STATE/nodes"
+if [ -f "$STATE/lower" ] && [ "$(cat "$STATE/lower")" != "$LOWER" ]; then
+  die "run $PREFIX is up with other layers ($(cat "$STATE/lower")); take it down first: PREFIX=$PREFIX $HOSTS_DIR/down.sh"
+fi
+echo "$LOWER" >"$STATE/lower"
+for d in "$STATE"/nodes/n*; do
+  [ -d "$d" ] || continue
+  i=${d##*/n}
+  [ "$i" -le "$N" ] || die "run $PREFIX already has node n$i, more than N=$N; take it down first: PREFIX=$PREFIX $HOSTS_DIR/down.sh"
+done
+
+# Choose the run's subnet (once) and create the host-side network objects. Under the host lock,
+# so that two runs starting together never pick the same subnet, and so that down.sh does not
+# unmount the shared /run/systemd/nspawn tmpfs while this run is starting.
+setup_host() {
+  if [ ! -f "$STATE/net" ]; then
+    local taken start x k
+    taken=$(
+      cat "$RUNS"/*/net 2>/dev/null || true
+      ip -4 -o addr show | grep -oE '10\.77\.[0-9]+\.' | sed 's/\.$//' || true
+    )
+    start=$((0x$(printf %s "$PREFIX" | sha256sum | cut -c1-4) % 254 + 1))
+    for k in $(seq 0 253); do
+      x=$(((start - 1 + k) % 254 + 1))
+      if ! grep -qx "10\.77\.$x" <<<"$taken"; then
+        echo "10.77.$x" >"$STATE/net"
+        break
+      fi
+    done
+    [ -f "$STATE/net" ] || die "no free 10.77.X.0/24 subnet left; take old runs down (ls $RUNS)"
+  fi
+  local net br
+  net=$(cat "$STATE/net")
+  br=$(bridge_name "$PREFIX")
+  # nspawn's cleanup refuses to rm -rf /run/systemd/nspawn/propagate/<machine> unless it is on
+  # tmpfs ("Attempted to remove disk file system ..."); /run is a plain directory here.
+  mkdir -p /run/systemd/nspawn
+  mountpoint -q /run/systemd/nspawn || mount -t tmpfs -o mode=755 tmpfs /run/systemd/nspawn
+  if ! ip link show "$br" >/dev/null 2>&1; then
+    ip link add "$br" type bridge
+  fi
+  ip addr replace "$net.1/24" dev "$br"
+  ip link set "$br" up
+  local i ns veth
+  for i in $(seq 1 "$N"); do
+    ns=$(netns_name "$PREFIX" "$i")
+    veth=$(veth_name "$PREFIX" "$i")
+    [ -e "/run/netns/$ns" ] && continue
+    ip link del "$veth" 2>/dev/null || true # from an earlier, failed up
+    ip netns add "$ns"
+    ip link add "$veth" type veth peer name eth0 netns "$ns"
+    ip link set "$veth" master "$br" up
+    ip -n "$ns" link set lo up
+    ip -n "$ns" addr add "$net.$((10 + i))/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" route add default via "$net.1"
+  done
+}
+with_lock "$HOST_LOCK" setup_host
+NET=$(cat "$STATE/net")
+
+KEY=$STATE/id_ed25519
+[ -f "$KEY" ] || ssh-keygen -q -t ed25519 -N '' -C "kubexm-test-$PREFIX" -f "$KEY"
+KUBEXM_IDS=$(awk -F: '$1=="kubexm"{print $3":"$4}' "$ROOTFS/etc/passwd")
+[ -n "$KUBEXM_IDS" ] || die "user kubexm is missing in $ROOTFS; rerun $HOSTS_DIR/prepare-rootfs.sh"
+
+# This shell's cgroup path in the hierarchy mounted at /sys/fs/cgroup/$1.
+cg_self() {
+  case $1 in
+  unified) awk -F: '$1=="0"{print $3}' /proc/self/cgroup ;;
+  systemd) awk -F: '$2=="name=systemd"{print $3}' /proc/self/cgroup ;;
+  *) awk -F: -v c="$1" '{n=split($2,a,","); for(i=1;i<=n;i++) if(a[i]==c) print $3}' /proc/self/cgroup ;;
+  esac
+}
+
+# Make the node's cgroup in every hierarchy and record it (before creating it, so that down.sh
+# removes it even if this script dies halfway).
+cg_make() {
+  local D=$1 name=$2 h p dir
+  : >"$D/cgroups"
+  for h in /sys/fs/cgroup/*; do
+    [ -f "$h/cgroup.procs" ] || continue
+    p=$(cg_self "$(basename "$h")")
+    [ -n "$p" ] || continue
+    dir="$h${p%/}/$name"
+    echo "$dir" >>"$D/cgroups"
+    mkdir -p "$dir"
+    if [ -f "$dir/cpuset.cpus" ] && [ -z "$(cat "$dir/cpuset.cpus")" ]; then
+      cat "$(dirname "$dir")/cpuset.cpus" >"$dir/cpuset.cpus"
+      cat "$(dirname "$dir")/cpuset.mems" >"$dir/cpuset.mems"
+    fi
+  done
+}
+
+start_node() {
+  local i=$1 name=n$1 ip=$NET.$((10 + $1))
+  local D=$STATE/nodes/$name ns machine
+  ns=$(netns_name "$PREFIX" "$i")
+  machine=$(cgroup_name "$PREFIX" "$i")
+  if [ -f "$D/wrapper.pid" ] && kill -0 "$(cat "$D/wrapper.pid")" 2>/dev/null; then
+    echo "$name $ip already running"
+    return 0
+  fi
+  mkdir -p "$D"/{upper,work,merged,containerd}
+  mountpoint -q "$D/merged" ||
+    mount -t overlay overlay -o "lowerdir=$LOWER,upperdir=$D/upper,workdir=$D/work" "$D/merged"
+  local M=$D/merged t
+  # Per-node host keys, ed25519 and ecdsa only: RSA generation costs up to 0.8 s per node.
+  for t in ed25519 ecdsa; do
+    [ -f "$M/etc/ssh/ssh_host_${t}_key" ] ||
+      ssh-keygen -q -t "$t" -N '' -C "root@$name" -f "$M/etc/ssh/ssh_host_${t}_key"
+  done
+  if [ ! -e "$D/upper/etc/hostname" ]; then # first start only: keep the node's own later edits
+    echo "$name" >"$M/etc/hostname"
+    printf '127.0.0.1 localhost\n%s %s\n' "$ip" "$name" >"$M/etc/hosts"
+    install -d -m 700 "$M/root/.ssh"
+    install -m 600 "$KEY.pub" "$M/root/.ssh/authorized_keys"
+    install -d -m 700 -o "${KUBEXM_IDS%:*}" -g "${KUBEXM_IDS#*:}" "$M/home/kubexm/.ssh"
+    install -m 600 -o "${KUBEXM_IDS%:*}" -g "${KUBEXM_IDS#*:}" "$KEY.pub" "$M/home/kubexm/.ssh/authorized_keys"
+  fi
+  cg_make "$D" "$machine"
+  # SYSTEMD_NSPAWN_API_VFS_WRITABLE=network: only /proc/sys/net (per netns) is writable. Never
+  #   "=1": that lets a node's `sysctl -w vm.overcommit_memory=1` change the real host kernel.
+  # --bind .../containerd: containerd's overlayfs snapshotter cannot use the overlay root as upperdir.
+  # --capability CAP_NET_ADMIN: not granted with --network-namespace-path (iptables, net.* sysctls).
+  # --system-call-filter @keyring: runc needs keyctl for its session keyring.
+  # --bind=/dev/kmsg + CAP_SYSLOG: kubelet reads /dev/kmsg.
+  # --register=no --keep-unit: there is no host systemd/machined to talk to.
+  # The wrapper joins the node's cgroups first, so each node gets its own cgroup-namespace root
+  # (otherwise all nodes would share <our cgroup>/payload and collide), and it restarts nspawn
+  # when the node reboots (nspawn exits 133 on `systemctl reboot`).
+  # shellcheck disable=SC2016 # the script is expanded by the inner bash
+  CGDIRS=$(cat "$D/cgroups") setsid bash -c '
+      for d in $CGDIRS; do echo $$ > "$d/cgroup.procs"; done
+      while :; do "$@"; rc=$?; [ $rc -eq 133 ] || exit $rc; echo "=== node rebooted ==="; done
+      ' _ env SYSTEMD_NSPAWN_API_VFS_WRITABLE=network systemd-nspawn -D "$M" \
+    --register=no --keep-unit --machine="$machine" --hostname="$name" \
+    --network-namespace-path="/run/netns/$ns" \
+    --resolv-conf=copy-host --timezone=off --console=read-only \
+    --bind="$D/containerd:/var/lib/containerd" \
+    --bind=/dev/kmsg \
+    --capability=CAP_NET_ADMIN,CAP_SYS_RESOURCE,CAP_IPC_LOCK,CAP_SYSLOG \
+    --kill-signal=SIGRTMIN+3 \
+    --system-call-filter="@keyring bpf" \
+    /usr/local/sbin/kubexm-test-init \
+    >"$D/console.log" 2>&1 </dev/null &
+  echo $! >"$D/wrapper.pid"
+}
+
+for i in $(seq 1 "$N"); do start_node "$i"; done
+
+SSHOPTS=(-i "$KEY" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR
+  -o ConnectTimeout=2 -o BatchMode=yes)
+for i in $(seq 1 "$N"); do
+  printf 'Host n%s %s-n%s\n  HostName %s\n  User root\n  IdentityFile %s\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n' \
+    "$i" "$PREFIX" "$i" "$NET.$((10 + i))" "$KEY"
+done >"$STATE/ssh_config"
+
+deadline=$((SECONDS + UP_TIMEOUT))
+for i in $(seq 1 "$N"); do
+  ip=$NET.$((10 + i))
+  D=$STATE/nodes/n$i
+  while :; do
+    # timeout: --wait blocks for as long as a unit hangs in starting
+    if state=$(timeout 30 ssh "${SSHOPTS[@]}" "root@$ip" 'systemctl is-system-running --wait' 2>/dev/null) ||
+      [ "$state" = degraded ]; then
+      note=""
+      if [ "$state" = degraded ]; then
+        note=" (degraded: $(ssh "${SSHOPTS[@]}" "root@$ip" 'systemctl --failed --plain --no-legend | cut -d" " -f1 | xargs'))"
+      fi
+      echo "n$i $ip up: ssh ok, systemd $state$note, $(elapsed_ms) ms after start"
+      break
+    fi
+    if ! kill -0 "$(cat "$D/wrapper.pid")" 2>/dev/null; then
+      tail -n 20 "$D/console.log" >&2
+      die "n$i exited while booting (log above, $D/console.log); clean up with: PREFIX=$PREFIX $HOSTS_DIR/down.sh"
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      tail -n 20 "$D/console.log" >&2
+      die "n$i ($ip) not ready after ${UP_TIMEOUT}s (log above, $D/console.log); clean up with: PREFIX=$PREFIX $HOSTS_DIR/down.sh"
+    fi
+    sleep 0.3
+  done
+done
+
+hosts=""
+for i in $(seq 1 "$N"); do hosts="$hosts n$i=$NET.$((10 + i))"; done
+{
+  echo "apiVersion: kubexm.mensylisir.io/v1alpha1"
+  echo "kind: Cluster"
+  echo "metadata:"
+  echo "  name: kubexm-test-$PREFIX"
+  echo "spec:"
+  echo "  hosts:"
+  for i in $(seq 1 "$N"); do
+    ip=$NET.$((10 + i))
+    echo "  - {name: n$i, address: $ip, internalAddress: $ip, port: 22, user: root, privateKeyPath: \"$KEY\"}"
+  done
+  echo "  roleGroups:"
+  echo "    etcd:"
+  for i in $(seq 1 "$N"); do echo "    - n$i"; done
+  echo "    master:"
+  echo "    - n1"
+  if [ "$N" -gt 1 ]; then
+    echo "    worker:"
+    for i in $(seq 2 "$N"); do echo "    - n$i"; done
+  else
+    echo "    worker: []"
+  fi
+} >"$STATE/cluster.yaml"
+cat >"$STATE/hosts.env" <<EOF
+# Test machines of run $PREFIX, written by test/hosts/up.sh. Use: source $STATE/hosts.env
+export KUBEXM_TEST_PREFIX=$PREFIX
+export KUBEXM_TEST_HOSTS="${hosts# }"
+export KUBEXM_TEST_KEY=$KEY
+export KUBEXM_TEST_GATEWAY=$NET.1
+export KUBEXM_TEST_INVENTORY=$STATE/cluster.yaml
+export KUBEXM_TEST_SSH_CONFIG=$STATE/ssh_config
+export KUBEXM_TEST_SUDO_USER=kubexm
+export KUBEXM_TEST_SUDO_PASSWORD=kubexm
+EOF
+echo "run $PREFIX: $N machine(s) on $(bridge_name "$PREFIX") $NET.0/24 ready in $(elapsed_ms) ms"
+echo "  ssh -F $STATE/ssh_config n1"
+echo "  source $STATE/hosts.env"
+echo "  inventory: $STATE/cluster.yaml"
