@@ -60,11 +60,11 @@ type journal struct {
 	from string
 }
 
-// NewRunID returns a sortable, unique run id.
+// newRunID returns a sortable, unique run id.
 func newRunID(now time.Time) string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
-	return now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+	return now.UTC().Format("20060102-150405.000") + "-" + hex.EncodeToString(b[:])
 }
 
 // inventoryHash identifies an inventory for resume; secrets take part only
@@ -96,19 +96,25 @@ func lastRun(workDir string) (string, error) {
 		}
 		return "", err
 	}
-	var ids []string
+	// The newest journal is the one written last: run ids made within the
+	// same second do not sort by time.
+	best, bestTime := "", time.Time{}
 	for _, e := range ents {
-		if e.IsDir() {
-			if _, err := os.Stat(filepath.Join(runsDir(workDir), e.Name(), journalFile)); err == nil {
-				ids = append(ids, e.Name())
-			}
+		if !e.IsDir() {
+			continue
+		}
+		st, err := os.Stat(filepath.Join(runsDir(workDir), e.Name(), journalFile))
+		if err != nil {
+			continue
+		}
+		if best == "" || st.ModTime().After(bestTime) || (st.ModTime().Equal(bestTime) && e.Name() > best) {
+			best, bestTime = e.Name(), st.ModTime()
 		}
 	}
-	if len(ids) == 0 {
+	if best == "" {
 		return "", fmt.Errorf("no earlier run to resume in %s", runsDir(workDir))
 	}
-	sort.Strings(ids)
-	return ids[len(ids)-1], nil
+	return best, nil
 }
 
 // loadJournal reads an earlier run and checks it belongs to the same

@@ -159,7 +159,7 @@ func resolvePlaybook(ref string, builtin fs.FS) (source, error) {
 	return source{}, fmt.Errorf("playbook %q not found: no such file or directory, and no built-in playbook of that name%s", ref, didYouMean(ref, builtinPlaybooks(builtin)))
 }
 
-// BuiltinPlaybooks lists the names of the embedded playbooks.
+// builtinPlaybooks lists the names of the embedded playbooks.
 func builtinPlaybooks(builtin fs.FS) []string {
 	if builtin == nil {
 		return nil

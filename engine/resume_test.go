@@ -157,3 +157,32 @@ func TestResumeFromAnotherDirectory(t *testing.T) {
 		t.Errorf("resume from another directory redid work: %v", c.sorted())
 	}
 }
+
+func TestResumeSkipsFinishedLoopItems(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"playbook.yaml": `
+- hosts: h1
+  tasks:
+    - probe: {id: "i{{ .item }}", fail: "{{ eq .item .bad }}", data: {v: "{{ .item }}"}}
+      loop: [1, 2, 3]
+      register: r
+    - probe: {id: after, msg: "{{ len .r.results }}"}
+`})
+	work := t.TempDir()
+	c := &calls{}
+	pb, _ := Load(context.Background(), dir, LoadOptions{Builtins: testRegistry(c)})
+	rc, err := Run(context.Background(), pb, testInventory(), RunOptions{WorkDir: work, ExtraVars: map[string]any{"bad": 2}})
+	if !errors.Is(err, ErrFailed) {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.sorted(), " "); got != "h1:i1 h1:i2 h1:i3" {
+		t.Fatalf("first run: %s", got)
+	}
+	c2 := &calls{}
+	pb2, _ := Load(context.Background(), dir, LoadOptions{Builtins: testRegistry(c2)})
+	if _, err := Run(context.Background(), pb2, testInventory(), RunOptions{WorkDir: work, ExtraVars: map[string]any{"bad": 0}, Resume: rc.RunID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c2.sorted(), " "); got != "h1:after=3 h1:i2" {
+		t.Errorf("resume ran %s, want only the failed item and the next task", got)
+	}
+}

@@ -266,7 +266,7 @@ func TestRuntimeErrorsNameTheTaskAndHost(t *testing.T) {
 	if !errors.Is(rr.err, ErrFailed) {
 		t.Fatalf("err = %v", rr.err)
 	}
-	checkRecap(t, rr.recap, map[string]HostStats{"h1": {Failed: 1}, "h2": {Failed: 1}, "h3": {Failed: 1}, "localhost": {Ignored: 1, Failed: 1}})
+	checkRecap(t, rr.recap, map[string]HostStats{"h1": {Failed: 1}, "h2": {Skipped: 1, Failed: 1}, "h3": {Failed: 1}, "localhost": {Ignored: 1, Failed: 1}})
 	msgs := map[string]string{}
 	for _, e := range rr.eventsOf(EventHostResult) {
 		if e.Status == StatusFailed || e.Status == StatusIgnored {
@@ -274,9 +274,9 @@ func TestRuntimeErrorsNameTheTaskAndHost(t *testing.T) {
 		}
 	}
 	for host, want := range map[string][]string{
-		"h1":        {"playbook.yaml:5:7", "nope"},
-		"h2":        {"playbook.yaml:8:7", "not a list"},
-		"h3":        {"playbook.yaml:14:13", "missing_var"},
+		"h1":        {"playbook.yaml:4:7", `undefined variable "nope"`},
+		"h2":        {"playbook.yaml:7:7", "not a list"},
+		"h3":        {"playbook.yaml:15:13", "missing_var"},
 		"localhost": {"count", `"test" is not a number`},
 	} {
 		for _, w := range want {

@@ -136,7 +136,7 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, ov *o
 		r.count(h, out.status, "")
 		return out
 	}
-	out, vars := pr.runTaskHostFresh(ctx, t, h, ov, hv, &ev)
+	out, vars := pr.runTaskHostFresh(ctx, t, h, ov, hv, key, &ev)
 	pr.applyOutcome(t, h, out)
 	if out.status == StatusChanged && len(t.Notify) > 0 {
 		pr.notify(ctx, t, h, vars)
@@ -201,7 +201,7 @@ func (pr *playRun) resumed(t *Task, h *hostState, key string) (hostOutcome, bool
 	return out, true
 }
 
-func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, ov *overlay, hv map[string]any, ev *Event) (hostOutcome, map[string]any) {
+func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, ov *overlay, hv map[string]any, key string, ev *Event) (hostOutcome, map[string]any) {
 	r := pr.r
 	vars, err := pr.vars(h, t, ov, hv)
 	if err != nil {
@@ -259,7 +259,18 @@ func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, 
 			o = hostOutcome{status: StatusSkipped, reg: map[string]any{"changed": false, "failed": false, "skipped": true}}
 		default:
 			anyRun = true
+			ikey := key + "#" + strconv.Itoa(i)
+			if rec, done := r.jr.lookup(ikey); done && !rec.Omitted {
+				// The item finished in the run being resumed.
+				o = hostOutcome{status: rec.Status, reg: rec.Result, facts: rec.Facts}
+				if o.reg == nil {
+					o.reg = map[string]any{"changed": rec.Status == StatusChanged, "failed": false, "skipped": rec.Status == StatusSkipped}
+				}
+				r.jr.write(rec)
+				break
+			}
 			o, stdout, stderr, _ = pr.execute(ctx, t, h, iv)
+			r.jr.write(pr.itemRecord(t, h, ikey, o))
 		}
 		o.reg[t.LoopVar] = item
 		if t.IndexVar != "" {
@@ -302,6 +313,24 @@ func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, 
 		agg.msg = fmt.Sprintf("all %d items skipped", len(items))
 	}
 	return agg, vars
+}
+
+// itemRecord journals one loop item, so a resumed run skips the items that
+// finished even when the task as a whole did not.
+func (pr *playRun) itemRecord(t *Task, h *hostState, key string, o hostOutcome) journalRecord {
+	rec := journalRecord{Type: "result", Key: key, Task: t.Name, Host: h.name, Status: o.status}
+	switch {
+	case t.NoLog:
+		rec.Omitted = t.Register != "" || len(o.facts) > 0
+	default:
+		if t.Register != "" {
+			rec.Result, _ = pr.r.red.value(o.reg).(map[string]any)
+		}
+		if len(o.facts) > 0 {
+			rec.Facts, _ = pr.r.red.value(o.facts).(map[string]any)
+		}
+	}
+	return rec
 }
 
 func (pr *playRun) failure(t *Task, msg string) hostOutcome {
@@ -484,6 +513,15 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 	out = hostOutcome{reg: reg, facts: res.Facts}
 	out.msg, _ = reg["msg"].(string)
 	failed, _ := reg["failed"].(bool)
+	if failed && out.msg == "" {
+		out.msg = t.Action + " failed"
+		if rc, ok := reg["rc"]; ok {
+			out.msg += fmt.Sprintf(" (rc=%v)", rc)
+		}
+		if len(t.FailedWhen) > 0 {
+			out.msg += ": failed_when held"
+		}
+	}
 	changed, _ := reg["changed"].(bool)
 	skipped, _ := reg["skipped"].(bool)
 	switch {

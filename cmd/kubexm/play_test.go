@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
 
+	"github.com/mensylisir/kubexm"
+	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/step"
 )
@@ -154,5 +157,25 @@ func TestPlaybookExport(t *testing.T) {
 	out, err = runCmd(t, a, "playbook", "list")
 	if err != nil || strings.TrimSpace(out) != "demo" {
 		t.Errorf("list: %v %q", err, out)
+	}
+}
+
+// Every built-in playbook loads with the real builtins and lists its tasks.
+func TestBuiltinPlaybooksSyntax(t *testing.T) {
+	reg := map[string]step.Builtin{}
+	for _, b := range builtins.All() {
+		reg[b.Spec().Name] = b
+	}
+	a := &app{builtins: reg, builtinFS: kubexm.Content()}
+	ents, err := fs.ReadDir(kubexm.Content(), "playbooks")
+	if err != nil || len(ents) == 0 {
+		t.Fatalf("no built-in playbooks: %v", err)
+	}
+	for _, e := range ents {
+		for _, flag := range []string{"--syntax-check", "--list-tasks"} {
+			if out, err := runCmd(t, a, e.Name(), flag); err != nil {
+				t.Errorf("kubexm play %s %s: %v\n%s", e.Name(), flag, err, out)
+			}
+		}
 	}
 }

@@ -48,3 +48,12 @@ func TestHints(t *testing.T) {
 		t.Errorf("unexpected suggestion: %v", err)
 	}
 }
+
+func TestNoFarFetchedSuggestion(t *testing.T) {
+	e := New()
+	vars := map[string]any{"role": "x"}
+	_, err := e.Render("{{ .nope }}", vars)
+	if err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Fatalf("Render error %v: suggestion for an unrelated name", err)
+	}
+}

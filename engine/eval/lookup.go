@@ -42,7 +42,8 @@ func newMissing(label string, container any, keys []any) *missingError {
 }
 
 // closestKey finds a key of a map that is a likely typo of key: within an
-// edit distance of a third of its length (at least 2).
+// edit distance of a third of its length (at least 1): "nope" must not
+// suggest "role".
 func closestKey(container any, key string) string {
 	var m map[string]any
 	switch c := container.(type) {
@@ -53,7 +54,7 @@ func closestKey(container any, key string) string {
 	default:
 		return ""
 	}
-	limit := max(len(key)/3, 2)
+	limit := max(len(key)/3, 1)
 	best, bestD := "", limit+1
 	for k := range m {
 		d := editDistance(key, k)

@@ -101,7 +101,7 @@ func (t *Text) Emit(e engine.Event) {
 				if e.Resumed {
 					kv = append(kv, "resumed", e.Message)
 				} else if e.Message != "" {
-					kv = append(kv, "msg", e.Message)
+					kv = append(kv, "message", e.Message)
 				}
 				l.Info("  "+string(e.Status), kv...)
 				t.streams(e)

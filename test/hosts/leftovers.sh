@@ -35,11 +35,13 @@ while read -r f; do
   [ -n "$f" ] || continue
   pid=${f#/proc/}
   pid=${pid%/cgroup}
-  procs+="$pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-100)"$'\n'
+  procs+="$pid $(tr '\0\n' '  ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-100)"$'\n'
 done <<<"$(grep -lE "/kubexm-$P-n[0-9]+(/|$)" /proc/[0-9]*/cgroup 2>/dev/null)"
+# An nspawn that escaped its node's cgroup would be missed above.
 for pid in $(pgrep -x systemd-nspawn || true); do
-  if tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qE "^--machine=kubexm-$P-n[0-9]+$"; then
-    procs+="$pid systemd-nspawn (not in its node's cgroup)"$'\n'
+  if tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qE "^--machine=kubexm-$P-n[0-9]+$" &&
+    ! grep -q "^$pid " <<<"$procs"; then
+    procs+="$pid systemd-nspawn (outside its node's cgroup)"$'\n'
   fi
 done
 report process "${procs%$'\n'}"

@@ -4,7 +4,11 @@
 # The recipe and the reason behind every workaround: /work/shared/notes/test-hosts.md.
 
 CACHE=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
-ROOTFS=$CACHE/rootfs
+# The rootfs new runs use (a link to rootfs-<version>, see prepare-rootfs.sh); prepare-rootfs.sh
+# holds ROOTFS_LOCK exclusively while it switches versions and deletes unused ones, up.sh holds
+# it shared while it mounts.
+ROOTFS_LINK=$CACHE/rootfs.current
+ROOTFS_LOCK=$CACHE/rootfs.lock
 LAYERDIR=$CACHE/layers
 RUNS=$CACHE/runs
 MIRROR=${KUBEXM_TEST_MIRROR:-http://deb.debian.org/debian}

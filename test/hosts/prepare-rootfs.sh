@@ -1,8 +1,11 @@
 #!/bin/bash
 # Build the shared, read-only Debian 12 root filesystem that every test machine overlays.
-# Cached in $KUBEXM_TEST_CACHE/rootfs (default /var/cache/kubexm-test). Cheap when up to date:
-# debootstrap runs only when the rootfs is missing or the package list changed, and the
-# configuration step only when this script changed.
+# Cached in $KUBEXM_TEST_CACHE (default /var/cache/kubexm-test) as rootfs-<version>, with the
+# link rootfs.current naming the one new runs use. The version is a hash of this script:
+# debootstrap runs only when there is no rootfs yet or the package list changed; otherwise a
+# changed script copies the current rootfs and re-applies the configuration. Runs that are up
+# keep the version they started with (never change a lower layer under a mounted overlay), and
+# versions that no mount uses any more are deleted.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -20,21 +23,15 @@ install_tools() {
 }
 
 bootstrap() {
-  local tmp=$CACHE/rootfs.tmp
-  rm -rf "$tmp"
-  echo "debootstrap bookworm ($INCLUDE) into $ROOTFS ..."
-  local t0=$SECONDS
-  debootstrap --variant=minbase --include="$INCLUDE" bookworm "$tmp" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 ||
+  local dir=$1 t0=$SECONDS
+  echo "debootstrap bookworm ($INCLUDE) into $dir ..."
+  debootstrap --variant=minbase --include="$INCLUDE" bookworm "$dir" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 ||
     die "debootstrap failed; see $CACHE/debootstrap.log"
-  rm -rf "$ROOTFS"
-  mv "$tmp" "$ROOTFS"
-  echo "$INCLUDE" >"$CACHE/rootfs.include"
-  rm -f "$CACHE/rootfs.stamp"
   echo "debootstrap took $((SECONDS - t0)) s"
 }
 
 configure() {
-  local R=$ROOTFS
+  local R=$1
   # No host keys and no authorized_keys in the shared layer: up.sh writes per-node host keys
   # and the per-run client key into each node's overlay.
   rm -f "$R"/etc/ssh/ssh_host_*
@@ -67,8 +64,9 @@ EOF
   : >"$R/etc/machine-id"
   rm -f "$R/var/lib/dbus/machine-id"
   echo localhost >"$R/etc/hostname"
-  # Timers and gettys would wake up inside every node.
+  # Timers and gettys would wake up inside every node (the console getty is nspawn's: masked).
   rm -f "$R"/etc/systemd/system/getty.target.wants/* "$R"/etc/systemd/system/timers.target.wants/apt-daily*.timer
+  ln -sfn /dev/null "$R/etc/systemd/system/console-getty.service"
   # The host kernel is monolithic (no /lib/modules): declare what it has built in, so that
   # `modprobe overlay br_netfilter` in a node succeeds as it would on a real machine.
   local kv
@@ -113,27 +111,50 @@ EOF
   rm -rf "$R"/var/lib/apt/lists/*
 }
 
-prepare() {
-  mkdir -p "$CACHE"
-  local stamp want_include=$INCLUDE have_include=""
-  stamp=$(cat "$0" "$HOSTS_DIR/lib.sh" <(uname -r) | short_hash)
-  [ -f "$CACHE/rootfs.include" ] && have_include=$(cat "$CACHE/rootfs.include")
-  if [ -x "$ROOTFS/lib/systemd/systemd" ] && [ "$have_include" = "$want_include" ] &&
-    [ "$(cat "$CACHE/rootfs.stamp" 2>/dev/null)" = "$stamp" ]; then
-    return 0
-  fi
-  # Changing a lower layer under a mounted overlay is undefined behaviour.
-  local busy
-  busy=$(mounts_using "$ROOTFS")
-  [ -z "$busy" ] || die "the rootfs needs an update, but test machines use it ($busy); run \`make hosts-down PREFIX=...\` for every run first"
-  install_tools
-  if [ ! -x "$ROOTFS/lib/systemd/systemd" ] || [ "$have_include" != "$want_include" ]; then
-    bootstrap
-  fi
-  local t0=$SECONDS
-  configure
-  echo "$stamp" >"$CACHE/rootfs.stamp"
-  echo "configured $ROOTFS in $((SECONDS - t0)) s ($(du -sh "$ROOTFS" | cut -f1))"
+# Delete rootfs versions (and the pre-versioning $CACHE/rootfs) that are not current and that
+# no overlay mount uses.
+prune() {
+  local keep=$1 d
+  for d in "$CACHE"/rootfs-* "$CACHE/rootfs"; do
+    if [ ! -d "$d" ] || [ -L "$d" ] || [ "$d" = "$keep" ] || [ -n "$(mounts_using "$d")" ]; then
+      continue
+    fi
+    rm -rf "$d" "$d.include"
+  done
+  [ -d "$CACHE/rootfs" ] || rm -f "$CACHE/rootfs.stamp"
 }
 
-with_lock "$CACHE/rootfs.lock" prepare
+prepare() {
+  mkdir -p "$CACHE"
+  local version want cur tmp t0
+  version=$( (
+    cat "$0"
+    uname -r
+  ) | short_hash)
+  want=$CACHE/rootfs-$version
+  if [ ! -x "$want/lib/systemd/systemd" ]; then
+    install_tools
+    t0=$SECONDS
+    tmp=$want.tmp
+    rm -rf "$tmp"
+    # Start from the current rootfs when it has the same packages: configure is idempotent.
+    cur=$(readlink -f "$ROOTFS_LINK" 2>/dev/null || true)
+    [ -n "$cur" ] && [ -d "$cur" ] || cur=$CACHE/rootfs
+    if [ -x "$cur/lib/systemd/systemd" ] && [ "$(cat "$cur.include" 2>/dev/null)" = "$INCLUDE" ]; then
+      cp -a "$cur" "$tmp"
+    else
+      bootstrap "$tmp"
+    fi
+    configure "$tmp"
+    echo "$INCLUDE" >"$want.include"
+    mv "$tmp" "$want"
+    echo "prepared $want in $((SECONDS - t0)) s ($(du -sh "$want" | cut -f1))"
+  fi
+  if [ "$(readlink "$ROOTFS_LINK" 2>/dev/null)" != "${want##*/}" ]; then
+    ln -sfn "${want##*/}" "$ROOTFS_LINK.tmp"
+    mv -T "$ROOTFS_LINK.tmp" "$ROOTFS_LINK"
+  fi
+  prune "$want"
+}
+
+with_lock "$ROOTFS_LOCK" prepare

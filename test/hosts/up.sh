@@ -7,7 +7,7 @@
 #   N        number of machines, 1-99 (default 3); they are named n1..nN
 #   PREFIX   names the run: bridge, veths, netns, cgroups and the state dir
 #            $KUBEXM_TEST_CACHE/runs/<PREFIX>; [a-z0-9]{1,8}; default: random
-#   LAYERS   extra layers over the base rootfs, e.g. "k8s=iptables,conntrack,socat"
+#   LAYERS   extra layers over the base rootfs, e.g. "k8s=conntrack,socat"
 #            (built on first use, see build-layer.sh); a bare name uses an existing layer
 #   UP_TIMEOUT  seconds to wait for all machines to finish booting (default 120)
 #
@@ -37,20 +37,33 @@ for tool in systemd-nspawn ssh ssh-keygen ip flock; do
 done
 
 "$HOSTS_DIR/prepare-rootfs.sh"
-LOWER=$ROOTFS
+layer_names=()
 for spec in $LAYERS; do
   name=${spec%%=*}
   if [ "$name" != "$spec" ]; then
     IFS=, read -r -a pkgs <<<"${spec#*=}"
-    "$HOSTS_DIR/build-layer.sh" "$name" "${pkgs[@]}"
+    "$HOSTS_DIR/build-layer.sh" "$name" "${pkgs[@]}" >/dev/null
   fi
-  [ -d "$LAYERDIR/$name" ] || die "layer '$name' does not exist; give its packages: LAYERS=\"$name=pkg1,pkg2\""
-  LOWER=$LAYERDIR/$name:$LOWER
+  layer_names+=("$name")
+done
+# Shared: prepare-rootfs.sh must not delete the versions this run mounts until they are mounted.
+exec 8>>"$ROOTFS_LOCK"
+flock -s 8
+ROOTFS=$(readlink -f "$ROOTFS_LINK")
+LOWER=$ROOTFS
+for name in "${layer_names[@]}"; do
+  layer=$(readlink -f "$LAYERDIR/$name.current" || true)
+  if [ -z "$layer" ] || [ ! -d "$layer" ]; then
+    die "layer '$name' does not exist; give its packages: LAYERS=\"$name=pkg1,pkg2\""
+  fi
+  [ "$(cat "$layer.base" 2>/dev/null)" = "$ROOTFS" ] ||
+    die "layer '$name' was built on an older rootfs; rebuild it: LAYERS=\"$name=pkg1,pkg2\""
+  LOWER=$layer:$LOWER
 done
 
 mkdir -p "$STATE/nodes"
 if [ -f "$STATE/lower" ] && [ "$(cat "$STATE/lower")" != "$LOWER" ]; then
-  die "run $PREFIX is up with other layers ($(cat "$STATE/lower")); take it down first: PREFIX=$PREFIX $HOSTS_DIR/down.sh"
+  die "run $PREFIX was started on another rootfs or other layers ($(cat "$STATE/lower")); take it down first: PREFIX=$PREFIX $HOSTS_DIR/down.sh"
 fi
 echo "$LOWER" >"$STATE/lower"
 for d in "$STATE"/nodes/n*; do
@@ -193,11 +206,13 @@ start_node() {
     --kill-signal=SIGRTMIN+3 \
     --system-call-filter="@keyring bpf" \
     /usr/local/sbin/kubexm-test-init \
-    >"$D/console.log" 2>&1 </dev/null &
+    >"$D/console.log" 2>&1 </dev/null 8>&- &
   echo $! >"$D/wrapper.pid"
 }
 
 for i in $(seq 1 "$N"); do start_node "$i"; done
+flock -u 8
+exec 8>&-
 
 SSHOPTS=(-i "$KEY" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR
   -o ConnectTimeout=2 -o BatchMode=yes)

@@ -45,8 +45,8 @@ func (e *DialError) Error() string {
 
 func (e *DialError) Unwrap() error { return e.Err }
 
-// errHostKeyChanged and errHostKeyUnknown are returned by the host key
-// callback; classify recognises them through the handshake error chain.
+// hostKeyError is returned by the host key callback; classify finds it in
+// the handshake's error chain.
 type hostKeyError struct {
 	cause Cause
 	msg   string

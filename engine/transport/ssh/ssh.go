@@ -33,7 +33,7 @@ type Options struct {
 	// nil one is built from HostKeyChecking, KnownHostsPaths and KnownHostsFile.
 	KnownHosts      *KnownHosts
 	HostKeyChecking HostKeyChecking
-	// KnownHostsPaths are read (default ~/.ssh/known_hosts).
+	// KnownHostsPaths are read; nil means ~/.ssh/known_hosts, empty none.
 	KnownHostsPaths []string
 	// KnownHostsFile (the work dir's known_hosts) is read and, under
 	// accept-new, receives new keys.
@@ -101,9 +101,11 @@ func (c *conn) alive() bool {
 }
 
 func (c *conn) close() {
+	c.sftpMu.Lock()
 	if c.sftp != nil {
 		c.sftp.Close()
 	}
+	c.sftpMu.Unlock()
 	c.client.Close()
 	if c.bastion != nil {
 		c.bastion.Close()
@@ -275,13 +277,13 @@ func (t *Transport) dial(ctx context.Context) (*conn, error) {
 		nc, err = bc.DialContext(dctx, "tcp", t.addr)
 		cancel()
 		if err != nil {
-			c.close2()
+			c.abandon()
 			return nil, classify(t.name, t.addr, t.user, fmt.Errorf("through bastion %s: %w", baddr, err))
 		}
 	}
 	client, err := t.connect(ctx, nc, t.addr, cfg)
 	if err != nil {
-		c.close2()
+		c.abandon()
 		return nil, classify(t.name, t.addr, t.user, err)
 	}
 	c.client = client
@@ -295,8 +297,8 @@ func (t *Transport) dial(ctx context.Context) (*conn, error) {
 	return c, nil
 }
 
-// close2 releases a half-built conn (no client yet).
-func (c *conn) close2() {
+// abandon releases a half-built conn (no client yet).
+func (c *conn) abandon() {
 	if c.bastion != nil {
 		c.bastion.Close()
 	}

@@ -2,6 +2,7 @@ package ssh
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -12,9 +13,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/transport"
 )
 
@@ -203,5 +206,47 @@ func TestSumCache(t *testing.T) {
 	}
 	if _, err := c.Sum(filepath.Dir(p)); err == nil {
 		t.Fatal("directory summed")
+	}
+}
+
+func TestDialErrorsLoopback(t *testing.T) {
+	// A listener that accepts and never speaks SSH: the handshake times out.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skip("no loopback:", err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	h := &inventory.Host{Name: "mute", Address: "127.0.0.1", Port: port, User: "root", Password: "x"}
+	o := Options{ConnectTimeout: 300 * time.Millisecond, KnownHostsPaths: []string{}, KnownHostsFile: filepath.Join(t.TempDir(), "kh")}
+	_, err = Dial(context.Background(), h, o)
+	var de *DialError
+	if !errors.As(err, &de) || de.Cause != CauseTimeout || !strings.Contains(err.Error(), "mute") || !strings.Contains(err.Error(), fmt.Sprintf("127.0.0.1:%d", port)) {
+		t.Fatalf("got %v, want a timeout naming the host", err)
+	}
+
+	// Nothing listening: refused.
+	l2, _ := net.Listen("tcp", "127.0.0.1:0")
+	h.Port = l2.Addr().(*net.TCPAddr).Port
+	l2.Close()
+	_, err = Dial(context.Background(), h, o)
+	if !errors.As(err, &de) || de.Cause != CauseRefused || !strings.Contains(err.Error(), "sshd") {
+		t.Fatalf("got %v, want refused with a hint", err)
+	}
+
+	h.Password = ""
+	h.PrivateKeyPath = filepath.Join(t.TempDir(), "missing")
+	_, err = Dial(context.Background(), h, o)
+	if err == nil || !strings.Contains(err.Error(), "private key") {
+		t.Fatalf("got %v, want a private key error", err)
 	}
 }
