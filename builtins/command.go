@@ -3,6 +3,7 @@ package builtins
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -59,7 +60,7 @@ func (c commandBuiltin) Spec() step.Spec {
 }
 
 func (c commandBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step.Result, error) {
-	cmd := transport.Command{Become: env.Become, Dir: args.String("chdir"), Timeout: args.Duration("timeout")}
+	cmd := transport.Command{Become: env.Become, Env: env.Environment, Dir: args.String("chdir"), Timeout: args.Duration("timeout")}
 	var shown string
 	switch {
 	case c.shell:
@@ -107,7 +108,10 @@ func (c commandBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) 
 		return step.Result{Skipped: true, Msg: "skipped in check mode: " + shown, Data: data}, nil
 	}
 	if m := args.Map("env"); len(m) > 0 {
-		cmd.Env = make(map[string]string, len(m))
+		cmd.Env = maps.Clone(env.Environment)
+		if cmd.Env == nil {
+			cmd.Env = make(map[string]string, len(m))
+		}
 		for k, v := range m {
 			cmd.Env[k] = fmt.Sprint(v)
 		}

@@ -45,6 +45,14 @@ func TestCommand(t *testing.T) {
 	if res.Data["stdout"] != "7" {
 		t.Errorf("%+v", res)
 	}
+	// The task's environment: reaches the process; the builtin's own env
+	// argument wins over it.
+	env.Environment = map[string]string{"FOO": "task", "BAR": "task"}
+	res = runB(t, commandBuiltin{shell: true}, env, step.Args{"cmd": "echo $FOO-$BAR", "env": map[string]any{"FOO": "arg"}})
+	if res.Data["stdout"] != "arg-task" {
+		t.Errorf("environment: %+v", res)
+	}
+	env.Environment = nil
 	if _, err := (commandBuiltin{}).Run(t.Context(), env, step.Args{"cmd": "no-such-binary-kubexm"}); err == nil {
 		t.Error("missing binary: want error")
 	}

@@ -3,6 +3,7 @@ package builtins
 import (
 	"context"
 	"fmt"
+	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"maps"
 	"strings"
 
@@ -89,7 +90,7 @@ func (fileBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step
 		if !fi.Exists {
 			changes = append(changes, "create "+p)
 			if env.Check {
-				return done(env, changes, data, unifiedDiff(p, nil, nil, false)), nil
+				return done(env, changes, data, textdiff.Unified(p, nil, nil, false)), nil
 			}
 			if _, err := mustRun(ctx, env, "touch", "--", p); err != nil {
 				return step.Result{}, err

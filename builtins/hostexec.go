@@ -12,14 +12,14 @@ import (
 
 // run starts argv on the target with the task's become setting.
 func run(ctx context.Context, env *step.Env, argv ...string) (transport.Result, error) {
-	return env.Target.Run(ctx, transport.Command{Argv: argv, Become: env.Become})
+	return env.Target.Run(ctx, transport.Command{Argv: argv, Become: env.Become, Env: env.Environment})
 }
 
 // runScript starts a /bin/sh script on the target; args become $1, $2, ...
 // so values never need shell quoting.
 func runScript(ctx context.Context, env *step.Env, script string, args ...string) (transport.Result, error) {
 	argv := append([]string{"/bin/sh", "-c", script, "sh"}, args...)
-	return env.Target.Run(ctx, transport.Command{Argv: argv, Become: env.Become})
+	return env.Target.Run(ctx, transport.Command{Argv: argv, Become: env.Become, Env: env.Environment})
 }
 
 // mustRun is run for commands whose failure fails the task: a non-zero exit

@@ -2,6 +2,7 @@ package builtins
 
 import (
 	"flag"
+	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,7 +29,7 @@ func TestDocsUpToDate(t *testing.T) {
 	}
 	if string(got) != want {
 		t.Fatalf("docs/builtins.md is stale; regenerate with: go test ./builtins -run TestDocsUpToDate -update\n%s",
-			unifiedDiff("docs/builtins.md", got, []byte(want), true))
+			textdiff.Unified("docs/builtins.md", got, []byte(want), true))
 	}
 }
 

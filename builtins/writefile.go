@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"io/fs"
 	"strings"
 	"time"
@@ -143,7 +144,7 @@ func writeContent(ctx context.Context, env *step.Env, dest string, content []byt
 				return step.Result{}, err
 			}
 		}
-		res.Diff = unifiedDiff(dest, old, content, fi.Exists)
+		res.Diff = textdiff.Unified(dest, old, content, fi.Exists)
 	}
 	if env.Check {
 		res.Msg = "would write " + dest

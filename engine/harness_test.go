@@ -109,13 +109,7 @@ func testRegistry(c *calls) map[string]step.Builtin {
 			}},
 		"shell": fakeBuiltin{spec: step.Spec{Name: "shell", FreeForm: "cmd", Args: []step.Arg{{Name: "cmd", Type: step.String, Required: true}}},
 			run: func(ctx context.Context, env *step.Env, a step.Args) (step.Result, error) {
-				envv := map[string]string{}
-				if m, ok := env.Vars["environment"].(map[string]any); ok {
-					for k, v := range m {
-						envv[k] = fmt.Sprint(v)
-					}
-				}
-				res, err := env.Target.Run(ctx, transport.Command{Script: a.String("cmd"), Env: envv})
+				res, err := env.Target.Run(ctx, transport.Command{Script: a.String("cmd"), Env: env.Environment})
 				if err != nil {
 					return step.Result{}, err
 				}

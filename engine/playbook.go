@@ -107,7 +107,10 @@ type Task struct {
 	Become      bool
 	Timeout     time.Duration
 	NoLog       bool
-	Listen      []string
+	// CheckMode, when set, overrides --check for this task: false runs a
+	// read-only probe for real in a dry run, true never changes anything.
+	CheckMode *bool
+	Listen    []string
 
 	Block, Rescue, Always []*Task
 	// Implicit blocks come from roles and imports; they have no name of their

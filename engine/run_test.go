@@ -336,6 +336,24 @@ plays:
 			calls: []string{"h1:a(check)"},
 		},
 		{
+			name: "check_mode overrides --check per task and block",
+			files: map[string]string{"playbook.yaml": `
+- hosts: h1
+  tasks:
+    - probe: a
+      check_mode: false
+    - block:
+        - probe: b
+      check_mode: false
+    - probe: c
+    - probe: d
+      check_mode: true
+`},
+			opts:  RunOptions{Check: true},
+			want:  map[string]HostStats{"h1": stats(4, 0, 0, 0)},
+			calls: []string{"h1:a", "h1:b", "h1:c(check)", "h1:d(check)"},
+		},
+		{
 			name: "import and include tasks",
 			files: map[string]string{
 				"playbook.yaml": `

@@ -427,21 +427,22 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 		}
 		return pr.failure(t, fmt.Sprintf("delegate_to %s: %v", target, err)), "", "", ""
 	}
+	var environment map[string]string
 	if len(t.Environment) > 0 {
 		envv, err := r.ev.RenderValue(t.Environment, vars)
 		if err != nil {
 			return pr.failure(t, fmt.Sprintf("%s: environment: %v", t.Pos, err)), "", "", ""
 		}
-		// step.Env has no environment field: builtins that start processes
-		// read it from the `environment` variable.
-		nv := make(map[string]any, len(vars)+1)
-		maps.Copy(nv, vars)
-		nv["environment"] = envv
-		vars = nv
+		m, _ := envv.(map[string]any)
+		environment = make(map[string]string, len(m))
+		for k, v := range m {
+			environment[k] = fmt.Sprint(v)
+		}
 	}
 	env := &step.Env{
-		Host: h.name, Target: tr, Control: r.control, Check: r.opts.Check, Diff: r.opts.Diff, Become: t.Become,
-		Vars: vars, Render: r.ev.RenderString, Eval: r.ev.Eval, FindFile: r.findFile(t), WorkDir: r.opts.WorkDir,
+		Host: h.name, Target: tr, Control: r.control, Check: r.checkMode(t), Diff: r.opts.Diff, Become: t.Become,
+		Environment: environment,
+		Vars:        vars, Render: r.ev.RenderString, Eval: r.ev.Eval, FindFile: r.findFile(t), WorkDir: r.opts.WorkDir,
 		Logf: func(format string, a ...any) {
 			if r.opts.Verbosity >= 1 && !t.NoLog {
 				r.emit(Event{Kind: EventLog, Play: pr.p.Name, Task: t.Name, Host: h.name, Message: fmt.Sprintf(format, a...)})
@@ -747,4 +748,13 @@ func (pr *playRun) playVarsFor(h *hostState, hv map[string]any) (map[string]any,
 	pr.playVars[h] = pv
 	pr.mu.Unlock()
 	return pv, nil
+}
+
+// checkMode is whether t runs as a dry run: --check, unless the task says
+// otherwise with check_mode.
+func (r *runner) checkMode(t *Task) bool {
+	if t.CheckMode != nil {
+		return *t.CheckMode
+	}
+	return r.opts.Check
 }

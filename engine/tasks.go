@@ -26,13 +26,13 @@ var taskKeys = map[string]bool{
 	"changed_when": true, "failed_when": true, "ignore_errors": true, "retries": true,
 	"until": true, "delay": true, "run_once": true, "delegate_to": true, "notify": true,
 	"tags": true, "vars": true, "environment": true, "become": true, "timeout": true,
-	"no_log": true, "args": true, "listen": true, "block": true, "rescue": true, "always": true,
+	"no_log": true, "check_mode": true, "args": true, "listen": true, "block": true, "rescue": true, "always": true,
 }
 
 // blockKeys are the keywords a block accepts besides block/rescue/always.
 var blockKeys = map[string]bool{
 	"name": true, "when": true, "tags": true, "vars": true, "environment": true, "become": true,
-	"ignore_errors": true, "no_log": true, "delegate_to": true, "timeout": true, "run_once": true,
+	"ignore_errors": true, "no_log": true, "check_mode": true, "delegate_to": true, "timeout": true, "run_once": true,
 	"block": true, "rescue": true, "always": true,
 }
 
@@ -159,6 +159,11 @@ func (ld *loader) taskCommon(t *Task, n *node, ctx taskCtx) {
 	t.NoLog = p.NoLog
 	if b := n.get("no_log"); b != nil {
 		t.NoLog = ld.boolField(b, "no_log")
+	}
+	t.CheckMode = p.CheckMode
+	if b := n.get("check_mode"); b != nil {
+		v := ld.boolField(b, "check_mode")
+		t.CheckMode = &v
 	}
 	t.IgnoreErrs = p.IgnoreErrs
 	if b := n.get("ignore_errors"); b != nil {
@@ -695,7 +700,7 @@ func (ld *loader) roleBlock(name, tasksFrom string, params varList, at Pos, ctx 
 	sc.vars = append(sc.vars, params...)
 	t := &Task{Kind: KindBlock, Implicit: true, Name: "role " + ri.name, Pos: at, Role: ri, scope: sc, play: ctx.play}
 	p := ctx.parent
-	t.When, t.Tags, t.Become, t.NoLog, t.IgnoreErrs, t.Environment = p.When, p.Tags, p.Become, p.NoLog, p.IgnoreErrs, p.Environment
+	t.When, t.Tags, t.Become, t.NoLog, t.IgnoreErrs, t.Environment, t.CheckMode = p.When, p.Tags, p.Become, p.NoLog, p.IgnoreErrs, p.Environment, p.CheckMode
 	t.DelegateTo, t.Timeout, t.RunOnce = p.DelegateTo, p.Timeout, p.RunOnce
 	child := ctx
 	child.parent, child.role, child.scope = t, ri, sc

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/mensylisir/kubexm/engine/suggest"
 )
 
 // Pos is a place in a cluster file. Line and Col are 1-based; zero means
@@ -138,50 +140,11 @@ func (ps *problems) err() error {
 // didYouMean suggests the candidate closest to got, or "" when none is close
 // enough to be a likely typo.
 func didYouMean(got string, candidates []string) string {
-	best, bestDist := "", -1
-	lg := strings.ToLower(got)
-	for _, c := range candidates {
-		lc := strings.ToLower(c)
-		if lc == lg {
-			return fmt.Sprintf("did you mean %q?", c)
-		}
-		d := editDistance(lg, lc)
-		if bestDist < 0 || d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	limit := max(1, len([]rune(got))/3)
-	if bestDist < 0 || bestDist > limit {
+	best := suggest.Closest(got, candidates)
+	if best == "" {
 		return ""
 	}
 	return fmt.Sprintf("did you mean %q?", best)
-}
-
-// editDistance is the optimal string alignment distance: Levenshtein plus
-// swapped neighbours as one edit, the commonest typo (prot for port).
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
 }
 
 // fieldPath helpers keep path spelling identical between decoding (which

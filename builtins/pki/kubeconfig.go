@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"io/fs"
 	"net/url"
 	"os"
@@ -210,7 +211,7 @@ func (kubeconfigBuiltin) Run(_ context.Context, env *step.Env, args step.Args) (
 	}
 	res := step.Result{Changed: true, Data: data}
 	if env.Diff {
-		res.Diff = lineDiff(path, maskSecrets(old), maskSecrets(content), old != nil)
+		res.Diff = textdiff.Unified(path, maskSecrets(old), maskSecrets(content), old != nil)
 	}
 	what := "write"
 	switch {

@@ -157,7 +157,7 @@ func TestKubeconfigDiffMasksKeysAndCheckMode(t *testing.T) {
 	if !strings.Contains(res.Diff, "-    server: https://10.0.0.10:6443\n") || !strings.Contains(res.Diff, "+    server: https://10.0.0.11:6443\n") {
 		t.Errorf("diff does not show the server change:\n%s", res.Diff)
 	}
-	if strings.Contains(res.Diff, keyData) || strings.Contains(res.Diff, keyData[:40]) || !strings.Contains(res.Diff, "client-key-data: <") {
+	if strings.Contains(res.Diff, keyData) || strings.Contains(res.Diff, keyData[:40]) || !strings.Contains(res.Diff, "certificate-authority-data: <") {
 		t.Errorf("diff shows key material:\n%s", res.Diff)
 	}
 

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+
+	"github.com/mensylisir/kubexm/engine/suggest"
 )
 
 // missingError reports a variable path that does not exist. Templates and
@@ -57,7 +59,7 @@ func closestKey(container any, key string) string {
 	limit := max(len(key)/3, 1)
 	best, bestD := "", limit+1
 	for k := range m {
-		d := editDistance(key, k)
+		d := suggest.Distance(key, k)
 		if d < bestD || (d == bestD && k < best) {
 			best, bestD = k, d
 		}
@@ -65,25 +67,6 @@ func closestKey(container any, key string) string {
 	return best
 }
 
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
 
 // lookup resolves keys one after the other starting at base. label names base
 // in messages ("" when base is the variables themselves). A key that does not

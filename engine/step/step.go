@@ -69,6 +69,9 @@ type Env struct {
 	Check   bool
 	Diff    bool
 	Become  bool
+	// Environment holds the task's `environment:` variables; every process a
+	// builtin starts on the target gets them (proxies, KUBECONFIG, ...).
+	Environment map[string]string
 	// Vars are all variables visible to the task on this host (read only).
 	Vars map[string]any
 	// Render expands {{ }} in text against vars; Eval evaluates an expression.

@@ -108,8 +108,12 @@ setup_host() {
   for i in $(seq 1 "$N"); do
     ns=$(netns_name "$PREFIX" "$i")
     veth=$(veth_name "$PREFIX" "$i")
-    [ -e "/run/netns/$ns" ] && continue
-    ip link del "$veth" 2>/dev/null || true # from an earlier, failed up
+    if [ -e "/run/netns/$ns" ] && ip -n "$ns" -4 -o addr show dev eth0 2>/dev/null | grep -q " $net\.$((10 + i))/24 "; then
+      continue
+    fi
+    # half made by an earlier, interrupted up
+    ip netns del "$ns" 2>/dev/null || true
+    ip link del "$veth" 2>/dev/null || true
     ip netns add "$ns"
     ip link add "$veth" type veth peer name eth0 netns "$ns"
     ip link set "$veth" master "$br" up

@@ -1,4 +1,4 @@
-package builtins
+package textdiff
 
 import "testing"
 
@@ -19,7 +19,7 @@ func TestUnifiedDiff(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := unifiedDiff("/etc/f", []byte(c.old), []byte(c.new), c.exists)
+			got := Unified("/etc/f", []byte(c.old), []byte(c.new), c.exists)
 			if got != c.want {
 				t.Errorf("got\n%s\nwant\n%s", got, c.want)
 			}

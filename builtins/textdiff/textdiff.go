@@ -1,4 +1,5 @@
-package builtins
+// Package textdiff renders compact unified diffs of text files for --diff.
+package textdiff
 
 import (
 	"bytes"
@@ -10,22 +11,22 @@ import (
 // common head and tail are trimmed) so a huge rewrite cannot exhaust memory.
 const maxDiffCells = 4 << 20
 
-// isText is a cheap binary check: text has no NUL in its first 8 KiB.
-func isText(b []byte) bool {
+// IsText is a cheap binary check: text has no NUL in its first 8 KiB.
+func IsText(b []byte) bool {
 	if len(b) > 8192 {
 		b = b[:8192]
 	}
 	return bytes.IndexByte(b, 0) < 0
 }
 
-// unifiedDiff renders a compact unified diff (3 lines of context) from old
+// Unified renders a compact unified diff (3 lines of context) from old
 // to new. It returns "" when they are equal and a one-line note for binary
 // content.
-func unifiedDiff(path string, old, new []byte, oldExists bool) string {
+func Unified(path string, old, new []byte, oldExists bool) string {
 	if bytes.Equal(old, new) && oldExists {
 		return ""
 	}
-	if !isText(old) || !isText(new) {
+	if !IsText(old) || !IsText(new) {
 		return fmt.Sprintf("Binary files %s differ\n", path)
 	}
 	a, b := diffLines(old), diffLines(new)

@@ -1,0 +1,70 @@
+// Package suggest finds the name a user most likely meant, for "did you
+// mean" hints on unknown keys, builtins, variables and functions.
+package suggest
+
+import "strings"
+
+// Closest returns the candidate most likely meant by got, or "" when none is
+// close enough to be a typo: within a third of got's length (at least two
+// edits), compared without case. Ties go to the candidate sharing more
+// letters with got ("taks" is closer to "tasks" than to "tags"), then to the
+// earlier one.
+func Closest(got string, candidates []string) string {
+	lg := strings.ToLower(got)
+	best, bestD := "", -1
+	for _, c := range candidates {
+		lc := strings.ToLower(c)
+		d := Distance(lg, lc)
+		if bestD < 0 || d < bestD || (d == bestD && shared(lg, lc) > shared(lg, strings.ToLower(best))) {
+			best, bestD = c, d
+		}
+	}
+	if bestD < 0 || bestD > max(2, len([]rune(got))/3) {
+		return ""
+	}
+	return best
+}
+
+// Distance is the optimal string alignment distance: Levenshtein plus a swap
+// of neighbours as one edit, the commonest typo (prot for port).
+func Distance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	// Three rolling rows: the swap rule looks two rows back.
+	prev2 := make([]int, len(rb)+1)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(rb)]
+}
+
+// shared counts the letters of a also found in b.
+func shared(a, b string) int {
+	counts := map[rune]int{}
+	for _, r := range b {
+		counts[r]++
+	}
+	n := 0
+	for _, r := range a {
+		if counts[r] > 0 {
+			counts[r]--
+			n++
+		}
+	}
+	return n
+}
