@@ -3,10 +3,10 @@ package builtins
 import (
 	"context"
 	"fmt"
-	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"maps"
 	"strings"
 
+	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"github.com/mensylisir/kubexm/engine/step"
 )
 

@@ -2,12 +2,12 @@ package builtins
 
 import (
 	"flag"
-	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"github.com/mensylisir/kubexm/engine/step"
 )
 

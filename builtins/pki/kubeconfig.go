@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"io/fs"
 	"net/url"
 	"os"
@@ -17,7 +16,7 @@ import (
 	"strings"
 
 	"github.com/goccy/go-yaml"
-
+	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"github.com/mensylisir/kubexm/engine/step"
 )
 
