@@ -15,10 +15,19 @@ TESTFLAGS ?=
 
 export KUBEXM_TEST_CACHE
 
-.PHONY: build test vet unit lint-scripts integration e2e bench hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
+.PHONY: build check demo test vet unit lint-scripts integration e2e bench hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kubexm
+
+# Everything CI runs, as CI runs it: installs what it needs (apt-get), vet,
+# unit, integration and e2e tests on test machines it brings up and down.
+check:
+	bash .ci/run
+
+# Three local test machines and a TLS etcd cluster on them, built by kubexm.
+demo:
+	PREFIX='$(PREFIX)' test/demo.sh
 
 # Unit tests: no root, no network, no machines.
 test: vet unit

@@ -40,6 +40,9 @@ func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.T
 		// The kubexm known_hosts sits at the root of the work dir, beside
 		// every cluster's directory, so re-created clusters keep trusting the
 		// same hosts.
+		if c.khErr = os.MkdirAll(".kubexm", 0o755); c.khErr != nil {
+			return
+		}
 		c.knownHosts, c.khErr = ssh.NewKnownHosts(c.policy, read, filepath.Join(".kubexm", "known_hosts"))
 		forks := c.uploadForks
 		if forks <= 0 {

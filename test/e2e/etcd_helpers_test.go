@@ -22,25 +22,6 @@ import (
 	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
-// moduleRoot is the directory holding go.mod above the test's directory.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // buildKubexm compiles cmd/kubexm into dir.
 func buildKubexm(ctx context.Context, t *testing.T, root, dir string) string {
 	t.Helper()

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,8 @@ const etcdVersion = "v3.5.35"
 
 // TestEtcdCluster is issue 8's acceptance on three fresh test machines:
 //
+//   - preflight reports every problem of every host together, and stops the
+//     run before anything changes;
 //   - --check on fresh machines changes nothing on them;
 //   - create-cluster --tags preflight,os,etcd brings up a healthy 3-member
 //     etcd cluster with TLS (checked with etcdctl over ssh);
@@ -75,6 +78,36 @@ func TestEtcdCluster(t *testing.T) {
 	del := filepath.Join(root, "playbooks", "delete")
 	tags := "--tags=preflight,os,etcd"
 
+	// Preflight reports every problem of every host in one run and stops
+	// before anything changes: too few CPUs everywhere, leftovers on two.
+	for _, h := range set.Hosts[:2] {
+		if _, err := set.SSH(ctx, h.Name, "mkdir /etc/kubernetes"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := kx.play(ctx, create, tags, "-e", "preflight_min_cpus=512")
+	if res.err == nil {
+		t.Fatal("preflight passed with preflight_min_cpus=512 and /etc/kubernetes on two machines")
+	}
+	report := res.failures()
+	for i, h := range set.Hosts {
+		if !strings.Contains(report, fmt.Sprintf("%s [preflight] Every preflight check passed", h.Name)) ||
+			!strings.Contains(report, fmt.Sprintf("Node %s (%s) lacks resources: CPU cores", h.Name, h.Address)) {
+			t.Errorf("the preflight report lacks %s's hardware problem:%s", h.Name, report)
+		}
+		if leftovers := strings.Contains(report, fmt.Sprintf("leftovers detected on node %s (%s) (/etc/kubernetes)", h.Name, h.Address)); leftovers != (i < 2) {
+			t.Errorf("%s: /etc/kubernetes reported %v, want %v:%s", h.Name, leftovers, i < 2, report)
+		}
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("a run failing preflight changed things:\n  %s", strings.Join(c, "\n  "))
+	}
+	for _, h := range set.Hosts[:2] {
+		if _, err := set.SSH(ctx, h.Name, "rmdir /etc/kubernetes"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// What a fresh machine looks like, for --check and for delete
 	// (/var/lib/systemd is left out: systemd's own bookkeeping).
 	wide := []string{"/etc", "/usr/local/bin", "/var/lib"}
@@ -86,7 +119,7 @@ func TestEtcdCluster(t *testing.T) {
 	}
 
 	// --check on fresh machines: succeeds and changes nothing.
-	res := kx.play(ctx, create, tags, "--check")
+	res = kx.play(ctx, create, tags, "--check")
 	if res.err != nil {
 		t.Fatalf("create-cluster --check failed: %v%s", res.err, res.failures())
 	}

@@ -276,6 +276,8 @@ for i in $(seq 1 "$N"); do hosts="$hosts n$i=$NET.$((10 + i))"; done
   else
     echo "    worker: []"
   fi
+  echo "  kubernetes:"
+  echo "    proxyMode: iptables   # the test machines' kernel has no IPVS"
 } >"$STATE/cluster.yaml"
 cat >"$STATE/hosts.env" <<EOF
 # Test machines of run $PREFIX, written by test/hosts/up.sh. Use: source $STATE/hosts.env

@@ -28,7 +28,7 @@ func TestMachinesFromEnv(t *testing.T) {
 	}
 	for _, h := range set.Hosts {
 		t.Run(h.Name, func(t *testing.T) {
-			out, err := set.SSH(ctx, h.Name, `hostname; ps -p 1 -o comm=; systemctl is-system-running; ip -4 -o addr show dev eth0; ip route show default`)
+			out, err := set.SSH(ctx, h.Name, `hostname; ps -p 1 -o comm=; systemctl is-system-running || true; ip -4 -o addr show dev eth0; ip route show default`)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -43,8 +43,10 @@ func TestMachinesFromEnv(t *testing.T) {
 			if lines[1] != "systemd" {
 				t.Errorf("PID 1 is %q, want systemd", lines[1])
 			}
-			if lines[2] != "running" {
-				t.Errorf("systemd state %q, want running", lines[2])
+			// Other packages' integration tests share these machines and may
+			// leave a failed unit behind (degraded); systemd itself must be up.
+			if lines[2] != "running" && lines[2] != "degraded" {
+				t.Errorf("systemd state %q, want running (or degraded)", lines[2])
 			}
 			if !strings.Contains(lines[3], " "+h.Address+"/24 ") {
 				t.Errorf("eth0 %q does not have %s", lines[3], h.Address)

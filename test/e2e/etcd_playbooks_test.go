@@ -1,0 +1,168 @@
+package e2e
+
+// The fast part of the etcd suite, without machines (no build tag): the
+// create-cluster and delete playbooks load with the real builtins, and the
+// etcd and chrony templates render what the roles intend.
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/mensylisir/kubexm/builtins"
+	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/engine/eval"
+	"github.com/mensylisir/kubexm/engine/step"
+)
+
+// moduleRoot is the directory holding go.mod above the test's directory.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func loadOptions() engine.LoadOptions {
+	m := map[string]step.Builtin{}
+	for _, b := range builtins.All() {
+		m[b.Spec().Name] = b
+	}
+	return engine.LoadOptions{Builtins: m}
+}
+
+func TestPlaybooksLoad(t *testing.T) {
+	root := moduleRoot(t)
+	for name, wantTags := range map[string][][]string{
+		"create-cluster": {{"preflight"}, {"os"}, {"etcd"}},
+		"delete":         {{"etcd"}, {"os"}},
+	} {
+		pb, err := engine.Load(context.Background(), filepath.Join(root, "playbooks", name), loadOptions())
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(pb.Plays) != len(wantTags) {
+			t.Fatalf("%s: %d plays, want %d", name, len(pb.Plays), len(wantTags))
+		}
+		for i, p := range pb.Plays {
+			if !slices.Equal(p.Tags, wantTags[i]) {
+				t.Errorf("%s: play %q has tags %v, want %v", name, p.Name, p.Tags, wantTags[i])
+			}
+		}
+	}
+}
+
+// sampleVars are the variables of member n1 of a three-member cluster.
+func sampleVars(addrs [3]string) map[string]any {
+	hostvars := map[string]any{}
+	for i, n := range []string{"n1", "n2", "n3"} {
+		hostvars[n] = map[string]any{"internal_address": addrs[i], "address": addrs[i], "arch": "amd64"}
+	}
+	return map[string]any{
+		"inventory_hostname": "n1", "internal_address": addrs[0], "address": addrs[0], "arch": "amd64",
+		"cluster_name": "c1",
+		"groups":       map[string]any{"all": []any{"n1", "n2", "n3"}, "etcd": []any{"n1", "n2", "n3"}},
+		"hostvars":     hostvars,
+		"spec": map[string]any{
+			"etcd":   map[string]any{"dataDir": "/data/etcd", "heartbeatInterval": 300, "electionTimeout": 3000, "maxSnapshots": 0},
+			"system": map[string]any{"ntpServers": []any{"n1", "pool.example.org"}},
+		},
+		"etcd_address": strings.Split(addrs[0], ",")[0], "etcd_client_port": 2379, "etcd_peer_port": 2380,
+		"etcd_cert_dir": "/etc/kubexm/etcd/ssl", "etcd_data_dir": "/data/etcd", "etcd_cluster_token": "kubexm-c1",
+		"etcd_bin_dir": "/usr/local/bin", "etcd_config_dir": "/etc/kubexm/etcd",
+		"os_backup_dir": "/var/lib/kubexm/os-backup",
+	}
+}
+
+func renderRoleTemplate(t *testing.T, role, name string, vars map[string]any) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", role, "templates", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := eval.New().RenderString(string(src), vars)
+	if err != nil {
+		t.Fatalf("%s/%s: %v", role, name, err)
+	}
+	return out
+}
+
+func TestEtcdConfigTemplate(t *testing.T) {
+	for _, tc := range []struct {
+		addrs                  [3]string
+		initialCluster, client string
+	}{
+		{[3]string{"10.0.0.1", "10.0.0.2", "10.0.0.3"},
+			"n1=https://10.0.0.1:2380,n2=https://10.0.0.2:2380,n3=https://10.0.0.3:2380", "https://10.0.0.1:2379"},
+		// Dual stack: the first address; IPv6 only: brackets.
+		{[3]string{"10.0.0.1,fd00::1", "fd00::2", "fd00::3"},
+			"n1=https://10.0.0.1:2380,n2=https://[fd00::2]:2380,n3=https://[fd00::3]:2380", "https://10.0.0.1:2379"},
+	} {
+		out := renderRoleTemplate(t, "etcd", "etcd.conf.yml.tmpl", sampleVars(tc.addrs))
+		var cfg map[string]any
+		if err := yaml.Unmarshal([]byte(out), &cfg); err != nil {
+			t.Fatalf("etcd.conf.yml is not YAML: %v\n%s", err, out)
+		}
+		want := map[string]any{
+			"name":                  "n1",
+			"data-dir":              "/data/etcd",
+			"initial-cluster":       tc.initialCluster,
+			"advertise-client-urls": tc.client,
+			"initial-cluster-state": "new",
+			"heartbeat-interval":    uint64(300),
+			"election-timeout":      uint64(3000),
+			"max-snapshots":         uint64(0), // 0 (unlimited) is kept, not defaulted
+			"max-wals":              uint64(5),
+		}
+		for k, v := range want {
+			if cfg[k] != v {
+				t.Errorf("%s: %v (%T), want %v", k, cfg[k], cfg[k], v)
+			}
+		}
+		for _, sec := range []string{"client-transport-security", "peer-transport-security"} {
+			m, _ := cfg[sec].(map[string]any)
+			if m["client-cert-auth"] != true || m["cert-file"] != "/etc/kubexm/etcd/ssl/member-n1.pem" || m["trusted-ca-file"] != "/etc/kubexm/etcd/ssl/ca.pem" {
+				t.Errorf("%s: %v", sec, m)
+			}
+		}
+	}
+}
+
+func TestChronyTemplate(t *testing.T) {
+	vars := sampleVars([3]string{"10.0.0.1", "10.0.0.2", "10.0.0.3"})
+	server := renderRoleTemplate(t, "os", "chrony.conf.tmpl", vars)
+	for _, want := range []string{"server pool.example.org iburst", "allow 10.0.0.2", "allow 10.0.0.3", "local stratum 10"} {
+		if !strings.Contains(server, want+"\n") {
+			t.Errorf("n1 (named in ntpServers) lacks %q:\n%s", want, server)
+		}
+	}
+	if strings.Contains(server, "server 10.0.0.1") {
+		t.Errorf("n1 syncs from itself:\n%s", server)
+	}
+	vars["inventory_hostname"] = "n2"
+	client := renderRoleTemplate(t, "os", "chrony.conf.tmpl", vars)
+	for _, want := range []string{"server 10.0.0.1 iburst", "server pool.example.org iburst"} {
+		if !strings.Contains(client, want+"\n") {
+			t.Errorf("n2 lacks %q:\n%s", want, client)
+		}
+	}
+	if strings.Contains(client, "allow") || strings.Contains(client, "local stratum") {
+		t.Errorf("n2 serves time although it is not named in ntpServers:\n%s", client)
+	}
+}
