@@ -55,7 +55,7 @@ func (c commandBuiltin) Spec() step.Spec {
 		Args:     commandArgs(false),
 		FreeForm: "cmd",
 		Examples: []string{"command: systemctl restart containerd",
-			"command:\n  argv: [kubeadm, token, create, --ttl, 2h]\n  register: token"},
+			"command:\n  argv: [kubeadm, token, create, --ttl, 2h]\nregister: token"},
 	}
 }
 

@@ -76,7 +76,7 @@ func (failBuiltin) Spec() step.Spec {
 		Summary:  "Fail the task with a message (usually with `when:`).",
 		Args:     []step.Arg{{Name: "msg", Type: step.String, Default: "Failed as requested from task", Doc: "The failure message."}},
 		FreeForm: "msg",
-		Examples: []string{"fail:\n  msg: \"unsupported OS {{ facts.os.id }}\"\nwhen: facts.os.id not in ['debian', 'ubuntu', 'centos', 'rocky']"},
+		Examples: []string{"fail:\n  msg: \"unsupported OS {{ .facts.os_id }}\"\nwhen: facts.os.id not in ['debian', 'ubuntu', 'centos', 'rocky']"},
 	}
 }
 
@@ -145,7 +145,7 @@ func (setFactBuiltin) Spec() step.Spec {
 		Doc: "Every key becomes a host variable with its (templated) value. It accepts any argument names " +
 			"(its Spec declares the single argument `*`).",
 		Args:     []step.Arg{{Name: AnyArgs, Type: step.Any, Doc: "Any name: the variable to set, with its value."}},
-		Examples: []string{"set_fact:\n  etcd_initial_cluster: \"{{ groups.etcd | map('etcd_peer') | join(',') }}\""},
+		Examples: []string{"set_fact:\n  etcd_endpoint: \"https://{{ .internal_address }}:2379\"\n  etcd_members: \"{{ len .groups.etcd }}\""},
 	}
 }
 

@@ -33,7 +33,7 @@ func (copyBuiltin) Spec() step.Spec {
 			{Name: "force", Type: step.Bool, Default: true, Doc: "false: leave an existing dest's content alone."},
 		}, attrArgs()...),
 		Examples: []string{"copy:\n  src: containerd.toml\n  dest: /etc/containerd/config.toml\n  mode: \"0644\"",
-			"copy:\n  content: \"{{ registry_ca }}\"\n  dest: /etc/docker/certs.d/{{ registry_host }}/ca.crt"},
+			"copy:\n  content: \"{{ .registry_ca }}\"\n  dest: /etc/docker/certs.d/{{ .registry_host }}/ca.crt"},
 	}
 }
 

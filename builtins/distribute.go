@@ -24,7 +24,7 @@ func (distributeBuiltin) Spec() step.Spec {
 			{Name: "src", Type: step.String, Required: true, Doc: "File on the control machine."},
 			{Name: "dest", Type: step.String, Required: true, Doc: "Path on the host; a trailing / appends src's base name."},
 		}, attrArgs()...),
-		Examples: []string{"distribute:\n  src: kubernetes/{{ kube_version }}/{{ arch }}/kubelet\n  dest: /usr/local/bin/kubelet\n  mode: \"0755\""},
+		Examples: []string{"distribute:\n  src: kubernetes/{{ .kube_version }}/{{ .arch }}/kubelet\n  dest: /usr/local/bin/kubelet\n  mode: \"0755\""},
 	}
 }
 

@@ -53,8 +53,8 @@ func (downloadBuiltin) Spec() step.Spec {
 			{Name: "retries", Type: step.Int, Default: 3, Doc: "Attempts per URL."},
 			{Name: "timeout", Type: step.Duration, Default: "30m", Doc: "Limit for one attempt."},
 		},
-		Examples: []string{"download:\n  urls:\n    - https://github.com/etcd-io/etcd/releases/download/v{{ etcd_version }}/etcd-v{{ etcd_version }}-linux-{{ arch }}.tar.gz\n" +
-			"    - \"{{ mirror }}/etcd/v{{ etcd_version }}/etcd-v{{ etcd_version }}-linux-{{ arch }}.tar.gz\"\n  dest: etcd/{{ etcd_version }}/{{ arch }}/\n  sha256: \"{{ etcd_sha256[arch] }}\""},
+		Examples: []string{"download:\n  urls:\n    - https://github.com/etcd-io/etcd/releases/download/v{{ .etcd_version }}/etcd-v{{ .etcd_version }}-linux-{{ .arch }}.tar.gz\n" +
+			"    - \"{{ .mirror }}/etcd/v{{ .etcd_version }}/etcd-v{{ .etcd_version }}-linux-{{ .arch }}.tar.gz\"\n  dest: etcd/{{ .etcd_version }}/{{ .arch }}/\n  sha256: \"{{ index .etcd_sha256 .arch }}\""},
 	}
 }
 

@@ -75,7 +75,7 @@ func (uriBuiltin) Spec() step.Spec {
 			{Name: "return_content", Type: step.Bool, Default: false, Doc: "Put the body in `content`."},
 			{Name: "timeout", Type: step.Duration, Default: "30s", Doc: "Limit for the whole request."},
 		}, tlsArgs()...),
-		Examples: []string{"uri:\n  url: https://127.0.0.1:2379/health\n  ca_path: /etc/ssl/etcd/ca.pem\n  client_cert: /etc/ssl/etcd/admin.pem\n  client_key: /etc/ssl/etcd/admin-key.pem\n  register: health"},
+		Examples: []string{"uri:\n  url: https://127.0.0.1:2379/health\n  ca_path: /etc/ssl/etcd/ca.pem\n  client_cert: /etc/ssl/etcd/admin.pem\n  client_key: /etc/ssl/etcd/admin-key.pem\nregister: health"},
 	}
 }
 

@@ -115,7 +115,7 @@ func (lineinfileBuiltin) Spec() step.Spec {
 			{Name: "regexp", Type: step.String, Aliases: []string{"regex"}, Doc: "Regular expression (Go syntax) selecting the line to replace or remove."},
 		}, textFileArgs()...),
 		Examples: []string{"lineinfile:\n  path: /etc/fstab\n  regexp: '^([^#].*\\sswap\\s.*)$'\n  state: absent",
-			"lineinfile:\n  path: /etc/hosts\n  regexp: '\\s{{ inventory_hostname }}$'\n  line: \"{{ ip }} {{ inventory_hostname }}\""},
+			"lineinfile:\n  path: /etc/hosts\n  regexp: '\\s{{ .inventory_hostname }}$'\n  line: \"{{ .ip }} {{ .inventory_hostname }}\""},
 	}
 }
 

@@ -152,7 +152,7 @@ func (hostnameBuiltin) Spec() step.Spec {
 		Doc:      "Uses `hostnamectl` when systemd's hostnamed answers, otherwise writes /etc/hostname and runs `hostname`.",
 		Args:     []step.Arg{{Name: "name", Type: step.String, Required: true, Doc: "The new host name."}},
 		FreeForm: "name",
-		Examples: []string{"hostname:\n  name: \"{{ inventory_hostname }}\""},
+		Examples: []string{"hostname:\n  name: \"{{ .inventory_hostname }}\""},
 	}
 }
 

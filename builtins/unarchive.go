@@ -30,7 +30,7 @@ func (unarchiveBuiltin) Spec() step.Spec {
 			{Name: "strip_components", Type: step.Int, Default: 0, Doc: "Drop this many leading path components (tar archives only)."},
 			{Name: "include", Type: step.List, Doc: "Extract only these members (paths as stored in the archive)."},
 		},
-		Examples: []string{"unarchive:\n  src: etcd/{{ etcd_version }}/{{ arch }}/etcd-v{{ etcd_version }}-linux-{{ arch }}.tar.gz\n  dest: /usr/local/bin\n  strip_components: 1\n  include: [etcd-v{{ etcd_version }}-linux-{{ arch }}/etcd, etcd-v{{ etcd_version }}-linux-{{ arch }}/etcdctl]"},
+		Examples: []string{"unarchive:\n  src: etcd/{{ .etcd_version }}/{{ .arch }}/etcd-v{{ .etcd_version }}-linux-{{ .arch }}.tar.gz\n  dest: /usr/local/bin\n  strip_components: 1\n  include:\n    - \"etcd-v{{ .etcd_version }}-linux-{{ .arch }}/etcd\"\n    - \"etcd-v{{ .etcd_version }}-linux-{{ .arch }}/etcdctl\""},
 	}
 }
 

@@ -88,10 +88,10 @@ Results: ` + "`cert`, `key` (and `pub` with `key_only`)" + ` are the file paths;
 			`- name: etcd member certificate for each etcd host
   gen_cert:
     path: certs/etcd
-    name: "member-{{ inventory_hostname }}"
-    common_name: "{{ inventory_hostname }}"
+    name: "member-{{ .inventory_hostname }}"
+    common_name: "{{ .inventory_hostname }}"
     usages: [peer]
-    sans: ["{{ inventory_hostname }}", "{{ internal_address }}", localhost, 127.0.0.1]`,
+    sans: ["{{ .inventory_hostname }}", "{{ .internal_address }}", localhost, 127.0.0.1]`,
 			`- name: service-account signing key
   gen_cert:
     path: certs/kubernetes
@@ -480,7 +480,7 @@ func (p *certPlan) writeCert(env *step.Env, s *state, key crypto.Signer, now tim
 }
 
 // flatStrings turns a list argument into strings, flattening nested lists:
-// a templated entry such as "{{ groups.etcd }}" may itself be a list.
+// a templated entry such as "{{ .groups.etcd }}" may itself be a list.
 func flatStrings(l []any) []string {
 	var out []string
 	for _, v := range l {

@@ -126,7 +126,7 @@ Relative paths are taken from the cluster's work directory. Results: ` + "`path`
 			`- name: admin kubeconfig
   kubeconfig:
     path: kubeconfig/admin.conf
-    server: "https://{{ control_plane_endpoint }}:6443"
+    server: "https://{{ .control_plane_endpoint }}:6443"
     ca: certs/kubernetes/ca.crt
     cert: certs/kubernetes/admin.crt
     key: certs/kubernetes/admin.key`,
