@@ -25,7 +25,7 @@ func (modprobeBuiltin) Spec() step.Spec {
 			{Name: "state", Type: step.String, Default: "present", Choices: []string{"present", "absent"}, Doc: "Loaded or not."},
 			{Name: "params", Type: step.String, Default: "", Doc: "Module parameters, such as \"nf_conntrack_max=131072\"."},
 			{Name: "persistent", Type: step.String, Default: "present", Choices: []string{"present", "absent", "disabled"}, Doc: "Whether to load at boot (disabled: leave boot config alone)."},
-			{Name: "modules_load_file", Type: step.String, Doc: "File listing the module for boot; default /etc/modules-load.d/<name>.conf."},
+			{Name: "modules_load_file", Type: step.String, Doc: "File listing modules for boot, shared with other modules: only this module's line is added or removed. Default: /etc/modules-load.d/<name>.conf, holding this module alone."},
 			{Name: "ignore_load_errors", Type: step.Bool, Default: false, Doc: "Do not fail when the module cannot be loaded (no /lib/modules in containers)."},
 		},
 		Examples: []string{"modprobe:\n  name: br_netfilter"},
@@ -89,17 +89,25 @@ func (modprobeBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (
 	}
 
 	if persistent != "disabled" {
-		loadFile := args.String("modules_load_file")
-		if loadFile == "" {
-			loadFile = "/etc/modules-load.d/" + name + ".conf"
-		}
 		want := persistent == "present" && state == "present"
-		r, err := ensureFile(ctx, env, loadFile, name+"\n", want)
+		var r step.Result
+		var err error
+		if loadFile := args.String("modules_load_file"); loadFile != "" {
+			// A file shared by several modules: manage this module's line only.
+			lineState := "absent"
+			if want {
+				lineState = "present"
+			}
+			r, err = lineinfileBuiltin{}.Run(ctx, env, step.Args{"path": loadFile, "line": name,
+				"regexp": "^" + regexp.QuoteMeta(name) + "$", "state": lineState, "create": true})
+		} else {
+			r, err = ensureFile(ctx, env, "/etc/modules-load.d/"+name+".conf", name+"\n", want)
+		}
 		if err != nil {
 			return step.Result{}, err
 		}
 		if r.Changed {
-			changes = append(changes, "boot config "+loadFile)
+			changes = append(changes, "boot config: "+r.Msg)
 			diffs = append(diffs, r.Diff)
 		}
 		optFile := "/etc/modprobe.d/" + name + ".conf"

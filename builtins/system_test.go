@@ -58,6 +58,27 @@ func TestModprobe(t *testing.T) {
 	}
 }
 
+// Modules sharing one boot file keep each other's lines.
+func TestModprobeSharedLoadFile(t *testing.T) {
+	h := newFake(func(cmd string) (transport.Result, bool) {
+		if strings.HasPrefix(cmd, "/bin/sh -c \nm=$(printf") {
+			return ok("") // built in: loaded
+		}
+		return transport.Result{}, false
+	})
+	const file = "/etc/modules-load.d/kubexm.conf"
+	for _, m := range []string{"overlay", "br_netfilter"} {
+		convergeFake(t, modprobeBuiltin{}, h, step.Args{"name": m, "modules_load_file": file}, "modprobe")
+	}
+	if h.files[file] != "overlay\nbr_netfilter\n" {
+		t.Fatalf("shared file %q", h.files[file])
+	}
+	res := runB(t, modprobeBuiltin{}, fakeEnv(h), step.Args{"name": "overlay", "modules_load_file": file, "persistent": "absent"})
+	if !res.Changed || h.files[file] != "br_netfilter\n" {
+		t.Fatalf("%+v: %q", res, h.files[file])
+	}
+}
+
 func TestModprobeLoadError(t *testing.T) {
 	h := newFake(func(cmd string) (transport.Result, bool) {
 		if strings.HasPrefix(cmd, "/bin/sh -c") {

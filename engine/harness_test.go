@@ -70,6 +70,7 @@ func testRegistry(c *calls) map[string]step.Builtin {
 				{Name: "msg", Type: step.Any},
 				{Name: "changed", Type: step.Bool, Default: false},
 				{Name: "fail", Type: step.Bool, Default: false},
+				{Name: "skip", Type: step.Bool, Default: false},
 				{Name: "error", Type: step.String},
 				{Name: "sleep", Type: step.Duration},
 				{Name: "data", Type: step.Map},
@@ -100,7 +101,7 @@ func testRegistry(c *calls) map[string]step.Builtin {
 				for k, v := range a.Map("data") {
 					data[k] = v
 				}
-				return step.Result{Changed: a.Bool("changed"), Failed: a.Bool("fail"), Msg: fmt.Sprint(a["msg"]), Data: data, Facts: a.Map("facts")}, nil
+				return step.Result{Changed: a.Bool("changed"), Failed: a.Bool("fail"), Skipped: a.Bool("skip"), Msg: fmt.Sprint(a["msg"]), Data: data, Facts: a.Map("facts")}, nil
 			},
 		},
 		"set_fact": fakeBuiltin{spec: step.Spec{Name: "set_fact", Args: []step.Arg{{Name: "*", Type: step.Any}}},

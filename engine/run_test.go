@@ -336,6 +336,21 @@ plays:
 			calls: []string{"h1:a(check)"},
 		},
 		{
+			name: "changed_when and failed_when are not judged on a skipped result",
+			files: map[string]string{"playbook.yaml": `
+- hosts: h1
+  tasks:
+    - probe: {id: a, skip: true}
+      register: out
+      changed_when: out.stdout == "x"
+      failed_when: out.rc != 0
+      until: out.rc == 0
+      retries: 3
+`},
+			want:  map[string]HostStats{"h1": stats(0, 0, 1, 0)},
+			calls: []string{"h1:a"},
+		},
+		{
 			name: "check_mode overrides --check per task and block",
 			files: map[string]string{"playbook.yaml": `
 - hosts: h1

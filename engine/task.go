@@ -472,7 +472,9 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 		if target != h.name {
 			reg["delegate_to"] = target
 		}
-		if t.Until == nil || ctx.Err() != nil {
+		// A result the builtin skipped (a command under --check) has nothing
+		// for until, changed_when or failed_when to judge.
+		if t.Until == nil || ctx.Err() != nil || res.Skipped {
 			break
 		}
 		ok, err := pr.condsWith([]cond{*t.Until}, vars, t.Register, reg)
@@ -495,7 +497,7 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 		case <-ctx.Done():
 		}
 	}
-	if len(t.ChangedWhen) > 0 {
+	if len(t.ChangedWhen) > 0 && !res.Skipped {
 		ok, err := pr.condsWith(t.ChangedWhen, vars, t.Register, reg)
 		if err != nil {
 			reg["failed"], reg["msg"] = true, err.Error()
@@ -503,7 +505,7 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 			reg["changed"] = ok
 		}
 	}
-	if len(t.FailedWhen) > 0 {
+	if len(t.FailedWhen) > 0 && !res.Skipped {
 		ok, err := pr.condsWith(t.FailedWhen, vars, t.Register, reg)
 		if err != nil {
 			reg["failed"], reg["msg"] = true, err.Error()

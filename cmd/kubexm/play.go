@@ -143,6 +143,12 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 		}
 		workDir = filepath.Join(".kubexm", name)
 	}
+	// Absolute, so that `{{ .work_dir }}` means the same in a command run on
+	// localhost as in a builtin, whatever directory a task runs in.
+	workDir, err = filepath.Abs(workDir)
+	if err != nil {
+		return fmt.Errorf("work dir: %w", err)
+	}
 	var sink engine.Sink
 	if f.output == "json" {
 		sink = output.NewJSON(w)

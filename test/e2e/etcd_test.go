@@ -54,11 +54,6 @@ func TestEtcdCluster(t *testing.T) {
 	}
 	server := serveDir(t, set.Gateway, releaseRoot)
 
-	// kubexm records host keys in .kubexm/known_hosts but, in a --check run
-	// (no journal), does not create .kubexm first.
-	if err := os.MkdirAll(filepath.Join(work, ".kubexm"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	inventory := filepath.Join(work, "cluster.yaml")
 	if err := os.WriteFile(inventory, []byte(clusterYAML("e2e-etcd", set)), 0o600); err != nil {
 		t.Fatal(err)
