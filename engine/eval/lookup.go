@@ -67,7 +67,6 @@ func closestKey(container any, key string) string {
 	return best
 }
 
-
 // lookup resolves keys one after the other starting at base. label names base
 // in messages ("" when base is the variables themselves). A key that does not
 // exist, an index out of range or a nil value in the middle of the path is a
