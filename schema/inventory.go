@@ -27,6 +27,9 @@ func Inventory(c *Cluster, source string) (*inventory.Inventory, error) {
 		Groups:    groups,
 		GroupVars: map[string]map[string]any{},
 		Source:    source,
+		// Roles need the registry credentials, so they stay in the spec
+		// variables; listing them here keeps them out of output and journals.
+		OtherSecrets: registryPasswords(c),
 		Vars: map[string]any{
 			"cluster_name": c.Metadata.Name,
 			"cluster_file": c.File(),
@@ -217,4 +220,14 @@ func toVars(v reflect.Value) any {
 		return v.Float()
 	}
 	return v.Interface()
+}
+
+func registryPasswords(c *Cluster) []string {
+	var out []string
+	for _, a := range c.Spec.Registry.Auths {
+		if a.Password != "" {
+			out = append(out, a.Password)
+		}
+	}
+	return out
 }

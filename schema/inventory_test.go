@@ -3,6 +3,7 @@ package schema
 import (
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -20,6 +21,9 @@ func TestInventoryFromFullExample(t *testing.T) {
 	abs, _ := filepath.Abs("testdata/cluster-full.yaml")
 	if inv.Source != abs || inv.Vars["cluster_file"] != abs || inv.Vars["cluster_name"] != "mycluster" {
 		t.Errorf("source %q vars %v", inv.Source, inv.Vars["cluster_file"])
+	}
+	if !slices.Contains(inv.Secrets(), "***") {
+		t.Errorf("the registry password is not among the secrets to mask: %q", inv.Secrets())
 	}
 	groups := map[string]string{
 		"etcd":          "node1,node2,node3",
@@ -69,8 +73,8 @@ func TestInventoryFromFullExample(t *testing.T) {
 			t.Fatal("host password in spec vars")
 		}
 	}
-	if got := inv.Secrets(); len(got) != 9 {
-		t.Errorf("secrets = %d, want the 9 host passwords", len(got))
+	if got := inv.Secrets(); len(got) != 10 {
+		t.Errorf("secrets = %d, want the 9 host passwords and the registry's", len(got))
 	}
 }
 

@@ -43,6 +43,9 @@ type Inventory struct {
 	GroupVars map[string]map[string]any
 	// Vars are inventory-wide variables (the cluster spec).
 	Vars map[string]any
+	// OtherSecrets are secret values that are not connection settings
+	// (registry passwords in the spec), masked like the hosts' passwords.
+	OtherSecrets []string
 	// Source names where the inventory came from (a file path), for messages
 	// and to tie a run journal to its inventory.
 	Source string
@@ -74,6 +77,9 @@ func (inv *Inventory) Secrets() []string {
 		if h.Bastion != nil {
 			add(h.Bastion.Password)
 		}
+	}
+	for _, s := range inv.OtherSecrets {
+		add(s)
 	}
 	return out
 }

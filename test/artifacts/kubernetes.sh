@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Builds Kubernetes binaries from the Go module proxy for kubexm's tests.
+#
+# k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them
+# with ./staging paths, so `go install` is refused; a throwaway module pins
+# every staging module with its own replace block instead. The proxy does not
+# serve the sample-* staging modules, and only k8s.io/sample-apiserver is in
+# the module graph, so a local empty stub stands in for it (see
+# /work/shared/notes/test-artifacts.md §1; v1.33.13 is the only version known
+# to have every needed staging module on the proxy).
+#
+# Usage: kubernetes.sh [BINARY...]
+#   BINARY is one of kube-apiserver kube-controller-manager kube-scheduler
+#   kubelet kube-proxy kubectl kubeadm (default: all seven). Binaries already
+#   in the output directory are not rebuilt.
+#
+# Environment:
+#   KUBE_VERSION          v1.x.y to build (default v1.33.13)
+#   GOARCH                target architecture (default: the host's)
+#   KUBEXM_TEST_K8S_DIR   where the binaries go
+#                         (default /var/cache/kubexm-test/artifacts/kubernetes/$KUBE_VERSION/$GOARCH)
+#   KUBEXM_TEST_CACHE     root of the test cache (default /var/cache/kubexm-test);
+#                         the build module lives in $KUBEXM_TEST_CACHE/build/
+#   FORCE=1               rebuild even when the binaries are there
+#
+# Prints the directory holding the binaries on its last line.
+set -euo pipefail
+
+all=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl kubeadm)
+version=${KUBE_VERSION:-v1.33.13}
+arch=${GOARCH:-$(go env GOARCH)}
+cache=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
+out=${KUBEXM_TEST_K8S_DIR:-$cache/artifacts/kubernetes/$version/$arch}
+
+if [[ ! $version =~ ^v1\.([0-9]+)\.([0-9]+)$ ]]; then
+	echo "kubernetes.sh: KUBE_VERSION=$version: want v1.<minor>.<patch>" >&2
+	exit 2
+fi
+minor=${BASH_REMATCH[1]}
+staging=v0.$minor.${BASH_REMATCH[2]}
+
+wanted=("$@")
+if [[ ${#wanted[@]} -eq 0 ]]; then
+	wanted=("${all[@]}")
+fi
+todo=()
+for b in "${wanted[@]}"; do
+	if [[ " ${all[*]} " != *" $b "* ]]; then
+		echo "kubernetes.sh: unknown binary \"$b\"; want some of: ${all[*]}" >&2
+		exit 2
+	fi
+	if [[ ${FORCE:-0} == 1 || ! -x $out/$b ]]; then
+		todo+=("$b")
+	fi
+done
+if [[ ${#todo[@]} -eq 0 ]]; then
+	echo "kubernetes.sh: ${wanted[*]} $version/$arch already built in $out (FORCE=1 rebuilds)" >&2
+	echo "$out"
+	exit 0
+fi
+
+mod=$cache/build/kubernetes-$version
+mkdir -p "$mod/stub/sample-apiserver" "$out"
+{
+	cat <<GOMOD
+module example.com/kubexm-k8sbuild
+
+go 1.24.0
+
+// Copied from kubernetes' own go.mod: only the main module's godebug applies.
+godebug default=go1.24
+
+require k8s.io/kubernetes $version
+
+replace (
+GOMOD
+	for m in api apiextensions-apiserver apimachinery apiserver cli-runtime client-go \
+		cloud-provider cluster-bootstrap code-generator component-base component-helpers \
+		controller-manager cri-api cri-client csi-translation-lib dynamic-resource-allocation \
+		endpointslice externaljwt kms kube-aggregator kube-controller-manager kube-proxy \
+		kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission; do
+		printf '\tk8s.io/%s => k8s.io/%s %s\n' "$m" "$m" "$staging"
+	done
+	printf '\tk8s.io/sample-apiserver => ./stub/sample-apiserver\n)\n'
+} >"$mod/go.mod.new"
+# Keep the tidied go.mod and go.sum when the requirements did not change, so
+# a second run does not resolve the module graph again.
+if ! cmp -s "$mod/go.mod.new" "$mod/go.mod.in" 2>/dev/null || [[ ! -s $mod/go.sum ]]; then
+	cp "$mod/go.mod.new" "$mod/go.mod"
+	cp "$mod/go.mod.new" "$mod/go.mod.in"
+	rm -f "$mod/go.sum"
+	tidy=1
+fi
+rm -f "$mod/go.mod.new"
+printf 'module k8s.io/sample-apiserver\n\ngo 1.24.0\n' >"$mod/stub/sample-apiserver/go.mod"
+{
+	printf '//go:build tools\n\n// Package tools keeps the Kubernetes main packages in the module graph.\npackage tools\n\nimport (\n'
+	for b in "${all[@]}"; do
+		printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$b"
+	done
+	printf ')\n'
+} >"$mod/tools.go"
+
+export CGO_ENABLED=0 GOARCH=$arch GOOS=linux GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
+cd "$mod"
+if [[ ${tidy:-0} == 1 ]]; then
+	echo "kubernetes.sh: resolving modules for Kubernetes $version" >&2
+	if ! go mod tidy; then
+		rm -f go.mod.in
+		exit 1
+	fi
+fi
+
+# The version variables are what `make` sets (hack/lib/version.sh). buildDate
+# is the tag's time from the proxy rather than now, so a rebuild links the
+# same binary and is a build-cache hit.
+build_date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
+ldflags="-s -w"
+for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+	ldflags+=" -X $p.gitVersion=$version -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+	ldflags+=" -X $p.gitTreeState=clean -X $p.gitCommit= -X $p.buildDate=$build_date"
+done
+pkgs=()
+for b in "${todo[@]}"; do
+	pkgs+=("k8s.io/kubernetes/cmd/$b")
+done
+
+echo "kubernetes.sh: building ${todo[*]} $version ($arch) into $out" >&2
+tmp=$(mktemp -d "$out/.build.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+go build -trimpath -tags=selinux,notest -ldflags="$ldflags" -o "$tmp/" "${pkgs[@]}"
+# Move into place only after the whole build succeeded, so a half build never
+# looks done.
+for b in "${todo[@]}"; do
+	mv -f "$tmp/$b" "$out/$b"
+done
+if [[ $arch == "$(go env GOHOSTARCH)" ]]; then
+	for b in "${todo[@]}"; do
+		case $b in
+		kubectl) "$out/$b" version --client >&2 ;;
+		kubeadm) echo "kubeadm $("$out/$b" version -o short)" >&2 ;;
+		*) "$out/$b" --version >&2 ;;
+		esac
+	done
+fi
+echo "$out"
