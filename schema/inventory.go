@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -65,6 +66,23 @@ func Inventory(c *Cluster, source string) (*inventory.Inventory, error) {
 			ih.PrivateKeyPath = c.resolvePath(h.PrivateKeyPath)
 		default:
 			ih.PrivateKeyPath = defaultKey
+		}
+		ih.Passphrase = h.Passphrase
+		ih.BecomePassword = h.SudoPassword
+		if ih.BecomePassword == "" {
+			ih.BecomePassword = h.Password
+		}
+		if b := cmp.Or(h.Bastion, c.Spec.Bastion); b != nil && !ih.Local {
+			ih.Bastion = &inventory.Bastion{
+				Address:        b.Address,
+				Port:           cmp.Or(b.Port, 22),
+				User:           cmp.Or(b.User, ih.User),
+				Password:       b.Password,
+				PrivateKeyPath: ih.PrivateKeyPath,
+			}
+			if b.PrivateKeyPath != "" {
+				ih.Bastion.PrivateKeyPath = c.resolvePath(b.PrivateKeyPath)
+			}
 		}
 		inv.Hosts = append(inv.Hosts, ih)
 	}

@@ -73,8 +73,10 @@ func TestInventoryFromFullExample(t *testing.T) {
 			t.Fatal("host password in spec vars")
 		}
 	}
-	if got := inv.Secrets(); len(got) != 10 {
-		t.Errorf("secrets = %d, want the 9 host passwords and the registry's", len(got))
+	for _, h := range c.Spec.Hosts {
+		if h.Password != "" && !slices.Contains(inv.Secrets(), h.Password) {
+			t.Errorf("%s: password not among the secrets to mask", h.Name)
+		}
 	}
 }
 
@@ -122,5 +124,58 @@ func TestInventoryBadRange(t *testing.T) {
 	c := &Cluster{Metadata: Metadata{Name: "x"}, Spec: Spec{RoleGroups: RoleGroups{Master: []string{"n[2:1]"}}}}
 	if _, err := Inventory(c, ""); err == nil || !strings.Contains(err.Error(), "greater than end") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+func TestInventoryBastionAndSudo(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	y := `apiVersion: kubexm.mensylisir.io/v1alpha1
+kind: Cluster
+metadata: {name: jump}
+spec:
+  bastion: {address: jump.example.com, user: ops, password: "${JUMP_PW}"}
+  hosts:
+  - {name: node1, address: 10.0.0.1, user: admin, password: pw1, privateKeyPassphrase: "${KEY_PW}"}
+  - {name: node2, address: 10.0.0.2, user: admin, password: pw2, sudoPassword: sudo2, bastion: {address: 10.9.9.9, port: 2222}}
+  roleGroups: {etcd: [node1], master: [node1], worker: [node2]}
+`
+	env := map[string]string{"JUMP_PW": "jumpsecret", "KEY_PW": "keysecret"}
+	c, _, err := parse("jump.yaml", []byte(y), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := Inventory(c, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, h2 := inv.Hosts[0], inv.Hosts[1]
+	if h1.Bastion == nil || h1.Bastion.Address != "jump.example.com" || h1.Bastion.Port != 22 || h1.Bastion.User != "ops" || h1.Bastion.Password != "jumpsecret" {
+		t.Errorf("node1 bastion from spec.bastion = %+v", h1.Bastion)
+	}
+	if h1.Passphrase != "keysecret" || h1.BecomePassword != "pw1" {
+		t.Errorf("node1 passphrase %q, sudo password %q (want the login password)", h1.Passphrase, h1.BecomePassword)
+	}
+	if h2.Bastion == nil || h2.Bastion.Address != "10.9.9.9" || h2.Bastion.Port != 2222 || h2.Bastion.User != "admin" || h2.BecomePassword != "sudo2" {
+		t.Errorf("node2 = %+v bastion %+v", h2, h2.Bastion)
+	}
+	for _, s := range []string{"jumpsecret", "keysecret", "sudo2", "pw1", "pw2"} {
+		if !slices.Contains(inv.Secrets(), s) {
+			t.Errorf("%q is not masked", s)
+		}
+	}
+	out, err := Marshal(c.Masked())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"jumpsecret", "keysecret", "sudo2", "pw1"} {
+		if strings.Contains(string(out), s) {
+			t.Errorf("config view shows %q:\n%s", s, out)
+		}
+	}
+
+	bad := strings.Replace(y, "bastion: {address: 10.9.9.9, port: 2222}", "bastion: {port: 70000}", 1)
+	_, _, err = parse("jump.yaml", []byte(bad), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err == nil || !strings.Contains(err.Error(), "spec.hosts[1].bastion.address") || !strings.Contains(err.Error(), "70000") {
+		t.Errorf("bad bastion: %v", err)
 	}
 }

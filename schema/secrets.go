@@ -18,6 +18,14 @@ func expandSecrets(c *Cluster, ps *problems, lookup func(string) (string, bool))
 		h := &c.Spec.Hosts[i]
 		p := index("spec.hosts", i)
 		resolveSecret(c, ps, lookup, &h.Password, h.PasswordFile, child(p, "password"), child(p, "passwordFile"))
+		resolveSecret(c, ps, lookup, &h.Passphrase, "", child(p, "privateKeyPassphrase"), "")
+		resolveSecret(c, ps, lookup, &h.SudoPassword, "", child(p, "sudoPassword"), "")
+		if h.Bastion != nil {
+			resolveSecret(c, ps, lookup, &h.Bastion.Password, "", child(child(p, "bastion"), "password"), "")
+		}
+	}
+	if c.Spec.Bastion != nil {
+		resolveSecret(c, ps, lookup, &c.Spec.Bastion.Password, "", "spec.bastion.password", "")
 	}
 	for name, a := range c.Spec.Registry.Auths {
 		p := key("spec.registry.auths", name)
@@ -90,8 +98,13 @@ func (c *Cluster) Masked() *Cluster {
 	m := *c
 	m.Spec.Hosts = slices.Clone(c.Spec.Hosts)
 	for i := range m.Spec.Hosts {
-		maskString(&m.Spec.Hosts[i].Password)
+		h := &m.Spec.Hosts[i]
+		maskString(&h.Password)
+		maskString(&h.Passphrase)
+		maskString(&h.SudoPassword)
+		h.Bastion = maskedBastion(h.Bastion)
 	}
+	m.Spec.Bastion = maskedBastion(c.Spec.Bastion)
 	if c.Spec.Registry.Auths != nil {
 		m.Spec.Registry.Auths = maps.Clone(c.Spec.Registry.Auths)
 		for k, a := range m.Spec.Registry.Auths {
@@ -106,4 +119,13 @@ func maskString(p *string) {
 	if *p != "" {
 		*p = Mask
 	}
+}
+
+func maskedBastion(b *Bastion) *Bastion {
+	if b == nil {
+		return nil
+	}
+	m := *b
+	maskString(&m.Password)
+	return &m
 }

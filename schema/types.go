@@ -33,6 +33,7 @@ type Metadata struct {
 // Spec is the desired cluster.
 type Spec struct {
 	Hosts                []Host               `yaml:"hosts" doc:"Every machine of the cluster."`
+	Bastion              *Bastion             `yaml:"bastion,omitempty" doc:"Jump host for every host that names none of its own."`
 	RoleGroups           RoleGroups           `yaml:"roleGroups" doc:"Which hosts play which role; members may be ranges such as node[5:6]."`
 	ControlPlaneEndpoint ControlPlaneEndpoint `yaml:"controlPlaneEndpoint"`
 	System               System               `yaml:"system"`
@@ -56,9 +57,21 @@ type Host struct {
 	Password        string            `yaml:"password,omitempty" doc:"SSH password; ${ENV_VAR} reads it from the environment. Never printed."`
 	PasswordFile    string            `yaml:"passwordFile,omitempty" doc:"File holding the SSH password (relative to cluster.yaml)."`
 	PrivateKeyPath  string            `yaml:"privateKeyPath,omitempty" doc:"SSH private key. Default ~/.ssh/id_rsa when it exists."`
+	Passphrase      string            `yaml:"privateKeyPassphrase,omitempty" doc:"Passphrase of an encrypted private key; ${ENV_VAR} reads it from the environment. Never printed."`
+	SudoPassword    string            `yaml:"sudoPassword,omitempty" doc:"sudo password for a user other than root. Default: password. ${ENV_VAR} reads it from the environment. Never printed."`
+	Bastion         *Bastion          `yaml:"bastion,omitempty" doc:"Jump host this host is reached through. Default: spec.bastion."`
 	Connection      string            `yaml:"connection,omitempty" enum:"ssh,local" doc:"ssh or local (run commands directly). Default local for address localhost, else ssh."`
 	Arch            string            `yaml:"arch,omitempty" enum:"amd64,arm64" doc:"CPU architecture. Default amd64."`
 	Labels          map[string]string `yaml:"labels,omitempty" doc:"Kubernetes node labels."`
+}
+
+// Bastion is a jump host (ssh -J).
+type Bastion struct {
+	Address        string `yaml:"address" doc:"Address of the jump host."`
+	Port           int    `yaml:"port,omitempty" doc:"SSH port. Default 22."`
+	User           string `yaml:"user,omitempty" doc:"SSH user. Default: the host's user."`
+	Password       string `yaml:"password,omitempty" doc:"${ENV_VAR} reads it from the environment. Never printed."`
+	PrivateKeyPath string `yaml:"privateKeyPath,omitempty" doc:"Default: the host's key."`
 }
 
 // RoleGroups assigns roles to hosts by name.

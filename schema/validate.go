@@ -232,6 +232,7 @@ func checkEnums(v reflect.Value, path string, ps *problems) {
 }
 
 func validateHosts(c *Cluster, ps *problems) []string {
+	c.validateBastion(ps, "spec.bastion", c.Spec.Bastion)
 	if len(c.Spec.Hosts) == 0 {
 		ps.add("spec.hosts", "run `kubexm create config` for a sample", "no hosts")
 	}
@@ -273,6 +274,7 @@ func validateHosts(c *Cluster, ps *problems) []string {
 				ps.add(child(p, "privateKeyPath"), "relative paths are relative to the cluster file", "private key not found: %v", err)
 			}
 		}
+		c.validateBastion(ps, child(p, "bastion"), h.Bastion)
 		for k, v := range h.Labels {
 			if k == "" {
 				ps.add(child(p, "labels"), "", "empty label key")
@@ -645,6 +647,25 @@ func validateMisc(c *Cluster, ps *problems) {
 	for i, a := range c.Spec.Addons {
 		if strings.TrimSpace(a) == "" {
 			ps.add(index("spec.addons", i), "", "empty add-on name")
+		}
+	}
+}
+
+func (c *Cluster) validateBastion(ps *problems, p string, b *Bastion) {
+	if b == nil {
+		return
+	}
+	if b.Address == "" {
+		ps.add(child(p, "address"), "", "missing address")
+	} else if _, err := netip.ParseAddr(b.Address); err != nil && !isHostname(b.Address, false) {
+		ps.add(child(p, "address"), "an IP address or a DNS name", "invalid address %q", b.Address)
+	}
+	if b.Port < 0 || b.Port > 65535 {
+		ps.add(child(p, "port"), "", "port %d out of range 1..65535", b.Port)
+	}
+	if b.PrivateKeyPath != "" {
+		if _, err := os.Stat(c.resolvePath(b.PrivateKeyPath)); err != nil {
+			ps.add(child(p, "privateKeyPath"), "relative paths are relative to the cluster file", "private key not found: %v", err)
 		}
 	}
 }

@@ -65,8 +65,10 @@ func (inv *Inventory) Host(name string) (*Host, bool) {
 // can mask them.
 func (inv *Inventory) Secrets() []string {
 	var out []string
+	seen := map[string]bool{}
 	add := func(s string) {
-		if s != "" {
+		if s != "" && !seen[s] {
+			seen[s] = true
 			out = append(out, s)
 		}
 	}
