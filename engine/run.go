@@ -332,6 +332,11 @@ func (r *runner) transportFor(ctx context.Context, name string) (transport.Trans
 		if err == nil && t == nil {
 			err = fmt.Errorf("connecting to %s gave no transport", name)
 		}
+		if err != nil {
+			// Whatever the connector returned beside the error is unusable,
+			// and may be a nil pointer in a non-nil interface.
+			t = nil
+		}
 		h.conn = connResult{t: t, err: err}
 	})
 	c := h.conn.(connResult)

@@ -40,7 +40,10 @@ func TestUnreachableHost(t *testing.T) {
 			mu.Lock()
 			connects++
 			mu.Unlock()
-			return nil, fmt.Errorf("dial tcp %s:22: connection refused", h.Address)
+			// A typed nil beside the error, as a careless connector returns it:
+			// the engine must neither use nor close it.
+			var none *nilTransport
+			return none, fmt.Errorf("dial tcp %s:22: connection refused", h.Address)
 		},
 	})
 	if !errors.Is(err, ErrFailed) {
@@ -54,6 +57,11 @@ func TestUnreachableHost(t *testing.T) {
 		t.Errorf("connected %d times to h2, want once per run", connects)
 	}
 }
+
+// nilTransport panics on every use through a nil pointer.
+type nilTransport struct{ transport.Transport }
+
+func (n *nilTransport) Close() error { return n.Transport.Close() }
 
 func TestFreeStrategyRunsAhead(t *testing.T) {
 	rr := runFiles(t, map[string]string{"playbook.yaml": `

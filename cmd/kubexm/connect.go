@@ -54,7 +54,12 @@ func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.T
 	if c.khErr != nil {
 		return nil, c.khErr
 	}
-	return ssh.Dial(ctx, h, ssh.Options{KnownHosts: c.knownHosts, UploadSlots: c.uploadSlots, Sums: c.sums})
+	t, err := ssh.Dial(ctx, h, ssh.Options{KnownHosts: c.knownHosts, UploadSlots: c.uploadSlots, Sums: c.sums})
+	if err != nil {
+		// Not t: a nil *ssh.Transport in a non-nil interface would be closed.
+		return nil, err
+	}
+	return t, nil
 }
 
 func loadInventory(path string) (*inventory.Inventory, error) {
