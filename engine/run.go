@@ -93,6 +93,12 @@ func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOp
 		if err := checkPattern(opts.Limit); err != nil {
 			return nil, fmt.Errorf("--limit: %w", err)
 		}
+		if hosts, _, err := matchHosts(inv, opts.Limit); err != nil {
+			return nil, fmt.Errorf("--limit: %w", err)
+		} else if len(hosts) == 0 {
+			return nil, fmt.Errorf("--limit %q matches no host of the inventory (hosts: %s); `--list-hosts` shows what each play targets",
+				opts.Limit, strings.Join(allHostNames(inv), ", "))
+		}
 	}
 	now := time.Now()
 	r := &runner{
@@ -161,12 +167,14 @@ func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOp
 	switch {
 	case rc.Cancelled:
 		return rc, fmt.Errorf("run %s cancelled: %w", r.runID, context.Cause(ctx))
+	case !r.started && !rc.Failed:
+		return rc, fmt.Errorf("--start-at-task %q matched no task, so nothing ran; `--list-tasks` shows the task names", r.opts.StartAt)
 	case rc.Failed:
 		why := r.aborted
 		if why == "" {
 			why = failedHosts(rc)
 		}
-		return rc, fmt.Errorf("%w: %s (resume with --resume %s)", ErrFailed, why, r.runID)
+		return rc, fmt.Errorf("%w: %s (resume with --resume=%s)", ErrFailed, why, r.runID)
 	}
 	return rc, jerr
 }

@@ -303,3 +303,32 @@ func TestRuntimeErrorsNameTheTaskAndHost(t *testing.T) {
 		t.Error("no warning about the unknown group")
 	}
 }
+
+// A --limit or --start-at-task that matches nothing is a mistake, not a
+// successful run of nothing.
+func TestNothingMatchedIsAnError(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"playbook.yaml": `
+- hosts: all
+  tasks:
+    - {name: first, probe: a}
+`})
+	c := &calls{}
+	pb, err := Load(context.Background(), dir, LoadOptions{Builtins: testRegistry(c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(context.Background(), pb, testInventory(), RunOptions{Limit: "nosuchhost"})
+	if err == nil || !strings.Contains(err.Error(), `--limit "nosuchhost" matches no host`) {
+		t.Errorf("limit: %v", err)
+	}
+	_, err = Run(context.Background(), pb, testInventory(), RunOptions{StartAt: "no such task", NoJournal: true})
+	if err == nil || !strings.Contains(err.Error(), `--start-at-task "no such task" matched no task`) {
+		t.Errorf("start-at: %v", err)
+	}
+	if got := c.sorted(); len(got) != 0 {
+		t.Errorf("tasks ran: %v", got)
+	}
+	if _, err := Run(context.Background(), pb, testInventory(), RunOptions{StartAt: "fir*", NoJournal: true}); err != nil {
+		t.Errorf("a matching glob: %v", err)
+	}
+}

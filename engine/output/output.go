@@ -177,6 +177,6 @@ func (t *Text) recap(e engine.Event) {
 	}
 	fmt.Fprintln(t.w)
 	if rc.Journal != "" && (rc.Failed || rc.Cancelled) {
-		fmt.Fprintf(t.w, "continue it with: --resume %s\n", rc.RunID)
+		fmt.Fprintf(t.w, "continue it with: --resume=%s\n", rc.RunID)
 	}
 }

@@ -32,7 +32,7 @@ func TestText(t *testing.T) {
 		not       []string
 	}{
 		{0, []string{"PLAY install", "TASK etcd : copy", "hosts=2/2", "elapsed=1.2s", "changed=1", "failed=1", "FAILED", "host=n2", `reason="rc=1"`, "boom",
-			"RECAP", "HOST", "n1", "n2: rc=1", "run r1 FAILED in 1.5s", "--resume r1"}, []string{"copied"}},
+			"RECAP", "HOST", "n1", "n2: rc=1", "run r1 FAILED in 1.5s", "--resume=r1"}, []string{"copied"}},
 		{1, []string{"copied", "host=n1"}, nil},
 	} {
 		var buf bytes.Buffer
