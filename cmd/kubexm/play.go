@@ -118,15 +118,22 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 	case f.listTags:
 		return pb.ListTags(w)
 	}
+	// Without -i only the control machine exists: enough for playbooks that
+	// prepare bundles or work on localhost.
+	inv := &inventory.Inventory{Groups: map[string][]string{"all": {}}, Vars: map[string]any{"cluster_name": "localhost"}}
 	if f.inventory == "" {
-		return errors.New("no inventory: pass the cluster description with -i cluster.yaml")
-	}
-	if a.loadInventory == nil {
-		return errors.New("this kubexm was built without an inventory loader")
-	}
-	inv, err := a.loadInventory(f.inventory)
-	if err != nil {
-		return err
+		for _, p := range pb.Plays {
+			if p.Hosts != inventory.Localhost {
+				return fmt.Errorf("no inventory: play %q targets %q; pass the cluster description with -i cluster.yaml", p.Name, p.Hosts)
+			}
+		}
+	} else {
+		if a.loadInventory == nil {
+			return errors.New("this kubexm was built without an inventory loader")
+		}
+		if inv, err = a.loadInventory(f.inventory); err != nil {
+			return err
+		}
 	}
 	if f.listHosts {
 		return pb.ListHosts(w, inv, f.limit)

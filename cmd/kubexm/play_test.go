@@ -40,8 +40,9 @@ func testApp(calls *[]string) *app {
 		},
 		builtins: map[string]step.Builtin{"fake": fakeStep{calls: calls}},
 		builtinFS: fstest.MapFS{
-			"playbooks/demo/playbook.yaml": {Data: []byte("name: demo\nversion: 0.1.0\nrequires: {kubexm: \">=0.1.0\"}\nplays:\n  - name: p\n    hosts: nodes\n    roles: [r]\n    tasks:\n      - name: t\n        fake: {msg: \"{{ .inventory_hostname }} {{ .x }}\", fail: \"{{ .bad }}\"}\n        tags: [x]\n")},
-			"roles/r/tasks/main.yaml":      {Data: []byte("- name: in role\n  fake: role\n")},
+			"playbooks/demo/playbook.yaml":  {Data: []byte("name: demo\nversion: 0.1.0\nrequires: {kubexm: \">=0.1.0\"}\nplays:\n  - name: p\n    hosts: nodes\n    roles: [r]\n    tasks:\n      - name: t\n        fake: {msg: \"{{ .inventory_hostname }} {{ .x }}\", fail: \"{{ .bad }}\"}\n        tags: [x]\n")},
+			"roles/r/tasks/main.yaml":       {Data: []byte("- name: in role\n  fake: role\n")},
+			"playbooks/local/playbook.yaml": {Data: []byte("- hosts: localhost\n  tasks:\n    - fake: here\n")},
 		},
 	}
 }
@@ -124,6 +125,12 @@ func TestPlayCommand(t *testing.T) {
 	if _, err := runCmd(t, a, "demo", "-i", "cluster.yaml", "-o", "yaml"); err == nil {
 		t.Error("-o yaml accepted")
 	}
+
+	// A playbook for the control machine alone needs no cluster file.
+	calls = nil
+	if out, err := runCmd(t, a, "local"); err != nil || strings.Join(calls, ",") != "localhost:here" {
+		t.Errorf("localhost playbook without -i: %v %v\n%s", err, calls, out)
+	}
 }
 
 func TestPlaybookExport(t *testing.T) {
@@ -131,7 +138,7 @@ func TestPlaybookExport(t *testing.T) {
 	var calls []string
 	a := testApp(&calls)
 	out, err := runCmd(t, a, "playbook", "export", dir)
-	if err != nil || !strings.Contains(out, "wrote 2 files") {
+	if err != nil || !strings.Contains(out, "wrote 3 files") {
 		t.Fatalf("export: %v %s", err, out)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "roles/r/tasks/main.yaml")); err != nil {
