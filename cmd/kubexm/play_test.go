@@ -162,7 +162,7 @@ func TestPlaybookExport(t *testing.T) {
 		t.Errorf("fork did not use its own role: %v", calls)
 	}
 	out, err = runCmd(t, a, "playbook", "list")
-	if err != nil || strings.TrimSpace(out) != "demo" {
+	if err != nil || strings.TrimSpace(out) != "demo\nlocal" {
 		t.Errorf("list: %v %q", err, out)
 	}
 }
