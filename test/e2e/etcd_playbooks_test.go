@@ -50,8 +50,8 @@ func loadOptions() engine.LoadOptions {
 func TestPlaybooksLoad(t *testing.T) {
 	root := moduleRoot(t)
 	for name, wantTags := range map[string][][]string{
-		"create-cluster": {{"preflight"}, {"os"}, {"etcd"}},
-		"delete":         {{"etcd"}, {"os"}},
+		"create-cluster": {{"preflight"}, {"os"}, {"etcd"}, {"containerd", "runtime"}},
+		"delete":         {{"containerd", "runtime"}, {"etcd"}, {"os"}},
 	} {
 		pb, err := engine.Load(context.Background(), filepath.Join(root, "playbooks", name), loadOptions())
 		if err != nil {

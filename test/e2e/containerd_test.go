@@ -1,0 +1,466 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mensylisir/kubexm/test/testhosts"
+)
+
+// The versions test/artifacts/containerd.sh repacks from Debian bookworm.
+const (
+	containerdVersion = "1.6.20"
+	runcVersion       = "1.1.5"
+	cniVersion        = "1.1.1"
+)
+
+// TestContainerd is the containerd part of issue 9 on two fresh machines:
+//
+//   - create-cluster --tags containerd installs containerd, runc and the CNI
+//     plugins from release-shaped artifacts and starts the service;
+//   - `ctr version` reaches server 1.6.20, the unit is active and config.toml
+//     has SystemdCgroup = true;
+//   - --check before it changes nothing; running it again reports 0 changed;
+//   - a changed config.toml restarts the daemon (the handler);
+//   - a busybox image built here is imported and `ctr run` prints hello;
+//   - playbooks/delete --tags containerd, with a container still running,
+//     removes the containers, the unit, the binaries and the data, and a
+//     second delete changes nothing.
+//
+// It prints the wall time of the create and of the re-run (PERF lines).
+func TestContainerd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	root := moduleRoot(t)
+	work := t.TempDir()
+
+	releaseRoot := containerdRelease(ctx, t, root)
+	image := busyboxImage(ctx, t, work)
+	bin := buildKubexm(ctx, t, root, work)
+
+	prefix, err := testhosts.NewPrefix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := testhosts.Down(context.Background(), prefix); err != nil {
+			t.Error(err)
+		}
+	})
+	set, err := testhosts.Up(ctx, 2, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := serveDir(t, set.Gateway, releaseRoot)
+
+	inventory := filepath.Join(work, "cluster.yaml")
+	// The runtime goes into clusterYAML's kubernetes block.
+	base := clusterYAML("e2e-containerd", set)
+	cluster := strings.Replace(base, "    proxyMode: iptables\n",
+		"    proxyMode: iptables\n    containerRuntime: {type: containerd, version: "+containerdVersion+"}\n", 1)
+	if cluster == base {
+		t.Fatal("clusterYAML has no kubernetes.proxyMode line to put the runtime after")
+	}
+	if err := os.WriteFile(inventory, []byte(cluster), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kx := kubexm{
+		bin: bin, dir: work, inventory: inventory,
+		extra: []string{
+			// The artifact sources: the local stand-in for github.com.
+			fmt.Sprintf(`{"containerd_mirrors": ["%s/containerd/containerd/releases/download/v%s"],`+
+				` "runc_mirrors": ["%s/opencontainers/runc/releases/download/v%s"],`+
+				` "cni_plugins_mirrors": ["%s/containernetworking/plugins/releases/download/v%s"]}`,
+				server, containerdVersion, server, runcVersion, server, cniVersion),
+		},
+	}
+	create := filepath.Join(root, "playbooks", "create-cluster")
+	del := filepath.Join(root, "playbooks", "delete")
+	tags := "--tags=containerd"
+
+	// --check on fresh machines: succeeds and changes nothing.
+	wide := []string{"/etc", "/usr/local", "/opt", "/var/lib/containerd"}
+	fresh := map[string]map[string]string{}
+	for _, h := range set.Hosts {
+		fresh[h.Name] = snapshot(ctx, t, set, h.Name, wide...)
+	}
+	res := kx.play(ctx, create, tags, "--check")
+	if res.err != nil {
+		t.Fatalf("create-cluster --tags containerd --check failed: %v%s", res.err, res.failures())
+	}
+	for _, h := range set.Hosts {
+		if d := diffSnapshots(fresh[h.Name], snapshot(ctx, t, set, h.Name, wide...)); len(d) > 0 {
+			t.Errorf("--check changed %s:\n  %s", h.Name, strings.Join(d, "\n  "))
+		}
+	}
+
+	res = kx.play(ctx, create, tags)
+	if res.err != nil {
+		t.Fatalf("create-cluster --tags containerd failed after %s: %v%s", res.wall, res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster --tags containerd on 2 fresh machines: %s (%d changed)", res.wall.Round(time.Millisecond), len(res.changed()))
+	for _, h := range set.Hosts {
+		checkContainerd(ctx, t, set, h.Name)
+	}
+
+	res = kx.play(ctx, create, tags)
+	if res.err != nil {
+		t.Fatalf("re-run failed: %v%s", res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster --tags containerd re-run (nothing to change): %s", res.wall.Round(time.Millisecond))
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+
+	// A changed config.toml restarts the daemon through the handler; the
+	// run after that puts the default back.
+	pids := map[string]string{}
+	for _, h := range set.Hosts {
+		pids[h.Name] = mainPID(ctx, t, set, h.Name)
+	}
+	res = kx.play(ctx, create, tags, "-e", "containerd_pause_tag=3.9")
+	if res.err != nil {
+		t.Fatalf("run with another sandbox image failed: %v%s", res.err, res.failures())
+	}
+	for _, h := range set.Hosts {
+		if pid := mainPID(ctx, t, set, h.Name); pid == pids[h.Name] {
+			t.Errorf("%s: containerd was not restarted after config.toml changed (pid %s)", h.Name, pid)
+		}
+		if out, err := set.SSH(ctx, h.Name, "grep -c 'pause:3.9\"$' /etc/containerd/config.toml"); err != nil || out != "1\n" {
+			t.Errorf("%s: config.toml does not have the new sandbox image: %q %v", h.Name, out, err)
+		}
+	}
+	// Back to the defaults, with the artifacts from directories on the
+	// control machine instead of the mirrors (the same files, so only
+	// config.toml changes).
+	res = kx.play(ctx, create, tags, "-e", fmt.Sprintf(`{"containerd_local_dir": "%s/containerd/containerd/releases/download/v%s",`+
+		` "runc_local_dir": "%s/opencontainers/runc/releases/download/v%s",`+
+		` "cni_plugins_local_dir": "%s/containernetworking/plugins/releases/download/v%s"}`,
+		releaseRoot, containerdVersion, releaseRoot, runcVersion, releaseRoot, cniVersion))
+	if res.err != nil {
+		t.Fatalf("run back to the defaults from local directories failed: %v%s", res.err, res.failures())
+	}
+	for _, c := range res.changed() {
+		if !strings.Contains(c, "containerd - configuration") && !strings.Contains(c, "containerd restarted") {
+			t.Errorf("run back to the defaults from local directories changed more than config.toml: %s", c)
+		}
+	}
+	for _, h := range set.Hosts {
+		checkContainerd(ctx, t, set, h.Name)
+	}
+
+	// A container from an imported image, on every machine.
+	for _, h := range set.Hosts {
+		if err := upload(ctx, set, h.Name, image, "/root/busybox.tar"); err != nil {
+			t.Fatal(err)
+		}
+		out, err := set.SSH(ctx, h.Name, "ctr image import /root/busybox.tar && ctr run --rm docker.io/e2e/busybox:latest e2e-hello echo hello")
+		if err != nil {
+			t.Fatalf("%s: import and run busybox: %v\n%s", h.Name, err, out)
+		}
+		if !strings.Contains(out, "hello\n") {
+			t.Errorf("%s: ctr run printed %q, want hello", h.Name, out)
+		}
+	}
+	// A container still running when the cluster is deleted.
+	first := set.Hosts[0].Name
+	if out, err := set.SSH(ctx, first, "ctr run -d docker.io/e2e/busybox:latest e2e-sleeper sleep 600"); err != nil {
+		t.Fatalf("%s: start a long-running container: %v\n%s", first, err, out)
+	}
+
+	res = kx.play(ctx, del, tags)
+	if res.err != nil {
+		t.Fatalf("delete --tags containerd failed: %v%s", res.err, res.failures())
+	}
+	t.Logf("delete --tags containerd: %s", res.wall.Round(time.Millisecond))
+	gone := []string{
+		"/etc/systemd/system/containerd.service", "/etc/containerd",
+		"/usr/local/bin/containerd", "/usr/local/bin/containerd-shim-runc-v2", "/usr/local/bin/ctr",
+		"/usr/local/sbin/runc", "/opt/cni/bin/bridge", "/opt/cni", "/run/containerd",
+	}
+	for _, h := range set.Hosts {
+		out, err := set.SSH(ctx, h.Name, fmt.Sprintf(`for p in %s; do [ ! -e "$p" ] || echo "left: $p"; done
+systemctl list-unit-files --no-legend containerd.service
+ps -eo comm= | grep -E '^(containerd|sleep)' || true
+ls -A /var/lib/containerd`, strings.Join(gone, " ")))
+		if err != nil {
+			t.Fatalf("%s: check after delete: %v", h.Name, err)
+		}
+		if strings.TrimSpace(out) != "" {
+			t.Errorf("%s: after delete:\n%s", h.Name, out)
+		}
+	}
+	res = kx.play(ctx, del, tags)
+	if res.err != nil {
+		t.Fatalf("second delete failed: %v%s", res.err, res.failures())
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("a second delete changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+}
+
+// checkContainerd checks one machine's containerd: the server's version,
+// the unit's state and the cgroup driver in config.toml.
+func checkContainerd(ctx context.Context, t *testing.T, set *testhosts.Set, host string) {
+	t.Helper()
+	out, err := set.SSH(ctx, host, "ctr version")
+	if err != nil {
+		t.Fatalf("%s: ctr version: %v\n%s", host, err, out)
+	}
+	server, _, ok := strings.Cut(out, "Server:")
+	if !ok || !strings.Contains(out[len(server):], "Version:  "+containerdVersion) {
+		t.Errorf("%s: ctr version does not show server %s:\n%s", host, containerdVersion, out)
+	}
+	if out, err := set.SSH(ctx, host, "systemctl is-active containerd; systemctl is-enabled containerd"); err != nil || out != "active\nenabled\n" {
+		t.Errorf("%s: containerd is %q (%v), want active and enabled", host, out, err)
+	}
+	if out, err := set.SSH(ctx, host, "grep -c '^ *SystemdCgroup = true$' /etc/containerd/config.toml; runc --version; ls /opt/cni/bin | wc -l"); err != nil ||
+		!strings.HasPrefix(out, "1\nrunc version "+runcVersion) || !strings.HasSuffix(out, "\n16\n") {
+		t.Errorf("%s: SystemdCgroup count, runc version and CNI plugin count %q (%v), want 1, %s, 16", host, out, err, runcVersion)
+	}
+}
+
+// mainPID is the process id of containerd.service on host.
+func mainPID(ctx context.Context, t *testing.T, set *testhosts.Set, host string) string {
+	t.Helper()
+	out, err := set.SSH(ctx, host, "systemctl show --value -p MainPID containerd.service")
+	if err != nil {
+		t.Fatalf("%s: MainPID of containerd: %v", host, err)
+	}
+	pid := strings.TrimSpace(out)
+	if pid == "" || pid == "0" {
+		t.Fatalf("%s: containerd is not running (MainPID %q)", host, pid)
+	}
+	return pid
+}
+
+// containerdRelease lays out the containerd, runc and CNI plugin releases
+// with test/artifacts/containerd.sh and returns the directory a file server
+// serves as https://github.com.
+func containerdRelease(ctx context.Context, t *testing.T, root string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "artifacts", "containerd.sh"))
+	cmd.Env = append(os.Environ(), "CONTAINERD_VERSION="+containerdVersion, "RUNC_VERSION="+runcVersion, "CNI_VERSION="+cniVersion)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("test/artifacts/containerd.sh: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1]
+}
+
+// busyboxImage writes a docker-archive (what `docker save` makes) of a
+// one-layer image docker.io/e2e/busybox:latest holding Debian's static
+// busybox, and returns its path. The machines have no registry to pull from.
+func busyboxImage(ctx context.Context, t *testing.T, dir string) string {
+	t.Helper()
+	busybox := staticBusybox(ctx, t)
+
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	add := func(h *tar.Header, body []byte) {
+		h.ModTime = time.Unix(0, 0)
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(&tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755}, nil)
+	add(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(busybox))}, busybox)
+	for _, applet := range []string{"sh", "echo", "sleep", "cat", "ls"} {
+		add(&tar.Header{Name: "bin/" + applet, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777}, nil)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	layerSum := sha256.Sum256(layer.Bytes())
+	layerName := hex.EncodeToString(layerSum[:]) + ".tar"
+
+	config, err := json.Marshal(map[string]any{
+		"architecture": "amd64",
+		"os":           "linux",
+		"config":       map[string]any{"Cmd": []string{"/bin/sh"}, "Env": []string{"PATH=/bin"}},
+		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(layerSum[:])}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	configSum := sha256.Sum256(config)
+	configName := hex.EncodeToString(configSum[:]) + ".json"
+	manifest, err := json.Marshal([]map[string]any{{
+		"Config": configName, "RepoTags": []string{"docker.io/e2e/busybox:latest"}, "Layers": []string{layerName},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Member names without "./": containerd's importer looks them up by
+	// the names in manifest.json.
+	path := filepath.Join(dir, "busybox-docker-archive.tar")
+	var archive bytes.Buffer
+	aw := tar.NewWriter(&archive)
+	for _, m := range []struct {
+		name string
+		body []byte
+	}{{"manifest.json", manifest}, {configName, config}, {layerName, layer.Bytes()}} {
+		if err := aw.WriteHeader(&tar.Header{Name: m.name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(m.body)), ModTime: time.Unix(0, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := aw.Write(m.body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := aw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, archive.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// staticBusybox returns the busybox binary of Debian's busybox-static
+// package, fetched with apt-get download.
+func staticBusybox(ctx context.Context, t *testing.T) []byte {
+	t.Helper()
+	// apt-get download fetches as the user _apt, into a directory it can
+	// reach and write (t.TempDir's are 0700 below a 0700 parent).
+	debs, err := os.MkdirTemp("", "kubexm-e2e-busybox-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(debs) })
+	if err := os.Chmod(debs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := user.Lookup("_apt"); err == nil {
+		uid, err := strconv.Atoi(u.Uid)
+		if err != nil {
+			t.Fatalf("uid of _apt: %v", err)
+		}
+		if err := os.Chown(debs, uid, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.CommandContext(ctx, "apt-get", "download", "-q", "busybox-static")
+	cmd.Dir = debs
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("apt-get download busybox-static: %v\n%s", err, out)
+	}
+	matches, err := filepath.Glob(filepath.Join(debs, "busybox-static_*.deb"))
+	if err != nil || len(matches) != 1 {
+		t.Fatalf("busybox-static package: %v %v", matches, err)
+	}
+	cmd = exec.CommandContext(ctx, "dpkg-deb", "--fsys-tarfile", matches[0])
+	data, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("dpkg-deb --fsys-tarfile %s: %v", matches[0], err)
+	}
+	tr := tar.NewReader(bytes.NewReader(data))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Name != "./bin/busybox" {
+			continue
+		}
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := elf.NewFile(bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("busybox-static's bin/busybox: %v", err)
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Fatal("busybox-static's bin/busybox is dynamically linked")
+			}
+		}
+		return body
+	}
+	t.Fatalf("%s has no ./bin/busybox", matches[0])
+	return nil
+}
+
+// upload copies a local file to path on host over ssh.
+func upload(ctx context.Context, set *testhosts.Set, host, local, path string) error {
+	h, err := set.Host(host)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(local)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cmd := exec.CommandContext(ctx, "ssh", "-i", set.KeyPath, "-p", strconv.Itoa(h.Port),
+		"-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no",
+		"-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5",
+		"root@"+h.Address, "--", "cat > "+path)
+	cmd.Stdin = f
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("upload %s to %s:%s: %w\n%s", local, host, path, err, out)
+	}
+	return nil
+}
+
+// TestContainerdConfigTemplate renders config.toml with a private registry,
+// mirrors, insecure and plain-HTTP registries and credentials.
+func TestContainerdConfigTemplate(t *testing.T) {
+	vars := map[string]any{
+		"containerd_data_dir": "/data/containerd", "containerd_state_dir": "/run/containerd",
+		"containerd_sandbox_image": "reg.local/kx/pause:3.10", "runc_bin": "/usr/local/sbin/runc",
+		"cni_bin_dir":                    "/opt/cni/bin",
+		"containerd_registry_mirrors":    []any{"mirror.example.com", "http://m2.example.com:5000"},
+		"containerd_insecure_registries": []any{"insecure.example.com", "reg.local"},
+		"containerd_registry_auths": map[string]any{
+			"reg.local":         map[string]any{"username": "u", "password": `p"w`},
+			"plain.example.com": map[string]any{"plainHTTP": true},
+		},
+	}
+	got := renderRoleTemplate(t, "containerd", "config.toml.tmpl", vars)
+	for _, want := range []string{
+		"version = 2\n",
+		`root = "/data/containerd"`,
+		`sandbox_image = "reg.local/kx/pause:3.10"`,
+		"SystemdCgroup = true\n",
+		`BinaryName = "/usr/local/sbin/runc"`,
+		`endpoint = ["https://mirror.example.com", "http://m2.example.com:5000", "https://registry-1.docker.io"]`,
+		`[plugins."io.containerd.grpc.v1.cri".registry.mirrors."plain.example.com"]` + "\n" + `          endpoint = ["http://plain.example.com"]`,
+		`[plugins."io.containerd.grpc.v1.cri".registry.configs."insecure.example.com".tls]` + "\n          insecure_skip_verify = true",
+		`[plugins."io.containerd.grpc.v1.cri".registry.configs."reg.local".auth]` + "\n" + `          username = "u"` + "\n" + `          password = "p\"w"`,
+		`[plugins."io.containerd.grpc.v1.cri".registry.configs."reg.local".tls]`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("config.toml lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Count(got, `registry.configs."reg.local".tls]`) != 1 {
+		t.Errorf("reg.local's tls table is written more than once:\n%s", got)
+	}
+}
