@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/transport"
 )
 
 // downloadBuiltin works on the control machine's file system directly: it
@@ -98,7 +99,7 @@ func (d downloadBuiltin) Run(ctx context.Context, env *step.Env, args step.Args)
 	}
 	data := map[string]any{"dest": dest}
 	if src != "" && want == "" {
-		if want, err = fileSum(src); err != nil {
+		if want, err = transport.FileSha256(src); err != nil {
 			return step.Result{}, fmt.Errorf("download: src: %w", err)
 		}
 		if want == "" {
@@ -106,7 +107,7 @@ func (d downloadBuiltin) Run(ctx context.Context, env *step.Env, args step.Args)
 		}
 	}
 	data["sha256"] = want
-	if have, err := fileSum(dest); err != nil {
+	if have, err := transport.FileSha256(dest); err != nil {
 		return step.Result{}, err
 	} else if have == want {
 		return step.Result{Data: data}, nil
@@ -123,7 +124,7 @@ func (d downloadBuiltin) Run(ctx context.Context, env *step.Env, args step.Args)
 	}
 	defer unlock()
 	// Another host's run may have finished the file while we waited.
-	if have, err := fileSum(dest); err != nil {
+	if have, err := transport.FileSha256(dest); err != nil {
 		return step.Result{}, err
 	} else if have == want {
 		return step.Result{Data: data}, nil
@@ -238,7 +239,7 @@ func (d downloadBuiltin) fetch(ctx context.Context, env *step.Env, u, dest, want
 	if closeErr != nil {
 		return closeErr
 	}
-	have, err := fileSum(part)
+	have, err := transport.FileSha256(part)
 	if err != nil {
 		return err
 	}
@@ -271,22 +272,6 @@ func (p *progress) Write(b []byte) (int, error) {
 		}
 	}
 	return len(b), nil
-}
-
-func fileSum(p string) (string, error) {
-	f, err := os.Open(p)
-	if errors.Is(err, os.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("read %s: %w", p, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func copyLocal(src, dest, want string, mode os.FileMode) error {

@@ -6,8 +6,6 @@ package local
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -152,7 +150,7 @@ func (t *Transport) Put(ctx context.Context, src io.Reader, dst string, opts tra
 		return fmt.Errorf("%s: write %s: %w", t.name, dst, err)
 	}
 	defer os.Remove(tmp.Name()) // no-op once renamed
-	if _, err := io.Copy(tmp, ctxReader{ctx, src}); err != nil {
+	if _, err := io.Copy(tmp, transport.ContextReader(ctx, src)); err != nil {
 		tmp.Close()
 		return fmt.Errorf("%s: write %s: %w", t.name, dst, err)
 	}
@@ -211,7 +209,7 @@ func (t *Transport) putWithSudo(ctx context.Context, src io.Reader, dst string, 
 
 // PutFile implements transport.Transport.
 func (t *Transport) PutFile(ctx context.Context, localPath, dst string, opts transport.PutOptions) (bool, error) {
-	want, err := fileSha256(localPath)
+	want, err := transport.FileSha256(localPath)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", t.name, err)
 	}
@@ -274,7 +272,7 @@ func (t *Transport) Get(ctx context.Context, src string, w io.Writer, become boo
 		return fmt.Errorf("%s: %w", t.name, err)
 	}
 	defer f.Close()
-	if _, err := io.Copy(w, ctxReader{ctx, f}); err != nil {
+	if _, err := io.Copy(w, transport.ContextReader(ctx, f)); err != nil {
 		return fmt.Errorf("%s: read %s: %w", t.name, src, err)
 	}
 	return nil
@@ -325,31 +323,11 @@ func (t *Transport) Sha256(ctx context.Context, path string, become bool) (strin
 		}
 		return string(res.Stdout[:64]), nil
 	}
-	sum, err := fileSha256(path)
+	sum, err := transport.FileSha256(path)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", t.name, err)
 	}
 	return sum, nil
-}
-
-// fileSha256 returns "" for a missing file.
-func fileSha256(path string) (string, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file", path)
-	}
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("read %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func lookupOwner(owner, group string) (int, int, error) {
@@ -393,17 +371,4 @@ func groupName(gid uint32) string {
 		return g.Name
 	}
 	return id
-}
-
-// ctxReader stops a long copy when the context is cancelled.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

@@ -74,7 +74,7 @@ func (t *Transport) put(ctx context.Context, src io.Reader, dst string, opts tra
 			cl.Remove(tmp)
 		}
 	}()
-	if _, err := f.ReadFromWithConcurrency(ctxReader{ctx, src}, 64); err != nil {
+	if _, err := f.ReadFromWithConcurrency(transport.ContextReader(ctx, src), 64); err != nil {
 		f.Close()
 		return fmt.Errorf("%s: write %s: %w", t.name, dst, err)
 	}
@@ -262,7 +262,7 @@ func fromUnixMode(v uint32) fs.FileMode {
 // Get implements transport.Transport.
 func (t *Transport) Get(ctx context.Context, src string, w io.Writer, become bool) error {
 	if t.needSudo(become, "") {
-		res, err := t.run(ctx, transport.Command{Argv: []string{"cat", "--", src}, Become: true, Stdout: ctxWriter{ctx, w}}, runMode{})
+		res, err := t.run(ctx, transport.Command{Argv: []string{"cat", "--", src}, Become: true, Stdout: transport.ContextWriter(ctx, w)}, runMode{})
 		if err != nil {
 			return err
 		}
@@ -280,22 +280,10 @@ func (t *Transport) Get(ctx context.Context, src string, w io.Writer, become boo
 		return fmt.Errorf("%s: read %s: %w", t.name, src, err)
 	}
 	defer f.Close()
-	if _, err := f.WriteTo(ctxWriter{ctx, w}); err != nil {
+	if _, err := f.WriteTo(transport.ContextWriter(ctx, w)); err != nil {
 		return fmt.Errorf("%s: read %s: %w", t.name, src, err)
 	}
 	return nil
-}
-
-type ctxWriter struct {
-	ctx context.Context
-	w   io.Writer
-}
-
-func (w ctxWriter) Write(p []byte) (int, error) {
-	if err := w.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return w.w.Write(p)
 }
 
 // Stat implements transport.Transport. Without become it is one SFTP

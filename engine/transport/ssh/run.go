@@ -118,7 +118,7 @@ func (t *Transport) run(ctx context.Context, c transport.Command, mode runMode) 
 			// to the command.
 			go func() {
 				if c.Stdin != nil {
-					src := &readErr{r: ctxReader{ctx, c.Stdin}}
+					src := &readErr{r: transport.ContextReader(ctx, c.Stdin)}
 					io.Copy(stdin, src)
 					if src.err != nil {
 						// A clean EOF would let the command act on
@@ -319,17 +319,4 @@ func (r *readErr) Read(p []byte) (int, error) {
 		r.err = err
 	}
 	return n, err
-}
-
-// ctxReader stops a long copy when the context is cancelled.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (r ctxReader) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return r.r.Read(p)
 }
