@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -442,16 +440,11 @@ func (c *SumCache) Sum(p string) (string, error) {
 }
 
 func hashFile(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", fmt.Errorf("source %s: %w", p, err)
+	sum, err := transport.FileSha256(p)
+	if err == nil && sum == "" {
+		err = fmt.Errorf("source %s does not exist", p)
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, bufio.NewReaderSize(f, 1<<20)); err != nil {
-		return "", fmt.Errorf("read %s: %w", p, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return sum, err
 }
 
 // idNames maps a host's uids and gids to names: /etc/passwd and /etc/group
