@@ -39,6 +39,13 @@ fi
 minor=${BASH_REMATCH[1]}
 staging=v0.$minor.${BASH_REMATCH[2]}
 
+# One build at a time per version: concurrent callers (CI stages, e2e suites,
+# a developer's make) share the module directory and the output, and a
+# caller that waited finds what the other one built.
+mkdir -p "$cache/build"
+exec 9>"$cache/build/kubernetes-$version.lock"
+flock 9
+
 wanted=("$@")
 if [[ ${#wanted[@]} -eq 0 ]]; then
 	wanted=("${all[@]}")
