@@ -57,3 +57,34 @@ short_hash() { sha256sum | cut -c1-16; }
 mounts_using() {
   awk -v d="$1" 'index($0, "lowerdir=") && (index($0, d ":") || index($0, d ",")) {print $5}' /proc/self/mountinfo
 }
+
+# kubelet refuses to start unless these kernel-global sysctls have its values, and a node cannot
+# set them (only /proc/sys/net is writable inside). They are host-wide, so up.sh sets them on the
+# host for runs started with KUBELET=1, keeping the old values in KUBELET_SYSCTL_ORIG, and down.sh
+# puts those back when the last run is gone. Nothing else of the host kernel is changed.
+KUBELET_SYSCTLS="vm.overcommit_memory=1 vm.panic_on_oom=0 kernel.panic=10 kernel.panic_on_oops=1 kernel.keys.root_maxkeys=1000000 kernel.keys.root_maxbytes=25000000"
+KUBELET_SYSCTL_ORIG=/run/lock/kubexm-test-kubelet-sysctl.orig
+
+# Set KUBELET_SYSCTLS on the host, saving the values found first (once, for all runs).
+kubelet_sysctls_set() {
+  local kv key
+  if [ ! -f "$KUBELET_SYSCTL_ORIG" ]; then
+    for kv in $KUBELET_SYSCTLS; do
+      key=${kv%%=*}
+      echo "$key=$(sysctl -n "$key")"
+    done >"$KUBELET_SYSCTL_ORIG.tmp" && mv "$KUBELET_SYSCTL_ORIG.tmp" "$KUBELET_SYSCTL_ORIG"
+  fi
+  for kv in $KUBELET_SYSCTLS; do
+    sysctl -q -w "$kv" >/dev/null || die "cannot set $kv on the host (kubelet needs it in the test machines)"
+  done
+}
+
+# Put back what kubelet_sysctls_set found.
+kubelet_sysctls_restore() {
+  local kv
+  [ -f "$KUBELET_SYSCTL_ORIG" ] || return 0
+  while read -r kv; do
+    [ -n "$kv" ] && sysctl -q -w "$kv" >/dev/null
+  done <"$KUBELET_SYSCTL_ORIG"
+  rm -f "$KUBELET_SYSCTL_ORIG"
+}

@@ -10,6 +10,8 @@
 #   LAYERS   extra layers over the base rootfs, e.g. "k8s=conntrack,socat"
 #            (built on first use, see build-layer.sh); a bare name uses an existing layer
 #   UP_TIMEOUT  seconds to wait for all machines to finish booting (default 120)
+#   KUBELET  1: the machines will run kubelet; sets the few kernel-global sysctls it insists on,
+#            on the host (see lib.sh; down.sh restores them when the last run is gone)
 #
 # Idempotent: machines of the run that are already up are left alone. The run gets the subnet
 # 10.77.X.0/24 (X chosen per prefix, never shared by two runs); the host side of its bridge is
@@ -124,6 +126,10 @@ setup_host() {
   done
 }
 with_lock "$HOST_LOCK" setup_host
+if [ "${KUBELET:-0}" = 1 ]; then
+  with_lock "$HOST_LOCK" kubelet_sysctls_set
+  : >"$STATE/kubelet"
+fi
 NET=$(cat "$STATE/net")
 
 KEY=$STATE/id_ed25519

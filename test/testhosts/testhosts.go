@@ -182,15 +182,16 @@ func (s *Set) sshArgs(h Host, user, script string) []string {
 // Up starts n machines as run prefix (a random one when empty) with
 // test/hosts/up.sh, or returns the run's machines if they are already up. It
 // needs root. Call Down with the returned Prefix when done, also after an
-// error: a failed up can leave parts of the run behind.
-func Up(ctx context.Context, n int, prefix string) (*Set, error) {
+// error: a failed up can leave parts of the run behind. env adds settings of
+// up.sh, such as "KUBELET=1" for machines that will run kubelet.
+func Up(ctx context.Context, n int, prefix string, env ...string) (*Set, error) {
 	if prefix == "" {
 		var err error
 		if prefix, err = NewPrefix(); err != nil {
 			return nil, err
 		}
 	}
-	if err := runScript(ctx, "up.sh", "N="+strconv.Itoa(n), "PREFIX="+prefix); err != nil {
+	if err := runScript(ctx, "up.sh", append([]string{"N=" + strconv.Itoa(n), "PREFIX=" + prefix}, env...)...); err != nil {
 		return nil, err
 	}
 	return Load(filepath.Join(StateDir(prefix), "hosts.env"))

@@ -97,6 +97,9 @@ func startSSHD() (*sshd, error) {
 	if err := exec.Command("sh", "-c", fmt.Sprintf("echo '%s:%s' | chpasswd", testUser, testPassword)).Run(); err != nil {
 		return nil, err
 	}
+	if _, err := exec.LookPath("sudo"); err != nil {
+		return nil, fmt.Errorf("the sudo tests need sudo on this machine (apt-get install sudo): %w", err)
+	}
 	if err := os.WriteFile("/etc/sudoers.d/kxtest", []byte(testUser+" ALL=(ALL) ALL\n"+testUser+" ALL=(nobody) NOPASSWD: ALL\n"), 0o440); err != nil {
 		return nil, err
 	}
