@@ -435,7 +435,7 @@ func TestContainerdConfigTemplate(t *testing.T) {
 	vars := map[string]any{
 		"containerd_data_dir": "/data/containerd", "containerd_state_dir": "/run/containerd",
 		"containerd_sandbox_image": "reg.local/kx/pause:3.10", "runc_bin": "/usr/local/sbin/runc",
-		"cni_bin_dir":                    "/opt/cni/bin",
+		"cni_bin_dir": "/opt/cni/bin", "containerd_restrict_oom_score_adj": true,
 		"containerd_registry_mirrors":    []any{"mirror.example.com", "http://m2.example.com:5000"},
 		"containerd_insecure_registries": []any{"insecure.example.com", "reg.local"},
 		"containerd_registry_auths": map[string]any{
@@ -447,6 +447,7 @@ func TestContainerdConfigTemplate(t *testing.T) {
 	for _, want := range []string{
 		"version = 2\n",
 		`root = "/data/containerd"`,
+		"restrict_oom_score_adj = true\n",
 		`sandbox_image = "reg.local/kx/pause:3.10"`,
 		"SystemdCgroup = true\n",
 		`BinaryName = "/usr/local/sbin/runc"`,
