@@ -325,6 +325,20 @@ plays:
 			calls: []string{"h1:a=test web web 9 h1 play", "h1:b=fact play-t", "h1:c=extra fact", "h1:d=fact-b", "h1:setup"},
 		},
 		{
+			name: "a play variable derived from another one sees -e",
+			files: map[string]string{"playbook.yaml": `
+- hosts: h1
+  vars:
+    a: one
+    b: "{{ .a }}-derived"
+  tasks:
+    - probe: {id: x, msg: "{{ .a }} {{ .b }}"}
+`},
+			opts:  RunOptions{ExtraVars: map[string]any{"a": "two"}},
+			want:  map[string]HostStats{"h1": stats(1, 0, 0, 0)},
+			calls: []string{"h1:x=two two-derived"},
+		},
+		{
 			name: "check mode reaches builtins",
 			files: map[string]string{"playbook.yaml": `
 - hosts: h1

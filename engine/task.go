@@ -710,9 +710,13 @@ func (pr *playRun) magic(v map[string]any, h *hostState, t *Task, hv map[string]
 }
 
 // renderVars renders a variable layer in declaration order, each value seeing
-// the ones before it.
+// the ones before it. Extra vars (-e) win over the layer, also for the later
+// values that are derived from them.
 func (r *runner) renderVars(v map[string]any, vl varList) error {
 	for _, d := range vl {
+		if _, over := r.opts.ExtraVars[d.name]; over {
+			continue
+		}
 		if !d.template {
 			v[d.name] = d.val
 			continue

@@ -63,13 +63,23 @@ func etcdRelease(ctx context.Context, t *testing.T, root, version string) string
 // both the control machine (this one) and the test machines reach it.
 func serveDir(t *testing.T, addr, dir string) string {
 	t.Helper()
+	return serveDirUntil(context.Background(), t, addr, dir)
+}
+
+// serveDirUntil is serveDir that also stops serving when ctx ends.
+func serveDirUntil(ctx context.Context, t *testing.T, addr, dir string) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
 	if err != nil {
 		t.Fatalf("listen on the gateway %s: %v", addr, err)
 	}
 	srv := &http.Server{Handler: http.FileServer(http.Dir(dir)), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
+	t.Cleanup(func() {
+		stop()
+		_ = srv.Close()
+	})
 	return "http://" + ln.Addr().String()
 }
 
