@@ -20,8 +20,8 @@ func All() []step.Builtin {
 		systemdBuiltin{}, sysctlBuiltin{}, modprobeBuiltin{}, hostnameBuiltin{}, timezoneBuiltin{},
 		userBuiltin{}, groupBuiltin{},
 		packageBuiltin{},
-		newDownload(), unarchiveBuiltin{}, distributeBuiltin{},
-		waitForBuiltin{}, uriBuiltin{},
+		newDownload(), unarchiveBuiltin{}, distributeBuiltin{}, newImageSave(),
+		waitForBuiltin{}, uriBuiltin{}, dnsQueryBuiltin{},
 		setupBuiltin{},
 		assertBuiltin{}, failBuiltin{}, debugBuiltin{}, setFactBuiltin{}, pauseBuiltin{},
 	}

@@ -48,6 +48,8 @@ type playFlags struct {
 	rolesPath []string
 	workDir   string
 	noJournal bool
+	// offlineBundle is a bundle of `kubexm artifact export` to install from.
+	offlineBundle string
 }
 
 func newPlayCmd(a *app) *cobra.Command {
@@ -87,6 +89,7 @@ of a built-in playbook (kubexm playbook list). See docs/playbooks.md.`,
 	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles before the built-in ones")
 	fl.StringVar(&f.workDir, "workdir", "", "work directory holding run journals (default .kubexm/<cluster name>)")
 	fl.BoolVar(&f.noJournal, "no-journal", false, "do not write a run journal (such a run cannot be resumed)")
+	fl.StringVar(&f.offlineBundle, "offline-bundle", "", "install from this bundle of kubexm artifact export: verified, unpacked into the work directory, and no download reaches the network")
 	return cmd
 }
 
@@ -105,7 +108,11 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 	if f.output != "text" && f.output != "json" {
 		return fmt.Errorf("--output must be text or json, not %q", f.output)
 	}
-	pb, err := engine.Load(ctx, ref, engine.LoadOptions{Builtins: a.builtins, BuiltinFS: a.builtinFS, RolesPath: f.rolesPath, Version: version})
+	reg := a.builtins
+	if f.offlineBundle != "" {
+		reg = offlineBuiltins(reg)
+	}
+	pb, err := engine.Load(ctx, ref, engine.LoadOptions{Builtins: reg, BuiltinFS: a.builtinFS, RolesPath: f.rolesPath, Version: version})
 	if err != nil {
 		return err
 	}
@@ -155,6 +162,14 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 	workDir, err = filepath.Abs(workDir)
 	if err != nil {
 		return fmt.Errorf("work dir: %w", err)
+	}
+	if f.offlineBundle != "" {
+		// Verified (and unpacked once) before anything runs.
+		dir, _, err := openBundle(ctx, f.offlineBundle, workDir, bundleLogf(w, f.output))
+		if err != nil {
+			return err
+		}
+		extra["offline_bundle_dir"] = dir
 	}
 	var sink engine.Sink
 	if f.output == "json" {

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mensylisir/kubexm/engine/step"
+)
+
+// exportPlaybook fetches what a cluster needs and writes the list of it;
+// it holds all the knowledge of which files those are.
+const exportPlaybook = "artifact-export"
+
+type exportFlags struct {
+	file      string
+	output    string
+	workDir   string
+	extraVars []string
+	rolesPath []string
+	verbose   int
+	playbook  string
+}
+
+func newArtifactCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "artifact",
+		Short: "Offline bundles: every binary and image a cluster needs, in one file",
+	}
+	var f exportFlags
+	export := &cobra.Command{
+		Use:   "export",
+		Short: "Fetch every binary and image cluster.yaml needs and pack them into an offline bundle",
+		Long: `Run the artifact-export playbook for the cluster (it fetches the release
+files and images the configuration needs into the work directory, for every
+architecture of its hosts, with their sha256 checked), then pack them into a
+.tar.gz with a manifest.json and a SHA256SUMS in every directory. Install
+from it on machines without internet access with
+  kubexm play create-cluster -i cluster.yaml --offline-bundle bundle.tar.gz
+Sources can be changed as for the installation (-e etcd_mirrors=...,
+-e kubernetes_local_dir=..., -e images_local_dir=...); see docs/guide.md.`,
+		Example: `  kubexm artifact export -f cluster.yaml -o bundle.tar.gz
+  kubexm artifact export -f cluster.yaml -o bundle.tar.gz -e images_local_dir=/srv/images`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.exportBundle(cmd.Context(), cmd.OutOrStdout(), f)
+		},
+	}
+	fl := export.Flags()
+	addFileFlag(export, &f.file)
+	fl.StringVarP(&f.output, "output", "o", "bundle.tar.gz", "the bundle to write")
+	fl.StringVar(&f.workDir, "workdir", "", "work directory the files are fetched into (default .kubexm/<cluster name>)")
+	fl.StringArrayVarP(&f.extraVars, "extra-vars", "e", nil, "set a variable: name=value, @file.yaml or a {...} mapping (repeatable)")
+	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles before the built-in ones")
+	fl.CountVarP(&f.verbose, "verbose", "v", "show stdout/stderr of every task (-vv: also progress)")
+	fl.StringVar(&f.playbook, "playbook", exportPlaybook, "the playbook that fetches the artifacts (a fork of artifact-export)")
+	cmd.AddCommand(export)
+	return cmd
+}
+
+// exportList is what the artifact-export playbook writes to
+// artifacts_list_file: where the work directory is and what it fetched.
+type exportList struct {
+	Cluster   string        `json:"cluster"`
+	WorkDir   string        `json:"work_dir"`
+	Artifacts []exportEntry `json:"artifacts"`
+}
+
+// exportEntry is one fetched file: in <work dir>/<component>/<version>/<arch>/<file>.
+type exportEntry struct {
+	Component string `json:"component"`
+	Version   string `json:"version"`
+	Arch      string `json:"arch"`
+	File      string `json:"file"`
+	Kind      string `json:"kind"`
+	Ref       string `json:"ref"` // an image's name, for kind image
+}
+
+func (a *app) exportBundle(ctx context.Context, w io.Writer, f exportFlags) error {
+	start := time.Now()
+	out, err := filepath.Abs(f.output)
+	if err != nil {
+		return err
+	}
+	if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
+		return fmt.Errorf("-o %s: the directory %s does not exist", f.output, filepath.Dir(out))
+	}
+	tmp, err := os.MkdirTemp("", "kubexm-export-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	listFile := filepath.Join(tmp, "artifacts.json")
+	setList, err := json.Marshal(map[string]string{"artifacts_list_file": listFile})
+	if err != nil {
+		return err
+	}
+	// The export runs as `kubexm play` would run it; the list variable goes
+	// last so that it wins.
+	pf := playFlags{
+		inventory: f.file,
+		extraVars: append(append([]string{}, f.extraVars...), string(setList)),
+		forks:     50,
+		output:    "text",
+		verbose:   f.verbose,
+		rolesPath: f.rolesPath,
+		workDir:   f.workDir,
+	}
+	if err := a.play(ctx, w, f.playbook, pf); err != nil {
+		return fmt.Errorf("fetching the artifacts: %w", err)
+	}
+	data, err := os.ReadFile(listFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("playbook %s wrote no artifact list (artifacts_list_file); nothing to pack", f.playbook)
+	} else if err != nil {
+		return err
+	}
+	var list exportList
+	if err := json.Unmarshal(data, &list); err != nil {
+		return fmt.Errorf("the artifact list of playbook %s: %w", f.playbook, err)
+	}
+	if list.WorkDir == "" || !filepath.IsAbs(list.WorkDir) {
+		return fmt.Errorf("the artifact list of playbook %s has no absolute work_dir", f.playbook)
+	}
+	in := make([]bundleInput, 0, len(list.Artifacts))
+	for _, e := range list.Artifacts {
+		art := bundleArtifact{Component: e.Component, Version: e.Version, Arch: e.Arch, File: e.File, Kind: e.Kind}
+		if e.Kind == "image" {
+			art.Image = e.Ref
+		}
+		p, err := artifactPath(art)
+		if err != nil {
+			return fmt.Errorf("the artifact list of playbook %s: %w", f.playbook, err)
+		}
+		in = append(in, bundleInput{bundleArtifact: art, src: filepath.Join(list.WorkDir, filepath.FromSlash(p))})
+	}
+	if len(in) == 0 {
+		return fmt.Errorf("playbook %s listed no artifacts; nothing to pack", f.playbook)
+	}
+	packStart := time.Now()
+	m, sum, err := packBundle(ctx, out, bundleManifest{
+		Cluster:       list.Cluster,
+		KubexmVersion: version,
+		Created:       time.Now().UTC().Truncate(time.Second),
+	}, in)
+	if err != nil {
+		return fmt.Errorf("packing %s: %w", f.output, err)
+	}
+	// sha256sum's format, so `sha256sum -c bundle.tar.gz.sha256` checks a
+	// copy after it was carried over.
+	if err := os.WriteFile(out+".sha256", []byte(sum+"  "+filepath.Base(out)+"\n"), 0o644); err != nil {
+		return err
+	}
+	st, err := os.Stat(out)
+	if err != nil {
+		return err
+	}
+	var total int64
+	kinds := map[string]int{}
+	for _, art := range m.Artifacts {
+		total += art.Size
+		kinds[art.Kind]++
+	}
+	fmt.Fprintf(w, "\nwrote %s: %d files (%s) for cluster %s, %d MiB packed from %d MiB, sha256 %s (packed in %s, %s in all)\n",
+		f.output, len(m.Artifacts), kindSummary(kinds), m.Cluster, st.Size()>>20, total>>20, sum,
+		time.Since(packStart).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(w, "install with: kubexm play create-cluster -i %s --offline-bundle %s\n", f.file, f.output)
+	return nil
+}
+
+func kindSummary(kinds map[string]int) string {
+	var parts []string
+	for _, k := range bundleKinds {
+		if n := kinds[k]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, plural(k, n)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(s string, n int) string {
+	if n == 1 {
+		return s
+	}
+	if strings.HasSuffix(s, "y") {
+		return s[:len(s)-1] + "ies"
+	}
+	return s + "s"
+}
+
+// offlineBuiltins wraps the builtins that reach the network so that a run
+// with --offline-bundle fails instead of fetching: every file must come
+// from the bundle.
+func offlineBuiltins(reg map[string]step.Builtin) map[string]step.Builtin {
+	out := make(map[string]step.Builtin, len(reg))
+	for n, b := range reg {
+		out[n] = b
+	}
+	if b, ok := reg["download"]; ok {
+		out["download"] = offlineGuard{Builtin: b, refuse: func(args step.Args) string {
+			urls := args.Strings("urls")
+			if args.Has("url") {
+				urls = append([]string{args.String("url")}, urls...)
+			}
+			if len(urls) == 0 {
+				return ""
+			}
+			return "download from " + strings.Join(urls, ", ") + " to " + args.String("dest")
+		}}
+	}
+	if b, ok := reg["image_save"]; ok {
+		out["image_save"] = offlineGuard{Builtin: b, refuse: func(args step.Args) string {
+			return "pull " + args.String("ref") + " from its registry"
+		}}
+	}
+	return out
+}
+
+type offlineGuard struct {
+	step.Builtin
+	refuse func(step.Args) string // "" allows the call
+}
+
+func (g offlineGuard) Run(ctx context.Context, env *step.Env, args step.Args) (step.Result, error) {
+	if what := g.refuse(args); what != "" {
+		return step.Result{}, fmt.Errorf("--offline-bundle: refusing to %s: an offline run fetches nothing from the network, and the bundle lacks this file "+
+			"(export a bundle for this configuration with kubexm artifact export, or fetch it with the download role, which reads the bundle)", what)
+	}
+	return g.Builtin.Run(ctx, env, args)
+}
+
+// bundleLogf prints bundle messages with the run's output; JSON output
+// keeps stdout to events, so they go to stderr then.
+func bundleLogf(w io.Writer, output string) func(string, ...any) {
+	if output == "json" {
+		w = os.Stderr
+	}
+	return func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+}

@@ -1,0 +1,394 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testInputs writes a few artifacts under dir and returns them as pack
+// inputs: a binary, an archive, an image tarball in images/<name>.
+func testInputs(t *testing.T, dir string) []bundleInput {
+	t.Helper()
+	arts := []bundleArtifact{
+		{Component: "kubernetes", Version: "1.33.13", Arch: "amd64", File: "kubelet", Kind: "binary"},
+		{Component: "kubernetes", Version: "1.33.13", Arch: "amd64", File: "kubectl", Kind: "binary"},
+		{Component: "etcd", Version: "v3.5.35", Arch: "arm64", File: "etcd-v3.5.35-linux-arm64.tar.gz", Kind: "archive"},
+		{Component: "images/pause", Version: "3.10", Arch: "amd64", File: "pause-3.10-amd64.tar", Kind: "image", Image: "registry.k8s.io/pause:3.10"},
+	}
+	var in []bundleInput
+	for i, a := range arts {
+		p := filepath.Join(dir, a.Component, a.Version, a.Arch, a.File)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// Large enough to span several reads, different per file.
+		data := bytes.Repeat([]byte{byte('a' + i)}, 200_000+i)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		in = append(in, bundleInput{bundleArtifact: a, src: p})
+	}
+	return in
+}
+
+func testBundle(t *testing.T) (string, bundleManifest) {
+	t.Helper()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "bundle.tar.gz")
+	m, sum, err := packBundle(context.Background(), out, bundleManifest{Cluster: "demo", KubexmVersion: "0.1.0", Created: time.Unix(1700000000, 0)}, testInputs(t, filepath.Join(dir, "work")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := sha256.Sum256(data); hex.EncodeToString(h[:]) != sum {
+		t.Fatalf("packBundle reported sha256 %s, the file has %x", sum, h)
+	}
+	return out, m
+}
+
+func TestBundleRoundTrip(t *testing.T) {
+	out, m := testBundle(t)
+	if len(m.Artifacts) != 4 || m.Format != bundleFormat || m.FormatVersion != bundleFormatVersion {
+		t.Fatalf("manifest %+v", m)
+	}
+	// manifest.json first, every directory with its SHA256SUMS.
+	names := tarNames(t, out)
+	if names[0] != "manifest.json" {
+		t.Fatalf("first entry %s", names[0])
+	}
+	for _, want := range []string{"kubernetes/1.33.13/amd64/SHA256SUMS", "etcd/v3.5.35/arm64/SHA256SUMS", "images/pause/3.10/amd64/SHA256SUMS"} {
+		if !contains(names, want) {
+			t.Errorf("no %s in %v", want, names)
+		}
+	}
+
+	work := t.TempDir()
+	var logs []string
+	logf := func(f string, a ...any) { logs = append(logs, f) }
+	dir, got, err := openBundle(context.Background(), out, work, logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(dir) != filepath.Join(work, "bundle") || len(got.Artifacts) != 4 || got.Cluster != "demo" {
+		t.Fatalf("dir %s, manifest %+v", dir, got)
+	}
+	for _, a := range m.Artifacts {
+		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(a.Path)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := sha256.Sum256(data); hex.EncodeToString(h[:]) != a.SHA256 || int64(len(data)) != a.Size {
+			t.Errorf("%s: unpacked content differs", a.Path)
+		}
+	}
+	// SHA256SUMS is what sha256sum -c reads (and the download role).
+	sums, _ := os.ReadFile(filepath.Join(dir, "kubernetes/1.33.13/amd64/SHA256SUMS"))
+	if lines := strings.Split(strings.TrimSpace(string(sums)), "\n"); len(lines) != 2 || !strings.HasSuffix(lines[0], "  kubectl") {
+		t.Errorf("SHA256SUMS:\n%s", sums)
+	}
+	if st, _ := os.Stat(filepath.Join(dir, "kubernetes/1.33.13/amd64/kubelet")); st.Mode().Perm() != 0o755 {
+		t.Errorf("binary mode %v", st.Mode())
+	}
+
+	// A second open finds it unpacked and verified.
+	before := dirState(t, dir)
+	if dir2, _, err := openBundle(context.Background(), out, work, logf); err != nil || dir2 != dir {
+		t.Fatalf("second open: %s %v", dir2, err)
+	}
+	if !strings.Contains(logs[len(logs)-1], "verified when unpacked") || dirState(t, dir) != before {
+		t.Errorf("second open unpacked again: %v", logs)
+	}
+	// A file that went missing since is unpacked again.
+	os.Remove(filepath.Join(dir, "kubernetes/1.33.13/amd64/kubelet"))
+	if _, _, err := openBundle(context.Background(), out, work, logf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "kubernetes/1.33.13/amd64/kubelet")); err != nil || !strings.Contains(logs[len(logs)-1], "verified and unpacked") {
+		t.Errorf("a damaged unpacked bundle was not unpacked again: %v %v", err, logs)
+	}
+}
+
+// rewriteBundle copies the bundle at p to a new file, passing every entry
+// through edit (which may change the header and data, or drop the entry).
+func rewriteBundle(t *testing.T, p string, edit func(h *tar.Header, data []byte) (*tar.Header, []byte)) string {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, data = edit(h, data)
+		if h == nil {
+			continue
+		}
+		if h.Typeflag == tar.TypeReg {
+			h.Size = int64(len(data))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tw.Close()
+	zw.Close()
+	out := filepath.Join(t.TempDir(), "bad.tar.gz")
+	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func editManifest(t *testing.T, data []byte, f func(m *bundleManifest)) []byte {
+	t.Helper()
+	var m bundleManifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	f(&m)
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestBundleBad(t *testing.T) {
+	good, _ := testBundle(t)
+	const kubelet = "kubernetes/1.33.13/amd64/kubelet"
+	keep := func(h *tar.Header, d []byte) (*tar.Header, []byte) { return h, d }
+	raw, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(t.TempDir(), "truncated.tar.gz")
+	os.WriteFile(truncated, raw[:len(raw)/2], 0o644)
+	tail := filepath.Join(t.TempDir(), "tail.tar.gz")
+	damaged := append([]byte{}, raw...)
+	damaged[len(damaged)-6] ^= 0xff // the gzip trailer's CRC
+	os.WriteFile(tail, damaged, 0o644)
+	notGzip := filepath.Join(t.TempDir(), "plain.tar")
+	os.WriteFile(notGzip, []byte("just text"), 0o644)
+
+	cases := []struct {
+		name, bundle string
+		want         []string
+	}{
+		{"a changed byte", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+			if h.Name == kubelet {
+				d = append([]byte{}, d...)
+				d[1000] ^= 1
+			}
+			return h, d
+		}), []string{kubelet, "sha256", "corrupt"}},
+		{"a missing file", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+			if h.Name == kubelet {
+				return nil, nil
+			}
+			return h, d
+		}), []string{kubelet, "missing from the bundle"}},
+		{"a wrong sum in the manifest", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+			if h.Name == "manifest.json" {
+				d = editManifest(t, d, func(m *bundleManifest) {
+					for i := range m.Artifacts {
+						if m.Artifacts[i].Path == kubelet {
+							m.Artifacts[i].SHA256 = strings.Repeat("0", 64)
+						}
+					}
+				})
+			}
+			return h, d
+		}), []string{kubelet, "sha256", "the manifest says 0000"}},
+		{"a shorter file", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+			if h.Name == kubelet {
+				d = d[:100]
+			}
+			return h, d
+		}), []string{kubelet, "100 bytes, the manifest says"}},
+		{"a SHA256SUMS disagreeing", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+			if h.Name == "kubernetes/1.33.13/amd64/SHA256SUMS" {
+				d = []byte(strings.Repeat("1", 64) + "  kubelet\n")
+			}
+			return h, d
+		}), []string{"kubernetes/1.33.13/amd64/SHA256SUMS", "does not match manifest.json"}},
+		{"an unlisted file", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+			if h.Name == kubelet {
+				h.Name = "kubernetes/1.33.13/amd64/kubeadm"
+			}
+			return h, d
+		}), []string{"kubernetes/1.33.13/amd64/kubeadm", "not listed in manifest.json"}},
+		{"a path out of the bundle", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+			if h.Name == kubelet {
+				h.Name = "../../evil"
+			}
+			return h, d
+		}), []string{"../../evil", "not a relative path inside the bundle"}},
+		{"a symlink", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+			if h.Name == kubelet {
+				return &tar.Header{Name: kubelet, Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}, nil
+			}
+			return h, d
+		}), []string{kubelet, "only files and directories"}},
+		{"manifest not first", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+			if h.Name == "manifest.json" {
+				h.Name = "etc/manifest.json"
+			}
+			return h, d
+		}), []string{"etc/manifest.json", "manifest.json, which must come first"}},
+		{"a newer format", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+			if h.Name == "manifest.json" {
+				d = editManifest(t, d, func(m *bundleManifest) { m.FormatVersion = 99 })
+			}
+			return h, d
+		}), []string{"manifest.json", "format version 99"}},
+		{"truncated", truncated, []string{"truncated or corrupt"}},
+		{"a damaged gzip trailer", tail, []string{"truncated or corrupt"}},
+		{"not gzip", notGzip, []string{"not a gzip file"}},
+		{"intact (control)", rewriteBundle(t, good, keep), nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			work := t.TempDir()
+			_, _, err := openBundle(context.Background(), c.bundle, work, func(string, ...any) {})
+			if c.want == nil {
+				if err != nil {
+					t.Fatalf("intact bundle refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			t.Log(err)
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if !strings.Contains(err.Error(), c.bundle) {
+				t.Errorf("error %q does not name the bundle", err)
+			}
+			// Nothing is left behind, not even a temporary directory.
+			ents, _ := os.ReadDir(filepath.Join(work, "bundle"))
+			if len(ents) != 0 {
+				t.Errorf("left behind: %v", ents)
+			}
+			if _, err := os.Stat(filepath.Join(os.TempDir(), "..", "..", "evil")); err == nil {
+				t.Error("a path escaped the bundle")
+			}
+		})
+	}
+}
+
+func TestPackRefusesBadInputs(t *testing.T) {
+	dir := t.TempDir()
+	in := testInputs(t, dir)
+	for _, c := range []struct {
+		name string
+		edit func(*bundleInput)
+		want string
+	}{
+		{"a missing file", func(b *bundleInput) { b.src = filepath.Join(dir, "nope") }, "no such file"},
+		{"a dot-dot component", func(b *bundleInput) { b.Component = "../x" }, "not a relative path"},
+		{"a slash in the file", func(b *bundleInput) { b.File = "a/b" }, "must not contain a slash"},
+		{"an unknown kind", func(b *bundleInput) { b.Kind = "chart" }, "kind \"chart\""},
+		{"a reserved name", func(b *bundleInput) { b.File = "SHA256SUMS" }, "reserved"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bad := append([]bundleInput{}, in...)
+			c.edit(&bad[0])
+			out := filepath.Join(t.TempDir(), "b.tar.gz")
+			_, _, err := packBundle(context.Background(), out, bundleManifest{}, bad)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want %q", err, c.want)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Error("a bundle was written")
+			}
+		})
+	}
+}
+
+func tarNames(t *testing.T, p string) []string {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return names
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			names = append(names, h.Name)
+		}
+	}
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// dirState lists paths, sizes and modification times under dir.
+func dirState(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil {
+			b.WriteString(p + " " + fi.ModTime().String() + "\n")
+		}
+		return nil
+	})
+	return b.String()
+}

@@ -1,0 +1,362 @@
+#!/usr/bin/env bash
+# Builds the container images a kubexm test cluster needs, without any
+# registry, as tarballs that `ctr -n k8s.io images import` (containerd 1.6)
+# and `docker load` take:
+#
+#   $OUT/images/pause-$PAUSE_VERSION-$ARCH.tar        registry.k8s.io/pause:$PAUSE_VERSION
+#   $OUT/images/coredns-$COREDNS_VERSION-$ARCH.tar    registry.k8s.io/coredns/coredns:$COREDNS_VERSION
+#   $OUT/images/flannel-$FLANNEL_VERSION-$ARCH.tar    ghcr.io/flannel-io/flannel:$FLANNEL_VERSION
+#   $OUT/images/busybox-$BUSYBOX_VERSION-$ARCH.tar    docker.io/library/busybox:$BUSYBOX_VERSION
+#   $OUT/images/SHA256SUMS                            sha256sum format, every *.tar
+#   $OUT/images/images.txt                            "<file> <image reference>" per line
+#
+# Usage: images.sh [pause|coredns|flannel|busybox ...]   (default: all four)
+#
+# Each image is a single layer assembled by imgtool (test/artifacts/imgtool,
+# go-containerregistry; built from this repository) from:
+#   pause    Kubernetes' own build/pause/linux/pause.c from the
+#            k8s.io/kubernetes@$PAUSE_KUBE_VERSION module, gcc -Os -static
+#            -DVERSION=$PAUSE_VERSION, stripped; /pause, user 65535:65535, as upstream.
+#   coredns  `go install github.com/coredns/coredns@$COREDNS_VERSION` (static,
+#            -trimpath -s -w) into a GOBIN of its own; /coredns. Upstream runs it
+#            as nonroot with cap_net_bind_service as a file capability; this image
+#            has no /etc/passwd, no file capabilities and no /etc/ssl/certs, so it
+#            runs as root (kubeadm's Deployment still drops all capabilities but
+#            NET_BIND_SERVICE).
+#   flannel  flanneld, install-conf (if built) and mk-docker-opts.sh from flannel.sh
+#            (/opt/bin, entrypoint /opt/bin/flanneld, as upstream) on a root file
+#            system of Debian bookworm packages (apt-get download + dpkg-deb -x):
+#            iptables with the alternatives set as Debian's postinst does, to the
+#            nft backend by default (IPTABLES_BACKEND=legacy for the other), which
+#            is what the Debian test hosts use; nftables (nft); netbase; their
+#            libraries (checked with the dynamic loader inside the root file
+#            system, so a missing one fails the build); and busybox-static's
+#            applets in /bin (cp, sh, ... as upstream's Alpine base has). Checked
+#            in a chroot: iptables -V, nft --version, flanneld --version.
+#   busybox  Debian's busybox-static, /bin/busybox with every applet as a
+#            symlink in /bin (sh, nslookup, wget, ip, ping, ...), cmd ["sh"], as the
+#            Docker Hub image; tagged with the package's upstream version.
+#
+# Every image is reproducible: the same inputs give the same tarball (files
+# owned 0:0 with mtime 0, sorted; created 1970-01-01). A tarball that is
+# there and listed in SHA256SUMS and images.txt is left alone (FORCE=1
+# builds it again). One run at a time (flock); build products are kept under
+# $KUBEXM_TEST_CACHE/build/ and artifacts/ so a second run is fast.
+#
+# Environment:
+#   PAUSE_VERSION (3.10), PAUSE_KUBE_VERSION (v1.33.13: where pause.c comes from),
+#   COREDNS_VERSION (v1.12.0), FLANNEL_VERSION (v0.28.10; see flannel.sh),
+#   BUSYBOX_VERSION (1.35.0: must be Debian's busybox-static upstream version),
+#   IPTABLES_BACKEND (nft), KUBEXM_TEST_CACHE (/var/cache/kubexm-test),
+#   KUBEXM_TEST_RELEASE_DIR = $OUT (/var/cache/kubexm-test/release), FORCE=1.
+# Only the host's architecture (Debian packages and gcc of this machine).
+# Needs root (chroot). Prints $OUT/images on its last line.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+pause_version=${PAUSE_VERSION:-3.10}
+pause_kube_version=${PAUSE_KUBE_VERSION:-v1.33.13}
+coredns_version=${COREDNS_VERSION:-v1.12.0}
+flannel_version=${FLANNEL_VERSION:-v0.28.10}
+busybox_version=${BUSYBOX_VERSION:-1.35.0}
+iptables_backend=${IPTABLES_BACKEND:-nft}
+cache=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
+out=${KUBEXM_TEST_RELEASE_DIR:-/var/cache/kubexm-test/release}
+dest=$out/images
+arch=$(dpkg --print-architecture)
+
+if [[ -n ${GOARCH:-} && $GOARCH != "$arch" ]]; then
+	echo "images.sh: GOARCH=$GOARCH: only the host's architecture ($arch) is supported" >&2
+	exit 2
+fi
+if [[ $iptables_backend != nft && $iptables_backend != legacy ]]; then
+	echo "images.sh: IPTABLES_BACKEND=$iptables_backend: want nft or legacy" >&2
+	exit 2
+fi
+
+declare -A file ref
+file[pause]=pause-$pause_version-$arch.tar
+ref[pause]=registry.k8s.io/pause:$pause_version
+file[coredns]=coredns-$coredns_version-$arch.tar
+ref[coredns]=registry.k8s.io/coredns/coredns:$coredns_version
+file[flannel]=flannel-$flannel_version-$arch.tar
+ref[flannel]=ghcr.io/flannel-io/flannel:$flannel_version
+file[busybox]=busybox-$busybox_version-$arch.tar
+ref[busybox]=docker.io/library/busybox:$busybox_version
+
+images=("$@")
+if [[ ${#images[@]} -eq 0 ]]; then
+	images=(pause coredns flannel busybox)
+fi
+for i in "${images[@]}"; do
+	if [[ -z ${file[$i]:-} ]]; then
+		echo "images.sh: unknown image \"$i\"; want some of: pause coredns flannel busybox" >&2
+		exit 2
+	fi
+done
+
+export CGO_ENABLED=0 GOARCH=$arch GOOS=linux GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
+mkdir -p "$cache/build" "$dest"
+exec 9>"$cache/build/images.lock"
+flock 9
+
+# done_already <image>: its tarball is there and listed in both indexes.
+done_already() {
+	local f=${file[$1]}
+	[[ -f $dest/$f && -f $dest/SHA256SUMS && -f $dest/images.txt ]] &&
+		grep -q "  $f\$" "$dest/SHA256SUMS" && grep -qx "$f ${ref[$1]}" "$dest/images.txt"
+}
+
+todo=()
+for i in "${images[@]}"; do
+	if [[ ${FORCE:-0} == 1 ]] || ! done_already "$i"; then
+		todo+=("$i")
+	fi
+done
+if [[ ${#todo[@]} -eq 0 ]]; then
+	echo "images.sh: ${images[*]} already in $dest (FORCE=1 builds them again)" >&2
+	echo "$dest"
+	exit 0
+fi
+
+stage=$(mktemp -d "$cache/build/.images.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+
+imgtool=$cache/build/imgtool/imgtool
+mkdir -p "$(dirname "$imgtool")"
+(cd "$repo" && go build -trimpath -o "$imgtool" ./test/artifacts/imgtool)
+
+# fetch_debs <package...>: the host's candidate versions of the packages, in
+# $cache/build/debs (kept; a file whose SHA256 matches apt's is not fetched
+# again). Prints the .deb paths, sorted.
+debs=$cache/build/debs
+fetch_debs() {
+	local name sum want=() get=()
+	mkdir -p "$debs"
+	# apt-get download runs as the user _apt, into a directory it may write;
+	# --print-uris leaves out what is already in the current directory, so
+	# it runs in an empty one. One call for all: each costs ~0.6 s.
+	local dl
+	dl=$(mktemp -d "$debs/.dl.XXXXXX")
+	chmod 0755 "$dl"
+	if id _apt >/dev/null 2>&1; then chown _apt "$dl"; fi
+	# Lines are 'URL' file size SHA256:hex.
+	while read -r _ name _ sum; do
+		sum=${sum#SHA256:}
+		want+=("$name")
+		if [[ ! -f $debs/$name ]] || ! echo "$sum  $debs/$name" | sha256sum -c --status; then
+			get+=("${name%%_*}")
+			echo "$sum  $name" >>"$dl/SHA256SUMS"
+		fi
+	done < <(cd "$dl" && apt-get download --print-uris "$@")
+	if [[ ${#want[@]} -ne $# ]]; then
+		echo "images.sh: apt-get download --print-uris $* gave ${#want[@]} files for $# packages (apt-get update first?)" >&2
+		exit 1
+	fi
+	if [[ ${#get[@]} -gt 0 ]]; then
+		(cd "$dl" && apt-get download -q "${get[@]}" >&2 && sha256sum -c --quiet SHA256SUMS >&2) || {
+			echo "images.sh: apt-get download ${get[*]} failed" >&2
+			exit 1
+		}
+		for name in $(cd "$dl" && ls -- *.deb); do
+			mv -f "$dl/$name" "$debs/$name"
+		done
+	fi
+	rm -rf "$dl"
+	for name in "${want[@]}"; do
+		echo "$debs/$name"
+	done | sort
+}
+
+# busybox_applets <rootfs>: symlinks in /bin for every applet of
+# <rootfs>/bin/busybox that is not already a file somewhere on PATH.
+busybox_applets() {
+	local root=$1 a d
+	for a in $("$root/bin/busybox" --list); do
+		[[ $a == busybox ]] && continue
+		for d in usr/local/sbin usr/local/bin usr/sbin usr/bin sbin bin; do
+			if [[ -e $root/$d/$a || -L $root/$d/$a ]]; then
+				continue 2
+			fi
+		done
+		ln -s busybox "$root/bin/$a"
+	done
+}
+
+# base_etc <rootfs>: the few files of /etc and directories a container expects.
+base_etc() {
+	local root=$1
+	mkdir -p "$root/etc" "$root/root" "$root/tmp" "$root/run" "$root/var"
+	chmod 0700 "$root/root"
+	chmod 1777 "$root/tmp"
+	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$root/etc/passwd"
+	printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
+	chmod 0644 "$root/etc/passwd" "$root/etc/group"
+	ln -sfn ../run "$root/var/run"
+}
+
+# image <name> <imgtool flags...>: write $stage/out/<file> for image <name>.
+image() {
+	local i=$1
+	shift
+	mkdir -p "$stage/out"
+	"$imgtool" -o "$stage/out/${file[$i]}" -t "${ref[$i]}" -platform "linux/$arch" -created 0 "$@"
+}
+
+build_pause() {
+	local dir=$cache/build/pause-$pause_version src
+	src=$(cd "$stage" && go mod download -json "k8s.io/kubernetes@$pause_kube_version" |
+		sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+	if [[ ! -f $src/build/pause/linux/pause.c ]]; then
+		echo "images.sh: no build/pause/linux/pause.c in k8s.io/kubernetes@$pause_kube_version" >&2
+		exit 1
+	fi
+	mkdir -p "$dir"
+	# As build/pause/Makefile, which says -DVERSION=v$(TAG)-$(REV).
+	gcc -Os -Wall -Werror -static -DVERSION="$pause_version" -o "$dir/pause.tmp" "$src/build/pause/linux/pause.c"
+	strip "$dir/pause.tmp"
+	mv -f "$dir/pause.tmp" "$dir/pause"
+	echo "images.sh: $("$dir/pause" -v 2>&1)" >&2
+	image pause -file "$dir/pause:/pause:0755" -entrypoint '["/pause"]' -user 65535:65535
+}
+
+build_coredns() {
+	local gobin=$cache/build/coredns-$coredns_version/bin
+	if [[ ${FORCE:-0} == 1 || ! -x $gobin/coredns ]]; then
+		echo "images.sh: building CoreDNS $coredns_version" >&2
+		mkdir -p "$gobin"
+		(cd "$stage" && GOBIN=$gobin go install -trimpath -ldflags='-s -w' "github.com/coredns/coredns@$coredns_version")
+	fi
+	echo "images.sh: $("$gobin/coredns" -version | head -n1)" >&2
+	image coredns -file "$gobin/coredns:/coredns:0755" -entrypoint '["/coredns"]' -workdir /
+}
+
+build_flannel() {
+	local bins root=$stage/flannel-rootfs deb f
+	bins=$(env -u FORCE FLANNEL_VERSION="$flannel_version" GOARCH="$arch" KUBEXM_TEST_CACHE="$cache" \
+		"$here/flannel.sh" flanneld | tail -n1)
+	mkdir -p "$root"
+	for deb in $(fetch_debs libc6 libgcc-s1 iptables libxtables12 libip4tc2 libip6tc2 libnftnl11 libmnl0 \
+		libnetfilter-conntrack3 libnfnetlink0 nftables libnftables1 libjansson4 libedit2 libbsd0 libmd0 \
+		libtinfo6 libgmp10 netbase busybox-static); do
+		dpkg-deb -x "$deb" "$root"
+		echo "images.sh: flannel rootfs: $(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version)" >&2
+	done
+	rm -rf "$root/usr/share/doc" "$root/usr/share/man" "$root/usr/share/info" "$root/usr/share/lintian" \
+		"$root/usr/share/locale" "$root/usr/share/bug"
+	# What iptables' postinst does with update-alternatives, for the
+	# chosen backend (arptables and ebtables only have nft).
+	mkdir -p "$root/etc/alternatives"
+	local alt
+	for alt in iptables ip6tables arptables ebtables; do
+		local backend=$iptables_backend
+		[[ $alt == arptables || $alt == ebtables ]] && backend=nft
+		for f in "$alt" "$alt-restore" "$alt-save"; do
+			ln -sfn "/usr/sbin/${f/$alt/$alt-$backend}" "$root/etc/alternatives/$f"
+			ln -sfn "/etc/alternatives/$f" "$root/usr/sbin/$f"
+		done
+	done
+	base_etc "$root"
+	printf 'include /etc/ld.so.conf.d/*.conf\n' >"$root/etc/ld.so.conf"
+	ldconfig -r "$root"
+	rm -rf "$root/var/cache/ldconfig"
+	busybox_applets "$root"
+	mkdir -p "$root/opt/bin"
+	for f in flanneld install-conf mk-docker-opts.sh; do
+		if [[ -f $bins/$f ]]; then
+			install -m 0755 "$bins/$f" "$root/opt/bin/$f"
+		fi
+	done
+
+	# Every ELF file must find its libraries in the root file system (the
+	# xtables extensions are dlopen()ed, so ldd on the binaries misses them).
+	local missing=""
+	while IFS= read -r f; do
+		if cmp -s -n4 "$f" <(printf '\177ELF'); then
+			missing+=$(chroot "$root" /lib64/ld-linux-x86-64.so.2 --list "/${f#"$root"/}" 2>&1 | grep 'not found' || true)
+		fi
+	done < <(find "$root" -type f \( -perm -u+x -o -name '*.so*' \) ! -path "$root/opt/*" ! -path "$root/bin/busybox")
+	if [[ -n $missing ]]; then
+		echo "images.sh: flannel rootfs: missing libraries:" >&2
+		echo "$missing" | sort -u >&2
+		exit 1
+	fi
+	echo "images.sh: chroot: $(chroot "$root" iptables -V) / $(chroot "$root" ip6tables -V)" >&2
+	echo "images.sh: chroot: $(chroot "$root" nft --version)" >&2
+	echo "images.sh: chroot: flanneld $(chroot "$root" /opt/bin/flanneld --version 2>&1)" >&2
+	echo "images.sh: chroot: /bin/cp -> $(readlink "$root/bin/cp")" >&2
+	if [[ -f $root/opt/bin/install-conf ]]; then
+		echo "images.sh: chroot: $(chroot "$root" /opt/bin/install-conf 2>&1 | head -n1)" >&2
+	fi
+	# The backend against the kernel, in a network namespace of its own
+	# (not fatal: a build host may lack nf_tables; the cluster's nodes will not).
+	if ! unshare -n chroot "$root" /bin/sh -c 'iptables -t nat -A POSTROUTING -s 10.244.0.0/16 -j MASQUERADE &&
+		iptables-save -t nat | grep -q MASQUERADE' >&2; then
+		echo "images.sh: warning: iptables ($iptables_backend) in a fresh network namespace failed" >&2
+	else
+		echo "images.sh: chroot: iptables ($iptables_backend) added and listed a nat rule in a fresh network namespace" >&2
+	fi
+
+	image flannel -dir "$root" -entrypoint '["/opt/bin/flanneld"]' \
+		-env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin -env "FLANNEL_ARCH=$arch"
+}
+
+build_busybox() {
+	local root=$stage/busybox-rootfs deb have
+	deb=$(fetch_debs busybox-static)
+	have=$(dpkg-deb -f "$deb" Version)
+	have=${have#*:}
+	have=${have%%-*}
+	if [[ $have != "$busybox_version" ]]; then
+		echo "images.sh: Debian's busybox-static is $have, not $busybox_version; set BUSYBOX_VERSION=$have" >&2
+		exit 1
+	fi
+	mkdir -p "$root"
+	dpkg-deb -x "$deb" "$root"
+	rm -rf "${root:?}/usr"
+	base_etc "$root"
+	busybox_applets "$root"
+	local a
+	for a in sh nslookup wget sleep cat ls ip ping hostname env echo; do
+		if [[ ! -L $root/bin/$a ]]; then
+			echo "images.sh: busybox-static has no $a applet" >&2
+			exit 1
+		fi
+	done
+	echo "images.sh: chroot: $(chroot "$root" /bin/sh -c 'busybox | head -n1; nslookup 2>&1 | head -n1')" >&2
+	image busybox -dir "$root" -cmd '["sh"]' -env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+}
+
+for i in "${todo[@]}"; do
+	t0=$SECONDS
+	"build_$i"
+	touch -d @0 "$stage/out/${file[$i]}"
+	mv -f "$stage/out/${file[$i]}" "$dest/${file[$i]}"
+	echo "images.sh: ${file[$i]} ${ref[$i]} ($((SECONDS - t0)) s)" >&2
+done
+
+# Both indexes list every tarball in the directory; images.txt keeps the
+# references of tarballs this run did not build.
+(
+	cd "$dest"
+	tars=(*.tar)
+	sha256sum -- "${tars[@]}" >SHA256SUMS.tmp
+	{
+		for f in "${tars[@]}"; do
+			r=""
+			for i in "${!file[@]}"; do
+				[[ ${file[$i]} == "$f" ]] && r=${ref[$i]}
+			done
+			if [[ -z $r && -f images.txt ]]; then
+				r=$(awk -v f="$f" '$1 == f {print $2}' images.txt)
+			fi
+			if [[ -n $r ]]; then
+				echo "$f $r"
+			fi
+		done
+	} >images.txt.tmp
+	mv -f SHA256SUMS.tmp SHA256SUMS
+	mv -f images.txt.tmp images.txt
+)
+echo "$dest"

@@ -1,0 +1,413 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mensylisir/kubexm/test/testhosts"
+)
+
+// The Kubernetes release the cluster test builds and installs.
+const kubernetesVersion = "v1.33.13"
+
+// TestKubernetesCluster is issue 9's acceptance on three fresh machines (n1
+// master and etcd, n2 and n3 workers), with no network but the test bridge:
+//
+//   - `kubexm artifact export` gathers every binary and image the config
+//     needs from the local stand-ins for the upstream download sites into
+//     bundle.tar.gz; the file server is then shut down;
+//   - create-cluster --offline-bundle builds a binary-mode cluster: etcd,
+//     containerd, control plane, kubelet and kube-proxy, flannel (vxlan),
+//     CoreDNS, labels, and the health checks;
+//   - kubectl get nodes shows 3 Ready nodes at v1.33.13;
+//   - a busybox pod on each worker resolves kubernetes.default and fetches a
+//     page through a ClusterIP service backed by a pod on the other worker;
+//   - a re-run reports 0 changed;
+//   - playbooks/delete removes it all: no Kubernetes unit, file or process
+//     is left, and a second delete changes nothing.
+//
+// PERF lines give the wall time of the export, the create, the re-run and
+// the delete.
+func TestKubernetesCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+	defer cancel()
+	root := moduleRoot(t)
+	work := t.TempDir()
+
+	releaseRoot := clusterArtifacts(ctx, t, root)
+	bin := buildKubexm(ctx, t, root, work)
+	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
+
+	prefix, err := testhosts.NewPrefix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := testhosts.Down(context.Background(), prefix); err != nil {
+			t.Error(err)
+		}
+	})
+	set, err := testhosts.Up(ctx, 3, prefix, "KUBELET=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Hosts) != 3 {
+		t.Fatalf("want 3 machines, have %d", len(set.Hosts))
+	}
+
+	inventory := filepath.Join(work, "cluster.yaml")
+	if err := os.WriteFile(inventory, []byte(kubernetesClusterYAML("e2e-k8s", set)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: clusterTestVars()}
+
+	// The bundle, from the stand-ins for dl.k8s.io, github.com and the
+	// registries; then the server goes away, so the install cannot use it.
+	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
+	bundle := filepath.Join(work, "bundle.tar.gz")
+	start := time.Now()
+	export := exec.CommandContext(ctx, bin, "artifact", "export", "-f", inventory, "-o", bundle, "-e", artifactSources(server))
+	export.Dir = work
+	if out, err := export.CombinedOutput(); err != nil {
+		t.Fatalf("kubexm artifact export: %v\n%s", err, tail(string(out), 60))
+	}
+	st, err := os.Stat(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("PERF artifact export: %s, bundle %d MiB", time.Since(start).Round(time.Millisecond), st.Size()>>20)
+	stop()
+
+	create := filepath.Join(root, "playbooks", "create-cluster")
+	del := filepath.Join(root, "playbooks", "delete")
+
+	res := kx.play(ctx, create, "--offline-bundle", bundle)
+	if res.err != nil {
+		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster (binary mode, offline bundle) on 3 fresh machines: %s (%d changed)", res.wall.Round(time.Millisecond), len(res.changed()))
+
+	kubeconfig := filepath.Join(work, ".kubexm", "e2e-k8s", "kubeconfig")
+	k := kubectlRunner{bin: kubectl, kubeconfig: kubeconfig}
+	checkNodes(ctx, t, k, set)
+	checkWorkloads(ctx, t, k, set)
+
+	res = kx.play(ctx, create, "--offline-bundle", bundle)
+	if res.err != nil {
+		t.Fatalf("re-run failed: %v%s", res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster re-run (nothing to change): %s", res.wall.Round(time.Millisecond))
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+
+	res = kx.play(ctx, del)
+	if res.err != nil {
+		t.Fatalf("delete failed: %v%s", res.err, res.failures())
+	}
+	t.Logf("PERF delete: %s", res.wall.Round(time.Millisecond))
+	for _, h := range set.Hosts {
+		out, err := set.SSH(ctx, h.Name, `for u in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy etcd containerd; do
+  [ -e /etc/systemd/system/$u.service ] && echo "unit $u"
+done
+for p in /etc/kubernetes /var/lib/kubelet /etc/cni/net.d/10-flannel.conflist /run/flannel /usr/local/bin/kubelet /usr/local/bin/kube-proxy /usr/local/bin/kube-apiserver /var/lib/etcd; do
+  [ -e $p ] && echo "left $p"
+done
+ip -o link show | grep -oE ' (flannel\.1|cni0):' || true
+pgrep -x 'kubelet|kube-proxy|kube-apiserver|flanneld|coredns|containerd-shim' || true`)
+		if err != nil {
+			t.Fatalf("after delete on %s: %v", h.Name, err)
+		}
+		if strings.TrimSpace(out) != "" {
+			t.Errorf("delete left on %s:\n%s", h.Name, out)
+		}
+	}
+	res = kx.play(ctx, del)
+	if res.err != nil {
+		t.Fatalf("second delete failed: %v%s", res.err, res.failures())
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("second delete changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+}
+
+// clusterArtifacts lays out every release the cluster needs under the test
+// cache, built from the Go module proxy and Debian's packages on first use,
+// and returns the directory the file server serves.
+func clusterArtifacts(ctx context.Context, t *testing.T, root string) string {
+	t.Helper()
+	var dir string
+	for _, script := range []string{"release.sh", "containerd.sh", "kubernetes-release.sh", "flannel.sh", "images.sh"} {
+		cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "artifacts", script))
+		cmd.Env = append(os.Environ(), "ETCD_VERSION="+etcdVersion, "GOARCH=amd64")
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("test/artifacts/%s: %v", script, err)
+		}
+		if script == "containerd.sh" {
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			dir = lines[len(lines)-1]
+		}
+	}
+	return dir
+}
+
+// kubernetesClusterYAML: n1 is the master and the only etcd member, n2 and
+// n3 are workers; binary mode, containerd, flannel, kube-proxy in iptables
+// mode (the test kernel has no IP_VS).
+func kubernetesClusterYAML(name string, set *testhosts.Set) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: kubexm.mensylisir.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: %s\nspec:\n  hosts:\n", name)
+	for _, h := range set.Hosts {
+		fmt.Fprintf(&b, "  - {name: %s, address: %s, internalAddress: %s, port: %d, user: root, privateKeyPath: %q}\n",
+			h.Name, h.Address, h.Address, h.Port, set.KeyPath)
+	}
+	fmt.Fprintf(&b, "  roleGroups:\n    etcd: [%s]\n    master: [%s]\n    worker: [%s, %s]\n",
+		set.Hosts[0].Name, set.Hosts[0].Name, set.Hosts[1].Name, set.Hosts[2].Name)
+	fmt.Fprintf(&b, `  kubernetes:
+    type: kubexm
+    version: %s
+    proxyMode: iptables
+    containerRuntime: {type: containerd, version: %s}
+  etcd:
+    type: kubexm
+  network:
+    plugin: flannel
+`, kubernetesVersion, containerdVersion)
+	return b.String()
+}
+
+// clusterTestVars are what the test machines need that real machines do not.
+func clusterTestVars() []string {
+	return []string{
+		// No package mirror; these are installed already.
+		`{"os_packages": ["iptables", "iproute2", "kmod", "procps"]}`,
+		// systemd-nspawn machines: vm.*, kernel.*, fs.* are read-only.
+		"os_sysctl_ignore_readonly=true",
+		// No CAP_SYS_RESOURCE: OOM scores cannot go below 0.
+		"containerd_restrict_oom_score_adj=true",
+		// What kind does for kubelet and kube-proxy in a container: the disk
+		// stats are the host's, conntrack limits are the host's.
+		`{"kubelet_extra_config": {"failCgroupV1": false, "evictionHard": {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"}, "imageGCHighThresholdPercent": 100}}`,
+		`{"kube_proxy_conntrack_max_per_core": 0}`,
+	}
+}
+
+// artifactSources points every download at the file server.
+func artifactSources(server string) string {
+	return fmt.Sprintf(`{"etcd_mirrors": ["%[1]s/etcd-io/etcd/releases/download/%[2]s"],`+
+		` "containerd_mirrors": ["%[1]s/containerd/containerd/releases/download/v%[3]s"],`+
+		` "runc_mirrors": ["%[1]s/opencontainers/runc/releases/download/v%[4]s"],`+
+		` "cni_plugins_mirrors": ["%[1]s/containernetworking/plugins/releases/download/v%[5]s"],`+
+		` "kubernetes_mirrors": ["%[1]s/kubernetes/release/%[6]s/bin/linux/amd64"],`+
+		` "flannel_cni_plugin_version": "v0.9.1",`+
+		` "flannel_cni_plugin_mirrors": ["%[1]s/flannel-io/cni-plugin/releases/download/v0.9.1"],`+
+		` "images_mirrors": ["%[1]s/images"]}`,
+		server, etcdVersion, containerdVersion, runcVersion, cniVersion, kubernetesVersion)
+}
+
+// serveDirStoppable is serveDir with a way to stop serving before the test ends.
+func serveDirStoppable(t *testing.T, addr, dir string) (string, func()) {
+	t.Helper()
+	sub, cancel := context.WithCancel(context.Background())
+	url := serveDirUntil(sub, t, addr, dir)
+	return url, cancel
+}
+
+type kubectlRunner struct{ bin, kubeconfig string }
+
+func (k kubectlRunner) run(ctx context.Context, stdin string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, k.bin, append([]string{"--kubeconfig", k.kubeconfig, "--request-timeout=30s"}, args...)...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// checkNodes wants every machine as a Ready node at the cluster's version.
+func checkNodes(ctx context.Context, t *testing.T, k kubectlRunner, set *testhosts.Set) {
+	t.Helper()
+	out, err := k.run(ctx, "", "get", "nodes", "-o", "json")
+	if err != nil {
+		t.Fatalf("kubectl get nodes: %v\n%s", err, out)
+	}
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name   string            `json:"name"`
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+			Status struct {
+				NodeInfo struct {
+					KubeletVersion string `json:"kubeletVersion"`
+				} `json:"nodeInfo"`
+				Conditions []struct {
+					Type   string `json:"type"`
+					Status string `json:"status"`
+				} `json:"conditions"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("kubectl get nodes -o json: %v", err)
+	}
+	ready := map[string]bool{}
+	for _, n := range list.Items {
+		for _, c := range n.Status.Conditions {
+			if c.Type == "Ready" && c.Status == "True" {
+				ready[n.Metadata.Name] = true
+			}
+		}
+		if v := n.Status.NodeInfo.KubeletVersion; v != kubernetesVersion {
+			t.Errorf("node %s runs kubelet %s, want %s", n.Metadata.Name, v, kubernetesVersion)
+		}
+	}
+	for _, h := range set.Hosts {
+		if !ready[h.Name] {
+			t.Errorf("node %s is not Ready", h.Name)
+		}
+	}
+	if len(list.Items) != len(set.Hosts) {
+		t.Errorf("%d nodes, want %d", len(list.Items), len(set.Hosts))
+	}
+	if t.Failed() {
+		wide, _ := k.run(ctx, "", "get", "nodes", "-o", "wide")
+		t.Fatalf("nodes:\n%s", wide)
+	}
+	wide, _ := k.run(ctx, "", "get", "nodes", "-o", "wide")
+	t.Logf("kubectl get nodes:\n%s", wide)
+}
+
+// checkWorkloads runs a web server pod behind a ClusterIP service on each
+// worker and a client pod on each; each client resolves kubernetes.default
+// through CoreDNS and fetches the page of the other worker's service, which
+// crosses the flannel vxlan overlay and kube-proxy's rules.
+func checkWorkloads(ctx context.Context, t *testing.T, k kubectlRunner, set *testhosts.Set) {
+	t.Helper()
+	workers := []string{set.Hosts[1].Name, set.Hosts[2].Name}
+	image := busyboxRef(t)
+	var manifest strings.Builder
+	for _, w := range workers {
+		fmt.Fprintf(&manifest, `apiVersion: v1
+kind: Pod
+metadata: {name: web-%[1]s, namespace: default, labels: {app: web-%[1]s}}
+spec:
+  nodeName: %[1]s
+  containers:
+  - name: web
+    image: %[2]s
+    imagePullPolicy: Never
+    command: [/bin/busybox, sh, -c, "mkdir -p /www && echo hello-from-%[1]s > /www/index.html && exec /bin/busybox httpd -f -p 8080 -h /www"]
+    readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web-%[1]s, namespace: default}
+spec:
+  selector: {app: web-%[1]s}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client-%[1]s, namespace: default}
+spec:
+  nodeName: %[1]s
+  containers:
+  - name: client
+    image: %[2]s
+    imagePullPolicy: Never
+    command: [/bin/busybox, sleep, "3600"]
+---
+`, w, image)
+	}
+	if out, err := k.run(ctx, manifest.String(), "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply the test workloads: %v\n%s", err, out)
+	}
+	if out, err := k.run(ctx, "", "wait", "--for=condition=Ready", "pod", "--all", "-n", "default", "--timeout=180s"); err != nil {
+		desc, _ := k.run(ctx, "", "describe", "pods", "-n", "default")
+		t.Fatalf("test pods not Ready: %v\n%s\n%s", err, out, tail(desc, 80))
+	}
+	for i, w := range workers {
+		other := workers[1-i]
+		client := "client-" + w
+		out, err := retry(ctx, 30*time.Second, func() (string, error) {
+			return k.run(ctx, "", "exec", client, "--", "/bin/busybox", "nslookup", "kubernetes.default")
+		})
+		if err != nil || !strings.Contains(out, "Address") {
+			t.Errorf("%s: nslookup kubernetes.default: %v\n%s", client, err, out)
+		} else {
+			t.Logf("%s resolves kubernetes.default:\n%s", client, strings.TrimSpace(out))
+		}
+		out, err = retry(ctx, 30*time.Second, func() (string, error) {
+			return k.run(ctx, "", "exec", client, "--", "/bin/busybox", "wget", "-q", "-T", "5", "-O", "-", "http://web-"+other)
+		})
+		if err != nil || strings.TrimSpace(out) != "hello-from-"+other {
+			t.Errorf("%s: wget http://web-%s (a pod on %s behind a ClusterIP): %v\n%s", client, other, other, err, out)
+		} else {
+			t.Logf("%s fetched %q through service web-%s", client, strings.TrimSpace(out), other)
+		}
+	}
+	if out, err := k.run(ctx, manifest.String(), "delete", "-f", "-", "--wait=true", "--grace-period=1"); err != nil {
+		t.Errorf("kubectl delete the test workloads: %v\n%s", err, out)
+	}
+}
+
+// busyboxRef is the image reference images.sh gave the busybox tarball.
+func busyboxRef(t *testing.T) string {
+	t.Helper()
+	cache := os.Getenv("KUBEXM_TEST_CACHE")
+	if cache == "" {
+		cache = "/var/cache/kubexm-test"
+	}
+	f, err := os.Open(filepath.Join(cache, "release", "images", "images.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 2 && strings.HasPrefix(fields[0], "busybox-") {
+			return fields[1]
+		}
+	}
+	t.Fatal("images.txt names no busybox image")
+	return ""
+}
+
+// retry calls f until it succeeds or the time is up, and returns its last result.
+func retry(ctx context.Context, d time.Duration, f func() (string, error)) (string, error) {
+	deadline := time.Now().Add(d)
+	for {
+		out, err := f()
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return out, err
+		}
+		select {
+		case <-ctx.Done():
+			return out, err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
