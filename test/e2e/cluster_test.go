@@ -76,7 +76,11 @@ func TestKubernetesCluster(t *testing.T) {
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
 	bundle := filepath.Join(work, "bundle.tar.gz")
 	start := time.Now()
-	export := exec.CommandContext(ctx, bin, "artifact", "export", "-f", inventory, "-o", bundle, "-e", artifactSources(server))
+	args := []string{"artifact", "export", "-f", inventory, "-o", bundle, "-e", artifactSources(server)}
+	for _, e := range kx.extra {
+		args = append(args, "-e", e)
+	}
+	export := exec.CommandContext(ctx, bin, args...)
 	export.Dir = work
 	if out, err := export.CombinedOutput(); err != nil {
 		t.Fatalf("kubexm artifact export: %v\n%s", err, tail(string(out), 60))
@@ -191,8 +195,11 @@ func kubernetesClusterYAML(name string, set *testhosts.Set) string {
 // clusterTestVars are what the test machines need that real machines do not.
 func clusterTestVars() []string {
 	return []string{
+		// The versions test/artifacts builds: flannel from the newest module
+		// the proxy serves, its CNI plugin from containernetworking/plugins.
+		`{"flannel_version": "v0.28.10", "flannel_cni_plugin_version": "v0.9.1"}`,
 		// No package mirror; these are installed already.
-		`{"os_packages": ["iptables", "iproute2", "kmod", "procps"]}`,
+		`{"os_packages": ["iptables", "iproute2", "kmod", "procps", "curl"]}`,
 		// systemd-nspawn machines: vm.*, kernel.*, fs.* are read-only.
 		"os_sysctl_ignore_readonly=true",
 		// No CAP_SYS_RESOURCE: OOM scores cannot go below 0.
@@ -211,7 +218,6 @@ func artifactSources(server string) string {
 		` "runc_mirrors": ["%[1]s/opencontainers/runc/releases/download/v%[4]s"],`+
 		` "cni_plugins_mirrors": ["%[1]s/containernetworking/plugins/releases/download/v%[5]s"],`+
 		` "kubernetes_mirrors": ["%[1]s/kubernetes/release/%[6]s/bin/linux/amd64"],`+
-		` "flannel_cni_plugin_version": "v0.9.1",`+
 		` "flannel_cni_plugin_mirrors": ["%[1]s/flannel-io/cni-plugin/releases/download/v0.9.1"],`+
 		` "images_mirrors": ["%[1]s/images"]}`,
 		server, etcdVersion, containerdVersion, runcVersion, cniVersion, kubernetesVersion)

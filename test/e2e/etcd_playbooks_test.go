@@ -50,8 +50,11 @@ func loadOptions() engine.LoadOptions {
 func TestPlaybooksLoad(t *testing.T) {
 	root := moduleRoot(t)
 	for name, wantTags := range map[string][][]string{
-		"create-cluster": {{"preflight"}, {"os"}, {"etcd"}, {"containerd", "runtime"}},
-		"delete":         {{"containerd", "runtime"}, {"etcd"}, {"os"}},
+		"create-cluster": {{"preflight"}, {"os"}, {"etcd"}, {"containerd", "runtime"}, {"images", "runtime"},
+			{"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "node"}, {"network", "cni"},
+			{"coredns", "dns"}, {"finalize"}, {"health"}},
+		"delete": {{"coredns", "dns"}, {"kubernetes", "node"}, {"kubernetes", "control-plane"}, {"kubernetes", "pki"},
+			{"images", "runtime"}, {"containerd", "runtime"}, {"network", "cni"}, {"etcd"}, {"os"}},
 	} {
 		pb, err := engine.Load(context.Background(), filepath.Join(root, "playbooks", name), loadOptions())
 		if err != nil {

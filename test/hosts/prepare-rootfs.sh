@@ -11,7 +11,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 need_root
 
-INCLUDE=systemd,systemd-sysv,dbus,openssh-server,iproute2,iptables,sudo,procps,kmod,ca-certificates
+INCLUDE=systemd,systemd-sysv,dbus,openssh-server,iproute2,iptables,sudo,procps,kmod,ca-certificates,curl
 
 install_tools() {
   command -v debootstrap >/dev/null && command -v systemd-nspawn >/dev/null && return 0
