@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/mensylisir/kubexm/engine/transport"
 )
 
 // An offline bundle is a .tar.gz of files laid out as the work directory
@@ -278,7 +280,7 @@ func writeTarFile(ctx context.Context, tw *tar.Writer, f bundleInput, mtime time
 		return err
 	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tw, h), ctxReader{ctx, io.LimitReader(in, f.Size+1)})
+	n, err := io.Copy(io.MultiWriter(tw, h), transport.ContextReader(ctx, io.LimitReader(in, f.Size+1)))
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.Path, err)
 	}
@@ -286,19 +288,6 @@ func writeTarFile(ctx context.Context, tw *tar.Writer, f bundleInput, mtime time
 		return fmt.Errorf("%s changed while the bundle was written; run the export again", f.src)
 	}
 	return nil
-}
-
-// ctxReader stops a long copy when ctx is cancelled.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 func hashFile(ctx context.Context, p string) (string, int64, error) {
@@ -315,7 +304,7 @@ func hashFile(ctx context.Context, p string) (string, int64, error) {
 		return "", 0, fmt.Errorf("%s is not a regular file", p)
 	}
 	h := sha256.New()
-	n, err := io.Copy(h, ctxReader{ctx, f})
+	n, err := io.Copy(h, transport.ContextReader(ctx, f))
 	if err != nil {
 		return "", 0, err
 	}
@@ -462,7 +451,7 @@ func unpackBundle(ctx context.Context, p, dir string) (*bundleManifest, error) {
 		return nil, fmt.Errorf("offline bundle: %w", err)
 	}
 	defer f.Close()
-	gz, err := gzip.NewReader(ctxReader{ctx, f})
+	gz, err := gzip.NewReader(transport.ContextReader(ctx, f))
 	if err != nil {
 		return nil, bad("", "not a gzip file: %v", err)
 	}
