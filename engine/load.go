@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
@@ -577,6 +578,31 @@ func batchSize(v any, total int) (int, error) {
 
 var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// refRe finds the names a template may read: every ".name". Field names
+// (.spec.network) are caught too; that only orders rendering more strictly.
+var refRe = regexp.MustCompile(`\.([A-Za-z_][A-Za-z0-9_]*)`)
+
+// templateRefs adds to refs the names the strings in v may read.
+func templateRefs(v any, refs []string) []string {
+	switch x := v.(type) {
+	case string:
+		for _, m := range refRe.FindAllStringSubmatch(x, -1) {
+			if !slices.Contains(refs, m[1]) {
+				refs = append(refs, m[1])
+			}
+		}
+	case []any:
+		for _, e := range x {
+			refs = templateRefs(e, refs)
+		}
+	case map[string]any:
+		for _, e := range x {
+			refs = templateRefs(e, refs)
+		}
+	}
+	return refs
+}
+
 func (ld *loader) varsNode(n *node) varList {
 	if n == nil || (n.kind == scalarNode && n.scalar == nil) {
 		return nil
@@ -594,7 +620,11 @@ func (ld *loader) varsNode(n *node) varList {
 		}
 		v := n.vals[i].value()
 		tmpl := ld.checkTemplates(n.vals[i], "")
-		out = append(out, varDef{name: name, val: v, pos: k.pos, template: tmpl})
+		d := varDef{name: name, val: v, pos: k.pos, template: tmpl}
+		if tmpl {
+			d.refs = templateRefs(v, nil)
+		}
+		out = append(out, d)
 	}
 	return out
 }

@@ -155,7 +155,8 @@ type varDef struct {
 	name     string
 	val      any
 	pos      Pos
-	template bool // the value holds {{ }} somewhere
+	template bool     // the value holds {{ }} somewhere
+	refs     []string // the names its templates may read (.name), for rendering order
 }
 
 type varList []varDef

@@ -74,6 +74,7 @@ type runner struct {
 	filesDir  string
 	aborted   string
 	startTime time.Time
+	orders    sync.Map // *Task -> []*varDef: renderOrder's cache
 }
 
 // Run runs every play of pb against inv. The recap is returned even when the

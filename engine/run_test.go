@@ -426,6 +426,22 @@ plays:
 			calls: []string{"h1:app=default p1 rolevar", "h1:base", "h1:base", "h1:extra=app", "h1:handler"},
 		},
 		{
+			name: "a variable redefined by an imported role reaches the outer variables derived from it",
+			files: map[string]string{
+				"playbook.yaml": `
+- hosts: h1
+  vars: {base: x}
+  roles: [outer]
+`,
+				"roles/outer/defaults/main.yaml": "a: \"{{ .base }}\"\nb: \"{{ .a }}-b\"\n",
+				"roles/outer/tasks/main.yaml":    "- import_role: {name: inner}\n",
+				"roles/inner/defaults/main.yaml": "a: \"{{ .base }}-inner\"\n",
+				"roles/inner/tasks/main.yaml":    "- probe: {id: p, msg: \"{{ .a }} {{ .b }}\"}\n",
+			},
+			want:  map[string]HostStats{"h1": stats(1, 0, 0, 0)},
+			calls: []string{"h1:p=x-inner x-inner-b"},
+		},
+		{
 			name: "shell through the local transport with environment",
 			files: map[string]string{"playbook.yaml": `
 - hosts: localhost

@@ -667,6 +667,9 @@ func (pr *playRun) vars(h *hostState, t *Task, ov *overlay, hv map[string]any) (
 	maps.Copy(v, dyn)
 	maps.Copy(v, r.opts.ExtraVars)
 	pr.magic(v, h, t, hv)
+	if t != nil {
+		pending = r.renderOrder(t, pending)
+	}
 	for _, d := range pending {
 		if _, over := dyn[d.name]; over {
 			continue
@@ -681,6 +684,43 @@ func (pr *playRun) vars(h *hostState, t *Task, ov *overlay, hv map[string]any) (
 		v[d.name] = val
 	}
 	return v, nil
+}
+
+// renderOrder sorts a task's queued templated variables so that each comes
+// after the queued ones it reads: an inner scope (an imported role's
+// defaults) that redefines a variable moves it to the end of the queue, and
+// the outer variables derived from it must still see its rendered value.
+// The queue depends only on the task, so the order is computed once.
+func (r *runner) renderOrder(t *Task, pending []*varDef) []*varDef {
+	if cached, ok := r.orders.Load(t); ok {
+		return cached.([]*varDef)
+	}
+	byName := make(map[string]*varDef, len(pending))
+	for _, d := range pending {
+		byName[d.name] = d
+	}
+	const visiting, done = 1, 2
+	state := make(map[*varDef]int, len(pending))
+	out := make([]*varDef, 0, len(pending))
+	var visit func(d *varDef)
+	visit = func(d *varDef) {
+		if state[d] != 0 { // done, or a cycle: declaration order decides
+			return
+		}
+		state[d] = visiting
+		for _, name := range d.refs {
+			if dep, ok := byName[name]; ok && dep != d {
+				visit(dep)
+			}
+		}
+		state[d] = done
+		out = append(out, d)
+	}
+	for _, d := range pending {
+		visit(d)
+	}
+	r.orders.Store(t, out)
+	return out
 }
 
 // setLayer sets a layer's plain values and queues its templated ones; a
