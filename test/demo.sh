@@ -1,8 +1,13 @@
 #!/bin/bash
 # The quick start without servers: three local test machines (systemd-nspawn,
-# each with its own systemd, sshd and IP) and a TLS etcd cluster built on them
-# by kubexm, from etcd v3.5.35 compiled from the Go module proxy and served
-# from a local directory. Needs root. The machines stay up afterwards:
+# each with its own systemd, sshd and IP) and a Kubernetes v1.33.13 cluster
+# built on them by kubexm in binary mode: n1 master and etcd, n2 and n3
+# workers, containerd, flannel and CoreDNS. There is no internet: Kubernetes,
+# etcd, CoreDNS and flannel are compiled from the Go module proxy (the first
+# run takes 10-15 minutes for that), containerd, runc and the CNI plugins come
+# from Debian's packages, the images are built locally; kubexm gathers them
+# into an offline bundle and installs from it. Needs root. The machines stay
+# up afterwards:
 #   ssh -F /var/cache/kubexm-test/runs/$PREFIX/ssh_config n1
 #   make hosts-down PREFIX=$PREFIX
 set -euo pipefail
@@ -10,36 +15,70 @@ cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 PREFIX=${PREFIX:-demo}
 CACHE=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
+RELEASE=${KUBEXM_TEST_RELEASE_DIR:-$CACHE/release}
 ETCD_VERSION=${ETCD_VERSION:-v3.5.35}
+KUBE_VERSION=v1.33.13
 
 [ "$(id -u)" -eq 0 ] || { echo "demo: run as root (sudo make demo): it starts systemd-nspawn machines" >&2; exit 1; }
 go build -o bin/kubexm ./cmd/kubexm
 test/hosts/prepare-rootfs.sh
-N=3 PREFIX=$PREFIX test/hosts/up.sh
+echo "== the releases, built once and cached in $CACHE"
+for script in release.sh containerd.sh kubernetes-release.sh flannel.sh images.sh; do
+  test/artifacts/$script >/dev/null
+done
+KUBELET=1 N=3 PREFIX=$PREFIX test/hosts/up.sh
 # shellcheck source=/dev/null
 . "$CACHE/runs/$PREFIX/hosts.env"
-test/artifacts/release.sh >/dev/null
-release=${KUBEXM_TEST_RELEASE_DIR:-$CACHE/release}/etcd-io/etcd/releases/download/$ETCD_VERSION
 
 work=$CACHE/runs/$PREFIX/work
 mkdir -p "$work"
-cp "$KUBEXM_TEST_INVENTORY" "$work/cluster.yaml"
+# The harness's inventory (n1 master, all etcd members, the others workers),
+# with one etcd member and Kubernetes in binary mode.
+sed -e 's/^    proxyMode: iptables.*/    type: kubexm\n    version: '"$KUBE_VERSION"'\n    proxyMode: iptables\n    containerRuntime: {type: containerd, version: 1.6.20}\n  network:\n    plugin: flannel/' \
+  -e '/^    etcd:$/,/^    master:$/{/^    - n[2-9]$/d}' \
+  "$KUBEXM_TEST_INVENTORY" >"$work/cluster.yaml"
 cd "$work"
 kubexm=$OLDPWD/bin/kubexm
-# The test machines have no package mirror (their packages are installed
-# already) and, being containers, cannot set kernel-global sysctls.
-"$kubexm" play create-cluster -i cluster.yaml --tags preflight,os,etcd \
-  -e etcd_local_dir="$release" \
-  -e '{"os_packages": ["iptables", "iproute2", "kmod", "procps"]}' \
-  -e os_sysctl_ignore_readonly=true
-first=${KUBEXM_TEST_HOSTS%% *}
-addr=${first#*=}
-etcdctl="etcdctl --endpoints=https://$addr:2379 --cacert /etc/kubexm/etcd/ssl/ca.pem --cert /etc/kubexm/etcd/ssl/admin-n1.pem --key /etc/kubexm/etcd/ssl/admin-n1-key.pem"
+
+# Where the releases are (stand-ins for GitHub, dl.k8s.io and the
+# registries) and the versions they are built at; then what the machines
+# need because they are containers: no package mirror (the packages are
+# there), read-only kernel-global sysctls, no CAP_SYS_RESOURCE, the host's
+# disk and conntrack limits.
+cat >vars.yaml <<EOF
+etcd_local_dir: $RELEASE/etcd-io/etcd/releases/download/$ETCD_VERSION
+containerd_local_dir: $RELEASE/containerd/containerd/releases/download/v1.6.20
+runc_local_dir: $RELEASE/opencontainers/runc/releases/download/v1.1.5
+cni_plugins_local_dir: $RELEASE/containernetworking/plugins/releases/download/v1.1.1
+kubernetes_local_dir: $RELEASE/kubernetes/release/$KUBE_VERSION/bin/linux/amd64
+flannel_cni_plugin_local_dir: $RELEASE/flannel-io/cni-plugin/releases/download/v0.9.1
+images_local_dir: $RELEASE/images
+flannel_version: v0.28.10
+flannel_cni_plugin_version: v0.9.1
+
+os_packages: [iptables, iproute2, kmod, procps, curl]
+os_sysctl_ignore_readonly: true
+containerd_restrict_oom_score_adj: true
+kubelet_extra_config:
+  failCgroupV1: false
+  evictionHard: {nodefs.available: "0%", nodefs.inodesFree: "0%", imagefs.available: "0%"}
+  imageGCHighThresholdPercent: 100
+kube_proxy_conntrack_max_per_core: 0
+EOF
+
+echo "== kubexm artifact export: every binary and image cluster.yaml needs, in one file"
+"$kubexm" artifact export -f cluster.yaml -o bundle.tar.gz -e @vars.yaml
 echo
-echo "== the etcd cluster, as etcdctl on n1 sees it over TLS:"
-ssh -F "$KUBEXM_TEST_SSH_CONFIG" n1 "$etcdctl member list -w table && $etcdctl endpoint health --cluster"
+echo "== kubexm play create-cluster --offline-bundle bundle.tar.gz"
+"$kubexm" play create-cluster -i cluster.yaml --offline-bundle bundle.tar.gz -e @vars.yaml
+kubectl=$RELEASE/kubernetes/release/$KUBE_VERSION/bin/linux/amd64/kubectl
 echo
+echo "== the cluster, as kubectl on this machine sees it:"
+"$kubectl" --kubeconfig "$work/.kubexm/kubexm-test-$PREFIX/kubeconfig" get nodes -o wide
+"$kubectl" --kubeconfig "$work/.kubexm/kubexm-test-$PREFIX/kubeconfig" get pods -A -o wide
+echo
+echo "kubectl:       $kubectl --kubeconfig $work/.kubexm/kubexm-test-$PREFIX/kubeconfig get nodes"
 echo "Look around:   ssh -F $KUBEXM_TEST_SSH_CONFIG n1"
 echo "Run it again:  make demo PREFIX=$PREFIX   (reports 0 changed)"
-echo "Delete it:     cd $work && $kubexm play delete -i cluster.yaml"
+echo "Delete it:     cd $work && $kubexm play delete -i cluster.yaml -e @vars.yaml"
 echo "Remove the machines:  make hosts-down PREFIX=$PREFIX"
