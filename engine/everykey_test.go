@@ -23,13 +23,14 @@ func TestEveryKey(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	checkRecap(t, rc, map[string]HostStats{"localhost": {OK: 21, Changed: 2, Skipped: 1, Ignored: 1, Rescued: 1}})
+	checkRecap(t, rc, map[string]HostStats{"localhost": {OK: 23, Changed: 2, Skipped: 1, Ignored: 1, Rescued: 1}})
 	got := strings.Join(c.sorted(), "\n")
 	for _, want := range []string{
 		"localhost:imported", "localhost:pre=from-header vf", "localhost:common", "localhost:web=8080 d v",
 		"localhost:loop=0:a", "localhost:loop=2:c", "localhost:tv=hello-task", "localhost:rescued", "localhost:always",
 		"localhost:static", "localhost:dyn1", "localhost:dyn2", "localhost:web-handler", "localhost:handler",
 		"localhost:post=3 linux", "localhost:setup",
+		"localhost:readfile=hello", "localhost:readfile=page template",
 	} {
 		if !strings.Contains(got, want+"\n") && !strings.HasSuffix(got, want) {
 			t.Errorf("missing call %q in\n%s", want, got)

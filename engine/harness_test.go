@@ -121,6 +121,23 @@ func testRegistry(c *calls) map[string]step.Builtin {
 			c.add(env.Host + ":setup")
 			return step.Result{Facts: map[string]any{"hostname": env.Host, "os": "linux"}}, nil
 		}},
+		// readfile finds a role's files/ or templates/ file as copy and
+		// template do, and records "host:readfile=<content>".
+		"readfile": fakeBuiltin{spec: step.Spec{Name: "readfile", Args: []step.Arg{
+			{Name: "kind", Type: step.String, Required: true, Choices: []string{"files", "templates"}},
+			{Name: "src", Type: step.String, Required: true},
+		}}, run: func(_ context.Context, env *step.Env, a step.Args) (step.Result, error) {
+			p, err := env.FindFile(a.String("kind"), a.String("src"))
+			if err != nil {
+				return step.Result{}, err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return step.Result{}, err
+			}
+			c.add(env.Host + ":readfile=" + strings.TrimSpace(string(b)))
+			return step.Result{}, nil
+		}},
 	}
 }
 

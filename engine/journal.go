@@ -119,7 +119,7 @@ func lastRun(workDir string) (string, error) {
 
 // loadJournal reads an earlier run and checks it belongs to the same
 // playbook and inventory.
-func loadJournal(workDir, id, pbHash, invHash string) (map[string]journalRecord, error) {
+func loadJournal(workDir, id, pbName, pbHash, invHash string) (map[string]journalRecord, error) {
 	path := filepath.Join(runsDir(workDir), id, journalFile)
 	f, err := os.Open(path)
 	if err != nil {
@@ -144,6 +144,9 @@ func loadJournal(workDir, id, pbHash, invHash string) (map[string]journalRecord,
 		switch rec.Type {
 		case "header":
 			header = true
+			if rec.Playbook != pbName {
+				return nil, fmt.Errorf("resume: run %s is a run of playbook %q, not %q; resume it with that playbook, or start a new run without --resume", id, rec.Playbook, pbName)
+			}
 			if rec.PlaybookHash != pbHash {
 				return nil, fmt.Errorf("resume: run %s was made with another version of playbook %q (its files changed since); resuming it could skip tasks that are now different. Start a new run without --resume", id, rec.Playbook)
 			}

@@ -437,7 +437,7 @@ func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
 		}
 	}
 	p.Tags = ld.tags(pn.get("tags"))
-	p.When = ld.conds(pn.get("when"))
+	p.When = ld.conds(pn.get("when"), "")
 	p.Become = ld.boolField(pn.get("become"), "become")
 	p.AnyErrorsFatal = ld.boolField(pn.get("any_errors_fatal"), "any_errors_fatal")
 	p.GatherFacts = ld.boolField(pn.get("gather_facts"), "gather_facts")
@@ -695,16 +695,17 @@ func (ld *loader) tags(n *node) []string {
 }
 
 // conds reads when/changed_when/failed_when: an expression, a list of them
-// (all must hold) or a boolean.
-func (ld *loader) conds(n *node) []cond {
+// (all must hold) or a boolean. task names the task in errors ("" for a
+// play's when).
+func (ld *loader) conds(n *node, task string) []cond {
 	out := ld.stringList(n, "condition")
 	for _, c := range out {
 		if strings.Contains(c.expr, "{{") {
-			ld.errorf(c.pos, "conditions are expressions, not templates: write %q without {{ }}", strings.TrimSpace(strings.Trim(strings.TrimSpace(c.expr), "{}")))
+			ld.taskErrorf(c.pos, task, "conditions are expressions, not templates: write %q without {{ }}", strings.TrimSpace(strings.Trim(strings.TrimSpace(c.expr), "{}")))
 			continue
 		}
 		if err := ld.ev.CheckExpr(c.expr); err != nil {
-			ld.errorf(c.pos, "%v", err)
+			ld.taskErrorf(c.pos, task, "%v", err)
 		}
 	}
 	return out

@@ -131,6 +131,16 @@ func TestResumeRefusesOtherPlaybookOrInventory(t *testing.T) {
 	if _, err := Run(context.Background(), pb2, testInventory(), RunOptions{WorkDir: work, Resume: "nope"}); err == nil || !strings.Contains(err.Error(), `no run "nope"`) {
 		t.Errorf("resume of an unknown run: %v", err)
 	}
+	// A run of another playbook is refused naming both playbooks.
+	other, err := Load(context.Background(), filepath.Join(dir, "pb"), LoadOptions{Builtins: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Name = "other"
+	if _, err := Run(context.Background(), other, testInventory(), RunOptions{WorkDir: work, ExtraVars: ev, Resume: rc.RunID}); err == nil ||
+		!strings.Contains(err.Error(), `is a run of playbook "resumable", not "other"`) {
+		t.Errorf("resume with another playbook: %v", err)
+	}
 }
 
 func TestResumeFromAnotherDirectory(t *testing.T) {

@@ -249,7 +249,7 @@ func (r *runner) openJournal() error {
 			}
 		}
 		var err error
-		if done, err = loadJournal(r.opts.WorkDir, id, r.pb.Hash, invHash); err != nil {
+		if done, err = loadJournal(r.opts.WorkDir, id, r.pb.Name, r.pb.Hash, invHash); err != nil {
 			return err
 		}
 		hdr.ResumedFrom = id

@@ -101,6 +101,20 @@ func (ld *loader) task(n *node, ctx taskCtx) *Task {
 			return nil
 		case 1:
 		default:
+			// A key that is neither a builtin nor an engine keyword is most
+			// likely a misspelt task key (regster:): say so, instead of
+			// calling it a second action.
+			unknown := false
+			for _, a := range actions {
+				ks := a.keyString()
+				if _, ok := ld.opts.Builtins[ks]; !ok && !engineActions[ks] {
+					ld.taskErrorf(a.pos, name, "unknown task key or builtin %q%s", ks, didYouMean(ks, append(keysOf(taskKeys), keysOf(ld.opts.Builtins)...)))
+					unknown = true
+				}
+			}
+			if unknown {
+				return nil
+			}
 			var names []string
 			for _, a := range actions {
 				names = append(names, a.keyString())
@@ -150,7 +164,7 @@ func (ld *loader) task(n *node, ctx taskCtx) *Task {
 func (ld *loader) taskCommon(t *Task, n *node, ctx taskCtx) {
 	p := ctx.parent
 	name := t.Name
-	t.When = append(slices.Clone(p.When), ld.conds(n.get("when"))...)
+	t.When = append(slices.Clone(p.When), ld.conds(n.get("when"), name)...)
 	t.Tags = mergeTags(p.Tags, ld.tags(n.get("tags")))
 	t.Become = p.Become
 	if b := n.get("become"); b != nil {
@@ -210,10 +224,10 @@ func (ld *loader) taskCommon(t *Task, n *node, ctx taskCtx) {
 		}
 		t.Register = s
 	}
-	t.ChangedWhen = ld.conds(n.get("changed_when"))
-	t.FailedWhen = ld.conds(n.get("failed_when"))
+	t.ChangedWhen = ld.conds(n.get("changed_when"), name)
+	t.FailedWhen = ld.conds(n.get("failed_when"), name)
 	if u := n.get("until"); u != nil {
-		if cs := ld.conds(u); len(cs) > 0 {
+		if cs := ld.conds(u, name); len(cs) > 0 {
 			c := cs[0]
 			if len(cs) > 1 {
 				var parts []string

@@ -246,13 +246,24 @@ func (t *Transport) metaMatches(ctx context.Context, dst string, opts transport.
 	if fi.Mode != mode {
 		return false, nil
 	}
-	if opts.Owner != "" && fi.Owner != opts.Owner {
+	if opts.Owner != "" && fi.Owner != opts.Owner && fi.Owner != idName(opts.Owner, userName) {
 		return false, nil
 	}
-	if opts.Group != "" && fi.Group != opts.Group {
+	if opts.Group != "" && fi.Group != opts.Group && fi.Group != idName(opts.Group, groupName) {
 		return false, nil
 	}
 	return true, nil
+}
+
+// idName turns a numeric owner or group ("0") into the name Stat reports
+// ("root"), so a file already owned by that id is not rewritten on every
+// run. Names are returned as they are.
+func idName(s string, name func(uint32) string) string {
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return s
+	}
+	return name(uint32(n))
 }
 
 // Get implements transport.Transport.

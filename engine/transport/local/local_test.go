@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -170,5 +171,26 @@ func TestStatShaGet(t *testing.T) {
 	var buf bytes.Buffer
 	if err := tr.Get(ctx, p, &buf, false); err != nil || buf.String() != "abc" {
 		t.Fatalf("get %q %v", buf.String(), err)
+	}
+}
+
+// A numeric owner or group matches the name Stat reports for that id, so a
+// second PutFile with the same content is not a change.
+func TestPutFileNumericOwnerIsNotAChange(t *testing.T) {
+	ctx := context.Background()
+	tr := New("localhost")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	if err := os.WriteFile(src, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "dst")
+	// Our own ids: chown to them needs no privilege.
+	opts := transport.PutOptions{Mode: 0o644, Owner: strconv.Itoa(os.Getuid()), Group: strconv.Itoa(os.Getgid())}
+	if changed, err := tr.PutFile(ctx, src, dst, opts); err != nil || !changed {
+		t.Fatalf("first put: changed=%v err=%v", changed, err)
+	}
+	if changed, err := tr.PutFile(ctx, src, dst, opts); err != nil || changed {
+		t.Fatalf("second put with numeric owner %s:%s: changed=%v err=%v", opts.Owner, opts.Group, changed, err)
 	}
 }

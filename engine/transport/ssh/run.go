@@ -233,7 +233,7 @@ func (e *BecomeError) Error() string {
 	if e.Output != "" {
 		msg += ": " + e.Output
 	}
-	return msg + fmt.Sprintf("\n  hint: sudo failed; make sure user %s may use sudo (NOPASSWD, or set become_password/password in cluster.yaml)", e.User)
+	return msg + fmt.Sprintf("\n  hint: sudo failed; make sure user %s may use sudo (NOPASSWD, or set sudoPassword or password for the host in cluster.yaml)", e.User)
 }
 
 // header is the stderr writer of a wrapped command. Until the PID line

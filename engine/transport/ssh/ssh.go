@@ -242,7 +242,7 @@ func (t *Transport) dial(ctx context.Context) (*conn, error) {
 	}, t.opts.AgentSocket)
 	if err != nil {
 		return nil, &DialError{Host: t.name, Addr: t.addr, Cause: CauseAuth, Err: err,
-			Hint: "set private_key_path or password for this host in cluster.yaml"}
+			Hint: "set privateKeyPath (with privateKeyPassphrase when it is encrypted) or password for this host in cluster.yaml"}
 	}
 	cfg := &gossh.ClientConfig{
 		User:              t.user,

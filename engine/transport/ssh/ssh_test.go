@@ -250,3 +250,31 @@ func TestDialErrorsLoopback(t *testing.T) {
 		t.Fatalf("got %v, want a private key error", err)
 	}
 }
+
+// Hints name the cluster.yaml fields a user can actually set.
+func TestHintsNameClusterYAMLFields(t *testing.T) {
+	t.Setenv("HOME", t.TempDir()) // no default identities
+	h := &inventory.Host{Name: "nocreds", Address: "127.0.0.1", Port: 1, User: "root"}
+	o := Options{KnownHostsPaths: []string{}, HostKeyChecking: Off, AgentSocket: filepath.Join(t.TempDir(), "no-agent")}
+	_, err := Dial(context.Background(), h, o)
+	var de *DialError
+	if !errors.As(err, &de) || de.Cause != CauseAuth {
+		t.Fatalf("got %v, want an auth error before connecting", err)
+	}
+	for _, want := range []string{"privateKeyPath", "password", "nocreds"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	be := &BecomeError{Host: "n1", User: "ops", Msg: "sudo failed"}
+	for _, want := range []string{"sudoPassword", "user ops", "NOPASSWD"} {
+		if !strings.Contains(be.Error(), want) {
+			t.Errorf("become error lacks %q: %v", want, be)
+		}
+	}
+	for _, field := range []string{"private_key_path", "become_password"} {
+		if strings.Contains(err.Error()+be.Error(), field) {
+			t.Errorf("hint names %s, which cluster.yaml does not have", field)
+		}
+	}
+}
