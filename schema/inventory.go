@@ -182,15 +182,24 @@ func hostVars(h *Host, groups map[string][]string) map[string]any {
 
 // specVars turns the spec into plain maps and lists keyed by the YAML names,
 // with every field present (zero when unset) so roles can read
-// spec.etcd.external.endpoints without guarding each level. Host passwords
-// are left out: they travel in inventory.Host, where they are masked.
+// spec.etcd.external.endpoints without guarding each level. Connection
+// secrets (host and bastion passwords, key passphrases, sudo passwords) are
+// left out: they travel in inventory.Host, where they are masked.
 func specVars(s *Spec) map[string]any {
 	m := toVars(reflect.ValueOf(*s)).(map[string]any)
+	dropBastionSecret := func(v any) {
+		if bm, ok := v.(map[string]any); ok {
+			delete(bm, "password")
+		}
+	}
 	for _, h := range m["hosts"].([]any) {
 		hm := h.(map[string]any)
-		delete(hm, "password")
-		delete(hm, "passwordFile")
+		for _, k := range []string{"password", "passwordFile", "privateKeyPassphrase", "sudoPassword"} {
+			delete(hm, k)
+		}
+		dropBastionSecret(hm["bastion"])
 	}
+	dropBastionSecret(m["bastion"])
 	return m
 }
 

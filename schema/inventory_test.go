@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -177,5 +178,46 @@ spec:
 	_, _, err = parse("jump.yaml", []byte(bad), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err == nil || !strings.Contains(err.Error(), "spec.hosts[1].bastion.address") || !strings.Contains(err.Error(), "70000") {
 		t.Errorf("bad bastion: %v", err)
+	}
+}
+
+// The spec variables reach every template; connection secrets must not be
+// among them (they travel, masked, in inventory.Host).
+func TestInventorySpecVarsHoldNoConnectionSecrets(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	y := `apiVersion: kubexm.mensylisir.io/v1alpha1
+kind: Cluster
+metadata: {name: jump}
+spec:
+  bastion: {address: jump.example.com, user: ops, password: jumpsecret}
+  hosts:
+  - {name: node1, address: 10.0.0.1, user: admin, password: pw1, privateKeyPassphrase: keysecret}
+  - {name: node2, address: 10.0.0.2, user: admin, password: pw2, sudoPassword: sudo2, bastion: {address: 10.9.9.9, password: hostjump}}
+  roleGroups: {etcd: [node1], master: [node1], worker: [node2]}
+`
+	c, _, err := parse("jump.yaml", []byte(y), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := Inventory(c, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump := fmt.Sprintf("%v", inv.Vars["spec"])
+	for _, s := range []string{"jumpsecret", "keysecret", "sudo2", "hostjump", "pw1", "pw2"} {
+		if strings.Contains(dump, s) {
+			t.Errorf("spec variables carry the secret %q: %s", s, dump)
+		}
+	}
+	spec := inv.Vars["spec"].(map[string]any)
+	if b := spec["bastion"].(map[string]any); b["address"] != "jump.example.com" {
+		t.Errorf("spec.bastion lost its address: %v", b)
+	}
+	h2 := spec["hosts"].([]any)[1].(map[string]any)
+	if h2["user"] != "admin" || h2["bastion"].(map[string]any)["address"] != "10.9.9.9" {
+		t.Errorf("host vars lost non-secret fields: %v", h2)
+	}
+	if h := inv.Hosts[1]; h.BecomePassword != "sudo2" || h.Bastion == nil || h.Bastion.Password != "hostjump" {
+		t.Errorf("connection settings lost the secrets: %+v %+v", h, h.Bastion)
 	}
 }
