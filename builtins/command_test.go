@@ -90,3 +90,26 @@ func TestShellCreatesRemovesCheck(t *testing.T) {
 		t.Errorf("%+v", res)
 	}
 }
+
+// TestCommandCheckMode: command (like shell) runs nothing in check mode and
+// says what it would have run.
+func TestCommandCheckMode(t *testing.T) {
+	env, root := testEnv(t)
+	marker := filepath.Join(root, "made")
+	env.Check = true
+	res := runB(t, commandBuiltin{}, env, step.Args{"argv": []any{"touch", marker}})
+	env.Check = false
+	if !res.Skipped || res.Changed || !strings.Contains(res.Msg, "touch") {
+		t.Errorf("check: %+v", res)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatal("check mode ran the command")
+	}
+	args := step.Args{"argv": []any{"touch", marker}, "creates": marker}
+	if res := runB(t, commandBuiltin{}, env, args); !res.Changed {
+		t.Errorf("first: %+v", res)
+	}
+	if res := runB(t, commandBuiltin{}, env, args); res.Changed {
+		t.Errorf("second: %+v", res)
+	}
+}

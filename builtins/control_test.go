@@ -69,3 +69,47 @@ func TestPause(t *testing.T) {
 		t.Errorf("%+v", res)
 	}
 }
+
+// TestControlCheckModeAndRerun: assert, fail, debug and set_fact change
+// nothing on the host, so check mode runs them as usual (a --check run
+// still stops at a failing assert and sees the facts later tasks use), and
+// running them again reports the same, unchanged result.
+func TestControlCheckModeAndRerun(t *testing.T) {
+	env, root := testEnv(t)
+	env.Vars["ok"] = true
+	env.Vars["bad"] = false
+	before := snapshot(t, root)
+	cases := []struct {
+		b    step.Builtin
+		args step.Args
+		fail bool
+	}{
+		{assertBuiltin{}, step.Args{"that": []any{"ok"}}, false},
+		{assertBuiltin{}, step.Args{"that": []any{"bad"}, "fail_msg": "bad"}, true},
+		{failBuiltin{}, step.Args{"msg": "stop"}, true},
+		{debugBuiltin{}, step.Args{"var": "ok"}, false},
+		{setFactBuiltin{}, step.Args{"x": 1}, false},
+	}
+	for _, c := range cases {
+		name := c.b.Spec().Name
+		var results []step.Result
+		for _, check := range []bool{true, false, false} {
+			env.Check = check
+			res := runB(t, c.b, env, c.args)
+			if res.Changed || res.Skipped || res.Failed != c.fail {
+				t.Errorf("%s (check %v): %+v", name, check, res)
+			}
+			results = append(results, res)
+		}
+		env.Check = false
+		if results[0].Msg != results[1].Msg || results[1].Msg != results[2].Msg {
+			t.Errorf("%s: check mode and reruns differ: %q %q %q", name, results[0].Msg, results[1].Msg, results[2].Msg)
+		}
+		if name == "set_fact" && results[0].Facts["x"] != 1 {
+			t.Errorf("set_fact in check mode: %+v", results[0])
+		}
+	}
+	if after := snapshot(t, root); after != before {
+		t.Errorf("files changed:\n%s\n%s", before, after)
+	}
+}

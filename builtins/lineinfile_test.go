@@ -101,3 +101,42 @@ func TestBlockinfile(t *testing.T) {
 		t.Error("unterminated block: want error")
 	}
 }
+
+// TestDiffOfFileWriters: with --diff (also under --check) template,
+// blockinfile and sysctl show what they change in the file, and nothing
+// when the file is already right.
+func TestDiffOfFileWriters(t *testing.T) {
+	env, root := testEnv(t)
+	env.Diff = true
+	mustWrite(t, filepath.Join(root, "templates", "t.conf.tmpl"), "name={{ name }}\n")
+	env.Vars["name"] = "n1"
+	tdest := filepath.Join(root, "out", "t.conf")
+	mustWrite(t, tdest, "name=old\n")
+	hosts := filepath.Join(root, "hosts")
+	mustWrite(t, hosts, "127.0.0.1 localhost\n")
+	sysctlFile := filepath.Join(root, "sysctl.d", "99-kubexm.conf")
+	cases := []struct {
+		b    step.Builtin
+		args step.Args
+		want string
+	}{
+		{templateBuiltin{}, step.Args{"src": "t.conf.tmpl", "dest": tdest}, "-name=old\n+name=n1"},
+		{blockinfileBuiltin{}, step.Args{"path": hosts, "block": "10.0.0.1 n1"}, "+# BEGIN kubexm managed block\n+10.0.0.1 n1\n+# END kubexm managed block"},
+		{sysctlBuiltin{}, step.Args{"name": "kernel.ostype", "value": "Linux", "sysctl_file": sysctlFile}, "+kernel.ostype = Linux"},
+	}
+	for _, c := range cases {
+		name := c.b.Spec().Name
+		env.Check = true
+		res := runB(t, c.b, env, c.args)
+		env.Check = false
+		if !res.Changed || !strings.Contains(res.Diff, c.want) {
+			t.Errorf("%s check diff: %+v\n%s", name, res, res.Diff)
+		}
+		if res := runB(t, c.b, env, c.args); !res.Changed || !strings.Contains(res.Diff, c.want) {
+			t.Errorf("%s diff: %+v\n%s", name, res, res.Diff)
+		}
+		if res := runB(t, c.b, env, c.args); res.Changed || res.Diff != "" {
+			t.Errorf("%s second run: %+v\n%s", name, res, res.Diff)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goccy/go-yaml"
+
 	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"github.com/mensylisir/kubexm/engine/step"
 )
@@ -65,5 +67,38 @@ func TestSpecs(t *testing.T) {
 		if s.FreeForm != "" && !args[s.FreeForm] {
 			t.Errorf("%s: free-form argument %s is not declared", s.Name, s.FreeForm)
 		}
+	}
+}
+
+// TestDocExamplesAreTaskLists checks that every example in docs/builtins.md
+// is a task list a playbook could hold: a list of mappings, one of which
+// calls the builtin the example belongs to (an example written as a list
+// of tasks must not come out nested in a second list).
+func TestDocExamplesAreTaskLists(t *testing.T) {
+	for _, b := range All() {
+		s := b.Spec()
+		for i, ex := range s.Examples {
+			text := exampleTasks(ex)
+			var tasks []map[string]any
+			if err := yaml.Unmarshal([]byte(text), &tasks); err != nil {
+				t.Errorf("%s example %d is not a list of tasks: %v\n%s", s.Name, i, err, text)
+				continue
+			}
+			calls := false
+			for _, task := range tasks {
+				if _, ok := task[s.Name]; ok {
+					calls = true
+				}
+			}
+			if len(tasks) == 0 || !calls {
+				t.Errorf("%s example %d has no task calling %s:\n%s", s.Name, i, s.Name, text)
+			}
+		}
+	}
+	if got := exampleTasks("copy:\n  src: a\n  dest: b"); got != "- copy:\n    src: a\n    dest: b" {
+		t.Errorf("single task: %q", got)
+	}
+	if got := exampleTasks("- name: x\n  debug: {msg: y}\n"); got != "- name: x\n  debug: {msg: y}" {
+		t.Errorf("task list: %q", got)
 	}
 }

@@ -92,3 +92,85 @@ func TestPackageLatest(t *testing.T) {
 		t.Errorf("%+v %v", res, h.cmds)
 	}
 }
+
+// fakeDnf models the rpm database and dnf (or yum, by name) for a few
+// packages; upgradable lists the installed packages with a newer version.
+func fakeDnf(bin string, installed map[string]string, upgradable map[string]string) *fakeHost {
+	h := newFake(func(cmd string) (transport.Result, bool) {
+		f := strings.Fields(cmd)
+		switch {
+		case f[0] == "rpm" && f[1] == "-q":
+			if v, found := installed[f[len(f)-1]]; found {
+				return ok(v + "\n")
+			}
+			return rc(1, "package "+f[len(f)-1]+" is not installed\n", "")
+		case f[0] == bin && f[1] == "install" && f[2] == "-y":
+			for _, n := range f[3:] {
+				installed[n] = "1.0-1"
+			}
+			return ok("")
+		case f[0] == bin && f[1] == "remove" && f[2] == "-y":
+			for _, n := range f[3:] {
+				delete(installed, n)
+			}
+			return ok("")
+		case f[0] == bin && f[1] == "-q" && f[2] == "check-update":
+			var lines []string
+			for _, n := range f[3:] {
+				if v, found := upgradable[n]; found {
+					lines = append(lines, n+".x86_64 "+v+" baseos")
+				}
+			}
+			if len(lines) == 0 {
+				return ok("")
+			}
+			return rc(100, "\n"+strings.Join(lines, "\n")+"\n", "")
+		case f[0] == bin && f[1] == "upgrade" && f[2] == "-y":
+			for _, n := range f[3:] {
+				installed[n] = upgradable[n]
+				delete(upgradable, n)
+			}
+			return ok("")
+		case f[0] == "/bin/sh" && strings.Contains(cmd, bin+" install -y --disablerepo='*'") && strings.Contains(cmd, "*.rpm"):
+			installed["containerd"] = "1.6.20-1"
+			return ok("")
+		}
+		return transport.Result{}, false
+	})
+	h.files["/usr/bin/"+bin] = ""
+	return h
+}
+
+// TestPackageDnfYum covers the rpm side: install and remove with dnf
+// (detected from /usr/bin/dnf), latest through check-update, an offline
+// directory of .rpm files with the repositories disabled, and yum.
+func TestPackageDnfYum(t *testing.T) {
+	h := fakeDnf("dnf", map[string]string{"curl": "7.76-1"}, map[string]string{"curl": "7.76-2.el9"})
+	convergeFake(t, packageBuiltin{}, h, step.Args{"name": []any{"curl", "socat", "conntrack-tools"}}, "dnf install", "dnf remove", "dnf upgrade")
+	if got := h.ran("dnf install"); len(got) != 1 || got[0] != "dnf install -y socat conntrack-tools" {
+		t.Errorf("install: %v", got)
+	}
+	convergeFake(t, packageBuiltin{}, h, step.Args{"name": "curl", "state": "latest"}, "dnf install", "dnf remove", "dnf upgrade")
+	if got := h.ran("dnf upgrade"); len(got) != 1 || got[0] != "dnf upgrade -y curl" {
+		t.Errorf("upgrade: %v", got)
+	}
+	convergeFake(t, packageBuiltin{}, h, step.Args{"name": []any{"socat", "conntrack-tools"}, "state": "absent"}, "dnf install", "dnf remove", "dnf upgrade")
+	if res := runB(t, packageBuiltin{}, fakeEnv(h), step.Args{"name": "curl"}); res.Changed || res.Data["manager"] != "dnf" {
+		t.Errorf("installed curl: %+v", res)
+	}
+
+	off := fakeDnf("dnf", map[string]string{}, nil)
+	off.files["/opt/bundle/rocky9/containerd-1.6.20-1.x86_64.rpm"] = "rpm"
+	convergeFake(t, packageBuiltin{}, off, step.Args{"name": "containerd", "offline_repo": "/opt/bundle/rocky9"}, "/bin/sh", "dnf")
+	if got := off.ran("dnf"); len(got) != 0 {
+		t.Errorf("offline install reached for the repositories: %v", got)
+	}
+
+	// yum, chosen explicitly even where dnf is present.
+	y := fakeDnf("yum", map[string]string{}, nil)
+	y.files["/usr/bin/dnf"] = ""
+	convergeFake(t, packageBuiltin{}, y, step.Args{"name": "ipset", "manager": "yum"}, "yum install", "dnf")
+	if got := y.ran("yum install"); len(got) != 1 || got[0] != "yum install -y ipset" {
+		t.Errorf("yum: %v", got)
+	}
+}
