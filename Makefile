@@ -25,7 +25,7 @@ build:
 check:
 	bash .ci/run
 
-# Three local test machines and a TLS etcd cluster on them, built by kubexm.
+# Three local test machines and a Kubernetes cluster on them, built by kubexm from an offline bundle.
 demo:
 	PREFIX='$(PREFIX)' test/demo.sh
 
