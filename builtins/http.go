@@ -74,6 +74,7 @@ func (uriBuiltin) Spec() step.Spec {
 			{Name: "status_code", Type: step.List, Default: []any{200}, Doc: "Accepted status codes."},
 			{Name: "return_content", Type: step.Bool, Default: false, Doc: "Put the body in `content`."},
 			{Name: "timeout", Type: step.Duration, Default: "30s", Doc: "Limit for the whole request."},
+			{Name: "follow_redirects", Type: step.Bool, Default: false, Doc: "Follow 3xx redirects (release sites such as GitHub answer with them); `status` is then the final response's."},
 		}, tlsArgs()...),
 		Examples: []string{"uri:\n  url: https://127.0.0.1:2379/health\n  ca_path: /etc/ssl/etcd/ca.pem\n  client_cert: /etc/ssl/etcd/admin.pem\n  client_key: /etc/ssl/etcd/admin-key.pem\nregister: health"},
 	}
@@ -97,6 +98,9 @@ func (uriBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step.
 		timeout = 30 * time.Second
 	}
 	argv := append(curlArgv(args, timeout), "-w", "\n%{http_code} %{content_type}")
+	if args.Bool("follow_redirects") {
+		argv = append(argv, "-L")
+	}
 	if method == "HEAD" {
 		// -X HEAD would make curl wait for a body that never comes.
 		argv = append(argv, "-I")

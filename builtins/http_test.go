@@ -30,6 +30,8 @@ func TestURI(t *testing.T) {
 		case "/health":
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprintf(w, `{"health":"true","method":%q,"body":%q,"x":%q}`, r.Method, b, r.Header.Get("X-Test"))
+		case "/moved":
+			http.Redirect(w, r, "/health", http.StatusFound)
 		default:
 			http.Error(w, "nope", http.StatusServiceUnavailable)
 		}
@@ -48,6 +50,12 @@ func TestURI(t *testing.T) {
 	res = runB(t, uriBuiltin{}, env, step.Args{"url": srv.URL + "/down", "status_code": []any{503}})
 	if res.Failed {
 		t.Fatalf("%+v", res)
+	}
+	if res := runB(t, uriBuiltin{}, env, step.Args{"url": srv.URL + "/moved", "status_code": []any{302}}); res.Failed || res.Data["status"] != 302 {
+		t.Errorf("a redirect is not followed by default: %+v", res)
+	}
+	if res := runB(t, uriBuiltin{}, env, step.Args{"url": srv.URL + "/moved", "follow_redirects": true}); res.Failed || res.Data["status"] != 200 {
+		t.Errorf("follow_redirects: %+v", res)
 	}
 	env.Check = true
 	if res := runB(t, uriBuiltin{}, env, step.Args{"url": srv.URL + "/health", "method": "DELETE"}); !res.Skipped {
