@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -262,10 +263,15 @@ func TestPutFileSkipsByChecksum(t *testing.T) {
 	ctx := context.Background()
 	opts := transport.PutOptions{Mode: 0o640}
 	start := time.Now()
-	changed, err := tr.PutFile(ctx, src, dst, opts)
+	var changed bool
+	upPeak := peakHeap(func() { changed, err = tr.PutFile(ctx, src, dst, opts) })
 	first := time.Since(start)
 	if err != nil || !changed {
 		t.Fatalf("first upload: changed=%v err=%v", changed, err)
+	}
+	// Streamed: the file never sits in memory.
+	if upPeak > 64<<20 {
+		t.Errorf("the 200 MiB upload took the heap to %d MiB; it must stream", upPeak>>20)
 	}
 	start = time.Now()
 	changed, err = tr.PutFile(ctx, src, dst, opts)
@@ -296,9 +302,14 @@ func TestPutFileSkipsByChecksum(t *testing.T) {
 		t.Fatalf("temp files left beside the target: %v", entries)
 	}
 	var sink countWriter
-	if err := tr.Get(ctx, dst, &sink, false); err != nil || int64(sink) != size {
+	downPeak := peakHeap(func() { err = tr.Get(ctx, dst, &sink, false) })
+	if err != nil || int64(sink) != size {
 		t.Fatalf("get: %v, %d bytes", err, sink)
 	}
+	if downPeak > 64<<20 {
+		t.Errorf("the 200 MiB download took the heap to %d MiB; it must stream", downPeak>>20)
+	}
+	t.Logf("peak heap: 200 MiB upload %d MiB, download %d MiB", upPeak>>20, downPeak>>20)
 	missing, err := tr.Sha256(ctx, dst+".none", false)
 	if err != nil || missing != "" {
 		t.Fatalf("sha256 of a missing file: %q %v", missing, err)
@@ -406,4 +417,30 @@ func TestFactsOverSSH(t *testing.T) {
 		t.Fatalf("facts %v", f)
 	}
 	t.Logf("clock offset %.2f ms ± %.2f", f["clock_offset_ms"], f["clock_uncertainty_ms"])
+}
+
+// peakHeap runs f and returns the largest heap in use seen while it ran,
+// sampled every 5 ms.
+func peakHeap(f func()) uint64 {
+	runtime.GC()
+	done := make(chan struct{})
+	var peak uint64
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var m runtime.MemStats
+		for {
+			runtime.ReadMemStats(&m)
+			peak = max(peak, m.HeapInuse)
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	f()
+	close(done)
+	<-sampled
+	return peak
 }
