@@ -30,6 +30,7 @@ const (
 //   - `kubexm artifact export` gathers every binary and image the config
 //     needs from the local stand-ins for the upstream download sites into
 //     bundle.tar.gz; the file server is then shut down;
+//   - create-cluster --check on the fresh machines changes nothing on them;
 //   - create-cluster --offline-bundle builds a binary-mode cluster: etcd,
 //     containerd, control plane, kubelet and kube-proxy, flannel (vxlan),
 //     CoreDNS, labels, and the health checks;
@@ -104,7 +105,24 @@ func TestKubernetesCluster(t *testing.T) {
 	create := filepath.Join(root, "playbooks", "create-cluster")
 	del := filepath.Join(root, "playbooks", "delete")
 
-	res := kx.play(ctx, create, "--offline-bundle", bundle)
+	// --check on the fresh machines: succeeds and changes nothing on them.
+	wide := []string{"/etc", "/usr/local", "/opt", "/var/lib/kubelet", "/var/lib/etcd"}
+	fresh := map[string]map[string]string{}
+	for _, h := range set.Hosts {
+		fresh[h.Name] = snapshot(ctx, t, set, h.Name, wide...)
+	}
+	res := kx.play(ctx, create, "--offline-bundle", bundle, "--check")
+	if res.err != nil {
+		t.Fatalf("create-cluster --check failed: %v%s", res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster --check on 3 fresh machines: %s", res.wall.Round(time.Millisecond))
+	for _, h := range set.Hosts {
+		if d := diffSnapshots(fresh[h.Name], snapshot(ctx, t, set, h.Name, wide...)); len(d) > 0 {
+			t.Errorf("--check changed %s:\n  %s", h.Name, strings.Join(d, "\n  "))
+		}
+	}
+
+	res = kx.play(ctx, create, "--offline-bundle", bundle)
 	if res.err != nil {
 		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
 	}
