@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -330,7 +331,7 @@ func (r *runner) transportFor(ctx context.Context, name string) (transport.Trans
 			return
 		}
 		if h.inv != nil && h.inv.Local {
-			h.conn = connResult{t: local.New(name)}
+			h.conn = connResult{t: local.New(name, local.WithBecomePassword(cmp.Or(h.inv.BecomePassword, h.inv.Password)))}
 			return
 		}
 		if r.opts.Connect == nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"path/filepath"
@@ -29,7 +30,7 @@ type connector struct {
 
 func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
 	if h.Local || h.Name == inventory.Localhost {
-		return local.New(h.Name), nil
+		return local.New(h.Name, local.WithBecomePassword(cmp.Or(h.BecomePassword, h.Password))), nil
 	}
 	c.once.Do(func() {
 		home, _ := os.UserHomeDir()

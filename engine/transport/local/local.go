@@ -6,6 +6,8 @@ package local
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +17,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,15 +28,39 @@ import (
 type Transport struct {
 	name string
 	root bool
+	// becomePassword answers sudo's password prompt; empty runs sudo -n.
+	becomePassword string
+	marker         string // precedes the PID a command run through sudo announces on stderr
+	prompt         string // sudo's password prompt
 	// OutputCap bounds captured output per stream.
 	OutputCap int
 }
 
 var _ transport.Transport = (*Transport)(nil)
 
+// Option configures a Transport.
+type Option func(*Transport)
+
+// WithBecomePassword sets the password given to sudo when kubexm must become
+// another user (root by default) and is not running as that user. It is
+// written to sudo's stdin when sudo prompts for it, never put on a command
+// line or in the environment. Without it sudo runs with -n and fails rather
+// than prompting.
+func WithBecomePassword(pw string) Option {
+	return func(t *Transport) { t.becomePassword = pw }
+}
+
 // New returns the local transport, named for messages (usually "localhost").
-func New(name string) *Transport {
-	return &Transport{name: name, root: os.Geteuid() == 0, OutputCap: transport.DefaultOutputCap}
+func New(name string, opts ...Option) *Transport {
+	token := make([]byte, 8)
+	rand.Read(token)
+	tok := hex.EncodeToString(token)
+	t := &Transport{name: name, root: os.Geteuid() == 0, OutputCap: transport.DefaultOutputCap,
+		marker: "KXM:" + tok + ":pid=", prompt: "KXM:" + tok + ":sudo-password:"}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
 }
 
 // Host implements transport.Transport.
@@ -63,19 +90,13 @@ func (t *Transport) Run(ctx context.Context, c transport.Command) (transport.Res
 		}
 		argv = []string{"/bin/sh", "-c", c.Script}
 	}
-	if t.needSudo(c.Become, c.BecomeUser) {
-		u := c.BecomeUser
-		if u == "" {
-			u = "root"
-		}
-		// -n: never prompt; locally there is no one to answer, so a password
-		// requirement must surface as an error rather than a hang.
-		argv = append([]string{"sudo", "-n", "-u", u, "--"}, argv...)
-	}
 	if c.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
+	}
+	if t.needSudo(c.Become, c.BecomeUser) {
+		return t.runSudo(ctx, c, argv, false)
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	// A process group of its own lets cancellation reach the command's
@@ -182,22 +203,32 @@ func (t *Transport) Put(ctx context.Context, src io.Reader, dst string, opts tra
 	return nil
 }
 
-// putWithSudo writes through `sudo install`, which creates the file with its
-// final mode and owner in one step.
+// putWithSudo streams src into a script run through sudo that writes a
+// temporary file beside dst and renames it into place, so readers never see
+// a partly written file.
 func (t *Transport) putWithSudo(ctx context.Context, src io.Reader, dst string, opts transport.PutOptions) error {
 	mode := opts.Mode
 	if mode == 0 {
 		mode = 0o644
 	}
-	args := []string{"install", "-D", "-m", fmt.Sprintf("%04o", mode)}
-	if opts.Owner != "" {
-		args = append(args, "-o", opts.Owner)
-	}
+	script := `set -e
+d=$(dirname -- "$1"); b=$(basename -- "$1")
+mkdir -p -- "$d"
+tmp=$(mktemp "$d/.$b.kubexm-XXXXXX")
+trap 'rm -f -- "$tmp"' EXIT
+cat > "$tmp"
+chmod "$2" "$tmp"
+if [ -n "$3" ]; then chown -- "$3" "$tmp"; fi
+mv -f -- "$tmp" "$1"
+trap - EXIT`
+	spec := opts.Owner
 	if opts.Group != "" {
-		args = append(args, "-g", opts.Group)
+		spec += ":" + opts.Group
 	}
-	args = append(args, "/dev/stdin", dst)
-	res, err := t.Run(ctx, transport.Command{Argv: args, Stdin: src, Become: true})
+	res, err := t.Run(ctx, transport.Command{
+		Argv:  []string{"/bin/sh", "-c", script, "sh", dst, fmt.Sprintf("%04o", unixMode(mode)), spec},
+		Stdin: src, Become: true,
+	})
 	if err != nil {
 		return err
 	}
@@ -205,6 +236,21 @@ func (t *Transport) putWithSudo(ctx context.Context, src io.Reader, dst string, 
 		return fmt.Errorf("%s: write %s: %s", t.name, dst, bytes.TrimSpace(res.Stderr))
 	}
 	return nil
+}
+
+// unixMode turns an fs.FileMode into the bits chmod takes.
+func unixMode(m fs.FileMode) uint32 {
+	u := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		u |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		u |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		u |= 0o1000
+	}
+	return u
 }
 
 // PutFile implements transport.Transport.
@@ -290,11 +336,15 @@ func (t *Transport) Get(ctx context.Context, src string, w io.Writer, become boo
 }
 
 // Stat implements transport.Transport. Reading metadata needs no privilege
-// beyond search permission on the parents, so become is not used.
-func (t *Transport) Stat(_ context.Context, path string, _ bool) (transport.FileInfo, error) {
+// beyond search permission on the parents, so become is used only when that
+// is missing.
+func (t *Transport) Stat(ctx context.Context, path string, become bool) (transport.FileInfo, error) {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return transport.FileInfo{}, nil
+	}
+	if errors.Is(err, fs.ErrPermission) && t.needSudo(become, "") {
+		return t.statWithSudo(ctx, path)
 	}
 	if err != nil {
 		return transport.FileInfo{}, fmt.Errorf("%s: %w", t.name, err)
@@ -313,6 +363,56 @@ func (t *Transport) Stat(_ context.Context, path string, _ bool) (transport.File
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		info.Owner = userName(st.Uid)
 		info.Group = groupName(st.Gid)
+	}
+	return info, nil
+}
+
+// statWithSudo reads metadata through sudo, for paths kubexm's user cannot
+// reach.
+func (t *Transport) statWithSudo(ctx context.Context, path string) (transport.FileInfo, error) {
+	script := `[ -e "$1" ] || [ -L "$1" ] || exit 3
+stat -c '%f %s %Y %U %G' -- "$1" || exit 1
+if [ -L "$1" ]; then readlink -- "$1"; fi`
+	res, err := t.Run(ctx, transport.Command{Argv: []string{"/bin/sh", "-c", script, "sh", path}, Become: true})
+	if err != nil {
+		return transport.FileInfo{}, err
+	}
+	if res.ExitCode == 3 {
+		return transport.FileInfo{}, nil
+	}
+	line, link, _ := strings.Cut(string(res.Stdout), "\n")
+	f := strings.Fields(line)
+	if res.ExitCode != 0 || len(f) != 5 {
+		return transport.FileInfo{}, fmt.Errorf("%s: stat %s: %s", t.name, path, bytes.TrimSpace(res.Stderr))
+	}
+	raw, err1 := strconv.ParseUint(f[0], 16, 32)
+	size, err2 := strconv.ParseInt(f[1], 10, 64)
+	mtime, err3 := strconv.ParseInt(f[2], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return transport.FileInfo{}, fmt.Errorf("%s: stat %s: %w", t.name, path, err)
+	}
+	mode := fs.FileMode(raw & 0o777)
+	if raw&0o4000 != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if raw&0o2000 != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if raw&0o1000 != 0 {
+		mode |= fs.ModeSticky
+	}
+	info := transport.FileInfo{
+		Exists:  true,
+		IsDir:   raw&syscall.S_IFMT == syscall.S_IFDIR,
+		IsLink:  raw&syscall.S_IFMT == syscall.S_IFLNK,
+		Mode:    mode,
+		Size:    size,
+		ModTime: time.Unix(mtime, 0),
+		Owner:   f[3],
+		Group:   f[4],
+	}
+	if info.IsLink {
+		info.LinkTarget = strings.TrimSuffix(link, "\n")
 	}
 	return info, nil
 }

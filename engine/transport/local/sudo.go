@@ -1,0 +1,326 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mensylisir/kubexm/engine/transport"
+)
+
+// killGrace is how long a cancelled command run through sudo gets between
+// SIGTERM and SIGKILL.
+const killGrace = 3 * time.Second
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// BecomeError is a failure of sudo itself, before the command ran.
+type BecomeError struct {
+	Host   string
+	User   string // the user kubexm runs as
+	Msg    string
+	Output string // what sudo printed
+}
+
+func (e *BecomeError) Error() string {
+	msg := fmt.Sprintf("host %s: become: %s", e.Host, e.Msg)
+	if e.Output != "" {
+		msg += ": " + e.Output
+	}
+	return msg + fmt.Sprintf("\n  hint: sudo failed; make sure user %s may use sudo (NOPASSWD, or set sudoPassword or password for the host in cluster.yaml)", e.User)
+}
+
+// sudoArgv wraps argv to run as user through sudo. The wrapper shell
+// announces its PID (the command's, after exec) on stderr behind the marker:
+// until then stdin and stderr belong to sudo. With a password sudo reads it
+// from stdin (-S) after the prompt marker; without one it never prompts (-n),
+// since there may be no one to answer. Env is exported by the wrapper:
+// sudo's env_reset would drop variables given to sudo itself.
+func (t *Transport) sudoArgv(c transport.Command, argv []string) ([]string, error) {
+	u := c.BecomeUser
+	if u == "" {
+		u = "root"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "printf '%%s%%d\\n' %s \"$$\" >&2\n", quote(t.marker))
+	keys := make([]string, 0, len(c.Env))
+	for k := range c.Env {
+		if !envName.MatchString(k) {
+			return nil, fmt.Errorf("invalid environment variable name %q", k)
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "export %s=%s\n", k, quote(c.Env[k]))
+	}
+	b.WriteString(`exec "$@"`)
+	out := []string{"sudo"}
+	if t.becomePassword == "" {
+		out = append(out, "-n")
+	} else {
+		out = append(out, "-S", "-p", t.prompt)
+	}
+	out = append(out, "-u", u, "--", "/bin/sh", "-c", b.String(), "sh")
+	return append(out, argv...), nil
+}
+
+// runSudo runs argv through sudo. Stdin is held back until the command has
+// announced itself, so that sudo (which reads the password from the same
+// pipe) never consumes the command's input, whether or not it asks for a
+// password. control marks the kill of a cancelled command, which is not
+// itself killed.
+func (t *Transport) runSudo(ctx context.Context, c transport.Command, argv []string, control bool) (transport.Result, error) {
+	fail := transport.Result{ExitCode: -1}
+	full, err := t.sudoArgv(c, argv)
+	if err != nil {
+		return fail, fmt.Errorf("%s: %w", t.name, err)
+	}
+	cmd := exec.Command(full[0], full[1:]...)
+	// sudo leads a process group of its own: signals for it stay away from
+	// kubexm, and a failed authentication is killed with its group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second
+	cmd.Dir = c.Dir
+	limit := t.OutputCap
+	if limit <= 0 {
+		limit = transport.DefaultOutputCap
+	}
+	stdout := &transport.CappedBuffer{Cap: limit}
+	stderr := &transport.CappedBuffer{Cap: limit}
+	cmd.Stdout = transport.Tee(stdout, c.Stdout)
+	hdr := &header{marker: []byte(t.marker), prompt: []byte(t.prompt), out: transport.Tee(stderr, c.Stderr),
+		started: make(chan int, 1), prompted: make(chan int, 4)}
+	cmd.Stderr = hdr
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return fail, fmt.Errorf("%s: %w", t.name, err)
+	}
+	cmd.Stdin = pr
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		return fail, fmt.Errorf("%s: start %s: %w", t.name, describe(argv), err)
+	}
+	pr.Close()
+	var closeOnce sync.Once
+	closeStdin := func() { closeOnce.Do(func() { pw.Close() }) }
+	defer closeStdin()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	sudoPid := cmd.Process.Pid
+	killSudo := func() { syscall.Kill(-sudoPid, syscall.SIGKILL) }
+	result := func() transport.Result {
+		return transport.Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: -1,
+			Truncated: stdout.Truncated() || stderr.Truncated()}
+	}
+	me := currentUser()
+	pid := 0
+	stdinFailed := make(chan error, 1)
+	for {
+		select {
+		case pid = <-hdr.started:
+			// Authentication (if any) is over: what is on stdin now belongs
+			// to the command.
+			go func() {
+				if c.Stdin != nil {
+					src := &readErr{r: transport.ContextReader(ctx, c.Stdin)}
+					io.Copy(pw, src)
+					if src.err != nil {
+						// A clean EOF would let the command act on
+						// truncated input: leave stdin open and have
+						// the command killed instead.
+						stdinFailed <- src.err
+						return
+					}
+				}
+				closeStdin()
+			}()
+		case err := <-stdinFailed:
+			if ctx.Err() == nil {
+				t.killCommand(pid, sudoPid, c.BecomeUser, waited, control)
+				return result(), fmt.Errorf("%s: %s: read stdin: %w", t.name, describe(argv), err)
+			}
+		case n := <-hdr.prompted:
+			if t.becomePassword == "" || n > 1 {
+				// A second prompt means the password was refused; sudo
+				// would keep asking until it gives up.
+				killSudo()
+				closeStdin()
+				<-waited
+				msg := "sudo asked for a password and no become password is set"
+				if t.becomePassword != "" {
+					msg = "sudo refused the become password (incorrect password)"
+				}
+				return fail, &BecomeError{Host: t.name, User: me, Msg: msg, Output: hdr.preamble()}
+			}
+			io.WriteString(pw, t.becomePassword+"\n")
+		case err := <-waited:
+			res := result()
+			var exitErr *exec.ExitError
+			switch {
+			case err == nil:
+				res.ExitCode = 0
+			case errors.As(err, &exitErr):
+				res.ExitCode = exitErr.ExitCode()
+			default:
+				return res, fmt.Errorf("%s: %s: %w", t.name, describe(argv), err)
+			}
+			if !hdr.isStarted() {
+				msg := "sudo failed"
+				if t.becomePassword == "" {
+					msg = "sudo failed (no become password is set, so sudo ran with -n)"
+				}
+				return fail, &BecomeError{Host: t.name, User: me, Msg: msg, Output: hdr.preamble()}
+			}
+			return res, nil
+		case <-ctx.Done():
+			if control {
+				killSudo()
+				<-waited
+			} else {
+				t.killCommand(pid, sudoPid, c.BecomeUser, waited, false)
+			}
+			res := result()
+			return res, fmt.Errorf("%s: %s: %w", t.name, describe(argv), ctx.Err())
+		}
+	}
+}
+
+// killCommand stops a command running as another user and waits for sudo.
+// kubexm may signal sudo (it started it) but not the command, so the
+// command's process group is killed through sudo; SIGTERM to sudo, which
+// relays it, and SIGKILL to sudo's group are the fallback.
+func (t *Transport) killCommand(pid, sudoPid int, becomeUser string, waited <-chan error, control bool) {
+	if pid > 0 && !control {
+		ctx, cancel := context.WithTimeout(context.Background(), killGrace+10*time.Second)
+		script := fmt.Sprintf(`p=%d
+s=$(cat /proc/$p/stat 2>/dev/null) || exit 0
+s=${s##*) }; set -- $s; g=$3
+kill -TERM -$g 2>/dev/null || kill -TERM $p 2>/dev/null
+i=0
+while kill -0 -$g 2>/dev/null; do
+  [ $i -ge %d ] && { kill -KILL -$g 2>/dev/null; exit 0; }
+  sleep 0.1 2>/dev/null || sleep 1; i=$((i+1))
+done
+exit 0`, pid, int(killGrace/(100*time.Millisecond)))
+		t.runSudo(ctx, transport.Command{Become: true, BecomeUser: becomeUser}, []string{"/bin/sh", "-c", script}, true)
+		cancel()
+	}
+	syscall.Kill(-sudoPid, syscall.SIGTERM)
+	select {
+	case <-waited:
+		return
+	case <-time.After(killGrace):
+	}
+	syscall.Kill(-sudoPid, syscall.SIGKILL)
+	<-waited
+}
+
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(os.Getuid())
+}
+
+// quote returns s as one POSIX shell word.
+func quote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// header is the stderr writer of a command run through sudo. Until the PID
+// line arrives everything is sudo's (prompts, lecture, errors) and is kept
+// out of the output; after it the bytes are the command's own stderr.
+type header struct {
+	marker, prompt []byte
+	out            io.Writer
+
+	mu       sync.Mutex
+	buf      []byte
+	pre      []byte
+	done     bool
+	prompts  int
+	started  chan int
+	prompted chan int
+}
+
+func (h *header) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done {
+		return h.out.Write(p)
+	}
+	h.buf = append(h.buf, p...)
+	for {
+		if i := bytes.Index(h.buf, h.prompt); i >= 0 {
+			h.pre = append(h.pre, h.buf[:i]...)
+			h.buf = append(h.buf[:0:0], h.buf[i+len(h.prompt):]...)
+			h.prompts++
+			select {
+			case h.prompted <- h.prompts:
+			default:
+			}
+			continue
+		}
+		i := bytes.Index(h.buf, h.marker)
+		if i < 0 {
+			break
+		}
+		nl := bytes.IndexByte(h.buf[i:], '\n')
+		if nl < 0 {
+			break
+		}
+		pid, _ := strconv.Atoi(string(h.buf[i+len(h.marker) : i+nl]))
+		h.pre = append(h.pre, h.buf[:i]...)
+		rest := h.buf[i+nl+1:]
+		h.buf = nil
+		h.done = true
+		h.started <- pid
+		if len(rest) > 0 {
+			h.out.Write(rest)
+		}
+		return len(p), nil
+	}
+	return len(p), nil
+}
+
+func (h *header) isStarted() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.done
+}
+
+// preamble is what came before the command started (sudo's messages).
+func (h *header) preamble() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return strings.TrimSpace(string(h.pre) + string(h.buf))
+}
+
+// readErr remembers the reader's failure, which io.Copy would not tell
+// apart from a failure to write.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
+}
