@@ -226,7 +226,7 @@ trap - EXIT`
 		spec += ":" + opts.Group
 	}
 	res, err := t.Run(ctx, transport.Command{
-		Argv:  []string{"/bin/sh", "-c", script, "sh", dst, fmt.Sprintf("%04o", unixMode(mode)), spec},
+		Argv:  []string{"/bin/sh", "-c", script, "sh", dst, fmt.Sprintf("%04o", transport.UnixMode(mode)), spec},
 		Stdin: src, Become: true,
 	})
 	if err != nil {
@@ -236,21 +236,6 @@ trap - EXIT`
 		return fmt.Errorf("%s: write %s: %s", t.name, dst, bytes.TrimSpace(res.Stderr))
 	}
 	return nil
-}
-
-// unixMode turns an fs.FileMode into the bits chmod takes.
-func unixMode(m fs.FileMode) uint32 {
-	u := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		u |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		u |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		u |= 0o1000
-	}
-	return u
 }
 
 // PutFile implements transport.Transport.

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,22 +25,6 @@ const killGrace = 3 * time.Second
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// BecomeError is a failure of sudo itself, before the command ran.
-type BecomeError struct {
-	Host   string
-	User   string // the user kubexm runs as
-	Msg    string
-	Output string // what sudo printed
-}
-
-func (e *BecomeError) Error() string {
-	msg := fmt.Sprintf("host %s: become: %s", e.Host, e.Msg)
-	if e.Output != "" {
-		msg += ": " + e.Output
-	}
-	return msg + fmt.Sprintf("\n  hint: sudo failed; make sure user %s may use sudo (NOPASSWD, or set sudoPassword or password for the host in cluster.yaml)", e.User)
-}
-
 // sudoArgv wraps argv to run as user through sudo. The wrapper shell
 // announces its PID (the command's, after exec) on stderr behind the marker:
 // until then stdin and stderr belong to sudo. With a password sudo reads it
@@ -54,7 +37,7 @@ func (t *Transport) sudoArgv(c transport.Command, argv []string) ([]string, erro
 		u = "root"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "printf '%%s%%d\\n' %s \"$$\" >&2\n", quote(t.marker))
+	fmt.Fprintf(&b, "printf '%%s%%d\\n' %s \"$$\" >&2\n", transport.ShellQuote(t.marker))
 	keys := make([]string, 0, len(c.Env))
 	for k := range c.Env {
 		if !envName.MatchString(k) {
@@ -64,7 +47,7 @@ func (t *Transport) sudoArgv(c transport.Command, argv []string) ([]string, erro
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(&b, "export %s=%s\n", k, quote(c.Env[k]))
+		fmt.Fprintf(&b, "export %s=%s\n", k, transport.ShellQuote(c.Env[k]))
 	}
 	b.WriteString(`exec "$@"`)
 	out := []string{"sudo"}
@@ -101,8 +84,7 @@ func (t *Transport) runSudo(ctx context.Context, c transport.Command, argv []str
 	stdout := &transport.CappedBuffer{Cap: limit}
 	stderr := &transport.CappedBuffer{Cap: limit}
 	cmd.Stdout = transport.Tee(stdout, c.Stdout)
-	hdr := &header{marker: []byte(t.marker), prompt: []byte(t.prompt), out: transport.Tee(stderr, c.Stderr),
-		started: make(chan int, 1), prompted: make(chan int, 4)}
+	hdr := transport.NewBecomeHeader(t.marker, t.prompt, transport.Tee(stderr, c.Stderr))
 	cmd.Stderr = hdr
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -131,18 +113,18 @@ func (t *Transport) runSudo(ctx context.Context, c transport.Command, argv []str
 	stdinFailed := make(chan error, 1)
 	for {
 		select {
-		case pid = <-hdr.started:
+		case pid = <-hdr.Started():
 			// Authentication (if any) is over: what is on stdin now belongs
 			// to the command.
 			go func() {
 				if c.Stdin != nil {
-					src := &readErr{r: transport.ContextReader(ctx, c.Stdin)}
+					src := &transport.ReadErr{R: transport.ContextReader(ctx, c.Stdin)}
 					io.Copy(pw, src)
-					if src.err != nil {
+					if src.Err != nil {
 						// A clean EOF would let the command act on
 						// truncated input: leave stdin open and have
 						// the command killed instead.
-						stdinFailed <- src.err
+						stdinFailed <- src.Err
 						return
 					}
 				}
@@ -153,7 +135,7 @@ func (t *Transport) runSudo(ctx context.Context, c transport.Command, argv []str
 				t.killCommand(pid, sudoPid, c.BecomeUser, waited, control)
 				return result(), fmt.Errorf("%s: %s: read stdin: %w", t.name, describe(argv), err)
 			}
-		case n := <-hdr.prompted:
+		case n := <-hdr.Prompted():
 			if t.becomePassword == "" || n > 1 {
 				// A second prompt means the password was refused; sudo
 				// would keep asking until it gives up.
@@ -164,7 +146,7 @@ func (t *Transport) runSudo(ctx context.Context, c transport.Command, argv []str
 				if t.becomePassword != "" {
 					msg = "sudo refused the become password (incorrect password)"
 				}
-				return fail, &BecomeError{Host: t.name, User: me, Msg: msg, Output: hdr.preamble()}
+				return fail, &transport.BecomeError{Host: t.name, User: me, Msg: msg, Output: hdr.Preamble()}
 			}
 			io.WriteString(pw, t.becomePassword+"\n")
 		case err := <-waited:
@@ -178,12 +160,12 @@ func (t *Transport) runSudo(ctx context.Context, c transport.Command, argv []str
 			default:
 				return res, fmt.Errorf("%s: %s: %w", t.name, describe(argv), err)
 			}
-			if !hdr.isStarted() {
+			if !hdr.IsStarted() {
 				msg := "sudo failed"
 				if t.becomePassword == "" {
 					msg = "sudo failed (no become password is set, so sudo ran with -n)"
 				}
-				return fail, &BecomeError{Host: t.name, User: me, Msg: msg, Output: hdr.preamble()}
+				return fail, &transport.BecomeError{Host: t.name, User: me, Msg: msg, Output: hdr.Preamble()}
 			}
 			return res, nil
 		case <-ctx.Done():
@@ -237,90 +219,3 @@ func currentUser() string {
 }
 
 // quote returns s as one POSIX shell word.
-func quote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// header is the stderr writer of a command run through sudo. Until the PID
-// line arrives everything is sudo's (prompts, lecture, errors) and is kept
-// out of the output; after it the bytes are the command's own stderr.
-type header struct {
-	marker, prompt []byte
-	out            io.Writer
-
-	mu       sync.Mutex
-	buf      []byte
-	pre      []byte
-	done     bool
-	prompts  int
-	started  chan int
-	prompted chan int
-}
-
-func (h *header) Write(p []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.done {
-		return h.out.Write(p)
-	}
-	h.buf = append(h.buf, p...)
-	for {
-		if i := bytes.Index(h.buf, h.prompt); i >= 0 {
-			h.pre = append(h.pre, h.buf[:i]...)
-			h.buf = append(h.buf[:0:0], h.buf[i+len(h.prompt):]...)
-			h.prompts++
-			select {
-			case h.prompted <- h.prompts:
-			default:
-			}
-			continue
-		}
-		i := bytes.Index(h.buf, h.marker)
-		if i < 0 {
-			break
-		}
-		nl := bytes.IndexByte(h.buf[i:], '\n')
-		if nl < 0 {
-			break
-		}
-		pid, _ := strconv.Atoi(string(h.buf[i+len(h.marker) : i+nl]))
-		h.pre = append(h.pre, h.buf[:i]...)
-		rest := h.buf[i+nl+1:]
-		h.buf = nil
-		h.done = true
-		h.started <- pid
-		if len(rest) > 0 {
-			h.out.Write(rest)
-		}
-		return len(p), nil
-	}
-	return len(p), nil
-}
-
-func (h *header) isStarted() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.done
-}
-
-// preamble is what came before the command started (sudo's messages).
-func (h *header) preamble() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return strings.TrimSpace(string(h.pre) + string(h.buf))
-}
-
-// readErr remembers the reader's failure, which io.Copy would not tell
-// apart from a failure to write.
-type readErr struct {
-	r   io.Reader
-	err error
-}
-
-func (r *readErr) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	if err != nil && err != io.EOF {
-		r.err = err
-	}
-	return n, err
-}

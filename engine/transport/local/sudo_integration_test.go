@@ -336,7 +336,7 @@ func helperRefused(t *testing.T, tr *Transport, want string) {
 		res, err := tr.Run(ctx, c)
 		cancel()
 		took := time.Since(start)
-		var be *BecomeError
+		var be *transport.BecomeError
 		if !errors.As(err, &be) {
 			t.Fatalf("%v: want a BecomeError, got %v (rc=%d stdout %q)", c.Argv, err, res.ExitCode, res.Stdout)
 		}

@@ -137,7 +137,7 @@ trap - EXIT`
 		spec += ":" + opts.Group
 	}
 	res, err := t.Run(ctx, transport.Command{
-		Argv:  []string{"/bin/sh", "-c", script, "sh", dst, fmt.Sprintf("%04o", unixMode(opts.Mode)), spec},
+		Argv:  []string{"/bin/sh", "-c", script, "sh", dst, fmt.Sprintf("%04o", transport.UnixMode(opts.Mode)), spec},
 		Stdin: src, Become: true,
 	})
 	if err != nil {
@@ -205,7 +205,7 @@ func (t *Transport) PutFile(ctx context.Context, localPath, dst string, opts tra
 }
 
 func (t *Transport) chmod(ctx context.Context, p string, opts transport.PutOptions) error {
-	res, err := t.Run(ctx, transport.Command{Argv: []string{"chmod", fmt.Sprintf("%04o", unixMode(opts.Mode)), "--", p}, Become: opts.Become})
+	res, err := t.Run(ctx, transport.Command{Argv: []string{"chmod", fmt.Sprintf("%04o", transport.UnixMode(opts.Mode)), "--", p}, Become: opts.Become})
 	if err != nil {
 		return err
 	}
@@ -222,25 +222,10 @@ func metaDiffers(line string, opts transport.PutOptions) (mode, owner bool) {
 		return true, opts.Owner != "" || opts.Group != ""
 	}
 	have, err := strconv.ParseUint(f[0], 8, 32)
-	mode = err != nil || uint32(have) != unixMode(opts.Mode)
+	mode = err != nil || uint32(have) != transport.UnixMode(opts.Mode)
 	owner = opts.Owner != "" && opts.Owner != f[1] && opts.Owner != f[3] ||
 		opts.Group != "" && opts.Group != f[2] && opts.Group != f[4]
 	return mode, owner
-}
-
-// unixMode converts permission and special bits to their chmod(2) value.
-func unixMode(m fs.FileMode) uint32 {
-	v := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		v |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		v |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		v |= 0o1000
-	}
-	return v
 }
 
 func fromUnixMode(v uint32) fs.FileMode {

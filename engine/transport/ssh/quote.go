@@ -9,28 +9,10 @@ import (
 	"github.com/mensylisir/kubexm/engine/transport"
 )
 
-// quote returns s as one POSIX shell word.
-func quote(s string) string {
-	if s == "" {
-		return "''"
-	}
-	safe := true
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r)) {
-			safe = false
-			break
-		}
-	}
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 func quoteArgv(argv []string) string {
 	words := make([]string, len(argv))
 	for i, a := range argv {
-		words[i] = quote(a)
+		words[i] = transport.ShellQuote(a)
 	}
 	return strings.Join(words, " ")
 }
@@ -42,9 +24,9 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // forward signals reliably) and then execs the command proper.
 func innerScript(marker string, c transport.Command) (string, error) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "printf '%%s%%d\\n' %s \"$$\" >&2\n", quote(marker))
+	fmt.Fprintf(&b, "printf '%%s%%d\\n' %s \"$$\" >&2\n", transport.ShellQuote(marker))
 	if c.Dir != "" {
-		fmt.Fprintf(&b, "cd %s || exit 1\n", quote(c.Dir))
+		fmt.Fprintf(&b, "cd %s || exit 1\n", transport.ShellQuote(c.Dir))
 	}
 	keys := make([]string, 0, len(c.Env))
 	for k := range c.Env {
@@ -55,13 +37,13 @@ func innerScript(marker string, c transport.Command) (string, error) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(&b, "export %s=%s\n", k, quote(c.Env[k]))
+		fmt.Fprintf(&b, "export %s=%s\n", k, transport.ShellQuote(c.Env[k]))
 	}
 	switch {
 	case len(c.Argv) > 0:
 		b.WriteString("exec " + quoteArgv(c.Argv))
 	case c.Script != "":
-		b.WriteString("exec /bin/sh -c " + quote(c.Script))
+		b.WriteString("exec /bin/sh -c " + transport.ShellQuote(c.Script))
 	default:
 		return "", fmt.Errorf("empty command")
 	}

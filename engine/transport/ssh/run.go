@@ -1,14 +1,11 @@
 package ssh
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
@@ -93,8 +90,7 @@ func (t *Transport) run(ctx context.Context, c transport.Command, mode runMode) 
 	if err != nil {
 		return fail, fmt.Errorf("%s: %w", t.name, err)
 	}
-	hdr := &header{marker: []byte(t.marker), prompt: []byte(t.prompt), out: transport.Tee(stderr, c.Stderr),
-		started: make(chan int, 1), prompted: make(chan int, 4)}
+	hdr := transport.NewBecomeHeader(t.marker, t.prompt, transport.Tee(stderr, c.Stderr))
 	sess.Stderr = hdr
 	if err := sess.Start(cmdline); err != nil {
 		if !cn.alive() {
@@ -113,18 +109,18 @@ func (t *Transport) run(ctx context.Context, c transport.Command, mode runMode) 
 	stdinFailed := make(chan error, 1)
 	for {
 		select {
-		case pid = <-hdr.started:
+		case pid = <-hdr.Started():
 			// Authentication (if any) is over: what is on stdin now belongs
 			// to the command.
 			go func() {
 				if c.Stdin != nil {
-					src := &readErr{r: transport.ContextReader(ctx, c.Stdin)}
+					src := &transport.ReadErr{R: transport.ContextReader(ctx, c.Stdin)}
 					io.Copy(stdin, src)
-					if src.err != nil {
+					if src.Err != nil {
 						// A clean EOF would let the command act on
 						// truncated input: leave stdin open and have
 						// the command killed instead.
-						stdinFailed <- src.err
+						stdinFailed <- src.Err
 						return
 					}
 				}
@@ -137,7 +133,7 @@ func (t *Transport) run(ctx context.Context, c transport.Command, mode runMode) 
 				<-waited
 				return result(), fmt.Errorf("%s: %s: read stdin: %w", t.name, describe(c), err)
 			}
-		case n := <-hdr.prompted:
+		case n := <-hdr.Prompted():
 			pw := t.becomePassword()
 			if pw == "" || n > 1 {
 				sess.Close()
@@ -146,7 +142,7 @@ func (t *Transport) run(ctx context.Context, c transport.Command, mode runMode) 
 				if pw != "" {
 					msg = "sudo refused the become password (incorrect password)"
 				}
-				return fail, &BecomeError{Host: t.name, User: t.user, Msg: msg, Output: hdr.preamble()}
+				return fail, &transport.BecomeError{Host: t.name, User: t.user, Msg: msg, Output: hdr.Preamble()}
 			}
 			io.WriteString(stdin, pw+"\n")
 		case err := <-waited:
@@ -161,11 +157,11 @@ func (t *Transport) run(ctx context.Context, c transport.Command, mode runMode) 
 				t.drop(cn)
 				return res, fmt.Errorf("host %s (%s): connection lost while running %s: %w", t.name, t.addr, describe(c), err)
 			}
-			if !hdr.isStarted() {
+			if !hdr.IsStarted() {
 				if sudo {
-					return fail, &BecomeError{Host: t.name, User: t.user, Msg: "sudo failed", Output: hdr.preamble()}
+					return fail, &transport.BecomeError{Host: t.name, User: t.user, Msg: "sudo failed", Output: hdr.Preamble()}
 				}
-				return res, fmt.Errorf("host %s: %s did not start: %s", t.name, describe(c), hdr.preamble())
+				return res, fmt.Errorf("host %s: %s did not start: %s", t.name, describe(c), hdr.Preamble())
 			}
 			return res, nil
 		case <-ctx.Done():
@@ -218,105 +214,4 @@ func describe(c transport.Command) string {
 		s = s[:77] + "..."
 	}
 	return strconv.Quote(s)
-}
-
-// BecomeError is a failure of sudo itself, before the command ran.
-type BecomeError struct {
-	Host   string
-	User   string
-	Msg    string
-	Output string // what sudo printed
-}
-
-func (e *BecomeError) Error() string {
-	msg := fmt.Sprintf("host %s: become: %s", e.Host, e.Msg)
-	if e.Output != "" {
-		msg += ": " + e.Output
-	}
-	return msg + fmt.Sprintf("\n  hint: sudo failed; make sure user %s may use sudo (NOPASSWD, or set sudoPassword or password for the host in cluster.yaml)", e.User)
-}
-
-// header is the stderr writer of a wrapped command. Until the PID line
-// arrives everything is sudo's (prompts, lecture, errors); after it the
-// bytes are the command's own stderr.
-type header struct {
-	marker, prompt []byte
-	out            io.Writer
-
-	mu       sync.Mutex
-	buf      []byte
-	pre      []byte
-	done     bool
-	prompts  int
-	started  chan int
-	prompted chan int
-}
-
-func (h *header) Write(p []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.done {
-		return h.out.Write(p)
-	}
-	h.buf = append(h.buf, p...)
-	for {
-		if i := bytes.Index(h.buf, h.prompt); i >= 0 {
-			h.pre = append(h.pre, h.buf[:i]...)
-			h.buf = append(h.buf[:0:0], h.buf[i+len(h.prompt):]...)
-			h.prompts++
-			select {
-			case h.prompted <- h.prompts:
-			default:
-			}
-			continue
-		}
-		i := bytes.Index(h.buf, h.marker)
-		if i < 0 {
-			break
-		}
-		nl := bytes.IndexByte(h.buf[i:], '\n')
-		if nl < 0 {
-			break
-		}
-		pid, _ := strconv.Atoi(string(h.buf[i+len(h.marker) : i+nl]))
-		h.pre = append(h.pre, h.buf[:i]...)
-		rest := h.buf[i+nl+1:]
-		h.buf = nil
-		h.done = true
-		h.started <- pid
-		if len(rest) > 0 {
-			h.out.Write(rest)
-		}
-		return len(p), nil
-	}
-	return len(p), nil
-}
-
-func (h *header) isStarted() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.done
-}
-
-// preamble is what came before the command started (sudo's messages).
-func (h *header) preamble() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	s := string(h.pre) + string(h.buf)
-	return strings.TrimSpace(s)
-}
-
-// readErr remembers the reader's failure, which io.Copy would not tell
-// apart from a failure to write.
-type readErr struct {
-	r   io.Reader
-	err error
-}
-
-func (r *readErr) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	if err != nil && err != io.EOF {
-		r.err = err
-	}
-	return n, err
 }

@@ -112,7 +112,7 @@ func TestPasswordAuthAndSudo(t *testing.T) {
 	h.BecomePassword = "not-the-password"
 	bad := dialT(t, h, server.opts(t))
 	_, err = bad.Run(ctx, transport.Command{Argv: []string{"id"}, Become: true})
-	var be *BecomeError
+	var be *transport.BecomeError
 	if !errors.As(err, &be) || !strings.Contains(err.Error(), "incorrect password") {
 		t.Fatalf("wrong become password: got %v", err)
 	}

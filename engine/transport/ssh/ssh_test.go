@@ -61,28 +61,6 @@ func TestInnerScriptQuoting(t *testing.T) {
 	}
 }
 
-func TestHeader(t *testing.T) {
-	var out bytes.Buffer
-	h := &header{marker: []byte("KXM:1:pid="), prompt: []byte("KXM:1:pw:"), out: &out,
-		started: make(chan int, 1), prompted: make(chan int, 4)}
-	// Split writes at awkward places, as a network would.
-	for _, chunk := range []string{"We trust you...\nKXM:1:p", "w:", "Sorry, try again.\nKXM", ":1:pw:", "KXM:1:pid=42", "\nreal stderr\n", "more"} {
-		h.Write([]byte(chunk))
-	}
-	if n := len(h.prompted); n != 2 {
-		t.Errorf("prompts %d, want 2", n)
-	}
-	if pid := <-h.started; pid != 42 {
-		t.Errorf("pid %d", pid)
-	}
-	if out.String() != "real stderr\nmore" {
-		t.Errorf("stderr %q", out.String())
-	}
-	if p := h.preamble(); p != "We trust you...\nSorry, try again." {
-		t.Errorf("preamble %q", p)
-	}
-}
-
 func newKey(t *testing.T) gossh.PublicKey {
 	_, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {
@@ -188,7 +166,7 @@ func TestStatHelpers(t *testing.T) {
 	if !m || !o {
 		t.Fatal("different meta reported equal")
 	}
-	if unixMode(0o755|os.ModeSetuid) != 0o4755 || fromUnixMode(0o4755) != 0o755|os.ModeSetuid {
+	if transport.UnixMode(0o755|os.ModeSetuid) != 0o4755 || fromUnixMode(0o4755) != 0o755|os.ModeSetuid {
 		t.Fatal("setuid conversion")
 	}
 }
@@ -266,7 +244,7 @@ func TestHintsNameClusterYAMLFields(t *testing.T) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
 	}
-	be := &BecomeError{Host: "n1", User: "ops", Msg: "sudo failed"}
+	be := &transport.BecomeError{Host: "n1", User: "ops", Msg: "sudo failed"}
 	for _, want := range []string{"sudoPassword", "user ops", "NOPASSWD"} {
 		if !strings.Contains(be.Error(), want) {
 			t.Errorf("become error lacks %q: %v", want, be)
