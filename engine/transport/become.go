@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -110,17 +111,33 @@ func (h *BecomeHeader) Preamble() string {
 	return strings.TrimSpace(string(h.pre) + string(h.buf))
 }
 
-// ReadErr remembers its reader's failure, which io.Copy would not tell
-// apart from a failure to write.
-type ReadErr struct {
-	R   io.Reader
-	Err error
+// ForwardStdin copies src (nil: nothing) to the started command's stdin,
+// then calls closeStdin. When reading src fails, stdin stays open and the
+// error goes to failed, so that the caller kills the command: a clean EOF
+// would let it act on truncated input.
+func ForwardStdin(ctx context.Context, src io.Reader, stdin io.Writer, closeStdin func(), failed chan<- error) {
+	if src != nil {
+		r := &readErr{r: ContextReader(ctx, src)}
+		io.Copy(stdin, r)
+		if r.err != nil {
+			failed <- r.err
+			return
+		}
+	}
+	closeStdin()
 }
 
-func (r *ReadErr) Read(p []byte) (int, error) {
-	n, err := r.R.Read(p)
+// readErr remembers its reader's failure, which io.Copy would not tell
+// apart from a failure to write.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
 	if err != nil && err != io.EOF {
-		r.Err = err
+		r.err = err
 	}
 	return n, err
 }
@@ -156,4 +173,29 @@ func UnixMode(m fs.FileMode) uint32 {
 		v |= 0o1000
 	}
 	return v
+}
+
+// AtomicWriteCommand is a command, run through become, that streams src into
+// a temporary file beside dst, sets its mode and owner and renames it into
+// place, so readers never see a partly written file. It is how a transport
+// writes files its login user may not write.
+func AtomicWriteCommand(src io.Reader, dst string, mode fs.FileMode, owner, group string) Command {
+	const script = `set -e
+d=$(dirname -- "$1"); b=$(basename -- "$1")
+mkdir -p -- "$d"
+tmp=$(mktemp "$d/.$b.kubexm-XXXXXX")
+trap 'rm -f -- "$tmp"' EXIT
+cat > "$tmp"
+chmod "$2" "$tmp"
+if [ -n "$3" ]; then chown -- "$3" "$tmp"; fi
+mv -f -- "$tmp" "$1"
+trap - EXIT`
+	spec := owner
+	if group != "" {
+		spec += ":" + group
+	}
+	return Command{
+		Argv:  []string{"/bin/sh", "-c", script, "sh", dst, fmt.Sprintf("%04o", UnixMode(mode)), spec},
+		Stdin: src, Become: true,
+	}
 }

@@ -211,24 +211,7 @@ func (t *Transport) putWithSudo(ctx context.Context, src io.Reader, dst string, 
 	if mode == 0 {
 		mode = 0o644
 	}
-	script := `set -e
-d=$(dirname -- "$1"); b=$(basename -- "$1")
-mkdir -p -- "$d"
-tmp=$(mktemp "$d/.$b.kubexm-XXXXXX")
-trap 'rm -f -- "$tmp"' EXIT
-cat > "$tmp"
-chmod "$2" "$tmp"
-if [ -n "$3" ]; then chown -- "$3" "$tmp"; fi
-mv -f -- "$tmp" "$1"
-trap - EXIT`
-	spec := opts.Owner
-	if opts.Group != "" {
-		spec += ":" + opts.Group
-	}
-	res, err := t.Run(ctx, transport.Command{
-		Argv:  []string{"/bin/sh", "-c", script, "sh", dst, fmt.Sprintf("%04o", transport.UnixMode(mode)), spec},
-		Stdin: src, Become: true,
-	})
+	res, err := t.Run(ctx, transport.AtomicWriteCommand(src, dst, mode, opts.Owner, opts.Group))
 	if err != nil {
 		return err
 	}

@@ -116,20 +116,7 @@ func (t *Transport) runSudo(ctx context.Context, c transport.Command, argv []str
 		case pid = <-hdr.Started():
 			// Authentication (if any) is over: what is on stdin now belongs
 			// to the command.
-			go func() {
-				if c.Stdin != nil {
-					src := &transport.ReadErr{R: transport.ContextReader(ctx, c.Stdin)}
-					io.Copy(pw, src)
-					if src.Err != nil {
-						// A clean EOF would let the command act on
-						// truncated input: leave stdin open and have
-						// the command killed instead.
-						stdinFailed <- src.Err
-						return
-					}
-				}
-				closeStdin()
-			}()
+			go transport.ForwardStdin(ctx, c.Stdin, pw, closeStdin, stdinFailed)
 		case err := <-stdinFailed:
 			if ctx.Err() == nil {
 				t.killCommand(pid, sudoPid, c.BecomeUser, waited, control)

@@ -122,24 +122,7 @@ func (t *Transport) chown(ctx context.Context, p string, opts transport.PutOptio
 // putWithSudo streams src into a root-run script: sftp would write as the
 // login user, who usually may not write the target.
 func (t *Transport) putWithSudo(ctx context.Context, src io.Reader, dst string, opts transport.PutOptions) error {
-	script := `set -e
-d=$(dirname -- "$1"); b=$(basename -- "$1")
-mkdir -p -- "$d"
-tmp=$(mktemp "$d/.$b.kubexm-XXXXXX")
-trap 'rm -f -- "$tmp"' EXIT
-cat > "$tmp"
-chmod "$2" "$tmp"
-if [ -n "$3" ]; then chown -- "$3" "$tmp"; fi
-mv -f -- "$tmp" "$1"
-trap - EXIT`
-	spec := opts.Owner
-	if opts.Group != "" {
-		spec += ":" + opts.Group
-	}
-	res, err := t.Run(ctx, transport.Command{
-		Argv:  []string{"/bin/sh", "-c", script, "sh", dst, fmt.Sprintf("%04o", transport.UnixMode(opts.Mode)), spec},
-		Stdin: src, Become: true,
-	})
+	res, err := t.Run(ctx, transport.AtomicWriteCommand(src, dst, opts.Mode, opts.Owner, opts.Group))
 	if err != nil {
 		return err
 	}

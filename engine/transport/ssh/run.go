@@ -112,20 +112,7 @@ func (t *Transport) run(ctx context.Context, c transport.Command, mode runMode) 
 		case pid = <-hdr.Started():
 			// Authentication (if any) is over: what is on stdin now belongs
 			// to the command.
-			go func() {
-				if c.Stdin != nil {
-					src := &transport.ReadErr{R: transport.ContextReader(ctx, c.Stdin)}
-					io.Copy(stdin, src)
-					if src.Err != nil {
-						// A clean EOF would let the command act on
-						// truncated input: leave stdin open and have
-						// the command killed instead.
-						stdinFailed <- src.Err
-						return
-					}
-				}
-				stdin.Close()
-			}()
+			go transport.ForwardStdin(ctx, c.Stdin, stdin, func() { stdin.Close() }, stdinFailed)
 		case err := <-stdinFailed:
 			if ctx.Err() == nil {
 				t.kill(pid, sudo, c.BecomeUser)
