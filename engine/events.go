@@ -26,6 +26,7 @@ const (
 	EventTaskStart  EventKind = "task_start"
 	EventHostResult EventKind = "host_result"
 	EventTaskEnd    EventKind = "task_end"
+	EventPlayEnd    EventKind = "play_end"
 	EventLog        EventKind = "log" // a builtin's verbose progress (Env.Logf)
 	EventWarning    EventKind = "warning"
 	EventRecap      EventKind = "recap"
@@ -53,6 +54,8 @@ type Event struct {
 	Resumed    bool      `json:"resumed,omitempty"` // outcome taken from the journal of an earlier run
 	Handler    bool      `json:"handler,omitempty"`
 	// Task end: hosts done out of total, and how many per status.
+	// A task_end's Done hosts of Total: equal under the linear strategy;
+	// under free each host ends a task on its own (Done 1 of the play's).
 	Done   int            `json:"done,omitempty"`
 	Total  int            `json:"total,omitempty"`
 	Counts map[Status]int `json:"counts,omitempty"`

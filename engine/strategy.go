@@ -23,6 +23,9 @@ type playRun struct {
 	playVars map[*hostState]map[string]any
 	runOnce  map[*Task]*onceResult
 	incCache map[string][]*Task
+	// freeHosts is how many hosts run the play under the free strategy,
+	// where each host reports its tasks on its own.
+	freeHosts int
 }
 
 // overlay carries per-host loop variables of dynamic includes down to the
@@ -34,6 +37,7 @@ type overlay struct {
 
 func (r *runner) runPlay(ctx context.Context, p *Play) {
 	r.emit(Event{Kind: EventPlayStart, Play: p.Name, Pos: p.Pos.String(), Message: "hosts: " + p.Hosts})
+	defer r.emit(Event{Kind: EventPlayEnd, Play: p.Name, Pos: p.Pos.String()})
 	names, unknown, err := matchHosts(r.inv, p.Hosts)
 	if err != nil {
 		r.warn(p.Name, "play %q: %v", p.Name, err)
@@ -148,6 +152,7 @@ func (pr *playRun) run(ctx context.Context) {
 		hosts = pr.gather(ctx, hosts)
 	}
 	if p.Strategy == "free" {
+		pr.freeHosts = len(hosts)
 		var wg sync.WaitGroup
 		for _, h := range hosts {
 			wg.Add(1)

@@ -42,6 +42,11 @@ type Text struct {
 	w         io.Writer
 	log       *log.Logger
 	verbosity int
+	// Under the free strategy every host ends a task on its own; the view
+	// adds them up and prints the task's line when the last host is done,
+	// or at the end of the play for the hosts that never got there.
+	partial map[string]*engine.Event
+	order   []string
 }
 
 // NewText returns the human view writing to w.
@@ -65,17 +70,13 @@ func (t *Text) Emit(e engine.Event) {
 			l.Info("TASK "+taskTitle(e)+" ...", "hosts", e.Total)
 		}
 	case engine.EventTaskEnd:
-		kv := []any{"hosts", fmt.Sprintf("%d/%d", e.Done, e.Total), "elapsed", (time.Duration(e.DurationMS) * time.Millisecond).String()}
-		for _, s := range []engine.Status{engine.StatusChanged, engine.StatusOK, engine.StatusSkipped, engine.StatusFailed, engine.StatusIgnored, engine.StatusUnreachable} {
-			if n := e.Counts[s]; n > 0 {
-				kv = append(kv, string(s), n)
-			}
+		if e.Done < e.Total {
+			t.addPartial(e)
+			return
 		}
-		if e.Counts[engine.StatusFailed]+e.Counts[engine.StatusUnreachable] > 0 {
-			l.Error("TASK "+taskTitle(e), kv...)
-		} else {
-			l.Info("TASK "+taskTitle(e), kv...)
-		}
+		t.taskLine(e)
+	case engine.EventPlayEnd:
+		t.flushPartial()
 	case engine.EventHostResult:
 		kv := []any{"host", e.Host}
 		if e.Item != "" {
@@ -117,8 +118,62 @@ func (t *Text) Emit(e engine.Event) {
 	case engine.EventWarning:
 		l.Warn(e.Message)
 	case engine.EventRecap:
+		t.flushPartial()
 		t.recap(e)
 	}
+}
+
+// taskLine prints a task's line: hosts done/total, time, counts.
+func (t *Text) taskLine(e engine.Event) {
+	kv := []any{"hosts", fmt.Sprintf("%d/%d", e.Done, e.Total), "elapsed", (time.Duration(e.DurationMS) * time.Millisecond).String()}
+	for _, s := range []engine.Status{engine.StatusChanged, engine.StatusOK, engine.StatusSkipped, engine.StatusFailed, engine.StatusIgnored, engine.StatusUnreachable} {
+		if n := e.Counts[s]; n > 0 {
+			kv = append(kv, string(s), n)
+		}
+	}
+	if e.Counts[engine.StatusFailed]+e.Counts[engine.StatusUnreachable] > 0 {
+		t.log.Error("TASK "+taskTitle(e), kv...)
+	} else {
+		t.log.Info("TASK "+taskTitle(e), kv...)
+	}
+}
+
+// addPartial adds one host's end of a task; the line is printed when every
+// host of the play has ended it. The elapsed time is the slowest host's.
+func (t *Text) addPartial(e engine.Event) {
+	key := fmt.Sprintf("%s\x00%s\x00%s\x00%v", e.Play, e.Pos, e.Task, e.Handler)
+	sum, ok := t.partial[key]
+	if !ok {
+		if t.partial == nil {
+			t.partial = map[string]*engine.Event{}
+		}
+		first := e
+		first.Counts = map[engine.Status]int{}
+		first.Done, first.DurationMS = 0, 0
+		sum = &first
+		t.partial[key] = sum
+		t.order = append(t.order, key)
+	}
+	sum.Done += e.Done
+	sum.DurationMS = max(sum.DurationMS, e.DurationMS)
+	for s, n := range e.Counts {
+		sum.Counts[s] += n
+	}
+	if sum.Done >= sum.Total {
+		t.taskLine(*sum)
+		delete(t.partial, key)
+	}
+}
+
+// flushPartial prints the tasks that some hosts never reached (they failed
+// or ended earlier), in the order they were first ended.
+func (t *Text) flushPartial() {
+	for _, key := range t.order {
+		if sum, ok := t.partial[key]; ok {
+			t.taskLine(*sum)
+		}
+	}
+	t.partial, t.order = nil, nil
 }
 
 func (t *Text) streams(e engine.Event) {

@@ -81,3 +81,46 @@ func TestJSON(t *testing.T) {
 		t.Errorf("event = %v", m)
 	}
 }
+
+// Under the free strategy each host ends a task on its own: the view prints
+// one line per task when the last host is done, and at the end of the play
+// the tasks some hosts never reached.
+func TestTextFreeStrategyOneLinePerTask(t *testing.T) {
+	var buf bytes.Buffer
+	s := NewText(&buf, 0)
+	end := func(task string, ms int64, st engine.Status) engine.Event {
+		return engine.Event{Kind: engine.EventTaskEnd, Play: "p", Task: task, Pos: "pb.yaml:" + task, Done: 1, Total: 3,
+			DurationMS: ms, Counts: map[engine.Status]int{st: 1}}
+	}
+	s.Emit(engine.Event{Kind: engine.EventPlayStart, Play: "p", Message: "hosts: all"})
+	s.Emit(end("a", 100, engine.StatusOK))
+	s.Emit(end("a", 300, engine.StatusChanged))
+	if strings.Contains(buf.String(), "TASK a") {
+		t.Fatalf("a line before every host ended the task:\n%s", buf.String())
+	}
+	s.Emit(end("b", 50, engine.StatusOK)) // a fast host runs ahead
+	s.Emit(end("a", 200, engine.StatusFailed))
+	s.Emit(end("b", 70, engine.StatusOK)) // the host that failed a never gets to b
+	s.Emit(engine.Event{Kind: engine.EventPlayEnd, Play: "p"})
+	out := buf.String()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var tasks []string
+	for _, l := range lines {
+		if strings.Contains(l, "TASK") {
+			tasks = append(tasks, l)
+		}
+	}
+	if len(tasks) != 2 {
+		t.Fatalf("want one line per task, got:\n%s", out)
+	}
+	for _, want := range []string{"TASK a", "hosts=3/3", "elapsed=300ms", "changed=1", "ok=1", "failed=1"} {
+		if !strings.Contains(tasks[0], want) {
+			t.Errorf("task a's line %q lacks %q", tasks[0], want)
+		}
+	}
+	for _, want := range []string{"TASK b", "hosts=2/3", "ok=2"} {
+		if !strings.Contains(tasks[1], want) {
+			t.Errorf("task b's line %q lacks %q", tasks[1], want)
+		}
+	}
+}
