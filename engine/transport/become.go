@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // BecomeError is a failure of sudo itself, before the command ran.
@@ -198,4 +199,24 @@ trap - EXIT`
 		Argv:  []string{"/bin/sh", "-c", script, "sh", dst, fmt.Sprintf("%04o", UnixMode(mode)), spec},
 		Stdin: src, Become: true,
 	}
+}
+
+// KillGrace is how long a cancelled command gets between SIGTERM and SIGKILL.
+const KillGrace = 3 * time.Second
+
+// KillGroupScript is a shell script that stops the process group of pid:
+// SIGTERM, then SIGKILL after grace. The group is looked up when it runs,
+// since a command started through sudo may sit in sudo's group or in a
+// session sudo created. (dash's kill takes no "--".)
+func KillGroupScript(pid int, grace time.Duration) string {
+	return fmt.Sprintf(`p=%d
+s=$(cat /proc/$p/stat 2>/dev/null) || exit 0
+s=${s##*) }; set -- $s; g=$3
+kill -TERM -$g 2>/dev/null || kill -TERM $p 2>/dev/null
+i=0
+while kill -0 -$g 2>/dev/null; do
+  [ $i -ge %d ] && { kill -KILL -$g 2>/dev/null; exit 0; }
+  sleep 0.1 2>/dev/null || sleep 1; i=$((i+1))
+done
+exit 0`, pid, int(grace/(100*time.Millisecond)))
 }

@@ -19,10 +19,6 @@ import (
 	"github.com/mensylisir/kubexm/engine/transport"
 )
 
-// killGrace is how long a cancelled command run through sudo gets between
-// SIGTERM and SIGKILL.
-const killGrace = 3 * time.Second
-
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // sudoArgv wraps argv to run as user through sudo. The wrapper shell
@@ -174,17 +170,8 @@ func (t *Transport) runSudo(ctx context.Context, c transport.Command, argv []str
 // relays it, and SIGKILL to sudo's group are the fallback.
 func (t *Transport) killCommand(pid, sudoPid int, becomeUser string, waited <-chan error, control bool) {
 	if pid > 0 && !control {
-		ctx, cancel := context.WithTimeout(context.Background(), killGrace+10*time.Second)
-		script := fmt.Sprintf(`p=%d
-s=$(cat /proc/$p/stat 2>/dev/null) || exit 0
-s=${s##*) }; set -- $s; g=$3
-kill -TERM -$g 2>/dev/null || kill -TERM $p 2>/dev/null
-i=0
-while kill -0 -$g 2>/dev/null; do
-  [ $i -ge %d ] && { kill -KILL -$g 2>/dev/null; exit 0; }
-  sleep 0.1 2>/dev/null || sleep 1; i=$((i+1))
-done
-exit 0`, pid, int(killGrace/(100*time.Millisecond)))
+		ctx, cancel := context.WithTimeout(context.Background(), transport.KillGrace+10*time.Second)
+		script := transport.KillGroupScript(pid, transport.KillGrace)
 		t.runSudo(ctx, transport.Command{Become: true, BecomeUser: becomeUser}, []string{"/bin/sh", "-c", script}, true)
 		cancel()
 	}
@@ -192,7 +179,7 @@ exit 0`, pid, int(killGrace/(100*time.Millisecond)))
 	select {
 	case <-waited:
 		return
-	case <-time.After(killGrace):
+	case <-time.After(transport.KillGrace):
 	}
 	syscall.Kill(-sudoPid, syscall.SIGKILL)
 	<-waited

@@ -13,9 +13,6 @@ import (
 	"github.com/mensylisir/kubexm/engine/transport"
 )
 
-// killGrace is how long a cancelled command gets between SIGTERM and SIGKILL.
-const killGrace = 3 * time.Second
-
 // Run implements transport.Transport.
 func (t *Transport) Run(ctx context.Context, c transport.Command) (transport.Result, error) {
 	return t.run(ctx, c, runMode{capture: true})
@@ -171,21 +168,10 @@ func (t *Transport) ctxError(ctx context.Context, c transport.Command) error {
 
 // kill stops the process group of a cancelled command over a separate
 // session (closing a session without a pty leaves the process running).
-// The group of the announced PID is looked up at kill time: under sudo it
-// is sudo's group or the session sudo created. (dash's kill takes no "--".)
 func (t *Transport) kill(pid int, sudo bool, becomeUser string) {
-	ctx, cancel := context.WithTimeout(context.Background(), killGrace+10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), transport.KillGrace+10*time.Second)
 	defer cancel()
-	script := fmt.Sprintf(`p=%d
-s=$(cat /proc/$p/stat 2>/dev/null) || exit 0
-s=${s##*) }; set -- $s; g=$3
-kill -TERM -$g 2>/dev/null || kill -TERM $p 2>/dev/null
-i=0
-while kill -0 -$g 2>/dev/null; do
-  [ $i -ge %d ] && { kill -KILL -$g 2>/dev/null; exit 0; }
-  sleep 0.1 2>/dev/null || sleep 1; i=$((i+1))
-done
-exit 0`, pid, int(killGrace/(100*time.Millisecond)))
+	script := transport.KillGroupScript(pid, transport.KillGrace)
 	t.run(ctx, transport.Command{Script: script, Become: sudo, BecomeUser: becomeUser}, runMode{capture: true, control: true})
 }
 
