@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"os"
 	"path/filepath"
@@ -9,14 +8,14 @@ import (
 
 	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/transport"
-	"github.com/mensylisir/kubexm/engine/transport/local"
 	"github.com/mensylisir/kubexm/engine/transport/ssh"
 	"github.com/mensylisir/kubexm/schema"
 )
 
-// connector opens one transport per host: local for the control machine,
-// SSH for the rest. Host keys and upload slots are shared by every host of
-// the run, so it is built once per process.
+// connector opens the SSH transport of a host; the engine itself runs the
+// control machine and the inventory's local hosts on the local transport.
+// Host keys and upload slots are shared by every host of the run, so it is
+// built once per process.
 type connector struct {
 	policy      ssh.HostKeyChecking
 	uploadForks int
@@ -29,9 +28,6 @@ type connector struct {
 }
 
 func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
-	if h.Local || h.Name == inventory.Localhost {
-		return local.New(h.Name, local.WithBecomePassword(cmp.Or(h.BecomePassword, h.Password))), nil
-	}
 	c.once.Do(func() {
 		home, _ := os.UserHomeDir()
 		var read []string
