@@ -76,7 +76,7 @@ func (failBuiltin) Spec() step.Spec {
 		Summary:  "Fail the task with a message (usually with `when:`).",
 		Args:     []step.Arg{{Name: "msg", Type: step.String, Default: "Failed as requested from task", Doc: "The failure message."}},
 		FreeForm: "msg",
-		Examples: []string{"fail:\n  msg: \"unsupported OS {{ .facts.os_id }}\"\nwhen: facts.os.id not in ['debian', 'ubuntu', 'centos', 'rocky']"},
+		Examples: []string{"fail:\n  msg: \"unsupported OS {{ .facts.os_id }}\"\nwhen: facts.os_id not in ['debian', 'ubuntu', 'centos', 'rocky']"},
 	}
 }
 
@@ -96,7 +96,7 @@ func (debugBuiltin) Spec() step.Spec {
 		Summary: "Print a message or the value of an expression.",
 		Args: []step.Arg{
 			{Name: "msg", Type: step.Any, Doc: "Text (templated as usual) or any value to print."},
-			{Name: "var", Type: step.String, Doc: "Expression whose value is printed, such as `facts.os`."},
+			{Name: "var", Type: step.String, Doc: "Expression whose value is printed, such as `facts.os_id`."},
 		},
 		FreeForm: "msg",
 		Examples: []string{"debug:\n  var: join_command.stdout"},

@@ -119,7 +119,7 @@ func testRegistry(c *calls) map[string]step.Builtin {
 			}},
 		"setup": fakeBuiltin{spec: step.Spec{Name: "setup"}, run: func(_ context.Context, env *step.Env, _ step.Args) (step.Result, error) {
 			c.add(env.Host + ":setup")
-			return step.Result{Facts: map[string]any{"hostname": env.Host, "os": "linux"}}, nil
+			return step.Result{Facts: map[string]any{"facts": map[string]any{"hostname": env.Host, "os": "linux"}}}, nil
 		}},
 		// readfile finds a role's files/ or templates/ file as copy and
 		// template do, and records "host:readfile=<content>".

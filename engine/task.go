@@ -105,7 +105,10 @@ func (pr *playRun) applyOutcome(t *Task, h *hostState, o hostOutcome) {
 	}
 	if len(o.facts) > 0 {
 		if t.Action == "setup" {
-			h.setFacts(o.facts)
+			// setup sets the one variable `facts`; it is kept apart from
+			// set_fact so that clear_facts and hostvars see it as gathered.
+			f, _ := o.facts["facts"].(map[string]any)
+			h.setFacts(f)
 		} else {
 			h.setDyn(o.facts)
 		}

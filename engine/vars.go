@@ -89,6 +89,9 @@ func (h *hostState) setDyn(kv map[string]any) {
 }
 
 func (h *hostState) setFacts(f map[string]any) {
+	if f == nil {
+		f = map[string]any{}
+	}
 	h.mu.Lock()
 	h.facts = f
 	h.gathered = true
