@@ -484,6 +484,13 @@ func typeName(v any) string {
 func (ld *loader) engineTask(t *Task, n *node, action string, val *node, ctx, child taskCtx) *Task {
 	name := t.Name
 	static := action == "import_tasks" || action == "import_role"
+	if !static && action != "meta" {
+		// A dynamic include's own when is checked once, when it runs; the
+		// included tasks inherit only what the include itself inherited.
+		inh := *t
+		inh.When = ctx.parent.When
+		child.parent = &inh
+	}
 	if static && t.HasLoop {
 		ld.taskErrorf(n.get("loop").pos, name, "%s is static and cannot loop; use %s", action, strings.Replace(action, "import", "include", 1))
 	}
