@@ -36,3 +36,45 @@ func TestIncludeWhenCheckedOnce(t *testing.T) {
 		t.Errorf("calls %v, want [h1:STEP2]", got)
 	}
 }
+
+func TestFailLimitsJudgedAfterRescue(t *testing.T) {
+	for _, limit := range []string{"any_errors_fatal: true", "max_fail_percentage: 0"} {
+		t.Run(limit, func(t *testing.T) {
+			rr := runFiles(t, map[string]string{"playbook.yaml": `
+- hosts: all
+  ` + limit + `
+  tasks:
+    - block:
+        - probe: {id: a, fail: "{{ eq .inventory_hostname \"h2\" }}"}
+      rescue:
+        - probe: rescued
+    - probe: after
+`}, RunOptions{})
+			if rr.err != nil {
+				t.Fatalf("the rescue recovered the failure, yet: %v", rr.err)
+			}
+			if n := rr.calls.count("h2:rescued"); n != 1 {
+				t.Errorf("rescue ran %d times on h2", n)
+			}
+			for _, h := range []string{"h1", "h2", "h3"} {
+				if rr.calls.count(h+":after") != 1 {
+					t.Errorf("%s did not continue: %v", h, rr.calls.sorted())
+				}
+			}
+			// An unrescued failure still stops the run.
+			rr = runFiles(t, map[string]string{"playbook.yaml": `
+- hosts: all
+  ` + limit + `
+  tasks:
+    - block:
+        - probe: {id: a, fail: "{{ eq .inventory_hostname \"h2\" }}"}
+      rescue:
+        - probe: {id: rescue, fail: true}
+    - probe: after
+`}, RunOptions{})
+			if rr.err == nil || rr.calls.count("h1:after") != 0 {
+				t.Errorf("a failed rescue must stop the run: err %v, calls %v", rr.err, rr.calls.sorted())
+			}
+		})
+	}
+}

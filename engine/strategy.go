@@ -253,8 +253,16 @@ func (pr *playRun) runTask(ctx context.Context, t *Task, hosts []*hostState, ov 
 	return pr.runAction(ctx, t, hosts, ov, false)
 }
 
+// rescuable marks a context whose failures a rescue may still recover, so
+// any_errors_fatal and max_fail_percentage wait for the rescue's outcome.
+type rescuable struct{}
+
 func (pr *playRun) runBlock(ctx context.Context, t *Task, hosts []*hostState, ov *overlay) []*hostState {
-	failed := pr.runList(ctx, t.Block, hosts, ov)
+	bctx := ctx
+	if len(t.Rescue) > 0 {
+		bctx = context.WithValue(ctx, rescuable{}, true)
+	}
+	failed := pr.runList(bctx, t.Block, hosts, ov)
 	if len(t.Rescue) > 0 && len(failed) > 0 && !pr.halted(ctx) {
 		pr.mu.Lock()
 		for _, h := range failed {
@@ -272,6 +280,9 @@ func (pr *playRun) runBlock(ctx context.Context, t *Task, hosts []*hostState, ov
 			}
 		}
 		failed = still
+		if ctx.Value(rescuable{}) == nil {
+			pr.checkFailLimits(t, failed)
+		}
 	}
 	if len(t.Always) > 0 && ctx.Err() == nil {
 		// always runs on the hosts that failed in the block too.

@@ -62,7 +62,9 @@ func (pr *playRun) runAction(ctx context.Context, t *Task, hosts []*hostState, o
 	r.jr.sync()
 	r.emit(Event{Kind: EventTaskEnd, Play: pr.p.Name, Role: t.RoleName(), Task: t.Name, Pos: t.Pos.String(),
 		Done: len(hosts), Total: max(len(hosts), pr.freeHosts), Counts: counts, DurationMS: since(start), Handler: handler})
-	pr.checkFailLimits(t, failed)
+	if ctx.Value(rescuable{}) == nil {
+		pr.checkFailLimits(t, failed)
+	}
 	return failed
 }
 
