@@ -2,6 +2,7 @@ package engine
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -74,6 +75,43 @@ func TestFailLimitsJudgedAfterRescue(t *testing.T) {
 `}, RunOptions{})
 			if rr.err == nil || rr.calls.count("h1:after") != 0 {
 				t.Errorf("a failed rescue must stop the run: err %v, calls %v", rr.err, rr.calls.sorted())
+			}
+		})
+	}
+}
+
+func TestPlayVarsResolveInAnyOrder(t *testing.T) {
+	rr := runFiles(t, map[string]string{"playbook.yaml": `
+- hosts: h1
+  vars:
+    url: "https://{{ .host }}:{{ .port }}"
+    host: "{{ .name }}.example"
+    name: x
+  tasks:
+    - probe: {id: a, msg: "{{ .url }}"}
+`}, RunOptions{})
+	if rr.err != nil {
+		t.Fatal(rr.err)
+	}
+	if got := rr.calls.sorted(); !slices.Equal(got, []string{"h1:a=https://x.example:80"}) {
+		t.Errorf("calls %v", got)
+	}
+}
+
+func TestRecursiveVariablesAreAnError(t *testing.T) {
+	for what, vars := range map[string]string{
+		"play": "  vars: {y: \"{{ .x }}-y\", x: \"{{ .y }}-x\"}\n  tasks:\n    - probe: {id: a, msg: \"{{ .x }}\"}\n",
+		"task": "  tasks:\n    - probe: {id: a, msg: \"{{ .x }}\"}\n      vars: {y: \"{{ .x }}-y\", x: \"{{ .y }}-x\"}\n",
+		"self": "  vars: {x: \"{{ .x }}-x\"}\n  tasks:\n    - probe: {id: a, msg: \"{{ .x }}\"}\n",
+	} {
+		t.Run(what, func(t *testing.T) {
+			rr := runFiles(t, map[string]string{"playbook.yaml": "- hosts: h1\n" + vars}, RunOptions{NoJournal: true})
+			if rr.err == nil || rr.calls.count("h1:a") != 0 {
+				t.Fatalf("a cycle must fail the task: err %v, calls %v", rr.err, rr.calls.sorted())
+			}
+			msg := rr.recap.Hosts["h1"].Error
+			if !strings.Contains(msg, "refers to itself") || !strings.Contains(msg, "x -> ") || !strings.Contains(msg, "playbook.yaml:") {
+				t.Errorf("message %q does not name the cycle and where", msg)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -578,26 +579,22 @@ func batchSize(v any, total int) (int, error) {
 
 var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// refRe finds the names a template may read: every ".name". Field names
-// (.spec.network) are caught too; that only orders rendering more strictly.
-var refRe = regexp.MustCompile(`\.([A-Za-z_][A-Za-z0-9_]*)`)
-
-// templateRefs adds to refs the names the strings in v may read.
-func templateRefs(v any, refs []string) []string {
+// templateRefs adds to refs the variables the templates in v read.
+func (ld *loader) templateRefs(v any, refs []string) []string {
 	switch x := v.(type) {
 	case string:
-		for _, m := range refRe.FindAllStringSubmatch(x, -1) {
-			if !slices.Contains(refs, m[1]) {
-				refs = append(refs, m[1])
+		for _, name := range ld.ev.Refs(x) {
+			if !slices.Contains(refs, name) {
+				refs = append(refs, name)
 			}
 		}
 	case []any:
 		for _, e := range x {
-			refs = templateRefs(e, refs)
+			refs = ld.templateRefs(e, refs)
 		}
 	case map[string]any:
-		for _, e := range x {
-			refs = templateRefs(e, refs)
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			refs = ld.templateRefs(x[k], refs)
 		}
 	}
 	return refs
@@ -622,7 +619,7 @@ func (ld *loader) varsNode(n *node) varList {
 		tmpl := ld.checkTemplates(n.vals[i], "")
 		d := varDef{name: name, val: v, pos: k.pos, template: tmpl}
 		if tmpl {
-			d.refs = templateRefs(v, nil)
+			d.refs = ld.templateRefs(v, nil)
 		}
 		out = append(out, d)
 	}

@@ -673,33 +673,60 @@ func (pr *playRun) vars(h *hostState, t *Task, ov *overlay, hv map[string]any) (
 	maps.Copy(v, r.opts.ExtraVars)
 	pr.magic(v, h, t, hv)
 	if t != nil {
-		pending = r.renderOrder(t, pending)
+		if pending, err = r.renderOrder(t, pending); err != nil {
+			return nil, err
+		}
 	}
 	for _, d := range pending {
 		if _, over := dyn[d.name]; over {
 			continue
 		}
-		if _, over := r.opts.ExtraVars[d.name]; over {
-			continue
+		if err := r.renderVar(v, d); err != nil {
+			return nil, err
 		}
-		val, err := r.ev.RenderValue(d.val, v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: variable %s: %w", d.pos, d.name, err)
-		}
-		v[d.name] = val
 	}
 	return v, nil
+}
+
+// renderVar renders one templated variable into v, unless -e sets it.
+func (r *runner) renderVar(v map[string]any, d *varDef) error {
+	if _, over := r.opts.ExtraVars[d.name]; over {
+		return nil
+	}
+	val, err := r.ev.RenderValue(d.val, v)
+	if err != nil {
+		return fmt.Errorf("%s: variable %s: %w", d.pos, d.name, err)
+	}
+	v[d.name] = val
+	return nil
 }
 
 // renderOrder sorts a task's queued templated variables so that each comes
 // after the queued ones it reads: an inner scope (an imported role's
 // defaults) that redefines a variable moves it to the end of the queue, and
 // the outer variables derived from it must still see its rendered value.
-// The queue depends only on the task, so the order is computed once.
-func (r *runner) renderOrder(t *Task, pending []*varDef) []*varDef {
-	if cached, ok := r.orders.Load(t); ok {
-		return cached.([]*varDef)
+// The queue depends only on the task (or play), so the order is computed
+// once.
+func (r *runner) renderOrder(key any, pending []*varDef) ([]*varDef, error) {
+	if cached, ok := r.orders.Load(key); ok {
+		o := cached.(varOrder)
+		return o.defs, o.err
 	}
+	defs, err := orderVars(pending)
+	r.orders.Store(key, varOrder{defs, err})
+	return defs, err
+}
+
+type varOrder struct {
+	defs []*varDef
+	err  error
+}
+
+// orderVars sorts templated variables so that each comes after those it
+// reads, whatever the order they were written in. Variables that read each
+// other, directly or through others, have no value: that is an error naming
+// the cycle, as in Ansible.
+func orderVars(pending []*varDef) ([]*varDef, error) {
 	byName := make(map[string]*varDef, len(pending))
 	for _, d := range pending {
 		byName[d.name] = d
@@ -707,25 +734,42 @@ func (r *runner) renderOrder(t *Task, pending []*varDef) []*varDef {
 	const visiting, done = 1, 2
 	state := make(map[*varDef]int, len(pending))
 	out := make([]*varDef, 0, len(pending))
-	var visit func(d *varDef)
-	visit = func(d *varDef) {
-		if state[d] != 0 { // done, or a cycle: declaration order decides
-			return
+	var stack []*varDef
+	var visit func(d *varDef) error
+	visit = func(d *varDef) error {
+		switch state[d] {
+		case done:
+			return nil
+		case visiting:
+			i := slices.Index(stack, d)
+			var names []string
+			for _, s := range stack[i:] {
+				names = append(names, s.name)
+			}
+			names = append(names, d.name)
+			return fmt.Errorf("%s: variable %s refers to itself (%s): a variable cannot be defined in terms of itself; give the value another name",
+				d.pos, d.name, strings.Join(names, " -> "))
 		}
 		state[d] = visiting
+		stack = append(stack, d)
 		for _, name := range d.refs {
-			if dep, ok := byName[name]; ok && dep != d {
-				visit(dep)
+			if dep, ok := byName[name]; ok {
+				if err := visit(dep); err != nil {
+					return err
+				}
 			}
 		}
+		stack = stack[:len(stack)-1]
 		state[d] = done
 		out = append(out, d)
+		return nil
 	}
 	for _, d := range pending {
-		visit(d)
+		if err := visit(d); err != nil {
+			return nil, err
+		}
 	}
-	r.orders.Store(t, out)
-	return out
+	return out, nil
 }
 
 // setLayer sets a layer's plain values and queues its templated ones; a
@@ -754,27 +798,6 @@ func (pr *playRun) magic(v map[string]any, h *hostState, t *Task, hv map[string]
 	}
 }
 
-// renderVars renders a variable layer in declaration order, each value seeing
-// the ones before it. Extra vars (-e) win over the layer, also for the later
-// values that are derived from them.
-func (r *runner) renderVars(v map[string]any, vl varList) error {
-	for _, d := range vl {
-		if _, over := r.opts.ExtraVars[d.name]; over {
-			continue
-		}
-		if !d.template {
-			v[d.name] = d.val
-			continue
-		}
-		val, err := r.ev.RenderValue(d.val, v)
-		if err != nil {
-			return fmt.Errorf("%s: variable %s: %w", d.pos, d.name, err)
-		}
-		v[d.name] = val
-	}
-	return nil
-}
-
 func (pr *playRun) playVarsFor(h *hostState, hv map[string]any) (map[string]any, error) {
 	pr.mu.Lock()
 	pv, ok := pr.playVars[h]
@@ -788,8 +811,18 @@ func (pr *playRun) playVarsFor(h *hostState, hv map[string]any) (map[string]any,
 	v["facts"] = facts
 	pr.magic(v, h, nil, hv)
 	maps.Copy(v, pr.r.opts.ExtraVars)
-	if err := pr.r.renderVars(v, pr.p.Vars); err != nil {
+	// Play variables may read each other in any order, as task variables
+	// do: plain values first, then the templates, each after those it reads.
+	pending := setLayer(v, pr.p.Vars, nil)
+	maps.Copy(v, pr.r.opts.ExtraVars)
+	pending, err := pr.r.renderOrder(pr.p, pending)
+	if err != nil {
 		return nil, err
+	}
+	for _, d := range pending {
+		if err := pr.r.renderVar(v, d); err != nil {
+			return nil, err
+		}
 	}
 	pv = make(map[string]any, len(pr.p.Vars))
 	for _, d := range pr.p.Vars {
