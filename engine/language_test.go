@@ -116,3 +116,41 @@ func TestRecursiveVariablesAreAnError(t *testing.T) {
 		})
 	}
 }
+
+func TestRolesRunOncePerPlay(t *testing.T) {
+	files := map[string]string{
+		"playbook.yaml": `
+- hosts: h1
+  roles:
+    - ra
+    - rb
+    - rb
+    - {role: rb, vars: {v: other}}
+    - dup
+    - dup
+  tasks:
+    - import_role: {name: ra}
+- hosts: h1
+  roles: [ra]
+`,
+		"roles/common/tasks/main.yaml": "- probe: common\n",
+		"roles/ra/meta/main.yaml":      "dependencies: [common]\n",
+		"roles/ra/tasks/main.yaml":     "- probe: ra\n",
+		"roles/rb/meta/main.yaml":      "dependencies: [common]\n",
+		"roles/rb/defaults/main.yaml":  "v: default\n",
+		"roles/rb/tasks/main.yaml":     "- probe: {id: rb, msg: \"{{ .v }}\"}\n",
+		"roles/dup/meta/main.yaml":     "allow_duplicates: true\n",
+		"roles/dup/tasks/main.yaml":    "- probe: dup\n",
+	}
+	rr := runFiles(t, files, RunOptions{})
+	if rr.err != nil {
+		t.Fatal(rr.err)
+	}
+	// Once per play each, except for other parameters, allow_duplicates and
+	// import_role; the second play runs its roles again.
+	for id, want := range map[string]int{"h1:common": 2, "h1:ra": 3, "h1:rb=default": 1, "h1:rb=other": 1, "h1:dup": 2} {
+		if got := rr.calls.count(id); got != want {
+			t.Errorf("%s ran %d times, want %d (calls %v)", id, got, want, rr.calls.sorted())
+		}
+	}
+}

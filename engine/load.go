@@ -53,7 +53,10 @@ type loader struct {
 	// handlerRoles records which roles already contributed handlers to the
 	// current play.
 	handlerRoles map[string]bool
-	play         *Play
+	// seenRoles holds the role references of the current play, for
+	// deduplication.
+	seenRoles map[string]bool
+	play      *Play
 }
 
 // Load finds the playbook ref (a directory holding playbook.yaml, a YAML file,
@@ -398,6 +401,7 @@ func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
 	p := &Play{Name: name, Pos: pn.pos, src: src, MaxFailPercentage: -1, Strategy: "linear"}
 	ld.play = p
 	ld.handlerRoles = map[string]bool{}
+	ld.seenRoles = map[string]bool{}
 	hn := pn.get("hosts")
 	switch {
 	case hn == nil:

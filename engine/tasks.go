@@ -640,6 +640,9 @@ func (ld *loader) findTasksFile(file string, ctx taskCtx) (source, bool) {
 // roleRef reads one entry of a play's roles: a name or {role, vars, tags, when}.
 func (ld *loader) roleRef(n *node, ctx taskCtx) *Task {
 	if s, ok := n.str(); ok {
+		if ld.duplicateRole(s, "", nil) {
+			return nil
+		}
 		return ld.roleBlock(s, "", nil, n.pos, ctx)
 	}
 	if n.kind != mapNode {
@@ -667,7 +670,42 @@ func (ld *loader) roleRef(n *node, ctx taskCtx) *Task {
 	sub := ctx
 	sub.parent = holder
 	tasksFrom, _ := n.get("tasks_from").str()
+	if ld.duplicateRole(name, tasksFrom, holder.Vars) {
+		return nil
+	}
 	return ld.roleBlock(name, tasksFrom, holder.Vars, n.pos, sub)
+}
+
+// duplicateRole applies Ansible's role deduplication to a play's roles and
+// their dependencies: a role runs once per play, unless its
+// meta/main.yaml says allow_duplicates: true or it is given other
+// parameters (or another tasks_from). when and tags do not make a reference
+// different. include_role and import_role always run.
+func (ld *loader) duplicateRole(name, tasksFrom string, params varList) bool {
+	if ld.play == nil {
+		return false
+	}
+	dir, ok := ld.findRole(name)
+	if !ok {
+		return false // roleBlock reports it
+	}
+	if f, ok := dir.join("meta").yamlFile("main"); ok {
+		if n, ok := ld.readYAML(f); ok && n.kind == mapNode {
+			if a := n.get("allow_duplicates"); a != nil && ld.boolField(a, "allow_duplicates") {
+				return false
+			}
+		}
+	}
+	var key strings.Builder
+	key.WriteString(dir.String() + "\x00" + tasksFrom)
+	for _, d := range params {
+		fmt.Fprintf(&key, "\x00%s=%v", d.name, d.val)
+	}
+	if ld.seenRoles[key.String()] {
+		return true
+	}
+	ld.seenRoles[key.String()] = true
+	return false
 }
 
 // findRole looks for a role in the playbook's roles/, the roles/ beside its
@@ -731,8 +769,8 @@ func (ld *loader) roleBlock(name, tasksFrom string, params varList, at Pos, ctx 
 	if f, ok := dir.join("meta").yamlFile("main"); ok && tasksFrom == "" {
 		if n, ok := ld.readYAML(f); ok && n.kind == mapNode {
 			for _, k := range n.keys {
-				if ks := k.keyString(); ks != "dependencies" && ks != "galaxy_info" && ks != "description" {
-					ld.errorf(k.pos, "role %s meta: unknown key %q; meta/main.yaml holds dependencies", name, ks)
+				if ks := k.keyString(); ks != "dependencies" && ks != "galaxy_info" && ks != "description" && ks != "allow_duplicates" {
+					ld.errorf(k.pos, "role %s meta: unknown key %q; meta/main.yaml holds dependencies and allow_duplicates", name, ks)
 				}
 			}
 			if deps := n.get("dependencies"); deps != nil {
