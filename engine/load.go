@@ -655,13 +655,13 @@ func (ld *loader) checkTemplates(n *node, task string) bool {
 		return any
 	}
 	s, ok := n.str()
-	if !ok || !strings.Contains(s, "{{") {
+	if !ok || !strings.Contains(s, "{") {
 		return false
 	}
 	if err := ld.ev.CheckTemplate(s); err != nil {
 		ld.taskErrorf(n.pos, task, "%v", err)
 	}
-	return true
+	return strings.Contains(s, "{{")
 }
 
 func (ld *loader) stringList(n *node, what string) []cond {

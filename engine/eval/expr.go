@@ -226,6 +226,8 @@ func exprHint(src string) string {
 		return " (hint: there is no bool filter; compare the value: x == true, x == \"yes\")"
 	case strings.Contains(squeezed, "| length") || strings.Contains(squeezed, "|length"):
 		return " (hint: write len(x) instead of x | length)"
+	case strings.Contains(squeezed, "query(") || strings.Contains(squeezed, "lookup("):
+		return lookupHint
 	}
 	return ""
 }

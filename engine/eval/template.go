@@ -139,6 +139,9 @@ func (e *Evaluator) RenderValue(v any, vars map[string]any) (any, error) {
 // --syntax-check).
 func (e *Evaluator) CheckTemplate(s string) error {
 	if !strings.Contains(s, "{{") {
+		if stmt := jinjaStatement(s); stmt != "" {
+			return jinjaError(s, stmt)
+		}
 		return nil
 	}
 	return e.template(s).err
@@ -154,6 +157,9 @@ func (e *Evaluator) template(s string) *compiledTemplate {
 }
 
 func (e *Evaluator) parseTemplate(s string) *compiledTemplate {
+	if stmt := jinjaStatement(s); stmt != "" {
+		return &compiledTemplate{err: jinjaError(s, stmt)}
+	}
 	t, err := template.New(templateName).Option("missingkey=error").Funcs(e.userFuncs).Parse(s)
 	if err != nil {
 		return &compiledTemplate{err: e.templateError(s, err)}
@@ -412,23 +418,6 @@ func (e *Evaluator) templateError(src string, err error) error {
 			hint: didYouMean(m.suggest)}
 	}
 	return &Error{Kind: "template", Source: src, Err: err, detail: cleanTemplateError(err), hint: e.templateHint(src, err)}
-}
-
-// templateHint recognises the mistakes of people used to Jinja.
-func (e *Evaluator) templateHint(src string, err error) string {
-	if strings.Contains(src, "{%") {
-		return " (hint: templates are Go text/template, not Jinja: {{ if .x }}...{{ else }}...{{ end }}, {{ range .list }}...{{ end }})"
-	}
-	msg := err.Error()
-	const notDefined = `function "`
-	if i := strings.Index(msg, notDefined); i >= 0 && strings.HasSuffix(msg, `" not defined`) {
-		name := msg[i+len(notDefined) : len(msg)-len(`" not defined`)]
-		if alt := closestKey(e.userFuncs, name); alt != "" {
-			return fmt.Sprintf(" (did you mean %q?)", alt)
-		}
-		return fmt.Sprintf(" (hint: variables start with a dot: {{ .%s }})", name)
-	}
-	return ""
 }
 
 // cleanTemplateError turns `template: tmpl:1:3: executing "tmpl" at <f>:
