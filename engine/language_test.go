@@ -154,3 +154,20 @@ func TestRolesRunOncePerPlay(t *testing.T) {
 		}
 	}
 }
+
+func TestAnsibleKeywordsPointToTheKubexmWay(t *testing.T) {
+	for src, want := range map[string]string{
+		"  tasks:\n    - probe: a\n      with_items: [1, 2]\n":        "use loop:",
+		"  tasks:\n    - probe: a\n      with_fileglob: ['*.conf']\n": "register, then loop",
+		"  tasks:\n    - probe: a\n      become_user: postgres\n":     "runuser",
+		"  tasks:\n    - include_vars: vars.yaml\n":                   "vars_files",
+		"  tasks:\n    - block: [{probe: a}]\n      become_user: x\n": "runuser",
+		"  become_user: postgres\n  tasks:\n    - probe: a\n":         "runuser",
+		"  tasks:\n    - local_action: {module: probe}\n":             "delegate_to: localhost",
+	} {
+		_, err := LoadBytes(t.Context(), "pb.yaml", []byte("- hosts: all\n"+src), LoadOptions{Builtins: testRegistry(&calls{})})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want a pointer with %q", src, err, want)
+		}
+	}
+}

@@ -391,7 +391,10 @@ func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
 	name, _ := pn.get("name").str()
 	for _, k := range pn.keys {
 		if ks := k.keyString(); !playKeys[ks] {
-			hint := didYouMean(ks, keysOf(playKeys))
+			hint := ansibleHint(ks)
+			if hint == "" {
+				hint = didYouMean(ks, keysOf(playKeys))
+			}
 			if _, isTask := taskKeys[ks]; isTask || ld.opts.Builtins[ks] != nil {
 				hint = "; tasks go under tasks:"
 			}

@@ -86,7 +86,11 @@ func (ld *loader) task(n *node, ctx taskCtx) *Task {
 	if isBlock {
 		for _, k := range n.keys {
 			if ks := k.keyString(); !blockKeys[ks] {
-				ld.taskErrorf(k.pos, name, "%q is not valid on a block%s", ks, didYouMean(ks, keysOf(blockKeys)))
+				hint := ansibleHint(ks)
+				if hint == "" {
+					hint = didYouMean(ks, keysOf(blockKeys))
+				}
+				ld.taskErrorf(k.pos, name, "%q is not valid on a block%s", ks, hint)
 			}
 		}
 	} else {
@@ -108,7 +112,11 @@ func (ld *loader) task(n *node, ctx taskCtx) *Task {
 			for _, a := range actions {
 				ks := a.keyString()
 				if _, ok := ld.opts.Builtins[ks]; !ok && !engineActions[ks] {
-					ld.taskErrorf(a.pos, name, "unknown task key or builtin %q%s", ks, didYouMean(ks, append(keysOf(taskKeys), keysOf(ld.opts.Builtins)...)))
+					hint := ansibleHint(ks)
+					if hint == "" {
+						hint = didYouMean(ks, append(keysOf(taskKeys), keysOf(ld.opts.Builtins)...))
+					}
+					ld.taskErrorf(a.pos, name, "unknown task key or builtin %q%s", ks, hint)
 					unknown = true
 				}
 			}
@@ -148,7 +156,11 @@ func (ld *loader) task(n *node, ctx taskCtx) *Task {
 	}
 	b, ok := ld.opts.Builtins[action]
 	if !ok {
-		ld.taskErrorf(an.pos, name, "unknown builtin or keyword %q%s", action, didYouMean(action, append(keysOf(ld.opts.Builtins), keysOf(taskKeys)...)))
+		hint := ansibleHint(action)
+		if hint == "" {
+			hint = didYouMean(action, append(keysOf(ld.opts.Builtins), keysOf(taskKeys)...))
+		}
+		ld.taskErrorf(an.pos, name, "unknown builtin or keyword %q%s", action, hint)
 		return nil
 	}
 	t.Kind, t.Action, t.impl, t.spec = KindAction, action, b, b.Spec()
