@@ -94,6 +94,8 @@ func (debugBuiltin) Spec() step.Spec {
 	return step.Spec{
 		Name:    "debug",
 		Summary: "Print a message or the value of an expression.",
+		Doc:     "The message is shown at the default verbosity, one line per host, as in Ansible.",
+		Report:  true,
 		Args: []step.Arg{
 			{Name: "msg", Type: step.Any, Doc: "Text (templated as usual) or any value to print."},
 			{Name: "var", Type: step.String, Doc: "Expression whose value is printed, such as `facts.os_id`."},

@@ -53,6 +53,9 @@ type Event struct {
 	Diff       string    `json:"diff,omitempty"`
 	Resumed    bool      `json:"resumed,omitempty"` // outcome taken from the journal of an earlier run
 	Handler    bool      `json:"handler,omitempty"`
+	// Report marks a result whose message the task was written to show
+	// (debug); views print it at the default verbosity.
+	Report bool `json:"report,omitempty"`
 	// Task end: hosts done out of total, and how many per status.
 	// A task_end's Done hosts of Total: equal under the linear strategy;
 	// under free each host ends a task on its own (Done 1 of the play's).

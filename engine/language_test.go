@@ -1,9 +1,14 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/engine/transport"
 )
 
 // The tests of this file pin the playbook language to Ansible's behaviour
@@ -169,5 +174,44 @@ func TestAnsibleKeywordsPointToTheKubexmWay(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want a pointer with %q", src, err, want)
 		}
+	}
+}
+
+func TestRunEndMessages(t *testing.T) {
+	// No journal: nothing to resume, so the error does not offer it.
+	rr := runFiles(t, map[string]string{"playbook.yaml": "- hosts: h1\n  tasks:\n    - probe: {id: a, fail: true}\n"}, RunOptions{NoJournal: true})
+	if rr.err == nil || strings.Contains(rr.err.Error(), "--resume") {
+		t.Errorf("no-journal run: %v", rr.err)
+	}
+	rr = runFiles(t, map[string]string{"playbook.yaml": "- hosts: h1\n  tasks:\n    - probe: {id: a, fail: true}\n"}, RunOptions{WorkDir: t.TempDir()})
+	if rr.err == nil || !strings.Contains(rr.err.Error(), "--resume="+rr.recap.RunID) {
+		t.Errorf("journaled run: %v", rr.err)
+	}
+	// An exhausted until with an empty last message ends without ": ".
+	rr = runFiles(t, map[string]string{"playbook.yaml": "- hosts: h1\n  tasks:\n    - probe: {id: a, msg: \"\"}\n      register: r\n      until: r.changed\n      retries: 1\n      delay: 0\n"}, RunOptions{})
+	if msg := rr.recap.Hosts["h1"].Error; msg != `until "r.changed" still false after 2 attempts` {
+		t.Errorf("until message %q", msg)
+	}
+	// An unnamed play is called by its host pattern.
+	rr = runFiles(t, map[string]string{"playbook.yaml": "- hosts: web:db\n  tasks:\n    - probe: a\n"}, RunOptions{})
+	if ps := rr.eventsOf(EventPlayStart); len(ps) != 1 || ps[0].Play != "web:db" {
+		t.Errorf("play start events %+v", ps)
+	}
+}
+
+func TestUnreachableOnlyRunSaysUnreachable(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"playbook.yaml": "- hosts: all\n  tasks:\n    - probe: a\n"})
+	pb, err := Load(t.Context(), dir, LoadOptions{Builtins: testRegistry(&calls{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := testInventory()
+	inv.Hosts[1].Local = false
+	_, err = Run(t.Context(), pb, inv, RunOptions{NoJournal: true,
+		Connect: func(context.Context, *inventory.Host) (transport.Transport, error) {
+			return nil, errors.New("connection refused")
+		}})
+	if err == nil || !strings.Contains(err.Error(), "unreachable: h2") || strings.Contains(err.Error(), "failed on") {
+		t.Errorf("err = %v, want it to say h2 was unreachable", err)
 	}
 }

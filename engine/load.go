@@ -429,6 +429,10 @@ func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
 	if err := checkPattern(p.Hosts); err != nil && hn != nil {
 		ld.errorf(hn.pos, "hosts: %v", err)
 	}
+	if p.Name == "" {
+		// As in Ansible, an unnamed play is called by its host pattern.
+		p.Name = p.Hosts
+	}
 	p.Vars = append(append(varList{}, headerVars...), ld.varsNode(pn.get("vars"))...)
 	if vf := pn.get("vars_files"); vf != nil {
 		for _, f := range ld.stringList(vf, "vars_files") {

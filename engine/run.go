@@ -176,19 +176,36 @@ func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOp
 		if why == "" {
 			why = failedHosts(rc)
 		}
+		if r.jr == nil {
+			// No journal was written (--no-journal, --check): there is
+			// nothing to resume from.
+			return rc, fmt.Errorf("%w: %s", ErrFailed, why)
+		}
 		return rc, fmt.Errorf("%w: %s (resume with --resume=%s)", ErrFailed, why, r.runID)
 	}
 	return rc, jerr
 }
 
+// failedHosts says which hosts failed and which were unreachable.
 func failedHosts(rc *Recap) string {
-	var names []string
+	var failed, unreachable []string
 	for _, h := range rc.Order {
-		if s := rc.Hosts[h]; s.Failed > 0 || s.Unreachable > 0 {
-			names = append(names, h)
+		s := rc.Hosts[h]
+		switch {
+		case s.Failed > 0:
+			failed = append(failed, h)
+		case s.Unreachable > 0:
+			unreachable = append(unreachable, h)
 		}
 	}
-	return "failed on " + strings.Join(names, ", ")
+	var parts []string
+	if len(failed) > 0 {
+		parts = append(parts, "failed on "+strings.Join(failed, ", "))
+	}
+	if len(unreachable) > 0 {
+		parts = append(parts, "unreachable: "+strings.Join(unreachable, ", "))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func (r *runner) initHosts() {

@@ -134,7 +134,7 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, ov *o
 	r := pr.r
 	start := time.Now()
 	key := pr.journalKey(t, h)
-	ev := Event{Kind: EventHostResult, Play: pr.p.Name, Role: t.RoleName(), Task: t.Name, Pos: t.where(), Host: h.name}
+	ev := Event{Kind: EventHostResult, Play: pr.p.Name, Role: t.RoleName(), Task: t.Name, Pos: t.where(), Host: h.name, Report: t.spec.Report && !t.NoLog}
 	if out, ok := pr.resumed(t, h, key); ok {
 		ev.Status, ev.Resumed, ev.Message = out.status, true, "done in run "+r.jr.from
 		r.emit(ev)
@@ -298,7 +298,7 @@ func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, 
 		if t.NoLog {
 			ie.Item, ie.Message = "(hidden by no_log)", ""
 		}
-		if r.opts.Verbosity >= 1 || o.status == StatusFailed {
+		if r.opts.Verbosity >= 1 || o.status == StatusFailed || (ie.Report && o.status != StatusSkipped) {
 			r.emit(ie)
 		}
 	}
@@ -493,7 +493,11 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 		}
 		if attempt == attempts {
 			reg["failed"] = true
-			reg["msg"] = fmt.Sprintf("until %q still false after %d attempts: %v", t.Until.expr, attempts, reg["msg"])
+			msg := fmt.Sprintf("until %q still false after %d attempts", t.Until.expr, attempts)
+			if last, _ := reg["msg"].(string); last != "" {
+				msg += ": " + last
+			}
+			reg["msg"] = msg
 			break
 		}
 		env.Logf("until %q false, retrying in %s (%d left)", t.Until.expr, t.Delay, attempts-attempt)

@@ -98,7 +98,7 @@ func (t *Text) Emit(e engine.Event) {
 			kv = append(kv, "task", e.Task, "reason", e.Message)
 			l.Warn("FAILED (ignored)", kv...)
 		default:
-			if t.verbosity >= 1 {
+			if t.verbosity >= 1 || (e.Report && e.Status != engine.StatusSkipped && e.Message != "") {
 				if e.Resumed {
 					kv = append(kv, "resumed", e.Message)
 				} else if e.Message != "" {

@@ -124,3 +124,15 @@ func TestTextFreeStrategyOneLinePerTask(t *testing.T) {
 		}
 	}
 }
+
+// TestTextShowsDebugByDefault: a debug result is what the user asked to see,
+// so it is printed at the default verbosity, as in Ansible.
+func TestTextShowsDebugByDefault(t *testing.T) {
+	var buf bytes.Buffer
+	s := NewText(&buf, 0)
+	s.Emit(engine.Event{Kind: engine.EventHostResult, Task: "debug", Host: "n1", Status: engine.StatusOK, Message: "value is 42", Report: true})
+	s.Emit(engine.Event{Kind: engine.EventHostResult, Task: "copy", Host: "n1", Status: engine.StatusOK, Message: "copied"})
+	if out := buf.String(); !strings.Contains(out, "value is 42") || strings.Contains(out, "copied") {
+		t.Errorf("output:\n%s", out)
+	}
+}

@@ -47,6 +47,9 @@ type Spec struct {
 	// Control builtins run on the control machine once per host (download,
 	// gen_cert): Env.Target is still the task's host, for facts and messages.
 	Control bool
+	// Report says the result's message is what the user asked to see
+	// (debug): it is shown at the default verbosity.
+	Report bool
 	// Examples are YAML task snippets for the docs.
 	Examples []string
 }
