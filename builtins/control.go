@@ -146,12 +146,18 @@ func (setFactBuiltin) Spec() step.Spec {
 		Summary: "Set variables on the host for the rest of the run.",
 		Doc: "Every key becomes a host variable with its (templated) value. It accepts any argument names " +
 			"(its Spec declares the single argument `*`).",
-		Args:     []step.Arg{{Name: AnyArgs, Type: step.Any, Doc: "Any name: the variable to set, with its value."}},
+		Args: []step.Arg{
+			{Name: AnyArgs, Type: step.Any, Doc: "Any name: the variable to set, with its value."},
+			{Name: "cacheable", Type: step.Bool, Doc: "Accepted as in Ansible and not a variable; kubexm has no fact cache " +
+				"between runs (a resumed run restores set_fact values from its journal), so it changes nothing."},
+		},
 		Examples: []string{"set_fact:\n  etcd_endpoint: \"https://{{ .internal_address }}:2379\"\n  etcd_members: \"{{ len .groups.etcd }}\""},
 	}
 }
 
 func (setFactBuiltin) Run(_ context.Context, _ *step.Env, args step.Args) (step.Result, error) {
+	args = maps.Clone(args)
+	delete(args, "cacheable")
 	if len(args) == 0 {
 		return step.Result{}, fmt.Errorf("set_fact: give at least one name: value")
 	}

@@ -47,6 +47,11 @@ func TestSetFact(t *testing.T) {
 	if _, err := (setFactBuiltin{}).Run(t.Context(), env, step.Args{"bad-name": 1}); err == nil {
 		t.Error("want invalid name error")
 	}
+	// cacheable is Ansible's keyword, not a variable.
+	res = runB(t, setFactBuiltin{}, env, step.Args{"a": 1, "cacheable": true})
+	if _, ok := res.Facts["cacheable"]; ok || res.Facts["a"] != 1 {
+		t.Errorf("cacheable became a variable: %+v", res.Facts)
+	}
 	if (setFactBuiltin{}).Spec().Args[0].Name != AnyArgs {
 		t.Error("set_fact must declare the any-args marker")
 	}
