@@ -3,23 +3,73 @@ package engine
 import (
 	"fmt"
 	"path"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/mensylisir/kubexm/engine/inventory"
 )
 
 // Host patterns follow Ansible: parts separated by ":" or ",", each a group,
-// a host, "all" or a glob; "&part" intersects and "!part" excludes.
+// a host, "all" or a glob, optionally subscripted (web[0], web[-1],
+// web[1:3], web[2:]); "&part" intersects and "!part" excludes.
 
 func splitPattern(p string) []string {
-	f := func(r rune) bool { return r == ':' || r == ',' }
 	var out []string
-	for _, s := range strings.FieldsFunc(p, f) {
+	depth, start := 0, 0
+	add := func(s string) {
 		if s = strings.TrimSpace(s); s != "" {
 			out = append(out, s)
 		}
 	}
+	for i, c := range p {
+		switch {
+		case c == '[':
+			depth++
+		case c == ']' && depth > 0:
+			depth--
+		case (c == ':' || c == ',') && depth == 0:
+			add(p[start:i])
+			start = i + 1
+		}
+	}
+	add(p[start:])
 	return out
+}
+
+// subscriptRe matches a part with an Ansible subscript: name[i] or
+// name[a:b] with optional, possibly negative, bounds.
+var subscriptRe = regexp.MustCompile(`^(.+)\[(-?\d*)(:(-?\d*))?\]$`)
+
+// subscript applies [i] or [a:b] (end excluded, as in Python and Ansible)
+// to hosts.
+func subscript(hosts []string, from, colon, to string) []string {
+	n := len(hosts)
+	idx := func(s string, def int) int {
+		if s == "" {
+			return def
+		}
+		i, _ := strconv.Atoi(s)
+		if i < 0 {
+			i += n
+		}
+		return max(0, min(i, n))
+	}
+	if colon == "" {
+		i, _ := strconv.Atoi(from)
+		if i < 0 {
+			i += n
+		}
+		if i < 0 || i >= n {
+			return nil
+		}
+		return hosts[i : i+1]
+	}
+	a, b := idx(from, 0), idx(to, n)
+	if a >= b {
+		return nil
+	}
+	return hosts[a:b]
 }
 
 func checkPattern(p string) error {
@@ -31,6 +81,9 @@ func checkPattern(p string) error {
 		name := strings.TrimLeft(s, "&!")
 		if name == "" || len(s)-len(name) > 1 {
 			return fmt.Errorf("bad part %q in host pattern %q", s, p)
+		}
+		if m := subscriptRe.FindStringSubmatch(name); m != nil && (m[2] != "" || m[3] != "") {
+			name = m[1]
 		}
 		if _, err := path.Match(name, ""); err != nil {
 			return fmt.Errorf("bad glob %q in host pattern %q", name, p)
@@ -120,6 +173,11 @@ func allHostNames(inv *inventory.Inventory) []string {
 }
 
 func matchOne(inv *inventory.Inventory, all []string, part string) ([]string, bool) {
+	if m := subscriptRe.FindStringSubmatch(part); m != nil && (m[2] != "" || m[3] != "") {
+		if set, known := matchOne(inv, all, m[1]); known {
+			return subscript(set, m[2], m[3], m[4]), true
+		}
+	}
 	if part == "all" || part == "*" {
 		// all means the inventory's hosts; localhost joins only when named.
 		var out []string

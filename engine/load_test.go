@@ -180,6 +180,18 @@ func TestMatchHosts(t *testing.T) {
 		{"web,localhost", "h1 h2 localhost"},
 		{"nothing", ""},
 		{"w?b", "h1 h2"},
+		{"all[0]", "h1"},
+		{"all[-1]", "h3"},
+		{"all[1:3]", "h2 h3"},
+		{"all[1:]", "h2 h3"},
+		{"all[:1]", "h1"},
+		{"all[5]", ""},
+		{"web[1]:db", "h2 h3"},
+		{"all:!web[0]", "h2 h3"},
+		{"all:&web[0:2]", "h1 h2"},
+		{"web:!db", "h1 h2"},
+		{"all:&db", "h3"},
+		{"h[12]", "h1 h2"},
 	}
 	for _, tc := range cases {
 		got, _, err := matchHosts(inv, tc.pattern)
