@@ -94,7 +94,7 @@ type HostStats struct {
 type Recap struct {
 	RunID     string                `json:"run_id"`
 	Hosts     map[string]*HostStats `json:"hosts"`
-	Order     []string              `json:"order"` // hosts in the order they were first used
+	Order     []string              `json:"order"` // the hosts that ran something, sorted by name as in Ansible's recap
 	Duration  time.Duration         `json:"duration_ns"`
 	Failed    bool                  `json:"failed"`
 	Cancelled bool                  `json:"cancelled"`

@@ -215,3 +215,10 @@ func TestUnreachableOnlyRunSaysUnreachable(t *testing.T) {
 		t.Errorf("err = %v, want it to say h2 was unreachable", err)
 	}
 }
+
+func TestRecapHostsSorted(t *testing.T) {
+	rr := runFiles(t, map[string]string{"playbook.yaml": "- hosts: h3\n  tasks: [{probe: a}]\n- hosts: h1:localhost:h2\n  tasks: [{probe: b}]\n"}, RunOptions{})
+	if !slices.Equal(rr.recap.Order, []string{"h1", "h2", "h3", "localhost"}) {
+		t.Errorf("recap order %v", rr.recap.Order)
+	}
+}

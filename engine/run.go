@@ -146,6 +146,7 @@ func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOp
 	r.cleanupFiles()
 
 	rc := r.recap
+	slices.Sort(rc.Order)
 	rc.Duration = time.Since(r.startTime)
 	rc.Aborted = r.aborted
 	rc.Cancelled = ctx.Err() != nil
