@@ -222,3 +222,41 @@ func TestRecapHostsSorted(t *testing.T) {
 		t.Errorf("recap order %v", rr.recap.Order)
 	}
 }
+
+func TestForceHandlers(t *testing.T) {
+	pb := func(extra string) map[string]string {
+		return map[string]string{"playbook.yaml": `
+- hosts: all
+` + extra + `
+  tasks:
+    - probe: {id: change, changed: true}
+      notify: restart
+    - probe: {id: b, fail: "{{ eq .inventory_hostname \"h2\" }}"}
+  handlers:
+    - name: restart
+      probe: restart
+`}
+	}
+	for _, tc := range []struct {
+		name  string
+		extra string
+		opts  RunOptions
+		want  int // hosts running the handler
+	}{
+		{"default", "", RunOptions{}, 2},
+		{"keyword", "  force_handlers: true", RunOptions{}, 3},
+		{"flag", "", RunOptions{ForceHandlers: true}, 3},
+		{"fatal", "  any_errors_fatal: true", RunOptions{}, 0},
+		{"fatal+forced", "  any_errors_fatal: true\n  force_handlers: true", RunOptions{}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rr := runFiles(t, pb(tc.extra), tc.opts)
+			if got := rr.calls.count("h1:restart") + rr.calls.count("h2:restart") + rr.calls.count("h3:restart"); got != tc.want {
+				t.Errorf("handler ran on %d hosts, want %d: %v", got, tc.want, rr.calls.sorted())
+			}
+			if rr.err == nil {
+				t.Error("h2 failed, the run must fail")
+			}
+		})
+	}
+}

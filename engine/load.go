@@ -380,7 +380,7 @@ var playKeys = map[string]bool{
 	"name": true, "hosts": true, "vars": true, "vars_files": true, "roles": true, "pre_tasks": true,
 	"tasks": true, "post_tasks": true, "handlers": true, "serial": true, "strategy": true,
 	"any_errors_fatal": true, "max_fail_percentage": true, "gather_facts": true, "tags": true,
-	"when": true, "become": true,
+	"when": true, "become": true, "force_handlers": true,
 }
 
 func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
@@ -452,6 +452,7 @@ func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
 	p.When = ld.conds(pn.get("when"), "")
 	p.Become = ld.boolField(pn.get("become"), "become")
 	p.AnyErrorsFatal = ld.boolField(pn.get("any_errors_fatal"), "any_errors_fatal")
+	p.ForceHandlers = ld.boolField(pn.get("force_handlers"), "force_handlers")
 	p.GatherFacts = ld.boolField(pn.get("gather_facts"), "gather_facts")
 	if p.GatherFacts && ld.opts.Builtins["setup"] == nil {
 		ld.errorf(pn.get("gather_facts").pos, "gather_facts needs the setup builtin, and none is registered")

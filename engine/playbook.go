@@ -46,6 +46,7 @@ type Play struct {
 	Serial            []any // batch sizes: numbers or "N%" strings
 	Strategy          string
 	AnyErrorsFatal    bool
+	ForceHandlers     bool
 	MaxFailPercentage float64 // < 0: not set
 	GatherFacts       bool
 	Tags              []string

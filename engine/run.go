@@ -42,6 +42,9 @@ type RunOptions struct {
 	Version   string         // kubexm version, exposed as kubexm_version
 	Defaults  map[string]any // built-in defaults, the lowest variables
 	NoJournal bool           // do not write a journal (list and check modes)
+	// ForceHandlers runs notified handlers on hosts that failed later, as
+	// the play keyword force_handlers does.
+	ForceHandlers bool
 }
 
 // ErrFailed is returned (wrapped) when some host failed; the recap says which.

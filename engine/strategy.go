@@ -174,10 +174,37 @@ func (pr *playRun) runSections(ctx context.Context, hosts []*hostState) {
 			pr.r.markFailed(h)
 		}
 		if pr.halted(ctx) {
+			if pr.forced(ctx) {
+				pr.flushHandlers(ctx, pr.handlerHosts(hosts))
+			}
 			break
 		}
-		pr.flushHandlers(ctx, pr.alive(hosts, nil))
+		pr.flushHandlers(ctx, pr.handlerHosts(hosts))
 	}
+}
+
+// forced says whether handlers run although the play stopped or hosts
+// failed: force_handlers, unless the run was cancelled.
+func (pr *playRun) forced(ctx context.Context) bool {
+	return (pr.p.ForceHandlers || pr.r.opts.ForceHandlers) && ctx.Err() == nil
+}
+
+// handlerHosts filters the hosts that run notified handlers: those still in
+// the play, or under force_handlers also those that failed (but can still
+// be reached).
+func (pr *playRun) handlerHosts(hosts []*hostState) []*hostState {
+	if !pr.forced(context.Background()) {
+		return pr.alive(hosts, nil)
+	}
+	pr.r.mu.Lock()
+	defer pr.r.mu.Unlock()
+	out := make([]*hostState, 0, len(hosts))
+	for _, h := range hosts {
+		if !h.unreachable {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 func (r *runner) markFailed(h *hostState) {
@@ -394,7 +421,7 @@ func containsString(l []string, s string) bool {
 // hosts, on the hosts that notified it.
 func (pr *playRun) flushHandlers(ctx context.Context, hosts []*hostState) {
 	for _, hd := range pr.p.Handlers {
-		if pr.halted(ctx) {
+		if pr.halted(ctx) && !pr.forced(ctx) {
 			return
 		}
 		pr.mu.Lock()
@@ -406,7 +433,7 @@ func (pr *playRun) flushHandlers(ctx context.Context, hosts []*hostState) {
 			}
 		}
 		pr.mu.Unlock()
-		run = pr.alive(run, nil)
+		run = pr.handlerHosts(run)
 		if len(run) == 0 {
 			continue
 		}

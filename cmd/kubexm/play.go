@@ -48,6 +48,8 @@ type playFlags struct {
 	rolesPath []string
 	workDir   string
 	noJournal bool
+	// forceHandlers runs notified handlers on hosts that failed.
+	forceHandlers bool
 	// offlineBundle is a bundle of `kubexm artifact export` to install from.
 	offlineBundle string
 }
@@ -88,6 +90,7 @@ of a built-in playbook (kubexm playbook list). See docs/playbooks.md.`,
 	fl.CountVarP(&f.verbose, "verbose", "v", "show stdout/stderr of every task (-vv: also progress)")
 	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles before the built-in ones")
 	fl.StringVar(&f.workDir, "workdir", "", "work directory holding run journals (default .kubexm/<cluster name>)")
+	fl.BoolVar(&f.forceHandlers, "force-handlers", false, "run notified handlers even on hosts that failed afterwards (as the play keyword force_handlers)")
 	fl.BoolVar(&f.noJournal, "no-journal", false, "do not write a run journal (such a run cannot be resumed)")
 	fl.StringVar(&f.offlineBundle, "offline-bundle", "", "install from this bundle of kubexm artifact export: verified, unpacked into the work directory, and no download reaches the network")
 	return cmd
@@ -181,6 +184,7 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 		Connect: a.connect, Forks: f.forks, Check: f.check, Diff: f.diff, Tags: f.tags, SkipTags: f.skipTags,
 		StartAt: f.startAt, Limit: f.limit, ExtraVars: extra, WorkDir: workDir, Resume: f.resume,
 		Output: sink, Verbosity: f.verbose, Version: version, NoJournal: f.noJournal || f.check,
+		ForceHandlers: f.forceHandlers,
 	})
 	if err == nil {
 		return nil
