@@ -260,3 +260,21 @@ func TestForceHandlers(t *testing.T) {
 		})
 	}
 }
+
+func TestRescueSeesTheFailure(t *testing.T) {
+	rr := runFiles(t, map[string]string{"playbook.yaml": `
+- hosts: h1
+  tasks:
+    - block:
+        - name: breaks
+          probe: {id: a, error: boom}
+      rescue:
+        - probe: {id: r, msg: "{{ .failed_task.name }}|{{ .failed_task.action }}|{{ .failed_result.msg }}"}
+`}, RunOptions{})
+	if rr.err != nil {
+		t.Fatal(rr.err)
+	}
+	if got := rr.calls.sorted(); !slices.Equal(got, []string{"h1:a", "h1:r=breaks|probe|boom"}) {
+		t.Errorf("calls %v", got)
+	}
+}

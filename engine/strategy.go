@@ -23,6 +23,9 @@ type playRun struct {
 	playVars map[*hostState]map[string]any
 	runOnce  map[*Task]*onceResult
 	incCache map[string][]*Task
+	// lastFail is each host's latest failure, which a rescue sees as
+	// failed_task and failed_result.
+	lastFail map[*hostState]failure
 	// freeHosts is how many hosts run the play under the free strategy,
 	// where each host reports its tasks on its own.
 	freeHosts int
@@ -79,7 +82,7 @@ func (r *runner) runPlay(ctx context.Context, p *Play) {
 		}
 		pr := &playRun{r: r, p: p, hosts: batch, ended: map[*hostState]bool{}, failing: map[*hostState]bool{},
 			notified: map[*Task]map[*hostState]bool{}, playVars: map[*hostState]map[string]any{},
-			runOnce: map[*Task]*onceResult{}, incCache: map[string][]*Task{}}
+			runOnce: map[*Task]*onceResult{}, incCache: map[string][]*Task{}, lastFail: map[*hostState]failure{}}
 		pr.run(ctx)
 		allFailed := true
 		for _, h := range batch {
@@ -296,6 +299,9 @@ func (pr *playRun) runBlock(ctx context.Context, t *Task, hosts []*hostState, ov
 			delete(pr.failing, h)
 		}
 		pr.mu.Unlock()
+		for _, h := range failed {
+			pr.exposeFailure(h)
+		}
 		still := pr.runList(ctx, t.Rescue, failed, ov)
 		stillSet := map[*hostState]bool{}
 		for _, h := range still {
@@ -449,6 +455,40 @@ func (pr *playRun) flushHandlers(ctx context.Context, hosts []*hostState) {
 	}
 }
 
+// failure is what a rescue learns about the task that failed.
+type failure struct {
+	task *Task
+	reg  map[string]any
+}
+
+// noteFailure remembers h's latest failure for a rescue.
+func (pr *playRun) noteFailure(h *hostState, t *Task, reg map[string]any) {
+	if t == nil {
+		return
+	}
+	pr.mu.Lock()
+	pr.lastFail[h] = failure{task: t, reg: reg}
+	pr.mu.Unlock()
+}
+
+// exposeFailure sets failed_task and failed_result on a host entering a
+// rescue (Ansible's ansible_failed_task and ansible_failed_result).
+func (pr *playRun) exposeFailure(h *hostState) {
+	pr.mu.Lock()
+	f, ok := pr.lastFail[h]
+	pr.mu.Unlock()
+	if !ok {
+		return
+	}
+	t := f.task
+	task := map[string]any{"name": t.Name, "action": t.Action, "role": t.RoleName(), "pos": t.Pos.String()}
+	result := f.reg
+	if t.NoLog {
+		result = map[string]any{"failed": true, "changed": false, "msg": "output hidden by no_log"}
+	}
+	h.setDyn(map[string]any{"failed_task": task, "failed_result": result})
+}
+
 // fail records a failure that happened outside a builtin (a bad template,
 // a condition that does not evaluate).
 func (pr *playRun) fail(h *hostState, t *Task, msg string) {
@@ -461,6 +501,7 @@ func (pr *playRun) fail(h *hostState, t *Task, msg string) {
 	pr.mu.Lock()
 	pr.failing[h] = true
 	pr.mu.Unlock()
+	pr.noteFailure(h, t, map[string]any{"failed": true, "changed": false, "msg": msg})
 }
 
 // checkFailLimits applies any_errors_fatal and max_fail_percentage after a

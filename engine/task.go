@@ -96,6 +96,7 @@ func (pr *playRun) runOnceTask(ctx context.Context, t *Task, hosts []*hostState,
 		pr.applyOutcome(t, h, o.out)
 		if o.out.failed {
 			pr.r.count(h, StatusFailed, o.out.msg)
+			pr.noteFailure(h, t, o.out.reg)
 		}
 	}
 }
@@ -171,6 +172,7 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, ov *o
 		pr.mu.Lock()
 		pr.failing[h] = true
 		pr.mu.Unlock()
+		pr.noteFailure(h, t, out.reg)
 	}
 	if out.status == StatusUnreachable {
 		r.mu.Lock()
