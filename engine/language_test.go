@@ -278,3 +278,34 @@ func TestRescueSeesTheFailure(t *testing.T) {
 		t.Errorf("calls %v", got)
 	}
 }
+
+func TestStrategyTemplate(t *testing.T) {
+	files := map[string]string{"playbook.yaml": `
+- hosts: all
+  vars: {strat: linear}
+  strategy: "{{ .strat }}"
+  tasks:
+    - probe: a
+`}
+	perHost := func(rr *runResult) int {
+		n := 0
+		for _, e := range rr.eventsOf(EventTaskEnd) {
+			if e.Done == 1 && e.Total == 3 {
+				n++
+			}
+		}
+		return n
+	}
+	rr := runFiles(t, files, RunOptions{})
+	if rr.err != nil || perHost(rr) != 0 {
+		t.Errorf("linear: %v, %d per-host task ends", rr.err, perHost(rr))
+	}
+	rr = runFiles(t, files, RunOptions{ExtraVars: map[string]any{"strat": "free"}})
+	if rr.err != nil || perHost(rr) != 3 {
+		t.Errorf("free: %v, %d per-host task ends", rr.err, perHost(rr))
+	}
+	rr = runFiles(t, files, RunOptions{ExtraVars: map[string]any{"strat": "fastest"}})
+	if rr.err == nil || !strings.Contains(rr.recap.Hosts["h1"].Error, `strategy must be linear or free, not "fastest"`) || rr.calls.count("h1:a") != 0 {
+		t.Errorf("bad strategy: %v %+v", rr.err, rr.recap.Hosts["h1"])
+	}
+}

@@ -459,8 +459,11 @@ func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
 	}
 	if s := pn.get("strategy"); s != nil {
 		v, _ := s.str()
-		if v != "linear" && v != "free" {
-			ld.errorf(s.pos, "strategy must be linear or free, not %q", scalarString(s))
+		// A template is rendered when the play starts, with its variables.
+		if !ld.checkTemplates(s, "") {
+			if err := checkStrategy(v); err != nil {
+				ld.errorf(s.pos, "%v", err)
+			}
 		}
 		p.Strategy = v
 	}
@@ -536,6 +539,13 @@ func (ld *loader) checkNotify(p *Play) {
 		walk(s)
 	}
 	walk(p.Handlers)
+}
+
+func checkStrategy(s string) error {
+	if s != "linear" && s != "free" {
+		return fmt.Errorf("strategy must be linear or free, not %q", s)
+	}
+	return nil
 }
 
 func percent(v any) (float64, error) {

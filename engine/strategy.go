@@ -29,6 +29,8 @@ type playRun struct {
 	// freeHosts is how many hosts run the play under the free strategy,
 	// where each host reports its tasks on its own.
 	freeHosts int
+	// strategy is the play's strategy, rendered when it is a template.
+	strategy string
 }
 
 // overlay carries per-host loop variables of dynamic includes down to the
@@ -154,7 +156,27 @@ func (pr *playRun) run(ctx context.Context) {
 	if p.GatherFacts {
 		hosts = pr.gather(ctx, hosts)
 	}
-	if p.Strategy == "free" {
+	if len(hosts) == 0 {
+		return
+	}
+	pr.strategy = p.Strategy
+	if strings.Contains(p.Strategy, "{{") {
+		// One strategy for the whole batch, from its first host's view of
+		// the play variables (-e and play vars are the same for all).
+		s, err := pr.playString(hosts[0], p.Strategy)
+		if err == nil {
+			err = checkStrategy(s)
+		}
+		if err != nil {
+			for _, h := range hosts {
+				pr.fail(h, nil, fmt.Sprintf("%s: play %q: strategy: %v", p.Pos, p.Name, err))
+				pr.r.markFailed(h)
+			}
+			return
+		}
+		pr.strategy = s
+	}
+	if pr.strategy == "free" {
 		pr.freeHosts = len(hosts)
 		var wg sync.WaitGroup
 		for _, h := range hosts {
@@ -168,6 +190,15 @@ func (pr *playRun) run(ctx context.Context) {
 		return
 	}
 	pr.runSections(ctx, hosts)
+}
+
+// playString renders a play keyword with the play-level variables of h.
+func (pr *playRun) playString(h *hostState, s string) (string, error) {
+	vars, err := pr.vars(h, nil, nil, nil)
+	if err != nil {
+		return "", err
+	}
+	return pr.r.ev.RenderString(s, vars)
 }
 
 func (pr *playRun) runSections(ctx context.Context, hosts []*hostState) {

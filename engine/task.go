@@ -72,7 +72,7 @@ func (pr *playRun) runAction(ctx context.Context, t *Task, hosts []*hostState, o
 func (pr *playRun) runOnceTask(ctx context.Context, t *Task, hosts []*hostState, ov *overlay, outcomes []hostOutcome, hv map[string]any) {
 	pr.mu.Lock()
 	o, exists := pr.runOnce[t]
-	owner := !exists || pr.p.Strategy != "free"
+	owner := !exists || pr.strategy != "free"
 	if owner {
 		o = &onceResult{done: make(chan struct{})}
 		pr.runOnce[t] = o
