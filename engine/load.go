@@ -246,7 +246,7 @@ func (ld *loader) loadPlaybookFile(ctx context.Context, pb *Playbook, src source
 	ld.playbookNode(ctx, pb, root, src, top)
 }
 
-var headerKeys = map[string]bool{"name": true, "version": true, "requires": true, "vars": true, "plays": true, "description": true}
+var headerKeys = map[string]bool{"name": true, "version": true, "requires": true, "vars": true, "plays": true, "description": true, "inventory": true}
 
 // playbookNode reads either the kubexm form (a mapping with a header and
 // plays) or the Ansible form (a plain list of plays).
@@ -259,7 +259,7 @@ func (ld *loader) playbookNode(ctx context.Context, pb *Playbook, root *node, sr
 	case mapNode:
 		for _, k := range root.keys {
 			if ks := k.keyString(); !headerKeys[ks] {
-				ld.errorf(k.pos, "unknown playbook key %q%s; a playbook is {name, version, requires, vars, plays}", ks, didYouMean(ks, keysOf(headerKeys)))
+				ld.errorf(k.pos, "unknown playbook key %q%s; a playbook is {name, version, description, requires, inventory, vars, plays}", ks, didYouMean(ks, keysOf(headerKeys)))
 			}
 		}
 		name, _ := root.get("name").str()
@@ -275,9 +275,21 @@ func (ld *loader) playbookNode(ctx context.Context, pb *Playbook, root *node, sr
 				}
 			}
 		}
+		needsCluster := false
+		if in := root.get("inventory"); in != nil {
+			switch s := scalarString(in); s {
+			case "cluster":
+				needsCluster = true
+			case "any":
+			default:
+				ld.errorf(in.pos, "inventory must be cluster (the playbook needs a cluster.yaml) or any (an Ansible-style inventory will do), not %q", s)
+			}
+		}
 		if top {
 			pb.Name, pb.Version, pb.Requires = name, version, requires
 		}
+		// An imported playbook that needs a cluster makes the whole run need one.
+		pb.NeedsCluster = pb.NeedsCluster || needsCluster
 		headerVars = ld.varsNode(root.get("vars"))
 		plays = root.get("plays")
 		if plays == nil {

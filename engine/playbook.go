@@ -18,6 +18,10 @@ type Playbook struct {
 	Version string
 	// Requires maps a program name ("kubexm") to a semver constraint.
 	Requires map[string]string
+	// NeedsCluster is set by the header's `inventory: cluster`: the playbook
+	// reads the cluster's variables, so its inventory must be a
+	// cluster.yaml, not an Ansible-style host list.
+	NeedsCluster bool
 	// Path is where the playbook file was found, for messages.
 	Path  string
 	Plays []*Play

@@ -28,6 +28,7 @@ func Inventory(c *Cluster, source string) (*inventory.Inventory, error) {
 		Groups:    groups,
 		GroupVars: map[string]map[string]any{},
 		Source:    source,
+		Cluster:   true,
 		// Roles need the registry credentials, so they stay in the spec
 		// variables; listing them here keeps them out of output and journals.
 		OtherSecrets: registryPasswords(c),

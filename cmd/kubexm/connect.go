@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+
+	"github.com/goccy/go-yaml"
 
 	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/transport"
@@ -59,7 +63,20 @@ func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.T
 	return t, nil
 }
 
+// loadInventory reads -i: a cluster.yaml (or KubeKey v3 file), or an
+// Ansible-style inventory in YAML or INI for playbooks that are not about a
+// cluster.
 func loadInventory(path string) (*inventory.Inventory, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: %w", err)
+	}
+	switch {
+	case inventory.IsAnsibleYAML(data):
+		return inventory.ParseAnsibleYAML(path, data)
+	case strings.HasSuffix(path, ".ini") || looksLikeINI(data):
+		return inventory.ParseAnsibleINI(path, data)
+	}
 	c, warnings, err := schema.Load(path)
 	for _, w := range warnings {
 		os.Stderr.WriteString("warning: " + w.String() + "\n")
@@ -68,4 +85,21 @@ func loadInventory(path string) (*inventory.Inventory, error) {
 		return nil, err
 	}
 	return schema.Inventory(c, path)
+}
+
+// looksLikeINI says whether data is no YAML mapping but has INI sections or
+// host lines: what Ansible's INI inventories look like.
+func looksLikeINI(data []byte) bool {
+	var m map[string]any
+	if yaml.Unmarshal(data, &m) == nil && m != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		return strings.HasPrefix(line, "[") || !strings.Contains(line, ":")
+	}
+	return false
 }

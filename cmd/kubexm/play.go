@@ -132,9 +132,12 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 	// prepare bundles or work on localhost.
 	inv := &inventory.Inventory{Groups: map[string][]string{"all": {}}, Vars: map[string]any{"cluster_name": "localhost"}}
 	if f.inventory == "" {
+		if pb.NeedsCluster {
+			return fmt.Errorf("no inventory: playbook %s needs a cluster (its header says inventory: cluster); pass the cluster description with -i cluster.yaml", pb.Name)
+		}
 		for _, p := range pb.Plays {
 			if p.Hosts != inventory.Localhost {
-				return fmt.Errorf("no inventory: play %q targets %q; pass the cluster description with -i cluster.yaml", p.Name, p.Hosts)
+				return fmt.Errorf("no inventory: play %q targets %q; pass -i cluster.yaml, or -i with an Ansible-style inventory (YAML or INI) for a playbook that is not about a cluster", p.Name, p.Hosts)
 			}
 		}
 	} else {
@@ -143,6 +146,9 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 		}
 		if inv, err = a.loadInventory(f.inventory); err != nil {
 			return err
+		}
+		if pb.NeedsCluster && !inv.Cluster {
+			return fmt.Errorf("%s is an Ansible-style inventory, but playbook %s needs a cluster (its header says inventory: cluster): pass a cluster.yaml with -i (kubexm create config writes a sample)", f.inventory, pb.Name)
 		}
 	}
 	if f.listHosts {

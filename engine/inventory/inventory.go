@@ -46,6 +46,10 @@ type Inventory struct {
 	// OtherSecrets are secret values that are not connection settings
 	// (registry passwords in the spec), masked like the hosts' passwords.
 	OtherSecrets []string
+	// Cluster says the inventory was built from a cluster.yaml, so the
+	// cluster's variables (spec, ...) exist; playbooks that declare
+	// `inventory: cluster` need it.
+	Cluster bool
 	// Source names where the inventory came from (a file path), for messages
 	// and to tie a run journal to its inventory.
 	Source string

@@ -1,0 +1,434 @@
+package inventory
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+)
+
+// Ansible-style inventories, for playbooks that are not about a cluster:
+// the YAML form (all: {hosts, vars, children}) and the INI form ([group],
+// [group:vars], [group:children]). Connection settings come from the
+// ansible_* variables of the host, its groups or all.
+
+// connection variables, and the secret ones kept out of the variables.
+var secretVars = map[string]bool{
+	"ansible_password": true, "ansible_ssh_pass": true, "ansible_become_password": true,
+	"ansible_become_pass": true, "ansible_ssh_private_key_passphrase": true,
+}
+
+// builder collects groups and hosts in declaration order.
+type builder struct {
+	name      string
+	hosts     []string
+	hostVars  map[string]map[string]any
+	groups    []string
+	members   map[string][]string // own hosts
+	children  map[string][]string
+	groupVars map[string]map[string]any
+}
+
+func newBuilder(name string) *builder {
+	return &builder{name: name, hostVars: map[string]map[string]any{}, members: map[string][]string{},
+		children: map[string][]string{}, groupVars: map[string]map[string]any{}}
+}
+
+func (b *builder) group(g string) {
+	if !slices.Contains(b.groups, g) {
+		b.groups = append(b.groups, g)
+	}
+}
+
+func (b *builder) host(g, h string, vars map[string]any) {
+	if _, ok := b.hostVars[h]; !ok {
+		b.hosts = append(b.hosts, h)
+		b.hostVars[h] = map[string]any{}
+	}
+	maps.Copy(b.hostVars[h], vars)
+	b.group(g)
+	if !slices.Contains(b.members[g], h) {
+		b.members[g] = append(b.members[g], h)
+	}
+}
+
+func (b *builder) child(parent, child string) {
+	b.group(parent)
+	b.group(child)
+	if !slices.Contains(b.children[parent], child) {
+		b.children[parent] = append(b.children[parent], child)
+	}
+}
+
+func (b *builder) vars(g string, vars map[string]any) {
+	b.group(g)
+	if b.groupVars[g] == nil {
+		b.groupVars[g] = map[string]any{}
+	}
+	maps.Copy(b.groupVars[g], vars)
+}
+
+// flatten lists a group's hosts, its children's included, in order.
+func (b *builder) flatten(g string, seen map[string]bool) []string {
+	if seen[g] {
+		return nil
+	}
+	seen[g] = true
+	out := slices.Clone(b.members[g])
+	for _, c := range b.children[g] {
+		for _, h := range b.flatten(c, seen) {
+			if !slices.Contains(out, h) {
+				out = append(out, h)
+			}
+		}
+	}
+	return out
+}
+
+func (b *builder) inventory() (*Inventory, error) {
+	if len(b.hosts) == 0 {
+		return nil, fmt.Errorf("%s: the inventory lists no host", b.name)
+	}
+	inv := &Inventory{Groups: map[string][]string{}, GroupVars: map[string]map[string]any{}, Vars: map[string]any{}, Source: b.name}
+	maps.Copy(inv.Vars, b.groupVars["all"])
+	grouped := map[string]bool{}
+	for g, hs := range b.members {
+		if g != "ungrouped" && g != "all" {
+			for _, h := range hs {
+				grouped[h] = true
+			}
+		}
+	}
+	// As in Ansible, ungrouped holds the hosts of no other group.
+	b.members["ungrouped"] = slices.DeleteFunc(b.members["ungrouped"], func(h string) bool { return grouped[h] })
+	for _, g := range b.groups {
+		if g == "all" {
+			continue
+		}
+		inv.Groups[g] = b.flatten(g, map[string]bool{})
+		if v := b.groupVars[g]; len(v) > 0 {
+			inv.GroupVars[g] = v
+		}
+	}
+	for _, name := range b.hosts {
+		h := Host{Name: name, Address: name, Vars: b.hostVars[name]}
+		// The connection settings as the host sees them: all, then its
+		// groups in name order (as the engine applies group variables),
+		// then its own.
+		eff := maps.Clone(inv.Vars)
+		for _, g := range slices.Sorted(maps.Keys(inv.Groups)) {
+			if slices.Contains(inv.Groups[g], name) {
+				maps.Copy(eff, inv.GroupVars[g])
+			}
+		}
+		maps.Copy(eff, h.Vars)
+		if err := connection(&h, eff); err != nil {
+			return nil, fmt.Errorf("%s: host %s: %w", b.name, name, err)
+		}
+		inv.Hosts = append(inv.Hosts, h)
+	}
+	for _, m := range append([]map[string]any{inv.Vars}, slices.Collect(maps.Values(inv.GroupVars))...) {
+		for k := range secretVars {
+			delete(m, k)
+		}
+	}
+	for _, h := range inv.Hosts {
+		for k := range secretVars {
+			delete(h.Vars, k)
+		}
+	}
+	return inv, nil
+}
+
+func str(v any) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+// connection reads the ansible_* connection variables.
+func connection(h *Host, v map[string]any) error {
+	if a := str(v["ansible_host"]); a != "" {
+		h.Address = a
+	}
+	if p, ok := v["ansible_port"]; ok {
+		n, err := strconv.Atoi(str(p))
+		if err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("ansible_port %q is not a port number", str(p))
+		}
+		h.Port = n
+	}
+	h.User = str(v["ansible_user"])
+	h.Password = cmpOr(str(v["ansible_password"]), str(v["ansible_ssh_pass"]))
+	h.PrivateKeyPath = cmpOr(str(v["ansible_ssh_private_key_file"]), str(v["ansible_private_key_file"]))
+	h.Passphrase = str(v["ansible_ssh_private_key_passphrase"])
+	h.BecomePassword = cmpOr(str(v["ansible_become_password"]), str(v["ansible_become_pass"]))
+	switch c := str(v["ansible_connection"]); c {
+	case "", "ssh", "smart", "paramiko":
+	case "local":
+		h.Local = true
+	default:
+		return fmt.Errorf("ansible_connection %q: kubexm reaches hosts over ssh or runs them locally (local)", c)
+	}
+	return nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// IsAnsibleYAML says whether data is a YAML inventory in Ansible's form (a
+// mapping of groups, each with hosts, vars or children), rather than a
+// cluster.yaml (apiVersion, kind).
+func IsAnsibleYAML(data []byte) bool {
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil || len(m) == 0 {
+		return false
+	}
+	if _, ok := m["apiVersion"]; ok {
+		return false
+	}
+	if _, ok := m["kind"]; ok {
+		return false
+	}
+	for _, v := range m {
+		g, ok := v.(map[string]any)
+		if v == nil {
+			continue
+		}
+		if !ok {
+			return false
+		}
+		for k := range g {
+			if k != "hosts" && k != "vars" && k != "children" {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ParseAnsibleYAML reads an Ansible YAML inventory; name is used in
+// messages and as the inventory's Source.
+func ParseAnsibleYAML(name string, data []byte) (*Inventory, error) {
+	var m yaml.MapSlice
+	if err := yaml.UnmarshalWithOptions(data, &m, yaml.UseOrderedMap()); err != nil {
+		return nil, fmt.Errorf("%s: %s", name, yaml.FormatError(err, false, true))
+	}
+	b := newBuilder(name)
+	var walk func(g string, v any, depth int) error
+	walk = func(g string, v any, depth int) error {
+		if depth > 50 {
+			return fmt.Errorf("%s: groups nested deeper than 50 levels", name)
+		}
+		b.group(g)
+		if v == nil {
+			return nil
+		}
+		body, ok := v.(yaml.MapSlice)
+		if !ok {
+			return fmt.Errorf("%s: group %s must be a mapping with hosts, vars and children", name, g)
+		}
+		for _, kv := range body {
+			k := str(kv.Key)
+			switch k {
+			case "hosts":
+				hosts, ok := kv.Value.(yaml.MapSlice)
+				if !ok && kv.Value != nil {
+					return fmt.Errorf("%s: %s.hosts must be a mapping of host names to their variables", name, g)
+				}
+				for _, h := range hosts {
+					vars, err := plain(h.Value)
+					if err != nil {
+						return fmt.Errorf("%s: host %s: %w", name, str(h.Key), err)
+					}
+					b.host(g, str(h.Key), vars)
+				}
+			case "vars":
+				vars, err := plain(kv.Value)
+				if err != nil {
+					return fmt.Errorf("%s: %s.vars: %w", name, g, err)
+				}
+				b.vars(g, vars)
+			case "children":
+				children, ok := kv.Value.(yaml.MapSlice)
+				if !ok && kv.Value != nil {
+					return fmt.Errorf("%s: %s.children must be a mapping of groups", name, g)
+				}
+				for _, c := range children {
+					b.child(g, str(c.Key))
+					if err := walk(str(c.Key), c.Value, depth+1); err != nil {
+						return err
+					}
+				}
+			default:
+				return fmt.Errorf("%s: group %s: unknown key %q; a group has hosts, vars and children", name, g, k)
+			}
+		}
+		return nil
+	}
+	for _, kv := range m {
+		if err := walk(str(kv.Key), kv.Value, 0); err != nil {
+			return nil, err
+		}
+	}
+	return b.inventory()
+}
+
+// plain turns a decoded YAML value into map[string]any with plain values.
+func plain(v any) (map[string]any, error) {
+	if v == nil {
+		return map[string]any{}, nil
+	}
+	data, err := yaml.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return nil, errors.New("variables must be a mapping")
+	}
+	return normalize(m).(map[string]any), nil
+}
+
+func normalize(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalize(e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			x[i] = normalize(e)
+		}
+		return x
+	case int64:
+		return int(x)
+	case uint64:
+		return int(x)
+	}
+	return v
+}
+
+// ParseAnsibleINI reads an Ansible INI inventory.
+func ParseAnsibleINI(name string, data []byte) (*Inventory, error) {
+	b := newBuilder(name)
+	section, kind := "ungrouped", ""
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		where := fmt.Sprintf("%s:%d", name, n)
+		if line[0] == '[' {
+			if !strings.HasSuffix(line, "]") {
+				return nil, fmt.Errorf("%s: section %q is not closed with ]", where, line)
+			}
+			section, kind, _ = strings.Cut(line[1:len(line)-1], ":")
+			if section == "" || (kind != "" && kind != "vars" && kind != "children") {
+				return nil, fmt.Errorf("%s: %s: a section is [group], [group:vars] or [group:children]", where, line)
+			}
+			b.group(section)
+			continue
+		}
+		fields, err := iniFields(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		switch kind {
+		case "vars":
+			k, v, ok := strings.Cut(line, "=")
+			if !ok {
+				return nil, fmt.Errorf("%s: expected name=value in [%s:vars]", where, section)
+			}
+			b.vars(section, map[string]any{strings.TrimSpace(k): iniValue(strings.TrimSpace(v))})
+		case "children":
+			b.child(section, fields[0])
+		default:
+			if strings.Contains(fields[0], "=") {
+				return nil, fmt.Errorf("%s: a host line starts with the host name, then name=value variables", where)
+			}
+			if strings.ContainsAny(fields[0], "[]") {
+				return nil, fmt.Errorf("%s: host ranges such as %s are not supported; list the hosts one per line", where, fields[0])
+			}
+			vars := map[string]any{}
+			for _, f := range fields[1:] {
+				k, v, ok := strings.Cut(f, "=")
+				if !ok {
+					return nil, fmt.Errorf("%s: %q: host variables are name=value", where, f)
+				}
+				vars[k] = iniValue(v)
+			}
+			b.host(section, fields[0], vars)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return b.inventory()
+}
+
+// iniFields splits a line on spaces, keeping quoted values together and
+// dropping a trailing # comment.
+func iniFields(line string) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	quote := rune(0)
+	for _, c := range line {
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+			cur.WriteRune(c)
+		case c == '"' || c == '\'':
+			quote = c
+			cur.WriteRune(c)
+		case c == '#' && cur.Len() == 0:
+			return out, nil
+		case c == ' ' || c == '\t':
+			if cur.Len() > 0 {
+				out = append(out, cur.String())
+				cur.Reset()
+			}
+		default:
+			cur.WriteRune(c)
+		}
+	}
+	if quote != 0 {
+		return nil, fmt.Errorf("unclosed quote in %q", line)
+	}
+	if cur.Len() > 0 {
+		out = append(out, cur.String())
+	}
+	return out, nil
+}
+
+// iniValue reads a value as a YAML scalar (numbers and booleans keep their
+// type), without its quotes.
+func iniValue(s string) any {
+	if len(s) >= 2 && (s[0] == '"' || s[0] == '\'') && s[len(s)-1] == s[0] {
+		return s[1 : len(s)-1]
+	}
+	var v any
+	if err := yaml.Unmarshal([]byte(s), &v); err != nil {
+		return s
+	}
+	switch v.(type) {
+	case map[string]any, []any, nil:
+		return s
+	}
+	return normalize(v)
+}
