@@ -278,31 +278,36 @@ func (rd *redactor) str(s string) string {
 	return rd.r.Replace(s)
 }
 
-func (rd *redactor) value(v any) any {
+// holds says whether a secret appears anywhere in v.
+func (rd *redactor) holds(v any) bool {
 	if rd.r == nil {
-		return v
+		return false
 	}
 	switch x := v.(type) {
 	case string:
-		return rd.r.Replace(x)
+		return rd.r.Replace(x) != x
 	case map[string]any:
-		out := make(map[string]any, len(x))
 		for k, e := range x {
-			out[k] = rd.value(e)
+			if rd.holds(k) || rd.holds(e) {
+				return true
+			}
 		}
-		return out
 	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = rd.value(e)
+		for _, e := range x {
+			if rd.holds(e) {
+				return true
+			}
 		}
-		return out
 	case []string:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = rd.r.Replace(e)
+		for _, e := range x {
+			if rd.holds(e) {
+				return true
+			}
 		}
-		return out
+	case nil, bool, int, int64, float64:
+	default:
+		// Any other value is judged by how it prints.
+		return rd.holds(fmt.Sprint(x))
 	}
-	return v
+	return false
 }
