@@ -268,6 +268,9 @@ func (r *runner) openJournal() error {
 func (r *runner) emit(e Event) {
 	e.Time = time.Now()
 	e.Run = r.runID
+	e.Task = r.red.str(e.Task)
+	e.Item = r.red.str(e.Item)
+	e.Delegate = r.red.str(e.Delegate)
 	e.Message = r.red.str(e.Message)
 	e.Stdout = r.red.str(e.Stdout)
 	e.Stderr = r.red.str(e.Stderr)

@@ -349,20 +349,22 @@ func (pr *playRun) failure(t *Task, msg string) hostOutcome {
 }
 
 func (pr *playRun) itemLabel(t *Task, item any, vars map[string]any) string {
+	red := pr.r.red
 	if t.Label != "" {
 		if s, err := pr.r.ev.RenderString(t.Label, vars); err == nil {
-			return s
+			return red.str(s)
 		}
 	}
 	switch x := item.(type) {
 	case string:
-		return x
+		return red.str(x)
 	case map[string]any:
 		if n, ok := x["name"]; ok {
-			return fmt.Sprint(n)
+			return red.str(fmt.Sprint(n))
 		}
 	}
-	s := fmt.Sprint(item)
+	// Masked before it is cut short, so no prefix of a secret remains.
+	s := red.str(fmt.Sprint(item))
 	if len(s) > 60 {
 		s = s[:57] + "..."
 	}
