@@ -48,7 +48,7 @@ func newRootCmd() *cobra.Command {
 	var policy string
 	pf := root.PersistentFlags()
 	pf.StringVar(&policy, "ssh-host-key-checking", string(ssh.AcceptNew),
-		"strict (only hosts in known_hosts), accept-new (record new hosts in .kubexm/known_hosts) or off; a changed key is always refused")
+		"strict (only hosts in known_hosts), accept-new (record new hosts in ~/.kubexm/known_hosts, or $KUBEXM_HOME/known_hosts) or off; a changed key is always refused")
 	pf.IntVar(&conn.uploadForks, "upload-forks", 10, "how many file transfers run at once across all hosts")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		p, err := ssh.ParseHostKeyChecking(policy)
