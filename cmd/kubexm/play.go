@@ -171,6 +171,11 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 		}
 		extra["offline_bundle_dir"] = dir
 	}
+	// A signal that came while the files were read stops here, before
+	// anything runs.
+	if ctx.Err() != nil {
+		return &exitError{err: fmt.Errorf("stopped before the run began: %w", context.Cause(ctx)), code: 130}
+	}
 	var sink engine.Sink
 	if f.output == "json" {
 		sink = output.NewJSON(w)
