@@ -42,6 +42,9 @@ type RunOptions struct {
 	Version   string         // kubexm version, exposed as kubexm_version
 	Defaults  map[string]any // built-in defaults, the lowest variables
 	NoJournal bool           // do not write a journal (list and check modes)
+	// HostLock takes a lock on every remote host for the whole run, so two
+	// runs that change the same host refuse to overlap.
+	HostLock bool
 }
 
 // ErrFailed is returned (wrapped) when some host failed; the recap says which.
@@ -350,20 +353,31 @@ func (r *runner) transportFor(ctx context.Context, name string) (transport.Trans
 			// and may be a nil pointer in a non-nil interface.
 			t = nil
 		}
-		h.conn = connResult{t: t, err: err}
+		var unlock func()
+		if err == nil && r.opts.HostLock {
+			if unlock, err = r.lockHost(ctx, name, t); err != nil {
+				_ = t.Close()
+				t = nil
+			}
+		}
+		h.conn = connResult{t: t, err: err, unlock: unlock}
 	})
 	c := h.conn.(connResult)
 	return c.t, c.err
 }
 
 type connResult struct {
-	t   transport.Transport
-	err error
+	t      transport.Transport
+	err    error
+	unlock func() // releases the host's lock, if the run holds it
 }
 
 func (c connResult) Close() error {
 	if c.t == nil {
 		return nil
+	}
+	if c.unlock != nil {
+		c.unlock()
 	}
 	return c.t.Close()
 }
