@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -256,19 +259,91 @@ const mask = "********"
 func newRedactor(secrets []string) *redactor {
 	var pairs []string
 	seen := map[string]bool{}
-	// Longer secrets first, so one that contains another is masked whole.
-	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
+	add := func(form, masked string) {
+		if form != "" && !seen[form] {
+			seen[form] = true
+			pairs = append(pairs, form, masked)
+		}
+	}
+	var truncated []string
 	for _, s := range secrets {
-		if s == "" || seen[s] {
+		if s == "" {
 			continue
 		}
-		seen[s] = true
-		pairs = append(pairs, s, mask)
+		for _, f := range secretForms(s) {
+			add(f, mask)
+			// Messages are cut short after a prefix ("PlainS3..."): a
+			// prefix of a secret followed by an ellipsis is masked too.
+			for n := 2; n < len(f); n++ {
+				for _, ell := range []string{"...", " ...", "…"} {
+					truncated = append(truncated, f[:n]+ell, mask+ell)
+				}
+			}
+		}
+	}
+	for i := 0; i < len(truncated); i += 2 {
+		add(truncated[i], truncated[i+1])
 	}
 	if len(pairs) == 0 {
 		return &redactor{}
 	}
+	// The replacer takes the first pair that matches at a position: longer
+	// forms first, so a secret that contains another is masked whole.
+	type pair struct{ from, to string }
+	ps := make([]pair, 0, len(pairs)/2)
+	for i := 0; i < len(pairs); i += 2 {
+		ps = append(ps, pair{pairs[i], pairs[i+1]})
+	}
+	sort.SliceStable(ps, func(i, j int) bool { return len(ps[i].from) > len(ps[j].from) })
+	pairs = pairs[:0]
+	for _, p := range ps {
+		pairs = append(pairs, p.from, p.to)
+	}
 	return &redactor{r: strings.NewReplacer(pairs...)}
+}
+
+// secretForms lists the ways a secret can appear in what kubexm emits: as
+// it is, escaped inside JSON, TOML, YAML or Go strings (toJson, quote),
+// shell-quoted, URL-escaped and base64-encoded (b64enc, also inside a longer
+// base64 text, at each of the three byte alignments).
+func secretForms(s string) []string {
+	forms := []string{s}
+	unquote := func(q string) string { return q[1 : len(q)-1] }
+	var buf strings.Builder
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(s) == nil {
+		forms = append(forms, unquote(strings.TrimSuffix(buf.String(), "\n")))
+	}
+	if j, err := json.Marshal(s); err == nil {
+		forms = append(forms, unquote(string(j)))
+	}
+	forms = append(forms,
+		unquote(strconv.Quote(s)),
+		unquote(strconv.QuoteToASCII(s)),
+		strings.ReplaceAll(s, "'", `'\''`),
+		strings.ReplaceAll(s, "'", `'"'"'`),
+		strings.ReplaceAll(s, "'", "''"), // YAML single-quoted
+		// What a shell treats specially inside "...".
+		strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`").Replace(s),
+		url.QueryEscape(s),
+		url.PathEscape(s),
+	)
+	for _, e := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		forms = append(forms, e.EncodeToString([]byte(s)))
+		// Inside a longer base64 text the secret's bytes start at any of
+		// three alignments; only the characters made of its bits alone are
+		// the same every time. Shorter cores would mask unrelated text.
+		for k := range 3 {
+			b := append(make([]byte, k), s...)
+			full := e.EncodeToString(b)
+			start, end := (8*k+5)/6, 8*len(b)/6
+			if end-start >= 8 && end <= len(full) {
+				forms = append(forms, full[start:end])
+			}
+		}
+	}
+	return forms
 }
 
 func (rd *redactor) str(s string) string {
@@ -278,31 +353,36 @@ func (rd *redactor) str(s string) string {
 	return rd.r.Replace(s)
 }
 
-func (rd *redactor) value(v any) any {
+// holds says whether a secret appears anywhere in v.
+func (rd *redactor) holds(v any) bool {
 	if rd.r == nil {
-		return v
+		return false
 	}
 	switch x := v.(type) {
 	case string:
-		return rd.r.Replace(x)
+		return rd.r.Replace(x) != x
 	case map[string]any:
-		out := make(map[string]any, len(x))
 		for k, e := range x {
-			out[k] = rd.value(e)
+			if rd.holds(k) || rd.holds(e) {
+				return true
+			}
 		}
-		return out
 	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = rd.value(e)
+		for _, e := range x {
+			if rd.holds(e) {
+				return true
+			}
 		}
-		return out
 	case []string:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = rd.r.Replace(e)
+		for _, e := range x {
+			if rd.holds(e) {
+				return true
+			}
 		}
-		return out
+	case nil, bool, int, int64, float64:
+	default:
+		// Any other value is judged by how it prints.
+		return rd.holds(fmt.Sprint(x))
 	}
-	return v
+	return false
 }

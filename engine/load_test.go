@@ -2,10 +2,14 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 )
 
 func TestLoadErrors(t *testing.T) {
@@ -221,5 +225,45 @@ func TestLoadBillionLaughs(t *testing.T) {
 	_, err := LoadBytes(context.Background(), "laughs.yaml", []byte(sb.String()), LoadOptions{})
 	if err == nil || !strings.Contains(err.Error(), "too large") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// -e @file has the same bounds as playbook files: issue 13's 320-byte file
+// of nested aliases took 255 MB.
+func TestExtraVarsFileAliasBombRefused(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("l0: &l0 [x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i <= 8; i++ {
+		fmt.Fprintf(&b, "l%d: &l%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d,", i-1), 9), ","))
+	}
+	p := filepath.Join(t.TempDir(), "vars.yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deep := filepath.Join(t.TempDir(), "deep.yaml")
+	if err := os.WriteFile(deep, []byte("x: "+strings.Repeat("[", 20000)+strings.Repeat("]", 20000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{p: "too large after expanding aliases", deep: "nested deeper"} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		_, err := ParseExtraVars([]string{"@" + file})
+		el := time.Since(start)
+		runtime.ReadMemStats(&after)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want %q", file, err, want)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; el > 2*time.Second || alloc > 64<<20 {
+			t.Errorf("%s: took %s and allocated %d MiB", file, el, alloc>>20)
+		}
+	}
+	// Ordinary files still work, aliases included.
+	ok := filepath.Join(t.TempDir(), "ok.yaml")
+	os.WriteFile(ok, []byte("a: &a {x: 1}\nb: *a\nn: 3\n"), 0o644)
+	m, err := ParseExtraVars([]string{"@" + ok, `{c: [1, 2]}`})
+	if err != nil || fmt.Sprint(m) != "map[a:map[x:1] b:map[x:1] c:[1 2] n:3]" {
+		t.Fatalf("got %v %v", m, err)
 	}
 }

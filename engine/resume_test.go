@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mensylisir/kubexm/engine/inventory"
 )
 
 const resumePlaybook = `
@@ -194,5 +196,66 @@ func TestResumeSkipsFinishedLoopItems(t *testing.T) {
 	}
 	if got := strings.Join(c2.sorted(), " "); got != "h1:after=3 h1:i2" {
 		t.Errorf("resume ran %s, want only the failed item and the next task", got)
+	}
+}
+
+// A value that holds a secret is never restored from the journal (masked or
+// not): the task that produced it runs again, so what later tasks write is
+// the real value, never "********".
+func TestResumeNeverRestoresMaskedValues(t *testing.T) {
+	const pbText = `
+- hosts: h1
+  tasks:
+    - name: keep the password
+      set_fact: {reg_pw: "{{ .regpw }}"}
+    - name: unrelated output
+      probe: {id: out, data: {stdout: "/etc/kubernetes/admin.kubeconfig"}}
+      register: cfg
+    - name: loop
+      probe: {id: "item-{{ .item }}", data: {v: "{{ .item }}"}}
+      loop: ["{{ .regpw }}", "plain"]
+      register: looped
+    - name: gate
+      probe: {id: gate, fail: "{{ .broken }}"}
+    - name: write
+      probe: {id: write, msg: "password = {{ .reg_pw }} {{ .cfg.stdout }} {{ (index .looped.results 0).v }}"}
+`
+	dir := writeFiles(t, map[string]string{"pb/playbook.yaml": pbText})
+	work := t.TempDir()
+	inv := func() *inventory.Inventory {
+		i := testInventory()
+		// A weak password that is part of ordinary words.
+		i.OtherSecrets = []string{"Reg\"Pw\\S3cr3t", "kube"}
+		return i
+	}
+	run := func(broken bool, resume string) *calls {
+		c := &calls{}
+		pb, err := Load(context.Background(), filepath.Join(dir, "pb"), LoadOptions{Builtins: testRegistry(c)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := map[string]any{"broken": broken, "regpw": "Reg\"Pw\\S3cr3t"}
+		_, err = Run(context.Background(), pb, inv(), RunOptions{WorkDir: work, ExtraVars: ev, Resume: resume})
+		if broken != (err != nil) {
+			t.Fatalf("run (broken=%v): %v", broken, err)
+		}
+		return c
+	}
+	run(true, "")
+	ents, _ := os.ReadDir(filepath.Join(work, "runs"))
+	for _, e := range ents {
+		j := readJournal(t, filepath.Join(work, "runs", e.Name()))
+		if strings.Contains(j, "S3cr3t") || strings.Contains(j, "********") {
+			t.Errorf("journal holds a secret or its mask:\n%s", j)
+		}
+	}
+	c := run(false, "last")
+	want := "h1:write=password = Reg\"Pw\\S3cr3t /etc/kubernetes/admin.kubeconfig Reg\"Pw\\S3cr3t"
+	if c.count(want) != 1 {
+		t.Errorf("resumed run wrote %v, want %q", c.sorted(), want)
+	}
+	// The tasks whose values held a secret ran again; the plain item did not.
+	if c.count("h1:out") != 1 || c.count("h1:item-plain") != 0 {
+		t.Errorf("resumed run executed %v", c.sorted())
 	}
 }

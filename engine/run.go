@@ -45,6 +45,9 @@ type RunOptions struct {
 	// ForceHandlers runs notified handlers on hosts that failed later, as
 	// the play keyword force_handlers does.
 	ForceHandlers bool
+	// HostLock takes a lock on every remote host for the whole run, so two
+	// runs that change the same host refuse to overlap.
+	HostLock bool
 }
 
 // ErrFailed is returned (wrapped) when some host failed; the recap says which.
@@ -289,6 +292,9 @@ func (r *runner) openJournal() error {
 func (r *runner) emit(e Event) {
 	e.Time = time.Now()
 	e.Run = r.runID
+	e.Task = r.red.str(e.Task)
+	e.Item = r.red.str(e.Item)
+	e.Delegate = r.red.str(e.Delegate)
 	e.Message = r.red.str(e.Message)
 	e.Stdout = r.red.str(e.Stdout)
 	e.Stderr = r.red.str(e.Stderr)
@@ -368,20 +374,31 @@ func (r *runner) transportFor(ctx context.Context, name string) (transport.Trans
 			// and may be a nil pointer in a non-nil interface.
 			t = nil
 		}
-		h.conn = connResult{t: t, err: err}
+		var unlock func()
+		if err == nil && r.opts.HostLock {
+			if unlock, err = r.lockHost(ctx, name, t); err != nil {
+				_ = t.Close()
+				t = nil
+			}
+		}
+		h.conn = connResult{t: t, err: err, unlock: unlock}
 	})
 	c := h.conn.(connResult)
 	return c.t, c.err
 }
 
 type connResult struct {
-	t   transport.Transport
-	err error
+	t      transport.Transport
+	err    error
+	unlock func() // releases the host's lock, if the run holds it
 }
 
 func (c connResult) Close() error {
 	if c.t == nil {
 		return nil
+	}
+	if c.unlock != nil {
+		c.unlock()
 	}
 	return c.t.Close()
 }

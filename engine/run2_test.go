@@ -332,3 +332,60 @@ func TestNothingMatchedIsAnError(t *testing.T) {
 		t.Errorf("a matching glob: %v", err)
 	}
 }
+
+// Secrets are masked in every form kubexm can emit them: loop labels,
+// JSON/TOML/Go/shell escapes, base64, and prefixes cut short.
+func TestSecretsMaskedInEveryEncoding(t *testing.T) {
+	const pw = "Reg\"Pw\\S3cr3t'x"
+	const plain = "PlainS3cr3tValue"
+	dir := writeFiles(t, map[string]string{"playbook.yaml": `
+- hosts: h1
+  tasks:
+    - name: loop with secrets in its items
+      probe: {id: "i"}
+      loop: ["{{ .pw }}", {user: u, pass: "{{ .plain }}", pad: "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}, "short-{{ .plain }}"]
+    - name: labelled loop
+      probe: {id: "l"}
+      loop: [1]
+      loop_control: {label: "{{ .plain }}"}
+    - name: encodings
+      probe:
+        id: enc
+        msg: >-
+          json={{ toJson .pw }} quote={{ quote .pw }} b64={{ b64enc .pw }}
+          b64long={{ printf "prefix-%s-suffix" .plain | b64enc }}
+          toml=password = {{ quote .plain }} cut={{ trunc 7 .plain }}...
+    - name: failure with a cut message
+      probe: {id: f, error: "login failed for {{ trunc 9 .plain }}..."}
+      ignore_errors: true
+`})
+	c := &calls{}
+	pb, err := Load(context.Background(), dir, LoadOptions{Builtins: testRegistry(c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := testInventory()
+	inv.OtherSecrets = []string{pw, plain}
+	var events []Event
+	var mu sync.Mutex
+	_, err = Run(context.Background(), pb, inv, RunOptions{Verbosity: 2, ExtraVars: map[string]any{"pw": pw, "plain": plain},
+		Output: SinkFunc(func(e Event) { mu.Lock(); events = append(events, e); mu.Unlock() })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var js, text strings.Builder
+	for _, e := range events {
+		b, _ := json.Marshal(e)
+		js.Write(b)
+		fmt.Fprintf(&text, "%s|%s|%s|%s|%s|%s\n", e.Task, e.Item, e.Message, e.Stdout, e.Stderr, e.Diff)
+	}
+	leaks := []string{"S3cr3t", "UGxhaW5TM2NyM3RWYWx1", "bGFpblMzY3IzdFZhbHVl", "UmVnIlB3XFMzY3IzdCd4", "PlainS3", "Plain..."}
+	for _, l := range leaks {
+		if strings.Contains(text.String(), l) || strings.Contains(js.String(), l) {
+			t.Errorf("%q leaks:\n%s", l, text.String())
+		}
+	}
+	if !strings.Contains(text.String(), "********") {
+		t.Errorf("nothing masked:\n%s", text.String())
+	}
+}

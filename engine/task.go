@@ -148,16 +148,11 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, ov *o
 		pr.notify(ctx, t, h, vars)
 	}
 	rec := journalRecord{Type: "result", Key: key, Task: t.Name, Host: h.name, Status: out.status, Register: t.Register}
-	if t.NoLog {
-		rec.Omitted = out.reg != nil || len(out.facts) > 0
-	} else {
-		if t.Register != "" {
-			rec.Result, _ = r.red.value(out.reg).(map[string]any)
-		}
-		if len(out.facts) > 0 && t.Action != "setup" {
-			rec.Facts, _ = r.red.value(out.facts).(map[string]any)
-		}
+	facts := out.facts
+	if t.Action == "setup" {
+		facts = nil // gathered again on resume, never restored
 	}
+	r.journalValues(&rec, t, out.reg, facts)
 	r.jr.write(rec)
 	ev.Status, ev.DurationMS = out.status, since(start)
 	if ev.Message == "" {
@@ -326,18 +321,30 @@ func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, 
 // finished even when the task as a whole did not.
 func (pr *playRun) itemRecord(t *Task, h *hostState, key string, o hostOutcome) journalRecord {
 	rec := journalRecord{Type: "result", Key: key, Task: t.Name, Host: h.name, Status: o.status}
-	switch {
-	case t.NoLog:
-		rec.Omitted = t.Register != "" || len(o.facts) > 0
-	default:
-		if t.Register != "" {
-			rec.Result, _ = pr.r.red.value(o.reg).(map[string]any)
-		}
-		if len(o.facts) > 0 {
-			rec.Facts, _ = pr.r.red.value(o.facts).(map[string]any)
-		}
-	}
+	pr.r.journalValues(&rec, t, o.reg, o.facts)
 	return rec
+}
+
+// journalValues puts what a task registered and the facts it set into its
+// journal record, for --resume to restore. A value that holds a secret is
+// never journaled, not even masked: restoring "********" would write the
+// mask into real files. Such a record is marked Omitted and the task runs
+// again on resume, as under no_log.
+func (r *runner) journalValues(rec *journalRecord, t *Task, reg, facts map[string]any) {
+	if t.Register == "" {
+		reg = nil
+	}
+	if reg == nil && len(facts) == 0 {
+		return
+	}
+	if t.NoLog || r.red.holds(reg) || r.red.holds(facts) {
+		rec.Omitted = true
+		return
+	}
+	rec.Result = reg
+	if len(facts) > 0 {
+		rec.Facts = facts
+	}
 }
 
 func (pr *playRun) failure(t *Task, msg string) hostOutcome {
@@ -349,20 +356,22 @@ func (pr *playRun) failure(t *Task, msg string) hostOutcome {
 }
 
 func (pr *playRun) itemLabel(t *Task, item any, vars map[string]any) string {
+	red := pr.r.red
 	if t.Label != "" {
 		if s, err := pr.r.ev.RenderString(t.Label, vars); err == nil {
-			return s
+			return red.str(s)
 		}
 	}
 	switch x := item.(type) {
 	case string:
-		return x
+		return red.str(x)
 	case map[string]any:
 		if n, ok := x["name"]; ok {
-			return fmt.Sprint(n)
+			return red.str(fmt.Sprint(n))
 		}
 	}
-	s := fmt.Sprint(item)
+	// Masked before it is cut short, so no prefix of a secret remains.
+	s := red.str(fmt.Sprint(item))
 	if len(s) > 60 {
 		s = s[:57] + "..."
 	}

@@ -185,17 +185,17 @@ func ParseExtraVars(args []string) (map[string]any, error) {
 			if err != nil {
 				return nil, fmt.Errorf("-e %s: %w", a, err)
 			}
-			m := map[string]any{}
-			if err := yaml.Unmarshal(data, &m); err != nil {
-				return nil, fmt.Errorf("-e %s: %s", a, yaml.FormatError(err, false, true))
+			m, err := extraVarsMapping(file, data)
+			if err != nil {
+				return nil, fmt.Errorf("-e %s: %w", a, err)
 			}
-			maps.Copy(out, normalize(m).(map[string]any))
+			maps.Copy(out, m)
 		case strings.HasPrefix(strings.TrimSpace(a), "{"):
-			m := map[string]any{}
-			if err := yaml.Unmarshal([]byte(a), &m); err != nil {
-				return nil, fmt.Errorf("-e %q: not a valid mapping: %v", a, err)
+			m, err := extraVarsMapping("-e", []byte(a))
+			if err != nil {
+				return nil, fmt.Errorf("-e %q: not a valid mapping: %w", a, err)
 			}
-			maps.Copy(out, normalize(m).(map[string]any))
+			maps.Copy(out, m)
 		default:
 			k, v, ok := strings.Cut(a, "=")
 			k = strings.TrimSpace(k)
@@ -210,6 +210,28 @@ func ParseExtraVars(args []string) (map[string]any, error) {
 		}
 	}
 	return out, nil
+}
+
+// maxExtraVarsNodes bounds the values an -e file or mapping expands to:
+// aliases are expanded into plain values, so a few hundred bytes of nested
+// aliases could otherwise take gigabytes.
+const maxExtraVarsNodes = 100_000
+
+// extraVarsMapping parses an -e file or mapping with the bounds of playbook
+// files, and a lower bound on the values it expands to.
+func extraVarsMapping(file string, data []byte) (map[string]any, error) {
+	n, err := parseYAMLLimited(file, data, maxExtraVarsNodes)
+	if err != nil {
+		return nil, err
+	}
+	switch v := normalize(n.value()).(type) {
+	case map[string]any:
+		return v, nil
+	case nil:
+		return map[string]any{}, nil
+	default:
+		return nil, fmt.Errorf("%s: the document is a %s, not a mapping of variable names to values", file, typeName(v))
+	}
 }
 
 func isCollection(v any) bool {

@@ -9,6 +9,8 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+
+	"github.com/mensylisir/kubexm/engine/yamlguard"
 )
 
 // Pos is a place in a playbook file, for error messages.
@@ -124,6 +126,19 @@ const maxYAMLDepth = 200
 
 // parseYAML parses one YAML document of a file into a node tree.
 func parseYAML(file string, data []byte) (*node, error) {
+	return parseYAMLLimited(file, data, maxYAMLNodes)
+}
+
+// parseYAMLLimited is parseYAML with a bound on the values the document
+// expands to (aliases counted in full).
+func parseYAMLLimited(file string, data []byte, maxNodes int) (*node, error) {
+	if err := yamlguard.Check(data, yamlguard.Default()); err != nil {
+		var ge *yamlguard.Error
+		if errors.As(err, &ge) && ge.Line > 0 {
+			return nil, fmt.Errorf("%s:%w", file, err)
+		}
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
 		return nil, yamlError(file, err)
@@ -138,7 +153,7 @@ func parseYAML(file string, data []byte) (*node, error) {
 		}
 		body = d.Body
 	}
-	c := converter{file: file, anchors: map[string]*node{}, sizes: map[*node]int{}}
+	c := converter{file: file, anchors: map[string]*node{}, sizes: map[*node]int{}, limit: maxNodes}
 	if body == nil {
 		return &node{pos: Pos{File: file}, kind: scalarNode}, nil
 	}
@@ -159,6 +174,7 @@ type converter struct {
 	anchors map[string]*node
 	sizes   map[*node]int // node counts of anchored values
 	total   int           // nodes produced, aliases counted in full
+	limit   int           // bound on total
 }
 
 // maxYAMLNodes bounds the size of a document after alias expansion, so a
@@ -167,8 +183,8 @@ const maxYAMLNodes = 1_000_000
 
 func (c *converter) grow(n int, at Pos) error {
 	c.total += n
-	if c.total > maxYAMLNodes {
-		return fmt.Errorf("%s: YAML document too large after expanding aliases (over %d values)", at, maxYAMLNodes)
+	if c.total > c.limit {
+		return fmt.Errorf("%s: YAML document too large after expanding aliases (over %d values)", at, c.limit)
 	}
 	return nil
 }

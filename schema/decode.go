@@ -10,6 +10,8 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+
+	"github.com/mensylisir/kubexm/engine/yamlguard"
 )
 
 // The YAML text is first turned into a small positioned tree (anchors,
@@ -71,6 +73,12 @@ type treeBuilder struct {
 
 // parseTree parses data into a tree. A syntax error is returned as *Error.
 func parseTree(file string, data []byte) (*ynode, error) {
+	if err := yamlguard.Check(data, yamlguard.Default()); err != nil {
+		var ge *yamlguard.Error
+		errors.As(err, &ge)
+		return nil, &Error{Problems: []Problem{{Pos: Pos{File: file, Line: ge.Line, Col: ge.Col}, Message: ge.Msg,
+			Hint: "a cluster file is a few levels deep and a few hundred lines long; this one was refused before parsing"}}}
+	}
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
 		return nil, syntaxProblem(file, data, err)

@@ -10,50 +10,85 @@ import (
 // error, not a hang.
 const maxRangeHosts = 10000
 
+// maxTotalRangeHosts caps the names all roleGroups members expand to
+// together, checked before any is expanded: many ranges of maxRangeHosts
+// each would otherwise take minutes and gigabytes.
+const maxTotalRangeHosts = 30000
+
+// maxHosts caps spec.hosts.
+const maxHosts = 10000
+
 // ExpandRange expands a roleGroups member. "node[5:6]" is node5, node6;
 // "node[08:10]" keeps the zero padding of its start: node08, node09, node10.
 // A member without brackets is returned as is. Text may follow the range
 // ("rack[1:2]-a").
 func ExpandRange(member string) ([]string, error) {
+	r, err := parseRange(member)
+	if err != nil {
+		return nil, err
+	}
+	if !r.isRange {
+		return []string{member}, nil
+	}
+	out := make([]string, 0, r.end-r.start+1)
+	for i := r.start; i <= r.end; i++ {
+		out = append(out, fmt.Sprintf("%s%0*d%s", r.prefix, r.width, i, r.suffix))
+	}
+	return out, nil
+}
+
+// RangeSize is how many names member expands to, without expanding it.
+func RangeSize(member string) (int, error) {
+	r, err := parseRange(member)
+	if err != nil || !r.isRange {
+		return 1, err
+	}
+	return r.end - r.start + 1, nil
+}
+
+type hostRange struct {
+	isRange        bool
+	prefix, suffix string
+	start, end     int
+	width          int
+}
+
+func parseRange(member string) (hostRange, error) {
 	open := strings.IndexByte(member, '[')
 	closeIdx := strings.IndexByte(member, ']')
 	if open < 0 && closeIdx < 0 {
-		return []string{member}, nil
+		return hostRange{}, nil
 	}
 	if open < 0 || closeIdx < open {
-		return nil, fmt.Errorf("%q: unbalanced brackets; a range looks like node[1:3]", member)
+		return hostRange{}, fmt.Errorf("%q: unbalanced brackets; a range looks like node[1:3]", member)
 	}
 	prefix, body, suffix := member[:open], member[open+1:closeIdx], member[closeIdx+1:]
 	if strings.ContainsAny(suffix, "[]") || strings.ContainsAny(prefix, "]") {
-		return nil, fmt.Errorf("%q: only one range is allowed per member", member)
+		return hostRange{}, fmt.Errorf("%q: only one range is allowed per member", member)
 	}
 	lo, hi, ok := strings.Cut(body, ":")
 	if !ok {
-		return nil, fmt.Errorf("%q: a range needs start:end, e.g. node[1:3]", member)
+		return hostRange{}, fmt.Errorf("%q: a range needs start:end, e.g. node[1:3]", member)
 	}
 	start, err := rangeBound(member, lo)
 	if err != nil {
-		return nil, err
+		return hostRange{}, err
 	}
 	end, err := rangeBound(member, hi)
 	if err != nil {
-		return nil, err
+		return hostRange{}, err
 	}
 	if start > end {
-		return nil, fmt.Errorf("%q: start %d is greater than end %d", member, start, end)
+		return hostRange{}, fmt.Errorf("%q: start %d is greater than end %d", member, start, end)
 	}
 	if end-start >= maxRangeHosts {
-		return nil, fmt.Errorf("%q: range of %d hosts is larger than the limit %d", member, end-start+1, maxRangeHosts)
+		return hostRange{}, fmt.Errorf("%q: range of %d hosts is larger than the limit %d", member, end-start+1, maxRangeHosts)
 	}
 	width := 0
 	if len(lo) > 1 && lo[0] == '0' {
 		width = len(lo)
 	}
-	out := make([]string, 0, end-start+1)
-	for i := start; i <= end; i++ {
-		out = append(out, fmt.Sprintf("%s%0*d%s", prefix, width, i, suffix))
-	}
-	return out, nil
+	return hostRange{isRange: true, prefix: prefix, suffix: suffix, start: start, end: end, width: width}, nil
 }
 
 func rangeBound(member, s string) (int, error) {

@@ -31,6 +31,25 @@ func (rg *RoleGroups) all() []roleGroup {
 // stand for and drops duplicates, keeping each expanded name's position at
 // the member it came from.
 func expandRoleGroups(c *Cluster, ps *problems) {
+	if n := len(c.Spec.Hosts); n > maxHosts {
+		ps.add("spec.hosts", "kubexm manages clusters of up to that many hosts", "%d hosts, more than the limit of %d", n, maxHosts)
+		return
+	}
+	// Sizes first: nothing is expanded when all ranges together are too many.
+	total := 0
+	for _, g := range c.Spec.RoleGroups.all() {
+		for _, m := range *g.members {
+			n, err := RangeSize(m)
+			if err == nil {
+				total += n
+			}
+		}
+	}
+	if total > maxTotalRangeHosts {
+		ps.add("spec.roleGroups", "list fewer hosts, or use fewer and smaller ranges",
+			"the role groups name %d hosts together, more than the limit of %d", total, maxTotalRangeHosts)
+		return
+	}
 	for _, g := range c.Spec.RoleGroups.all() {
 		path := child("spec.roleGroups", g.name)
 		var out []string
@@ -44,14 +63,22 @@ func expandRoleGroups(c *Cluster, ps *problems) {
 				ps.add(p, "", "%v", err)
 				continue
 			}
+			var twice []string
 			for _, n := range names {
 				if seen[n] {
-					ps.warn(p, "host %s is listed twice in roleGroups.%s", n, g.name)
+					twice = append(twice, n)
 					continue
 				}
 				seen[n] = true
 				out = append(out, n)
 				outPos = append(outPos, pos)
+			}
+			// One warning per member, however many names it repeats.
+			switch {
+			case len(twice) == 1:
+				ps.warn(p, "host %s is listed twice in roleGroups.%s", twice[0], g.name)
+			case len(twice) > 1:
+				ps.warn(p, "%d hosts of %s (%s, ...) are listed twice in roleGroups.%s", len(twice), m, twice[0], g.name)
 			}
 		}
 		if len(out) == len(*g.members) && slices.Equal(out, *g.members) {

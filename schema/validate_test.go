@@ -4,8 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 const base = `apiVersion: kubexm.mensylisir.io/v1alpha1
@@ -261,5 +263,47 @@ func TestWarnings(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("warnings lack %q:\n%s", want, s)
 		}
+	}
+}
+
+// measure runs f and returns how long it took and how many bytes it
+// allocated.
+func measure(f func()) (time.Duration, uint64) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	f()
+	el := time.Since(start)
+	runtime.ReadMemStats(&after)
+	return el, after.TotalAlloc - before.TotalAlloc
+}
+
+// Small hostile files are refused before they cost time or memory: the
+// sizes are issue 13's (depth 20k in 40 KB took 13.8 s and 660 MB; 6 KB of
+// ranges took 46 s, 776 MB and 27 MB of warnings).
+func TestSmallHostileFilesRefusedCheaply(t *testing.T) {
+	var members strings.Builder
+	for range 400 {
+		members.WriteString("\n    - \"w[1:9999]\"")
+	}
+	ranges := edit(t, "worker: [w1]", "worker:"+members.String())
+	for name, tc := range map[string]struct{ data, want string }{
+		"depth 20k":         {"spec:\n  hosts: " + strings.Repeat("[", 20000) + strings.Repeat("]", 20000), "nested deeper"},
+		"depth 20k, blocks": {"spec:\n  hosts:\n" + strings.Repeat("- ", 20000) + "x\n", "nested deeper"},
+		"ranges of 6 KB":    {ranges, "more than the limit of 30000"},
+	} {
+		var err error
+		el, alloc := measure(func() { _, _, err = parse("c.yaml", []byte(tc.data), noEnv) })
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %.300v, want %q", name, err, tc.want)
+		}
+		if len(err.Error()) > 4096 {
+			t.Errorf("%s: error of %d bytes", name, len(err.Error()))
+		}
+		if el > 2*time.Second || alloc > 64<<20 {
+			t.Errorf("%s: took %s and allocated %d MiB", name, el, alloc>>20)
+		}
+		t.Logf("%s (%d bytes): %s, %d KiB allocated", name, len(tc.data), el.Round(time.Millisecond), alloc>>10)
 	}
 }

@@ -39,6 +39,9 @@ sed -e 's/^    proxyMode: iptables.*/    type: kubexm\n    version: '"$KUBE_VERS
   "$KUBEXM_TEST_INVENTORY" >"$work/cluster.yaml"
 cd "$work"
 kubexm=$OLDPWD/bin/kubexm
+# The machines get new host keys each time they are made: keep the keys
+# kubexm trusts with them, not in ~/.kubexm.
+export KUBEXM_HOME=$work/.kubexm
 
 # Where the releases are (stand-ins for GitHub, dl.k8s.io and the
 # registries) and the versions they are built at; then what the machines

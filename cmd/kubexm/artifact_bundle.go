@@ -339,12 +339,21 @@ func openBundle(ctx context.Context, p, workDir string, logf func(string, ...any
 	}
 	root := filepath.Join(workDir, "bundle")
 	dir := filepath.Join(root, sum)
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", nil, err
+	}
+	// Another kubexm (a --check run, or a run of another cluster file with
+	// the same work dir) may be unpacking or using the same bundle: the
+	// check and the replacement of a broken copy happen under one lock, so
+	// a copy that another run verified is never removed.
+	unlock, err := lockFile(filepath.Join(root, ".lock"))
+	if err != nil {
+		return "", nil, err
+	}
+	defer unlock()
 	if m, err := checkUnpacked(dir, sum); err == nil {
 		logf("offline bundle %s (sha256 %s): %d files, verified when unpacked in %s", p, sum, len(m.Artifacts), dir)
 		return dir, m, nil
-	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return "", nil, err
 	}
 	tmp, err := os.MkdirTemp(root, ".unpack-")
 	if err != nil {

@@ -38,13 +38,17 @@ func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.T
 		if home != "" {
 			read = append(read, filepath.Join(home, ".ssh", "known_hosts"))
 		}
-		// The kubexm known_hosts sits at the root of the work dir, beside
-		// every cluster's directory, so re-created clusters keep trusting the
-		// same hosts.
-		if c.khErr = os.MkdirAll(".kubexm", 0o755); c.khErr != nil {
+		// The host keys kubexm trusts must not depend on the directory it
+		// runs from: a run from elsewhere would accept a changed key as new.
+		dir, err := stateDir()
+		if err != nil {
+			c.khErr = err
 			return
 		}
-		c.knownHosts, c.khErr = ssh.NewKnownHosts(c.policy, read, filepath.Join(".kubexm", "known_hosts"))
+		if c.khErr = os.MkdirAll(dir, 0o700); c.khErr != nil {
+			return
+		}
+		c.knownHosts, c.khErr = ssh.NewKnownHosts(c.policy, read, filepath.Join(dir, "known_hosts"))
 		forks := c.uploadForks
 		if forks <= 0 {
 			forks = 10
@@ -66,6 +70,19 @@ func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.T
 // loadInventory reads -i: a cluster.yaml (or KubeKey v3 file), or an
 // Ansible-style inventory in YAML or INI for playbooks that are not about a
 // cluster.
+// stateDir is where kubexm keeps what belongs to the user rather than to
+// one directory (the SSH host keys it trusts): $KUBEXM_HOME, else ~/.kubexm.
+func stateDir() (string, error) {
+	if d := os.Getenv("KUBEXM_HOME"); d != "" {
+		return filepath.Abs(d)
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no home directory to keep trusted SSH host keys in (~/.kubexm/known_hosts): %w; set HOME or KUBEXM_HOME", err)
+	}
+	return filepath.Join(home, ".kubexm"), nil
+}
+
 func loadInventory(path string) (*inventory.Inventory, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,9 +24,16 @@ import (
 // builds set it with -ldflags "-X main.version=...".
 var version = "0.1.0"
 
+// stopGrace bounds how long kubexm takes to stop after SIGINT or SIGTERM:
+// the commands on the hosts get transport.KillGrace to end, a stalled
+// connection is given up on, and the recap is printed.
+const stopGrace = 10 * time.Second
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go watchSignals(sigs, cancel, stopGrace, os.Stderr, os.Exit)
 	root := newRootCmd()
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
@@ -34,6 +43,37 @@ func main() {
 		}
 		os.Exit(1)
 	}
+}
+
+// watchSignals cancels the run at the first signal, so it stops the
+// commands on the hosts and prints its recap; it exits at once at a second
+// signal, or when the run has not stopped within grace (a phase that does
+// not watch the context, a connection that does not answer).
+func watchSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc, grace time.Duration, stderr io.Writer, exit func(int)) {
+	sig := <-sigs
+	cancel(fmt.Errorf("interrupted by %s", sigName(sig)))
+	fmt.Fprintf(stderr, "\n%s: stopping the commands on the hosts (at most %s); press Ctrl-C again to exit at once\n", sigName(sig), grace)
+	select {
+	case sig = <-sigs:
+		fmt.Fprintf(stderr, "%s again: exiting now; commands may still be running on the hosts\n", sigName(sig))
+	case <-time.After(grace):
+		fmt.Fprintf(stderr, "kubexm did not stop within %s of %s: exiting now; commands may still be running on the hosts\n", grace, sigName(sig))
+	}
+	code := 130
+	if sig == syscall.SIGTERM {
+		code = 143
+	}
+	exit(code)
+}
+
+func sigName(s os.Signal) string {
+	if s == os.Interrupt {
+		return "SIGINT"
+	}
+	if s == syscall.SIGTERM {
+		return "SIGTERM"
+	}
+	return s.String()
 }
 
 func newRootCmd() *cobra.Command {
@@ -48,7 +88,7 @@ func newRootCmd() *cobra.Command {
 	var policy string
 	pf := root.PersistentFlags()
 	pf.StringVar(&policy, "ssh-host-key-checking", string(ssh.AcceptNew),
-		"strict (only hosts in known_hosts), accept-new (record new hosts in .kubexm/known_hosts) or off; a changed key is always refused")
+		"strict (only hosts in known_hosts), accept-new (record new hosts in ~/.kubexm/known_hosts, or $KUBEXM_HOME/known_hosts) or off; a changed key is always refused")
 	pf.IntVar(&conn.uploadForks, "upload-forks", 10, "how many file transfers run at once across all hosts")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		p, err := ssh.ParseHostKeyChecking(policy)

@@ -172,6 +172,15 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 	if err != nil {
 		return fmt.Errorf("work dir: %w", err)
 	}
+	// A run that changes the cluster holds its work directory: two at once
+	// would interleave their changes and their journals.
+	if !f.check {
+		lock, err := lockWorkDir(workDir, "play "+ref)
+		if err != nil {
+			return err
+		}
+		defer lock.release()
+	}
 	if f.offlineBundle != "" {
 		// Verified (and unpacked once) before anything runs.
 		dir, _, err := openBundle(ctx, f.offlineBundle, workDir, bundleLogf(w, f.output))
@@ -179,6 +188,11 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 			return err
 		}
 		extra["offline_bundle_dir"] = dir
+	}
+	// A signal that came while the files were read stops here, before
+	// anything runs.
+	if ctx.Err() != nil {
+		return &exitError{err: fmt.Errorf("stopped before the run began: %w", context.Cause(ctx)), code: 130}
 	}
 	var sink engine.Sink
 	if f.output == "json" {
@@ -189,7 +203,7 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 	rc, err := engine.Run(ctx, pb, inv, engine.RunOptions{
 		Connect: a.connect, Forks: f.forks, Check: f.check, Diff: f.diff, Tags: f.tags, SkipTags: f.skipTags,
 		StartAt: f.startAt, Limit: f.limit, ExtraVars: extra, WorkDir: workDir, Resume: f.resume,
-		Output: sink, Verbosity: f.verbose, Version: version, NoJournal: f.noJournal || f.check,
+		Output: sink, Verbosity: f.verbose, Version: version, NoJournal: f.noJournal || f.check, HostLock: !f.check,
 		ForceHandlers: f.forceHandlers,
 	})
 	if err == nil {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/goccy/go-yaml"
+
+	"github.com/mensylisir/kubexm/engine/yamlguard"
 )
 
 // The kubexm functions shared by templates and expressions. Each one checks
@@ -141,6 +143,13 @@ func toYAML(v any) (string, error) {
 }
 
 func fromYAML(s string) (any, error) {
+	// Its text is often a host's reply, which kubexm does not trust.
+	// Aliases are expanded into plain values, so a handful of them is all
+	// a reply may hold.
+	limits := yamlguard.Limits{MaxBytes: 8 << 20, MaxDepth: 100, MaxAliases: 10}
+	if err := yamlguard.Check([]byte(s), limits); err != nil {
+		return nil, fmt.Errorf("fromYaml: %w", err)
+	}
 	var v any
 	if err := yaml.Unmarshal([]byte(s), &v); err != nil {
 		return nil, fmt.Errorf("fromYaml: %w", err)

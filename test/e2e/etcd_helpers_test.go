@@ -195,6 +195,9 @@ func (k kubexm) command(ctx context.Context, playbook string, args ...string) *e
 	}
 	cmd := exec.CommandContext(ctx, k.bin, argv...)
 	cmd.Dir = k.dir
+	// The test machines get new host keys each time they are made: trust
+	// is kept with this run's directory, not in the user's ~/.kubexm.
+	cmd.Env = append(os.Environ(), "KUBEXM_HOME="+filepath.Join(k.dir, ".kubexm"))
 	cmd.WaitDelay = 10 * time.Second
 	return cmd
 }

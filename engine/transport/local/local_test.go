@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -192,5 +193,36 @@ func TestPutFileNumericOwnerIsNotAChange(t *testing.T) {
 	}
 	if changed, err := tr.PutFile(ctx, src, dst, opts); err != nil || changed {
 		t.Fatalf("second put with numeric owner %s:%s: changed=%v err=%v", opts.Owner, opts.Group, changed, err)
+	}
+}
+
+// The local transport's temporary file is 0600 while it is written.
+func TestLocalUploadNotWorldReadableWhileWritten(t *testing.T) {
+	tr := New("localhost")
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "secret.conf")
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- tr.Put(context.Background(), pr, dst, transport.PutOptions{Mode: 0o644}) }()
+	if _, err := pw.Write([]byte("password = hunter2\n")); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 || !strings.HasPrefix(ents[0].Name(), ".secret.conf.kubexm-") {
+		t.Fatalf("entries while writing: %v", ents)
+	}
+	st, err := os.Stat(filepath.Join(dir, ents[0].Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		t.Errorf("temporary file is %v while written", st.Mode().Perm())
+	}
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(dst); err != nil || st.Mode().Perm() != 0o644 {
+		t.Fatalf("final file: %v %v", st, err)
 	}
 }

@@ -50,6 +50,7 @@ func (e *DialError) Unwrap() error { return e.Err }
 type hostKeyError struct {
 	cause Cause
 	msg   string
+	file  string // the known_hosts file to fix: the one with the old key, or kubexm's
 }
 
 func (e *hostKeyError) Error() string { return e.msg }
@@ -67,10 +68,11 @@ func classify(host, addr, user string, err error) *DialError {
 	switch {
 	case errors.As(err, &hk):
 		d.Cause = hk.cause
+		host, port, _ := net.SplitHostPort(addr)
 		if hk.cause == CauseHostKeyChanged {
-			d.Hint = fmt.Sprintf("the key %s presents is not the one recorded in known_hosts; if the machine was reinstalled, remove its old line (ssh-keygen -R %s) and run again", addr, knownHostsName(addr))
+			d.Hint = fmt.Sprintf("the key %s presents is not the one recorded in %s; if the machine was reinstalled, remove its old line (ssh-keygen -f %s -R %s) and run again", addr, hk.file, hk.file, knownHostsName(addr))
 		} else {
-			d.Hint = fmt.Sprintf("%s is not in known_hosts and --ssh-host-key-checking=strict; add it (ssh-keyscan) or use accept-new", addr)
+			d.Hint = fmt.Sprintf("%s is not in known_hosts and --ssh-host-key-checking=strict; add it (ssh-keyscan -p %s %s >> %s) or use accept-new", addr, port, host, hk.file)
 		}
 	case errors.Is(err, syscall.ECONNREFUSED):
 		d.Cause, d.Hint = CauseRefused, reach

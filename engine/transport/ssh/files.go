@@ -53,17 +53,16 @@ func (t *Transport) put(ctx context.Context, src io.Reader, dst string, opts tra
 	if err != nil {
 		return err
 	}
-	dir := path.Dir(dst)
-	if err := cl.MkdirAll(dir); err != nil {
-		return fmt.Errorf("%s: create %s: %w", t.name, dir, err)
-	}
-	suffix, err := randomHex(6)
+	tmp, err := t.tempFile(ctx, dst)
 	if err != nil {
 		return err
 	}
-	tmp := path.Join(dir, "."+path.Base(dst)+".kubexm-"+suffix)
-	f, err := cl.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	// The temporary file exists, empty and 0600, before anything is
+	// written: sftp cannot create a file with a mode, and a file created
+	// 0644 and chmod'ed afterwards could be opened by anyone in between.
+	f, err := cl.OpenFile(tmp, os.O_WRONLY|os.O_TRUNC)
 	if err != nil {
+		cl.Remove(tmp)
 		return fmt.Errorf("%s: write %s: %w", t.name, dst, err)
 	}
 	renamed := false
@@ -102,6 +101,21 @@ func (t *Transport) put(ctx context.Context, src io.Reader, dst string, opts tra
 	}
 	renamed = true
 	return nil
+}
+
+// tempFile creates dst's directory and an empty temporary file beside dst,
+// readable and writable by the login user only, and returns its path.
+func (t *Transport) tempFile(ctx context.Context, dst string) (string, error) {
+	const script = `mkdir -p -- "$1" && mktemp -- "$1/.$2.kubexm-XXXXXX"`
+	res, err := t.Run(ctx, transport.Command{Argv: []string{"/bin/sh", "-c", script, "sh", path.Dir(dst), path.Base(dst)}})
+	if err != nil {
+		return "", fmt.Errorf("%s: write %s: %w", t.name, dst, err)
+	}
+	tmp := strings.TrimSpace(string(res.Stdout))
+	if res.ExitCode != 0 || !strings.HasPrefix(tmp, path.Dir(dst)+"/.") {
+		return "", fmt.Errorf("%s: write %s: creating a temporary file: %s", t.name, dst, bytes.TrimSpace(res.Stderr))
+	}
+	return tmp, nil
 }
 
 func (t *Transport) chown(ctx context.Context, p string, opts transport.PutOptions, become bool) error {

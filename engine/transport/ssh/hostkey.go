@@ -1,6 +1,7 @@
 package ssh
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -136,13 +137,13 @@ func (k *KnownHosts) callback() gossh.HostKeyCallback {
 			return err
 		}
 		if len(ke.Want) > 0 {
-			return &hostKeyError{cause: CauseHostKeyChanged, msg: fmt.Sprintf(
+			return &hostKeyError{cause: CauseHostKeyChanged, file: ke.Want[0].Filename, msg: fmt.Sprintf(
 				"REMOTE HOST KEY CHANGED: %s presents %s %s, known_hosts (%s:%d) has a different key",
 				hostname, key.Type(), gossh.FingerprintSHA256(key), ke.Want[0].Filename, ke.Want[0].Line)}
 		}
 		switch k.policy {
 		case Strict:
-			return &hostKeyError{cause: CauseHostKeyUnknown, msg: fmt.Sprintf(
+			return &hostKeyError{cause: CauseHostKeyUnknown, file: cmp.Or(k.write, "~/.ssh/known_hosts"), msg: fmt.Sprintf(
 				"host key %s %s of %s is not in known_hosts", key.Type(), gossh.FingerprintSHA256(key), hostname)}
 		case Off:
 			return nil

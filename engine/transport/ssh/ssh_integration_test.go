@@ -444,3 +444,47 @@ func peakHeap(f func()) uint64 {
 	<-sampled
 	return peak
 }
+
+// An upload is never readable by others while it is being written: the
+// temporary file beside the target is 0600 from its creation on, and gets
+// its final mode only when complete.
+func TestUploadNotWorldReadableWhileWritten(t *testing.T) {
+	tr := dialT(t, server.keyHost("mode"), server.opts(t))
+	dir := userDir(t)
+	dst := filepath.Join(dir, "secret.conf")
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- tr.Put(context.Background(), pr, dst, transport.PutOptions{Mode: 0o644}) }()
+	if _, err := pw.Write([]byte("password = hunter2\n")); err != nil {
+		t.Fatal(err)
+	}
+	// The first bytes have reached the temporary file once it has a size.
+	var tmp string
+	deadline := time.Now().Add(10 * time.Second)
+	for tmp == "" && time.Now().Before(deadline) {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".secret.conf.kubexm-") {
+				tmp = filepath.Join(dir, e.Name())
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if tmp == "" {
+		t.Fatal("no temporary file appeared beside the target")
+	}
+	st, err := os.Stat(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		t.Errorf("temporary file %s is %v while written; want no access for group and others", tmp, st.Mode().Perm())
+	}
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(dst); err != nil || st.Mode().Perm() != 0o644 {
+		t.Fatalf("final file: %v %v, want 0644", st.Mode(), err)
+	}
+}

@@ -113,7 +113,7 @@ func TestKnownHosts(t *testing.T) {
 		}
 	}
 	d := classify("n1", addr, "root", fmt.Errorf("ssh: handshake failed: %w", hk))
-	if d.Cause != CauseHostKeyChanged || !strings.Contains(d.Error(), "ssh-keygen -R [10.1.2.3]:2222") {
+	if d.Cause != CauseHostKeyChanged || !strings.Contains(d.Error(), "ssh-keygen -f "+file+" -R [10.1.2.3]:2222") {
 		t.Fatalf("classify: %v", d)
 	}
 	if _, err := NewKnownHosts("sometimes", nil, file); err == nil {

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// workLock is an flock(2) on a file in a cluster's work directory. The
+// kernel drops it when its holder dies, however it dies, so a lock left by
+// a killed run is never mistaken for a live one; the file's content only
+// says who holds it, for the message a second run prints.
+type workLock struct {
+	f *os.File
+}
+
+type lockHolder struct {
+	PID     int    `json:"pid"`
+	Host    string `json:"host"`
+	Start   string `json:"start"`
+	Command string `json:"command"`
+}
+
+// lockWorkDir takes the lock of workDir for a run that changes the cluster.
+// It fails at once, naming the holder, when another run holds it.
+func lockWorkDir(workDir, command string) (*workLock, error) {
+	if err := os.MkdirAll(workDir, 0o700); err != nil {
+		return nil, fmt.Errorf("work dir: %w", err)
+	}
+	p := filepath.Join(workDir, "lock")
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", p, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		defer f.Close()
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("lock %s: %w", p, err)
+		}
+		return nil, fmt.Errorf("the cluster's work directory %s is in use by another kubexm run (%s); wait for it to finish, or stop it (kubexm stops the commands it started on the hosts)",
+			workDir, describeHolder(f))
+	}
+	host, _ := os.Hostname()
+	info, _ := json.Marshal(lockHolder{PID: os.Getpid(), Host: host, Start: time.Now().UTC().Format(time.RFC3339), Command: command})
+	// Who holds it is only for messages: a failed write loses nothing.
+	if f.Truncate(0) == nil {
+		_, _ = f.WriteAt(append(info, '\n'), 0)
+	}
+	return &workLock{f: f}, nil
+}
+
+func describeHolder(f *os.File) string {
+	data, err := os.ReadFile(f.Name())
+	var h lockHolder
+	if err != nil || json.Unmarshal([]byte(strings.TrimSpace(string(data))), &h) != nil {
+		return "holder unknown"
+	}
+	return fmt.Sprintf("pid %d on %s since %s: %s", h.PID, h.Host, h.Start, h.Command)
+}
+
+// release ends the lock; the file stays, without content.
+func (l *workLock) release() {
+	if l == nil {
+		return
+	}
+	_ = l.f.Truncate(0)
+	_ = l.f.Close()
+}
+
+// lockFile takes an exclusive flock on p, waiting for other processes that
+// hold it, and returns the function that releases it.
+func lockFile(p string) (func(), error) {
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", p, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", p, err)
+	}
+	return func() { f.Close() }, nil
+}
