@@ -67,9 +67,6 @@ func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.T
 	return t, nil
 }
 
-// loadInventory reads -i: a cluster.yaml (or KubeKey v3 file), or an
-// Ansible-style inventory in YAML or INI for playbooks that are not about a
-// cluster.
 // stateDir is where kubexm keeps what belongs to the user rather than to
 // one directory (the SSH host keys it trusts): $KUBEXM_HOME, else ~/.kubexm.
 func stateDir() (string, error) {
@@ -83,6 +80,9 @@ func stateDir() (string, error) {
 	return filepath.Join(home, ".kubexm"), nil
 }
 
+// loadInventory reads -i: a cluster.yaml (or KubeKey v3 file), or an
+// Ansible-style inventory in YAML or INI for playbooks that are not about a
+// cluster.
 func loadInventory(path string) (*inventory.Inventory, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
