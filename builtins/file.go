@@ -8,6 +8,7 @@ import (
 
 	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/sysdirs"
 )
 
 type fileBuiltin struct{}
@@ -22,7 +23,7 @@ func (fileBuiltin) Spec() step.Spec {
 			"another file system (`unmount: true` unmounts what is mounted below first; a path that is itself a " +
 			"mount point is emptied, not removed). `absent` refuses a relative path, a path with `..`, and a " +
 			"system directory or a parent of one, also when the path reaches one through a symbolic link on the " +
-			"host. The system directories: `" + strings.Join(systemDirs, "`, `") + "`.",
+			"host. The system directories: `" + strings.Join(sysdirs.List(), "`, `") + "`.",
 		Args: append([]step.Arg{
 			{Name: "path", Type: step.String, Required: true, Aliases: []string{"dest", "name"}, Doc: "Path on the host."},
 			{Name: "state", Type: step.String, Choices: []string{"file", "directory", "link", "absent", "touch"}, Doc: "What path should be. Unset: what it already is (only attributes change), or file when missing."},

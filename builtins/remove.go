@@ -8,43 +8,8 @@ import (
 	"strings"
 
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/sysdirs"
 )
-
-// systemDirs are directories of the operating system that no delete may
-// remove, whatever a playbook or a cluster file says: the top-level
-// directories of the Filesystem Hierarchy Standard and the well-known
-// directories below them that hold other software's files. Removing one of
-// them (or, since rm -r removes everything below, a parent of one) breaks
-// the host. Every parent of an entry is an entry too (TestSystemDirsClosed).
-var systemDirs = []string{
-	"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
-	"/lost+found", "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv",
-	"/sys", "/tmp", "/usr", "/var",
-	"/etc/default", "/etc/systemd", "/etc/systemd/system", "/etc/ssh", "/etc/ssl", "/etc/pki",
-	"/etc/sysctl.d", "/etc/modules-load.d", "/etc/security", "/etc/sudoers.d", "/etc/apt", "/etc/yum.repos.d",
-	"/lib/modules", "/lib/systemd", "/lib/systemd/system",
-	"/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/include",
-	"/usr/share", "/usr/src", "/usr/local", "/usr/lib/systemd", "/usr/lib/systemd/system", "/usr/lib/modules",
-	"/usr/local/bin", "/usr/local/sbin", "/usr/local/lib", "/usr/local/share", "/usr/local/etc",
-	"/usr/local/include", "/usr/local/src",
-	"/var/lib", "/var/log", "/var/cache", "/var/spool", "/var/tmp", "/var/run", "/var/lock",
-	"/var/mail", "/var/opt", "/var/backups", "/var/local",
-	"/run/systemd",
-}
-
-// isSystemDir reports whether an absolute, clean path is a system directory
-// or a parent of one.
-func isSystemDir(p string) bool {
-	if slices.Contains(systemDirs, p) {
-		return true
-	}
-	for _, d := range systemDirs {
-		if strings.HasPrefix(d, p+"/") {
-			return true
-		}
-	}
-	return false
-}
 
 // checkRemovable refuses, before anything runs, a path that state: absent
 // must not remove as written.
@@ -55,7 +20,7 @@ func checkRemovable(p string) error {
 	if slices.Contains(strings.Split(p, "/"), "..") {
 		return fmt.Errorf("refusing to remove %q: the path contains ..", p)
 	}
-	if c := path.Clean(p); isSystemDir(c) {
+	if c := path.Clean(p); sysdirs.Contains(c) {
 		return fmt.Errorf("refusing to remove %s: it is a system directory or holds one", c)
 	}
 	return nil
