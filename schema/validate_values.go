@@ -322,8 +322,8 @@ func validateZones(ps *problems, p string, zones []ExternalZone) {
 	for i, z := range zones {
 		zp := index(p, i)
 		for j, name := range z.Zones {
-			if n := strings.TrimSuffix(name, "."); n != "" && !isHostname(n, false) {
-				ps.add(index(child(zp, "zones"), j), "a DNS zone such as example.com", "%q is not a DNS zone", name)
+			if !isZone(name) {
+				ps.add(index(child(zp, "zones"), j), "a DNS zone such as example.com, optionally with :port", "%q is not a DNS zone", name)
 			}
 		}
 		for j, ns := range z.Nameservers {
@@ -335,6 +335,19 @@ func validateZones(ps *problems, p string, zones []ExternalZone) {
 			ps.add(child(zp, "cache"), "seconds; 0 turns caching off", "must not be negative")
 		}
 	}
+}
+
+// isZone accepts a Corefile zone: a DNS name (or . for all), optionally
+// with a trailing dot and a :port.
+func isZone(z string) bool {
+	if h, port, ok := strings.Cut(z, ":"); ok {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return false
+		}
+		z = h
+	}
+	z = strings.TrimSuffix(z, ".")
+	return z == "" || isHostname(z, false)
 }
 
 var (
