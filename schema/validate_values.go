@@ -295,9 +295,23 @@ func validateNames(c *Cluster, ps *problems) {
 	if r.NamespaceOverride != "" && !imagePath.MatchString(r.NamespaceOverride) {
 		ps.add("spec.registry.namespaceOverride", "lower-case letters, digits, . _ - and /", "%q is not an image namespace", r.NamespaceOverride)
 	}
-	for name := range r.Auths {
+	for name, a := range r.Auths {
+		p := key("spec.registry.auths", name)
 		if name != "" && !isHostPort(name) {
-			ps.add(key("spec.registry.auths", name), "the registry's host name, optionally with :port", "%q is not a registry host", name)
+			ps.add(p, "the registry's host name, optionally with :port", "%q is not a registry host", name)
+		}
+		// Written into containerd's TOML, which has no escape for most
+		// control characters. The password is not shown.
+		if hasControl(a.Username) {
+			ps.add(child(p, "username"), "printable characters only", "user name %q holds a control character", a.Username)
+		}
+		if hasControl(a.Password) {
+			ps.add(child(p, "password"), "printable characters only", "the password holds a control character")
+		}
+	}
+	for i, line := range strings.Split(s.DNS.DNSEtcHosts, "\n") {
+		if msg := hostsLineError(line); msg != "" {
+			ps.add("spec.dns.dnsEtcHosts", "hosts(5) lines: an IP address, then names", "line %d: %s", i+1, msg)
 		}
 	}
 	if d := s.DNS.CoreDNS; d != nil {
@@ -335,6 +349,35 @@ func validateZones(ps *problems, p string, zones []ExternalZone) {
 			ps.add(child(zp, "cache"), "seconds; 0 turns caching off", "must not be negative")
 		}
 	}
+}
+
+func hasControl(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0
+}
+
+// hostsLineError checks one hosts(5) line of dnsEtcHosts, which CoreDNS
+// reads inside its hosts { } block: a stray } or directive would change
+// the Corefile.
+func hostsLineError(line string) string {
+	if i := strings.IndexByte(line, '#'); i >= 0 {
+		line = line[:i]
+	}
+	f := strings.Fields(line)
+	if len(f) == 0 {
+		return ""
+	}
+	if _, err := netip.ParseAddr(f[0]); err != nil {
+		return fmt.Sprintf("%q is not an IP address", f[0])
+	}
+	if len(f) == 1 {
+		return "an address without a name"
+	}
+	for _, n := range f[1:] {
+		if !isHostname(strings.TrimSuffix(n, "."), false) {
+			return fmt.Sprintf("%q is not a host name", n)
+		}
+	}
+	return ""
 }
 
 // isZone accepts a Corefile zone: a DNS name (or . for all), optionally

@@ -47,6 +47,8 @@ func TestValueValidation(t *testing.T) {
 		{"insecure registry", edit(t, "    version: v1.33.13\n", "    version: v1.33.13\n    containerRuntime: {type: containerd, containerd: {insecureRegistries: [\"r:99999\"]}}\n"), "spec.kubernetes.containerRuntime.containerd.insecureRegistries[0]", "registry host"},
 		{"private registry port", withSpec("  registry:\n    privateRegistry: reg.local:abc\n"), "spec.registry.privateRegistry", "registry host"},
 		{"namespace override", withSpec("  registry:\n    privateRegistry: reg.local\n    namespaceOverride: \"a b\"\n"), "spec.registry.namespaceOverride", "image namespace"},
+		{"dnsEtcHosts brace", withSpec("  dns:\n    dnsEtcHosts: |\n      10.0.0.1 a.example.com\n      }\n      reload\n"), "spec.dns.dnsEtcHosts", "line 2"},
+		{"auth user name", withSpec("  registry:\n    auths: {\"reg.local\": {username: \"u\\x01\"}}\n"), `spec.registry.auths["reg.local"].username`, "control character"},
 		{"auth registry name", withSpec("  registry:\n    auths: {\"reg.local/x\": {username: u}}\n"), `spec.registry.auths["reg.local/x"]`, "registry host"},
 	}
 	for _, tc := range cases {
@@ -79,6 +81,11 @@ func TestValueValidationAccepts(t *testing.T) {
     namespaceOverride: kubexm/images
     containerdDataDir: /data/containerd
     auths: {"reg.local:5000": {username: u, password: p}}
+  dns:
+    dnsEtcHosts: |
+      # comment
+      10.0.0.1 a.example.com b
+      fd00::1 c.example.com.
 `)
 	good = strings.Replace(good, "{name: w1, address: 192.168.1.3}", "{name: w1, address: 192.168.1.3, user: deploy.user, labels: {node-role.kubernetes.io/edge: \"\", example.com/zone: eu-1, disktype: ssd}}", 1)
 	good = strings.Replace(good, "    version: v1.33.13\n", "    version: v1.33.13\n    kubeletArgs: [\"--eviction-hard=memory.available<100Mi,nodefs.available<10%\", --fail-swap-on=false, --rotate-certificates]\n", 1)
