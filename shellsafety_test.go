@@ -51,7 +51,7 @@ func TestNoUnquotedValuesInShellText(t *testing.T) {
 			for _, st := range shellTexts(doc.Body) {
 				checked++
 				for _, p := range shellTextProblems(st.text) {
-					t.Errorf("%s:%d: %s: %s", path, st.line, st.what, p)
+					t.Errorf("%s:%d: %s: %s", path, st.line+strings.Count(st.text[:p.offset], "\n"), st.what, p.msg)
 				}
 			}
 		}
@@ -66,7 +66,7 @@ func TestNoUnquotedValuesInShellText(t *testing.T) {
 }
 
 type shellText struct {
-	line int
+	line int // of the text's first line
 	what string
 	text string
 }
@@ -108,7 +108,7 @@ func shellTexts(n ast.Node) []shellText {
 // shellArg returns the shell text of a builtin call: the free form, or the
 // named argument of the map form.
 func shellArg(builtin string, v ast.Node, arg string) []shellText {
-	line := v.GetToken().Position.Line
+	line := textLine(v)
 	var val any
 	if err := yaml.NodeToValue(v, &val); err != nil {
 		return []shellText{{line, builtin, "{{ unparsable }}"}}
@@ -121,6 +121,13 @@ func shellArg(builtin string, v ast.Node, arg string) []shellText {
 		return []shellText{{line, builtin, x}}
 	case map[string]any:
 		if s, ok := x[arg].(string); ok {
+			if m, ok := v.(*ast.MappingNode); ok {
+				for _, mv := range m.Values {
+					if mv.Key.String() == arg {
+						line = textLine(mv.Value)
+					}
+				}
+			}
 			return []shellText{{line, builtin + " " + arg, s}}
 		}
 	}
@@ -133,22 +140,34 @@ const marker = "\x01"
 
 // shellTextProblems parses text as a template and reports every output that
 // is not quoted for the shell, or that stands inside quotes.
-func shellTextProblems(text string) []string {
+// textLine is the line a scalar's text starts on: a block scalar (| or >)
+// starts on the line after its indicator.
+func textLine(n ast.Node) int {
+	line := n.GetToken().Position.Line
+	if _, ok := n.(*ast.LiteralNode); ok {
+		line++
+	}
+	return line
+}
+
+type textProblem struct {
+	offset int // byte offset in the text
+	msg    string
+}
+
+func shellTextProblems(text string) []textProblem {
 	if !strings.Contains(text, "{{") {
 		return nil
 	}
-	trees, err := parse.Parse("t", text, "{{", "}}", map[string]any{})
-	if err != nil {
-		// Parse without function checks: the names are the engine's.
-		tr := &parse.Tree{Name: "t", Mode: parse.SkipFuncCheck}
-		trees = map[string]*parse.Tree{}
-		if _, err := tr.Parse(text, "{{", "}}", trees); err != nil {
-			return []string{"template does not parse: " + err.Error()}
-		}
+	// Without function checks: the function names are the engine's.
+	tr := &parse.Tree{Name: "t", Mode: parse.SkipFuncCheck}
+	trees := map[string]*parse.Tree{}
+	if _, err := tr.Parse(text, "{{", "}}", trees); err != nil {
+		return []textProblem{{0, "template does not parse: " + err.Error()}}
 	}
-	var problems []string
+	var problems []textProblem
 	var flat strings.Builder
-	var actions []string
+	var actions []*parse.ActionNode
 	var flatten func(n parse.Node)
 	flatten = func(n parse.Node) {
 		switch v := n.(type) {
@@ -166,9 +185,9 @@ func shellTextProblems(text string) []string {
 				return // an assignment writes nothing
 			}
 			if !pipeIsShellSafe(v.Pipe) {
-				problems = append(problems, fmt.Sprintf("%s is not passed through shquote", v))
+				problems = append(problems, textProblem{int(v.Position()), fmt.Sprintf("%s is not passed through shquote", v)})
 			}
-			actions = append(actions, v.String())
+			actions = append(actions, v)
 			flat.WriteString(marker)
 		case *parse.IfNode:
 			flatten(v.List)
@@ -180,7 +199,7 @@ func shellTextProblems(text string) []string {
 			flatten(v.List)
 			flatten(v.ElseList)
 		case *parse.TemplateNode:
-			problems = append(problems, fmt.Sprintf("%s: a template call in shell text cannot be checked", v))
+			problems = append(problems, textProblem{int(v.Position()), fmt.Sprintf("%s: a template call in shell text cannot be checked", v)})
 		}
 	}
 	for _, tr := range trees {
@@ -188,7 +207,7 @@ func shellTextProblems(text string) []string {
 	}
 	for i, ctx := range markerContexts(flat.String()) {
 		if ctx != "" {
-			problems = append(problems, fmt.Sprintf("%s stands %s, where shquote's quotes are literal; put it outside the quotes", actions[i], ctx))
+			problems = append(problems, textProblem{int(actions[i].Position()), fmt.Sprintf("%s stands %s, where shquote's quotes are literal; put it outside the quotes", actions[i], ctx)})
 		}
 	}
 	return problems
