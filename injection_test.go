@@ -194,11 +194,18 @@ func TestInjectionLabelKeyIsNoFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	pb := "- hosts: all\n  gather_facts: false\n  roles: [cluster-finalize]\n"
-	_, err := runLocal(t, pb, []string{"master", "worker", "k8s_cluster"}, map[string]any{
+	vars := map[string]any{
 		"kubectl_bin": kubectl, "kubectl_host": "n1",
 		"labels": map[string]any{"--server": "https://evil.example.com"},
-	}, false)
-	if err != nil {
+	}
+	// --check runs no kubectl at all.
+	if _, err := runLocal(t, pb, []string{"master", "worker", "k8s_cluster"}, vars, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(logFile); err == nil {
+		t.Fatal("kubectl ran under --check")
+	}
+	if _, err := runLocal(t, pb, []string{"master", "worker", "k8s_cluster"}, vars, false); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(logFile)
