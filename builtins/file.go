@@ -8,6 +8,7 @@ import (
 
 	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/sysdirs"
 )
 
 type fileBuiltin struct{}
@@ -18,13 +19,18 @@ func (fileBuiltin) Spec() step.Spec {
 		Summary: "Make a path a directory, file, symlink, or absent, with mode and owner.",
 		Doc: "`state: file` only adjusts an existing file (it fails when the file is missing; use `touch` to create " +
 			"an empty one). `touch` creates the file when missing and otherwise only corrects attributes, so it is " +
-			"idempotent. `directory` creates parents. `absent` removes files and whole trees.",
+			"idempotent. `directory` creates parents. `absent` removes files and whole trees, never crossing into " +
+			"another file system (`unmount: true` unmounts what is mounted below first; a path that is itself a " +
+			"mount point is emptied, not removed). `absent` refuses a relative path, a path with `..`, and a " +
+			"system directory or a parent of one, also when the path reaches one through a symbolic link on the " +
+			"host. The system directories: `" + strings.Join(sysdirs.List(), "`, `") + "`.",
 		Args: append([]step.Arg{
 			{Name: "path", Type: step.String, Required: true, Aliases: []string{"dest", "name"}, Doc: "Path on the host."},
 			{Name: "state", Type: step.String, Choices: []string{"file", "directory", "link", "absent", "touch"}, Doc: "What path should be. Unset: what it already is (only attributes change), or file when missing."},
 			{Name: "src", Type: step.String, Doc: "Target of the symlink (state: link)."},
 			{Name: "recurse", Type: step.Bool, Default: false, Doc: "With state: directory, apply mode, owner and group to everything inside."},
 			{Name: "force", Type: step.Bool, Default: false, Doc: "With state: link, replace an existing file (not a directory) at path."},
+			{Name: "unmount", Type: step.Bool, Default: false, Doc: "With state: absent, first unmount every file system mounted below path (deepest first), e.g. a kubelet's pod volumes."},
 		}, attrArgs()...),
 		Examples: []string{"file:\n  path: /etc/kubernetes/pki\n  state: directory\n  mode: \"0700\"",
 			"file:\n  path: /usr/local/bin/kubectl\n  src: /opt/kube/bin/kubectl\n  state: link"},
@@ -33,10 +39,15 @@ func (fileBuiltin) Spec() step.Spec {
 
 func (fileBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step.Result, error) {
 	p := args.String("path")
+	state := args.String("state")
+	if state == "absent" {
+		if err := checkRemovable(p); err != nil {
+			return step.Result{}, fmt.Errorf("file: %w", err)
+		}
+	}
 	if p == "" || p == "/" {
 		return step.Result{}, fmt.Errorf("file: path %q is not allowed", p)
 	}
-	state := args.String("state")
 	a := attrsFrom(args)
 	host := env.Target.Host()
 	fi, err := env.Target.Stat(ctx, p, env.Become)
@@ -69,13 +80,7 @@ func (fileBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step
 		if !fi.Exists {
 			return step.Result{Data: data}, nil
 		}
-		changes = append(changes, "remove "+p)
-		if !env.Check {
-			if _, err := mustRun(ctx, env, "rm", "-rf", "--", p); err != nil {
-				return step.Result{}, err
-			}
-		}
-		return done(env, changes, data, ""), nil
+		return removePath(ctx, env, p, fi.IsLink, args.Bool("unmount"), data)
 	case "file":
 		if !fi.Exists {
 			return step.Result{}, fmt.Errorf("%s: file %s does not exist (use state: touch to create it)", host, p)

@@ -2,7 +2,9 @@ package builtins
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mensylisir/kubexm/engine/step"
@@ -48,5 +50,80 @@ func TestFileStates(t *testing.T) {
 		if _, err := (fileBuiltin{}).Run(t.Context(), env, bad); err == nil {
 			t.Errorf("%v: want error", bad)
 		}
+	}
+}
+
+// TestFileAbsentRefusesSystemDirs: state absent never removes a system
+// directory or a parent of one, written directly, with .., or reached
+// through a symbolic link on the host; check mode refuses the same.
+func TestFileAbsentRefusesSystemDirs(t *testing.T) {
+	env, root := testEnv(t)
+	toRoot := filepath.Join(root, "toroot")
+	if err := os.Symlink("/", toRoot); err != nil {
+		t.Fatal(err)
+	}
+	for _, check := range []bool{true, false} {
+		env.Check = check
+		for _, p := range []string{"/", "/etc", "/etc/", "/usr/local/bin", "/usr/local", "/var/lib", "//var//lib",
+			"/usr/lib/systemd", "/x/../etc", "relative/dir", filepath.Join(toRoot, "etc"), filepath.Join(toRoot, "usr")} {
+			_, err := (fileBuiltin{}).Run(t.Context(), env, step.Args{"path": p, "state": "absent"})
+			if err == nil || !strings.Contains(err.Error(), "refusing") {
+				t.Errorf("check=%v: removing %q: got %v, want a refusal", check, p, err)
+			}
+		}
+	}
+	if _, err := os.Stat("/etc"); err != nil {
+		t.Fatal(err)
+	}
+	// A directory of kubexm's below a system directory is fine, and a
+	// symbolic link is removed as a link, never followed.
+	env.Check = false
+	link := filepath.Join(root, "link-to-etc")
+	if err := os.Symlink("/etc", link); err != nil {
+		t.Fatal(err)
+	}
+	converge(t, fileBuiltin{}, env, step.Args{"path": link, "state": "absent"}, root)
+	if _, err := os.Lstat(link); !os.IsNotExist(err) {
+		t.Errorf("link not removed: %v", err)
+	}
+}
+
+// TestFileAbsentUnmount: unmount: true unmounts what is mounted below the
+// path; a path that is a mount point itself is emptied, not removed.
+func TestFileAbsentUnmount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	env, root := testEnv(t)
+	top := filepath.Join(root, "data")
+	inner := filepath.Join(top, "pods", "vol")
+	mustWrite(t, filepath.Join(inner, "x"), "")
+	if out, err := exec.Command("mount", "-t", "tmpfs", "tmpfs", inner).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount here: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", inner).Run() })
+	mustWrite(t, filepath.Join(inner, "secret"), "s")
+	// Without unmount, rm stays on its file system and fails on the mount.
+	if _, err := (fileBuiltin{}).Run(t.Context(), env, step.Args{"path": top, "state": "absent"}); err == nil {
+		t.Fatal("removing a tree with a mount below it without unmount: want an error")
+	}
+	converge(t, fileBuiltin{}, env, step.Args{"path": top, "state": "absent", "unmount": true}, root)
+	if _, err := os.Stat(top); !os.IsNotExist(err) {
+		t.Fatalf("not removed: %v", err)
+	}
+	// A mount point itself is emptied.
+	mp := filepath.Join(root, "mp")
+	mustWrite(t, filepath.Join(mp, "keep"), "")
+	if out, err := exec.Command("mount", "-t", "tmpfs", "tmpfs", mp).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", mp).Run() })
+	mustWrite(t, filepath.Join(mp, "a", "b"), "x")
+	res := runB(t, fileBuiltin{}, env, step.Args{"path": mp, "state": "absent", "unmount": true})
+	if !res.Changed || !strings.Contains(res.Msg, "empty") {
+		t.Errorf("mount point: %+v", res)
+	}
+	if ents, err := os.ReadDir(mp); err != nil || len(ents) != 0 {
+		t.Errorf("mount point not emptied: %v %v", ents, err)
 	}
 }

@@ -61,7 +61,8 @@ func (uriBuiltin) Spec() step.Spec {
 		Name:    "uri",
 		Summary: "Make an HTTP(S) request from the host, optionally with TLS client certificates.",
 		Doc: "The request is made by `curl` on the host, so addresses such as 127.0.0.1 and certificate paths are the " +
-			"host's. The result holds `status`, `content_type`, `content` (with return_content, or when JSON) and `json` " +
+			"host's. Headers and the body reach curl on its standard input (a config read with `-K -`), never on " +
+			"its command line, which every user of the host can read. The result holds `status`, `content_type`, `content` (with return_content, or when JSON) and `json` " +
 			"(the decoded body when the response is JSON). A status not in `status_code` fails the task. GET and HEAD " +
 			"run in check mode (they change nothing); other methods are skipped. The task never reports changed by " +
 			"itself: use `changed_when` for requests that change something.",
@@ -107,9 +108,13 @@ func (uriBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step.
 	} else {
 		argv = append(argv, "-X", method)
 	}
+	// Headers (tokens, passwords) and the body go to curl as a config on
+	// stdin (-K -), never on its command line, which every user of the host
+	// can read in ps.
 	hdrs := args.Map("headers")
-	var body string
+	var cfg strings.Builder
 	if args.Has("body") {
+		var body string
 		if args.String("body_format") == "json" {
 			b, err := json.Marshal(args["body"])
 			if err != nil {
@@ -117,7 +122,7 @@ func (uriBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step.
 			}
 			body = string(b)
 			if _, ok := hdrs["Content-Type"]; !ok {
-				argv = append(argv, "-H", "Content-Type: application/json")
+				cfg.WriteString("header = \"Content-Type: application/json\"\n")
 			}
 		} else {
 			switch args["body"].(type) {
@@ -126,13 +131,20 @@ func (uriBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step.
 			}
 			body = args.String("body")
 		}
-		argv = append(argv, "--data-binary", "@-")
+		if strings.IndexByte(body, 0) >= 0 {
+			return step.Result{}, fmt.Errorf("uri: body holds a NUL byte, which curl cannot be given")
+		}
+		cfg.WriteString("data-raw = " + curlConfigQuote(body) + "\n")
 	}
 	for _, k := range sortedKeys(hdrs) {
-		argv = append(argv, "-H", k+": "+fmt.Sprint(hdrs[k]))
+		h := k + ": " + fmt.Sprint(hdrs[k])
+		if strings.ContainsAny(h, "\r\n\x00") {
+			return step.Result{}, fmt.Errorf("uri: header %s holds a line break or NUL byte", k)
+		}
+		cfg.WriteString("header = " + curlConfigQuote(h) + "\n")
 	}
-	argv = append(argv, "--", u)
-	res, err := env.Target.Run(ctx, transport.Command{Argv: argv, Stdin: strings.NewReader(body), Become: env.Become, Timeout: timeout + 5*time.Second})
+	argv = append(argv, "-K", "-", "--", u)
+	res, err := env.Target.Run(ctx, transport.Command{Argv: argv, Stdin: strings.NewReader(cfg.String()), Become: env.Become, Timeout: timeout + 5*time.Second})
 	if err != nil {
 		return step.Result{}, err
 	}
@@ -185,6 +197,13 @@ func (uriBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step.
 		return step.Result{Failed: true, Msg: fmt.Sprintf("%s %s: status %d, want %v: %s", method, u, status, codes, strings.TrimSpace(snippet)), Data: data}, nil
 	}
 	return step.Result{Data: data}, nil
+}
+
+// curlConfigQuote writes s as a double-quoted string of a curl config file,
+// where backslash escapes ", \\, and the control characters \t \n \r \v.
+func curlConfigQuote(s string) string {
+	r := strings.NewReplacer("\\", "\\\\", "\"", "\\\"", "\t", "\\t", "\n", "\\n", "\r", "\\r", "\v", "\\v")
+	return "\"" + r.Replace(s) + "\""
 }
 
 func sortedKeys(m map[string]any) []string {

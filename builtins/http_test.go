@@ -1,6 +1,7 @@
 package builtins
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/transport"
 )
 
 func TestURI(t *testing.T) {
@@ -185,5 +187,53 @@ func TestURIClientCertificate(t *testing.T) {
 	w := waitForBuiltin{firstPoll: 10 * time.Millisecond}
 	if res := runB(t, w, env, step.Args{"url": srv.URL, "ca_path": serverCA, "client_cert": cert, "client_key": key, "timeout": "5s"}); res.Failed {
 		t.Fatalf("%+v", res)
+	}
+}
+
+// argvRecorder is a transport that remembers every command line it runs.
+type argvRecorder struct {
+	transport.Transport
+	argv [][]string
+}
+
+func (r *argvRecorder) Run(ctx context.Context, c transport.Command) (transport.Result, error) {
+	r.argv = append(r.argv, append(c.Argv, c.Script))
+	return r.Transport.Run(ctx, c)
+}
+
+// TestURIHeadersNotOnCommandLine: request headers (tokens) and the body
+// reach the server intact but never curl's argv, which ps shows to every
+// user of the host.
+func TestURIHeadersNotOnCommandLine(t *testing.T) {
+	type got struct{ auth, other, body string }
+	seen := make(chan got, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		seen <- got{r.Header.Get("Authorization"), r.Header.Get("X-Odd"), string(b)}
+	}))
+	defer srv.Close()
+	env, _ := testEnv(t)
+	rec := &argvRecorder{Transport: env.Target}
+	env.Target = rec
+	const token = `Bearer s3cr3t-"quoted"\back`
+	const odd = "tab\there $(touch PWNED) 'single'"
+	body := "@/etc/passwd\nline \"two\"\\end\t\r\v"
+	res := runB(t, uriBuiltin{}, env, step.Args{"url": srv.URL, "method": "POST", "body": body,
+		"headers": map[string]any{"Authorization": token, "X-Odd": odd}})
+	if res.Failed {
+		t.Fatalf("%+v", res)
+	}
+	g := <-seen
+	if g.auth != token || g.other != odd || g.body != body {
+		t.Errorf("server saw %+v", g)
+	}
+	for _, argv := range rec.argv {
+		line := strings.Join(argv, " ")
+		if strings.Contains(line, "s3cr3t") || strings.Contains(line, "X-Odd") || strings.Contains(line, "two") {
+			t.Errorf("a header or the body is on the command line: %s", line)
+		}
+	}
+	if _, err := (uriBuiltin{}).Run(t.Context(), env, step.Args{"url": srv.URL, "headers": map[string]any{"X": "a\r\nInjected: 1"}}); err == nil {
+		t.Error("a header with a line break: want an error")
 	}
 }

@@ -43,8 +43,10 @@ func TestModprobe(t *testing.T) {
 		case cmd == "modprobe -r nf_conntrack":
 			loaded = false
 			return ok("")
-		case strings.HasPrefix(cmd, "rm -rf -- "):
-			return ok("")
+		case strings.HasPrefix(cmd, "/bin/sh -c "+resolveScript+" sh "):
+			return ok(strings.TrimPrefix(cmd, "/bin/sh -c "+resolveScript+" sh "))
+		case strings.HasPrefix(cmd, "/bin/sh -c "+removeScript+" sh "):
+			return ok("removed")
 		}
 		return transport.Result{}, false
 	})
@@ -53,7 +55,7 @@ func TestModprobe(t *testing.T) {
 		t.Errorf("files %v", h.files)
 	}
 	res := runB(t, modprobeBuiltin{}, fakeEnv(h), step.Args{"name": "nf_conntrack", "state": "absent"})
-	if !res.Changed || !strings.Contains(res.Msg, "unload") || len(h.ran("rm -rf -- /etc/modules-load.d/nf_conntrack.conf")) != 1 {
+	if !res.Changed || !strings.Contains(res.Msg, "unload") || len(h.ran("/bin/sh -c "+removeScript+" sh /etc/modules-load.d/nf_conntrack.conf 0")) != 1 {
 		t.Errorf("%+v %v", res, h.cmds)
 	}
 }

@@ -211,6 +211,7 @@ func validate(c *Cluster, ps *problems) {
 	validateNetwork(c, ps)
 	validateRegistry(c, ps)
 	validateMisc(c, ps)
+	validateValues(c, ps)
 }
 
 // checkEnums checks every string field carrying an `enum` tag.
@@ -302,14 +303,6 @@ func validateHosts(c *Cluster, ps *problems) []string {
 			}
 		}
 		c.validateBastion(ps, child(p, "bastion"), h.Bastion)
-		for k, v := range h.Labels {
-			if k == "" {
-				ps.add(child(p, "labels"), "", "empty label key")
-			}
-			if len(v) > 63 {
-				ps.add(key(child(p, "labels"), k), "", "label value longer than 63 characters")
-			}
-		}
 	}
 	return names
 }
@@ -485,11 +478,6 @@ func validateKubernetes(c *Cluster, ps *problems) {
 			ps.warn(key(child(base, "featureGates"), g), "feature gate %s was removed from Kubernetes (always on or gone); %s components refuse unknown gates, remove it", g, k.Version)
 		}
 	}
-	for i, a := range k.KubeletArgs {
-		if !strings.HasPrefix(a, "--") {
-			ps.add(index(child(base, "kubeletArgs"), i), "write --flag=value", "%q is not a kubelet flag", a)
-		}
-	}
 }
 
 var semverish = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
@@ -633,15 +621,6 @@ func validateRegistry(c *Cluster, ps *problems) {
 	case "harbor":
 		if hosts == 0 {
 			ps.add("spec.roleGroups.registry", "list the host that runs Harbor", "registry.type harbor needs a registry host")
-		}
-	}
-	if r.PrivateRegistry != "" {
-		host := r.PrivateRegistry
-		if h, _, ok := strings.Cut(host, ":"); ok && !strings.Contains(host, "]") {
-			host = h
-		}
-		if _, err := netip.ParseAddr(strings.Trim(host, "[]")); err != nil && !isHostname(host, false) {
-			ps.add(child(base, "privateRegistry"), "a host name, optionally with :port", "%q is not a valid registry host", r.PrivateRegistry)
 		}
 	}
 	for name := range r.Auths {

@@ -11,6 +11,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"github.com/goccy/go-yaml"
 
+	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/engine/yamlguard"
 )
 
@@ -89,6 +90,51 @@ func ipFamily(ipOrCidr string) (string, error) {
 		return "IPv4", nil
 	}
 	return "IPv6", nil
+}
+
+// shquote makes values safe to put into shell text (shell:, command: cmd,
+// wait_for command): each value becomes one POSIX shell word, single-quoted
+// when it holds anything but letters, digits and -_./=:,+@%; a list gives one
+// word per item, separated by spaces, so `for p in {{ .pkgs | shquote }}`
+// loops over the items. sprig's quote is not this: it writes a Go
+// double-quoted string, inside which the shell still expands $(...) and `...`.
+// A NUL byte cannot be part of a shell word, so it is an error.
+func shquote(values ...any) (string, error) {
+	var words []string
+	var add func(v any) error
+	add = func(v any) error {
+		switch x := v.(type) {
+		case nil:
+			words = append(words, "''")
+		case []any:
+			for _, e := range x {
+				if err := add(e); err != nil {
+					return err
+				}
+			}
+		case []string:
+			for _, e := range x {
+				if err := add(e); err != nil {
+					return err
+				}
+			}
+		case map[string]any:
+			return fmt.Errorf("shquote: a map has no shell form; quote its values one by one")
+		default:
+			s := fmt.Sprint(x)
+			if strings.IndexByte(s, 0) >= 0 {
+				return fmt.Errorf("shquote: %q holds a NUL byte, which no shell word can carry", s)
+			}
+			words = append(words, transport.ShellQuote(s))
+		}
+		return nil
+	}
+	for _, v := range values {
+		if err := add(v); err != nil {
+			return "", err
+		}
+	}
+	return strings.Join(words, " "), nil
 }
 
 // joinHostPort brackets IPv6 addresses: "[fd00::1]:6443".

@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -234,4 +235,55 @@ func cacheLen[V any](c *cache[V]) int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return len(c.items)
+}
+
+func TestShquote(t *testing.T) {
+	tests := []struct {
+		in   []any
+		want string
+	}{
+		{[]any{"plain-word_1.2/x"}, "plain-word_1.2/x"},
+		{[]any{""}, "''"},
+		{[]any{nil}, "''"},
+		{[]any{"/x'; touch PWNED; echo '"}, `'/x'\''; touch PWNED; echo '\'''`},
+		{[]any{"curl$(touch PWNED)"}, `'curl$(touch PWNED)'`},
+		{[]any{"a`b`"}, "'a`b`'"},
+		{[]any{6443}, "6443"},
+		{[]any{[]any{"a b", "c"}}, "'a b' c"},
+		{[]any{[]any{}}, ""},
+		{[]any{"a", "b c"}, "a 'b c'"},
+	}
+	for _, tt := range tests {
+		got, err := shquote(tt.in...)
+		if err != nil || got != tt.want {
+			t.Errorf("shquote(%q) = %s, %v; want %s", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []any{map[string]any{"a": 1}, "a\x00b"} {
+		if _, err := shquote(bad); err == nil {
+			t.Errorf("shquote(%q) gave no error", bad)
+		}
+	}
+}
+
+// TestShquoteRoundTrip runs what shquote makes through /bin/sh: every value,
+// however hostile, comes back as exactly one unchanged argument.
+func TestShquoteRoundTrip(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	for _, v := range []string{"/x'; touch PWNED; echo '", "curl$(touch PWNED)", "a\nb", `"$HOME"`, "`id`", "*", "~", "-n", "'", "''", `\`, "a b\tc"} {
+		q, err := shquote(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(sh, "-c", `set -- `+q+`; printf '%s\0' "$@"; printf '%s' "$#"`, "sh").Output()
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if want := v + "\x001"; string(out) != want {
+			t.Errorf("sh saw %q for %q (quoted %s)", out, v, q)
+		}
+	}
 }

@@ -58,6 +58,7 @@ func templateFuncs() template.FuncMap {
 	fm["cidrContains"] = cidrContains
 	fm["ipFamily"] = ipFamily
 	fm["joinHostPort"] = joinHostPort
+	fm["shquote"] = shquote
 	fm["versionAtLeast"] = versionAtLeast
 	return fm
 }

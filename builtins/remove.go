@@ -1,0 +1,87 @@
+package builtins
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/sysdirs"
+)
+
+// checkRemovable refuses, before anything runs, a path that state: absent
+// must not remove as written.
+func checkRemovable(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Errorf("refusing to remove %q: not an absolute path", p)
+	}
+	if slices.Contains(strings.Split(p, "/"), "..") {
+		return fmt.Errorf("refusing to remove %q: the path contains ..", p)
+	}
+	if c := path.Clean(p); sysdirs.Contains(c) {
+		return fmt.Errorf("refusing to remove %s: it is a system directory or holds one", c)
+	}
+	return nil
+}
+
+// resolveScript prints the path with its parent directory's symbolic links
+// resolved, which is what rm removes: /data/etc with /data -> / is /etc.
+const resolveScript = `d=$(cd -P -- "$(dirname -- "$1")" && pwd) || exit 1
+printf '%s/%s' "${d%/}" "$(basename -- "$1")"`
+
+// removeScript removes $1 without crossing into other file systems. With $2
+// = 1, what is mounted below $1 is unmounted first, deepest first. A mount
+// point is emptied (a mounted disk cannot be removed); "emptied" or
+// "removed" is printed.
+const removeScript = `set -e
+p=$1
+mounts() { awk '{ print $2 }' /proc/self/mounts | while read -r m; do printf '%b\n' "$m"; done; }
+if [ "$2" = 1 ]; then
+  mounts | while read -r m; do case $m in "$p"/*) printf '%s\n' "$m" ;; esac; done | sort -r |
+    while read -r m; do umount -- "$m"; done
+fi
+if [ ! -L "$p" ] && mounts | grep -qxF -- "$p"; then
+  find "$p" -mindepth 1 -maxdepth 1 -exec rm -rf --one-file-system -- {} +
+  echo emptied
+else
+  rm -rf --one-file-system -- "$p"
+  echo removed
+fi`
+
+// removePath is state: absent for an existing path: the path as the host
+// resolves it is checked again (a symlink in a parent can lead anywhere),
+// then removed.
+func removePath(ctx context.Context, env *step.Env, p string, isLink, unmount bool, data map[string]any) (step.Result, error) {
+	res, err := runScript(ctx, env, resolveScript, p)
+	if err != nil {
+		return step.Result{}, err
+	}
+	if res.ExitCode != 0 {
+		return step.Result{}, cmdError(env, []string{"resolve", p}, res)
+	}
+	resolved := string(res.Stdout)
+	if err := checkRemovable(resolved); err != nil {
+		return step.Result{}, fmt.Errorf("%s: file: %s is %s there: %w", env.Target.Host(), p, resolved, err)
+	}
+	changes := []string{"remove " + p}
+	if env.Check {
+		return done(env, changes, data, ""), nil
+	}
+	flag := "0"
+	if unmount && !isLink {
+		flag = "1"
+	}
+	res, err = runScript(ctx, env, removeScript, resolved, flag)
+	if err != nil {
+		return step.Result{}, err
+	}
+	if res.ExitCode != 0 {
+		return step.Result{}, cmdError(env, []string{"rm", "-rf", "--one-file-system", "--", resolved}, res)
+	}
+	if strings.TrimSpace(string(res.Stdout)) == "emptied" {
+		changes = []string{"empty the mount point " + p}
+	}
+	return done(env, changes, data, ""), nil
+}

@@ -1,0 +1,411 @@
+package schema
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	// The zone database compiled in: a timezone is checked the same way on
+	// every control machine, also on one without /usr/share/zoneinfo (a
+	// minimal container). time.LoadLocation still prefers the machine's own
+	// database, so a zone newer than this Go release is accepted where the
+	// machine knows it. The host must know the zone too; the timezone
+	// builtin says so when it does not.
+	_ "time/tzdata"
+
+	"github.com/mensylisir/kubexm/engine/sysdirs"
+)
+
+// Values from cluster.yaml end up in shell scripts, systemd units,
+// configuration files and command lines on the hosts. The roles quote them,
+// but a value that cannot mean what its field means is refused here first,
+// with its position, so a typo or a hostile ticket never reaches a host.
+
+// clusterDirs are directories other roles own; a data directory that is one
+// of them, or a parent of one, would be removed with it on delete.
+var clusterDirs = []string{
+	"/etc/kubernetes", "/etc/kubernetes/pki", "/var/lib/kubelet", "/etc/cni", "/etc/cni/net.d",
+	"/opt/cni", "/opt/cni/bin", "/etc/containerd", "/run/containerd", "/var/lib/cni", "/var/log/pods",
+	"/var/log/containers", "/var/lib/kubexm",
+}
+
+// pathChars are the characters a path written for a role may hold: none
+// means anything to a shell, a systemd unit, YAML or TOML.
+var pathChars = regexp.MustCompile(`^[A-Za-z0-9._+@/-]+$`)
+
+// checkPath checks an absolute host path. removed says a role removes it on
+// delete: then it must not be a system directory or a directory of another
+// component, nor hold one.
+func checkPath(ps *problems, p, v string, removed bool) {
+	switch {
+	case v == "":
+		return
+	case !strings.HasPrefix(v, "/"):
+		ps.add(p, "write an absolute path such as /var/lib/etcd", "%q is not an absolute path", v)
+		return
+	case !pathChars.MatchString(v):
+		ps.add(p, "letters, digits and . _ + @ / - only", "path %q holds characters that a path here must not have", v)
+		return
+	case path.Clean(v) != v:
+		ps.add(p, fmt.Sprintf("write it as %s", path.Clean(v)), "path %q is not normalised", v)
+		return
+	}
+	if !removed {
+		return
+	}
+	if sysdirs.Contains(v) {
+		ps.add(p, "delete removes this directory; give one of its own, e.g. /var/lib/<name>", "%s is a system directory or holds one", v)
+		return
+	}
+	for _, d := range clusterDirs {
+		if v == d || strings.HasPrefix(d, v+"/") {
+			ps.add(p, "delete removes this directory; give one of its own", "%s is (or holds) %s, which another component uses", v, d)
+			return
+		}
+	}
+}
+
+// removedDirs are the data directories roles remove on delete, by field.
+func (c *Cluster) removedDirs() []struct{ path, value string } {
+	r := &c.Spec.Registry
+	out := []struct{ path, value string }{
+		{"spec.registry.containerdDataDir", r.ContainerdDataDir},
+		{"spec.registry.dockerDataDir", r.DockerDataDir},
+		{"spec.registry.registryDataDir", r.RegistryDataDir},
+	}
+	if c.Spec.Etcd.Type != "external" {
+		out = append(out, struct{ path, value string }{"spec.etcd.dataDir", c.Spec.Etcd.DataDir})
+	}
+	if o := c.Spec.Storage.OpenEBS; o != nil {
+		out = append(out, struct{ path, value string }{"spec.storage.openebs.basePath", o.BasePath})
+	}
+	return out
+}
+
+func validatePaths(c *Cluster, ps *problems) {
+	dirs := c.removedDirs()
+	for _, d := range dirs {
+		checkPath(ps, d.path, d.value, true)
+	}
+	// Two components sharing a directory delete each other's data.
+	for i, a := range dirs {
+		for _, b := range dirs[i+1:] {
+			if a.value == "" || b.value == "" {
+				continue
+			}
+			if a.value == b.value || strings.HasPrefix(b.value, a.value+"/") || strings.HasPrefix(a.value, b.value+"/") {
+				ps.add(b.path, "each component needs a directory of its own", "%s overlaps %s (%s)", b.value, a.path, a.value)
+			}
+		}
+	}
+	for name, a := range c.Spec.Registry.Auths {
+		p := child(key(child("spec.registry", "auths"), name), "certsPath")
+		if a.CertsPath != "" && !pathChars.MatchString(a.CertsPath) {
+			ps.add(p, "letters, digits and . _ + @ / - only", "path %q holds characters that a path here must not have", a.CertsPath)
+		}
+	}
+}
+
+// Package names: Debian policy 5.6.1 (lower case, digits, + - .; at least
+// two characters, starting alphanumeric), optionally with dpkg's :arch; RPM
+// names also allow upper case and _ (NetworkManager, perl-Data_Dumper).
+var (
+	debName = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+(:[a-z0-9][a-z0-9-]*)?$`)
+	rpmName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.+-]*$`)
+)
+
+func validatePackages(c *Cluster, ps *problems) {
+	for i, d := range c.Spec.System.Debs {
+		if !debName.MatchString(d) {
+			hint := "a Debian package name: lower-case letters, digits, + - . (e.g. curl, libc6:amd64)"
+			if strings.ContainsAny(d, "=<>") {
+				hint = "write the name only; versions are not supported here"
+			}
+			ps.add(index("spec.system.debs", i), hint, "%q is not a Debian package name", d)
+		}
+	}
+	for i, r := range c.Spec.System.RPMs {
+		if !rpmName.MatchString(r) {
+			ps.add(index("spec.system.rpms", i), "an RPM package name: letters, digits, _ . + - (e.g. curl, NetworkManager)", "%q is not an RPM package name", r)
+		}
+	}
+}
+
+// userName is what useradd accepts everywhere (shadow-utils' default
+// NAME_REGEX, with upper case and . as most distributions allow).
+var userName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,31}$`)
+
+func validateUsers(c *Cluster, ps *problems) {
+	check := func(p, u string) {
+		if u != "" && !userName.MatchString(u) {
+			ps.add(p, "letters, digits, _ . - (not first), at most 32 characters", "%q is not a user name", u)
+		}
+	}
+	if b := c.Spec.Bastion; b != nil {
+		check("spec.bastion.user", b.User)
+	}
+	for i := range c.Spec.Hosts {
+		h := &c.Spec.Hosts[i]
+		p := index("spec.hosts", i)
+		check(child(p, "user"), h.User)
+		if h.Bastion != nil {
+			check(child(child(p, "bastion"), "user"), h.Bastion.User)
+		}
+		validateLabels(ps, child(p, "labels"), h.Labels)
+	}
+}
+
+// Kubernetes label syntax (k8s.io/apimachinery validation): a key is an
+// optional DNS-1123 subdomain prefix and "/", then a name of at most 63
+// alphanumerics, - _ . starting and ending alphanumeric; a value is empty or
+// such a name.
+var labelName = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
+
+// labelKeyError says why k is not a label (or taint) key, or "".
+func labelKeyError(k string) string {
+	name := k
+	if prefix, n, ok := strings.Cut(k, "/"); ok {
+		if !isDNS1123Subdomain(prefix) {
+			return fmt.Sprintf("prefix %q is not a DNS-1123 subdomain", prefix)
+		}
+		name = n
+	}
+	if len(name) > 63 || !labelName.MatchString(name) {
+		return fmt.Sprintf("name %q must be 1-63 letters, digits, - _ . starting and ending with a letter or digit", name)
+	}
+	return ""
+}
+
+func validateLabels(ps *problems, p string, labels map[string]string) {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := labels[k]
+		if msg := labelKeyError(k); msg != "" {
+			ps.add(key(p, k), "e.g. example.com/zone or disktype", "invalid label key %q: %s", k, msg)
+		}
+		if v != "" && (len(v) > 63 || !labelName.MatchString(v)) {
+			ps.add(key(p, k), "at most 63 letters, digits, - _ . starting and ending with a letter or digit, or empty", "invalid label value %q", v)
+		}
+	}
+}
+
+// isHostOrIP accepts an IP address or a DNS name.
+func isHostOrIP(s string) bool {
+	if _, err := netip.ParseAddr(s); err == nil {
+		return true
+	}
+	return isHostname(s, false)
+}
+
+// isHostPort accepts host, host:port, IPv6 or [IPv6]:port.
+func isHostPort(s string) bool {
+	if isHostOrIP(s) {
+		return true
+	}
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 {
+		return false
+	}
+	host, port := s[:i], s[i+1:]
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 || strings.TrimLeft(port, "0123456789") != "" {
+		return false
+	}
+	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		a, err := netip.ParseAddr(host[1 : len(host)-1])
+		return err == nil && a.Is6()
+	}
+	return isHostOrIP(host) && !strings.Contains(host, ":")
+}
+
+// isRegistryURL accepts an http(s) URL of a registry (a mirror), or a plain
+// host[:port].
+func isRegistryURL(s string) bool {
+	if !strings.Contains(s, "://") {
+		return isHostPort(s)
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return false
+	}
+	return isHostPort(u.Host) && pathChars.MatchString("/"+strings.TrimPrefix(u.Path, "/"))
+}
+
+// imagePath is a repository namespace: lower-case components separated by /.
+var imagePath = regexp.MustCompile(`^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$`)
+
+func validateNames(c *Cluster, ps *problems) {
+	s := &c.Spec
+	for i, n := range s.System.NTPServers {
+		if strings.TrimSpace(n) != "" && !isHostOrIP(n) {
+			ps.add(index("spec.system.ntpServers", i), "a host name or an IP address", "%q is not an NTP server", n)
+		}
+	}
+	if tz := s.System.Timezone; tz != "" {
+		if _, err := time.LoadLocation(tz); err != nil || tz == "Local" || strings.ContainsAny(tz, " \t\n") {
+			ps.add("spec.system.timezone", "a zone of the tz database, e.g. Asia/Shanghai or UTC", "unknown timezone %q", tz)
+		}
+	}
+	if cn := s.Kubernetes.ClusterName; cn != "" && !isDNS1123Subdomain(cn) {
+		ps.add("spec.kubernetes.clusterName", "a DNS domain such as cluster.local", "%q is not a DNS domain", cn)
+	}
+	cr := &s.Kubernetes.ContainerRuntime
+	if v := cr.Version; v != "" && !runtimeVersion.MatchString(v) {
+		ps.add("spec.kubernetes.containerRuntime.version", "e.g. 1.7.27", "invalid version %q", v)
+	}
+	for name, rs := range map[string]*RuntimeSettings{"containerd": cr.Containerd, "docker": cr.Docker, "crio": cr.Crio, "isula": cr.Isula} {
+		if rs == nil {
+			continue
+		}
+		p := child("spec.kubernetes.containerRuntime", name)
+		for i, m := range rs.RegistryMirrors {
+			if !isRegistryURL(m) {
+				ps.add(index(child(p, "registryMirrors"), i), "e.g. https://mirror.example.com or mirror.example.com:5000", "%q is not a registry URL", m)
+			}
+		}
+		for i, r := range rs.InsecureRegistries {
+			if !isHostPort(r) {
+				ps.add(index(child(p, "insecureRegistries"), i), "a host name or IP, optionally with :port", "%q is not a registry host", r)
+			}
+		}
+	}
+	for g := range s.Kubernetes.FeatureGates {
+		if !featureGate.MatchString(g) {
+			ps.add(key("spec.kubernetes.featureGates", g), "feature gates are CamelCase names such as InPlacePodVerticalScaling", "%q is not a feature gate name", g)
+		}
+	}
+	for i, a := range s.Kubernetes.KubeletArgs {
+		if !kubeletArg.MatchString(a) {
+			ps.add(index("spec.kubernetes.kubeletArgs", i), "write --flag=value: a lower-case flag name, a value without spaces, quotes, backslashes or $", "%q is not a kubelet flag", a)
+		}
+	}
+	r := &s.Registry
+	if r.PrivateRegistry != "" && !isHostPort(r.PrivateRegistry) {
+		ps.add("spec.registry.privateRegistry", "a host name, optionally with :port", "%q is not a valid registry host", r.PrivateRegistry)
+	}
+	if r.NamespaceOverride != "" && !imagePath.MatchString(r.NamespaceOverride) {
+		ps.add("spec.registry.namespaceOverride", "lower-case letters, digits, . _ - and /", "%q is not an image namespace", r.NamespaceOverride)
+	}
+	for name, a := range r.Auths {
+		p := key("spec.registry.auths", name)
+		if name != "" && !isHostPort(name) {
+			ps.add(p, "the registry's host name, optionally with :port", "%q is not a registry host", name)
+		}
+		// Written into containerd's TOML, which has no escape for most
+		// control characters. The password is not shown.
+		if hasControl(a.Username) {
+			ps.add(child(p, "username"), "printable characters only", "user name %q holds a control character", a.Username)
+		}
+		if hasControl(a.Password) {
+			ps.add(child(p, "password"), "printable characters only", "the password holds a control character")
+		}
+	}
+	for i, line := range strings.Split(s.DNS.DNSEtcHosts, "\n") {
+		if msg := hostsLineError(line); msg != "" {
+			ps.add("spec.dns.dnsEtcHosts", "hosts(5) lines: an IP address, then names", "line %d: %s", i+1, msg)
+		}
+	}
+	if d := s.DNS.CoreDNS; d != nil {
+		for i, u := range d.UpstreamDNSServers {
+			if !isHostPort(u) {
+				ps.add(index("spec.dns.coredns.upstreamDNSServers", i), "an IP address, optionally with :port", "%q is not a DNS server", u)
+			}
+		}
+		validateZones(ps, "spec.dns.coredns.externalZones", d.ExternalZones)
+	}
+	if d := s.DNS.NodeLocalDNS; d != nil {
+		validateZones(ps, "spec.dns.nodelocaldns.externalZones", d.ExternalZones)
+	}
+	for i, a := range s.Addons {
+		if strings.TrimSpace(a) != "" && !isDNS1123Subdomain(a) {
+			ps.add(index("spec.addons", i), "lower-case letters, digits, - and .", "%q is not an add-on name", a)
+		}
+	}
+}
+
+func validateZones(ps *problems, p string, zones []ExternalZone) {
+	for i, z := range zones {
+		zp := index(p, i)
+		for j, name := range z.Zones {
+			if !isZone(name) {
+				ps.add(index(child(zp, "zones"), j), "a DNS zone such as example.com, optionally with :port", "%q is not a DNS zone", name)
+			}
+		}
+		for j, ns := range z.Nameservers {
+			if !isHostPort(ns) {
+				ps.add(index(child(zp, "nameservers"), j), "an IP address, optionally with :port", "%q is not a name server", ns)
+			}
+		}
+		if z.Cache < 0 {
+			ps.add(child(zp, "cache"), "seconds; 0 turns caching off", "must not be negative")
+		}
+	}
+}
+
+func hasControl(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0
+}
+
+// hostsLineError checks one hosts(5) line of dnsEtcHosts, which CoreDNS
+// reads inside its hosts { } block: a stray } or directive would change
+// the Corefile.
+func hostsLineError(line string) string {
+	if i := strings.IndexByte(line, '#'); i >= 0 {
+		line = line[:i]
+	}
+	f := strings.Fields(line)
+	if len(f) == 0 {
+		return ""
+	}
+	if _, err := netip.ParseAddr(f[0]); err != nil {
+		return fmt.Sprintf("%q is not an IP address", f[0])
+	}
+	if len(f) == 1 {
+		return "an address without a name"
+	}
+	for _, n := range f[1:] {
+		if !isHostname(strings.TrimSuffix(n, "."), false) {
+			return fmt.Sprintf("%q is not a host name", n)
+		}
+	}
+	return ""
+}
+
+// isZone accepts a Corefile zone: a DNS name (or . for all), optionally
+// with a trailing dot and a :port.
+func isZone(z string) bool {
+	if h, port, ok := strings.Cut(z, ":"); ok {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return false
+		}
+		z = h
+	}
+	z = strings.TrimSuffix(z, ".")
+	return z == "" || isHostname(z, false)
+}
+
+var (
+	runtimeVersion = regexp.MustCompile(`^v?\d+\.\d+\.\d+(-[0-9A-Za-z.]+)?$`)
+	featureGate    = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+	// A kubelet flag is written into the ExecStart line of kubelet.service:
+	// whitespace would split it, quotes, backslashes and $ are systemd's
+	// quoting and expansion (the role writes % as %%).
+	kubeletArg = regexp.MustCompile(`^--[a-z0-9][a-z0-9-]*(=[^\s"'\\$]*)?$`)
+)
+
+// validateValues runs the checks of this file.
+func validateValues(c *Cluster, ps *problems) {
+	validatePaths(c, ps)
+	validatePackages(c, ps)
+	validateUsers(c, ps)
+	validateNames(c, ps)
+}
