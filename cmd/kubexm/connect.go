@@ -59,8 +59,8 @@ func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.T
 	return t, nil
 }
 
-func loadInventory(path string) (*inventory.Inventory, error) {
-	c, warnings, err := schema.Load(path)
+func loadInventory(path string, s *schema.Support) (*inventory.Inventory, error) {
+	c, warnings, err := schema.LoadWith(path, s)
 	for _, w := range warnings {
 		os.Stderr.WriteString("warning: " + w.String() + "\n")
 	}

@@ -61,7 +61,7 @@ func newRootCmd() *cobra.Command {
 		connect:       conn.connect,
 		builtinFS:     kubexm.Content(),
 	}
-	root.AddCommand(newConfigCmd(), newCreateCmd(), newPlayCmd(a), newPlaybookCmd(a), newDocCmd(a), newArtifactCmd(a))
+	root.AddCommand(newConfigCmd(), newCreateCmd(), newPlayCmd(a), newPlaybookCmd(a), newDocCmd(a), newArtifactCmd(a), newSupportCmd())
 	return root
 }
 
