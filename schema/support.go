@@ -319,6 +319,9 @@ func (s *Support) check(c *Cluster, ps *problems) {
 				ok = append(ok, valueWord(v, ch.Field))
 			}
 			hint := "supported: " + strings.Join(ok, ", ")
+			if len(ok) == 0 {
+				hint = "none of its values is installed yet"
+			}
 			switch v := ch.Value(got); {
 			case v == nil:
 				ps.add(m.path, hint, "%s is not in the support matrix (%s)", valueWord(got, ch.Field), s.Source)
