@@ -156,6 +156,8 @@ func ParseSupport(name string, data []byte) (*Support, error) {
 				bad("choice %s value %s: status %q, want %q or %q", field, key, cv.Status, StatusSupported, StatusNotSupported)
 			case cv.Status == StatusNotSupported && cv.Reason == "":
 				bad("choice %s value %s: not supported yet needs a reason", field, key)
+			case cv.Status == StatusSupported && cv.Tested == "":
+				bad("choice %s value %s: supported needs tested: what proves it is installed", field, key)
 			}
 			ch.Values = append(ch.Values, cv)
 		}
@@ -174,6 +176,9 @@ func ParseSupport(name string, data []byte) (*Support, error) {
 	}
 	if !semverish.MatchString(k.Default) || !slices.Contains(k.Minors, minorOf(k.Default)) {
 		bad("kubernetes.default %q is not a version of one of the minors %v", k.Default, k.Minors)
+	}
+	if sk := k.Skew; sk.UpgradeMaxMinors < 1 || sk.APIServerMaxMinors < 1 || sk.ControlPlaneMaxOlderMinors < 0 || sk.NodeMaxOlderMinors < 0 || sk.KubectlMaxMinors < 1 {
+		bad("kubernetes.skew: every rule must be set (upgrade, apiserver and kubectl at least 1 minor)")
 	}
 	for m := range k.FeatureGatesRemoved {
 		if !slices.Contains(k.Minors, m) {

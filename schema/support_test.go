@@ -328,6 +328,8 @@ func TestParseSupportRejectsIncoherentMatrix(t *testing.T) {
 		{"kubernetes: {minors: [v1.35], default: v1.36.1}\nchoices: {}\n", "kubernetes.default"},
 		{"kubernetes: {minors: [v1.35], default: v1.35.1}\nchoices: {spec.addons: {(set): {status: maybe}}}\n", `status "maybe"`},
 		{"kubernetes: {minors: [v1.35], default: v1.35.1}\nchoices: {spec.addons: {(set): {status: not supported yet}}}\n", "needs a reason"},
+		{"kubernetes: {minors: [v1.35], default: v1.35.1}\nchoices: {spec.addons: {(set): {status: supported}}}\n", "supported needs tested"},
+		{"kubernetes: {minors: [v1.35], default: v1.35.1, skew: {upgrade_max_minors: 0}}\n", "kubernetes.skew"},
 		{"kubernetes: {minors: [v1.35], default: v1.35.1, feature_gates_removed: {v1.30: [X]}}\n", "not one of the minors"},
 		{"kubernetes: {minors: [v1.35], default: v1.35.1}\nbogus: 1\n", "bogus"},
 	} {
