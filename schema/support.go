@@ -40,6 +40,9 @@ type KubernetesSupport struct {
 	// FeatureGatesRemoved maps a minor to the gates it no longer knows;
 	// they are refused for that minor and every later one.
 	FeatureGatesRemoved map[string][]string `yaml:"feature_gates_removed" json:"featureGatesRemoved"`
+	// FeatureGatesAdded maps a minor to the gates it introduced; older
+	// minors refuse them.
+	FeatureGatesAdded map[string][]string `yaml:"feature_gates_added" json:"featureGatesAdded"`
 }
 
 // VersionSkew holds Kubernetes' version-skew rules, counted in minors, for
@@ -180,9 +183,11 @@ func ParseSupport(name string, data []byte) (*Support, error) {
 	if sk := k.Skew; sk.UpgradeMaxMinors < 1 || sk.APIServerMaxMinors < 1 || sk.ControlPlaneMaxOlderMinors < 0 || sk.NodeMaxOlderMinors < 0 || sk.KubectlMaxMinors < 1 {
 		bad("kubernetes.skew: every rule must be set (upgrade, apiserver and kubectl at least 1 minor)")
 	}
-	for m := range k.FeatureGatesRemoved {
-		if !slices.Contains(k.Minors, m) {
-			bad("kubernetes.feature_gates_removed: %s is not one of the minors %v", m, k.Minors)
+	for name, gates := range map[string]map[string][]string{"feature_gates_removed": k.FeatureGatesRemoved, "feature_gates_added": k.FeatureGatesAdded} {
+		for m := range gates {
+			if !slices.Contains(k.Minors, m) {
+				bad("kubernetes.%s: %s is not one of the minors %v", name, m, k.Minors)
+			}
 		}
 	}
 	for _, c := range s.Components {
@@ -396,7 +401,12 @@ func (s *Support) checkKubernetes(c *Cluster, ps *problems) {
 	for _, g := range gates {
 		for _, m := range s.Kubernetes.Minors {
 			if compareMinor(m, minor) > 0 {
-				break
+				if slices.Contains(s.Kubernetes.FeatureGatesAdded[m], g) {
+					ps.add(key("spec.kubernetes.featureGates", g), fmt.Sprintf("use Kubernetes %s or later, or remove the gate", m),
+						"feature gate %s was introduced in Kubernetes %s: the components of %s do not know it and refuse to start", g, m, v)
+					break
+				}
+				continue
 			}
 			if slices.Contains(s.Kubernetes.FeatureGatesRemoved[m], g) {
 				when := m

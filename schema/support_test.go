@@ -294,6 +294,17 @@ func TestRemovedFeatureGates(t *testing.T) {
 	if len(ps) != 1 || !strings.Contains(ps[0].Message, "TTLAfterFinished was removed in Kubernetes v1.35 or earlier") {
 		t.Errorf("v1.35: %v", ps)
 	}
+	// A gate a later minor introduced is unknown to the chosen one.
+	s, _ := BuiltinSupport()
+	newer := s.Kubernetes.FeatureGatesAdded["v1.37"][0]
+	ps = supportProblems(t, edit(t, "plugin: calico", "plugin: flannel", "version: v1.37.2", "version: v1.36.3\n    featureGates: {"+newer+": true}"))
+	if len(ps) != 1 || !strings.Contains(ps[0].Message, "feature gate "+newer+" was introduced in Kubernetes v1.37: the components of v1.36.3 do not know it") ||
+		ps[0].Hint != "use Kubernetes v1.37 or later, or remove the gate" {
+		t.Errorf("newer gate on v1.36: %v", ps)
+	}
+	if ps := supportProblems(t, edit(t, "plugin: calico", "plugin: flannel", "version: v1.37.2", "version: v1.37.0\n    featureGates: {"+newer+": true}")); ps != nil {
+		t.Errorf("%s refused on v1.37: %v", newer, ps)
+	}
 	ps = gates("v1.36.3")
 	if len(ps) != 2 || !strings.Contains(ps[0].Message+ps[1].Message, "MemoryManager was removed in Kubernetes v1.36: the components of v1.36.3") {
 		t.Errorf("v1.36: %v", ps)

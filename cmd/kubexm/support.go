@@ -101,6 +101,9 @@ func writeSupportText(w io.Writer, s *schema.Support) {
 		if g := k.FeatureGatesRemoved[m]; len(g) > 0 {
 			fmt.Fprintf(w, "  feature gates removed by %s: %s\n", m, strings.Join(g, ", "))
 		}
+		if g := k.FeatureGatesAdded[m]; len(g) > 0 {
+			fmt.Fprintf(w, "  feature gates introduced by %s (older minors refuse them): %s\n", m, strings.Join(g, ", "))
+		}
 	}
 	fmt.Fprintln(w, "\nComponents:")
 	for _, c := range s.Components {

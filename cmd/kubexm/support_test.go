@@ -25,6 +25,7 @@ func TestSupportCommand(t *testing.T) {
 		"Kubernetes: v1.35 to v1.37 (any patch); default " + schema.DefaultKubernetesVersion,
 		"kubelet and kube-proxy up to 3 older",
 		"feature gates removed by v1.36: ",
+		"feature gates introduced by v1.37 (older minors refuse them): ",
 		"etcd         v3.6.x",
 		"containerd   2.x",
 		"spec.kubernetes.type\n    kubexm     supported: make e2e-cluster\n    kubeadm    not supported yet: ",
