@@ -16,6 +16,7 @@ import (
 	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport/ssh"
+	"github.com/mensylisir/kubexm/schema"
 )
 
 // version is the engine version playbooks declare in `requires:`; release
@@ -43,6 +44,11 @@ func newRootCmd() *cobra.Command {
 		Version:       version,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+	}
+	// --version also says what this kubexm installs; `kubexm support` has
+	// the whole matrix.
+	if s, err := schema.BuiltinSupport(); err == nil {
+		root.SetVersionTemplate("{{.Name}} version {{.Version}}\ninstalls Kubernetes " + s.KubernetesRange() + "; `kubexm support` lists every choice\n")
 	}
 	conn := &connector{}
 	var policy string

@@ -171,3 +171,10 @@ func TestForkedMatrixOverrides(t *testing.T) {
 		t.Errorf("broken fork matrix: %v", err)
 	}
 }
+
+func TestVersionNamesTheSupportedRange(t *testing.T) {
+	out, _, err := run(t, newRootCmd(), "--version")
+	if err != nil || !strings.Contains(out, "installs Kubernetes v1.35 to v1.37 (any patch); default "+schema.DefaultKubernetesVersion) {
+		t.Errorf("--version: %q %v", out, err)
+	}
+}
