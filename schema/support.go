@@ -181,7 +181,7 @@ func ParseSupport(name string, data []byte) (*Support, error) {
 		bad("kubernetes.default %q is not a version of one of the minors %v", k.Default, k.Minors)
 	}
 	if sk := k.Skew; sk.UpgradeMaxMinors < 1 || sk.APIServerMaxMinors < 1 || sk.ControlPlaneMaxOlderMinors < 0 || sk.NodeMaxOlderMinors < 0 || sk.KubectlMaxMinors < 1 {
-		bad("kubernetes.skew: every rule must be set (upgrade, apiserver and kubectl at least 1 minor)")
+		bad("kubernetes.skew: upgrade_max_minors, apiserver_max_minors and kubectl_max_minors must be at least 1, the others not negative")
 	}
 	for name, gates := range map[string]map[string][]string{"feature_gates_removed": k.FeatureGatesRemoved, "feature_gates_added": k.FeatureGatesAdded} {
 		for m := range gates {
