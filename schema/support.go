@@ -36,6 +36,7 @@ type Support struct {
 type KubernetesSupport struct {
 	Minors  []string    `yaml:"minors" json:"minors"`
 	Default string      `yaml:"default" json:"default"`
+	Mirrors string      `yaml:"mirrors" json:"mirrors"`
 	Skew    VersionSkew `yaml:"skew" json:"skew"`
 	// FeatureGatesRemoved maps a minor to the gates it no longer knows;
 	// they are refused for that minor and every later one.
@@ -55,14 +56,15 @@ type VersionSkew struct {
 	KubectlMaxMinors           int `yaml:"kubectl_max_minors" json:"kubectlMaxMinors"`
 }
 
-// Component is a component's release line and where its exact default is
-// kept.
+// Component is a component's release line, and where the roles keep its
+// exact default version and download URLs ("FILE VARIABLE").
 type Component struct {
 	Name     string `yaml:"name" json:"name"`
 	Versions string `yaml:"versions" json:"versions"`
 	Field    string `yaml:"field,omitempty" json:"field,omitempty"`
 	OnlyWith string `yaml:"only_with,omitempty" json:"onlyWith,omitempty"`
 	Default  string `yaml:"default" json:"default"`
+	Mirrors  string `yaml:"mirrors" json:"mirrors"`
 }
 
 // Choice is one cluster.yaml field and whether each of its values is

@@ -2,10 +2,16 @@ package schema
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/mensylisir/kubexm"
 )
 
 // permissive is the built-in matrix with every choice and component
@@ -330,6 +336,66 @@ func TestComponentVersions(t *testing.T) {
 	}
 	if ps := supportProblems(t, edit(t, "plugin: calico", "plugin: flannel", "type: kubexm", "type: kubexm\n    version: v3.6.0")); ps != nil {
 		t.Errorf("etcd v3.6.0 refused: %v", ps)
+	}
+}
+
+// TestMatrixPointersResolve: every "FILE VARIABLE" pointer of the matrix
+// names a variable its file defines, so the pointers follow the roles.
+func TestMatrixPointersResolve(t *testing.T) {
+	s, err := BuiltinSupport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptrs := map[string]string{"kubernetes mirrors": s.Kubernetes.Mirrors}
+	for _, c := range s.Components {
+		ptrs[c.Name+" default"], ptrs[c.Name+" mirrors"] = c.Default, c.Mirrors
+	}
+	for what, p := range ptrs {
+		file, variable, ok := strings.Cut(p, " ")
+		if !ok {
+			t.Errorf("%s: %q is not FILE VARIABLE", what, p)
+			continue
+		}
+		data, err := fs.ReadFile(kubexm.Content(), file)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+			continue
+		}
+		if !strings.HasPrefix(string(data), variable+":") && !strings.Contains(string(data), "\n"+variable+":") {
+			t.Errorf("%s: %s does not define %s", what, file, variable)
+		}
+	}
+}
+
+// TestDefaultVersionsOnTheirReleaseLines: the versions installed by
+// default are on the release lines the matrix names (the roles' plain
+// values; templated ones are checked where they come from: the schema's).
+func TestDefaultVersionsOnTheirReleaseLines(t *testing.T) {
+	s, err := BuiltinSupport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemaDefaults := map[string]string{"etcd": DefaultEtcdVersion, "containerd": defaultRuntimeVersion("containerd")}
+	for _, c := range s.Components {
+		v := schemaDefaults[c.Name]
+		if v == "" {
+			file, variable, _ := strings.Cut(c.Default, " ")
+			data, err := fs.ReadFile(kubexm.Content(), file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var vars map[string]any
+			if err := yaml.Unmarshal(data, &vars); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			v = fmt.Sprint(vars[variable])
+			if strings.Contains(v, "{{") {
+				continue
+			}
+		}
+		if !inRelease(v, c.Versions) {
+			t.Errorf("%s: the default %s is not on the release line %s", c.Name, v, c.Versions)
+		}
 	}
 }
 

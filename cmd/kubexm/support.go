@@ -93,7 +93,7 @@ func supportForPlaybook(pb *engine.Playbook) (*schema.Support, error) {
 func writeSupportText(w io.Writer, s *schema.Support) {
 	k := s.Kubernetes
 	fmt.Fprintf(w, "Support matrix: %s\n\n", s.Source)
-	fmt.Fprintf(w, "Kubernetes: %s\n", s.KubernetesRange())
+	fmt.Fprintf(w, "Kubernetes: %s; from: %s\n", s.KubernetesRange(), k.Mirrors)
 	sk := k.Skew
 	fmt.Fprintf(w, "  version skew: upgrade %d minor at a time; API servers within %d minor; controller-manager and scheduler up to %d older; kubelet and kube-proxy up to %d older; kubectl within %d\n",
 		sk.UpgradeMaxMinors, sk.APIServerMaxMinors, sk.ControlPlaneMaxOlderMinors, sk.NodeMaxOlderMinors, sk.KubectlMaxMinors)
@@ -107,7 +107,7 @@ func writeSupportText(w io.Writer, s *schema.Support) {
 	}
 	fmt.Fprintln(w, "\nComponents:")
 	for _, c := range s.Components {
-		fmt.Fprintf(w, "  %-12s %s  (default: %s)\n", c.Name, releaseLine(c.Versions), c.Default)
+		fmt.Fprintf(w, "  %-12s %-6s default: %s; from: %s\n", c.Name, releaseLine(c.Versions), c.Default, c.Mirrors)
 	}
 	fmt.Fprintf(w, "  checksums: %s\n", s.Checksums)
 	fmt.Fprintln(w, "\nChoices (cluster.yaml):")

@@ -22,12 +22,12 @@ func TestSupportCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"Kubernetes: v1.35 to v1.37 (any patch); default " + schema.DefaultKubernetesVersion,
+		"Kubernetes: v1.35 to v1.37 (any patch); default " + schema.DefaultKubernetesVersion + "; from: roles/artifacts/defaults/main.yaml kubernetes_mirrors",
 		"kubelet and kube-proxy up to 3 older",
 		"feature gates removed by v1.36: ",
 		"feature gates introduced by v1.37 (older minors refuse them): ",
-		"etcd         v3.6.x",
-		"containerd   2.x",
+		"etcd         v3.6.x default: roles/etcd/defaults/main.yaml etcd_version; from: roles/etcd/defaults/main.yaml etcd_mirrors",
+		"containerd   2.x    default: ",
 		"spec.kubernetes.type\n    kubexm     supported: make e2e-cluster\n    kubeadm    not supported yet: ",
 		"checksums: from each release's checksum file",
 	} {
