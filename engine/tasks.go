@@ -720,22 +720,48 @@ func (ld *loader) duplicateRole(name, tasksFrom string, params varList) bool {
 	return false
 }
 
-// findRole looks for a role in the playbook's roles/, the roles/ beside its
-// playbooks/ directory, --roles-path, then the built-in roles.
-func (ld *loader) findRole(name string) (source, bool) {
+// roleRoots lists the directories roles are looked for in, first match
+// wins: the playbook's roles/, the roles/ beside its playbooks/ directory,
+// --roles-path, then the built-in roles.
+func roleRoots(pbDir source, opts LoadOptions) []source {
 	var dirs []source
-	dirs = append(dirs, ld.pbDir.join("roles"))
-	if ld.pbDir.dir().base() == "playbooks" && !ld.pbDir.builtin {
-		dirs = append(dirs, ld.pbDir.dir().dir().join("roles"))
+	dirs = append(dirs, pbDir.join("roles"))
+	if pbDir.dir().base() == "playbooks" && !pbDir.builtin {
+		dirs = append(dirs, pbDir.dir().dir().join("roles"))
 	}
-	for _, p := range ld.opts.RolesPath {
+	for _, p := range opts.RolesPath {
 		if s, err := diskSource(p); err == nil {
 			dirs = append(dirs, s)
 		}
 	}
-	if ld.opts.BuiltinFS != nil {
-		dirs = append(dirs, source{fsys: ld.opts.BuiltinFS, name: "roles", builtin: true})
+	if opts.BuiltinFS != nil {
+		dirs = append(dirs, source{fsys: opts.BuiltinFS, name: "roles", builtin: true})
 	}
+	return dirs
+}
+
+// RolesFile reads the file name from the first role directory holding it,
+// searched as roles are, so that a fork's copy of a file shared by its
+// roles wins over the built-in one. where names the file for messages; ok
+// is false when no directory has it.
+func (pb *Playbook) RolesFile(name string) (data []byte, where string, ok bool, err error) {
+	for _, d := range roleRoots(pb.src.dir(), pb.opts) {
+		f := d.join(name)
+		if !f.isFile() {
+			continue
+		}
+		data, err := f.read()
+		if err != nil {
+			return nil, f.String(), true, fmt.Errorf("%s: %w", f, err)
+		}
+		return data, f.String(), true, nil
+	}
+	return nil, "", false, nil
+}
+
+// findRole looks for a role as roleRoots lists the directories.
+func (ld *loader) findRole(name string) (source, bool) {
+	dirs := roleRoots(ld.pbDir, ld.opts)
 	if strings.Contains(name, "/") {
 		dirs = append([]source{ld.pbDir}, dirs...)
 	}

@@ -72,29 +72,35 @@ type treeBuilder struct {
 }
 
 // parseTree parses data into a tree. A syntax error is returned as *Error.
-func parseTree(file string, data []byte) (*ynode, error) {
+// parseTree parses the cluster document of a file; the warnings name the
+// documents of a multi-document KubeKey file that are not converted.
+func parseTree(file string, data []byte) (*ynode, []Warning, error) {
 	if err := yamlguard.Check(data, yamlguard.Default()); err != nil {
 		var ge *yamlguard.Error
 		errors.As(err, &ge)
-		return nil, &Error{Problems: []Problem{{Pos: Pos{File: file, Line: ge.Line, Col: ge.Col}, Message: ge.Msg,
+		return nil, nil, &Error{Problems: []Problem{{Pos: Pos{File: file, Line: ge.Line, Col: ge.Col}, Message: ge.Msg,
 			Hint: "a cluster file is a few levels deep and a few hundred lines long; this one was refused before parsing"}}}
 	}
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
-		return nil, syntaxProblem(file, data, err)
+		return nil, nil, syntaxProblem(file, data, err)
 	}
-	if len(f.Docs) == 0 || f.Docs[0].Body == nil {
-		return nil, &Error{Problems: []Problem{{Pos: Pos{File: file}, Message: "empty file", Hint: "run `kubexm create config` for a sample"}}}
+	var docs []*ynode
+	for _, d := range f.Docs {
+		if d.Body == nil {
+			continue
+		}
+		b := &treeBuilder{file: file, anchors: map[string]*ynode{}}
+		n, err := b.build(d.Body)
+		if err != nil {
+			return nil, nil, err
+		}
+		docs = append(docs, n)
 	}
-	if len(f.Docs) > 1 {
-		return nil, &Error{Problems: []Problem{{Pos: Pos{File: file}, Message: fmt.Sprintf("%d YAML documents; a cluster file holds exactly one", len(f.Docs))}}}
+	if len(docs) == 0 {
+		return nil, nil, &Error{Problems: []Problem{{Pos: Pos{File: file}, Message: "empty file", Hint: "run `kubexm create config` for a sample"}}}
 	}
-	b := &treeBuilder{file: file, anchors: map[string]*ynode{}}
-	n, err := b.build(f.Docs[0].Body)
-	if err != nil {
-		return nil, err
-	}
-	return n, nil
+	return pickDocument(file, docs)
 }
 
 func syntaxProblem(file string, data []byte, err error) error {

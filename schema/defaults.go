@@ -1,34 +1,26 @@
 package schema
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 )
 
-// Default versions. Kubernetes v1.33.13 and etcd v3.5.35 are the versions
-// the offline artifacts are built at.
+// Default versions: the newest patch of the newest Kubernetes minor of the
+// support matrix (roles/support.yaml; a test keeps them equal) and the
+// etcd and containerd releases the roles install by default.
 const (
-	DefaultKubernetesVersion = "v1.33.13"
-	DefaultEtcdVersion       = "v3.5.35"
+	DefaultKubernetesVersion = "v1.37.2"
+	DefaultEtcdVersion       = "v3.6.16"
 )
 
-// SupportedKubernetesVersions lists the Kubernetes versions kubexm installs,
-// oldest first.
-func SupportedKubernetesVersions() []string {
-	out := make([]string, 0, 14)
-	for patch := 0; patch <= 13; patch++ {
-		out = append(out, fmt.Sprintf("v1.33.%d", patch))
-	}
-	return out
-}
-
 // defaultRuntimeVersion is the version installed for each container runtime
-// when none is given.
+// when none is given. Only containerd is installed (roles/support.yaml); the
+// others keep a version so that `config view` of a refused file still reads
+// sensibly.
 func defaultRuntimeVersion(runtime string) string {
 	switch runtime {
 	case "containerd":
-		return "1.7.27"
+		return "2.4.2"
 	case "docker":
 		return "24.0.9"
 	case "cri-o":
@@ -42,9 +34,11 @@ func defaultRuntimeVersion(runtime string) string {
 // SetDefaults fills every field the user left empty. It is the only place
 // defaults live, so `kubexm config view` shows exactly what a run uses.
 //
-// The seeds' KubeKey-era feature gate defaults (ExpandCSIVolumes,
-// TTLAfterFinished, CSIStorageCapacity, ...) are deliberately not applied:
-// those gates were removed from Kubernetes and kubelet 1.33 refuses them.
+// The defaults are choices this kubexm installs (roles/support.yaml):
+// binaries (kubernetes.type kubexm), containerd, flannel, no internal load
+// balancer and no registry deployment. The seeds' KubeKey-era feature gate
+// defaults (ExpandCSIVolumes, TTLAfterFinished, ...) are deliberately not
+// applied: those gates were removed from Kubernetes.
 func SetDefaults(c *Cluster) {
 	if c.APIVersion == "" {
 		c.APIVersion = APIVersion
@@ -70,14 +64,9 @@ func SetDefaults(c *Cluster) {
 	cpe := &s.ControlPlaneEndpoint
 	setStr(&cpe.Domain, "lb.kubexm.local")
 	setInt(&cpe.Port, 6443)
-	if cpe.ExternalLoadBalancer == "" {
-		// Without an external load balancer workers still need a stable
-		// endpoint, so an internal one is always on.
-		setStr(&cpe.InternalLoadbalancer, "haproxy")
-	}
 
 	k := &s.Kubernetes
-	setStr(&k.Type, "kubeadm")
+	setStr(&k.Type, "kubexm")
 	setStr(&k.Version, DefaultKubernetesVersion)
 	if !strings.HasPrefix(k.Version, "v") && k.Version != "" && k.Version[0] >= '0' && k.Version[0] <= '9' {
 		k.Version = "v" + k.Version
@@ -116,7 +105,7 @@ func SetDefaults(c *Cluster) {
 	}
 
 	n := &s.Network
-	setStr(&n.Plugin, "calico")
+	setStr(&n.Plugin, "flannel")
 	setStr(&n.KubePodsCIDR, "10.233.64.0/18")
 	setStr(&n.KubeServiceCIDR, "10.233.0.0/18")
 	switch n.Plugin {
@@ -144,7 +133,6 @@ func SetDefaults(c *Cluster) {
 	}
 
 	r := &s.Registry
-	setStr(&r.Type, "registry")
 	setStr(&r.ContainerdDataDir, "/var/lib/containerd")
 	setStr(&r.DockerDataDir, "/var/lib/docker")
 	setStr(&r.RegistryDataDir, "/mnt/registry")
@@ -163,16 +151,6 @@ func (cr *ContainerRuntime) settings() *RuntimeSettings {
 		return cr.Isula
 	}
 	return nil
-}
-
-// supportedHint says which Kubernetes versions are supported, for messages.
-func supportedHint() string {
-	v := SupportedKubernetesVersions()
-	return fmt.Sprintf("supported: %s to %s; default %s", v[0], v[len(v)-1], DefaultKubernetesVersion)
-}
-
-func isSupportedKubernetes(v string) bool {
-	return slices.Contains(SupportedKubernetesVersions(), v)
 }
 
 func setStr(p *string, v string) {

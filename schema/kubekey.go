@@ -36,8 +36,11 @@ func convertKubeKey(root *ynode, ps *problems) {
 	av.val = &ynode{kind: kindScalar, pos: av.val.pos, tag: "str", text: APIVersion}
 	kc.rename("apiVersion "+KubeKeyAPIVersion, APIVersion)
 
-	if e, _ := root.get("spec"); e != nil && e.val.kind == kindMap {
-		convertKubeKeySpec(e.val, kc)
+	spec := mapAt(root, "spec")
+	warnKubeKeyDefaults(root, spec, ps)
+	if spec != nil {
+		kubekeyKubernetesType(spec, kc)
+		convertKubeKeySpec(spec, kc)
 	}
 	pruneUnknown(root, reflect.TypeFor[Cluster](), "", kc)
 

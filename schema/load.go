@@ -12,22 +12,40 @@ import (
 )
 
 // Load reads a cluster file and returns it parsed, converted from KubeKey if
-// needed, with secrets expanded, defaulted and validated.
+// needed, with secrets expanded, defaulted and validated, every choice
+// checked against the built-in support matrix.
 func Load(path string) (*Cluster, []Warning, error) {
+	return LoadWith(path, nil)
+}
+
+// LoadWith is Load checking the choices against the support matrix s (a
+// fork's; nil is the built-in one).
+func LoadWith(path string, s *Support) (*Cluster, []Warning, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read cluster file: %w", err)
 	}
-	return Parse(path, data)
+	return ParseWith(path, data, s)
 }
 
 // Parse is Load for data already read from path (path is used for messages
 // and to resolve relative file references).
 func Parse(path string, data []byte) (*Cluster, []Warning, error) {
-	return parse(path, data, os.LookupEnv)
+	return ParseWith(path, data, nil)
 }
 
-func parse(path string, data []byte, lookup func(string) (string, bool)) (*Cluster, []Warning, error) {
+// ParseWith is Parse against the support matrix s (nil: the built-in one).
+func ParseWith(path string, data []byte, s *Support) (*Cluster, []Warning, error) {
+	return parseWith(path, data, os.LookupEnv, s)
+}
+
+func parseWith(path string, data []byte, lookup func(string) (string, bool), s *Support) (*Cluster, []Warning, error) {
+	if s == nil {
+		var err error
+		if s, err = BuiltinSupport(); err != nil {
+			return nil, nil, err
+		}
+	}
 	c, decoded, err := decode(path, data)
 	if err != nil {
 		return nil, nil, err
@@ -40,6 +58,7 @@ func parse(path string, data []byte, lookup func(string) (string, bool)) (*Clust
 	expandRoleGroups(c, ps)
 	SetDefaults(c)
 	validate(c, ps)
+	s.check(c, ps)
 	failed := slices.Clone(decoded.list)
 	for _, p := range ps.list {
 		if !underAny(p.Path, failed) {
@@ -85,12 +104,17 @@ func decode(path string, data []byte) (*Cluster, *problems, error) {
 	}
 	src := &source{file: path, abs: abs, pos: map[string]Pos{}}
 	ps := &problems{src: src}
-	root, err := parseTree(path, data)
+	root, docWarnings, err := parseTree(path, data)
 	if err != nil {
 		return nil, nil, err
 	}
+	ps.warnings = append(ps.warnings, docWarnings...)
 	if root.kind != kindMap {
 		return nil, nil, &Error{Problems: []Problem{{Pos: root.pos, Message: "a cluster file is a mapping with apiVersion, kind, metadata and spec"}}}
+	}
+	if other := otherKubeKeyFormat(root); other != "" {
+		e, _ := root.get("apiVersion")
+		return nil, nil, &Error{Problems: []Problem{{Pos: e.val.pos, Path: "apiVersion", Message: "this is " + other}}}
 	}
 	if e, _ := root.get("apiVersion"); e != nil && e.val.kind == kindScalar && e.val.text == KubeKeyAPIVersion {
 		convertKubeKey(root, ps)

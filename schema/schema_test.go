@@ -28,7 +28,7 @@ func fakeHome(t *testing.T) string {
 
 func TestFullExampleParsesValidatesRoundTrips(t *testing.T) {
 	fakeHome(t)
-	c, warnings, err := Load("testdata/cluster-full.yaml")
+	c, warnings, err := LoadWith("testdata/cluster-full.yaml", permissive)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestFullExampleParsesValidatesRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, _, err := Parse("roundtrip.yaml", out)
+	c2, _, err := ParseWith("roundtrip.yaml", out, permissive)
 	if err != nil {
 		t.Fatalf("marshalled form does not parse: %v\n%s", err, out)
 	}
@@ -101,7 +101,8 @@ func TestSeedExampleVerbatimIsReportedNotCrashed(t *testing.T) {
 	for _, want := range []string{
 		`spec.controlPlaneEndpoint.internalLoadbalancer: invalid value "haproxy| nginx | kube-vip"`,
 		`spec.controlPlaneEndpoint.lb_address: externalLoadBalancer kubexm needs lb_address`,
-		`spec.kubernetes.version: unsupported Kubernetes version "v1.32.4"`,
+		`spec.kubernetes.version: Kubernetes v1.32.4 is not supported by this kubexm (hint: supported: v1.35 to v1.37`,
+		`spec.network.plugin: calico is not supported yet`,
 		`spec.roleGroups.worker[2]: host "node9" is not in spec.hosts`,
 	} {
 		if !strings.Contains(err.Error(), want) {
@@ -125,21 +126,21 @@ func TestDefaults(t *testing.T) {
 		{"host arch", s.Hosts[0].Arch, "amd64"},
 		{"host connection", s.Hosts[0].Connection, "ssh"},
 		{"endpoint port", s.ControlPlaneEndpoint.Port, 6443},
-		{"internal LB", s.ControlPlaneEndpoint.InternalLoadbalancer, "haproxy"},
-		{"k8s type", s.Kubernetes.Type, "kubeadm"},
-		{"k8s version", s.Kubernetes.Version, "v1.33.13"},
+		{"internal LB", s.ControlPlaneEndpoint.InternalLoadbalancer, ""},
+		{"k8s type", s.Kubernetes.Type, "kubexm"},
+		{"k8s version", s.Kubernetes.Version, "v1.37.2"},
 		{"runtime", s.Kubernetes.ContainerRuntime.Type, "containerd"},
-		{"runtime version", s.Kubernetes.ContainerRuntime.Version, "1.7.27"},
+		{"runtime version", s.Kubernetes.ContainerRuntime.Version, "2.4.2"},
 		{"proxy", s.Kubernetes.ProxyMode, "ipvs"},
 		{"maxPods", s.Kubernetes.MaxPods, 110},
 		{"etcd type", s.Etcd.Type, "kubexm"},
-		{"etcd version", s.Etcd.Version, "v3.5.35"},
+		{"etcd version", s.Etcd.Version, "v3.6.16"},
 		{"etcd maxWals", *s.Etcd.MaxWals, 5},
 		{"plugin", s.Network.Plugin, "calico"},
 		{"ipip", s.Network.Calico.IPIPMode, "Always"},
 		{"pods", s.Network.KubePodsCIDR, "10.233.64.0/18"},
 		{"services", s.Network.KubeServiceCIDR, "10.233.0.0/18"},
-		{"registry type", s.Registry.Type, "registry"},
+		{"registry type", s.Registry.Type, ""},
 	}
 	for _, ck := range checks {
 		if ck.got != ck.want {
@@ -204,10 +205,14 @@ func TestKubeKeyConversion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(warnings) != 1 {
-		t.Fatalf("want one conversion warning, got %v", warnings)
+	// One warning lists the conversion; the others name KubeKey defaults
+	// (kubekey_docs_test.go).
+	var w string
+	for _, x := range warnings {
+		if x.Path == "apiVersion" {
+			w = x.String()
+		}
 	}
-	w := warnings[0].String()
 	for _, want := range []string{
 		"kubekey-v3.yaml:2:1",
 		"spec.roleGroups.control-plane -> spec.roleGroups.master",

@@ -42,7 +42,7 @@ type Spec struct {
 	Network              Network              `yaml:"network"`
 	Storage              Storage              `yaml:"storage"`
 	Registry             Registry             `yaml:"registry"`
-	Addons               []string             `yaml:"addons,omitempty" doc:"Names of add-ons (charts or manifests) to install."`
+	Addons               []string             `yaml:"addons,omitempty" doc:"Names of add-ons (charts or manifests) to install: not supported yet."`
 	DNS                  DNS                  `yaml:"dns"`
 	Extra                Extra                `yaml:"extra"`
 }
@@ -85,8 +85,8 @@ type RoleGroups struct {
 
 // ControlPlaneEndpoint is how clients reach the API servers.
 type ControlPlaneEndpoint struct {
-	ExternalLoadBalancer string `yaml:"externalLoadBalancer,omitempty" enum:",kubexm,external" doc:"kubexm: keepalived+LB on the loadbalancer hosts; external: your own LB at lb_address; empty: none."`
-	InternalLoadbalancer string `yaml:"internalLoadbalancer,omitempty" enum:",haproxy,nginx,kube-vip" doc:"haproxy/nginx proxy on every worker, or kube-vip on the masters. Default haproxy when there is no external load balancer."`
+	ExternalLoadBalancer string `yaml:"externalLoadBalancer,omitempty" enum:",kubexm,external" doc:"external: your own LB at lb_address; kubexm (keepalived+LB on the loadbalancer hosts): not supported yet; empty: none."`
+	InternalLoadbalancer string `yaml:"internalLoadbalancer,omitempty" enum:",haproxy,nginx,kube-vip" doc:"haproxy/nginx proxy on every worker, or kube-vip on the masters: not supported yet. Default none: nodes reach lb_address, else the first master."`
 	ExternalDNS          bool   `yaml:"externalDNS,omitempty" doc:"The domain is resolved by your DNS; lb_address must then be empty unless kube-vip needs it."`
 	Domain               string `yaml:"domain,omitempty" doc:"Control-plane domain name. Default lb.kubexm.local."`
 	LBAddress            string `yaml:"lb_address,omitempty" doc:"Virtual IP of the load balancer (external and kubexm load balancers, kube-vip)."`
@@ -103,12 +103,12 @@ type System struct {
 
 // Kubernetes configures the Kubernetes components.
 type Kubernetes struct {
-	Type                   string           `yaml:"type,omitempty" enum:"kubeadm,kubexm" doc:"kubeadm: install with kubeadm; kubexm: binaries and systemd units. Default kubeadm."`
-	Version                string           `yaml:"version,omitempty" doc:"Kubernetes version. Default v1.33.13."`
+	Type                   string           `yaml:"type,omitempty" enum:"kubeadm,kubexm" doc:"kubexm: binaries and systemd units; kubeadm: not supported yet. Default kubexm."`
+	Version                string           `yaml:"version,omitempty" doc:"Kubernetes version: any patch of v1.35, v1.36 or v1.37 (kubexm support). Default v1.37.2."`
 	APIServerCertExtraSans []string         `yaml:"apiserverCertExtraSans,omitempty" doc:"Extra IPs and names in the API server certificate."`
 	ContainerRuntime       ContainerRuntime `yaml:"containerRuntime"`
 	ClusterName            string           `yaml:"clusterName,omitempty" doc:"Cluster DNS domain. Default cluster.local."`
-	AutoRenewCerts         bool             `yaml:"autoRenewCerts,omitempty" doc:"Install a timer renewing control-plane certificates. Default false."`
+	AutoRenewCerts         bool             `yaml:"autoRenewCerts,omitempty" doc:"Install a timer renewing control-plane certificates (not supported yet). Default false."`
 	MasqueradeAll          bool             `yaml:"masqueradeAll,omitempty" doc:"kube-proxy SNATs all traffic in iptables mode. Default false."`
 	MaxPods                int              `yaml:"maxPods,omitempty" doc:"Pods per kubelet. Default 110."`
 	PodPidsLimit           int              `yaml:"podPidsLimit,omitempty" doc:"PIDs per pod. Default 10000."`
@@ -121,8 +121,8 @@ type Kubernetes struct {
 
 // ContainerRuntime selects and configures the CRI runtime.
 type ContainerRuntime struct {
-	Type       string           `yaml:"type,omitempty" enum:"containerd,docker,cri-o,isula" doc:"Runtime. Default containerd."`
-	Version    string           `yaml:"version,omitempty" doc:"Runtime version. Default depends on type (containerd 1.7.27)."`
+	Type       string           `yaml:"type,omitempty" enum:"containerd,docker,cri-o,isula" doc:"Runtime; only containerd is installed yet (kubexm support). Default containerd."`
+	Version    string           `yaml:"version,omitempty" doc:"Runtime version. Default depends on type (containerd 2.4.2)."`
 	Containerd *RuntimeSettings `yaml:"containerd,omitempty" doc:"Settings when type is containerd."`
 	Docker     *RuntimeSettings `yaml:"docker,omitempty" doc:"Settings when type is docker."`
 	Crio       *RuntimeSettings `yaml:"crio,omitempty" doc:"Settings when type is cri-o."`
@@ -138,8 +138,8 @@ type RuntimeSettings struct {
 
 // Etcd configures the etcd cluster.
 type Etcd struct {
-	Type                    string        `yaml:"type,omitempty" enum:"kubexm,kubeadm,external" doc:"kubexm: binaries on the etcd hosts; kubeadm: stacked on the masters; external: an existing cluster. Default kubexm."`
-	Version                 string        `yaml:"version,omitempty" doc:"etcd version. Default v3.5.35."`
+	Type                    string        `yaml:"type,omitempty" enum:"kubexm,kubeadm,external" doc:"kubexm: binaries on the etcd hosts; external: an existing cluster; kubeadm (stacked on the masters): not supported yet. Default kubexm."`
+	Version                 string        `yaml:"version,omitempty" doc:"etcd version, a v3.6 release. Default v3.6.16."`
 	External                *EtcdExternal `yaml:"external,omitempty" doc:"Only with type external."`
 	DataDir                 string        `yaml:"dataDir,omitempty" doc:"Default /var/lib/etcd."`
 	HeartbeatInterval       int           `yaml:"heartbeatInterval,omitempty" doc:"Milliseconds. Default 250."`
@@ -164,7 +164,7 @@ type EtcdExternal struct {
 
 // Network configures the CNI plugin and address ranges.
 type Network struct {
-	Plugin          string   `yaml:"plugin,omitempty" enum:"calico,flannel,cilium,none" doc:"CNI plugin; none installs nothing. Default calico."`
+	Plugin          string   `yaml:"plugin,omitempty" enum:"calico,flannel,cilium,none" doc:"CNI plugin; none installs nothing; calico and cilium: not supported yet. Default flannel."`
 	Calico          *Calico  `yaml:"calico,omitempty"`
 	Flannel         *Flannel `yaml:"flannel,omitempty"`
 	Cilium          *Cilium  `yaml:"cilium,omitempty"`
@@ -208,7 +208,7 @@ type OpenEBS struct {
 
 // Registry is the image registry the cluster pulls from.
 type Registry struct {
-	Type              string                  `yaml:"type,omitempty" enum:"registry,harbor,external" doc:"registry or harbor: deployed on the registry host; external: an existing registry. Default registry."`
+	Type              string                  `yaml:"type,omitempty" enum:"registry,harbor,external" doc:"external: an existing registry (privateRegistry); registry or harbor (deployed on the registry host): not supported yet. Default none."`
 	PrivateRegistry   string                  `yaml:"privateRegistry,omitempty" doc:"Registry host name images are pulled from."`
 	NamespaceOverride string                  `yaml:"namespaceOverride,omitempty" doc:"Project/namespace replacing the images' own."`
 	Auths             map[string]RegistryAuth `yaml:"auths,omitempty" doc:"Credentials per registry host."`

@@ -423,22 +423,9 @@ func validateEndpoint(c *Cluster, ps *problems) {
 	}
 }
 
-// removedFeatureGates are gates kubelet 1.33 no longer knows; setting one
-// makes the component refuse to start.
-func removedFeatureGate(name string) bool {
-	switch name {
-	case "ExpandCSIVolumes", "TTLAfterFinished", "CSIStorageCapacity", "IPv6DualStack":
-		return true
-	}
-	return false
-}
-
 func validateKubernetes(c *Cluster, ps *problems) {
 	k := &c.Spec.Kubernetes
 	const base = "spec.kubernetes"
-	if !isSupportedKubernetes(k.Version) {
-		ps.add(child(base, "version"), supportedHint(), "unsupported Kubernetes version %q", k.Version)
-	}
 	for i, s := range k.APIServerCertExtraSans {
 		if _, err := netip.ParseAddr(s); err != nil && !isHostname(s, true) {
 			ps.add(index(child(base, "apiserverCertExtraSans"), i), "", "%q is neither an IP nor a DNS name", s)
@@ -461,9 +448,6 @@ func validateKubernetes(c *Cluster, ps *problems) {
 			ps.add(child(child(crPath, name), "version"), "set the version in one place", "version %q differs from containerRuntime.version %q", rs.Version, cr.Version)
 		}
 	}
-	if cr.Type == "docker" && k.Type == "kubeadm" {
-		ps.warn(child(crPath, "type"), "docker needs cri-dockerd with Kubernetes 1.24 and later; it is installed with it")
-	}
 	if k.MaxPods < 1 {
 		ps.add(child(base, "maxPods"), "", "maxPods must be positive, got %d", k.MaxPods)
 	}
@@ -472,11 +456,6 @@ func validateKubernetes(c *Cluster, ps *problems) {
 	}
 	if k.NodeCidrMaskSize < 8 || k.NodeCidrMaskSize > 30 {
 		ps.add(child(base, "nodeCidrMaskSize"), "usually 24", "nodeCidrMaskSize %d out of range 8..30", k.NodeCidrMaskSize)
-	}
-	for g := range k.FeatureGates {
-		if removedFeatureGate(g) {
-			ps.warn(key(child(base, "featureGates"), g), "feature gate %s was removed from Kubernetes (always on or gone); %s components refuse unknown gates, remove it", g, k.Version)
-		}
 	}
 }
 

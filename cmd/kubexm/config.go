@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -36,15 +35,29 @@ func printWarnings(w io.Writer, warnings []schema.Warning) {
 	}
 }
 
+// loadWith loads a cluster file against the support matrix of the role
+// directories given (else the built-in one).
+func loadWith(file string, rolesPath []string) (*schema.Cluster, []schema.Warning, error) {
+	s, err := supportFromRolesPath(rolesPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	return schema.LoadWith(file, s)
+}
+
 func newConfigValidateCmd() *cobra.Command {
 	var file string
+	var rolesPath []string
 	cmd := &cobra.Command{
-		Use:          "validate",
-		Short:        "Check a cluster file and report every problem in it",
+		Use:   "validate",
+		Short: "Check a cluster file and report every problem in it",
+		Long: `Check a cluster file and report every problem in it at once, with file:line:col:
+values, references between fields, and every choice this kubexm does not
+install yet (kubexm support lists them).`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, warnings, err := schema.Load(file)
+			c, warnings, err := loadWith(file, rolesPath)
 			printWarnings(cmd.ErrOrStderr(), warnings)
 			if err != nil {
 				return err
@@ -56,18 +69,20 @@ func newConfigValidateCmd() *cobra.Command {
 		},
 	}
 	addFileFlag(cmd, &file)
+	addRolesPathFlag(cmd, &rolesPath)
 	return cmd
 }
 
 func newConfigViewCmd() *cobra.Command {
 	var file string
+	var rolesPath []string
 	cmd := &cobra.Command{
 		Use:          "view",
 		Short:        "Print the cluster file with every default filled in and secrets masked",
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, warnings, err := schema.Load(file)
+			c, warnings, err := loadWith(file, rolesPath)
 			printWarnings(cmd.ErrOrStderr(), warnings)
 			if err != nil {
 				return err
@@ -81,6 +96,7 @@ func newConfigViewCmd() *cobra.Command {
 		},
 	}
 	addFileFlag(cmd, &file)
+	addRolesPathFlag(cmd, &rolesPath)
 	return cmd
 }
 
@@ -144,12 +160,14 @@ func newCreateConfigCmd() *cobra.Command {
 		Short: "Write a commented sample cluster.yaml (an all-in-one cluster on this machine)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if v := "v" + strings.TrimPrefix(version, "v"); slices.Contains(schema.SupportedKubernetesVersions(), v) {
-				version = v
-			} else {
-				return fmt.Errorf("unsupported Kubernetes version %q (supported: %s)", version, strings.Join(schema.SupportedKubernetesVersions(), ", "))
+			s, err := schema.BuiltinSupport()
+			if err != nil {
+				return err
 			}
-			sample := sampleConfig(name, version, localIPv4())
+			if version, err = s.KubernetesVersion(version); err != nil {
+				return err
+			}
+			sample := sampleConfig(s, name, version, localIPv4())
 			if output == "" || output == "-" {
 				_, err := io.WriteString(cmd.OutOrStdout(), sample)
 				return err
@@ -207,13 +225,44 @@ func localIPv4() string {
 	return ""
 }
 
-func sampleConfig(name, version, ip string) string {
+// sampleConfig writes only choices the matrix s supports; the comments list
+// the other values, from the matrix, so they cannot drift from it.
+func sampleConfig(s *schema.Support, name, version, ip string) string {
 	internal := "    # internalAddress: 192.168.0.10  # this machine's cluster IP; set it for a real cluster\n"
 	if ip != "" {
 		internal = fmt.Sprintf("    internalAddress: %s   # detected; the IP other nodes reach this machine on\n", ip)
 	}
+	// others lists a choice's values: the supported ones besides the one
+	// written, and those not supported yet.
+	others := func(field, written string) string {
+		ch := s.Choice(field)
+		if ch == nil {
+			return ""
+		}
+		var alt []string
+		for _, v := range ch.Supported() {
+			if v != written && !strings.HasPrefix(v, "(") {
+				alt = append(alt, v)
+			}
+		}
+		var out []string
+		if len(alt) > 0 {
+			out = append(out, "or "+strings.Join(alt, ", "))
+		}
+		var ns []string
+		for _, v := range ch.NotSupported() {
+			if !strings.HasPrefix(v, "(") {
+				ns = append(ns, v)
+			}
+		}
+		if len(ns) > 0 {
+			out = append(out, "not supported yet: "+strings.Join(ns, ", "))
+		}
+		return strings.Join(out, "; ")
+	}
 	return fmt.Sprintf(`# kubexm cluster file: an all-in-one cluster on this machine.
 # Every default is shown by `+"`kubexm config view -f <this file>`"+`;
+# what this kubexm installs by `+"`kubexm support`"+`;
 # editors can complete and check it with schema/cluster.schema.json.
 apiVersion: %s
 kind: %s
@@ -233,37 +282,45 @@ spec:
     etcd: [node1]
     master: [node1]
     worker: [node1]
-    # registry: [node1]           # at most one host, runs the image registry
-    # loadbalancer: []            # keepalived + haproxy hosts for externalLoadBalancer: kubexm
   controlPlaneEndpoint:
-    # externalLoadBalancer: kubexm (loadbalancer hosts + lb_address) or external (your LB at lb_address).
-    # internalLoadbalancer: haproxy or nginx on every worker, or kube-vip (needs lb_address).
-    internalLoadbalancer: haproxy
+    # Nodes reach the API servers at lb_address:port when set (your own load
+    # balancer: externalLoadBalancer: external), else at the first master.
+    # externalLoadBalancer: %s
+    # internalLoadbalancer: %s
     domain: lb.kubexm.local
     port: 6443
   system:
     # ntpServers: [ntp.aliyun.com]
     # timezone: Asia/Shanghai
   kubernetes:
-    type: kubeadm                 # or kubexm: binaries managed by systemd
-    version: %s
+    type: kubexm                  # binaries under systemd; %s
+    version: %s               # %s
     containerRuntime:
-      type: containerd            # containerd, docker, cri-o or isula
+      type: containerd            # %s
     clusterName: cluster.local
-    proxyMode: ipvs               # ipvs, iptables or nftables
+    proxyMode: ipvs               # %s
   etcd:
-    type: kubexm                  # kubexm (binaries), kubeadm (stacked) or external
+    type: kubexm                  # binaries on the etcd hosts; %s
   network:
-    plugin: calico                # calico, flannel, cilium or none
+    plugin: flannel               # %s
     kubePodsCIDR: 10.233.64.0/18
     kubeServiceCIDR: 10.233.0.0/18
   registry:
+    # type: external              # %s
     # privateRegistry: dockerhub.kubexm.local
     # auths:
     #   dockerhub.kubexm.local: {username: admin, password: ${REGISTRY_PASSWORD}}
-  # addons: [metallb]
   # extra:
   #   hosts: [{domain: git.example.local, address: 192.168.0.20}]
   #   resolves: [{address: 192.168.0.53}]
-`, schema.APIVersion, schema.Kind, name, internal, version)
+`, schema.APIVersion, schema.Kind, name, internal,
+		others("spec.controlPlaneEndpoint.externalLoadBalancer", ""),
+		others("spec.controlPlaneEndpoint.internalLoadbalancer", ""),
+		others("spec.kubernetes.type", "kubexm"),
+		version, "supported: "+s.KubernetesRange(),
+		others("spec.kubernetes.containerRuntime.type", "containerd"),
+		others("spec.kubernetes.proxyMode", "ipvs"),
+		others("spec.etcd.type", "kubexm"),
+		others("spec.network.plugin", "flannel"),
+		others("spec.registry.type", "external"))
 }

@@ -50,18 +50,28 @@ func TestCreateConfigSampleIsValid(t *testing.T) {
 	if _, _, err := run(t, newCreateCmd(), "config", "-o", file); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Errorf("overwrite without --force: err = %v", err)
 	}
-	if _, _, err := run(t, newCreateCmd(), "config", "-o", file, "--force", "--kubernetes-version", "1.33.4"); err != nil {
+	if _, _, err := run(t, newCreateCmd(), "config", "-o", file, "--force", "--kubernetes-version", "1.36.3"); err != nil {
 		t.Fatal(err)
 	}
 	c, _, err = schema.Load(file)
-	if err != nil || c.Spec.Kubernetes.Version != "v1.33.4" {
-		t.Fatalf("--kubernetes-version 1.33.4: version %v, err %v", c, err)
+	if err != nil || c.Spec.Kubernetes.Version != "v1.36.3" {
+		t.Fatalf("--kubernetes-version 1.36.3: version %v, err %v", c, err)
+	}
+	// Only supported choices are written; the comments name the others.
+	data, err = os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"type: kubexm ", "plugin: flannel ", "type: containerd ", "not supported yet: kubeadm", "not supported yet: calico, cilium", "not supported yet: docker, cri-o, isula"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("sample lacks %q:\n%s", want, data)
+		}
 	}
 }
 
 func TestCreateConfigRejectsUnsupportedVersion(t *testing.T) {
 	_, _, err := run(t, newCreateCmd(), "config", "--kubernetes-version", "v1.32.4")
-	if err == nil || !strings.Contains(err.Error(), "v1.33.13") {
+	if err == nil || !strings.Contains(err.Error(), "supported v1.35 to v1.37 (any patch); default "+schema.DefaultKubernetesVersion) {
 		t.Fatalf("err = %v, want a list of supported versions", err)
 	}
 }
@@ -98,7 +108,7 @@ func TestConfigValidateAndView(t *testing.T) {
 	if strings.Contains(out, "s3cret-pw") || !strings.Contains(out, schema.Mask) {
 		t.Errorf("view leaks or does not mask the password:\n%s", out)
 	}
-	for _, want := range []string{"version: v1.33.13", "port: 22", "plugin: calico", "dataDir: /var/lib/etcd"} {
+	for _, want := range []string{"version: " + schema.DefaultKubernetesVersion, "port: 22", "plugin: flannel", "type: kubexm", "dataDir: /var/lib/etcd"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("view lacks default %q:\n%s", want, out)
 		}
@@ -156,8 +166,19 @@ spec:
 			t.Errorf("converted file lacks %q:\n%s", want, s)
 		}
 	}
+	if !strings.Contains(stderr, "KubeKey default differs: KubeKey installs Kubernetes with kubeadm") {
+		t.Errorf("no warning about KubeKey's install mode: %s", stderr)
+	}
+	// The user's version is kept; validation says it is not supported.
 	t.Setenv("PW", "x")
-	if _, _, err := schema.Load(outFile); err != nil {
-		t.Errorf("converted file does not validate: %v", err)
+	_, _, err = run(t, newConfigCmd(), "validate", "-f", outFile)
+	if err == nil || !strings.Contains(err.Error(), "spec.kubernetes.version: Kubernetes v1.33.2 is not supported by this kubexm (hint: supported: v1.35 to v1.37") {
+		t.Errorf("validate of the converted file: %v", err)
+	}
+	if err := os.WriteFile(outFile, []byte(strings.Replace(s, "v1.33.2", "v1.37.1", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := run(t, newConfigCmd(), "validate", "-f", outFile); err != nil {
+		t.Errorf("converted file with a supported version does not validate: %v", err)
 	}
 }

@@ -83,7 +83,7 @@ func stateDir() (string, error) {
 // loadInventory reads -i: a cluster.yaml (or KubeKey v3 file), or an
 // Ansible-style inventory in YAML or INI for playbooks that are not about a
 // cluster.
-func loadInventory(path string) (*inventory.Inventory, error) {
+func loadInventory(path string, s *schema.Support) (*inventory.Inventory, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("inventory: %w", err)
@@ -94,7 +94,7 @@ func loadInventory(path string) (*inventory.Inventory, error) {
 	case strings.HasSuffix(path, ".ini") || looksLikeINI(data):
 		return inventory.ParseAnsibleINI(path, data)
 	}
-	c, warnings, err := schema.Load(path)
+	c, warnings, err := schema.LoadWith(path, s)
 	for _, w := range warnings {
 		os.Stderr.WriteString("warning: " + w.String() + "\n")
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport/ssh"
+	"github.com/mensylisir/kubexm/schema"
 )
 
 // version is the engine version playbooks declare in `requires:`; release
@@ -84,6 +85,11 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	// --version also says what this kubexm installs; `kubexm support` has
+	// the whole matrix.
+	if s, err := schema.BuiltinSupport(); err == nil {
+		root.SetVersionTemplate("{{.Name}} version {{.Version}}\ninstalls Kubernetes " + s.KubernetesRange() + "; `kubexm support` lists every choice\n")
+	}
 	conn := &connector{}
 	var policy string
 	pf := root.PersistentFlags()
@@ -101,7 +107,7 @@ func newRootCmd() *cobra.Command {
 		connect:       conn.connect,
 		builtinFS:     kubexm.Content(),
 	}
-	root.AddCommand(newConfigCmd(), newCreateCmd(), newPlayCmd(a), newPlaybookCmd(a), newDocCmd(a), newArtifactCmd(a))
+	root.AddCommand(newConfigCmd(), newCreateCmd(), newPlayCmd(a), newPlaybookCmd(a), newDocCmd(a), newArtifactCmd(a), newSupportCmd())
 	return root
 }
 

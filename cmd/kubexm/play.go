@@ -17,12 +17,15 @@ import (
 	"github.com/mensylisir/kubexm/engine/output"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
+	"github.com/mensylisir/kubexm/schema"
 )
 
 // app holds what the play commands need from the rest of the program; main
 // fills it.
 type app struct {
-	loadInventory func(path string) (*inventory.Inventory, error)
+	// loadInventory reads a cluster file, refusing the choices the support
+	// matrix s (of the playbook's tree) marks as not supported yet.
+	loadInventory func(path string, s *schema.Support) (*inventory.Inventory, error)
 	builtins      map[string]step.Builtin
 	connect       func(ctx context.Context, h *inventory.Host) (transport.Transport, error)
 	builtinFS     fs.FS // holds playbooks/ and roles/
@@ -144,7 +147,13 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 		if a.loadInventory == nil {
 			return errors.New("this kubexm was built without an inventory loader")
 		}
-		if inv, err = a.loadInventory(f.inventory); err != nil {
+		// The cluster file is checked against the matrix of the tree the
+		// roles come from, before any task runs (also under --check).
+		s, err := supportForPlaybook(pb)
+		if err != nil {
+			return err
+		}
+		if inv, err = a.loadInventory(f.inventory, s); err != nil {
 			return err
 		}
 		if pb.NeedsCluster && !inv.Cluster {

@@ -16,6 +16,7 @@ import (
 	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/schema"
 )
 
 type fakeStep struct{ calls *[]string }
@@ -31,7 +32,7 @@ func (f fakeStep) Run(_ context.Context, env *step.Env, a step.Args) (step.Resul
 
 func testApp(calls *[]string) *app {
 	return &app{
-		loadInventory: func(path string) (*inventory.Inventory, error) {
+		loadInventory: func(path string, _ *schema.Support) (*inventory.Inventory, error) {
 			if path != "cluster.yaml" {
 				return nil, errors.New("no such inventory " + path)
 			}

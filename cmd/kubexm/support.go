@@ -1,0 +1,154 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/schema"
+)
+
+// newSupportCmd is `kubexm support`: the support matrix of the playbook tree.
+func newSupportCmd() *cobra.Command {
+	var output string
+	var rolesPath []string
+	cmd := &cobra.Command{
+		Use:   "support",
+		Short: "Print what this kubexm installs: Kubernetes versions, components and cluster.yaml choices",
+		Long: `Print the support matrix (roles/support.yaml of the built-in playbook tree, or
+of a fork with --roles-path): the Kubernetes minors and the default version,
+the version-skew rules, the feature gates each minor removed, the components'
+release lines, and for every cluster.yaml choice whether it is installed.
+config validate and play refuse every choice marked "not supported yet".`,
+		Example: `  kubexm support
+  kubexm support -o json
+  kubexm support --roles-path ./site/roles`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := supportFromRolesPath(rolesPath)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			switch output {
+			case "text":
+				writeSupportText(w, s)
+				return nil
+			case "json":
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				return enc.Encode(s)
+			case "markdown":
+				_, err := io.WriteString(w, supportMarkdown(s))
+				return err
+			}
+			return fmt.Errorf("--output must be text, json or markdown, not %q", output)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text, json or markdown (README.md's table)")
+	addRolesPathFlag(cmd, &rolesPath)
+	return cmd
+}
+
+func addRolesPathFlag(cmd *cobra.Command, dirs *[]string) {
+	cmd.Flags().StringSliceVar(dirs, "roles-path", nil, "role directories of a forked playbook tree; the first holding support.yaml gives the support matrix (default: the built-in one)")
+}
+
+// supportFromRolesPath returns the matrix of the first directory holding
+// support.yaml, else the built-in one.
+func supportFromRolesPath(dirs []string) (*schema.Support, error) {
+	for _, d := range dirs {
+		p := filepath.Join(d, filepath.Base(schema.SupportFile))
+		data, err := os.ReadFile(p)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("support matrix: %w", err)
+		}
+		return schema.ParseSupport(p, data)
+	}
+	return schema.BuiltinSupport()
+}
+
+// supportForPlaybook returns the matrix of the tree a playbook's roles come
+// from: a fork's own support.yaml, else the built-in one.
+func supportForPlaybook(pb *engine.Playbook) (*schema.Support, error) {
+	data, where, ok, err := pb.RolesFile(filepath.Base(schema.SupportFile))
+	if err != nil {
+		return nil, fmt.Errorf("support matrix: %w", err)
+	}
+	if !ok {
+		return schema.BuiltinSupport()
+	}
+	return schema.ParseSupport(where, data)
+}
+
+func writeSupportText(w io.Writer, s *schema.Support) {
+	k := s.Kubernetes
+	fmt.Fprintf(w, "Support matrix: %s\n\n", s.Source)
+	fmt.Fprintf(w, "Kubernetes: %s; from: %s\n", s.KubernetesRange(), k.Mirrors)
+	sk := k.Skew
+	fmt.Fprintf(w, "  version skew: upgrade %d minor at a time; API servers within %d minor; controller-manager and scheduler up to %d older; kubelet and kube-proxy up to %d older; kubectl within %d\n",
+		sk.UpgradeMaxMinors, sk.APIServerMaxMinors, sk.ControlPlaneMaxOlderMinors, sk.NodeMaxOlderMinors, sk.KubectlMaxMinors)
+	for _, m := range k.Minors {
+		if g := k.FeatureGatesRemoved[m]; len(g) > 0 {
+			fmt.Fprintf(w, "  feature gates removed by %s: %s\n", m, strings.Join(g, ", "))
+		}
+		if g := k.FeatureGatesAdded[m]; len(g) > 0 {
+			fmt.Fprintf(w, "  feature gates introduced by %s (older minors refuse them): %s\n", m, strings.Join(g, ", "))
+		}
+	}
+	fmt.Fprintln(w, "\nComponents:")
+	for _, c := range s.Components {
+		fmt.Fprintf(w, "  %-12s %-6s default: %s; from: %s\n", c.Name, releaseLine(c.Versions), c.Default, c.Mirrors)
+	}
+	fmt.Fprintf(w, "  checksums: %s\n", s.Checksums)
+	fmt.Fprintln(w, "\nChoices (cluster.yaml):")
+	for _, ch := range s.Choices {
+		fmt.Fprintf(w, "  %s", ch.Field)
+		if ch.OnlyWith != "" {
+			fmt.Fprintf(w, "  (with %s)", ch.OnlyWith)
+		}
+		fmt.Fprintln(w)
+		for _, v := range ch.Values {
+			note := v.Tested
+			if !v.Supported() {
+				note = v.Reason
+			}
+			if note != "" {
+				note = ": " + note
+			}
+			fmt.Fprintf(w, "    %-10s %s%s\n", v.Value, v.Status, note)
+		}
+	}
+}
+
+// releaseLine shows a release line as users write versions: v3.6.x, 2.x.
+func releaseLine(v string) string { return v + ".x" }
+
+// supportMarkdown is README.md's "what works" table of cluster.yaml choices.
+func supportMarkdown(s *schema.Support) string {
+	var b strings.Builder
+	b.WriteString(fmt.Sprintf("Kubernetes %s; ", s.KubernetesRange()))
+	var comps []string
+	for _, c := range s.Components {
+		comps = append(comps, c.Name+" "+releaseLine(c.Versions))
+	}
+	b.WriteString(strings.Join(comps, ", ") + ".\n\n")
+	b.WriteString("| cluster.yaml choice | installed | not supported yet (refused by `config validate` and `play`) |\n|---|---|---|\n")
+	for _, ch := range s.Choices {
+		field := "`" + ch.Field + "`"
+		if ch.OnlyWith != "" {
+			field += " (with " + ch.OnlyWith[strings.LastIndexByte(ch.OnlyWith, '.')+1:] + ")"
+		}
+		b.WriteString(fmt.Sprintf("| %s | %s | %s |\n", field, strings.Join(ch.Supported(), ", "), strings.Join(ch.NotSupported(), ", ")))
+	}
+	return b.String()
+}

@@ -1,0 +1,145 @@
+package schema
+
+import (
+	"fmt"
+	"strings"
+)
+
+// KubeKey's other formats, recognised to name them instead of failing on
+// their first unknown field.
+const (
+	kubekeyV4APIVersion = "kubekey.kubesphere.io/v1"       // KubeKey v4: Inventory, Config, Pipeline
+	kubekeyV1APIVersion = "kubekey.kubesphere.io/v1alpha1" // KubeKey v1
+	kubesphereInstaller = "installer.kubesphere.io/v1alpha1"
+)
+
+// scalarAt returns the text of the scalar n[k], or "".
+func scalarAt(n *ynode, k string) string {
+	if e, _ := n.get(k); e != nil && e.val.kind == kindScalar {
+		return e.val.text
+	}
+	return ""
+}
+
+// docPos is where a document starts: its apiVersion key, else its first node.
+func docPos(d *ynode) Pos {
+	if e, _ := d.get("apiVersion"); e != nil {
+		return e.keyPos
+	}
+	return d.pos
+}
+
+// pickDocument chooses the cluster among the documents of a file. One
+// document is the cluster; of several, the single KubeKey v3 Cluster is
+// converted and every other document named in a warning (what
+// `kk create config --with-kubesphere` writes: the Cluster, then
+// KubeSphere's ClusterConfiguration).
+func pickDocument(file string, docs []*ynode) (*ynode, []Warning, error) {
+	if len(docs) == 1 {
+		return docs[0], nil, nil
+	}
+	cluster := -1
+	for i, d := range docs {
+		if scalarAt(d, "apiVersion") == KubeKeyAPIVersion && scalarAt(d, "kind") == "Cluster" {
+			if cluster >= 0 {
+				return nil, nil, &Error{Problems: []Problem{{Pos: docPos(d), Message: "a second KubeKey Cluster document; a cluster file describes one cluster", Hint: "split the file, one cluster each"}}}
+			}
+			cluster = i
+		}
+	}
+	if cluster < 0 {
+		return nil, nil, &Error{Problems: []Problem{{Pos: Pos{File: file}, Message: fmt.Sprintf("%d YAML documents; a cluster file holds exactly one", len(docs))}}}
+	}
+	var warnings []Warning
+	for i, d := range docs {
+		if i == cluster {
+			continue
+		}
+		av, kind := scalarAt(d, "apiVersion"), scalarAt(d, "kind")
+		msg := fmt.Sprintf("document %d (apiVersion %q, kind %q) is not converted: kubexm reads only the KubeKey Cluster of this file", i+1, av, kind)
+		if av == kubesphereInstaller && kind == "ClusterConfiguration" {
+			msg = fmt.Sprintf("document %d, KubeSphere's ClusterConfiguration (what kk create config --with-kubesphere adds), is not converted: kubexm does not install KubeSphere; install it on the finished cluster with ks-installer or its Helm chart", i+1)
+		}
+		warnings = append(warnings, Warning{Pos: docPos(d), Message: msg})
+	}
+	return docs[cluster], warnings, nil
+}
+
+// otherKubeKeyFormat names KubeKey formats kubexm does not read, or "".
+func otherKubeKeyFormat(root *ynode) string {
+	av, kind := scalarAt(root, "apiVersion"), scalarAt(root, "kind")
+	switch av {
+	case kubekeyV4APIVersion:
+		if kind == "" {
+			kind = "document"
+		}
+		return fmt.Sprintf("a KubeKey v4 %s (%s): KubeKey v4 describes hosts in an Inventory and settings in a Config for its playbooks, which kubexm does not convert; "+
+			"write a kubexm cluster file (kubexm create config) with these hosts, or convert a KubeKey v3 file (%s)", kind, av, KubeKeyAPIVersion)
+	case kubekeyV1APIVersion:
+		return fmt.Sprintf("a KubeKey v1 cluster file (%s): kubexm converts KubeKey v3 files (%s); let KubeKey v3 upgrade it first, or write a kubexm cluster file (kubexm create config)", av, KubeKeyAPIVersion)
+	}
+	return ""
+}
+
+// warnKubeKeyDefaults names, before converting, each KubeKey v3 default
+// that kubexm does not share and the file leaves to the default, so that
+// nothing switches silently. spec is the KubeKey spec (nil when absent).
+func warnKubeKeyDefaults(root, spec *ynode, ps *problems) {
+	var ours Cluster
+	SetDefaults(&ours)
+	// where is the place a missing field would be written: its parent
+	// block, else spec, else the top of the file.
+	where := func(block string) Pos {
+		if e, _ := spec.get(block); e != nil {
+			return e.keyPos
+		}
+		if e, _ := root.get("spec"); e != nil {
+			return e.keyPos
+		}
+		return root.pos
+	}
+	k := mapAt(spec, "kubernetes")
+	warn := func(block, path, format string, args ...any) {
+		ps.warnings = append(ps.warnings, Warning{Pos: where(block), Path: path, Message: "KubeKey default differs: " + fmt.Sprintf(format, args...)})
+	}
+	runtime := scalarAt(k, "containerManager")
+	if runtime == "" {
+		warn("kubernetes", "spec.kubernetes.containerManager",
+			"not set, so KubeKey would install docker; kubexm installs %s (containerRuntime.type), the only runtime it supports", ours.Spec.Kubernetes.ContainerRuntime.Type)
+		runtime = ours.Spec.Kubernetes.ContainerRuntime.Type
+	}
+	if runtime == "containerd" {
+		warn("kubernetes", "spec.kubernetes.containerRuntime.version",
+			"KubeKey v3 installs containerd 1.7; kubexm installs containerd %s (its config format v3)", ours.Spec.Kubernetes.ContainerRuntime.Version)
+	}
+	if scalarAt(k, "version") == "" {
+		warn("kubernetes", "spec.kubernetes.version", "not set, so KubeKey would install Kubernetes v1.23; kubexm installs %s", ours.Spec.Kubernetes.Version)
+	}
+	if t := scalarAt(k, "type"); t == "" || t == "kubernetes" {
+		warn("kubernetes", "spec.kubernetes.type",
+			"KubeKey installs Kubernetes with kubeadm (static pods); kubexm installs it as binaries under systemd (kubernetes.type %s), the only mode it supports", ours.Spec.Kubernetes.Type)
+	}
+	if scalarAt(mapAt(spec, "network"), "plugin") == "" {
+		warn("network", "spec.network.plugin", "not set, so KubeKey would install calico; kubexm installs %s", ours.Spec.Network.Plugin)
+	}
+	if scalarAt(mapAt(spec, "controlPlaneEndpoint"), "domain") == "" {
+		warn("controlPlaneEndpoint", "spec.controlPlaneEndpoint.domain", "not set, so KubeKey would use lb.kubesphere.local; kubexm uses %s", ours.Spec.ControlPlaneEndpoint.Domain)
+	}
+	if e := mapAt(spec, "etcd"); scalarAt(e, "type") != "external" && scalarAt(e, "version") == "" {
+		warn("etcd", "spec.etcd.version", "KubeKey v3 installs etcd v3.5; kubexm installs etcd %s", ours.Spec.Etcd.Version)
+	}
+}
+
+// kubekeyKubernetesType drops KubeKey's kubernetes.type (kubernetes or
+// k3s: the distribution, not kubexm's install mode). k3s stays, for
+// validation to refuse by name.
+func kubekeyKubernetesType(spec *ynode, kc *kubekeyConversion) {
+	k := mapAt(spec, "kubernetes")
+	if k == nil {
+		return
+	}
+	if t := scalarAt(k, "type"); strings.EqualFold(t, "kubernetes") {
+		removeKey(k, "type")
+		kc.drop("spec.kubernetes.type kubernetes", "KubeKey's distribution; kubexm installs Kubernetes as binaries")
+	}
+}

@@ -1,0 +1,501 @@
+package schema
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/mensylisir/kubexm"
+)
+
+// SupportFile is where the support matrix lives in a playbook tree (the
+// embedded one, or a fork written by `kubexm playbook export`).
+const SupportFile = "roles/support.yaml"
+
+// Support is the support matrix (roles/support.yaml): which Kubernetes
+// versions, component versions and cluster.yaml choices the playbook tree
+// it came from installs.
+type Support struct {
+	Kubernetes KubernetesSupport `json:"kubernetes"`
+	Components []Component       `json:"components"`
+	Checksums  string            `json:"checksums"`
+	Choices    []Choice          `json:"choices"`
+	// Source is the file the matrix was read from, for messages.
+	Source string `json:"source"`
+}
+
+// KubernetesSupport is the Kubernetes part of the matrix.
+type KubernetesSupport struct {
+	Minors  []string    `yaml:"minors" json:"minors"`
+	Default string      `yaml:"default" json:"default"`
+	Mirrors string      `yaml:"mirrors" json:"mirrors"`
+	Skew    VersionSkew `yaml:"skew" json:"skew"`
+	// FeatureGatesRemoved maps a minor to the gates it no longer knows;
+	// they are refused for that minor and every later one.
+	FeatureGatesRemoved map[string][]string `yaml:"feature_gates_removed" json:"featureGatesRemoved"`
+	// FeatureGatesAdded maps a minor to the gates it introduced; older
+	// minors refuse them.
+	FeatureGatesAdded map[string][]string `yaml:"feature_gates_added" json:"featureGatesAdded"`
+}
+
+// VersionSkew holds Kubernetes' version-skew rules, counted in minors, for
+// upgrades and nodes joining an existing cluster.
+type VersionSkew struct {
+	UpgradeMaxMinors           int `yaml:"upgrade_max_minors" json:"upgradeMaxMinors"`
+	APIServerMaxMinors         int `yaml:"apiserver_max_minors" json:"apiserverMaxMinors"`
+	ControlPlaneMaxOlderMinors int `yaml:"control_plane_max_older_minors" json:"controlPlaneMaxOlderMinors"`
+	NodeMaxOlderMinors         int `yaml:"node_max_older_minors" json:"nodeMaxOlderMinors"`
+	KubectlMaxMinors           int `yaml:"kubectl_max_minors" json:"kubectlMaxMinors"`
+}
+
+// Component is a component's release line, and where the roles keep its
+// exact default version and download URLs ("FILE VARIABLE").
+type Component struct {
+	Name     string `yaml:"name" json:"name"`
+	Versions string `yaml:"versions" json:"versions"`
+	Field    string `yaml:"field,omitempty" json:"field,omitempty"`
+	OnlyWith string `yaml:"only_with,omitempty" json:"onlyWith,omitempty"`
+	Default  string `yaml:"default" json:"default"`
+	Mirrors  string `yaml:"mirrors" json:"mirrors"`
+}
+
+// Choice is one cluster.yaml field and whether each of its values is
+// installed.
+type Choice struct {
+	Field    string        `json:"field"`
+	OnlyWith string        `json:"onlyWith,omitempty"`
+	Values   []ChoiceValue `json:"values"`
+}
+
+// ChoiceValue is one value of a choice.
+type ChoiceValue struct {
+	Value  string `yaml:"-" json:"value"`
+	Status string `yaml:"status" json:"status"`
+	Reason string `yaml:"reason,omitempty" json:"reason,omitempty"`
+	Tested string `yaml:"tested,omitempty" json:"tested,omitempty"`
+}
+
+// The statuses a choice value may have.
+const (
+	StatusSupported    = "supported"
+	StatusNotSupported = "not supported yet"
+)
+
+// Supported reports whether kubexm installs this value.
+func (v ChoiceValue) Supported() bool { return v.Status == StatusSupported }
+
+// The pseudo-values of a choice that is not an enumeration.
+const (
+	valueUnset = "(unset)"
+	valueSet   = "(set)"
+)
+
+var minorRE = regexp.MustCompile(`^v(\d+)\.(\d+)$`)
+
+// BuiltinSupport returns the matrix of the embedded playbook tree.
+func BuiltinSupport() (*Support, error) {
+	return ReadSupport(kubexm.Content(), SupportFile, "built-in "+SupportFile)
+}
+
+// ReadSupport reads a matrix from fsys; name is used in messages.
+func ReadSupport(fsys fs.FS, path, name string) (*Support, error) {
+	data, err := fs.ReadFile(fsys, path)
+	if err != nil {
+		return nil, fmt.Errorf("support matrix: %w", err)
+	}
+	return ParseSupport(name, data)
+}
+
+// ParseSupport parses a support matrix and checks it is coherent.
+func ParseSupport(name string, data []byte) (*Support, error) {
+	var raw struct {
+		Kubernetes KubernetesSupport `yaml:"kubernetes"`
+		Components []Component       `yaml:"components"`
+		Checksums  string            `yaml:"checksums"`
+		Choices    yaml.MapSlice     `yaml:"choices"`
+	}
+	if err := yaml.UnmarshalWithOptions(data, &raw, yaml.Strict(), yaml.UseOrderedMap()); err != nil {
+		return nil, fmt.Errorf("support matrix %s: %s", name, yaml.FormatError(err, false, true))
+	}
+	s := &Support{Kubernetes: raw.Kubernetes, Components: raw.Components, Checksums: raw.Checksums, Source: name}
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	for _, item := range raw.Choices {
+		field := fmt.Sprint(item.Key)
+		ch := Choice{Field: field}
+		values, ok := item.Value.(yaml.MapSlice)
+		if !ok {
+			bad("choice %s: want a mapping of values to statuses", field)
+			continue
+		}
+		for _, v := range values {
+			key := fmt.Sprint(v.Key)
+			if key == "only_with" {
+				ch.OnlyWith = fmt.Sprint(v.Value)
+				if _, _, ok := strings.Cut(ch.OnlyWith, "="); !ok {
+					bad("choice %s: only_with %q is not FIELD=VALUE", field, ch.OnlyWith)
+				}
+				continue
+			}
+			b, err := yaml.Marshal(v.Value)
+			if err != nil {
+				bad("choice %s value %s: %v", field, key, err)
+				continue
+			}
+			var cv ChoiceValue
+			if err := yaml.UnmarshalWithOptions(b, &cv, yaml.Strict()); err != nil {
+				bad("choice %s value %s: %s", field, key, yaml.FormatError(err, false, false))
+				continue
+			}
+			cv.Value = key
+			switch {
+			case cv.Status != StatusSupported && cv.Status != StatusNotSupported:
+				bad("choice %s value %s: status %q, want %q or %q", field, key, cv.Status, StatusSupported, StatusNotSupported)
+			case cv.Status == StatusNotSupported && cv.Reason == "":
+				bad("choice %s value %s: not supported yet needs a reason", field, key)
+			case cv.Status == StatusSupported && cv.Tested == "":
+				bad("choice %s value %s: supported needs tested: what proves it is installed", field, key)
+			}
+			ch.Values = append(ch.Values, cv)
+		}
+		s.Choices = append(s.Choices, ch)
+	}
+	k := &s.Kubernetes
+	if len(k.Minors) == 0 {
+		bad("kubernetes.minors is empty")
+	}
+	for i, m := range k.Minors {
+		if !minorRE.MatchString(m) {
+			bad("kubernetes.minors: %q is not vMAJOR.MINOR", m)
+		} else if i > 0 && compareMinor(k.Minors[i-1], m) >= 0 {
+			bad("kubernetes.minors: %s after %s; list them oldest first", m, k.Minors[i-1])
+		}
+	}
+	if !semverish.MatchString(k.Default) || !slices.Contains(k.Minors, minorOf(k.Default)) {
+		bad("kubernetes.default %q is not a version of one of the minors %v", k.Default, k.Minors)
+	}
+	if sk := k.Skew; sk.UpgradeMaxMinors < 1 || sk.APIServerMaxMinors < 1 || sk.ControlPlaneMaxOlderMinors < 0 || sk.NodeMaxOlderMinors < 0 || sk.KubectlMaxMinors < 1 {
+		bad("kubernetes.skew: upgrade_max_minors, apiserver_max_minors and kubectl_max_minors must be at least 1, the others not negative")
+	}
+	for name, gates := range map[string]map[string][]string{"feature_gates_removed": k.FeatureGatesRemoved, "feature_gates_added": k.FeatureGatesAdded} {
+		for m := range gates {
+			if !slices.Contains(k.Minors, m) {
+				bad("kubernetes.%s: %s is not one of the minors %v", name, m, k.Minors)
+			}
+		}
+	}
+	for _, c := range s.Components {
+		if c.Name == "" || c.Versions == "" {
+			bad("components: every entry needs a name and versions")
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("support matrix %s:\n%w", name, err)
+	}
+	return s, nil
+}
+
+// minorOf returns "v1.37" for "v1.37.2", or "" when v is not vX.Y.Z.
+func minorOf(v string) string {
+	if !semverish.MatchString(v) {
+		return ""
+	}
+	return v[:strings.LastIndexByte(v, '.')]
+}
+
+func compareMinor(a, b string) int {
+	pa, pb := minorRE.FindStringSubmatch(a), minorRE.FindStringSubmatch(b)
+	if pa == nil || pb == nil {
+		return strings.Compare(a, b)
+	}
+	for i := 1; i <= 2; i++ {
+		x, _ := strconv.Atoi(pa[i])
+		y, _ := strconv.Atoi(pb[i])
+		if x != y {
+			return x - y
+		}
+	}
+	return 0
+}
+
+// KubernetesRange says which Kubernetes versions are supported, for
+// messages: "v1.35 to v1.37 (any patch); default v1.37.2".
+func (s *Support) KubernetesRange() string {
+	m := s.Kubernetes.Minors
+	return fmt.Sprintf("%s to %s (any patch); default %s", m[0], m[len(m)-1], s.Kubernetes.Default)
+}
+
+// KubernetesVersion normalises a version the user typed (1.37.2, v1.37)
+// and checks it against the matrix; a bare minor means its default patch
+// only when it is the default's minor.
+func (s *Support) KubernetesVersion(v string) (string, error) {
+	v = "v" + strings.TrimPrefix(strings.TrimSpace(v), "v")
+	if v == minorOf(s.Kubernetes.Default) {
+		return s.Kubernetes.Default, nil
+	}
+	if !semverish.MatchString(v) || !slices.Contains(s.Kubernetes.Minors, minorOf(v)) {
+		return "", fmt.Errorf("unsupported Kubernetes version %q: supported %s", v, s.KubernetesRange())
+	}
+	return v, nil
+}
+
+// Choice returns the matrix entry of a field path pattern, or nil.
+func (s *Support) Choice(field string) *Choice {
+	for i := range s.Choices {
+		if s.Choices[i].Field == field {
+			return &s.Choices[i]
+		}
+	}
+	return nil
+}
+
+// Value returns the entry of one value, or nil.
+func (c *Choice) Value(v string) *ChoiceValue {
+	for i := range c.Values {
+		if c.Values[i].Value == v {
+			return &c.Values[i]
+		}
+	}
+	return nil
+}
+
+// Supported lists the supported values, for hints.
+func (c *Choice) Supported() []string {
+	var out []string
+	for _, v := range c.Values {
+		if v.Supported() {
+			out = append(out, v.Value)
+		}
+	}
+	return out
+}
+
+// NotSupported lists the values not supported yet.
+func (c *Choice) NotSupported() []string {
+	var out []string
+	for _, v := range c.Values {
+		if !v.Supported() {
+			out = append(out, v.Value)
+		}
+	}
+	return out
+}
+
+// check records every choice of c the matrix does not support, as
+// problems at the fields that make them.
+func (s *Support) check(c *Cluster, ps *problems) {
+	s.checkKubernetes(c, ps)
+	for _, comp := range s.Components {
+		if comp.Field == "" || !s.applies(c, comp.OnlyWith) {
+			continue
+		}
+		for _, m := range resolveField(c, comp.Field) {
+			v := m.value.String()
+			if v == "" {
+				continue
+			}
+			if !inRelease(v, comp.Versions) {
+				ps.add(m.path, fmt.Sprintf("this kubexm installs %s %s.x; leave the version out for its default", comp.Name, strings.TrimPrefix(comp.Versions, "v")),
+					"%s %s is not supported", comp.Name, v)
+			}
+		}
+	}
+	for i := range s.Choices {
+		ch := &s.Choices[i]
+		if !s.applies(c, ch.OnlyWith) {
+			continue
+		}
+		for _, m := range resolveField(c, ch.Field) {
+			if enum, ok := m.field.Tag.Lookup("enum"); ok && !slices.Contains(strings.Split(enum, ","), m.value.String()) {
+				continue // an invalid value: checkEnums reports it
+			}
+			got := choiceValue(m)
+			if got == "" {
+				// An empty enumeration is "not set"; it is checked only
+				// when the matrix names that case.
+				if ch.Value(valueUnset) == nil {
+					continue
+				}
+				got = valueUnset
+			}
+			var ok []string
+			for _, v := range ch.Supported() {
+				ok = append(ok, valueWord(v, ch.Field))
+			}
+			hint := "supported: " + strings.Join(ok, ", ")
+			if len(ok) == 0 {
+				hint = "none of its values is installed yet"
+			}
+			switch v := ch.Value(got); {
+			case v == nil:
+				ps.add(m.path, hint, "%s is not in the support matrix (%s)", valueWord(got, ch.Field), s.Source)
+			case !v.Supported():
+				ps.add(m.path, hint, "%s is not supported yet: %s", valueWord(got, ch.Field), v.Reason)
+			}
+		}
+	}
+}
+
+// valueWord names a value in messages: kubeadm, true, "setting addons".
+func valueWord(v, field string) string {
+	name := strings.TrimSuffix(field[strings.LastIndexByte(field, '.')+1:], "[*]")
+	switch v {
+	case valueSet:
+		return "setting " + name
+	case valueUnset:
+		return "leaving " + name + " unset"
+	}
+	return v
+}
+
+// applies reports whether a FIELD=VALUE condition holds and its value is
+// itself supported (settings of something not installed are not reported
+// twice).
+func (s *Support) applies(c *Cluster, cond string) bool {
+	if cond == "" {
+		return true
+	}
+	field, want, _ := strings.Cut(cond, "=")
+	ms := resolveField(c, field)
+	if len(ms) != 1 || choiceValue(ms[0]) != want {
+		return false
+	}
+	if ch := s.Choice(field); ch != nil {
+		if v := ch.Value(want); v != nil && !v.Supported() {
+			return false
+		}
+	}
+	return true
+}
+
+// inRelease reports whether version v (v3.6.16, 2.4.2) is on release line
+// (v3.6, 2): its leading numbers equal the line's.
+func inRelease(v, line string) bool {
+	v, line = strings.TrimPrefix(v, "v"), strings.TrimPrefix(line, "v")
+	return v == line || strings.HasPrefix(v, line+".")
+}
+
+func (s *Support) checkKubernetes(c *Cluster, ps *problems) {
+	const path = "spec.kubernetes.version"
+	v := c.Spec.Kubernetes.Version
+	minor := minorOf(v)
+	switch {
+	case minor == "":
+		ps.add(path, "e.g. "+s.Kubernetes.Default+"; supported "+s.KubernetesRange(), "%q is not a Kubernetes version (vMAJOR.MINOR.PATCH)", v)
+		return
+	case !slices.Contains(s.Kubernetes.Minors, minor):
+		ps.add(path, "supported: "+s.KubernetesRange(), "Kubernetes %s is not supported by this kubexm", v)
+		return
+	}
+	gates := make([]string, 0, len(c.Spec.Kubernetes.FeatureGates))
+	for g := range c.Spec.Kubernetes.FeatureGates {
+		gates = append(gates, g)
+	}
+	sort.Strings(gates)
+	for _, g := range gates {
+		for _, m := range s.Kubernetes.Minors {
+			if compareMinor(m, minor) > 0 {
+				if slices.Contains(s.Kubernetes.FeatureGatesAdded[m], g) {
+					ps.add(key("spec.kubernetes.featureGates", g), fmt.Sprintf("use Kubernetes %s or later, or remove the gate", m),
+						"feature gate %s was introduced in Kubernetes %s: the components of %s do not know it and refuse to start", g, m, v)
+					break
+				}
+				continue
+			}
+			if slices.Contains(s.Kubernetes.FeatureGatesRemoved[m], g) {
+				when := m
+				if m == s.Kubernetes.Minors[0] {
+					when += " or earlier"
+				}
+				ps.add(key("spec.kubernetes.featureGates", g), "remove it from kubernetes.featureGates",
+					"feature gate %s was removed in Kubernetes %s: the components of %s refuse to start with it", g, when, v)
+				break
+			}
+		}
+	}
+}
+
+// fieldMatch is one concrete field a pattern path names.
+type fieldMatch struct {
+	path  string
+	value reflect.Value
+	field reflect.StructField
+}
+
+// resolveField finds the fields a pattern such as spec.hosts[*].arch names
+// in c: one per list element or map entry for [*]. A field inside an absent
+// block matches nothing.
+func resolveField(c *Cluster, pattern string) []fieldMatch {
+	var out []fieldMatch
+	var walk func(v reflect.Value, segs []string, path string, sf reflect.StructField)
+	walk = func(v reflect.Value, segs []string, path string, sf reflect.StructField) {
+		if len(segs) == 0 {
+			out = append(out, fieldMatch{path: path, value: v, field: sf})
+			return
+		}
+		for v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				return
+			}
+			v = v.Elem()
+		}
+		if v.Kind() != reflect.Struct {
+			return
+		}
+		name, each := strings.CutSuffix(segs[0], "[*]")
+		idx, ok := yamlFields(v.Type())[name]
+		if !ok {
+			return
+		}
+		f := v.Field(idx)
+		fsf := v.Type().Field(idx)
+		p := child(path, name)
+		if !each {
+			walk(f, segs[1:], p, fsf)
+			return
+		}
+		switch f.Kind() {
+		case reflect.Slice:
+			for i := range f.Len() {
+				walk(f.Index(i), segs[1:], index(p, i), fsf)
+			}
+		case reflect.Map:
+			keys := f.MapKeys()
+			sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+			for _, k := range keys {
+				walk(f.MapIndex(k), segs[1:], key(p, k.String()), fsf)
+			}
+		}
+	}
+	segs := strings.Split(pattern, ".")
+	if len(segs) == 0 || segs[0] != "spec" {
+		return nil
+	}
+	walk(reflect.ValueOf(&c.Spec).Elem(), segs[1:], "spec", reflect.StructField{})
+	return out
+}
+
+// choiceValue is a field's value as the matrix names it: the string of an
+// enumeration ("" when empty: not set, nothing to check), true/false, or
+// (set)/(unset).
+func choiceValue(m fieldMatch) string {
+	v := m.value
+	if _, enum := m.field.Tag.Lookup("enum"); enum && v.Kind() == reflect.String {
+		return v.String()
+	}
+	if v.Kind() == reflect.Bool {
+		return strconv.FormatBool(v.Bool())
+	}
+	if v.IsZero() || (v.Kind() == reflect.Slice || v.Kind() == reflect.Map) && v.Len() == 0 {
+		return valueUnset
+	}
+	return valueSet
+}

@@ -1,0 +1,417 @@
+package schema
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/mensylisir/kubexm"
+)
+
+// permissive is the built-in matrix with every choice and component
+// version supported, so the tests of the schema's own rules (kube-vip needs
+// lb_address, ...) are not about what the roles install.
+var permissive = func() *Support {
+	s, err := BuiltinSupport()
+	if err != nil {
+		panic(err)
+	}
+	for i := range s.Choices {
+		for j := range s.Choices[i].Values {
+			s.Choices[i].Values[j].Status = StatusSupported
+		}
+	}
+	for i := range s.Components {
+		s.Components[i].Field = ""
+	}
+	return s
+}()
+
+func parse(path string, data []byte, lookup func(string) (string, bool)) (*Cluster, []Warning, error) {
+	return parseWith(path, data, lookup, permissive)
+}
+
+// supportProblems parses y against the built-in matrix.
+func supportProblems(t *testing.T, y string) []Problem {
+	t.Helper()
+	_, _, err := parseWith("c.yaml", []byte(y), noEnv, nil)
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error is %T, not *Error: %v", err, err)
+	}
+	return e.Problems
+}
+
+// schemaChoice is one enumerated or boolean field of cluster.yaml.
+type schemaChoice struct {
+	path   string
+	values []string
+}
+
+// schemaChoices walks the Cluster type for every field with an enum tag
+// and every boolean, with [*] for list elements and map entries.
+func schemaChoices() []schemaChoice {
+	var out []schemaChoice
+	var walk func(t reflect.Type, path string)
+	walk = func(t reflect.Type, path string) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch t.Kind() {
+		case reflect.Slice, reflect.Map:
+			if e := t.Elem(); e.Kind() == reflect.Struct || e.Kind() == reflect.Pointer {
+				walk(e, path+"[*]")
+			}
+			return
+		case reflect.Struct:
+		default:
+			return
+		}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name := yamlName(f)
+			if name == "" {
+				continue
+			}
+			p := child(path, name)
+			if enum, ok := f.Tag.Lookup("enum"); ok {
+				vals := slices.DeleteFunc(strings.Split(enum, ","), func(s string) bool { return s == "" })
+				out = append(out, schemaChoice{p, vals})
+				continue
+			}
+			if f.Type.Kind() == reflect.Bool {
+				out = append(out, schemaChoice{p, []string{"true", "false"}})
+				continue
+			}
+			walk(f.Type, p)
+		}
+	}
+	walk(reflect.TypeFor[Spec](), "spec")
+	return out
+}
+
+// TestMatrixCoversEveryChoice: every enumerated value and boolean of
+// cluster.yaml has a status in the matrix, so a new choice cannot be added
+// without deciding whether it is installed; and every matrix entry names a
+// real field and value.
+func TestMatrixCoversEveryChoice(t *testing.T) {
+	s, err := BuiltinSupport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	choices := schemaChoices()
+	if len(choices) < 20 {
+		t.Fatalf("walked only %d choices: %v", len(choices), choices)
+	}
+	known := map[string]schemaChoice{}
+	for _, c := range choices {
+		known[c.path] = c
+		ch := s.Choice(c.path)
+		if ch == nil {
+			t.Errorf("%s (%s) is not in %s: add it with a status for each value", c.path, strings.Join(c.values, ", "), SupportFile)
+			continue
+		}
+		for _, v := range c.values {
+			if ch.Value(v) == nil {
+				t.Errorf("%s: value %s has no status in %s", c.path, v, SupportFile)
+			}
+		}
+	}
+	// Entries beyond the enumerations ((set)/(unset) of lists and blocks)
+	// must name a field the schema has.
+	var probe Cluster
+	for _, ch := range s.Choices {
+		if c, ok := known[ch.Field]; ok {
+			for _, v := range ch.Values {
+				if !slices.Contains(c.values, v.Value) && v.Value != valueUnset {
+					t.Errorf("%s: %s lists value %q, which the schema does not have", SupportFile, ch.Field, v.Value)
+				}
+			}
+		} else if !fieldExists(reflect.TypeOf(probe), ch.Field) {
+			t.Errorf("%s: choice %s names no cluster.yaml field", SupportFile, ch.Field)
+		} else {
+			for _, v := range ch.Values {
+				if v.Value != valueSet && v.Value != valueUnset {
+					t.Errorf("%s: %s is neither an enumeration nor a boolean; its values are (set) and (unset), not %q", SupportFile, ch.Field, v.Value)
+				}
+			}
+		}
+		if ch.OnlyWith != "" {
+			f, v, _ := strings.Cut(ch.OnlyWith, "=")
+			if c, ok := known[f]; !ok || !slices.Contains(c.values, v) {
+				t.Errorf("%s: %s only_with %s: no such enumerated field and value", SupportFile, ch.Field, ch.OnlyWith)
+			}
+		}
+	}
+	for _, c := range s.Components {
+		if c.Field != "" && !fieldExists(reflect.TypeOf(probe), c.Field) {
+			t.Errorf("%s: component %s: field %s does not exist", SupportFile, c.Name, c.Field)
+		}
+	}
+}
+
+func fieldExists(t reflect.Type, pattern string) bool {
+	segs := strings.Split(pattern, ".")
+	if segs[0] != "spec" {
+		return false
+	}
+	t = reflect.TypeFor[Spec]()
+	for _, seg := range segs[1:] {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return false
+		}
+		name, each := strings.CutSuffix(seg, "[*]")
+		idx, ok := yamlFields(t)[name]
+		if !ok {
+			return false
+		}
+		t = t.Field(idx).Type
+		if each {
+			if t.Kind() != reflect.Slice && t.Kind() != reflect.Map {
+				return false
+			}
+			t = t.Elem()
+		}
+	}
+	return true
+}
+
+// TestDefaultsAreSupported: a cluster.yaml that sets nothing optional is
+// accepted by the built-in matrix, and the schema's default version is the
+// matrix's.
+func TestDefaultsAreSupported(t *testing.T) {
+	s, err := BuiltinSupport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Kubernetes.Default != DefaultKubernetesVersion {
+		t.Errorf("matrix default %s, schema DefaultKubernetesVersion %s", s.Kubernetes.Default, DefaultKubernetesVersion)
+	}
+	y := edit(t, "plugin: calico", "plugin: flannel")
+	if ps := supportProblems(t, y); ps != nil {
+		t.Fatalf("defaults refused: %v", ps)
+	}
+	minimal := strings.Replace(strings.Replace(y, "  network:\n    plugin: flannel\n", "", 1), "  etcd:\n    type: kubexm\n", "", 1)
+	if ps := supportProblems(t, minimal); ps != nil {
+		t.Fatalf("defaults refused: %v", ps)
+	}
+}
+
+// TestUnsupportedChoicesRefused: every choice the roles do not install is
+// an error at its field, all of them in one report, with what is supported.
+func TestUnsupportedChoicesRefused(t *testing.T) {
+	y := edit(t,
+		"domain: lb.kubexm.local", "domain: lb.kubexm.local\n    internalLoadbalancer: haproxy",
+		"version: v1.37.2", "type: kubeadm\n    version: v1.37.2\n    autoRenewCerts: true\n    containerRuntime: {type: docker}",
+		"plugin: calico", "plugin: calico\n  storage: {openebs: {basePath: /x}}\n  dns: {nodelocaldns: {}}\n  addons: [metallb]\n  registry:\n    type: harbor\n    auths: {r.local: {certsPath: /etc/r}}",
+		"worker: [w1]", "worker: [w1]\n    registry: [lb1]")
+	ps := supportProblems(t, y)
+	want := map[string]string{
+		"spec.controlPlaneEndpoint.internalLoadbalancer": "haproxy is not supported yet",
+		"spec.kubernetes.type":                           "kubeadm is not supported yet",
+		"spec.kubernetes.autoRenewCerts":                 "true is not supported yet",
+		"spec.kubernetes.containerRuntime.type":          "docker is not supported yet",
+		"spec.network.plugin":                            "calico is not supported yet",
+		"spec.storage.openebs":                           "setting openebs is not supported yet",
+		"spec.dns.nodelocaldns":                          "setting nodelocaldns is not supported yet",
+		"spec.addons":                                    "setting addons is not supported yet",
+		"spec.registry.type":                             "harbor is not supported yet",
+		`spec.registry.auths["r.local"].certsPath`:       "setting certsPath is not supported yet",
+		"spec.roleGroups.registry":                       "setting registry is not supported yet",
+	}
+	got := map[string]Problem{}
+	for _, p := range ps {
+		got[p.Path] = p
+	}
+	for path, msg := range want {
+		p, ok := got[path]
+		switch {
+		case !ok:
+			t.Errorf("no problem at %s; got %v", path, ps)
+		case !strings.Contains(p.Message, msg):
+			t.Errorf("%s: %q lacks %q", path, p.Message, msg)
+		case p.Pos.Line == 0 || p.Pos.File != "c.yaml":
+			t.Errorf("%s: no file:line: %v", path, p.Pos)
+		case !strings.HasPrefix(p.Hint, "supported: "):
+			t.Errorf("%s: hint %q does not say what is supported", path, p.Hint)
+		}
+	}
+	if p := got["spec.kubernetes.type"]; p.Hint != "supported: kubexm" {
+		t.Errorf("kubernetes.type hint %q", p.Hint)
+	}
+	// calico's own settings are not reported again while calico is refused.
+	for _, p := range ps {
+		if strings.HasPrefix(p.Path, "spec.network.calico") {
+			t.Errorf("calico settings reported although calico is refused: %v", p)
+		}
+	}
+}
+
+func TestKubernetesVersionRange(t *testing.T) {
+	for _, tc := range []struct{ version, msg string }{
+		{"v1.34.9", "Kubernetes v1.34.9 is not supported"},
+		{"v1.38.0", "Kubernetes v1.38.0 is not supported"},
+		{"v1.33.13", "Kubernetes v1.33.13 is not supported"},
+		{"v1.37", "is not a Kubernetes version"},
+	} {
+		ps := supportProblems(t, edit(t, "plugin: calico", "plugin: flannel", "version: v1.37.2", "version: "+tc.version))
+		if len(ps) != 1 || ps[0].Path != "spec.kubernetes.version" || !strings.Contains(ps[0].Message, tc.msg) ||
+			!strings.Contains(ps[0].Hint, "v1.35 to v1.37") || ps[0].Pos.Line != 18 {
+			t.Errorf("%s: %v", tc.version, ps)
+		}
+	}
+	for _, v := range []string{"v1.35.0", "v1.36.3", "1.37.2"} {
+		if ps := supportProblems(t, edit(t, "plugin: calico", "plugin: flannel", "version: v1.37.2", "version: "+v)); ps != nil {
+			t.Errorf("%s refused: %v", v, ps)
+		}
+	}
+	s, _ := BuiltinSupport()
+	if v, err := s.KubernetesVersion("1.36.3"); err != nil || v != "v1.36.3" {
+		t.Errorf("KubernetesVersion(1.36.3) = %q, %v", v, err)
+	}
+	if v, err := s.KubernetesVersion("v1.37"); err != nil || v != DefaultKubernetesVersion {
+		t.Errorf("KubernetesVersion(v1.37) = %q, %v", v, err)
+	}
+	if _, err := s.KubernetesVersion("v1.33.13"); err == nil || !strings.Contains(err.Error(), "v1.35 to v1.37") {
+		t.Errorf("KubernetesVersion(v1.33.13): %v", err)
+	}
+}
+
+// TestRemovedFeatureGates: a gate is refused from the minor that removed it
+// on, naming that minor; older minors accept it.
+func TestRemovedFeatureGates(t *testing.T) {
+	gates := func(version string) []Problem {
+		return supportProblems(t, edit(t, "plugin: calico", "plugin: flannel",
+			"version: v1.37.2", "version: "+version+"\n    featureGates: {MemoryManager: true, TTLAfterFinished: true, SidecarContainers: false, SomeNewGate: true}"))
+	}
+	ps := gates("v1.35.4")
+	if len(ps) != 1 || !strings.Contains(ps[0].Message, "TTLAfterFinished was removed in Kubernetes v1.35 or earlier") {
+		t.Errorf("v1.35: %v", ps)
+	}
+	// A gate a later minor introduced is unknown to the chosen one.
+	s, _ := BuiltinSupport()
+	newer := s.Kubernetes.FeatureGatesAdded["v1.37"][0]
+	ps = supportProblems(t, edit(t, "plugin: calico", "plugin: flannel", "version: v1.37.2", "version: v1.36.3\n    featureGates: {"+newer+": true}"))
+	if len(ps) != 1 || !strings.Contains(ps[0].Message, "feature gate "+newer+" was introduced in Kubernetes v1.37: the components of v1.36.3 do not know it") ||
+		ps[0].Hint != "use Kubernetes v1.37 or later, or remove the gate" {
+		t.Errorf("newer gate on v1.36: %v", ps)
+	}
+	if ps := supportProblems(t, edit(t, "plugin: calico", "plugin: flannel", "version: v1.37.2", "version: v1.37.0\n    featureGates: {"+newer+": true}")); ps != nil {
+		t.Errorf("%s refused on v1.37: %v", newer, ps)
+	}
+	ps = gates("v1.36.3")
+	if len(ps) != 2 || !strings.Contains(ps[0].Message+ps[1].Message, "MemoryManager was removed in Kubernetes v1.36: the components of v1.36.3") {
+		t.Errorf("v1.36: %v", ps)
+	}
+	ps = gates("v1.37.2")
+	if len(ps) != 3 || ps[0].Path != "spec.kubernetes.featureGates.MemoryManager" || ps[0].Pos.Line != 19 {
+		t.Errorf("v1.37: %v", ps)
+	}
+	for _, p := range ps {
+		if p.Hint != "remove it from kubernetes.featureGates" {
+			t.Errorf("hint %q", p.Hint)
+		}
+	}
+}
+
+func TestComponentVersions(t *testing.T) {
+	ps := supportProblems(t, edit(t, "plugin: calico", "plugin: flannel",
+		"type: kubexm", "type: kubexm\n    version: v3.5.21",
+		"version: v1.37.2", "version: v1.37.2\n    containerRuntime: {type: containerd, version: 1.7.27}"))
+	if len(ps) != 2 || !strings.Contains(ps[0].Message, "containerd 1.7.27 is not supported") || !strings.Contains(ps[0].Hint, "containerd 2.x") ||
+		!strings.Contains(ps[1].Message, "etcd v3.5.21 is not supported") || !strings.Contains(ps[1].Hint, "etcd 3.6.x") {
+		t.Errorf("%v", ps)
+	}
+	if ps := supportProblems(t, edit(t, "plugin: calico", "plugin: flannel", "type: kubexm", "type: kubexm\n    version: v3.6.0")); ps != nil {
+		t.Errorf("etcd v3.6.0 refused: %v", ps)
+	}
+}
+
+// TestMatrixPointersResolve: every "FILE VARIABLE" pointer of the matrix
+// names a variable its file defines, so the pointers follow the roles.
+func TestMatrixPointersResolve(t *testing.T) {
+	s, err := BuiltinSupport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptrs := map[string]string{"kubernetes mirrors": s.Kubernetes.Mirrors}
+	for _, c := range s.Components {
+		ptrs[c.Name+" default"], ptrs[c.Name+" mirrors"] = c.Default, c.Mirrors
+	}
+	for what, p := range ptrs {
+		file, variable, ok := strings.Cut(p, " ")
+		if !ok {
+			t.Errorf("%s: %q is not FILE VARIABLE", what, p)
+			continue
+		}
+		data, err := fs.ReadFile(kubexm.Content(), file)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+			continue
+		}
+		if !strings.HasPrefix(string(data), variable+":") && !strings.Contains(string(data), "\n"+variable+":") {
+			t.Errorf("%s: %s does not define %s", what, file, variable)
+		}
+	}
+}
+
+// TestDefaultVersionsOnTheirReleaseLines: the versions installed by
+// default are on the release lines the matrix names (the roles' plain
+// values; templated ones are checked where they come from: the schema's).
+func TestDefaultVersionsOnTheirReleaseLines(t *testing.T) {
+	s, err := BuiltinSupport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemaDefaults := map[string]string{"etcd": DefaultEtcdVersion, "containerd": defaultRuntimeVersion("containerd")}
+	for _, c := range s.Components {
+		v := schemaDefaults[c.Name]
+		if v == "" {
+			file, variable, _ := strings.Cut(c.Default, " ")
+			data, err := fs.ReadFile(kubexm.Content(), file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var vars map[string]any
+			if err := yaml.Unmarshal(data, &vars); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			v = fmt.Sprint(vars[variable])
+			if strings.Contains(v, "{{") {
+				continue
+			}
+		}
+		if !inRelease(v, c.Versions) {
+			t.Errorf("%s: the default %s is not on the release line %s", c.Name, v, c.Versions)
+		}
+	}
+}
+
+func TestParseSupportRejectsIncoherentMatrix(t *testing.T) {
+	for _, tc := range []struct{ yaml, msg string }{
+		{"kubernetes: {minors: [v1.36, v1.35], default: v1.36.1}\nchoices: {}\n", "oldest first"},
+		{"kubernetes: {minors: [v1.35], default: v1.36.1}\nchoices: {}\n", "kubernetes.default"},
+		{"kubernetes: {minors: [v1.35], default: v1.35.1}\nchoices: {spec.addons: {(set): {status: maybe}}}\n", `status "maybe"`},
+		{"kubernetes: {minors: [v1.35], default: v1.35.1}\nchoices: {spec.addons: {(set): {status: not supported yet}}}\n", "needs a reason"},
+		{"kubernetes: {minors: [v1.35], default: v1.35.1}\nchoices: {spec.addons: {(set): {status: supported}}}\n", "supported needs tested"},
+		{"kubernetes: {minors: [v1.35], default: v1.35.1, skew: {upgrade_max_minors: 0}}\n", "kubernetes.skew"},
+		{"kubernetes: {minors: [v1.35], default: v1.35.1, feature_gates_removed: {v1.30: [X]}}\n", "not one of the minors"},
+		{"kubernetes: {minors: [v1.35], default: v1.35.1}\nbogus: 1\n", "bogus"},
+	} {
+		if _, err := ParseSupport("m.yaml", []byte(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.msg) || !strings.Contains(err.Error(), "m.yaml") {
+			t.Errorf("%q: %v", tc.yaml, err)
+		}
+	}
+}
