@@ -240,8 +240,12 @@ func (waitForBuiltin) Spec() step.Spec {
 			{Name: "timeout", Type: step.Duration, Default: "300s", Doc: "Give up after this long."},
 			{Name: "sleep", Type: step.Duration, Default: "2s", Doc: "Longest pause between tries."},
 			{Name: "delay", Type: step.Duration, Default: 0, Doc: "Wait this long before the first try."},
+			{Name: "unit", Type: step.String, Doc: "The systemd unit that serves what is waited for. While it is not up, a unit that " +
+				"has failed (and that systemd will not restart) ends the wait at once; a failure's message adds the unit's state, " +
+				"its restarts and its last journal lines."},
 		}, tlsArgs()...),
 		Examples: []string{"wait_for:\n  port: 6443\n  timeout: 5m",
+			"wait_for:\n  url: http://127.0.0.1:10256/livez\n  unit: kube-proxy",
 			"wait_for:\n  url: https://127.0.0.1:6443/healthz\n  ca_path: /etc/kubernetes/pki/ca.crt\n  validate_certs: true"},
 	}
 }
@@ -313,6 +317,10 @@ func (w waitForBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) 
 		}
 	}
 	data := map[string]any{kind: what, "state": state}
+	unit := args.String("unit")
+	if unit != "" {
+		data["unit"] = unit
+	}
 	if env.Check {
 		return step.Result{Skipped: true, Msg: "skipped in check mode: wait for " + what, Data: data}, nil
 	}
@@ -334,6 +342,11 @@ func (w waitForBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) 
 	}
 	deadline := start.Add(timeout)
 	var lastErr error
+	var unitSeen time.Time
+	unitEvery := 5 * w.firstPoll
+	if w.firstPoll <= 0 {
+		unitEvery = 5 * time.Second
+	}
 	for tries := 1; ; tries++ {
 		up, err := probe()
 		if ctx.Err() != nil {
@@ -351,6 +364,19 @@ func (w waitForBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) 
 			return step.Result{Data: data}, nil
 		}
 		lastErr = err
+		// Waiting cannot help a unit that systemd gave up on; looked at
+		// now and then, not at every probe.
+		if unit != "" && wantUp && time.Since(unitSeen) >= unitEvery {
+			unitSeen = time.Now()
+			if u := unitStatus(ctx, env, unit); u.failed() {
+				data["elapsed"] = time.Since(start).Seconds()
+				msg := fmt.Sprintf("gave up after %s waiting for %s %s to be %s: unit %s has failed", time.Since(start).Round(time.Second), kind, what, state, unit)
+				if err != nil {
+					msg += " (last probe: " + err.Error() + ")"
+				}
+				return step.Result{Failed: true, Msg: msg + u.String(), Data: data}, nil
+			}
+		}
 		if time.Now().Add(pause).After(deadline) {
 			break
 		}
@@ -363,8 +389,84 @@ func (w waitForBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) 
 	if lastErr != nil && wantUp {
 		msg += ": " + lastErr.Error()
 	}
+	if unit != "" {
+		msg += unitStatus(ctx, env, unit).String()
+	}
 	data["elapsed"] = time.Since(start).Seconds()
 	return step.Result{Failed: true, Msg: msg, Data: data}, nil
+}
+
+// unitState is what systemd says of a unit, for wait_for's messages.
+type unitState struct {
+	name                 string
+	active, sub          string
+	restarts, exitStatus string
+	journal              string // the last lines of its journal
+	err                  error  // why the state could not be read
+}
+
+// unitStatus reads a unit's state and the last lines of its journal on the
+// host.
+func unitStatus(ctx context.Context, env *step.Env, unit string) unitState {
+	u := unitState{name: unit}
+	res, err := env.Target.Run(ctx, transport.Command{Argv: []string{"/bin/sh", "-c",
+		`systemctl show -p ActiveState,SubState,NRestarts,ExecMainStatus -- "$1" || exit
+echo ---
+journalctl -u "$1" -n 5 --no-pager -o cat 2>/dev/null || true`, "sh", unit}, Become: env.Become, Timeout: 15 * time.Second})
+	switch {
+	case err != nil:
+		u.err = err
+		return u
+	case res.ExitCode != 0:
+		u.err = fmt.Errorf("systemctl show: rc %d: %s", res.ExitCode, firstLine(strings.TrimSpace(string(res.Stderr))))
+		return u
+	}
+	props, journal, _ := strings.Cut(string(res.Stdout), "---\n")
+	for _, line := range strings.Split(props, "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		switch k {
+		case "ActiveState":
+			u.active = v
+		case "SubState":
+			u.sub = v
+		case "NRestarts":
+			u.restarts = v
+		case "ExecMainStatus":
+			u.exitStatus = v
+		}
+	}
+	lines := splitLines([]byte(strings.TrimSpace(journal)))
+	for i, l := range lines {
+		// klog lines can carry whole objects.
+		if len(l) > 400 {
+			lines[i] = l[:400] + "..."
+		}
+	}
+	u.journal = strings.Join(lines, "\n")
+	return u
+}
+
+// failed: systemd has given up on the unit; it stays down unless someone
+// starts it.
+func (u unitState) failed() bool { return u.err == nil && u.active == "failed" }
+
+// String is the unit's part of a message: "; unit kube-proxy: activating
+// (auto-restart), 12 restarts, last exit status 1; its journal ends: ...".
+func (u unitState) String() string {
+	if u.err != nil {
+		return fmt.Sprintf("; unit %s: state unknown: %v", u.name, u.err)
+	}
+	s := fmt.Sprintf("; unit %s: %s (%s)", u.name, u.active, u.sub)
+	if u.restarts != "" && u.restarts != "0" {
+		s += ", " + u.restarts + " restarts"
+	}
+	if u.exitStatus != "" && u.exitStatus != "0" {
+		s += ", last exit status " + u.exitStatus
+	}
+	if u.journal != "" {
+		s += "; its journal ends:\n" + u.journal
+	}
+	return s
 }
 
 // tcpProbe connects from the host with nc, or bash's /dev/tcp.

@@ -140,6 +140,38 @@ func TestWaitFor(t *testing.T) {
 	}
 }
 
+// TestWaitForUnit: with unit, a unit systemd gave up on ends the wait at
+// once, and a timeout says what the unit was doing and what it logged last.
+func TestWaitForUnit(t *testing.T) {
+	w := waitForBuiltin{firstPoll: 10 * time.Millisecond}
+	state := "ActiveState=activating\nSubState=auto-restart\nNRestarts=7\nExecMainStatus=1\n"
+	h := newFake(func(cmd string) (transport.Result, bool) {
+		switch {
+		case strings.Contains(cmd, "systemctl show"):
+			return ok(state + "---\nE1124 kube-proxy: unknown flag: --bogus\n")
+		case strings.HasPrefix(cmd, "curl"):
+			return rc(7, "000", "curl: (7) Failed to connect to 127.0.0.1 port 10256")
+		}
+		return transport.Result{}, false
+	})
+	env := fakeEnv(h)
+	args := step.Args{"url": "http://127.0.0.1:10256/livez", "unit": "kube-proxy", "timeout": "300ms"}
+	res := runB(t, w, env, args)
+	for _, want := range []string{"timed out after 300ms", "Failed to connect", "unit kube-proxy: activating (auto-restart), 7 restarts, last exit status 1",
+		"its journal ends:\nE1124 kube-proxy: unknown flag: --bogus"} {
+		if !res.Failed || !strings.Contains(res.Msg, want) {
+			t.Errorf("want %q in the failure: %+v", want, res)
+		}
+	}
+	state = "ActiveState=failed\nSubState=failed\nNRestarts=5\nExecMainStatus=1\n"
+	args["timeout"] = "1h"
+	start := time.Now()
+	res = runB(t, w, env, args)
+	if !res.Failed || !strings.Contains(res.Msg, "unit kube-proxy has failed") || !strings.Contains(res.Msg, "--bogus") || time.Since(start) > 10*time.Second {
+		t.Errorf("a failed unit: want an early failure naming it, got after %s: %+v", time.Since(start), res)
+	}
+}
+
 func pemCert(der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

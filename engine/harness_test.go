@@ -101,7 +101,11 @@ func testRegistry(c *calls) map[string]step.Builtin {
 				for k, v := range a.Map("data") {
 					data[k] = v
 				}
-				return step.Result{Changed: a.Bool("changed"), Failed: a.Bool("fail"), Skipped: a.Bool("skip"), Msg: fmt.Sprint(a["msg"]), Data: data, Facts: a.Map("facts")}, nil
+				msg := ""
+				if a.Has("msg") {
+					msg = fmt.Sprint(a["msg"])
+				}
+				return step.Result{Changed: a.Bool("changed"), Failed: a.Bool("fail"), Skipped: a.Bool("skip"), Msg: msg, Data: data, Facts: a.Map("facts")}, nil
 			},
 		},
 		"set_fact": fakeBuiltin{spec: step.Spec{Name: "set_fact", Args: []step.Arg{{Name: "*", Type: step.Any}}},

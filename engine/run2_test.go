@@ -389,3 +389,41 @@ func TestSecretsMaskedInEveryEncoding(t *testing.T) {
 		t.Errorf("nothing masked:\n%s", text.String())
 	}
 }
+
+// TestUntilSaysWhatItLastSaw: an until that gives up names the result it
+// last saw: the message, or else the exit status and the end of the output.
+func TestUntilSaysWhatItLastSaw(t *testing.T) {
+	rr := runFiles(t, map[string]string{"playbook.yaml": `
+- hosts: h1
+  tasks:
+    - probe: {id: quiet, data: {rc: 1, stderr: "line 0\nline 1\nline 2\nError from server (NotFound): nodes \"n2\" not found\n", stdout: ""}}
+      register: r
+      until: r.rc == 0
+      retries: 2
+      delay: 0
+- hosts: h2
+  tasks:
+    - probe: {id: told, msg: "status 503"}
+      register: r
+      until: false
+      retries: 1
+      delay: 0
+`}, RunOptions{})
+	if !errors.Is(rr.err, ErrFailed) {
+		t.Fatalf("err = %v", rr.err)
+	}
+	msgs := map[string]string{}
+	for _, e := range rr.eventsOf(EventHostResult) {
+		if e.Status == StatusFailed {
+			msgs[e.Host] = e.Message
+		}
+	}
+	for host, want := range map[string]string{
+		"h1": `until "r.rc == 0" still false after 3 attempts in 0s; last seen: rc=1, stderr: line 1 | line 2 | Error from server (NotFound): nodes "n2" not found`,
+		"h2": `until "false" still false after 2 attempts in 0s; last seen: status 503`,
+	} {
+		if msgs[host] != want {
+			t.Errorf("%s: message\n  %q\nwant\n  %q", host, msgs[host], want)
+		}
+	}
+}

@@ -471,6 +471,7 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 	}
 	var reg map[string]any
 	var res step.Result
+	untilStart := time.Now()
 	for attempt := 1; attempt <= attempts; attempt++ {
 		tctx, cancel := ctx, context.CancelFunc(func() {})
 		if t.Timeout > 0 {
@@ -504,11 +505,8 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 		}
 		if attempt == attempts {
 			reg["failed"] = true
-			msg := fmt.Sprintf("until %q still false after %d attempts", t.Until.expr, attempts)
-			if last, _ := reg["msg"].(string); last != "" {
-				msg += ": " + last
-			}
-			reg["msg"] = msg
+			reg["msg"] = fmt.Sprintf("until %q still false after %d attempts in %s; last seen: %s",
+				t.Until.expr, attempts, time.Since(untilStart).Round(time.Second), lastSeen(reg))
 			break
 		}
 		env.Logf("until %q false, retrying in %s (%d left)", t.Until.expr, t.Delay, attempts-attempt)
@@ -609,6 +607,31 @@ func registered(res step.Result, err error) map[string]any {
 		}
 	}
 	return m
+}
+
+// lastSeen describes a registered result for an until that gave up: its
+// message, or else its exit status and the end of its output.
+func lastSeen(reg map[string]any) string {
+	if msg, _ := reg["msg"].(string); msg != "" {
+		return msg
+	}
+	var parts []string
+	if rc, ok := reg["rc"]; ok {
+		parts = append(parts, fmt.Sprintf("rc=%v", rc))
+	}
+	for _, k := range []string{"stderr", "stdout"} {
+		if s, _ := reg[k].(string); strings.TrimSpace(s) != "" {
+			ls := strings.Split(strings.TrimSpace(s), "\n")
+			if len(ls) > 3 {
+				ls = ls[len(ls)-3:]
+			}
+			parts = append(parts, k+": "+strings.Join(ls, " | "))
+		}
+	}
+	if len(parts) == 0 {
+		return "no message and no output"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func lines(s string) []any {

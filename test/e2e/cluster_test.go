@@ -53,24 +53,7 @@ func TestKubernetesCluster(t *testing.T) {
 	bin := buildKubexm(ctx, t, root, work)
 	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
 
-	prefix, err := testhosts.NewPrefix()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if os.Getenv("KUBEXM_TEST_KEEP") == "1" {
-			t.Logf("KUBEXM_TEST_KEEP=1: the machines stay up: ssh -F %s/ssh_config n1; remove them with make hosts-down PREFIX=%s",
-				testhosts.StateDir(prefix), prefix)
-			return
-		}
-		if err := testhosts.Down(context.Background(), prefix); err != nil {
-			t.Error(err)
-		}
-	})
-	set, err := testhosts.Up(ctx, 3, prefix, "KUBELET=1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	set, diag := suiteMachines(ctx, t, 3, "k", "KUBELET=1")
 	if len(set.Hosts) != 3 {
 		t.Fatalf("want 3 machines, have %d", len(set.Hosts))
 	}
@@ -79,7 +62,10 @@ func TestKubernetesCluster(t *testing.T) {
 	if err := os.WriteFile(inventory, []byte(kubernetesClusterYAML("e2e-k8s", set)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: clusterTestVars()}
+	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: extraVars(clusterTestVars()...), observe: diag.observe}
+	kubeconfig := filepath.Join(work, ".kubexm", "e2e-k8s", "kubeconfig")
+	k := kubectlRunner{bin: kubectl, kubeconfig: kubeconfig}
+	diag.cluster(k)
 
 	// The bundle, from the stand-ins for dl.k8s.io, github.com and the
 	// registries; then the server goes away, so the install cannot use it.
@@ -128,8 +114,6 @@ func TestKubernetesCluster(t *testing.T) {
 	}
 	t.Logf("PERF create-cluster (binary mode, offline bundle) on 3 fresh machines: %s (%d changed)", res.wall.Round(time.Millisecond), len(res.changed()))
 
-	kubeconfig := filepath.Join(work, ".kubexm", "e2e-k8s", "kubeconfig")
-	k := kubectlRunner{bin: kubectl, kubeconfig: kubeconfig}
 	checkNodes(ctx, t, k, set)
 	checkWorkloads(ctx, t, k, set)
 

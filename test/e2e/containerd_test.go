@@ -55,19 +55,7 @@ func TestContainerd(t *testing.T) {
 	image := busyboxImage(ctx, t, work)
 	bin := buildKubexm(ctx, t, root, work)
 
-	prefix, err := testhosts.NewPrefix()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := testhosts.Down(context.Background(), prefix); err != nil {
-			t.Error(err)
-		}
-	})
-	set, err := testhosts.Up(ctx, 2, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set, diag := suiteMachines(ctx, t, 2, "c")
 	server := serveDir(t, set.Gateway, releaseRoot)
 
 	inventory := filepath.Join(work, "cluster.yaml")
@@ -82,14 +70,14 @@ func TestContainerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	kx := kubexm{
-		bin: bin, dir: work, inventory: inventory,
-		extra: []string{
+		bin: bin, dir: work, inventory: inventory, observe: diag.observe,
+		extra: extraVars(
 			// The artifact sources: the local stand-in for github.com.
 			fmt.Sprintf(`{"containerd_mirrors": ["%s/containerd/containerd/releases/download/v%s"],`+
 				` "runc_mirrors": ["%s/opencontainers/runc/releases/download/v%s"],`+
 				` "cni_plugins_mirrors": ["%s/containernetworking/plugins/releases/download/v%s"]}`,
 				server, containerdVersion, server, runcVersion, server, cniVersion),
-		},
+		),
 	}
 	create := filepath.Join(root, "playbooks", "create-cluster")
 	del := filepath.Join(root, "playbooks", "delete")

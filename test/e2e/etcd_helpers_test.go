@@ -186,6 +186,8 @@ func (r runResult) failures() string {
 type kubexm struct {
 	bin, dir, inventory string
 	extra               []string // -e arguments for every run
+	// observe, when set, sees every run's result (diagnostics.observe).
+	observe func(runResult)
 }
 
 func (k kubexm) command(ctx context.Context, playbook string, args ...string) *exec.Cmd {
@@ -245,6 +247,9 @@ func (k kubexm) playUntil(ctx context.Context, stop func(event) bool, playbook s
 		if errors.As(res.err, &ee) {
 			res.err = nil
 		}
+	}
+	if k.observe != nil {
+		k.observe(res)
 	}
 	return res
 }

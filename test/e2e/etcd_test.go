@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
 const etcdVersion = "v3.5.35"
@@ -39,19 +37,7 @@ func TestEtcdCluster(t *testing.T) {
 	releaseRoot := etcdRelease(ctx, t, root, etcdVersion)
 	bin := buildKubexm(ctx, t, root, work)
 
-	prefix, err := testhosts.NewPrefix()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := testhosts.Down(context.Background(), prefix); err != nil {
-			t.Error(err)
-		}
-	})
-	set, err := testhosts.Up(ctx, 3, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set, diag := suiteMachines(ctx, t, 3, "e")
 	server := serveDir(t, set.Gateway, releaseRoot)
 
 	inventory := filepath.Join(work, "cluster.yaml")
@@ -59,15 +45,15 @@ func TestEtcdCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	kx := kubexm{
-		bin: bin, dir: work, inventory: inventory,
-		extra: []string{
+		bin: bin, dir: work, inventory: inventory, observe: diag.observe,
+		extra: extraVars(
 			// The artifact source: the local stand-in for github.com.
-			`{"etcd_mirrors": ["` + server + `/etcd-io/etcd/releases/download/` + etcdVersion + `"]}`,
+			`{"etcd_mirrors": ["`+server+`/etcd-io/etcd/releases/download/`+etcdVersion+`"]}`,
 			// The machines have no package mirror; these are installed already.
 			`{"os_packages": ["iptables", "iproute2", "kmod", "procps"]}`,
 			// systemd-nspawn machines: vm.*, kernel.*, fs.* are read-only.
 			"os_sysctl_ignore_readonly=true",
-		},
+		),
 	}
 	create := filepath.Join(root, "playbooks", "create-cluster")
 	del := filepath.Join(root, "playbooks", "delete")

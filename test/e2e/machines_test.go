@@ -21,26 +21,15 @@ import (
 func TestMachines(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	prefix, err := testhosts.NewPrefix()
-	if err != nil {
-		t.Fatal(err)
-	}
 	hostHosts, err := os.ReadFile("/etc/hosts")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Down is idempotent: this one cleans up after a failed Up or a failed
-	// check; the one at the end is timed and checked.
-	t.Cleanup(func() {
-		if err := testhosts.Down(context.Background(), prefix); err != nil {
-			t.Error(err)
-		}
-	})
+	// Down is idempotent: suiteMachines' cleans up after a failed Up or a
+	// failed check; the one at the end is timed and checked.
 	start := time.Now()
-	set, err := testhosts.Up(ctx, 3, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set, _ := suiteMachines(ctx, t, 3, "m")
+	prefix := set.Prefix
 	t.Logf("run %s: 3 machines up in %s", prefix, time.Since(start).Round(time.Millisecond))
 
 	for i, h := range set.Hosts {
