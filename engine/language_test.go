@@ -187,9 +187,10 @@ func TestRunEndMessages(t *testing.T) {
 	if rr.err == nil || !strings.Contains(rr.err.Error(), "--resume="+rr.recap.RunID) {
 		t.Errorf("journaled run: %v", rr.err)
 	}
-	// An exhausted until with an empty last message ends without ": ".
+	// An exhausted until with an empty last message says so instead of
+	// ending with a dangling ": ".
 	rr = runFiles(t, map[string]string{"playbook.yaml": "- hosts: h1\n  tasks:\n    - probe: {id: a, msg: \"\"}\n      register: r\n      until: r.changed\n      retries: 1\n      delay: 0\n"}, RunOptions{})
-	if msg := rr.recap.Hosts["h1"].Error; msg != `until "r.changed" still false after 2 attempts` {
+	if msg := rr.recap.Hosts["h1"].Error; msg != `until "r.changed" still false after 2 attempts in 0s; last seen: no message and no output` {
 		t.Errorf("until message %q", msg)
 	}
 	// An unnamed play is called by its host pattern.

@@ -38,13 +38,13 @@ func TestValueValidation(t *testing.T) {
 		{"timezone", withSpec("  system:\n    timezone: Mars/Olympus\n"), "spec.system.timezone", "unknown timezone"},
 		{"timezone path", withSpec("  system:\n    timezone: ../../etc/passwd\n"), "spec.system.timezone", "unknown timezone"},
 		{"ntp server", withSpec("  system:\n    ntpServers: [\"pool.ntp.org; iburst\"]\n"), "spec.system.ntpServers[0]", "NTP server"},
-		{"kubelet arg with space", edit(t, "    version: v1.33.13\n", "    version: v1.33.13\n    kubeletArgs: [\"--v=2 --root-dir=/\"]\n"), "spec.kubernetes.kubeletArgs[0]", "kubelet flag"},
-		{"kubelet arg newline", edit(t, "    version: v1.33.13\n", "    version: v1.33.13\n    kubeletArgs: [\"--v=2\\nExecStartPre=/bin/touch /PWNED\"]\n"), "spec.kubernetes.kubeletArgs[0]", "kubelet flag"},
-		{"kubelet arg no dashes", edit(t, "    version: v1.33.13\n", "    version: v1.33.13\n    kubeletArgs: [\"v=2\"]\n"), "spec.kubernetes.kubeletArgs[0]", "kubelet flag"},
-		{"cluster name", edit(t, "    version: v1.33.13\n", "    version: v1.33.13\n    clusterName: \"a b\"\n"), "spec.kubernetes.clusterName", "DNS domain"},
-		{"feature gate", edit(t, "    version: v1.33.13\n", "    version: v1.33.13\n    featureGates: {\"a=b,c\": true}\n"), `spec.kubernetes.featureGates["a=b,c"]`, "feature gate"},
-		{"registry mirror", edit(t, "    version: v1.33.13\n", "    version: v1.33.13\n    containerRuntime: {type: containerd, containerd: {registryMirrors: [\"https://m.example.com\\\"]\"]}}\n"), "spec.kubernetes.containerRuntime.containerd.registryMirrors[0]", "registry URL"},
-		{"insecure registry", edit(t, "    version: v1.33.13\n", "    version: v1.33.13\n    containerRuntime: {type: containerd, containerd: {insecureRegistries: [\"r:99999\"]}}\n"), "spec.kubernetes.containerRuntime.containerd.insecureRegistries[0]", "registry host"},
+		{"kubelet arg with space", edit(t, "    version: v1.37.2\n", "    version: v1.37.2\n    kubeletArgs: [\"--v=2 --root-dir=/\"]\n"), "spec.kubernetes.kubeletArgs[0]", "kubelet flag"},
+		{"kubelet arg newline", edit(t, "    version: v1.37.2\n", "    version: v1.37.2\n    kubeletArgs: [\"--v=2\\nExecStartPre=/bin/touch /PWNED\"]\n"), "spec.kubernetes.kubeletArgs[0]", "kubelet flag"},
+		{"kubelet arg no dashes", edit(t, "    version: v1.37.2\n", "    version: v1.37.2\n    kubeletArgs: [\"v=2\"]\n"), "spec.kubernetes.kubeletArgs[0]", "kubelet flag"},
+		{"cluster name", edit(t, "    version: v1.37.2\n", "    version: v1.37.2\n    clusterName: \"a b\"\n"), "spec.kubernetes.clusterName", "DNS domain"},
+		{"feature gate", edit(t, "    version: v1.37.2\n", "    version: v1.37.2\n    featureGates: {\"a=b,c\": true}\n"), `spec.kubernetes.featureGates["a=b,c"]`, "feature gate"},
+		{"registry mirror", edit(t, "    version: v1.37.2\n", "    version: v1.37.2\n    containerRuntime: {type: containerd, containerd: {registryMirrors: [\"https://m.example.com\\\"]\"]}}\n"), "spec.kubernetes.containerRuntime.containerd.registryMirrors[0]", "registry URL"},
+		{"insecure registry", edit(t, "    version: v1.37.2\n", "    version: v1.37.2\n    containerRuntime: {type: containerd, containerd: {insecureRegistries: [\"r:99999\"]}}\n"), "spec.kubernetes.containerRuntime.containerd.insecureRegistries[0]", "registry host"},
 		{"private registry port", withSpec("  registry:\n    privateRegistry: reg.local:abc\n"), "spec.registry.privateRegistry", "registry host"},
 		{"namespace override", withSpec("  registry:\n    privateRegistry: reg.local\n    namespaceOverride: \"a b\"\n"), "spec.registry.namespaceOverride", "image namespace"},
 		{"dnsEtcHosts brace", withSpec("  dns:\n    dnsEtcHosts: |\n      10.0.0.1 a.example.com\n      }\n      reload\n"), "spec.dns.dnsEtcHosts", "line 2"},
@@ -88,7 +88,7 @@ func TestValueValidationAccepts(t *testing.T) {
       fd00::1 c.example.com.
 `)
 	good = strings.Replace(good, "{name: w1, address: 192.168.1.3}", "{name: w1, address: 192.168.1.3, user: deploy.user, labels: {node-role.kubernetes.io/edge: \"\", example.com/zone: eu-1, disktype: ssd}}", 1)
-	good = strings.Replace(good, "    version: v1.33.13\n", "    version: v1.33.13\n    kubeletArgs: [\"--eviction-hard=memory.available<100Mi,nodefs.available<10%\", --fail-swap-on=false, --rotate-certificates]\n", 1)
+	good = strings.Replace(good, "    version: v1.37.2\n", "    version: v1.37.2\n    kubeletArgs: [\"--eviction-hard=memory.available<100Mi,nodefs.available<10%\", --fail-swap-on=false, --rotate-certificates]\n", 1)
 	if ps := problemsOf(t, good); ps != nil {
 		t.Fatalf("valid values refused: %v", ps)
 	}
