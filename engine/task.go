@@ -450,6 +450,7 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 		Host: h.name, Target: tr, Control: r.control, Check: r.checkMode(t), Diff: r.opts.Diff, Become: t.Become,
 		Environment: environment,
 		Vars:        vars, Render: r.ev.RenderString, Eval: r.ev.Eval, FindFile: r.findFile(t), WorkDir: r.opts.WorkDir,
+		Verbosity: r.opts.Verbosity,
 		Logf: func(format string, a ...any) {
 			if r.opts.Verbosity >= 1 && !t.NoLog {
 				r.emit(Event{Kind: EventLog, Play: pr.p.Name, Task: t.Name, Host: h.name, Message: fmt.Sprintf(format, a...)})

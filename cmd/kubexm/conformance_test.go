@@ -268,11 +268,11 @@ var conformanceCases = []conformanceCase{
 	{name: "serial runs batches in order",
 		files: map[string]string{"site.yaml": `
 - hosts: all
-  serial: [1, 2]
+  serial: 1
   tasks:
     - debug: {msg: one}
     - debug: {msg: two}
-`}, order: []string{"h1: one", "h1: two", "h2: one", "h3: one", "h2: two", "h3: two"},
+`}, order: []string{"h1: one", "h1: two", "h2: one", "h2: two", "h3: one", "h3: two"},
 		recap: map[string]string{"h1": "2 0 0 0 0 0 0", "h2": "2 0 0 0 0 0 0", "h3": "2 0 0 0 0 0 0"}},
 	// The run_once task counts for the host it ran on.
 	{name: "run_once runs on the first host and gives every host its result",
@@ -320,6 +320,13 @@ var conformanceCases = []conformanceCase{
   tasks: [{debug: {msg: next play}}]
 `}, shown: map[string][]string{"h1": {"next play"}, "h2": {"still"}, "h3": {"still"}},
 		recap: map[string]string{"h1": "1 0 0 0 0 0 0", "h2": "1 0 0 0 0 0 0", "h3": "1 0 0 0 0 0 0"}},
+	{name: "debug verbosity needs -v",
+		files: map[string]string{"site.yaml": `
+- hosts: h1
+  tasks:
+    - debug: {msg: quiet, verbosity: 1}
+    - debug: {msg: loud}
+`}, shown: map[string][]string{"h1": {"loud"}}, recap: map[string]string{"h1": "1 0 1 0 0 0 0"}},
 	{name: "set_fact cacheable is not a variable",
 		files: map[string]string{"site.yaml": `
 - hosts: h1
