@@ -309,3 +309,24 @@ func TestStrategyTemplate(t *testing.T) {
 		t.Errorf("bad strategy: %v %+v", rr.err, rr.recap.Hosts["h1"])
 	}
 }
+
+func TestPlayKeywordsApplyToTasks(t *testing.T) {
+	rr := runFiles(t, map[string]string{"playbook.yaml": `
+- hosts: h1
+  ignore_errors: true
+  check_mode: true
+  environment: {GREETING: "hi {{ .inventory_hostname }}"}
+  tasks:
+    - shell: 'test "$GREETING" = "hi h1"'
+      check_mode: false
+    - probe: {id: a, fail: true}
+    - probe: b
+`}, RunOptions{})
+	if rr.err != nil {
+		t.Fatal(rr.err)
+	}
+	checkRecap(t, rr.recap, map[string]HostStats{"h1": {OK: 2, Changed: 1, Ignored: 1}})
+	if got := rr.calls.sorted(); !slices.Equal(got, []string{"h1:a(check)", "h1:b(check)"}) {
+		t.Errorf("calls %v", got)
+	}
+}

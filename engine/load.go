@@ -393,6 +393,7 @@ var playKeys = map[string]bool{
 	"tasks": true, "post_tasks": true, "handlers": true, "serial": true, "strategy": true,
 	"any_errors_fatal": true, "max_fail_percentage": true, "gather_facts": true, "tags": true,
 	"when": true, "become": true, "force_handlers": true,
+	"environment": true, "ignore_errors": true, "no_log": true, "check_mode": true,
 }
 
 func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
@@ -499,7 +500,22 @@ func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
 			p.Serial = append(p.Serial, v.value())
 		}
 	}
+	// What every task of the play inherits, as from a block around them.
 	base := &Task{Tags: p.Tags, When: p.When, Become: p.Become}
+	base.IgnoreErrs = ld.boolField(pn.get("ignore_errors"), "ignore_errors")
+	base.NoLog = ld.boolField(pn.get("no_log"), "no_log")
+	if c := pn.get("check_mode"); c != nil {
+		v := ld.boolField(c, "check_mode")
+		base.CheckMode = &v
+	}
+	if e := pn.get("environment"); e != nil {
+		if e.kind != mapNode {
+			ld.errorf(e.pos, "environment must be a mapping of variable names to values")
+		} else {
+			base.Environment = e.value().(map[string]any)
+			ld.checkTemplates(e, "")
+		}
+	}
 	ctxt := taskCtx{src: src, parent: base, play: p}
 	p.PreTasks = ld.taskList(pn.get("pre_tasks"), ctxt, "pre_tasks")
 	if rn := pn.get("roles"); rn != nil {
