@@ -330,3 +330,18 @@ func TestPlayKeywordsApplyToTasks(t *testing.T) {
 		t.Errorf("calls %v", got)
 	}
 }
+
+func TestCycleBrokenByExtraVars(t *testing.T) {
+	rr := runFiles(t, map[string]string{"playbook.yaml": `
+- hosts: h1
+  vars: {y: "{{ .x }}-y", x: "{{ .y }}-x"}
+  tasks:
+    - probe: {id: a, msg: "{{ .y }}"}
+`}, RunOptions{ExtraVars: map[string]any{"x": "e"}})
+	if rr.err != nil {
+		t.Fatal(rr.err)
+	}
+	if got := rr.calls.sorted(); !slices.Equal(got, []string{"h1:a=e-y"}) {
+		t.Errorf("calls %v", got)
+	}
+}
