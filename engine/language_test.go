@@ -345,3 +345,33 @@ func TestCycleBrokenByExtraVars(t *testing.T) {
 		t.Errorf("calls %v", got)
 	}
 }
+
+func TestPlayConnectionLocal(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"playbook.yaml": `
+- hosts: all
+  connection: local
+  tasks:
+    - shell: "test {{ .inventory_hostname }} = h2 && echo local"
+      register: r
+      when: inventory_hostname == "h2"
+    - probe: {id: a, msg: "{{ .r.stdout | trim }}"}
+      when: inventory_hostname == "h2"
+`})
+	c := &calls{}
+	pb, err := Load(t.Context(), dir, LoadOptions{Builtins: testRegistry(c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := testInventory()
+	inv.Hosts[1].Local = false
+	_, err = Run(t.Context(), pb, inv, RunOptions{NoJournal: true,
+		Connect: func(context.Context, *inventory.Host) (transport.Transport, error) {
+			return nil, errors.New("must not connect")
+		}})
+	if err != nil || !slices.Equal(c.sorted(), []string{"h2:a=local"}) {
+		t.Errorf("err %v, calls %v", err, c.sorted())
+	}
+	if _, err := LoadBytes(t.Context(), "pb.yaml", []byte("- hosts: all\n  connection: winrm\n  tasks: []\n"), LoadOptions{Builtins: testRegistry(c)}); err == nil {
+		t.Error("connection: winrm loaded")
+	}
+}

@@ -427,7 +427,7 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 		}
 		target = d
 	}
-	tr, err := r.transportFor(ctx, target)
+	tr, err := pr.transportFor(ctx, target)
 	if err != nil {
 		if target == h.name {
 			return hostOutcome{status: StatusUnreachable, msg: err.Error(), failed: true, reg: map[string]any{"unreachable": true, "failed": true, "changed": false, "msg": err.Error()}}, "", "", ""
