@@ -359,6 +359,18 @@ var conformanceCases = []conformanceCase{
   tasks:
     - debug: {msg: "{{ gt .facts.cpus 0 }} {{ ne .facts.arch \"\" }}"}
 `}, shown: map[string][]string{"h1": {"true true"}}, recap: map[string]string{"h1": "2 0 0 0 0 0 0"}},
+	{name: "connection: local runs a play's hosts on the control machine",
+		files: map[string]string{"site.yaml": `
+- hosts: all
+  connection: local
+  tasks:
+    - command: "echo {{ .inventory_hostname }}"
+      register: r
+      changed_when: false
+    - debug: {msg: "{{ .r.stdout }}"}
+`, "hosts.ini": "[web]\nfar ansible_host=192.0.2.1\n"},
+		args:  []string{"-i", "hosts.ini"},
+		shown: map[string][]string{"far": {"far"}}, recap: map[string]string{"far": "2 0 0 0 0 0 0"}},
 	{name: "an unreachable host ends the run as unreachable",
 		files: map[string]string{"site.yaml": `
 - hosts: all
