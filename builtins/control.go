@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/mensylisir/kubexm/engine/step"
@@ -99,6 +100,7 @@ func (debugBuiltin) Spec() step.Spec {
 		Args: []step.Arg{
 			{Name: "msg", Type: step.Any, Doc: "Text (templated as usual) or any value to print."},
 			{Name: "var", Type: step.String, Doc: "Expression whose value is printed, such as `facts.os_id`."},
+			{Name: "verbosity", Type: step.Int, Default: 0, Doc: "Print only when the run has at least this many -v; below it the task is skipped, as in Ansible."},
 		},
 		FreeForm: "msg",
 		Examples: []string{"debug:\n  var: join_command.stdout"},
@@ -106,6 +108,9 @@ func (debugBuiltin) Spec() step.Spec {
 }
 
 func (debugBuiltin) Run(_ context.Context, env *step.Env, args step.Args) (step.Result, error) {
+	if n := args.Int("verbosity"); n > env.Verbosity {
+		return step.Result{Skipped: true, Msg: fmt.Sprintf("verbosity %d needs -%s", n, strings.Repeat("v", n))}, nil
+	}
 	if args.Has("var") {
 		if env.Eval == nil {
 			return step.Result{}, fmt.Errorf("debug: no expression evaluator in the environment")

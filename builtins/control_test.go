@@ -118,3 +118,18 @@ func TestControlCheckModeAndRerun(t *testing.T) {
 		t.Errorf("files changed:\n%s\n%s", before, after)
 	}
 }
+
+// TestDebugVerbosity: debug with verbosity N prints only under -v N, as in
+// Ansible; below it the task is skipped.
+func TestDebugVerbosity(t *testing.T) {
+	env, _ := testEnv(t)
+	res := runB(t, debugBuiltin{}, env, step.Args{"msg": "hi", "verbosity": 1})
+	if !res.Skipped {
+		t.Errorf("verbosity 1 without -v: %+v", res)
+	}
+	env.Verbosity = 1
+	res = runB(t, debugBuiltin{}, env, step.Args{"msg": "hi", "verbosity": 1})
+	if res.Skipped || res.Msg != "hi" {
+		t.Errorf("verbosity 1 with -v: %+v", res)
+	}
+}

@@ -310,3 +310,69 @@ func TestStrategyTemplate(t *testing.T) {
 		t.Errorf("bad strategy: %v %+v", rr.err, rr.recap.Hosts["h1"])
 	}
 }
+
+func TestPlayKeywordsApplyToTasks(t *testing.T) {
+	rr := runFiles(t, map[string]string{"playbook.yaml": `
+- hosts: h1
+  ignore_errors: true
+  check_mode: true
+  environment: {GREETING: "hi {{ .inventory_hostname }}"}
+  tasks:
+    - shell: 'test "$GREETING" = "hi h1"'
+      check_mode: false
+    - probe: {id: a, fail: true}
+    - probe: b
+`}, RunOptions{})
+	if rr.err != nil {
+		t.Fatal(rr.err)
+	}
+	checkRecap(t, rr.recap, map[string]HostStats{"h1": {OK: 2, Changed: 1, Ignored: 1}})
+	if got := rr.calls.sorted(); !slices.Equal(got, []string{"h1:a(check)", "h1:b(check)"}) {
+		t.Errorf("calls %v", got)
+	}
+}
+
+func TestCycleBrokenByExtraVars(t *testing.T) {
+	rr := runFiles(t, map[string]string{"playbook.yaml": `
+- hosts: h1
+  vars: {y: "{{ .x }}-y", x: "{{ .y }}-x"}
+  tasks:
+    - probe: {id: a, msg: "{{ .y }}"}
+`}, RunOptions{ExtraVars: map[string]any{"x": "e"}})
+	if rr.err != nil {
+		t.Fatal(rr.err)
+	}
+	if got := rr.calls.sorted(); !slices.Equal(got, []string{"h1:a=e-y"}) {
+		t.Errorf("calls %v", got)
+	}
+}
+
+func TestPlayConnectionLocal(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"playbook.yaml": `
+- hosts: all
+  connection: local
+  tasks:
+    - shell: "test {{ .inventory_hostname }} = h2 && echo local"
+      register: r
+      when: inventory_hostname == "h2"
+    - probe: {id: a, msg: "{{ .r.stdout | trim }}"}
+      when: inventory_hostname == "h2"
+`})
+	c := &calls{}
+	pb, err := Load(t.Context(), dir, LoadOptions{Builtins: testRegistry(c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := testInventory()
+	inv.Hosts[1].Local = false
+	_, err = Run(t.Context(), pb, inv, RunOptions{NoJournal: true,
+		Connect: func(context.Context, *inventory.Host) (transport.Transport, error) {
+			return nil, errors.New("must not connect")
+		}})
+	if err != nil || !slices.Equal(c.sorted(), []string{"h2:a=local"}) {
+		t.Errorf("err %v, calls %v", err, c.sorted())
+	}
+	if _, err := LoadBytes(t.Context(), "pb.yaml", []byte("- hosts: all\n  connection: winrm\n  tasks: []\n"), LoadOptions{Builtins: testRegistry(c)}); err == nil {
+		t.Error("connection: winrm loaded")
+	}
+}

@@ -393,6 +393,7 @@ var playKeys = map[string]bool{
 	"tasks": true, "post_tasks": true, "handlers": true, "serial": true, "strategy": true,
 	"any_errors_fatal": true, "max_fail_percentage": true, "gather_facts": true, "tags": true,
 	"when": true, "become": true, "force_handlers": true,
+	"environment": true, "ignore_errors": true, "no_log": true, "check_mode": true, "connection": true,
 }
 
 func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
@@ -465,6 +466,13 @@ func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
 	p.Become = ld.boolField(pn.get("become"), "become")
 	p.AnyErrorsFatal = ld.boolField(pn.get("any_errors_fatal"), "any_errors_fatal")
 	p.ForceHandlers = ld.boolField(pn.get("force_handlers"), "force_handlers")
+	if c := pn.get("connection"); c != nil {
+		switch p.Connection = scalarString(c); p.Connection {
+		case "local", "ssh":
+		default:
+			ld.errorf(c.pos, "connection must be local (run on the control machine) or ssh, not %q; the inventory says how each host is reached otherwise", p.Connection)
+		}
+	}
 	p.GatherFacts = ld.boolField(pn.get("gather_facts"), "gather_facts")
 	if p.GatherFacts && ld.opts.Builtins["setup"] == nil {
 		ld.errorf(pn.get("gather_facts").pos, "gather_facts needs the setup builtin, and none is registered")
@@ -499,7 +507,22 @@ func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
 			p.Serial = append(p.Serial, v.value())
 		}
 	}
+	// What every task of the play inherits, as from a block around them.
 	base := &Task{Tags: p.Tags, When: p.When, Become: p.Become}
+	base.IgnoreErrs = ld.boolField(pn.get("ignore_errors"), "ignore_errors")
+	base.NoLog = ld.boolField(pn.get("no_log"), "no_log")
+	if c := pn.get("check_mode"); c != nil {
+		v := ld.boolField(c, "check_mode")
+		base.CheckMode = &v
+	}
+	if e := pn.get("environment"); e != nil {
+		if e.kind != mapNode {
+			ld.errorf(e.pos, "environment must be a mapping of variable names to values")
+		} else {
+			base.Environment = e.value().(map[string]any)
+			ld.checkTemplates(e, "")
+		}
+	}
 	ctxt := taskCtx{src: src, parent: base, play: p}
 	p.PreTasks = ld.taskList(pn.get("pre_tasks"), ctxt, "pre_tasks")
 	if rn := pn.get("roles"); rn != nil {

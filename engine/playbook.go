@@ -38,19 +38,23 @@ type Playbook struct {
 
 // Play maps a host pattern to an ordered list of tasks.
 type Play struct {
-	Name              string
-	Pos               Pos
-	Hosts             string
-	Vars              varList
-	PreTasks          []*Task
-	Roles             []*Task // one implicit block per role reference
-	Tasks             []*Task
-	PostTasks         []*Task
-	Handlers          []*Task
-	Serial            []any // batch sizes: numbers or "N%" strings
-	Strategy          string
-	AnyErrorsFatal    bool
-	ForceHandlers     bool
+	Name           string
+	Pos            Pos
+	Hosts          string
+	Vars           varList
+	PreTasks       []*Task
+	Roles          []*Task // one implicit block per role reference
+	Tasks          []*Task
+	PostTasks      []*Task
+	Handlers       []*Task
+	Serial         []any // batch sizes: numbers or "N%" strings
+	Strategy       string
+	AnyErrorsFatal bool
+	ForceHandlers  bool
+	// Connection "local" runs the play's hosts on the control machine, as
+	// Ansible's connection: local; "" or "ssh" reach them as the inventory
+	// says.
+	Connection        string
 	MaxFailPercentage float64 // < 0: not set
 	GatherFacts       bool
 	Tags              []string

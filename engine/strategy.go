@@ -1,12 +1,17 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/engine/transport"
+	"github.com/mensylisir/kubexm/engine/transport/local"
 )
 
 // playRun is the state of one batch of a play.
@@ -31,6 +36,8 @@ type playRun struct {
 	freeHosts int
 	// strategy is the play's strategy, rendered when it is a template.
 	strategy string
+	// locals are the hosts' local transports under connection: local.
+	locals map[string]transport.Transport
 }
 
 // overlay carries per-host loop variables of dynamic includes down to the
@@ -132,6 +139,11 @@ func countHosts(b [][]*hostState) int {
 }
 
 func (pr *playRun) run(ctx context.Context) {
+	defer func() {
+		for _, t := range pr.locals {
+			_ = t.Close()
+		}
+	}()
 	p := pr.p
 	hosts := pr.hosts
 	if len(p.When) > 0 {
@@ -190,6 +202,29 @@ func (pr *playRun) run(ctx context.Context) {
 		return
 	}
 	pr.runSections(ctx, hosts)
+}
+
+// transportFor is the runner's transport of a host, or under the play's
+// connection: local the control machine's, named for the host.
+func (pr *playRun) transportFor(ctx context.Context, name string) (transport.Transport, error) {
+	if pr.p.Connection != "local" || name == inventory.Localhost {
+		return pr.r.transportFor(ctx, name)
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if t, ok := pr.locals[name]; ok {
+		return t, nil
+	}
+	var opts []local.Option
+	if h, ok := pr.r.inv.Host(name); ok {
+		opts = append(opts, local.WithBecomePassword(cmp.Or(h.BecomePassword, h.Password)))
+	}
+	if pr.locals == nil {
+		pr.locals = map[string]transport.Transport{}
+	}
+	t := local.New(name, opts...)
+	pr.locals[name] = t
+	return t, nil
 }
 
 // playString renders a play keyword with the play-level variables of h.

@@ -52,7 +52,7 @@ var ansibleKeys = map[string]string{
 	"throttle":           `use --forks to bound parallelism, or serial: on the play`,
 	"remote_user":        `the user is set per host in the inventory (cluster.yaml hosts[].user)`,
 	"vars_prompt":        `pass values with -e name=value`,
-	"connection":         `the inventory decides how each host is reached; localhost runs locally`,
+	"connection":         `connection: local is a play keyword; per host, the inventory decides (ansible_connection=local)`,
 	"ignore_unreachable": `an unreachable host leaves the play; run again with --limit after fixing it`,
 	"module_defaults":    `repeat the arguments, or keep them in a variable`,
 	"collections":        `kubexm has no collections: builtins are listed in docs/builtins.md`,

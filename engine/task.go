@@ -436,7 +436,7 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 		}
 		target = d
 	}
-	tr, err := r.transportFor(ctx, target)
+	tr, err := pr.transportFor(ctx, target)
 	if err != nil {
 		if target == h.name {
 			return hostOutcome{status: StatusUnreachable, msg: err.Error(), failed: true, reg: map[string]any{"unreachable": true, "failed": true, "changed": false, "msg": err.Error()}}, "", "", ""
@@ -459,6 +459,7 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 		Host: h.name, Target: tr, Control: r.control, Check: r.checkMode(t), Diff: r.opts.Diff, Become: t.Become,
 		Environment: environment,
 		Vars:        vars, Render: r.ev.RenderString, Eval: r.ev.Eval, FindFile: r.findFile(t), WorkDir: r.opts.WorkDir,
+		Verbosity: r.opts.Verbosity,
 		Logf: func(format string, a ...any) {
 			if r.opts.Verbosity >= 1 && !t.NoLog {
 				r.emit(Event{Kind: EventLog, Play: pr.p.Name, Task: t.Name, Host: h.name, Message: fmt.Sprintf(format, a...)})
@@ -711,7 +712,7 @@ func (pr *playRun) vars(h *hostState, t *Task, ov *overlay, hv map[string]any) (
 	maps.Copy(v, r.opts.ExtraVars)
 	pr.magic(v, h, t, hv)
 	if t != nil {
-		if pending, err = r.renderOrder(t, pending); err != nil {
+		if pending, err = r.renderOrder(t, pending, func(name string) bool { _, ok := dyn[name]; return ok }); err != nil {
 			return nil, err
 		}
 	}
@@ -744,15 +745,27 @@ func (r *runner) renderVar(v map[string]any, d *varDef) error {
 // defaults) that redefines a variable moves it to the end of the queue, and
 // the outer variables derived from it must still see its rendered value.
 // The queue depends only on the task (or play), so the order is computed
-// once.
-func (r *runner) renderOrder(key any, pending []*varDef) ([]*varDef, error) {
+// once. A cycle through a variable that set_fact, register or -e replaces
+// (over) is no cycle: those are ordered again without it.
+func (r *runner) renderOrder(key any, pending []*varDef, over func(name string) bool) ([]*varDef, error) {
+	var o varOrder
 	if cached, ok := r.orders.Load(key); ok {
-		o := cached.(varOrder)
-		return o.defs, o.err
+		o = cached.(varOrder)
+	} else {
+		o.defs, o.err = orderVars(pending)
+		r.orders.Store(key, o)
 	}
-	defs, err := orderVars(pending)
-	r.orders.Store(key, varOrder{defs, err})
-	return defs, err
+	if o.err == nil {
+		return o.defs, nil
+	}
+	kept := slices.DeleteFunc(slices.Clone(pending), func(d *varDef) bool {
+		_, extra := r.opts.ExtraVars[d.name]
+		return extra || (over != nil && over(d.name))
+	})
+	if len(kept) == len(pending) {
+		return nil, o.err
+	}
+	return orderVars(kept)
 }
 
 type varOrder struct {
@@ -853,7 +866,7 @@ func (pr *playRun) playVarsFor(h *hostState, hv map[string]any) (map[string]any,
 	// do: plain values first, then the templates, each after those it reads.
 	pending := setLayer(v, pr.p.Vars, nil)
 	maps.Copy(v, pr.r.opts.ExtraVars)
-	pending, err := pr.r.renderOrder(pr.p, pending)
+	pending, err := pr.r.renderOrder(pr.p, pending, nil)
 	if err != nil {
 		return nil, err
 	}

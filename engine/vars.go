@@ -19,7 +19,7 @@ import (
 //	play vars < role defaults < role vars < role params < block/include vars <
 //	task vars < set_fact and register < -e extra vars
 //
-// The magic names inventory_hostname, groups, hostvars, play_hosts,
+// The magic names inventory_hostname, groups, hostvars, play_name,
 // role_name and the loop variables are always set by the engine.
 
 // hostState is what the run knows about one host.

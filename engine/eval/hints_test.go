@@ -5,41 +5,55 @@ import (
 	"testing"
 )
 
-// TestJinjaHints: each Jinja or Ansible habit gets a hint in kubexm's syntax,
-// and none is the misleading "variables start with a dot".
-func TestJinjaHints(t *testing.T) {
+// Typos and Ansible habits get a pointer to the fix.
+func TestHints(t *testing.T) {
 	e := New()
-	for src, want := range map[string]string{
-		`{% if x %}a{% endif %}`:                    `{{ if .x }}`,
-		`a {{ .x }} {%- for h in y -%}`:             `{{ range .list }}`,
-		`{{ .x | default('a') }}`:                   `{{ .x | default "a" }}`,
-		`{{ .x | join(",") }}`:                      `space-separated`,
-		`{{ .x | length }}`:                         `{{ len .x }}`,
-		`{{ .x | to_nice_yaml }}`:                   `toYaml`,
-		`{{ query('inventory_hostnames', 'all') }}`: `{{ .groups.g }}`,
-		`{{ lookup('file', '/etc/hosts') }}`:        `delegate_to: localhost`,
-		`{{ .x | nosuchfilter }}`:                   `there is no function nosuchfilter`,
-		`{{ inventory_hostname }}`:                  `{{ .inventory_hostname }}`,
-	} {
-		err := e.CheckTemplate(src)
-		if err == nil || !strings.Contains(err.Error(), want) || (want != `{{ .inventory_hostname }}` && strings.Contains(err.Error(), "start with a dot")) {
-			t.Errorf("%s: %v, want a hint with %q", src, err, want)
+	templates := map[string]string{
+		`{{ .spec.etcd.dataDirr }}`:              `(did you mean "spec.etcd.dataDir"?)`,
+		`{{ .spec.etcdd.dataDir }}`:              `(did you mean "spec.etcd"?)`,
+		`{{ .inventory_hostnme }}`:               `(did you mean "inventory_hostname"?)`,
+		`{{ inventory_hostname }}`:               `variables start with a dot: {{ .inventory_hostname }}`,
+		`{{ .spec.etcd | toYml }}`:               `(did you mean "toYaml"?)`,
+		`{% if x %}{{ x }}{% endif %}`:           `not Jinja`,
+		`{{ index .hostvars "node1" "adress" }}`: `(did you mean "hostvars.node1.address"?)`,
+	}
+	for src, want := range templates {
+		_, err := e.Render(src, testVars())
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Render(%q) error %v, want it to contain %q", src, err, want)
 		}
 	}
-	if _, err := e.Render(`{% if x %}a{% endif %}`+"{{ .x }}", map[string]any{"x": 1}); err == nil {
-		t.Error("a Jinja statement rendered as text")
+	exprs := map[string]string{
+		`spec.etcd.dataDirr == "x"`:       `(did you mean "spec.etcd.dataDir"?)`,
+		`inventory_hostnam == "a"`:        `(did you mean "inventory_hostname"?)`,
+		`groups.etc`:                      `(did you mean "groups.etcd"?)`,
+		`x is defined`:                    `write defined("x")`,
+		`x is not defined`:                `write defined("x")`,
+		`{{ x }}`:                         `without {{ }}`,
+		`x | default(1)`:                  `x ?? value`,
+		`x | bool`:                        `no bool filter`,
+		`groups.etcd | length > 0`:        `len(x)`,
+		`cidrhost("10.0.0.0/8", 1)`:       `(did you mean "cidrHost"?)`,
+		`uper(inventory_hostname) == "A"`: `(did you mean "upper"?)`,
 	}
-	for _, ok := range []string{`printf '{%s}'`, `100{%}`, `{{ printf "%d%%" 3 }}`} {
-		if err := e.CheckTemplate(ok); err != nil {
-			t.Errorf("%s: %v", ok, err)
+	for src, want := range exprs {
+		_, err := e.EvalBool(src, testVars())
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("EvalBool(%q) error %v, want it to contain %q", src, err, want)
 		}
 	}
-	for src, want := range map[string]string{
-		`query('inventory_hostnames', 'all')`: `{{ .groups.g }}`,
-		`x | length > 0`:                      `len(x)`,
-	} {
-		if err := e.CheckExpr(src); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: %v, want a hint with %q", src, err, want)
-		}
+	// Nothing close: no suggestion.
+	_, err := e.Eval(`zzzzqqq`, testVars())
+	if err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("unexpected suggestion: %v", err)
+	}
+}
+
+func TestNoFarFetchedSuggestion(t *testing.T) {
+	e := New()
+	vars := map[string]any{"role": "x"}
+	_, err := e.Render("{{ .nope }}", vars)
+	if err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Fatalf("Render error %v: suggestion for an unrelated name", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,6 +75,31 @@ func (b *builder) vars(g string, vars map[string]any) {
 	maps.Copy(b.groupVars[g], vars)
 }
 
+// depths gives each group its distance from all: top-level groups are 1,
+// their children 2, and a group reached by several paths takes the longest.
+func (b *builder) depths() map[string]int {
+	d := map[string]int{"all": 0}
+	var visit func(g string, n int)
+	visit = func(g string, n int) {
+		if old, ok := d[g]; (ok && old >= n) || n > 50 {
+			return
+		}
+		d[g] = n
+		for _, c := range b.children[g] {
+			visit(c, n+1)
+		}
+	}
+	for _, g := range b.groups {
+		if g != "all" {
+			visit(g, 1)
+		}
+	}
+	for _, c := range b.children["all"] {
+		visit(c, 1)
+	}
+	return d
+}
+
 // flatten lists a group's hosts, its children's included, in order.
 func (b *builder) flatten(g string, seen map[string]bool) []string {
 	if seen[g] {
@@ -97,6 +123,7 @@ func (b *builder) inventory() (*Inventory, error) {
 	}
 	inv := &Inventory{Groups: map[string][]string{}, GroupVars: map[string]map[string]any{}, Vars: map[string]any{}, Source: b.name}
 	maps.Copy(inv.Vars, b.groupVars["all"])
+	depth := b.depths()
 	grouped := map[string]bool{}
 	for g, hs := range b.members {
 		if g != "ungrouped" && g != "all" {
@@ -112,31 +139,37 @@ func (b *builder) inventory() (*Inventory, error) {
 			continue
 		}
 		inv.Groups[g] = b.flatten(g, map[string]bool{})
-		if v := b.groupVars[g]; len(v) > 0 {
-			inv.GroupVars[g] = v
-		}
 	}
+	// Ansible orders group variables by depth (a child group overrides its
+	// parent), then by name; the engine applies GroupVars by name only, so
+	// each host gets its groups' variables resolved here, below its own.
+	order := slices.Clone(b.groups)
+	slices.SortStableFunc(order, func(x, y string) int {
+		if depth[x] != depth[y] {
+			return depth[x] - depth[y]
+		}
+		return strings.Compare(x, y)
+	})
 	for _, name := range b.hosts {
-		h := Host{Name: name, Address: name, Vars: b.hostVars[name]}
-		// The connection settings as the host sees them: all, then its
-		// groups in name order (as the engine applies group variables),
-		// then its own.
-		eff := maps.Clone(inv.Vars)
-		for _, g := range slices.Sorted(maps.Keys(inv.Groups)) {
-			if slices.Contains(inv.Groups[g], name) {
-				maps.Copy(eff, inv.GroupVars[g])
+		vars := map[string]any{}
+		for _, g := range order {
+			if g != "all" && slices.Contains(inv.Groups[g], name) {
+				maps.Copy(vars, b.groupVars[g])
 			}
 		}
+		maps.Copy(vars, b.hostVars[name])
+		h := Host{Name: name, Address: name, Vars: vars}
+		// The connection settings as the host sees them: all, its groups,
+		// then its own.
+		eff := maps.Clone(inv.Vars)
 		maps.Copy(eff, h.Vars)
 		if err := connection(&h, eff); err != nil {
 			return nil, fmt.Errorf("%s: host %s: %w", b.name, name, err)
 		}
 		inv.Hosts = append(inv.Hosts, h)
 	}
-	for _, m := range append([]map[string]any{inv.Vars}, slices.Collect(maps.Values(inv.GroupVars))...) {
-		for k := range secretVars {
-			delete(m, k)
-		}
+	for k := range secretVars {
+		delete(inv.Vars, k)
 	}
 	for _, h := range inv.Hosts {
 		for k := range secretVars {
@@ -252,7 +285,13 @@ func ParseAnsibleYAML(name string, data []byte) (*Inventory, error) {
 					if err != nil {
 						return fmt.Errorf("%s: host %s: %w", name, str(h.Key), err)
 					}
-					b.host(g, str(h.Key), vars)
+					names, err := expandRange(str(h.Key))
+					if err != nil {
+						return fmt.Errorf("%s: %w", name, err)
+					}
+					for _, n := range names {
+						b.host(g, n, maps.Clone(vars))
+					}
 				}
 			case "vars":
 				vars, err := plain(kv.Value)
@@ -360,8 +399,9 @@ func ParseAnsibleINI(name string, data []byte) (*Inventory, error) {
 			if strings.Contains(fields[0], "=") {
 				return nil, fmt.Errorf("%s: a host line starts with the host name, then name=value variables", where)
 			}
-			if strings.ContainsAny(fields[0], "[]") {
-				return nil, fmt.Errorf("%s: host ranges such as %s are not supported; list the hosts one per line", where, fields[0])
+			names, err := expandRange(fields[0])
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
 			}
 			vars := map[string]any{}
 			for _, f := range fields[1:] {
@@ -371,7 +411,9 @@ func ParseAnsibleINI(name string, data []byte) (*Inventory, error) {
 				}
 				vars[k] = iniValue(v)
 			}
-			b.host(section, fields[0], vars)
+			for _, h := range names {
+				b.host(section, h, maps.Clone(vars))
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -431,4 +473,73 @@ func iniValue(s string) any {
 		return s
 	}
 	return normalize(v)
+}
+
+// rangeRe finds a host range: [01:10], [a:f], [1:10:2].
+var rangeRe = regexp.MustCompile(`\[([0-9]+|[a-z]):([0-9]+|[a-z])(?::([0-9]+))?\]`)
+
+// maxRange bounds how many hosts one range line makes.
+const maxRange = 10000
+
+// expandRange expands Ansible host ranges: web[01:03] is web01, web02,
+// web03 (leading zeros keep the width), db-[a:c] is db-a, db-b, db-c, and
+// [1:9:2] steps by 2. A name may hold several ranges.
+func expandRange(name string) ([]string, error) {
+	loc := rangeRe.FindStringSubmatchIndex(name)
+	if loc == nil {
+		if strings.ContainsAny(name, "[]") {
+			return nil, fmt.Errorf("host %q: a range is [01:10], [a:f] or [1:10:2]", name)
+		}
+		return []string{name}, nil
+	}
+	prefix, suffix := name[:loc[0]], name[loc[1]:]
+	from, to := name[loc[2]:loc[3]], name[loc[4]:loc[5]]
+	step := 1
+	if loc[6] >= 0 {
+		step, _ = strconv.Atoi(name[loc[6]:loc[7]])
+	}
+	var items []string
+	switch {
+	case step < 1:
+		return nil, fmt.Errorf("host %q: the step of a range must be at least 1", name)
+	case from[0] >= 'a' && to[0] >= 'a':
+		for c := from[0]; c <= to[0]; c += byte(step) {
+			items = append(items, string(c))
+			if int(c)+step > 'z' {
+				break
+			}
+		}
+	case from[0] <= '9' && to[0] <= '9':
+		a, _ := strconv.Atoi(from)
+		z, err := strconv.Atoi(to)
+		if err != nil || z-a > maxRange {
+			return nil, fmt.Errorf("host %q: a range makes at most %d hosts", name, maxRange)
+		}
+		width := 0
+		if len(from) > 1 && from[0] == '0' {
+			width = len(from)
+		}
+		for i := a; i <= z; i += step {
+			items = append(items, fmt.Sprintf("%0*d", width, i))
+		}
+	default:
+		return nil, fmt.Errorf("host %q: a range is numbers or letters, not both", name)
+	}
+	if len(items) == 0 {
+		return nil, fmt.Errorf("host %q: the range is empty", name)
+	}
+	rest, err := expandRange(suffix)
+	if err != nil {
+		return nil, err
+	}
+	if len(items)*len(rest) > maxRange {
+		return nil, fmt.Errorf("host %q: a range makes at most %d hosts", name, maxRange)
+	}
+	var out []string
+	for _, it := range items {
+		for _, r := range rest {
+			out = append(out, prefix+it+r)
+		}
+	}
+	return out, nil
 }

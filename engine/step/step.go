@@ -89,6 +89,8 @@ type Env struct {
 	WorkDir string
 	// Logf prints verbose progress (shown with -v).
 	Logf func(format string, args ...any)
+	// Verbosity is the run's -v count (debug's verbosity argument).
+	Verbosity int
 }
 
 // Result is the outcome on one host. The engine registers it as a map with
