@@ -28,8 +28,26 @@ type Support struct {
 	Components []Component       `json:"components"`
 	Checksums  string            `json:"checksums"`
 	Choices    []Choice          `json:"choices"`
+	// WarnOnlyPlaybooks install nothing: for them unsupported choices are
+	// warnings (see ForPlaybook).
+	WarnOnlyPlaybooks []string `json:"warnOnlyPlaybooks"`
 	// Source is the file the matrix was read from, for messages.
 	Source string `json:"source"`
+
+	// warnOnly reports unsupported choices as warnings.
+	warnOnly bool
+}
+
+// ForPlaybook returns the matrix as the playbook named name applies it:
+// a playbook that installs nothing (warn_only_playbooks) gets warnings
+// instead of errors.
+func (s *Support) ForPlaybook(name string) *Support {
+	if !slices.Contains(s.WarnOnlyPlaybooks, name) {
+		return s
+	}
+	c := *s
+	c.warnOnly = true
+	return &c
 }
 
 // KubernetesSupport is the Kubernetes part of the matrix.
@@ -121,11 +139,12 @@ func ParseSupport(name string, data []byte) (*Support, error) {
 		Components []Component       `yaml:"components"`
 		Checksums  string            `yaml:"checksums"`
 		Choices    yaml.MapSlice     `yaml:"choices"`
+		WarnOnly   []string          `yaml:"warn_only_playbooks"`
 	}
 	if err := yaml.UnmarshalWithOptions(data, &raw, yaml.Strict(), yaml.UseOrderedMap()); err != nil {
 		return nil, fmt.Errorf("support matrix %s: %s", name, yaml.FormatError(err, false, true))
 	}
-	s := &Support{Kubernetes: raw.Kubernetes, Components: raw.Components, Checksums: raw.Checksums, Source: name}
+	s := &Support{Kubernetes: raw.Kubernetes, Components: raw.Components, Checksums: raw.Checksums, WarnOnlyPlaybooks: raw.WarnOnly, Source: name}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	for _, item := range raw.Choices {
@@ -290,8 +309,21 @@ func (c *Choice) NotSupported() []string {
 }
 
 // check records every choice of c the matrix does not support, as
-// problems at the fields that make them.
+// problems at the fields that make them (warnings for a warn-only
+// playbook).
 func (s *Support) check(c *Cluster, ps *problems) {
+	if s.warnOnly {
+		found := &problems{src: ps.src}
+		s.checkAll(c, found)
+		for _, p := range found.list {
+			ps.warnings = append(ps.warnings, Warning{Pos: p.Pos, Path: p.Path, Message: p.Message + " (ignored: this playbook installs nothing)"})
+		}
+		return
+	}
+	s.checkAll(c, ps)
+}
+
+func (s *Support) checkAll(c *Cluster, ps *problems) {
 	s.checkKubernetes(c, ps)
 	for _, comp := range s.Components {
 		if comp.Field == "" || !s.applies(c, comp.OnlyWith) {

@@ -415,3 +415,24 @@ func TestParseSupportRejectsIncoherentMatrix(t *testing.T) {
 		}
 	}
 }
+
+func TestWarnOnlyPlaybook(t *testing.T) {
+	s, err := BuiltinSupport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ForPlaybook("create-cluster") != s {
+		t.Error("create-cluster is warn-only")
+	}
+	y := edit(t, "version: v1.37.2", "version: v1.33.13")
+	_, warnings, err := parseWith("c.yaml", []byte(y), noEnv, s.ForPlaybook("delete"))
+	if err != nil {
+		t.Fatalf("delete refused: %v", err)
+	}
+	w := warningText(warnings)
+	for _, want := range []string{"c.yaml:18:14: spec.kubernetes.version: Kubernetes v1.33.13 is not supported by this kubexm (ignored: this playbook installs nothing)", "calico is not supported yet"} {
+		if !strings.Contains(w, want) {
+			t.Errorf("warnings lack %q:\n%s", want, w)
+		}
+	}
+}

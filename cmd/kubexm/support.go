@@ -78,16 +78,23 @@ func supportFromRolesPath(dirs []string) (*schema.Support, error) {
 }
 
 // supportForPlaybook returns the matrix of the tree a playbook's roles come
-// from: a fork's own support.yaml, else the built-in one.
+// from (a fork's own support.yaml, else the built-in one), as that
+// playbook applies it.
 func supportForPlaybook(pb *engine.Playbook) (*schema.Support, error) {
 	data, where, ok, err := pb.RolesFile(filepath.Base(schema.SupportFile))
 	if err != nil {
 		return nil, fmt.Errorf("support matrix: %w", err)
 	}
-	if !ok {
-		return schema.BuiltinSupport()
+	var s *schema.Support
+	if ok {
+		s, err = schema.ParseSupport(where, data)
+	} else {
+		s, err = schema.BuiltinSupport()
 	}
-	return schema.ParseSupport(where, data)
+	if err != nil {
+		return nil, err
+	}
+	return s.ForPlaybook(pb.Name), nil
 }
 
 func writeSupportText(w io.Writer, s *schema.Support) {

@@ -178,3 +178,26 @@ func TestVersionNamesTheSupportedRange(t *testing.T) {
 		t.Errorf("--version: %q %v", out, err)
 	}
 }
+
+// TestDeleteOnlyWarns: delete installs nothing, so a cluster file from an
+// older kubexm (an older Kubernetes, kubeadm) still reaches its hosts.
+func TestDeleteOnlyWarns(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	old := strings.Replace(unsupportedCluster, "type: kubeadm", "type: kubeadm\n    version: v1.33.13", 1)
+	if err := os.WriteFile("cluster.yaml", []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := realApp()
+	var out bytes.Buffer
+	if err := a.play(context.Background(), &out, "delete", playFlags{inventory: "cluster.yaml", listHosts: true, output: "text"}); err != nil {
+		t.Fatalf("delete refused: %v", err)
+	}
+	if !strings.Contains(out.String(), "n1") {
+		t.Errorf("list-hosts: %s", out.String())
+	}
+	if err := a.play(context.Background(), &out, "create-cluster", playFlags{inventory: "cluster.yaml", listHosts: true, output: "text"}); err == nil ||
+		!strings.Contains(err.Error(), "Kubernetes v1.33.13 is not supported") {
+		t.Errorf("create-cluster: %v", err)
+	}
+}
