@@ -52,10 +52,13 @@ func (s *Support) ForPlaybook(name string) *Support {
 
 // KubernetesSupport is the Kubernetes part of the matrix.
 type KubernetesSupport struct {
-	Minors  []string    `yaml:"minors" json:"minors"`
-	Default string      `yaml:"default" json:"default"`
-	Mirrors string      `yaml:"mirrors" json:"mirrors"`
-	Skew    VersionSkew `yaml:"skew" json:"skew"`
+	Minors []string `yaml:"minors" json:"minors"`
+	// TestedPatches is the newest patch of each minor the roles were
+	// checked with; newer ones are accepted with a warning.
+	TestedPatches map[string]string `yaml:"tested_patches" json:"testedPatches"`
+	Default       string            `yaml:"default" json:"default"`
+	Mirrors       string            `yaml:"mirrors" json:"mirrors"`
+	Skew          VersionSkew       `yaml:"skew" json:"skew"`
 	// FeatureGatesRemoved maps a minor to the gates it no longer knows;
 	// they are refused for that minor and every later one.
 	FeatureGatesRemoved map[string][]string `yaml:"feature_gates_removed" json:"featureGatesRemoved"`
@@ -198,6 +201,11 @@ func ParseSupport(name string, data []byte) (*Support, error) {
 			bad("kubernetes.minors: %s after %s; list them oldest first", m, k.Minors[i-1])
 		}
 	}
+	for m, p := range k.TestedPatches {
+		if minorOf(p) != m || !slices.Contains(k.Minors, m) {
+			bad("kubernetes.tested_patches: %s: %s is not a patch of one of the minors %v", m, p, k.Minors)
+		}
+	}
 	if !semverish.MatchString(k.Default) || !slices.Contains(k.Minors, minorOf(k.Default)) {
 		bad("kubernetes.default %q is not a version of one of the minors %v", k.Default, k.Minors)
 	}
@@ -243,6 +251,13 @@ func compareMinor(a, b string) int {
 		}
 	}
 	return 0
+}
+
+// comparePatch compares two versions of one minor by their patch numbers.
+func comparePatch(a, b string) int {
+	x, _ := strconv.Atoi(a[strings.LastIndexByte(a, '.')+1:])
+	y, _ := strconv.Atoi(b[strings.LastIndexByte(b, '.')+1:])
+	return x - y
 }
 
 // KubernetesRange says which Kubernetes versions are supported, for
@@ -426,6 +441,9 @@ func (s *Support) checkKubernetes(c *Cluster, ps *problems) {
 	case !slices.Contains(s.Kubernetes.Minors, minor):
 		ps.add(path, "supported: "+s.KubernetesRange(), "Kubernetes %s is not supported by this kubexm", v)
 		return
+	}
+	if tested := s.Kubernetes.TestedPatches[minor]; tested != "" && comparePatch(v, tested) > 0 {
+		ps.warn(path, "Kubernetes %s is newer than %s, the newest %s patch this kubexm was checked with; the settings of %s are used", v, tested, minor, minor)
 	}
 	gates := make([]string, 0, len(c.Spec.Kubernetes.FeatureGates))
 	for g := range c.Spec.Kubernetes.FeatureGates {

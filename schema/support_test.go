@@ -277,6 +277,10 @@ func TestKubernetesVersionRange(t *testing.T) {
 			t.Errorf("%s refused: %v", v, ps)
 		}
 	}
+	_, warnings, err := parseWith("c.yaml", []byte(edit(t, "plugin: calico", "plugin: flannel", "version: v1.37.2", "version: v1.36.9")), noEnv, nil)
+	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0].String(), "c.yaml:18:14: spec.kubernetes.version: Kubernetes v1.36.9 is newer than v1.36.3, the newest v1.36 patch") {
+		t.Errorf("newer patch: %v %v", warnings, err)
+	}
 	s, _ := BuiltinSupport()
 	if v, err := s.KubernetesVersion("1.36.3"); err != nil || v != "v1.36.3" {
 		t.Errorf("KubernetesVersion(1.36.3) = %q, %v", v, err)
@@ -409,6 +413,7 @@ func TestParseSupportRejectsIncoherentMatrix(t *testing.T) {
 		{"kubernetes: {minors: [v1.35], default: v1.35.1, skew: {upgrade_max_minors: 0}}\n", "kubernetes.skew"},
 		{"kubernetes: {minors: [v1.35], default: v1.35.1, feature_gates_removed: {v1.30: [X]}}\n", "not one of the minors"},
 		{"kubernetes: {minors: [v1.35], default: v1.35.1}\nbogus: 1\n", "bogus"},
+		{"kubernetes: {minors: [v1.35], default: v1.35.1, tested_patches: {v1.35: v1.36.0}}\n", "tested_patches"},
 	} {
 		if _, err := ParseSupport("m.yaml", []byte(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.msg) || !strings.Contains(err.Error(), "m.yaml") {
 			t.Errorf("%q: %v", tc.yaml, err)

@@ -101,6 +101,15 @@ func writeSupportText(w io.Writer, s *schema.Support) {
 	k := s.Kubernetes
 	fmt.Fprintf(w, "Support matrix: %s\n\n", s.Source)
 	fmt.Fprintf(w, "Kubernetes: %s; from: %s\n", s.KubernetesRange(), k.Mirrors)
+	var tested []string
+	for _, m := range k.Minors {
+		if p := k.TestedPatches[m]; p != "" {
+			tested = append(tested, p)
+		}
+	}
+	if len(tested) > 0 {
+		fmt.Fprintf(w, "  checked with: %s (a newer patch is accepted with a warning)\n", strings.Join(tested, ", "))
+	}
 	sk := k.Skew
 	fmt.Fprintf(w, "  version skew: upgrade %d minor at a time; API servers within %d minor; controller-manager and scheduler up to %d older; kubelet and kube-proxy up to %d older; kubectl within %d\n",
 		sk.UpgradeMaxMinors, sk.APIServerMaxMinors, sk.ControlPlaneMaxOlderMinors, sk.NodeMaxOlderMinors, sk.KubectlMaxMinors)

@@ -24,6 +24,7 @@ func TestSupportCommand(t *testing.T) {
 	for _, want := range []string{
 		"Kubernetes: v1.35 to v1.37 (any patch); default " + schema.DefaultKubernetesVersion + "; from: roles/artifacts/defaults/main.yaml kubernetes_mirrors",
 		"kubelet and kube-proxy up to 3 older",
+		"checked with: v1.35.4, v1.36.3, v1.37.2 (a newer patch is accepted with a warning)",
 		"feature gates removed by v1.36: ",
 		"feature gates introduced by v1.37 (older minors refuse them): ",
 		"etcd         v3.6.x default: roles/etcd/defaults/main.yaml etcd_version; from: roles/etcd/defaults/main.yaml etcd_mirrors",
