@@ -339,6 +339,13 @@ func (s *Support) check(c *Cluster, ps *problems) {
 }
 
 func (s *Support) checkAll(c *Cluster, ps *problems) {
+	// Without a load balancer kubexm installs, nodes and clients reach the
+	// first master only: say so where several masters suggest HA.
+	cpe := &c.Spec.ControlPlaneEndpoint
+	if len(c.Spec.RoleGroups.Master) > 1 && cpe.LBAddress == "" && !cpe.ExternalDNS && cpe.InternalLoadbalancer == "" {
+		ps.warn("spec.controlPlaneEndpoint", "%d masters but no lb_address: kubelets, kube-proxy and kubectl reach the first master (%s) only; for HA put your load balancer at lb_address (externalLoadBalancer: external)",
+			len(c.Spec.RoleGroups.Master), c.Spec.RoleGroups.Master[0])
+	}
 	s.checkKubernetes(c, ps)
 	for _, comp := range s.Components {
 		if comp.Field == "" || !s.applies(c, comp.OnlyWith) {

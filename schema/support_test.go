@@ -259,6 +259,17 @@ func TestUnsupportedChoicesRefused(t *testing.T) {
 	}
 }
 
+func TestSeveralMastersWithoutLoadBalancerWarned(t *testing.T) {
+	_, warnings, err := parseWith("c.yaml", []byte(edit(t, "plugin: calico", "plugin: flannel")), noEnv, nil)
+	if err != nil || !strings.Contains(warningText(warnings), "c.yaml:16:11: spec.controlPlaneEndpoint: 2 masters but no lb_address: kubelets, kube-proxy and kubectl reach the first master (m1) only") {
+		t.Errorf("%v %v", warnings, err)
+	}
+	_, warnings, err = parseWith("c.yaml", []byte(edit(t, "plugin: calico", "plugin: flannel", "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    externalLoadBalancer: external\n    lb_address: 192.168.1.100")), noEnv, nil)
+	if err != nil || strings.Contains(warningText(warnings), "masters but no lb_address") {
+		t.Errorf("with lb_address: %v %v", warnings, err)
+	}
+}
+
 func TestKubernetesVersionRange(t *testing.T) {
 	for _, tc := range []struct{ version, msg string }{
 		{"v1.34.9", "Kubernetes v1.34.9 is not supported"},
@@ -278,7 +289,7 @@ func TestKubernetesVersionRange(t *testing.T) {
 		}
 	}
 	_, warnings, err := parseWith("c.yaml", []byte(edit(t, "plugin: calico", "plugin: flannel", "version: v1.37.2", "version: v1.36.9")), noEnv, nil)
-	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0].String(), "c.yaml:18:14: spec.kubernetes.version: Kubernetes v1.36.9 is newer than v1.36.3, the newest v1.36 patch") {
+	if err != nil || !strings.Contains(warningText(warnings), "c.yaml:18:14: spec.kubernetes.version: Kubernetes v1.36.9 is newer than v1.36.3, the newest v1.36 patch") {
 		t.Errorf("newer patch: %v %v", warnings, err)
 	}
 	s, _ := BuiltinSupport()
