@@ -267,13 +267,13 @@ func (s *Support) KubernetesRange() string {
 	return fmt.Sprintf("%s to %s (any patch); default %s", m[0], m[len(m)-1], s.Kubernetes.Default)
 }
 
-// KubernetesVersion normalises a version the user typed (1.37.2, v1.37)
-// and checks it against the matrix; a bare minor means its default patch
-// only when it is the default's minor.
+// KubernetesVersion normalises a version the user typed (1.37.2, v1.36)
+// and checks it against the matrix; a bare minor means the newest patch of
+// it the roles were checked with.
 func (s *Support) KubernetesVersion(v string) (string, error) {
 	v = "v" + strings.TrimPrefix(strings.TrimSpace(v), "v")
-	if v == minorOf(s.Kubernetes.Default) {
-		return s.Kubernetes.Default, nil
+	if p := s.Kubernetes.TestedPatches[v]; p != "" {
+		return p, nil
 	}
 	if !semverish.MatchString(v) || !slices.Contains(s.Kubernetes.Minors, minorOf(v)) {
 		return "", fmt.Errorf("unsupported Kubernetes version %q: supported %s", v, s.KubernetesRange())

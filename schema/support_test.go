@@ -299,6 +299,9 @@ func TestKubernetesVersionRange(t *testing.T) {
 	if v, err := s.KubernetesVersion("v1.37"); err != nil || v != DefaultKubernetesVersion {
 		t.Errorf("KubernetesVersion(v1.37) = %q, %v", v, err)
 	}
+	if v, err := s.KubernetesVersion("1.35"); err != nil || v != "v1.35.4" {
+		t.Errorf("KubernetesVersion(1.35) = %q, %v", v, err)
+	}
 	if _, err := s.KubernetesVersion("v1.33.13"); err == nil || !strings.Contains(err.Error(), "v1.35 to v1.37") {
 		t.Errorf("KubernetesVersion(v1.33.13): %v", err)
 	}
