@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,7 +68,7 @@ func supportFromRolesPath(dirs []string) (*schema.Support, error) {
 	for _, d := range dirs {
 		p := filepath.Join(d, filepath.Base(schema.SupportFile))
 		data, err := os.ReadFile(p)
-		if os.IsNotExist(err) {
+		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
