@@ -40,6 +40,7 @@ func convertKubeKey(root *ynode, ps *problems) {
 	warnKubeKeyDefaults(root, spec, ps)
 	if spec != nil {
 		kubekeyKubernetesType(spec, kc)
+		kubekeyStorage(spec, kc)
 		convertKubeKeySpec(spec, kc)
 	}
 	pruneUnknown(root, reflect.TypeFor[Cluster](), "", kc)

@@ -130,6 +130,16 @@ func warnKubeKeyDefaults(root, spec *ynode, ps *problems) {
 	}
 }
 
+// kubekeyStorage drops storage.openebs: `kk create config` writes it into
+// every file as a setting, and KubeKey installs OpenEBS only when asked
+// (kk create cluster --with-local-storage), while in kubexm the block asks
+// for the installation.
+func kubekeyStorage(spec *ynode, kc *kubekeyConversion) {
+	if st := mapAt(spec, "storage"); st != nil && removeKey(st, "openebs") != nil {
+		kc.drop("spec.storage.openebs", "KubeKey installs OpenEBS only with --with-local-storage; kubexm does not install it yet")
+	}
+}
+
 // kubekeyKubernetesType drops KubeKey's kubernetes.type (kubernetes or
 // k3s: the distribution, not kubexm's install mode). k3s stays, for
 // validation to refuse by name.

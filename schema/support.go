@@ -28,16 +28,37 @@ type Support struct {
 	Components []Component       `json:"components"`
 	Checksums  string            `json:"checksums"`
 	Choices    []Choice          `json:"choices"`
+	// WarnOnlyPlaybooks install nothing: for them unsupported choices are
+	// warnings (see ForPlaybook).
+	WarnOnlyPlaybooks []string `json:"warnOnlyPlaybooks"`
 	// Source is the file the matrix was read from, for messages.
 	Source string `json:"source"`
+
+	// warnOnly reports unsupported choices as warnings.
+	warnOnly bool
+}
+
+// ForPlaybook returns the matrix as the playbook named name applies it:
+// a playbook that installs nothing (warn_only_playbooks) gets warnings
+// instead of errors.
+func (s *Support) ForPlaybook(name string) *Support {
+	if !slices.Contains(s.WarnOnlyPlaybooks, name) {
+		return s
+	}
+	c := *s
+	c.warnOnly = true
+	return &c
 }
 
 // KubernetesSupport is the Kubernetes part of the matrix.
 type KubernetesSupport struct {
-	Minors  []string    `yaml:"minors" json:"minors"`
-	Default string      `yaml:"default" json:"default"`
-	Mirrors string      `yaml:"mirrors" json:"mirrors"`
-	Skew    VersionSkew `yaml:"skew" json:"skew"`
+	Minors []string `yaml:"minors" json:"minors"`
+	// TestedPatches is the newest patch of each minor the roles were
+	// checked with; newer ones are accepted with a warning.
+	TestedPatches map[string]string `yaml:"tested_patches" json:"testedPatches"`
+	Default       string            `yaml:"default" json:"default"`
+	Mirrors       string            `yaml:"mirrors" json:"mirrors"`
+	Skew          VersionSkew       `yaml:"skew" json:"skew"`
 	// FeatureGatesRemoved maps a minor to the gates it no longer knows;
 	// they are refused for that minor and every later one.
 	FeatureGatesRemoved map[string][]string `yaml:"feature_gates_removed" json:"featureGatesRemoved"`
@@ -121,11 +142,12 @@ func ParseSupport(name string, data []byte) (*Support, error) {
 		Components []Component       `yaml:"components"`
 		Checksums  string            `yaml:"checksums"`
 		Choices    yaml.MapSlice     `yaml:"choices"`
+		WarnOnly   []string          `yaml:"warn_only_playbooks"`
 	}
 	if err := yaml.UnmarshalWithOptions(data, &raw, yaml.Strict(), yaml.UseOrderedMap()); err != nil {
 		return nil, fmt.Errorf("support matrix %s: %s", name, yaml.FormatError(err, false, true))
 	}
-	s := &Support{Kubernetes: raw.Kubernetes, Components: raw.Components, Checksums: raw.Checksums, Source: name}
+	s := &Support{Kubernetes: raw.Kubernetes, Components: raw.Components, Checksums: raw.Checksums, WarnOnlyPlaybooks: raw.WarnOnly, Source: name}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	for _, item := range raw.Choices {
@@ -179,6 +201,11 @@ func ParseSupport(name string, data []byte) (*Support, error) {
 			bad("kubernetes.minors: %s after %s; list them oldest first", m, k.Minors[i-1])
 		}
 	}
+	for m, p := range k.TestedPatches {
+		if minorOf(p) != m || !slices.Contains(k.Minors, m) {
+			bad("kubernetes.tested_patches: %s: %s is not a patch of one of the minors %v", m, p, k.Minors)
+		}
+	}
 	if !semverish.MatchString(k.Default) || !slices.Contains(k.Minors, minorOf(k.Default)) {
 		bad("kubernetes.default %q is not a version of one of the minors %v", k.Default, k.Minors)
 	}
@@ -226,6 +253,13 @@ func compareMinor(a, b string) int {
 	return 0
 }
 
+// comparePatch compares two versions of one minor by their patch numbers.
+func comparePatch(a, b string) int {
+	x, _ := strconv.Atoi(a[strings.LastIndexByte(a, '.')+1:])
+	y, _ := strconv.Atoi(b[strings.LastIndexByte(b, '.')+1:])
+	return x - y
+}
+
 // KubernetesRange says which Kubernetes versions are supported, for
 // messages: "v1.35 to v1.37 (any patch); default v1.37.2".
 func (s *Support) KubernetesRange() string {
@@ -233,13 +267,13 @@ func (s *Support) KubernetesRange() string {
 	return fmt.Sprintf("%s to %s (any patch); default %s", m[0], m[len(m)-1], s.Kubernetes.Default)
 }
 
-// KubernetesVersion normalises a version the user typed (1.37.2, v1.37)
-// and checks it against the matrix; a bare minor means its default patch
-// only when it is the default's minor.
+// KubernetesVersion normalises a version the user typed (1.37.2, v1.36)
+// and checks it against the matrix; a bare minor means the newest patch of
+// it the roles were checked with.
 func (s *Support) KubernetesVersion(v string) (string, error) {
 	v = "v" + strings.TrimPrefix(strings.TrimSpace(v), "v")
-	if v == minorOf(s.Kubernetes.Default) {
-		return s.Kubernetes.Default, nil
+	if p := s.Kubernetes.TestedPatches[v]; p != "" {
+		return p, nil
 	}
 	if !semverish.MatchString(v) || !slices.Contains(s.Kubernetes.Minors, minorOf(v)) {
 		return "", fmt.Errorf("unsupported Kubernetes version %q: supported %s", v, s.KubernetesRange())
@@ -290,8 +324,28 @@ func (c *Choice) NotSupported() []string {
 }
 
 // check records every choice of c the matrix does not support, as
-// problems at the fields that make them.
+// problems at the fields that make them (warnings for a warn-only
+// playbook).
 func (s *Support) check(c *Cluster, ps *problems) {
+	if s.warnOnly {
+		found := &problems{src: ps.src}
+		s.checkAll(c, found)
+		for _, p := range found.list {
+			ps.warnings = append(ps.warnings, Warning{Pos: p.Pos, Path: p.Path, Message: p.Message + " (ignored: this playbook installs nothing)"})
+		}
+		return
+	}
+	s.checkAll(c, ps)
+}
+
+func (s *Support) checkAll(c *Cluster, ps *problems) {
+	// Without a load balancer kubexm installs, nodes and clients reach the
+	// first master only: say so where several masters suggest HA.
+	cpe := &c.Spec.ControlPlaneEndpoint
+	if len(c.Spec.RoleGroups.Master) > 1 && cpe.LBAddress == "" && !cpe.ExternalDNS && cpe.InternalLoadbalancer == "" {
+		ps.warn("spec.controlPlaneEndpoint", "%d masters but no lb_address: kubelets, kube-proxy and kubectl reach the first master (%s) only; for HA put your load balancer at lb_address (externalLoadBalancer: external)",
+			len(c.Spec.RoleGroups.Master), c.Spec.RoleGroups.Master[0])
+	}
 	s.checkKubernetes(c, ps)
 	for _, comp := range s.Components {
 		if comp.Field == "" || !s.applies(c, comp.OnlyWith) {
@@ -394,6 +448,9 @@ func (s *Support) checkKubernetes(c *Cluster, ps *problems) {
 	case !slices.Contains(s.Kubernetes.Minors, minor):
 		ps.add(path, "supported: "+s.KubernetesRange(), "Kubernetes %s is not supported by this kubexm", v)
 		return
+	}
+	if tested := s.Kubernetes.TestedPatches[minor]; tested != "" && comparePatch(v, tested) > 0 {
+		ps.warn(path, "Kubernetes %s is newer than %s, the newest %s patch this kubexm was checked with; the settings of %s are used", v, tested, minor, minor)
 	}
 	gates := make([]string, 0, len(c.Spec.Kubernetes.FeatureGates))
 	for g := range c.Spec.Kubernetes.FeatureGates {

@@ -259,6 +259,17 @@ func TestUnsupportedChoicesRefused(t *testing.T) {
 	}
 }
 
+func TestSeveralMastersWithoutLoadBalancerWarned(t *testing.T) {
+	_, warnings, err := parseWith("c.yaml", []byte(edit(t, "plugin: calico", "plugin: flannel")), noEnv, nil)
+	if err != nil || !strings.Contains(warningText(warnings), "c.yaml:16:11: spec.controlPlaneEndpoint: 2 masters but no lb_address: kubelets, kube-proxy and kubectl reach the first master (m1) only") {
+		t.Errorf("%v %v", warnings, err)
+	}
+	_, warnings, err = parseWith("c.yaml", []byte(edit(t, "plugin: calico", "plugin: flannel", "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    externalLoadBalancer: external\n    lb_address: 192.168.1.100")), noEnv, nil)
+	if err != nil || strings.Contains(warningText(warnings), "masters but no lb_address") {
+		t.Errorf("with lb_address: %v %v", warnings, err)
+	}
+}
+
 func TestKubernetesVersionRange(t *testing.T) {
 	for _, tc := range []struct{ version, msg string }{
 		{"v1.34.9", "Kubernetes v1.34.9 is not supported"},
@@ -277,12 +288,19 @@ func TestKubernetesVersionRange(t *testing.T) {
 			t.Errorf("%s refused: %v", v, ps)
 		}
 	}
+	_, warnings, err := parseWith("c.yaml", []byte(edit(t, "plugin: calico", "plugin: flannel", "version: v1.37.2", "version: v1.36.9")), noEnv, nil)
+	if err != nil || !strings.Contains(warningText(warnings), "c.yaml:18:14: spec.kubernetes.version: Kubernetes v1.36.9 is newer than v1.36.3, the newest v1.36 patch") {
+		t.Errorf("newer patch: %v %v", warnings, err)
+	}
 	s, _ := BuiltinSupport()
 	if v, err := s.KubernetesVersion("1.36.3"); err != nil || v != "v1.36.3" {
 		t.Errorf("KubernetesVersion(1.36.3) = %q, %v", v, err)
 	}
 	if v, err := s.KubernetesVersion("v1.37"); err != nil || v != DefaultKubernetesVersion {
 		t.Errorf("KubernetesVersion(v1.37) = %q, %v", v, err)
+	}
+	if v, err := s.KubernetesVersion("1.35"); err != nil || v != "v1.35.4" {
+		t.Errorf("KubernetesVersion(1.35) = %q, %v", v, err)
 	}
 	if _, err := s.KubernetesVersion("v1.33.13"); err == nil || !strings.Contains(err.Error(), "v1.35 to v1.37") {
 		t.Errorf("KubernetesVersion(v1.33.13): %v", err)
@@ -409,9 +427,31 @@ func TestParseSupportRejectsIncoherentMatrix(t *testing.T) {
 		{"kubernetes: {minors: [v1.35], default: v1.35.1, skew: {upgrade_max_minors: 0}}\n", "kubernetes.skew"},
 		{"kubernetes: {minors: [v1.35], default: v1.35.1, feature_gates_removed: {v1.30: [X]}}\n", "not one of the minors"},
 		{"kubernetes: {minors: [v1.35], default: v1.35.1}\nbogus: 1\n", "bogus"},
+		{"kubernetes: {minors: [v1.35], default: v1.35.1, tested_patches: {v1.35: v1.36.0}}\n", "tested_patches"},
 	} {
 		if _, err := ParseSupport("m.yaml", []byte(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.msg) || !strings.Contains(err.Error(), "m.yaml") {
 			t.Errorf("%q: %v", tc.yaml, err)
+		}
+	}
+}
+
+func TestWarnOnlyPlaybook(t *testing.T) {
+	s, err := BuiltinSupport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ForPlaybook("create-cluster") != s {
+		t.Error("create-cluster is warn-only")
+	}
+	y := edit(t, "version: v1.37.2", "version: v1.33.13")
+	_, warnings, err := parseWith("c.yaml", []byte(y), noEnv, s.ForPlaybook("delete"))
+	if err != nil {
+		t.Fatalf("delete refused: %v", err)
+	}
+	w := warningText(warnings)
+	for _, want := range []string{"c.yaml:18:14: spec.kubernetes.version: Kubernetes v1.33.13 is not supported by this kubexm (ignored: this playbook installs nothing)", "calico is not supported yet"} {
+		if !strings.Contains(w, want) {
+			t.Errorf("warnings lack %q:\n%s", want, w)
 		}
 	}
 }

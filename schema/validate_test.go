@@ -240,7 +240,7 @@ func TestRoleGroupRangeExpandsInOrder(t *testing.T) {
 	if got := strings.Join(c.Spec.RoleGroups.Worker, ","); got != "w10,w08,w09" {
 		t.Errorf("worker = %s", got)
 	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0].Message, "listed twice") {
+	if strings.Count(warningText(warnings), "listed twice") != 1 {
 		t.Errorf("warnings = %v", warnings)
 	}
 	if p := c.PosOf("spec.roleGroups.worker[2]"); p.Line != 16 {

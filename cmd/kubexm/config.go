@@ -194,7 +194,7 @@ func newCreateConfigCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&version, "kubernetes-version", schema.DefaultKubernetesVersion, "Kubernetes version")
+	cmd.Flags().StringVar(&version, "kubernetes-version", schema.DefaultKubernetesVersion, "Kubernetes version: a patch of a minor kubexm support lists, or the minor alone (its newest checked patch)")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output file (default: standard output)")
 	cmd.Flags().StringVar(&name, "name", "mycluster", "cluster name")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing output file")

@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,7 +68,7 @@ func supportFromRolesPath(dirs []string) (*schema.Support, error) {
 	for _, d := range dirs {
 		p := filepath.Join(d, filepath.Base(schema.SupportFile))
 		data, err := os.ReadFile(p)
-		if os.IsNotExist(err) {
+		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
@@ -78,22 +80,38 @@ func supportFromRolesPath(dirs []string) (*schema.Support, error) {
 }
 
 // supportForPlaybook returns the matrix of the tree a playbook's roles come
-// from: a fork's own support.yaml, else the built-in one.
+// from (a fork's own support.yaml, else the built-in one), as that
+// playbook applies it.
 func supportForPlaybook(pb *engine.Playbook) (*schema.Support, error) {
 	data, where, ok, err := pb.RolesFile(filepath.Base(schema.SupportFile))
 	if err != nil {
 		return nil, fmt.Errorf("support matrix: %w", err)
 	}
-	if !ok {
-		return schema.BuiltinSupport()
+	var s *schema.Support
+	if ok {
+		s, err = schema.ParseSupport(where, data)
+	} else {
+		s, err = schema.BuiltinSupport()
 	}
-	return schema.ParseSupport(where, data)
+	if err != nil {
+		return nil, err
+	}
+	return s.ForPlaybook(pb.Name), nil
 }
 
 func writeSupportText(w io.Writer, s *schema.Support) {
 	k := s.Kubernetes
 	fmt.Fprintf(w, "Support matrix: %s\n\n", s.Source)
 	fmt.Fprintf(w, "Kubernetes: %s; from: %s\n", s.KubernetesRange(), k.Mirrors)
+	var tested []string
+	for _, m := range k.Minors {
+		if p := k.TestedPatches[m]; p != "" {
+			tested = append(tested, p)
+		}
+	}
+	if len(tested) > 0 {
+		fmt.Fprintf(w, "  checked with: %s (a newer patch is accepted with a warning)\n", strings.Join(tested, ", "))
+	}
 	sk := k.Skew
 	fmt.Fprintf(w, "  version skew: upgrade %d minor at a time; API servers within %d minor; controller-manager and scheduler up to %d older; kubelet and kube-proxy up to %d older; kubectl within %d\n",
 		sk.UpgradeMaxMinors, sk.APIServerMaxMinors, sk.ControlPlaneMaxOlderMinors, sk.NodeMaxOlderMinors, sk.KubectlMaxMinors)

@@ -24,6 +24,7 @@ func TestSupportCommand(t *testing.T) {
 	for _, want := range []string{
 		"Kubernetes: v1.35 to v1.37 (any patch); default " + schema.DefaultKubernetesVersion + "; from: roles/artifacts/defaults/main.yaml kubernetes_mirrors",
 		"kubelet and kube-proxy up to 3 older",
+		"checked with: v1.35.4, v1.36.3, v1.37.2 (a newer patch is accepted with a warning)",
 		"feature gates removed by v1.36: ",
 		"feature gates introduced by v1.37 (older minors refuse them): ",
 		"etcd         v3.6.x default: roles/etcd/defaults/main.yaml etcd_version; from: roles/etcd/defaults/main.yaml etcd_mirrors",
@@ -176,5 +177,28 @@ func TestVersionNamesTheSupportedRange(t *testing.T) {
 	out, _, err := run(t, newRootCmd(), "--version")
 	if err != nil || !strings.Contains(out, "installs Kubernetes v1.35 to v1.37 (any patch); default "+schema.DefaultKubernetesVersion) {
 		t.Errorf("--version: %q %v", out, err)
+	}
+}
+
+// TestDeleteOnlyWarns: delete installs nothing, so a cluster file from an
+// older kubexm (an older Kubernetes, kubeadm) still reaches its hosts.
+func TestDeleteOnlyWarns(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	old := strings.Replace(unsupportedCluster, "type: kubeadm", "type: kubeadm\n    version: v1.33.13", 1)
+	if err := os.WriteFile("cluster.yaml", []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := realApp()
+	var out bytes.Buffer
+	if err := a.play(context.Background(), &out, "delete", playFlags{inventory: "cluster.yaml", listHosts: true, output: "text"}); err != nil {
+		t.Fatalf("delete refused: %v", err)
+	}
+	if !strings.Contains(out.String(), "n1") {
+		t.Errorf("list-hosts: %s", out.String())
+	}
+	if err := a.play(context.Background(), &out, "create-cluster", playFlags{inventory: "cluster.yaml", listHosts: true, output: "text"}); err == nil ||
+		!strings.Contains(err.Error(), "Kubernetes v1.33.13 is not supported") {
+		t.Errorf("create-cluster: %v", err)
 	}
 }
