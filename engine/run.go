@@ -393,6 +393,13 @@ func (r *runner) closeHosts() {
 	}
 }
 
+// interrupted records that a signal stopped task t on host.
+func (r *runner) interrupted(host string, t *Task) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recap.Interrupted = append(r.recap.Interrupted, Interruption{Host: host, Task: r.red.str(t.Name), Pos: t.where()})
+}
+
 // abort stops the run for the given reason; the first reason wins.
 func (r *runner) abort(format string, args ...any) {
 	r.mu.Lock()

@@ -202,6 +202,14 @@ func TestCancelStopsRemoteCommandsAndRecaps(t *testing.T) {
 	if rc == nil || !rc.Cancelled || rc.Hosts["localhost"].Failed != 1 {
 		t.Fatalf("recap = %+v", rc)
 	}
+	// The recap says which task was interrupted where.
+	if len(rc.Interrupted) != 1 || rc.Interrupted[0].Host != "localhost" || rc.Interrupted[0].Task != "shell" ||
+		!strings.Contains(rc.Interrupted[0].Pos, "playbook.yaml:4") {
+		t.Errorf("interrupted = %+v", rc.Interrupted)
+	}
+	if e := rc.Hosts["localhost"].Error; !strings.Contains(e, `interrupted (context canceled) during task "shell" at `) {
+		t.Errorf("host error = %q", e)
+	}
 	if c.count("localhost:never") != 0 {
 		t.Error("a task ran after cancellation")
 	}

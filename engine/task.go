@@ -137,6 +137,12 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, ov *o
 		return out
 	}
 	out, vars := pr.runTaskHostFresh(ctx, t, h, ov, hv, key, &ev)
+	if ctx.Err() != nil && out.failed {
+		// Say where the run was when it was stopped, not only "context
+		// canceled": the recap lists these.
+		out.msg = fmt.Sprintf("interrupted (%v) during task %q at %s: %s", context.Cause(ctx), t.Name, t.where(), out.msg)
+		r.interrupted(h.name, t)
+	}
 	pr.applyOutcome(t, h, out)
 	if out.status == StatusChanged && len(t.Notify) > 0 {
 		pr.notify(ctx, t, h, vars)
