@@ -241,7 +241,7 @@ func (r *runner) openJournal() error {
 		}
 		return nil
 	}
-	invHash := inventoryHash(r.inv)
+	invHash := inventoryHash(r.inv, r.red)
 	hdr := journalRecord{Run: r.runID, Playbook: r.pb.Name, PlaybookHash: r.pb.Hash, InventoryHash: invHash}
 	var done map[string]journalRecord
 	if r.opts.Resume != "" {
