@@ -451,17 +451,22 @@ func tagsSelected(tags, only, skip []string) bool {
 }
 
 // startAtReached applies --start-at-task: tasks before the first one whose
-// name matches are not run.
-func (r *runner) startAtReached(name string) bool {
+// name matches are not run. A role's task matches by its name alone and as
+// `--list-tasks` prints it, "role : name".
+func (r *runner) startAtReached(t *Task) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.started {
 		return true
 	}
-	if name == r.opts.StartAt {
-		r.started = true
-	} else if ok, _ := filepath.Match(r.opts.StartAt, name); ok {
-		r.started = true
+	names := []string{t.Name}
+	if role := t.RoleName(); role != "" {
+		names = append(names, role+" : "+t.Name)
+	}
+	for _, name := range names {
+		if ok, _ := filepath.Match(r.opts.StartAt, name); ok || name == r.opts.StartAt {
+			r.started = true
+		}
 	}
 	return r.started
 }
