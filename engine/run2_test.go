@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
 )
 
@@ -395,5 +396,50 @@ func TestSecretsMaskedInEveryEncoding(t *testing.T) {
 	}
 	if !strings.Contains(text.String(), "********") {
 		t.Errorf("nothing masked:\n%s", text.String())
+	}
+}
+
+// A panic in a builtin fails that task on that host, with a recap; the
+// other hosts go on, and -vvv shows the stack.
+func TestBuiltinPanicFailsOnlyThatTaskHost(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"playbook.yaml": `
+- hosts: web
+  tasks:
+    - boom: {}
+      when: inventory_hostname == "h1"
+    - probe: after
+`})
+	c := &calls{}
+	reg := testRegistry(c)
+	reg["boom"] = fakeBuiltin{spec: step.Spec{Name: "boom"}, run: func(context.Context, *step.Env, step.Args) (step.Result, error) {
+		var m map[string]int
+		m["x"] = 1 // a nil map write: a real bug
+		return step.Result{}, nil
+	}}
+	pb, err := Load(context.Background(), dir, LoadOptions{Builtins: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []Event
+	var mu sync.Mutex
+	rc, err := Run(context.Background(), pb, testInventory(), RunOptions{Verbosity: 3,
+		Output: SinkFunc(func(e Event) { mu.Lock(); events = append(events, e); mu.Unlock() })})
+	if !errors.Is(err, ErrFailed) {
+		t.Fatalf("err = %v", err)
+	}
+	if rc.Hosts["h1"].Failed != 1 || !strings.Contains(rc.Hosts["h1"].Error, "internal error") || !strings.Contains(rc.Hosts["h1"].Error, "assignment to entry in nil map") {
+		t.Errorf("h1 = %+v", rc.Hosts["h1"])
+	}
+	if c.count("h2:after") != 1 {
+		t.Errorf("h2 did not go on: %v", c.sorted())
+	}
+	stack := false
+	for _, e := range events {
+		if e.Kind == EventLog && strings.Contains(e.Message, "goroutine") {
+			stack = true
+		}
+	}
+	if !stack {
+		t.Error("no stack at -vvv")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -476,7 +477,7 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 			tctx, cancel = context.WithTimeout(ctx, t.Timeout)
 		}
 		var rerr error
-		res, rerr = t.impl.Run(tctx, env, step.Args(args))
+		res, rerr = pr.callBuiltin(tctx, t, h, env, step.Args(args))
 		timedOut := t.Timeout > 0 && errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 		cancel()
 		if timedOut {
@@ -560,6 +561,24 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 	stdout, _ = reg["stdout"].(string)
 	stderr, _ = reg["stderr"].(string)
 	return out, stdout, stderr, res.Diff
+}
+
+// callBuiltin runs t's builtin. A panic in it fails this task on this host
+// only, like any error: the other hosts and the recap go on.
+func (pr *playRun) callBuiltin(ctx context.Context, t *Task, h *hostState, env *step.Env, args step.Args) (res step.Result, err error) {
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		res = step.Result{}
+		err = fmt.Errorf("%s: builtin %s failed with an internal error (a bug in kubexm: please report it; -vvv prints the stack): %v", t.Pos, t.Action, p)
+		if pr.r.opts.Verbosity >= 3 {
+			pr.r.emit(Event{Kind: EventLog, Play: pr.p.Name, Task: t.Name, Host: h.name,
+				Message: fmt.Sprintf("panic in builtin %s: %v\n%s", t.Action, p, debug.Stack())})
+		}
+	}()
+	return t.impl.Run(ctx, env, args)
 }
 
 // checkRendered checks the arguments that were templates, now that they have
