@@ -44,7 +44,8 @@ type RunOptions struct {
 	NoJournal bool           // do not write a journal (list and check modes)
 	// HostLock takes a lock on every remote host for the whole run, so two
 	// runs that change the same host refuse to overlap.
-	HostLock bool
+	HostLock     bool
+	hostLockWait time.Duration // how long to wait for a host's lock; tests shorten it
 }
 
 // ErrFailed is returned (wrapped) when some host failed; the recap says which.
