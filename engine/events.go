@@ -103,6 +103,16 @@ type Recap struct {
 	Aborted string `json:"aborted,omitempty"`
 	// Journal is the directory of the run's journal, if one was written.
 	Journal string `json:"journal,omitempty"`
+	// Interrupted lists the tasks a cancelled run stopped, per host.
+	Interrupted []Interruption `json:"interrupted,omitempty"`
+}
+
+// Interruption is a task that was running on a host when the run was
+// cancelled.
+type Interruption struct {
+	Host string `json:"host"`
+	Task string `json:"task"`
+	Pos  string `json:"pos"`
 }
 
 func (r *Recap) host(name string) *HostStats {

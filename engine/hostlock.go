@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,21 +17,27 @@ import (
 
 // hostLockScript holds an flock on the host for as long as its stdin stays
 // open: until the run ends, or until the connection is lost and sshd ends
-// the session, so a lock is never left behind by a run that died. Its first
+// the session, so a lock is never left behind by a run that died. It waits
+// a little for the lock: sshd may not yet have ended the session of a run
+// killed a moment ago. Its first
 // line is "locked" once it holds the lock, or "busy: <holder>" before it
 // exits 1.
 const hostLockScript = `f=/run/lock/kubexm.lock
 [ -d /run/lock ] || f=/var/lock/kubexm.lock
 command -v flock >/dev/null 2>&1 || { echo "flock(1) is not installed"; exit 3; }
 exec 9>>"$f" || exit 2
-if ! flock -n 9; then printf 'busy: '; cat "$f.holder" 2>/dev/null; echo; exit 1; fi
+if ! flock -w "$2" 9; then printf 'busy: '; cat "$f.holder" 2>/dev/null; echo; exit 1; fi
 printf '%s\n' "$1" >"$f.holder"
 echo locked
 cat >/dev/null
 rm -f "$f.holder"`
 
-// hostLockTimeout bounds how long taking a host's lock may take.
-const hostLockTimeout = 30 * time.Second
+// hostLockWait is how long a run waits for a host's lock; hostLockTimeout
+// bounds the whole exchange.
+const (
+	hostLockWait    = 15 * time.Second
+	hostLockTimeout = hostLockWait + 30*time.Second
+)
 
 // lockHost takes the host's kubexm lock for a run that changes it, and
 // returns the function that releases it.
@@ -47,7 +54,8 @@ func (r *runner) lockHost(ctx context.Context, name string, t transport.Transpor
 	go func() {
 		defer close(done)
 		res, err = t.Run(context.WithoutCancel(ctx), transport.Command{
-			Argv: []string{"/bin/sh", "-c", hostLockScript, "sh", holder}, Become: true, Stdin: stdin, Stdout: out})
+			Argv:   []string{"/bin/sh", "-c", hostLockScript, "sh", holder, strconv.Itoa(int(cmp.Or(r.opts.hostLockWait, hostLockWait).Seconds()))},
+			Become: true, Stdin: stdin, Stdout: out})
 	}()
 	release := func() {
 		hold.Close()

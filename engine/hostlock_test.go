@@ -29,11 +29,11 @@ func TestHostLockRefusesASecondRun(t *testing.T) {
 	}
 	inv := &inventory.Inventory{Hosts: []inventory.Host{{Name: "r1", Address: "192.0.2.1"}}, Groups: map[string][]string{}}
 	run := func(nap string) (*Recap, error) {
-		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, ExtraVars: map[string]any{"nap": nap},
+		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, hostLockWait: time.Second, ExtraVars: map[string]any{"nap": nap},
 			Connect: func(_ context.Context, h *inventory.Host) (transport.Transport, error) { return local.New(h.Name), nil }})
 	}
 	first := make(chan error, 1)
-	go func() { _, err := run("2"); first <- err }()
+	go func() { _, err := run("4"); first <- err }()
 	time.Sleep(700 * time.Millisecond)
 	rc, err := run("0")
 	if err == nil || !strings.Contains(rc.Hosts["r1"].Error, "in use by another kubexm run (kubexm run ") {

@@ -70,11 +70,13 @@ func newRunID(now time.Time) string {
 	return now.UTC().Format("20060102-150405.000") + "-" + hex.EncodeToString(b[:])
 }
 
-// inventoryHash identifies an inventory for resume; secrets take part only
-// through a hash, never in clear.
-func inventoryHash(inv *inventory.Inventory) string {
-	h := sha256.New()
-	enc := json.NewEncoder(h)
+// inventoryHash identifies an inventory for resume. Secrets take no part:
+// an unsalted hash over a password lets anyone who reads the journal test
+// guesses against it, and a changed password changes nothing a resumed run
+// would skip.
+func inventoryHash(inv *inventory.Inventory, red *redactor) string {
+	var buf strings.Builder
+	enc := json.NewEncoder(&buf)
 	// Encoding errors cannot happen for these plain types except for
 	// unsupported values in Vars, which then simply hash as their error.
 	if err := enc.Encode(struct {
@@ -83,9 +85,10 @@ func inventoryHash(inv *inventory.Inventory) string {
 		GV     map[string]map[string]any
 		Vars   map[string]any
 	}{inv.Hosts, inv.Groups, inv.GroupVars, inv.Vars}); err != nil {
-		h.Write([]byte(err.Error()))
+		buf.WriteString(err.Error())
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	sum := sha256.Sum256([]byte(red.str(buf.String())))
+	return hex.EncodeToString(sum[:])
 }
 
 func runsDir(workDir string) string { return filepath.Join(workDir, "runs") }

@@ -259,3 +259,23 @@ func TestResumeNeverRestoresMaskedValues(t *testing.T) {
 		t.Errorf("resumed run executed %v", c.sorted())
 	}
 }
+
+// The journal's inventory hash is computed without the secrets: it cannot
+// be used to test password guesses, and a changed password does not stop a
+// resume; any other change does.
+func TestInventoryHashLeavesSecretsOut(t *testing.T) {
+	hash := func(pw, addr string) string {
+		inv := testInventory()
+		inv.Hosts[2].Password = pw
+		inv.Hosts[2].Address = addr
+		inv.OtherSecrets = []string{"reg-" + pw}
+		inv.Vars["registry_password"] = "reg-" + pw
+		return inventoryHash(inv, newRedactor(inv.Secrets()))
+	}
+	if hash("first-password", "10.0.0.3") != hash("other-password", "10.0.0.3") {
+		t.Error("the hash depends on the passwords")
+	}
+	if hash("first-password", "10.0.0.3") == hash("first-password", "10.0.0.4") {
+		t.Error("the hash does not depend on the addresses")
+	}
+}

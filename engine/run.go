@@ -47,7 +47,8 @@ type RunOptions struct {
 	ForceHandlers bool
 	// HostLock takes a lock on every remote host for the whole run, so two
 	// runs that change the same host refuse to overlap.
-	HostLock bool
+	HostLock     bool
+	hostLockWait time.Duration // how long to wait for a host's lock; tests shorten it
 }
 
 // ErrFailed is returned (wrapped) when some host failed; the recap says which.
@@ -262,7 +263,7 @@ func (r *runner) openJournal() error {
 		}
 		return nil
 	}
-	invHash := inventoryHash(r.inv)
+	invHash := inventoryHash(r.inv, r.red)
 	hdr := journalRecord{Run: r.runID, Playbook: r.pb.Name, PlaybookHash: r.pb.Hash, InventoryHash: invHash}
 	var done map[string]journalRecord
 	if r.opts.Resume != "" {
@@ -414,6 +415,13 @@ func (r *runner) closeHosts() {
 	}
 }
 
+// interrupted records that a signal stopped task t on host.
+func (r *runner) interrupted(host string, t *Task) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recap.Interrupted = append(r.recap.Interrupted, Interruption{Host: host, Task: r.red.str(t.Name), Pos: t.where()})
+}
+
 // abort stops the run for the given reason; the first reason wins.
 func (r *runner) abort(format string, args ...any) {
 	r.mu.Lock()
@@ -465,17 +473,22 @@ func tagsSelected(tags, only, skip []string) bool {
 }
 
 // startAtReached applies --start-at-task: tasks before the first one whose
-// name matches are not run.
-func (r *runner) startAtReached(name string) bool {
+// name matches are not run. A role's task matches by its name alone and as
+// `--list-tasks` prints it, "role : name".
+func (r *runner) startAtReached(t *Task) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.started {
 		return true
 	}
-	if name == r.opts.StartAt {
-		r.started = true
-	} else if ok, _ := filepath.Match(r.opts.StartAt, name); ok {
-		r.started = true
+	names := []string{t.Name}
+	if role := t.RoleName(); role != "" {
+		names = append(names, role+" : "+t.Name)
+	}
+	for _, name := range names {
+		if ok, _ := filepath.Match(r.opts.StartAt, name); ok || name == r.opts.StartAt {
+			r.started = true
+		}
 	}
 	return r.started
 }

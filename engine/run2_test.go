@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
 )
 
@@ -201,6 +202,14 @@ func TestCancelStopsRemoteCommandsAndRecaps(t *testing.T) {
 	}
 	if rc == nil || !rc.Cancelled || rc.Hosts["localhost"].Failed != 1 {
 		t.Fatalf("recap = %+v", rc)
+	}
+	// The recap says which task was interrupted where.
+	if len(rc.Interrupted) != 1 || rc.Interrupted[0].Host != "localhost" || rc.Interrupted[0].Task != "shell" ||
+		!strings.Contains(rc.Interrupted[0].Pos, "playbook.yaml:4") {
+		t.Errorf("interrupted = %+v", rc.Interrupted)
+	}
+	if e := rc.Hosts["localhost"].Error; !strings.Contains(e, `interrupted (context canceled) during task "shell" at `) {
+		t.Errorf("host error = %q", e)
 	}
 	if c.count("localhost:never") != 0 {
 		t.Error("a task ran after cancellation")
@@ -425,5 +434,50 @@ func TestUntilSaysWhatItLastSaw(t *testing.T) {
 		if msgs[host] != want {
 			t.Errorf("%s: message\n  %q\nwant\n  %q", host, msgs[host], want)
 		}
+	}
+}
+
+// A panic in a builtin fails that task on that host, with a recap; the
+// other hosts go on, and -vvv shows the stack.
+func TestBuiltinPanicFailsOnlyThatTaskHost(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"playbook.yaml": `
+- hosts: web
+  tasks:
+    - boom: {}
+      when: inventory_hostname == "h1"
+    - probe: after
+`})
+	c := &calls{}
+	reg := testRegistry(c)
+	reg["boom"] = fakeBuiltin{spec: step.Spec{Name: "boom"}, run: func(context.Context, *step.Env, step.Args) (step.Result, error) {
+		var m map[string]int
+		m["x"] = 1 // a nil map write: a real bug
+		return step.Result{}, nil
+	}}
+	pb, err := Load(context.Background(), dir, LoadOptions{Builtins: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []Event
+	var mu sync.Mutex
+	rc, err := Run(context.Background(), pb, testInventory(), RunOptions{Verbosity: 3,
+		Output: SinkFunc(func(e Event) { mu.Lock(); events = append(events, e); mu.Unlock() })})
+	if !errors.Is(err, ErrFailed) {
+		t.Fatalf("err = %v", err)
+	}
+	if rc.Hosts["h1"].Failed != 1 || !strings.Contains(rc.Hosts["h1"].Error, "internal error") || !strings.Contains(rc.Hosts["h1"].Error, "assignment to entry in nil map") {
+		t.Errorf("h1 = %+v", rc.Hosts["h1"])
+	}
+	if c.count("h2:after") != 1 {
+		t.Errorf("h2 did not go on: %v", c.sorted())
+	}
+	stack := false
+	for _, e := range events {
+		if e.Kind == EventLog && strings.Contains(e.Message, "goroutine") {
+			stack = true
+		}
+	}
+	if !stack {
+		t.Error("no stack at -vvv")
 	}
 }

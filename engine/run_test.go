@@ -243,6 +243,21 @@ plays:
 			calls: []string{"h1:b", "h1:c"},
 		},
 		{
+			// The guide's example: the name as --list-tasks prints it.
+			name: "start at a role's task as listed",
+			files: map[string]string{"playbook.yaml": `
+- hosts: h1
+  roles: [etcd]
+`, "roles/etcd/tasks/main.yaml": `
+- {name: Install etcd, probe: a}
+- {name: Start etcd, probe: b}
+- {name: Check etcd, probe: c}
+`},
+			opts:  RunOptions{StartAt: "etcd : Start*"},
+			want:  map[string]HostStats{"h1": stats(2, 0, 0, 0)},
+			calls: []string{"h1:b", "h1:c"},
+		},
+		{
 			name: "limit and host patterns",
 			files: map[string]string{"playbook.yaml": `
 - hosts: "all:!db"

@@ -343,7 +343,7 @@ func (pr *playRun) runTask(ctx context.Context, t *Task, hosts []*hostState, ov 
 		}
 		return pr.runInclude(ctx, t, hosts, ov)
 	}
-	if !pr.r.selected(t.Tags) || !pr.r.startAtReached(t.Name) {
+	if !pr.r.selected(t.Tags) || !pr.r.startAtReached(t) {
 		return nil
 	}
 	return pr.runAction(ctx, t, hosts, ov, false)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -143,6 +144,12 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, ov *o
 		return out
 	}
 	out, vars := pr.runTaskHostFresh(ctx, t, h, ov, hv, key, &ev)
+	if ctx.Err() != nil && out.failed {
+		// Say where the run was when it was stopped, not only "context
+		// canceled": the recap lists these.
+		out.msg = fmt.Sprintf("interrupted (%v) during task %q at %s: %s", context.Cause(ctx), t.Name, t.where(), out.msg)
+		r.interrupted(h.name, t)
+	}
 	pr.applyOutcome(t, h, out)
 	if out.status == StatusChanged && len(t.Notify) > 0 {
 		pr.notify(ctx, t, h, vars)
@@ -479,7 +486,7 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 			tctx, cancel = context.WithTimeout(ctx, t.Timeout)
 		}
 		var rerr error
-		res, rerr = t.impl.Run(tctx, env, step.Args(args))
+		res, rerr = pr.callBuiltin(tctx, t, h, env, step.Args(args))
 		timedOut := t.Timeout > 0 && errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 		cancel()
 		if timedOut {
@@ -564,6 +571,24 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 	stdout, _ = reg["stdout"].(string)
 	stderr, _ = reg["stderr"].(string)
 	return out, stdout, stderr, res.Diff
+}
+
+// callBuiltin runs t's builtin. A panic in it fails this task on this host
+// only, like any error: the other hosts and the recap go on.
+func (pr *playRun) callBuiltin(ctx context.Context, t *Task, h *hostState, env *step.Env, args step.Args) (res step.Result, err error) {
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		res = step.Result{}
+		err = fmt.Errorf("%s: builtin %s failed with an internal error (a bug in kubexm: please report it; -vvv prints the stack): %v", t.Pos, t.Action, p)
+		if pr.r.opts.Verbosity >= 3 {
+			pr.r.emit(Event{Kind: EventLog, Play: pr.p.Name, Task: t.Name, Host: h.name,
+				Message: fmt.Sprintf("panic in builtin %s: %v\n%s", t.Action, p, debug.Stack())})
+		}
+	}()
+	return t.impl.Run(ctx, env, args)
 }
 
 // checkRendered checks the arguments that were templates, now that they have

@@ -80,9 +80,11 @@ func Inventory(c *Cluster, source string) (*inventory.Inventory, error) {
 				User:           cmp.Or(b.User, ih.User),
 				Password:       b.Password,
 				PrivateKeyPath: ih.PrivateKeyPath,
+				Passphrase:     cmp.Or(b.Passphrase, ih.Passphrase),
 			}
 			if b.PrivateKeyPath != "" {
 				ih.Bastion.PrivateKeyPath = c.resolvePath(b.PrivateKeyPath)
+				ih.Bastion.Passphrase = b.Passphrase
 			}
 		}
 		inv.Hosts = append(inv.Hosts, ih)
@@ -191,6 +193,7 @@ func specVars(s *Spec) map[string]any {
 	dropBastionSecret := func(v any) {
 		if bm, ok := v.(map[string]any); ok {
 			delete(bm, "password")
+			delete(bm, "privateKeyPassphrase")
 		}
 	}
 	for _, h := range m["hosts"].([]any) {

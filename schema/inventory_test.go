@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -134,13 +135,16 @@ func TestInventoryBastionAndSudo(t *testing.T) {
 kind: Cluster
 metadata: {name: jump}
 spec:
-  bastion: {address: jump.example.com, user: ops, password: "${JUMP_PW}"}
+  bastion: {address: jump.example.com, user: ops, password: "${JUMP_PW}", privateKeyPath: JUMPKEY, privateKeyPassphrase: "${JUMP_KEY_PW}"}
   hosts:
   - {name: node1, address: 10.0.0.1, user: admin, password: pw1, privateKeyPassphrase: "${KEY_PW}"}
   - {name: node2, address: 10.0.0.2, user: admin, password: pw2, sudoPassword: sudo2, bastion: {address: 10.9.9.9, port: 2222}}
   roleGroups: {etcd: [node1], master: [node1], worker: [node2]}
 `
-	env := map[string]string{"JUMP_PW": "jumpsecret", "KEY_PW": "keysecret"}
+	jumpKey := filepath.Join(t.TempDir(), "jump")
+	os.WriteFile(jumpKey, []byte("key"), 0o600)
+	y = strings.Replace(y, "JUMPKEY", jumpKey, 1)
+	env := map[string]string{"JUMP_PW": "jumpsecret", "KEY_PW": "keysecret", "JUMP_KEY_PW": "jumpkeysecret"}
 	c, _, err := parse("jump.yaml", []byte(y), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
@@ -153,13 +157,17 @@ spec:
 	if h1.Bastion == nil || h1.Bastion.Address != "jump.example.com" || h1.Bastion.Port != 22 || h1.Bastion.User != "ops" || h1.Bastion.Password != "jumpsecret" {
 		t.Errorf("node1 bastion from spec.bastion = %+v", h1.Bastion)
 	}
+	// The bastion's own encrypted key has its own passphrase.
+	if h1.Bastion.PrivateKeyPath != jumpKey || h1.Bastion.Passphrase != "jumpkeysecret" {
+		t.Errorf("node1 bastion key %q passphrase %q", h1.Bastion.PrivateKeyPath, h1.Bastion.Passphrase)
+	}
 	if h1.Passphrase != "keysecret" || h1.BecomePassword != "pw1" {
 		t.Errorf("node1 passphrase %q, sudo password %q (want the login password)", h1.Passphrase, h1.BecomePassword)
 	}
 	if h2.Bastion == nil || h2.Bastion.Address != "10.9.9.9" || h2.Bastion.Port != 2222 || h2.Bastion.User != "admin" || h2.BecomePassword != "sudo2" {
 		t.Errorf("node2 = %+v bastion %+v", h2, h2.Bastion)
 	}
-	for _, s := range []string{"jumpsecret", "keysecret", "sudo2", "pw1", "pw2"} {
+	for _, s := range []string{"jumpsecret", "keysecret", "sudo2", "pw1", "pw2", "jumpkeysecret"} {
 		if !slices.Contains(inv.Secrets(), s) {
 			t.Errorf("%q is not masked", s)
 		}
@@ -169,7 +177,7 @@ spec:
 		t.Fatal(err)
 	}
 	for _, s := range []string{"jumpsecret", "keysecret", "sudo2", "pw1"} {
-		if strings.Contains(string(out), s) {
+		if strings.Contains(string(out), s) || strings.Contains(fmt.Sprint(inv.Vars), s) {
 			t.Errorf("config view shows %q:\n%s", s, out)
 		}
 	}

@@ -22,10 +22,12 @@ func expandSecrets(c *Cluster, ps *problems, lookup func(string) (string, bool))
 		resolveSecret(c, ps, lookup, &h.SudoPassword, "", child(p, "sudoPassword"), "")
 		if h.Bastion != nil {
 			resolveSecret(c, ps, lookup, &h.Bastion.Password, "", child(child(p, "bastion"), "password"), "")
+			resolveSecret(c, ps, lookup, &h.Bastion.Passphrase, "", child(child(p, "bastion"), "privateKeyPassphrase"), "")
 		}
 	}
 	if c.Spec.Bastion != nil {
 		resolveSecret(c, ps, lookup, &c.Spec.Bastion.Password, "", "spec.bastion.password", "")
+		resolveSecret(c, ps, lookup, &c.Spec.Bastion.Passphrase, "", "spec.bastion.privateKeyPassphrase", "")
 	}
 	for name, a := range c.Spec.Registry.Auths {
 		p := key("spec.registry.auths", name)
@@ -127,5 +129,6 @@ func maskedBastion(b *Bastion) *Bastion {
 	}
 	m := *b
 	maskString(&m.Password)
+	maskString(&m.Passphrase)
 	return &m
 }

@@ -72,6 +72,7 @@ type Bastion struct {
 	User           string `yaml:"user,omitempty" doc:"SSH user. Default: the host's user."`
 	Password       string `yaml:"password,omitempty" doc:"${ENV_VAR} reads it from the environment. Never printed."`
 	PrivateKeyPath string `yaml:"privateKeyPath,omitempty" doc:"Default: the host's key."`
+	Passphrase     string `yaml:"privateKeyPassphrase,omitempty" doc:"Passphrase of an encrypted bastion key; default: the host's when the key is the host's. ${ENV_VAR} reads it from the environment. Never printed."`
 }
 
 // RoleGroups assigns roles to hosts by name.

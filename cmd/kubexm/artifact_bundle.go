@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -519,8 +520,16 @@ func unpackBundle(ctx context.Context, p, dir string) (*bundleManifest, error) {
 			if m, err = parseManifest(data); err != nil {
 				return nil, bad(name, "%v", err)
 			}
+			var total int64
 			for _, a := range m.Artifacts {
 				want[a.Path] = a
+				total += a.Size
+			}
+			// A full disk is found before the first byte is written, not
+			// halfway through gigabytes.
+			if free, err := freeBytes(dir); err == nil && total > 0 && uint64(total) > free {
+				return nil, bad("", "unpacking needs %d MiB in %s, which has %d MiB free; free some space, or give --workdir on a larger disk",
+					total>>20, filepath.Dir(dir), free>>20)
 			}
 			if err := writeFileIn(dir, name, strings.NewReader(string(data)), 0o644); err != nil {
 				return nil, err
@@ -556,7 +565,7 @@ func unpackBundle(ctx context.Context, p, dir string) (*bundleManifest, error) {
 			if err != nil {
 				var pe *fs.PathError
 				if errors.As(err, &pe) {
-					return nil, err
+					return nil, bad(name, "unpacking into %s: %v", dir, err)
 				}
 				return nil, bad(name, "the bundle is truncated or corrupt in this file: %v", err)
 			}
@@ -620,4 +629,14 @@ func writeFileIn(dir, name string, r io.Reader, mode os.FileMode) error {
 		err = cerr
 	}
 	return err
+}
+
+// freeBytes is the space an unprivileged process may still use on the file
+// system holding dir.
+func freeBytes(dir string) (uint64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
 }

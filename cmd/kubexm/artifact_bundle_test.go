@@ -277,6 +277,13 @@ func TestBundleBad(t *testing.T) {
 			}
 			return h, d
 		}), []string{"manifest.json", "format version 99"}},
+		// More than any disk holds: refused before anything is written.
+		{"larger than the free space", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+			if h.Name == "manifest.json" {
+				d = editManifest(t, d, func(m *bundleManifest) { m.Artifacts[0].Size = 1 << 60 })
+			}
+			return h, d
+		}), []string{"unpacking needs", "MiB free", "--workdir"}},
 		{"truncated", truncated, []string{"truncated or corrupt"}},
 		{"a damaged gzip trailer", tail, []string{"truncated or corrupt"}},
 		{"not gzip", notGzip, []string{"not a gzip file"}},

@@ -32,6 +32,7 @@ type Bastion struct {
 	User           string
 	Password       string // secret
 	PrivateKeyPath string
+	Passphrase     string // secret: of an encrypted PrivateKeyPath
 }
 
 // Inventory is all hosts and groups of a run.
@@ -82,6 +83,7 @@ func (inv *Inventory) Secrets() []string {
 		add(h.BecomePassword)
 		if h.Bastion != nil {
 			add(h.Bastion.Password)
+			add(h.Bastion.Passphrase)
 		}
 	}
 	for _, s := range inv.OtherSecrets {

@@ -219,6 +219,9 @@ func (t *Text) recap(e engine.Event) {
 			fmt.Fprintf(t.w, "  %s: %s\n", h, s.Error)
 		}
 	}
+	for _, in := range rc.Interrupted {
+		fmt.Fprintf(t.w, "  interrupted: %s in task %q (%s)\n", in.Host, in.Task, in.Pos)
+	}
 	state := "finished"
 	switch {
 	case rc.Cancelled:

@@ -149,14 +149,54 @@ func (t *Transport) run(ctx context.Context, c transport.Command, mode runMode) 
 			}
 			return res, nil
 		case <-ctx.Done():
-			if pid > 0 && !mode.control {
-				t.kill(pid, sudo, c.BecomeUser)
-			}
-			sess.Close()
-			<-waited
-			return result(), t.ctxError(ctx, c)
+			return result(), t.stop(ctx, c, pid, sudo, mode, sess, cn, waited)
 		}
 	}
+}
+
+// stopWait bounds how long a cancelled command's kill may take: the kill
+// script's grace between SIGTERM and SIGKILL, and a little for the round
+// trip. A connection that does not answer by then is given up on.
+const stopWait = transport.KillGrace + 2*time.Second
+
+// stop ends a cancelled command: it kills the command's process group on
+// the host over another session and closes the session, in at most about
+// stopWait even when the connection has stalled (then the connection is
+// dropped, and the error says the command may still be running).
+func (t *Transport) stop(ctx context.Context, c transport.Command, pid int, sudo bool, mode runMode, sess *gossh.Session, cn *conn, waited <-chan error) error {
+	err := t.ctxError(ctx, c)
+	killed := make(chan error, 1)
+	if pid > 0 && !mode.control {
+		go func() { killed <- t.kill(pid, sudo, c.BecomeUser) }()
+	} else {
+		killed <- nil
+	}
+	var kerr error
+	select {
+	case kerr = <-killed:
+	case <-time.After(stopWait):
+		kerr = fmt.Errorf("the host did not answer within %s", stopWait)
+		// Nothing more can be done over this connection; dropping it also
+		// ends the kill that waits for a session.
+		t.drop(cn)
+	}
+	sess.Close()
+	select {
+	case <-waited:
+	case <-time.After(time.Second):
+		// The session cannot even be closed: the connection is stalled.
+		t.drop(cn)
+		if kerr == nil {
+			kerr = errors.New("the connection stalled")
+		}
+	}
+	if kerr != nil {
+		return fmt.Errorf("%w; it may still be running on the host: stopping it failed: %v", err, kerr)
+	}
+	if pid > 0 && !mode.control {
+		return fmt.Errorf("%w; stopped on the host", err)
+	}
+	return err
 }
 
 func (t *Transport) ctxError(ctx context.Context, c transport.Command) error {
@@ -168,11 +208,15 @@ func (t *Transport) ctxError(ctx context.Context, c transport.Command) error {
 
 // kill stops the process group of a cancelled command over a separate
 // session (closing a session without a pty leaves the process running).
-func (t *Transport) kill(pid int, sudo bool, becomeUser string) {
-	ctx, cancel := context.WithTimeout(context.Background(), transport.KillGrace+10*time.Second)
+func (t *Transport) kill(pid int, sudo bool, becomeUser string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), stopWait)
 	defer cancel()
 	script := transport.KillGroupScript(pid, transport.KillGrace)
-	t.run(ctx, transport.Command{Script: script, Become: sudo, BecomeUser: becomeUser}, runMode{capture: true, control: true})
+	res, err := t.run(ctx, transport.Command{Script: script, Become: sudo, BecomeUser: becomeUser}, runMode{capture: true, control: true})
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("kill exited %d: %s", res.ExitCode, res.Stderr)
+	}
+	return err
 }
 
 func describe(c transport.Command) string {

@@ -258,7 +258,7 @@ func (t *Transport) dial(ctx context.Context) (*conn, error) {
 		if buser == "" {
 			buser = t.user
 		}
-		bmethods, brelease, err := authMethods(credentials{user: buser, password: b.Password, keyPath: b.PrivateKeyPath}, t.opts.AgentSocket)
+		bmethods, brelease, err := authMethods(credentials{user: buser, password: b.Password, keyPath: b.PrivateKeyPath, passphrase: b.Passphrase}, t.opts.AgentSocket)
 		if err != nil {
 			release()
 			return nil, &DialError{Host: t.name, Addr: baddr, Cause: CauseBastion, Err: fmt.Errorf("bastion: %w", err)}

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -486,5 +487,67 @@ func TestUploadNotWorldReadableWhileWritten(t *testing.T) {
 	}
 	if st, err := os.Stat(dst); err != nil || st.Mode().Perm() != 0o644 {
 		t.Fatalf("final file: %v %v, want 0644", st.Mode(), err)
+	}
+}
+
+// descendants lists the processes below pid.
+func descendants(pid int) []int {
+	out, _ := exec.Command("ps", "-e", "-o", "pid=,ppid=").Output()
+	children := map[int][]int{}
+	for _, l := range strings.Split(string(out), "\n") {
+		var p, pp int
+		if _, err := fmt.Sscan(l, &p, &pp); err == nil {
+			children[pp] = append(children[pp], p)
+		}
+	}
+	var all []int
+	var walk func(int)
+	walk = func(p int) {
+		for _, c := range children[p] {
+			all = append(all, c)
+			walk(c)
+		}
+	}
+	walk(pid)
+	return all
+}
+
+// Cancelling a command over a connection that stopped answering returns
+// within a bounded time and says the command may still be running.
+func TestCancelOverStalledConnection(t *testing.T) {
+	tr := dialT(t, server.keyHost("stall"), server.opts(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := tr.Run(ctx, transport.Command{Argv: []string{"sleep", "600.301"}})
+		done <- err
+	}()
+	time.Sleep(time.Second)
+	// Freeze every sshd process serving a connection (not the listener):
+	// the TCP connection stays open and nothing answers.
+	frozen := descendants(server.cmd.Process.Pid)
+	for _, p := range frozen {
+		syscall.Kill(p, syscall.SIGSTOP)
+	}
+	defer func() {
+		for _, p := range frozen {
+			syscall.Kill(p, syscall.SIGCONT)
+		}
+		exec.Command("pkill", "-f", "sleep 600.301").Run()
+	}()
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		el := time.Since(start)
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "may still be running") {
+			t.Errorf("err = %v", err)
+		}
+		if el > stopWait+3*time.Second {
+			t.Errorf("cancel took %s", el)
+		}
+		t.Logf("cancel over a stalled connection returned after %s: %v", el.Round(time.Millisecond), err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("cancel over a stalled connection did not return within 30 s")
 	}
 }
