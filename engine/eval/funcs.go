@@ -94,7 +94,7 @@ func ipFamily(ipOrCidr string) (string, error) {
 
 // shquote makes values safe to put into shell text (shell:, command: cmd,
 // wait_for command): each value becomes one POSIX shell word, single-quoted
-// when it holds anything but letters, digits and -_./=:,+@%; a list gives one
+// when it holds anything but letters, digits and -_./:,+@%; a list gives one
 // word per item, separated by spaces, so `for p in {{ .pkgs | shquote }}`
 // loops over the items. sprig's quote is not this: it writes a Go
 // double-quoted string, inside which the shell still expands $(...) and `...`.
@@ -125,7 +125,13 @@ func shquote(values ...any) (string, error) {
 			if strings.IndexByte(s, 0) >= 0 {
 				return fmt.Errorf("shquote: %q holds a NUL byte, which no shell word can carry", s)
 			}
-			words = append(words, transport.ShellQuote(s))
+			if strings.Contains(s, "=") {
+				// NAME=value unquoted at the start of a command would be an
+				// assignment, not a word.
+				words = append(words, "'"+strings.ReplaceAll(s, "'", `'\''`)+"'")
+			} else {
+				words = append(words, transport.ShellQuote(s))
+			}
 		}
 		return nil
 	}

@@ -252,6 +252,7 @@ func TestShquote(t *testing.T) {
 		{[]any{[]any{"a b", "c"}}, "'a b' c"},
 		{[]any{[]any{}}, ""},
 		{[]any{"a", "b c"}, "a 'b c'"},
+		{[]any{"LD_PRELOAD=/x.so"}, "'LD_PRELOAD=/x.so'"},
 	}
 	for _, tt := range tests {
 		got, err := shquote(tt.in...)
@@ -273,7 +274,7 @@ func TestShquoteRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Skip("no sh")
 	}
-	for _, v := range []string{"/x'; touch PWNED; echo '", "curl$(touch PWNED)", "a\nb", `"$HOME"`, "`id`", "*", "~", "-n", "'", "''", `\`, "a b\tc"} {
+	for _, v := range []string{"/x'; touch PWNED; echo '", "curl$(touch PWNED)", "a\nb", `"$HOME"`, "`id`", "*", "~", "-n", "'", "''", `\`, "a b\tc", "X=1", "it's=1"} {
 		q, err := shquote(v)
 		if err != nil {
 			t.Fatal(err)

@@ -474,7 +474,7 @@ func TestKubeletUnitTemplate(t *testing.T) {
 		{"n2", ""},
 	} {
 		v := kubeVars(tc.host, func(s map[string]any) {
-			s["kubernetes"].(map[string]any)["kubeletArgs"] = []any{"--root-dir=/data/kubelet"}
+			s["kubernetes"].(map[string]any)["kubeletArgs"] = []any{"--root-dir=/data/kubelet", "--eviction-hard=nodefs.available<10%"}
 		})
 		if tc.host == "n2" {
 			v["labels"] = map[string]any{"disk": "SSD"}
@@ -487,6 +487,8 @@ func TestKubeletUnitTemplate(t *testing.T) {
 			"--hostname-override=" + tc.host + " \\",
 			"--node-ip=" + v["internal_address"].(string) + " \\",
 			"--root-dir=/data/kubelet \\",
+			// % is a systemd specifier: written %%.
+			"--eviction-hard=nodefs.available<10%% \\",
 			"After=containerd.service",
 		} {
 			if !strings.Contains(unit, want) {
