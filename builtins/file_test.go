@@ -126,4 +126,11 @@ func TestFileAbsentUnmount(t *testing.T) {
 	if ents, err := os.ReadDir(mp); err != nil || len(ents) != 0 {
 		t.Errorf("mount point not emptied: %v %v", ents, err)
 	}
+	// An empty mount point is what a first delete leaves: nothing to do.
+	for _, check := range []bool{true, false} {
+		env.Check = check
+		if res := runB(t, fileBuiltin{}, env, step.Args{"path": mp, "state": "absent", "unmount": true}); res.Changed {
+			t.Errorf("check=%v: an empty mount point again: %+v", check, res)
+		}
+	}
 }

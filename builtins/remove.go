@@ -27,9 +27,16 @@ func checkRemovable(p string) error {
 }
 
 // resolveScript prints the path with its parent directory's symbolic links
-// resolved, which is what rm removes: /data/etc with /data -> / is /etc.
+// resolved, which is what rm removes: /data/etc with /data -> / is /etc;
+// then, on a second line, "empty-mount" for an empty mount point, which
+// state absent leaves as it is.
 const resolveScript = `d=$(cd -P -- "$(dirname -- "$1")" && pwd) || exit 1
-printf '%s/%s' "${d%/}" "$(basename -- "$1")"`
+p="${d%/}/$(basename -- "$1")"
+printf '%s\n' "$p"
+if [ ! -L "$p" ] && [ -d "$p" ] && [ -z "$(ls -A -- "$p")" ] &&
+  awk '{ print $2 }' /proc/self/mounts | while read -r m; do printf '%b\n' "$m"; done | grep -qxF -- "$p"; then
+  echo empty-mount
+fi`
 
 // removeScript removes $1 without crossing into other file systems. With $2
 // = 1, what is mounted below $1 is unmounted first, deepest first. A mount
@@ -61,9 +68,13 @@ func removePath(ctx context.Context, env *step.Env, p string, isLink, unmount bo
 	if res.ExitCode != 0 {
 		return step.Result{}, cmdError(env, []string{"resolve", p}, res)
 	}
-	resolved := string(res.Stdout)
+	resolved, state, _ := strings.Cut(strings.TrimSuffix(string(res.Stdout), "\n"), "\n")
 	if err := checkRemovable(resolved); err != nil {
 		return step.Result{}, fmt.Errorf("%s: file: %s is %s there: %w", env.Target.Host(), p, resolved, err)
+	}
+	if state == "empty-mount" {
+		// An emptied mount point: what a first delete left.
+		return step.Result{Data: data}, nil
 	}
 	changes := []string{"remove " + p}
 	if env.Check {

@@ -44,7 +44,7 @@ func TestModprobe(t *testing.T) {
 			loaded = false
 			return ok("")
 		case strings.HasPrefix(cmd, "/bin/sh -c "+resolveScript+" sh "):
-			return ok(strings.TrimPrefix(cmd, "/bin/sh -c "+resolveScript+" sh "))
+			return ok(strings.TrimPrefix(cmd, "/bin/sh -c "+resolveScript+" sh ") + "\n")
 		case strings.HasPrefix(cmd, "/bin/sh -c "+removeScript+" sh "):
 			return ok("removed")
 		}
