@@ -39,3 +39,21 @@ func FuzzLoad(f *testing.F) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// FuzzExtraVars feeds -e @file the untrusted files it may be given: it must
+// return a mapping or an error, never panic, and stay within its bounds.
+func FuzzExtraVars(f *testing.F) {
+	for _, s := range []string{"a: 1\n", "a: &x {b: [1, 2]}\nc: *x\n", "[1, 2]\n", "{a: {b: {c: d}}}", "", "a: !!str 1\n"} {
+		f.Add([]byte(s))
+	}
+	file := filepath.Join(f.TempDir(), "vars.yaml")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := os.WriteFile(file, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		m, err := ParseExtraVars([]string{"@" + file})
+		if err == nil && m == nil {
+			t.Fatal("nil mapping without error")
+		}
+	})
+}

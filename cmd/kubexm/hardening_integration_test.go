@@ -89,7 +89,10 @@ func TestHardeningOnTestMachines(t *testing.T) {
 	// Item 8: the host is locked by a run from another directory.
 	a, aOut := start(filepath.Join(t.TempDir(), "a"))
 	waitTask(aOut)
-	out, err := exec.Command(bin, "play", pb, "-i", set.InventoryPath).CombinedOutput()
+	second := exec.Command(bin, "play", pb, "-i", set.InventoryPath)
+	second.Dir = t.TempDir()
+	second.Env = append(os.Environ(), "KUBEXM_HOME="+home)
+	out, err := second.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "in use by another kubexm run (kubexm run ") {
 		t.Errorf("second run on the same host: %v\n%s", err, out)
 	}
