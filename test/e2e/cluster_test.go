@@ -354,7 +354,7 @@ spec:
 	if out, err := k.run(ctx, manifest.String(), "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply the test workloads: %v\n%s", err, out)
 	}
-	if out, err := k.run(ctx, "", "wait", "--for=condition=Ready", "pod", "--all", "-n", "default", "--timeout=180s"); err != nil {
+	if out, err := k.run(ctx, "", "wait", "--for=condition=Ready", "pod", "--all", "-n", "default", "--timeout=300s"); err != nil {
 		desc, _ := k.run(ctx, "", "describe", "pods", "-n", "default")
 		t.Fatalf("test pods not Ready: %v\n%s\n%s", err, out, tail(desc, 80))
 	}
@@ -371,7 +371,7 @@ spec:
 		if err != nil || !strings.Contains(resolv, "search default.svc.cluster.local svc.cluster.local cluster.local") {
 			t.Errorf("%s: /etc/resolv.conf has not the cluster's search list: %v\n%s", client, err, resolv)
 		}
-		out, err := retry(ctx, 30*time.Second, func() (string, error) {
+		out, err := retry(ctx, 2*time.Minute, func() (string, error) {
 			return k.run(ctx, "", "exec", client, "--", "/bin/busybox", "nslookup", "kubernetes.default.svc.cluster.local")
 		})
 		if err != nil || !strings.Contains(out, "Address: "+kubernetesServiceIP) {
@@ -385,7 +385,7 @@ spec:
 			t.Fatalf("the address of service web-%s: %v\n%s", other, err, ip)
 		}
 		// nc, as busybox's wget crashes in this static build.
-		out, err = retry(ctx, 30*time.Second, func() (string, error) {
+		out, err = retry(ctx, 2*time.Minute, func() (string, error) {
 			return k.run(ctx, "", "exec", client, "--", "/bin/busybox", "sh", "-c",
 				`printf 'GET / HTTP/1.0\r\n\r\n' | /bin/busybox nc -w 5 `+ip+` 80`)
 		})
