@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -81,17 +80,4 @@ func TestRoleDefaultTemplatesSeeHigherLevels(t *testing.T) {
 	if got := rr.calls.sorted(); !slices.Equal(got, []string{"h1:flag=--v=4"}) {
 		t.Errorf("calls %q, want the host var in the role default's template", got)
 	}
-}
-
-func runFilesInv(t *testing.T, files map[string]string, inv *inventory.Inventory, opts RunOptions) *runResult {
-	t.Helper()
-	dir := writeFiles(t, files)
-	c := &calls{}
-	pb, err := Load(context.Background(), dir, LoadOptions{Builtins: testRegistry(c)})
-	if err != nil {
-		t.Fatalf("load: %v", err)
-	}
-	rr := &runResult{calls: c}
-	rr.recap, rr.err = Run(context.Background(), pb, inv, opts)
-	return rr
 }

@@ -704,29 +704,13 @@ func (pr *playRun) vars(h *hostState, t *Task, ov *overlay, hv map[string]any) (
 	v["facts"] = facts
 	pending = setMap(v, pv, pending)
 	if t != nil {
-		for _, s := range chain {
-			if s.role {
-				pending = setLayer(v, s.vars, pending)
-			}
-		}
-		for _, s := range chain {
-			if !s.role {
-				pending = setLayer(v, s.vars, pending)
-			}
-		}
+		// role vars, then block vars
+		pending = setScopes(v, chain, func(s *scope) varList { return s.vars }, pending)
 		pending = setLayer(v, t.Vars, pending)
 	}
 	pending = setMap(v, dyn, pending)
-	for _, s := range chain {
-		if s.role {
-			pending = setLayer(v, s.params, pending)
-		}
-	}
-	for _, s := range chain {
-		if !s.role {
-			pending = setLayer(v, s.params, pending)
-		}
-	}
+	// role params, then include params
+	pending = setScopes(v, chain, func(s *scope) varList { return s.params }, pending)
 	var ovs []*overlay
 	for o := ov; o != nil; o = o.parent {
 		ovs = append(ovs, o)
@@ -842,6 +826,20 @@ func setLayer(v map[string]any, vl varList, pending []*varDef) []*varDef {
 			continue
 		}
 		v[d.name] = d.val
+	}
+	return pending
+}
+
+// setScopes sets one kind of list of every scope: the roles' (outer to
+// inner) below the blocks' and includes' (outer to inner), as Ansible ranks
+// role vars below block vars and role params below include params.
+func setScopes(v map[string]any, chain []*scope, list func(*scope) varList, pending []*varDef) []*varDef {
+	for _, role := range []bool{true, false} {
+		for _, s := range chain {
+			if s.role == role {
+				pending = setLayer(v, list(s), pending)
+			}
+		}
 	}
 	return pending
 }
