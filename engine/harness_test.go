@@ -195,6 +195,12 @@ func (rr *runResult) eventsOf(kind EventKind) []Event {
 // runFiles loads dir/playbook.yaml and runs it on the test inventory.
 func runFiles(t testing.TB, files map[string]string, opts RunOptions) *runResult {
 	t.Helper()
+	return runFilesInv(t, files, testInventory(), opts)
+}
+
+// runFilesInv loads dir/playbook.yaml and runs it on inv, recording events.
+func runFilesInv(t testing.TB, files map[string]string, inv *inventory.Inventory, opts RunOptions) *runResult {
+	t.Helper()
 	dir := writeFiles(t, files)
 	c := &calls{}
 	pb, err := Load(context.Background(), dir, LoadOptions{Builtins: testRegistry(c)})
@@ -208,7 +214,7 @@ func runFiles(t testing.TB, files map[string]string, opts RunOptions) *runResult
 		rr.events = append(rr.events, e)
 		mu.Unlock()
 	})
-	rr.recap, rr.err = Run(context.Background(), pb, testInventory(), opts)
+	rr.recap, rr.err = Run(context.Background(), pb, inv, opts)
 	return rr
 }
 

@@ -246,20 +246,20 @@ func (ld *loader) loadPlaybookFile(ctx context.Context, pb *Playbook, src source
 	ld.playbookNode(ctx, pb, root, src, top)
 }
 
-var headerKeys = map[string]bool{"name": true, "version": true, "requires": true, "vars": true, "plays": true, "description": true, "inventory": true}
+var headerKeys = map[string]bool{"name": true, "version": true, "requires": true, "vars": true, "plays": true, "description": true, "inventory": true, "defaults_files": true}
 
 // playbookNode reads either the kubexm form (a mapping with a header and
 // plays) or the Ansible form (a plain list of plays).
 func (ld *loader) playbookNode(ctx context.Context, pb *Playbook, root *node, src source, top bool) {
 	var plays *node
-	var headerVars varList
+	var headerVars, defaults varList
 	switch root.kind {
 	case listNode:
 		plays = root
 	case mapNode:
 		for _, k := range root.keys {
 			if ks := k.keyString(); !headerKeys[ks] {
-				ld.errorf(k.pos, "unknown playbook key %q%s; a playbook is {name, version, description, requires, inventory, vars, plays}", ks, didYouMean(ks, keysOf(headerKeys)))
+				ld.errorf(k.pos, "unknown playbook key %q%s; a playbook is {name, version, description, requires, inventory, vars, defaults_files, plays}", ks, didYouMean(ks, keysOf(headerKeys)))
 			}
 		}
 		name, _ := root.get("name").str()
@@ -291,6 +291,7 @@ func (ld *loader) playbookNode(ctx context.Context, pb *Playbook, root *node, sr
 		// An imported playbook that needs a cluster makes the whole run need one.
 		pb.NeedsCluster = pb.NeedsCluster || needsCluster
 		headerVars = ld.varsNode(root.get("vars"))
+		defaults = ld.varsFiles(root.get("defaults_files"), src, "defaults_files")
 		plays = root.get("plays")
 		if plays == nil {
 			ld.errorf(root.pos, "playbook has no plays: list them under `plays:`")
@@ -319,6 +320,7 @@ func (ld *loader) playbookNode(ctx context.Context, pb *Playbook, root *node, sr
 			}
 		}
 		if p := ld.parsePlay(pn, src, headerVars); p != nil {
+			p.Defaults = defaults
 			p.index = len(pb.Plays)
 			pb.Plays = append(pb.Plays, p)
 		}
@@ -396,6 +398,27 @@ var playKeys = map[string]bool{
 	"environment": true, "ignore_errors": true, "no_log": true, "check_mode": true, "connection": true,
 }
 
+// varsFiles reads the variables of a list of YAML files named relative to
+// src's directory, later files over earlier ones.
+func (ld *loader) varsFiles(list *node, src source, key string) varList {
+	if list == nil {
+		return nil
+	}
+	var out varList
+	for _, f := range ld.stringList(list, key) {
+		n, ok := ld.readYAML(src.dir().join(f.expr))
+		if !ok {
+			continue
+		}
+		if n.kind != mapNode && !(n.kind == scalarNode && n.scalar == nil) {
+			ld.errorf(n.pos, "a file of %s must be a mapping of variable names to values", key)
+			continue
+		}
+		out = append(out, ld.varsNode(n)...)
+	}
+	return out
+}
+
 func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
 	if pn.kind != mapNode {
 		ld.errorf(pn.pos, "a play must be a mapping with hosts and tasks, not %s", pn.kindName())
@@ -447,20 +470,7 @@ func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
 		p.Name = p.Hosts
 	}
 	p.Vars = append(append(varList{}, headerVars...), ld.varsNode(pn.get("vars"))...)
-	if vf := pn.get("vars_files"); vf != nil {
-		for _, f := range ld.stringList(vf, "vars_files") {
-			fs := src.dir().join(f.expr)
-			n, ok := ld.readYAML(fs)
-			if !ok {
-				continue
-			}
-			if n.kind != mapNode && !(n.kind == scalarNode && n.scalar == nil) {
-				ld.errorf(n.pos, "a vars file must be a mapping")
-				continue
-			}
-			p.Vars = append(p.Vars, ld.varsNode(n)...)
-		}
-	}
+	p.Vars = append(p.Vars, ld.varsFiles(pn.get("vars_files"), src, "vars_files")...)
 	p.Tags = ld.tags(pn.get("tags"))
 	p.When = ld.conds(pn.get("when"), "")
 	p.Become = ld.boolField(pn.get("become"), "become")

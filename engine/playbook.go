@@ -38,10 +38,13 @@ type Playbook struct {
 
 // Play maps a host pattern to an ordered list of tasks.
 type Play struct {
-	Name           string
-	Pos            Pos
-	Hosts          string
-	Vars           varList
+	Name  string
+	Pos   Pos
+	Hosts string
+	Vars  varList
+	// Defaults are the playbook header's defaults_files: shared defaults
+	// below every role's own, the lowest level a playbook can set.
+	Defaults       varList
 	PreTasks       []*Task
 	Roles          []*Task // one implicit block per role reference
 	Tasks          []*Task
@@ -170,13 +173,15 @@ type varDef struct {
 
 type varList []varDef
 
-// scope is a level of variables: a role (defaults, vars, params) or a block.
+// scope is a level of variables: a role (defaults, vars, params), a block
+// (vars) or an include_tasks (params). Each kind of list sits at its own
+// Ansible precedence level; see (*playRun).vars.
 type scope struct {
-	parent *scope
-	role   bool
-	vars   varList // role defaults, then role vars, then role params; or block vars
-	// perHost holds loop variables of a dynamic include, per host.
-	perHost map[string]map[string]any
+	parent   *scope
+	role     bool
+	defaults varList // role defaults/main.yaml
+	vars     varList // role vars/main.yaml, or block vars
+	params   varList // role parameters, or include_tasks/import_tasks vars
 }
 
 // include is a dynamic include_tasks or include_role.

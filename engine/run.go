@@ -354,19 +354,19 @@ func (r *runner) transportFor(ctx context.Context, name string) (transport.Trans
 		return nil, fmt.Errorf("host %q is not in the inventory", name)
 	}
 	h.connOnce.Do(func() {
-		if name == inventory.Localhost && (h.inv == nil || h.inv.Local) {
+		if name == inventory.Localhost && (h.host == nil || h.host.Local) {
 			h.conn = connResult{t: r.control}
 			return
 		}
-		if h.inv != nil && h.inv.Local {
-			h.conn = connResult{t: local.New(name, local.WithBecomePassword(cmp.Or(h.inv.BecomePassword, h.inv.Password)))}
+		if h.host != nil && h.host.Local {
+			h.conn = connResult{t: local.New(name, local.WithBecomePassword(cmp.Or(h.host.BecomePassword, h.host.Password)))}
 			return
 		}
 		if r.opts.Connect == nil {
 			h.conn = connResult{err: fmt.Errorf("no way to reach %s: the engine was given no remote transport", name)}
 			return
 		}
-		t, err := r.opts.Connect(ctx, h.inv)
+		t, err := r.opts.Connect(ctx, h.host)
 		if err == nil && t == nil {
 			err = fmt.Errorf("connecting to %s gave no transport", name)
 		}

@@ -438,7 +438,7 @@ plays:
 				"roles/base/tasks/main.yml":    "- probe: base\n",
 			},
 			want:  map[string]HostStats{"h1": stats(5, 1, 0, 0)},
-			calls: []string{"h1:app=default p1 rolevar", "h1:base", "h1:base", "h1:extra=app", "h1:handler"},
+			calls: []string{"h1:app=play p1 rolevar", "h1:base", "h1:base", "h1:extra=app", "h1:handler"},
 		},
 		{
 			name: "a variable redefined by an imported role reaches the outer variables derived from it",

@@ -701,6 +701,7 @@ func (pr *playRun) condsWith(cs []cond, vars map[string]any, register string, re
 
 // vars builds the variables a task sees on a host; t nil gives the play
 // level. hv is the task's hostvars snapshot, nil to take the current one.
+// The layers go on lowest first, in Ansible's order (see vars.go).
 func (pr *playRun) vars(h *hostState, t *Task, ov *overlay, hv map[string]any) (map[string]any, error) {
 	r := pr.r
 	if hv == nil {
@@ -711,30 +712,39 @@ func (pr *playRun) vars(h *hostState, t *Task, ov *overlay, hv map[string]any) (
 	if err != nil {
 		return nil, err
 	}
-	v := make(map[string]any, len(h.base)+len(pv)+len(dyn)+len(r.opts.ExtraVars)+8)
-	maps.Copy(v, h.base)
-	v["facts"] = facts
-	pr.magic(v, h, t, hv)
-	maps.Copy(v, pv)
-	// Templated scope and task variables are rendered last, against every
-	// layer, so `{{ .x }}` sees the highest-precedence x, as a lazy
-	// lookup would.
-	var pending []*varDef
+	var chain []*scope
 	if t != nil {
-		for _, s := range scopeLayers(t.scope) {
-			pending = setLayer(v, s.vars, pending)
-		}
-		var ovs []*overlay
-		for o := ov; o != nil; o = o.parent {
-			ovs = append(ovs, o)
-		}
-		for i := len(ovs) - 1; i >= 0; i-- {
-			maps.Copy(v, ovs[i].perHost[h])
-		}
+		chain = scopeChain(t.scope)
+	}
+	v := make(map[string]any, len(h.base)+len(pv)+len(dyn)+len(r.opts.ExtraVars)+8)
+	maps.Copy(v, h.builtin)
+	pr.magic(v, h, t, hv)
+	// Templated values are rendered last, against every layer, so `{{ .x }}`
+	// sees the highest-precedence x, as a lazy lookup would; a template is
+	// dropped from the queue when a higher layer sets its name.
+	pending := setLayer(v, pr.p.Defaults, nil)
+	for _, s := range chain {
+		pending = setLayer(v, s.defaults, pending)
+	}
+	pending = setMap(v, h.inv, pending)
+	v["facts"] = facts
+	pending = setMap(v, pv, pending)
+	if t != nil {
+		// role vars, then block vars
+		pending = setScopes(v, chain, func(s *scope) varList { return s.vars }, pending)
 		pending = setLayer(v, t.Vars, pending)
 	}
-	maps.Copy(v, dyn)
-	maps.Copy(v, r.opts.ExtraVars)
+	pending = setMap(v, dyn, pending)
+	// role params, then include params
+	pending = setScopes(v, chain, func(s *scope) varList { return s.params }, pending)
+	var ovs []*overlay
+	for o := ov; o != nil; o = o.parent {
+		ovs = append(ovs, o)
+	}
+	for i := len(ovs) - 1; i >= 0; i-- {
+		pending = setMap(v, ovs[i].perHost[h], pending)
+	}
+	pending = setMap(v, r.opts.ExtraVars, pending)
 	pr.magic(v, h, t, hv)
 	if t != nil {
 		if pending, err = r.renderOrder(t, pending, func(name string) bool { _, ok := dyn[name]; return ok }); err != nil {
@@ -742,9 +752,6 @@ func (pr *playRun) vars(h *hostState, t *Task, ov *overlay, hv map[string]any) (
 		}
 	}
 	for _, d := range pending {
-		if _, over := dyn[d.name]; over {
-			continue
-		}
 		if err := r.renderVar(v, d); err != nil {
 			return nil, err
 		}
@@ -752,11 +759,8 @@ func (pr *playRun) vars(h *hostState, t *Task, ov *overlay, hv map[string]any) (
 	return v, nil
 }
 
-// renderVar renders one templated variable into v, unless -e sets it.
+// renderVar renders one templated variable into v.
 func (r *runner) renderVar(v map[string]any, d *varDef) error {
-	if _, over := r.opts.ExtraVars[d.name]; over {
-		return nil
-	}
 	val, err := r.ev.RenderValue(d.val, v)
 	if err != nil {
 		return fmt.Errorf("%s: variable %s: %w", d.pos, d.name, err)
@@ -864,6 +868,33 @@ func setLayer(v map[string]any, vl varList, pending []*varDef) []*varDef {
 	return pending
 }
 
+// setScopes sets one kind of list of every scope: the roles' (outer to
+// inner) below the blocks' and includes' (outer to inner), as Ansible ranks
+// role vars below block vars and role params below include params.
+func setScopes(v map[string]any, chain []*scope, list func(*scope) varList, pending []*varDef) []*varDef {
+	for _, role := range []bool{true, false} {
+		for _, s := range chain {
+			if s.role == role {
+				pending = setLayer(v, list(s), pending)
+			}
+		}
+	}
+	return pending
+}
+
+// setMap sets a layer of plain values; each replaces a queued template of
+// the same name.
+func setMap(v, m map[string]any, pending []*varDef) []*varDef {
+	if len(m) == 0 {
+		return pending
+	}
+	maps.Copy(v, m)
+	return slices.DeleteFunc(pending, func(p *varDef) bool {
+		_, ok := m[p.name]
+		return ok
+	})
+}
+
 func (pr *playRun) magic(v map[string]any, h *hostState, t *Task, hv map[string]any) {
 	v["inventory_hostname"] = h.name
 	v["groups"] = pr.r.groups
@@ -882,20 +913,39 @@ func (pr *playRun) playVarsFor(h *hostState, hv map[string]any) (map[string]any,
 		return pv, nil
 	}
 	facts, _ := h.snapshot()
-	v := make(map[string]any, len(h.base)+len(pr.p.Vars)+8)
-	maps.Copy(v, h.base)
-	v["facts"] = facts
+	v := make(map[string]any, len(h.base)+len(pr.p.Vars)+len(pr.p.Defaults)+8)
+	maps.Copy(v, h.builtin)
 	pr.magic(v, h, nil, hv)
-	maps.Copy(v, pr.r.opts.ExtraVars)
-	// Play variables may read each other in any order, as task variables
-	// do: plain values first, then the templates, each after those it reads.
-	pending := setLayer(v, pr.p.Vars, nil)
-	maps.Copy(v, pr.r.opts.ExtraVars)
+	// Play variables may read each other and the shared defaults in any
+	// order, as task variables do: plain values first, then the templates,
+	// each after those it reads.
+	pending := setLayer(v, pr.p.Defaults, nil)
+	pending = setMap(v, h.inv, pending)
+	v["facts"] = facts
+	pending = setLayer(v, pr.p.Vars, pending)
+	pending = setMap(v, pr.r.opts.ExtraVars, pending)
 	pending, err := pr.r.renderOrder(pr.p, pending, nil)
 	if err != nil {
 		return nil, err
 	}
+	// Only the play variables and the shared defaults they read are
+	// rendered here; the other defaults are rendered per task, where role
+	// variables they may read are in scope.
+	need := map[string]bool{}
+	for _, d := range pr.p.Vars {
+		need[d.name] = true
+	}
+	for i := len(pending) - 1; i >= 0; i-- {
+		if need[pending[i].name] {
+			for _, n := range pending[i].refs {
+				need[n] = true
+			}
+		}
+	}
 	for _, d := range pending {
+		if !need[d.name] {
+			continue
+		}
 		if err := pr.r.renderVar(v, d); err != nil {
 			return nil, err
 		}

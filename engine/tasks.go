@@ -135,7 +135,13 @@ func (ld *loader) task(n *node, ctx taskCtx) *Task {
 	child := ctx
 	child.parent = t
 	if len(t.Vars) > 0 {
-		child.scope = &scope{parent: ctx.scope, vars: t.Vars}
+		// As in Ansible, vars: on an include or import are include
+		// parameters, above set_fact; on a block they are block vars.
+		if len(actions) == 1 && actions[0].keyString() != "meta" && engineActions[actions[0].keyString()] {
+			child.scope = &scope{parent: ctx.scope, params: t.Vars}
+		} else {
+			child.scope = &scope{parent: ctx.scope, vars: t.Vars}
+		}
 	}
 	if isBlock {
 		t.Kind = KindBlock
@@ -527,7 +533,7 @@ func (ld *loader) engineTask(t *Task, n *node, action string, val *node, ctx, ch
 			t.Name = action + ": " + file
 		}
 		if len(vars) > 0 {
-			child.scope = &scope{parent: child.scope, vars: vars}
+			child.scope = &scope{parent: child.scope, params: vars}
 		}
 		if static {
 			if strings.Contains(file, "{{") {
@@ -787,14 +793,17 @@ func (ld *loader) roleBlock(name, tasksFrom string, params varList, at Pos, ctx 
 	}
 	ri := &roleInstance{name: path.Base(name), dir: dir}
 	sc := &scope{parent: ctx.scope, role: true}
-	for _, sub := range []string{"defaults", "vars"} {
-		if f, ok := dir.join(sub).yamlFile("main"); ok {
+	for _, l := range []struct {
+		sub  string
+		into *varList
+	}{{"defaults", &sc.defaults}, {"vars", &sc.vars}} {
+		if f, ok := dir.join(l.sub).yamlFile("main"); ok {
 			if n, ok := ld.readYAML(f); ok {
-				sc.vars = append(sc.vars, ld.varsNode(n)...)
+				*l.into = ld.varsNode(n)
 			}
 		}
 	}
-	sc.vars = append(sc.vars, params...)
+	sc.params = params
 	t := &Task{Kind: KindBlock, Implicit: true, Name: "role " + ri.name, Pos: at, Role: ri, scope: sc, play: ctx.play}
 	p := ctx.parent
 	t.When, t.Tags, t.Become, t.NoLog, t.IgnoreErrs, t.Environment, t.CheckMode = p.When, p.Tags, p.Become, p.NoLog, p.IgnoreErrs, p.Environment, p.CheckMode

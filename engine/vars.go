@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,11 +14,25 @@ import (
 	"github.com/mensylisir/kubexm/engine/inventory"
 )
 
-// Variable precedence, lowest to highest:
+// Variable precedence follows Ansible's table, lowest to highest (the
+// numbers are Ansible's; levels kubexm has no counterpart for are left out):
 //
-//	built-in defaults < cluster.yaml spec < group vars < host vars < facts <
-//	play vars < role defaults < role vars < role params < block/include vars <
-//	task vars < set_fact and register < -e extra vars
+//	     built-in defaults (kubexm_version, run_id, ...), below everything
+//	 2   role defaults: the playbook's defaults_files, then each role's
+//	     defaults/main.yaml, outer role to inner
+//	 3-7 inventory vars: the cluster.yaml spec, then group vars
+//	 8-10 host vars
+//	 11  facts
+//	 12  play vars (playbook header vars, then the play's vars)
+//	 14  play vars_files
+//	 15  role vars (vars/main.yaml), outer to inner
+//	 16  block vars, outer to inner
+//	 17  task vars
+//	 19  set_fact and register
+//	 20  role parameters (roles: [{role: r, vars: ...}], include_role vars)
+//	 21  include parameters (include_tasks/import_tasks vars, and the loop
+//	     variable of a looped include)
+//	 22  -e extra vars
 //
 // The magic names inventory_hostname, groups, hostvars, play_name,
 // role_name and the loop variables are always set by the engine.
@@ -25,10 +40,12 @@ import (
 // hostState is what the run knows about one host.
 type hostState struct {
 	name string
-	inv  *inventory.Host // nil for localhost when the inventory does not list it
-	// base holds the layers that do not change during the run: defaults,
-	// spec, group vars and host vars.
-	base map[string]any
+	host *inventory.Host // nil for localhost when the inventory does not list it
+	// builtin holds the engine's defaults, below role defaults; inv the
+	// inventory levels (spec, group vars, host vars), above them. base is
+	// both merged, what other hosts see in hostvars.
+	builtin, inv map[string]any
+	base         map[string]any
 
 	mu       sync.Mutex
 	facts    map[string]any // gathered by setup, under the name `facts`
@@ -52,23 +69,25 @@ type hostConn interface {
 }
 
 func newHostState(name string, h *inventory.Host, inv *inventory.Inventory, defaults map[string]any) *hostState {
-	base := make(map[string]any, len(defaults)+len(inv.Vars)+8)
-	maps.Copy(base, defaults)
-	maps.Copy(base, inv.Vars)
+	iv := make(map[string]any, len(inv.Vars)+8)
+	maps.Copy(iv, inv.Vars)
 	// Group vars apply in inventory group order sorted by name, so the
 	// result does not depend on map iteration.
 	for _, g := range keysOf(inv.Groups) {
 		for _, m := range inv.Groups[g] {
 			if m == name {
-				maps.Copy(base, inv.GroupVars[g])
+				maps.Copy(iv, inv.GroupVars[g])
 				break
 			}
 		}
 	}
 	if h != nil {
-		maps.Copy(base, h.Vars)
+		maps.Copy(iv, h.Vars)
 	}
-	return &hostState{name: name, inv: h, base: base, facts: map[string]any{}, dyn: map[string]any{}, occ: map[string]int{}}
+	base := make(map[string]any, len(defaults)+len(iv))
+	maps.Copy(base, defaults)
+	maps.Copy(base, iv)
+	return &hostState{name: name, host: h, builtin: defaults, inv: iv, base: base, facts: map[string]any{}, dyn: map[string]any{}, occ: map[string]int{}}
 }
 
 // setDyn records set_fact/register values without changing maps others may
@@ -154,22 +173,14 @@ func (c *hostvarsCache) get() map[string]any {
 	return c.m
 }
 
-// scopeLayers lists the variable layers of a task, by precedence: role
-// scopes outer to inner, then block scopes outer to inner.
-func scopeLayers(s *scope) []*scope {
+// scopeChain lists a task's scopes outer to inner.
+func scopeChain(s *scope) []*scope {
 	var chain []*scope
 	for ; s != nil; s = s.parent {
 		chain = append(chain, s)
 	}
-	var roles, blocks []*scope
-	for i := len(chain) - 1; i >= 0; i-- {
-		if chain[i].role {
-			roles = append(roles, chain[i])
-		} else {
-			blocks = append(blocks, chain[i])
-		}
-	}
-	return append(roles, blocks...)
+	slices.Reverse(chain)
+	return chain
 }
 
 // ParseExtraVars turns -e arguments into variables: `k=v` (v parsed as a YAML

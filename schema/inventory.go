@@ -3,6 +3,7 @@ package schema
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -31,12 +32,21 @@ func Inventory(c *Cluster, source string) (*inventory.Inventory, error) {
 		Cluster:   true,
 		// Roles need the registry credentials, so they stay in the spec
 		// variables; listing them here keeps them out of output and journals.
-		OtherSecrets: registryPasswords(c),
+		OtherSecrets: append(registryPasswords(c), varSecrets(c)...),
 		Vars: map[string]any{
 			"cluster_name": c.Metadata.Name,
 			"cluster_file": c.File(),
 			"spec":         specVars(&c.Spec),
 		},
+	}
+	// The site's variables from cluster.yaml, group_vars/ and host_vars/
+	// sit at Ansible's inventory levels: all, then each group, then the
+	// host (validation keeps them off the names set above).
+	maps.Copy(inv.Vars, c.Spec.RoleGroupVars["all"])
+	for g, vars := range c.Spec.RoleGroupVars {
+		if g != "all" {
+			inv.GroupVars[g] = maps.Clone(vars)
+		}
 	}
 	defaultKey := ""
 	if home, err := os.UserHomeDir(); err == nil {
@@ -55,6 +65,7 @@ func Inventory(c *Cluster, source string) (*inventory.Inventory, error) {
 			Password: h.Password,
 			Vars:     hostVars(h, groups),
 		}
+		maps.Copy(ih.Vars, h.Vars)
 		if ih.Port == 0 {
 			ih.Port = 22
 		}

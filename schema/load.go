@@ -56,6 +56,7 @@ func parseWith(path string, data []byte, lookup func(string) (string, bool), s *
 	ps := &problems{src: c.src}
 	expandSecrets(c, ps, lookup)
 	expandRoleGroups(c, ps)
+	loadVarsDirs(c, ps)
 	SetDefaults(c)
 	validate(c, ps)
 	s.check(c, ps)

@@ -105,8 +105,15 @@ func (c *Cluster) Masked() *Cluster {
 		maskString(&h.Passphrase)
 		maskString(&h.SudoPassword)
 		h.Bastion = maskedBastion(h.Bastion)
+		h.Vars = maskVars(h.Vars)
 	}
 	m.Spec.Bastion = maskedBastion(c.Spec.Bastion)
+	if c.Spec.RoleGroupVars != nil {
+		m.Spec.RoleGroupVars = make(map[string]VarMap, len(c.Spec.RoleGroupVars))
+		for g, vars := range c.Spec.RoleGroupVars {
+			m.Spec.RoleGroupVars[g] = maskVars(vars)
+		}
+	}
 	if c.Spec.Registry.Auths != nil {
 		m.Spec.Registry.Auths = maps.Clone(c.Spec.Registry.Auths)
 		for k, a := range m.Spec.Registry.Auths {

@@ -35,6 +35,7 @@ type Spec struct {
 	Hosts                []Host               `yaml:"hosts" doc:"Every machine of the cluster."`
 	Bastion              *Bastion             `yaml:"bastion,omitempty" doc:"Jump host for every host that names none of its own."`
 	RoleGroups           RoleGroups           `yaml:"roleGroups" doc:"Which hosts play which role; members may be ranges such as node[5:6]."`
+	RoleGroupVars        map[string]VarMap    `yaml:"roleGroupVars,omitempty" doc:"Variables per inventory group (all, etcd, master, control_plane, worker, k8s_cluster, registry, loadbalancer), as Ansible's group vars; group_vars/<group>.yaml beside the cluster file adds to them."`
 	ControlPlaneEndpoint ControlPlaneEndpoint `yaml:"controlPlaneEndpoint"`
 	System               System               `yaml:"system"`
 	Kubernetes           Kubernetes           `yaml:"kubernetes"`
@@ -63,7 +64,11 @@ type Host struct {
 	Connection      string            `yaml:"connection,omitempty" enum:"ssh,local" doc:"ssh or local (run commands directly). Default local for address localhost, else ssh."`
 	Arch            string            `yaml:"arch,omitempty" enum:"amd64,arm64" doc:"CPU architecture. Default amd64."`
 	Labels          map[string]string `yaml:"labels,omitempty" doc:"Kubernetes node labels."`
+	Vars            VarMap            `yaml:"vars,omitempty" doc:"Variables of this host, as Ansible's host vars (over group vars); host_vars/<name>.yaml beside the cluster file adds to them."`
 }
+
+// VarMap is a set of playbook variables: identifier names, any YAML values.
+type VarMap map[string]any
 
 // Bastion is a jump host (ssh -J).
 type Bastion struct {

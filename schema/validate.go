@@ -205,6 +205,7 @@ func validate(c *Cluster, ps *problems) {
 	checkEnums(reflect.ValueOf(&c.Spec).Elem(), "spec", ps)
 	names := validateHosts(c, ps)
 	validateRoleGroups(c, names, ps)
+	validateVars(c, ps)
 	validateEndpoint(c, ps)
 	validateKubernetes(c, ps)
 	validateEtcd(c, ps)

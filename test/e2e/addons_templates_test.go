@@ -92,14 +92,14 @@ func hostVars(t *testing.T, clusterYAML, host string) map[string]any {
 
 var templateRef = regexp.MustCompile(`\.([A-Za-z_][A-Za-z0-9_]*)`)
 
-// withRoleDefaults adds roles/artifacts/defaults/main.yaml and the role's defaults/main.yaml to vars (over them, as
-// role defaults sit above inventory variables; keys in override win), each
+// withRoleDefaults adds roles/artifacts/defaults/main.yaml and the role's defaults/main.yaml to vars (under them, as
+// role defaults sit below inventory variables; keys in override win), each
 // rendered after the defaults it refers to, as the engine does when a task
 // runs.
 func withRoleDefaults(t *testing.T, role string, vars, override map[string]any) map[string]any {
 	t.Helper()
-	// The shared versions and images the plays load as a vars file, then
-	// the role's own defaults.
+	// The shared versions and images the playbooks load as defaults_files,
+	// then the role's own defaults.
 	defaults := map[string]any{}
 	for _, f := range []string{filepath.Join("artifacts", "defaults", "main.yaml"), filepath.Join(role, "defaults", "main.yaml")} {
 		data, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", f))
@@ -120,7 +120,9 @@ func withRoleDefaults(t *testing.T, role string, vars, override map[string]any) 
 	}
 	pending := map[string]any{}
 	for k, v := range defaults {
-		pending[k] = v
+		if _, set := vars[k]; !set {
+			pending[k] = v
+		}
 	}
 	for k, v := range override {
 		delete(pending, k)

@@ -99,8 +99,9 @@ func withDefaults(t *testing.T, role string, vars map[string]any) map[string]any
 		out[k] = v
 	}
 	ev := eval.New()
-	// The plays load roles/artifacts/defaults/main.yaml as a vars file: its
-	// Kubernetes release, paths and ranges come before the role's defaults.
+	// The playbooks load roles/artifacts/defaults/main.yaml as shared
+	// defaults: its Kubernetes release, paths and ranges come before the
+	// role's defaults.
 	var shared yaml.MapSlice
 	for _, item := range readDefaults(t, "artifacts") {
 		if strings.HasPrefix(fmt.Sprint(item.Key), "kube") {
@@ -158,9 +159,10 @@ func TestKubernetesTemplateRolesLoad(t *testing.T) {
 	}
 }
 
-// The variables the three roles share live once, in the vars file the plays
-// load; a role that defined one of them in its own defaults would hide the
-// shared value (role defaults rank above play vars).
+// The variables the three roles share live once, in the shared defaults the
+// playbooks load (defaults_files); a role that defined one of them in its
+// own defaults would hide the shared value (role defaults rank above the
+// shared defaults).
 func TestKubernetesTemplateSharedDefaults(t *testing.T) {
 	shared := map[string]bool{}
 	for _, item := range readDefaults(t, "artifacts") {

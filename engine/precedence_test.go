@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mensylisir/kubexm/engine/inventory"
+)
+
+// TestPrecedenceLevels sets x at every level up to one and checks that
+// this level wins, in a template and in `when:` alike: one case per level
+// of Ansible's table that kubexm has.
+func TestPrecedenceLevels(t *testing.T) {
+	levels := []string{"builtin", "shared_default", "role_default", "inventory", "group", "host", "play", "vars_file",
+		"role_var", "block", "task", "set_fact", "role_param", "include_param", "extra"}
+	for i, top := range levels {
+		t.Run(top, func(t *testing.T) {
+			on := func(l string) bool { return slices.Index(levels, l) <= i }
+			set := func(l string) string {
+				if on(l) {
+					return fmt.Sprintf("{x: %s}", l)
+				}
+				return "{}"
+			}
+			pb := "defaults_files: [df.yaml]\nplays:\n  - hosts: h1\n    vars: " + set("play") + "\n    vars_files: [vf.yaml]\n    tasks:\n"
+			if on("set_fact") {
+				pb += "      - set_fact: {x: set_fact}\n"
+			}
+			pb += "      - include_role: {name: r, vars: " + set("role_param") + "}\n"
+			files := map[string]string{
+				"playbook.yaml":              pb,
+				"vf.yaml":                    strings.Trim(set("vars_file"), "{}") + "\n",
+				"df.yaml":                    strings.Trim(set("shared_default"), "{}") + "\n",
+				"roles/r/defaults/main.yaml": strings.Trim(set("role_default"), "{}") + "\n",
+				"roles/r/vars/main.yaml":     strings.Trim(set("role_var"), "{}") + "\n",
+				"roles/r/tasks/main.yaml":    "- include_tasks: inner.yaml\n  vars: " + set("include_param") + "\n",
+				"roles/r/tasks/inner.yaml": "- block:\n    - probe: {id: x, msg: \"{{ .x }}\"}\n      when: x == \"" + top + "\"\n      vars: " + set("task") +
+					"\n  vars: " + set("block") + "\n",
+			}
+			inv := &inventory.Inventory{
+				Hosts:     []inventory.Host{{Name: "h1", Local: true, Vars: map[string]any{}}},
+				Groups:    map[string][]string{"g": {"h1"}},
+				GroupVars: map[string]map[string]any{"g": {}},
+				Vars:      map[string]any{},
+				Source:    "test",
+			}
+			opts := RunOptions{Defaults: map[string]any{}, ExtraVars: map[string]any{}}
+			for l, m := range map[string]map[string]any{"builtin": opts.Defaults, "inventory": inv.Vars, "group": inv.GroupVars["g"], "host": inv.Hosts[0].Vars, "extra": opts.ExtraVars} {
+				if on(l) {
+					m["x"] = l
+				}
+			}
+			rr := runFilesInv(t, files, inv, opts)
+			if rr.err != nil {
+				t.Fatalf("run: %v", rr.err)
+			}
+			if got, want := rr.calls.sorted(), []string{"h1:x=" + top}; !slices.Equal(got, want) {
+				t.Errorf("x at %s: calls %q, want %q (the template or when: saw a lower level)", top, got, want)
+			}
+		})
+	}
+}
+
+// TestRoleDefaultTemplatesSeeHigherLevels: a role default derived from
+// another variable reads the highest-precedence value of it, so a host
+// var reaches a role's derived defaults.
+func TestRoleDefaultTemplatesSeeHigherLevels(t *testing.T) {
+	files := map[string]string{
+		"playbook.yaml":              "- hosts: h1\n  roles: [r]\n",
+		"roles/r/defaults/main.yaml": "flag: \"--v={{ .level }}\"\nlevel: 1\n",
+		"roles/r/tasks/main.yaml":    "- probe: {id: flag, msg: \"{{ .flag }}\"}\n",
+	}
+	inv := &inventory.Inventory{Hosts: []inventory.Host{{Name: "h1", Local: true, Vars: map[string]any{"level": 4}}}, Source: "test"}
+	rr := runFilesInv(t, files, inv, RunOptions{})
+	if rr.err != nil {
+		t.Fatal(rr.err)
+	}
+	if got := rr.calls.sorted(); !slices.Equal(got, []string{"h1:flag=--v=4"}) {
+		t.Errorf("calls %q, want the host var in the role default's template", got)
+	}
+}
