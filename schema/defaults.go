@@ -6,19 +6,22 @@ import (
 	"strings"
 )
 
-// Default versions. Kubernetes v1.33.13 and etcd v3.5.35 are the versions
+// Default versions. Kubernetes v1.37.2 and etcd v3.6.16 are the versions
 // the offline artifacts are built at.
 const (
-	DefaultKubernetesVersion = "v1.33.13"
-	DefaultEtcdVersion       = "v3.5.35"
+	DefaultKubernetesVersion = "v1.37.2"
+	DefaultEtcdVersion       = "v3.6.16"
 )
 
 // SupportedKubernetesVersions lists the Kubernetes versions kubexm installs,
-// oldest first.
+// oldest first: the patches of v1.35 to v1.37 up to the newest the roles
+// were tested with (roles/artifacts/defaults/main.yaml pins each minor).
 func SupportedKubernetesVersions() []string {
-	out := make([]string, 0, 14)
-	for patch := 0; patch <= 13; patch++ {
-		out = append(out, fmt.Sprintf("v1.33.%d", patch))
+	var out []string
+	for _, m := range []struct{ minor, newest int }{{35, 4}, {36, 3}, {37, 2}} {
+		for patch := 0; patch <= m.newest; patch++ {
+			out = append(out, fmt.Sprintf("v1.%d.%d", m.minor, patch))
+		}
 	}
 	return out
 }
@@ -28,7 +31,7 @@ func SupportedKubernetesVersions() []string {
 func defaultRuntimeVersion(runtime string) string {
 	switch runtime {
 	case "containerd":
-		return "1.7.27"
+		return "2.4.2"
 	case "docker":
 		return "24.0.9"
 	case "cri-o":

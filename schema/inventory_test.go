@@ -62,7 +62,7 @@ func TestInventoryFromFullExample(t *testing.T) {
 	spec := inv.Vars["spec"].(map[string]any)
 	k8s := spec["kubernetes"].(map[string]any)
 	etcd := spec["etcd"].(map[string]any)
-	if k8s["version"] != "v1.33.13" || etcd["type"] != "kubexm" || etcd["maxWals"] != 5 {
+	if k8s["version"] != "v1.37.2" || etcd["type"] != "kubexm" || etcd["maxWals"] != 5 {
 		t.Errorf("spec vars: %v %v", k8s["version"], etcd)
 	}
 	// Unset blocks are present and empty, so roles need no guards.

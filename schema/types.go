@@ -104,7 +104,7 @@ type System struct {
 // Kubernetes configures the Kubernetes components.
 type Kubernetes struct {
 	Type                   string           `yaml:"type,omitempty" enum:"kubeadm,kubexm" doc:"kubeadm: install with kubeadm; kubexm: binaries and systemd units. Default kubeadm."`
-	Version                string           `yaml:"version,omitempty" doc:"Kubernetes version. Default v1.33.13."`
+	Version                string           `yaml:"version,omitempty" doc:"Kubernetes version. Default v1.37.2."`
 	APIServerCertExtraSans []string         `yaml:"apiserverCertExtraSans,omitempty" doc:"Extra IPs and names in the API server certificate."`
 	ContainerRuntime       ContainerRuntime `yaml:"containerRuntime"`
 	ClusterName            string           `yaml:"clusterName,omitempty" doc:"Cluster DNS domain. Default cluster.local."`
@@ -122,7 +122,7 @@ type Kubernetes struct {
 // ContainerRuntime selects and configures the CRI runtime.
 type ContainerRuntime struct {
 	Type       string           `yaml:"type,omitempty" enum:"containerd,docker,cri-o,isula" doc:"Runtime. Default containerd."`
-	Version    string           `yaml:"version,omitempty" doc:"Runtime version. Default depends on type (containerd 1.7.27)."`
+	Version    string           `yaml:"version,omitempty" doc:"Runtime version. Default depends on type (containerd 2.4.2)."`
 	Containerd *RuntimeSettings `yaml:"containerd,omitempty" doc:"Settings when type is containerd."`
 	Docker     *RuntimeSettings `yaml:"docker,omitempty" doc:"Settings when type is docker."`
 	Crio       *RuntimeSettings `yaml:"crio,omitempty" doc:"Settings when type is cri-o."`
@@ -139,7 +139,7 @@ type RuntimeSettings struct {
 // Etcd configures the etcd cluster.
 type Etcd struct {
 	Type                    string        `yaml:"type,omitempty" enum:"kubexm,kubeadm,external" doc:"kubexm: binaries on the etcd hosts; kubeadm: stacked on the masters; external: an existing cluster. Default kubexm."`
-	Version                 string        `yaml:"version,omitempty" doc:"etcd version. Default v3.5.35."`
+	Version                 string        `yaml:"version,omitempty" doc:"etcd version. Default v3.6.16."`
 	External                *EtcdExternal `yaml:"external,omitempty" doc:"Only with type external."`
 	DataDir                 string        `yaml:"dataDir,omitempty" doc:"Default /var/lib/etcd."`
 	HeartbeatInterval       int           `yaml:"heartbeatInterval,omitempty" doc:"Milliseconds. Default 250."`

@@ -25,7 +25,7 @@ spec:
   controlPlaneEndpoint:
     domain: lb.kubexm.local
   kubernetes:
-    version: v1.33.13
+    version: v1.37.2
   etcd:
     type: kubexm
   network:
@@ -112,10 +112,10 @@ func TestValidationRules(t *testing.T) {
 		{"host inside pod CIDR", edit(t, "plugin: calico", "plugin: calico\n    kubePodsCIDR: 192.168.0.0/16"), "spec.network.kubePodsCIDR", "contains host m1", 3},
 		{"dual stack families differ", edit(t, "plugin: calico", "plugin: calico\n    kubePodsCIDR: 10.233.64.0/18,fd00:10::/64"), "spec.network.kubeServiceCIDR", "families", 0},
 		{"calico ipip and vxlan", edit(t, "plugin: calico", "plugin: calico\n    calico: {ipipMode: Always, vxlanMode: Always}"), "spec.network.calico", "cannot both be on", 0},
-		{"unsupported version", edit(t, "version: v1.33.13", "version: v1.32.4"), "spec.kubernetes.version", "v1.33.0 to v1.33.13", 0},
-		{"enum value", edit(t, "version: v1.33.13", "version: v1.33.13\n    proxyMode: ipvss"), "spec.kubernetes.proxyMode", `did you mean "ipvs"?`, 0},
-		{"runtime version disagrees", edit(t, "version: v1.33.13", "version: v1.33.13\n    containerRuntime: {type: containerd, version: 1.7.27, containerd: {version: 1.7.6}}"), "spec.kubernetes.containerRuntime.containerd.version", "differs", 0},
-		{"kubelet arg", edit(t, "version: v1.33.13", "version: v1.33.13\n    kubeletArgs: [root-dir=/x]"), "spec.kubernetes.kubeletArgs[0]", "not a kubelet flag", 0},
+		{"unsupported version", edit(t, "version: v1.37.2", "version: v1.32.4"), "spec.kubernetes.version", "v1.35.0 to v1.37.2", 0},
+		{"enum value", edit(t, "version: v1.37.2", "version: v1.37.2\n    proxyMode: ipvss"), "spec.kubernetes.proxyMode", `did you mean "ipvs"?`, 0},
+		{"runtime version disagrees", edit(t, "version: v1.37.2", "version: v1.37.2\n    containerRuntime: {type: containerd, version: 1.7.27, containerd: {version: 1.7.6}}"), "spec.kubernetes.containerRuntime.containerd.version", "differs", 0},
+		{"kubelet arg", edit(t, "version: v1.37.2", "version: v1.37.2\n    kubeletArgs: [root-dir=/x]"), "spec.kubernetes.kubeletArgs[0]", "not a kubelet flag", 0},
 		{"external registry without name", edit(t, "plugin: calico", "plugin: calico\n  registry: {type: external}"), "spec.registry.privateRegistry", "needs privateRegistry", 0},
 		{"harbor without host", edit(t, "plugin: calico", "plugin: calico\n  registry: {type: harbor}"), "spec.roleGroups.registry", "needs a registry host", 0},
 		{"extra host address", edit(t, "plugin: calico", "plugin: calico\n  extra: {hosts: [{domain: git.local, address: nope}]}"), "spec.extra.hosts[0].address", "not an IP", 0},
@@ -153,7 +153,7 @@ func TestValidationRules(t *testing.T) {
 }
 
 func TestProblemsReportedTogether(t *testing.T) {
-	y := edit(t, "192.168.1.3}", "192.168.1.300, prot: 2}", "master: [m1, m2]", "master: [m1, m9]", "version: v1.33.13", "version: v9")
+	y := edit(t, "192.168.1.3}", "192.168.1.300, prot: 2}", "master: [m1, m2]", "master: [m1, m9]", "version: v1.37.2", "version: v9")
 	ps := problemsOf(t, y)
 	if len(ps) != 4 {
 		t.Fatalf("want 4 problems, got %v", ps)
@@ -209,7 +209,7 @@ func TestValidVariants(t *testing.T) {
 		"external lb dns":   edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    externalLoadBalancer: external\n    externalDNS: true"),
 		"dual stack":        edit(t, "192.168.1.3}", `192.168.1.3, internalAddress: "192.168.1.3,fd00::3"}`, "plugin: calico", "plugin: calico\n    kubePodsCIDR: 10.233.64.0/18,fd85::1:0/112\n    kubeServiceCIDR: 10.233.0.0/18,fd85::1000/116"),
 		"key file":          edit(t, "192.168.1.3}", "192.168.1.3, privateKeyPath: "+key+"}"),
-		"version without v": edit(t, "version: v1.33.13", "version: 1.33.5"),
+		"version without v": edit(t, "version: v1.37.2", "version: 1.36.1"),
 		"anchors":           edit(t, "etcd: [m1]", "etcd: &cp [m1]", "master: [m1, m2]", "master: *cp"),
 		"flannel":           edit(t, "plugin: calico", "plugin: flannel\n    flannel: {backendMode: host-gw}"),
 	}
@@ -247,7 +247,7 @@ func TestRoleGroupRangeExpandsInOrder(t *testing.T) {
 }
 
 func TestWarnings(t *testing.T) {
-	y := edit(t, "version: v1.33.13", "version: v1.33.13\n    featureGates: {TTLAfterFinished: true}", "etcd: [m1]", "etcd: [m1, m2]")
+	y := edit(t, "version: v1.37.2", "version: v1.37.2\n    featureGates: {TTLAfterFinished: true}", "etcd: [m1]", "etcd: [m1, m2]")
 	_, warnings, err := parse("c.yaml", []byte(y), noEnv)
 	if err != nil {
 		t.Fatal(err)

@@ -243,8 +243,8 @@ spec:
   roleGroups: {etcd: [node1, node2], master: [node1], worker: [node1]}
   kubernetes:
     type: kubexm
-    version: v1.33.13
-    containerRuntime: {type: containerd, version: 1.7.27}
+    version: v1.37.2
+    containerRuntime: {type: containerd, version: 2.4.2}
   etcd: {type: kubexm}
   network: {plugin: flannel}
   registry: {privateRegistry: "reg.example:5000"}
@@ -254,15 +254,15 @@ spec:
 	sumLine := func(name string) string { return hexSum(content(name)) + "  " + name + "\n" }
 	var etcdSums string
 	for _, arch := range []string{"amd64", "arm64"} {
-		f := "etcd-v3.5.35-linux-" + arch + ".tar.gz"
+		f := "etcd-v3.6.16-linux-" + arch + ".tar.gz"
 		putFile(t, filepath.Join(src("etcd"), f), content(f))
 		etcdSums += sumLine(f)
 	}
 	putFile(t, filepath.Join(src("etcd"), "SHA256SUMS"), []byte(etcdSums))
 	for sub, files := range map[string][][2]string{
-		"containerd": {{"containerd-1.7.27-linux-amd64.tar.gz", "containerd-1.7.27-linux-amd64.tar.gz.sha256sum"}},
+		"containerd": {{"containerd-2.4.2-linux-amd64.tar.gz", "containerd-2.4.2-linux-amd64.tar.gz.sha256sum"}},
 		"runc":       {{"runc.amd64", "runc.sha256sum"}},
-		"cni":        {{"cni-plugins-linux-amd64-v1.1.1.tgz", "cni-plugins-linux-amd64-v1.1.1.tgz.sha256"}},
+		"cni":        {{"cni-plugins-linux-amd64-v1.9.1.tgz", "cni-plugins-linux-amd64-v1.9.1.tgz.sha256"}},
 		"flannel":    {{"cni-plugin-flannel-linux-amd64-v1.6.2-flannel1.tgz", "cni-plugin-flannel-linux-amd64-v1.6.2-flannel1.tgz.sha256"}},
 	} {
 		for _, f := range files {
@@ -344,13 +344,13 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
 		paths[art.Path] = art
 	}
 	for _, want := range []string{
-		"etcd/v3.5.35/amd64/etcd-v3.5.35-linux-amd64.tar.gz",
-		"etcd/v3.5.35/arm64/etcd-v3.5.35-linux-arm64.tar.gz",
-		"containerd/1.7.27/amd64/containerd-1.7.27-linux-amd64.tar.gz",
-		"runc/1.1.5/amd64/runc.amd64",
-		"cni-plugins/1.1.1/amd64/cni-plugins-linux-amd64-v1.1.1.tgz",
-		"kubernetes/v1.33.13/amd64/kubelet",
-		"kubernetes/v1.33.13/amd64/kubectl",
+		"etcd/v3.6.16/amd64/etcd-v3.6.16-linux-amd64.tar.gz",
+		"etcd/v3.6.16/arm64/etcd-v3.6.16-linux-arm64.tar.gz",
+		"containerd/2.4.2/amd64/containerd-2.4.2-linux-amd64.tar.gz",
+		"runc/1.5.2/amd64/runc.amd64",
+		"cni-plugins/1.9.1/amd64/cni-plugins-linux-amd64-v1.9.1.tgz",
+		"kubernetes/v1.37.2/amd64/kubelet",
+		"kubernetes/v1.37.2/amd64/kubectl",
 		"flannel-cni-plugin/v1.6.2-flannel1/amd64/cni-plugin-flannel-linux-amd64-v1.6.2-flannel1.tgz",
 		"images/pause/3.10/amd64/pause-3.10-amd64.tar",
 		"images/flannel/v0.26.7/amd64/flannel-v0.26.7-amd64.tar",
@@ -367,7 +367,7 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
 	if pause.Kind != "image" || pause.Image != "reg.example:5000/pause:3.10" {
 		t.Errorf("pause: %+v", pause)
 	}
-	if k := paths["kubernetes/v1.33.13/amd64/kubelet"]; k.Kind != "binary" || k.Sha256OK(t, dir) != nil {
+	if k := paths["kubernetes/v1.37.2/amd64/kubelet"]; k.Kind != "binary" || k.Sha256OK(t, dir) != nil {
 		t.Errorf("kubelet: %+v", k)
 	}
 	if m.Cluster != "offline" || m.KubexmVersion != version {
@@ -394,8 +394,8 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
         name: download
       vars:
         download_component: etcd
-        download_version: v3.5.35
-        download_file: "etcd-v3.5.35-linux-{{ .arch }}.tar.gz"
+        download_version: v3.6.16
+        download_file: "etcd-v3.6.16-linux-{{ .arch }}.tar.gz"
         download_mirrors: ["`+dead.URL+`"]
       delegate_to: localhost
       when: inventory_hostname == "node1"
@@ -423,7 +423,7 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
 	if changed(rc) != 2 {
 		t.Errorf("offline play changed %d, want 2 copies from the bundle\n%s", changed(rc), out)
 	}
-	for _, p := range []string{"etcd/v3.5.35/amd64/etcd-v3.5.35-linux-amd64.tar.gz", "kubernetes/v1.33.13/amd64/kubelet"} {
+	for _, p := range []string{"etcd/v3.6.16/amd64/etcd-v3.6.16-linux-amd64.tar.gz", "kubernetes/v1.37.2/amd64/kubelet"} {
 		if _, err := os.Stat(filepath.Join(offWork, p)); err != nil {
 			t.Errorf("not fetched from the bundle: %v", err)
 		}
@@ -433,8 +433,8 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
 		t.Errorf("a network download under --offline-bundle: %v\n%s", err, out)
 	}
 	// A file the bundle lacks is named, with the bundle directory.
-	_, out, err = recapOf(t, a, filepath.Dir(pb), playFlags{inventory: fx.cluster, workDir: offWork, offlineBundle: "bundle.tar.gz", extraVars: []string{"kubernetes_version=1.30.0"}})
-	if err == nil || !strings.Contains(out, "the offline bundle has no kubelet for kubernetes 1.30.0 amd64") {
+	_, out, err = recapOf(t, a, filepath.Dir(pb), playFlags{inventory: fx.cluster, workDir: offWork, offlineBundle: "bundle.tar.gz", extraVars: []string{"kubernetes_version=v1.36.1"}})
+	if err == nil || !strings.Contains(out, "the offline bundle has no kubelet for kubernetes v1.36.1 amd64") {
 		t.Errorf("a file missing from the bundle: %v\n%s", err, out)
 	}
 	// A corrupt bundle stops the run before anything runs.

@@ -50,18 +50,18 @@ func TestCreateConfigSampleIsValid(t *testing.T) {
 	if _, _, err := run(t, newCreateCmd(), "config", "-o", file); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Errorf("overwrite without --force: err = %v", err)
 	}
-	if _, _, err := run(t, newCreateCmd(), "config", "-o", file, "--force", "--kubernetes-version", "1.33.4"); err != nil {
+	if _, _, err := run(t, newCreateCmd(), "config", "-o", file, "--force", "--kubernetes-version", "1.36.3"); err != nil {
 		t.Fatal(err)
 	}
 	c, _, err = schema.Load(file)
-	if err != nil || c.Spec.Kubernetes.Version != "v1.33.4" {
-		t.Fatalf("--kubernetes-version 1.33.4: version %v, err %v", c, err)
+	if err != nil || c.Spec.Kubernetes.Version != "v1.36.3" {
+		t.Fatalf("--kubernetes-version 1.36.3: version %v, err %v", c, err)
 	}
 }
 
 func TestCreateConfigRejectsUnsupportedVersion(t *testing.T) {
 	_, _, err := run(t, newCreateCmd(), "config", "--kubernetes-version", "v1.32.4")
-	if err == nil || !strings.Contains(err.Error(), "v1.33.13") {
+	if err == nil || !strings.Contains(err.Error(), "v1.37.2") {
 		t.Fatalf("err = %v, want a list of supported versions", err)
 	}
 }
@@ -98,7 +98,7 @@ func TestConfigValidateAndView(t *testing.T) {
 	if strings.Contains(out, "s3cret-pw") || !strings.Contains(out, schema.Mask) {
 		t.Errorf("view leaks or does not mask the password:\n%s", out)
 	}
-	for _, want := range []string{"version: v1.33.13", "port: 22", "plugin: calico", "dataDir: /var/lib/etcd"} {
+	for _, want := range []string{"version: v1.37.2", "port: 22", "plugin: calico", "dataDir: /var/lib/etcd"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("view lacks default %q:\n%s", want, out)
 		}
@@ -134,7 +134,7 @@ spec:
     control-plane: [node1]
     worker: [node1]
   controlPlaneEndpoint: {domain: lb.kubesphere.local, address: "", port: 6443}
-  kubernetes: {version: v1.33.2, containerManager: containerd}
+  kubernetes: {version: v1.36.2, containerManager: containerd}
   etcd: {type: kubekey}
 `
 	file := writeFile(t, "kk.yaml", kk)

@@ -445,21 +445,26 @@ func TestContainerdConfigTemplate(t *testing.T) {
 	}
 	got := renderRoleTemplate(t, "containerd", "config.toml.tmpl", vars)
 	for _, want := range []string{
-		"version = 2\n",
+		"version = 3\n",
 		`root = "/data/containerd"`,
 		"restrict_oom_score_adj = true\n",
-		`sandbox_image = "reg.local/kx/pause:3.10"`,
+		"[plugins.\"io.containerd.cri.v1.images\".pinned_images]\n      sandbox = \"reg.local/kx/pause:3.10\"",
+		`bin_dirs = ["/opt/cni/bin"]`,
 		"SystemdCgroup = true\n",
 		`BinaryName = "/usr/local/sbin/runc"`,
 		`endpoint = ["https://mirror.example.com", "http://m2.example.com:5000", "https://registry-1.docker.io"]`,
-		`[plugins."io.containerd.grpc.v1.cri".registry.mirrors."plain.example.com"]` + "\n" + `          endpoint = ["http://plain.example.com"]`,
-		`[plugins."io.containerd.grpc.v1.cri".registry.configs."insecure.example.com".tls]` + "\n          insecure_skip_verify = true",
-		`[plugins."io.containerd.grpc.v1.cri".registry.configs."reg.local".auth]` + "\n" + `          username = "u"` + "\n" + `          password = "p\"w"`,
-		`[plugins."io.containerd.grpc.v1.cri".registry.configs."reg.local".tls]`,
+		`[plugins."io.containerd.cri.v1.images".registry.mirrors."plain.example.com"]` + "\n" + `          endpoint = ["http://plain.example.com"]`,
+		`[plugins."io.containerd.cri.v1.images".registry.configs."insecure.example.com".tls]` + "\n          insecure_skip_verify = true",
+		`[plugins."io.containerd.cri.v1.images".registry.configs."reg.local".auth]` + "\n" + `          username = "u"` + "\n" + `          password = "p\"w"`,
+		`[plugins."io.containerd.cri.v1.images".registry.configs."reg.local".tls]`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("config.toml lacks %q:\n%s", want, got)
 		}
+	}
+	// containerd 2 reads version 3 only under the split CRI plugins.
+	if strings.Contains(got, "grpc.v1.cri") || strings.Contains(got, "sandbox_image") {
+		t.Errorf("config.toml has containerd 1.x settings:\n%s", got)
 	}
 	if strings.Count(got, `registry.configs."reg.local".tls]`) != 1 {
 		t.Errorf("reg.local's tls table is written more than once:\n%s", got)
