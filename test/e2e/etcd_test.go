@@ -14,7 +14,7 @@ import (
 	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
-const etcdVersion = "v3.5.35"
+const etcdVersion = "v3.6.16"
 
 // TestEtcdCluster is issue 8's acceptance on three fresh test machines:
 //
