@@ -3,11 +3,11 @@
 #
 # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them
 # with ./staging paths, so `go install` is refused; a throwaway module pins
-# every staging module with its own replace block instead. The proxy does not
-# serve the sample-* staging modules, and only k8s.io/sample-apiserver is in
-# the module graph, so a local empty stub stands in for it (see
-# /work/shared/notes/test-artifacts.md §1; v1.33.13 is the only version known
-# to have every needed staging module on the proxy).
+# every staging module (the list read from kubernetes' own go.mod at that
+# version) with its own replace block instead. The proxy serves the sample-*
+# staging modules only for some versions, and only k8s.io/sample-apiserver is
+# in the module graph, so a local empty stub stands in for it. v1.35.4,
+# v1.36.3 and v1.37.2 have every other staging module on the proxy.
 #
 # Usage: kubernetes.sh [BINARY...]
 #   BINARY is one of kube-apiserver kube-controller-manager kube-scheduler
