@@ -1,11 +1,11 @@
 #!/bin/bash
 # The quick start without servers: three local test machines (systemd-nspawn,
-# each with its own systemd, sshd and IP) and a Kubernetes v1.33.13 cluster
+# each with its own systemd, sshd and IP) and a Kubernetes v1.37.2 cluster
 # built on them by kubexm in binary mode: n1 master and etcd, n2 and n3
 # workers, containerd, flannel and CoreDNS. There is no internet: Kubernetes,
 # etcd, CoreDNS and flannel are compiled from the Go module proxy (the first
-# run takes 10-15 minutes for that), containerd, runc and the CNI plugins come
-# from Debian's packages, the images are built locally; kubexm gathers them
+# run takes 10-20 minutes for that), and so are containerd 2, runc and the
+# CNI plugins; the images are built locally; kubexm gathers them
 # into an offline bundle and installs from it. Needs root. The machines stay
 # up afterwards:
 #   ssh -F /var/cache/kubexm-test/runs/$PREFIX/ssh_config n1
@@ -16,15 +16,17 @@ export PATH=/usr/local/go/bin:$PATH
 PREFIX=${PREFIX:-demo}
 CACHE=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
 RELEASE=${KUBEXM_TEST_RELEASE_DIR:-$CACHE/release}
-ETCD_VERSION=${ETCD_VERSION:-v3.5.35}
-KUBE_VERSION=v1.33.13
+ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+KUBE_VERSION=v1.37.2
+CONTAINERD_VERSION=2.4.2 RUNC_VERSION=1.5.2 CNI_VERSION=1.9.1
 
 [ "$(id -u)" -eq 0 ] || { echo "demo: run as root (sudo make demo): it starts systemd-nspawn machines" >&2; exit 1; }
 go build -o bin/kubexm ./cmd/kubexm
 test/hosts/prepare-rootfs.sh
 echo "== the releases, built once and cached in $CACHE"
 for script in release.sh containerd.sh kubernetes-release.sh flannel.sh images.sh; do
-  test/artifacts/$script >/dev/null
+  ETCD_VERSION=$ETCD_VERSION KUBE_VERSION=$KUBE_VERSION CONTAINERD_VERSION=$CONTAINERD_VERSION \
+    RUNC_VERSION=$RUNC_VERSION CNI_VERSION=$CNI_VERSION test/artifacts/$script >/dev/null
 done
 KUBELET=1 N=3 PREFIX=$PREFIX test/hosts/up.sh
 # shellcheck source=/dev/null
@@ -34,7 +36,7 @@ work=$CACHE/runs/$PREFIX/work
 mkdir -p "$work"
 # The harness's inventory (n1 master, all etcd members, the others workers),
 # with one etcd member and Kubernetes in binary mode.
-sed -e 's/^    proxyMode: iptables.*/    type: kubexm\n    version: '"$KUBE_VERSION"'\n    proxyMode: iptables\n    containerRuntime: {type: containerd, version: 1.6.20}\n  network:\n    plugin: flannel/' \
+sed -e 's/^    proxyMode: iptables.*/    type: kubexm\n    version: '"$KUBE_VERSION"'\n    proxyMode: iptables\n    containerRuntime: {type: containerd, version: '"$CONTAINERD_VERSION"'}\n  network:\n    plugin: flannel/' \
   -e '/^    etcd:$/,/^    master:$/{/^    - n[2-9]$/d}' \
   "$KUBEXM_TEST_INVENTORY" >"$work/cluster.yaml"
 cd "$work"
@@ -50,9 +52,9 @@ export KUBEXM_HOME=$work/.kubexm
 # disk and conntrack limits.
 cat >vars.yaml <<EOF
 etcd_local_dir: $RELEASE/etcd-io/etcd/releases/download/$ETCD_VERSION
-containerd_local_dir: $RELEASE/containerd/containerd/releases/download/v1.6.20
-runc_local_dir: $RELEASE/opencontainers/runc/releases/download/v1.1.5
-cni_plugins_local_dir: $RELEASE/containernetworking/plugins/releases/download/v1.1.1
+containerd_local_dir: $RELEASE/containerd/containerd/releases/download/v$CONTAINERD_VERSION
+runc_local_dir: $RELEASE/opencontainers/runc/releases/download/v$RUNC_VERSION
+cni_plugins_local_dir: $RELEASE/containernetworking/plugins/releases/download/v$CNI_VERSION
 kubernetes_local_dir: $RELEASE/kubernetes/release/$KUBE_VERSION/bin/linux/amd64
 flannel_cni_plugin_local_dir: $RELEASE/flannel-io/cni-plugin/releases/download/v0.9.1
 images_local_dir: $RELEASE/images
@@ -63,7 +65,6 @@ os_packages: [iptables, iproute2, kmod, procps, curl]
 os_sysctl_ignore_readonly: true
 containerd_restrict_oom_score_adj: true
 kubelet_extra_config:
-  failCgroupV1: false
   evictionHard: {nodefs.available: "0%", nodefs.inodesFree: "0%", imagefs.available: "0%"}
   imageGCHighThresholdPercent: 100
 kube_proxy_conntrack_max_per_core: 0

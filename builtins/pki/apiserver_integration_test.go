@@ -24,7 +24,7 @@ import (
 	"github.com/mensylisir/kubexm/engine/step"
 )
 
-const kubeVersion = "v1.33.13"
+const kubeVersion = "v1.37.2"
 
 // kubeBinDir finds kube-apiserver built by test/artifacts/kubernetes.sh.
 func kubeBinDir(t *testing.T) string {

@@ -19,7 +19,7 @@ import (
 	"github.com/mensylisir/kubexm/engine/step"
 )
 
-const etcdVersion = "v3.5.35"
+const etcdVersion = "v3.6.16"
 
 // etcdBinDir finds etcd and etcdctl built by test/artifacts/etcd.sh.
 func etcdBinDir(t *testing.T) string {

@@ -262,7 +262,7 @@ spec:
 	for sub, files := range map[string][][2]string{
 		"containerd": {{"containerd-2.4.2-linux-amd64.tar.gz", "containerd-2.4.2-linux-amd64.tar.gz.sha256sum"}},
 		"runc":       {{"runc.amd64", "runc.sha256sum"}},
-		"cni":        {{"cni-plugins-linux-amd64-v1.1.1.tgz", "cni-plugins-linux-amd64-v1.1.1.tgz.sha256"}},
+		"cni":        {{"cni-plugins-linux-amd64-v1.9.1.tgz", "cni-plugins-linux-amd64-v1.9.1.tgz.sha256"}},
 		"flannel":    {{"cni-plugin-flannel-linux-amd64-v1.6.2-flannel1.tgz", "cni-plugin-flannel-linux-amd64-v1.6.2-flannel1.tgz.sha256"}},
 	} {
 		for _, f := range files {
@@ -347,8 +347,8 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
 		"etcd/v3.6.16/amd64/etcd-v3.6.16-linux-amd64.tar.gz",
 		"etcd/v3.6.16/arm64/etcd-v3.6.16-linux-arm64.tar.gz",
 		"containerd/2.4.2/amd64/containerd-2.4.2-linux-amd64.tar.gz",
-		"runc/1.1.5/amd64/runc.amd64",
-		"cni-plugins/1.1.1/amd64/cni-plugins-linux-amd64-v1.1.1.tgz",
+		"runc/1.5.2/amd64/runc.amd64",
+		"cni-plugins/1.9.1/amd64/cni-plugins-linux-amd64-v1.9.1.tgz",
 		"kubernetes/v1.37.2/amd64/kubelet",
 		"kubernetes/v1.37.2/amd64/kubectl",
 		"flannel-cni-plugin/v1.6.2-flannel1/amd64/cni-plugin-flannel-linux-amd64-v1.6.2-flannel1.tgz",
@@ -433,8 +433,8 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
 		t.Errorf("a network download under --offline-bundle: %v\n%s", err, out)
 	}
 	// A file the bundle lacks is named, with the bundle directory.
-	_, out, err = recapOf(t, a, filepath.Dir(pb), playFlags{inventory: fx.cluster, workDir: offWork, offlineBundle: "bundle.tar.gz", extraVars: []string{"kubernetes_version=1.30.0"}})
-	if err == nil || !strings.Contains(out, "the offline bundle has no kubelet for kubernetes 1.30.0 amd64") {
+	_, out, err = recapOf(t, a, filepath.Dir(pb), playFlags{inventory: fx.cluster, workDir: offWork, offlineBundle: "bundle.tar.gz", extraVars: []string{"kubernetes_version=v1.36.1"}})
+	if err == nil || !strings.Contains(out, "the offline bundle has no kubelet for kubernetes v1.36.1 amd64") {
 		t.Errorf("a file missing from the bundle: %v\n%s", err, out)
 	}
 	// A corrupt bundle stops the run before anything runs.

@@ -6,7 +6,7 @@
 # module roots and builds them (see /work/shared/notes/test-artifacts.md §2).
 #
 # Environment:
-#   ETCD_VERSION          v3.5.x to build (default v3.5.35)
+#   ETCD_VERSION          v3.5.x or v3.6.x to build (default v3.6.16)
 #   GOARCH                target architecture (default: the host's)
 #   KUBEXM_TEST_ETCD_DIR  where the binaries go
 #                         (default /var/cache/kubexm-test/artifacts/etcd/$ETCD_VERSION/$GOARCH)
@@ -17,18 +17,30 @@
 # Prints the directory holding the binaries on its last line.
 set -euo pipefail
 
-version=${ETCD_VERSION:-v3.5.35}
+version=${ETCD_VERSION:-v3.6.16}
 arch=${GOARCH:-$(go env GOARCH)}
 cache=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
 out=${KUBEXM_TEST_ETCD_DIR:-$cache/artifacts/etcd/$version/$arch}
 
-# etcd 3.5's client/v2 module is numbered v2.30<minor>.<patch>, and 3.6
-# reorganised the modules; only the 3.5 layout is handled here.
-if [[ ! $version =~ ^v3\.5\.([0-9]+)$ ]]; then
-	echo "etcd.sh: ETCD_VERSION=$version: only v3.5.x is supported" >&2
+# The module set differs per minor: 3.5 has client/v2 (numbered
+# v2.30<minor>.<patch>) and raft inside etcd; 3.6 dropped client/v2 and
+# moved raft to go.etcd.io/raft/v3, which the server's go.mod pins.
+case $version in
+v3.5.*) extra=$'\tgo.etcd.io/etcd/client/v2 v2.305.'"${version##*.}"$'\n\tgo.etcd.io/etcd/raft/v3 '"$version" ;;
+v3.6.*) extra= ;;
+*)
+	echo "etcd.sh: ETCD_VERSION=$version: only v3.5.x and v3.6.x are supported" >&2
+	exit 2
+	;;
+esac
+if [[ ! $version =~ ^v3\.[56]\.[0-9]+$ ]]; then
+	echo "etcd.sh: ETCD_VERSION=$version: want v3.<minor>.<patch>" >&2
 	exit 2
 fi
-patch=${BASH_REMATCH[1]}
+
+mkdir -p "$cache/build"
+exec 9>"$cache/build/etcd-$version.lock"
+flock 9
 
 if [[ ${FORCE:-0} != 1 && -x $out/etcd && -x $out/etcdctl && -x $out/etcdutl ]]; then
 	echo "etcd.sh: $version/$arch already built in $out (FORCE=1 rebuilds)" >&2
@@ -49,10 +61,9 @@ require (
 	go.etcd.io/etcd/server/v3 $version
 	go.etcd.io/etcd/api/v3 $version
 	go.etcd.io/etcd/client/pkg/v3 $version
-	go.etcd.io/etcd/client/v2 v2.305.$patch
 	go.etcd.io/etcd/client/v3 $version
 	go.etcd.io/etcd/pkg/v3 $version
-	go.etcd.io/etcd/raft/v3 $version
+$extra
 )
 GOMOD
 cat >"$mod/tools.go" <<'GO'
@@ -75,8 +86,10 @@ go mod tidy
 echo "etcd.sh: building etcd $version ($arch) into $out" >&2
 tmp=$(mktemp -d "$out/.build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-go build -trimpath -ldflags='-s -w' -o "$tmp/etcd" go.etcd.io/etcd/server/v3
-go build -trimpath -ldflags='-s -w' -o "$tmp/" go.etcd.io/etcd/etcdctl/v3 go.etcd.io/etcd/etcdutl/v3
+# One invocation for the three shares the compilation of their common
+# packages; the server's main package is its module root, named "server".
+go build -trimpath -ldflags='-s -w' -o "$tmp/" go.etcd.io/etcd/server/v3 go.etcd.io/etcd/etcdctl/v3 go.etcd.io/etcd/etcdutl/v3
+mv -f "$tmp/server" "$tmp/etcd"
 # Move into place only after all three built, so a half build never looks done.
 for b in etcd etcdctl etcdutl; do
 	mv -f "$tmp/$b" "$out/$b"

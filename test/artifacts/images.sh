@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the container images a kubexm test cluster needs, without any
-# registry, as tarballs that `ctr -n k8s.io images import` (containerd 1.6)
+# registry, as tarballs that `ctr -n k8s.io images import` (containerd 2)
 # and `docker load` take:
 #
 #   $OUT/images/pause-$PAUSE_VERSION-$ARCH.tar        registry.k8s.io/pause:$PAUSE_VERSION
@@ -44,8 +44,8 @@
 # $KUBEXM_TEST_CACHE/build/ and artifacts/ so a second run is fast.
 #
 # Environment:
-#   PAUSE_VERSION (3.10), PAUSE_KUBE_VERSION (v1.33.13: where pause.c comes from),
-#   COREDNS_VERSION (v1.12.0), FLANNEL_VERSION (v0.28.10; see flannel.sh),
+#   PAUSE_VERSION (3.10.2), PAUSE_KUBE_VERSION (v1.37.2: where pause.c comes from),
+#   COREDNS_VERSION (v1.14.6), FLANNEL_VERSION (v0.28.10; see flannel.sh),
 #   BUSYBOX_VERSION (1.35.0: must be Debian's busybox-static upstream version),
 #   IPTABLES_BACKEND (nft), KUBEXM_TEST_CACHE (/var/cache/kubexm-test),
 #   KUBEXM_TEST_RELEASE_DIR = $OUT (/var/cache/kubexm-test/release), FORCE=1.
@@ -55,9 +55,9 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-pause_version=${PAUSE_VERSION:-3.10}
-pause_kube_version=${PAUSE_KUBE_VERSION:-v1.33.13}
-coredns_version=${COREDNS_VERSION:-v1.12.0}
+pause_version=${PAUSE_VERSION:-3.10.2}
+pause_kube_version=${PAUSE_KUBE_VERSION:-v1.37.2}
+coredns_version=${COREDNS_VERSION:-v1.14.6}
 flannel_version=${FLANNEL_VERSION:-v0.28.10}
 busybox_version=${BUSYBOX_VERSION:-1.35.0}
 iptables_backend=${IPTABLES_BACKEND:-nft}

@@ -20,7 +20,7 @@
 #   missing ones are built by kubernetes.sh, which takes a lock, so a build
 #   already running is waited for rather than repeated.
 #
-# Environment: KUBE_VERSION (default v1.33.13), GOARCH (default the host's),
+# Environment: KUBE_VERSION (default v1.37.2), GOARCH (default the host's),
 # KUBEXM_TEST_CACHE (default /var/cache/kubexm-test), KUBEXM_TEST_K8S_DIR
 # (kubernetes.sh's output), KUBEXM_TEST_RELEASE_DIR = $OUT (default
 # /var/cache/kubexm-test/release), FORCE=1.
@@ -28,7 +28,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-version=${KUBE_VERSION:-v1.33.13}
+version=${KUBE_VERSION:-v1.37.2}
 arch=${GOARCH:-$(go env GOARCH)}
 cache=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
 out=${KUBEXM_TEST_RELEASE_DIR:-/var/cache/kubexm-test/release}

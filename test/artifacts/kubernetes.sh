@@ -3,11 +3,11 @@
 #
 # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them
 # with ./staging paths, so `go install` is refused; a throwaway module pins
-# every staging module with its own replace block instead. The proxy does not
-# serve the sample-* staging modules, and only k8s.io/sample-apiserver is in
-# the module graph, so a local empty stub stands in for it (see
-# /work/shared/notes/test-artifacts.md §1; v1.33.13 is the only version known
-# to have every needed staging module on the proxy).
+# every staging module (the list read from kubernetes' own go.mod at that
+# version) with its own replace block instead. The proxy serves the sample-*
+# staging modules only for some versions, and only k8s.io/sample-apiserver is
+# in the module graph, so a local empty stub stands in for it. v1.35.4,
+# v1.36.3 and v1.37.2 have every other staging module on the proxy.
 #
 # Usage: kubernetes.sh [BINARY...]
 #   BINARY is one of kube-apiserver kube-controller-manager kube-scheduler
@@ -15,7 +15,7 @@
 #   in the output directory are not rebuilt.
 #
 # Environment:
-#   KUBE_VERSION          v1.x.y to build (default v1.33.13)
+#   KUBE_VERSION          v1.x.y to build (default v1.37.2)
 #   GOARCH                target architecture (default: the host's)
 #   KUBEXM_TEST_K8S_DIR   where the binaries go
 #                         (default /var/cache/kubexm-test/artifacts/kubernetes/$KUBE_VERSION/$GOARCH)
@@ -27,7 +27,7 @@
 set -euo pipefail
 
 all=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl kubeadm)
-version=${KUBE_VERSION:-v1.33.13}
+version=${KUBE_VERSION:-v1.37.2}
 arch=${GOARCH:-$(go env GOARCH)}
 cache=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
 out=${KUBEXM_TEST_K8S_DIR:-$cache/artifacts/kubernetes/$version/$arch}
@@ -68,25 +68,42 @@ fi
 
 mod=$cache/build/kubernetes-$version
 mkdir -p "$mod/stub/sample-apiserver" "$out"
+export CGO_ENABLED=0 GOARCH=$arch GOOS=linux GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
+
+# The staging modules differ per minor (v1.36 added cri-streaming and
+# streaming), so the replace list comes from kubernetes' own go.mod at that
+# version: each `k8s.io/x => ./staging/...` line becomes `k8s.io/x =>
+# k8s.io/x v0.<minor>.<patch>`. The sample-* modules are not needed by any
+# binary built here and the proxy serves them only for some versions, so
+# only sample-apiserver (the one kubernetes requires) is kept, as a stub.
+kmod=$(cd "$mod" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+if [[ ! -s $kmod ]]; then
+	echo "kubernetes.sh: cannot fetch the go.mod of k8s.io/kubernetes@$version from the module proxy" >&2
+	exit 1
+fi
+staging_mods=$(sed -n 's|^[[:space:]]*\(k8s\.io/[a-z0-9-]*\) => \./staging/.*|\1|p' "$kmod" | grep -v '^k8s\.io/sample-' | sort -u)
+if [[ -z $staging_mods ]]; then
+	echo "kubernetes.sh: no staging replace lines in $kmod" >&2
+	exit 1
+fi
+# kubernetes' own go and godebug lines (only the main module's godebug
+# applies, and v1.37 needs go 1.26).
+go_line=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$kmod")
+godebug_line=$(grep -m1 '^godebug ' "$kmod" || true)
 {
 	cat <<GOMOD
 module example.com/kubexm-k8sbuild
 
-go 1.24.0
+go ${go_line:-1.24.0}
 
-// Copied from kubernetes' own go.mod: only the main module's godebug applies.
-godebug default=go1.24
+$godebug_line
 
 require k8s.io/kubernetes $version
 
 replace (
 GOMOD
-	for m in api apiextensions-apiserver apimachinery apiserver cli-runtime client-go \
-		cloud-provider cluster-bootstrap code-generator component-base component-helpers \
-		controller-manager cri-api cri-client csi-translation-lib dynamic-resource-allocation \
-		endpointslice externaljwt kms kube-aggregator kube-controller-manager kube-proxy \
-		kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission; do
-		printf '\tk8s.io/%s => k8s.io/%s %s\n' "$m" "$m" "$staging"
+	for m in $staging_mods; do
+		printf '\t%s => %s %s\n' "$m" "$m" "$staging"
 	done
 	printf '\tk8s.io/sample-apiserver => ./stub/sample-apiserver\n)\n'
 } >"$mod/go.mod.new"
@@ -99,7 +116,7 @@ if ! cmp -s "$mod/go.mod.new" "$mod/go.mod.in" 2>/dev/null || [[ ! -s $mod/go.su
 	tidy=1
 fi
 rm -f "$mod/go.mod.new"
-printf 'module k8s.io/sample-apiserver\n\ngo 1.24.0\n' >"$mod/stub/sample-apiserver/go.mod"
+printf 'module k8s.io/sample-apiserver\n\ngo %s\n' "${go_line:-1.24.0}" >"$mod/stub/sample-apiserver/go.mod"
 {
 	printf '//go:build tools\n\n// Package tools keeps the Kubernetes main packages in the module graph.\npackage tools\n\nimport (\n'
 	for b in "${all[@]}"; do
@@ -108,7 +125,6 @@ printf 'module k8s.io/sample-apiserver\n\ngo 1.24.0\n' >"$mod/stub/sample-apiser
 	printf ')\n'
 } >"$mod/tools.go"
 
-export CGO_ENABLED=0 GOARCH=$arch GOOS=linux GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
 cd "$mod"
 if [[ ${tidy:-0} == 1 ]]; then
 	echo "kubernetes.sh: resolving modules for Kubernetes $version" >&2

@@ -11,14 +11,14 @@
 # reproducible (fixed order, owner and times; gzip without a timestamp), so
 # its sha256 only changes when the binaries do.
 #
-# Environment: ETCD_VERSION (default v3.5.35), GOARCH (default the host's),
+# Environment: ETCD_VERSION (default v3.6.16), GOARCH (default the host's),
 # KUBEXM_TEST_ETCD_DIR (the binaries; built by etcd.sh when missing),
 # KUBEXM_TEST_RELEASE_DIR = $OUT (default /var/cache/kubexm-test/release).
 # Prints the tarball's path on its last line.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-version=${ETCD_VERSION:-v3.5.35}
+version=${ETCD_VERSION:-v3.6.16}
 arch=${GOARCH:-$(go env GOARCH)}
 out=${KUBEXM_TEST_RELEASE_DIR:-/var/cache/kubexm-test/release}
 

@@ -457,7 +457,7 @@ func TestAddonTemplateCoreDNS(t *testing.T) {
 				t.Errorf("replicas %v (%T)", dep.get("spec", "replicas"), dep.get("spec", "replicas"))
 			}
 			c := k8sObject(containersOf(dep)[0].(map[string]any))
-			if c.get("image") != "registry.k8s.io/coredns/coredns:v1.12.0" || c.get("imagePullPolicy") != "IfNotPresent" {
+			if c.get("image") != "registry.k8s.io/coredns/coredns:v1.14.6" || c.get("imagePullPolicy") != "IfNotPresent" {
 				t.Errorf("image %v %v", c.get("image"), c.get("imagePullPolicy"))
 			}
 			if c.get("readinessProbe", "httpGet", "port") != uint64(8181) || c.get("readinessProbe", "httpGet", "path") != "/ready" {

@@ -20,7 +20,7 @@ import (
 // The Kubernetes release the cluster test builds and installs, and the
 // kubernetes Service's address: the first of the default service range.
 const (
-	kubernetesVersion   = "v1.33.13"
+	kubernetesVersion   = "v1.37.2"
 	kubernetesServiceIP = "10.233.0.1"
 )
 
@@ -34,7 +34,8 @@ const (
 //   - create-cluster --offline-bundle builds a binary-mode cluster: etcd,
 //     containerd, control plane, kubelet and kube-proxy, flannel (vxlan),
 //     CoreDNS, labels, and the health checks;
-//   - kubectl get nodes shows 3 Ready nodes at v1.33.13;
+//   - kubectl get nodes shows 3 Ready nodes at v1.37.2 (kubelet on cgroup v1
+//     with failCgroupV1: false from the cgroup_version fact);
 //   - a busybox pod on each worker resolves kubernetes.default and fetches a
 //     page through a ClusterIP service backed by a pod on the other worker;
 //   - a re-run reports 0 changed;
@@ -219,7 +220,7 @@ func clusterTestVars() []string {
 		"containerd_restrict_oom_score_adj=true",
 		// What kind does for kubelet and kube-proxy in a container: the disk
 		// stats are the host's, conntrack limits are the host's.
-		`{"kubelet_extra_config": {"failCgroupV1": false, "evictionHard": {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"}, "imageGCHighThresholdPercent": 100}}`,
+		`{"kubelet_extra_config": {"evictionHard": {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"}, "imageGCHighThresholdPercent": 100}}`,
 		`{"kube_proxy_conntrack_max_per_core": 0}`,
 	}
 }

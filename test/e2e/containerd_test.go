@@ -24,18 +24,18 @@ import (
 	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
-// The versions test/artifacts/containerd.sh repacks from Debian bookworm.
+// The versions test/artifacts/containerd.sh builds from the Go module proxy.
 const (
-	containerdVersion = "1.6.20"
-	runcVersion       = "1.1.5"
-	cniVersion        = "1.1.1"
+	containerdVersion = "2.4.2"
+	runcVersion       = "1.5.2"
+	cniVersion        = "1.9.1"
 )
 
 // TestContainerd is the containerd part of issue 9 on two fresh machines:
 //
 //   - create-cluster --tags containerd installs containerd, runc and the CNI
 //     plugins from release-shaped artifacts and starts the service;
-//   - `ctr version` reaches server 1.6.20, the unit is active and config.toml
+//   - `ctr version` reaches server 2.4.2, the unit is active and config.toml
 //     has SystemdCgroup = true;
 //   - --check before it changes nothing; running it again reports 0 changed;
 //   - a changed config.toml restarts the daemon (the handler);
@@ -213,15 +213,15 @@ func checkContainerd(ctx context.Context, t *testing.T, set *testhosts.Set, host
 		t.Fatalf("%s: ctr version: %v\n%s", host, err, out)
 	}
 	server, _, ok := strings.Cut(out, "Server:")
-	if !ok || !strings.Contains(out[len(server):], "Version:  "+containerdVersion) {
+	if !ok || !strings.Contains(out[len(server):], "Version:  v"+containerdVersion) {
 		t.Errorf("%s: ctr version does not show server %s:\n%s", host, containerdVersion, out)
 	}
 	if out, err := set.SSH(ctx, host, "systemctl is-active containerd; systemctl is-enabled containerd"); err != nil || out != "active\nenabled\n" {
 		t.Errorf("%s: containerd is %q (%v), want active and enabled", host, out, err)
 	}
 	if out, err := set.SSH(ctx, host, "grep -c '^ *SystemdCgroup = true$' /etc/containerd/config.toml; runc --version; ls /opt/cni/bin | wc -l"); err != nil ||
-		!strings.HasPrefix(out, "1\nrunc version "+runcVersion) || !strings.HasSuffix(out, "\n16\n") {
-		t.Errorf("%s: SystemdCgroup count, runc version and CNI plugin count %q (%v), want 1, %s, 16", host, out, err, runcVersion)
+		!strings.HasPrefix(out, "1\nrunc version "+runcVersion) || !strings.HasSuffix(out, "\n18\n") {
+		t.Errorf("%s: SystemdCgroup count, runc version and CNI plugin count %q (%v), want 1, %s, 18", host, out, err, runcVersion)
 	}
 }
 
@@ -433,21 +433,26 @@ func TestContainerdConfigTemplate(t *testing.T) {
 	}
 	got := renderRoleTemplate(t, "containerd", "config.toml.tmpl", vars)
 	for _, want := range []string{
-		"version = 2\n",
+		"version = 3\n",
 		`root = "/data/containerd"`,
 		"restrict_oom_score_adj = true\n",
-		`sandbox_image = "reg.local/kx/pause:3.10"`,
+		"[plugins.\"io.containerd.cri.v1.images\".pinned_images]\n      sandbox = \"reg.local/kx/pause:3.10\"",
+		`bin_dirs = ["/opt/cni/bin"]`,
 		"SystemdCgroup = true\n",
 		`BinaryName = "/usr/local/sbin/runc"`,
 		`endpoint = ["https://mirror.example.com", "http://m2.example.com:5000", "https://registry-1.docker.io"]`,
-		`[plugins."io.containerd.grpc.v1.cri".registry.mirrors."plain.example.com"]` + "\n" + `          endpoint = ["http://plain.example.com"]`,
-		`[plugins."io.containerd.grpc.v1.cri".registry.configs."insecure.example.com".tls]` + "\n          insecure_skip_verify = true",
-		`[plugins."io.containerd.grpc.v1.cri".registry.configs."reg.local".auth]` + "\n" + `          username = "u"` + "\n" + `          password = "p\"w"`,
-		`[plugins."io.containerd.grpc.v1.cri".registry.configs."reg.local".tls]`,
+		`[plugins."io.containerd.cri.v1.images".registry.mirrors."plain.example.com"]` + "\n" + `          endpoint = ["http://plain.example.com"]`,
+		`[plugins."io.containerd.cri.v1.images".registry.configs."insecure.example.com".tls]` + "\n          insecure_skip_verify = true",
+		`[plugins."io.containerd.cri.v1.images".registry.configs."reg.local".auth]` + "\n" + `          username = "u"` + "\n" + `          password = "p\"w"`,
+		`[plugins."io.containerd.cri.v1.images".registry.configs."reg.local".tls]`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("config.toml lacks %q:\n%s", want, got)
 		}
+	}
+	// containerd 2 reads version 3 only under the split CRI plugins.
+	if strings.Contains(got, "grpc.v1.cri") || strings.Contains(got, "sandbox_image") {
+		t.Errorf("config.toml has containerd 1.x settings:\n%s", got)
 	}
 	if strings.Count(got, `registry.configs."reg.local".tls]`) != 1 {
 		t.Errorf("reg.local's tls table is written more than once:\n%s", got)

@@ -108,16 +108,21 @@ func renderRoleTemplate(t *testing.T, role, name string, vars map[string]any) st
 
 func TestEtcdConfigTemplate(t *testing.T) {
 	for _, tc := range []struct {
+		version                string
 		addrs                  [3]string
 		initialCluster, client string
 	}{
-		{[3]string{"10.0.0.1", "10.0.0.2", "10.0.0.3"},
+		{"v3.6.16", [3]string{"10.0.0.1", "10.0.0.2", "10.0.0.3"},
 			"n1=https://10.0.0.1:2380,n2=https://10.0.0.2:2380,n3=https://10.0.0.3:2380", "https://10.0.0.1:2379"},
 		// Dual stack: the first address; IPv6 only: brackets.
-		{[3]string{"10.0.0.1,fd00::1", "fd00::2", "fd00::3"},
+		{"v3.6.16", [3]string{"10.0.0.1,fd00::1", "fd00::2", "fd00::3"},
 			"n1=https://10.0.0.1:2380,n2=https://[fd00::2]:2380,n3=https://[fd00::3]:2380", "https://10.0.0.1:2379"},
+		{"v3.5.35", [3]string{"10.0.0.1", "10.0.0.2", "10.0.0.3"},
+			"n1=https://10.0.0.1:2380,n2=https://10.0.0.2:2380,n3=https://10.0.0.3:2380", "https://10.0.0.1:2379"},
 	} {
-		out := renderRoleTemplate(t, "etcd", "etcd.conf.yml.tmpl", sampleVars(tc.addrs))
+		vars := sampleVars(tc.addrs)
+		vars["etcd_version"] = tc.version
+		out := renderRoleTemplate(t, "etcd", "etcd.conf.yml.tmpl", vars)
 		var cfg map[string]any
 		if err := yaml.Unmarshal([]byte(out), &cfg); err != nil {
 			t.Fatalf("etcd.conf.yml is not YAML: %v\n%s", err, out)
@@ -130,8 +135,13 @@ func TestEtcdConfigTemplate(t *testing.T) {
 			"initial-cluster-state": "new",
 			"heartbeat-interval":    uint64(300),
 			"election-timeout":      uint64(3000),
-			"max-snapshots":         uint64(0), // 0 (unlimited) is kept, not defaulted
 			"max-wals":              uint64(5),
+		}
+		// max-snapshots is deprecated in etcd 3.6 (no v2 snapshots): 3.5 only.
+		if tc.version < "v3.6" {
+			want["max-snapshots"] = uint64(0) // 0 (unlimited) is kept, not defaulted
+		} else if _, ok := cfg["max-snapshots"]; ok {
+			t.Errorf("%s: max-snapshots is set:\n%s", tc.version, out)
 		}
 		for k, v := range want {
 			if cfg[k] != v {

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-const etcdVersion = "v3.5.35"
+const etcdVersion = "v3.6.16"
 
 // TestEtcdCluster is issue 8's acceptance on three fresh test machines:
 //

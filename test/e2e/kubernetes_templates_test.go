@@ -41,7 +41,7 @@ func kubeVars(host string, adjust func(spec map[string]any)) map[string]any {
 			"domain": "lb.kubexm.local", "lb_address": "", "port": 6443,
 		},
 		"kubernetes": map[string]any{
-			"type": "kubexm", "version": "v1.33.13", "clusterName": "cluster.local",
+			"type": "kubexm", "version": "v1.37.2", "clusterName": "cluster.local",
 			"apiserverCertExtraSans": []any{"192.168.8.8", "api.example.org"},
 			"maxPods":                110, "podPidsLimit": 10000, "nodeCidrMaskSize": 24, "proxyMode": "ipvs",
 			"masqueradeAll": false, "featureGates": map[string]any{}, "kubeProxyConfiguration": map[string]any{},
@@ -104,7 +104,7 @@ func withDefaults(t *testing.T, role string, vars map[string]any) map[string]any
 	// role's defaults.
 	var shared yaml.MapSlice
 	for _, item := range readDefaults(t, "artifacts") {
-		if strings.HasPrefix(fmt.Sprint(item.Key), "kube") {
+		if sharedKubeName(fmt.Sprint(item.Key)) {
 			shared = append(shared, item)
 		}
 	}
@@ -120,6 +120,13 @@ func withDefaults(t *testing.T, role string, vars map[string]any) map[string]any
 		out[name] = v
 	}
 	return out
+}
+
+// sharedKubeName says whether a name of the shared versions file is one the
+// Kubernetes roles read: its release, pins, paths and ranges (the image and
+// artifact lists need more of cluster.yaml than kubeVars has).
+func sharedKubeName(name string) bool {
+	return strings.HasPrefix(name, "kube") || name == "pause_version" || name == "coredns_version"
 }
 
 func TestKubernetesTemplateRolesLoad(t *testing.T) {
