@@ -269,6 +269,7 @@ UNIT
 	d.observe(runResult{events: []event{{Kind: "host_result", Status: "failed", Host: h, Role: "e2e",
 		Task: "e2e-named is alive", Message: "timed out waiting for url http://127.0.0.1:1/livez"}}})
 	text := d.text(ctx)
+	t.Logf("the report, as a failing suite would log it:\n%s", text)
 	for _, want := range []string{
 		"failed tasks:\n  n1 [e2e] e2e-named is alive: timed out",
 		"## e2e-broken (not active)",
