@@ -131,10 +131,18 @@ func (d *diagnostics) keepHint() string {
 	fmt.Fprintf(&b, "%s=1: the machines of run %s stay up.\n", envKeepMachines, d.prefix)
 	fmt.Fprintf(&b, "  reach them:    ssh -F %s/ssh_config n1   (n2, n3, ...)\n", state)
 	d.mu.Lock()
-	if d.kubectl != nil {
-		fmt.Fprintf(&b, "  the cluster:   %s --kubeconfig %s get nodes   (this test's directory is removed: copy the kubeconfig first, or use it on n1)\n", d.kubectl.bin, d.kubectl.kubeconfig)
-	}
+	k := d.kubectl
 	d.mu.Unlock()
+	// The test's directory goes away with the test; the run's state
+	// directory stays until down.sh.
+	if k != nil {
+		if b2, err := os.ReadFile(k.kubeconfig); err == nil {
+			kept := filepath.Join(state, "kubeconfig")
+			if err := os.WriteFile(kept, b2, 0o600); err == nil {
+				fmt.Fprintf(&b, "  the cluster:   %s --kubeconfig %s get nodes\n", k.bin, kept)
+			}
+		}
+	}
 	fmt.Fprintf(&b, "  take them down: sudo make hosts-down PREFIX=%s   (or PREFIX=%s test/hosts/down.sh)", d.prefix, d.prefix)
 	return b.String()
 }
@@ -261,6 +269,7 @@ UNIT
 	d.observe(runResult{events: []event{{Kind: "host_result", Status: "failed", Host: h, Role: "e2e",
 		Task: "e2e-named is alive", Message: "timed out waiting for url http://127.0.0.1:1/livez"}}})
 	text := d.text(ctx)
+	t.Logf("the report, as a failing suite would log it:\n%s", text)
 	for _, want := range []string{
 		"failed tasks:\n  n1 [e2e] e2e-named is alive: timed out",
 		"## e2e-broken (not active)",
