@@ -64,6 +64,8 @@ func Inventory(c *Cluster, source string) (*inventory.Inventory, error) {
 			User:     h.User,
 			Password: h.Password,
 			Vars:     hostVars(h, groups),
+			CredentialsHint: "set privateKeyPath (with privateKeyPassphrase when it is encrypted) or password " +
+				"for this host in cluster.yaml",
 		}
 		maps.Copy(ih.Vars, h.Vars)
 		if ih.Port == 0 {

@@ -53,6 +53,9 @@ func TestInventoryFromFullExample(t *testing.T) {
 		t.Errorf("node1 roles = %v", n1.Vars["roles"])
 	}
 	n3, _ := inv.Host("node3")
+	if !strings.Contains(n3.CredentialsHint, "privateKeyPath") || !strings.Contains(n3.CredentialsHint, "cluster.yaml") {
+		t.Errorf("node3's credentials hint %q names no cluster.yaml field", n3.CredentialsHint)
+	}
 	if n3.PrivateKeyPath != filepath.Join(home, ".ssh/id_rsa") || n3.Port != 22 || n3.User != "root" {
 		t.Errorf("node3 = %+v", n3)
 	}

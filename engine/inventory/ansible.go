@@ -203,6 +203,8 @@ func connection(h *Host, v map[string]any) error {
 	h.PrivateKeyPath = cmpOr(str(v["ansible_ssh_private_key_file"]), str(v["ansible_private_key_file"]))
 	h.Passphrase = str(v["ansible_ssh_private_key_passphrase"])
 	h.BecomePassword = cmpOr(str(v["ansible_become_password"]), str(v["ansible_become_pass"]))
+	h.CredentialsHint = "set ansible_ssh_private_key_file (with ansible_ssh_private_key_passphrase when it is " +
+		"encrypted) or ansible_password for this host in the inventory, its host_vars or group_vars"
 	switch c := str(v["ansible_connection"]); c {
 	case "", "ssh", "smart", "paramiko":
 	case "local":

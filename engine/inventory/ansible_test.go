@@ -81,6 +81,9 @@ ansible_connection=local
 		if w2.Local || w2.User != "deploy" || w2.Port != 2222 || w2.Password != "s3cret" || w2.Address != "web2" {
 			t.Errorf("%s: web2 %+v", inv.Source, *w2)
 		}
+		if !strings.Contains(w2.CredentialsHint, "ansible_ssh_private_key_file") {
+			t.Errorf("%s: web2's credentials hint %q names no inventory variable", inv.Source, w2.CredentialsHint)
+		}
 		if _, ok := w2.Vars["ansible_password"]; ok {
 			t.Errorf("%s: the password stayed a variable", inv.Source)
 		}

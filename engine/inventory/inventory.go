@@ -21,6 +21,9 @@ type Host struct {
 	Passphrase     string // secret
 	BecomePassword string // secret; defaults to Password for sudo
 	Bastion        *Bastion
+	// CredentialsHint says where this host's credentials are set, in the
+	// words of the file it came from, for "no credentials" errors.
+	CredentialsHint string
 	// Vars are the host's own variables (labels, arch, internal address...).
 	Vars map[string]any
 }

@@ -77,7 +77,7 @@ func authMethods(c credentials, agentSock string) (methods []gossh.AuthMethod, c
 	}
 	if len(methods) == 0 {
 		closeFn()
-		return nil, func() {}, errors.New("no credentials: set privateKeyPath or password for the host in cluster.yaml, or run an ssh-agent")
+		return nil, func() {}, errors.New("no credentials: no private key, password or ssh-agent for this host")
 	}
 	return methods, closeFn, nil
 }

@@ -241,8 +241,11 @@ func (t *Transport) dial(ctx context.Context) (*conn, error) {
 		user: t.user, password: h.Password, keyPath: h.PrivateKeyPath, passphrase: h.Passphrase,
 	}, t.opts.AgentSocket)
 	if err != nil {
-		return nil, &DialError{Host: t.name, Addr: t.addr, Cause: CauseAuth, Err: err,
-			Hint: "set privateKeyPath (with privateKeyPassphrase when it is encrypted) or password for this host in cluster.yaml"}
+		hint := h.CredentialsHint
+		if hint == "" {
+			hint = "give this host a private key or a password in the inventory, or run an ssh-agent"
+		}
+		return nil, &DialError{Host: t.name, Addr: t.addr, Cause: CauseAuth, Err: err, Hint: hint}
 	}
 	cfg := &gossh.ClientConfig{
 		User:              t.user,
