@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -36,13 +37,40 @@ func main() {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go watchSignals(sigs, cancel, stopGrace, os.Stderr, os.Exit)
 	root := newRootCmd()
-	if err := root.ExecuteContext(ctx); err != nil {
+	stopProfile := startCPUProfile(os.Getenv("KUBEXM_CPUPROFILE"), os.Stderr)
+	err := root.ExecuteContext(ctx)
+	stopProfile()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		var coded interface{ ExitCode() int }
 		if errors.As(err, &coded) {
 			os.Exit(coded.ExitCode())
 		}
 		os.Exit(1)
+	}
+}
+
+// startCPUProfile writes a CPU profile of the whole command to path (for
+// `go tool pprof`) when path is set: how the engine's own time is spent is
+// the one part of a run's wall time that does not depend on the hosts.
+func startCPUProfile(path string, stderr io.Writer) (stop func()) {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "KUBEXM_CPUPROFILE: %v; running without a profile\n", err)
+		if f != nil {
+			f.Close()
+		}
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
 	}
 }
 

@@ -163,3 +163,37 @@ func mapOf(v any) map[string]any {
 	m, _ := v.(map[string]any)
 	return m
 }
+
+// A play's vars_files outrank cluster.yaml's variables, so a play that loads
+// a role's defaults that way silently undoes a user's setting of them (an
+// etcd_version in cluster.yaml, say). Shared defaults belong in the
+// playbook header's defaults_files, which ranks below the inventory.
+func TestPlaybooksLoadNoRoleDefaultsAsPlayVars(t *testing.T) {
+	root := repoRoot(t)
+	books, err := filepath.Glob(filepath.Join(root, "playbooks", "*", "playbook.yaml"))
+	if err != nil || len(books) == 0 {
+		t.Fatalf("no playbooks under %s: %v", root, err)
+	}
+	for _, book := range books {
+		b, err := os.ReadFile(book)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pb struct {
+			Plays []struct {
+				Name      string   `yaml:"name"`
+				VarsFiles []string `yaml:"vars_files"`
+			} `yaml:"plays"`
+		}
+		if err := yaml.Unmarshal(b, &pb); err != nil {
+			t.Fatalf("%s: %v", book, err)
+		}
+		for _, p := range pb.Plays {
+			for _, f := range p.VarsFiles {
+				if strings.Contains(filepath.ToSlash(f), "/defaults/") {
+					t.Errorf("%s: play %q loads %s through vars_files, above cluster.yaml's variables; name it in the header's defaults_files", book, p.Name, f)
+				}
+			}
+		}
+	}
+}

@@ -102,7 +102,7 @@ func TestKubernetesCluster(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("create-cluster --check failed: %v%s", res.err, res.failures())
 	}
-	t.Logf("PERF create-cluster --check on 3 fresh machines: %s", res.wall.Round(time.Millisecond))
+	t.Logf("PERF create-cluster --check on 3 fresh machines: %s; slowest tasks:%s", res.wall.Round(time.Millisecond), res.slowest(8))
 	for _, h := range set.Hosts {
 		if d := diffSnapshots(fresh[h.Name], snapshot(ctx, t, set, h.Name, wide...)); len(d) > 0 {
 			t.Errorf("--check changed %s:\n  %s", h.Name, strings.Join(d, "\n  "))
@@ -113,7 +113,7 @@ func TestKubernetesCluster(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF create-cluster (binary mode, offline bundle) on 3 fresh machines: %s (%d changed)", res.wall.Round(time.Millisecond), len(res.changed()))
+	t.Logf("PERF create-cluster (binary mode, offline bundle) on 3 fresh machines: %s (%d changed); slowest tasks:%s", res.wall.Round(time.Millisecond), len(res.changed()), res.slowest(15))
 
 	checkNodes(ctx, t, k, set)
 	checkWorkloads(ctx, t, k, set)
@@ -122,7 +122,7 @@ func TestKubernetesCluster(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("re-run failed: %v%s", res.err, res.failures())
 	}
-	t.Logf("PERF create-cluster re-run (nothing to change): %s", res.wall.Round(time.Millisecond))
+	t.Logf("PERF create-cluster re-run (nothing to change): %s; slowest tasks:%s", res.wall.Round(time.Millisecond), res.slowest(15))
 	if c := res.changed(); len(c) > 0 {
 		t.Errorf("re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
@@ -131,7 +131,7 @@ func TestKubernetesCluster(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("delete failed: %v%s", res.err, res.failures())
 	}
-	t.Logf("PERF delete: %s", res.wall.Round(time.Millisecond))
+	t.Logf("PERF delete: %s; slowest tasks:%s", res.wall.Round(time.Millisecond), res.slowest(8))
 	for _, h := range set.Hosts {
 		out, err := set.SSH(ctx, h.Name, `for u in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy etcd containerd; do
   [ -e /etc/systemd/system/$u.service ] && echo "unit $u"

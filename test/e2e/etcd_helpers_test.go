@@ -128,7 +128,9 @@ type event struct {
 	Status  string `json:"status"`
 	Message string `json:"message"`
 	Resumed bool   `json:"resumed"`
-	Recap   *struct {
+	// DurationMS of a task_end: the task's wall time over all its hosts.
+	DurationMS int64 `json:"duration_ms"`
+	Recap      *struct {
 		Hosts map[string]struct {
 			OK          int    `json:"ok"`
 			Changed     int    `json:"changed"`
@@ -144,6 +146,9 @@ type event struct {
 type runResult struct {
 	events []event
 	wall   time.Duration
+	// cpu is kubexm's own user and system time: unlike the wall time it
+	// hardly depends on what else the machine is doing.
+	cpu    time.Duration
 	err    error
 	stderr string
 }
@@ -166,6 +171,47 @@ func (r runResult) changed() []string {
 		}
 	}
 	return out
+}
+
+// slowest names the n tasks that took longest, with their wall times and
+// their share of the run, so a PERF line says where a slow run's time went.
+func (r runResult) slowest(n int) string {
+	type took struct {
+		name string
+		ms   int64
+	}
+	var tasks []took
+	var sum int64
+	ended := 0
+	for _, e := range r.events {
+		if e.Kind == "task_end" {
+			sum += e.DurationMS
+			ended++
+		}
+		if e.Kind == "task_end" && e.DurationMS > 0 {
+			name := e.Task
+			if e.Role != "" {
+				name = e.Role + " : " + name
+			}
+			tasks = append(tasks, took{name, e.DurationMS})
+		}
+	}
+	sort.SliceStable(tasks, func(i, j int) bool { return tasks[i].ms > tasks[j].ms })
+	var b strings.Builder
+	// What the tasks do not add up to is the engine's own time between
+	// tasks (loading, templating, planning) and the run's start and end.
+	fmt.Fprintf(&b, " kubexm used %.1fs of CPU; %d tasks took %.1fs together, %.1fs outside tasks;", r.cpu.Seconds(), ended, float64(sum)/1000, (r.wall - time.Duration(sum)*time.Millisecond).Seconds())
+	for i, tk := range tasks {
+		if i == n {
+			break
+		}
+		share := 0.0
+		if r.wall > 0 {
+			share = 100 * float64(tk.ms) / float64(r.wall.Milliseconds())
+		}
+		fmt.Fprintf(&b, "\n    %6.1fs %4.1f%%  %s", float64(tk.ms)/1000, share, tk.name)
+	}
+	return b.String()
 }
 
 // failures describes what failed, for test messages.
@@ -200,6 +246,12 @@ func (k kubexm) command(ctx context.Context, playbook string, args ...string) *e
 	// The test machines get new host keys each time they are made: trust
 	// is kept with this run's directory, not in the user's ~/.kubexm.
 	cmd.Env = append(os.Environ(), "KUBEXM_HOME="+filepath.Join(k.dir, ".kubexm"))
+	if dir := os.Getenv("KUBEXM_E2E_CPUPROFILE_DIR"); dir != "" {
+		// One CPU profile per run, named by time and playbook, for
+		// `go tool pprof`: see docs/perf.md.
+		name := fmt.Sprintf("%s-%s.pprof", time.Now().Format("150405.000"), filepath.Base(playbook))
+		cmd.Env = append(cmd.Env, "KUBEXM_CPUPROFILE="+filepath.Join(dir, name))
+	}
 	cmd.WaitDelay = 10 * time.Second
 	return cmd
 }
@@ -241,6 +293,9 @@ func (k kubexm) playUntil(ctx context.Context, stop func(event) bool, playbook s
 	_, _ = io.Copy(io.Discard, stdout)
 	res.err = cmd.Wait()
 	res.wall = time.Since(start)
+	if ps := cmd.ProcessState; ps != nil {
+		res.cpu = ps.UserTime() + ps.SystemTime()
+	}
 	res.stderr = stderr.String()
 	if killed {
 		var ee *exec.ExitError
