@@ -7,10 +7,16 @@
 #   $OUT/images/coredns-$COREDNS_VERSION-$ARCH.tar    registry.k8s.io/coredns/coredns:$COREDNS_VERSION
 #   $OUT/images/flannel-$FLANNEL_VERSION-$ARCH.tar    ghcr.io/flannel-io/flannel:$FLANNEL_VERSION
 #   $OUT/images/busybox-$BUSYBOX_VERSION-$ARCH.tar    docker.io/library/busybox:$BUSYBOX_VERSION
+#   and, for kubernetes.type kubeadm (asked by name, or all five as "kubeadm"):
+#   $OUT/images/kube-apiserver-$KUBE_VERSION-$ARCH.tar registry.k8s.io/kube-apiserver:$KUBE_VERSION
+#     (kube-controller-manager, kube-scheduler, kube-proxy the same way)
+#   $OUT/images/etcd-$ETCD_IMAGE_TAG-$ARCH.tar         registry.k8s.io/etcd:$ETCD_IMAGE_TAG
 #   $OUT/images/SHA256SUMS                            sha256sum format, every *.tar
 #   $OUT/images/images.txt                            "<file> <image reference>" per line
 #
-# Usage: images.sh [pause|coredns|flannel|busybox ...]   (default: all four)
+# Usage: images.sh [pause|coredns|flannel|busybox|kube-apiserver|kube-controller-manager|
+#                  kube-scheduler|kube-proxy|etcd|kubeadm ...]
+#   (default: pause coredns flannel busybox; kubeadm = the five kubeadm images)
 #
 # Each image is a single layer assembled by imgtool (test/artifacts/imgtool,
 # go-containerregistry; built from this repository) from:
@@ -33,6 +39,21 @@
 #            system, so a missing one fails the build); and busybox-static's
 #            applets in /bin (cp, sh, ... as upstream's Alpine base has). Checked
 #            in a chroot: iptables -V, nft --version, flanneld --version.
+#   kube-apiserver, kube-controller-manager, kube-scheduler
+#            the binary kubernetes.sh built for $KUBE_VERSION at
+#            /usr/local/bin/<name>, PATH set, as upstream's distroless images
+#            (kubeadm's static pods run the command by name).
+#   kube-proxy
+#            kubernetes.sh's kube-proxy at /usr/local/bin/kube-proxy on the
+#            flannel image's root file system (iptables, nft, the same
+#            backend) plus conntrack and ipset, as upstream's image has.
+#   etcd     etcd, etcdctl and etcdutl of etcd.sh ($ETCD_VERSION) in
+#            /usr/local/bin. kubeadm v1.37 pins registry.k8s.io/etcd:3.7.0-0,
+#            an etcd the tests do not build: the image is tagged
+#            $ETCD_IMAGE_TAG (default <ETCD_VERSION without v>-0, 3.6.16-0)
+#            and the test tells kubeadm that tag (kubeadm_etcd_image_version,
+#            which ClusterConfiguration etcd.local.imageTag carries), so the
+#            name says the etcd that is inside.
 #   busybox  Debian's busybox-static, /bin/busybox with every applet as a
 #            symlink in /bin (sh, nslookup, wget, ip, ping, ...), cmd ["sh"], as the
 #            Docker Hub image; tagged with the package's upstream version.
@@ -47,6 +68,7 @@
 #   PAUSE_VERSION (3.10.2), PAUSE_KUBE_VERSION (v1.37.2: where pause.c comes from),
 #   COREDNS_VERSION (v1.14.6), FLANNEL_VERSION (v0.28.10; see flannel.sh),
 #   BUSYBOX_VERSION (1.35.0: must be Debian's busybox-static upstream version),
+#   KUBE_VERSION (v1.37.2), ETCD_VERSION (v3.6.16), ETCD_IMAGE_TAG (3.6.16-0),
 #   IPTABLES_BACKEND (nft), KUBEXM_TEST_CACHE (/var/cache/kubexm-test),
 #   KUBEXM_TEST_RELEASE_DIR = $OUT (/var/cache/kubexm-test/release), FORCE=1.
 # Only the host's architecture (Debian packages and gcc of this machine).
@@ -61,6 +83,9 @@ coredns_version=${COREDNS_VERSION:-v1.14.6}
 flannel_version=${FLANNEL_VERSION:-v0.28.10}
 busybox_version=${BUSYBOX_VERSION:-1.35.0}
 iptables_backend=${IPTABLES_BACKEND:-nft}
+kube_version=${KUBE_VERSION:-v1.37.2}
+etcd_version=${ETCD_VERSION:-v3.6.16}
+etcd_image_tag=${ETCD_IMAGE_TAG:-${etcd_version#v}-0}
 cache=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
 out=${KUBEXM_TEST_RELEASE_DIR:-/var/cache/kubexm-test/release}
 dest=$out/images
@@ -84,14 +109,28 @@ file[flannel]=flannel-$flannel_version-$arch.tar
 ref[flannel]=ghcr.io/flannel-io/flannel:$flannel_version
 file[busybox]=busybox-$busybox_version-$arch.tar
 ref[busybox]=docker.io/library/busybox:$busybox_version
+kubeadm_images=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd)
+for i in kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
+	file[$i]=$i-$kube_version-$arch.tar
+	ref[$i]=registry.k8s.io/$i:$kube_version
+done
+file[etcd]=etcd-$etcd_image_tag-$arch.tar
+ref[etcd]=registry.k8s.io/etcd:$etcd_image_tag
 
-images=("$@")
+images=()
+for i in "$@"; do
+	if [[ $i == kubeadm ]]; then
+		images+=("${kubeadm_images[@]}")
+	else
+		images+=("$i")
+	fi
+done
 if [[ ${#images[@]} -eq 0 ]]; then
 	images=(pause coredns flannel busybox)
 fi
 for i in "${images[@]}"; do
 	if [[ -z ${file[$i]:-} ]]; then
-		echo "images.sh: unknown image \"$i\"; want some of: pause coredns flannel busybox" >&2
+		echo "images.sh: unknown image \"$i\"; want some of: pause coredns flannel busybox ${kubeadm_images[*]} kubeadm" >&2
 		exit 2
 	fi
 done
@@ -232,16 +271,19 @@ build_coredns() {
 	image coredns -file "$gobin/coredns:/coredns:0755" -entrypoint '["/coredns"]' -workdir /
 }
 
-build_flannel() {
-	local bins root=$stage/flannel-rootfs deb f
-	bins=$(env -u FORCE FLANNEL_VERSION="$flannel_version" GOARCH="$arch" KUBEXM_TEST_CACHE="$cache" \
-		"$here/flannel.sh" flanneld | tail -n1)
+# netfilter_rootfs <rootfs> [package...]: a root file system of Debian
+# packages with iptables (alternatives set to $iptables_backend as Debian's
+# postinst does), nft, netbase, busybox's applets and the packages named,
+# every ELF file's libraries checked with the dynamic loader inside it.
+netfilter_rootfs() {
+	local root=$1 deb f
+	shift
 	mkdir -p "$root"
 	for deb in $(fetch_debs libc6 libgcc-s1 iptables libxtables12 libip4tc2 libip6tc2 libnftnl11 libmnl0 \
 		libnetfilter-conntrack3 libnfnetlink0 nftables libnftables1 libjansson4 libedit2 libbsd0 libmd0 \
-		libtinfo6 libgmp10 netbase busybox-static); do
+		libtinfo6 libgmp10 netbase busybox-static "$@"); do
 		dpkg-deb -x "$deb" "$root"
-		echo "images.sh: flannel rootfs: $(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version)" >&2
+		echo "images.sh: rootfs $(basename "$root"): $(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version)" >&2
 	done
 	rm -rf "$root/usr/share/doc" "$root/usr/share/man" "$root/usr/share/info" "$root/usr/share/lintian" \
 		"$root/usr/share/locale" "$root/usr/share/bug"
@@ -262,12 +304,6 @@ build_flannel() {
 	ldconfig -r "$root"
 	rm -rf "$root/var/cache/ldconfig"
 	busybox_applets "$root"
-	mkdir -p "$root/opt/bin"
-	for f in flanneld install-conf mk-docker-opts.sh; do
-		if [[ -f $bins/$f ]]; then
-			install -m 0755 "$bins/$f" "$root/opt/bin/$f"
-		fi
-	done
 
 	# Every ELF file must find its libraries in the root file system (the
 	# xtables extensions are dlopen()ed, so ldd on the binaries misses them).
@@ -278,17 +314,13 @@ build_flannel() {
 		fi
 	done < <(find "$root" -type f \( -perm -u+x -o -name '*.so*' \) ! -path "$root/opt/*" ! -path "$root/bin/busybox")
 	if [[ -n $missing ]]; then
-		echo "images.sh: flannel rootfs: missing libraries:" >&2
+		echo "images.sh: $(basename "$root"): missing libraries:" >&2
 		echo "$missing" | sort -u >&2
 		exit 1
 	fi
 	echo "images.sh: chroot: $(chroot "$root" iptables -V) / $(chroot "$root" ip6tables -V)" >&2
 	echo "images.sh: chroot: $(chroot "$root" nft --version)" >&2
-	echo "images.sh: chroot: flanneld $(chroot "$root" /opt/bin/flanneld --version 2>&1)" >&2
 	echo "images.sh: chroot: /bin/cp -> $(readlink "$root/bin/cp")" >&2
-	if [[ -f $root/opt/bin/install-conf ]]; then
-		echo "images.sh: chroot: $(chroot "$root" /opt/bin/install-conf 2>&1 | head -n1)" >&2
-	fi
 	# The backend against the kernel, in a network namespace of its own
 	# (not fatal: a build host may lack nf_tables; the cluster's nodes will not).
 	if ! unshare -n chroot "$root" /bin/sh -c 'iptables -t nat -A POSTROUTING -s 10.244.0.0/16 -j MASQUERADE &&
@@ -297,9 +329,65 @@ build_flannel() {
 	else
 		echo "images.sh: chroot: iptables ($iptables_backend) added and listed a nat rule in a fresh network namespace" >&2
 	fi
+}
 
+build_flannel() {
+	local bins root=$stage/flannel-rootfs f
+	bins=$(env -u FORCE FLANNEL_VERSION="$flannel_version" GOARCH="$arch" KUBEXM_TEST_CACHE="$cache" \
+		"$here/flannel.sh" flanneld | tail -n1)
+	netfilter_rootfs "$root"
+	mkdir -p "$root/opt/bin"
+	for f in flanneld install-conf mk-docker-opts.sh; do
+		if [[ -f $bins/$f ]]; then
+			install -m 0755 "$bins/$f" "$root/opt/bin/$f"
+		fi
+	done
+	echo "images.sh: chroot: flanneld $(chroot "$root" /opt/bin/flanneld --version 2>&1)" >&2
+	if [[ -f $root/opt/bin/install-conf ]]; then
+		echo "images.sh: chroot: $(chroot "$root" /opt/bin/install-conf 2>&1 | head -n1)" >&2
+	fi
 	image flannel -dir "$root" -entrypoint '["/opt/bin/flanneld"]' \
 		-env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin -env "FLANNEL_ARCH=$arch"
+}
+
+# kube_bin <name>: the directory kubernetes.sh built $kube_version's <name> in
+# (it builds it first when missing, or waits for a build in progress).
+kube_bin() {
+	env -u FORCE KUBE_VERSION="$kube_version" GOARCH="$arch" KUBEXM_TEST_CACHE="$cache" \
+		"$here/kubernetes.sh" "$1" | tail -n1
+}
+
+# A control-plane image: the one binary, run by name as kubeadm's static
+# pods do.
+build_control_plane() {
+	local i=$1 dir
+	dir=$(kube_bin "$i")
+	echo "images.sh: $i $("$dir/$i" --version 2>&1 | head -n1)" >&2
+	image "$i" -file "$dir/$i:/usr/local/bin/$i:0755" -entrypoint "[\"/usr/local/bin/$i\"]" \
+		-env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+}
+build_kube-apiserver() { build_control_plane kube-apiserver; }
+build_kube-controller-manager() { build_control_plane kube-controller-manager; }
+build_kube-scheduler() { build_control_plane kube-scheduler; }
+
+build_kube-proxy() {
+	local dir root=$stage/kube-proxy-rootfs
+	dir=$(kube_bin kube-proxy)
+	netfilter_rootfs "$root" conntrack libnetfilter-cthelper0 libnetfilter-cttimeout1 libnetfilter-queue1 ipset libipset13
+	install -D -m 0755 "$dir/kube-proxy" "$root/usr/local/bin/kube-proxy"
+	echo "images.sh: chroot: $(chroot "$root" conntrack --version 2>&1) / $(chroot "$root" ipset --version 2>&1 | head -n1)" >&2
+	echo "images.sh: chroot: $(chroot "$root" /usr/local/bin/kube-proxy --version 2>&1)" >&2
+	image kube-proxy -dir "$root" -entrypoint '["/usr/local/bin/kube-proxy"]' \
+		-env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+}
+
+build_etcd() {
+	local dir
+	dir=$(env -u FORCE ETCD_VERSION="$etcd_version" GOARCH="$arch" KUBEXM_TEST_CACHE="$cache" "$here/etcd.sh" | tail -n1)
+	echo "images.sh: etcd $("$dir/etcd" --version 2>&1 | head -n1) as ${ref[etcd]}" >&2
+	image etcd -file "$dir/etcd:/usr/local/bin/etcd:0755" -file "$dir/etcdctl:/usr/local/bin/etcdctl:0755" \
+		-file "$dir/etcdutl:/usr/local/bin/etcdutl:0755" -entrypoint '["/usr/local/bin/etcd"]' \
+		-env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 }
 
 build_busybox() {

@@ -1,0 +1,155 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/goccy/go-yaml"
+)
+
+// kubeadmVars are kubeVars in kubeadm mode with a stacked etcd, the shared
+// image names the roles read (images_refs: upstream's) and the role's
+// defaults.
+func kubeadmVars(t *testing.T, host string, extra map[string]any) map[string]any {
+	t.Helper()
+	v := kubeVars(host, func(spec map[string]any) {
+		spec["kubernetes"].(map[string]any)["type"] = "kubeadm"
+		spec["kubernetes"].(map[string]any)["proxyMode"] = "iptables"
+		spec["etcd"].(map[string]any)["type"] = "kubeadm"
+	})
+	v["images_refs"] = map[string]any{
+		"kube-apiserver": "registry.k8s.io/kube-apiserver:v1.37.2",
+		"coredns":        "registry.k8s.io/coredns/coredns:v1.14.6",
+		"etcd":           "registry.k8s.io/etcd:3.7.0-0",
+	}
+	v["coredns_cluster_ip"] = "10.233.0.10"
+	v["facts"] = map[string]any{"cgroup_version": 1}
+	for k, val := range extra {
+		v[k] = val
+	}
+	return withDefaults(t, "kubernetes/kubeadm", v)
+}
+
+// kubeadmDocs splits a rendered multi-document file into its documents by kind.
+func kubeadmDocs(t *testing.T, out string) map[string]map[string]any {
+	t.Helper()
+	docs := map[string]map[string]any{}
+	for _, d := range strings.Split(out, "\n---\n") {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(d), &m); err != nil {
+			t.Fatalf("not YAML: %v\n%s", err, d)
+		}
+		if m == nil {
+			continue
+		}
+		docs[m["kind"].(string)] = m
+	}
+	return docs
+}
+
+// kubeadmValidate runs `kubeadm config validate` of the test artifacts'
+// kubeadm on the file, when that kubeadm has been built.
+func kubeadmValidate(t *testing.T, out string) {
+	t.Helper()
+	cache := os.Getenv("KUBEXM_TEST_CACHE")
+	if cache == "" {
+		cache = "/var/cache/kubexm-test"
+	}
+	kubeadm := filepath.Join(cache, "artifacts", "kubernetes", kubernetesVersion, "amd64", "kubeadm")
+	if _, err := os.Stat(kubeadm); err != nil {
+		t.Logf("no %s: kubeadm config validate skipped", kubeadm)
+		return
+	}
+	f := filepath.Join(t.TempDir(), "kubeadm.yaml")
+	if err := os.WriteFile(f, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command(kubeadm, "config", "validate", "--config", f).CombinedOutput(); err != nil {
+		t.Errorf("kubeadm config validate: %v\n%s\n%s", err, b, out)
+	}
+}
+
+func TestKubeadmInitConfigTemplate(t *testing.T) {
+	v := kubeadmVars(t, "n1", map[string]any{
+		"kubelet_extra_config":       map[string]any{"imageGCHighThresholdPercent": 100},
+		"kubeadm_etcd_image_version": "3.6.16-0",
+	})
+	out := renderRoleTemplate(t, "kubernetes/kubeadm", "kubeadm-init.yaml.tmpl", v)
+	if again := renderRoleTemplate(t, "kubernetes/kubeadm", "kubeadm-init.yaml.tmpl", v); again != out {
+		t.Fatalf("two renderings differ (a second run would change the file)")
+	}
+	docs := kubeadmDocs(t, out)
+	for _, kind := range []string{"InitConfiguration", "ClusterConfiguration", "KubeletConfiguration", "KubeProxyConfiguration"} {
+		if docs[kind] == nil {
+			t.Fatalf("no %s in:\n%s", kind, out)
+		}
+	}
+	cc := docs["ClusterConfiguration"]
+	want := map[string]any{
+		"apiVersion":           "kubeadm.k8s.io/v1beta4",
+		"controlPlaneEndpoint": "10.0.0.1:6443",
+		"kubernetesVersion":    "v1.37.2",
+		"imageRepository":      "registry.k8s.io",
+		"networking":           map[string]any{"dnsDomain": "cluster.local", "podSubnet": "10.233.64.0/18", "serviceSubnet": "10.233.0.0/18"},
+		"dns":                  map[string]any{"imageRepository": "registry.k8s.io/coredns", "imageTag": "v1.14.6"},
+		"etcd":                 map[string]any{"local": map[string]any{"imageRepository": "registry.k8s.io", "imageTag": "3.6.16-0", "dataDir": "/var/lib/etcd"}},
+	}
+	for k, w := range want {
+		if !reflect.DeepEqual(cc[k], w) {
+			t.Errorf("ClusterConfiguration %s: %#v, want %#v", k, cc[k], w)
+		}
+	}
+	nr := docs["InitConfiguration"]["nodeRegistration"].(map[string]any)
+	if nr["name"] != "n1" || len(nr["taints"].([]any)) != 1 {
+		t.Errorf("nodeRegistration of a master that is not a worker: %#v", nr)
+	}
+	kc := docs["KubeletConfiguration"]
+	if kc["failCgroupV1"] != false || kc["imageGCHighThresholdPercent"] != uint64(100) || kc["cgroupDriver"] != "systemd" {
+		t.Errorf("KubeletConfiguration: %#v", kc)
+	}
+	if kp := docs["KubeProxyConfiguration"]; kp["mode"] != "iptables" || kp["clusterCIDR"] != "10.233.64.0/18" {
+		t.Errorf("KubeProxyConfiguration: %#v", kp)
+	}
+	if strings.Contains(out, "token:") {
+		t.Errorf("the init configuration names a token:\n%s", out)
+	}
+	kubeadmValidate(t, out)
+}
+
+func TestKubeadmJoinConfigTemplate(t *testing.T) {
+	creds := map[string]any{
+		"kubeadm_join_token":           "abcdef.0123456789abcdef",
+		"kubeadm_join_ca_hash":         "sha256:" + strings.Repeat("ab", 32),
+		"kubeadm_join_certificate_key": strings.Repeat("cd", 32),
+	}
+	worker := renderRoleTemplate(t, "kubernetes/kubeadm", "kubeadm-join.yaml.tmpl", kubeadmVars(t, "n2", creds))
+	jc := kubeadmDocs(t, worker)["JoinConfiguration"]
+	if jc == nil {
+		t.Fatalf("no JoinConfiguration:\n%s", worker)
+	}
+	bt := jc["discovery"].(map[string]any)["bootstrapToken"].(map[string]any)
+	if bt["apiServerEndpoint"] != "10.0.0.1:6443" || bt["token"] != "abcdef.0123456789abcdef" {
+		t.Errorf("discovery: %#v", bt)
+	}
+	if _, ok := jc["controlPlane"]; ok {
+		t.Errorf("a worker's JoinConfiguration has controlPlane:\n%s", worker)
+	}
+	if nr := jc["nodeRegistration"].(map[string]any); nr["name"] != "n2" || len(nr["taints"].([]any)) != 0 {
+		t.Errorf("a worker's nodeRegistration: %#v", nr)
+	}
+	kubeadmValidate(t, worker)
+
+	// A second master joins as a control-plane node with the certificate key.
+	master := renderRoleTemplate(t, "kubernetes/kubeadm", "kubeadm-join.yaml.tmpl", kubeadmVars(t, "n1", creds))
+	cp, ok := kubeadmDocs(t, master)["JoinConfiguration"]["controlPlane"].(map[string]any)
+	if !ok || cp["certificateKey"] != strings.Repeat("cd", 32) {
+		t.Errorf("a master's controlPlane: %#v", cp)
+	}
+	kubeadmValidate(t, master)
+}
