@@ -89,7 +89,7 @@ func sampleVars(addrs [3]string) map[string]any {
 		"etcd_address": strings.Split(addrs[0], ",")[0], "etcd_client_port": 2379, "etcd_peer_port": 2380,
 		"etcd_cert_dir": "/etc/kubexm/etcd/ssl", "etcd_data_dir": "/data/etcd", "etcd_cluster_token": "kubexm-c1",
 		"etcd_bin_dir": "/usr/local/bin", "etcd_config_dir": "/etc/kubexm/etcd",
-		"os_backup_dir": "/var/lib/kubexm/os-backup",
+		"os_backup_dir": "/var/lib/kubexm/os-backup", "etcd_join_existing": false,
 	}
 }
 
@@ -119,9 +119,18 @@ func TestEtcdConfigTemplate(t *testing.T) {
 			"n1=https://10.0.0.1:2380,n2=https://[fd00::2]:2380,n3=https://[fd00::3]:2380", "https://10.0.0.1:2379"},
 		{"v3.5.35", [3]string{"10.0.0.1", "10.0.0.2", "10.0.0.3"},
 			"n1=https://10.0.0.1:2380,n2=https://10.0.0.2:2380,n3=https://10.0.0.3:2380", "https://10.0.0.1:2379"},
+		// A member joining a running cluster (add-nodes): the members etcd
+		// has, as the role read them.
+		{"v3.6.16", [3]string{"10.0.0.1", "10.0.0.2", "10.0.0.3"},
+			"n2=https://10.0.0.2:2380,n1=https://10.0.0.1:2380", "https://10.0.0.1:2379"},
 	} {
 		vars := sampleVars(tc.addrs)
 		vars["etcd_version"] = tc.version
+		join := !strings.Contains(tc.initialCluster, "n3=")
+		if join {
+			vars["etcd_join_existing"] = true
+			vars["etcd_join_members"] = map[string]any{"stdout": tc.initialCluster + "\n"}
+		}
 		out := renderRoleTemplate(t, "etcd", "etcd.conf.yml.tmpl", vars)
 		var cfg map[string]any
 		if err := yaml.Unmarshal([]byte(out), &cfg); err != nil {
@@ -132,7 +141,7 @@ func TestEtcdConfigTemplate(t *testing.T) {
 			"data-dir":              "/data/etcd",
 			"initial-cluster":       tc.initialCluster,
 			"advertise-client-urls": tc.client,
-			"initial-cluster-state": "new",
+			"initial-cluster-state": map[bool]string{false: "new", true: "existing"}[join],
 			"heartbeat-interval":    uint64(300),
 			"election-timeout":      uint64(3000),
 			"max-wals":              uint64(5),

@@ -1,0 +1,392 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mensylisir/kubexm/test/testhosts"
+)
+
+// nodesLayout is which machines cluster.yaml lists, and in which groups.
+type nodesLayout struct {
+	hosts  []int // indexes into the machine set
+	etcd   []int
+	master []int
+	worker []int
+}
+
+// TestNodes is issue 20's acceptance in binary mode, on one cluster carried
+// through the steps (four machines, n1 the master and first etcd member):
+//
+//  1. create-cluster with n1 and the worker n2; a Deployment "spread" runs
+//     on n2;
+//  2. add-nodes with n3 (worker) and n4 (worker and a new etcd member, added
+//     as a learner and promoted): n1 and n2 report no change and none of
+//     their units restarted; the Deployment is scaled so that pods land on
+//     the new workers;
+//  3. delete-nodes -e nodes=n4: cordon, drain, Node and etcd member
+//     removed, n4 cleaned;
+//  4. n3 is powered off for good; delete-nodes -e nodes=n3 is refused, then
+//     with -e force=true it is removed from the API without a drain or
+//     cleanup.
+//
+// After each step the nodes and etcd members are exactly cluster.yaml's,
+// every replica of "spread" runs, its pods on the nodes the step did not
+// touch have the same UIDs and restart counts, and a re-run of the step
+// changes nothing. PERF lines give each step's wall time.
+func TestNodes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	root := moduleRoot(t)
+	work := t.TempDir()
+
+	releaseRoot := clusterArtifacts(ctx, t, root)
+	bin := buildKubexm(ctx, t, root, work)
+	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
+
+	set, diag := suiteMachines(ctx, t, 4, "n", "KUBELET=1")
+	server := serveDir(t, set.Gateway, releaseRoot)
+
+	inventory := filepath.Join(work, "cluster.yaml")
+	write := func(l nodesLayout) {
+		t.Helper()
+		if err := os.WriteFile(inventory, []byte(nodesClusterYAML("e2e-nodes", set, l)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kx := kubexm{bin: bin, dir: work, inventory: inventory, observe: diag.observe,
+		extra: extraVars(append(clusterTestVars(), artifactSources(server))...)}
+	k := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(work, ".kubexm", "e2e-nodes", "kubeconfig")}
+	diag.cluster(k)
+	pb := func(name string) string { return filepath.Join(root, "playbooks", name) }
+	name := func(i int) string { return set.Hosts[i].Name }
+
+	// 1. The cluster to start from.
+	layout := nodesLayout{hosts: []int{0, 1}, etcd: []int{0}, master: []int{0}, worker: []int{1}}
+	write(layout)
+	res := kx.play(ctx, pb("create-cluster"))
+	if res.err != nil {
+		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster, 1 master + 1 worker: %s", res.wall.Round(time.Millisecond))
+	spread(ctx, t, k, 2)
+	before := spreadPods(ctx, t, k)
+	checkMembership(ctx, t, k, set, layout)
+
+	// 2. Two new workers, one of them a new etcd member.
+	units := map[string]string{}
+	for _, i := range []int{0, 1} {
+		units[name(i)] = unitStarts(ctx, t, set, name(i))
+	}
+	layout = nodesLayout{hosts: []int{0, 1, 2, 3}, etcd: []int{0, 3}, master: []int{0}, worker: []int{1, 2, 3}}
+	write(layout)
+	res = kx.play(ctx, pb("add-nodes"))
+	if res.err != nil {
+		t.Fatalf("add-nodes failed after %s: %v%s", res.wall, res.err, res.failures())
+	}
+	t.Logf("PERF add-nodes, 2 workers (one also a new etcd member): %s (%d changed)", res.wall.Round(time.Millisecond), len(res.changed()))
+	for _, c := range res.changed() {
+		if strings.HasPrefix(c, name(0)+":") || strings.HasPrefix(c, name(1)+":") {
+			t.Errorf("add-nodes changed an existing node: %s", c)
+		}
+	}
+	for _, i := range []int{0, 1} {
+		if now := unitStarts(ctx, t, set, name(i)); now != units[name(i)] {
+			t.Errorf("add-nodes restarted units on %s:\nbefore %s\nafter  %s", name(i), units[name(i)], now)
+		}
+	}
+	checkMembership(ctx, t, k, set, layout)
+	checkUntouched(t, before, spreadPods(ctx, t, k), name(1))
+	rerun(ctx, t, kx, "add-nodes", pb("add-nodes"))
+	spread(ctx, t, k, 6)
+	before = spreadPods(ctx, t, k)
+	if n := countOn(before, name(3)); n == 0 {
+		t.Fatalf("no pod of spread landed on %s: %v", name(3), before)
+	}
+
+	// 3. n4 leaves with a drain; its etcd member goes first.
+	res = kx.play(ctx, pb("delete-nodes"), "-e", "nodes="+name(3))
+	if res.err != nil {
+		t.Fatalf("delete-nodes %s failed after %s: %v%s", name(3), res.wall, res.err, res.failures())
+	}
+	t.Logf("PERF delete-nodes, 1 worker and etcd member, drained: %s", res.wall.Round(time.Millisecond))
+	rerun(ctx, t, kx, "delete-nodes", pb("delete-nodes"), "-e", "nodes="+name(3))
+	if out, err := set.SSH(ctx, name(3), `for p in /etc/kubernetes /var/lib/kubelet /var/lib/etcd /etc/kubexm /usr/local/bin/kubelet /etc/systemd/system/containerd.service; do [ -e $p ] && echo "left $p"; done; pgrep -x 'kubelet|etcd|containerd' || true`); err != nil || strings.TrimSpace(out) != "" {
+		t.Errorf("delete-nodes left on %s: %v\n%s", name(3), err, out)
+	}
+	layout = nodesLayout{hosts: []int{0, 1, 2}, etcd: []int{0}, master: []int{0}, worker: []int{1, 2}}
+	write(layout)
+	checkMembership(ctx, t, k, set, layout)
+	spread(ctx, t, k, 6)
+	checkUntouched(t, before, spreadPods(ctx, t, k), name(1), name(2))
+	before = spreadPods(ctx, t, k)
+
+	// 4. n3 dies; without force the run refuses, with force it goes.
+	if _, err := set.SSH(ctx, name(2), "systemctl poweroff --no-block"); err != nil {
+		t.Logf("poweroff %s: %v (the connection may drop first)", name(2), err)
+	}
+	if _, err := retry(ctx, time.Minute, func() (string, error) {
+		if _, err := set.SSH(ctx, name(2), "true"); err == nil {
+			return "", fmt.Errorf("%s still answers", name(2))
+		}
+		return "", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	res = kx.play(ctx, pb("delete-nodes"), "-e", "nodes="+name(2))
+	if res.err == nil || !strings.Contains(res.failures(), "cannot be reached") {
+		t.Fatalf("delete-nodes of the dead %s without force: %v, want a refusal naming it unreachable%s", name(2), res.err, res.failures())
+	}
+	res = kx.play(ctx, pb("delete-nodes"), "-e", "nodes="+name(2), "-e", "force=true")
+	if res.err != nil {
+		t.Fatalf("delete-nodes --force of the dead %s failed after %s: %v%s", name(2), res.wall, res.err, res.failures())
+	}
+	t.Logf("PERF delete-nodes of a dead worker with force: %s", res.wall.Round(time.Millisecond))
+	rerun(ctx, t, kx, "delete-nodes force", pb("delete-nodes"), "-e", "nodes="+name(2), "-e", "force=true")
+	layout = nodesLayout{hosts: []int{0, 1}, etcd: []int{0}, master: []int{0}, worker: []int{1}}
+	write(layout)
+	checkMembership(ctx, t, k, set, layout)
+	spread(ctx, t, k, 6)
+	checkUntouched(t, before, spreadPods(ctx, t, k), name(1))
+
+	// The refusals that need no machine: the last master, every etcd member.
+	res = kx.play(ctx, pb("delete-nodes"), "-e", "nodes="+name(0))
+	if res.err == nil || !strings.Contains(res.failures(), "without a master") {
+		t.Errorf("delete-nodes of the only master: %v, want a refusal%s", res.err, res.failures())
+	}
+}
+
+// nodesClusterYAML is kubernetesClusterYAML's cluster with the hosts and
+// groups of l.
+func nodesClusterYAML(name string, set *testhosts.Set, l nodesLayout) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: kubexm.mensylisir.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: %s\nspec:\n  hosts:\n", name)
+	for _, i := range l.hosts {
+		h := set.Hosts[i]
+		fmt.Fprintf(&b, "  - {name: %s, address: %s, internalAddress: %s, port: %d, user: root, privateKeyPath: %q}\n",
+			h.Name, h.Address, h.Address, h.Port, set.KeyPath)
+	}
+	group := func(idx []int) string {
+		var n []string
+		for _, i := range idx {
+			n = append(n, set.Hosts[i].Name)
+		}
+		return strings.Join(n, ", ")
+	}
+	fmt.Fprintf(&b, "  roleGroups:\n    etcd: [%s]\n    master: [%s]\n    worker: [%s]\n", group(l.etcd), group(l.master), group(l.worker))
+	fmt.Fprintf(&b, `  kubernetes:
+    type: kubexm
+    version: %s
+    proxyMode: iptables
+    containerRuntime: {type: containerd, version: %s}
+  etcd:
+    type: kubexm
+  network:
+    plugin: flannel
+`, kubernetesVersion, containerdVersion)
+	return b.String()
+}
+
+// rerun runs a step again and wants nothing changed.
+func rerun(ctx context.Context, t *testing.T, kx kubexm, what, playbook string, args ...string) {
+	t.Helper()
+	res := kx.play(ctx, playbook, args...)
+	if res.err != nil {
+		t.Fatalf("%s re-run failed: %v%s", what, res.err, res.failures())
+	}
+	t.Logf("PERF %s re-run (nothing to change): %s", what, res.wall.Round(time.Millisecond))
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("%s re-run changed %d things, want 0:\n  %s", what, len(c), strings.Join(c, "\n  "))
+	}
+}
+
+// checkMembership wants the Ready nodes to be exactly l's k8s hosts and the
+// etcd members (all started voters) exactly l's etcd hosts.
+func checkMembership(ctx context.Context, t *testing.T, k kubectlRunner, set *testhosts.Set, l nodesLayout) {
+	t.Helper()
+	var want []string
+	for _, i := range l.hosts {
+		if slices.Contains(l.master, i) || slices.Contains(l.worker, i) {
+			want = append(want, set.Hosts[i].Name)
+		}
+	}
+	sort.Strings(want)
+	out, err := retry(ctx, 3*time.Minute, func() (string, error) {
+		out, err := k.run(ctx, "", "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		if err != nil {
+			return out, err
+		}
+		var got []string
+		for _, line := range strings.Fields(out) {
+			n, ready, _ := strings.Cut(line, "=")
+			if ready != "True" {
+				return out, fmt.Errorf("node %s is not Ready", n)
+			}
+			got = append(got, n)
+		}
+		sort.Strings(got)
+		if !slices.Equal(got, want) {
+			return out, fmt.Errorf("nodes %v, want %v", got, want)
+		}
+		return out, nil
+	})
+	if err != nil {
+		t.Fatalf("nodes: %v\n%s", err, out)
+	}
+	first := set.Hosts[l.etcd[0]]
+	out, err = etcdctl(ctx, set, first.Name, "https://127.0.0.1:2379", "member list")
+	if err != nil {
+		t.Fatalf("etcd member list: %v\n%s", err, out)
+	}
+	var members, wantEtcd []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Split(line, ", ")
+		if len(f) != 6 || f[1] != "started" || f[5] != "false" {
+			t.Errorf("etcd member not a started voter: %q", line)
+			continue
+		}
+		members = append(members, f[2])
+	}
+	for _, i := range l.etcd {
+		wantEtcd = append(wantEtcd, set.Hosts[i].Name)
+	}
+	sort.Strings(members)
+	sort.Strings(wantEtcd)
+	if !slices.Equal(members, wantEtcd) {
+		t.Fatalf("etcd members %v, want %v", members, wantEtcd)
+	}
+	t.Logf("nodes %v Ready; etcd members %v", want, members)
+}
+
+// unitStarts is when each of kubexm's units on host last started. The
+// controller-manager and the scheduler are left out: they exit and are
+// restarted by systemd when they lose their leader lease, which a loaded
+// machine causes without anyone touching them.
+func unitStarts(ctx context.Context, t *testing.T, set *testhosts.Set, host string) string {
+	t.Helper()
+	out, err := set.SSH(ctx, host, "for u in etcd containerd kube-apiserver kubelet kube-proxy; do [ -e /etc/systemd/system/$u.service ] && echo \"$u $(systemctl show -P ActiveEnterTimestampMonotonic $u)\"; done; true")
+	if err != nil {
+		t.Fatalf("unit start times on %s: %v", host, err)
+	}
+	return strings.Join(strings.Fields(out), " ")
+}
+
+// spread (re)applies the Deployment "spread" with n busybox replicas spread
+// over the nodes that take pods, and waits until all of them are available.
+func spread(ctx context.Context, t *testing.T, k kubectlRunner, n int) {
+	t.Helper()
+	manifest := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: spread, namespace: default}
+spec:
+  replicas: %d
+  selector: {matchLabels: {app: spread}}
+  template:
+    metadata: {labels: {app: spread}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      topologySpreadConstraints:
+      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: spread}}}
+      containers:
+      - name: sleep
+        image: %s
+        imagePullPolicy: Never
+        command: [/bin/busybox, sleep, "86400"]
+`, n, busyboxRef(t))
+	if out, err := k.run(ctx, manifest, "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply spread: %v\n%s", err, out)
+	}
+	if out, err := k.run(ctx, "", "rollout", "status", "deployment/spread", "-n", "default", "--timeout=300s"); err != nil {
+		desc, _ := k.run(ctx, "", "describe", "pods", "-n", "default", "-l", "app=spread")
+		t.Fatalf("spread not available: %v\n%s\n%s", err, out, tail(desc, 60))
+	}
+	if out, err := retry(ctx, 2*time.Minute, func() (string, error) {
+		out, err := k.run(ctx, "", "get", "pods", "-n", "default", "-l", "app=spread", "-o", "name")
+		if err == nil && len(strings.Fields(out)) != n {
+			err = fmt.Errorf("%d pods of spread, want %d", len(strings.Fields(out)), n)
+		}
+		return out, err
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// spreadPod is one pod of the Deployment spread.
+type spreadPod struct {
+	Node     string
+	Restarts int
+}
+
+// spreadPods maps the UID of each running pod of spread to its node and
+// restart count.
+func spreadPods(ctx context.Context, t *testing.T, k kubectlRunner) map[string]spreadPod {
+	t.Helper()
+	out, err := k.run(ctx, "", "get", "pods", "-n", "default", "-l", "app=spread", "-o", "json")
+	if err != nil {
+		t.Fatalf("kubectl get pods: %v\n%s", err, out)
+	}
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				UID string `json:"uid"`
+			} `json:"metadata"`
+			Spec struct {
+				NodeName string `json:"nodeName"`
+			} `json:"spec"`
+			Status struct {
+				ContainerStatuses []struct {
+					RestartCount int `json:"restartCount"`
+				} `json:"containerStatuses"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatal(err)
+	}
+	pods := map[string]spreadPod{}
+	for _, p := range list.Items {
+		r := 0
+		for _, c := range p.Status.ContainerStatuses {
+			r += c.RestartCount
+		}
+		pods[p.Metadata.UID] = spreadPod{Node: p.Spec.NodeName, Restarts: r}
+	}
+	return pods
+}
+
+// checkUntouched wants every pod that ran on one of nodes before to run
+// there still, with the same UID and restart count.
+func checkUntouched(t *testing.T, before, after map[string]spreadPod, nodes ...string) {
+	t.Helper()
+	n := 0
+	for uid, p := range before {
+		if !slices.Contains(nodes, p.Node) {
+			continue
+		}
+		n++
+		if q, ok := after[uid]; !ok || q != p {
+			t.Errorf("pod %s on %s (restarts %d) is now %+v (present %v)", uid, p.Node, p.Restarts, q, ok)
+		}
+	}
+	t.Logf("%d pods of spread on %v untouched", n, nodes)
+}
+
+func countOn(pods map[string]spreadPod, node string) int {
+	n := 0
+	for _, p := range pods {
+		if p.Node == node {
+			n++
+		}
+	}
+	return n
+}
