@@ -17,7 +17,7 @@ import (
 
 // lifecycleFromVersion is the version TestClusterLifecycle creates (and
 // backs up and restores) before it upgrades to kubernetesVersion.
-const lifecycleFromVersion = "v1.37.2" // DEV: v1.36.3 once built
+const lifecycleFromVersion = "v1.36.3"
 
 // TestClusterLifecycle is the acceptance of backup and restore (issue 22)
 // and of the upgrade (issue 21) on one small cluster carried through every
@@ -27,10 +27,14 @@ const lifecycleFromVersion = "v1.37.2" // DEV: v1.36.3 once built
 //   - a namespace with a Deployment and a ConfigMap; playbooks/backup packs
 //     the etcd snapshot, PKI and configuration; the namespace is deleted;
 //   - a copy of the backup with one byte changed is refused by restore,
-//     which changes nothing; a restore under another cluster's name is
-//     refused in --check;
+//     which changes nothing; a restore under another cluster's name and one
+//     into an older etcd minor are refused in --check;
 //   - playbooks/restore brings the namespace, the Deployment and the
-//     ConfigMap back, and the cluster is healthy.
+//     ConfigMap back, and the cluster is healthy;
+//   - the upgrade's pre-checks refuse a downgrade and a NotReady node;
+//   - the upgrade to kubernetesVersion, SIGKILLed once the first worker is
+//     cordoned and resumed, keeps a polled Service answering, leaves every
+//     node Ready at the target and none cordoned; a re-run changes nothing.
 //
 // PERF lines give the wall time of each step.
 func TestClusterLifecycle(t *testing.T) {
@@ -164,6 +168,12 @@ spec:
 	res = ko.play(ctx, restore, "--backup", archive, "--check")
 	if res.err == nil || !strings.Contains(res.failures(), `is a backup of cluster "`+name+`", not of "other"`) {
 		t.Fatalf("restore into another cluster: err %v, want the cluster refusal;%s", res.err, res.failures())
+	}
+
+	// A snapshot of an etcd minor the cluster's etcd cannot read back.
+	res = kx.play(ctx, restore, "--backup", archive, "--check", "-e", "etcd_version=v3.5.21")
+	if res.err == nil || !strings.Contains(res.failures(), "holds a snapshot of etcd 3.6.16, and this cluster runs etcd v3.5.21") {
+		t.Fatalf("restore into an older etcd: err %v, want the etcd refusal;%s", res.err, res.failures())
 	}
 
 	res = kx.play(ctx, restore, "--backup", archive)
