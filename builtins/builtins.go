@@ -21,6 +21,7 @@ func All() []step.Builtin {
 		userBuiltin{}, groupBuiltin{},
 		packageBuiltin{},
 		newDownload(), unarchiveBuiltin{}, distributeBuiltin{}, newImageSave(),
+		packBuiltin{}, unpackBuiltin{},
 		waitForBuiltin{}, uriBuiltin{}, dnsQueryBuiltin{},
 		setupBuiltin{},
 		assertBuiltin{}, failBuiltin{}, debugBuiltin{}, setFactBuiltin{}, pauseBuiltin{},

@@ -510,6 +510,11 @@ func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
 			vals = s.list
 		}
 		for _, v := range vals {
+			// A template is rendered when the play starts (serialSizes).
+			if t, ok := v.value().(string); ok && strings.Contains(t, "{{") {
+				p.Serial = append(p.Serial, t)
+				continue
+			}
 			if _, err := batchSize(v.value(), 100); err != nil {
 				ld.errorf(v.pos, "serial: %v", err)
 				continue

@@ -305,6 +305,33 @@ plays:
 			wantErr: "max_fail_percentage",
 		},
 		{
+			name: "serial from a template",
+			files: map[string]string{"playbook.yaml": `
+- hosts: all
+  serial: "{{ .batch }}"
+  max_fail_percentage: 0
+  tasks:
+    - probe: {id: a, fail: "{{ eq .inventory_hostname \"h3\" }}"}
+    - probe: b
+`},
+			opts:    RunOptions{ExtraVars: map[string]any{"batch": 2}},
+			want:    map[string]HostStats{"h1": stats(2, 0, 0, 0), "h2": stats(2, 0, 0, 0), "h3": stats(0, 0, 0, 1)},
+			calls:   []string{"h1:a", "h1:b", "h2:a", "h2:b", "h3:a"},
+			wantErr: "max_fail_percentage",
+		},
+		{
+			name: "serial from a template that is no size",
+			files: map[string]string{"playbook.yaml": `
+- hosts: all
+  serial: "{{ .batch }}"
+  tasks:
+    - probe: a
+`},
+			opts:    RunOptions{ExtraVars: map[string]any{"batch": "many"}},
+			want:    map[string]HostStats{},
+			wantErr: `serial: "many" is not a number of hosts`,
+		},
+		{
 			name: "free strategy",
 			files: map[string]string{"playbook.yaml": `
 - hosts: all

@@ -85,7 +85,15 @@ func (r *runner) runPlay(ctx context.Context, p *Play) {
 		r.warn(p.Name, "play %q: no hosts to run on (pattern %q)", p.Name, p.Hosts)
 		return
 	}
-	for _, batch := range batches(hosts, p.Serial) {
+	serial, err := r.serialSizes(p, hosts[0])
+	if err != nil {
+		for _, h := range hosts {
+			r.markFailed(h)
+		}
+		r.abort("%s: play %q: serial: %v", p.Pos, p.Name, err)
+		return
+	}
+	for _, batch := range batches(hosts, serial) {
 		if ctx.Err() != nil || r.abortReason() != "" {
 			return
 		}
@@ -103,6 +111,28 @@ func (r *runner) runPlay(ctx context.Context, p *Play) {
 			r.abort("play %q: every host of a serial batch failed; later batches were not started", p.Name)
 		}
 	}
+}
+
+// serialSizes renders the play's serial entries that are templates (as
+// `serial: "{{ .upgrade_serial }}"`) with the first host's view of the play
+// variables (-e and play vars are the same for all) and checks them.
+func (r *runner) serialSizes(p *Play, first *hostState) ([]any, error) {
+	out := make([]any, 0, len(p.Serial))
+	for _, s := range p.Serial {
+		if t, ok := s.(string); ok && strings.Contains(t, "{{") {
+			pr := &playRun{r: r, p: p, playVars: map[*hostState]map[string]any{}}
+			v, err := pr.playString(first, t)
+			if err != nil {
+				return nil, err
+			}
+			s = strings.TrimSpace(v)
+		}
+		if _, err := batchSize(s, 100); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 func (r *runner) hostFailed(h *hostState) bool {

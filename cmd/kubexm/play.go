@@ -55,6 +55,8 @@ type playFlags struct {
 	forceHandlers bool
 	// offlineBundle is a bundle of `kubexm artifact export` to install from.
 	offlineBundle string
+	// backup is the archive the restore playbook reads (backup_file).
+	backup string
 }
 
 func newPlayCmd(a *app) *cobra.Command {
@@ -95,6 +97,7 @@ of a built-in playbook (kubexm playbook list). See docs/playbooks.md.`,
 	fl.StringVar(&f.workDir, "workdir", "", "work directory holding run journals (default .kubexm/<cluster name>)")
 	fl.BoolVar(&f.forceHandlers, "force-handlers", false, "run notified handlers even on hosts that failed afterwards (as the play keyword force_handlers)")
 	fl.BoolVar(&f.noJournal, "no-journal", false, "do not write a run journal (such a run cannot be resumed)")
+	fl.StringVar(&f.backup, "backup", "", "the backup archive a restore reads: sets -e backup_file to its absolute path")
 	fl.StringVar(&f.offlineBundle, "offline-bundle", "", "install from this bundle of kubexm artifact export: verified, unpacked into the work directory, and no download reaches the network")
 	return cmd
 }
@@ -166,6 +169,18 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 	extra, err := engine.ParseExtraVars(f.extraVars)
 	if err != nil {
 		return err
+	}
+	if f.backup != "" {
+		// Absolute: the playbook reads it on the control machine, where a
+		// relative path would be taken under the work directory.
+		abs, err := filepath.Abs(f.backup)
+		if err != nil {
+			return fmt.Errorf("--backup: %w", err)
+		}
+		if _, ok := extra["backup_file"]; ok {
+			return fmt.Errorf("--backup and -e backup_file both name the backup; give one")
+		}
+		extra["backup_file"] = abs
 	}
 	workDir := f.workDir
 	if workDir == "" {
