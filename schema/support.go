@@ -343,7 +343,7 @@ func (s *Support) checkAll(c *Cluster, ps *problems) {
 	// first master only: say so where several masters suggest HA.
 	cpe := &c.Spec.ControlPlaneEndpoint
 	if len(c.Spec.RoleGroups.Master) > 1 && cpe.LBAddress == "" && !cpe.ExternalDNS && cpe.InternalLoadbalancer == "" {
-		ps.warn("spec.controlPlaneEndpoint", "%d masters but no lb_address: kubelets, kube-proxy and kubectl reach the first master (%s) only; for HA put your load balancer at lb_address (externalLoadBalancer: external)",
+		ps.warn("spec.controlPlaneEndpoint", "%d masters but no load balancer: the control-plane domain resolves to the first master (%s) only; for HA set internalLoadbalancer: haproxy (a local proxy on every worker) or put your load balancer at lb_address (externalLoadBalancer: external)",
 			len(c.Spec.RoleGroups.Master), c.Spec.RoleGroups.Master[0])
 	}
 	s.checkKubernetes(c, ps)
