@@ -15,7 +15,7 @@ TESTFLAGS ?=
 
 export KUBEXM_TEST_CACHE
 
-.PHONY: build check demo test vet unit lint-scripts integration e2e e2e-cluster e2e-kubeadm bench hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
+.PHONY: build check demo test vet unit lint-scripts integration e2e e2e-cluster e2e-kubeadm e2e-ha bench hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kubexm
@@ -77,6 +77,11 @@ e2e-cluster:
 
 e2e-kubeadm:
 	$(GO) test -tags e2e -count=1 -timeout 60m -run '^TestKubeadmCluster$$' -v $(TESTFLAGS) ./test/e2e/
+
+# Issue 19's acceptance alone: 3 masters and 2 workers behind a local haproxy
+# from the offline bundle, a master powered off and back.
+e2e-ha:
+	$(GO) test -tags e2e -count=1 -timeout 60m -run '^TestHAControlPlane$$' -v $(TESTFLAGS) ./test/e2e/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime=$(BENCHTIME) ./...

@@ -20,8 +20,10 @@ func (packageBuiltin) Spec() step.Spec {
 			"Installed packages are queried first (dpkg-query, rpm -q), so only missing ones are installed. A name may " +
 			"pin a version: `containerd=1.6.20-1` (apt) or `containerd-1.6.20` (dnf/yum).\n\n" +
 			"`offline_repo` is a directory on the host holding the .deb or .rpm files of these packages and their " +
-			"dependencies (as shipped in an offline bundle): when something is missing, every file there is handed " +
-			"to the manager with the network repositories disabled, and it installs what is missing or older.",
+			"dependencies (as shipped in an offline bundle): when something is missing, it is installed from there with " +
+			"the network repositories disabled. With apt, a directory that has a `Packages` index (as `kubexm artifact " +
+			"export` writes) is used as a flat repository, so apt installs only the named packages and what they lack; " +
+			"without one, every file there is handed to the manager, which installs what is missing or older.",
 		Args: []step.Arg{
 			{Name: "name", Type: step.List, Required: true, Aliases: []string{"pkg", "names"}, Doc: "Package names (a list, or one name)."},
 			{Name: "state", Type: step.String, Default: "present", Choices: []string{"present", "absent", "latest"}, Doc: "present installs if missing; latest also upgrades; absent removes."},
@@ -102,11 +104,25 @@ func (m pkgManager) install(names []string, offline string, upgrade bool) transp
 			argv = append(argv, "--only-upgrade")
 		}
 		if offline != "" {
-			// No sources: apt resolves only among the files given and what
-			// is installed, and never reaches for the network.
-			c := m.cmd("/bin/sh", "-c", `set -e; cd "$1"; set -- ./*.deb; [ -e "$1" ] || { echo "no .deb files in $PWD" >&2; exit 1; }; `+
-				`exec apt-get install -y --no-install-recommends -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts=/dev/null `+
-				`-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "$@"`, "sh", offline)
+			// No network sources. With a Packages index the directory is the
+			// only source (a flat repository with its own package lists in a
+			// temporary directory), so apt resolves the names against what is
+			// installed and takes only what is lacking; without one, apt
+			// resolves among the files given and what is installed.
+			script := `set -e; cd "$1"; shift
+if [ -f Packages ]; then
+  t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
+  mkdir "$t/lists" "$t/sources"
+  echo "deb [trusted=yes] file:$PWD ./" >"$t/sources/offline.list"
+  o="-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts=$t/sources -o Dir::State::Lists=$t/lists -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= -o APT::Sandbox::User=root"
+  apt-get -q $o update >/dev/null
+  apt-get install -y --no-install-recommends $o -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "$@"
+  exit
+fi
+set -- ./*.deb; [ -e "$1" ] || { echo "no .deb files in $PWD" >&2; exit 1; }
+exec apt-get install -y --no-install-recommends -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts=/dev/null ` +
+				`-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "$@"`
+			c := m.cmd(append([]string{"/bin/sh", "-c", script, "sh", offline}, names...)...)
 			return c
 		}
 		return m.cmd(append(argv, names...)...)

@@ -339,11 +339,17 @@ func (s *Support) check(c *Cluster, ps *problems) {
 }
 
 func (s *Support) checkAll(c *Cluster, ps *problems) {
+	// kubeadm mode has no playbook yet for an etcd of kubexm's or the
+	// user's; a playbook that installs nothing (delete) only warns.
+	if c.Spec.Kubernetes.Type == "kubeadm" && c.Spec.Etcd.Type != "kubeadm" {
+		ps.add("spec.etcd.type", "set etcd.type: kubeadm, or kubernetes.type: kubexm",
+			"etcd.type %s with kubernetes.type kubeadm is not supported yet: kubeadm mode installs a stacked etcd (etcd.type kubeadm) only", c.Spec.Etcd.Type)
+	}
 	// Without a load balancer kubexm installs, nodes and clients reach the
 	// first master only: say so where several masters suggest HA.
 	cpe := &c.Spec.ControlPlaneEndpoint
 	if len(c.Spec.RoleGroups.Master) > 1 && cpe.LBAddress == "" && !cpe.ExternalDNS && cpe.InternalLoadbalancer == "" {
-		ps.warn("spec.controlPlaneEndpoint", "%d masters but no lb_address: kubelets, kube-proxy and kubectl reach the first master (%s) only; for HA put your load balancer at lb_address (externalLoadBalancer: external)",
+		ps.warn("spec.controlPlaneEndpoint", "%d masters but no load balancer: the control-plane domain resolves to the first master (%s) only; for HA set internalLoadbalancer: haproxy (a local proxy on every worker) or put your load balancer at lb_address (externalLoadBalancer: external)",
 			len(c.Spec.RoleGroups.Master), c.Spec.RoleGroups.Master[0])
 	}
 	s.checkKubernetes(c, ps)

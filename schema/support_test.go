@@ -213,13 +213,13 @@ func TestDefaultsAreSupported(t *testing.T) {
 // an error at its field, all of them in one report, with what is supported.
 func TestUnsupportedChoicesRefused(t *testing.T) {
 	y := edit(t,
-		"domain: lb.kubexm.local", "domain: lb.kubexm.local\n    internalLoadbalancer: haproxy",
+		"domain: lb.kubexm.local", "domain: lb.kubexm.local\n    internalLoadbalancer: nginx",
 		"version: v1.37.2", "type: kubeadm\n    version: v1.37.2\n    autoRenewCerts: true\n    containerRuntime: {type: docker}",
 		"plugin: calico", "plugin: calico\n  storage: {openebs: {basePath: /x}}\n  dns: {nodelocaldns: {}}\n  addons: [metallb]\n  registry:\n    type: harbor\n    auths: {r.local: {certsPath: /etc/r}}",
 		"worker: [w1]", "worker: [w1]\n    registry: [lb1]")
 	ps := supportProblems(t, y)
 	want := map[string]string{
-		"spec.controlPlaneEndpoint.internalLoadbalancer": "haproxy is not supported yet",
+		"spec.controlPlaneEndpoint.internalLoadbalancer": "nginx is not supported yet",
 		"spec.kubernetes.autoRenewCerts":                 "true is not supported yet",
 		"spec.kubernetes.containerRuntime.type":          "docker is not supported yet",
 		"spec.network.plugin":                            "calico is not supported yet",
@@ -261,12 +261,16 @@ func TestUnsupportedChoicesRefused(t *testing.T) {
 
 func TestSeveralMastersWithoutLoadBalancerWarned(t *testing.T) {
 	_, warnings, err := parseWith("c.yaml", []byte(edit(t, "plugin: calico", "plugin: flannel")), noEnv, nil)
-	if err != nil || !strings.Contains(warningText(warnings), "c.yaml:16:11: spec.controlPlaneEndpoint: 2 masters but no lb_address: kubelets, kube-proxy and kubectl reach the first master (m1) only") {
+	if err != nil || !strings.Contains(warningText(warnings), "c.yaml:16:11: spec.controlPlaneEndpoint: 2 masters but no load balancer: the control-plane domain resolves to the first master (m1) only") {
 		t.Errorf("%v %v", warnings, err)
 	}
 	_, warnings, err = parseWith("c.yaml", []byte(edit(t, "plugin: calico", "plugin: flannel", "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    externalLoadBalancer: external\n    lb_address: 192.168.1.100")), noEnv, nil)
-	if err != nil || strings.Contains(warningText(warnings), "masters but no lb_address") {
+	if err != nil || strings.Contains(warningText(warnings), "masters but no load balancer") {
 		t.Errorf("with lb_address: %v %v", warnings, err)
+	}
+	_, warnings, err = parseWith("c.yaml", []byte(edit(t, "plugin: calico", "plugin: flannel", "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    internalLoadbalancer: haproxy")), noEnv, nil)
+	if err != nil || strings.Contains(warningText(warnings), "masters but no load balancer") {
+		t.Errorf("with internalLoadbalancer haproxy: %v %v", warnings, err)
 	}
 }
 

@@ -348,15 +348,11 @@ func validateRoleGroups(c *Cluster, names []string, ps *problems) {
 			ps.add("spec.roleGroups.etcd", "list at least one host, or set etcd.type: external", "at least one etcd host is required")
 		}
 	}
-	// Stacked etcd exists only in kubeadm mode, and kubeadm mode has no
-	// playbook yet for an etcd of kubexm's or the user's.
-	switch {
-	case c.Spec.Etcd.Type == "kubeadm" && c.Spec.Kubernetes.Type != "kubeadm":
+	// Stacked etcd exists only in kubeadm mode. (kubeadm mode with an etcd
+	// of kubexm's or the user's is a support-matrix matter: Support.check.)
+	if c.Spec.Etcd.Type == "kubeadm" && c.Spec.Kubernetes.Type != "kubeadm" {
 		ps.add("spec.etcd.type", "set kubernetes.type: kubeadm, or etcd.type: kubexm",
 			"etcd.type kubeadm (a stacked member on every master) needs kubernetes.type kubeadm, not %s", c.Spec.Kubernetes.Type)
-	case c.Spec.Kubernetes.Type == "kubeadm" && c.Spec.Etcd.Type != "kubeadm":
-		ps.add("spec.etcd.type", "set etcd.type: kubeadm, or kubernetes.type: kubexm",
-			"etcd.type %s with kubernetes.type kubeadm is not supported yet: kubeadm mode installs a stacked etcd (etcd.type kubeadm) only", c.Spec.Etcd.Type)
 	}
 	if n := len(rg.Etcd); n > 0 && n%2 == 0 {
 		ps.warn("spec.roleGroups.etcd", "%d etcd members tolerate no more failures than %d; use an odd number", n, n-1)

@@ -29,7 +29,7 @@ func TestSupportCommand(t *testing.T) {
 		"feature gates introduced by v1.37 (older minors refuse them): ",
 		"etcd         v3.6.x default: roles/etcd/defaults/main.yaml etcd_version; from: roles/etcd/defaults/main.yaml etcd_mirrors",
 		"containerd   2.x    default: ",
-		"spec.kubernetes.type\n    kubexm     supported: make e2e-cluster\n    kubeadm    not supported yet: ",
+		"spec.kubernetes.type\n    kubexm     supported: make e2e-cluster\n    kubeadm    supported: ",
 		"checksums: from each release's checksum file",
 	} {
 		if !strings.Contains(out, want) {
@@ -107,7 +107,7 @@ func TestPlayRefusesUnsupportedBeforeAnyTask(t *testing.T) {
 	if err == nil {
 		t.Fatal("play accepted kubeadm and calico")
 	}
-	for _, want := range []string{"2 problems", "cluster.yaml:9:11: spec.kubernetes.type: kubeadm is not supported yet", "cluster.yaml:11:13: spec.network.plugin: calico is not supported yet"} {
+	for _, want := range []string{"2 problems", "spec.etcd.type: etcd.type kubexm with kubernetes.type kubeadm is not supported yet", "cluster.yaml:11:13: spec.network.plugin: calico is not supported yet"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

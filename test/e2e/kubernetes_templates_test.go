@@ -208,36 +208,58 @@ func TestKubernetesTemplatePKIDefaults(t *testing.T) {
 			t.Errorf("API server SANs have %q: %v", not, sans)
 		}
 	}
-	if got := v["kube_apiserver_url"]; got != "https://10.0.0.1:6443" {
-		t.Errorf("without a load balancer the URL is %v, want the first master's", got)
+	// Every kubeconfig names the endpoint's domain; without a load balancer
+	// it resolves to the first master, and the control machine's admin
+	// kubeconfig, which has no hosts entry, names that master.
+	if got := v["kube_apiserver_url"]; got != "https://lb.kubexm.local:6443" {
+		t.Errorf("without a load balancer the URL is %v, want the endpoint's domain", got)
+	}
+	if got := v["kube_control_plane_host_address"]; got != "10.0.0.1" {
+		t.Errorf("without a load balancer the domain resolves to %v, want the first master", got)
+	}
+	if got := v["kube_apiserver_admin_url"]; got != "https://10.0.0.1:6443" {
+		t.Errorf("without a load balancer the admin URL is %v, want the first master's", got)
 	}
 	if got := v["kube_apiserver_local_url"]; got != "https://127.0.0.1:6443" {
 		t.Errorf("local URL %v", got)
 	}
 
 	for _, tc := range []struct {
-		name   string
-		adjust func(map[string]any)
-		url    string
-		sans   []string
+		name             string
+		host             string
+		adjust           func(map[string]any)
+		url, addr, admin string
+		sans             []string
 	}{
-		{"lb_address", func(s map[string]any) {
+		{"lb_address", "n2", func(s map[string]any) {
 			cpe := s["controlPlaneEndpoint"].(map[string]any)
 			cpe["lb_address"], cpe["port"], cpe["externalLoadBalancer"] = "10.0.0.100", 8443, "kubexm"
-		}, "https://10.0.0.100:8443", []string{"10.0.0.100", "lb.kubexm.local"}},
-		{"externalDNS", func(s map[string]any) {
+		}, "https://lb.kubexm.local:8443", "10.0.0.100", "https://10.0.0.100:8443", []string{"10.0.0.100", "lb.kubexm.local"}},
+		{"externalDNS", "n2", func(s map[string]any) {
 			cpe := s["controlPlaneEndpoint"].(map[string]any)
 			cpe["externalDNS"], cpe["domain"], cpe["externalLoadBalancer"] = true, "api.corp.example", "external"
-		}, "https://api.corp.example:6443", []string{"api.corp.example"}},
-		{"dual stack", func(s map[string]any) {
+		}, "https://api.corp.example:6443", "", "https://api.corp.example:6443", []string{"api.corp.example"}},
+		{"internal haproxy, master", "n1", func(s map[string]any) {
+			s["controlPlaneEndpoint"].(map[string]any)["internalLoadbalancer"] = "haproxy"
+		}, "https://lb.kubexm.local:6443", "10.0.0.1", "https://10.0.0.1:6443", []string{"lb.kubexm.local"}},
+		{"internal haproxy, worker", "n2", func(s map[string]any) {
+			s["controlPlaneEndpoint"].(map[string]any)["internalLoadbalancer"] = "haproxy"
+		}, "https://lb.kubexm.local:6443", "127.0.0.1", "https://10.0.0.1:6443", []string{"lb.kubexm.local"}},
+		{"dual stack", "n1", func(s map[string]any) {
 			n := s["network"].(map[string]any)
 			n["kubeServiceCIDR"], n["kubePodsCIDR"] = "10.96.0.0/16,fd00:10:96::/112", "10.244.0.0/16,fd00:10:244::/56"
 			s["kubernetes"].(map[string]any)["clusterName"] = "corp.local"
-		}, "https://10.0.0.1:6443", []string{"10.96.0.1", "fd00:10:96::1", "kubernetes.default.svc.corp.local"}},
+		}, "https://lb.kubexm.local:6443", "10.0.0.1", "https://10.0.0.1:6443", []string{"10.96.0.1", "fd00:10:96::1", "kubernetes.default.svc.corp.local"}},
 	} {
-		v := withDefaults(t, "kubernetes/pki", kubeVars("n1", tc.adjust))
+		v := withDefaults(t, "kubernetes/pki", kubeVars(tc.host, tc.adjust))
 		if got := v["kube_apiserver_url"]; got != tc.url {
 			t.Errorf("%s: URL %v, want %s", tc.name, got, tc.url)
+		}
+		if got := v["kube_control_plane_host_address"]; got != tc.addr {
+			t.Errorf("%s: on %s the domain resolves to %q, want %q", tc.name, tc.host, got, tc.addr)
+		}
+		if got := v["kube_apiserver_admin_url"]; got != tc.admin {
+			t.Errorf("%s: admin URL %v, want %s", tc.name, got, tc.admin)
 		}
 		sans := strings.Split(v["kube_apiserver_sans"].(string), ",")
 		for _, want := range tc.sans {

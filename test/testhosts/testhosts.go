@@ -216,6 +216,16 @@ func Down(ctx context.Context, prefix string) error {
 	return runScript(ctx, "down.sh", "PREFIX="+prefix, "HALT_WAIT=5")
 }
 
+// PowerOff cuts the power of one machine of the run (test/hosts/poweroff.sh):
+// all its processes are killed at once. Its disk and address stay; Up with
+// the run's prefix and size boots it again.
+func PowerOff(ctx context.Context, prefix, node string) error {
+	if prefix == "" {
+		return errors.New("testhosts.PowerOff: empty prefix")
+	}
+	return runScript(ctx, "poweroff.sh", "PREFIX="+prefix, "NODE="+node)
+}
+
 // StateDir is where up.sh keeps the run's key, ssh_config, hosts.env and
 // cluster.yaml.
 func StateDir(prefix string) string {

@@ -1,0 +1,469 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mensylisir/kubexm/test/testhosts"
+)
+
+// The endpoint every kubeconfig of the HA cluster names (the default
+// controlPlaneEndpoint.domain and port).
+const haEndpoint = "https://lb.kubexm.local:6443"
+
+// TestHAControlPlane is issue 19's acceptance for binary mode with
+// internalLoadbalancer haproxy, on one cluster carried through its steps:
+// n1-n3 masters and etcd members, n4 and n5 workers, no network but the
+// test bridge (the machines have no package mirror).
+//
+//   - `kubexm artifact export` puts haproxy and its dependency closure
+//     (.deb files for the control machine's Debian release) into the bundle;
+//   - create-cluster --offline-bundle installs haproxy from the bundle on the
+//     workers only, as kubexm-haproxy.service on 127.0.0.1:6443 with every
+//     master as a health-checked backend; every kubeconfig on every node
+//     names https://lb.kubexm.local:6443, which resolves to 127.0.0.1 on the
+//     workers and to the master itself on the masters; etcd has 3 members;
+//   - failover: a client on a worker asks the API through the endpoint every
+//     200 ms while n1, the first master, loses its power; the longest gap
+//     between answers and the share of failed requests are PERF lines, and
+//     the API must answer again within the gap the health checks allow;
+//   - after the failover the cluster still works: n1 becomes NotReady and a
+//     new Deployment schedules and its pods run;
+//   - n1 is powered on again and the cluster converges by itself: n1 Ready,
+//     etcd 3 healthy members;
+//   - a re-run changes nothing; delete -e delete_packages=true leaves every
+//     host's files and package set as they were before the create.
+func TestHAControlPlane(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	suiteStart := time.Now()
+	root := moduleRoot(t)
+	work := t.TempDir()
+
+	releaseRoot := clusterArtifacts(ctx, t, root)
+	bin := buildKubexm(ctx, t, root, work)
+	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
+
+	const machines = 5
+	set, diag := suiteMachines(ctx, t, machines, "h", "KUBELET=1")
+	if len(set.Hosts) != machines {
+		t.Fatalf("want %d machines, have %d", machines, len(set.Hosts))
+	}
+	masters, workers := set.Hosts[:3], set.Hosts[3:]
+
+	inventory := filepath.Join(work, "cluster.yaml")
+	if err := os.WriteFile(inventory, []byte(haClusterYAML("e2e-ha", set)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: extraVars(clusterTestVars()...), observe: diag.observe}
+	kubeconfig := filepath.Join(work, ".kubexm", "e2e-ha", "kubeconfig")
+	k := kubectlRunner{bin: kubectl, kubeconfig: kubeconfig}
+	diag.cluster(k)
+
+	// What each host looks like before kubexm: files and installed packages.
+	wide := []string{"/etc", "/usr/local", "/usr/sbin", "/opt", "/var/lib/kubelet", "/var/lib/etcd", "/var/lib/kubexm"}
+	fresh := map[string]map[string]string{}
+	freshPkgs := map[string]string{}
+	for _, h := range set.Hosts {
+		fresh[h.Name] = snapshot(ctx, t, set, h.Name, wide...)
+		freshPkgs[h.Name] = installedPackages(ctx, t, set, h.Name)
+		if strings.Contains(freshPkgs[h.Name], "\nhaproxy ") {
+			t.Fatalf("%s has haproxy before the create: the test would not prove the bundle path", h.Name)
+		}
+	}
+
+	// The bundle, from the stand-ins for the download sites and Debian's
+	// packages for haproxy; then the file server goes away.
+	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
+	bundle := filepath.Join(work, "bundle.tar.gz")
+	start := time.Now()
+	args := []string{"artifact", "export", "-f", inventory, "-o", bundle, "-e", artifactSources(server)}
+	for _, e := range kx.extra {
+		args = append(args, "-e", e)
+	}
+	export := exec.CommandContext(ctx, bin, args...)
+	export.Dir = work
+	if out, err := export.CombinedOutput(); err != nil {
+		t.Fatalf("kubexm artifact export: %v\n%s", err, tail(string(out), 60))
+	}
+	stop()
+	list, err := exec.CommandContext(ctx, "tar", "-tzf", bundle).Output()
+	if err != nil {
+		t.Fatalf("listing the bundle: %v", err)
+	}
+	debs := regexp.MustCompile(`(?m)^(?:\./)?packages/[a-z]+[0-9.]*/amd64/[^/]+\.deb$`).FindAllString(string(list), -1)
+	if !regexp.MustCompile(`(?m)^(?:\./)?packages/[a-z]+[0-9.]*/amd64/haproxy_[^/]+\.deb$`).Match(list) {
+		t.Fatalf("the bundle has no haproxy package:\n%s", tail(string(list), 40))
+	}
+	t.Logf("PERF artifact export with haproxy's packages (%d .deb files): %s", len(debs), time.Since(start).Round(time.Millisecond))
+
+	create := filepath.Join(root, "playbooks", "create-cluster")
+	del := filepath.Join(root, "playbooks", "delete")
+
+	res := kx.play(ctx, create, "--offline-bundle", bundle, "--check")
+	if res.err != nil {
+		t.Fatalf("create-cluster --check failed: %v%s", res.err, res.failures())
+	}
+	res = kx.play(ctx, create, "--offline-bundle", bundle)
+	if res.err != nil {
+		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster (3 masters, 2 workers, internal haproxy, offline bundle) on %d fresh machines: %s (%d changed)",
+		machines, res.wall.Round(time.Millisecond), len(res.changed()))
+
+	checkEndpointWiring(ctx, t, set, masters, workers)
+	checkNodes(ctx, t, k, set)
+	checkMasterEtcd(ctx, t, set, masters, masters[1])
+
+	// --- failover: n1 loses its power while a worker's client polls ------
+	victim, survivor, poller := masters[0], masters[1], workers[0]
+	type pollResult struct {
+		out string
+		err error
+	}
+	polled := make(chan pollResult, 1)
+	const samples, period = 400, 200 * time.Millisecond // 80 s
+	go func() {
+		out, err := set.SSH(ctx, poller.Name, pollScript(samples, period, poller.Name))
+		polled <- pollResult{out, err}
+	}()
+	// Some answers before the cut, as the baseline.
+	time.Sleep(5 * time.Second)
+	cut := time.Now()
+	if err := testhosts.PowerOff(ctx, set.Prefix, victim.Name); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s powered off", victim.Name)
+	p := <-polled
+	if p.err != nil {
+		t.Fatalf("the poller on %s: %v\n%s", poller.Name, p.err, tail(p.out, 20))
+	}
+	stats, err := parsePoll(p.out, cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("PERF failover (master %s powered off, a client on %s polls %s every 200 ms): longest gap %s, %d of %d requests failed (%.1f%%), the first answer after the cut %s after it",
+		victim.Name, poller.Name, haEndpoint, stats.longestGap, stats.failed, stats.total, 100*float64(stats.failed)/float64(stats.total), stats.firstAfterCut)
+	// The health checks take a dead backend out within 2 checks of 1 s plus
+	// a connect timeout of 2 s; etcd elects a new leader within seconds.
+	if stats.longestGap > 15*time.Second {
+		t.Errorf("the API was away for %s through the endpoint, want under 15 s", stats.longestGap)
+	}
+	if stats.tailFailed > 0 {
+		t.Errorf("%d of the last 25 requests failed: the endpoint did not recover", stats.tailFailed)
+	}
+
+	// The control machine's kubeconfig names n1 (it has no local proxy):
+	// from here on the test talks to a surviving master.
+	k2 := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(work, "kubeconfig-"+survivor.Name)}
+	data, err := os.ReadFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victimURL := "https://" + net.JoinHostPort(victim.Address, "6443")
+	if !strings.Contains(string(data), "server: "+victimURL) {
+		t.Fatalf("the admin kubeconfig does not name %s:\n%s", victimURL, tail(string(data), 5))
+	}
+	if err := os.WriteFile(k2.kubeconfig, []byte(strings.ReplaceAll(string(data), victimURL, "https://"+net.JoinHostPort(survivor.Address, "6443"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	diag.cluster(k2)
+	start = time.Now()
+	if out, err := k2.run(ctx, "", "wait", "--for=condition=Ready=Unknown", "node/"+victim.Name, "--timeout=180s"); err != nil {
+		t.Fatalf("%s not marked unreachable: %v\n%s", victim.Name, err, out)
+	}
+	t.Logf("PERF %s NotReady (Unknown) %s after its power-off", victim.Name, time.Since(cut).Round(time.Second))
+	image := busyboxRef(t)
+	deploy := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: after-failover, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: after-failover}}
+  template:
+    metadata: {labels: {app: after-failover}}
+    spec:
+      containers:
+      - name: main
+        image: %s
+        imagePullPolicy: Never
+        command: [/bin/busybox, sleep, "3600"]
+`, image)
+	if out, err := k2.run(ctx, deploy, "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply a Deployment after the failover: %v\n%s", err, out)
+	}
+	if out, err := k2.run(ctx, "", "rollout", "status", "deployment/after-failover", "-n", "default", "--timeout=240s"); err != nil {
+		desc, _ := k2.run(ctx, "", "describe", "pods", "-n", "default", "-l", "app=after-failover")
+		t.Fatalf("the Deployment made after the failover does not run: %v\n%s\n%s", err, out, tail(desc, 60))
+	}
+	t.Logf("PERF a Deployment created after the failover has its 2 pods running %s after the apply", time.Since(start).Round(time.Second))
+	if out, err := k2.run(ctx, "", "delete", "deployment/after-failover", "-n", "default", "--wait=true"); err != nil {
+		t.Errorf("kubectl delete the Deployment: %v\n%s", err, out)
+	}
+
+	// --- power on: the cluster converges without kubexm ------------------
+	start = time.Now()
+	if _, err := testhosts.Up(ctx, machines, set.Prefix, "KUBELET=1"); err != nil {
+		t.Fatalf("powering %s on: %v", victim.Name, err)
+	}
+	if out, err := k2.run(ctx, "", "wait", "--for=condition=Ready", "node/"+victim.Name, "--timeout=300s"); err != nil {
+		t.Fatalf("%s not Ready after its power-on: %v\n%s", victim.Name, err, out)
+	}
+	checkMasterEtcd(ctx, t, set, masters, victim)
+	t.Logf("PERF %s back: node Ready and etcd 3 healthy members %s after the power-on", victim.Name, time.Since(start).Round(time.Second))
+
+	res = kx.play(ctx, create, "--offline-bundle", bundle)
+	if res.err != nil {
+		t.Fatalf("re-run failed: %v%s", res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster re-run (nothing to change): %s", res.wall.Round(time.Millisecond))
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+
+	res = kx.play(ctx, del, "-e", "delete_packages=true")
+	if res.err != nil {
+		t.Fatalf("delete failed: %v%s", res.err, res.failures())
+	}
+	t.Logf("PERF delete (with the packages): %s", res.wall.Round(time.Millisecond))
+	for _, h := range set.Hosts {
+		if d := diffSnapshots(fresh[h.Name], snapshot(ctx, t, set, h.Name, wide...)); len(d) > 0 {
+			t.Errorf("delete left %s different from before the create:\n  %s", h.Name, strings.Join(d, "\n  "))
+		}
+		if got := installedPackages(ctx, t, set, h.Name); got != freshPkgs[h.Name] {
+			t.Errorf("delete left %s with other packages than before the create:\n%s", h.Name, lineDiff(freshPkgs[h.Name], got))
+		}
+	}
+	res = kx.play(ctx, del, "-e", "delete_packages=true")
+	if res.err != nil {
+		t.Fatalf("second delete failed: %v%s", res.err, res.failures())
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("second delete changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+	t.Logf("PERF the HA suite on %d machines: %s", machines, time.Since(suiteStart).Round(time.Second))
+}
+
+// haClusterYAML: n1-n3 masters and etcd, n4 and n5 workers, a local haproxy
+// on the workers.
+func haClusterYAML(name string, set *testhosts.Set) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: kubexm.mensylisir.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: %s\nspec:\n  hosts:\n", name)
+	for _, h := range set.Hosts {
+		fmt.Fprintf(&b, "  - {name: %s, address: %s, internalAddress: %s, port: %d, user: root, privateKeyPath: %q}\n",
+			h.Name, h.Address, h.Address, h.Port, set.KeyPath)
+	}
+	fmt.Fprintf(&b, "  roleGroups:\n    etcd: [n1, n2, n3]\n    master: [n1, n2, n3]\n    worker: [n4, n5]\n")
+	fmt.Fprintf(&b, `  controlPlaneEndpoint:
+    internalLoadbalancer: haproxy
+  kubernetes:
+    type: kubexm
+    version: %s
+    proxyMode: iptables
+    containerRuntime: {type: containerd, version: %s}
+  etcd:
+    type: kubexm
+  network:
+    plugin: flannel
+`, kubernetesVersion, containerdVersion)
+	return b.String()
+}
+
+// checkEndpointWiring: every kubeconfig on every node names the endpoint;
+// the domain resolves to 127.0.0.1 on the workers, where kubexm's haproxy
+// listens with every master as a backend, and to the master itself on the
+// masters, which run no proxy.
+func checkEndpointWiring(ctx context.Context, t *testing.T, set *testhosts.Set, masters, workers []testhosts.Host) {
+	t.Helper()
+	for _, h := range set.Hosts {
+		out, err := set.SSH(ctx, h.Name, `grep -h '^ *server:' /etc/kubernetes/*.kubeconfig | sort -u
+getent hosts lb.kubexm.local | awk '{print "resolves", $1}'
+systemctl is-active kubexm-haproxy.service 2>/dev/null || true
+dpkg-query -W -f='${Status}\n' haproxy 2>/dev/null | grep -c 'install ok installed' || true`)
+		if err != nil {
+			t.Fatalf("endpoint wiring on %s: %v\n%s", h.Name, err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 4 || strings.TrimSpace(lines[0]) != "server: "+haEndpoint {
+			t.Errorf("%s: kubeconfigs and hosts entry:\n%s\nwant only server: %s", h.Name, out, haEndpoint)
+			continue
+		}
+		isWorker := false
+		for _, w := range workers {
+			isWorker = isWorker || w.Name == h.Name
+		}
+		want := []string{"resolves " + h.Address, "inactive", "0"}
+		if isWorker {
+			want = []string{"resolves 127.0.0.1", "active", "1"}
+		}
+		if got := lines[1:]; strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s: domain, kubexm-haproxy and the haproxy package: %v, want %v", h.Name, got, want)
+		}
+	}
+	cfg, err := set.SSH(ctx, workers[0].Name, "cat /etc/kubexm/haproxy/haproxy.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range masters {
+		if !strings.Contains(cfg, fmt.Sprintf("server %s %s:6443", m.Name, m.Address)) {
+			t.Errorf("haproxy on %s has no backend %s:\n%s", workers[0].Name, m.Name, cfg)
+		}
+	}
+	t.Logf("every kubeconfig names %s; the workers reach it through their haproxy, the masters directly", haEndpoint)
+}
+
+// checkMasterEtcd waits (3 minutes at most) for the masters' etcd to have
+// all its members healthy, asked through from.
+func checkMasterEtcd(ctx context.Context, t *testing.T, set *testhosts.Set, masters []testhosts.Host, from testhosts.Host) {
+	t.Helper()
+	var eps []string
+	for _, m := range masters {
+		eps = append(eps, "https://"+net.JoinHostPort(m.Address, "2379"))
+	}
+	out, err := retry(ctx, 3*time.Minute, func() (string, error) {
+		out, err := etcdctl(ctx, set, from.Name, strings.Join(eps, ","), "endpoint health -w json")
+		if err != nil {
+			return out, err
+		}
+		var health []struct {
+			Health bool `json:"health"`
+		}
+		if err := json.Unmarshal([]byte(out), &health); err != nil {
+			return out, err
+		}
+		healthy := 0
+		for _, h := range health {
+			if h.Health {
+				healthy++
+			}
+		}
+		if healthy != len(masters) {
+			return out, fmt.Errorf("%d healthy members, want %d", healthy, len(masters))
+		}
+		return out, nil
+	})
+	if err != nil {
+		t.Fatalf("etcd on the masters: %v\n%s", err, out)
+	}
+}
+
+// pollScript asks the API, through the endpoint, for the poller's own Node
+// (with its kubelet's credentials) every period, n times, and prints
+// "<unix ms> <HTTP status>" per request (000 when none came).
+func pollScript(n int, period time.Duration, node string) string {
+	return fmt.Sprintf(`set -u
+d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
+kc=/etc/kubernetes/kubelet.kubeconfig
+awk '/client-certificate-data:/ {print $2}' $kc | base64 -d > "$d/c.crt"
+awk '/client-key-data:/ {print $2}' $kc | base64 -d > "$d/c.key"
+start=$(date +%%s%%N)
+for i in $(seq 0 %d); do
+  next=$((start + i * %d))
+  now=$(date +%%s%%N)
+  [ "$now" -lt "$next" ] && sleep "$(awk -v ns=$((next - now)) 'BEGIN{printf "%%.3f", ns / 1e9}')"
+  code=$(curl -s -o /dev/null -w '%%{http_code}' --max-time 2 --cacert /etc/kubernetes/pki/ca.crt \
+    --cert "$d/c.crt" --key "$d/c.key" %s/api/v1/nodes/%s)
+  echo "$(date +%%s%%3N) $code"
+done`, n-1, period.Nanoseconds(), haEndpoint, node)
+}
+
+type pollStats struct {
+	total, failed, tailFailed int
+	longestGap, firstAfterCut time.Duration
+}
+
+// parsePoll reads pollScript's output: the longest time between two
+// successful answers, the failed requests, those among the last 25, and
+// when the first answer after the cut came.
+func parsePoll(out string, cut time.Time) (pollStats, error) {
+	var s pollStats
+	var lastOK int64
+	var okTimes []int64
+	var codes []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			return s, fmt.Errorf("poller output line %q", line)
+		}
+		ms, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return s, fmt.Errorf("poller output line %q: %w", line, err)
+		}
+		s.total++
+		codes = append(codes, f[1])
+		if f[1] != "200" {
+			s.failed++
+			continue
+		}
+		if lastOK != 0 {
+			if gap := time.Duration(ms-lastOK) * time.Millisecond; gap > s.longestGap {
+				s.longestGap = gap
+			}
+		}
+		lastOK = ms
+		okTimes = append(okTimes, ms)
+	}
+	if s.total < 50 {
+		return s, fmt.Errorf("the poller made %d requests, want at least 50:\n%s", s.total, out)
+	}
+	for _, c := range codes[len(codes)-25:] {
+		if c != "200" {
+			s.tailFailed++
+		}
+	}
+	for _, ms := range okTimes {
+		if ms > cut.UnixMilli() {
+			s.firstAfterCut = time.Duration(ms-cut.UnixMilli()) * time.Millisecond
+			break
+		}
+	}
+	return s, nil
+}
+
+// installedPackages lists a host's installed packages with their versions.
+func installedPackages(ctx context.Context, t *testing.T, set *testhosts.Set, host string) string {
+	t.Helper()
+	out, err := set.SSH(ctx, host, `dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\n' | awk '$1 ~ /^.i/ {print $2, $3}' | LC_ALL=C sort`)
+	if err != nil {
+		t.Fatalf("packages of %s: %v", host, err)
+	}
+	return "\n" + out
+}
+
+// lineDiff lists the lines only in a (-) and only in b (+).
+func lineDiff(a, b string) string {
+	in := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(s, "\n") {
+			if l != "" {
+				m[l] = true
+			}
+		}
+		return m
+	}
+	ma, mb := in(a), in(b)
+	var out []string
+	for l := range ma {
+		if !mb[l] {
+			out = append(out, "- "+l)
+		}
+	}
+	for l := range mb {
+		if !ma[l] {
+			out = append(out, "+ "+l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
