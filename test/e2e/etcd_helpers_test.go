@@ -120,15 +120,16 @@ func clusterYAML(name string, set *testhosts.Set) string {
 
 // event is the part of a --output json line the test reads.
 type event struct {
-	Kind    string `json:"kind"`
-	Play    string `json:"play"`
-	Role    string `json:"role"`
-	Task    string `json:"task"`
-	Host    string `json:"host"`
-	Status  string `json:"status"`
-	Message string `json:"message"`
-	Resumed bool   `json:"resumed"`
-	Recap   *struct {
+	Kind       string `json:"kind"`
+	Play       string `json:"play"`
+	Role       string `json:"role"`
+	Task       string `json:"task"`
+	Host       string `json:"host"`
+	Status     string `json:"status"`
+	Message    string `json:"message"`
+	Resumed    bool   `json:"resumed"`
+	DurationMS int64  `json:"duration_ms"`
+	Recap      *struct {
 		Hosts map[string]struct {
 			OK          int    `json:"ok"`
 			Changed     int    `json:"changed"`
