@@ -221,7 +221,6 @@ func TestUnsupportedChoicesRefused(t *testing.T) {
 	want := map[string]string{
 		"spec.controlPlaneEndpoint.internalLoadbalancer": "haproxy is not supported yet",
 		"spec.kubernetes.type":                           "kubeadm is not supported yet",
-		"spec.kubernetes.autoRenewCerts":                 "true is not supported yet",
 		"spec.kubernetes.containerRuntime.type":          "docker is not supported yet",
 		"spec.network.plugin":                            "calico is not supported yet",
 		"spec.storage.openebs":                           "setting openebs is not supported yet",
