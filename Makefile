@@ -15,7 +15,7 @@ TESTFLAGS ?=
 
 export KUBEXM_TEST_CACHE
 
-.PHONY: build check demo test vet unit lint-scripts integration e2e e2e-cluster e2e-kubeadm e2e-ha bench hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
+.PHONY: build check demo test vet unit lint-scripts integration e2e e2e-cluster e2e-kubeadm e2e-ha e2e-certs bench hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kubexm
@@ -82,6 +82,10 @@ e2e-kubeadm:
 # from the offline bundle, a master powered off and back.
 e2e-ha:
 	$(GO) test -tags e2e -count=1 -timeout 60m -run '^TestHAControlPlane$$' -v $(TESTFLAGS) ./test/e2e/
+
+# Only the certificate suite (issue 22: check, renew, the autoRenewCerts timer).
+e2e-certs:
+	$(GO) test -tags e2e -count=1 -timeout 60m -run '^TestCerts$$' -v $(TESTFLAGS) ./test/e2e/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime=$(BENCHTIME) ./...

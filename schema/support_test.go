@@ -220,7 +220,6 @@ func TestUnsupportedChoicesRefused(t *testing.T) {
 	ps := supportProblems(t, y)
 	want := map[string]string{
 		"spec.controlPlaneEndpoint.internalLoadbalancer": "nginx is not supported yet",
-		"spec.kubernetes.autoRenewCerts":                 "true is not supported yet",
 		"spec.kubernetes.containerRuntime.type":          "docker is not supported yet",
 		"spec.network.plugin":                            "calico is not supported yet",
 		"spec.storage.openebs":                           "setting openebs is not supported yet",

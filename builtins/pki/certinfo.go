@@ -3,8 +3,11 @@ package pki
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -22,13 +25,15 @@ func (certInfo) Spec() step.Spec {
 		Doc: `Reads PEM certificates and reports on them; it never changes anything.
 A file holding a chain is described by its first certificate. A kubeconfig
 is described by the client certificate of its current context, so admin.conf
-and the other kubeconfigs can be checked like certificates.
+and the other kubeconfigs can be checked like certificates. A PEM public
+key (the service-account sa.pub) has no expiry: it is reported with its key
+type and SHA-256 fingerprint, so a check can list every key pair too.
 
 Files are read on the task's host (with become when the task has it), or
 on the control machine with ` + "`local: true`" + ` (relative paths then start
 at the cluster's work directory).
 
-Results for one ` + "`path`" + `: ` + "`path`, `exists`, `subject`, `common_name`, `organization` (list), `sans` (map of `dns` and `ips` lists), `issuer`, `not_before` and `not_after` (RFC3339), `days_left` (whole days, counted towards zero: negative once expired by a day), `expired`, `is_ca`, `serial` (hex)" + `.
+Results for one ` + "`path`" + `: ` + "`path`, `exists`, `kind` (`certificate`, `kubeconfig` or `public-key`), `subject`, `common_name`, `organization` (list), `sans` (map of `dns` and `ips` lists), `issuer`, `not_before` and `not_after` (RFC3339), `days_left` (whole days, counted towards zero: negative once expired by a day), `expired`, `is_ca`, `serial` (hex); for a public key `key_type` and `fingerprint` instead of the certificate fields" + `.
 With ` + "`paths`" + ` the same maps are returned in the list ` + "`certs`" + `, in order.`,
 		Args: []step.Arg{
 			{Name: "path", Type: step.String,
@@ -81,11 +86,22 @@ func (certInfo) Run(ctx context.Context, env *step.Env, args step.Args) (step.Re
 			certs = append(certs, map[string]any{"path": where, "exists": false})
 			continue
 		}
-		cert, err := certOfFile(data)
-		if err != nil {
-			return step.Result{}, fmt.Errorf("%s on %s: %w", where, hostName(env, local), err)
+		var info map[string]any
+		if bytes.Contains(data, []byte("-----BEGIN PUBLIC KEY-----")) {
+			if info, err = describePublicKey(data); err != nil {
+				return step.Result{}, fmt.Errorf("%s on %s: %w", where, hostName(env, local), err)
+			}
+		} else {
+			cert, err := certOfFile(data)
+			if err != nil {
+				return step.Result{}, fmt.Errorf("%s on %s: %w", where, hostName(env, local), err)
+			}
+			info = Describe(cert, now)
+			info["kind"] = "certificate"
+			if !bytes.Contains(data, []byte("-----BEGIN CERTIFICATE-----")) {
+				info["kind"] = "kubeconfig"
+			}
 		}
-		info := Describe(cert, now)
 		info["path"] = where
 		info["exists"] = true
 		certs = append(certs, info)
@@ -174,6 +190,26 @@ func certOfFile(data []byte) (*x509.Certificate, error) {
 		return cert, nil
 	}
 	return nil, fmt.Errorf("kubeconfig: the user %q of current context %q has no client-certificate-data", user, kc.CurrentContext)
+}
+
+// describePublicKey reports a PEM public key: it has no subject or expiry,
+// only its type and the SHA-256 fingerprint of its DER form (what two copies
+// of one key pair share).
+func describePublicKey(data []byte) (map[string]any, error) {
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "PUBLIC KEY" {
+		return nil, errors.New("no PEM PUBLIC KEY block")
+	}
+	pub, err := x509.ParsePKIXPublicKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("public key: %w", err)
+	}
+	sum := sha256.Sum256(block.Bytes)
+	return map[string]any{
+		"kind":        "public-key",
+		"key_type":    orUnknown(string(KeyTypeOf(pub))),
+		"fingerprint": hex.EncodeToString(sum[:]),
+	}, nil
 }
 
 // Describe returns what cert_info reports about a certificate at time now.

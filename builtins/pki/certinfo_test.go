@@ -74,8 +74,22 @@ func TestCertInfoLocalAndOnHost(t *testing.T) {
 	if m := certs[2].(map[string]any); m["is_ca"] != true || m["common_name"] != "kubernetes" || m["days_left"].(int) < 3649 {
 		t.Errorf("CA: %v", m)
 	}
-	if m := certs[3].(map[string]any); m["common_name"] != "kubernetes-admin" || m["path"] != kubeconfig {
+	if m := certs[3].(map[string]any); m["common_name"] != "kubernetes-admin" || m["path"] != kubeconfig || m["kind"] != "kubeconfig" {
 		t.Errorf("kubeconfig: %v", m)
+	}
+	if m := certs[0].(map[string]any); m["kind"] != "certificate" {
+		t.Errorf("certificate kind: %v", m["kind"])
+	}
+
+	// A service-account public key: type and fingerprint, the same for
+	// both reads of the pair's public half.
+	run(t, genCert{}, env, step.Args{"path": "certs/kubernetes", "name": "sa", "key_only": true})
+	pub := run(t, ci, env, step.Args{"path": filepath.Join(dir, "sa.pub")}).Data
+	if pub["kind"] != "public-key" || pub["key_type"] != "rsa2048" || len(pub["fingerprint"].(string)) != 64 || pub["exists"] != true {
+		t.Errorf("public key: %v", pub)
+	}
+	if _, ok := pub["not_after"]; ok {
+		t.Errorf("a public key has no expiry: %v", pub)
 	}
 }
 

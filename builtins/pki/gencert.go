@@ -37,7 +37,7 @@ certificate, the key type is the wanted one, it is signed by the given CA
 (self-signed for ` + "`ca: true`" + `), common name and organizations are the
 wanted ones, its SANs include every wanted SAN (extra SANs are fine), its
 usages include the wanted ones, and it does not expire within
-` + "`renew_before`" + `. Otherwise a new key and certificate are written and the
+` + "`renew_before`" + `, unless ` + "`force`" + ` asks for a renewal. Otherwise a new key and certificate are written and the
 old files are kept as NAME.crt.<UTC timestamp>.bak and NAME.key.<...>.bak;
 the task reports changed. Reissuing a CA makes every leaf signed by it
 misfit, so the next gen_cert of each leaf reissues it too.
@@ -75,6 +75,8 @@ Results: ` + "`cert`, `key` (and `pub` with `key_only`)" + ` are the file paths;
 				Doc: "Lifetime of a new certificate: a Go duration (\"8760h\"), days (\"365d\") or years (\"10y\"). Defaults to 10y for a CA and 1y for a leaf."},
 			{Name: "renew_before", Type: step.Any, Default: "30d",
 				Doc: "Reissue a certificate that expires within this time; same forms as `validity`."},
+			{Name: "force", Type: step.Bool, Default: false,
+				Doc: "Reissue a leaf certificate even when it fits: a new key and certificate from the same CA, the old files kept as backups. For an explicit renewal (the certs-renew playbook); not allowed with `ca` or `key_only`, since a new CA or service-account key would invalidate everything signed or verified with the old one."},
 			{Name: "key_only", Type: step.Bool, Default: false,
 				Doc: "Make only a key pair, NAME.key and NAME.pub (PEM, PKIX), e.g. the service-account signing key. An existing key of the right type is kept."},
 		},
@@ -111,6 +113,7 @@ type certPlan struct {
 	keyType           KeyType
 	req               Request
 	renewBefore       time.Duration
+	force             bool
 	checkMode         bool
 	displayName       string
 }
@@ -120,6 +123,7 @@ func parseGenCert(env *step.Env, args step.Args) (*certPlan, error) {
 		dir:       controlPath(env, args.String("path")),
 		name:      args.String("name"),
 		keyOnly:   args.Bool("key_only"),
+		force:     args.Bool("force"),
 		checkMode: env.Check,
 	}
 	if p.dir == "" {
@@ -137,6 +141,9 @@ func parseGenCert(env *step.Env, args step.Args) (*certPlan, error) {
 		return nil, err
 	}
 	p.keyType = kt
+	if p.force && (p.keyOnly || args.Bool("ca")) {
+		return nil, fmt.Errorf("force reissues leaf certificates only, not %s: a new CA or signing key invalidates everything made with the old one", p.name)
+	}
 	if p.keyOnly {
 		if args.Bool("ca") {
 			return nil, fmt.Errorf("key_only and ca exclude each other: key_only makes no certificate")
@@ -286,7 +293,10 @@ func (p *certPlan) inspect(now time.Time) (*state, error) {
 			caCert = s.ca.Cert
 		}
 		s.misfit = Misfit(cert, s.key, p.keyType, p.req, caCert, now, p.renewBefore)
-		if s.misfit == "" {
+		switch {
+		case s.misfit == "" && p.force:
+			s.misfit = "renewal forced (force: true)"
+		case s.misfit == "":
 			s.cert = cert
 		}
 	}

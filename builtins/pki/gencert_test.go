@@ -388,6 +388,46 @@ func TestGenCertRenewWindow(t *testing.T) {
 	}
 }
 
+// force reissues a fitting leaf from the same CA every time, and a run
+// without it keeps the result.
+func TestGenCertForce(t *testing.T) {
+	env := testEnv(t)
+	g := genCert{}
+	run(t, g, env, caArgs("pki"))
+	dir := filepath.Join(env.WorkDir, "pki")
+	caBefore := readFile(t, filepath.Join(dir, "ca.crt"))
+	args := step.Args{"path": "pki", "name": "server", "common_name": "etcd-server", "usages": []any{"server"}}
+	run(t, g, env, args)
+	first := readCert(t, filepath.Join(dir, "server.crt"))
+	firstKey := readFile(t, filepath.Join(dir, "server.key"))
+
+	args["force"] = true
+	env.Check = true
+	if res := run(t, g, env, args); !res.Changed || !strings.Contains(res.Msg, "would reissue") {
+		t.Fatalf("check mode with force: %+v", res)
+	}
+	if c := readCert(t, filepath.Join(dir, "server.crt")); c.SerialNumber.Cmp(first.SerialNumber) != 0 {
+		t.Fatal("check mode wrote a certificate")
+	}
+	env.Check = false
+	res := run(t, g, env, args)
+	if !res.Changed || !strings.Contains(res.Msg, "renewal forced") {
+		t.Fatalf("force: %+v", res)
+	}
+	second := readCert(t, filepath.Join(dir, "server.crt"))
+	if second.SerialNumber.Cmp(first.SerialNumber) == 0 || bytes.Equal(readFile(t, filepath.Join(dir, "server.key")), firstKey) {
+		t.Error("force kept the serial or the key")
+	}
+	ca := readCert(t, filepath.Join(dir, "ca.crt"))
+	if err := second.CheckSignatureFrom(ca); err != nil || !bytes.Equal(readFile(t, filepath.Join(dir, "ca.crt")), caBefore) {
+		t.Errorf("renewed leaf not signed by the unchanged CA: %v", err)
+	}
+	delete(args, "force")
+	if res := run(t, g, env, args); res.Changed {
+		t.Errorf("a run without force after a forced renewal changed: %s", res.Msg)
+	}
+}
+
 func TestGenCertCheckMode(t *testing.T) {
 	env := testEnv(t)
 	env.Check = true
@@ -529,6 +569,8 @@ func TestGenCertBadInput(t *testing.T) {
 		{step.Args{"path": "etcd", "name": "x", "common_name": "x", "ca": true, "usages": []any{"server"}}, "usages apply to leaf"},
 		{step.Args{"path": "etcd", "name": "x", "ca": true, "key_only": true}, "exclude each other"},
 		{step.Args{"path": "etcd", "name": "ca", "common_name": "x", "usages": []any{"client"}}, "overwrite its own CA"},
+		{step.Args{"path": "etcd", "name": "x", "common_name": "x", "ca": true, "force": true}, "leaf certificates only"},
+		{step.Args{"path": "etcd", "name": "sa", "key_only": true, "force": true}, "leaf certificates only"},
 	} {
 		_, err := g.Run(context.Background(), env, tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -135,7 +135,7 @@ func newRootCmd() *cobra.Command {
 		connect:       conn.connect,
 		builtinFS:     kubexm.Content(),
 	}
-	root.AddCommand(newConfigCmd(), newCreateCmd(), newPlayCmd(a), newPlaybookCmd(a), newDocCmd(a), newArtifactCmd(a), newSupportCmd())
+	root.AddCommand(newConfigCmd(), newCreateCmd(), newPlayCmd(a), newPlaybookCmd(a), newDocCmd(a), newArtifactCmd(a), newSupportCmd(), newCertsCmd(a))
 	return root
 }
 

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -224,8 +225,12 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 	} else {
 		sink = output.NewText(w, f.verbose)
 	}
+	// The running binary, for plays that install kubexm itself on a host
+	// (the autoRenewCerts timer); "" when the system cannot say.
+	exe, _ := os.Executable()
 	rc, err := engine.Run(ctx, pb, inv, engine.RunOptions{
-		Connect: a.connect, Forks: f.forks, Check: f.check, Diff: f.diff, Tags: f.tags, SkipTags: f.skipTags,
+		Defaults: map[string]any{"kubexm_executable": exe, "kubexm_os": runtime.GOOS, "kubexm_arch": runtime.GOARCH},
+		Connect:  a.connect, Forks: f.forks, Check: f.check, Diff: f.diff, Tags: f.tags, SkipTags: f.skipTags,
 		StartAt: f.startAt, Limit: f.limit, ExtraVars: extra, WorkDir: workDir, Resume: f.resume,
 		Output: sink, Verbosity: f.verbose, Version: version, NoJournal: f.noJournal || f.check, HostLock: !f.check,
 		ForceHandlers: f.forceHandlers,

@@ -179,8 +179,8 @@ func clusterArtifacts(ctx context.Context, t *testing.T, root string) string {
 	return dir
 }
 
-// kubernetesClusterYAML: n1 is the master and the only etcd member, n2 and
-// n3 are workers; binary mode, containerd, flannel, kube-proxy in iptables
+// kubernetesClusterYAML: n1 is the master and the only etcd member, the
+// other machines are workers; binary mode, containerd, flannel, kube-proxy in iptables
 // mode (the test kernel has no IP_VS).
 func kubernetesClusterYAML(name string, set *testhosts.Set) string {
 	var b strings.Builder
@@ -189,8 +189,12 @@ func kubernetesClusterYAML(name string, set *testhosts.Set) string {
 		fmt.Fprintf(&b, "  - {name: %s, address: %s, internalAddress: %s, port: %d, user: root, privateKeyPath: %q}\n",
 			h.Name, h.Address, h.Address, h.Port, set.KeyPath)
 	}
-	fmt.Fprintf(&b, "  roleGroups:\n    etcd: [%s]\n    master: [%s]\n    worker: [%s, %s]\n",
-		set.Hosts[0].Name, set.Hosts[0].Name, set.Hosts[1].Name, set.Hosts[2].Name)
+	var workers []string
+	for _, h := range set.Hosts[1:] {
+		workers = append(workers, h.Name)
+	}
+	fmt.Fprintf(&b, "  roleGroups:\n    etcd: [%s]\n    master: [%s]\n    worker: [%s]\n",
+		set.Hosts[0].Name, set.Hosts[0].Name, strings.Join(workers, ", "))
 	fmt.Fprintf(&b, `  kubernetes:
     type: kubexm
     version: %s
