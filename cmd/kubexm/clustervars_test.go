@@ -16,6 +16,7 @@ import (
 func TestClusterVarsOverRoleDefaults(t *testing.T) {
 	t.Setenv("HOME", t.TempDir())
 	dir := t.TempDir()
+	t.Chdir(dir) // the run's journal goes to ./.kubexm
 	putFile(t, filepath.Join(dir, "cluster.yaml"), []byte(`apiVersion: kubexm.mensylisir.io/v1alpha1
 kind: Cluster
 metadata: {name: site}

@@ -51,10 +51,12 @@ func TestPlaybooksLoad(t *testing.T) {
 	root := moduleRoot(t)
 	for name, wantTags := range map[string][][]string{
 		"create-cluster": {{"preflight"}, {"os"}, {"etcd"}, {"containerd", "runtime"}, {"images", "runtime"},
-			{"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "node"}, {"network", "cni"},
-			{"coredns", "dns"}, {"finalize"}, {"health"}},
-		"delete": {{"coredns", "dns"}, {"kubernetes", "node"}, {"kubernetes", "control-plane"}, {"kubernetes", "pki"},
-			{"images", "runtime"}, {"containerd", "runtime"}, {"network", "cni"}, {"etcd"}, {"os"}},
+			{"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "node"},
+			{"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "node"},
+			{"network", "cni"}, {"finalize"}, {"health"},
+			{"network", "cni"}, {"coredns", "dns"}, {"finalize"}, {"health"}},
+		"delete": {{"coredns", "dns"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"}, {"loadbalancer"}, {"kubernetes", "control-plane"},
+			{"kubernetes", "pki"}, {"images", "runtime"}, {"containerd", "runtime"}, {"network", "cni"}, {"etcd"}, {"os"}},
 	} {
 		pb, err := engine.Load(context.Background(), filepath.Join(root, "playbooks", name), loadOptions())
 		if err != nil {
