@@ -195,7 +195,7 @@ func TestInjectionLabelKeyIsNoFlag(t *testing.T) {
 	}
 	pb := "- hosts: all\n  gather_facts: false\n  roles: [cluster-finalize]\n"
 	vars := map[string]any{
-		"kubectl_bin": kubectl, "kubectl_host": "n1",
+		"kubectl_bin": kubectl, "kubectl_host": "n1", "kubernetes_admin_kubeconfig": filepath.Join(dir, "admin.kubeconfig"),
 		"labels": map[string]any{"--server": "https://evil.example.com"},
 	}
 	// --check runs no kubectl at all.
