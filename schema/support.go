@@ -339,12 +339,6 @@ func (s *Support) check(c *Cluster, ps *problems) {
 }
 
 func (s *Support) checkAll(c *Cluster, ps *problems) {
-	// kubeadm mode has no playbook yet for an etcd of kubexm's or the
-	// user's; a playbook that installs nothing (delete) only warns.
-	if c.Spec.Kubernetes.Type == "kubeadm" && c.Spec.Etcd.Type != "kubeadm" {
-		ps.add("spec.etcd.type", "set etcd.type: kubeadm, or kubernetes.type: kubexm",
-			"etcd.type %s with kubernetes.type kubeadm is not supported yet: kubeadm mode installs a stacked etcd (etcd.type kubeadm) only", c.Spec.Etcd.Type)
-	}
 	// Without a load balancer kubexm installs, nodes and clients reach the
 	// first master only: say so where several masters suggest HA.
 	cpe := &c.Spec.ControlPlaneEndpoint

@@ -99,7 +99,6 @@ func TestValidationRules(t *testing.T) {
 		{"external etcd cert missing", edit(t, "etcd: [m1]", "etcd: []", "type: kubexm", "type: external\n    external: {endpoints: [\"https://10.1.1.1:2379\"], caFile: "+filepath.Join(dir, "ca.crt")+"}"), "spec.etcd.external.caFile", "cannot read caFile", 0},
 		{"kubeadm etcd not on masters", edit(t, "type: kubexm", "type: kubeadm", "etcd: [m1]", "etcd: [w1]", "version: v1.37.2", "type: kubeadm\n    version: v1.37.2"), "spec.roleGroups.etcd", "must equal the master group", 0},
 		{"stacked etcd in binary mode", edit(t, "etcd: [m1]", "etcd: []", "type: kubexm", "type: kubeadm"), "spec.etcd.type", "needs kubernetes.type kubeadm", 0},
-		{"kubeadm mode with kubexm etcd", edit(t, "version: v1.37.2", "type: kubeadm\n    version: v1.37.2"), "spec.etcd.type", "not supported yet", 0},
 		{"etcd election timeout", edit(t, "type: kubexm", "type: kubexm\n    electionTimeout: 500"), "spec.etcd.electionTimeout", "5 x heartbeatInterval", 0},
 		{"two registry hosts", edit(t, "worker: [w1]", "worker: [w1]\n    registry: [m1, w1]"), "spec.roleGroups.registry", "at most one registry", 0},
 		{"kubexm LB without hosts", edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    externalLoadBalancer: kubexm\n    lb_address: 192.168.1.100"), "spec.controlPlaneEndpoint.externalLoadBalancer", "needs loadbalancer hosts", 0},

@@ -84,6 +84,7 @@ spec:
   roleGroups: {etcd: [n1], master: [n1], worker: [n1]}
   kubernetes:
     type: kubeadm
+    containerRuntime: {type: docker}
   network:
     plugin: calico
 `
@@ -105,9 +106,9 @@ func TestPlayRefusesUnsupportedBeforeAnyTask(t *testing.T) {
 	var out bytes.Buffer
 	err := a.play(context.Background(), &out, "create-cluster", playFlags{inventory: "cluster.yaml", check: true, output: "text", forks: 1})
 	if err == nil {
-		t.Fatal("play accepted kubeadm and calico")
+		t.Fatal("play accepted docker and calico")
 	}
-	for _, want := range []string{"2 problems", "spec.etcd.type: etcd.type kubexm with kubernetes.type kubeadm is not supported yet", "cluster.yaml:11:13: spec.network.plugin: calico is not supported yet"} {
+	for _, want := range []string{"2 problems", "spec.kubernetes.containerRuntime.type: docker is not supported yet", "cluster.yaml:12:13: spec.network.plugin: calico is not supported yet"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

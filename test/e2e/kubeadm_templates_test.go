@@ -93,7 +93,7 @@ func TestKubeadmInitConfigTemplate(t *testing.T) {
 	cc := docs["ClusterConfiguration"]
 	want := map[string]any{
 		"apiVersion":           "kubeadm.k8s.io/v1beta4",
-		"controlPlaneEndpoint": "10.0.0.1:6443",
+		"controlPlaneEndpoint": "lb.kubexm.local:6443",
 		"kubernetesVersion":    "v1.37.2",
 		"imageRepository":      "registry.k8s.io",
 		"networking":           map[string]any{"dnsDomain": "cluster.local", "podSubnet": "10.233.64.0/18", "serviceSubnet": "10.233.0.0/18"},
@@ -122,6 +122,48 @@ func TestKubeadmInitConfigTemplate(t *testing.T) {
 	kubeadmValidate(t, out)
 }
 
+// TestKubeadmInitConfigExternalEtcd: with etcd.type kubexm the init
+// configuration names roles/etcd's members as kubeadm's external etcd, with
+// the client files roles/kubernetes/pki's etcd-client tasks put on the
+// masters; with etcd.type external, cluster.yaml's endpoints, and no TLS
+// files when it names none.
+func TestKubeadmInitConfigExternalEtcd(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		etcd     map[string]any
+		wantEtcd map[string]any
+	}{
+		{"kubexm", map[string]any{"type": "kubexm", "external": map[string]any{"endpoints": []any{}, "caFile": "", "certFile": "", "keyFile": ""}},
+			map[string]any{"external": map[string]any{
+				"endpoints": []any{"https://10.0.0.1:2379", "https://10.0.0.2:2379", "https://10.0.0.3:2379"},
+				"caFile":    "/etc/kubernetes/pki/etcd/ca.crt",
+				"certFile":  "/etc/kubernetes/pki/apiserver-etcd-client.crt",
+				"keyFile":   "/etc/kubernetes/pki/apiserver-etcd-client.key"}}},
+		{"external without TLS", map[string]any{"type": "external", "external": map[string]any{"endpoints": []any{"http://192.0.2.10:2379"}, "caFile": "", "certFile": "", "keyFile": ""}},
+			map[string]any{"external": map[string]any{"endpoints": []any{"http://192.0.2.10:2379"}}}},
+		{"external with a CA only", map[string]any{"type": "external", "external": map[string]any{"endpoints": []any{"https://192.0.2.10:2379", "https://192.0.2.11:2379"}, "caFile": "etcd-ca.crt", "certFile": "", "keyFile": ""}},
+			map[string]any{"external": map[string]any{"endpoints": []any{"https://192.0.2.10:2379", "https://192.0.2.11:2379"}, "caFile": "/etc/kubernetes/pki/etcd/ca.crt"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := kubeVars("n1", func(spec map[string]any) {
+				spec["kubernetes"].(map[string]any)["type"] = "kubeadm"
+				spec["kubernetes"].(map[string]any)["proxyMode"] = "iptables"
+				spec["etcd"] = c.etcd
+			})
+			v["images_refs"] = map[string]any{"kube-apiserver": "registry.k8s.io/kube-apiserver:v1.37.2", "coredns": "registry.k8s.io/coredns/coredns:v1.14.6"}
+			v["coredns_cluster_ip"] = "10.233.0.10"
+			v["facts"] = map[string]any{"cgroup_version": 2}
+			v = withDefaults(t, "kubernetes/kubeadm", v)
+			out := renderRoleTemplate(t, "kubernetes/kubeadm", "kubeadm-init.yaml.tmpl", v)
+			got := kubeadmDocs(t, out)["ClusterConfiguration"]["etcd"]
+			if !reflect.DeepEqual(got, c.wantEtcd) {
+				t.Errorf("etcd: %#v, want %#v\n%s", got, c.wantEtcd, out)
+			}
+			kubeadmValidate(t, out)
+		})
+	}
+}
+
 func TestKubeadmJoinConfigTemplate(t *testing.T) {
 	creds := map[string]any{
 		"kubeadm_join_token":           "abcdef.0123456789abcdef",
@@ -134,7 +176,7 @@ func TestKubeadmJoinConfigTemplate(t *testing.T) {
 		t.Fatalf("no JoinConfiguration:\n%s", worker)
 	}
 	bt := jc["discovery"].(map[string]any)["bootstrapToken"].(map[string]any)
-	if bt["apiServerEndpoint"] != "10.0.0.1:6443" || bt["token"] != "abcdef.0123456789abcdef" {
+	if bt["apiServerEndpoint"] != "lb.kubexm.local:6443" || bt["token"] != "abcdef.0123456789abcdef" {
 		t.Errorf("discovery: %#v", bt)
 	}
 	if _, ok := jc["controlPlane"]; ok {

@@ -20,25 +20,30 @@ import (
 // not build); the suite tells kubeadm this tag (kubeadm_etcd_image_version).
 var kubeadmEtcdImageTag = strings.TrimPrefix(etcdVersion, "v") + "-0"
 
-// TestKubeadmCluster is issue 18's acceptance for kubernetes.type kubeadm
-// with a stacked etcd, on three fresh machines (n1 master, n2 and n3
-// workers) with no network but the test bridge:
+// TestKubeadmCluster is issue 18's acceptance for kubernetes.type kubeadm,
+// on three fresh machines (n1 master, n2 and n3 workers) with no network
+// but the test bridge, twice on the same machines: with kubeadm's stacked
+// etcd (etcd.type kubeadm), then with roles/etcd's etcd on n1 as kubeadm's
+// external etcd (etcd.type kubexm).
 //
 //   - `kubexm artifact export` gathers containerd, the CNI plugins, kubeadm,
 //     kubelet, kubectl and every image kubeadm runs (the control plane,
-//     kube-proxy, etcd, CoreDNS, pause) plus flannel into bundle.tar.gz; the
-//     file server is then shut down;
+//     kube-proxy, etcd, CoreDNS, pause) plus flannel, and etcd's release for
+//     the second variant, into one bundle per variant; the file server is
+//     then shut down;
 //   - create-cluster --check on the fresh machines changes nothing on them;
 //   - create-cluster --offline-bundle: `kubeadm init` on n1, the workers
 //     join, flannel, labels, health;
 //   - the nodes are Ready at v1.37.2, pods on both workers resolve
 //     kubernetes.default and reach a ClusterIP service across nodes
 //     (checkNodes, checkWorkloads);
-//   - `kubeadm certs check-expiration` on n1 lists every certificate valid;
+//   - `kubeadm certs check-expiration` on n1 lists every certificate valid
+//     (kubeadm's etcd certificates with the stacked etcd only);
 //   - a re-run reports 0 changed;
 //   - playbooks/delete (`kubeadm reset` and the rest) leaves every machine's
 //     /etc, /usr/local, /opt, /var/lib/kubelet and /var/lib/etcd as they
-//     were before the create, and a second delete changes nothing.
+//     were before the create, and a second delete changes nothing; the
+//     second variant starts on the machines the first one's delete left.
 //
 // PERF lines give the wall time of the export, the create, the re-run and
 // the delete.
@@ -57,83 +62,110 @@ func TestKubeadmCluster(t *testing.T) {
 	if len(set.Hosts) != 3 {
 		t.Fatalf("want 3 machines, have %d", len(set.Hosts))
 	}
-
-	inventory := filepath.Join(work, "cluster.yaml")
-	if err := os.WriteFile(inventory, []byte(kubeadmClusterYAML("e2e-kubeadm", set)), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	vars := append(clusterTestVars(),
 		fmt.Sprintf(`{"kubeadm_etcd_image_version": %q}`, kubeadmEtcdImageTag),
 		// systemd-nspawn machines: kubeadm cannot read the kernel's
 		// configuration and the hosts run cgroup v1 (SystemVerification).
 		`{"kubeadm_ignore_preflight_errors": ["SystemVerification"]}`)
-	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: extraVars(vars...), observe: diag.observe}
-	kubeconfig := filepath.Join(work, ".kubexm", "e2e-kubeadm", "kubeconfig")
-	k := kubectlRunner{bin: kubectl, kubeconfig: kubeconfig}
-	diag.cluster(k)
 
+	variants := []kubeadmVariant{{etcdType: "kubeadm", desc: "stacked etcd"}, {etcdType: "kubexm", desc: "etcd.type kubexm"}}
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
-	bundle := filepath.Join(work, "bundle.tar.gz")
-	start := time.Now()
-	args := []string{"artifact", "export", "-f", inventory, "-o", bundle, "-e", artifactSources(server)}
-	for _, e := range kx.extra {
-		args = append(args, "-e", e)
+	for i := range variants {
+		v := &variants[i]
+		name := "e2e-kubeadm-" + v.etcdType
+		v.dir = filepath.Join(work, v.etcdType)
+		if err := os.MkdirAll(v.dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		v.inventory = filepath.Join(v.dir, "cluster.yaml")
+		if err := os.WriteFile(v.inventory, []byte(kubeadmClusterYAML(name, set, v.etcdType)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		v.kx = kubexm{bin: bin, dir: v.dir, inventory: v.inventory, extra: extraVars(vars...), observe: diag.observe}
+		v.k = kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(v.dir, ".kubexm", name, "kubeconfig")}
+		v.bundle = filepath.Join(v.dir, "bundle.tar.gz")
+		start := time.Now()
+		args := []string{"artifact", "export", "-f", v.inventory, "-o", v.bundle, "-e", artifactSources(server)}
+		for _, e := range v.kx.extra {
+			args = append(args, "-e", e)
+		}
+		export := exec.CommandContext(ctx, bin, args...)
+		export.Dir = v.dir
+		if out, err := export.CombinedOutput(); err != nil {
+			t.Fatalf("kubexm artifact export (%s): %v\n%s", v.desc, err, tail(string(out), 60))
+		}
+		st, err := os.Stat(v.bundle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("PERF artifact export (kubeadm, %s): %s, bundle %d MiB", v.desc, time.Since(start).Round(time.Millisecond), st.Size()>>20)
 	}
-	export := exec.CommandContext(ctx, bin, args...)
-	export.Dir = work
-	if out, err := export.CombinedOutput(); err != nil {
-		t.Fatalf("kubexm artifact export: %v\n%s", err, tail(string(out), 60))
-	}
-	st, err := os.Stat(bundle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("PERF artifact export (kubeadm): %s, bundle %d MiB", time.Since(start).Round(time.Millisecond), st.Size()>>20)
 	stop()
-
-	create := filepath.Join(root, "playbooks", "create-cluster")
-	del := filepath.Join(root, "playbooks", "delete")
 
 	wide := []string{"/etc", "/usr/local", "/opt", "/var/lib/kubelet", "/var/lib/etcd"}
 	fresh := map[string]map[string]string{}
 	for _, h := range set.Hosts {
 		fresh[h.Name] = snapshot(ctx, t, set, h.Name, wide...)
 	}
-	res := kx.play(ctx, create, "--offline-bundle", bundle, "--check")
-	if res.err != nil {
-		t.Fatalf("create-cluster --check failed: %v%s", res.err, res.failures())
+	for _, v := range variants {
+		diag.cluster(v.k)
+		kubeadmCycle(ctx, t, root, set, v, fresh, wide)
+		if t.Failed() {
+			return
+		}
 	}
-	t.Logf("PERF create-cluster --check (kubeadm) on 3 fresh machines: %s", res.wall.Round(time.Millisecond))
+}
+
+// kubeadmVariant is one cluster.yaml of TestKubeadmCluster and what runs it.
+type kubeadmVariant struct {
+	etcdType, desc         string
+	dir, inventory, bundle string
+	kx                     kubexm
+	k                      kubectlRunner
+}
+
+// kubeadmCycle creates the variant's cluster on machines as fresh found
+// them, checks it, re-runs, deletes, and wants them as found again.
+func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts.Set, v kubeadmVariant, fresh map[string]map[string]string, wide []string) {
+	t.Helper()
+	create := filepath.Join(root, "playbooks", "create-cluster")
+	del := filepath.Join(root, "playbooks", "delete")
+	kx := v.kx
+	res := kx.play(ctx, create, "--offline-bundle", v.bundle, "--check")
+	if res.err != nil {
+		t.Fatalf("create-cluster --check (%s) failed: %v%s", v.desc, res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster --check (kubeadm, %s) on 3 fresh machines: %s", v.desc, res.wall.Round(time.Millisecond))
 	for _, h := range set.Hosts {
 		if d := diffSnapshots(fresh[h.Name], snapshot(ctx, t, set, h.Name, wide...)); len(d) > 0 {
 			t.Errorf("--check changed %s:\n  %s", h.Name, strings.Join(d, "\n  "))
 		}
 	}
 
-	res = kx.play(ctx, create, "--offline-bundle", bundle)
+	res = kx.play(ctx, create, "--offline-bundle", v.bundle)
 	if res.err != nil {
-		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
+		t.Fatalf("create-cluster (%s) failed after %s: %v%s", v.desc, res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF create-cluster (kubeadm, stacked etcd, offline bundle) on 3 fresh machines: %s (%d changed)", res.wall.Round(time.Millisecond), len(res.changed()))
+	t.Logf("PERF create-cluster (kubeadm, %s, offline bundle) on 3 fresh machines: %s (%d changed)", v.desc, res.wall.Round(time.Millisecond), len(res.changed()))
 
-	checkNodes(ctx, t, k, set)
-	checkWorkloads(ctx, t, k, set)
-	checkKubeadmCerts(ctx, t, set, set.Hosts[0].Name)
+	checkNodes(ctx, t, v.k, set)
+	checkWorkloads(ctx, t, v.k, set)
+	checkKubeadmCerts(ctx, t, set, set.Hosts[0].Name, v.etcdType == "kubeadm")
 
-	res = kx.play(ctx, create, "--offline-bundle", bundle)
+	res = kx.play(ctx, create, "--offline-bundle", v.bundle)
 	if res.err != nil {
-		t.Fatalf("re-run failed: %v%s", res.err, res.failures())
+		t.Fatalf("re-run (%s) failed: %v%s", v.desc, res.err, res.failures())
 	}
-	t.Logf("PERF create-cluster re-run (kubeadm, nothing to change): %s", res.wall.Round(time.Millisecond))
+	t.Logf("PERF create-cluster re-run (kubeadm, %s, nothing to change): %s", v.desc, res.wall.Round(time.Millisecond))
 	if c := res.changed(); len(c) > 0 {
 		t.Errorf("re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
 
 	res = kx.play(ctx, del)
 	if res.err != nil {
-		t.Fatalf("delete failed: %v%s", res.err, res.failures())
+		t.Fatalf("delete (%s) failed: %v%s", v.desc, res.err, res.failures())
 	}
-	t.Logf("PERF delete (kubeadm): %s", res.wall.Round(time.Millisecond))
+	t.Logf("PERF delete (kubeadm, %s): %s", v.desc, res.wall.Round(time.Millisecond))
 	for _, h := range set.Hosts {
 		if d := diffSnapshots(fresh[h.Name], snapshot(ctx, t, set, h.Name, wide...)); len(d) > 0 {
 			t.Errorf("delete did not leave %s as found:\n  %s", h.Name, strings.Join(d, "\n  "))
@@ -149,7 +181,7 @@ pgrep -x 'kubelet|kube-proxy|kube-apiserver|etcd|flanneld|coredns|containerd-shi
 	}
 	res = kx.play(ctx, del)
 	if res.err != nil {
-		t.Fatalf("second delete failed: %v%s", res.err, res.failures())
+		t.Fatalf("second delete (%s) failed: %v%s", v.desc, res.err, res.failures())
 	}
 	if c := res.changed(); len(c) > 0 {
 		t.Errorf("second delete changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
@@ -171,27 +203,30 @@ func kubeadmArtifacts(ctx context.Context, t *testing.T, root string) {
 	}
 }
 
-// kubeadmClusterYAML: n1 is the master (with its stacked etcd member), n2
-// and n3 are workers; kubeadm mode, containerd, flannel, kube-proxy in
-// iptables mode (the test kernel has no IP_VS).
-func kubeadmClusterYAML(name string, set *testhosts.Set) string {
+// kubeadmClusterYAML: n1 is the master (and the etcd host), n2 and n3 are
+// workers; kubeadm mode, containerd, flannel, kube-proxy in iptables mode
+// (the test kernel has no IP_VS); etcdType kubeadm (stacked) or kubexm.
+func kubeadmClusterYAML(name string, set *testhosts.Set, etcdType string) string {
 	y := kubernetesClusterYAML(name, set)
 	y = strings.Replace(y, "    type: kubexm\n    version:", "    type: kubeadm\n    version:", 1)
-	y = strings.Replace(y, "  etcd:\n    type: kubexm\n", "  etcd:\n    type: kubeadm\n", 1)
-	return y
+	return strings.Replace(y, "  etcd:\n    type: kubexm\n", "  etcd:\n    type: "+etcdType+"\n", 1)
 }
 
 // checkKubeadmCerts wants `kubeadm certs check-expiration` on the master to
-// list kubeadm's certificates, none of them expired or missing.
-func checkKubeadmCerts(ctx context.Context, t *testing.T, set *testhosts.Set, master string) {
+// list kubeadm's certificates, none of them expired or missing; its etcd
+// certificates only with a stacked etcd (an external etcd's are not
+// kubeadm's).
+func checkKubeadmCerts(ctx context.Context, t *testing.T, set *testhosts.Set, master string, stacked bool) {
 	t.Helper()
 	out, err := set.SSH(ctx, master, "/usr/local/bin/kubeadm certs check-expiration")
 	if err != nil {
 		t.Fatalf("kubeadm certs check-expiration on %s: %v\n%s", master, err, out)
 	}
-	want := []string{"admin.conf", "apiserver", "apiserver-etcd-client", "apiserver-kubelet-client",
-		"controller-manager.conf", "etcd-healthcheck-client", "etcd-peer", "etcd-server",
-		"front-proxy-client", "scheduler.conf", "super-admin.conf", "ca", "etcd-ca", "front-proxy-ca"}
+	want := []string{"admin.conf", "apiserver", "apiserver-kubelet-client", "controller-manager.conf",
+		"front-proxy-client", "scheduler.conf", "super-admin.conf", "ca", "front-proxy-ca"}
+	if stacked {
+		want = append(want, "apiserver-etcd-client", "etcd-healthcheck-client", "etcd-peer", "etcd-server", "etcd-ca")
+	}
 	rows := map[string]string{}
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
