@@ -129,7 +129,7 @@ func TestForkedMatrixOverrides(t *testing.T) {
 	if _, err := exportFS(kubexm.Content(), "site", false); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile("cluster.yaml", []byte(strings.Replace(unsupportedCluster, "type: kubeadm", "type: kubexm", 1)), 0o600); err != nil {
+	if err := os.WriteFile("cluster.yaml", []byte(strings.Replace(unsupportedCluster, "    containerRuntime: {type: docker}\n", "", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	a := realApp()
