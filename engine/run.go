@@ -124,7 +124,7 @@ func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOp
 	r.recap = &Recap{RunID: r.runID, Hosts: map[string]*HostStats{}}
 	r.control = opts.Control
 	if r.control == nil {
-		r.control = local.New(inventory.Localhost)
+		r.control = local.New(inventory.Localhost, local.WithSums(&transport.SumCache{}))
 	}
 	r.initHosts()
 	if err := r.openJournal(); err != nil {

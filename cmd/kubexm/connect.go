@@ -28,7 +28,7 @@ type connector struct {
 	knownHosts  *ssh.KnownHosts
 	khErr       error
 	uploadSlots chan struct{}
-	sums        *ssh.SumCache
+	sums        *transport.SumCache
 }
 
 func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
@@ -54,7 +54,7 @@ func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.T
 			forks = 10
 		}
 		c.uploadSlots = make(chan struct{}, forks)
-		c.sums = &ssh.SumCache{}
+		c.sums = &transport.SumCache{}
 	})
 	if c.khErr != nil {
 		return nil, c.khErr

@@ -32,6 +32,7 @@ type Transport struct {
 	becomePassword string
 	marker         string // precedes the PID a command run through sudo announces on stderr
 	prompt         string // sudo's password prompt
+	sums           *transport.SumCache // nil: every Sha256 reads the file
 	// OutputCap bounds captured output per stream.
 	OutputCap int
 }
@@ -48,6 +49,13 @@ type Option func(*Transport)
 // than prompting.
 func WithBecomePassword(pw string) Option {
 	return func(t *Transport) { t.becomePassword = pw }
+}
+
+// WithSums makes Sha256 of files kubexm can read itself come from c: the
+// control machine's artifacts are summed once per run, not once per host
+// that a distribute task sends them to.
+func WithSums(c *transport.SumCache) Option {
+	return func(t *Transport) { t.sums = c }
 }
 
 // New returns the local transport, named for messages (usually "localhost").
@@ -401,6 +409,19 @@ func (t *Transport) Sha256(ctx context.Context, path string, become bool) (strin
 			return "", fmt.Errorf("%s: sha256 %s: %s", t.name, path, bytes.TrimSpace(res.Stderr))
 		}
 		return string(res.Stdout[:64]), nil
+	}
+	if t.sums != nil {
+		fi, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return "", nil
+		case err == nil && fi.Mode().IsRegular():
+			sum, err := t.sums.Sum(path)
+			if err != nil {
+				return "", fmt.Errorf("%s: %w", t.name, err)
+			}
+			return sum, nil
+		}
 	}
 	sum, err := transport.FileSha256(path)
 	if err != nil {

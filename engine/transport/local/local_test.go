@@ -226,3 +226,24 @@ func TestLocalUploadNotWorldReadableWhileWritten(t *testing.T) {
 		t.Fatalf("final file: %v %v", st, err)
 	}
 }
+
+func TestSha256WithSums(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	if err := os.WriteFile(p, []byte("abc"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr := New("control", WithSums(&transport.SumCache{}))
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		if sum, err := tr.Sha256(ctx, p, false); err != nil || sum != "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" {
+			t.Fatalf("sum %d: %q %v", i, sum, err)
+		}
+	}
+	if sum, err := tr.Sha256(ctx, filepath.Join(dir, "missing"), false); sum != "" || err != nil {
+		t.Errorf("missing file: %q %v, want no sum and no error", sum, err)
+	}
+	if _, err := tr.Sha256(ctx, dir, false); err == nil {
+		t.Error("a directory was summed")
+	}
+}

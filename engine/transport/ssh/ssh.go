@@ -51,7 +51,7 @@ type Options struct {
 	// (--upload-forks): a slot is held for the duration of each transfer.
 	UploadSlots chan struct{}
 	// Sums caches sha256 of local files across hosts; one per Transport when nil.
-	Sums *SumCache
+	Sums *transport.SumCache
 	// AgentSocket is the ssh-agent socket; $SSH_AUTH_SOCK when empty.
 	AgentSocket string
 }
@@ -134,7 +134,7 @@ func Dial(ctx context.Context, h *inventory.Host, opts Options) (*Transport, err
 		opts.OutputCap = transport.DefaultOutputCap
 	}
 	if opts.Sums == nil {
-		opts.Sums = &SumCache{}
+		opts.Sums = &transport.SumCache{}
 	}
 	if opts.AgentSocket == "" {
 		opts.AgentSocket = os.Getenv("SSH_AUTH_SOCK")

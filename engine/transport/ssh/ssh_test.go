@@ -171,22 +171,6 @@ func TestStatHelpers(t *testing.T) {
 	}
 }
 
-func TestSumCache(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "f")
-	os.WriteFile(p, []byte("abc"), 0o644)
-	var c SumCache
-	sum, err := c.Sum(p)
-	if err != nil || sum != "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" {
-		t.Fatalf("%s %v", sum, err)
-	}
-	if _, err := c.Sum(p + ".missing"); err == nil {
-		t.Fatal("missing file summed")
-	}
-	if _, err := c.Sum(filepath.Dir(p)); err == nil {
-		t.Fatal("directory summed")
-	}
-}
-
 func TestDialErrorsLoopback(t *testing.T) {
 	// A listener that accepts and never speaks SSH: the handshake times out.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
