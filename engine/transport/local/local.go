@@ -30,8 +30,8 @@ type Transport struct {
 	root bool
 	// becomePassword answers sudo's password prompt; empty runs sudo -n.
 	becomePassword string
-	marker         string // precedes the PID a command run through sudo announces on stderr
-	prompt         string // sudo's password prompt
+	marker         string              // precedes the PID a command run through sudo announces on stderr
+	prompt         string              // sudo's password prompt
 	sums           *transport.SumCache // nil: every Sha256 reads the file
 	// OutputCap bounds captured output per stream.
 	OutputCap int
