@@ -73,7 +73,7 @@ func TestKubeadmCluster(t *testing.T) {
 	for i := range variants {
 		v := &variants[i]
 		name := "e2e-kubeadm-" + v.etcdType
-		v.dir = filepath.Join(work, v.etcdType)
+		v.dir = filepath.Join(work, "etcd-"+v.etcdType)
 		if err := os.MkdirAll(v.dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
