@@ -83,7 +83,7 @@ e2e-kubeadm:
 e2e-ha:
 	$(GO) test -tags e2e -count=1 -timeout 60m -run '^TestHAControlPlane$$' -v $(TESTFLAGS) ./test/e2e/
 
-# Only the certificate suite (issue 22: check, renew, the autoRenewCerts timer).
+# Only the certificate suite (issue 22: check, renew; backup and restore on the same cluster).
 e2e-certs:
 	$(GO) test -tags e2e -count=1 -timeout 60m -run '^TestCerts$$' -v $(TESTFLAGS) ./test/e2e/
 

@@ -38,7 +38,11 @@ import (
 //     sa.pub are the same, etcd serves its new certificate without a
 //     restart, no outage is longer than the API server's restart, the pods
 //     keep their UIDs and restart counts;
-//   - create-cluster afterwards changes nothing.
+//   - create-cluster afterwards changes nothing;
+//   - then issue 22's backup and restore on the same cluster (backupRestore):
+//     a namespace with a Deployment and a ConfigMap is backed up and
+//     deleted, a backup with one changed byte, another cluster's and one of
+//     a newer etcd are refused, the restore brings the namespace back.
 //
 // PERF lines give the wall times and the outage.
 func TestCerts(t *testing.T) {
@@ -176,6 +180,8 @@ func TestCerts(t *testing.T) {
 		t.Errorf("create-cluster after certs-renew changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
 	t.Logf("PERF create-cluster after renew (nothing to change): %s", res.wall.Round(time.Millisecond))
+
+	backupRestore(ctx, t, kx, k, root, work, name)
 }
 
 // certsReport is the part of `kubexm certs check -o json` the test reads.
