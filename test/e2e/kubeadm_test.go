@@ -69,16 +69,24 @@ func TestKubeadmCluster(t *testing.T) {
 		`{"kubeadm_ignore_preflight_errors": ["SystemVerification"]}`)
 
 	variants := []kubeadmVariant{{etcdType: "kubeadm", desc: "stacked etcd"}, {etcdType: "kubexm", desc: "etcd.type kubexm"}}
+	// docs/perf.md's comparison of the two modes on the same machines in the
+	// same run; CI has binary mode's own suite.
+	if os.Getenv("KUBEXM_E2E_COMPARE_BINARY") == "1" {
+		variants = append([]kubeadmVariant{{binary: true, etcdType: "kubexm", desc: "binary mode"}}, variants...)
+	}
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
 	for i := range variants {
 		v := &variants[i]
 		name := "e2e-kubeadm-" + v.etcdType
-		v.dir = filepath.Join(work, "etcd-"+v.etcdType)
+		if v.binary {
+			name = "e2e-binary"
+		}
+		v.dir = filepath.Join(work, name)
 		if err := os.MkdirAll(v.dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		v.inventory = filepath.Join(v.dir, "cluster.yaml")
-		if err := os.WriteFile(v.inventory, []byte(kubeadmClusterYAML(name, set, v.etcdType)), 0o600); err != nil {
+		if err := os.WriteFile(v.inventory, []byte(v.clusterYAML(name, set)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		v.kx = kubexm{bin: bin, dir: v.dir, inventory: v.inventory, extra: extraVars(vars...), observe: diag.observe}
@@ -118,6 +126,7 @@ func TestKubeadmCluster(t *testing.T) {
 
 // kubeadmVariant is one cluster.yaml of TestKubeadmCluster and what runs it.
 type kubeadmVariant struct {
+	binary                 bool // kubernetes.type kubexm, for the comparison
 	etcdType, desc         string
 	dir, inventory, bundle string
 	kx                     kubexm
@@ -150,7 +159,9 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 
 	checkNodes(ctx, t, v.k, set)
 	checkWorkloads(ctx, t, v.k, set)
-	checkKubeadmCerts(ctx, t, set, set.Hosts[0].Name, v.etcdType == "kubeadm")
+	if !v.binary {
+		checkKubeadmCerts(ctx, t, set, set.Hosts[0].Name, v.etcdType == "kubeadm")
+	}
 
 	res = kx.play(ctx, create, "--offline-bundle", v.bundle)
 	if res.err != nil {
@@ -201,6 +212,13 @@ func kubeadmArtifacts(ctx context.Context, t *testing.T, root string) {
 			t.Fatalf("test/artifacts/%s %s: %v", c[0], strings.Join(c[1:], " "), err)
 		}
 	}
+}
+
+func (v kubeadmVariant) clusterYAML(name string, set *testhosts.Set) string {
+	if v.binary {
+		return kubernetesClusterYAML(name, set)
+	}
+	return kubeadmClusterYAML(name, set, v.etcdType)
 }
 
 // kubeadmClusterYAML: n1 is the master (and the etcd host), n2 and n3 are
