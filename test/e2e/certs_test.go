@@ -46,6 +46,7 @@ import (
 //
 // PERF lines give the wall times and the outage.
 func TestCerts(t *testing.T) {
+	parallelSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	root := moduleRoot(t)
@@ -55,7 +56,7 @@ func TestCerts(t *testing.T) {
 	bin := buildKubexm(ctx, t, root, work)
 	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
 
-	set, diag := suiteMachines(ctx, t, 2, "c", "KUBELET=1")
+	set, diag := suiteMachines(ctx, t, 2, "t", "KUBELET=1")
 	server := serveDir(t, set.Gateway, releaseRoot)
 	const name = "e2e-certs"
 	inventory := filepath.Join(work, "cluster.yaml")

@@ -45,6 +45,7 @@ const (
 // PERF lines give the wall time of the export, the create, the re-run and
 // the delete.
 func TestKubernetesCluster(t *testing.T) {
+	parallelSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 	root := moduleRoot(t)

@@ -46,6 +46,7 @@ const (
 //
 // It prints the wall time of the create and of the re-run (PERF lines).
 func TestContainerd(t *testing.T) {
+	parallelSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	root := moduleRoot(t)

@@ -292,3 +292,13 @@ UNIT
 		t.Error(err)
 	}
 }
+
+// parallelSuite lets a suite with machines of its own run beside another
+// (go test -parallel, GOMAXPROCS by default: two on CI's 2 cores). The
+// suites mostly wait on their machines, so two at a time nearly halve the
+// e2e stage; KUBEXM_E2E_SERIAL=1 runs them one by one, for timings.
+func parallelSuite(t *testing.T) {
+	if os.Getenv("KUBEXM_E2E_SERIAL") != "1" {
+		t.Parallel()
+	}
+}

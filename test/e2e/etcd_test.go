@@ -29,6 +29,7 @@ const etcdVersion = "v3.6.16"
 //
 // It prints the wall time of the create and of the re-run (PERF lines).
 func TestEtcdCluster(t *testing.T) {
+	parallelSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	root := moduleRoot(t)

@@ -47,6 +47,7 @@ const haEndpoint = "https://lb.kubexm.local:6443"
 //   - a re-run changes nothing; delete -e delete_packages=true leaves every
 //     host's files and package set as they were before the create.
 func TestHAControlPlane(t *testing.T) {
+	parallelSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	suiteStart := time.Now()

@@ -48,6 +48,7 @@ var kubeadmEtcdImageTag = strings.TrimPrefix(etcdVersion, "v") + "-0"
 // PERF lines give the wall time of the export, the create, the re-run and
 // the delete.
 func TestKubeadmCluster(t *testing.T) {
+	parallelSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 	root := moduleRoot(t)

@@ -33,6 +33,7 @@ const lifecycleFromVersion = "v1.36.3"
 // restore (issue 22) run on TestCerts' cluster (backupRestore, below).
 // PERF lines give the wall time of each step.
 func TestUpgrade(t *testing.T) {
+	parallelSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
 	defer cancel()
 	suiteStart := time.Now()

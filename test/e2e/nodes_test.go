@@ -45,6 +45,7 @@ type nodesLayout struct {
 // touch have the same UIDs and restart counts, and a re-run of the step
 // changes nothing. PERF lines give each step's wall time.
 func TestNodes(t *testing.T) {
+	parallelSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	root := moduleRoot(t)
