@@ -72,22 +72,7 @@ func TestKubernetesCluster(t *testing.T) {
 	// The bundle, from the stand-ins for dl.k8s.io, github.com and the
 	// registries; then the server goes away, so the install cannot use it.
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
-	bundle := filepath.Join(work, "bundle.tar.gz")
-	start := time.Now()
-	args := []string{"artifact", "export", "-f", inventory, "-o", bundle, "-e", artifactSources(server)}
-	for _, e := range kx.extra {
-		args = append(args, "-e", e)
-	}
-	export := exec.CommandContext(ctx, bin, args...)
-	export.Dir = work
-	if out, err := export.CombinedOutput(); err != nil {
-		t.Fatalf("kubexm artifact export: %v\n%s", err, tail(string(out), 60))
-	}
-	st, err := os.Stat(bundle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("PERF artifact export: %s, bundle %d MiB", time.Since(start).Round(time.Millisecond), st.Size()>>20)
+	bundle := exportBundle(ctx, t, kx, server, "")
 	stop()
 
 	create := filepath.Join(root, "playbooks", "create-cluster")
@@ -452,4 +437,29 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// exportBundle runs `kubexm artifact export` of kx's cluster.yaml into
+// bundle.tar.gz beside it, from the file server's stand-ins for the download
+// sites, and logs its wall time and size as a PERF line (what says which
+// export it was).
+func exportBundle(ctx context.Context, t *testing.T, kx kubexm, server, what string) string {
+	t.Helper()
+	bundle := filepath.Join(kx.dir, "bundle.tar.gz")
+	start := time.Now()
+	args := []string{"artifact", "export", "-f", kx.inventory, "-o", bundle, "-e", artifactSources(server)}
+	for _, e := range kx.extra {
+		args = append(args, "-e", e)
+	}
+	export := exec.CommandContext(ctx, kx.bin, args...)
+	export.Dir = kx.dir
+	if out, err := export.CombinedOutput(); err != nil {
+		t.Fatalf("kubexm artifact export%s: %v\n%s", what, err, tail(string(out), 60))
+	}
+	st, err := os.Stat(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("PERF artifact export%s: %s, bundle %d MiB", what, time.Since(start).Round(time.Millisecond), st.Size()>>20)
+	return bundle
 }

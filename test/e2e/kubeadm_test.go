@@ -92,22 +92,7 @@ func TestKubeadmCluster(t *testing.T) {
 		}
 		v.kx = kubexm{bin: bin, dir: v.dir, inventory: v.inventory, extra: extraVars(vars...), observe: diag.observe}
 		v.k = kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(v.dir, ".kubexm", name, "kubeconfig")}
-		v.bundle = filepath.Join(v.dir, "bundle.tar.gz")
-		start := time.Now()
-		args := []string{"artifact", "export", "-f", v.inventory, "-o", v.bundle, "-e", artifactSources(server)}
-		for _, e := range v.kx.extra {
-			args = append(args, "-e", e)
-		}
-		export := exec.CommandContext(ctx, bin, args...)
-		export.Dir = v.dir
-		if out, err := export.CombinedOutput(); err != nil {
-			t.Fatalf("kubexm artifact export (%s): %v\n%s", v.desc, err, tail(string(out), 60))
-		}
-		st, err := os.Stat(v.bundle)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("PERF artifact export (kubeadm, %s): %s, bundle %d MiB", v.desc, time.Since(start).Round(time.Millisecond), st.Size()>>20)
+		v.bundle = exportBundle(ctx, t, v.kx, server, " (kubeadm, "+v.desc+")")
 	}
 	stop()
 
