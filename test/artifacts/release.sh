@@ -26,6 +26,11 @@ bins=$(ETCD_VERSION=$version GOARCH=$arch "$here/etcd.sh" | tail -n1)
 name=etcd-$version-linux-$arch
 dest=$out/etcd-io/etcd/releases/download/$version
 mkdir -p "$dest"
+# One run at a time: the e2e suites run two at a time and each lays this out.
+locks=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}/build
+mkdir -p "$locks"
+exec 9>"$locks/etcd-release-$version-$arch.lock"
+flock 9
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
