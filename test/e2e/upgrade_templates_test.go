@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/goccy/go-yaml"
+	"github.com/mensylisir/kubexm/engine/eval"
 )
 
 // TestUpgradeSkewRules renders the upgrade role's upgrade_skew_problems
@@ -65,5 +66,67 @@ func TestUpgradeSkewRules(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUpgradePrecheckReadsTheCluster renders the pre-checks' two set_fact
+// tasks on `kubectl version` and `kubectl get nodes` output as kubectl
+// prints it (columns padded with spaces): the node versions must come out
+// as a map, the NotReady nodes as a list, upgrade_needed as a bool, which
+// the skew rules, the verdict and the cordon tasks read as values.
+func TestUpgradePrecheckReadsTheCluster(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "upgrade", "tasks", "precheck.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []map[string]any
+	if err := yaml.Unmarshal(data, &tasks); err != nil {
+		t.Fatal(err)
+	}
+	facts := func(name string) map[string]any {
+		for _, task := range tasks {
+			if task["name"] == name {
+				return task["set_fact"].(map[string]any)
+			}
+		}
+		t.Fatalf("precheck.yaml has no task %q", name)
+		return nil
+	}
+	ev := eval.New()
+	vars := map[string]any{
+		"kubernetes_version": "v1.37.2",
+		"upgrade_cluster": map[string]any{"stdout_lines": []any{
+			"server v1.36.3",
+			"n1     v1.37.2   True",
+			"n2\tv1.36.3\tTrue",
+			"n3     v1.36.3   False",
+		}},
+	}
+	for k, v := range facts("upgrade - what the cluster runs") {
+		r, err := ev.Render(v.(string), vars)
+		if err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		vars[k] = r
+	}
+	if vars["upgrade_current_version"] != "v1.36.3" {
+		t.Errorf("upgrade_current_version = %q", vars["upgrade_current_version"])
+	}
+	for k, v := range facts("upgrade - the cluster's versions as values") {
+		r, err := ev.Render(v.(string), vars)
+		if err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		vars[k] = r
+	}
+	nodes, ok := vars["upgrade_node_versions"].(map[string]any)
+	if !ok || len(nodes) != 3 || nodes["n1"] != "v1.37.2" || nodes["n2"] != "v1.36.3" {
+		t.Errorf("upgrade_node_versions = %#v, want the three nodes' kubelet versions", vars["upgrade_node_versions"])
+	}
+	if nr, ok := vars["upgrade_not_ready"].([]any); !ok || len(nr) != 1 || nr[0] != "n3" {
+		t.Errorf("upgrade_not_ready = %#v, want [n3]", vars["upgrade_not_ready"])
+	}
+	if vars["upgrade_needed"] != true {
+		t.Errorf("upgrade_needed = %#v, want true", vars["upgrade_needed"])
 	}
 }
