@@ -314,9 +314,16 @@ func fileCert(ctx context.Context, t *testing.T, set *testhosts.Set, c certsEntr
 }
 
 // etcdServedSerial is the serial of the certificate etcd presents on its
-// client port (read during the handshake, which then fails for want of a
-// client certificate).
+// client port.
 func etcdServedSerial(t *testing.T, address string) string {
+	t.Helper()
+	return servedSerial(t, address+":2379")
+}
+
+// servedSerial is the serial of the certificate a TLS server presents at
+// hostport (read during the handshake, which may then fail for want of a
+// client certificate).
+func servedSerial(t *testing.T, hostport string) string {
 	t.Helper()
 	var serial string
 	conf := &tls.Config{InsecureSkipVerify: true, VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
@@ -325,12 +332,12 @@ func etcdServedSerial(t *testing.T, address string) string {
 		}
 		return nil
 	}}
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", address+":2379", conf)
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", hostport, conf)
 	if err == nil {
 		conn.Close()
 	}
 	if serial == "" {
-		t.Errorf("no certificate from etcd at %s:2379: %v", address, err)
+		t.Errorf("no certificate from %s: %v", hostport, err)
 	}
 	return serial
 }

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,7 +56,7 @@ func TestKubeadmCluster(t *testing.T) {
 	work := t.TempDir()
 
 	releaseRoot := clusterArtifacts(ctx, t, root)
-	kubeadmArtifacts(ctx, t, root)
+	kubeadmArtifacts(ctx, t, root, kubernetesVersion)
 	bin := buildKubexm(ctx, t, root, work)
 	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
 
@@ -147,6 +148,7 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 	checkWorkloads(ctx, t, v.k, set)
 	if !v.binary {
 		checkKubeadmCerts(ctx, t, set, set.Hosts[0].Name, v.etcdType == "kubeadm")
+		kubeadmRenew(ctx, t, root, set, v)
 	}
 
 	res = kx.play(ctx, create, "--offline-bundle", v.bundle)
@@ -185,14 +187,71 @@ pgrep -x 'kubelet|kube-proxy|kube-apiserver|etcd|flanneld|coredns|containerd-shi
 	}
 }
 
+// kubeadmRenew runs certs-renew on the variant's cluster: kubeadm's
+// certificate files change, the API server serves its new certificate (it
+// was restarted), the control machine's kubeconfig is the renewed one and
+// works, and `kubeadm certs check-expiration` is still clean. The API is
+// polled through the renewal; the outage is reported.
+func kubeadmRenew(ctx context.Context, t *testing.T, root string, set *testhosts.Set, v kubeadmVariant) {
+	t.Helper()
+	master := set.Hosts[0]
+	files := "sha256sum /etc/kubernetes/pki/apiserver.crt /etc/kubernetes/admin.conf /etc/kubernetes/controller-manager.conf /etc/kubernetes/scheduler.conf"
+	if v.etcdType == "kubexm" {
+		files += " /etc/kubernetes/pki/apiserver-etcd-client.crt"
+	}
+	before, err := set.SSH(ctx, master.Name, files)
+	if err != nil {
+		t.Fatalf("%s on %s: %v\n%s", files, master.Name, err, before)
+	}
+	endpoint := net.JoinHostPort(master.Address, "6443")
+	servedBefore := servedSerial(t, endpoint)
+	kubeconfigBefore, err := os.ReadFile(v.k.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	poller := pollAPI(t, v.k.kubeconfig)
+	res := v.kx.play(ctx, filepath.Join(root, "playbooks", "certs-renew"))
+	outages, requests := poller.stop()
+	if res.err != nil {
+		t.Fatalf("certs-renew (kubeadm, %s) failed after %s: %v%s", v.desc, res.wall, res.err, res.failures())
+	}
+	var longest time.Duration
+	for _, o := range outages {
+		longest = max(longest, o)
+	}
+	t.Logf("PERF certs-renew (kubeadm, %s): %s; API polled every 200 ms: %d requests, %d outages, longest %s",
+		v.desc, res.wall.Round(time.Millisecond), requests, len(outages), longest.Round(time.Millisecond))
+
+	after, err := set.SSH(ctx, master.Name, files)
+	if err != nil {
+		t.Fatalf("%s on %s: %v\n%s", files, master.Name, err, after)
+	}
+	b, a := strings.Split(strings.TrimSpace(before), "\n"), strings.Split(strings.TrimSpace(after), "\n")
+	for i := range b {
+		if i < len(a) && a[i] == b[i] {
+			t.Errorf("certs-renew left %s as it was", strings.Fields(a[i])[1])
+		}
+	}
+	if servedAfter := servedSerial(t, endpoint); servedAfter == servedBefore {
+		t.Errorf("the API server at %s still serves the certificate of before the renewal (serial %s): not restarted", endpoint, servedAfter)
+	}
+	if kubeconfigAfter, err := os.ReadFile(v.k.kubeconfig); err != nil || string(kubeconfigAfter) == string(kubeconfigBefore) {
+		t.Errorf("the control machine's kubeconfig %s was not rewritten from the renewed admin.conf (%v)", v.k.kubeconfig, err)
+	}
+	checkNodes(ctx, t, v.k, set)
+	checkKubeadmCerts(ctx, t, set, master.Name, v.etcdType == "kubeadm")
+}
+
 // kubeadmArtifacts adds what kubeadm mode needs to the release tree
-// clusterArtifacts laid out: the kubeadm binary and the images kubeadm runs.
-func kubeadmArtifacts(ctx context.Context, t *testing.T, root string) {
+// clusterArtifacts laid out: the kubeadm binary and the images kubeadm runs,
+// of Kubernetes version.
+func kubeadmArtifacts(ctx context.Context, t *testing.T, root, version string) {
 	t.Helper()
 	for _, c := range [][]string{{"kubernetes-release.sh", "kubeadm"}, {"images.sh", "kubeadm"}} {
 		cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(root, "test", "artifacts", c[0])}, c[1:]...)...)
 		cmd.Env = append(os.Environ(), "ETCD_VERSION="+etcdVersion, "ETCD_IMAGE_TAG="+kubeadmEtcdImageTag,
-			"KUBE_VERSION="+kubernetesVersion, "GOARCH=amd64")
+			"KUBE_VERSION="+version, "GOARCH=amd64")
 		cmd.Stderr = os.Stderr
 		if _, err := cmd.Output(); err != nil {
 			t.Fatalf("test/artifacts/%s %s: %v", c[0], strings.Join(c[1:], " "), err)

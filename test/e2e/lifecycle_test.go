@@ -19,11 +19,13 @@ import (
 // upgrades to kubernetesVersion.
 const lifecycleFromVersion = "v1.36.3"
 
-// TestUpgrade is issue 21's acceptance in binary mode on one small cluster
-// (n1 master and etcd, n2 and n3 workers):
+// TestUpgrade is issue 21's acceptance on one small cluster (n1 master and
+// etcd, n2 and n3 workers), in binary mode, then in kubeadm mode (stacked
+// etcd) on the same machines once the first cluster is deleted:
 //
 //   - create-cluster at lifecycleFromVersion;
-//   - the upgrade's pre-checks refuse a downgrade and a NotReady node;
+//   - the upgrade's pre-checks refuse a downgrade and a NotReady node (binary
+//     mode; the checks are the same playbook plays in both modes);
 //   - the upgrade to kubernetesVersion, SIGKILLed once the first worker is
 //     cordoned and resumed, keeps a polled Service answering, leaves every
 //     node Ready at the target and none cordoned; a re-run changes nothing.
@@ -34,7 +36,7 @@ const lifecycleFromVersion = "v1.36.3"
 // PERF lines give the wall time of each step.
 func TestUpgrade(t *testing.T) {
 	parallelSuite(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 70*time.Minute)
 	defer cancel()
 	suiteStart := time.Now()
 	root := moduleRoot(t)
@@ -45,26 +47,46 @@ func TestUpgrade(t *testing.T) {
 	bin := buildKubexm(ctx, t, root, work)
 	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
 
+	kubeadmArtifacts(ctx, t, root, lifecycleFromVersion)
+	kubeadmArtifacts(ctx, t, root, kubernetesVersion)
+
 	set, diag := suiteMachines(ctx, t, 3, "u", "KUBELET=1")
 	server := serveDir(t, set.Gateway, releaseRoot)
 
-	const name = "e2e-life"
-	inventory := filepath.Join(work, "cluster.yaml")
-	writeLifecycleCluster(t, inventory, name, set, lifecycleFromVersion)
-	kx := kubexm{bin: bin, dir: work, inventory: inventory, observe: diag.observe,
-		extra: extraVars(append(clusterTestVars(), lifecycleSources(server, lifecycleFromVersion))...)}
-	kubeconfig := filepath.Join(work, ".kubexm", name, "kubeconfig")
-	k := kubectlRunner{bin: kubectl, kubeconfig: kubeconfig}
-	diag.cluster(k)
+	for _, mode := range []lifecycleMode{
+		{name: "e2e-life", typ: "kubexm", refusals: true},
+		{name: "e2e-life-kubeadm", typ: "kubeadm", vars: []string{
+			fmt.Sprintf(`{"kubeadm_etcd_image_version": %q}`, kubeadmEtcdImageTag),
+			`{"kubeadm_ignore_preflight_errors": ["SystemVerification"]}`}},
+	} {
+		dir := filepath.Join(work, mode.name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		inventory := filepath.Join(dir, "cluster.yaml")
+		writeLifecycleCluster(t, inventory, mode, set, lifecycleFromVersion)
+		kx := kubexm{bin: bin, dir: dir, inventory: inventory, observe: diag.observe,
+			extra: extraVars(append(mode.baseVars(), lifecycleSources(server, lifecycleFromVersion))...)}
+		k := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(dir, ".kubexm", mode.name, "kubeconfig")}
+		diag.cluster(k)
 
-	res := kx.play(ctx, filepath.Join(root, "playbooks", "create-cluster"))
-	if res.err != nil {
-		t.Fatalf("create-cluster %s failed after %s: %v%s", lifecycleFromVersion, res.wall, res.err, res.failures())
+		res := kx.play(ctx, filepath.Join(root, "playbooks", "create-cluster"))
+		if res.err != nil {
+			t.Fatalf("create-cluster %s (%s) failed after %s: %v%s", lifecycleFromVersion, mode.typ, res.wall, res.err, res.failures())
+		}
+		t.Logf("PERF create-cluster %s (%s, 1 master + 2 workers): %s", lifecycleFromVersion, mode.typ, res.wall.Round(time.Millisecond))
+		waitNodesAt(ctx, t, k, set, lifecycleFromVersion)
+
+		upgrade(ctx, t, kx, k, set, server, root, mode)
+		if t.Failed() {
+			return
+		}
+		res = kx.play(ctx, filepath.Join(root, "playbooks", "delete"))
+		if res.err != nil {
+			t.Fatalf("delete (%s) failed: %v%s", mode.typ, res.err, res.failures())
+		}
+		t.Logf("PERF delete (%s): %s", mode.typ, res.wall.Round(time.Millisecond))
 	}
-	t.Logf("PERF create-cluster %s (1 master + 2 workers): %s", lifecycleFromVersion, res.wall.Round(time.Millisecond))
-	waitNodesAt(ctx, t, k, set, lifecycleFromVersion)
-
-	upgrade(ctx, t, kx, k, set, server, root, name)
 
 	t.Logf("PERF TestUpgrade wall time: %s", time.Since(suiteStart).Round(time.Second))
 }
@@ -194,16 +216,24 @@ spec:
 // with a Deployment (3 replicas, a PodDisruptionBudget) behind a ClusterIP
 // Service polled every 100 ms from the master, SIGKILLed in the worker phase
 // and resumed; then a re-run changes nothing.
-func upgrade(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, set *testhosts.Set, server, root, name string) {
+func upgrade(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, set *testhosts.Set, server, root string, mode lifecycleMode) {
 	t.Helper()
 	up := filepath.Join(root, "playbooks", "upgrade")
 	target := kx
-	target.extra = extraVars(append(clusterTestVars(), lifecycleSources(server, kubernetesVersion))...)
+	target.extra = extraVars(append(mode.baseVars(), lifecycleSources(server, kubernetesVersion))...)
+	writeLifecycleCluster(t, kx.inventory, mode, set, kubernetesVersion)
+	if mode.refusals {
+		upgradeRefusals(ctx, t, kx, target, k, set, up, mode)
+	}
+	upgradeServing(ctx, t, target, k, set, up, mode)
+}
 
-	// A downgrade, refused by the pre-checks.
+// upgradeRefusals: the pre-checks refuse a downgrade and a NotReady node.
+func upgradeRefusals(ctx context.Context, t *testing.T, kx, target kubexm, k kubectlRunner, set *testhosts.Set, up string, mode lifecycleMode) {
+	t.Helper()
 	down := kx
 	down.inventory = filepath.Join(filepath.Dir(kx.inventory), "down.yaml")
-	writeLifecycleCluster(t, down.inventory, name, set, "v1.35.4")
+	writeLifecycleCluster(t, down.inventory, mode, set, "v1.35.4")
 	res := down.play(ctx, up, "--tags", "precheck")
 	if res.err == nil || !strings.Contains(res.failures(), "downgrade refused: the API server runs "+lifecycleFromVersion) {
 		t.Fatalf("upgrade to v1.35.4: err %v, want the downgrade refusal;%s", res.err, res.failures())
@@ -217,7 +247,6 @@ func upgrade(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, set 
 	if out, err := k.run(ctx, "", "wait", "node", worker, "--for=condition=Ready=Unknown", "--timeout=180s"); err != nil {
 		t.Fatalf("node %s did not become NotReady: %v\n%s", worker, err, out)
 	}
-	writeLifecycleCluster(t, kx.inventory, name, set, kubernetesVersion)
 	res = target.play(ctx, up, "--tags", "precheck")
 	if res.err == nil || !strings.Contains(res.failures(), "node "+worker+" is not Ready") {
 		t.Fatalf("upgrade with %s NotReady: err %v, want the NotReady refusal;%s", worker, res.err, res.failures())
@@ -229,8 +258,15 @@ func upgrade(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, set 
 	if out, err := k.run(ctx, "", "wait", "node", worker, "--for=condition=Ready", "--timeout=180s"); err != nil {
 		t.Fatalf("node %s not Ready again: %v\n%s", worker, err, out)
 	}
+}
 
-	// The workload kept serving through the upgrade.
+// upgradeServing upgrades to kubernetesVersion while a client on the master
+// polls a ClusterIP Service of a 3-replica Deployment with a PDB every
+// 100 ms: SIGKILLed once the first worker is cordoned, resumed, then every
+// node at the target, none cordoned, >= 99 % of the requests answered, and
+// a re-run that changes nothing.
+func upgradeServing(ctx context.Context, t *testing.T, target kubexm, k kubectlRunner, set *testhosts.Set, up string, mode lifecycleMode) {
+	t.Helper()
 	image := busyboxRef(t)
 	workload := `apiVersion: v1
 kind: Namespace
@@ -290,7 +326,7 @@ echo $! > /root/poll.pid`
 
 	// SIGKILL once the first worker is cordoned; --resume finishes.
 	killed := false
-	res = target.playUntil(ctx, func(e event) bool {
+	res := target.playUntil(ctx, func(e event) bool {
 		if e.Kind == "host_result" && e.Play == "Workers, in batches" && strings.HasPrefix(e.Task, "upgrade - cordon") && e.Status == "changed" {
 			killed = true
 			return true
@@ -304,12 +340,12 @@ echo $! > /root/poll.pid`
 	if !killed {
 		t.Fatalf("the upgrade was not in its worker phase: nothing was cordoned")
 	}
-	t.Logf("PERF upgrade %s -> %s up to the SIGKILL in the worker phase: %s", lifecycleFromVersion, kubernetesVersion, first.Round(time.Millisecond))
+	t.Logf("PERF upgrade %s -> %s (%s) up to the SIGKILL in the worker phase: %s", lifecycleFromVersion, kubernetesVersion, mode.typ, first.Round(time.Millisecond))
 	res = target.play(ctx, up, "--resume")
 	if res.err != nil {
 		t.Fatalf("upgrade --resume failed after %s: %v%s", res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF upgrade --resume: %s (total %s)", res.wall.Round(time.Millisecond), (first + res.wall).Round(time.Millisecond))
+	t.Logf("PERF upgrade --resume (%s): %s (total %s)", mode.typ, res.wall.Round(time.Millisecond), (first + res.wall).Round(time.Millisecond))
 
 	out, err := set.SSH(ctx, master, `kill "$(cat /root/poll.pid)"; ok=$(grep -c '^ok$' /root/poll.log); fail=$(grep -c '^fail$' /root/poll.log); echo "$ok $fail"`)
 	if err != nil {
@@ -320,7 +356,7 @@ echo $! > /root/poll.pid`
 		t.Fatalf("poller counts %q: %v", out, err)
 	}
 	share := 100 * float64(ok) / float64(ok+fail)
-	t.Logf("PERF availability during the upgrade: %d of %d requests to the ClusterIP Service succeeded (%.2f %%)", ok, ok+fail, share)
+	t.Logf("PERF availability during the upgrade (%s): %d of %d requests to the ClusterIP Service succeeded (%.2f %%)", mode.typ, ok, ok+fail, share)
 	if share < 99 {
 		t.Errorf("availability %.2f %% < 99 %%", share)
 	}
@@ -337,17 +373,33 @@ echo $! > /root/poll.pid`
 	if res.err != nil {
 		t.Fatalf("upgrade re-run failed: %v%s", res.err, res.failures())
 	}
-	t.Logf("PERF upgrade re-run (nothing to change): %s", res.wall.Round(time.Millisecond))
+	t.Logf("PERF upgrade re-run (%s, nothing to change): %s", mode.typ, res.wall.Round(time.Millisecond))
 	if c := res.changed(); len(c) > 0 {
 		t.Errorf("the re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
 }
 
+// lifecycleMode is one cluster of TestUpgrade: its name, kubernetes.type,
+// the extra variables it needs, and whether the refusals run on it.
+type lifecycleMode struct {
+	name, typ string
+	vars      []string
+	refusals  bool
+}
+
+func (m lifecycleMode) baseVars() []string {
+	return append(clusterTestVars(), m.vars...)
+}
+
 // writeLifecycleCluster writes the suite's cluster.yaml: the cluster
-// suite's layout at a version.
-func writeLifecycleCluster(t *testing.T, path, name string, set *testhosts.Set, version string) {
+// suite's layout at a version, in the mode's kubernetes.type (kubeadm:
+// stacked etcd).
+func writeLifecycleCluster(t *testing.T, path string, mode lifecycleMode, set *testhosts.Set, version string) {
 	t.Helper()
-	text := kubernetesClusterYAML(name, set)
+	text := kubernetesClusterYAML(mode.name, set)
+	if mode.typ == "kubeadm" {
+		text = kubeadmClusterYAML(mode.name, set, "kubeadm")
+	}
 	if !strings.Contains(text, "version: "+kubernetesVersion+"\n") {
 		t.Fatalf("kubernetesClusterYAML names no version %s:\n%s", kubernetesVersion, text)
 	}
