@@ -241,6 +241,28 @@ func kubeadmRenew(ctx context.Context, t *testing.T, root string, set *testhosts
 	}
 	checkNodes(ctx, t, v.k, set)
 	checkKubeadmCerts(ctx, t, set, master.Name, v.etcdType == "kubeadm")
+
+	// kubexm's own check reads kubeadm's layout: every file there, none due.
+	report := certsCheck(ctx, t, v.kx)
+	want := []string{master.Name + " /etc/kubernetes/pki/apiserver.crt", master.Name + " /etc/kubernetes/admin.conf",
+		set.Hosts[2].Name + " /var/lib/kubelet/pki/kubelet-client-current.pem"}
+	if v.etcdType == "kubeadm" {
+		want = append(want, master.Name+" /etc/kubernetes/pki/etcd/server.crt")
+	}
+	for _, w := range want {
+		f := strings.SplitN(w, " ", 2)
+		if report.find(f[0], f[1]) == nil {
+			t.Errorf("kubexm certs check does not list %s; it lists:\n  %s", w, strings.Join(report.files(), "\n  "))
+		}
+	}
+	for _, c := range report.Certificates {
+		if c.Status != "ok" {
+			t.Errorf("kubexm certs check: %s %s is %s", c.Host, c.Path, c.Status)
+		}
+	}
+	if e := report.find(master.Name, "/etc/kubernetes/pki/apiserver.crt"); e != nil && e.Serial != servedSerial(t, endpoint) {
+		t.Errorf("kubexm certs check reads apiserver.crt serial %s, the API server serves another", e.Serial)
+	}
 }
 
 // kubeadmArtifacts adds what kubeadm mode needs to the release tree
