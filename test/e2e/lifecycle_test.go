@@ -59,6 +59,10 @@ func TestUpgrade(t *testing.T) {
 			fmt.Sprintf(`{"kubeadm_etcd_image_version": %q}`, kubeadmEtcdImageTag),
 			`{"kubeadm_ignore_preflight_errors": ["SystemVerification"]}`}},
 	} {
+		// KUBEXM_E2E_UPGRADE_ONLY=kubeadm (or kubexm) runs one mode.
+		if only := os.Getenv("KUBEXM_E2E_UPGRADE_ONLY"); only != "" && only != mode.typ {
+			continue
+		}
 		dir := filepath.Join(work, mode.name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
