@@ -376,3 +376,36 @@ func TestPlayConnectionLocal(t *testing.T) {
 		t.Error("connection: winrm loaded")
 	}
 }
+
+// A role skipped by its `when:` skips a looped task whose loop names what
+// an earlier task of the role registers (skipped too, so never
+// registered); conditions that name the item are still per item.
+func TestRoleWhenSkipsLoopsBeforeRenderingThem(t *testing.T) {
+	files := map[string]string{
+		"playbook.yaml": `
+- hosts: h1
+  vars: {mode: b}
+  roles:
+    - {role: ra, when: mode == "a"}
+    - {role: rb, when: mode == "b"}
+`,
+		"roles/ra/tasks/main.yaml": `
+- probe: {id: ra-first, data: {list: [x, y]}}
+  register: ra_first
+- probe: "ra-{{ .item }}"
+  loop: "{{ .ra_first.data.list }}"
+`,
+		"roles/rb/tasks/main.yaml": `
+- probe: "rb-{{ .item }}"
+  loop: [1, 2, 3]
+  when: item != 2
+`,
+	}
+	rr := runFiles(t, files, RunOptions{})
+	if rr.err != nil {
+		t.Fatal(rr.err)
+	}
+	if got := rr.calls.sorted(); strings.Join(got, " ") != "h1:rb-1 h1:rb-3" {
+		t.Errorf("calls %v, want rb-1 and rb-3 only", got)
+	}
+}

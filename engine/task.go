@@ -236,6 +236,14 @@ func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, 
 		}
 		return out, vars
 	}
+	// A condition that does not name the loop variable is the same for
+	// every item: false, the task is skipped before its loop is rendered.
+	// So `role: r, when: ...` skips a looped task whose loop names what an
+	// earlier, skipped task of the role would have registered.
+	if ok, decided := pr.loopFreeConds(t, vars); decided && !ok {
+		return hostOutcome{status: StatusSkipped, reg: map[string]any{"changed": false, "failed": false, "skipped": true,
+			"results": []any{}, "msg": "condition false"}}, vars
+	}
 	items, err := pr.loopItems(t, vars)
 	if err != nil {
 		return pr.failure(t, err.Error()), vars
@@ -685,6 +693,45 @@ func (pr *playRun) conds(cs []cond, vars map[string]any) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// loopFreeConds evaluates a looped task's conditions that do not name its
+// loop or index variable. decided is false when one of them cannot be
+// evaluated without an item (it may read one through a variable); the
+// per-item evaluation then reports it as before.
+func (pr *playRun) loopFreeConds(t *Task, vars map[string]any) (ok, decided bool) {
+	for _, c := range t.When {
+		if namesVar(c.expr, t.LoopVar) || (t.IndexVar != "" && namesVar(c.expr, t.IndexVar)) {
+			continue
+		}
+		ok, err := pr.r.ev.EvalBool(c.expr, vars)
+		if err != nil {
+			return false, false
+		}
+		if !ok {
+			return false, true
+		}
+	}
+	return true, true
+}
+
+// namesVar reports whether expr mentions name as an identifier.
+func namesVar(expr, name string) bool {
+	for i := 0; ; {
+		j := strings.Index(expr[i:], name)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(name)
+		if (start == 0 || !isIdentByte(expr[start-1])) && (end == len(expr) || !isIdentByte(expr[end])) {
+			return true
+		}
+		i = end
+	}
+}
+
+func isIdentByte(b byte) bool {
+	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
 }
 
 // condsWith evaluates conditions with the task's result visible under its

@@ -331,7 +331,7 @@ echo $! > /root/poll.pid`
 	// SIGKILL once the first worker is cordoned; --resume finishes.
 	killed := false
 	res := target.playUntil(ctx, func(e event) bool {
-		if e.Kind == "host_result" && e.Play == "Workers, in batches" && strings.HasPrefix(e.Task, "upgrade - cordon") && e.Status == "changed" {
+		if e.Kind == "host_result" && strings.HasPrefix(e.Play, "Workers, in batches") && strings.HasPrefix(e.Task, "upgrade - cordon") && e.Status == "changed" {
 			killed = true
 			return true
 		}
