@@ -180,13 +180,7 @@ func getClusters(w io.Writer, dir, format string) error {
 		}
 	}
 	if format == "json" {
-		enc := json.NewEncoder(w)
-		for _, s := range out {
-			if err := enc.Encode(s); err != nil {
-				return err
-			}
-		}
-		return nil
+		return writeJSONLines(w, out)
 	}
 	if len(out) == 0 {
 		fmt.Fprintf(w, "no clusters under %s (kubexm create cluster -f cluster.yaml makes .kubexm/<name>)\n", dir)
@@ -479,13 +473,7 @@ func nodeRows(inv *inventory.Inventory, nodes []apiNode, asked bool) []nodeRow {
 
 func writeNodes(w io.Writer, format string, rows []nodeRow) error {
 	if format == "json" {
-		enc := json.NewEncoder(w)
-		for _, r := range rows {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
-		}
-		return nil
+		return writeJSONLines(w, rows)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tADDRESS\tROLES\tSTATUS\tAGE\tVERSION")
@@ -497,4 +485,15 @@ func writeNodes(w io.Writer, format string, rows []nodeRow) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Address, roles, r.Status, r.Age, r.Kubelet)
 	}
 	return tw.Flush()
+}
+
+// writeJSONLines writes one JSON object per line.
+func writeJSONLines[T any](w io.Writer, items []T) error {
+	enc := json.NewEncoder(w)
+	for _, it := range items {
+		if err := enc.Encode(it); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -21,17 +19,6 @@ import (
 	"testing"
 	"time"
 )
-
-const getClusterYAML = `apiVersion: kubexm.mensylisir.io/v1alpha1
-kind: Cluster
-metadata: {name: demo}
-spec:
-  hosts:
-  - {name: n1, address: localhost, internalAddress: 192.0.2.2}
-  - {name: n2, address: 192.0.2.3, password: pw}
-  roleGroups: {etcd: [n1], master: [n1], worker: [n2]}
-  kubernetes: {version: v1.37.2}
-`
 
 // clientCert makes a self-signed client certificate and key, PEM.
 func clientCert(t *testing.T, cn string, notAfter time.Time) (certPEM, keyPEM []byte) {
@@ -92,7 +79,7 @@ users:
 `, b64(ca), srv.URL, b64(cert), b64(key))
 	dir := filepath.Join(".kubexm", "demo")
 	files := map[string]string{
-		"cluster.yaml":                                   getClusterYAML,
+		"cluster.yaml":                                   verbClusterYAML,
 		filepath.Join(dir, "kubeconfig"):                 kc,
 		filepath.Join(dir, "certs/kubernetes/admin.crt"): string(cert),
 		filepath.Join(dir, "runs/20260101-000000.000-aaaaaa/journal.jsonl"): `{"type":"header","time":"2026-01-01T00:00:00Z","run":"20260101-000000.000-aaaaaa","playbook":"create-cluster"}
@@ -119,13 +106,7 @@ users:
 
 func runRoot(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	root := verbRoot(&app{})
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.ExecuteContext(context.Background())
-	return out.String(), err
+	return runVerb(t, &app{}, "", args...)
 }
 
 func TestGetNodes(t *testing.T) {

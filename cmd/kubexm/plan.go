@@ -70,14 +70,21 @@ type planChange struct {
 type plan struct {
 	hosts map[string]*hostPlan
 	next  engine.Sink // the JSON lines, with -o json
-	warn  io.Writer   // where the run's warnings go without -o json
+	warn  io.Writer   // progress and warnings without -o json
 }
 
 func (p *plan) Emit(e engine.Event) {
 	if p.next != nil {
 		p.next.Emit(e)
-	} else if e.Kind == engine.EventWarning {
-		fmt.Fprintf(p.warn, "warning: %s\n", e.Message)
+	} else {
+		// The plan is printed at the end; meanwhile stderr says how far
+		// the check run is.
+		switch e.Kind {
+		case engine.EventWarning:
+			fmt.Fprintf(p.warn, "warning: %s\n", e.Message)
+		case engine.EventPlayStart:
+			fmt.Fprintf(p.warn, "checking: %s\n", e.Play)
+		}
 	}
 	// A looped task reports once per host besides its items; the items are
 	// in that report's diff.

@@ -6,12 +6,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
 // run command over SSH on two test machines: every argument arrives as it
@@ -20,22 +17,7 @@ import (
 func TestRunCommandOverSSH(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	prefix := os.Getenv("KUBEXM_TEST_OWN_PREFIX")
-	if prefix == "" {
-		var err error
-		if prefix, err = testhosts.NewPrefix(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		if err := testhosts.Down(context.Background(), prefix); err != nil {
-			t.Errorf("down: %v", err)
-		}
-	})
-	set, err := testhosts.Up(ctx, 2, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := ownMachines(ctx, t, 2)
 	t.Setenv("KUBEXM_HOME", t.TempDir())
 	t.Chdir(t.TempDir())
 	run := func(args ...string) (string, error) {

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 
@@ -52,14 +50,9 @@ func runApp(remote *[]string) *app {
 	}
 }
 
-func runCommandCmd(a *app, args ...string) (string, error) {
-	root := verbRoot(a)
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(io.Discard)
-	root.SetArgs(append([]string{"run", "command", "-f", "cluster.yaml"}, args...))
-	err := root.ExecuteContext(context.Background())
-	return out.String(), err
+func runCommandCmd(t *testing.T, a *app, args ...string) (string, error) {
+	t.Helper()
+	return runVerb(t, a, "", append([]string{"run", "command", "-f", "cluster.yaml"}, args...)...)
 }
 
 func TestRunCommand(t *testing.T) {
@@ -68,7 +61,7 @@ func TestRunCommand(t *testing.T) {
 
 	// Each argument reaches the program as it is: nothing is spliced into
 	// a shell line; secrets of the file are masked in the output.
-	out, err := runCommandCmd(a, "--group", "master", "--nodes", "n2", "--", "printf", "%s|", "a b", "$(id)", ";", "s3cret-pw")
+	out, err := runCommandCmd(t, a, "--group", "master", "--nodes", "n2", "--", "printf", "%s|", "a b", "$(id)", ";", "s3cret-pw")
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out)
 	}
@@ -82,7 +75,7 @@ func TestRunCommand(t *testing.T) {
 	}
 
 	// A non-zero exit on a remote host: its output and code, exit status 2.
-	out, err = runCommandCmd(a, "--nodes", "worker", "--", "true")
+	out, err = runCommandCmd(t, a, "--nodes", "worker", "--", "true")
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(err.Error(), "r1") {
 		t.Errorf("failed host: %v\n%s", err, out)
@@ -92,7 +85,7 @@ func TestRunCommand(t *testing.T) {
 	}
 
 	// An unreachable host alone: exit status 4, the reason per host; JSON lines.
-	out, err = runCommandCmd(a, "--nodes", "dead,n1", "-o", "json", "--", "true")
+	out, err = runCommandCmd(t, a, "--nodes", "dead,n1", "-o", "json", "--", "true")
 	if !errors.As(err, &ee) || ee.code != 4 {
 		t.Errorf("unreachable: %v\n%s", err, out)
 	}
@@ -116,7 +109,7 @@ func TestRunCommand(t *testing.T) {
 	}
 
 	// --shell runs one argument with /bin/sh -c.
-	if out, err := runCommandCmd(a, "--nodes", "n1", "--shell", "--", "echo a | tr a b"); err != nil || !strings.Contains(out, "\nb\n") {
+	if out, err := runCommandCmd(t, a, "--nodes", "n1", "--shell", "--", "echo a | tr a b"); err != nil || !strings.Contains(out, "\nb\n") {
 		t.Errorf("--shell: %v\n%s", err, out)
 	}
 
@@ -132,7 +125,7 @@ func TestRunCommand(t *testing.T) {
 		{[]string{"--nodes", "n1", "--shell", "--", "a", "b"}, "one argument"},
 	} {
 		remote = nil
-		if _, err := runCommandCmd(a, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := runCommandCmd(t, a, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err %v, want %q", c.args, err, c.want)
 		}
 		if len(remote) != 0 {

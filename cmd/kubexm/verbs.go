@@ -291,7 +291,7 @@ upgrade cluster --to-version vX.Y.Z. One minor at a time.`,
 				return err
 			}
 			want, spec := "v"+strings.TrimPrefix(to, "v"), c.Spec.Kubernetes.Version
-			if want != spec {
+			if want != "v"+strings.TrimPrefix(spec, "v") {
 				return fmt.Errorf("--to-version %s, but spec.kubernetes.version of %s is %s: the upgrade installs what the cluster file says; set spec.kubernetes.version: %s in %s and run again",
 					want, v.play.inventory, spec, want, v.play.inventory)
 			}

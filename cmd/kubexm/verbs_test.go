@@ -19,15 +19,16 @@ import (
 	"github.com/mensylisir/kubexm/schema"
 )
 
-// A cluster file the schema accepts: the verbs that ask before a run, and
-// upgrade cluster, read it themselves.
+// A cluster file the schema accepts: the verbs that ask before a run,
+// upgrade cluster, get nodes and describe cluster read it themselves.
 const verbClusterYAML = `apiVersion: kubexm.mensylisir.io/v1alpha1
 kind: Cluster
 metadata: {name: demo}
 spec:
   hosts:
   - {name: n1, address: localhost, internalAddress: 192.0.2.2}
-  roleGroups: {etcd: [n1], master: [n1], worker: [n1]}
+  - {name: n2, address: 192.0.2.3, password: pw}
+  roleGroups: {etcd: [n1], master: [n1], worker: [n2]}
   kubernetes: {version: v1.37.2}
 `
 
@@ -184,7 +185,7 @@ func TestVerbConfirmation(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "pass --yes") || len(calls) != 0 {
 			t.Errorf("%v without an answer: err %v, calls %q", args, err, calls)
 		}
-		if !strings.Contains(out, "cluster demo (hosts n1)") {
+		if !strings.Contains(out, "cluster demo (hosts n1, n2)") {
 			t.Errorf("%v: the question does not name the cluster:\n%s", args, out)
 		}
 		if _, err := runVerb(t, a, "no\n", args...); err == nil || !strings.Contains(err.Error(), `answered "no"`) || len(calls) != 0 {
