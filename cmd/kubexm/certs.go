@@ -63,7 +63,7 @@ type sansList struct {
 func newCertsCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "certs",
-		Short: "Certificates of a cluster: check their expiry (renew with kubexm play certs-renew)",
+		Short: "Certificates of a cluster: check their expiry, renew them",
 	}
 	var f certsCheckFlags
 	check := &cobra.Command{
@@ -83,6 +83,7 @@ summary counts them. -o json prints the playbook's report as it is.`,
 	}
 	fl := check.Flags()
 	fl.StringVarP(&f.inventory, "inventory", "i", "", "cluster.yaml describing the hosts")
+	fl.StringVarP(&f.inventory, "file", "f", "", "the cluster file (same as -i, as the other verbs take it)")
 	fl.StringVar(&f.warnWithin, "warn-within", "90d", `mark certificates that expire within this time ("90d", "2160h", "1y")`)
 	fl.StringVarP(&f.output, "output", "o", "text", "text or json")
 	fl.StringVar(&f.workDir, "workdir", "", "work directory (default .kubexm/<cluster name>)")
@@ -97,7 +98,7 @@ func (a *app) certsCheck(ctx context.Context, w, errw io.Writer, f certsCheckFla
 		return fmt.Errorf("--output must be text or json, not %q", f.output)
 	}
 	if f.inventory == "" {
-		return fmt.Errorf("no inventory: pass the cluster description with -i cluster.yaml")
+		return fmt.Errorf("no inventory: pass the cluster description with -f (or -i) cluster.yaml")
 	}
 	within, err := pki.ParseValidity(f.warnWithin)
 	if err != nil || within < 0 {

@@ -146,7 +146,7 @@ func newConfigConvertCmd() *cobra.Command {
 func newCreateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create",
-		Short: "Create a sample cluster file",
+		Short: "Create a cluster (create cluster) or a sample cluster file (create config)",
 	}
 	cmd.AddCommand(newCreateConfigCmd())
 	return cmd

@@ -27,22 +27,7 @@ import (
 func TestHardeningOnTestMachines(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	prefix := os.Getenv("KUBEXM_TEST_OWN_PREFIX")
-	if prefix == "" {
-		var err error
-		if prefix, err = testhosts.NewPrefix(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		if err := testhosts.Down(context.Background(), prefix); err != nil {
-			t.Errorf("down: %v", err)
-		}
-	})
-	set, err := testhosts.Up(ctx, 1, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := ownMachines(ctx, t, 1)
 	bin := filepath.Join(t.TempDir(), "kubexm")
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
@@ -84,7 +69,7 @@ func TestHardeningOnTestMachines(t *testing.T) {
 		}
 		return last
 	}
-	sshd := func() []int { return nodeProcs(t, prefix, "sshd") }
+	sshd := func() []int { return nodeProcs(t, set.Prefix, "sshd") }
 
 	// Item 8: the host is locked by a run from another directory.
 	a, aOut := start(filepath.Join(t.TempDir(), "a"))

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/engine/inventory"
@@ -58,6 +59,9 @@ type playFlags struct {
 	offlineBundle string
 	// backup is the archive the restore playbook reads (backup_file).
 	backup string
+	// sink, when set, receives the run's events instead of the view -o
+	// chooses: for verbs that present a run their own way (plan cluster).
+	sink engine.Sink
 }
 
 func newPlayCmd(a *app) *cobra.Command {
@@ -78,6 +82,21 @@ of a built-in playbook (kubexm playbook list). See docs/playbooks.md.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.inventory, "inventory", "i", "", "cluster.yaml describing the hosts")
+	addRunFlags(fl, &f, "f")
+	fl.BoolVar(&f.listTasks, "list-tasks", false, "list the tasks that would run, and exit")
+	fl.BoolVar(&f.listHosts, "list-hosts", false, "list the hosts each play would run on, and exit")
+	fl.BoolVar(&f.listTags, "list-tags", false, "list the tags of each play, and exit")
+	fl.BoolVar(&f.syntax, "syntax-check", false, "load and check the playbook, and exit")
+	fl.BoolVar(&f.forceHandlers, "force-handlers", false, "run notified handlers even on hosts that failed afterwards (as the play keyword force_handlers)")
+	fl.StringVar(&f.backup, "backup", "", "the backup archive a restore reads: sets -e backup_file to its absolute path")
+	addOfflineBundleFlag(fl, &f)
+	return cmd
+}
+
+// addRunFlags registers the flags of a playbook run that `kubexm play` and
+// the verbs (create cluster, upgrade cluster, ...) share; forksShort is the
+// shorthand of --forks ("" for none: the verbs use -f for the cluster file).
+func addRunFlags(fl *pflag.FlagSet, f *playFlags, forksShort string) {
 	fl.StringSliceVarP(&f.tags, "tags", "t", nil, "run only tasks with these tags (comma separated)")
 	fl.StringSliceVar(&f.skipTags, "skip-tags", nil, "skip tasks with these tags")
 	fl.StringVar(&f.startAt, "start-at-task", "", "start at the first task with this name (exact or glob)")
@@ -85,22 +104,18 @@ of a built-in playbook (kubexm playbook list). See docs/playbooks.md.`,
 	fl.BoolVarP(&f.check, "check", "C", false, "dry run: report what would change, change nothing")
 	fl.BoolVarP(&f.diff, "diff", "D", false, "show the differences of changed files")
 	fl.StringArrayVarP(&f.extraVars, "extra-vars", "e", nil, "set a variable: name=value, @file.yaml or a {...} mapping (repeatable)")
-	fl.IntVarP(&f.forks, "forks", "f", 50, "how many hosts work at once")
-	fl.BoolVar(&f.listTasks, "list-tasks", false, "list the tasks that would run, and exit")
-	fl.BoolVar(&f.listHosts, "list-hosts", false, "list the hosts each play would run on, and exit")
-	fl.BoolVar(&f.listTags, "list-tags", false, "list the tags of each play, and exit")
-	fl.BoolVar(&f.syntax, "syntax-check", false, "load and check the playbook, and exit")
+	fl.IntVarP(&f.forks, "forks", forksShort, 50, "how many hosts work at once")
 	fl.StringVar(&f.resume, "resume", "", "continue a failed run, skipping what succeeded: the last run, or --resume=RUN-ID")
 	fl.Lookup("resume").NoOptDefVal = "last"
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	fl.CountVarP(&f.verbose, "verbose", "v", "show stdout/stderr of every task (-vv: also progress)")
 	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles before the built-in ones")
 	fl.StringVar(&f.workDir, "workdir", "", "work directory holding run journals (default .kubexm/<cluster name>)")
-	fl.BoolVar(&f.forceHandlers, "force-handlers", false, "run notified handlers even on hosts that failed afterwards (as the play keyword force_handlers)")
 	fl.BoolVar(&f.noJournal, "no-journal", false, "do not write a run journal (such a run cannot be resumed)")
-	fl.StringVar(&f.backup, "backup", "", "the backup archive a restore reads: sets -e backup_file to its absolute path")
+}
+
+func addOfflineBundleFlag(fl *pflag.FlagSet, f *playFlags) {
 	fl.StringVar(&f.offlineBundle, "offline-bundle", "", "install from this bundle of kubexm artifact export: verified, unpacked into the work directory, and no download reaches the network")
-	return cmd
 }
 
 // exitError carries the process exit status: 2 when hosts failed, 4 when
@@ -186,10 +201,7 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 	workDir := f.workDir
 	if workDir == "" {
 		name, _ := inv.Vars["cluster_name"].(string)
-		if name == "" {
-			name = strings.TrimSuffix(filepath.Base(f.inventory), filepath.Ext(f.inventory))
-		}
-		workDir = filepath.Join(".kubexm", name)
+		workDir = defaultWorkDir(name, f.inventory)
 	}
 	// Absolute, so that `{{ .work_dir }}` means the same in a command run on
 	// localhost as in a builtin, whatever directory a task runs in.
@@ -219,10 +231,12 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 	if ctx.Err() != nil {
 		return &exitError{err: fmt.Errorf("stopped before the run began: %w", context.Cause(ctx)), code: 130}
 	}
-	var sink engine.Sink
-	if f.output == "json" {
+	sink := f.sink
+	switch {
+	case sink != nil:
+	case f.output == "json":
 		sink = output.NewJSON(w)
-	} else {
+	default:
 		sink = output.NewText(w, f.verbose)
 	}
 	// The running binary, for plays that install kubexm itself on a host
@@ -251,6 +265,16 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 		return &exitError{err: err, code: code}
 	}
 	return err
+}
+
+// defaultWorkDir is a cluster's work directory when --workdir is not given:
+// .kubexm/<cluster name>, or .kubexm/<inventory file name> for an inventory
+// that names no cluster.
+func defaultWorkDir(clusterName, inventoryPath string) string {
+	if clusterName == "" {
+		clusterName = strings.TrimSuffix(filepath.Base(inventoryPath), filepath.Ext(inventoryPath))
+	}
+	return filepath.Join(".kubexm", clusterName)
 }
 
 func newPlaybookCmd(a *app) *cobra.Command {

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/engine/output"
+)
+
+// newPlanClusterCmd is `kubexm plan cluster`: create-cluster under --check
+// --diff, shown as a plan per host. It takes no lock and writes no journal
+// (a check run), so it can run beside anything.
+func newPlanClusterCmd(a *app) *cobra.Command {
+	var f playFlags
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "What create cluster would change on each host, changing nothing",
+		Long: `Run the create-cluster playbook with --check --diff and show it as a plan:
+for each host the tasks that would change something (with the differences
+of the files), then "N to change, M unchanged" over every task and host.
+A task whose check depends on an earlier change (a binary not installed
+yet) is counted as skipped. Nothing is changed on any host.
+-o json prints the run's events as JSON lines and the plan as the last line.`,
+		Example: `  kubexm plan cluster -f cluster.yaml
+  kubexm plan cluster -f cluster.yaml --tags etcd --limit n1`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.inventory == "" {
+				return fmt.Errorf("no cluster file: pass -f cluster.yaml")
+			}
+			return a.planCluster(cmd, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.inventory, "file", "f", "", "the cluster file (cluster.yaml)")
+	fl.StringSliceVarP(&f.tags, "tags", "t", nil, "plan only tasks with these tags")
+	fl.StringSliceVar(&f.skipTags, "skip-tags", nil, "leave out tasks with these tags")
+	fl.StringVarP(&f.limit, "limit", "l", "", "plan only for these hosts (pattern)")
+	fl.StringArrayVarP(&f.extraVars, "extra-vars", "e", nil, "set a variable: name=value, @file.yaml or a {...} mapping (repeatable)")
+	fl.StringVarP(&f.output, "output", "o", "text", "text or json")
+	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles before the built-in ones")
+	fl.StringVar(&f.workDir, "workdir", "", "work directory (default .kubexm/<cluster name>)")
+	addOfflineBundleFlag(fl, &f)
+	return cmd
+}
+
+// hostPlan is what one host would see.
+type hostPlan struct {
+	Host      string       `json:"host"`
+	Changes   []planChange `json:"changes"`
+	Unchanged int          `json:"unchanged"`
+	Skipped   int          `json:"skipped"`
+	Failed    []planChange `json:"failed,omitempty"`
+}
+
+type planChange struct {
+	Task    string `json:"task"`
+	Pos     string `json:"pos,omitempty"`
+	Message string `json:"message,omitempty"`
+	Diff    string `json:"diff,omitempty"`
+}
+
+// plan collects the host results of a check run.
+type plan struct {
+	hosts map[string]*hostPlan
+	next  engine.Sink // the JSON lines, with -o json
+	warn  io.Writer   // progress and warnings without -o json
+}
+
+func (p *plan) Emit(e engine.Event) {
+	if p.next != nil {
+		p.next.Emit(e)
+	} else {
+		// The plan is printed at the end; meanwhile stderr says how far
+		// the check run is.
+		switch e.Kind {
+		case engine.EventWarning:
+			fmt.Fprintf(p.warn, "warning: %s\n", e.Message)
+		case engine.EventPlayStart:
+			fmt.Fprintf(p.warn, "checking: %s\n", e.Play)
+		}
+	}
+	// A looped task reports once per host besides its items; the items are
+	// in that report's diff.
+	if e.Kind != engine.EventHostResult || e.Item != "" || e.Host == "" {
+		return
+	}
+	h, ok := p.hosts[e.Host]
+	if !ok {
+		h = &hostPlan{Host: e.Host}
+		p.hosts[e.Host] = h
+	}
+	c := planChange{Task: taskName(e), Pos: e.Pos, Message: e.Message, Diff: e.Diff}
+	switch e.Status {
+	case engine.StatusChanged:
+		h.Changes = append(h.Changes, c)
+	case engine.StatusOK:
+		h.Unchanged++
+	case engine.StatusSkipped:
+		h.Skipped++
+	case engine.StatusFailed, engine.StatusUnreachable:
+		h.Failed = append(h.Failed, c)
+	}
+}
+
+func taskName(e engine.Event) string {
+	if e.Role != "" {
+		return e.Role + " : " + e.Task
+	}
+	return e.Task
+}
+
+func (a *app) planCluster(cmd *cobra.Command, f playFlags) error {
+	if f.output != "text" && f.output != "json" {
+		return fmt.Errorf("--output must be text or json, not %q", f.output)
+	}
+	w := cmd.OutOrStdout()
+	p := &plan{hosts: map[string]*hostPlan{}, warn: cmd.ErrOrStderr()}
+	if f.output == "json" {
+		p.next = output.NewJSON(w)
+	}
+	f.check, f.diff, f.sink, f.forks = true, true, p, 50
+	runErr := a.play(cmd.Context(), w, "create-cluster", f)
+	hosts := make([]*hostPlan, 0, len(p.hosts))
+	for _, h := range p.hosts {
+		hosts = append(hosts, h)
+	}
+	sort.Slice(hosts, func(i, j int) bool { return hosts[i].Host < hosts[j].Host })
+	var change, same, skipped int
+	for _, h := range hosts {
+		change += len(h.Changes)
+		same += h.Unchanged
+		skipped += h.Skipped
+	}
+	if f.output == "json" {
+		data, err := json.Marshal(struct {
+			Kind      string      `json:"kind"`
+			ToChange  int         `json:"to_change"`
+			Unchanged int         `json:"unchanged"`
+			Skipped   int         `json:"skipped"`
+			Hosts     []*hostPlan `json:"hosts"`
+		}{"plan", change, same, skipped, hosts})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s\n", data)
+		return runErr
+	}
+	writePlan(w, hosts)
+	if runErr != nil {
+		fmt.Fprintf(w, "\nThe plan is incomplete: the check run stopped (%v).\n", runErr)
+		return runErr
+	}
+	if skipped > 0 {
+		fmt.Fprintf(w, "%d tasks skipped: they do not apply, or their check needs an earlier change made first.\n", skipped)
+	}
+	fmt.Fprintf(w, "Plan: %d to change, %d unchanged.\n", change, same)
+	return nil
+}
+
+func writePlan(w io.Writer, hosts []*hostPlan) {
+	for _, h := range hosts {
+		if len(h.Changes) == 0 && len(h.Failed) == 0 {
+			fmt.Fprintf(w, "%s: no changes (%d unchanged)\n", h.Host, h.Unchanged)
+			continue
+		}
+		fmt.Fprintf(w, "%s: %d to change, %d unchanged\n", h.Host, len(h.Changes), h.Unchanged)
+		for _, c := range h.Changes {
+			fmt.Fprintf(w, "  ~ %s\n", c.Task)
+			if c.Diff != "" {
+				for _, line := range strings.Split(strings.TrimRight(c.Diff, "\n"), "\n") {
+					fmt.Fprintf(w, "      %s\n", line)
+				}
+			}
+		}
+		for _, c := range h.Failed {
+			fmt.Fprintf(w, "  ! %s (%s): %s\n", c.Task, c.Pos, c.Message)
+		}
+	}
+	fmt.Fprintln(w)
+}

@@ -1,0 +1,431 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/mensylisir/kubexm/engine"
+)
+
+// The verb-noun commands of seeds/002 (create cluster, delete nodes, ...)
+// are front ends over the built-in playbooks: each sets the playbook, the
+// cluster file and the variables its flags stand for, and runs it the way
+// `kubexm play` does (a.play), so lookup, locks, journals, --resume and the
+// output are the same.
+
+// verbFlags are the flags of a verb that runs a playbook.
+type verbFlags struct {
+	play playFlags
+	yes  bool
+}
+
+// addVerbCmds adds the verb-noun commands to root, under the verbs that
+// exist already (create, certs) or new ones.
+func addVerbCmds(root *cobra.Command, a *app) {
+	verb := func(name, short string) *cobra.Command {
+		for _, c := range root.Commands() {
+			if c.Name() == name {
+				return c
+			}
+		}
+		c := &cobra.Command{Use: name, Short: short}
+		root.AddCommand(c)
+		return c
+	}
+	verb("create", "").AddCommand(newCreateClusterCmd(a))
+	verb("delete", "Delete a cluster or take nodes out of it").AddCommand(newDeleteClusterCmd(a), newDeleteNodesCmd(a))
+	verb("add", "Add nodes to a cluster").AddCommand(newAddNodesCmd(a))
+	verb("upgrade", "Upgrade a cluster").AddCommand(newUpgradeClusterCmd(a))
+	verb("backup", "Back up a cluster").AddCommand(newBackupClusterCmd(a))
+	verb("restore", "Restore a cluster from a backup").AddCommand(newRestoreClusterCmd(a))
+	verb("certs", "").AddCommand(newCertsRenewCmd(a))
+	verb("plan", "Show what a run would change").AddCommand(newPlanClusterCmd(a))
+	verb("run", "Run a command on hosts of a cluster").AddCommand(newRunCommandCmd(a))
+	verb("get", "List clusters and nodes").AddCommand(newGetClustersCmd(), newGetNodesCmd())
+	verb("describe", "Describe a cluster").AddCommand(newDescribeClusterCmd())
+	for _, n := range notYetVerbs {
+		verb(n.verb, n.verbShort).AddCommand(newNotYetCmd(n))
+	}
+}
+
+// verbCmd is a command running playbook on the cluster file of -f with the
+// common run flags; prepare, if set, turns the verb's own flags into
+// variables and checks them before anything runs.
+func verbCmd(a *app, use, playbook, short, long, example string, v *verbFlags, prepare func(*cobra.Command, *verbFlags) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     use,
+		Short:   short,
+		Long:    long,
+		Example: example,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if v.play.inventory == "" {
+				return fmt.Errorf("no cluster file: pass -f cluster.yaml (kubexm create config writes a sample)")
+			}
+			if prepare != nil {
+				if err := prepare(cmd, v); err != nil {
+					return err
+				}
+			}
+			return a.play(cmd.Context(), cmd.OutOrStdout(), playbook, v.play)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&v.play.inventory, "file", "f", "", "the cluster file (cluster.yaml)")
+	addRunFlags(fl, &v.play, "")
+	fl.BoolVar(&v.play.check, "dry-run", false, "same as --check")
+	return cmd
+}
+
+func addYesFlag(fl *pflag.FlagSet, v *verbFlags) {
+	fl.BoolVarP(&v.yes, "yes", "y", false, "do not ask for confirmation")
+}
+
+// setVar passes a verb's flag to the playbook as variable name; the same
+// variable given with -e too is an error rather than a silent choice.
+func setVar(f *playFlags, flag, name string, value any) error {
+	extra, err := engine.ParseExtraVars(f.extraVars)
+	if err != nil {
+		return err
+	}
+	if _, ok := extra[name]; ok {
+		return fmt.Errorf("--%s and -e %s both set %s; give one", flag, name, name)
+	}
+	data, err := json.Marshal(map[string]any{name: value})
+	if err != nil {
+		return err
+	}
+	f.extraVars = append(f.extraVars, string(data))
+	return nil
+}
+
+// confirm asks on errw and reads the answer from in; only "yes" goes on.
+// Without an answer (stdin closed or not a terminal) the run is refused:
+// a script must say --yes.
+func confirm(in io.Reader, errw io.Writer, question string) error {
+	fmt.Fprintf(errw, "%s\nType yes to continue: ", question)
+	line, err := bufio.NewReader(in).ReadString('\n')
+	answer := strings.TrimSpace(line)
+	if answer == "yes" {
+		return nil
+	}
+	if answer == "" && err != nil {
+		fmt.Fprintln(errw)
+		return errors.New("no answer on standard input; nothing was changed: pass --yes to run without asking")
+	}
+	return fmt.Errorf("answered %q, not yes; nothing was changed", answer)
+}
+
+// askUnlessYes asks question before a run that changes the cluster, unless
+// --yes or --check says there is nothing to ask.
+func askUnlessYes(cmd *cobra.Command, v *verbFlags, question string) error {
+	if v.yes || v.play.check {
+		return nil
+	}
+	return confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), question)
+}
+
+// clusterSummary names the cluster of the file and its hosts, for
+// confirmation questions.
+func clusterSummary(v *verbFlags) (string, error) {
+	c, _, err := loadWith(v.play.inventory, v.play.rolesPath)
+	if err != nil {
+		return "", err
+	}
+	var hosts []string
+	for _, h := range c.Spec.Hosts {
+		hosts = append(hosts, h.Name)
+	}
+	return fmt.Sprintf("cluster %s (hosts %s)", c.Metadata.Name, strings.Join(hosts, ", ")), nil
+}
+
+func newCreateClusterCmd(a *app) *cobra.Command {
+	v := &verbFlags{}
+	var skipPreflight bool
+	cmd := verbCmd(a, "cluster", "create-cluster",
+		"Create a cluster from cluster.yaml (the create-cluster playbook)",
+		`Run the create-cluster playbook: preflight checks, OS preparation, etcd, the
+container runtime, Kubernetes, the network plugin and CoreDNS. A second run
+changes nothing; a failed run continues with --resume.`,
+		`  kubexm create cluster -f cluster.yaml
+  kubexm create cluster -f cluster.yaml --offline-bundle bundle.tar.gz
+  kubexm create cluster -f cluster.yaml --tags preflight,os,etcd
+  kubexm create cluster -f cluster.yaml --resume`,
+		v, func(*cobra.Command, *verbFlags) error {
+			if skipPreflight {
+				v.play.skipTags = append(v.play.skipTags, "preflight")
+			}
+			return nil
+		})
+	addOfflineBundleFlag(cmd.Flags(), &v.play)
+	cmd.Flags().BoolVar(&skipPreflight, "skip-preflight", false, "skip the preflight checks (--skip-tags preflight; for debugging)")
+	return cmd
+}
+
+func newDeleteClusterCmd(a *app) *cobra.Command {
+	v := &verbFlags{}
+	var packages bool
+	cmd := verbCmd(a, "cluster", "delete",
+		"Delete a cluster: remove what kubexm installed on every host (the delete playbook)",
+		`Run the delete playbook: stop and remove Kubernetes, the network plugin,
+containerd and etcd, and undo the OS preparation on every host of
+cluster.yaml. The work directory (.kubexm/<cluster>: certificates, backups,
+journals) is kept. Asks for confirmation unless --yes (or --check).`,
+		`  kubexm delete cluster -f cluster.yaml
+  kubexm delete cluster -f cluster.yaml --yes --delete-packages`,
+		v, func(cmd *cobra.Command, v *verbFlags) error {
+			if packages {
+				if err := setVar(&v.play, "delete-packages", "delete_packages", true); err != nil {
+					return err
+				}
+			}
+			what, err := clusterSummary(v)
+			if err != nil {
+				return err
+			}
+			return askUnlessYes(cmd, v, "This deletes "+what+": its data in etcd and every workload are gone.")
+		})
+	addYesFlag(cmd.Flags(), v)
+	cmd.Flags().BoolVar(&packages, "delete-packages", false, "also remove the OS packages kubexm installed (-e delete_packages=true)")
+	return cmd
+}
+
+func newAddNodesCmd(a *app) *cobra.Command {
+	v := &verbFlags{}
+	var nodes []string
+	cmd := verbCmd(a, "nodes", "add-nodes",
+		"Bring the hosts of cluster.yaml the cluster lacks into it (the add-nodes playbook)",
+		`Run the add-nodes playbook: the hosts of cluster.yaml that are not nodes (or
+etcd members) yet join the cluster with their roles from roleGroups; the
+existing nodes are neither touched nor restarted. Add the new hosts to
+cluster.yaml first; --nodes only narrows which of them are considered.`,
+		`  kubexm add nodes -f cluster.yaml
+  kubexm add nodes -f cluster.yaml --nodes n4,n5`,
+		v, func(_ *cobra.Command, v *verbFlags) error {
+			if len(nodes) == 0 {
+				return nil
+			}
+			if v.play.limit != "" {
+				return errors.New("--nodes and --limit both choose the hosts; give one")
+			}
+			v.play.limit = strings.Join(nodes, ",")
+			return nil
+		})
+	addOfflineBundleFlag(cmd.Flags(), &v.play)
+	cmd.Flags().StringSliceVar(&nodes, "nodes", nil, "consider only these hosts of cluster.yaml (as --limit)")
+	return cmd
+}
+
+func newDeleteNodesCmd(a *app) *cobra.Command {
+	v := &verbFlags{}
+	var nodes []string
+	var force bool
+	cmd := verbCmd(a, "nodes", "delete-nodes",
+		"Drain nodes and take them out of the cluster (the delete-nodes playbook)",
+		`Run the delete-nodes playbook on the nodes of --nodes: cordon and drain, the
+Node object, the etcd member, then the cleanup of delete on each of them that
+can be reached. The last master and the last etcd member are refused. With
+--force a drain that fails or times out does not stop the removal, and an
+unreachable node is removed from the API and etcd without cleaning it. Take
+the hosts out of cluster.yaml afterwards. Asks for confirmation unless --yes.`,
+		`  kubexm delete nodes -f cluster.yaml --nodes n4,n5
+  kubexm delete nodes -f cluster.yaml --nodes n6 --force --yes`,
+		v, func(cmd *cobra.Command, v *verbFlags) error {
+			if len(nodes) == 0 {
+				return errors.New("--nodes is required: the nodes to take out (never inferred from cluster.yaml)")
+			}
+			if err := setVar(&v.play, "nodes", "nodes", strings.Join(nodes, ",")); err != nil {
+				return err
+			}
+			if force {
+				if err := setVar(&v.play, "force", "force", true); err != nil {
+					return err
+				}
+			}
+			what, err := clusterSummary(v)
+			if err != nil {
+				return err
+			}
+			q := fmt.Sprintf("This drains %s and removes them from %s.", strings.Join(nodes, ", "), what)
+			if force {
+				q += " --force: pods no controller manages are deleted and PodDisruptionBudgets are bypassed."
+			}
+			return askUnlessYes(cmd, v, q)
+		})
+	addYesFlag(cmd.Flags(), v)
+	cmd.Flags().StringSliceVar(&nodes, "nodes", nil, "the nodes to take out, by name (required)")
+	cmd.Flags().BoolVar(&force, "force", false, "remove even when the drain fails, and remove unreachable nodes without cleaning them (-e force=true)")
+	return cmd
+}
+
+func newUpgradeClusterCmd(a *app) *cobra.Command {
+	v := &verbFlags{}
+	var to string
+	var serial int
+	cmd := verbCmd(a, "cluster", "upgrade",
+		"Upgrade Kubernetes to spec.kubernetes.version (the upgrade playbook)",
+		`Run the upgrade playbook: pre-checks, a backup, etcd, the masters one at a
+time, the workers in drained batches, the network plugin, CoreDNS, health.
+
+The target is spec.kubernetes.version of cluster.yaml: the file is what the
+cluster is made of, so the next create cluster or add nodes installs the same
+version. --to-version is required and must equal it; it confirms the
+target, so that a file edited by someone else is not upgraded by surprise.
+To upgrade, set spec.kubernetes.version: vX.Y.Z in cluster.yaml and run
+upgrade cluster --to-version vX.Y.Z. One minor at a time.`,
+		`  kubexm upgrade cluster -f cluster.yaml --to-version v1.37.2
+  kubexm upgrade cluster -f cluster.yaml --to-version v1.37.2 --node-concurrency 3`,
+		v, func(_ *cobra.Command, v *verbFlags) error {
+			if to == "" {
+				return errors.New("--to-version is required: the version cluster.yaml's spec.kubernetes.version names")
+			}
+			c, _, err := loadWith(v.play.inventory, v.play.rolesPath)
+			if err != nil {
+				return err
+			}
+			want, spec := "v"+strings.TrimPrefix(to, "v"), c.Spec.Kubernetes.Version
+			if want != "v"+strings.TrimPrefix(spec, "v") {
+				return fmt.Errorf("--to-version %s, but spec.kubernetes.version of %s is %s: the upgrade installs what the cluster file says; set spec.kubernetes.version: %s in %s and run again",
+					want, v.play.inventory, spec, want, v.play.inventory)
+			}
+			if serial > 0 {
+				return setVar(&v.play, "node-concurrency", "upgrade_serial", serial)
+			}
+			return nil
+		})
+	addOfflineBundleFlag(cmd.Flags(), &v.play)
+	cmd.Flags().StringVar(&to, "to-version", "", "the target version; must be spec.kubernetes.version of the cluster file (required)")
+	cmd.Flags().IntVar(&serial, "node-concurrency", 0, "workers upgraded at once (-e upgrade_serial; default 1)")
+	return cmd
+}
+
+func newBackupClusterCmd(a *app) *cobra.Command {
+	v := &verbFlags{}
+	var keyFile string
+	var keep int
+	cmd := verbCmd(a, "cluster", "backup",
+		"Back up etcd, the PKI and the configuration of a cluster (the backup playbook)",
+		`Run the backup playbook: an etcd snapshot, the PKI and kubexm's configuration
+of every host, packed with a manifest and sha256 into
+.kubexm/<cluster>/backups/<cluster>-<time>.tar.gz on this machine.`,
+		`  kubexm backup cluster -f cluster.yaml
+  kubexm backup cluster -f cluster.yaml --key-file backup.key --keep 7`,
+		v, func(_ *cobra.Command, v *verbFlags) error {
+			if keyFile != "" {
+				if err := setVar(&v.play, "key-file", "backup_key_file", keyFile); err != nil {
+					return err
+				}
+			}
+			if keep > 0 {
+				return setVar(&v.play, "keep", "backup_keep", keep)
+			}
+			return nil
+		})
+	cmd.Flags().StringVar(&keyFile, "key-file", "", "encrypt the archive with the passphrase in this file (-e backup_key_file)")
+	cmd.Flags().IntVar(&keep, "keep", 0, "keep only the newest N archives of this cluster (-e backup_keep)")
+	return cmd
+}
+
+func newRestoreClusterCmd(a *app) *cobra.Command {
+	v := &verbFlags{}
+	cmd := verbCmd(a, "cluster", "restore",
+		"Put a cluster back to a backup (the restore playbook)",
+		`Run the restore playbook with the archive of --backup (backup cluster made
+it): verified, then the API servers stop, every etcd member is restored from
+the snapshot, the PKI and configuration come back and the cluster's health
+is checked. Everything written to the cluster since the backup is lost.
+Asks for confirmation unless --yes.`,
+		`  kubexm restore cluster -f cluster.yaml --backup .kubexm/demo/backups/demo-20260101-000000.tar.gz`,
+		v, func(cmd *cobra.Command, v *verbFlags) error {
+			if v.play.backup == "" {
+				return errors.New("--backup is required: the archive of backup cluster to restore")
+			}
+			what, err := clusterSummary(v)
+			if err != nil {
+				return err
+			}
+			return askUnlessYes(cmd, v, fmt.Sprintf("This puts %s back to %s: what was written since is lost.", what, v.play.backup))
+		})
+	addYesFlag(cmd.Flags(), v)
+	cmd.Flags().StringVar(&v.play.backup, "backup", "", "the archive to restore (required)")
+	return cmd
+}
+
+func newCertsRenewCmd(a *app) *cobra.Command {
+	v := &verbFlags{}
+	cmd := verbCmd(a, "renew [all]", "certs-renew",
+		"Reissue every leaf certificate from the existing CAs (the certs-renew playbook)",
+		`Run the certs-renew playbook: every leaf certificate and kubeconfig is
+reissued from the existing CAs and sent, and the components restart one
+host at a time. Renewing a single certificate, or the CAs, is not written
+yet: those names are refused.`,
+		`  kubexm certs renew -f cluster.yaml
+  kubexm certs renew all -f cluster.yaml --check`,
+		v, nil)
+	cmd.Args = func(_ *cobra.Command, args []string) error {
+		switch {
+		case len(args) == 0 || (len(args) == 1 && args[0] == "all"):
+			return nil
+		case len(args) == 1 && args[0] == "ca":
+			return &notYetError{what: "kubexm certs renew ca", why: "no playbook rotates the CAs yet", hint: "kubexm certs renew -f cluster.yaml reissues every leaf from the existing CAs"}
+		}
+		return &notYetError{what: "kubexm certs renew " + strings.Join(args, " "), why: "renewing one certificate alone is not written yet", hint: "kubexm certs renew -f cluster.yaml renews every leaf (all)"}
+	}
+	return cmd
+}
+
+// notYet is a verb of seeds/002 whose playbook does not exist yet.
+type notYet struct {
+	verb, verbShort, noun, seed, why, hint string
+}
+
+var notYetVerbs = []notYet{
+	{verb: "run", noun: "task", seed: "seeds/002 kubexm run task", why: "no playbook runs one task alone yet",
+		hint: "kubexm create cluster -f cluster.yaml --start-at-task NAME (or --tags TAG) re-runs from that task; finished tasks change nothing"},
+	{verb: "upgrade", noun: "self", seed: "seeds/002 kubexm upgrade self", why: "kubexm does not replace its own binary yet",
+		hint: "install the new release's binary in place of this one"},
+	{verb: "rollback", verbShort: "Roll a cluster back", noun: "cluster", seed: "seeds/002 RollbackUpgrade", why: "no rollback playbook exists yet",
+		hint: "kubexm restore cluster -f cluster.yaml --backup FILE puts etcd, the PKI and the configuration back to a backup (upgrade cluster makes one first)"},
+	{verb: "cordon", verbShort: "Mark nodes unschedulable", noun: "node", seed: "seeds/002 CordonUncordonNode", why: "no cordon playbook exists yet",
+		hint: "kubexm run command -f cluster.yaml --group master[0] --become -- kubectl --kubeconfig /etc/kubernetes/admin.kubeconfig cordon NODE"},
+	{verb: "uncordon", verbShort: "Mark nodes schedulable", noun: "node", seed: "seeds/002 CordonUncordonNode", why: "no uncordon playbook exists yet",
+		hint: "kubexm run command -f cluster.yaml --group master[0] --become -- kubectl --kubeconfig /etc/kubernetes/admin.kubeconfig uncordon NODE"},
+	{verb: "restart", verbShort: "Restart cluster components", noun: "component", seed: "seeds/002 RestartComponent", why: "no playbook restarts a component host by host with health checks yet",
+		hint: "kubexm run command -f cluster.yaml --nodes HOST --become -- systemctl restart UNIT (one host at a time)"},
+	{verb: "rotate", verbShort: "Rotate cluster secrets", noun: "tokens", seed: "seeds/002 RotateKubeconfigTokens", why: "no playbook rotates the service-account keys yet",
+		hint: "kubexm certs renew -f cluster.yaml renews the certificates; the service-account key pair stays"},
+	{verb: "install", verbShort: "Install add-ons", noun: "addon", seed: "seeds/002 addon install", why: "no add-on is installed yet (spec.addons is refused, see kubexm support)",
+		hint: "install it with kubectl or helm using .kubexm/<cluster>/kubeconfig"},
+}
+
+// notYetError is a verb that exists in the command tree but has no
+// playbook behind it yet: it never succeeds silently.
+type notYetError struct{ what, why, hint string }
+
+func (e *notYetError) Error() string {
+	return fmt.Sprintf("%s is not available yet: %s; meanwhile: %s", e.what, e.why, e.hint)
+}
+
+// ExitCode is 3, so that a script can tell "not written yet" from a run
+// that failed (2) or hosts that were unreachable (4).
+func (e *notYetError) ExitCode() int { return 3 }
+
+func newNotYetCmd(n notYet) *cobra.Command {
+	what := "kubexm " + n.verb + " " + n.noun
+	return &cobra.Command{
+		Use:   n.noun,
+		Short: "Not available yet (" + n.seed + ")",
+		// Whatever flags a user tries, the answer is the same message.
+		DisableFlagParsing: true,
+		RunE: func(*cobra.Command, []string) error {
+			return &notYetError{what: what, why: n.why, hint: n.hint}
+		},
+	}
+}
