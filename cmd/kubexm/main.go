@@ -136,6 +136,9 @@ func newRootCmd() *cobra.Command {
 		builtinFS:     kubexm.Content(),
 	}
 	root.AddCommand(newConfigCmd(), newCreateCmd(), newPlayCmd(a), newPlaybookCmd(a), newDocCmd(a), newArtifactCmd(a), newSupportCmd(), newCertsCmd(a))
+	root.AddCommand(newServerCmd(a))
+	root.AddCommand(newWorkerCmd(a))
+	root.AddCommand(newGetCmd())
 	return root
 }
 

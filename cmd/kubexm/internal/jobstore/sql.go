@@ -330,7 +330,7 @@ func (s *sqlStore) Claim(ctx context.Context, worker string) (*Job, error) {
 		pick += ` FOR UPDATE SKIP LOCKED`
 	}
 	row := s.db.QueryRowContext(ctx, s.q(`UPDATE jobs SET
-		status = 'running', worker = ?, heartbeat_at = ?, attempts = attempts + 1, current_task = '',
+		status = 'running', worker = ?, heartbeat_at = ?, attempts = attempts + 1, current_task = '', error = '',
 		resume = CASE WHEN status = 'interrupted' AND run_id <> '' THEN 1 ELSE resume END,
 		started_at = CASE WHEN started_at = 0 THEN ? ELSE started_at END
 		WHERE id = (`+pick+`) AND status IN ('queued', 'interrupted')
@@ -379,6 +379,11 @@ func (s *sqlStore) Finish(ctx context.Context, id, worker string, st Status, msg
 	}
 	res, err := s.db.ExecContext(ctx, s.q(`UPDATE jobs SET status = ?, error = ?, finished_at = ?, current_task = '', resume = 0
 		WHERE id = ? AND worker = ? AND status = 'running'`), string(st), msg, ms(s.now()), id, worker)
+	return lost(id, res, err)
+}
+
+func (s *sqlStore) Interrupt(ctx context.Context, id, worker, msg string) error {
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE jobs SET status = 'interrupted', worker = '', error = ?, current_task = '' WHERE id = ? AND worker = ? AND status = 'running'`), msg, id, worker)
 	return lost(id, res, err)
 }
 

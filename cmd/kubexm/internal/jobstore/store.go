@@ -171,6 +171,9 @@ type Store interface {
 	SetProgress(ctx context.Context, id, worker, runID, task string) error
 	// Finish ends a running job; ErrLost when it is no longer the worker's.
 	Finish(ctx context.Context, id, worker string, s Status, msg string) error
+	// Interrupt hands a running job back (its worker is stopping): any
+	// worker resumes it.
+	Interrupt(ctx context.Context, id, worker, msg string) error
 	// Cancel cancels a queued or interrupted job at once and asks the
 	// worker of a running one to stop it.
 	Cancel(ctx context.Context, id string) (Job, error)
