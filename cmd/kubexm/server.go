@@ -33,6 +33,7 @@ type serviceFlags struct {
 	playbooksDir  string
 	heartbeat     time.Duration
 	ttl           time.Duration
+	poll          time.Duration
 }
 
 func defaultDataDir() string {
@@ -51,6 +52,7 @@ func addServiceFlags(cmd *cobra.Command, f *serviceFlags) {
 	fl.StringVar(&f.db, "db", "", "job database: a postgres://user@host/db URL, or a SQLite file (default DATA-DIR/kubexm.db)")
 	fl.StringVar(&f.secretKeyFile, "secret-key-file", "", "file with the AES-256 key (base64) that encrypts the cluster.yaml files in the database (default DATA-DIR/secret.key; $"+secretbox.KeyEnv+" wins)")
 	fl.StringVar(&f.playbooksDir, "playbooks", "", "directory of extra playbooks (NAME/playbook.yaml or NAME.yaml) jobs may name, found before the built-in ones")
+	fl.DurationVar(&f.poll, "poll", time.Second, "how often an idle worker looks for a queued job")
 	fl.DurationVar(&f.heartbeat, "heartbeat", 5*time.Second, "how often a worker records that it still runs its job")
 	fl.DurationVar(&f.ttl, "heartbeat-ttl", 30*time.Second, "how long a job's worker may stay silent before the job is marked interrupted and resumed by another worker")
 }
@@ -222,7 +224,7 @@ func (a *app) serve(ctx context.Context, cmd *cobra.Command, f *serverFlags) err
 		host, _ := os.Hostname()
 		for i := range f.workers {
 			w, err := worker.New(worker.Config{Store: svc.store, Box: svc.box, DataDir: svc.dataDir, Playbook: svc.playbook,
-				Name: fmt.Sprintf("%s:%d/%d", host, os.Getpid(), i+1), Heartbeat: f.heartbeat, TTL: f.ttl, Metrics: m, Log: log,
+				Name: fmt.Sprintf("%s:%d/%d", host, os.Getpid(), i+1), Poll: f.poll, Heartbeat: f.heartbeat, TTL: f.ttl, Metrics: m, Log: log,
 				GlobalArgs: globalArgs(cmd)})
 			if err != nil {
 				ln.Close()
