@@ -76,6 +76,12 @@ var servicePlaybooks = map[string]string{
     - name: release the cluster
       shell: rmdir {{ .work_dir | quote }}/busy
 `,
+	"fail/playbook.yaml": `- name: fail
+  hosts: localhost
+  tasks:
+    - name: break
+      shell: echo broken >&2; exit 3
+`,
 	"slow/playbook.yaml": `- name: slow
   hosts: localhost
   tasks:
@@ -422,7 +428,72 @@ func testService(t *testing.T, dsn string) {
 		}
 	}
 
+	// Cancel a running job: its worker stops the child as Ctrl-C would.
+	if code := e.do("POST", "/api/v1/jobs", "application/json", []byte(`{"cluster": "c2", "playbook": "slow"}`), &acc); code != 202 {
+		t.Fatalf("queue slow on c2: %d", code)
+	}
+	e.waitJob(acc.JobID, time.Minute, "in its long task", func(j jobstore.Job) bool { return j.CurrentTask == "long" })
+	if code := e.do("POST", "/api/v1/jobs/"+acc.JobID+"/cancel", "", nil, nil); code != 202 {
+		t.Fatalf("cancel: %d", code)
+	}
+	j = e.waitJob(acc.JobID, 30*time.Second, "ended", func(j jobstore.Job) bool { return !j.Status.Active() })
+	if j.Status != jobstore.Cancelled {
+		t.Fatalf("cancelled job: %+v", j)
+	}
+	if _, err := os.Stat(filepath.Join(e.dataDir, "clusters", "c2", "last.count")); err == nil {
+		t.Fatal("the cancelled job ran its last task")
+	}
+
+	// A failing playbook: the job fails, saying which task.
+	if code := e.do("POST", "/api/v1/jobs", "application/json", []byte(`{"cluster": "c3", "playbook": "fail"}`), &acc); code != 202 {
+		t.Fatalf("queue fail on c3: %d", code)
+	}
+	j = e.waitJob(acc.JobID, time.Minute, "ended", func(j jobstore.Job) bool { return !j.Status.Active() })
+	if j.Status != jobstore.Failed || j.Error == "" || j.Attempts != 1 {
+		t.Fatalf("failing job: %+v", j)
+	}
+	t.Logf("failed job's error: %s", j.Error)
+	acc.JobID = e.mustLatest("c2")
+
+	// kubexm get jobs / get job against the server.
+	out := e.cli("get", "jobs", "--server", e.srv.URL, "--token", e.rec.token, "--cluster", "c2")
+	if !strings.Contains(out, acc.JobID) || !strings.Contains(out, "cancelled") || strings.Count(out, "\n") != 6 {
+		t.Fatalf("get jobs --cluster c2:\n%s", out)
+	}
+	out = e.cli("get", "job", acc.JobID, "--server", e.srv.URL, "--token", e.rec.token)
+	if !strings.Contains(out, "Status:    cancelled") || !strings.Contains(out, "Playbook:  slow") || !strings.Contains(out, "job_end") {
+		t.Fatalf("get job:\n%s", out)
+	}
+	e.rec.mu.Lock()
+	e.rec.seen.WriteString(out)
+	e.rec.mu.Unlock()
+
 	e.grepSecret()
+}
+
+// mustLatest is the id of the newest job of cluster.
+func (e *serviceEnv) mustLatest(cluster string) string {
+	e.t.Helper()
+	var out struct{ Jobs []jobstore.Job }
+	e.do("GET", "/api/v1/jobs?limit=1&cluster="+cluster, "", nil, &out)
+	if len(out.Jobs) != 1 {
+		e.t.Fatalf("no job on %s", cluster)
+	}
+	return out.Jobs[0].ID
+}
+
+// cli runs a kubexm command line in this process and returns its output.
+func (e *serviceEnv) cli(args ...string) string {
+	e.t.Helper()
+	root := newRootCmd()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		e.t.Fatalf("kubexm %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String()
 }
 
 // grepSecret fails when the cluster.yaml's secret shows, in clear or in an

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +55,31 @@ type Config struct {
 type Server struct {
 	c   Config
 	mux *http.ServeMux
+	// tokens caches the tokens found, by hash, for tokenTTL: a client
+	// polling a job costs one query, not two. A deleted token stops
+	// working within tokenTTL.
+	tokens sync.Map // string -> cachedToken
+}
+
+type cachedToken struct {
+	tok     jobstore.Token
+	expires time.Time
+}
+
+const tokenTTL = 5 * time.Second
+
+func (s *Server) token(ctx context.Context, hash string) (jobstore.Token, error) {
+	if v, ok := s.tokens.Load(hash); ok {
+		if c := v.(cachedToken); time.Now().Before(c.expires) {
+			return c.tok, nil
+		}
+		s.tokens.Delete(hash)
+	}
+	t, err := s.c.Store.TokenByHash(ctx, hash)
+	if err == nil {
+		s.tokens.Store(hash, cachedToken{tok: t, expires: time.Now().Add(tokenTTL)})
+	}
+	return t, err
 }
 
 // route is one operation: the mux serves it and the OpenAPI document
@@ -129,7 +155,7 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 				writeError(w, http.StatusUnauthorized, "no bearer token: send Authorization: Bearer TOKEN (kubexm server token create)")
 				return
 			}
-			t, err := s.c.Store.TokenByHash(r.Context(), HashToken(v))
+			t, err := s.token(r.Context(), HashToken(v))
 			if errors.Is(err, jobstore.ErrNotFound) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="kubexm", error="invalid_token"`)
 				writeError(w, http.StatusUnauthorized, "unknown bearer token")

@@ -49,6 +49,12 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 		q.Add("_pragma", "synchronous(NORMAL)")
 		q.Set("_txlock", "immediate")
 		s.db, err = sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+		if err == nil {
+			// A few connections serve many readers; more only contend
+			// for the one file.
+			s.db.SetMaxOpenConns(8)
+			s.db.SetMaxIdleConns(8)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)

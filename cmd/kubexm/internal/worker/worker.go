@@ -347,20 +347,16 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 	mu.Lock()
 	reason := why
 	mu.Unlock()
-	switch reason {
-	case "lost":
+	switch {
+	case reason == "lost":
 		log.Warn("job lost to another worker: child killed")
 		return "", ""
-	case "interrupted":
+	case err == nil:
+		return jobstore.Succeeded, "" // it ended before a signal could stop it
+	case reason == "interrupted":
 		return jobstore.Interrupted, "the worker running it stopped (" + w.c.Name + "); another worker resumes it"
-	case "cancelled":
-		if err == nil {
-			return jobstore.Succeeded, "" // it ended before the signal came
-		}
+	case reason == "cancelled":
 		return jobstore.Cancelled, "cancelled"
-	}
-	if err == nil {
-		return jobstore.Succeeded, ""
 	}
 	return jobstore.Failed, mask(stderr.message(err))
 }
