@@ -286,19 +286,30 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 		// trusted by the worker that resumes.
 		cmd.Env = append(cmd.Env, "KUBEXM_HOME="+w.c.DataDir)
 	}
-	// The child dies with the worker, however the worker dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdout, err := cmd.StdoutPipe()
+	// The child dies with the worker, however the worker dies; in a
+	// process group of its own, so that a kill reaches what it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	// A pipe of our own rather than StdoutPipe: a command the child left
+	// behind may hold its end open after the child exited, and the job
+	// must end when the child does.
+	stdout, pw, err := os.Pipe()
 	if err != nil {
 		return jobstore.Failed, err.Error()
 	}
+	defer stdout.Close()
+	cmd.Stdout = pw
 	var stderr tail
 	cmd.Stderr = &stderr
+	// The same for stderr, which exec copies: stop waiting for it soon
+	// after the child is gone.
+	cmd.WaitDelay = 2 * time.Second
 	// Pdeathsig fires when the thread that started the child ends: keep
 	// this goroutine on its thread until the child is gone.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
 		return jobstore.Failed, fmt.Sprintf("start %s: %v", w.c.Exe, err)
 	}
 	log.Info("child started", "pid", cmd.Process.Pid, "args", strings.Join(args, " "))
@@ -310,7 +321,12 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 		defer mu.Unlock()
 		if why == "" {
 			why = reason
-			_ = cmd.Process.Signal(sig)
+			if sig == syscall.SIGKILL {
+				_ = syscall.Kill(-cmd.Process.Pid, sig)
+			} else {
+				// kubexm play stops the commands it started itself.
+				_ = cmd.Process.Signal(sig)
+			}
 		}
 	}
 	done := make(chan struct{})
@@ -341,9 +357,22 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 		}
 	}()
 
-	w.follow(ctx, j, stdout, log)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		w.follow(j, stdout, log)
+	}()
 	err = cmd.Wait()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		err = nil // the child succeeded; a leftover held its stderr
+	}
 	close(done)
+	select {
+	case <-followed:
+	case <-time.After(2 * time.Second):
+		stdout.Close() // a leftover holds the pipe: stop reading
+		<-followed
+	}
 	mu.Lock()
 	reason := why
 	mu.Unlock()
@@ -362,7 +391,7 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 }
 
 // follow reads the child's JSON events into the store and the metrics.
-func (w *Worker) follow(ctx context.Context, j *jobstore.Job, r io.Reader, log *slog.Logger) {
+func (w *Worker) follow(j *jobstore.Job, r io.Reader, log *slog.Logger) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
 	for sc.Scan() {
