@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
@@ -11,6 +13,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -607,4 +610,97 @@ func (e *serviceEnv) rawDB() (*sql.DB, []string) {
 		e.t.Fatalf("tables: %v", tables)
 	}
 	return db, tables
+}
+
+// TestServerAlone: `kubexm server` by itself (TLS with its self-signed
+// certificate, the bootstrap token, in-process workers) runs a job queued
+// through the API, and kubexm get jobs reaches it pinning the certificate.
+func TestServerAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server process")
+	}
+	dataDir, pbDir := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(pbDir, "tiny"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pbDir, "tiny", "playbook.yaml"), []byte(servicePlaybooks["tiny/playbook.yaml"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var log syncBuffer
+	cmd := exec.Command(os.Args[0], "server", "--listen", addr, "--data-dir", dataDir, "--playbooks", pbDir, "--poll", "100ms")
+	cmd.Env = append(os.Environ(), "KUBEXM_TEST_MAIN=1", "KUBEXM_HOME="+t.TempDir(), secretbox.KeyEnv+"=")
+	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("server log:\n%s", log.String())
+		}
+	}()
+	ca := filepath.Join(dataDir, "tls", "cert.pem")
+	var tok []byte
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		tok, _ = os.ReadFile(filepath.Join(dataDir, "admin.token"))
+		if len(tok) > 0 && strings.Contains(log.String(), "listening") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not start:\n%s", log.String())
+		}
+	}
+	token := strings.TrimSpace(string(tok))
+	pem, err := os.ReadFile(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	req, _ := http.NewRequest("POST", "https://"+addr+"/api/v1/clusters?run=tiny", strings.NewReader(serviceCluster("solo")))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acc struct {
+		JobID string `json:"job_id"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&acc)
+	resp.Body.Close()
+	if resp.StatusCode != 202 || acc.JobID == "" {
+		t.Fatalf("register and run: %d", resp.StatusCode)
+	}
+	root := func(args ...string) string {
+		r := newRootCmd()
+		var out bytes.Buffer
+		r.SetOut(&out)
+		r.SetErr(&out)
+		r.SetArgs(args)
+		if err := r.ExecuteContext(context.Background()); err != nil {
+			t.Fatalf("kubexm %s: %v\n%s", strings.Join(args, " "), err, out.String())
+		}
+		return out.String()
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		out := root("get", "job", acc.JobID, "--server", "https://"+addr, "--token", token, "--ca", ca)
+		if strings.Contains(out, "Status:    succeeded") {
+			break
+		}
+		if time.Now().After(deadline) || strings.Contains(out, "Status:    failed") {
+			t.Fatalf("job did not succeed:\n%s", out)
+		}
+	}
+	if strings.Contains(log.String(), token) {
+		t.Fatal("the server logged its bootstrap token")
+	}
 }
