@@ -488,13 +488,18 @@ func (e *serviceEnv) mustLatest(cluster string) string {
 // cli runs a kubexm command line in this process and returns its output.
 func (e *serviceEnv) cli(args ...string) string {
 	e.t.Helper()
+	return runKubexm(e.t, args...)
+}
+
+func runKubexm(t *testing.T, args ...string) string {
+	t.Helper()
 	root := newRootCmd()
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&out)
 	root.SetArgs(args)
 	if err := root.ExecuteContext(context.Background()); err != nil {
-		e.t.Fatalf("kubexm %s: %v\n%s", strings.Join(args, " "), err, out.String())
+		t.Fatalf("kubexm %s: %v\n%s", strings.Join(args, " "), err, out.String())
 	}
 	return out.String()
 }
@@ -680,19 +685,8 @@ func TestServerAlone(t *testing.T) {
 	if resp.StatusCode != 202 || acc.JobID == "" {
 		t.Fatalf("register and run: %d", resp.StatusCode)
 	}
-	root := func(args ...string) string {
-		r := newRootCmd()
-		var out bytes.Buffer
-		r.SetOut(&out)
-		r.SetErr(&out)
-		r.SetArgs(args)
-		if err := r.ExecuteContext(context.Background()); err != nil {
-			t.Fatalf("kubexm %s: %v\n%s", strings.Join(args, " "), err, out.String())
-		}
-		return out.String()
-	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		out := root("get", "job", acc.JobID, "--server", "https://"+addr, "--token", token, "--ca", ca)
+		out := runKubexm(t, "get", "job", acc.JobID, "--server", "https://"+addr, "--token", token, "--ca", ca)
 		if strings.Contains(out, "Status:    succeeded") {
 			break
 		}

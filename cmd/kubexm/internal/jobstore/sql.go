@@ -263,10 +263,14 @@ func (s *sqlStore) CreateJob(ctx context.Context, j Job) (Job, error) {
 		return Job{}, err
 	}
 	j.Status, j.CreatedAt = Queued, fromMS(ms(s.now()))
-	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO jobs (id, cluster, config_version, playbook, options, status, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
-		j.ID, j.Cluster, j.ConfigVersion, j.Playbook, string(opts), j.Status, j.CreatedBy, ms(j.CreatedAt))
-	if isUnique(err) {
-		return Job{}, s.conflict(ctx, j.Cluster, err)
+	err = s.orConflict(ctx, j.Cluster, func() error {
+		_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO jobs (id, cluster, config_version, playbook, options, status, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+			j.ID, j.Cluster, j.ConfigVersion, j.Playbook, string(opts), j.Status, j.CreatedBy, ms(j.CreatedAt))
+		return err
+	})
+	var ce *ConflictError
+	if errors.As(err, &ce) {
+		return Job{}, err
 	}
 	if err != nil {
 		return Job{}, fmt.Errorf("create job: %w", err)
@@ -274,17 +278,26 @@ func (s *sqlStore) CreateJob(ctx context.Context, j Job) (Job, error) {
 	return j, nil
 }
 
-// conflict names the job that holds cluster, after the unique index refused
-// another.
-func (s *sqlStore) conflict(ctx context.Context, cluster string, cause error) error {
-	var id string
-	var st Status
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT id, status FROM jobs WHERE cluster = ? AND status IN ('queued', 'running', 'interrupted')`), cluster).Scan(&id, &st)
-	if err != nil {
-		// It finished in between: say so rather than name no job.
-		return fmt.Errorf("cluster %s was busy a moment ago; retry: %w", cluster, cause)
+// orConflict runs write, which makes a job active on cluster; when the
+// unique index refuses it, it names the job that holds the cluster. That
+// job may end between the two statements: then write is tried again.
+func (s *sqlStore) orConflict(ctx context.Context, cluster string, write func() error) error {
+	var err error
+	for range 5 {
+		if err = write(); !isUnique(err) {
+			return err
+		}
+		var id string
+		var st Status
+		qerr := s.db.QueryRowContext(ctx, s.q(`SELECT id, status FROM jobs WHERE cluster = ? AND status IN ('queued', 'running', 'interrupted')`), cluster).Scan(&id, &st)
+		if qerr == nil {
+			return &ConflictError{Cluster: cluster, JobID: id, Status: st}
+		}
+		if !errors.Is(qerr, sql.ErrNoRows) {
+			return qerr
+		}
 	}
-	return &ConflictError{Cluster: cluster, JobID: id, Status: st}
+	return fmt.Errorf("cluster %s: jobs kept starting and ending while this one was queued: %w", cluster, err)
 }
 
 func (s *sqlStore) Job(ctx context.Context, id string) (Job, error) {
@@ -418,11 +431,17 @@ func (s *sqlStore) Resume(ctx context.Context, id string) (Job, error) {
 	if err != nil {
 		return j, err
 	}
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE jobs SET status = 'queued', resume = CASE WHEN run_id <> '' THEN 1 ELSE 0 END,
-		cancel_request = 0, error = '', finished_at = 0, worker = ''
-		WHERE id = ? AND status IN ('failed', 'cancelled', 'interrupted')`), id)
-	if isUnique(err) {
-		return j, s.conflict(ctx, j.Cluster, err)
+	var res sql.Result
+	err = s.orConflict(ctx, j.Cluster, func() error {
+		var err error
+		res, err = s.db.ExecContext(ctx, s.q(`UPDATE jobs SET status = 'queued', resume = CASE WHEN run_id <> '' THEN 1 ELSE 0 END,
+			cancel_request = 0, error = '', finished_at = 0, worker = ''
+			WHERE id = ? AND status IN ('failed', 'cancelled', 'interrupted')`), id)
+		return err
+	})
+	var ce *ConflictError
+	if errors.As(err, &ce) {
+		return j, err
 	}
 	if err != nil {
 		return j, fmt.Errorf("resume job %s: %w", id, err)
