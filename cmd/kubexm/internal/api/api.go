@@ -1,0 +1,599 @@
+// Package api is the HTTP API of `kubexm server`: clusters, jobs and their
+// events over the job store, behind bearer tokens.
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/worker"
+	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/schema"
+)
+
+// Roles a token may have.
+const (
+	RoleReadOnly = "read-only"
+	RoleOperator = "operator"
+)
+
+// Config is what the API needs.
+type Config struct {
+	Store jobstore.Store
+	Box   *secretbox.Box
+	// Support is the matrix a registered cluster.yaml is checked against.
+	Support *schema.Support
+	// Playbook checks that a job's playbook exists.
+	Playbook func(name string) (string, error)
+	// Registry holds the metrics /metrics serves; the API adds the jobs
+	// by state to it.
+	Registry *prometheus.Registry
+	Log      *slog.Logger
+	// EventPoll is how often an event stream looks for new events.
+	EventPoll time.Duration
+}
+
+// Server serves the API.
+type Server struct {
+	c   Config
+	mux *http.ServeMux
+	// tokens caches the tokens found, by hash, for tokenTTL: a client
+	// polling a job costs one query, not two. A deleted token stops
+	// working within tokenTTL.
+	tokens sync.Map // string -> cachedToken
+}
+
+type cachedToken struct {
+	tok     jobstore.Token
+	expires time.Time
+}
+
+const tokenTTL = 5 * time.Second
+
+func (s *Server) token(ctx context.Context, hash string) (jobstore.Token, error) {
+	if v, ok := s.tokens.Load(hash); ok {
+		if c := v.(cachedToken); time.Now().Before(c.expires) {
+			return c.tok, nil
+		}
+		s.tokens.Delete(hash)
+	}
+	t, err := s.c.Store.TokenByHash(ctx, hash)
+	if err == nil {
+		s.tokens.Store(hash, cachedToken{tok: t, expires: time.Now().Add(tokenTTL)})
+	}
+	return t, err
+}
+
+// route is one operation: the mux serves it and the OpenAPI document
+// describes it.
+type route struct {
+	method, path string
+	role         string // "" for no token
+	handler      func(http.ResponseWriter, *http.Request, jobstore.Token)
+	op           map[string]any // the OpenAPI operation
+}
+
+// New builds the server and its routes.
+func New(c Config) (*Server, error) {
+	if c.Store == nil || c.Box == nil || c.Playbook == nil || c.Registry == nil {
+		return nil, errors.New("api: store, secret key, playbook resolver and metrics registry are required")
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.EventPoll <= 0 {
+		c.EventPoll = 500 * time.Millisecond
+	}
+	s := &Server{c: c, mux: http.NewServeMux()}
+	if err := c.Registry.Register(&jobsCollector{store: c.Store, desc: prometheus.NewDesc("kubexm_jobs", "Jobs in the store, per state.", []string{"state"}, nil)}); err != nil {
+		return nil, err
+	}
+	for _, rt := range s.routes() {
+		s.mux.HandleFunc(rt.method+" "+rt.path, s.wrap(rt))
+	}
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(c.Registry, promhttp.HandlerOpts{}))
+	s.mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, s.openAPI())
+	})
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := c.Store.JobCounts(r.Context()); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "database: "+err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	return s, nil
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// HashToken is what the store keeps of a token.
+func HashToken(tok string) string {
+	h := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(h[:])
+}
+
+// NewToken makes a random token.
+func NewToken() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return "kxm_" + hex.EncodeToString(b), nil
+}
+
+// ValidRole says whether role is one a token may have.
+func ValidRole(role string) bool { return role == RoleReadOnly || role == RoleOperator }
+
+func (s *Server) wrap(rt route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var tok jobstore.Token
+		if rt.role != "" {
+			h := r.Header.Get("Authorization")
+			v, ok := strings.CutPrefix(h, "Bearer ")
+			if !ok || v == "" {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="kubexm"`)
+				writeError(w, http.StatusUnauthorized, "no bearer token: send Authorization: Bearer TOKEN (kubexm server token create)")
+				return
+			}
+			t, err := s.token(r.Context(), HashToken(v))
+			if errors.Is(err, jobstore.ErrNotFound) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="kubexm", error="invalid_token"`)
+				writeError(w, http.StatusUnauthorized, "unknown bearer token")
+				return
+			}
+			if err != nil {
+				s.internal(w, r, err)
+				return
+			}
+			if rt.role == RoleOperator && t.Role != RoleOperator {
+				writeError(w, http.StatusForbidden, fmt.Sprintf("token %s is %s; %s %s needs an operator token", t.Name, t.Role, rt.method, rt.path))
+				return
+			}
+			tok = t
+		}
+		rt.handler(w, r, tok)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
+	s.c.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	writeError(w, http.StatusInternalServerError, "internal error (see the server's log)")
+}
+
+// storeError answers for an error of the store.
+func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
+	var ce *jobstore.ConflictError
+	switch {
+	case errors.As(err, &ce):
+		writeJSON(w, http.StatusConflict, map[string]string{"error": ce.Error(), "job_id": ce.JobID, "status": string(ce.Status)})
+	case errors.Is(err, jobstore.ErrNotFound):
+		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, jobstore.ErrState):
+		writeError(w, http.StatusConflict, err.Error())
+	default:
+		s.internal(w, r, err)
+	}
+}
+
+// audit records a mutation: a row and a log line, naming no secret (extra
+// vars by name only).
+func (s *Server) audit(r *http.Request, tok jobstore.Token, action, target, detail string) {
+	e := jobstore.AuditEntry{Actor: tok.Name, Action: action, Target: target, Detail: detail}
+	s.c.Log.Info("audit", "actor", e.Actor, "action", action, "target", target, "detail", detail, "remote", r.RemoteAddr)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+	defer cancel()
+	if err := s.c.Store.Audit(ctx, e); err != nil {
+		s.c.Log.Error("audit log", "err", err)
+	}
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62})$`)
+
+const maxConfig = 1 << 20
+
+// registerCluster stores a new version of a cluster.yaml, checked as
+// `kubexm config validate` checks it.
+func (s *Server) registerCluster(w http.ResponseWriter, r *http.Request, tok jobstore.Token) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfig))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "cluster.yaml: "+err.Error())
+		return
+	}
+	c, _, err := schema.ParseWith("cluster.yaml", data, s.c.Support)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	name := c.Metadata.Name
+	if !nameRE.MatchString(name) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("cluster.yaml: metadata.name %q: the service needs a lower-case name of letters, digits, '.', '_' and '-' (it names a work directory)", name))
+		return
+	}
+	masked, err := schema.Marshal(c.Masked())
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	sealed, err := s.c.Box.Seal(data, worker.ConfigAAD(name))
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	v, err := s.c.Store.PutCluster(r.Context(), name, sealed, string(masked), tok.Name)
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	s.audit(r, tok, "register cluster", name, fmt.Sprintf("version %d", v.Version))
+	pb := r.URL.Query().Get("run")
+	if pb == "" {
+		writeJSON(w, http.StatusCreated, v)
+		return
+	}
+	// POST /api/v1/clusters?run=create-cluster: register and queue in one
+	// request, as the seeds describe.
+	s.queue(w, r, tok, jobRequest{Cluster: name, Playbook: pb, ConfigVersion: v.Version})
+}
+
+func (s *Server) listClusters(w http.ResponseWriter, r *http.Request, _ jobstore.Token) {
+	cs, err := s.c.Store.Clusters(r.Context())
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"clusters": nonNil(cs)})
+}
+
+func (s *Server) getCluster(w http.ResponseWriter, r *http.Request, _ jobstore.Token) {
+	cv, err := s.c.Store.ClusterConfig(r.Context(), r.PathValue("name"), 0)
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	c, err := s.c.Store.Cluster(r.Context(), cv.Cluster)
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"cluster": c, "config": cv.Masked})
+}
+
+func (s *Server) clusterVersions(w http.ResponseWriter, r *http.Request, _ jobstore.Token) {
+	vs, err := s.c.Store.ClusterVersions(r.Context(), r.PathValue("name"))
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"versions": nonNil(vs)})
+}
+
+func (s *Server) clusterVersion(w http.ResponseWriter, r *http.Request, _ jobstore.Token) {
+	n, err := strconv.Atoi(r.PathValue("version"))
+	if err != nil || n < 1 {
+		writeError(w, http.StatusBadRequest, "version must be a number from 1")
+		return
+	}
+	cv, err := s.c.Store.ClusterConfig(r.Context(), r.PathValue("name"), n)
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	cv.Sealed = nil
+	writeJSON(w, http.StatusOK, cv)
+}
+
+type jobRequest struct {
+	Cluster       string           `json:"cluster"`
+	Playbook      string           `json:"playbook"`
+	ConfigVersion int              `json:"config_version,omitempty"`
+	Options       jobstore.Options `json:"options"`
+}
+
+func (s *Server) createJob(w http.ResponseWriter, r *http.Request, tok jobstore.Token) {
+	var req jobRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "job request: "+err.Error()+` (want {"cluster": NAME, "playbook": NAME, "options": {...}})`)
+		return
+	}
+	s.queue(w, r, tok, req)
+}
+
+func (s *Server) queue(w http.ResponseWriter, r *http.Request, tok jobstore.Token, req jobRequest) {
+	if req.Cluster == "" || req.Playbook == "" {
+		writeError(w, http.StatusBadRequest, "a job needs a cluster and a playbook")
+		return
+	}
+	if !nameRE.MatchString(req.Playbook) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("playbook %q: give the name of a playbook (kubexm playbook list), not a path", req.Playbook))
+		return
+	}
+	if _, err := s.c.Playbook(req.Playbook); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	for _, e := range req.Options.ExtraVars {
+		if strings.HasPrefix(strings.TrimSpace(e), "@") {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("extra var %q: @file reads a file on the worker; pass the values themselves", e))
+			return
+		}
+	}
+	if _, err := engine.ParseExtraVars(req.Options.ExtraVars); err != nil {
+		writeError(w, http.StatusBadRequest, "extra vars: "+err.Error())
+		return
+	}
+	cv, err := s.c.Store.ClusterConfig(r.Context(), req.Cluster, req.ConfigVersion)
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	id, err := newJobID()
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	j, err := s.c.Store.CreateJob(r.Context(), jobstore.Job{ID: id, Cluster: req.Cluster, ConfigVersion: cv.Version, Playbook: req.Playbook, Options: req.Options, CreatedBy: tok.Name})
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	s.audit(r, tok, "create job", j.ID, fmt.Sprintf("playbook %s on cluster %s (config version %d)%s", j.Playbook, j.Cluster, j.ConfigVersion, describeOptions(j.Options)))
+	w.Header().Set("Location", "/api/v1/jobs/"+j.ID)
+	writeJSON(w, http.StatusAccepted, map[string]any{"job_id": j.ID, "job": j})
+}
+
+// describeOptions is the audit's view of a job's options: extra vars by
+// name only, as their values may be secrets.
+func describeOptions(o jobstore.Options) string {
+	var parts []string
+	if len(o.Tags) > 0 {
+		parts = append(parts, "tags "+strings.Join(o.Tags, ","))
+	}
+	if len(o.SkipTags) > 0 {
+		parts = append(parts, "skip-tags "+strings.Join(o.SkipTags, ","))
+	}
+	if o.Limit != "" {
+		parts = append(parts, "limit "+o.Limit)
+	}
+	if o.Check {
+		parts = append(parts, "check")
+	}
+	if len(o.ExtraVars) > 0 {
+		if vars, err := engine.ParseExtraVars(o.ExtraVars); err == nil {
+			var names []string
+			for k := range vars {
+				names = append(names, k)
+			}
+			parts = append(parts, "extra vars "+strings.Join(names, ","))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(parts, "; ")
+}
+
+func newJobID() (string, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return "job-" + hex.EncodeToString(b), nil
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, _ jobstore.Token) {
+	q := r.URL.Query()
+	f := jobstore.JobFilter{Cluster: q.Get("cluster"), Status: jobstore.Status(q.Get("status")), Limit: 100}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeError(w, http.StatusBadRequest, "limit must be 1 to 1000")
+			return
+		}
+		f.Limit = n
+	}
+	jobs, err := s.c.Store.Jobs(r.Context(), f)
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": nonNil(jobs)})
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request, _ jobstore.Token) {
+	j, err := s.c.Store.Job(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, j)
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request, tok jobstore.Token) {
+	j, err := s.c.Store.Cancel(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	s.audit(r, tok, "cancel job", j.ID, string(j.Status))
+	writeJSON(w, http.StatusAccepted, j)
+}
+
+func (s *Server) resumeJob(w http.ResponseWriter, r *http.Request, tok jobstore.Token) {
+	j, err := s.c.Store.Resume(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	s.audit(r, tok, "resume job", j.ID, "run "+j.RunID)
+	writeJSON(w, http.StatusAccepted, j)
+}
+
+func after(r *http.Request) (int64, error) {
+	v := r.URL.Query().Get("after")
+	if v == "" {
+		v = r.Header.Get("Last-Event-ID")
+	}
+	if v == "" {
+		return 0, nil
+	}
+	return strconv.ParseInt(v, 10, 64)
+}
+
+func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request, _ jobstore.Token) {
+	id := r.PathValue("id")
+	if _, err := s.c.Store.Job(r.Context(), id); err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	a, err := after(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "after must be an event id")
+		return
+	}
+	evs, err := s.c.Store.Events(r.Context(), id, a, 1000)
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": nonNil(evs)})
+}
+
+// streamEvents sends a job's events as Server-Sent Events until the job has
+// ended and every event was sent. The store is polled: the events come
+// from workers in other processes.
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, _ jobstore.Token) {
+	id := r.PathValue("id")
+	if _, err := s.c.Store.Job(r.Context(), id); err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	last, err := after(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "after / Last-Event-ID must be an event id")
+		return
+	}
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		s.internal(w, r, errors.New("response cannot stream"))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fl.Flush()
+	t := time.NewTicker(s.c.EventPoll)
+	defer t.Stop()
+	idle := 0
+	for {
+		// Read the job before its events: an end seen here comes with
+		// every event written before it.
+		j, err := s.c.Store.Job(r.Context(), id)
+		if err != nil {
+			return
+		}
+		evs, err := s.c.Store.Events(r.Context(), id, last, 500)
+		if err != nil {
+			return
+		}
+		for _, e := range evs {
+			data, _ := json.Marshal(e)
+			fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.ID, e.Kind, data)
+			last = e.ID
+		}
+		if len(evs) > 0 {
+			idle = 0
+			fl.Flush()
+			if len(evs) == 500 {
+				continue
+			}
+		}
+		if !j.Status.Active() {
+			data, _ := json.Marshal(j)
+			fmt.Fprintf(w, "event: end\ndata: %s\n\n", data)
+			fl.Flush()
+			return
+		}
+		if idle++; idle*int(s.c.EventPoll/time.Millisecond) >= 15000 {
+			idle = 0
+			fmt.Fprint(w, ": keep-alive\n\n")
+			fl.Flush()
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) auditLog(w http.ResponseWriter, r *http.Request, _ jobstore.Token) {
+	es, err := s.c.Store.AuditLog(r.Context(), 500)
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"audit": nonNil(es)})
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// jobsCollector reads the jobs per state from the store at each scrape:
+// right whichever process's workers changed them.
+type jobsCollector struct {
+	store jobstore.Store
+	desc  *prometheus.Desc
+}
+
+func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	counts, err := c.store.JobCounts(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	for _, st := range jobstore.Statuses {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[st]), string(st))
+	}
+}

@@ -1,0 +1,309 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
+	"github.com/mensylisir/kubexm/schema"
+)
+
+const testCluster = `apiVersion: kubexm.mensylisir.io/v1alpha1
+kind: Cluster
+metadata: {name: c1}
+spec:
+  hosts:
+  - {name: node1, address: 127.0.0.1, connection: local, password: "pw-Sekr1t-xyz"}
+  roleGroups: {etcd: [node1], master: [node1], worker: [node1]}
+`
+
+type fixture struct {
+	t        *testing.T
+	s        *Server
+	store    jobstore.Store
+	srv      *httptest.Server
+	operator string
+	reader   string
+}
+
+func newFixture(t testing.TB) *fixture {
+	ctx := context.Background()
+	store, err := jobstore.Open(ctx, filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	box, _ := secretbox.New(bytes.Repeat([]byte{3}, 32))
+	support, err := schema.BuiltinSupport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Store: store, Box: box, Support: support, Registry: prometheus.NewRegistry(), EventPoll: 20 * time.Millisecond,
+		Playbook: func(name string) (string, error) {
+			if name != "create-cluster" && name != "upgrade" {
+				return "", fmt.Errorf("no playbook %q", name)
+			}
+			return name, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{s: s, store: store, srv: httptest.NewServer(s)}
+	t.Cleanup(f.srv.Close)
+	f.operator, _ = NewToken()
+	f.reader, _ = NewToken()
+	if err := store.AddToken(ctx, "ops", HashToken(f.operator), RoleOperator); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.AddToken(ctx, "viewer", HashToken(f.reader), RoleReadOnly); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) call(t testing.TB, method, path, token string, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, data
+}
+
+func TestAuthAndRoles(t *testing.T) {
+	f := newFixture(t)
+	mutations := [][2]string{{"POST", "/api/v1/clusters"}, {"POST", "/api/v1/jobs"}, {"POST", "/api/v1/jobs/x/cancel"}, {"POST", "/api/v1/jobs/x/resume"}}
+	for _, m := range mutations {
+		if code, _ := f.call(t, m[0], m[1], "", testCluster); code != http.StatusUnauthorized {
+			t.Errorf("%s %s without a token: %d", m[0], m[1], code)
+		}
+		if code, _ := f.call(t, m[0], m[1], "kxm_wrong", testCluster); code != http.StatusUnauthorized {
+			t.Errorf("%s %s with an unknown token: %d", m[0], m[1], code)
+		}
+		if code, body := f.call(t, m[0], m[1], f.reader, testCluster); code != http.StatusForbidden || !strings.Contains(string(body), "operator") {
+			t.Errorf("%s %s with a read-only token: %d %s", m[0], m[1], code, body)
+		}
+	}
+	if code, _ := f.call(t, "GET", "/api/v1/jobs", "", ""); code != http.StatusUnauthorized {
+		t.Errorf("read without a token: %d", code)
+	}
+	if code, _ := f.call(t, "GET", "/api/v1/jobs", f.reader, ""); code != http.StatusOK {
+		t.Errorf("read with a read-only token: %d", code)
+	}
+	if code, _ := f.call(t, "GET", "/api/v1/audit", f.reader, ""); code != http.StatusForbidden {
+		t.Errorf("audit with a read-only token: %d", code)
+	}
+	// Nothing was registered by the refused requests.
+	if cs, _ := f.store.Clusters(context.Background()); len(cs) != 0 {
+		t.Fatalf("refused requests changed the store: %+v", cs)
+	}
+}
+
+func TestClustersAndJobs(t *testing.T) {
+	f := newFixture(t)
+	code, body := f.call(t, "POST", "/api/v1/clusters", f.operator, "metadata: {name: c1}\nspec:\n  hosts: 3\n")
+	if code != http.StatusBadRequest || !strings.Contains(string(body), "cluster.yaml:") {
+		t.Fatalf("bad cluster.yaml: %d %s", code, body)
+	}
+	if code, body = f.call(t, "POST", "/api/v1/clusters", f.operator, testCluster); code != http.StatusCreated {
+		t.Fatalf("register: %d %s", code, body)
+	}
+	code, body = f.call(t, "POST", "/api/v1/clusters?run=create-cluster", f.operator, strings.ReplaceAll(testCluster, "node1", "n1"))
+	var acc struct {
+		JobID string `json:"job_id"`
+	}
+	if code != http.StatusAccepted || json.Unmarshal(body, &acc) != nil || acc.JobID == "" {
+		t.Fatalf("register and run: %d %s", code, body)
+	}
+	if code, body = f.call(t, "GET", "/api/v1/clusters/c1/versions", f.reader, ""); code != 200 || !strings.Contains(string(body), `"version": 2`) || strings.Contains(string(body), "pw-Sekr1t") {
+		t.Fatalf("versions: %d %s", code, body)
+	}
+	if code, body = f.call(t, "GET", "/api/v1/clusters/c1/versions/1", f.reader, ""); code != 200 || !strings.Contains(string(body), schema.Mask) || strings.Contains(string(body), "pw-Sekr1t") {
+		t.Fatalf("version 1: %d %s", code, body)
+	}
+	// A second job on the busy cluster names the first.
+	code, body = f.call(t, "POST", "/api/v1/jobs", f.operator, `{"cluster": "c1", "playbook": "upgrade"}`)
+	if code != http.StatusConflict || !strings.Contains(string(body), acc.JobID) {
+		t.Fatalf("second job: %d %s", code, body)
+	}
+	for _, bad := range []string{`{"cluster": "c1", "playbook": "../etc"}`, `{"cluster": "c1", "playbook": "nope"}`,
+		`{"cluster": "c1", "playbook": "upgrade", "options": {"extra_vars": ["@/etc/shadow"]}}`, `{"cluster": "c1", "playbook": "upgrade", "x": 1}`} {
+		if code, body = f.call(t, "POST", "/api/v1/jobs", f.operator, bad); code != http.StatusBadRequest {
+			t.Errorf("%s: %d %s", bad, code, body)
+		}
+	}
+	if code, _ = f.call(t, "POST", "/api/v1/jobs", f.operator, `{"cluster": "zz", "playbook": "upgrade"}`); code != http.StatusNotFound {
+		t.Errorf("job on an unknown cluster: %d", code)
+	}
+	// The stream of a queued job ends once it is cancelled.
+	streamed := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", f.srv.URL+"/api/v1/jobs/"+acc.JobID+"/events/stream", nil)
+		req.Header.Set("Authorization", "Bearer "+f.reader)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			streamed <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			b.WriteString(sc.Text() + "\n")
+		}
+		streamed <- b.String()
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if code, body = f.call(t, "POST", "/api/v1/jobs/"+acc.JobID+"/cancel", f.operator, ""); code != http.StatusAccepted || !strings.Contains(string(body), `"cancelled"`) {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+	select {
+	case s := <-streamed:
+		if !strings.Contains(s, "event: end") || !strings.Contains(s, `"status":"cancelled"`) {
+			t.Fatalf("stream: %s", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not end")
+	}
+	if code, body = f.call(t, "GET", "/api/v1/audit", f.operator, ""); code != 200 || !strings.Contains(string(body), `"cancel job"`) || !strings.Contains(string(body), `"register cluster"`) {
+		t.Fatalf("audit: %d %s", code, body)
+	}
+	code, body = f.call(t, "GET", "/metrics", "", "")
+	if code != 200 || !strings.Contains(string(body), `kubexm_jobs{state="cancelled"} 1`) || !strings.Contains(string(body), `kubexm_jobs{state="queued"} 0`) {
+		t.Fatalf("metrics: %d %s", code, body)
+	}
+}
+
+// TestOpenAPICoversTheMux: every operation of /openapi.json is served by
+// the mux under that very pattern, and every pattern the server registers
+// is in the document.
+func TestOpenAPICoversTheMux(t *testing.T) {
+	f := newFixture(t)
+	code, body := f.call(t, "GET", "/openapi.json", "", "")
+	if code != 200 {
+		t.Fatalf("openapi.json: %d", code)
+	}
+	var doc struct {
+		OpenAPI string                               `json:"openapi"`
+		Paths   map[string]map[string]map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil || !strings.HasPrefix(doc.OpenAPI, "3.") {
+		t.Fatalf("not an OpenAPI 3 document: %v %s", err, doc.OpenAPI)
+	}
+	inDoc := map[string]bool{}
+	param := regexp.MustCompile(`\{[a-z]+\}`)
+	for path, ops := range doc.Paths {
+		for method, o := range ops {
+			pattern := strings.ToUpper(method) + " " + path
+			inDoc[pattern] = true
+			if _, ok := o["responses"]; !ok {
+				t.Errorf("%s: no responses", pattern)
+			}
+			// A request to the path with its parameters filled in must
+			// reach the handler of this pattern.
+			req := httptest.NewRequest(strings.ToUpper(method), param.ReplaceAllString(path, "1"), nil)
+			if _, got := f.s.mux.Handler(req); got != pattern {
+				t.Errorf("the document has %s; the mux serves that request with %q", pattern, got)
+			}
+		}
+	}
+	registered := []string{"GET /metrics", "GET /openapi.json", "GET /healthz"}
+	for _, rt := range f.s.routes() {
+		registered = append(registered, rt.method+" "+rt.path)
+	}
+	for _, p := range registered {
+		if !inDoc[p] {
+			t.Errorf("the mux serves %s; the document lacks it", p)
+		}
+	}
+	if len(inDoc) != len(registered) {
+		t.Errorf("document has %d operations, the mux %d", len(inDoc), len(registered))
+	}
+}
+
+// TestLoadPolling is the load measurement of docs/perf.md: 200 clients
+// polling a job's status over loopback. KUBEXM_LOADTEST=60s runs it.
+func TestLoadPolling(t *testing.T) {
+	d, err := time.ParseDuration(os.Getenv("KUBEXM_LOADTEST"))
+	if err != nil {
+		t.Skip("KUBEXM_LOADTEST=DURATION runs the load test (docs/perf.md)")
+	}
+	f := newFixture(t)
+	if code, body := f.call(t, "POST", "/api/v1/clusters?run=create-cluster", f.operator, testCluster); code != http.StatusAccepted {
+		t.Fatalf("queue: %d %s", code, body)
+	}
+	jobs, _ := f.store.Jobs(context.Background(), jobstore.JobFilter{})
+	url := f.srv.URL + "/api/v1/jobs/" + jobs[0].ID
+	const clients = 200
+	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	var mu sync.Mutex
+	var lat []time.Duration
+	errs := 0
+	var wg sync.WaitGroup
+	end := time.Now().Add(d)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			bad := 0
+			for time.Now().Before(end) {
+				req, _ := http.NewRequest("GET", url, nil)
+				req.Header.Set("Authorization", "Bearer "+f.reader)
+				t0 := time.Now()
+				resp, err := client.Do(req)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						err = fmt.Errorf("HTTP %d", resp.StatusCode)
+					}
+				}
+				if err != nil {
+					bad++
+					continue
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			errs += bad
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	if len(lat) == 0 {
+		t.Fatalf("no request succeeded (%d errors)", errs)
+	}
+	pct := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
+	t.Logf("%d clients for %s: %d requests (%.0f/s), %d errors, p50 %s, p99 %s, max %s", clients, d, len(lat),
+		float64(len(lat))/d.Seconds(), errs, pct(0.5), pct(0.99), lat[len(lat)-1])
+	if errs > 0 {
+		t.Errorf("%d requests failed", errs)
+	}
+}

@@ -1,0 +1,169 @@
+package api
+
+import (
+	"strings"
+)
+
+func ref(name string) map[string]any { return map[string]any{"$ref": "#/components/schemas/" + name} }
+
+func jsonBody(schema map[string]any) map[string]any {
+	return map[string]any{"content": map[string]any{"application/json": map[string]any{"schema": schema}}}
+}
+
+func resp(desc string, schema map[string]any) map[string]any {
+	r := map[string]any{"description": desc}
+	if schema != nil {
+		r["content"] = map[string]any{"application/json": map[string]any{"schema": schema}}
+	}
+	return r
+}
+
+func listOf(key, item string) map[string]any {
+	return map[string]any{"type": "object", "properties": map[string]any{key: map[string]any{"type": "array", "items": ref(item)}}}
+}
+
+var errResponses = map[string]any{
+	"401": resp("no or unknown bearer token", ref("Error")),
+	"403": resp("the token's role does not allow this", ref("Error")),
+	"404": resp("no such cluster or job", ref("Error")),
+}
+
+func op(summary string, responses map[string]any, extra map[string]any) map[string]any {
+	rs := map[string]any{}
+	for k, v := range errResponses {
+		rs[k] = v
+	}
+	for k, v := range responses {
+		rs[k] = v
+	}
+	o := map[string]any{"summary": summary, "responses": rs, "security": []any{map[string]any{"bearer": []any{}}}}
+	for k, v := range extra {
+		o[k] = v
+	}
+	return o
+}
+
+func pathParam(name, desc string, typ string) map[string]any {
+	return map[string]any{"name": name, "in": "path", "required": true, "description": desc, "schema": map[string]any{"type": typ}}
+}
+
+func queryParam(name, desc string, typ string) map[string]any {
+	return map[string]any{"name": name, "in": "query", "required": false, "description": desc, "schema": map[string]any{"type": typ}}
+}
+
+func (s *Server) routes() []route {
+	clusterName := pathParam("name", "the cluster's metadata.name", "string")
+	jobID := pathParam("id", "the job id", "string")
+	afterParam := queryParam("after", "only events with an id above this one (or the Last-Event-ID header)", "integer")
+	return []route{
+		{"GET", "/api/v1/clusters", RoleReadOnly, s.listClusters, op("List the registered clusters",
+			map[string]any{"200": resp("the clusters", listOf("clusters", "Cluster"))}, nil)},
+		{"POST", "/api/v1/clusters", RoleOperator, s.registerCluster, op("Register a cluster.yaml (a new version when the cluster exists); with ?run=PLAYBOOK also queue a job",
+			map[string]any{
+				"201": resp("registered", ref("ClusterVersion")),
+				"202": resp("registered and a job queued (with ?run)", ref("JobAccepted")),
+				"400": resp("the cluster.yaml is not valid (file:line:col of each problem)", ref("Error")),
+				"409": resp("the cluster already has an active job (with ?run)", ref("Conflict")),
+			}, map[string]any{
+				"parameters":  []any{queryParam("run", "a playbook to queue on the cluster at once, e.g. create-cluster", "string")},
+				"requestBody": map[string]any{"required": true, "content": map[string]any{"application/yaml": map[string]any{"schema": map[string]any{"type": "string", "description": "the cluster.yaml"}}}},
+			})},
+		{"GET", "/api/v1/clusters/{name}", RoleReadOnly, s.getCluster, op("Get a cluster and its newest config (secrets masked)",
+			map[string]any{"200": resp("the cluster", map[string]any{"type": "object", "properties": map[string]any{"cluster": ref("Cluster"), "config": map[string]any{"type": "string"}}})},
+			map[string]any{"parameters": []any{clusterName}})},
+		{"GET", "/api/v1/clusters/{name}/versions", RoleReadOnly, s.clusterVersions, op("List the versions of a cluster's config, newest first (secrets masked)",
+			map[string]any{"200": resp("the versions", listOf("versions", "ClusterVersion"))},
+			map[string]any{"parameters": []any{clusterName}})},
+		{"GET", "/api/v1/clusters/{name}/versions/{version}", RoleReadOnly, s.clusterVersion, op("Get one version of a cluster's config (secrets masked)",
+			map[string]any{"200": resp("the version", ref("ClusterVersion")), "400": resp("not a version number", ref("Error"))},
+			map[string]any{"parameters": []any{clusterName, pathParam("version", "the config version, from 1", "integer")}})},
+		{"GET", "/api/v1/jobs", RoleReadOnly, s.listJobs, op("List jobs, newest first",
+			map[string]any{"200": resp("the jobs", listOf("jobs", "Job")), "400": resp("bad filter", ref("Error"))},
+			map[string]any{"parameters": []any{queryParam("cluster", "only this cluster's jobs", "string"), queryParam("status", "only jobs in this status", "string"), queryParam("limit", "at most this many (default 100, up to 1000)", "integer")}})},
+		{"POST", "/api/v1/jobs", RoleOperator, s.createJob, op("Queue a playbook run on a registered cluster; answers at once with the job id",
+			map[string]any{
+				"202": resp("queued", ref("JobAccepted")),
+				"400": resp("bad request: unknown playbook, bad options", ref("Error")),
+				"409": resp("the cluster already has an active job, named in the answer", ref("Conflict")),
+			}, map[string]any{"requestBody": map[string]any{"required": true, "content": jsonBody(ref("JobRequest"))["content"]}})},
+		{"GET", "/api/v1/jobs/{id}", RoleReadOnly, s.getJob, op("Get a job",
+			map[string]any{"200": resp("the job", ref("Job"))}, map[string]any{"parameters": []any{jobID}})},
+		{"POST", "/api/v1/jobs/{id}/cancel", RoleOperator, s.cancelJob, op("Cancel a job: a queued one at once, a running one is stopped by its worker (as Ctrl-C stops kubexm play)",
+			map[string]any{"202": resp("cancelled or cancel asked", ref("Job")), "409": resp("the job has ended", ref("Error"))},
+			map[string]any{"parameters": []any{jobID}})},
+		{"POST", "/api/v1/jobs/{id}/resume", RoleOperator, s.resumeJob, op("Queue a failed, cancelled or interrupted job again; it continues its run from the engine's journal (kubexm play --resume)",
+			map[string]any{"202": resp("queued again", ref("Job")), "409": resp("the job cannot be resumed, or its cluster is busy", ref("Conflict"))},
+			map[string]any{"parameters": []any{jobID}})},
+		{"GET", "/api/v1/jobs/{id}/events", RoleReadOnly, s.jobEvents, op("A job's stored events, oldest first (up to 1000 from ?after)",
+			map[string]any{"200": resp("the events", listOf("events", "Event"))},
+			map[string]any{"parameters": []any{jobID, afterParam}})},
+		{"GET", "/api/v1/jobs/{id}/events/stream", RoleReadOnly, s.streamEvents, op("A job's events as Server-Sent Events (id, event: the kind, data: an Event), ending with an `end` event carrying the job once it has ended",
+			map[string]any{"200": map[string]any{"description": "the event stream", "content": map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{"type": "string"}}}}},
+			map[string]any{"parameters": []any{jobID, afterParam}})},
+		{"GET", "/api/v1/audit", RoleOperator, s.auditLog, op("The audit log: who registered, queued, cancelled or resumed what (newest first)",
+			map[string]any{"200": resp("the entries", listOf("audit", "AuditEntry"))}, nil)},
+	}
+}
+
+// openAPI is the OpenAPI 3 document of the routes, /metrics, /healthz and
+// itself.
+func (s *Server) openAPI() map[string]any {
+	paths := map[string]any{}
+	add := func(method, path string, o map[string]any) {
+		p, _ := paths[path].(map[string]any)
+		if p == nil {
+			p = map[string]any{}
+			paths[path] = p
+		}
+		p[strings.ToLower(method)] = o
+	}
+	for _, rt := range s.routes() {
+		add(rt.method, rt.path, rt.op)
+	}
+	open := func(summary, ctype string) map[string]any {
+		return map[string]any{"summary": summary, "security": []any{}, "responses": map[string]any{"200": map[string]any{"description": "ok", "content": map[string]any{ctype: map[string]any{"schema": map[string]any{"type": "string"}}}}}}
+	}
+	add("GET", "/openapi.json", open("This document", "application/json"))
+	add("GET", "/metrics", open("Prometheus metrics: kubexm_jobs{state}, kubexm_task_duration_seconds, kubexm_host_failures_total, kubexm_jobs_finished_total", "text/plain"))
+	add("GET", "/healthz", open("Whether the server reaches its database", "application/json"))
+	str := map[string]any{"type": "string"}
+	strs := map[string]any{"type": "array", "items": str}
+	integer := map[string]any{"type": "integer"}
+	ts := map[string]any{"type": "string", "format": "date-time"}
+	obj := func(props map[string]any, required ...string) map[string]any {
+		o := map[string]any{"type": "object", "properties": props}
+		if len(required) > 0 {
+			o["required"] = required
+		}
+		return o
+	}
+	options := obj(map[string]any{"tags": strs, "skip_tags": strs, "limit": str, "check": map[string]any{"type": "boolean"}, "diff": map[string]any{"type": "boolean"},
+		"extra_vars": map[string]any{"type": "array", "items": str, "description": "as -e: name=value or a {...} mapping; no @file. Stored as given: put secrets in the cluster.yaml, not here"}})
+	job := obj(map[string]any{
+		"id": str, "cluster": str, "config_version": integer, "playbook": str, "options": options,
+		"status":       map[string]any{"type": "string", "enum": []string{"queued", "running", "interrupted", "succeeded", "failed", "cancelled"}},
+		"current_task": str, "error": str, "worker": str, "run_id": str, "resume": map[string]any{"type": "boolean"}, "attempts": integer,
+		"cancel_requested": map[string]any{"type": "boolean"}, "created_by": str, "created_at": ts, "started_at": ts, "finished_at": ts, "heartbeat_at": ts,
+	}, "id", "cluster", "playbook", "status")
+	return map[string]any{
+		"openapi": "3.0.3",
+		"info": map[string]any{"title": "kubexm server", "version": "v1",
+			"description": "Service mode of kubexm: register cluster.yaml files, queue playbook runs as jobs, follow their events. Every /api route needs `Authorization: Bearer TOKEN`; mutations need an operator token."},
+		"paths": paths,
+		"components": map[string]any{
+			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}},
+			"schemas": map[string]any{
+				"Error":          obj(map[string]any{"error": str}, "error"),
+				"Conflict":       obj(map[string]any{"error": str, "job_id": str, "status": str}, "error"),
+				"Cluster":        obj(map[string]any{"name": str, "version": integer, "created_at": ts, "updated_at": ts}, "name", "version"),
+				"ClusterVersion": obj(map[string]any{"cluster": str, "version": integer, "config": map[string]any{"type": "string", "description": "the cluster.yaml with defaults filled in and secrets masked"}, "created_by": str, "created_at": ts}, "cluster", "version"),
+				"JobRequest":     obj(map[string]any{"cluster": str, "playbook": map[string]any{"type": "string", "description": "a playbook name (kubexm playbook list)"}, "config_version": map[string]any{"type": "integer", "description": "default: the newest"}, "options": options}, "cluster", "playbook"),
+				"Job":            job,
+				"JobAccepted":    obj(map[string]any{"job_id": str, "job": ref("Job")}, "job_id"),
+				"Event": obj(map[string]any{"id": integer, "job_id": str, "time": ts, "kind": str, "task": str, "host": str, "status": str,
+					"data": map[string]any{"type": "object", "description": "the engine's event as `kubexm play -o json` prints it (secrets masked), or the service's own"}}, "id", "kind"),
+				"AuditEntry": obj(map[string]any{"id": integer, "time": ts, "actor": str, "action": str, "target": str, "detail": str}),
+			},
+		},
+	}
+}

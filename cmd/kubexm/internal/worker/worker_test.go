@@ -1,0 +1,171 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
+)
+
+// fakePlay stands in for `kubexm play -o json`: it records its arguments
+// and the size of the cluster.yaml it was handed, prints the events of a
+// run, and then either ends or waits for a signal (exit 130, as kubexm
+// play does when stopped).
+const fakePlay = `#!/bin/sh
+echo "$@" >> "$FAKE_DIR/args"
+wc -c < /dev/fd/3 >> "$FAKE_DIR/config-bytes"
+echo '{"time":"2026-01-01T00:00:00Z","kind":"run_start","run":"run-1"}'
+echo '{"time":"2026-01-01T00:00:00Z","kind":"task_start","run":"run-1","task":"t1"}'
+echo '{"time":"2026-01-01T00:00:00Z","kind":"task_end","run":"run-1","task":"t1","duration_ms":5}'
+if [ -e "$FAKE_DIR/block" ]; then
+  trap 'kill $p; echo "stopped by signal" >&2; exit 130' TERM
+  echo '{"time":"2026-01-01T00:00:00Z","kind":"task_start","run":"run-1","task":"t2"}'
+  sleep 30 & p=$!
+  wait
+fi
+echo '{"time":"2026-01-01T00:00:00Z","kind":"recap","run":"run-1"}'
+`
+
+func setup(t *testing.T) (jobstore.Store, *secretbox.Box, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("FAKE_DIR", dir)
+	exe := filepath.Join(dir, "kubexm")
+	if err := os.WriteFile(exe, []byte(fakePlay), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	store, err := jobstore.Open(context.Background(), filepath.Join(dir, "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	box, _ := secretbox.New(bytes.Repeat([]byte{9}, 32))
+	sealed, _ := box.Seal([]byte("metadata: {name: c1}\n"), ConfigAAD("c1"))
+	ctx := context.Background()
+	if _, err := store.PutCluster(ctx, "c1", sealed, "masked", "t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.CreateJob(ctx, jobstore.Job{ID: "j1", Cluster: "c1", Playbook: "p", Options: jobstore.Options{Tags: []string{"a", "b"}, Check: true}}); err != nil {
+		t.Fatal(err)
+	}
+	return store, box, dir, exe
+}
+
+func newWorker(t *testing.T, store jobstore.Store, box *secretbox.Box, dir, exe, name string) *Worker {
+	t.Helper()
+	w, err := New(Config{Store: store, Box: box, Name: name, DataDir: filepath.Join(dir, "data"), Exe: exe,
+		Playbook: func(n string) (string, error) { return n, nil }, Poll: 20 * time.Millisecond, Heartbeat: 50 * time.Millisecond, TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func waitFor(t *testing.T, store jobstore.Store, what string, ok func(jobstore.Job) bool) jobstore.Job {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		j, err := store.Job(context.Background(), "j1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(j) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job not %s: %+v", what, j)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestStoppedWorkerHandsItsJobBack: an in-process worker whose context
+// ends stops its child and hands the job back as interrupted; another
+// worker resumes the engine's run.
+func TestStoppedWorkerHandsItsJobBack(t *testing.T) {
+	store, box, dir, exe := setup(t)
+	if err := os.WriteFile(filepath.Join(dir, "block"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- newWorker(t, store, box, dir, exe, "w1").Run(ctx) }()
+	j := waitFor(t, store, "in t2", func(j jobstore.Job) bool { return j.CurrentTask == "t2" })
+	if j.RunID != "run-1" || j.Worker != "w1" {
+		t.Fatalf("running job: %+v", j)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the worker did not stop")
+	}
+	j = waitFor(t, store, "interrupted", func(j jobstore.Job) bool { return j.Status == jobstore.Interrupted })
+	if !strings.Contains(j.Error, "w1") {
+		t.Fatalf("interrupted job: %+v", j)
+	}
+
+	os.Remove(filepath.Join(dir, "block"))
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	go func() { _ = newWorker(t, store, box, dir, exe, "w2").Run(ctx2) }()
+	j = waitFor(t, store, "succeeded", func(j jobstore.Job) bool { return j.Status == jobstore.Succeeded })
+	if j.Worker != "w2" || j.Attempts != 2 {
+		t.Fatalf("resumed job: %+v", j)
+	}
+	args, _ := os.ReadFile(filepath.Join(dir, "args"))
+	lines := strings.Split(strings.TrimSpace(string(args)), "\n")
+	if len(lines) != 2 || strings.Contains(lines[0], "--resume") || !strings.HasSuffix(lines[1], "--resume=run-1") ||
+		!strings.Contains(lines[0], "play p -i /dev/fd/3 --workdir "+filepath.Join(dir, "data", "clusters", "c1")+" -o json --tags a,b --check") {
+		t.Fatalf("child arguments:\n%s", args)
+	}
+	if n, _ := os.ReadFile(filepath.Join(dir, "config-bytes")); strings.Fields(string(n))[0] != "21" {
+		t.Fatalf("the child read %q bytes of cluster.yaml, want 21", n)
+	}
+	evs, _ := store.Events(context.Background(), "j1", 0, 0)
+	var kinds []string
+	for _, e := range evs {
+		kinds = append(kinds, e.Kind)
+	}
+	got := strings.Join(kinds, " ")
+	want := "job_start run_start task_start task_end task_start job_interrupted job_start run_start task_start task_end recap job_end"
+	if got != want {
+		t.Fatalf("events:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestCancelAndFailure: a cancel reaches the running child as SIGTERM; a
+// child that fails leaves its last stderr line as the job's error.
+func TestCancelAndFailure(t *testing.T) {
+	store, box, dir, exe := setup(t)
+	if err := os.WriteFile(filepath.Join(dir, "block"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = newWorker(t, store, box, dir, exe, "w1").Run(ctx) }()
+	waitFor(t, store, "in t2", func(j jobstore.Job) bool { return j.CurrentTask == "t2" })
+	if _, err := store.Cancel(context.Background(), "j1"); err != nil {
+		t.Fatal(err)
+	}
+	j := waitFor(t, store, "cancelled", func(j jobstore.Job) bool { return !j.Status.Active() })
+	if j.Status != jobstore.Cancelled {
+		t.Fatalf("cancelled job: %+v", j)
+	}
+	// Resumed, it is stopped again, this time failing on its own.
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\necho 'Error: task t1 failed on node1' >&2\nexit 2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Resume(context.Background(), "j1"); err != nil {
+		t.Fatal(err)
+	}
+	j = waitFor(t, store, "failed", func(j jobstore.Job) bool { return j.Status == jobstore.Failed })
+	if !strings.HasPrefix(j.Error, "task t1 failed on node1 (exit status 2)") {
+		t.Fatalf("failed job's error: %q", j.Error)
+	}
+}

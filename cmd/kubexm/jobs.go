@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
+)
+
+// clientFlags reach a kubexm server.
+type clientFlags struct {
+	server   string
+	token    string
+	ca       string
+	insecure bool
+	output   string
+}
+
+func addClientFlags(cmd *cobra.Command, f *clientFlags) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.server, "server", os.Getenv("KUBEXM_SERVER"), "URL of kubexm server (default $KUBEXM_SERVER)")
+	fl.StringVar(&f.token, "token", "", "API token (default $KUBEXM_TOKEN)")
+	fl.StringVar(&f.ca, "ca", "", "CA certificate to trust the server with (its self-signed DATA-DIR/tls/cert.pem)")
+	fl.BoolVar(&f.insecure, "insecure-skip-tls-verify", false, "do not check the server's certificate")
+	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+}
+
+// apiClient is the small client of the kubexm API the CLI verbs use.
+type apiClient struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+}
+
+func newAPIClient(f *clientFlags) (*apiClient, error) {
+	if f.server == "" {
+		return nil, errors.New("no server: give --server URL or set KUBEXM_SERVER")
+	}
+	if f.output != "text" && f.output != "json" {
+		return nil, fmt.Errorf("--output must be text or json, not %q", f.output)
+	}
+	u, err := url.Parse(f.server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--server %q: want http(s)://host:port", f.server)
+	}
+	tok := f.token
+	if tok == "" {
+		tok = os.Getenv("KUBEXM_TOKEN")
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: f.insecure} //nolint:gosec // only when asked for
+	if f.ca != "" {
+		pem, err := os.ReadFile(f.ca)
+		if err != nil {
+			return nil, fmt.Errorf("--ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca %s: no PEM certificate in it", f.ca)
+		}
+		tc.RootCAs = pool
+	}
+	return &apiClient{base: u, token: tok, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}}, nil
+}
+
+// get decodes the JSON answer of GET path into v.
+func (c *apiClient) get(ctx context.Context, path string, query url.Values, v any) error {
+	u := c.base.JoinPath(path)
+	u.RawQuery = query.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("kubexm server %s: %w", c.base.Host, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error string }
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			return fmt.Errorf("kubexm server: %s (HTTP %d)", e.Error, resp.StatusCode)
+		}
+		return fmt.Errorf("kubexm server: HTTP %d", resp.StatusCode)
+	}
+	return json.Unmarshal(body, v)
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return time.Since(t).Round(time.Second).String()
+}
+
+// newGetJobsCmds are `kubexm get jobs` and `kubexm get job ID`.
+func newGetJobsCmds() []*cobra.Command {
+	var f clientFlags
+	var cluster, status string
+	jobs := &cobra.Command{
+		Use:   "jobs",
+		Short: "List the jobs of a kubexm server",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := newAPIClient(&f)
+			if err != nil {
+				return err
+			}
+			q := url.Values{}
+			if cluster != "" {
+				q.Set("cluster", cluster)
+			}
+			if status != "" {
+				q.Set("status", status)
+			}
+			var out struct {
+				Jobs []jobstore.Job `json:"jobs"`
+			}
+			if err := c.get(cmd.Context(), "/api/v1/jobs", q, &out); err != nil {
+				return err
+			}
+			if f.output == "json" {
+				return printJSON(cmd.OutOrStdout(), out.Jobs)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tCLUSTER\tPLAYBOOK\tSTATUS\tTASK\tAGE")
+			for _, j := range out.Jobs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Cluster, j.Playbook, j.Status, orDash(j.CurrentTask), ago(j.CreatedAt))
+			}
+			return tw.Flush()
+		},
+	}
+	addClientFlags(jobs, &f)
+	jobs.Flags().StringVar(&cluster, "cluster", "", "only this cluster's jobs")
+	jobs.Flags().StringVar(&status, "status", "", "only jobs in this status (queued, running, interrupted, succeeded, failed, cancelled)")
+
+	var jf clientFlags
+	job := &cobra.Command{
+		Use:   "job ID",
+		Short: "Show a job of a kubexm server: its state, current task and recent events",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newAPIClient(&jf)
+			if err != nil {
+				return err
+			}
+			var j jobstore.Job
+			if err := c.get(cmd.Context(), "/api/v1/jobs/"+url.PathEscape(args[0]), nil, &j); err != nil {
+				return err
+			}
+			if jf.output == "json" {
+				return printJSON(cmd.OutOrStdout(), j)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "Job:       %s\nCluster:   %s (config version %d)\nPlaybook:  %s\nStatus:    %s\n", j.ID, j.Cluster, j.ConfigVersion, j.Playbook, j.Status)
+			if j.CurrentTask != "" {
+				fmt.Fprintf(w, "Task:      %s\n", j.CurrentTask)
+			}
+			if j.Error != "" {
+				fmt.Fprintf(w, "Error:     %s\n", j.Error)
+			}
+			fmt.Fprintf(w, "Worker:    %s\nAttempts:  %d\nCreated:   %s by %s\n", orDash(j.Worker), j.Attempts, j.CreatedAt.Format(time.RFC3339), orDash(j.CreatedBy))
+			if !j.FinishedAt.IsZero() {
+				fmt.Fprintf(w, "Finished:  %s (took %s)\n", j.FinishedAt.Format(time.RFC3339), j.FinishedAt.Sub(j.StartedAt).Round(time.Second))
+			}
+			var evs struct {
+				Events []jobstore.Event `json:"events"`
+			}
+			if err := c.get(cmd.Context(), "/api/v1/jobs/"+url.PathEscape(args[0])+"/events", nil, &evs); err != nil {
+				return err
+			}
+			if n := len(evs.Events); n > 0 {
+				fmt.Fprintln(w, "Events:")
+				for _, e := range evs.Events[max(0, n-15):] {
+					fmt.Fprintf(w, "  %s  %-14s %s\n", e.Time.Format("15:04:05"), e.Kind, strings.TrimSpace(strings.Join([]string{e.Host, e.Task, e.Status}, " ")))
+				}
+			}
+			return nil
+		},
+	}
+	addClientFlags(job, &jf)
+	return []*cobra.Command{jobs, job}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// newGetCmd is `kubexm get` with a server's jobs; addVerbCmds adds
+// clusters and nodes to it.
+func newGetCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "get", Short: "Show clusters, nodes, and the jobs of a kubexm server"}
+	cmd.AddCommand(newGetJobsCmds()...)
+	return cmd
+}

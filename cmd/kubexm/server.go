@@ -1,0 +1,357 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/api"
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/worker"
+)
+
+// serviceFlags are shared by kubexm server and kubexm worker.
+type serviceFlags struct {
+	db            string
+	dataDir       string
+	secretKeyFile string
+	playbooksDir  string
+	heartbeat     time.Duration
+	ttl           time.Duration
+	poll          time.Duration
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("KUBEXM_HOME"); d != "" {
+		return filepath.Join(d, "server")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".kubexm", "server")
+	}
+	return "kubexm-server"
+}
+
+func addServiceFlags(cmd *cobra.Command, f *serviceFlags) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "directory of the clusters' work directories (journals, PKI, kubeconfigs), the SQLite database and the secret key; every worker must reach the same one")
+	fl.StringVar(&f.db, "db", "", "job database: a postgres://user@host/db URL, or a SQLite file (default DATA-DIR/kubexm.db)")
+	fl.StringVar(&f.secretKeyFile, "secret-key-file", "", "file with the AES-256 key (base64) that encrypts the cluster.yaml files in the database (default DATA-DIR/secret.key; $"+secretbox.KeyEnv+" wins)")
+	fl.StringVar(&f.playbooksDir, "playbooks", "", "directory of extra playbooks (NAME/playbook.yaml or NAME.yaml) jobs may name, found before the built-in ones")
+	fl.DurationVar(&f.poll, "poll", time.Second, "how often an idle worker looks for a queued job")
+	fl.DurationVar(&f.heartbeat, "heartbeat", 5*time.Second, "how often a worker records that it still runs its job")
+	fl.DurationVar(&f.ttl, "heartbeat-ttl", 30*time.Second, "how long a job's worker may stay silent before the job is marked interrupted and resumed by another worker")
+}
+
+// service is what the server and worker commands open.
+type service struct {
+	store    jobstore.Store
+	box      *secretbox.Box
+	playbook func(string) (string, error)
+	dataDir  string
+}
+
+func (a *app) openService(ctx context.Context, f *serviceFlags, createKey bool) (*service, error) {
+	dataDir, err := filepath.Abs(f.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	keyFile := f.secretKeyFile
+	if keyFile == "" {
+		keyFile = filepath.Join(dataDir, "secret.key")
+	}
+	key, err := secretbox.LoadKey(keyFile, createKey)
+	if err != nil {
+		return nil, err
+	}
+	box, err := secretbox.New(key)
+	if err != nil {
+		return nil, err
+	}
+	db := f.db
+	if db == "" {
+		db = filepath.Join(dataDir, "kubexm.db")
+	}
+	store, err := jobstore.Open(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	return &service{store: store, box: box, playbook: a.playbookResolver(f.playbooksDir), dataDir: dataDir}, nil
+}
+
+// playbookResolver turns a job's playbook name into what `kubexm play`
+// takes: a playbook of dir, else a built-in one. Jobs name playbooks, never
+// paths: an API client does not choose files on the workers.
+func (a *app) playbookResolver(dir string) func(string) (string, error) {
+	return func(name string) (string, error) {
+		if dir != "" {
+			for _, p := range []string{filepath.Join(dir, name, "playbook.yaml"), filepath.Join(dir, name+".yaml")} {
+				if _, err := os.Stat(p); err == nil {
+					abs, err := filepath.Abs(p)
+					if err != nil {
+						return "", err
+					}
+					if strings.HasSuffix(abs, string(filepath.Separator)+"playbook.yaml") {
+						abs = filepath.Dir(abs)
+					}
+					return abs, nil
+				}
+			}
+		}
+		if a.builtinFS != nil {
+			for _, p := range []string{"playbooks/" + name + "/playbook.yaml", "playbooks/" + name + ".yaml"} {
+				if _, err := fs.Stat(a.builtinFS, p); err == nil {
+					return name, nil
+				}
+			}
+		}
+		return "", fmt.Errorf("no playbook %q: name a built-in one (kubexm playbook list) or one of the server's --playbooks directory", name)
+	}
+}
+
+type serverFlags struct {
+	serviceFlags
+	listen       string
+	workers      int
+	tlsCert      string
+	tlsKey       string
+	insecureHTTP bool
+	tlsHosts     []string
+}
+
+func newServerCmd(a *app) *cobra.Command {
+	var f serverFlags
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Serve the kubexm API: register clusters, queue playbook runs as jobs, run them (docs/server.md)",
+		Long: `Serve the kubexm API (OpenAPI document at /openapi.json) with in-process
+workers: kubexm server alone is a working system. Add kubexm worker processes
+(same --db, --data-dir and secret key) to run more jobs at once.`,
+		Example: `  kubexm server                                  # SQLite in ~/.kubexm/server, TLS self-signed on :8443
+  kubexm server --db postgres://kubexm@db/kubexm --data-dir /shared/kubexm --tls-cert c.pem --tls-key k.pem
+  kubexm server token create ci --role operator`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.serve(cmd.Context(), cmd, &f)
+		},
+	}
+	addServiceFlags(cmd, &f.serviceFlags)
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", ":8443", "address to listen on")
+	fl.IntVar(&f.workers, "workers", 2, "in-process workers: how many jobs this process runs at once (0: only kubexm worker processes run jobs)")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM); without it a self-signed one is made and kept in DATA-DIR/tls")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS private key (PEM) of --tls-cert")
+	fl.StringSliceVar(&f.tlsHosts, "tls-host", nil, "names and addresses the self-signed certificate is for (besides localhost)")
+	fl.BoolVar(&f.insecureHTTP, "insecure-http", false, "serve plain HTTP: tokens and cluster files then cross the network in clear; only behind a TLS proxy or on loopback")
+	cmd.AddCommand(newTokenCmd(a))
+	return cmd
+}
+
+func newLogger(cmd *cobra.Command) *slog.Logger {
+	return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+}
+
+func (a *app) serve(ctx context.Context, cmd *cobra.Command, f *serverFlags) error {
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	log := newLogger(cmd)
+	svc, err := a.openService(ctx, &f.serviceFlags, true)
+	if err != nil {
+		return err
+	}
+	defer svc.store.Close()
+	if err := bootstrapToken(ctx, svc, log); err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	support, err := supportFromRolesPath(nil)
+	if err != nil {
+		return err
+	}
+	srv, err := api.New(api.Config{Store: svc.store, Box: svc.box, Support: support, Playbook: svc.playbook, Registry: reg, Log: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return err
+	}
+	scheme := "https"
+	if f.insecureHTTP {
+		scheme = "http"
+	} else {
+		var cert tls.Certificate
+		if f.tlsCert != "" {
+			cert, err = tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		} else {
+			var fp string
+			cert, fp, err = api.SelfSigned(filepath.Join(svc.dataDir, "tls"), f.tlsHosts)
+			if err == nil {
+				log.Info("self-signed TLS certificate: give clients --ca "+filepath.Join(svc.dataDir, "tls", "cert.pem"), "sha256", fp)
+			}
+		}
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWorkers()
+	var wg sync.WaitGroup
+	if f.workers > 0 {
+		m := worker.NewMetrics(reg)
+		host, _ := os.Hostname()
+		for i := range f.workers {
+			w, err := worker.New(worker.Config{Store: svc.store, Box: svc.box, DataDir: svc.dataDir, Playbook: svc.playbook,
+				Name: fmt.Sprintf("%s:%d/%d", host, os.Getpid(), i+1), Poll: f.poll, Heartbeat: f.heartbeat, TTL: f.ttl, Metrics: m, Log: log,
+				GlobalArgs: globalArgs(cmd)})
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = w.Run(wctx)
+			}()
+		}
+	}
+	log.Info("kubexm server listening", "url", scheme+"://"+ln.Addr().String(), "db", svc.store.Dialect(), "data_dir", svc.dataDir, "workers", f.workers)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		log.Info("stopping: running jobs are handed back as interrupted")
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = hs.Shutdown(sctx)
+		cancel()
+	}
+	stopWorkers()
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// globalArgs are the root flags a job's `kubexm play` child gets as set for
+// this process.
+func globalArgs(cmd *cobra.Command) []string {
+	var out []string
+	for _, name := range []string{"ssh-host-key-checking", "upload-forks"} {
+		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
+			out = append(out, "--"+name+"="+fl.Value.String())
+		}
+	}
+	return out
+}
+
+// bootstrapToken makes an operator token when there is none, written to a
+// file only the server's user reads: a fresh server can be used at once,
+// and the token never reaches the log.
+func bootstrapToken(ctx context.Context, svc *service, log *slog.Logger) error {
+	toks, err := svc.store.Tokens(ctx)
+	if err != nil || len(toks) > 0 {
+		return err
+	}
+	tok, err := api.NewToken()
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(svc.dataDir, "admin.token")
+	if err := os.WriteFile(p, []byte(tok+"\n"), 0o600); err != nil {
+		return fmt.Errorf("bootstrap token: %w", err)
+	}
+	if err := svc.store.AddToken(ctx, "admin", api.HashToken(tok), api.RoleOperator); err != nil {
+		return err
+	}
+	log.Info("no API token existed: made the operator token \"admin\"; it is in "+p, "file", p)
+	return nil
+}
+
+func newTokenCmd(a *app) *cobra.Command {
+	var f serviceFlags
+	cmd := &cobra.Command{Use: "token", Short: "Create, list and delete API tokens (stored hashed)"}
+	var role string
+	create := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a token and print it (once: only its SHA-256 is kept)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !api.ValidRole(role) {
+				return fmt.Errorf("--role must be %s or %s, not %q", api.RoleReadOnly, api.RoleOperator, role)
+			}
+			svc, err := a.openService(cmd.Context(), &f, true)
+			if err != nil {
+				return err
+			}
+			defer svc.store.Close()
+			tok, err := api.NewToken()
+			if err != nil {
+				return err
+			}
+			if err := svc.store.AddToken(cmd.Context(), args[0], api.HashToken(tok), role); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), tok)
+			return nil
+		},
+	}
+	create.Flags().StringVar(&role, "role", api.RoleReadOnly, "read-only (GET only) or operator (may register clusters and run, cancel, resume jobs)")
+	list := &cobra.Command{
+		Use: "list", Short: "List the tokens (names and roles)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			svc, err := a.openService(cmd.Context(), &f, true)
+			if err != nil {
+				return err
+			}
+			defer svc.store.Close()
+			toks, err := svc.store.Tokens(cmd.Context())
+			if err != nil {
+				return err
+			}
+			for _, t := range toks {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\n", t.Name, t.Role, t.CreatedAt.Format(time.RFC3339))
+			}
+			return nil
+		},
+	}
+	del := &cobra.Command{
+		Use: "delete NAME", Short: "Delete a token", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			svc, err := a.openService(cmd.Context(), &f, true)
+			if err != nil {
+				return err
+			}
+			defer svc.store.Close()
+			return svc.store.DeleteToken(cmd.Context(), args[0])
+		},
+	}
+	for _, c := range []*cobra.Command{create, list, del} {
+		addServiceFlags(c, &f)
+		cmd.AddCommand(c)
+	}
+	return cmd
+}
