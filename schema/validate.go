@@ -354,6 +354,12 @@ func validateRoleGroups(c *Cluster, names []string, ps *problems) {
 		ps.add("spec.etcd.type", "set kubernetes.type: kubeadm, or etcd.type: kubexm",
 			"etcd.type kubeadm (a stacked member on every master) needs kubernetes.type kubeadm, not %s", c.Spec.Kubernetes.Type)
 	}
+	// The renewal timer is roles/kubernetes/pki's, which kubeadm mode does
+	// not run: accepting it there would install nothing.
+	if c.Spec.Kubernetes.AutoRenewCerts && c.Spec.Kubernetes.Type == "kubeadm" {
+		ps.add("spec.kubernetes.autoRenewCerts", "renew with `kubexm play certs-renew` (kubeadm certs renew all on each master), e.g. from a timer of your own",
+			"autoRenewCerts is not supported yet with kubernetes.type kubeadm: the renewal timer is binary mode's")
+	}
 	if n := len(rg.Etcd); n > 0 && n%2 == 0 {
 		ps.warn("spec.roleGroups.etcd", "%d etcd members tolerate no more failures than %d; use an odd number", n, n-1)
 	}

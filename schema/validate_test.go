@@ -98,6 +98,7 @@ func TestValidationRules(t *testing.T) {
 		{"external etcd bad endpoint", edit(t, "etcd: [m1]", "etcd: []", "type: kubexm", "type: external\n    external: {endpoints: [\"10.1.1.1:2379\"]}"), "spec.etcd.external.endpoints[0]", "http(s) URL", 0},
 		{"external etcd cert missing", edit(t, "etcd: [m1]", "etcd: []", "type: kubexm", "type: external\n    external: {endpoints: [\"https://10.1.1.1:2379\"], caFile: "+filepath.Join(dir, "ca.crt")+"}"), "spec.etcd.external.caFile", "cannot read caFile", 0},
 		{"kubeadm etcd not on masters", edit(t, "type: kubexm", "type: kubeadm", "etcd: [m1]", "etcd: [w1]", "version: v1.37.2", "type: kubeadm\n    version: v1.37.2"), "spec.roleGroups.etcd", "must equal the master group", 0},
+		{"autoRenewCerts with kubeadm", edit(t, "version: v1.37.2", "type: kubeadm\n    version: v1.37.2\n    autoRenewCerts: true"), "spec.kubernetes.autoRenewCerts", "not supported yet with kubernetes.type kubeadm", 0},
 		{"stacked etcd in binary mode", edit(t, "etcd: [m1]", "etcd: []", "type: kubexm", "type: kubeadm"), "spec.etcd.type", "needs kubernetes.type kubeadm", 0},
 		{"etcd election timeout", edit(t, "type: kubexm", "type: kubexm\n    electionTimeout: 500"), "spec.etcd.electionTimeout", "5 x heartbeatInterval", 0},
 		{"two registry hosts", edit(t, "worker: [w1]", "worker: [w1]\n    registry: [m1, w1]"), "spec.roleGroups.registry", "at most one registry", 0},
