@@ -90,6 +90,19 @@ func TestHAControlPlane(t *testing.T) {
 	// packages for haproxy; then the file server goes away.
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
 	bundle := exportBundle(ctx, t, kx, server, " with haproxy's packages")
+	// The same cluster with internalLoadbalancer nginx, for the switch at
+	// the end: its own bundle, with nginx's packages.
+	haproxyBundle := filepath.Join(work, "bundle-haproxy.tar.gz")
+	if err := os.Rename(bundle, haproxyBundle); err != nil {
+		t.Fatal(err)
+	}
+	bundle = haproxyBundle
+	kxNginx := kx
+	kxNginx.inventory = filepath.Join(work, "cluster-nginx.yaml")
+	if err := os.WriteFile(kxNginx.inventory, []byte(strings.Replace(haClusterYAML("e2e-ha", set), "internalLoadbalancer: haproxy", "internalLoadbalancer: nginx", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nginxBundle := exportBundle(ctx, t, kxNginx, server, " with nginx's packages")
 	stop()
 	list, err := exec.CommandContext(ctx, "tar", "-tzf", bundle).Output()
 	if err != nil {
@@ -121,10 +134,6 @@ func TestHAControlPlane(t *testing.T) {
 
 	// --- failover: n1 loses its power while a worker's client polls ------
 	victim, survivor, poller := masters[0], masters[1], workers[0]
-	type pollResult struct {
-		out string
-		err error
-	}
 	polled := make(chan pollResult, 1)
 	const samples, period = 400, 200 * time.Millisecond // 80 s
 	go func() {
@@ -225,6 +234,8 @@ spec:
 		t.Errorf("re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
 
+	checkNginxSwitch(ctx, t, set, kxNginx, create, nginxBundle, masters, workers)
+
 	res = kx.play(ctx, del, "-e", "delete_packages=true")
 	if res.err != nil {
 		t.Fatalf("delete failed: %v%s", res.err, res.failures())
@@ -246,6 +257,81 @@ spec:
 		t.Errorf("second delete changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
 	t.Logf("PERF the HA suite on %d machines: %s", machines, time.Since(suiteStart).Round(time.Second))
+}
+
+// checkNginxSwitch changes the cluster to internalLoadbalancer nginx (the
+// loadbalancer plays only): the workers' haproxy goes, nginx from the
+// bundle takes its port; a second run changes nothing; a client on a worker
+// polls the API through nginx while the first master's API server is
+// stopped (nginx only sees failed connections: no active health checks).
+func checkNginxSwitch(ctx context.Context, t *testing.T, set *testhosts.Set, kx kubexm, create, bundle string, masters, workers []testhosts.Host) {
+	t.Helper()
+	start := time.Now()
+	res := kx.play(ctx, create, "--offline-bundle", bundle, "--tags", "loadbalancer")
+	if res.err != nil {
+		t.Fatalf("create-cluster --tags loadbalancer with internalLoadbalancer nginx: %v%s", res.err, res.failures())
+	}
+	t.Logf("PERF haproxy replaced by nginx on %d workers (--tags loadbalancer): %s (%d changed)", len(workers), res.wall.Round(time.Millisecond), len(res.changed()))
+	for _, w := range workers {
+		out, err := set.SSH(ctx, w.Name, `systemctl is-active kubexm-nginx.service || true
+test -e /etc/systemd/system/kubexm-haproxy.service && echo haproxy-unit || echo no-haproxy-unit
+test -e /etc/kubexm/haproxy && echo haproxy-config || echo no-haproxy-config
+ss -Hltnp 'sport = :6443' | grep -o '"[a-z]*"' | sort -u | tr '\n' ' '`)
+		if err != nil {
+			t.Fatalf("nginx on %s: %v\n%s", w.Name, err, out)
+		}
+		if got, want := strings.Fields(out), []string{"active", "no-haproxy-unit", "no-haproxy-config", `"nginx"`}; !slices.Equal(got, want) {
+			t.Errorf("%s after the switch to nginx: %v, want %v", w.Name, got, want)
+		}
+	}
+	cfg, err := set.SSH(ctx, workers[0].Name, "cat /etc/kubexm/nginx/nginx.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range masters {
+		if !strings.Contains(cfg, fmt.Sprintf("server %s:6443 ", m.Address)) {
+			t.Errorf("nginx on %s has no backend %s:\n%s", workers[0].Name, m.Name, cfg)
+		}
+	}
+	res = kx.play(ctx, create, "--offline-bundle", bundle, "--tags", "loadbalancer")
+	if res.err != nil {
+		t.Fatalf("nginx re-run: %v%s", res.err, res.failures())
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("nginx re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+
+	// The first master's API server stops (connections refused) while a
+	// worker's client polls through nginx; it starts again afterwards.
+	poller := workers[0]
+	polled := make(chan pollResult, 1)
+	const samples, period = 100, 200 * time.Millisecond // 20 s
+	go func() {
+		out, err := set.SSH(ctx, poller.Name, pollScript(samples, period, poller.Name))
+		polled <- pollResult{out, err}
+	}()
+	time.Sleep(3 * time.Second)
+	cut := time.Now()
+	if out, err := set.SSH(ctx, masters[0].Name, "systemctl stop kube-apiserver"); err != nil {
+		t.Fatalf("stopping kube-apiserver on %s: %v\n%s", masters[0].Name, err, out)
+	}
+	p := <-polled
+	if out, err := set.SSH(ctx, masters[0].Name, "systemctl start kube-apiserver"); err != nil {
+		t.Errorf("starting kube-apiserver on %s: %v\n%s", masters[0].Name, err, out)
+	}
+	if p.err != nil {
+		t.Fatalf("the poller on %s: %v\n%s", poller.Name, p.err, tail(p.out, 20))
+	}
+	stats, err := parsePoll(p.out, cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("PERF nginx: kube-apiserver of %s stopped while a client on %s polls %s every 200 ms: longest gap %s, %d of %d requests failed (%.1f%%)",
+		masters[0].Name, poller.Name, haEndpoint, stats.longestGap, stats.failed, stats.total, 100*float64(stats.failed)/float64(stats.total))
+	if stats.longestGap > 5*time.Second || stats.tailFailed > 0 {
+		t.Errorf("through nginx the API was away for %s, %d of the last 25 requests failed", stats.longestGap, stats.tailFailed)
+	}
+	t.Logf("PERF the nginx steps: %s", time.Since(start).Round(time.Second))
 }
 
 // haClusterYAML: n1-n3 masters and etcd, n4 and n5 workers, a local haproxy
@@ -369,6 +455,11 @@ for i in $(seq 0 %d); do
     --cert "$d/c.crt" --key "$d/c.key" %s/api/v1/nodes/%s)
   echo "$(date +%%s%%3N) $code"
 done`, n-1, period.Nanoseconds(), haEndpoint, node)
+}
+
+type pollResult struct {
+	out string
+	err error
 }
 
 type pollStats struct {
