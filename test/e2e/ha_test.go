@@ -44,8 +44,13 @@ const haEndpoint = "https://lb.kubexm.local:6443"
 //     new Deployment schedules and its pods run;
 //   - n1 is powered on again and the cluster converges by itself: n1 Ready,
 //     etcd 3 healthy members;
-//   - a re-run changes nothing; delete -e delete_packages=true leaves every
-//     host's files and package set as they were before the create.
+//   - a re-run changes nothing;
+//   - internalLoadbalancer nginx on the same cluster (checkNginxSwitch):
+//     nginx from the same bundle replaces haproxy on the workers, a re-run
+//     changes nothing, the API answers through nginx while a master's API
+//     server is stopped;
+//   - delete -e delete_packages=true leaves every host's files and package
+//     set as they were before the create.
 func TestHAControlPlane(t *testing.T) {
 	parallelSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
@@ -81,38 +86,38 @@ func TestHAControlPlane(t *testing.T) {
 	for _, h := range set.Hosts {
 		fresh[h.Name] = snapshot(ctx, t, set, h.Name, wide...)
 		freshPkgs[h.Name] = installedPackages(ctx, t, set, h.Name)
-		if strings.Contains(freshPkgs[h.Name], "\nhaproxy ") {
-			t.Fatalf("%s has haproxy before the create: the test would not prove the bundle path", h.Name)
+		for _, p := range []string{"haproxy", "nginx"} {
+			if strings.Contains(freshPkgs[h.Name], "\n"+p+" ") {
+				t.Fatalf("%s has %s before the create: the test would not prove the bundle path", h.Name, p)
+			}
 		}
 	}
 
 	// The bundle, from the stand-ins for the download sites and Debian's
-	// packages for haproxy; then the file server goes away.
+	// packages for haproxy and nginx (the cluster switches to
+	// internalLoadbalancer nginx at the end: kxNginx, the same cluster);
+	// then the file server goes away.
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
-	bundle := exportBundle(ctx, t, kx, server, " with haproxy's packages")
-	// The same cluster with internalLoadbalancer nginx, for the switch at
-	// the end: its own bundle, with nginx's packages.
-	haproxyBundle := filepath.Join(work, "bundle-haproxy.tar.gz")
-	if err := os.Rename(bundle, haproxyBundle); err != nil {
-		t.Fatal(err)
-	}
-	bundle = haproxyBundle
+	kxExport := kx
+	kxExport.extra = append(slices.Clone(kx.extra), `{"kube_control_plane_lb_bundle_packages": ["haproxy", "nginx", "libnginx-mod-stream"]}`)
+	bundle := exportBundle(ctx, t, kxExport, server, " with haproxy's and nginx's packages")
+	stop()
 	kxNginx := kx
 	kxNginx.inventory = filepath.Join(work, "cluster-nginx.yaml")
 	if err := os.WriteFile(kxNginx.inventory, []byte(strings.Replace(haClusterYAML("e2e-ha", set), "internalLoadbalancer: haproxy", "internalLoadbalancer: nginx", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	nginxBundle := exportBundle(ctx, t, kxNginx, server, " with nginx's packages")
-	stop()
 	list, err := exec.CommandContext(ctx, "tar", "-tzf", bundle).Output()
 	if err != nil {
 		t.Fatalf("listing the bundle: %v", err)
 	}
 	debs := regexp.MustCompile(`(?m)^(?:\./)?packages/[a-z]+[0-9.]*/amd64/[^/]+\.deb$`).FindAllString(string(list), -1)
-	if !regexp.MustCompile(`(?m)^(?:\./)?packages/[a-z]+[0-9.]*/amd64/haproxy_[^/]+\.deb$`).Match(list) {
-		t.Fatalf("the bundle has no haproxy package:\n%s", tail(string(list), 40))
+	for _, p := range []string{"haproxy", "nginx", "libnginx-mod-stream"} {
+		if !regexp.MustCompile(`(?m)^(?:\./)?packages/[a-z]+[0-9.]*/amd64/` + p + `_[^/]+\.deb$`).Match(list) {
+			t.Fatalf("the bundle has no %s package:\n%s", p, tail(string(list), 40))
+		}
 	}
-	t.Logf("the bundle has haproxy and %d .deb files in all", len(debs))
+	t.Logf("the bundle has haproxy, nginx and %d .deb files in all", len(debs))
 
 	create := filepath.Join(root, "playbooks", "create-cluster")
 	del := filepath.Join(root, "playbooks", "delete")
@@ -234,7 +239,7 @@ spec:
 		t.Errorf("re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
 
-	checkNginxSwitch(ctx, t, set, kxNginx, create, nginxBundle, masters, workers)
+	checkNginxSwitch(ctx, t, set, kxNginx, create, bundle, masters, workers)
 
 	res = kx.play(ctx, del, "-e", "delete_packages=true")
 	if res.err != nil {

@@ -126,7 +126,14 @@ func TestVIPControlPlane(t *testing.T) {
 	if err := testhosts.PowerOff(ctx, set.Prefix, holder.Name); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s powered off", holder.Name)
+	// poweroff.sh keeps the machine's network namespace, whose kernel would
+	// still answer ARP for the VIP (and refuse connections to it): a pulled
+	// plug takes the link down too.
+	ns := "kubexm-" + set.Prefix + "-" + holder.Name
+	if out, err := exec.CommandContext(ctx, "ip", "-n", ns, "link", "set", "eth0", "down").CombinedOutput(); err != nil {
+		t.Fatalf("taking %s's link down: %v\n%s", holder.Name, err, out)
+	}
+	t.Logf("%s powered off, its link down", holder.Name)
 	moved, err := retry(ctx, 30*time.Second, func() (string, error) {
 		out, err := set.SSH(ctx, backup.Name, "ip -o addr show")
 		if err == nil && !strings.Contains(out, " "+vip+"/") {
@@ -158,6 +165,11 @@ func TestVIPControlPlane(t *testing.T) {
 	}
 
 	// --- power on: keepalived comes back BACKUP, the VIP stays -------------
+	// A reboot starts without the addresses keepalived had added; the link
+	// comes back with the power.
+	if out, err := exec.CommandContext(ctx, "sh", "-c", `ip -n "$1" addr del "$2/32" dev eth0 2>/dev/null; ip -n "$1" link set eth0 up`, "sh", ns, vip).CombinedOutput(); err != nil {
+		t.Fatalf("%s's link up: %v\n%s", holder.Name, err, out)
+	}
 	start := time.Now()
 	if _, err := testhosts.Up(ctx, machines, set.Prefix, "KUBELET=1"); err != nil {
 		t.Fatalf("powering %s on: %v", holder.Name, err)
