@@ -81,13 +81,10 @@ func TestHAControlPlane(t *testing.T) {
 
 	// What each host looks like before kubexm: files and installed packages.
 	wide := []string{"/etc", "/usr/local", "/usr/sbin", "/opt", "/var/lib/kubelet", "/var/lib/etcd", "/var/lib/kubexm"}
-	fresh := map[string]map[string]string{}
-	freshPkgs := map[string]string{}
+	fresh := takeHostState(ctx, t, set, wide...)
 	for _, h := range set.Hosts {
-		fresh[h.Name] = snapshot(ctx, t, set, h.Name, wide...)
-		freshPkgs[h.Name] = installedPackages(ctx, t, set, h.Name)
 		for _, p := range []string{"haproxy", "nginx"} {
-			if strings.Contains(freshPkgs[h.Name], "\n"+p+" ") {
+			if strings.Contains(fresh.pkgs[h.Name], "\n"+p+" ") {
 				t.Fatalf("%s has %s before the create: the test would not prove the bundle path", h.Name, p)
 			}
 		}
@@ -139,27 +136,15 @@ func TestHAControlPlane(t *testing.T) {
 
 	// --- failover: n1 loses its power while a worker's client polls ------
 	victim, survivor, poller := masters[0], masters[1], workers[0]
-	polled := make(chan pollResult, 1)
 	const samples, period = 400, 200 * time.Millisecond // 80 s
-	go func() {
-		out, err := set.SSH(ctx, poller.Name, pollScript(samples, period, poller.Name))
-		polled <- pollResult{out, err}
-	}()
-	// Some answers before the cut, as the baseline.
-	time.Sleep(5 * time.Second)
 	cut := time.Now()
-	if err := testhosts.PowerOff(ctx, set.Prefix, victim.Name); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s powered off", victim.Name)
-	p := <-polled
-	if p.err != nil {
-		t.Fatalf("the poller on %s: %v\n%s", poller.Name, p.err, tail(p.out, 20))
-	}
-	stats, err := parsePoll(p.out, cut)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stats := pollAcross(ctx, t, set, poller, samples, period, 5*time.Second, func() {
+		cut = time.Now()
+		if err := testhosts.PowerOff(ctx, set.Prefix, victim.Name); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s powered off", victim.Name)
+	})
 	t.Logf("PERF failover (master %s powered off, a client on %s polls %s every 200 ms): longest gap %s, %d of %d requests failed (%.1f%%), the first answer after the cut %s after it",
 		victim.Name, poller.Name, haEndpoint, stats.longestGap, stats.failed, stats.total, 100*float64(stats.failed)/float64(stats.total), stats.firstAfterCut)
 	// The health checks take a dead backend out within 2 checks of 1 s plus
@@ -241,26 +226,7 @@ spec:
 
 	checkNginxSwitch(ctx, t, set, kxNginx, create, bundle, masters, workers)
 
-	res = kx.play(ctx, del, "-e", "delete_packages=true")
-	if res.err != nil {
-		t.Fatalf("delete failed: %v%s", res.err, res.failures())
-	}
-	t.Logf("PERF delete (with the packages): %s", res.wall.Round(time.Millisecond))
-	for _, h := range set.Hosts {
-		if d := withoutPurgeSideEffects(fresh[h.Name], diffSnapshots(fresh[h.Name], snapshot(ctx, t, set, h.Name, wide...))); len(d) > 0 {
-			t.Errorf("delete left %s different from before the create:\n  %s", h.Name, strings.Join(d, "\n  "))
-		}
-		if got := installedPackages(ctx, t, set, h.Name); got != freshPkgs[h.Name] {
-			t.Errorf("delete left %s with other packages than before the create:\n%s", h.Name, lineDiff(freshPkgs[h.Name], got))
-		}
-	}
-	res = kx.play(ctx, del, "-e", "delete_packages=true")
-	if res.err != nil {
-		t.Fatalf("second delete failed: %v%s", res.err, res.failures())
-	}
-	if c := res.changed(); len(c) > 0 {
-		t.Errorf("second delete changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
-	}
+	checkDeleteRestores(ctx, t, set, kx, del, fresh)
 	t.Logf("PERF the HA suite on %d machines: %s", machines, time.Since(suiteStart).Round(time.Second))
 }
 
@@ -309,27 +275,14 @@ ss -Hltnp 'sport = :6443' | grep -o '"[a-z]*"' | sort -u | tr '\n' ' '`)
 	// The first master's API server stops (connections refused) while a
 	// worker's client polls through nginx; it starts again afterwards.
 	poller := workers[0]
-	polled := make(chan pollResult, 1)
 	const samples, period = 100, 200 * time.Millisecond // 20 s
-	go func() {
-		out, err := set.SSH(ctx, poller.Name, pollScript(samples, period, poller.Name))
-		polled <- pollResult{out, err}
-	}()
-	time.Sleep(3 * time.Second)
-	cut := time.Now()
-	if out, err := set.SSH(ctx, masters[0].Name, "systemctl stop kube-apiserver"); err != nil {
-		t.Fatalf("stopping kube-apiserver on %s: %v\n%s", masters[0].Name, err, out)
-	}
-	p := <-polled
+	stats := pollAcross(ctx, t, set, poller, samples, period, 3*time.Second, func() {
+		if out, err := set.SSH(ctx, masters[0].Name, "systemctl stop kube-apiserver"); err != nil {
+			t.Errorf("stopping kube-apiserver on %s: %v\n%s", masters[0].Name, err, out)
+		}
+	})
 	if out, err := set.SSH(ctx, masters[0].Name, "systemctl start kube-apiserver"); err != nil {
 		t.Errorf("starting kube-apiserver on %s: %v\n%s", masters[0].Name, err, out)
-	}
-	if p.err != nil {
-		t.Fatalf("the poller on %s: %v\n%s", poller.Name, p.err, tail(p.out, 20))
-	}
-	stats, err := parsePoll(p.out, cut)
-	if err != nil {
-		t.Fatal(err)
 	}
 	t.Logf("PERF nginx: kube-apiserver of %s stopped while a client on %s polls %s every 200 ms: longest gap %s, %d of %d requests failed (%.1f%%)",
 		masters[0].Name, poller.Name, haEndpoint, stats.longestGap, stats.failed, stats.total, 100*float64(stats.failed)/float64(stats.total))
@@ -460,11 +413,6 @@ for i in $(seq 0 %d); do
     --cert "$d/c.crt" --key "$d/c.key" %s/api/v1/nodes/%s)
   echo "$(date +%%s%%3N) $code"
 done`, n-1, period.Nanoseconds(), haEndpoint, node)
-}
-
-type pollResult struct {
-	out string
-	err error
 }
 
 type pollStats struct {
@@ -610,4 +558,78 @@ func TestWithoutPurgeSideEffects(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
+}
+
+// hostState is what each host looks like before kubexm: its files under
+// the snapshot's directories and its installed packages.
+type hostState struct {
+	dirs  []string
+	files map[string]map[string]string
+	pkgs  map[string]string
+}
+
+func takeHostState(ctx context.Context, t *testing.T, set *testhosts.Set, dirs ...string) hostState {
+	t.Helper()
+	st := hostState{dirs: dirs, files: map[string]map[string]string{}, pkgs: map[string]string{}}
+	for _, h := range set.Hosts {
+		st.files[h.Name] = snapshot(ctx, t, set, h.Name, dirs...)
+		st.pkgs[h.Name] = installedPackages(ctx, t, set, h.Name)
+	}
+	return st
+}
+
+// checkDeleteRestores runs delete -e delete_packages=true twice: the first
+// must leave every host's files and package set as fresh had them, the
+// second must change nothing.
+func checkDeleteRestores(ctx context.Context, t *testing.T, set *testhosts.Set, kx kubexm, del string, fresh hostState) {
+	t.Helper()
+	res := kx.play(ctx, del, "-e", "delete_packages=true")
+	if res.err != nil {
+		t.Fatalf("delete failed: %v%s", res.err, res.failures())
+	}
+	t.Logf("PERF delete (with the packages): %s", res.wall.Round(time.Millisecond))
+	for _, h := range set.Hosts {
+		before := fresh.files[h.Name]
+		if d := withoutPurgeSideEffects(before, diffSnapshots(before, snapshot(ctx, t, set, h.Name, fresh.dirs...))); len(d) > 0 {
+			t.Errorf("delete left %s different from before the create:\n  %s", h.Name, strings.Join(d, "\n  "))
+		}
+		if got := installedPackages(ctx, t, set, h.Name); got != fresh.pkgs[h.Name] {
+			t.Errorf("delete left %s with other packages than before the create:\n%s", h.Name, lineDiff(fresh.pkgs[h.Name], got))
+		}
+	}
+	res = kx.play(ctx, del, "-e", "delete_packages=true")
+	if res.err != nil {
+		t.Fatalf("second delete failed: %v%s", res.err, res.failures())
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("second delete changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+}
+
+// pollAcross has a client on poller ask the API through the endpoint
+// (pollScript) n times every period, runs cut lead after the first request,
+// and returns the statistics around the cut.
+func pollAcross(ctx context.Context, t *testing.T, set *testhosts.Set, poller testhosts.Host, n int, period, lead time.Duration, cut func()) pollStats {
+	t.Helper()
+	type result struct {
+		out string
+		err error
+	}
+	polled := make(chan result, 1)
+	go func() {
+		out, err := set.SSH(ctx, poller.Name, pollScript(n, period, poller.Name))
+		polled <- result{out, err}
+	}()
+	time.Sleep(lead) // answers before the cut, as the baseline
+	at := time.Now()
+	cut()
+	p := <-polled
+	if p.err != nil {
+		t.Fatalf("the poller on %s: %v\n%s", poller.Name, p.err, tail(p.out, 20))
+	}
+	stats, err := parsePoll(p.out, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stats
 }

@@ -7,11 +7,15 @@ package e2e
 // render what the role intends.
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
 // lbVars are the loadbalancer role's variables on host for the mode set by
@@ -191,5 +195,23 @@ func checkWithBinary(t *testing.T, prog, content, name string, args []string) {
 	}
 	if out, err := exec.Command(bin, append(args, f)...).CombinedOutput(); err != nil {
 		t.Errorf("%s rejects %s: %v\n%s\n%s", prog, name, err, out, content)
+	}
+}
+
+// The VIP suite's cluster.yaml has the loadbalancer hosts, the VIP and the
+// mode where the schema reads them (decoded: whether the matrix installs
+// the mode is roles/support.yaml's).
+func TestVIPClusterYAML(t *testing.T) {
+	set := &testhosts.Set{KeyPath: "/k", Gateway: "10.77.9.1"}
+	for i := 1; i <= 4; i++ {
+		set.Hosts = append(set.Hosts, testhosts.Host{Name: fmt.Sprintf("n%d", i), Address: fmt.Sprintf("10.77.9.%d", 10+i), Port: 22})
+	}
+	c, _, err := schema.Decode("cluster.yaml", []byte(vipClusterYAML("e2e-vip", set, "10.77.9.250")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg, cpe := c.Spec.RoleGroups, c.Spec.ControlPlaneEndpoint
+	if got := strings.TrimSpace(fmt.Sprintln(rg.Master, rg.Worker, rg.Loadbalancer, cpe.ExternalLoadBalancer, cpe.LBAddress)); got != "[n1] [n2] [n3 n4] kubexm 10.77.9.250" {
+		t.Errorf("masters, workers, loadbalancer hosts, mode, VIP: %s", got)
 	}
 }

@@ -64,12 +64,7 @@ func TestVIPControlPlane(t *testing.T) {
 	diag.cluster(k)
 
 	wide := []string{"/etc", "/usr/local", "/usr/sbin", "/opt", "/var/lib/kubelet", "/var/lib/etcd", "/var/lib/kubexm"}
-	fresh := map[string]map[string]string{}
-	freshPkgs := map[string]string{}
-	for _, h := range set.Hosts {
-		fresh[h.Name] = snapshot(ctx, t, set, h.Name, wide...)
-		freshPkgs[h.Name] = installedPackages(ctx, t, set, h.Name)
-	}
+	fresh := takeHostState(ctx, t, set, wide...)
 
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
 	bundle := exportBundle(ctx, t, kx, server, " with keepalived's and haproxy's packages")
@@ -115,44 +110,33 @@ func TestVIPControlPlane(t *testing.T) {
 
 	// --- failover: the VIP holder loses its power while n2 polls ----------
 	poller := nodes[1]
-	polled := make(chan pollResult, 1)
 	const samples, period = 300, 200 * time.Millisecond // 60 s
-	go func() {
-		out, err := set.SSH(ctx, poller.Name, pollScript(samples, period, poller.Name))
-		polled <- pollResult{out, err}
-	}()
-	time.Sleep(5 * time.Second)
-	cut := time.Now()
-	if err := testhosts.PowerOff(ctx, set.Prefix, holder.Name); err != nil {
-		t.Fatal(err)
-	}
 	// poweroff.sh keeps the machine's network namespace, whose kernel would
 	// still answer ARP for the VIP (and refuse connections to it): a pulled
 	// plug takes the link down too.
 	ns := "kubexm-" + set.Prefix + "-" + holder.Name
-	if out, err := exec.CommandContext(ctx, "ip", "-n", ns, "link", "set", "eth0", "down").CombinedOutput(); err != nil {
-		t.Fatalf("taking %s's link down: %v\n%s", holder.Name, err, out)
-	}
-	t.Logf("%s powered off, its link down", holder.Name)
-	moved, err := retry(ctx, 30*time.Second, func() (string, error) {
-		out, err := set.SSH(ctx, backup.Name, "ip -o addr show")
-		if err == nil && !strings.Contains(out, " "+vip+"/") {
-			err = fmt.Errorf("%s does not hold %s yet", backup.Name, vip)
+	cut := time.Now()
+	stats := pollAcross(ctx, t, set, poller, samples, period, 5*time.Second, func() {
+		cut = time.Now()
+		if err := testhosts.PowerOff(ctx, set.Prefix, holder.Name); err != nil {
+			t.Fatal(err)
 		}
-		return out, err
+		if out, err := exec.CommandContext(ctx, "ip", "-n", ns, "link", "set", "eth0", "down").CombinedOutput(); err != nil {
+			t.Fatalf("taking %s's link down: %v\n%s", holder.Name, err, out)
+		}
+		t.Logf("%s powered off, its link down", holder.Name)
+		moved, err := retry(ctx, 30*time.Second, func() (string, error) {
+			out, err := set.SSH(ctx, backup.Name, "ip -o addr show")
+			if err == nil && !strings.Contains(out, " "+vip+"/") {
+				err = fmt.Errorf("%s does not hold %s yet", backup.Name, vip)
+			}
+			return out, err
+		})
+		if err != nil {
+			t.Fatalf("the VIP did not move: %v\n%s", err, moved)
+		}
+		t.Logf("PERF the VIP on %s %s after %s's power-off (seen over ssh)", backup.Name, time.Since(cut).Round(100*time.Millisecond), holder.Name)
 	})
-	if err != nil {
-		t.Fatalf("the VIP did not move: %v\n%s", err, moved)
-	}
-	t.Logf("PERF the VIP on %s %s after %s's power-off (seen over ssh)", backup.Name, time.Since(cut).Round(100*time.Millisecond), holder.Name)
-	p := <-polled
-	if p.err != nil {
-		t.Fatalf("the poller on %s: %v\n%s", poller.Name, p.err, tail(p.out, 20))
-	}
-	stats, err := parsePoll(p.out, cut)
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("PERF VIP failover (loadbalancer host %s powered off, a client on %s polls %s every 200 ms): longest gap %s, %d of %d requests failed (%.1f%%), the first answer after the cut %s after it",
 		holder.Name, poller.Name, haEndpoint, stats.longestGap, stats.failed, stats.total, 100*float64(stats.failed)/float64(stats.total), stats.firstAfterCut)
 	// VRRP declares the master dead after 3 adverts of 1 s plus the skew,
@@ -198,58 +182,21 @@ func TestVIPControlPlane(t *testing.T) {
 		t.Errorf("re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
 
-	res = kx.play(ctx, del, "-e", "delete_packages=true")
-	if res.err != nil {
-		t.Fatalf("delete failed: %v%s", res.err, res.failures())
-	}
-	t.Logf("PERF delete (with the packages): %s", res.wall.Round(time.Millisecond))
-	for _, h := range set.Hosts {
-		if d := withoutPurgeSideEffects(fresh[h.Name], diffSnapshots(fresh[h.Name], snapshot(ctx, t, set, h.Name, wide...))); len(d) > 0 {
-			t.Errorf("delete left %s different from before the create:\n  %s", h.Name, strings.Join(d, "\n  "))
-		}
-		if got := installedPackages(ctx, t, set, h.Name); got != freshPkgs[h.Name] {
-			t.Errorf("delete left %s with other packages than before the create:\n%s", h.Name, lineDiff(freshPkgs[h.Name], got))
-		}
-	}
+	checkDeleteRestores(ctx, t, set, kx, del, fresh)
 	for _, h := range lbs {
 		if out, err := set.SSH(ctx, h.Name, "ip -o addr show"); err != nil || strings.Contains(out, " "+vip+"/") {
 			t.Errorf("%s still holds the VIP after the delete: %v\n%s", h.Name, err, out)
 		}
 	}
-	res = kx.play(ctx, del, "-e", "delete_packages=true")
-	if res.err != nil {
-		t.Fatalf("second delete failed: %v%s", res.err, res.failures())
-	}
-	if c := res.changed(); len(c) > 0 {
-		t.Errorf("second delete changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
-	}
 	t.Logf("PERF the VIP suite on %d machines: %s", machines, time.Since(suiteStart).Round(time.Second))
 }
 
-// vipClusterYAML: n1 master and etcd, n2 worker, n3 and n4 loadbalancer
-// hosts holding vip.
+// vipClusterYAML: the cluster suite's (n1 master and etcd) with n2 the
+// only worker and n3, n4 loadbalancer hosts holding vip.
 func vipClusterYAML(name string, set *testhosts.Set, vip string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: kubexm.mensylisir.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: %s\nspec:\n  hosts:\n", name)
-	for _, h := range set.Hosts {
-		fmt.Fprintf(&b, "  - {name: %s, address: %s, internalAddress: %s, port: %d, user: root, privateKeyPath: %q}\n",
-			h.Name, h.Address, h.Address, h.Port, set.KeyPath)
-	}
-	fmt.Fprintf(&b, "  roleGroups:\n    etcd: [n1]\n    master: [n1]\n    worker: [n2]\n    loadbalancer: [n3, n4]\n")
-	fmt.Fprintf(&b, `  controlPlaneEndpoint:
-    externalLoadBalancer: kubexm
-    lb_address: %s
-  kubernetes:
-    type: kubexm
-    version: %s
-    proxyMode: iptables
-    containerRuntime: {type: containerd, version: %s}
-  etcd:
-    type: kubexm
-  network:
-    plugin: flannel
-`, vip, kubernetesVersion, containerdVersion)
-	return b.String()
+	y := kubernetesClusterYAML(name, set)
+	y = strings.Replace(y, "    worker: [n2, n3, n4]\n", "    worker: [n2]\n    loadbalancer: [n3, n4]\n", 1)
+	return strings.Replace(y, "  kubernetes:\n", "  controlPlaneEndpoint:\n    externalLoadBalancer: kubexm\n    lb_address: "+vip+"\n  kubernetes:\n", 1)
 }
 
 // vipHolder says which of the loadbalancer hosts holds vip (exactly one
