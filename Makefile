@@ -15,7 +15,7 @@ TESTFLAGS ?=
 
 export KUBEXM_TEST_CACHE
 
-.PHONY: build check demo test vet unit lint-scripts integration e2e e2e-cluster e2e-kubeadm e2e-ha e2e-certs e2e-nodes e2e-upgrade bench hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
+.PHONY: build check demo test vet unit lint-scripts integration e2e e2e-cluster e2e-kubeadm e2e-ha e2e-vip e2e-certs e2e-nodes e2e-upgrade bench hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kubexm
@@ -69,9 +69,10 @@ integration:
 
 # End-to-end suites (build tag e2e): each starts and stops its own machines.
 # E2E_SKIP names the suites `make e2e` (and CI) leave out: TestUpgrade needs
-# a second Kubernetes build (v1.36) that does not fit CI's time; `make
-# e2e-upgrade` runs it, `make e2e E2E_SKIP=` runs every suite.
-E2E_SKIP ?= ^TestUpgrade$$
+# a second Kubernetes build (v1.36) that does not fit CI's time, and
+# TestVIPControlPlane 4 more machines; `make e2e-upgrade` and `make e2e-vip`
+# run them, `make e2e E2E_SKIP=` runs every suite.
+E2E_SKIP ?= ^(TestUpgrade|TestVIPControlPlane)$$
 e2e:
 	$(GO) test -tags e2e -count=1 -timeout 75m -skip '$(E2E_SKIP)' $(TESTFLAGS) ./test/e2e/...
 
@@ -86,6 +87,13 @@ e2e-kubeadm:
 # from the offline bundle, a master powered off and back.
 e2e-ha:
 	$(GO) test -tags e2e -count=1 -timeout 60m -run '^TestHAControlPlane$$' -v $(TESTFLAGS) ./test/e2e/
+
+# Issue 19's externalLoadBalancer kubexm alone: keepalived and haproxy on 2
+# loadbalancer hosts holding the VIP, the holder powered off and back. Not
+# run yet: roles/support.yaml refuses the mode until it passes (flip its two
+# entries, spec.roleGroups.loadbalancer and externalLoadBalancer, to run it).
+e2e-vip:
+	$(GO) test -tags e2e -count=1 -timeout 60m -run '^TestVIPControlPlane$$' -v $(TESTFLAGS) ./test/e2e/
 
 # Only the certificate suite (issue 22: check, renew; backup and restore on the same cluster).
 e2e-certs:

@@ -402,6 +402,20 @@ func validateEndpoint(c *Cluster, ps *problems) {
 		if cpe.LBAddress == "" {
 			ps.add(child(base, "lb_address"), "keepalived serves this virtual IP", "externalLoadBalancer kubexm needs lb_address")
 		}
+		// The loadbalancer hosts' haproxy listens on the endpoint's port on
+		// every address, where a master's API server listens already.
+		for _, h := range c.Spec.RoleGroups.Loadbalancer {
+			if slices.Contains(c.Spec.RoleGroups.Master, h) && cpe.Port == 6443 {
+				ps.add("spec.roleGroups.loadbalancer", "use hosts that are not masters, or another controlPlaneEndpoint.port",
+					"loadbalancer host %s is a master: its API server holds port 6443, where haproxy would listen", h)
+			}
+		}
+		// internalLoadbalancer names the proxy beside keepalived (seeds/003):
+		// the role installs haproxy there.
+		if cpe.InternalLoadbalancer != "" && cpe.InternalLoadbalancer != "haproxy" {
+			ps.add(child(base, "internalLoadbalancer"), "leave it out or set haproxy: every node reaches the virtual IP",
+				"externalLoadBalancer kubexm runs keepalived with haproxy on the loadbalancer hosts; %s there is not supported yet", cpe.InternalLoadbalancer)
+		}
 	case "external":
 		if lbHosts > 0 {
 			ps.add("spec.roleGroups.loadbalancer", "remove them, or use externalLoadBalancer: kubexm", "externalLoadBalancer external uses your own load balancer; loadbalancer hosts are not allowed")
@@ -413,6 +427,12 @@ func validateEndpoint(c *Cluster, ps *problems) {
 		if lbHosts > 0 {
 			ps.add("spec.roleGroups.loadbalancer", "set controlPlaneEndpoint.externalLoadBalancer: kubexm", "loadbalancer hosts are only used with externalLoadBalancer kubexm")
 		}
+	}
+	// kubeadm mode installs no local proxy (roles/loadbalancer is played
+	// in binary mode), while the workers' domain would point at 127.0.0.1.
+	if (cpe.InternalLoadbalancer == "haproxy" || cpe.InternalLoadbalancer == "nginx") && c.Spec.Kubernetes.Type == "kubeadm" {
+		ps.add(child(base, "internalLoadbalancer"), "use externalLoadBalancer kubexm or external (lb_address), or kubernetes.type kubexm",
+			"internalLoadbalancer %s with kubernetes.type kubeadm is not supported yet: no local proxy is installed before the nodes join", cpe.InternalLoadbalancer)
 	}
 	if cpe.InternalLoadbalancer == "kube-vip" && cpe.LBAddress == "" {
 		ps.add(child(base, "lb_address"), "kube-vip announces this virtual IP", "internalLoadbalancer kube-vip needs lb_address")

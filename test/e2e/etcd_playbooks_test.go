@@ -51,7 +51,7 @@ func TestPlaybooksLoad(t *testing.T) {
 	root := moduleRoot(t)
 	for name, wantTags := range map[string][][]string{
 		"create-cluster": {{"preflight"}, {"os"}, {"etcd"}, {"containerd", "runtime"}, {"images", "runtime"},
-			{"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "node"},
+			{"kubernetes", "loadbalancer"}, {"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "node"},
 			{"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "node"},
 			{"network", "cni"}, {"finalize"}, {"health"},
 			{"network", "cni"}, {"coredns", "dns"}, {"finalize"}, {"health"}},

@@ -44,8 +44,13 @@ const haEndpoint = "https://lb.kubexm.local:6443"
 //     new Deployment schedules and its pods run;
 //   - n1 is powered on again and the cluster converges by itself: n1 Ready,
 //     etcd 3 healthy members;
-//   - a re-run changes nothing; delete -e delete_packages=true leaves every
-//     host's files and package set as they were before the create.
+//   - a re-run changes nothing;
+//   - internalLoadbalancer nginx on the same cluster (checkNginxSwitch):
+//     nginx from the same bundle replaces haproxy on the workers, a re-run
+//     changes nothing, the API answers through nginx while a master's API
+//     server is stopped;
+//   - delete -e delete_packages=true leaves every host's files and package
+//     set as they were before the create.
 func TestHAControlPlane(t *testing.T) {
 	parallelSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
@@ -76,30 +81,40 @@ func TestHAControlPlane(t *testing.T) {
 
 	// What each host looks like before kubexm: files and installed packages.
 	wide := []string{"/etc", "/usr/local", "/usr/sbin", "/opt", "/var/lib/kubelet", "/var/lib/etcd", "/var/lib/kubexm"}
-	fresh := map[string]map[string]string{}
-	freshPkgs := map[string]string{}
+	fresh := takeHostState(ctx, t, set, wide...)
 	for _, h := range set.Hosts {
-		fresh[h.Name] = snapshot(ctx, t, set, h.Name, wide...)
-		freshPkgs[h.Name] = installedPackages(ctx, t, set, h.Name)
-		if strings.Contains(freshPkgs[h.Name], "\nhaproxy ") {
-			t.Fatalf("%s has haproxy before the create: the test would not prove the bundle path", h.Name)
+		for _, p := range []string{"haproxy", "nginx"} {
+			if strings.Contains(fresh.pkgs[h.Name], "\n"+p+" ") {
+				t.Fatalf("%s has %s before the create: the test would not prove the bundle path", h.Name, p)
+			}
 		}
 	}
 
 	// The bundle, from the stand-ins for the download sites and Debian's
-	// packages for haproxy; then the file server goes away.
+	// packages for haproxy and nginx (the cluster switches to
+	// internalLoadbalancer nginx at the end: kxNginx, the same cluster);
+	// then the file server goes away.
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
-	bundle := exportBundle(ctx, t, kx, server, " with haproxy's packages")
+	kxExport := kx
+	kxExport.extra = append(slices.Clone(kx.extra), `{"kube_control_plane_lb_bundle_packages": ["haproxy", "nginx", "libnginx-mod-stream"]}`)
+	bundle := exportBundle(ctx, t, kxExport, server, " with haproxy's and nginx's packages")
 	stop()
+	kxNginx := kx
+	kxNginx.inventory = filepath.Join(work, "cluster-nginx.yaml")
+	if err := os.WriteFile(kxNginx.inventory, []byte(strings.Replace(haClusterYAML("e2e-ha", set), "internalLoadbalancer: haproxy", "internalLoadbalancer: nginx", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	list, err := exec.CommandContext(ctx, "tar", "-tzf", bundle).Output()
 	if err != nil {
 		t.Fatalf("listing the bundle: %v", err)
 	}
 	debs := regexp.MustCompile(`(?m)^(?:\./)?packages/[a-z]+[0-9.]*/amd64/[^/]+\.deb$`).FindAllString(string(list), -1)
-	if !regexp.MustCompile(`(?m)^(?:\./)?packages/[a-z]+[0-9.]*/amd64/haproxy_[^/]+\.deb$`).Match(list) {
-		t.Fatalf("the bundle has no haproxy package:\n%s", tail(string(list), 40))
+	for _, p := range []string{"haproxy", "nginx", "libnginx-mod-stream"} {
+		if !regexp.MustCompile(`(?m)^(?:\./)?packages/[a-z]+[0-9.]*/amd64/` + p + `_[^/]+\.deb$`).Match(list) {
+			t.Fatalf("the bundle has no %s package:\n%s", p, tail(string(list), 40))
+		}
 	}
-	t.Logf("the bundle has haproxy and %d .deb files in all", len(debs))
+	t.Logf("the bundle has haproxy, nginx and %d .deb files in all", len(debs))
 
 	create := filepath.Join(root, "playbooks", "create-cluster")
 	del := filepath.Join(root, "playbooks", "delete")
@@ -121,31 +136,15 @@ func TestHAControlPlane(t *testing.T) {
 
 	// --- failover: n1 loses its power while a worker's client polls ------
 	victim, survivor, poller := masters[0], masters[1], workers[0]
-	type pollResult struct {
-		out string
-		err error
-	}
-	polled := make(chan pollResult, 1)
 	const samples, period = 400, 200 * time.Millisecond // 80 s
-	go func() {
-		out, err := set.SSH(ctx, poller.Name, pollScript(samples, period, poller.Name))
-		polled <- pollResult{out, err}
-	}()
-	// Some answers before the cut, as the baseline.
-	time.Sleep(5 * time.Second)
 	cut := time.Now()
-	if err := testhosts.PowerOff(ctx, set.Prefix, victim.Name); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s powered off", victim.Name)
-	p := <-polled
-	if p.err != nil {
-		t.Fatalf("the poller on %s: %v\n%s", poller.Name, p.err, tail(p.out, 20))
-	}
-	stats, err := parsePoll(p.out, cut)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stats := pollAcross(ctx, t, set, poller, samples, period, 5*time.Second, func() {
+		cut = time.Now()
+		if err := testhosts.PowerOff(ctx, set.Prefix, victim.Name); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s powered off", victim.Name)
+	})
 	t.Logf("PERF failover (master %s powered off, a client on %s polls %s every 200 ms): longest gap %s, %d of %d requests failed (%.1f%%), the first answer after the cut %s after it",
 		victim.Name, poller.Name, haEndpoint, stats.longestGap, stats.failed, stats.total, 100*float64(stats.failed)/float64(stats.total), stats.firstAfterCut)
 	// The health checks take a dead backend out within 2 checks of 1 s plus
@@ -225,27 +224,72 @@ spec:
 		t.Errorf("re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
 
-	res = kx.play(ctx, del, "-e", "delete_packages=true")
+	checkNginxSwitch(ctx, t, set, kxNginx, create, bundle, masters, workers)
+
+	checkDeleteRestores(ctx, t, set, kx, del, fresh)
+	t.Logf("PERF the HA suite on %d machines: %s", machines, time.Since(suiteStart).Round(time.Second))
+}
+
+// checkNginxSwitch changes the cluster to internalLoadbalancer nginx (the
+// loadbalancer plays only): the workers' haproxy goes, nginx from the
+// bundle takes its port; a second run changes nothing; a client on a worker
+// polls the API through nginx while the first master's API server is
+// stopped (nginx only sees failed connections: no active health checks).
+func checkNginxSwitch(ctx context.Context, t *testing.T, set *testhosts.Set, kx kubexm, create, bundle string, masters, workers []testhosts.Host) {
+	t.Helper()
+	start := time.Now()
+	res := kx.play(ctx, create, "--offline-bundle", bundle, "--tags", "loadbalancer")
 	if res.err != nil {
-		t.Fatalf("delete failed: %v%s", res.err, res.failures())
+		t.Fatalf("create-cluster --tags loadbalancer with internalLoadbalancer nginx: %v%s", res.err, res.failures())
 	}
-	t.Logf("PERF delete (with the packages): %s", res.wall.Round(time.Millisecond))
-	for _, h := range set.Hosts {
-		if d := withoutPurgeSideEffects(fresh[h.Name], diffSnapshots(fresh[h.Name], snapshot(ctx, t, set, h.Name, wide...))); len(d) > 0 {
-			t.Errorf("delete left %s different from before the create:\n  %s", h.Name, strings.Join(d, "\n  "))
+	t.Logf("PERF haproxy replaced by nginx on %d workers (--tags loadbalancer): %s (%d changed)", len(workers), res.wall.Round(time.Millisecond), len(res.changed()))
+	for _, w := range workers {
+		out, err := set.SSH(ctx, w.Name, `systemctl is-active kubexm-nginx.service || true
+test -e /etc/systemd/system/kubexm-haproxy.service && echo haproxy-unit || echo no-haproxy-unit
+test -e /etc/kubexm/haproxy && echo haproxy-config || echo no-haproxy-config
+ss -Hltnp 'sport = :6443' | grep -o '"[a-z]*"' | sort -u | tr '\n' ' '`)
+		if err != nil {
+			t.Fatalf("nginx on %s: %v\n%s", w.Name, err, out)
 		}
-		if got := installedPackages(ctx, t, set, h.Name); got != freshPkgs[h.Name] {
-			t.Errorf("delete left %s with other packages than before the create:\n%s", h.Name, lineDiff(freshPkgs[h.Name], got))
+		if got, want := strings.Fields(out), []string{"active", "no-haproxy-unit", "no-haproxy-config", `"nginx"`}; !slices.Equal(got, want) {
+			t.Errorf("%s after the switch to nginx: %v, want %v", w.Name, got, want)
 		}
 	}
-	res = kx.play(ctx, del, "-e", "delete_packages=true")
+	cfg, err := set.SSH(ctx, workers[0].Name, "cat /etc/kubexm/nginx/nginx.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range masters {
+		if !strings.Contains(cfg, fmt.Sprintf("server %s:6443 ", m.Address)) {
+			t.Errorf("nginx on %s has no backend %s:\n%s", workers[0].Name, m.Name, cfg)
+		}
+	}
+	res = kx.play(ctx, create, "--offline-bundle", bundle, "--tags", "loadbalancer")
 	if res.err != nil {
-		t.Fatalf("second delete failed: %v%s", res.err, res.failures())
+		t.Fatalf("nginx re-run: %v%s", res.err, res.failures())
 	}
 	if c := res.changed(); len(c) > 0 {
-		t.Errorf("second delete changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+		t.Errorf("nginx re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
-	t.Logf("PERF the HA suite on %d machines: %s", machines, time.Since(suiteStart).Round(time.Second))
+
+	// The first master's API server stops (connections refused) while a
+	// worker's client polls through nginx; it starts again afterwards.
+	poller := workers[0]
+	const samples, period = 100, 200 * time.Millisecond // 20 s
+	stats := pollAcross(ctx, t, set, poller, samples, period, 3*time.Second, func() {
+		if out, err := set.SSH(ctx, masters[0].Name, "systemctl stop kube-apiserver"); err != nil {
+			t.Errorf("stopping kube-apiserver on %s: %v\n%s", masters[0].Name, err, out)
+		}
+	})
+	if out, err := set.SSH(ctx, masters[0].Name, "systemctl start kube-apiserver"); err != nil {
+		t.Errorf("starting kube-apiserver on %s: %v\n%s", masters[0].Name, err, out)
+	}
+	t.Logf("PERF nginx: kube-apiserver of %s stopped while a client on %s polls %s every 200 ms: longest gap %s, %d of %d requests failed (%.1f%%)",
+		masters[0].Name, poller.Name, haEndpoint, stats.longestGap, stats.failed, stats.total, 100*float64(stats.failed)/float64(stats.total))
+	if stats.longestGap > 5*time.Second || stats.tailFailed > 0 {
+		t.Errorf("through nginx the API was away for %s, %d of the last 25 requests failed", stats.longestGap, stats.tailFailed)
+	}
+	t.Logf("PERF the nginx steps: %s", time.Since(start).Round(time.Second))
 }
 
 // haClusterYAML: n1-n3 masters and etcd, n4 and n5 workers, a local haproxy
@@ -514,4 +558,78 @@ func TestWithoutPurgeSideEffects(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
+}
+
+// hostState is what each host looks like before kubexm: its files under
+// the snapshot's directories and its installed packages.
+type hostState struct {
+	dirs  []string
+	files map[string]map[string]string
+	pkgs  map[string]string
+}
+
+func takeHostState(ctx context.Context, t *testing.T, set *testhosts.Set, dirs ...string) hostState {
+	t.Helper()
+	st := hostState{dirs: dirs, files: map[string]map[string]string{}, pkgs: map[string]string{}}
+	for _, h := range set.Hosts {
+		st.files[h.Name] = snapshot(ctx, t, set, h.Name, dirs...)
+		st.pkgs[h.Name] = installedPackages(ctx, t, set, h.Name)
+	}
+	return st
+}
+
+// checkDeleteRestores runs delete -e delete_packages=true twice: the first
+// must leave every host's files and package set as fresh had them, the
+// second must change nothing.
+func checkDeleteRestores(ctx context.Context, t *testing.T, set *testhosts.Set, kx kubexm, del string, fresh hostState) {
+	t.Helper()
+	res := kx.play(ctx, del, "-e", "delete_packages=true")
+	if res.err != nil {
+		t.Fatalf("delete failed: %v%s", res.err, res.failures())
+	}
+	t.Logf("PERF delete (with the packages): %s", res.wall.Round(time.Millisecond))
+	for _, h := range set.Hosts {
+		before := fresh.files[h.Name]
+		if d := withoutPurgeSideEffects(before, diffSnapshots(before, snapshot(ctx, t, set, h.Name, fresh.dirs...))); len(d) > 0 {
+			t.Errorf("delete left %s different from before the create:\n  %s", h.Name, strings.Join(d, "\n  "))
+		}
+		if got := installedPackages(ctx, t, set, h.Name); got != fresh.pkgs[h.Name] {
+			t.Errorf("delete left %s with other packages than before the create:\n%s", h.Name, lineDiff(fresh.pkgs[h.Name], got))
+		}
+	}
+	res = kx.play(ctx, del, "-e", "delete_packages=true")
+	if res.err != nil {
+		t.Fatalf("second delete failed: %v%s", res.err, res.failures())
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("second delete changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+}
+
+// pollAcross has a client on poller ask the API through the endpoint
+// (pollScript) n times every period, runs cut lead after the first request,
+// and returns the statistics around the cut.
+func pollAcross(ctx context.Context, t *testing.T, set *testhosts.Set, poller testhosts.Host, n int, period, lead time.Duration, cut func()) pollStats {
+	t.Helper()
+	type result struct {
+		out string
+		err error
+	}
+	polled := make(chan result, 1)
+	go func() {
+		out, err := set.SSH(ctx, poller.Name, pollScript(n, period, poller.Name))
+		polled <- result{out, err}
+	}()
+	time.Sleep(lead) // answers before the cut, as the baseline
+	at := time.Now()
+	cut()
+	p := <-polled
+	if p.err != nil {
+		t.Fatalf("the poller on %s: %v\n%s", poller.Name, p.err, tail(p.out, 20))
+	}
+	stats, err := parsePoll(p.out, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stats
 }

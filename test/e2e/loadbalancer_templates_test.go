@@ -1,0 +1,217 @@
+//go:build e2e
+
+package e2e
+
+// The fast part of roles/loadbalancer, without machines: the defaults pick
+// the proxy of each mode, and the haproxy, nginx and keepalived templates
+// render what the role intends.
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/test/testhosts"
+)
+
+// lbVars are the loadbalancer role's variables on host for the mode set by
+// adjust, over the small cluster of kubeVars (n1 master, n2 and n3 workers)
+// with two more masters (n4, n5) and two loadbalancer hosts (lb1, lb2).
+func lbVars(t *testing.T, host string, adjust func(cpe map[string]any)) map[string]any {
+	t.Helper()
+	v := kubeVars("n2", func(s map[string]any) {
+		if adjust != nil {
+			adjust(s["controlPlaneEndpoint"].(map[string]any))
+		}
+	})
+	hv := v["hostvars"].(map[string]any)
+	for n, a := range map[string]string{"n4": "10.0.0.4", "n5": "10.0.0.5", "lb1": "10.0.0.21", "lb2": "10.0.0.22"} {
+		hv[n] = map[string]any{"internal_address": a, "address": a, "arch": "amd64", "labels": map[string]any{}}
+	}
+	g := v["groups"].(map[string]any)
+	g["master"] = []any{"n1", "n4", "n5"}
+	g["loadbalancer"] = []any{"lb1", "lb2"}
+	v["inventory_hostname"] = host
+	for k, val := range hv[host].(map[string]any) {
+		v[k] = val
+	}
+	return withDefaults(t, "loadbalancer", v)
+}
+
+func TestLoadBalancerTemplateDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name, host                     string
+		adjust                         func(map[string]any)
+		proxy, bind, unit, other, pkgs string
+	}{
+		{"internal haproxy", "n2", func(c map[string]any) { c["internalLoadbalancer"] = "haproxy" },
+			"haproxy", "127.0.0.1:6443", "kubexm-haproxy", "kubexm-nginx", "haproxy"},
+		{"internal nginx", "n2", func(c map[string]any) { c["internalLoadbalancer"] = "nginx" },
+			"nginx", "127.0.0.1:6443", "kubexm-nginx", "kubexm-haproxy", "nginx libnginx-mod-stream"},
+		{"external kubexm", "lb1", func(c map[string]any) {
+			c["internalLoadbalancer"], c["externalLoadBalancer"], c["lb_address"], c["port"] = "", "kubexm", "10.0.0.100", 8443
+		}, "haproxy", ":8443", "kubexm-haproxy", "kubexm-nginx", "keepalived haproxy"},
+	} {
+		v := lbVars(t, tc.host, tc.adjust)
+		got := []string{v["lb_proxy"].(string), v["lb_bind"].(string), v["lb_unit"].(string), v["lb_other_unit"].(string)}
+		want := []string{tc.proxy, tc.bind, tc.unit, tc.other}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s: proxy, bind, unit, other unit %v, want %v", tc.name, got, want)
+		}
+		var pkgs []string
+		for _, p := range v["kube_control_plane_lb_packages"].([]any) {
+			pkgs = append(pkgs, p.(string))
+		}
+		if strings.Join(pkgs, " ") != tc.pkgs {
+			t.Errorf("%s: packages %v, want %s", tc.name, pkgs, tc.pkgs)
+		}
+	}
+	// The first loadbalancer host has the highest priority.
+	for host, want := range map[string]string{"lb1": "150", "lb2": "149"} {
+		v := lbVars(t, host, func(c map[string]any) { c["externalLoadBalancer"], c["lb_address"] = "kubexm", "10.0.0.100" })
+		if got := v["lb_vrrp_priority"]; got != want {
+			t.Errorf("%s: priority %v, want %s", host, got, want)
+		}
+	}
+}
+
+func TestLoadBalancerHAProxyTemplate(t *testing.T) {
+	v := lbVars(t, "n2", func(c map[string]any) { c["internalLoadbalancer"] = "haproxy" })
+	cfg := renderRoleTemplate(t, "loadbalancer", "haproxy.cfg.tmpl", v)
+	for _, want := range []string{
+		"bind 127.0.0.1:6443\n", "option httpchk GET /readyz", "on-marked-down shutdown-sessions",
+		"server n1 10.0.0.1:6443\n", "server n4 10.0.0.4:6443\n", "server n5 10.0.0.5:6443\n",
+	} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("haproxy.cfg lacks %q:\n%s", want, cfg)
+		}
+	}
+	checkWithBinary(t, "haproxy", cfg, "haproxy.cfg", []string{"-c", "-f"})
+}
+
+func TestLoadBalancerNginxTemplates(t *testing.T) {
+	v := lbVars(t, "n2", func(c map[string]any) { c["internalLoadbalancer"] = "nginx" })
+	cfg := renderRoleTemplate(t, "loadbalancer", "nginx.conf.tmpl", v)
+	for _, want := range []string{
+		"load_module /usr/lib/nginx/modules/ngx_stream_module.so;\n",
+		"worker_processes 1;\n", "worker_connections 8000;\n", "pid /run/kubexm-nginx.pid;\n",
+		"listen 127.0.0.1:6443;\n", "proxy_connect_timeout 2s;\n", "proxy_timeout 10m;\n", "proxy_next_upstream on;\n",
+		"server 10.0.0.1:6443 max_fails=2 fail_timeout=10s;\n",
+		"server 10.0.0.4:6443 max_fails=2 fail_timeout=10s;\n",
+		"server 10.0.0.5:6443 max_fails=2 fail_timeout=10s;\n",
+	} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("nginx.conf lacks %q:\n%s", want, cfg)
+		}
+	}
+	if strings.Contains(cfg, "http {") {
+		t.Errorf("nginx.conf has an http block: only the stream module is loaded\n%s", cfg)
+	}
+	unit := renderRoleTemplate(t, "loadbalancer", "kubexm-nginx.service.tmpl", v)
+	for _, want := range []string{
+		`Environment="CONFIG=/etc/kubexm/nginx/nginx.conf"`,
+		"ExecStartPre=/usr/sbin/nginx -t -q -e stderr -c $CONFIG\n",
+		`ExecStart=/usr/sbin/nginx -e stderr -c $CONFIG -g "daemon off;"` + "\n",
+		"ExecReload=/bin/kill -HUP $MAINPID\n", "Restart=always\n",
+	} {
+		if !strings.Contains(unit, want) {
+			t.Errorf("kubexm-nginx.service lacks %q:\n%s", want, unit)
+		}
+	}
+}
+
+func TestLoadBalancerKeepalivedTemplates(t *testing.T) {
+	v := lbVars(t, "lb2", func(c map[string]any) {
+		c["externalLoadBalancer"], c["lb_address"] = "kubexm", "10.0.0.100"
+	})
+	// Set by the role from the host's interfaces.
+	v["lb_vrrp_iface"], v["lb_vrrp_src"] = "eth0", "10.0.0.22"
+	cfg := renderRoleTemplate(t, "loadbalancer", "keepalived.conf.tmpl", v)
+	for _, want := range []string{
+		"router_id lb2\n", "enable_script_security\n",
+		`script "/etc/kubexm/keepalived/check.sh"` + "\n", "fall 2\n", "rise 2\n",
+		"state BACKUP\n", "interface eth0\n", "virtual_router_id 51\n", "priority 149\n", "nopreempt\n",
+		"unicast_src_ip 10.0.0.22\n", "unicast_peer {\n        10.0.0.21\n    }\n",
+		"10.0.0.100/32 dev eth0\n", "kubexm_lb_check\n",
+	} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("keepalived.conf lacks %q:\n%s", want, cfg)
+		}
+	}
+	if strings.Contains(cfg, "10.0.0.22\n    }") {
+		t.Errorf("keepalived.conf names the host itself as its peer:\n%s", cfg)
+	}
+	v["lb_vrrp_nopreempt"] = false
+	if cfg := renderRoleTemplate(t, "loadbalancer", "keepalived.conf.tmpl", v); strings.Contains(cfg, "\n    nopreempt\n") {
+		t.Errorf("lb_vrrp_nopreempt false still writes nopreempt:\n%s", cfg)
+	}
+
+	check := renderRoleTemplate(t, "loadbalancer", "keepalived-check.sh.tmpl", v)
+	for _, want := range []string{
+		"systemctl is-active --quiet kubexm-haproxy.service || exit 1\n",
+		"exec timeout 2 bash -c 'exec 3<>/dev/tcp/127.0.0.1/6443'\n",
+	} {
+		if !strings.Contains(check, want) {
+			t.Errorf("check.sh lacks %q:\n%s", want, check)
+		}
+	}
+	if out, err := exec.Command("sh", "-n", "-c", check).CombinedOutput(); err != nil {
+		t.Errorf("check.sh is not valid sh: %v\n%s", err, out)
+	}
+	unit := renderRoleTemplate(t, "loadbalancer", "kubexm-keepalived.service.tmpl", v)
+	for _, want := range []string{
+		"After=network-online.target kubexm-haproxy.service\n",
+		"ExecStart=/usr/sbin/keepalived --dont-fork --log-console --vrrp --use-file $CONFIG --pid /run/kubexm-keepalived.pid --vrrp_pid /run/kubexm-keepalived-vrrp.pid\n",
+	} {
+		if !strings.Contains(unit, want) {
+			t.Errorf("kubexm-keepalived.service lacks %q:\n%s", want, unit)
+		}
+	}
+	checkWithBinary(t, "keepalived", cfg, "keepalived.conf", []string{"--config-test", "--use-file"})
+
+	// The haproxy of the loadbalancer hosts listens on every address (the
+	// VIP comes and goes) on the endpoint's port.
+	if cfg := renderRoleTemplate(t, "loadbalancer", "haproxy.cfg.tmpl", v); !strings.Contains(cfg, "bind :6443\n") {
+		t.Errorf("haproxy.cfg on a loadbalancer host:\n%s", cfg)
+	}
+}
+
+// checkWithBinary runs the program's own configuration check on a rendered
+// file when the program is installed on this machine.
+func checkWithBinary(t *testing.T, prog, content, name string, args []string) {
+	t.Helper()
+	bin, err := exec.LookPath(prog)
+	if err != nil {
+		t.Logf("%s is not installed here: its own check of %s is skipped", prog, name)
+		return
+	}
+	f := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, append(args, f)...).CombinedOutput(); err != nil {
+		t.Errorf("%s rejects %s: %v\n%s\n%s", prog, name, err, out, content)
+	}
+}
+
+// The VIP suite's cluster.yaml has the loadbalancer hosts, the VIP and the
+// mode where the schema reads them (decoded: whether the matrix installs
+// the mode is roles/support.yaml's).
+func TestVIPClusterYAML(t *testing.T) {
+	set := &testhosts.Set{KeyPath: "/k", Gateway: "10.77.9.1"}
+	for i := 1; i <= 4; i++ {
+		set.Hosts = append(set.Hosts, testhosts.Host{Name: fmt.Sprintf("n%d", i), Address: fmt.Sprintf("10.77.9.%d", 10+i), Port: 22})
+	}
+	c, _, err := schema.Decode("cluster.yaml", []byte(vipClusterYAML("e2e-vip", set, "10.77.9.250")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg, cpe := c.Spec.RoleGroups, c.Spec.ControlPlaneEndpoint
+	if got := strings.TrimSpace(fmt.Sprintln(rg.Master, rg.Worker, rg.Loadbalancer, cpe.ExternalLoadBalancer, cpe.LBAddress)); got != "[n1] [n2] [n3 n4] kubexm 10.77.9.250" {
+		t.Errorf("masters, workers, loadbalancer hosts, mode, VIP: %s", got)
+	}
+}
