@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -12,33 +13,8 @@ import (
 // without force.
 func TestDeleteNodesRefusals(t *testing.T) {
 	t.Chdir(t.TempDir())
-	cluster := `apiVersion: kubexm.mensylisir.io/v1alpha1
-kind: Cluster
-metadata:
-  name: c1
-spec:
-  hosts:
-  - {name: n1, address: 192.0.2.1, internalAddress: 192.0.2.1, user: root, password: refusals-only-1}
-  - {name: n2, address: 192.0.2.2, internalAddress: 192.0.2.2, user: root, password: refusals-only-1}
-  - {name: n3, address: 192.0.2.3, internalAddress: 192.0.2.3, user: root, password: refusals-only-1}
-  roleGroups:
-    etcd: [n1]
-    master: [n1, n2]
-    worker: [n3]
-  controlPlaneEndpoint:
-    internalLoadbalancer: haproxy
-  kubernetes:
-    type: kubexm
-    version: v1.37.2
-    containerRuntime: {type: containerd}
-  etcd:
-    type: kubexm
-  network:
-    plugin: flannel
-`
-	if err := os.WriteFile("cluster.yaml", []byte(cluster), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeNodesCluster(t, 3, "etcd: [n1]\n    master: [n1, n2]\n    worker: [n3]",
+		"controlPlaneEndpoint:\n    internalLoadbalancer: haproxy\n  kubernetes:\n    type: kubexm", "kubexm")
 	for _, c := range []struct {
 		nodes, want string
 	}{
@@ -66,30 +42,7 @@ spec:
 // and no kubelet, or leave a removed one's kubelet running.
 func TestNodesPlaybooksRefuseKubeadm(t *testing.T) {
 	t.Chdir(t.TempDir())
-	cluster := `apiVersion: kubexm.mensylisir.io/v1alpha1
-kind: Cluster
-metadata:
-  name: c1
-spec:
-  hosts:
-  - {name: n1, address: 192.0.2.1, internalAddress: 192.0.2.1, user: root, password: refusals-only-1}
-  - {name: n2, address: 192.0.2.2, internalAddress: 192.0.2.2, user: root, password: refusals-only-1}
-  roleGroups:
-    etcd: [n1]
-    master: [n1]
-    worker: [n2]
-  kubernetes:
-    type: kubeadm
-    version: v1.37.2
-    containerRuntime: {type: containerd}
-  etcd:
-    type: kubeadm
-  network:
-    plugin: flannel
-`
-	if err := os.WriteFile("cluster.yaml", []byte(cluster), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeNodesCluster(t, 2, "etcd: [n1]\n    master: [n1]\n    worker: [n2]", "kubernetes:\n    type: kubeadm", "kubeadm")
 	for _, args := range [][]string{
 		{"add-nodes", "-i", "cluster.yaml"},
 		{"delete-nodes", "-i", "cluster.yaml", "-e", "nodes=n2"},
@@ -101,5 +54,21 @@ spec:
 		if strings.Contains(out, "changed=") {
 			t.Errorf("%s changed something before refusing:\n%s", args[0], out)
 		}
+	}
+}
+
+// writeNodesCluster writes cluster.yaml with hosts n1..nN on addresses of
+// 192.0.2.0/24 (TEST-NET-1, which answers no one), the role groups, the
+// spec lines that choose the endpoint and Kubernetes type, and etcd.type.
+func writeNodesCluster(t *testing.T, hosts int, groups, kube, etcd string) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("apiVersion: kubexm.mensylisir.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: c1\nspec:\n  hosts:\n")
+	for i := 1; i <= hosts; i++ {
+		fmt.Fprintf(&b, "  - {name: n%d, address: 192.0.2.%d, internalAddress: 192.0.2.%d, user: root, password: refusals-only-1}\n", i, i, i)
+	}
+	fmt.Fprintf(&b, "  roleGroups:\n    %s\n  %s\n    version: v1.37.2\n    containerRuntime: {type: containerd}\n  etcd:\n    type: %s\n  network:\n    plugin: flannel\n", groups, kube, etcd)
+	if err := os.WriteFile("cluster.yaml", []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
