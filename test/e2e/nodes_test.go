@@ -53,7 +53,7 @@ type nodesLayout struct {
 // changes nothing. PERF lines give each step's wall time.
 func TestNodes(t *testing.T) {
 	parallelSuite(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
 	root := moduleRoot(t)
 	work := t.TempDir()
