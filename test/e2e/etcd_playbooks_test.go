@@ -57,6 +57,16 @@ func TestPlaybooksLoad(t *testing.T) {
 			{"network", "cni"}, {"coredns", "dns"}, {"finalize"}, {"health"}},
 		"delete": {{"coredns", "dns"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"}, {"loadbalancer"}, {"kubernetes", "control-plane"},
 			{"kubernetes", "pki"}, {"images", "runtime"}, {"containerd", "runtime"}, {"network", "cni"}, {"etcd"}, {"os"}},
+		// A new master's control plane, then every node's proxy, before
+		// the new kubelets use the endpoint.
+		"add-nodes": {{"always"}, {"always"}, {"preflight"}, {"os"}, {"etcd"}, {"containerd", "runtime"}, {"images", "runtime"},
+			{"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "node"},
+			{"network", "cni"}, {"finalize"}, {"health"}},
+		// The checks, the masters out of the proxies' backends, the
+		// removals, then the cleanup.
+		"delete-nodes": {{"always"}, {"always"}, {"always"}, {"kubernetes", "node"}, {"loadbalancer"},
+			{"kubernetes", "control-plane"}, {"kubernetes", "pki"}, {"images", "runtime"}, {"containerd", "runtime"},
+			{"network", "cni"}, {"etcd"}, {"os"}},
 	} {
 		pb, err := engine.Load(context.Background(), filepath.Join(root, "playbooks", name), loadOptions())
 		if err != nil {

@@ -26,7 +26,8 @@ type nodesLayout struct {
 }
 
 // TestNodes is issue 20's acceptance in binary mode, on one cluster carried
-// through the steps (four machines, n1 the master and first etcd member):
+// through the steps (five machines, n1 the master and first etcd member,
+// internalLoadbalancer haproxy from the offline bundle on the workers):
 //
 //  1. create-cluster with n1 and the worker n2; a Deployment "spread" runs
 //     on n2;
@@ -36,7 +37,13 @@ type nodesLayout struct {
 //     the new workers;
 //  3. delete-nodes -e nodes=n4: cordon, drain, Node and etcd member
 //     removed, n4 cleaned;
-//  4. n3 is powered off for good; delete-nodes -e nodes=n3 is refused, then
+//  4. add-nodes with n4 (cleaned in step 3) and n5 as masters: their API
+//     servers answer with certificates of the cluster CA naming them, the
+//     workers' haproxy has the three masters as backends and was reloaded,
+//     not restarted; nothing else changed on n1-n3;
+//  5. delete-nodes -e nodes=n5 (a master): it leaves the workers' haproxy
+//     backends first, then its Node goes and n5 is cleaned;
+//  6. n3 is powered off for good; delete-nodes -e nodes=n3 is refused, then
 //     with -e force=true it is removed from the API without a drain or
 //     cleanup.
 //
@@ -46,7 +53,7 @@ type nodesLayout struct {
 // changes nothing. PERF lines give each step's wall time.
 func TestNodes(t *testing.T) {
 	parallelSuite(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
 	root := moduleRoot(t)
 	work := t.TempDir()
@@ -55,8 +62,7 @@ func TestNodes(t *testing.T) {
 	bin := buildKubexm(ctx, t, root, work)
 	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
 
-	set, diag := suiteMachines(ctx, t, 4, "n", "KUBELET=1")
-	server := serveDir(t, set.Gateway, releaseRoot)
+	set, diag := suiteMachines(ctx, t, 5, "n", "KUBELET=1")
 
 	inventory := filepath.Join(work, "cluster.yaml")
 	write := func(l nodesLayout) {
@@ -65,17 +71,20 @@ func TestNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	kx := kubexm{bin: bin, dir: work, inventory: inventory, observe: diag.observe,
-		extra: extraVars(append(clusterTestVars(), artifactSources(server))...)}
+	kx := kubexm{bin: bin, dir: work, inventory: inventory, observe: diag.observe, extra: extraVars(clusterTestVars()...)}
 	k := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(work, ".kubexm", "e2e-nodes", "kubeconfig")}
 	diag.cluster(k)
 	pb := func(name string) string { return filepath.Join(root, "playbooks", name) }
 	name := func(i int) string { return set.Hosts[i].Name }
 
-	// 1. The cluster to start from.
+	// 1. The cluster to start from, from a bundle with haproxy's packages
+	// (the machines have no package mirror).
 	layout := nodesLayout{hosts: []int{0, 1}, etcd: []int{0}, master: []int{0}, worker: []int{1}}
 	write(layout)
-	res := kx.play(ctx, pb("create-cluster"))
+	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
+	bundle := exportBundle(ctx, t, kx, server, " with haproxy's packages")
+	stop()
+	res := kx.play(ctx, pb("create-cluster"), "--offline-bundle", bundle)
 	if res.err != nil {
 		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
 	}
@@ -91,7 +100,7 @@ func TestNodes(t *testing.T) {
 	}
 	layout = nodesLayout{hosts: []int{0, 1, 2, 3}, etcd: []int{0, 3}, master: []int{0}, worker: []int{1, 2, 3}}
 	write(layout)
-	res = kx.play(ctx, pb("add-nodes"))
+	res = kx.play(ctx, pb("add-nodes"), "--offline-bundle", bundle)
 	if res.err != nil {
 		t.Fatalf("add-nodes failed after %s: %v%s", res.wall, res.err, res.failures())
 	}
@@ -108,7 +117,7 @@ func TestNodes(t *testing.T) {
 	}
 	checkMembership(ctx, t, k, set, layout)
 	checkUntouched(t, before, spreadPods(ctx, t, k), name(1))
-	rerun(ctx, t, kx, "add-nodes", pb("add-nodes"))
+	rerun(ctx, t, kx, "add-nodes", pb("add-nodes"), "--offline-bundle", bundle)
 	spread(ctx, t, k, 6)
 	before = spreadPods(ctx, t, k)
 	if n := countOn(before, name(3)); n == 0 {
@@ -122,9 +131,7 @@ func TestNodes(t *testing.T) {
 	}
 	t.Logf("PERF delete-nodes, 1 worker and etcd member, drained: %s", res.wall.Round(time.Millisecond))
 	rerun(ctx, t, kx, "delete-nodes", pb("delete-nodes"), "-e", "nodes="+name(3))
-	if out, err := set.SSH(ctx, name(3), `for p in /etc/kubernetes /var/lib/kubelet /var/lib/etcd /etc/kubexm /usr/local/bin/kubelet /etc/systemd/system/containerd.service; do [ -e $p ] && echo "left $p"; done; pgrep -x 'kubelet|etcd|containerd' || true`); err != nil || strings.TrimSpace(out) != "" {
-		t.Errorf("delete-nodes left on %s: %v\n%s", name(3), err, out)
-	}
+	checkCleaned(ctx, t, set, name(3))
 	layout = nodesLayout{hosts: []int{0, 1, 2}, etcd: []int{0}, master: []int{0}, worker: []int{1, 2}}
 	write(layout)
 	checkMembership(ctx, t, k, set, layout)
@@ -132,7 +139,54 @@ func TestNodes(t *testing.T) {
 	checkUntouched(t, before, spreadPods(ctx, t, k), name(1), name(2))
 	before = spreadPods(ctx, t, k)
 
-	// 4. n3 dies; without force the run refuses, with force it goes.
+	// 4. Two masters: n4 again (cleaned above) and n5. Only the workers'
+	// haproxy configuration changes on the existing nodes, with a reload.
+	for _, i := range []int{0, 1, 2} {
+		units[name(i)] = unitStarts(ctx, t, set, name(i))
+	}
+	layout = nodesLayout{hosts: []int{0, 1, 2, 3, 4}, etcd: []int{0}, master: []int{0, 3, 4}, worker: []int{1, 2}}
+	write(layout)
+	res = kx.play(ctx, pb("add-nodes"), "--offline-bundle", bundle)
+	if res.err != nil {
+		t.Fatalf("add-nodes of 2 masters failed after %s: %v%s", res.wall, res.err, res.failures())
+	}
+	t.Logf("PERF add-nodes, 2 masters behind the workers' haproxy: %s (%d changed)", res.wall.Round(time.Millisecond), len(res.changed()))
+	checkExistingChanges(t, res, []string{name(0)}, []string{name(1), name(2)})
+	for _, i := range []int{0, 1, 2} {
+		if now := unitStarts(ctx, t, set, name(i)); now != units[name(i)] {
+			t.Errorf("add-nodes of masters restarted units on %s:\nbefore %s\nafter  %s", name(i), units[name(i)], now)
+		}
+	}
+	checkBackends(ctx, t, set, []string{name(1), name(2)}, layout)
+	checkMembership(ctx, t, k, set, layout)
+	checkUntouched(t, before, spreadPods(ctx, t, k), name(1), name(2))
+	rerun(ctx, t, kx, "add-nodes masters", pb("add-nodes"), "--offline-bundle", bundle)
+
+	// 5. n5 leaves: out of the backends first, then drained and cleaned.
+	for _, i := range []int{0, 1, 2, 3} {
+		units[name(i)] = unitStarts(ctx, t, set, name(i))
+	}
+	res = kx.play(ctx, pb("delete-nodes"), "-e", "nodes="+name(4))
+	if res.err != nil {
+		t.Fatalf("delete-nodes of master %s failed after %s: %v%s", name(4), res.wall, res.err, res.failures())
+	}
+	t.Logf("PERF delete-nodes, 1 master (backends, drain, cleanup): %s", res.wall.Round(time.Millisecond))
+	checkExistingChanges(t, res, []string{name(0), name(3)}, []string{name(1), name(2)})
+	for _, i := range []int{0, 1, 2, 3} {
+		if now := unitStarts(ctx, t, set, name(i)); now != units[name(i)] {
+			t.Errorf("delete-nodes of a master restarted units on %s:\nbefore %s\nafter  %s", name(i), units[name(i)], now)
+		}
+	}
+	rerun(ctx, t, kx, "delete-nodes master", pb("delete-nodes"), "-e", "nodes="+name(4))
+	checkCleaned(ctx, t, set, name(4))
+	layout = nodesLayout{hosts: []int{0, 1, 2, 3}, etcd: []int{0}, master: []int{0, 3}, worker: []int{1, 2}}
+	write(layout)
+	checkBackends(ctx, t, set, []string{name(1), name(2)}, layout)
+	checkMembership(ctx, t, k, set, layout)
+	checkUntouched(t, before, spreadPods(ctx, t, k), name(1), name(2))
+	before = spreadPods(ctx, t, k)
+
+	// 6. n3 dies; without force the run refuses, with force it goes.
 	if _, err := set.SSH(ctx, name(2), "systemctl poweroff --no-block"); err != nil {
 		t.Logf("poweroff %s: %v (the connection may drop first)", name(2), err)
 	}
@@ -154,17 +208,91 @@ func TestNodes(t *testing.T) {
 	}
 	t.Logf("PERF delete-nodes of a dead worker with force: %s", res.wall.Round(time.Millisecond))
 	rerun(ctx, t, kx, "delete-nodes force", pb("delete-nodes"), "-e", "nodes="+name(2), "-e", "force=true")
-	layout = nodesLayout{hosts: []int{0, 1}, etcd: []int{0}, master: []int{0}, worker: []int{1}}
+	layout = nodesLayout{hosts: []int{0, 1, 3}, etcd: []int{0}, master: []int{0, 3}, worker: []int{1}}
 	write(layout)
 	checkMembership(ctx, t, k, set, layout)
 	spread(ctx, t, k, 6)
 	checkUntouched(t, before, spreadPods(ctx, t, k), name(1))
 
-	// The refusals that need no machine: the last master, every etcd member.
-	res = kx.play(ctx, pb("delete-nodes"), "-e", "nodes="+name(0))
+	// The refusal that needs no machine: every master named.
+	res = kx.play(ctx, pb("delete-nodes"), "-e", "nodes="+name(0)+","+name(3))
 	if res.err == nil || !strings.Contains(res.failures(), "without a master") {
-		t.Errorf("delete-nodes of the only master: %v, want a refusal%s", res.err, res.failures())
+		t.Errorf("delete-nodes of every master: %v, want a refusal%s", res.err, res.failures())
 	}
+}
+
+// checkCleaned wants none of kubexm's files, units or processes left on a
+// removed host.
+func checkCleaned(ctx context.Context, t *testing.T, set *testhosts.Set, host string) {
+	t.Helper()
+	out, err := set.SSH(ctx, host, `for p in /etc/kubernetes /var/lib/kubelet /var/lib/etcd /etc/kubexm /usr/local/bin/kubelet /usr/local/bin/kube-apiserver /etc/systemd/system/containerd.service /etc/systemd/system/kube-apiserver.service /etc/systemd/system/kubexm-haproxy.service; do [ -e $p ] && echo "left $p"; done; pgrep -x 'kubelet|etcd|containerd|kube-apiserver|haproxy' || true`)
+	if err != nil || strings.TrimSpace(out) != "" {
+		t.Errorf("delete-nodes left on %s: %v\n%s", host, err, out)
+	}
+}
+
+// checkExistingChanges wants no change on the hosts of untouched, and on
+// the workers only their haproxy's new configuration and its reload.
+func checkExistingChanges(t *testing.T, res runResult, untouched, workers []string) {
+	t.Helper()
+	lb := []string{"Load balancer - haproxy configuration", "Load balancer - haproxy reloaded with the new configuration"}
+	reloaded := map[string]bool{}
+	for _, c := range res.changed() {
+		host, task, _ := strings.Cut(c, ": ")
+		switch {
+		case slices.Contains(untouched, host):
+			t.Errorf("changed an existing node: %s", c)
+		case slices.Contains(workers, host) && !slices.Contains(lb, task):
+			t.Errorf("changed on an existing worker beyond its haproxy backends: %s", c)
+		case slices.Contains(workers, host) && task == lb[1]:
+			reloaded[host] = true
+		}
+	}
+	for _, w := range workers {
+		if !reloaded[w] {
+			t.Errorf("haproxy on %s was not reloaded with the new backends", w)
+		}
+	}
+}
+
+// checkBackends wants the haproxy of each worker to have exactly l's
+// masters as backends, and each master's API server to answer a worker
+// with a certificate of the cluster CA naming its address, directly and
+// through the endpoint.
+func checkBackends(ctx context.Context, t *testing.T, set *testhosts.Set, workers []string, l nodesLayout) {
+	t.Helper()
+	var want []string
+	var probe strings.Builder
+	for _, i := range l.master {
+		h := set.Hosts[i]
+		want = append(want, fmt.Sprintf("server %s %s:6443", h.Name, h.Address))
+		fmt.Fprintf(&probe, "curl -fsS --max-time 5 --cacert /etc/kubernetes/pki/ca.crt https://%s:6443/readyz; echo\n", h.Address)
+	}
+	probe.WriteString("for i in 1 2 3 4 5 6; do curl -fsS --max-time 5 --cacert /etc/kubernetes/pki/ca.crt " + haEndpoint + "/readyz; echo; done\n")
+	for _, w := range workers {
+		cfg, err := set.SSH(ctx, w, "grep '^ *server ' /etc/kubexm/haproxy/haproxy.cfg")
+		if err != nil {
+			t.Fatalf("haproxy.cfg on %s: %v\n%s", w, err, cfg)
+		}
+		var got []string
+		for _, line := range strings.Split(strings.TrimSpace(cfg), "\n") {
+			got = append(got, strings.TrimSpace(line))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("haproxy backends on %s: %q, want %q", w, got, want)
+		}
+	}
+	out, err := retry(ctx, time.Minute, func() (string, error) {
+		out, err := set.SSH(ctx, workers[0], probe.String())
+		if err == nil && strings.Count(out, "ok") != len(l.master)+6 {
+			err = fmt.Errorf("not every answer is ok")
+		}
+		return out, err
+	})
+	if err != nil {
+		t.Fatalf("the masters' API servers from %s, directly and through %s: %v\n%s", workers[0], haEndpoint, err, out)
+	}
+	t.Logf("haproxy on %v: %v; each API server and the endpoint answer with a valid certificate", workers, want)
 }
 
 // nodesClusterYAML is kubernetesClusterYAML's cluster with the hosts and
@@ -185,7 +313,9 @@ func nodesClusterYAML(name string, set *testhosts.Set, l nodesLayout) string {
 		return strings.Join(n, ", ")
 	}
 	fmt.Fprintf(&b, "  roleGroups:\n    etcd: [%s]\n    master: [%s]\n    worker: [%s]\n", group(l.etcd), group(l.master), group(l.worker))
-	fmt.Fprintf(&b, `  kubernetes:
+	fmt.Fprintf(&b, `  controlPlaneEndpoint:
+    internalLoadbalancer: haproxy
+  kubernetes:
     type: kubexm
     version: %s
     proxyMode: iptables
@@ -275,7 +405,8 @@ func checkMembership(ctx context.Context, t *testing.T, k kubectlRunner, set *te
 // machine causes without anyone touching them.
 func unitStarts(ctx context.Context, t *testing.T, set *testhosts.Set, host string) string {
 	t.Helper()
-	out, err := set.SSH(ctx, host, "for u in etcd containerd kube-apiserver kubelet kube-proxy; do [ -e /etc/systemd/system/$u.service ] && echo \"$u $(systemctl show -P ActiveEnterTimestampMonotonic $u)\"; done; true")
+	// haproxy keeps its main process (and its start time) over a reload.
+	out, err := set.SSH(ctx, host, "for u in etcd containerd kube-apiserver kubelet kube-proxy kubexm-haproxy; do [ -e /etc/systemd/system/$u.service ] && echo \"$u $(systemctl show -P ActiveEnterTimestampMonotonic $u) $(systemctl show -P MainPID $u)\"; done; true")
 	if err != nil {
 		t.Fatalf("unit start times on %s: %v", host, err)
 	}

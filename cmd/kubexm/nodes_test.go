@@ -1,0 +1,74 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// delete-nodes refuses before it changes anything, on the control machine
+// alone (the hosts of this cluster.yaml do not exist): no node named, every
+// master named, every etcd member named, a node that cannot be reached
+// without force.
+func TestDeleteNodesRefusals(t *testing.T) {
+	t.Chdir(t.TempDir())
+	writeNodesCluster(t, 3, "etcd: [n1]\n    master: [n1, n2]\n    worker: [n3]",
+		"controlPlaneEndpoint:\n    internalLoadbalancer: haproxy\n  kubernetes:\n    type: kubexm", "kubexm")
+	for _, c := range []struct {
+		nodes, want string
+	}{
+		{"", "name the nodes to remove"},
+		{"n1,n2", "would leave the cluster without a master (masters: n1, n2)"},
+		{"n2,n1", "would leave the cluster without a master"},
+		{"n1", "would remove every etcd member (n1)"},
+		// 192.0.2.0/24 (TEST-NET-1) answers no one.
+		{"n3", "n3 cannot be reached"},
+	} {
+		out, err := runCmd(t, realApp(), "delete-nodes", "-i", "cluster.yaml", "-e", "nodes="+c.nodes, "-e", "nodes_reach_timeout=1")
+		if err == nil || !strings.Contains(out, c.want) {
+			t.Errorf("delete-nodes -e nodes=%s: %v, want a refusal saying %q:\n%s", c.nodes, err, c.want, out)
+		}
+		// A task that changed something logs changed=N.
+		if strings.Contains(out, "changed=") {
+			t.Errorf("delete-nodes -e nodes=%s changed something before refusing:\n%s", c.nodes, out)
+		}
+	}
+}
+
+// kubeadm's nodes join with a token and leave with kubeadm reset, which
+// add-nodes and delete-nodes do not do yet: both refuse such a cluster
+// before anything runs on a host, rather than give a new host a runtime
+// and no kubelet, or leave a removed one's kubelet running.
+func TestNodesPlaybooksRefuseKubeadm(t *testing.T) {
+	t.Chdir(t.TempDir())
+	writeNodesCluster(t, 2, "etcd: [n1]\n    master: [n1]\n    worker: [n2]", "kubernetes:\n    type: kubeadm", "kubeadm")
+	for _, args := range [][]string{
+		{"add-nodes", "-i", "cluster.yaml"},
+		{"delete-nodes", "-i", "cluster.yaml", "-e", "nodes=n2"},
+	} {
+		out, err := runCmd(t, realApp(), args...)
+		if err == nil || !strings.Contains(out, "kubernetes.type kubeadm") || !strings.Contains(out, "not done yet") {
+			t.Errorf("%s of a kubeadm cluster: %v, want a refusal naming kubernetes.type kubeadm:\n%s", args[0], err, out)
+		}
+		if strings.Contains(out, "changed=") {
+			t.Errorf("%s changed something before refusing:\n%s", args[0], out)
+		}
+	}
+}
+
+// writeNodesCluster writes cluster.yaml with hosts n1..nN on addresses of
+// 192.0.2.0/24 (TEST-NET-1, which answers no one), the role groups, the
+// spec lines that choose the endpoint and Kubernetes type, and etcd.type.
+func writeNodesCluster(t *testing.T, hosts int, groups, kube, etcd string) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("apiVersion: kubexm.mensylisir.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: c1\nspec:\n  hosts:\n")
+	for i := 1; i <= hosts; i++ {
+		fmt.Fprintf(&b, "  - {name: n%d, address: 192.0.2.%d, internalAddress: 192.0.2.%d, user: root, password: refusals-only-1}\n", i, i, i)
+	}
+	fmt.Fprintf(&b, "  roleGroups:\n    %s\n  %s\n    version: v1.37.2\n    containerRuntime: {type: containerd}\n  etcd:\n    type: %s\n  network:\n    plugin: flannel\n", groups, kube, etcd)
+	if err := os.WriteFile("cluster.yaml", []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
