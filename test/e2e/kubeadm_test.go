@@ -211,7 +211,8 @@ func kubeadmRenew(ctx context.Context, t *testing.T, root string, set *testhosts
 	}
 
 	poller := pollAPI(t, v.k.kubeconfig)
-	res := v.kx.play(ctx, filepath.Join(root, "playbooks", "certs-renew"))
+	// etcd.type kubexm: the etcd role runs again, from the bundle.
+	res := v.kx.play(ctx, filepath.Join(root, "playbooks", "certs-renew"), "--offline-bundle", v.bundle)
 	outages, requests := poller.stop()
 	if res.err != nil {
 		t.Fatalf("certs-renew (kubeadm, %s) failed after %s: %v%s", v.desc, res.wall, res.err, res.failures())
