@@ -235,7 +235,7 @@ func checkCleaned(ctx context.Context, t *testing.T, set *testhosts.Set, host st
 // the workers only their haproxy's new configuration and its reload.
 func checkExistingChanges(t *testing.T, res runResult, untouched, workers []string) {
 	t.Helper()
-	lb := []string{"Load balancer - haproxy configuration", "Load balancer - haproxy reloaded with the new configuration"}
+	lb := []string{"Load balancer - proxy configuration", "Load balancer - proxy reloaded with the new configuration"}
 	reloaded := map[string]bool{}
 	for _, c := range res.changed() {
 		host, task, _ := strings.Cut(c, ": ")
