@@ -14,7 +14,9 @@ func MatchHosts(inv *inventory.Inventory, pattern string) (hosts, unknown []stri
 }
 
 // Redactor returns the function that masks secrets (and their escaped,
-// quoted and encoded forms) in text, as a run masks its events.
+// quoted and encoded forms) in text, as a run masks its events: for output
+// that reaches a caller some other way (run command's, the error a
+// `kubexm play` child of a server's worker printed).
 func Redactor(secrets []string) func(string) string {
 	return newRedactor(secrets).str
 }

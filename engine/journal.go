@@ -349,11 +349,6 @@ func secretForms(s string) []string {
 	return forms
 }
 
-// Masker returns a function that masks secrets, in every form the engine
-// masks them in its own output, in text that reached a caller some other
-// way (the service keeps the error a `kubexm play` child printed).
-func Masker(secrets []string) func(string) string { return newRedactor(secrets).str }
-
 func (rd *redactor) str(s string) string {
 	if rd.r == nil || s == "" {
 		return s

@@ -111,13 +111,6 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func ago(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return time.Since(t).Round(time.Second).String()
-}
-
 // newGetJobsCmds are `kubexm get jobs` and `kubexm get job ID`.
 func newGetJobsCmds() []*cobra.Command {
 	var f clientFlags
@@ -150,7 +143,7 @@ func newGetJobsCmds() []*cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tCLUSTER\tPLAYBOOK\tSTATUS\tTASK\tAGE")
 			for _, j := range out.Jobs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Cluster, j.Playbook, j.Status, orDash(j.CurrentTask), ago(j.CreatedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Cluster, j.Playbook, j.Status, orDash(j.CurrentTask), age(j.CreatedAt))
 			}
 			return tw.Flush()
 		},

@@ -130,3 +130,55 @@ func TestUpgradePrecheckReadsTheCluster(t *testing.T) {
 		t.Errorf("upgrade_needed = %#v, want true", vars["upgrade_needed"])
 	}
 }
+
+// TestUpgradeRefusesAnEtcdItCannotBackUp: with an etcd kubexm did not
+// install, the backup before the upgrade cannot be taken, so the verdict
+// refuses until -e upgrade_backup=false; a re-run at the target (nothing
+// needed) and kubexm's own etcd are not refused.
+func TestUpgradeRefusesAnEtcdItCannotBackUp(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "upgrade", "tasks", "precheck.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []map[string]any
+	if err := yaml.Unmarshal(data, &tasks); err != nil {
+		t.Fatal(err)
+	}
+	var problems string
+	for _, task := range tasks {
+		if task["name"] == "upgrade - every pre-check passed" {
+			problems = task["vars"].(map[string]any)["upgrade_problems"].(string)
+		}
+	}
+	if problems == "" {
+		t.Fatal("precheck.yaml has no verdict task with upgrade_problems")
+	}
+	ev := eval.New()
+	for _, c := range []struct {
+		etcd           string
+		backup, needed bool
+		refused        bool
+	}{
+		{"kubeadm", true, true, true},
+		{"external", true, true, true},
+		{"kubeadm", false, true, false},
+		{"kubeadm", true, false, false},
+		{"kubexm", true, true, false},
+	} {
+		vars := map[string]any{
+			"spec":                    map[string]any{"etcd": map[string]any{"type": c.etcd}},
+			"upgrade_target_conflict": "", "upgrade_backup": c.backup, "upgrade_needed": c.needed,
+			"upgrade_current_version": "v1.36.3", "upgrade_skew_problems": "", "upgrade_node_versions": map[string]any{},
+			"upgrade_not_ready": []any{}, "upgrade_etcd": map[string]any{"rc": 0}, "upgrade_removed": map[string]any{},
+			"upgrade_allow_removed_apis": false, "upgrade_min_free_mib": 0, "kube_bin_dir": "/usr/local/bin",
+			"kubernetes_version": "v1.37.2", "groups": map[string]any{"master": []any{}, "k8s_cluster": []any{}}, "hostvars": map[string]any{},
+		}
+		got, err := ev.RenderString(problems, vars)
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if refused := strings.Contains(got, "upgrade_backup=false"); refused != c.refused {
+			t.Errorf("%+v: problems %q, want refused=%v", c, got, c.refused)
+		}
+	}
+}

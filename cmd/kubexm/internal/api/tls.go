@@ -1,22 +1,16 @@
 package api
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/mensylisir/kubexm/builtins/pki"
 )
 
 // SelfSigned returns the certificate in dir (cert.pem, key.pem), making a
@@ -37,45 +31,36 @@ func SelfSigned(dir string, hosts []string) (tls.Certificate, string, error) {
 	return c, hex.EncodeToString(sum[:]), nil
 }
 
+// writeSelfSigned issues the certificate with the PKI code the cluster
+// certificates use (a self-signed CA certificate that is also the server's).
 func writeSelfSigned(certFile, keyFile string, hosts []string) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "kubexm server"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().AddDate(3, 0, 0),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
+	var entries []string
 	for _, h := range append(hosts, "localhost", "127.0.0.1", "::1") {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else if h != "" {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		if h != "" {
+			entries = append(entries, h)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	sans, err := pki.ParseSANs(entries)
+	if err != nil {
+		return fmt.Errorf("--tls-host: %w", err)
+	}
+	key, err := pki.GenerateKey(pki.ECDSAP256)
 	if err != nil {
 		return err
 	}
-	kb, err := x509.MarshalECPrivateKey(key)
+	_, der, err := pki.Issue(pki.Request{CommonName: "kubexm server", SANs: sans, IsCA: true, Validity: 3 * 365 * 24 * time.Hour}, key, nil, time.Now())
+	if err != nil {
+		return err
+	}
+	keyPEM, err := pki.EncodeKey(key)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(certFile), 0o700); err != nil {
 		return err
 	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
 		return err
 	}
-	return os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	return os.WriteFile(certFile, pki.EncodeCert(der), 0o644)
 }

@@ -199,7 +199,7 @@ func (w *Worker) runJob(ctx context.Context, j *jobstore.Job) {
 	mask := func(s string) string { return s }
 	if c, _, err := schema.Parse("cluster.yaml", plain); err == nil {
 		if inv, err := schema.Inventory(c, ""); err == nil {
-			mask = engine.Masker(inv.Secrets())
+			mask = engine.Redactor(inv.Secrets())
 		}
 	}
 	ref, err := w.c.Playbook(j.Playbook)
