@@ -15,7 +15,7 @@ TESTFLAGS ?=
 
 export KUBEXM_TEST_CACHE
 
-.PHONY: build check demo test vet unit lint-scripts integration e2e e2e-cluster e2e-kubeadm e2e-ha e2e-vip e2e-certs e2e-nodes e2e-upgrade bench hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
+.PHONY: build check demo test vet unit lint-scripts integration e2e e2e-cluster e2e-kubeadm e2e-ha e2e-vip e2e-nodes e2e-upgrade bench hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kubexm
@@ -76,7 +76,8 @@ E2E_SKIP ?= ^(TestUpgrade|TestVIPControlPlane)$$
 e2e:
 	$(GO) test -tags e2e -count=1 -timeout 75m -skip '$(E2E_SKIP)' $(TESTFLAGS) ./test/e2e/...
 
-# Issue 9's acceptance alone: a 3-machine binary-mode cluster from an offline bundle.
+# Issue 9's acceptance: a 3-machine binary-mode cluster from an offline bundle, carried
+# through issue 22's certificate check and renewal and its backup and restore.
 e2e-cluster:
 	$(GO) test -tags e2e -count=1 -timeout 60m -run '^TestKubernetesCluster$$' -v $(TESTFLAGS) ./test/e2e/
 
@@ -94,10 +95,6 @@ e2e-ha:
 # entries, spec.roleGroups.loadbalancer and externalLoadBalancer, to run it).
 e2e-vip:
 	$(GO) test -tags e2e -count=1 -timeout 60m -run '^TestVIPControlPlane$$' -v $(TESTFLAGS) ./test/e2e/
-
-# Only the certificate suite (issue 22: check, renew; backup and restore on the same cluster).
-e2e-certs:
-	$(GO) test -tags e2e -count=1 -timeout 60m -run '^TestCerts$$' -v $(TESTFLAGS) ./test/e2e/
 
 # Issue 20's acceptance alone: add and remove workers and etcd members.
 e2e-nodes:

@@ -38,7 +38,12 @@ const (
 //     with failCgroupV1: false from the cgroup_version fact);
 //   - a busybox pod on each worker resolves kubernetes.default and fetches a
 //     page through a ClusterIP service backed by a pod on the other worker;
-//   - a re-run reports 0 changed;
+//   - issue 22 on the running cluster: `kubexm certs check` and certs-renew
+//     under a polling client (certsLifecycle);
+//   - a re-run reports 0 changed (the renewed files fit);
+//   - issue 22's backup and restore (backupRestore): a namespace is backed
+//     up, deleted, damaged and foreign backups are refused, the restore
+//     brings it back;
 //   - playbooks/delete removes it all: no Kubernetes unit, file or process
 //     is left, and a second delete changes nothing.
 //
@@ -46,7 +51,7 @@ const (
 // the delete.
 func TestKubernetesCluster(t *testing.T) {
 	parallelSuite(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
 	root := moduleRoot(t)
 	work := t.TempDir()
@@ -60,12 +65,13 @@ func TestKubernetesCluster(t *testing.T) {
 		t.Fatalf("want 3 machines, have %d", len(set.Hosts))
 	}
 
+	const name = "e2e-k8s"
 	inventory := filepath.Join(work, "cluster.yaml")
-	if err := os.WriteFile(inventory, []byte(kubernetesClusterYAML("e2e-k8s", set)), 0o600); err != nil {
+	if err := os.WriteFile(inventory, []byte(kubernetesClusterYAML(name, set)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: extraVars(clusterTestVars()...), observe: diag.observe}
-	kubeconfig := filepath.Join(work, ".kubexm", "e2e-k8s", "kubeconfig")
+	kubeconfig := filepath.Join(work, ".kubexm", name, "kubeconfig")
 	k := kubectlRunner{bin: kubectl, kubeconfig: kubeconfig}
 	diag.cluster(k)
 
@@ -103,7 +109,9 @@ func TestKubernetesCluster(t *testing.T) {
 
 	checkNodes(ctx, t, k, set)
 	checkWorkloads(ctx, t, k, set)
+	certsLifecycle(ctx, t, kx, k, set, root, work, name, bundle)
 
+	// After the renewal: the renewed files fit what create-cluster writes.
 	res = kx.play(ctx, create, "--offline-bundle", bundle)
 	if res.err != nil {
 		t.Fatalf("re-run failed: %v%s", res.err, res.failures())
@@ -112,6 +120,8 @@ func TestKubernetesCluster(t *testing.T) {
 	if c := res.changed(); len(c) > 0 {
 		t.Errorf("re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
+
+	backupRestore(ctx, t, kx, k, root, work, name)
 
 	res = kx.play(ctx, del)
 	if res.err != nil {

@@ -32,7 +32,7 @@ const lifecycleFromVersion = "v1.36.3"
 //
 // It needs Kubernetes lifecycleFromVersion built too (test/artifacts, a
 // second full build), so CI does not run it: `make e2e-upgrade`. Backup and
-// restore (issue 22) run on TestCerts' cluster (backupRestore, below).
+// restore (issue 22) run on TestKubernetesCluster's cluster (backupRestore, below).
 // PERF lines give the wall time of each step.
 func TestUpgrade(t *testing.T) {
 	parallelSuite(t)
@@ -99,7 +99,7 @@ func TestUpgrade(t *testing.T) {
 }
 
 // backupRestore is issue 22's backup and restore on a running cluster
-// (TestCerts').
+// (TestKubernetesCluster's).
 func backupRestore(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, root, work, name string) {
 	t.Helper()
 	image := busyboxRef(t)
