@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,9 @@ const (
 //     with failCgroupV1: false from the cgroup_version fact);
 //   - a busybox pod on each worker resolves kubernetes.default and fetches a
 //     page through a ClusterIP service backed by a pod on the other worker;
+//   - issue 15: kube-proxy broken on purpose on one worker makes the play fail
+//     with the line of kube-proxy's journal that names the problem, and the
+//     next run repairs it (brokenKubeProxy);
 //   - issue 22 on the running cluster: `kubexm certs check` and certs-renew
 //     under a polling client (certsLifecycle);
 //   - a re-run reports 0 changed (the renewed files fit);
@@ -109,6 +113,7 @@ func TestKubernetesCluster(t *testing.T) {
 
 	checkNodes(ctx, t, k, set)
 	checkWorkloads(ctx, t, k, set)
+	brokenKubeProxy(ctx, t, kx, k, set, diag, create, bundle)
 	certsLifecycle(ctx, t, kx, k, set, root, work, name, bundle)
 
 	// After the renewal: the renewed files fit what create-cluster writes.
@@ -150,6 +155,41 @@ pgrep -x 'kubelet|kube-proxy|kube-apiserver|flanneld|coredns|containerd-shim' ||
 	}
 	if c := res.changed(); len(c) > 0 {
 		t.Errorf("second delete changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+}
+
+// brokenKubeProxy gives kube-proxy on the last worker a configuration it
+// refuses (an unknown proxy mode): the node play must fail there, naming the
+// unit's state and the journal line with kube-proxy's own complaint, instead
+// of a bare timeout, and so must the suite's failure report; the next run
+// without it brings kube-proxy back.
+func brokenKubeProxy(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, set *testhosts.Set, diag *diagnostics, create, bundle string) {
+	t.Helper()
+	node := set.Hosts[len(set.Hosts)-1].Name
+	broken := kx
+	broken.extra = append(slices.Clone(kx.extra), `{"kube_proxy_extra_config": {"mode": "no-such-mode"}}`, `{"kube_node_wait_timeout": "40s"}`)
+	res := broken.play(ctx, create, "--offline-bundle", bundle, "--limit", node, "--tags", "node")
+	failures := res.failures()
+	if res.err == nil {
+		t.Fatalf("create-cluster with a broken kube-proxy configuration on %s succeeded", node)
+	}
+	t.Logf("PERF create-cluster --limit %s with a broken kube-proxy failed after %s:%s", node, res.wall.Round(time.Millisecond), failures)
+	for _, want := range []string{node, "kube-proxy is alive", "its journal ends", `"no-such-mode"`} {
+		if !strings.Contains(failures, want) {
+			t.Errorf("the failure does not say %q:%s", want, failures)
+		}
+	}
+	// What the suite prints when it fails here: kube-proxy's status and
+	// journal on that machine, with the same line.
+	if report := diag.text(ctx); !strings.Contains(report, `"no-such-mode"`) || !strings.Contains(report, "kube-proxy") {
+		t.Errorf("the suite's failure report does not show kube-proxy's complaint:\n%s", tail(report, 60))
+	}
+	res = kx.play(ctx, create, "--offline-bundle", bundle, "--limit", node, "--tags", "node")
+	if res.err != nil {
+		t.Fatalf("create-cluster --limit %s did not repair kube-proxy: %v%s", node, res.err, res.failures())
+	}
+	if out, err := k.run(ctx, "", "wait", "node", node, "--for=condition=Ready", "--timeout=120s"); err != nil {
+		t.Errorf("%s after the repair: %v\n%s", node, err, out)
 	}
 }
 
