@@ -36,24 +36,24 @@ func TestDeleteNodesRefusals(t *testing.T) {
 	}
 }
 
-// kubeadm's nodes join with a token and leave with kubeadm reset, which
-// add-nodes and delete-nodes do not do yet: both refuse such a cluster
-// before anything runs on a host, rather than give a new host a runtime
-// and no kubelet, or leave a removed one's kubelet running.
-func TestNodesPlaybooksRefuseKubeadm(t *testing.T) {
+// kubeadm: delete-nodes removes workers (drain, Node, kubeadm reset) and
+// refuses a master, whose stacked etcd member it does not handle yet, on
+// the control machine before anything runs on a host.
+func TestDeleteNodesRefusesKubeadmMasters(t *testing.T) {
 	t.Chdir(t.TempDir())
-	writeNodesCluster(t, 2, "etcd: [n1]\n    master: [n1]\n    worker: [n2]", "kubernetes:\n    type: kubeadm", "kubeadm")
-	for _, args := range [][]string{
-		{"add-nodes", "-i", "cluster.yaml"},
-		{"delete-nodes", "-i", "cluster.yaml", "-e", "nodes=n2"},
-	} {
-		out, err := runCmd(t, realApp(), args...)
-		if err == nil || !strings.Contains(out, "kubernetes.type kubeadm") || !strings.Contains(out, "not done yet") {
-			t.Errorf("%s of a kubeadm cluster: %v, want a refusal naming kubernetes.type kubeadm:\n%s", args[0], err, out)
-		}
-		if strings.Contains(out, "changed=") {
-			t.Errorf("%s changed something before refusing:\n%s", args[0], out)
-		}
+	writeNodesCluster(t, 3, "etcd: [n1, n2]\n    master: [n1, n2]\n    worker: [n3]", "kubernetes:\n    type: kubeadm", "kubeadm")
+	out, err := runCmd(t, realApp(), "delete-nodes", "-i", "cluster.yaml", "-e", "nodes=n3,n2")
+	if err == nil || !strings.Contains(out, "removes workers from a kubernetes.type kubeadm cluster; n2 is a master") {
+		t.Errorf("delete-nodes of a kubeadm master: %v, want a refusal naming n2:\n%s", err, out)
+	}
+	if strings.Contains(out, "changed=") {
+		t.Errorf("delete-nodes changed something before refusing:\n%s", out)
+	}
+	// A worker gets past that check (and stops at the next: this n3 cannot
+	// be reached).
+	out, err = runCmd(t, realApp(), "delete-nodes", "-i", "cluster.yaml", "-e", "nodes=n3", "-e", "nodes_reach_timeout=1")
+	if err == nil || strings.Contains(out, "is a master") || !strings.Contains(out, "n3 cannot be reached") {
+		t.Errorf("delete-nodes of a kubeadm worker: %v, want only the unreachable refusal:\n%s", err, out)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,8 @@ var kubeadmEtcdImageTag = strings.TrimPrefix(etcdVersion, "v") + "-0"
 //     (checkNodes, checkWorkloads);
 //   - `kubeadm certs check-expiration` on n1 lists every certificate valid
 //     (kubeadm's etcd certificates with the stacked etcd only);
+//   - with the stacked etcd, issue 20 in kubeadm mode (kubeadmNodes): n3 is
+//     removed with delete-nodes and added back with add-nodes;
 //   - a re-run reports 0 changed;
 //   - playbooks/delete (`kubeadm reset` and the rest) leaves every machine's
 //     /etc, /usr/local, /opt, /var/lib/kubelet and /var/lib/etcd as they
@@ -75,6 +78,13 @@ func TestKubeadmCluster(t *testing.T) {
 	// same run; CI has binary mode's own suite.
 	if os.Getenv("KUBEXM_E2E_COMPARE_BINARY") == "1" {
 		variants = append([]kubeadmVariant{{binary: true, etcdType: "kubexm", desc: "binary mode"}}, variants...)
+	}
+	// KUBEXM_E2E_KUBEADM_ONLY=kubeadm (or kubexm) runs one etcd variant.
+	if only := os.Getenv("KUBEXM_E2E_KUBEADM_ONLY"); only != "" {
+		variants = slices.DeleteFunc(variants, func(v kubeadmVariant) bool { return v.etcdType != only || v.binary })
+		if len(variants) == 0 {
+			t.Fatalf("KUBEXM_E2E_KUBEADM_ONLY=%s: no such variant (kubeadm, kubexm)", only)
+		}
 	}
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
 	for i := range variants {
@@ -146,6 +156,9 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 
 	checkNodes(ctx, t, v.k, set)
 	checkWorkloads(ctx, t, v.k, set)
+	if !v.binary && v.etcdType == "kubeadm" {
+		kubeadmNodes(ctx, t, root, set, v)
+	}
 	if !v.binary {
 		checkKubeadmCerts(ctx, t, set, set.Hosts[0].Name, v.etcdType == "kubeadm")
 		kubeadmRenew(ctx, t, root, set, v)
@@ -185,6 +198,78 @@ pgrep -x 'kubelet|kube-proxy|kube-apiserver|etcd|flanneld|coredns|containerd-shi
 	if c := res.changed(); len(c) > 0 {
 		t.Errorf("second delete changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
+}
+
+// kubeadmNodes takes the last worker out of the variant's cluster with
+// delete-nodes (drain, Node deleted, kubeadm reset and the cleanup of
+// delete on the host) and brings it back with add-nodes (a join with a
+// bootstrap token of its own); each re-run changes nothing. Between the two,
+// the same host named a master is refused by add-nodes before anything
+// changes (kubeadm control-plane joins to a running cluster are not done).
+func kubeadmNodes(ctx context.Context, t *testing.T, root string, set *testhosts.Set, v kubeadmVariant) {
+	t.Helper()
+	pb := func(name string) string { return filepath.Join(root, "playbooks", name) }
+	worker := set.Hosts[len(set.Hosts)-1].Name
+
+	res := v.kx.play(ctx, pb("delete-nodes"), "-e", "nodes="+worker)
+	if res.err != nil {
+		t.Fatalf("delete-nodes %s (kubeadm) failed after %s: %v%s", worker, res.wall, res.err, res.failures())
+	}
+	t.Logf("PERF delete-nodes (kubeadm), 1 worker, drained: %s (%d changed)", res.wall.Round(time.Millisecond), len(res.changed()))
+	if out, err := v.k.run(ctx, "", "get", "node", worker, "--ignore-not-found", "-o", "name"); err != nil || strings.TrimSpace(out) != "" {
+		t.Errorf("node %s after delete-nodes: %q, %v", worker, out, err)
+	}
+	out, err := set.SSH(ctx, worker, `pgrep -x 'kubelet|kube-proxy|containerd|flanneld' || true
+for p in /etc/kubernetes /var/lib/kubelet /usr/local/bin/kubelet /usr/local/bin/kubeadm /etc/cni/net.d/10-flannel.conflist /etc/systemd/system/kubelet.service; do
+  [ -e $p ] && echo "left $p"
+done
+true`)
+	if err != nil || strings.TrimSpace(out) != "" {
+		t.Errorf("delete-nodes left on %s (%v):\n%s", worker, err, out)
+	}
+	rerun(ctx, t, v.kx, "delete-nodes (kubeadm)", pb("delete-nodes"), "-e", "nodes="+worker)
+
+	text, err := os.ReadFile(v.inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := set.Hosts[0].Name, set.Hosts[1].Name
+	groups := fmt.Sprintf("    etcd: [%s]\n    master: [%s]\n    worker: [%s, %s]\n", first, first, second, worker)
+	if !strings.Contains(string(text), groups) {
+		t.Fatalf("%s has not the role groups %q", v.inventory, groups)
+	}
+	asMaster := v.kx
+	asMaster.inventory = filepath.Join(v.dir, "as-master.yaml")
+	if err := os.WriteFile(asMaster.inventory, []byte(strings.Replace(string(text), groups,
+		fmt.Sprintf("    etcd: [%s, %s]\n    master: [%s, %s]\n    worker: [%s]\n", first, worker, first, worker, second), 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res = asMaster.play(ctx, pb("add-nodes"), "--offline-bundle", v.bundle)
+	if res.err == nil || !strings.Contains(res.failures(), "add-nodes adds workers to a kubernetes.type kubeadm cluster; "+worker+" would join") {
+		t.Errorf("add-nodes of %s as a kubeadm master: %v, want the refusal;%s", worker, res.err, res.failures())
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("the refused add-nodes changed %d things:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+
+	units := map[string]string{first: unitStarts(ctx, t, set, first), second: unitStarts(ctx, t, set, second)}
+	res = v.kx.play(ctx, pb("add-nodes"), "--offline-bundle", v.bundle)
+	if res.err != nil {
+		t.Fatalf("add-nodes %s (kubeadm) failed after %s: %v%s", worker, res.wall, res.err, res.failures())
+	}
+	t.Logf("PERF add-nodes (kubeadm), 1 worker joined: %s (%d changed)", res.wall.Round(time.Millisecond), len(res.changed()))
+	for _, c := range res.changed() {
+		if strings.HasPrefix(c, first+":") || strings.HasPrefix(c, second+":") {
+			t.Errorf("add-nodes changed an existing node: %s", c)
+		}
+	}
+	for name, before := range units {
+		if now := unitStarts(ctx, t, set, name); now != before {
+			t.Errorf("add-nodes restarted units on %s:\nbefore %s\nafter  %s", name, before, now)
+		}
+	}
+	checkNodes(ctx, t, v.k, set)
+	rerun(ctx, t, v.kx, "add-nodes (kubeadm)", pb("add-nodes"), "--offline-bundle", v.bundle)
 }
 
 // kubeadmRenew runs certs-renew on the variant's cluster: kubeadm's
