@@ -39,7 +39,7 @@ unit:
 	$(GO) test -count=1 $(TESTFLAGS) ./...
 
 lint-scripts:
-	shellcheck -x test/hosts/*.sh test/artifacts/*.sh test/demo.sh .ci/run
+	shellcheck -x test/hosts/*.sh test/artifacts/*.sh test/demo.sh .ci/run roles/*/files/*.sh
 
 hosts-rootfs:
 	test/hosts/prepare-rootfs.sh

@@ -103,6 +103,8 @@ func SetDefaults(c *Cluster) {
 		setIntPtr(&e.MaxWals, 5)
 		setStr(&e.LogLevel, "info")
 	}
+	setStr(&e.BackupDir, "/var/backups/kube_etcd")
+	setInt(&e.KeepBackupNumber, 5)
 
 	n := &s.Network
 	setStr(&n.Plugin, "flannel")

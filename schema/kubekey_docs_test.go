@@ -37,7 +37,6 @@ func TestKubeKeyConfigExample(t *testing.T) {
 		"dropped: spec.controlPlaneEndpoint.kubevip",
 		"dropped: spec.kubernetes.kata",
 		"dropped: spec.kubernetes.imageRepo",
-		"dropped: spec.etcd.backupDir",
 		"dropped: spec.network.multusCNI",
 		"dropped: spec.storage.openebs (KubeKey installs OpenEBS only with --with-local-storage; kubexm does not install it yet)",
 		"dropped: spec.hosts[3].timeout",

@@ -220,7 +220,6 @@ func TestKubeKeyConversion(t *testing.T) {
 		"spec.etcd.type kubekey -> kubexm",
 		"spec.registry.registryMirrors -> spec.kubernetes.containerRuntime.containerd.registryMirrors",
 		"dropped: spec.kubernetes.kubeletConfiguration",
-		"dropped: spec.etcd.backupDir",
 		"dropped: spec.hosts[2].timeout",
 		"dropped: spec.addons[*].namespace/sources",
 	} {
@@ -231,6 +230,10 @@ func TestKubeKeyConversion(t *testing.T) {
 	s := c.Spec
 	if c.APIVersion != APIVersion || !slices.Equal(s.RoleGroups.Master, []string{"node1"}) || !slices.Equal(s.RoleGroups.Worker, []string{"node2", "node3"}) {
 		t.Errorf("converted: %s %+v", c.APIVersion, s.RoleGroups)
+	}
+	// KubeKey's scheduled etcd backups are kubexm's too (roles/etcd's timer).
+	if strings.Contains(w, "spec.etcd.backup") || s.Etcd.BackupPeriod != 1440 || s.Etcd.KeepBackupNumber != 5 || s.Etcd.BackupDir != "/var/backups/kube_etcd" {
+		t.Errorf("KubeKey's etcd backup fields: period %d, keep %d, dir %q; warnings:\n%s", s.Etcd.BackupPeriod, s.Etcd.KeepBackupNumber, s.Etcd.BackupDir, w)
 	}
 	if s.Etcd.Type != "kubexm" || s.Kubernetes.ContainerRuntime.Type != "containerd" || !slices.Equal(s.Addons, []string{"nfs-client"}) {
 		t.Errorf("converted: etcd %s runtime %s addons %v", s.Etcd.Type, s.Kubernetes.ContainerRuntime.Type, s.Addons)

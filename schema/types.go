@@ -144,7 +144,7 @@ type RuntimeSettings struct {
 
 // Etcd configures the etcd cluster.
 type Etcd struct {
-	Type                    string        `yaml:"type,omitempty" enum:"kubexm,kubeadm,external" doc:"kubexm: binaries on the etcd hosts; external: an existing cluster; kubeadm (stacked on the masters): not supported yet. Default kubexm."`
+	Type                    string        `yaml:"type,omitempty" enum:"kubexm,kubeadm,external" doc:"kubexm: binaries on the etcd hosts; external: an existing cluster; kubeadm: a stacked member on every master (kubernetes.type kubeadm). Default kubexm."`
 	Version                 string        `yaml:"version,omitempty" doc:"etcd version, a v3.6 release. Default v3.6.16."`
 	External                *EtcdExternal `yaml:"external,omitempty" doc:"Only with type external."`
 	DataDir                 string        `yaml:"dataDir,omitempty" doc:"Default /var/lib/etcd."`
@@ -158,6 +158,9 @@ type Etcd struct {
 	MaxSnapshots            *int          `yaml:"maxSnapshots,omitempty" doc:"0 is unlimited. Default 5."`
 	MaxWals                 *int          `yaml:"maxWals,omitempty" doc:"0 is unlimited. Default 5."`
 	LogLevel                string        `yaml:"logLevel,omitempty" enum:"debug,info,warn,error,panic,fatal" doc:"Default info."`
+	BackupPeriod            int           `yaml:"backupPeriod,omitempty" doc:"Minutes between scheduled snapshots that a systemd timer takes on every etcd host (etcd.type kubexm); 0 schedules none. Default 0 (KubeKey's field, whose default was 1440)."`
+	BackupDir               string        `yaml:"backupDir,omitempty" doc:"Where the scheduled snapshots go on each etcd host; delete leaves them. Default /var/backups/kube_etcd."`
+	KeepBackupNumber        int           `yaml:"keepBackupNumber,omitempty" doc:"Scheduled snapshots kept on each host, the newest. Default 5."`
 }
 
 // EtcdExternal is an existing etcd cluster.

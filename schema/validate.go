@@ -354,6 +354,19 @@ func validateRoleGroups(c *Cluster, names []string, ps *problems) {
 		ps.add("spec.etcd.type", "set kubernetes.type: kubeadm, or etcd.type: kubexm",
 			"etcd.type kubeadm (a stacked member on every master) needs kubernetes.type kubeadm, not %s", c.Spec.Kubernetes.Type)
 	}
+	// The snapshot timer is roles/etcd's: etcdctl and a client certificate
+	// are on the hosts of an etcd kubexm installed, and nowhere else.
+	if e := c.Spec.Etcd; e.BackupPeriod != 0 {
+		if e.BackupPeriod < 0 {
+			ps.add("spec.etcd.backupPeriod", "minutes between snapshots, e.g. 1440 for one a day; 0 schedules none", "backupPeriod %d is negative", e.BackupPeriod)
+		} else if e.Type != "kubexm" {
+			ps.add("spec.etcd.backupPeriod", "take snapshots with `kubexm play backup` (etcd.type kubexm) or with your etcd's own tooling",
+				"scheduled backups run on the hosts of an etcd kubexm installs (etcd.type kubexm), not with etcd.type %s", e.Type)
+		}
+	}
+	if c.Spec.Etcd.KeepBackupNumber < 0 {
+		ps.add("spec.etcd.keepBackupNumber", "how many scheduled snapshots each host keeps, e.g. 5", "keepBackupNumber %d is negative", c.Spec.Etcd.KeepBackupNumber)
+	}
 	// The renewal timer is roles/kubernetes/pki's, which kubeadm mode does
 	// not run: accepting it there would install nothing.
 	if c.Spec.Kubernetes.AutoRenewCerts && c.Spec.Kubernetes.Type == "kubeadm" {

@@ -103,6 +103,17 @@ func validatePaths(c *Cluster, ps *problems) {
 			}
 		}
 	}
+	// The scheduled snapshots stay after delete, but must not land in a
+	// system directory or in a directory delete removes.
+	if e := c.Spec.Etcd; e.BackupPeriod > 0 {
+		p := "spec.etcd.backupDir"
+		checkPath(ps, p, e.BackupDir, true)
+		for _, d := range dirs {
+			if d.value != "" && (e.BackupDir == d.value || strings.HasPrefix(e.BackupDir, d.value+"/") || strings.HasPrefix(d.value, e.BackupDir+"/")) {
+				ps.add(p, "delete removes "+d.value+": keep the snapshots in a directory of their own", "%s overlaps %s (%s)", e.BackupDir, d.path, d.value)
+			}
+		}
+	}
 	for name, a := range c.Spec.Registry.Auths {
 		p := child(key(child("spec.registry", "auths"), name), "certsPath")
 		if a.CertsPath != "" && !pathChars.MatchString(a.CertsPath) {

@@ -26,7 +26,9 @@ func TestDeepAndWideInputsRefusedFast(t *testing.T) {
 			t.Errorf("%s: accepted (%v)", name, err)
 			continue
 		}
-		if el := time.Since(start); el > 100*time.Millisecond {
+		// Unbounded, these took seconds to minutes; a second leaves room
+		// for a loaded machine.
+		if el := time.Since(start); el > time.Second {
 			t.Errorf("%s: took %s", name, el)
 		}
 	}

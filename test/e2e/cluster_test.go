@@ -39,6 +39,10 @@ const (
 //     with failCgroupV1: false from the cgroup_version fact);
 //   - a busybox pod on each worker resolves kubernetes.default and fetches a
 //     page through a ClusterIP service backed by a pod on the other worker;
+//   - issue 22's scheduled snapshots: the timer runs on the etcd member,
+//     three runs of its service leave the two newest snapshots, each one
+//     etcdutl reads (scheduledSnapshots); delete removes the timer and
+//     leaves the snapshots;
 //   - issue 15: kube-proxy broken on purpose on one worker makes the play fail
 //     with the line of kube-proxy's journal that names the problem, and the
 //     next run repairs it (brokenKubeProxy);
@@ -71,7 +75,10 @@ func TestKubernetesCluster(t *testing.T) {
 
 	const name = "e2e-k8s"
 	inventory := filepath.Join(work, "cluster.yaml")
-	if err := os.WriteFile(inventory, []byte(kubernetesClusterYAML(name, set)), 0o600); err != nil {
+	// Scheduled etcd snapshots on n1, two kept (scheduledSnapshots).
+	clusterYAML := strings.Replace(kubernetesClusterYAML(name, set), "  etcd:\n    type: kubexm\n",
+		"  etcd:\n    type: kubexm\n    backupPeriod: 720\n    keepBackupNumber: 2\n    backupDir: "+e2eSnapshotDir+"\n", 1)
+	if err := os.WriteFile(inventory, []byte(clusterYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: extraVars(clusterTestVars()...), observe: diag.observe}
@@ -113,6 +120,7 @@ func TestKubernetesCluster(t *testing.T) {
 
 	checkNodes(ctx, t, k, set)
 	checkWorkloads(ctx, t, k, set)
+	scheduledSnapshots(ctx, t, set)
 	brokenKubeProxy(ctx, t, kx, k, set, diag, create, bundle)
 	certsLifecycle(ctx, t, kx, k, set, root, work, name, bundle)
 
@@ -158,6 +166,36 @@ pgrep -x 'kubelet|kube-proxy|kube-apiserver|flanneld|coredns|containerd-shim' ||
 	}
 }
 
+// e2eSnapshotDir is where the cluster suite's etcd member keeps its
+// scheduled snapshots.
+const e2eSnapshotDir = "/var/backups/kubexm-e2e-etcd"
+
+// scheduledSnapshots checks spec.etcd.backupPeriod on the etcd member: the
+// timer is enabled and waiting, and three runs of its service (as the timer
+// starts it) leave keepBackupNumber (2) snapshots, each readable by
+// etcdutl.
+func scheduledSnapshots(ctx context.Context, t *testing.T, set *testhosts.Set) {
+	t.Helper()
+	member := set.Hosts[0].Name
+	out, err := set.SSH(ctx, member, `set -e
+systemctl is-enabled kubexm-etcd-backup.timer
+systemctl is-active kubexm-etcd-backup.timer
+for i in 1 2 3; do systemctl start kubexm-etcd-backup.service; done
+for f in `+e2eSnapshotDir+`/etcd-*.db; do
+  echo "file $f"
+  /usr/local/bin/etcdutl snapshot status "$f" -w simple >/dev/null
+done
+journalctl -u kubexm-etcd-backup.service -o cat --no-pager | grep -c '^etcd snapshot '`)
+	if err != nil {
+		t.Fatalf("scheduled snapshots on %s: %v\n%s", member, err, out)
+	}
+	files := strings.Count(out, "file "+e2eSnapshotDir+"/etcd-"+member+"-")
+	if !strings.HasPrefix(out, "enabled\nactive\n") || files != 2 {
+		t.Errorf("scheduled snapshots on %s: want the timer enabled and active and 2 snapshots kept, have %d:\n%s", member, files, out)
+	}
+	t.Logf("scheduled snapshots on %s:\n%s", member, out)
+}
+
 // brokenKubeProxy gives kube-proxy on the last worker a configuration it
 // refuses (an unknown proxy mode): the node play must fail there, naming the
 // unit's state and the journal line with kube-proxy's own complaint, instead
@@ -174,14 +212,15 @@ func brokenKubeProxy(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunn
 		t.Fatalf("create-cluster with a broken kube-proxy configuration on %s succeeded", node)
 	}
 	t.Logf("PERF create-cluster --limit %s with a broken kube-proxy failed after %s:%s", node, res.wall.Round(time.Millisecond), failures)
-	for _, want := range []string{node, "kube-proxy is alive", "its journal ends", `"no-such-mode"`} {
+	// kube-proxy's own line: `Invalid value: \"no-such-mode\": must be iptables, ipvs, ...`.
+	for _, want := range []string{node, "kube-proxy is alive", "its journal ends", "Invalid value", "no-such-mode"} {
 		if !strings.Contains(failures, want) {
 			t.Errorf("the failure does not say %q:%s", want, failures)
 		}
 	}
 	// What the suite prints when it fails here: kube-proxy's status and
 	// journal on that machine, with the same line.
-	if report := diag.text(ctx); !strings.Contains(report, `"no-such-mode"`) || !strings.Contains(report, "kube-proxy") {
+	if report := diag.text(ctx); !strings.Contains(report, "no-such-mode") || !strings.Contains(report, "kube-proxy.service") {
 		t.Errorf("the suite's failure report does not show kube-proxy's complaint:\n%s", tail(report, 60))
 	}
 	res = kx.play(ctx, create, "--offline-bundle", bundle, "--limit", node, "--tags", "node")

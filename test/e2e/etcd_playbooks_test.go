@@ -7,6 +7,7 @@ package e2e
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -59,12 +60,14 @@ func TestPlaybooksLoad(t *testing.T) {
 			{"kubernetes", "pki"}, {"images", "runtime"}, {"containerd", "runtime"}, {"network", "cni"}, {"etcd"}, {"os"}},
 		// A new master's control plane, then every node's proxy, before
 		// the new kubelets use the endpoint.
-		"add-nodes": {{"always"}, {"always"}, {"preflight"}, {"os"}, {"etcd"}, {"containerd", "runtime"}, {"images", "runtime"},
+		// kubeadm mode: kubeadm on the new nodes, then the new workers join.
+		"add-nodes": {{"always"}, {"preflight"}, {"os"}, {"etcd"}, {"containerd", "runtime"}, {"images", "runtime"},
 			{"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "node"},
+			{"kubernetes", "kubeadm"}, {"kubernetes", "kubeadm", "node"},
 			{"network", "cni"}, {"finalize"}, {"health"}},
 		// The checks, the masters out of the proxies' backends, the
 		// removals, then the cleanup.
-		"delete-nodes": {{"always"}, {"always"}, {"always"}, {"kubernetes", "node"}, {"loadbalancer"},
+		"delete-nodes": {{"always"}, {"always"}, {"always"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"}, {"loadbalancer"},
 			{"kubernetes", "control-plane"}, {"kubernetes", "pki"}, {"images", "runtime"}, {"containerd", "runtime"},
 			{"network", "cni"}, {"etcd"}, {"os"}},
 	} {
@@ -198,5 +201,98 @@ func TestChronyTemplate(t *testing.T) {
 	}
 	if strings.Contains(client, "allow") || strings.Contains(client, "local stratum") {
 		t.Errorf("n2 serves time although it is not named in ntpServers:\n%s", client)
+	}
+}
+
+// The scheduled snapshots' units carry every value as an environment
+// variable of the service, and the script, run here with stand-ins for
+// etcdctl and etcdutl, keeps the newest KEEP snapshots of its member, leaves
+// other files alone, and never keeps a snapshot etcdutl refuses.
+func TestEtcdBackupTimer(t *testing.T) {
+	vars := sampleVars([3]string{"10.0.0.1", "10.0.0.2", "10.0.0.3"})
+	for k, v := range map[string]any{"etcd_backup_period": "90", "etcd_backup_dir": "/srv/etcd-snapshots", "etcd_backup_keep": "3",
+		"etcd_backup_script": "/usr/local/bin/kubexm-etcd-backup"} {
+		vars[k] = v
+	}
+	service := renderRoleTemplate(t, "etcd", "kubexm-etcd-backup.service.tmpl", vars)
+	for _, want := range []string{"Environment=BACKUP_DIR=/srv/etcd-snapshots\n", "Environment=KEEP=3\n", "Environment=NAME=n1\n",
+		"Environment=ENDPOINT=https://127.0.0.1:2379\n", "Environment=CERT=/etc/kubexm/etcd/ssl/admin-n1.pem\n",
+		"ExecStart=/bin/sh /usr/local/bin/kubexm-etcd-backup\n"} {
+		if !strings.Contains(service, want) {
+			t.Errorf("the service lacks %q:\n%s", want, service)
+		}
+	}
+	if timer := renderRoleTemplate(t, "etcd", "kubexm-etcd-backup.timer.tmpl", vars); !strings.Contains(timer, "OnUnitActiveSec=90min\n") {
+		t.Errorf("the timer:\n%s", timer)
+	}
+
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	backups := filepath.Join(dir, "backups")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// etcdctl writes its last argument; etcdutl refuses a file holding "bad".
+	for name, text := range map[string]string{
+		"etcdctl": "#!/bin/sh\nfor a; do f=$a; done\necho \"${SNAPSHOT:-good}\" > \"$f\"\n",
+		"etcdutl": "#!/bin/sh\ngrep -q good \"$3\"\n",
+	} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(backups, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Older snapshots of n1 and n2, and a file of the user's.
+	for _, f := range []string{"etcd-n1-20260101T000000Z.db", "etcd-n1-20260102T000000Z.db", "etcd-n1-20260103T000000Z.db",
+		"etcd-n2-20260101T000000Z.db", "notes.txt"} {
+		if err := os.WriteFile(filepath.Join(backups, f), []byte("old\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := filepath.Join(moduleRoot(t), "roles", "etcd", "files", "kubexm-etcd-backup.sh")
+	run := func(snapshot string) (string, error) {
+		cmd := exec.Command("/bin/sh", script)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "BACKUP_DIR=" + backups, "KEEP=3", "NAME=n1", "SNAPSHOT=" + snapshot,
+			"ETCDCTL=" + filepath.Join(bin, "etcdctl"), "ETCDUTL=" + filepath.Join(bin, "etcdutl"),
+			"ENDPOINT=https://127.0.0.1:2379", "CACERT=ca.pem", "CERT=c.pem", "KEY=k.pem"}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("good")
+	if err != nil {
+		t.Fatalf("the snapshot script: %v\n%s", err, out)
+	}
+	entries, err := os.ReadDir(backups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	// The two oldest of n1 went (3 kept: the new one and the two newest).
+	kept := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n > "etcd-n1-20260103T000000Z.db" && n < "etcd-n2" })
+	want := []string{"etcd-n1-20260102T000000Z.db", "etcd-n1-20260103T000000Z.db", "etcd-n2-20260101T000000Z.db", "notes.txt"}
+	if len(names) != 5 || !slices.Equal(kept, want) {
+		t.Errorf("after one snapshot with KEEP=3: %v\n%s", names, out)
+	}
+	if !strings.Contains(out, "removed the older snapshot "+filepath.Join(backups, "etcd-n1-20260101T000000Z.db")) {
+		t.Errorf("the script does not say what it removed:\n%s", out)
+	}
+
+	// A snapshot etcdutl refuses: the run fails, nothing is removed, no
+	// part file is left.
+	if out, err := run("bad"); err == nil {
+		t.Errorf("a refused snapshot: the script succeeded:\n%s", out)
+	}
+	after, _ := os.ReadDir(backups)
+	if len(after) != len(entries) {
+		var got []string
+		for _, e := range after {
+			got = append(got, e.Name())
+		}
+		t.Errorf("a refused snapshot changed the directory: %v", got)
 	}
 }
