@@ -147,16 +147,11 @@ func roleFiles(dir source) []string {
 func (ld *loader) roleNames() []string {
 	set := map[string]bool{}
 	for _, root := range roleRoots(ld.pbDir, ld.opts) {
-		if !root.isDir() {
-			continue
-		}
-		_ = fs.WalkDir(root.fsys, root.name, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() && d.Name() == "tasks" {
-				set[strings.TrimPrefix(path.Dir(p), root.name+"/")] = true
-				return fs.SkipDir
+		if root.isDir() {
+			for _, r := range roleDirs(root) {
+				set[r] = true
 			}
-			return nil
-		})
+		}
 	}
 	return keysOf(set)
 }
