@@ -112,7 +112,7 @@ func DiffFork(dir string, opts LoadOptions) (*ForkDiff, error) {
 			return nil, err
 		}
 	}
-	overlays := siteDirs(pbDir)
+	overlays := siteDirs(pbFile)
 	for _, o := range opts.Overlays {
 		s, err := diskSource(o)
 		if err != nil || !s.isDir() {

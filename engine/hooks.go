@@ -15,7 +15,8 @@ import (
 // right before the first play of a phase (before-<phase>) or right after its
 // last (after-<phase>), found in, in this order:
 //
-//  1. the playbook's own directory: hooks/before-<phase>.yaml
+//  1. the playbook's own directory (NAME/playbook.yaml's, not a single
+//     file's): hooks/before-<phase>.yaml
 //  2. each site/ directory, then each --overlay directory in the order
 //     given: hooks/<playbook name>/before-<phase>.yaml (an overlay serves
 //     several playbooks, so it names the one it hooks)
@@ -101,7 +102,7 @@ func (pb *Playbook) Phases() []string {
 // directories and of the options.
 func (ld *loader) findHooks(pb *Playbook, overlays []source) []hookFile {
 	var out []hookFile
-	if !ld.pbDir.builtin {
+	if ownsDir(pb.src) {
 		out = append(out, ld.hookDir(ld.pbDir.join("hooks"))...)
 	}
 	// overlays is highest precedence first; hooks run lowest first, so a
@@ -214,9 +215,15 @@ func (ld *loader) loadHooks(ctx context.Context, pb *Playbook, overlays []source
 // paths resolve from its directory) and marks its plays as the phase's.
 func (ld *loader) hookPlays(ctx context.Context, pb *Playbook, h hookFile, s *phaseSpan) []*Play {
 	sub := &Playbook{Name: pb.Name, src: h.src, opts: pb.opts}
+	saved := ld.opts
+	// Roles of the hook's own (roles/ beside it) are found after the
+	// playbook's and before --roles-path.
+	if r := h.src.dir().join("roles"); r.isDir() && !r.builtin {
+		ld.opts.RolesPath = append([]string{"/" + r.name}, ld.opts.RolesPath...)
+	}
 	ld.hookTags = s.tags
 	ld.loadPlaybookFile(ctx, sub, h.src, false)
-	ld.hookTags = nil
+	ld.hookTags, ld.opts = nil, saved
 	pb.NeedsCluster = pb.NeedsCluster || sub.NeedsCluster
 	for _, p := range sub.Plays {
 		if p.Phase != "" && p.Phase != s.name {

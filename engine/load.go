@@ -118,7 +118,7 @@ func LoadBytes(ctx context.Context, name string, data []byte, opts LoadOptions) 
 // extend adds what lies beside the playbook: overlays, checked and hashed,
 // and hook plays.
 func (ld *loader) extend(ctx context.Context, pb *Playbook) {
-	pb.overlays = ld.overlayDirs()
+	pb.overlays = ld.overlayDirs(pb.src)
 	ld.checkOverlays(pb.overlays)
 	ld.loadHooks(ctx, pb, pb.overlays)
 }

@@ -21,10 +21,14 @@ var overlayKinds = []string{"templates", "files"}
 // siteDirs lists the site/ directories a playbook on disk brings along: one
 // in its own directory and, for a fork laid out as DIR/playbooks/NAME (what
 // `kubexm playbook export` writes), DIR/site, as roleRoots finds DIR/roles.
-func siteDirs(pbDir source) []source {
-	if pbDir.builtin || pbDir.fsys == nil {
+// Only a playbook directory (NAME/playbook.yaml) has them: a single-file
+// playbook's directory is often the working directory, whose site/ may be
+// anything (an export, say).
+func siteDirs(pbFile source) []source {
+	if !ownsDir(pbFile) {
 		return nil
 	}
+	pbDir := pbFile.dir()
 	var out []source
 	if d := pbDir.join("site"); d.isDir() {
 		out = append(out, d)
@@ -37,9 +41,16 @@ func siteDirs(pbDir source) []source {
 	return out
 }
 
+// ownsDir says whether the playbook file is a playbook directory's
+// playbook.yaml on disk, whose directory holds only what belongs to it.
+func ownsDir(pbFile source) bool {
+	b := pbFile.base()
+	return !pbFile.builtin && pbFile.fsys != nil && (b == "playbook.yaml" || b == "playbook.yml")
+}
+
 // overlayDirs returns the overlay directories, highest precedence first:
 // the --overlay ones last to first, then the site/ directories.
-func (ld *loader) overlayDirs() []source {
+func (ld *loader) overlayDirs(pbFile source) []source {
 	var out []source
 	for _, d := range slices.Backward(ld.opts.Overlays) {
 		s, err := diskSource(d)
@@ -49,7 +60,7 @@ func (ld *loader) overlayDirs() []source {
 		}
 		out = append(out, s)
 	}
-	return append(out, siteDirs(ld.pbDir)...)
+	return append(out, siteDirs(pbFile)...)
 }
 
 // checkOverlays makes sure every file under an overlay's roles/ replaces a

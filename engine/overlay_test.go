@@ -179,13 +179,14 @@ func TestHooks(t *testing.T) {
 	t.Chdir(t.TempDir())
 	b := overlayBuiltin()
 	fork := writeFiles(t, map[string]string{
-		"playbooks/demo/playbook.yaml":            string(b["playbooks/demo/playbook.yaml"].Data),
-		"playbooks/demo/hooks/before-second.yaml": "- hosts: localhost\n  tasks:\n    - probe: pb-before-second\n",
-		"playbooks/demo/hooks/after-first.yaml":   "- hosts: localhost\n  tasks:\n    - include_tasks: tasks/more.yaml\n",
-		"playbooks/demo/hooks/tasks/more.yaml":    "- probe: pb-after-first-included\n",
-		"site/hooks/demo/after-second.yaml":       "- hosts: localhost\n  tasks:\n    - probe: site-after-second\n    - readfile: {kind: files, src: note.txt}\n",
-		"site/hooks/demo/files/note.txt":          "beside the hook",
-		"site/hooks/other/after-nothing.yaml":     "not read: another playbook's hook",
+		"playbooks/demo/playbook.yaml":                    string(b["playbooks/demo/playbook.yaml"].Data),
+		"playbooks/demo/hooks/before-second.yaml":         "- hosts: localhost\n  tasks:\n    - probe: pb-before-second\n",
+		"playbooks/demo/hooks/after-first.yaml":           "- hosts: localhost\n  tasks:\n    - include_tasks: tasks/more.yaml\n",
+		"playbooks/demo/hooks/tasks/more.yaml":            "- probe: pb-after-first-included\n",
+		"site/hooks/demo/after-second.yaml":               "- hosts: localhost\n  roles: [site-role]\n  tasks:\n    - probe: site-after-second\n    - readfile: {kind: files, src: note.txt}\n",
+		"site/hooks/demo/roles/site-role/tasks/main.yaml": "- probe: hook-role\n",
+		"site/hooks/demo/files/note.txt":                  "beside the hook",
+		"site/hooks/other/after-nothing.yaml":             "not read: another playbook's hook",
 	})
 	o := writeFiles(t, map[string]string{"hooks/demo/after-second.yaml": "- hosts: localhost\n  tasks:\n    - probe: overlay-after-second\n"})
 	decl := writeFiles(t, map[string]string{"label.yaml": "- hosts: localhost\n  tasks:\n    - probe: declared-after-second\n"})
@@ -196,7 +197,7 @@ func TestHooks(t *testing.T) {
 	ref := filepath.Join(fork, "playbooks", "demo")
 	log, pb := loadRun(t, ref, b, lo)
 	want := "localhost:one localhost:pb-after-first-included localhost:pb-before-second localhost:readfile=builtin template localhost:readfile=builtin unit localhost:three " +
-		"localhost:site-after-second localhost:readfile=beside the hook localhost:overlay-after-second localhost:declared-after-second"
+		"localhost:hook-role localhost:site-after-second localhost:readfile=beside the hook localhost:overlay-after-second localhost:declared-after-second"
 	if got := strings.Join(log, " "); got != want {
 		t.Errorf("order:\n got %s\nwant %s", got, want)
 	}
@@ -227,7 +228,7 @@ func TestHooks(t *testing.T) {
 	if _, err := Run(context.Background(), pb, testInventory(), RunOptions{NoJournal: true, Tags: []string{"c"}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(c.log, " "); got != "localhost:pb-before-second localhost:three localhost:site-after-second localhost:readfile=beside the hook localhost:overlay-after-second localhost:declared-after-second" {
+	if got := strings.Join(c.log, " "); got != "localhost:pb-before-second localhost:three localhost:hook-role localhost:site-after-second localhost:readfile=beside the hook localhost:overlay-after-second localhost:declared-after-second" {
 		t.Errorf("--tags c: %s", got)
 	}
 	// --start-at-task counts hook tasks as tasks of the playbook.
@@ -273,5 +274,27 @@ func TestHookErrors(t *testing.T) {
 	}
 	if _, err := LoadBytes(context.Background(), "bad.yaml", []byte("- {hosts: localhost, phase: Not A Phase, tasks: []}\n"), LoadOptions{}); err == nil || !strings.Contains(err.Error(), "is not a phase name") {
 		t.Errorf("bad phase name: %v", err)
+	}
+}
+
+// TestSingleFileIgnoresSiteAndHooks: a single-file playbook's directory is
+// often the working directory, so its site/ and hooks/ are not the
+// playbook's (a cluster.yaml's hook files live in hooks/, say).
+func TestSingleFileIgnoresSiteAndHooks(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"run.yaml":                             "- {hosts: localhost, phase: one, tasks: []}\n",
+		"site/roles/nothing/files/x":           "not an overlay",
+		"hooks/label-nodes.yaml":               "- {hosts: all, tasks: []}\n",
+		"hooks/after-one.yaml":                 "- {hosts: all, tasks: [{probe: not-a-hook}]}\n",
+		"fork/playbooks/x/playbook.yaml":       "- {hosts: localhost, phase: one, tasks: []}\n",
+		"fork/playbooks/x/hooks/after-one.yml": "- {name: hooked, hosts: localhost, tasks: []}\n",
+	})
+	pb, err := Load(context.Background(), filepath.Join(dir, "run.yaml"), LoadOptions{Builtins: testRegistry(&calls{})})
+	if err != nil || len(pb.Plays) != 1 {
+		t.Fatalf("single file: %v", err)
+	}
+	pb, err = Load(context.Background(), filepath.Join(dir, "fork", "playbooks", "x"), LoadOptions{Builtins: testRegistry(&calls{})})
+	if err != nil || len(pb.Plays) != 2 || pb.Plays[1].Name != "hooked" {
+		t.Fatalf("playbook directory: %v", err)
 	}
 }
