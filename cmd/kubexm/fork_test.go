@@ -177,3 +177,20 @@ func TestOverlayCheckDiff(t *testing.T) {
 		t.Error("--check wrote the file")
 	}
 }
+
+// TestOverlayFlagEverywhere: every command that runs a playbook takes
+// --overlay.
+func TestOverlayFlagEverywhere(t *testing.T) {
+	root := newRootCmd()
+	for _, path := range [][]string{{"play"}, {"plan", "cluster"}, {"create", "cluster"}, {"add", "nodes"}, {"delete", "nodes"},
+		{"delete", "cluster"}, {"upgrade", "cluster"}, {"backup", "cluster"}, {"restore", "cluster"}, {"certs", "renew"}, {"playbook", "diff"}} {
+		cmd, _, err := root.Find(path)
+		if err != nil || cmd.Name() != path[len(path)-1] {
+			t.Errorf("%v: no such command (%v)", path, err)
+			continue
+		}
+		if cmd.Flags().Lookup("overlay") == nil {
+			t.Errorf("kubexm %s has no --overlay", strings.Join(path, " "))
+		}
+	}
+}
