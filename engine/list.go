@@ -15,7 +15,7 @@ import (
 func (pb *Playbook) ListTasks(w io.Writer, tags, skipTags []string) error {
 	pb.header(w)
 	for i, p := range pb.Plays {
-		fmt.Fprintf(w, "\n  play #%d (%s): %s\tTAGS: [%s]\n", i+1, p.Hosts, p.Name, strings.Join(p.Tags, ", "))
+		fmt.Fprintf(w, "\n  play #%d (%s): %s%s\tTAGS: [%s]\n", i+1, p.Hosts, p.Name, p.phaseNote(), strings.Join(p.Tags, ", "))
 		fmt.Fprintln(w, "    tasks:")
 		for _, sec := range p.Sections() {
 			listTasks(w, sec, tags, skipTags, "      ")
@@ -30,6 +30,20 @@ func (pb *Playbook) header(w io.Writer) {
 		fmt.Fprintf(w, " (version %s)", pb.Version)
 	}
 	fmt.Fprintln(w)
+	if ph := pb.Phases(); len(ph) > 0 {
+		fmt.Fprintf(w, "phases: %s\n", strings.Join(ph, ", "))
+	}
+}
+
+// phaseNote says which phase a play belongs to, and whether it is a hook's.
+func (p *Play) phaseNote() string {
+	switch {
+	case p.Hook != "":
+		return fmt.Sprintf("\tPHASE: %s (hook %s, %s)", p.Phase, p.Hook, p.src)
+	case p.Phase != "":
+		return "\tPHASE: " + p.Phase
+	}
+	return ""
 }
 
 func listTasks(w io.Writer, ts []*Task, tags, skip []string, indent string) {
@@ -82,7 +96,7 @@ func (pb *Playbook) ListTags(w io.Writer) error {
 		for _, tag := range p.Tags {
 			set[tag] = true
 		}
-		fmt.Fprintf(w, "\n  play #%d (%s): %s\tTASK TAGS: [%s]\n", i+1, p.Hosts, p.Name, strings.Join(keysOf(set), ", "))
+		fmt.Fprintf(w, "\n  play #%d (%s): %s%s\tTASK TAGS: [%s]\n", i+1, p.Hosts, p.Name, p.phaseNote(), strings.Join(keysOf(set), ", "))
 	}
 	return nil
 }

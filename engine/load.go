@@ -34,6 +34,12 @@ type LoadOptions struct {
 	// Version is the running kubexm version, checked against a playbook's
 	// `requires: {kubexm: ...}`; empty skips the check.
 	Version string
+	// Overlays are directories whose roles/<role>/templates/ and files/
+	// replace single files of roles (a later one wins; see overlay.go), and
+	// whose hooks/<playbook>/ add hook plays (see hooks.go).
+	Overlays []string
+	// Hooks are hook playbooks declared outside the playbook's tree.
+	Hooks []Hook
 }
 
 // maxErrors bounds how many load errors one report lists.
@@ -57,6 +63,9 @@ type loader struct {
 	// deduplication.
 	seenRoles map[string]bool
 	play      *Play
+	// hookTags are added to the tags of the plays being loaded from a hook:
+	// the tags of the phase it hooks.
+	hookTags []string
 }
 
 // Load finds the playbook ref (a directory holding playbook.yaml, a YAML file,
@@ -72,6 +81,7 @@ func Load(ctx context.Context, ref string, opts LoadOptions) (*Playbook, error) 
 	ld.pbDir = src.dir()
 	pb := &Playbook{Path: src.String(), src: src, opts: opts}
 	ld.loadPlaybookFile(ctx, pb, src, true)
+	ld.extend(ctx, pb)
 	if err := ld.err(); err != nil {
 		return nil, err
 	}
@@ -96,12 +106,21 @@ func LoadBytes(ctx context.Context, name string, data []byte, opts LoadOptions) 
 	}
 	ld.hash.Write(data)
 	ld.playbookNode(ctx, pb, root, src, true)
+	ld.extend(ctx, pb)
 	if err := ld.err(); err != nil {
 		return nil, err
 	}
 	pb.Hash = hex.EncodeToString(ld.hash.Sum(nil))
 	pb.ev = ld.ev
 	return pb, nil
+}
+
+// extend adds what lies beside the playbook: overlays, checked and hashed,
+// and hook plays.
+func (ld *loader) extend(ctx context.Context, pb *Playbook) {
+	pb.overlays = ld.overlayDirs(pb.src)
+	ld.checkOverlays(pb.overlays)
+	ld.loadHooks(ctx, pb, pb.overlays)
 }
 
 func newLoader(opts LoadOptions) *loader {
@@ -394,7 +413,7 @@ var playKeys = map[string]bool{
 	"name": true, "hosts": true, "vars": true, "vars_files": true, "roles": true, "pre_tasks": true,
 	"tasks": true, "post_tasks": true, "handlers": true, "serial": true, "strategy": true,
 	"any_errors_fatal": true, "max_fail_percentage": true, "gather_facts": true, "tags": true,
-	"when": true, "become": true, "force_handlers": true,
+	"when": true, "become": true, "force_handlers": true, "phase": true,
 	"environment": true, "ignore_errors": true, "no_log": true, "check_mode": true, "connection": true,
 }
 
@@ -472,6 +491,17 @@ func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
 	p.Vars = append(append(varList{}, headerVars...), ld.varsNode(pn.get("vars"))...)
 	p.Vars = append(p.Vars, ld.varsFiles(pn.get("vars_files"), src, "vars_files")...)
 	p.Tags = ld.tags(pn.get("tags"))
+	for _, t := range ld.hookTags {
+		if !slices.Contains(p.Tags, t) {
+			p.Tags = append(p.Tags, t)
+		}
+	}
+	if ph := pn.get("phase"); ph != nil {
+		p.Phase = scalarString(ph)
+		if !phaseRe.MatchString(p.Phase) {
+			ld.errorf(ph.pos, "phase %q is not a phase name (lowercase letters, digits, - and _), such as os or control-plane", p.Phase)
+		}
+	}
 	p.When = ld.conds(pn.get("when"), "")
 	p.Become = ld.boolField(pn.get("become"), "become")
 	p.AnyErrorsFatal = ld.boolField(pn.get("any_errors_fatal"), "any_errors_fatal")

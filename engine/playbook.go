@@ -31,6 +31,9 @@ type Playbook struct {
 
 	src  source
 	opts LoadOptions
+	// overlays are the directories searched first for a role's templates
+	// and files, highest precedence first.
+	overlays []source
 	// ev is shared by the loader and every run, so templates and
 	// expressions compile once.
 	ev *eval.Evaluator
@@ -63,6 +66,12 @@ type Play struct {
 	Tags              []string
 	When              []cond
 	Become            bool
+	// Phase names the part of the playbook the play belongs to (os,
+	// network, ...), which hook playbooks run before and after.
+	Phase string
+	// Hook is "before-<phase>" or "after-<phase>" for a play of a hook
+	// playbook, "" otherwise.
+	Hook string
 
 	index int
 	src   source
@@ -198,5 +207,8 @@ type include struct {
 
 type roleInstance struct {
 	name string
-	dir  source
+	// ref is the role's path under its roles directory (kubernetes/node),
+	// where an overlay keeps its files.
+	ref string
+	dir source
 }

@@ -501,9 +501,17 @@ func (r *runner) findFile(t *Task) func(kind, name string) (string, error) {
 		}
 		var cands []source
 		if t.Role != nil {
+			if o, ok := r.pb.overlayFile(t.Role, kind, name); ok {
+				cands = append(cands, o)
+			}
 			cands = append(cands, t.Role.dir.join(kind).join(name), t.Role.dir.join(name))
 		}
 		pbDir := r.pb.src.dir()
+		// A hook play's own files are beside it.
+		if t.play != nil && t.play.src.fsys != nil && !t.play.src.dir().same(pbDir) {
+			d := t.play.src.dir()
+			cands = append(cands, d.join(kind).join(name), d.join(name))
+		}
 		cands = append(cands, pbDir.join(kind).join(name), pbDir.join(name))
 		for _, c := range cands {
 			if c.isFile() {

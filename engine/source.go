@@ -55,6 +55,10 @@ func (s source) join(rel string) source {
 	return source{fsys: s.fsys, name: path.Join(s.name, rel), builtin: s.builtin}
 }
 
+// same says whether s and o name the same file; an fs.FS may not be
+// comparable, and every disk source shares one.
+func (s source) same(o source) bool { return s.builtin == o.builtin && s.name == o.name }
+
 func (s source) base() string { return path.Base(s.name) }
 
 func (s source) valid() bool { return s.fsys != nil && fs.ValidPath(s.name) }

@@ -791,7 +791,7 @@ func (ld *loader) roleBlock(name, tasksFrom string, params varList, at Pos, ctx 
 		ld.errorf(at, "role %q not found in %s/roles, --roles-path or the built-in roles", name, ld.pbDir)
 		return nil
 	}
-	ri := &roleInstance{name: path.Base(name), dir: dir}
+	ri := &roleInstance{name: path.Base(name), ref: path.Clean(name), dir: dir}
 	sc := &scope{parent: ctx.scope, role: true}
 	for _, l := range []struct {
 		sub  string

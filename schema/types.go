@@ -46,6 +46,16 @@ type Spec struct {
 	Addons               []string             `yaml:"addons,omitempty" doc:"Names of add-ons (charts or manifests) to install: not supported yet."`
 	DNS                  DNS                  `yaml:"dns"`
 	Extra                Extra                `yaml:"extra"`
+	Hooks                []Hook               `yaml:"hooks,omitempty" doc:"Hook playbooks run before or after a phase of a playbook (kubexm play --list-tasks names the phases); see docs/playbooks.md#hooks."`
+}
+
+// Hook is a playbook of the site's run before or after one phase of a
+// kubexm playbook.
+type Hook struct {
+	Playbook string `yaml:"playbook" doc:"The playbook whose phase is hooked, e.g. create-cluster (its name: header)."`
+	Phase    string `yaml:"phase" doc:"The phase, e.g. network; kubexm play PLAYBOOK --list-tasks lists a playbook's phases."`
+	When     string `yaml:"when" doc:"before or after: right before the phase's first play; after: right after its last."`
+	File     string `yaml:"file" doc:"The hook playbook (a list of plays), relative to the cluster file."`
 }
 
 // Host is one machine and how to reach it.

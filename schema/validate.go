@@ -212,6 +212,7 @@ func validate(c *Cluster, ps *problems) {
 	validateNetwork(c, ps)
 	validateRegistry(c, ps)
 	validateMisc(c, ps)
+	validateHooks(c, ps)
 	validateValues(c, ps)
 }
 

@@ -45,6 +45,7 @@ yet) is counted as skipped. Nothing is changed on any host.
 	fl.StringArrayVarP(&f.extraVars, "extra-vars", "e", nil, "set a variable: name=value, @file.yaml or a {...} mapping (repeatable)")
 	fl.StringVarP(&f.output, "output", "o", "text", "text or json")
 	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles before the built-in ones")
+	addOverlayFlag(fl, &f.overlays)
 	fl.StringVar(&f.workDir, "workdir", "", "work directory (default .kubexm/<cluster name>)")
 	addOfflineBundleFlag(fl, &f)
 	return cmd

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +52,9 @@ type playFlags struct {
 	output    string
 	verbose   int
 	rolesPath []string
+	// overlays replace single files of roles and add hook plays
+	// (docs/playbooks.md#forking-for-your-site).
+	overlays  []string
 	workDir   string
 	noJournal bool
 	// forceHandlers runs notified handlers on hosts that failed.
@@ -110,8 +114,44 @@ func addRunFlags(fl *pflag.FlagSet, f *playFlags, forksShort string) {
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	fl.CountVarP(&f.verbose, "verbose", "v", "show stdout/stderr of every task (-vv: also progress)")
 	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles before the built-in ones")
+	addOverlayFlag(fl, &f.overlays)
 	fl.StringVar(&f.workDir, "workdir", "", "work directory holding run journals (default .kubexm/<cluster name>)")
 	fl.BoolVar(&f.noJournal, "no-journal", false, "do not write a run journal (such a run cannot be resumed)")
+}
+
+func addOverlayFlag(fl *pflag.FlagSet, dirs *[]string) {
+	fl.StringArrayVar(dirs, "overlay", nil, "a directory whose roles/<role>/templates|files/<file> replace a role's file and whose hooks/<playbook>/ add hook plays; repeatable, a later one wins")
+}
+
+// loadOptions are the loader's options of a run: where roles, overlays and
+// the hooks of the cluster file come from.
+func (a *app) loadOptions(f playFlags, reg map[string]step.Builtin) engine.LoadOptions {
+	return engine.LoadOptions{Builtins: reg, BuiltinFS: a.builtinFS, RolesPath: f.rolesPath, Version: version,
+		Overlays: f.overlays, Hooks: clusterHooks(f.inventory)}
+}
+
+// clusterHooks reads spec.hooks of a cluster file for the loader, which
+// needs them before the inventory is loaded. An Ansible-style inventory has
+// none; a cluster file that does not decode has its problems reported when
+// the inventory is loaded.
+func clusterHooks(path string) []engine.Hook {
+	if path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil || inventory.IsAnsibleYAML(data) || strings.HasSuffix(path, ".ini") || looksLikeINI(data) {
+		return nil
+	}
+	c, _, err := schema.Decode(path, data)
+	if err != nil {
+		return nil
+	}
+	var out []engine.Hook
+	for i, h := range c.Spec.Hooks {
+		file, at := c.HookFile(i)
+		out = append(out, engine.Hook{Playbook: h.Playbook, Phase: h.Phase, When: h.When, File: file, From: at.String()})
+	}
+	return out
 }
 
 func addOfflineBundleFlag(fl *pflag.FlagSet, f *playFlags) {
@@ -137,7 +177,7 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 	if f.offlineBundle != "" {
 		reg = offlineBuiltins(reg)
 	}
-	pb, err := engine.Load(ctx, ref, engine.LoadOptions{Builtins: reg, BuiltinFS: a.builtinFS, RolesPath: f.rolesPath, Version: version})
+	pb, err := engine.Load(ctx, ref, a.loadOptions(f, reg))
 	if err != nil {
 		return err
 	}
@@ -320,8 +360,70 @@ kubexm play DIR/playbooks/NAME: its roles are found in DIR/roles first.`,
 		},
 	}
 	export.Flags().BoolVar(&force, "force", false, "overwrite files that already exist")
-	cmd.AddCommand(export)
+	cmd.AddCommand(export, newPlaybookDiffCmd(a))
 	return cmd
+}
+
+func newPlaybookDiffCmd(a *app) *cobra.Command {
+	var overlays []string
+	var out string
+	cmd := &cobra.Command{
+		Use:   "diff DIR",
+		Short: "Show how a forked playbook differs from the built-in one it came from",
+		Long: `Compare the forked playbook directory DIR (e.g. ./site/playbooks/create-cluster)
+with the built-in playbook of the same name: its playbook.yaml, every file of
+the roles/ it finds them in (DIR/roles, and DIR/../../roles for the layout of
+kubexm playbook export), and the files of its site/ directories and of
+--overlay. Each changed file is a unified diff from the built-in file to the
+fork's; files only in the fork, and files of a copied role only in the
+built-in one (often new in this kubexm), are listed. Exit status: 0 when the
+fork equals the built-ins, 1 when it differs, 2 on error (as diff).`,
+		Example: `  kubexm playbook diff ./site/playbooks/create-cluster
+  kubexm playbook diff ./site/playbooks/create-cluster --overlay ./overlays/dc1 -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out != "text" && out != "json" {
+				return &exitError{err: fmt.Errorf("--output must be text or json, not %q", out), code: 2}
+			}
+			d, err := engine.DiffFork(args[0], engine.LoadOptions{BuiltinFS: a.builtinFS, Overlays: overlays})
+			if err != nil {
+				return &exitError{err: err, code: 2}
+			}
+			w := cmd.OutOrStdout()
+			if out == "json" {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(d); err != nil {
+					return &exitError{err: err, code: 2}
+				}
+			} else {
+				writeForkDiff(w, d)
+			}
+			if d.Identical() {
+				return nil
+			}
+			return &exitError{err: fmt.Errorf("%s differs from the built-in playbook %s: %d files changed, %d only in the fork, %d only in the built-in roles",
+				args[0], d.Playbook, len(d.Changed), len(d.OnlyInFork), len(d.OnlyInBuiltin)), code: 1}
+		},
+	}
+	addOverlayFlag(cmd.Flags(), &overlays)
+	cmd.Flags().StringVarP(&out, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+// writeForkDiff prints a fork's differences as diff -ru does.
+func writeForkDiff(w io.Writer, d *engine.ForkDiff) {
+	for _, c := range d.Changed {
+		fmt.Fprintf(w, "diff %s %s\n%s", c.Builtin, c.Fork, c.Diff)
+	}
+	for _, f := range d.OnlyInFork {
+		fmt.Fprintf(w, "Only in the fork: %s\n", f)
+	}
+	for _, f := range d.OnlyInBuiltin {
+		fmt.Fprintf(w, "Only in the built-in: %s\n", f)
+	}
+	fmt.Fprintf(w, "%d files changed, %d unchanged, %d only in the fork, %d only in the built-in (playbook %s)\n",
+		len(d.Changed), d.Same, len(d.OnlyInFork), len(d.OnlyInBuiltin), d.Playbook)
 }
 
 // exportFS copies playbooks/ and roles/ of fsys under dir.

@@ -51,10 +51,11 @@ func loadOptions() engine.LoadOptions {
 func TestPlaybooksLoad(t *testing.T) {
 	root := moduleRoot(t)
 	for name, wantTags := range map[string][][]string{
+		// One phase after the other; each mode's plays inside their phase.
 		"create-cluster": {{"preflight"}, {"os"}, {"etcd"}, {"containerd", "runtime"}, {"images", "runtime"},
-			{"kubernetes", "loadbalancer"}, {"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "node"},
-			{"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "node"},
-			{"network", "cni"}, {"finalize"}, {"health"},
+			{"kubernetes", "loadbalancer"}, {"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"},
+			{"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "control-plane"},
+			{"kubernetes", "node"}, {"kubernetes", "kubeadm", "node"},
 			{"network", "cni"}, {"coredns", "dns"}, {"finalize"}, {"health"}},
 		"delete": {{"coredns", "dns"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"}, {"loadbalancer"}, {"kubernetes", "control-plane"},
 			{"kubernetes", "pki"}, {"images", "runtime"}, {"containerd", "runtime"}, {"network", "cni"}, {"etcd"}, {"os"}},
