@@ -192,6 +192,44 @@ func TestKubernetesTemplateSharedDefaults(t *testing.T) {
 	}
 }
 
+// TestNoDuplicatedSchemaDefaults: the defaults the schema gives the DNS
+// domain and the service and pod ranges are written once, as the shared
+// kube_dns_domain, kube_service_cidr and kube_pods_cidr
+// (roles/artifacts/defaults/main.yaml); a role that needs them reads those
+// variables instead of repeating the literal, so the two cannot drift.
+func TestNoDuplicatedSchemaDefaults(t *testing.T) {
+	root := filepath.Join(moduleRoot(t), "roles")
+	home := filepath.Join("artifacts", "defaults", "main.yaml")
+	literals := []string{`"cluster.local"`, `\"cluster.local\"`, `"10.233.0.0/18"`, `\"10.233.0.0/18\"`, `"10.233.64.0/18"`, `\"10.233.64.0/18\"`}
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel == home || (!strings.HasSuffix(p, ".yaml") && !strings.HasSuffix(p, ".tmpl")) {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "#") {
+				continue
+			}
+			for _, lit := range literals {
+				if strings.Contains(line, "default "+lit) {
+					t.Errorf("roles/%s:%d: default %s repeats a schema default; use kube_dns_domain, kube_service_cidr or kube_pods_cidr (roles/%s)", rel, i+1, lit, home)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestKubernetesTemplatePKIDefaults(t *testing.T) {
 	v := withDefaults(t, "kubernetes/pki", kubeVars("n1", nil))
 	sans := strings.Split(v["kube_apiserver_sans"].(string), ",")
