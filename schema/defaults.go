@@ -78,6 +78,9 @@ func SetDefaults(c *Cluster) {
 	setStr(&k.ProxyMode, "ipvs")
 	cr := &k.ContainerRuntime
 	setStr(&cr.Type, "containerd")
+	if cr.Type == "custom" {
+		setStr(&cr.CustomRole, "custom-runtime")
+	}
 	if rs := cr.settings(); rs != nil {
 		setStr(&cr.Version, rs.Version)
 	}
@@ -111,6 +114,8 @@ func SetDefaults(c *Cluster) {
 	setStr(&n.KubePodsCIDR, "10.233.64.0/18")
 	setStr(&n.KubeServiceCIDR, "10.233.0.0/18")
 	switch n.Plugin {
+	case "custom":
+		setStr(&n.CustomRole, "custom-cni")
 	case "calico":
 		if n.Calico == nil {
 			n.Calico = &Calico{}

@@ -36,6 +36,23 @@ type Support struct {
 
 	// warnOnly reports unsupported choices as warnings.
 	warnOnly bool
+	// findRole, when set, tells whether the playbook tree holds a role
+	// file (a "role/tasks/main.yaml" path), and names the directories it
+	// searched; choices with a role (custom plugins) are checked with it.
+	findRole RoleFinder
+}
+
+// RoleFinder reports whether a role file (e.g. "custom-cni/tasks/main.yaml")
+// is found in the role directories of a playbook tree, and which
+// directories it searched.
+type RoleFinder func(file string) (found bool, searched []string)
+
+// WithRoles returns the matrix checking the roles that choices name (a
+// custom network plugin's) with find.
+func (s *Support) WithRoles(find RoleFinder) *Support {
+	c := *s
+	c.findRole = find
+	return &c
 }
 
 // ForPlaybook returns the matrix as the playbook named name applies it:
@@ -102,6 +119,10 @@ type ChoiceValue struct {
 	Status string `yaml:"status" json:"status"`
 	Reason string `yaml:"reason,omitempty" json:"reason,omitempty"`
 	Tested string `yaml:"tested,omitempty" json:"tested,omitempty"`
+	// Role names a field of cluster.yaml holding a role name: the value is
+	// installed by that role of the playbook tree (a site's own), which
+	// must exist with tasks/main.yaml and tasks/delete.yaml.
+	Role string `yaml:"role,omitempty" json:"role,omitempty"`
 }
 
 // The statuses a choice value may have.
@@ -393,8 +414,38 @@ func (s *Support) checkAll(c *Cluster, ps *problems) {
 				ps.add(m.path, hint, "%s is not in the support matrix (%s)", valueWord(got, ch.Field), s.Source)
 			case !v.Supported():
 				ps.add(m.path, hint, "%s is not supported yet: %s", valueWord(got, ch.Field), v.Reason)
+			case v.Role != "":
+				s.checkRole(c, ch.Field, v, ps)
 			}
 		}
+	}
+}
+
+// checkRole checks that the role a choice names (network.customRole) is in
+// the playbook tree, with the task files kubexm includes from it, so a
+// missing role fails before any task runs rather than halfway through.
+func (s *Support) checkRole(c *Cluster, field string, v *ChoiceValue, ps *problems) {
+	if s.findRole == nil {
+		return
+	}
+	for _, m := range resolveField(c, v.Role) {
+		role := strings.Trim(m.value.String(), "/")
+		if role == "" {
+			ps.add(m.path, "name the role that installs it", "%s needs a role name", v.Value)
+			continue
+		}
+		for _, f := range []string{"main", "delete"} {
+			found, searched := s.findRole(role + "/tasks/" + f + ".yaml")
+			if !found {
+				found, _ = s.findRole(role + "/tasks/" + f + ".yml")
+			}
+			if !found {
+				ps.add(m.path, "create the role in your playbook tree's roles/ or pass its directory with --roles-path; tasks/main.yaml installs, tasks/delete.yaml (may be []) removes",
+					"role %q has no tasks/%s.yaml in %s", role, f, strings.Join(searched, ", "))
+				return
+			}
+		}
+		ps.warn(m.path, "%s %s: role %q installs it; kubexm does not check what that role installs", field, v.Value, role)
 	}
 }
 

@@ -458,3 +458,80 @@ func TestWarnOnlyPlaybook(t *testing.T) {
 		}
 	}
 }
+
+// TestCustomRoleChoices: network.plugin and containerRuntime.type custom
+// are accepted when the playbook tree holds the role they name (default
+// custom-cni and custom-runtime, or customRole) with tasks/main.yaml and
+// tasks/delete.yaml, with a warning that kubexm does not check what it
+// installs; a missing role is an error at the field naming the directories
+// searched; calico stays refused.
+func TestCustomRoleChoices(t *testing.T) {
+	builtin, err := BuiltinSupport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{
+		"custom-cni/tasks/main.yaml": true, "custom-cni/tasks/delete.yaml": true,
+		"site-runtime/tasks/main.yaml": true, "site-runtime/tasks/delete.yml": true,
+		"cni/nodelete/tasks/main.yaml": true,
+	}
+	s := builtin.WithRoles(func(file string) (bool, []string) {
+		return have[file], []string{"fork/roles", "the built-in roles"}
+	})
+	parse := func(y string) ([]Warning, []Problem) {
+		_, warns, err := parseWith("c.yaml", []byte(y), noEnv, s)
+		if err == nil {
+			return warns, nil
+		}
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Fatalf("error is %T, not *Error: %v", err, err)
+		}
+		return warns, e.Problems
+	}
+
+	warns, ps := parse(edit(t, "plugin: calico", "plugin: custom", "version: v1.37.2", "version: v1.37.2\n    containerRuntime: {type: custom, customRole: site-runtime}"))
+	if ps != nil {
+		t.Fatalf("custom roles that exist refused: %v", ps)
+	}
+	var said []string
+	for _, w := range warns {
+		if strings.Contains(w.Message, "kubexm does not check what that role installs") {
+			said = append(said, w.Path+": "+w.Message)
+		}
+	}
+	if len(said) != 2 || !strings.Contains(strings.Join(said, "\n"), `role "custom-cni"`) || !strings.Contains(strings.Join(said, "\n"), `role "site-runtime"`) {
+		t.Errorf("warnings about the custom roles: %q", said)
+	}
+
+	for name, tc := range map[string]struct{ y, path, msg string }{
+		"missing role": {edit(t, "plugin: calico", "plugin: custom\n    customRole: site/net"), "spec.network.customRole",
+			`role "site/net" has no tasks/main.yaml in fork/roles, the built-in roles`},
+		"no delete.yaml": {edit(t, "plugin: calico", "plugin: custom\n    customRole: cni/nodelete"), "spec.network.customRole",
+			`role "cni/nodelete" has no tasks/delete.yaml`},
+		"runtime default role missing": {edit(t, "plugin: calico", "plugin: flannel", "version: v1.37.2", "version: v1.37.2\n    containerRuntime: {type: custom}"),
+			"spec.kubernetes.containerRuntime.customRole", `role "custom-runtime" has no tasks/main.yaml`},
+		"calico still refused": {edit(t, "plugin: calico", "plugin: calico"), "spec.network.plugin", "calico is not supported yet"},
+	} {
+		_, ps := parse(tc.y)
+		found := false
+		for _, p := range ps {
+			if p.Path == tc.path && strings.Contains(p.Message, tc.msg) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: no problem at %s with %q; got %v", name, tc.path, tc.msg, ps)
+		}
+	}
+
+	// customRole without plugin custom is ignored with a warning.
+	warns, _ = parse(edit(t, "plugin: calico", "plugin: flannel\n    customRole: custom-cni"))
+	ok := false
+	for _, w := range warns {
+		ok = ok || (w.Path == "spec.network.customRole" && strings.Contains(w.Message, "ignored"))
+	}
+	if !ok {
+		t.Errorf("customRole with flannel: no warning; got %v", warns)
+	}
+}

@@ -137,7 +137,8 @@ type Kubernetes struct {
 
 // ContainerRuntime selects and configures the CRI runtime.
 type ContainerRuntime struct {
-	Type       string           `yaml:"type,omitempty" enum:"containerd,docker,cri-o,isula" doc:"Runtime; only containerd is installed yet (kubexm support). Default containerd."`
+	Type       string           `yaml:"type,omitempty" enum:"containerd,docker,cri-o,isula,custom" doc:"Runtime; only containerd is installed yet (kubexm support); custom runs your own role (customRole). Default containerd."`
+	CustomRole string           `yaml:"customRole,omitempty" doc:"With type custom: the role that installs the runtime (tasks/main.yaml) and removes it (tasks/delete.yaml), searched as include_role searches. Default custom-runtime."`
 	Version    string           `yaml:"version,omitempty" doc:"Runtime version. Default depends on type (containerd 2.4.2)."`
 	Containerd *RuntimeSettings `yaml:"containerd,omitempty" doc:"Settings when type is containerd."`
 	Docker     *RuntimeSettings `yaml:"docker,omitempty" doc:"Settings when type is docker."`
@@ -183,7 +184,8 @@ type EtcdExternal struct {
 
 // Network configures the CNI plugin and address ranges.
 type Network struct {
-	Plugin          string   `yaml:"plugin,omitempty" enum:"calico,flannel,cilium,none" doc:"CNI plugin; none installs nothing; calico and cilium: not supported yet. Default flannel."`
+	Plugin          string   `yaml:"plugin,omitempty" enum:"calico,flannel,cilium,none,custom" doc:"CNI plugin; none installs nothing; custom runs your own role (customRole); calico and cilium: not supported yet. Default flannel."`
+	CustomRole      string   `yaml:"customRole,omitempty" doc:"With plugin custom: the role that installs the network (tasks/main.yaml) and removes it (tasks/delete.yaml), searched as include_role searches (the playbook's roles/, --roles-path, the built-in roles). Default custom-cni."`
 	Calico          *Calico  `yaml:"calico,omitempty"`
 	Flannel         *Flannel `yaml:"flannel,omitempty"`
 	Cilium          *Cilium  `yaml:"cilium,omitempty"`

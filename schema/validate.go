@@ -495,6 +495,9 @@ func validateKubernetes(c *Cluster, ps *problems) {
 			ps.add(child(child(crPath, name), "version"), "set the version in one place", "version %q differs from containerRuntime.version %q", rs.Version, cr.Version)
 		}
 	}
+	if cr.CustomRole != "" && cr.Type != "custom" {
+		ps.warn(child(crPath, "customRole"), "ignored: containerRuntime.type is %s, not custom", cr.Type)
+	}
 	if k.MaxPods < 1 {
 		ps.add(child(base, "maxPods"), "", "maxPods must be positive, got %d", k.MaxPods)
 	}
@@ -615,6 +618,9 @@ func validateNetwork(c *Cluster, ps *problems) {
 		} else if v4 := firstV4(pods); v4.IsValid() && bs < v4.Bits() {
 			ps.add(child(child(base, "ippool"), "blockSize"), "", "blockSize /%d is larger than kubePodsCIDR /%d", bs, v4.Bits())
 		}
+	}
+	if n.CustomRole != "" && n.Plugin != "custom" {
+		ps.warn(child(base, "customRole"), "ignored: network.plugin is %s, not custom", n.Plugin)
 	}
 	for name, set := range map[string]bool{"calico": n.Calico != nil, "flannel": n.Flannel != nil, "cilium": n.Cilium != nil} {
 		if set && name != n.Plugin {

@@ -7,11 +7,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/schema"
 )
@@ -63,8 +65,28 @@ func addRolesPathFlag(cmd *cobra.Command, dirs *[]string) {
 }
 
 // supportFromRolesPath returns the matrix of the first directory holding
-// support.yaml, else the built-in one.
+// support.yaml, else the built-in one; a role a choice names (a custom
+// network plugin's) is looked for in dirs, then in the built-in roles.
 func supportFromRolesPath(dirs []string) (*schema.Support, error) {
+	s, err := readSupportFromRolesPath(dirs)
+	if err != nil {
+		return nil, err
+	}
+	return s.WithRoles(func(file string) (bool, []string) {
+		var searched []string
+		for _, d := range dirs {
+			searched = append(searched, d)
+			if st, err := os.Stat(filepath.Join(d, filepath.FromSlash(file))); err == nil && !st.IsDir() {
+				return true, searched
+			}
+		}
+		searched = append(searched, "the built-in roles")
+		_, err := fs.Stat(kubexm.Content(), path.Join("roles", file))
+		return err == nil, searched
+	}), nil
+}
+
+func readSupportFromRolesPath(dirs []string) (*schema.Support, error) {
 	for _, d := range dirs {
 		p := filepath.Join(d, filepath.Base(schema.SupportFile))
 		data, err := os.ReadFile(p)
@@ -96,7 +118,7 @@ func supportForPlaybook(pb *engine.Playbook) (*schema.Support, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.ForPlaybook(pb.Name), nil
+	return s.ForPlaybook(pb.Name).WithRoles(pb.FindRoleFile), nil
 }
 
 func writeSupportText(w io.Writer, s *schema.Support) {

@@ -60,6 +60,10 @@ func templateFuncs() template.FuncMap {
 	fm["joinHostPort"] = joinHostPort
 	fm["shquote"] = shquote
 	fm["versionAtLeast"] = versionAtLeast
+	fm["mergeConfig"] = mergeConfig
+	fm["mergeFlags"] = mergeFlags
+	fm["systemdArg"] = systemdArg
+	fm["toToml"] = toTOML
 	return fm
 }
 

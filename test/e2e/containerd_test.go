@@ -16,12 +16,15 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/eval"
 	"github.com/mensylisir/kubexm/test/testhosts"
+	toml "github.com/pelletier/go-toml/v2"
 )
 
 // The versions test/artifacts/containerd.sh builds from the Go module proxy.
@@ -431,31 +434,110 @@ func TestContainerdConfigTemplate(t *testing.T) {
 			"reg.local":         map[string]any{"username": "u", "password": `p"w`},
 			"plain.example.com": map[string]any{"plainHTTP": true},
 		},
+		"containerd_extra_config": map[string]any{},
 	}
-	got := renderRoleTemplate(t, "containerd", "config.toml.tmpl", vars)
-	for _, want := range []string{
-		"version = 3\n",
-		`root = "/data/containerd"`,
-		"restrict_oom_score_adj = true\n",
-		"[plugins.\"io.containerd.cri.v1.images\".pinned_images]\n      sandbox = \"reg.local/kx/pause:3.10\"",
-		`bin_dirs = ["/opt/cni/bin"]`,
-		"SystemdCgroup = true\n",
-		`BinaryName = "/usr/local/sbin/runc"`,
-		`endpoint = ["https://mirror.example.com", "http://m2.example.com:5000", "https://registry-1.docker.io"]`,
-		`[plugins."io.containerd.cri.v1.images".registry.mirrors."plain.example.com"]` + "\n" + `          endpoint = ["http://plain.example.com"]`,
-		`[plugins."io.containerd.cri.v1.images".registry.configs."insecure.example.com".tls]` + "\n          insecure_skip_verify = true",
-		`[plugins."io.containerd.cri.v1.images".registry.configs."reg.local".auth]` + "\n" + `          username = "u"` + "\n" + `          password = "p\"w"`,
-		`[plugins."io.containerd.cri.v1.images".registry.configs."reg.local".tls]`,
+	cfg := containerdConfig(t, renderRoleTemplate(t, "containerd", "config.toml.tmpl", vars))
+	images := `plugins."io.containerd.cri.v1.images".`
+	runtime := `plugins."io.containerd.cri.v1.runtime".`
+	for path, want := range map[string]any{
+		"version":                          int64(3),
+		"root":                             "/data/containerd",
+		"oom_score":                        int64(-999),
+		"grpc.address":                     "/run/containerd/containerd.sock",
+		runtime + "restrict_oom_score_adj": true,
+		runtime + "cni.bin_dirs":           []any{"/opt/cni/bin"},
+		runtime + "containerd.runtimes.runc.options":             map[string]any{"BinaryName": "/usr/local/sbin/runc", "SystemdCgroup": true},
+		images + "pinned_images.sandbox":                         "reg.local/kx/pause:3.10",
+		images + `registry.mirrors."docker.io".endpoint`:         []any{"https://mirror.example.com", "http://m2.example.com:5000", "https://registry-1.docker.io"},
+		images + `registry.mirrors."plain.example.com".endpoint`: []any{"http://plain.example.com"},
+		images + `registry.configs."insecure.example.com"`:       map[string]any{"tls": map[string]any{"insecure_skip_verify": true}},
+		images + `registry.configs."reg.local"`: map[string]any{
+			"auth": map[string]any{"username": "u", "password": `p"w`},
+			"tls":  map[string]any{"insecure_skip_verify": true},
+		},
 	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("config.toml lacks %q:\n%s", want, got)
+		if got := tomlPath(cfg, path); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s = %#v, want %#v", path, got, want)
 		}
 	}
+	// plain.example.com has no credentials and is not insecure: no configs entry.
+	if got := tomlPath(cfg, images+`registry.configs."plain.example.com"`); got != nil {
+		t.Errorf("plain.example.com has a configs entry: %#v", got)
+	}
 	// containerd 2 reads version 3 only under the split CRI plugins.
-	if strings.Contains(got, "grpc.v1.cri") || strings.Contains(got, "sandbox_image") {
-		t.Errorf("config.toml has containerd 1.x settings:\n%s", got)
+	if tomlPath(cfg, `plugins."io.containerd.grpc.v1.cri"`) != nil {
+		t.Errorf("config.toml has containerd 1.x settings: %#v", cfg)
 	}
-	if strings.Count(got, `registry.configs."reg.local".tls]`) != 1 {
-		t.Errorf("reg.local's tls table is written more than once:\n%s", got)
+
+	// containerd_extra_config is merged: a nested key added and one
+	// replaced, the sibling settings kept, a top-level key replaced, a
+	// removed one gone.
+	vars["containerd_extra_config"] = map[string]any{
+		"oom_score": uint64(0),
+		"plugins": map[string]any{
+			"io.containerd.cri.v1.runtime": map[string]any{
+				"containerd": map[string]any{"runtimes": map[string]any{"runc": map[string]any{"options": map[string]any{"SystemdCgroup": false}}}},
+				"enable_cdi": true,
+			},
+			"io.containerd.cri.v1.images": map[string]any{"registry": map[string]any{"config_path": "/etc/containerd/certs.d"}},
+		},
+		"state": nil,
 	}
+	cfg = containerdConfig(t, renderRoleTemplate(t, "containerd", "config.toml.tmpl", vars))
+	for path, want := range map[string]any{
+		"oom_score":                        int64(0),
+		"root":                             "/data/containerd",
+		"state":                            nil,
+		runtime + "enable_cdi":             true,
+		runtime + "restrict_oom_score_adj": true,
+		runtime + "containerd.runtimes.runc.options":             map[string]any{"BinaryName": "/usr/local/sbin/runc", "SystemdCgroup": false},
+		images + "registry.config_path":                          "/etc/containerd/certs.d",
+		images + `registry.mirrors."plain.example.com".endpoint`: []any{"http://plain.example.com"},
+	} {
+		if got := tomlPath(cfg, path); !reflect.DeepEqual(got, want) {
+			t.Errorf("with containerd_extra_config: %s = %#v, want %#v", path, got, want)
+		}
+	}
+
+	// Not a mapping: an error naming the variable.
+	vars["containerd_extra_config"] = []any{"oom_score = 0"}
+	src, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "containerd", "templates", "config.toml.tmpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eval.New().RenderString(string(src), vars); err == nil || !strings.Contains(err.Error(), "containerd_extra_config must be a mapping") {
+		t.Errorf("a list as containerd_extra_config: %v", err)
+	}
+}
+
+// containerdConfig parses a rendered config.toml.
+func containerdConfig(t *testing.T, text string) map[string]any {
+	t.Helper()
+	var cfg map[string]any
+	if err := toml.Unmarshal([]byte(text), &cfg); err != nil {
+		t.Fatalf("config.toml is not TOML: %v\n%s", err, text)
+	}
+	return cfg
+}
+
+// tomlPath looks up a dotted TOML key path ("a.\"b.c\".d") in a parsed document.
+func tomlPath(doc map[string]any, path string) any {
+	var cur any = doc
+	for path != "" {
+		var key string
+		if strings.HasPrefix(path, `"`) {
+			end := strings.Index(path[1:], `"`) + 1
+			key, path = path[1:end], strings.TrimPrefix(path[end+1:], ".")
+		} else if i := strings.IndexByte(path, '.'); i >= 0 {
+			key, path = path[:i], path[i+1:]
+		} else {
+			key, path = path, ""
+		}
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = m[key]
+	}
+	return cur
 }

@@ -106,6 +106,7 @@ func sampleVars(addrs [3]string) map[string]any {
 		"etcd_cert_dir": "/etc/kubexm/etcd/ssl", "etcd_data_dir": "/data/etcd", "etcd_cluster_token": "kubexm-c1",
 		"etcd_bin_dir": "/usr/local/bin", "etcd_config_dir": "/etc/kubexm/etcd",
 		"os_backup_dir": "/var/lib/kubexm/os-backup", "etcd_join_existing": false,
+		"etcd_extra_config": map[string]any{},
 	}
 }
 
@@ -179,6 +180,39 @@ func TestEtcdConfigTemplate(t *testing.T) {
 				t.Errorf("%s: %v", sec, m)
 			}
 		}
+	}
+
+	// etcd_extra_config: a setting replaced (not written twice), one added,
+	// one removed, a TLS setting merged into its mapping.
+	vars := sampleVars([3]string{"10.0.0.1", "10.0.0.2", "10.0.0.3"})
+	vars["etcd_version"] = "v3.6.16"
+	vars["etcd_extra_config"] = map[string]any{
+		"log-level": "warn", "experimental-initial-corrupt-check": true, "metrics": nil,
+		"client-transport-security": map[string]any{"cipher-suites": []any{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"}},
+	}
+	out := renderRoleTemplate(t, "etcd", "etcd.conf.yml.tmpl", vars)
+	if n := strings.Count(out, "log-level:"); n != 1 {
+		t.Errorf("log-level written %d times:\n%s", n, out)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(out), &cfg); err != nil {
+		t.Fatalf("etcd.conf.yml is not YAML: %v\n%s", err, out)
+	}
+	cts, _ := cfg["client-transport-security"].(map[string]any)
+	if cfg["log-level"] != "warn" || cfg["experimental-initial-corrupt-check"] != true || cfg["metrics"] != nil ||
+		cfg["name"] != "n1" || cts["client-cert-auth"] != true || len(cts["cipher-suites"].([]any)) != 1 {
+		t.Errorf("with etcd_extra_config:\n%s", out)
+	}
+	if pts, _ := cfg["peer-transport-security"].(map[string]any); pts["cipher-suites"] != nil {
+		t.Errorf("the peer TLS settings got the client's cipher-suites:\n%s", out)
+	}
+	vars["etcd_extra_config"] = "log-level: warn"
+	src, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "etcd", "templates", "etcd.conf.yml.tmpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eval.New().RenderString(string(src), vars); err == nil || !strings.Contains(err.Error(), "etcd_extra_config must be a mapping") {
+		t.Errorf("a string as etcd_extra_config: %v", err)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/mensylisir/kubexm/engine/eval"
 )
 
 // kubeadmVars are kubeVars in kubeadm mode with a stacked etcd, the shared
@@ -120,6 +122,50 @@ func TestKubeadmInitConfigTemplate(t *testing.T) {
 		t.Errorf("the init configuration names a token:\n%s", out)
 	}
 	kubeadmValidate(t, out)
+}
+
+// TestKubeadmInitConfigExtraConfig: the kube_*_extra_config and
+// etcd_extra_config flag maps become v1beta4 extraArgs (name/value pairs,
+// sorted), kubeadm accepts the result, and a mapping as a flag is refused
+// naming the variable.
+func TestKubeadmInitConfigExtraConfig(t *testing.T) {
+	v := kubeadmVars(t, "n1", map[string]any{
+		"kubeadm_etcd_image_version":           "3.6.16-0",
+		"kube_apiserver_extra_config":          map[string]any{"audit-log-maxage": uint64(7), "profiling": false},
+		"kube_controller_manager_extra_config": map[string]any{"terminated-pod-gc-threshold": "100"},
+		"kube_scheduler_extra_config":          map[string]any{"v": uint64(4)},
+		"etcd_extra_config":                    map[string]any{"log-level": "warn", "cipher-suites": []any{"A", "B"}},
+	})
+	out := renderRoleTemplate(t, "kubernetes/kubeadm", "kubeadm-init.yaml.tmpl", v)
+	cc := kubeadmDocs(t, out)["ClusterConfiguration"]
+	arg := func(n, val string) map[string]any { return map[string]any{"name": n, "value": val} }
+	for path, want := range map[string][]any{
+		"apiServer":         {arg("audit-log-maxage", "7"), arg("profiling", "false")},
+		"controllerManager": {arg("terminated-pod-gc-threshold", "100")},
+		"scheduler":         {arg("v", "4")},
+	} {
+		m, _ := cc[path].(map[string]any)
+		if !reflect.DeepEqual(m["extraArgs"], want) {
+			t.Errorf("%s.extraArgs = %#v, want %#v\n%s", path, m["extraArgs"], want, out)
+		}
+	}
+	local := cc["etcd"].(map[string]any)["local"].(map[string]any)
+	if want := []any{arg("cipher-suites", "A,B"), arg("log-level", "warn")}; !reflect.DeepEqual(local["extraArgs"], want) {
+		t.Errorf("etcd.local.extraArgs = %#v, want %#v", local["extraArgs"], want)
+	}
+	if api := cc["apiServer"].(map[string]any); api["certSANs"] == nil {
+		t.Errorf("apiServer lost its certSANs: %#v", api)
+	}
+	kubeadmValidate(t, out)
+
+	v["etcd_extra_config"] = map[string]any{"client-transport-security": map[string]any{"cipher-suites": []any{"A"}}}
+	src, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "kubernetes/kubeadm", "templates", "kubeadm-init.yaml.tmpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eval.New().RenderString(string(src), v); err == nil || !strings.Contains(err.Error(), `etcd_extra_config: flag "client-transport-security": a mapping has no command-line form`) {
+		t.Errorf("a mapping in etcd_extra_config in kubeadm mode: %v", err)
+	}
 }
 
 // TestKubeadmInitConfigExternalEtcd: with etcd.type kubexm the init

@@ -192,6 +192,44 @@ func TestKubernetesTemplateSharedDefaults(t *testing.T) {
 	}
 }
 
+// TestNoDuplicatedSchemaDefaults: the defaults the schema gives the DNS
+// domain and the service and pod ranges are written once, as the shared
+// kube_dns_domain, kube_service_cidr and kube_pods_cidr
+// (roles/artifacts/defaults/main.yaml); a role that needs them reads those
+// variables instead of repeating the literal, so the two cannot drift.
+func TestNoDuplicatedSchemaDefaults(t *testing.T) {
+	root := filepath.Join(moduleRoot(t), "roles")
+	home := filepath.Join("artifacts", "defaults", "main.yaml")
+	literals := []string{`"cluster.local"`, `\"cluster.local\"`, `"10.233.0.0/18"`, `\"10.233.0.0/18\"`, `"10.233.64.0/18"`, `\"10.233.64.0/18\"`}
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel == home || (!strings.HasSuffix(p, ".yaml") && !strings.HasSuffix(p, ".tmpl")) {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "#") {
+				continue
+			}
+			for _, lit := range literals {
+				if strings.Contains(line, "default "+lit) {
+					t.Errorf("roles/%s:%d: default %s repeats a schema default; use kube_dns_domain, kube_service_cidr or kube_pods_cidr (roles/%s)", rel, i+1, lit, home)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestKubernetesTemplatePKIDefaults(t *testing.T) {
 	v := withDefaults(t, "kubernetes/pki", kubeVars("n1", nil))
 	sans := strings.Split(v["kube_apiserver_sans"].(string), ",")
@@ -296,7 +334,7 @@ func TestKubeAPIServerUnitTemplate(t *testing.T) {
 		"--requestheader-allowed-names=front-proxy-client ",
 		"--proxy-client-cert-file=/etc/kubernetes/pki/front-proxy-client.crt ",
 		"--feature-gates=A=true,B=false ",
-		"--audit-log-maxage=7 ",
+		"--audit-log-maxage=7\n",
 	} {
 		if !strings.Contains(unit, want) {
 			t.Errorf("kube-apiserver.service lacks %q:\n%s", want, unit)
@@ -363,6 +401,58 @@ func TestKubeControllerManagerAndSchedulerUnitTemplates(t *testing.T) {
 		}
 	}
 	checkContinuations(t, "kube-scheduler.service", unit)
+}
+
+// The *_extra_config flag maps replace a default flag (never a second
+// --v), add flags, remove one with null, and are quoted for systemd; the
+// *_extra_args are still appended as written.
+func TestControlPlaneExtraConfig(t *testing.T) {
+	for _, tc := range []struct {
+		tmpl, prefix string
+		extra        map[string]any
+		want, absent []string
+	}{
+		{"kube-apiserver.service.tmpl", "kube_apiserver", map[string]any{
+			"v": uint64(4), "audit-log-path": "/var/log/kube audit.log", "enable-admission-plugins": []any{"NodeRestriction", "EventRateLimit"},
+			"kubelet-preferred-address-types": nil,
+		}, []string{"  --v=4 \\\n", `  "--audit-log-path=/var/log/kube audit.log" \`, "--enable-admission-plugins=NodeRestriction,EventRateLimit \\"},
+			[]string{"--v=2", "--kubelet-preferred-address-types"}},
+		{"kube-controller-manager.service.tmpl", "kube_controller_manager", map[string]any{"node-cidr-mask-size": 26, "terminated-pod-gc-threshold": "100"},
+			[]string{"--node-cidr-mask-size=26 ", "--terminated-pod-gc-threshold=100 "}, []string{"--node-cidr-mask-size=24"}},
+		{"kube-scheduler.service.tmpl", "kube_scheduler", map[string]any{"leader-elect": false, "profiling": "100%"},
+			[]string{"--leader-elect=false ", "--profiling=100%% "}, []string{"--leader-elect=true"}},
+	} {
+		v := withDefaults(t, "kubernetes/control-plane", kubeVars("n1", nil))
+		v[tc.prefix+"_extra_config"] = tc.extra
+		v[tc.prefix+"_extra_args"] = []any{"--audit-log-maxage=7"}
+		unit := renderRoleTemplate(t, "kubernetes/control-plane", tc.tmpl, v)
+		for _, w := range append(tc.want, "  --audit-log-maxage=7\nRestart=always") {
+			if !strings.Contains(unit, w) {
+				t.Errorf("%s with %s_extra_config lacks %q:\n%s", tc.tmpl, tc.prefix, w, unit)
+			}
+		}
+		for _, a := range tc.absent {
+			if strings.Contains(unit, a) {
+				t.Errorf("%s with %s_extra_config still has %q:\n%s", tc.tmpl, tc.prefix, a, unit)
+			}
+		}
+		checkContinuations(t, tc.tmpl, unit)
+
+		// Not a mapping, or a mapping as a flag's value: an error naming the variable.
+		src, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "kubernetes/control-plane", "templates", tc.tmpl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for bad, msg := range map[string]any{
+			tc.prefix + "_extra_config must be a mapping":                []any{"--v=4"},
+			tc.prefix + `_extra_config: flag "feature-gates": a mapping`: map[string]any{"feature-gates": map[string]any{"A": true}},
+		} {
+			v[tc.prefix+"_extra_config"] = msg
+			if _, err := eval.New().RenderString(string(src), v); err == nil || !strings.Contains(err.Error(), bad) {
+				t.Errorf("%s: %v: got %v, want %q", tc.tmpl, msg, err, bad)
+			}
+		}
+	}
 }
 
 // checkContinuations checks that ExecStart's lines all end in " \" but the

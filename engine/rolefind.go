@@ -1,0 +1,23 @@
+package engine
+
+import "strings"
+
+// FindRoleFile reports whether a file of a role ("cni/custom/tasks/main.yaml")
+// is found where include_role looks for the role (for a name with a slash,
+// the playbook's directory first, then its roles/, --roles-path and the
+// built-in roles), and the directories it searched, for messages. A role
+// named in cluster.yaml (network.customRole) is checked this way before any
+// task runs.
+func (pb *Playbook) FindRoleFile(file string) (found bool, searched []string) {
+	dirs := roleRoots(pb.src.dir(), pb.opts)
+	if role, _, _ := strings.Cut(file, "/tasks/"); strings.Contains(role, "/") {
+		dirs = append([]source{pb.src.dir()}, dirs...)
+	}
+	for _, d := range dirs {
+		searched = append(searched, d.String())
+		if d.join(file).isFile() {
+			return true, searched
+		}
+	}
+	return false, searched
+}
