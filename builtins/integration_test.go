@@ -13,11 +13,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/engine/transport/local"
 	"github.com/mensylisir/kubexm/engine/transport/ssh"
+	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/test/testhosts"
 )
 

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/engine/transport/local"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // playRun is the state of one batch of a play.

@@ -23,7 +23,7 @@ import (
 
 	"github.com/mensylisir/kubexm/builtins/pki"
 	"github.com/mensylisir/kubexm/engine"
-	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/schema"
 )
 

@@ -17,8 +17,8 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/transport"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 func TestInnerScriptQuoting(t *testing.T) {
