@@ -53,6 +53,7 @@ func TestLayering(t *testing.T) {
 		{"internal/yamlguard", []string{""}},
 		{"internal/suggest", []string{""}},
 		{"internal/sysdirs", []string{""}},
+		{"internal/flock", []string{""}},
 		{"bundle", []string{"engine/eval", "builtins", "cmd", "schema"}},
 	} {
 		pkg := module + "/" + c.pkg

@@ -19,6 +19,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/mensylisir/kubexm/engine/transport"
+	"github.com/mensylisir/kubexm/internal/flock"
 )
 
 // Open makes the bundle at p usable: it verifies manifest.json and
@@ -43,7 +44,7 @@ func Open(ctx context.Context, p, workDir string, logf func(string, ...any)) (st
 	// the same work dir) may be unpacking or using the same bundle: the
 	// check and the replacement of a broken copy happen under one lock, so
 	// a copy that another run verified is never removed.
-	unlock, err := lockFile(filepath.Join(root, ".lock"))
+	unlock, err := flock.Lock(ctx, filepath.Join(root, ".lock"))
 	if err != nil {
 		return "", nil, err
 	}
