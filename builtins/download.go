@@ -93,9 +93,6 @@ func (d downloadBuiltin) Run(ctx context.Context, env *step.Env, args step.Args)
 		return step.Result{}, err
 	}
 	mode := args.Mode("mode")
-	if mode == 0 {
-		mode = 0o644
-	}
 	data := map[string]any{"dest": dest}
 	if src != "" && want == "" {
 		if want, err = transport.FileSha256(src); err != nil {

@@ -238,9 +238,6 @@ func parseImageSource(args step.Args) (*imageSource, error) {
 		return nil, fmt.Errorf("tag %q: %w", tagStr, err)
 	}
 	plat := args.String("platform")
-	if plat == "" {
-		plat = "linux/amd64"
-	}
 	p, err := v1.ParsePlatform(plat)
 	if err != nil {
 		return nil, fmt.Errorf("platform %q: %w", plat, err)
