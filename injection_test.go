@@ -19,9 +19,9 @@ import (
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/engine"
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/output"
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // roleTasks returns the named tasks of a built-in role's task file, as YAML,

@@ -7,6 +7,8 @@
 package builtins
 
 import (
+	"context"
+
 	"github.com/mensylisir/kubexm/builtins/pki"
 	"github.com/mensylisir/kubexm/engine/step"
 )
@@ -27,4 +29,10 @@ func All() []step.Builtin {
 		assertBuiltin{}, failBuiltin{}, debugBuiltin{}, setFactBuiltin{}, pauseBuiltin{},
 	}
 	return append(bs, pki.Builtins()...)
+}
+
+// runBuiltin runs b as the engine would: with its Spec's defaults for what
+// args leave out.
+func runBuiltin(ctx context.Context, env *step.Env, b step.Builtin, args step.Args) (step.Result, error) {
+	return b.Run(ctx, env, b.Spec().WithDefaults(args))
 }

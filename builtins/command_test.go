@@ -53,7 +53,7 @@ func TestCommand(t *testing.T) {
 		t.Errorf("environment: %+v", res)
 	}
 	env.Environment = nil
-	if _, err := (commandBuiltin{}).Run(t.Context(), env, step.Args{"cmd": "no-such-binary-kubexm"}); err == nil {
+	if _, err := runBuiltin(t.Context(), env, commandBuiltin{}, step.Args{"cmd": "no-such-binary-kubexm"}); err == nil {
 		t.Error("missing binary: want error")
 	}
 }

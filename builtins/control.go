@@ -60,9 +60,6 @@ func (assertBuiltin) Run(_ context.Context, env *step.Env, args step.Args) (step
 		}
 	}
 	msg := args.String("success_msg")
-	if msg == "" {
-		msg = "All assertions passed"
-	}
 	if args.Bool("quiet") {
 		msg = ""
 	}
@@ -82,11 +79,7 @@ func (failBuiltin) Spec() step.Spec {
 }
 
 func (failBuiltin) Run(_ context.Context, _ *step.Env, args step.Args) (step.Result, error) {
-	msg := args.String("msg")
-	if msg == "" {
-		msg = "Failed as requested from task"
-	}
-	return step.Result{Failed: true, Msg: msg}, nil
+	return step.Result{Failed: true, Msg: args.String("msg")}, nil
 }
 
 type debugBuiltin struct{}

@@ -21,10 +21,10 @@ func TestAssertFailDebug(t *testing.T) {
 	if !res.Failed || res.Msg != "need ok (bad)" {
 		t.Errorf("%+v", res)
 	}
-	if _, err := (assertBuiltin{}).Run(t.Context(), env, step.Args{"that": "n"}); err == nil || !strings.Contains(err.Error(), "not true or false") {
+	if _, err := runBuiltin(t.Context(), env, assertBuiltin{}, step.Args{"that": "n"}); err == nil || !strings.Contains(err.Error(), "not true or false") {
 		t.Errorf("%v", err)
 	}
-	if _, err := (assertBuiltin{}).Run(t.Context(), env, step.Args{"that": "undefined_x"}); err == nil || !strings.Contains(err.Error(), "undefined_x") {
+	if _, err := runBuiltin(t.Context(), env, assertBuiltin{}, step.Args{"that": "undefined_x"}); err == nil || !strings.Contains(err.Error(), "undefined_x") {
 		t.Errorf("%v", err)
 	}
 	if res := runB(t, failBuiltin{}, env, step.Args{"msg": "stop"}); !res.Failed || res.Msg != "stop" {
@@ -44,7 +44,7 @@ func TestSetFact(t *testing.T) {
 	if res.Changed || res.Facts["a"] != 1 || len(res.Facts) != 2 {
 		t.Errorf("%+v", res)
 	}
-	if _, err := (setFactBuiltin{}).Run(t.Context(), env, step.Args{"bad-name": 1}); err == nil {
+	if _, err := runBuiltin(t.Context(), env, setFactBuiltin{}, step.Args{"bad-name": 1}); err == nil {
 		t.Error("want invalid name error")
 	}
 	// cacheable is Ansible's keyword, not a variable.
@@ -66,7 +66,7 @@ func TestPause(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	if _, err := (pauseBuiltin{}).Run(ctx, env, step.Args{"minutes": 5}); err == nil || time.Since(start) > 5*time.Second {
+	if _, err := runBuiltin(ctx, env, pauseBuiltin{}, step.Args{"minutes": 5}); err == nil || time.Since(start) > 5*time.Second {
 		t.Errorf("not interrupted: %v", err)
 	}
 	env.Check = true

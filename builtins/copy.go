@@ -39,7 +39,7 @@ func (copyBuiltin) Spec() step.Spec {
 
 func (copyBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step.Result, error) {
 	dest := args.String("dest")
-	o := writeOpts{attrs: attrsFrom(args), Backup: args.Bool("backup"), NoForce: args.Has("force") && !args.Bool("force")}
+	o := writeOpts{attrs: attrsFrom(args), Backup: args.Bool("backup"), NoForce: !args.Bool("force")}
 	if args.Has("content") {
 		if args.Has("src") {
 			return step.Result{}, fmt.Errorf("copy: give src or content, not both")
@@ -207,7 +207,7 @@ func (templateBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (
 	if dest, err = destInDir(ctx, env, dest, strings.TrimSuffix(filepath.Base(src), ".tmpl")); err != nil {
 		return step.Result{}, err
 	}
-	o := writeOpts{attrs: attrsFrom(args), Backup: args.Bool("backup"), NoForce: args.Has("force") && !args.Bool("force")}
+	o := writeOpts{attrs: attrsFrom(args), Backup: args.Bool("backup"), NoForce: !args.Bool("force")}
 	return writeContent(ctx, env, dest, []byte(out), o)
 }
 
@@ -255,7 +255,7 @@ func (fetchBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (ste
 	}
 	data := map[string]any{"dest": dest, "checksum": have}
 	if have == "" {
-		if args.Has("fail_on_missing") && !args.Bool("fail_on_missing") {
+		if !args.Bool("fail_on_missing") {
 			return step.Result{Msg: "src " + src + " does not exist", Data: data}, nil
 		}
 		return step.Result{}, fmt.Errorf("%s: fetch: %s does not exist or is not a regular file", env.Target.Host(), src)

@@ -56,7 +56,7 @@ func TestCopySrcFromFiles(t *testing.T) {
 	if res := runB(t, copyBuiltin{}, env, step.Args{"src": "x.txt", "dest": out, "force": false}); res.Changed {
 		t.Errorf("force false changed: %+v", res)
 	}
-	_, err := copyBuiltin{}.Run(t.Context(), env, step.Args{"src": "missing.txt", "dest": out})
+	_, err := runBuiltin(t.Context(), env, copyBuiltin{}, step.Args{"src": "missing.txt", "dest": out})
 	if err == nil || !strings.Contains(err.Error(), "missing.txt") {
 		t.Errorf("want error naming the file, got %v", err)
 	}
@@ -84,7 +84,7 @@ func TestTemplate(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 	env.Vars = map[string]any{}
-	if _, err := (templateBuiltin{}).Run(t.Context(), env, step.Args{"src": "c.conf.tmpl", "dest": dest}); err == nil || !strings.Contains(err.Error(), "c.conf.tmpl") {
+	if _, err := runBuiltin(t.Context(), env, templateBuiltin{}, step.Args{"src": "c.conf.tmpl", "dest": dest}); err == nil || !strings.Contains(err.Error(), "c.conf.tmpl") {
 		t.Errorf("want render error naming the template, got %v", err)
 	}
 }
@@ -106,7 +106,7 @@ func TestFetch(t *testing.T) {
 	if res := runB(t, fetchBuiltin{}, env, step.Args{"src": src + ".no", "dest": flat, "flat": true, "fail_on_missing": false}); res.Changed {
 		t.Error("missing changed")
 	}
-	if _, err := (fetchBuiltin{}).Run(t.Context(), env, step.Args{"src": src + ".no", "dest": flat, "flat": true}); err == nil {
+	if _, err := runBuiltin(t.Context(), env, fetchBuiltin{}, step.Args{"src": src + ".no", "dest": flat, "flat": true}); err == nil {
 		t.Error("missing src: want error")
 	}
 }

@@ -21,7 +21,7 @@ func TestDistribute(t *testing.T) {
 	// A mode change alone is detected in check mode and fixed.
 	args := step.Args{"src": "kubernetes/kubelet", "dest": p, "mode": "0700"}
 	converge(t, distributeBuiltin{}, env, args, filepath.Join(root, "host"))
-	if _, err := (distributeBuiltin{}).Run(t.Context(), env, step.Args{"src": "nope", "dest": p}); err == nil {
+	if _, err := runBuiltin(t.Context(), env, distributeBuiltin{}, step.Args{"src": "nope", "dest": p}); err == nil {
 		t.Error("missing src: want error")
 	}
 	// In check mode a missing src is what an earlier download would make.

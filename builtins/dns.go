@@ -93,10 +93,7 @@ func (dnsQueryBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (
 	if err != nil {
 		return step.Result{}, fmt.Errorf("dns_query: server %q is not an IP address", server)
 	}
-	port := 53
-	if args.Has("port") {
-		port = args.Int("port")
-	}
+	port := args.Int("port")
 	if port <= 0 || port > 65535 {
 		return step.Result{}, fmt.Errorf("dns_query: port %d is out of range", port)
 	}
@@ -107,20 +104,14 @@ func (dnsQueryBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (
 		}
 	}
 	proto := args.String("protocol")
-	if proto == "" {
-		proto = "udp"
-	}
 	if err := checkChoice("protocol", proto, "udp", "tcp"); err != nil {
 		return step.Result{}, fmt.Errorf("dns_query: %w", err)
 	}
 	timeout := args.Duration("timeout")
 	if timeout <= 0 {
-		timeout = 5 * time.Second
+		return step.Result{}, fmt.Errorf("dns_query: timeout %s is not positive", timeout)
 	}
-	tries := 2
-	if args.Has("tries") {
-		tries = max(args.Int("tries"), 1)
-	}
+	tries := max(args.Int("tries"), 1)
 	id := make([]byte, 2)
 	_, _ = rand.Read(id)
 	query, err := dnsQueryMessage(binary.BigEndian.Uint16(id), name, tnum)

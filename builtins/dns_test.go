@@ -205,7 +205,7 @@ func TestDNSQuery(t *testing.T) {
 		{"server": "127.0.0.1", "name": "a..example"},
 		{"server": "127.0.0.1", "name": "a.example", "type": "HINFO"},
 	} {
-		if _, err := (dnsQueryBuiltin{}).Run(t.Context(), env, bad); err == nil {
+		if _, err := runBuiltin(t.Context(), env, dnsQueryBuiltin{}, bad); err == nil {
 			t.Errorf("%v: no error", bad)
 		}
 	}

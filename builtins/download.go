@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,11 +12,11 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
+	"github.com/mensylisir/kubexm/internal/flock"
 )
 
 // downloadBuiltin works on the control machine's file system directly: it
@@ -94,9 +93,6 @@ func (d downloadBuiltin) Run(ctx context.Context, env *step.Env, args step.Args)
 		return step.Result{}, err
 	}
 	mode := args.Mode("mode")
-	if mode == 0 {
-		mode = 0o644
-	}
 	data := map[string]any{"dest": dest}
 	if src != "" && want == "" {
 		if want, err = transport.FileSha256(src); err != nil {
@@ -118,7 +114,7 @@ func (d downloadBuiltin) Run(ctx context.Context, env *step.Env, args step.Args)
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return step.Result{}, fmt.Errorf("download: %w", err)
 	}
-	unlock, err := lockDir(ctx, filepath.Dir(dest))
+	unlock, err := flock.Lock(ctx, filepath.Dir(dest))
 	if err != nil {
 		return step.Result{}, err
 	}
@@ -302,32 +298,6 @@ func copyLocal(src, dest, want string, mode os.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp, dest)
-}
-
-// lockDir takes an exclusive flock on a directory (no lock file left
-// behind), polling so ctx can interrupt the wait.
-func lockDir(ctx context.Context, p string) (func(), error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				f.Close()
-			}, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", p, err)
-		}
-		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
-			f.Close()
-			return nil, err
-		}
-	}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

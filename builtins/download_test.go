@@ -83,13 +83,13 @@ func TestDownloadMirrorsRetryResume(t *testing.T) {
 	}
 	// Every mirror failing names each URL.
 	args = step.Args{"urls": []any{srv.URL + "/missing.tgz", "http://127.0.0.1:1/x.tgz"}, "dest": filepath.Join(env.WorkDir, "g"), "sha256": sum, "retries": 1}
-	_, err := testDownload().Run(t.Context(), env, args)
+	_, err := runBuiltin(t.Context(), env, testDownload(), args)
 	if err == nil || !strings.Contains(err.Error(), "/missing.tgz: HTTP 404") || !strings.Contains(err.Error(), "127.0.0.1:1/x.tgz") {
 		t.Fatalf("got %v", err)
 	}
 	// A wrong checksum is an error and leaves nothing behind.
 	args = step.Args{"url": srv.URL + "/f.bin", "dest": filepath.Join(env.WorkDir, "h"), "sha256": strings.Repeat("0", 64), "retries": 1}
-	if _, err := testDownload().Run(t.Context(), env, args); err == nil || !strings.Contains(err.Error(), "sha256 mismatch") {
+	if _, err := runBuiltin(t.Context(), env, testDownload(), args); err == nil || !strings.Contains(err.Error(), "sha256 mismatch") {
 		t.Fatalf("got %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(env.WorkDir, "h")); !os.IsNotExist(err) {
@@ -109,7 +109,7 @@ func TestDownloadSharedAcrossHosts(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			e := *env
-			res, err := testDownload().Run(t.Context(), &e, args)
+			res, err := runBuiltin(t.Context(), &e, testDownload(), args)
 			if err != nil {
 				t.Error(err)
 			}
@@ -139,7 +139,7 @@ func TestDownloadLocalSrcAndErrors(t *testing.T) {
 		{"dest": "a"},
 		{"src": filepath.Join(root, "nope"), "dest": "a"},
 	} {
-		if _, err := testDownload().Run(t.Context(), env, bad); err == nil {
+		if _, err := runBuiltin(t.Context(), env, testDownload(), bad); err == nil {
 			t.Errorf("%v: want error", bad)
 		}
 	}

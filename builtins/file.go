@@ -8,7 +8,7 @@ import (
 
 	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"github.com/mensylisir/kubexm/engine/step"
-	"github.com/mensylisir/kubexm/engine/sysdirs"
+	"github.com/mensylisir/kubexm/internal/sysdirs"
 )
 
 type fileBuiltin struct{}

@@ -47,7 +47,7 @@ func TestFileStates(t *testing.T) {
 		{"path": "/", "state": "absent"},
 		{"path": f, "state": "weird"},
 	} {
-		if _, err := (fileBuiltin{}).Run(t.Context(), env, bad); err == nil {
+		if _, err := runBuiltin(t.Context(), env, fileBuiltin{}, bad); err == nil {
 			t.Errorf("%v: want error", bad)
 		}
 	}
@@ -66,7 +66,7 @@ func TestFileAbsentRefusesSystemDirs(t *testing.T) {
 		env.Check = check
 		for _, p := range []string{"/", "/etc", "/etc/", "/usr/local/bin", "/usr/local", "/var/lib", "//var//lib",
 			"/usr/lib/systemd", "/x/../etc", "relative/dir", filepath.Join(toRoot, "etc"), filepath.Join(toRoot, "usr")} {
-			_, err := (fileBuiltin{}).Run(t.Context(), env, step.Args{"path": p, "state": "absent"})
+			_, err := runBuiltin(t.Context(), env, fileBuiltin{}, step.Args{"path": p, "state": "absent"})
 			if err == nil || !strings.Contains(err.Error(), "refusing") {
 				t.Errorf("check=%v: removing %q: got %v, want a refusal", check, p, err)
 			}
@@ -104,7 +104,7 @@ func TestFileAbsentUnmount(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("umount", inner).Run() })
 	mustWrite(t, filepath.Join(inner, "secret"), "s")
 	// Without unmount, rm stays on its file system and fails on the mount.
-	if _, err := (fileBuiltin{}).Run(t.Context(), env, step.Args{"path": top, "state": "absent"}); err == nil {
+	if _, err := runBuiltin(t.Context(), env, fileBuiltin{}, step.Args{"path": top, "state": "absent"}); err == nil {
 		t.Fatal("removing a tree with a mount below it without unmount: want an error")
 	}
 	converge(t, fileBuiltin{}, env, step.Args{"path": top, "state": "absent", "unmount": true}, root)

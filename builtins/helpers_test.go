@@ -83,7 +83,7 @@ func mustRead(t *testing.T, path string) string {
 
 func runB(t *testing.T, b step.Builtin, env *step.Env, args step.Args) step.Result {
 	t.Helper()
-	res, err := b.Run(context.Background(), env, args)
+	res, err := runBuiltin(context.Background(), env, b, args)
 	if err != nil {
 		t.Fatalf("%s: %v", b.Spec().Name, err)
 	}

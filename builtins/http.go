@@ -27,7 +27,7 @@ func tlsArgs() []step.Arg {
 // curl is used so certificate paths and addresses are the host's own.
 func curlArgv(args step.Args, maxTime time.Duration) []string {
 	argv := []string{"curl", "-sS", "--max-time", strconv.Itoa(max(int(maxTime.Seconds()), 1))}
-	if args.Has("validate_certs") && !args.Bool("validate_certs") {
+	if !args.Bool("validate_certs") {
 		argv = append(argv, "-k")
 	}
 	if p := args.String("ca_path"); p != "" {
@@ -87,17 +87,11 @@ func (uriBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step.
 		return step.Result{}, fmt.Errorf("uri: %q is not an http(s) URL", u)
 	}
 	method := strings.ToUpper(args.String("method"))
-	if method == "" {
-		method = "GET"
-	}
 	data := map[string]any{"url": u}
 	if env.Check && method != "GET" && method != "HEAD" {
 		return step.Result{Skipped: true, Msg: "skipped in check mode: " + method + " " + u, Data: data}, nil
 	}
 	timeout := args.Duration("timeout")
-	if timeout == 0 {
-		timeout = 30 * time.Second
-	}
 	argv := append(curlArgv(args, timeout), "-w", "\n%{http_code} %{content_type}")
 	if args.Bool("follow_redirects") {
 		argv = append(argv, "-L")
@@ -178,9 +172,6 @@ func (uriBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step.
 		}
 	}
 	want := args.List("status_code")
-	if len(want) == 0 {
-		want = []any{200}
-	}
 	var codes []int
 	for _, w := range want {
 		n, err := step.ToInt(w)
@@ -270,9 +261,6 @@ func (w waitForBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) 
 	}
 	wantUp := state == "started" || state == "present"
 	host := args.String("host")
-	if host == "" {
-		host = "127.0.0.1"
-	}
 	var what string
 	var probe func() (bool, error)
 	switch kind {
@@ -299,9 +287,6 @@ func (w waitForBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) 
 			}
 			codes = append(codes, n)
 		}
-		if len(codes) == 0 {
-			codes = []int{200}
-		}
 		probe = func() (bool, error) { return urlProbe(ctx, env, args, what, codes) }
 	case "command":
 		what = args.String("command")
@@ -325,12 +310,9 @@ func (w waitForBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) 
 		return step.Result{Skipped: true, Msg: "skipped in check mode: wait for " + what, Data: data}, nil
 	}
 	timeout := args.Duration("timeout")
-	if timeout == 0 {
-		timeout = 300 * time.Second
-	}
 	maxSleep := args.Duration("sleep")
 	if maxSleep <= 0 {
-		maxSleep = 2 * time.Second
+		return step.Result{}, fmt.Errorf("wait_for: sleep %s is not positive", maxSleep)
 	}
 	pause := w.firstPoll
 	if pause <= 0 {

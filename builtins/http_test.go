@@ -135,7 +135,7 @@ func TestWaitFor(t *testing.T) {
 		t.Fatalf("check: %+v", res)
 	}
 	env.Check = false
-	if _, err := w.Run(t.Context(), env, step.Args{"path": p, "port": 1}); err == nil {
+	if _, err := runBuiltin(t.Context(), env, w, step.Args{"path": p, "port": 1}); err == nil {
 		t.Error("two probes: want error")
 	}
 }
@@ -265,7 +265,7 @@ func TestURIHeadersNotOnCommandLine(t *testing.T) {
 			t.Errorf("a header or the body is on the command line: %s", line)
 		}
 	}
-	if _, err := (uriBuiltin{}).Run(t.Context(), env, step.Args{"url": srv.URL, "headers": map[string]any{"X": "a\r\nInjected: 1"}}); err == nil {
+	if _, err := runBuiltin(t.Context(), env, uriBuiltin{}, step.Args{"url": srv.URL, "headers": map[string]any{"X": "a\r\nInjected: 1"}}); err == nil {
 		t.Error("a header with a line break: want an error")
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/internal/flock"
 )
 
 // imageSaveBuiltin pulls an image from a registry into a docker-archive
@@ -131,7 +132,7 @@ func (b imageSaveBuiltin) Run(ctx context.Context, env *step.Env, args step.Args
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return step.Result{}, fmt.Errorf("image_save: %w", err)
 	}
-	unlock, err := lockDir(ctx, filepath.Dir(dest))
+	unlock, err := flock.Lock(ctx, filepath.Dir(dest))
 	if err != nil {
 		return step.Result{}, err
 	}
@@ -237,9 +238,6 @@ func parseImageSource(args step.Args) (*imageSource, error) {
 		return nil, fmt.Errorf("tag %q: %w", tagStr, err)
 	}
 	plat := args.String("platform")
-	if plat == "" {
-		plat = "linux/amd64"
-	}
 	p, err := v1.ParsePlatform(plat)
 	if err != nil {
 		return nil, fmt.Errorf("platform %q: %w", plat, err)

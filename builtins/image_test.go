@@ -139,18 +139,18 @@ func TestImageSavePlatformAndErrors(t *testing.T) {
 
 	// A single-platform image of another architecture is refused.
 	push(t, host+"/only/amd:1", amd)
-	_, err := testImageSave().Run(context.Background(), env, step.Args{"ref": host + "/only/amd:1", "dest": "x.tar", "platform": "linux/arm64", "retries": 1})
+	_, err := runBuiltin(context.Background(), env, testImageSave(), step.Args{"ref": host + "/only/amd:1", "dest": "x.tar", "platform": "linux/arm64", "retries": 1})
 	if err == nil || !strings.Contains(err.Error(), "linux/amd64 image, not linux/arm64") {
 		t.Fatalf("wrong platform: %v", err)
 	}
 	// An unknown image fails without retrying forever, naming the ref.
-	_, err = testImageSave().Run(context.Background(), env, step.Args{"ref": host + "/no/such:1", "dest": "y.tar", "retries": 2})
+	_, err = runBuiltin(context.Background(), env, testImageSave(), step.Args{"ref": host + "/no/such:1", "dest": "y.tar", "retries": 2})
 	if err == nil || !strings.Contains(err.Error(), host+"/no/such:1") {
 		t.Fatalf("unknown image: %v", err)
 	}
 	// A digest reference needs a tag for the tarball.
 	d, _ := amd.Digest()
-	_, err = testImageSave().Run(context.Background(), env, step.Args{"ref": host + "/only/amd@" + d.String(), "dest": "z.tar"})
+	_, err = runBuiltin(context.Background(), env, testImageSave(), step.Args{"ref": host + "/only/amd@" + d.String(), "dest": "z.tar"})
 	if err == nil || !strings.Contains(err.Error(), "give tag") {
 		t.Fatalf("digest without tag: %v", err)
 	}
@@ -180,7 +180,7 @@ func TestImageSaveAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	env, _ := testEnv(t)
-	_, err := testImageSave().Run(context.Background(), env, step.Args{"ref": host + "/private/app:1", "dest": "a.tar", "retries": 1})
+	_, err := runBuiltin(context.Background(), env, testImageSave(), step.Args{"ref": host + "/private/app:1", "dest": "a.tar", "retries": 1})
 	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "unauthorized") {
 		t.Fatalf("without credentials: %v", err)
 	}
@@ -201,7 +201,7 @@ func TestImageSaveInsecureTLS(t *testing.T) {
 	host := strings.TrimPrefix(srv.URL, "https://")
 	push(t, host+"/tls/app:1", platformImage(t, "amd64"), remote.WithTransport(srv.Client().Transport))
 	env, _ := testEnv(t)
-	if _, err := testImageSave().Run(context.Background(), env, step.Args{"ref": host + "/tls/app:1", "dest": "a.tar", "retries": 1}); err == nil {
+	if _, err := runBuiltin(context.Background(), env, testImageSave(), step.Args{"ref": host + "/tls/app:1", "dest": "a.tar", "retries": 1}); err == nil {
 		t.Fatal("an unverifiable certificate was accepted")
 	}
 	if res := runB(t, testImageSave(), env, step.Args{"ref": host + "/tls/app:1", "dest": "a.tar", "insecure": true}); !res.Changed {

@@ -13,11 +13,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/engine/transport/local"
 	"github.com/mensylisir/kubexm/engine/transport/ssh"
+	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
@@ -99,7 +99,7 @@ func TestIntegrationSystemd(t *testing.T) {
 	convergeRemote(t, systemdBuiltin{}, env, step.Args{"name": "kubexm-it", "masked": false}, probe)
 
 	runB(t, copyBuiltin{}, env, step.Args{"dest": "/etc/systemd/system/kubexm-it-bad.service", "content": "[Service]\nType=oneshot\nExecStart=/bin/sh -c 'echo kubexm-broken-marker; exit 3'\n"})
-	_, err := systemdBuiltin{}.Run(t.Context(), env, step.Args{"name": "kubexm-it-bad", "state": "started", "daemon_reload": true})
+	_, err := runBuiltin(t.Context(), env, systemdBuiltin{}, step.Args{"name": "kubexm-it-bad", "state": "started", "daemon_reload": true})
 	if err == nil || !strings.Contains(err.Error(), "kubexm-broken-marker") {
 		t.Fatalf("want the journal lines in the error, got %v", err)
 	}
@@ -133,7 +133,7 @@ func TestIntegrationModprobe(t *testing.T) {
 	// overlay is built into the test kernel: loaded, so only the boot
 	// config changes.
 	convergeRemote(t, modprobeBuiltin{}, env, step.Args{"name": "overlay"}, "cat /etc/modules-load.d/overlay.conf 2>/dev/null")
-	if _, err := (modprobeBuiltin{}).Run(t.Context(), env, step.Args{"name": "kubexm_nonexistent"}); err == nil {
+	if _, err := runBuiltin(t.Context(), env, modprobeBuiltin{}, step.Args{"name": "kubexm_nonexistent"}); err == nil {
 		t.Fatal("want an error for a module that does not exist")
 	}
 	res := runB(t, modprobeBuiltin{}, env, step.Args{"name": "kubexm_nonexistent", "ignore_load_errors": true, "persistent": "disabled"})

@@ -199,19 +199,10 @@ func (blockinfileBuiltin) Spec() step.Spec {
 
 func (blockinfileBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step.Result, error) {
 	marker := args.String("marker")
-	if marker == "" {
-		marker = "# {mark} kubexm managed block"
-	}
 	if !strings.Contains(marker, "{mark}") {
 		return step.Result{}, fmt.Errorf("blockinfile: marker %q must contain {mark}", marker)
 	}
 	mb, me := args.String("marker_begin"), args.String("marker_end")
-	if mb == "" {
-		mb = "BEGIN"
-	}
-	if me == "" {
-		me = "END"
-	}
 	begin, end := strings.ReplaceAll(marker, "{mark}", mb), strings.ReplaceAll(marker, "{mark}", me)
 	if begin == end {
 		return step.Result{}, fmt.Errorf("blockinfile: marker_begin and marker_end must differ")

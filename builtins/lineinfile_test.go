@@ -55,7 +55,7 @@ func TestLineinfile(t *testing.T) {
 		t.Errorf("%q", mustRead(t, p))
 	}
 	missing := filepath.Join(root, "new.conf")
-	if _, err := (lineinfileBuiltin{}).Run(t.Context(), env, step.Args{"path": missing, "line": "x", "state": "present"}); err == nil {
+	if _, err := runBuiltin(t.Context(), env, lineinfileBuiltin{}, step.Args{"path": missing, "line": "x", "state": "present"}); err == nil {
 		t.Error("missing file without create: want error")
 	}
 	converge(t, lineinfileBuiltin{}, env, step.Args{"path": missing, "line": "x", "state": "present", "create": true, "mode": "0600"}, root)
@@ -97,7 +97,7 @@ func TestBlockinfile(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 	mustWrite(t, p, "# BEGIN kubexm managed block\nx\n")
-	if _, err := (blockinfileBuiltin{}).Run(t.Context(), env, step.Args{"path": p, "block": "y", "state": "present"}); err == nil {
+	if _, err := runBuiltin(t.Context(), env, blockinfileBuiltin{}, step.Args{"path": p, "block": "y", "state": "present"}); err == nil {
 		t.Error("unterminated block: want error")
 	}
 }

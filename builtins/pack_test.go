@@ -65,7 +65,7 @@ func TestPackUnpackRoundTrip(t *testing.T) {
 		if encrypted && (bytes.Contains(raw, []byte("manifest.json")) || bytes.Contains(raw, []byte("s3cret"))) {
 			t.Fatal("the encrypted archive shows its content or its key")
 		}
-		if _, err := (packBuiltin{}).Run(t.Context(), env, packArgs("backups/b1.tar.gz", extra)); err == nil || !strings.Contains(err.Error(), "never overwritten") {
+		if _, err := runBuiltin(t.Context(), env, packBuiltin{}, packArgs("backups/b1.tar.gz", extra)); err == nil || !strings.Contains(err.Error(), "never overwritten") {
 			t.Fatalf("second pack into the same file: %v", err)
 		}
 
@@ -92,7 +92,7 @@ func TestPackUnpackRoundTrip(t *testing.T) {
 		}
 		bad["dest"] = "restore/other"
 		bad["format"] = "other"
-		if _, err := (unpackBuiltin{}).Run(t.Context(), env, bad); err == nil || !strings.Contains(err.Error(), "format") {
+		if _, err := runBuiltin(t.Context(), env, unpackBuiltin{}, bad); err == nil || !strings.Contains(err.Error(), "format") {
 			t.Errorf("wrong format: %v", err)
 		}
 		if encrypted {
@@ -100,11 +100,11 @@ func TestPackUnpackRoundTrip(t *testing.T) {
 			delete(bad, "key_file")
 			bad["format"] = "kubexm-backup"
 			bad["key_env"] = "KXM_TEST_KEY"
-			if _, err := (unpackBuiltin{}).Run(t.Context(), env, bad); err == nil || !strings.Contains(err.Error(), "wrong key") {
+			if _, err := runBuiltin(t.Context(), env, unpackBuiltin{}, bad); err == nil || !strings.Contains(err.Error(), "wrong key") {
 				t.Errorf("wrong key: %v", err)
 			}
 			delete(bad, "key_env")
-			if _, err := (unpackBuiltin{}).Run(t.Context(), env, bad); err == nil || !strings.Contains(err.Error(), "encrypted") {
+			if _, err := runBuiltin(t.Context(), env, unpackBuiltin{}, bad); err == nil || !strings.Contains(err.Error(), "encrypted") {
 				t.Errorf("no key: %v", err)
 			}
 		}
@@ -124,12 +124,12 @@ func TestPackUnpackRoundTrip(t *testing.T) {
 			for k, v := range extra {
 				b[k] = v
 			}
-			if _, err := (unpackBuiltin{}).Run(t.Context(), env, b); err == nil || !strings.Contains(err.Error(), "changed") {
+			if _, err := runBuiltin(t.Context(), env, unpackBuiltin{}, b); err == nil || !strings.Contains(err.Error(), "changed") {
 				t.Errorf("changed byte %d: %v", i, err)
 			}
 			sum, _, _ := fileSHA256(p)
 			b["sha256"] = sum
-			if _, err := (unpackBuiltin{}).Run(t.Context(), env, b); err == nil {
+			if _, err := runBuiltin(t.Context(), env, unpackBuiltin{}, b); err == nil {
 				t.Errorf("changed byte %d with its own checksum: accepted", i)
 			}
 			if _, err := os.Stat(filepath.Join(env.WorkDir, "restore/bad")); err == nil {

@@ -42,7 +42,7 @@ type pkgManager struct {
 }
 
 func detectManager(ctx context.Context, env *step.Env, want string) (pkgManager, error) {
-	if want != "" && want != "auto" {
+	if want != "auto" {
 		if err := checkChoice("manager", want, "apt", "dnf", "yum"); err != nil {
 			return pkgManager{}, fmt.Errorf("package: %w", err)
 		}

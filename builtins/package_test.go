@@ -59,17 +59,17 @@ func TestPackageOffline(t *testing.T) {
 	h := fakeApt(map[string]string{})
 	h.files["/opt/bundle/containerd_1.6_amd64.deb"] = "deb"
 	convergeFake(t, packageBuiltin{}, h, step.Args{"name": "containerd", "offline_repo": "/opt/bundle"}, "/bin/sh", "apt-get")
-	if _, err := (packageBuiltin{}).Run(t.Context(), fakeEnv(h), step.Args{"name": "x", "offline_repo": "/nope"}); err == nil || !strings.Contains(err.Error(), "not a directory") {
+	if _, err := runBuiltin(t.Context(), fakeEnv(h), packageBuiltin{}, step.Args{"name": "x", "offline_repo": "/nope"}); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("missing repo dir: %v", err)
 	}
 }
 
 func TestPackageErrors(t *testing.T) {
 	h := newFake(func(string) (transport.Result, bool) { return transport.Result{}, false })
-	if _, err := (packageBuiltin{}).Run(t.Context(), fakeEnv(h), step.Args{"name": "x"}); err == nil || !strings.Contains(err.Error(), "no supported package manager") {
+	if _, err := runBuiltin(t.Context(), fakeEnv(h), packageBuiltin{}, step.Args{"name": "x"}); err == nil || !strings.Contains(err.Error(), "no supported package manager") {
 		t.Errorf("%v", err)
 	}
-	if _, err := (packageBuiltin{}).Run(t.Context(), fakeEnv(h), step.Args{"name": "-rf"}); err == nil {
+	if _, err := runBuiltin(t.Context(), fakeEnv(h), packageBuiltin{}, step.Args{"name": "-rf"}); err == nil {
 		t.Error("option-like name: want error")
 	}
 	// A manager that claims success without installing is caught.
@@ -80,7 +80,7 @@ func TestPackageErrors(t *testing.T) {
 		}
 		return ok("")
 	}
-	if _, err := (packageBuiltin{}).Run(t.Context(), fakeEnv(liar), step.Args{"name": "ghost"}); err == nil || !strings.Contains(err.Error(), "not installed") {
+	if _, err := runBuiltin(t.Context(), fakeEnv(liar), packageBuiltin{}, step.Args{"name": "ghost"}); err == nil || !strings.Contains(err.Error(), "not installed") {
 		t.Errorf("%v", err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/mensylisir/kubexm/engine/step"
-	"github.com/mensylisir/kubexm/engine/sysdirs"
+	"github.com/mensylisir/kubexm/internal/sysdirs"
 )
 
 // checkRemovable refuses, before anything runs, a path that state: absent

@@ -46,9 +46,6 @@ func (sysctlBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (st
 		return step.Result{}, fmt.Errorf("sysctl: value is required for state: present")
 	}
 	file := args.String("sysctl_file")
-	if file == "" {
-		file = "/etc/sysctl.d/99-kubexm.conf"
-	}
 	fileArgs := step.Args{"path": file, "create": true, "state": "present"}
 	if absent {
 		fileArgs["state"] = "absent"
@@ -66,7 +63,7 @@ func (sysctlBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (st
 	}
 	data := map[string]any{"name": name, "value": value, "sysctl_file": file}
 	var warning string
-	if !absent && (!args.Has("reload") || args.Bool("reload")) {
+	if !absent && args.Bool("reload") {
 		procPath := "/proc/sys/" + strings.ReplaceAll(name, ".", "/")
 		cur, exists, err := readFile(ctx, env, procPath)
 		if err != nil {

@@ -29,7 +29,7 @@ func TestSysctlApplyErrors(t *testing.T) {
 	file := filepath.Join(root, "s.conf")
 	// kernel.ostype is read-only: sysctl -w fails even for root.
 	args := step.Args{"name": "kernel.ostype", "value": "Plan9", "sysctl_file": file}
-	if _, err := (sysctlBuiltin{}).Run(t.Context(), env, args); err == nil || !strings.Contains(err.Error(), "ignore_apply_errors") {
+	if _, err := runBuiltin(t.Context(), env, sysctlBuiltin{}, args); err == nil || !strings.Contains(err.Error(), "ignore_apply_errors") {
 		t.Fatalf("want apply error with hint, got %v", err)
 	}
 	args["ignore_apply_errors"] = true
@@ -42,7 +42,7 @@ func TestSysctlApplyErrors(t *testing.T) {
 		{"name": "bad key", "value": "1", "sysctl_file": file},
 		{"name": "kernel.ostype", "sysctl_file": file},
 	} {
-		if _, err := (sysctlBuiltin{}).Run(t.Context(), env, bad); err == nil {
+		if _, err := runBuiltin(t.Context(), env, sysctlBuiltin{}, bad); err == nil {
 			t.Errorf("%v: want error", bad)
 		}
 	}

@@ -98,7 +98,7 @@ func (modprobeBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (
 			if want {
 				lineState = "present"
 			}
-			r, err = lineinfileBuiltin{}.Run(ctx, env, step.Args{"path": loadFile, "line": name,
+			r, err = runBuiltin(ctx, env, lineinfileBuiltin{}, step.Args{"path": loadFile, "line": name,
 				"regexp": "^" + regexp.QuoteMeta(name) + "$", "state": lineState, "create": true})
 		} else {
 			r, err = ensureFile(ctx, env, "/etc/modules-load.d/"+name+".conf", name+"\n", want)
@@ -133,7 +133,7 @@ func ensureFile(ctx context.Context, env *step.Env, p, content string, present b
 	if present {
 		return writeContent(ctx, env, p, []byte(content), writeOpts{})
 	}
-	return fileBuiltin{}.Run(ctx, env, step.Args{"path": p, "state": "absent"})
+	return runBuiltin(ctx, env, fileBuiltin{}, step.Args{"path": p, "state": "absent"})
 }
 
 // moduleLoaded checks /sys/module, then the kernel's list of built-in

@@ -92,7 +92,7 @@ func TestModprobeLoadError(t *testing.T) {
 		return transport.Result{}, false
 	})
 	env := fakeEnv(h)
-	if _, err := (modprobeBuiltin{}).Run(t.Context(), env, step.Args{"name": "br_netfilter"}); err == nil || !strings.Contains(err.Error(), "not found in directory") {
+	if _, err := runBuiltin(t.Context(), env, modprobeBuiltin{}, step.Args{"name": "br_netfilter"}); err == nil || !strings.Contains(err.Error(), "not found in directory") {
 		t.Fatalf("want modprobe error, got %v", err)
 	}
 	res := runB(t, modprobeBuiltin{}, env, step.Args{"name": "br_netfilter", "ignore_load_errors": true})
@@ -120,7 +120,7 @@ func TestHostname(t *testing.T) {
 	if h.files["/etc/hostname"] != "n1\n" {
 		t.Errorf("%q", h.files["/etc/hostname"])
 	}
-	if _, err := (hostnameBuiltin{}).Run(t.Context(), fakeEnv(h), step.Args{"name": "bad_name!"}); err == nil {
+	if _, err := runBuiltin(t.Context(), fakeEnv(h), hostnameBuiltin{}, step.Args{"name": "bad_name!"}); err == nil {
 		t.Error("want invalid name error")
 	}
 }
@@ -137,7 +137,7 @@ func TestTimezoneParse(t *testing.T) {
 	if res := runB(t, timezoneBuiltin{}, env, step.Args{"name": "Asia/Shanghai"}); !res.Changed || !strings.Contains(res.Msg, "Etc/UTC -> Asia/Shanghai") {
 		t.Errorf("%+v", res)
 	}
-	if _, err := (timezoneBuiltin{}).Run(t.Context(), env, step.Args{"name": "Mars/Olympus"}); err == nil || !strings.Contains(err.Error(), "tzdata") {
+	if _, err := runBuiltin(t.Context(), env, timezoneBuiltin{}, step.Args{"name": "Mars/Olympus"}); err == nil || !strings.Contains(err.Error(), "tzdata") {
 		t.Errorf("unknown zone: %v", err)
 	}
 }
@@ -212,12 +212,12 @@ func TestUserAndGroup(t *testing.T) {
 		t.Errorf("usermod: %q", lastUsermod)
 	}
 	convergeFake(t, userBuiltin{}, h, step.Args{"name": "etcd", "state": "absent"}, "userdel")
-	if _, err := (userBuiltin{}).Run(t.Context(), fakeEnv(h), step.Args{"name": "x", "group": "nogroup-kubexm"}); err == nil {
+	if _, err := runBuiltin(t.Context(), fakeEnv(h), userBuiltin{}, step.Args{"name": "x", "group": "nogroup-kubexm"}); err == nil {
 		// x does not exist: useradd is attempted with a group that
 		// does not exist; the scripted host refuses unknown commands.
 		t.Error("want error")
 	}
-	if _, err := (userBuiltin{}).Run(t.Context(), fakeEnv(h), step.Args{"name": "Bad Name"}); err == nil {
+	if _, err := runBuiltin(t.Context(), fakeEnv(h), userBuiltin{}, step.Args{"name": "Bad Name"}); err == nil {
 		t.Error("want invalid name error")
 	}
 }

@@ -82,7 +82,7 @@ func TestSystemdConverges(t *testing.T) {
 
 func TestSystemdFailureShowsJournal(t *testing.T) {
 	env := fakeEnv(fakeSystemd("enabled", "inactive", true))
-	_, err := systemdBuiltin{}.Run(t.Context(), env, step.Args{"name": "svc", "state": "started"})
+	_, err := runBuiltin(t.Context(), env, systemdBuiltin{}, step.Args{"name": "svc", "state": "started"})
 	if err == nil || !strings.Contains(err.Error(), "bad config at line 3") || !strings.Contains(err.Error(), "Job for svc.service failed") {
 		t.Fatalf("want journal lines in error, got %v", err)
 	}
@@ -90,14 +90,14 @@ func TestSystemdFailureShowsJournal(t *testing.T) {
 
 func TestSystemdErrors(t *testing.T) {
 	env := fakeEnv(fakeSystemd("", "", false))
-	if _, err := (systemdBuiltin{}).Run(t.Context(), env, step.Args{"name": "svc", "state": "started"}); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := runBuiltin(t.Context(), env, systemdBuiltin{}, step.Args{"name": "svc", "state": "started"}); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("missing unit: %v", err)
 	}
-	if _, err := (systemdBuiltin{}).Run(t.Context(), env, step.Args{"state": "started"}); err == nil {
+	if _, err := runBuiltin(t.Context(), env, systemdBuiltin{}, step.Args{"state": "started"}); err == nil {
 		t.Error("no name: want error")
 	}
 	masked := fakeEnv(fakeSystemd("masked", "inactive", false))
-	if _, err := (systemdBuiltin{}).Run(t.Context(), masked, step.Args{"name": "svc", "enabled": true}); err == nil || !strings.Contains(err.Error(), "masked") {
+	if _, err := runBuiltin(t.Context(), masked, systemdBuiltin{}, step.Args{"name": "svc", "enabled": true}); err == nil || !strings.Contains(err.Error(), "masked") {
 		t.Errorf("masked: %v", err)
 	}
 }

@@ -84,7 +84,7 @@ func TestUnarchiveZipRemote(t *testing.T) {
 		{"src": "a.rar", "dest": dest},
 		{"src": filepath.Join(root, "none.tgz"), "dest": dest},
 	} {
-		_, err := (unarchiveBuiltin{}).Run(t.Context(), env, bad)
+		_, err := runBuiltin(t.Context(), env, unarchiveBuiltin{}, bad)
 		if err == nil {
 			t.Errorf("%v: want error", bad)
 		} else if !strings.Contains(err.Error(), "unarchive") {

@@ -94,7 +94,7 @@ func (userBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step
 		if args.Bool("system") {
 			argv = append(argv, "-r")
 		}
-		if !args.Has("create_home") || args.Bool("create_home") {
+		if args.Bool("create_home") {
 			argv = append(argv, "-m")
 		} else {
 			argv = append(argv, "-M")

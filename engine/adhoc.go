@@ -1,6 +1,6 @@
 package engine
 
-import "github.com/mensylisir/kubexm/engine/inventory"
+import "github.com/mensylisir/kubexm/inventory"
 
 // What a command that reaches hosts without a playbook (kubexm run command)
 // shares with a run: the same host patterns and the same masking.

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/transport"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // nullTransport stands for a remote host in benchmarks: the no-op builtin

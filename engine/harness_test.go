@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // fakeBuiltin is a test builtin defined by a spec and a function.

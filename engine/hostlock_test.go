@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/engine/transport/local"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // Two runs that change the same host do not overlap: the second is refused

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // Host patterns follow Ansible: parts separated by ":" or ",", each a group,

@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // The journal is a JSON-lines file, runs/<run-id>/journal.jsonl under the

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/transport"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // The tests of this file pin the playbook language to Ansible's behaviour

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // ListTasks writes, per play, the tasks that would run under the given

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // TestPrecedenceLevels sets x at every level up to one and checks that

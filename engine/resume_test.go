@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 const resumePlaybook = `

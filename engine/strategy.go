@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/engine/transport/local"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // playRun is the state of one batch of a play.
@@ -634,12 +634,8 @@ func (pr *playRun) gather(ctx context.Context, hosts []*hostState) []*hostState 
 		r.warn(pr.p.Name, "gather_facts: no setup builtin is registered; facts stay empty")
 		return hosts
 	}
-	t := &Task{Name: "Gathering facts", Pos: pr.p.Pos, Kind: KindAction, Action: "setup", impl: setup, spec: setup.Spec(), Args: map[string]any{}, play: pr.p, LoopVar: "item"}
-	for _, a := range t.spec.Args {
-		if a.Default != nil {
-			t.Args[a.Name] = a.Default
-		}
-	}
+	spec := setup.Spec()
+	t := &Task{Name: "Gathering facts", Pos: pr.p.Pos, Kind: KindAction, Action: "setup", impl: setup, spec: spec, Args: spec.WithDefaults(nil), play: pr.p, LoopVar: "item"}
 	var need []*hostState
 	for _, h := range hosts {
 		h.mu.Lock()

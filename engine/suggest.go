@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/mensylisir/kubexm/engine/suggest"
+	"github.com/mensylisir/kubexm/internal/suggest"
 )
 
 // didYouMean returns ` (did you mean "x"?)` for the closest candidate, or ""

@@ -581,7 +581,8 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 	return out, stdout, stderr, res.Diff
 }
 
-// callBuiltin runs t's builtin. A panic in it fails this task on this host
+// callBuiltin runs t's builtin with its Spec's defaults for what the task
+// left out or rendered empty. A panic in it fails this task on this host
 // only, like any error: the other hosts and the recap go on.
 func (pr *playRun) callBuiltin(ctx context.Context, t *Task, h *hostState, env *step.Env, args step.Args) (res step.Result, err error) {
 	defer func() {
@@ -596,7 +597,7 @@ func (pr *playRun) callBuiltin(ctx context.Context, t *Task, h *hostState, env *
 				Message: fmt.Sprintf("panic in builtin %s: %v\n%s", t.Action, p, debug.Stack())})
 		}
 	}()
-	return t.impl.Run(ctx, env, args)
+	return t.impl.Run(ctx, env, t.spec.WithDefaults(args))
 }
 
 // checkRendered checks the arguments that were templates, now that they have

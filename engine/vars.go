@@ -11,7 +11,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // Variable precedence follows Ansible's table, lowest to highest (the

@@ -11,7 +11,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
-	"github.com/mensylisir/kubexm/engine/yamlguard"
+	"github.com/mensylisir/kubexm/internal/yamlguard"
 )
 
 // The YAML text is first turned into a small positioned tree (anchors,

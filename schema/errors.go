@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/mensylisir/kubexm/engine/suggest"
+	"github.com/mensylisir/kubexm/internal/suggest"
 )
 
 // Pos is a place in a cluster file. Line and Col are 1-based; zero means

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // Inventory builds the engine's inventory from a loaded cluster: hosts with

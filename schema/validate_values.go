@@ -18,7 +18,7 @@ import (
 	// builtin says so when it does not.
 	_ "time/tzdata"
 
-	"github.com/mensylisir/kubexm/engine/sysdirs"
+	"github.com/mensylisir/kubexm/internal/sysdirs"
 )
 
 // Values from cluster.yaml end up in shell scripts, systemd units,

@@ -1,7 +1,6 @@
 package pki
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -119,13 +118,13 @@ func TestCertInfoExpiredAndErrors(t *testing.T) {
 		{step.Args{}, "path (or paths) is required"},
 		{step.Args{"path": "a", "paths": []any{"b"}}, "not both"},
 	} {
-		_, err := ci.Run(context.Background(), env, tc.args)
+		_, err := call(ci, env, tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
 		}
 	}
 	env.Target = nil
-	if _, err := ci.Run(context.Background(), env, step.Args{"path": "/etc/x.crt"}); err == nil || !strings.Contains(err.Error(), "no connection") {
+	if _, err := call(ci, env, step.Args{"path": "/etc/x.crt"}); err == nil || !strings.Contains(err.Error(), "no connection") {
 		t.Errorf("nil target: %v", err)
 	}
 }

@@ -7,10 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/internal/flock"
 )
 
 // File modes of what the PKI builtins write.
@@ -96,27 +96,5 @@ func lockDir(ctx context.Context, dir string) (func(), error) {
 	if err := os.MkdirAll(dir, modeDir); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				f.Close()
-			}, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", dir, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", dir, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return flock.Lock(ctx, dir)
 }

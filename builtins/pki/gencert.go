@@ -19,7 +19,6 @@ import (
 const (
 	defaultCAValidity   = 10 * 365 * day
 	defaultLeafValidity = 365 * day
-	defaultRenewBefore  = 30 * day
 )
 
 type genCert struct{}
@@ -188,14 +187,11 @@ func parseGenCert(env *step.Env, args step.Args) (*certPlan, error) {
 		}
 		p.req.Validity = d
 	}
-	p.renewBefore = defaultRenewBefore
-	if args.Has("renew_before") {
-		if p.renewBefore, err = ParseValidity(args["renew_before"]); err != nil {
-			return nil, fmt.Errorf("renew_before: %w", err)
-		}
-		if p.renewBefore < 0 {
-			return nil, fmt.Errorf("renew_before must not be negative, got %v", args["renew_before"])
-		}
+	if p.renewBefore, err = ParseValidity(args["renew_before"]); err != nil {
+		return nil, fmt.Errorf("renew_before: %w", err)
+	}
+	if p.renewBefore < 0 {
+		return nil, fmt.Errorf("renew_before must not be negative, got %v", args["renew_before"])
 	}
 	if p.renewBefore >= p.req.Validity {
 		return nil, fmt.Errorf("renew_before (%s) must be shorter than validity (%s), or every run would reissue %s",
@@ -210,9 +206,6 @@ func parseGenCert(env *step.Env, args step.Args) (*certPlan, error) {
 			caDir = controlPath(env, caDir)
 		}
 		caName := args.String("ca_name")
-		if caName == "" {
-			caName = "ca"
-		}
 		p.caCert = filepath.Join(caDir, caName+".crt")
 		p.caKey = filepath.Join(caDir, caName+".key")
 		if p.caCert == p.certPath {

@@ -23,9 +23,14 @@ func testEnv(t *testing.T) *step.Env {
 	return &step.Env{Host: "node1", WorkDir: t.TempDir(), Logf: t.Logf}
 }
 
+// call runs b as the engine does: with its Spec's defaults.
+func call(b step.Builtin, env *step.Env, args step.Args) (step.Result, error) {
+	return b.Run(context.Background(), env, b.Spec().WithDefaults(args))
+}
+
 func run(t *testing.T, b step.Builtin, env *step.Env, args step.Args) step.Result {
 	t.Helper()
-	res, err := b.Run(context.Background(), env, args)
+	res, err := call(b, env, args)
 	if err != nil {
 		t.Fatalf("%s %v: %v", b.Spec().Name, args, err)
 	}
@@ -524,7 +529,7 @@ func TestGenCertConcurrentHostsOneCA(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			e := *env
-			results[i], errs[i] = g.Run(context.Background(), &e, caArgs("etcd"))
+			results[i], errs[i] = call(g, &e, caArgs("etcd"))
 		}()
 	}
 	wg.Wait()
@@ -572,7 +577,7 @@ func TestGenCertBadInput(t *testing.T) {
 		{step.Args{"path": "etcd", "name": "x", "common_name": "x", "ca": true, "force": true}, "leaf certificates only"},
 		{step.Args{"path": "etcd", "name": "sa", "key_only": true, "force": true}, "leaf certificates only"},
 	} {
-		_, err := g.Run(context.Background(), env, tc.args)
+		_, err := call(g, env, tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want it to mention %q", tc.args, err, tc.want)
 		}
@@ -583,7 +588,7 @@ func TestGenCertBadInput(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "ca.key"), readFile(t, filepath.Join(env.WorkDir, "other", "ca.key")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.Run(context.Background(), env, leafArgs("etcd")); err == nil || !strings.Contains(err.Error(), "does not belong") {
+	if _, err := call(g, env, leafArgs("etcd")); err == nil || !strings.Contains(err.Error(), "does not belong") {
 		t.Errorf("mismatched CA key: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package pki
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
@@ -165,13 +166,9 @@ func (kubeconfigBuiltin) Run(_ context.Context, env *step.Env, args step.Args) (
 		return step.Result{}, fmt.Errorf("key %s does not belong to certificate %s", keyPath, args.String("cert"))
 	}
 
-	cluster := orDefault(args.String("cluster_name"), "kubernetes")
-	user := orDefault(args.String("user"), "kubernetes-admin")
-	ctxName := orDefault(args.String("context"), user+"@"+cluster)
+	cluster, user := args.String("cluster_name"), args.String("user")
+	ctxName := cmp.Or(args.String("context"), user+"@"+cluster)
 	mode := args.Mode("mode")
-	if mode == 0 {
-		mode = modeKey
-	}
 	kc := KubeConfig{
 		APIVersion:     "v1",
 		Kind:           "Config",
@@ -239,13 +236,6 @@ func pastTense(what string) string {
 		return "updated"
 	}
 	return strings.Replace(what, "change", "changed", 1)
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 func certPoolOf(c *x509.Certificate) *x509.CertPool {

@@ -2,7 +2,6 @@ package pki
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -217,7 +216,7 @@ func TestKubeconfigNamesAndErrors(t *testing.T) {
 	} {
 		a := kubeconfigArgs("https://lb.example:6443")
 		a[tc.key] = tc.value
-		if _, err := k.Run(context.Background(), env, a); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := call(k, env, a); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s=%s: %v, want %q", tc.key, tc.value, err, tc.want)
 		}
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mensylisir/kubexm/builtins"
+	"github.com/mensylisir/kubexm/bundle"
 	"github.com/mensylisir/kubexm/engine/step"
 )
 
@@ -66,24 +68,6 @@ Sources can be changed as for the installation (-e etcd_mirrors=...,
 	return cmd
 }
 
-// exportList is what the artifact-export playbook writes to
-// artifacts_list_file: where the work directory is and what it fetched.
-type exportList struct {
-	Cluster   string        `json:"cluster"`
-	WorkDir   string        `json:"work_dir"`
-	Artifacts []exportEntry `json:"artifacts"`
-}
-
-// exportEntry is one fetched file: in <work dir>/<component>/<version>/<arch>/<file>.
-type exportEntry struct {
-	Component string `json:"component"`
-	Version   string `json:"version"`
-	Arch      string `json:"arch"`
-	File      string `json:"file"`
-	Kind      string `json:"kind"`
-	Ref       string `json:"ref"` // an image's name, for kind image
-}
-
 func (a *app) exportBundle(ctx context.Context, w io.Writer, f exportFlags) error {
 	start := time.Now()
 	out, err := filepath.Abs(f.output)
@@ -123,41 +107,18 @@ func (a *app) exportBundle(ctx context.Context, w io.Writer, f exportFlags) erro
 	} else if err != nil {
 		return err
 	}
-	var list exportList
-	if err := json.Unmarshal(data, &list); err != nil {
+	list, in, err := bundle.ParseList(data)
+	if err != nil {
 		return fmt.Errorf("the artifact list of playbook %s: %w", f.playbook, err)
 	}
-	if list.WorkDir == "" || !filepath.IsAbs(list.WorkDir) {
-		return fmt.Errorf("the artifact list of playbook %s has no absolute work_dir", f.playbook)
-	}
-	in := make([]bundleInput, 0, len(list.Artifacts))
-	for _, e := range list.Artifacts {
-		art := bundleArtifact{Component: e.Component, Version: e.Version, Arch: e.Arch, File: e.File, Kind: e.Kind}
-		if e.Kind == "image" {
-			art.Image = e.Ref
-		}
-		p, err := artifactPath(art)
-		if err != nil {
-			return fmt.Errorf("the artifact list of playbook %s: %w", f.playbook, err)
-		}
-		in = append(in, bundleInput{bundleArtifact: art, src: filepath.Join(list.WorkDir, filepath.FromSlash(p))})
-	}
-	if len(in) == 0 {
-		return fmt.Errorf("playbook %s listed no artifacts; nothing to pack", f.playbook)
-	}
 	packStart := time.Now()
-	m, sum, err := packBundle(ctx, out, bundleManifest{
+	m, sum, err := bundle.Pack(ctx, out, bundle.Manifest{
 		Cluster:       list.Cluster,
 		KubexmVersion: version,
 		Created:       time.Now().UTC().Truncate(time.Second),
 	}, in)
 	if err != nil {
 		return fmt.Errorf("packing %s: %w", f.output, err)
-	}
-	// sha256sum's format, so `sha256sum -c bundle.tar.gz.sha256` checks a
-	// copy after it was carried over.
-	if err := os.WriteFile(out+".sha256", []byte(sum+"  "+filepath.Base(out)+"\n"), 0o644); err != nil {
-		return err
 	}
 	st, err := os.Stat(out)
 	if err != nil {
@@ -178,7 +139,7 @@ func (a *app) exportBundle(ctx context.Context, w io.Writer, f exportFlags) erro
 
 func kindSummary(kinds map[string]int) string {
 	var parts []string
-	for _, k := range bundleKinds {
+	for _, k := range bundle.Kinds() {
 		if n := kinds[k]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, plural(k, n)))
 		}
@@ -196,45 +157,14 @@ func plural(s string, n int) string {
 	return s + "s"
 }
 
-// offlineBuiltins wraps the builtins that reach the network so that a run
-// with --offline-bundle fails instead of fetching: every file must come
-// from the bundle.
+// play.go reaches the offline guard and the bundle through these two
+// names.
 func offlineBuiltins(reg map[string]step.Builtin) map[string]step.Builtin {
-	out := make(map[string]step.Builtin, len(reg))
-	for n, b := range reg {
-		out[n] = b
-	}
-	if b, ok := reg["download"]; ok {
-		out["download"] = offlineGuard{Builtin: b, refuse: func(args step.Args) string {
-			urls := args.Strings("urls")
-			if args.Has("url") {
-				urls = append([]string{args.String("url")}, urls...)
-			}
-			if len(urls) == 0 {
-				return ""
-			}
-			return "download from " + strings.Join(urls, ", ") + " to " + args.String("dest")
-		}}
-	}
-	if b, ok := reg["image_save"]; ok {
-		out["image_save"] = offlineGuard{Builtin: b, refuse: func(args step.Args) string {
-			return "pull " + args.String("ref") + " from its registry"
-		}}
-	}
-	return out
+	return builtins.Offline(reg)
 }
 
-type offlineGuard struct {
-	step.Builtin
-	refuse func(step.Args) string // "" allows the call
-}
-
-func (g offlineGuard) Run(ctx context.Context, env *step.Env, args step.Args) (step.Result, error) {
-	if what := g.refuse(args); what != "" {
-		return step.Result{}, fmt.Errorf("--offline-bundle: refusing to %s: an offline run fetches nothing from the network, and the bundle lacks this file "+
-			"(export a bundle for this configuration with kubexm artifact export, or fetch it with the download role, which reads the bundle)", what)
-	}
-	return g.Builtin.Run(ctx, env, args)
+func openBundle(ctx context.Context, p, workDir string, logf func(string, ...any)) (string, *bundle.Manifest, error) {
+	return bundle.Open(ctx, p, workDir, logf)
 }
 
 // bundleLogf prints bundle messages with the run's output; JSON output

@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/mensylisir/kubexm"
+	"github.com/mensylisir/kubexm/bundle"
 	"github.com/mensylisir/kubexm/engine"
 )
 
@@ -339,7 +340,7 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	paths := map[string]bundleArtifact{}
+	paths := map[string]bundle.Artifact{}
 	for _, art := range m.Artifacts {
 		paths[art.Path] = art
 	}
@@ -367,7 +368,7 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
 	if pause.Kind != "image" || pause.Image != "reg.example:5000/pause:3.10" {
 		t.Errorf("pause: %+v", pause)
 	}
-	if k := paths["kubernetes/v1.37.2/amd64/kubelet"]; k.Kind != "binary" || k.Sha256OK(t, dir) != nil {
+	if k := paths["kubernetes/v1.37.2/amd64/kubelet"]; k.Kind != "binary" || unpackedOK(t, dir, k) != nil {
 		t.Errorf("kubelet: %+v", k)
 	}
 	if m.Cluster != "offline" || m.KubexmVersion != version {
@@ -448,8 +449,8 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
 	t.Run("images role", func(t *testing.T) { testImagesRole(t, fx, a) })
 }
 
-// Sha256OK checks the unpacked file against the manifest.
-func (a bundleArtifact) Sha256OK(t *testing.T, dir string) error {
+// unpackedOK checks the unpacked file against the manifest.
+func unpackedOK(t *testing.T, dir string, a bundle.Artifact) error {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(a.Path)))
 	if err != nil {

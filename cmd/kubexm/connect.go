@@ -10,9 +10,9 @@ import (
 
 	"github.com/goccy/go-yaml"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/engine/transport/ssh"
+	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/schema"
 )
 

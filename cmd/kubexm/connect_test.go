@@ -12,8 +12,8 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/transport/ssh"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // sshServer accepts SSH handshakes on 127.0.0.1 with the given host key and

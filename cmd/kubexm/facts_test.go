@@ -12,8 +12,8 @@ import (
 
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/engine/facts"
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/transport/local"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // documentedFacts reads the fact names from the Facts table of

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -23,7 +22,8 @@ import (
 
 	"github.com/mensylisir/kubexm/builtins/pki"
 	"github.com/mensylisir/kubexm/engine"
-	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/internal/flock"
+	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/schema"
 )
 
@@ -105,8 +105,7 @@ func lockHolderOf(dir string) string {
 		return ""
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	if !flock.Held(f) {
 		return ""
 	}
 	return describeHolder(f)

@@ -2,19 +2,19 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/mensylisir/kubexm/internal/flock"
 )
 
-// workLock is an flock(2) on a file in a cluster's work directory. The
-// kernel drops it when its holder dies, however it dies, so a lock left by
-// a killed run is never mistaken for a live one; the file's content only
-// says who holds it, for the message a second run prints.
+// workLock is an flock(2) (package flock) on a file in a cluster's work
+// directory. The kernel drops it when its holder dies, however it dies, so a
+// lock left by a killed run is never mistaken for a live one; the file's
+// content only says who holds it, for the message a second run prints.
 type workLock struct {
 	f *os.File
 }
@@ -33,13 +33,13 @@ func lockWorkDir(workDir, command string) (*workLock, error) {
 		return nil, fmt.Errorf("work dir: %w", err)
 	}
 	p := filepath.Join(workDir, "lock")
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := flock.Open(p)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", p, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if ok, err := flock.TryLock(f); err != nil || !ok {
 		defer f.Close()
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
+		if err != nil {
 			return nil, fmt.Errorf("lock %s: %w", p, err)
 		}
 		return nil, fmt.Errorf("the cluster's work directory %s is in use by another kubexm run (%s); wait for it to finish, or stop it (kubexm stops the commands it started on the hosts)",
@@ -70,18 +70,4 @@ func (l *workLock) release() {
 	}
 	_ = l.f.Truncate(0)
 	_ = l.f.Close()
-}
-
-// lockFile takes an exclusive flock on p, waiting for other processes that
-// hold it, and returns the function that releases it.
-func lockFile(p string) (func(), error) {
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", p, err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock %s: %w", p, err)
-	}
-	return func() { f.Close() }, nil
 }

@@ -14,8 +14,8 @@ import (
 
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/builtins"
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/schema"
 )
 

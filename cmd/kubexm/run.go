@@ -15,9 +15,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/engine"
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/engine/transport/local"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 type runCommandFlags struct {

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/mensylisir/kubexm"
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/transport"
+	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/schema"
 )
 

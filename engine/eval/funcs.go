@@ -12,7 +12,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/mensylisir/kubexm/engine/transport"
-	"github.com/mensylisir/kubexm/engine/yamlguard"
+	"github.com/mensylisir/kubexm/internal/yamlguard"
 )
 
 // The kubexm functions shared by templates and expressions. Each one checks

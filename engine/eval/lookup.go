@@ -7,7 +7,7 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/mensylisir/kubexm/engine/suggest"
+	"github.com/mensylisir/kubexm/internal/suggest"
 )
 
 // missingError reports a variable path that does not exist. Templates and

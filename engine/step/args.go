@@ -179,3 +179,36 @@ func ToDuration(v any) (time.Duration, error) {
 		return time.Duration(n) * time.Second, nil
 	}
 }
+
+// WithDefaults returns a copy of args in which every argument the Spec gives
+// a default and that is missing, null, an empty string or an empty list
+// holds that default: a template that rendered to nothing asks for the
+// default, as a missing argument does. The engine calls it after
+// templating, before every Run, so a builtin reads its defaults from its
+// Spec and never states them again.
+func (s Spec) WithDefaults(args Args) Args {
+	out := make(Args, len(args)+len(s.Args))
+	for k, v := range args {
+		out[k] = v
+	}
+	for _, a := range s.Args {
+		if a.Default == nil {
+			continue
+		}
+		switch v := out[a.Name].(type) {
+		case nil:
+		case string:
+			if v != "" {
+				continue
+			}
+		case []any:
+			if len(v) > 0 {
+				continue
+			}
+		default:
+			continue
+		}
+		out[a.Name] = a.Default
+	}
+	return out
+}

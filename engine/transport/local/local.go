@@ -17,7 +17,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -320,7 +319,7 @@ func (t *Transport) Stat(ctx context.Context, path string, become bool) (transpo
 		return transport.FileInfo{}, nil
 	}
 	if errors.Is(err, fs.ErrPermission) && t.needSudo(become, "") {
-		return t.statWithSudo(ctx, path)
+		return transport.StatCommand(ctx, t, path)
 	}
 	if err != nil {
 		return transport.FileInfo{}, fmt.Errorf("%s: %w", t.name, err)
@@ -339,56 +338,6 @@ func (t *Transport) Stat(ctx context.Context, path string, become bool) (transpo
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		info.Owner = userName(st.Uid)
 		info.Group = groupName(st.Gid)
-	}
-	return info, nil
-}
-
-// statWithSudo reads metadata through sudo, for paths kubexm's user cannot
-// reach.
-func (t *Transport) statWithSudo(ctx context.Context, path string) (transport.FileInfo, error) {
-	script := `[ -e "$1" ] || [ -L "$1" ] || exit 3
-stat -c '%f %s %Y %U %G' -- "$1" || exit 1
-if [ -L "$1" ]; then readlink -- "$1"; fi`
-	res, err := t.Run(ctx, transport.Command{Argv: []string{"/bin/sh", "-c", script, "sh", path}, Become: true})
-	if err != nil {
-		return transport.FileInfo{}, err
-	}
-	if res.ExitCode == 3 {
-		return transport.FileInfo{}, nil
-	}
-	line, link, _ := strings.Cut(string(res.Stdout), "\n")
-	f := strings.Fields(line)
-	if res.ExitCode != 0 || len(f) != 5 {
-		return transport.FileInfo{}, fmt.Errorf("%s: stat %s: %s", t.name, path, bytes.TrimSpace(res.Stderr))
-	}
-	raw, err1 := strconv.ParseUint(f[0], 16, 32)
-	size, err2 := strconv.ParseInt(f[1], 10, 64)
-	mtime, err3 := strconv.ParseInt(f[2], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return transport.FileInfo{}, fmt.Errorf("%s: stat %s: %w", t.name, path, err)
-	}
-	mode := fs.FileMode(raw & 0o777)
-	if raw&0o4000 != 0 {
-		mode |= fs.ModeSetuid
-	}
-	if raw&0o2000 != 0 {
-		mode |= fs.ModeSetgid
-	}
-	if raw&0o1000 != 0 {
-		mode |= fs.ModeSticky
-	}
-	info := transport.FileInfo{
-		Exists:  true,
-		IsDir:   raw&syscall.S_IFMT == syscall.S_IFDIR,
-		IsLink:  raw&syscall.S_IFMT == syscall.S_IFLNK,
-		Mode:    mode,
-		Size:    size,
-		ModTime: time.Unix(mtime, 0),
-		Owner:   f[3],
-		Group:   f[4],
-	}
-	if info.IsLink {
-		info.LinkTarget = strings.TrimSuffix(link, "\n")
 	}
 	return info, nil
 }

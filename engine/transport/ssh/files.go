@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/pkg/sftp"
 
@@ -225,20 +224,6 @@ func metaDiffers(line string, opts transport.PutOptions) (mode, owner bool) {
 	return mode, owner
 }
 
-func fromUnixMode(v uint32) fs.FileMode {
-	m := fs.FileMode(v & 0o777)
-	if v&0o4000 != 0 {
-		m |= fs.ModeSetuid
-	}
-	if v&0o2000 != 0 {
-		m |= fs.ModeSetgid
-	}
-	if v&0o1000 != 0 {
-		m |= fs.ModeSticky
-	}
-	return m
-}
-
 // Get implements transport.Transport.
 func (t *Transport) Get(ctx context.Context, src string, w io.Writer, become bool) error {
 	if t.needSudo(become, "") {
@@ -271,7 +256,7 @@ func (t *Transport) Get(ctx context.Context, src string, w io.Writer, become boo
 // stat command run through sudo, for paths the login user cannot reach.
 func (t *Transport) Stat(ctx context.Context, p string, become bool) (transport.FileInfo, error) {
 	if t.needSudo(become, "") {
-		return t.statCommand(ctx, p)
+		return transport.StatCommand(ctx, t, p)
 	}
 	cl, _, err := t.sftpClient(ctx)
 	if err != nil {
@@ -297,53 +282,6 @@ func (t *Transport) Stat(ctx context.Context, p string, become bool) (transport.
 	}
 	if st, ok := fi.Sys().(*sftp.FileStat); ok {
 		info.Owner, info.Group = t.names.lookup(ctx, t, cl, st.UID, st.GID)
-	}
-	return info, nil
-}
-
-func (t *Transport) statCommand(ctx context.Context, p string) (transport.FileInfo, error) {
-	script := `[ -e "$1" ] || [ -L "$1" ] || exit 3
-stat -c '%f %s %Y %U %G' -- "$1" || exit 1
-if [ -L "$1" ]; then readlink -- "$1"; fi`
-	res, err := t.Run(ctx, transport.Command{Argv: []string{"/bin/sh", "-c", script, "sh", p}, Become: true})
-	if err != nil {
-		return transport.FileInfo{}, err
-	}
-	if res.ExitCode == 3 {
-		return transport.FileInfo{}, nil
-	}
-	if res.ExitCode != 0 {
-		return transport.FileInfo{}, fmt.Errorf("%s: stat %s: %s", t.name, p, bytes.TrimSpace(res.Stderr))
-	}
-	return parseStat(string(res.Stdout))
-}
-
-// parseStat reads `stat -c '%f %s %Y %U %G'` plus an optional readlink line.
-func parseStat(out string) (transport.FileInfo, error) {
-	lines := strings.SplitN(strings.TrimRight(out, "\n"), "\n", 2)
-	f := strings.Fields(lines[0])
-	if len(f) != 5 {
-		return transport.FileInfo{}, fmt.Errorf("unexpected stat output %q", out)
-	}
-	raw, err1 := strconv.ParseUint(f[0], 16, 32)
-	size, err2 := strconv.ParseInt(f[1], 10, 64)
-	mtime, err3 := strconv.ParseInt(f[2], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return transport.FileInfo{}, fmt.Errorf("unexpected stat output %q: %w", out, err)
-	}
-	const typeMask, dir, link = 0o170000, 0o040000, 0o120000
-	info := transport.FileInfo{
-		Exists:  true,
-		IsDir:   raw&typeMask == dir,
-		IsLink:  raw&typeMask == link,
-		Mode:    fromUnixMode(uint32(raw)),
-		Size:    size,
-		ModTime: time.Unix(mtime, 0),
-		Owner:   f[3],
-		Group:   f[4],
-	}
-	if info.IsLink && len(lines) == 2 {
-		info.LinkTarget = lines[1]
 	}
 	return info, nil
 }

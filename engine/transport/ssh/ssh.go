@@ -20,8 +20,8 @@ import (
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/transport"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // Options tune a connection. The zero value is usable except that accept-new

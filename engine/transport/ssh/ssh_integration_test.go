@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/engine/facts"
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/transport"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 func TestKeyAuthAndCommand(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mensylisir/kubexm/engine/inventory"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // testUser is a throwaway account that needs a password for sudo.

@@ -1,4 +1,4 @@
-package main
+package bundle
 
 import (
 	"archive/tar"
@@ -19,15 +19,15 @@ import (
 
 // testInputs writes a few artifacts under dir and returns them as pack
 // inputs: a binary, an archive, an image tarball in images/<name>.
-func testInputs(t *testing.T, dir string) []bundleInput {
+func testInputs(t *testing.T, dir string) []Input {
 	t.Helper()
-	arts := []bundleArtifact{
+	arts := []Artifact{
 		{Component: "kubernetes", Version: "1.33.13", Arch: "amd64", File: "kubelet", Kind: "binary"},
 		{Component: "kubernetes", Version: "1.33.13", Arch: "amd64", File: "kubectl", Kind: "binary"},
 		{Component: "etcd", Version: "v3.5.35", Arch: "arm64", File: "etcd-v3.5.35-linux-arm64.tar.gz", Kind: "archive"},
 		{Component: "images/pause", Version: "3.10", Arch: "amd64", File: "pause-3.10-amd64.tar", Kind: "image", Image: "registry.k8s.io/pause:3.10"},
 	}
-	var in []bundleInput
+	var in []Input
 	for i, a := range arts {
 		p := filepath.Join(dir, a.Component, a.Version, a.Arch, a.File)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -38,16 +38,16 @@ func testInputs(t *testing.T, dir string) []bundleInput {
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		in = append(in, bundleInput{bundleArtifact: a, src: p})
+		in = append(in, Input{Artifact: a, Src: p})
 	}
 	return in
 }
 
-func testBundle(t *testing.T) (string, bundleManifest) {
+func testBundle(t *testing.T) (string, Manifest) {
 	t.Helper()
 	dir := t.TempDir()
 	out := filepath.Join(dir, "bundle.tar.gz")
-	m, sum, err := packBundle(context.Background(), out, bundleManifest{Cluster: "demo", KubexmVersion: "0.1.0", Created: time.Unix(1700000000, 0)}, testInputs(t, filepath.Join(dir, "work")))
+	m, sum, err := Pack(context.Background(), out, Manifest{Cluster: "demo", KubexmVersion: "0.1.0", Created: time.Unix(1700000000, 0)}, testInputs(t, filepath.Join(dir, "work")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,14 +56,17 @@ func testBundle(t *testing.T) (string, bundleManifest) {
 		t.Fatal(err)
 	}
 	if h := sha256.Sum256(data); hex.EncodeToString(h[:]) != sum {
-		t.Fatalf("packBundle reported sha256 %s, the file has %x", sum, h)
+		t.Fatalf("Pack reported sha256 %s, the file has %x", sum, h)
+	}
+	if side, err := os.ReadFile(out + ".sha256"); err != nil || string(side) != sum+"  bundle.tar.gz\n" {
+		t.Fatalf("bundle.tar.gz.sha256: %q %v", side, err)
 	}
 	return out, m
 }
 
 func TestBundleRoundTrip(t *testing.T) {
 	out, m := testBundle(t)
-	if len(m.Artifacts) != 4 || m.Format != bundleFormat || m.FormatVersion != bundleFormatVersion {
+	if len(m.Artifacts) != 4 || m.Format != Format || m.FormatVersion != FormatVersion {
 		t.Fatalf("manifest %+v", m)
 	}
 	// manifest.json first, every directory with its SHA256SUMS.
@@ -80,7 +83,7 @@ func TestBundleRoundTrip(t *testing.T) {
 	work := t.TempDir()
 	var logs []string
 	logf := func(f string, a ...any) { logs = append(logs, f) }
-	dir, got, err := openBundle(context.Background(), out, work, logf)
+	dir, got, err := Open(context.Background(), out, work, logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +110,7 @@ func TestBundleRoundTrip(t *testing.T) {
 
 	// A second open finds it unpacked and verified.
 	before := dirState(t, dir)
-	if dir2, _, err := openBundle(context.Background(), out, work, logf); err != nil || dir2 != dir {
+	if dir2, _, err := Open(context.Background(), out, work, logf); err != nil || dir2 != dir {
 		t.Fatalf("second open: %s %v", dir2, err)
 	}
 	if !strings.Contains(logs[len(logs)-1], "verified when unpacked") || dirState(t, dir) != before {
@@ -115,7 +118,7 @@ func TestBundleRoundTrip(t *testing.T) {
 	}
 	// A file that went missing since is unpacked again.
 	os.Remove(filepath.Join(dir, "kubernetes/1.33.13/amd64/kubelet"))
-	if _, _, err := openBundle(context.Background(), out, work, logf); err != nil {
+	if _, _, err := Open(context.Background(), out, work, logf); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "kubernetes/1.33.13/amd64/kubelet")); err != nil || !strings.Contains(logs[len(logs)-1], "verified and unpacked") {
@@ -175,9 +178,9 @@ func rewriteBundle(t *testing.T, p string, edit func(h *tar.Header, data []byte)
 	return out
 }
 
-func editManifest(t *testing.T, data []byte, f func(m *bundleManifest)) []byte {
+func editManifest(t *testing.T, data []byte, f func(m *Manifest)) []byte {
 	t.Helper()
-	var m bundleManifest
+	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +228,7 @@ func TestBundleBad(t *testing.T) {
 		}), []string{kubelet, "missing from the bundle"}},
 		{"a wrong sum in the manifest", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
 			if h.Name == "manifest.json" {
-				d = editManifest(t, d, func(m *bundleManifest) {
+				d = editManifest(t, d, func(m *Manifest) {
 					for i := range m.Artifacts {
 						if m.Artifacts[i].Path == kubelet {
 							m.Artifacts[i].SHA256 = strings.Repeat("0", 64)
@@ -273,14 +276,14 @@ func TestBundleBad(t *testing.T) {
 		}), []string{"etc/manifest.json", "manifest.json, which must come first"}},
 		{"a newer format", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
 			if h.Name == "manifest.json" {
-				d = editManifest(t, d, func(m *bundleManifest) { m.FormatVersion = 99 })
+				d = editManifest(t, d, func(m *Manifest) { m.FormatVersion = 99 })
 			}
 			return h, d
 		}), []string{"manifest.json", "format version 99"}},
 		// More than any disk holds: refused before anything is written.
 		{"larger than the free space", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
 			if h.Name == "manifest.json" {
-				d = editManifest(t, d, func(m *bundleManifest) { m.Artifacts[0].Size = 1 << 60 })
+				d = editManifest(t, d, func(m *Manifest) { m.Artifacts[0].Size = 1 << 60 })
 			}
 			return h, d
 		}), []string{"unpacking needs", "MiB free", "--workdir"}},
@@ -292,7 +295,7 @@ func TestBundleBad(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			work := t.TempDir()
-			_, _, err := openBundle(context.Background(), c.bundle, work, func(string, ...any) {})
+			_, _, err := Open(context.Background(), c.bundle, work, func(string, ...any) {})
 			if c.want == nil {
 				if err != nil {
 					t.Fatalf("intact bundle refused: %v", err)
@@ -330,20 +333,20 @@ func TestPackRefusesBadInputs(t *testing.T) {
 	in := testInputs(t, dir)
 	for _, c := range []struct {
 		name string
-		edit func(*bundleInput)
+		edit func(*Input)
 		want string
 	}{
-		{"a missing file", func(b *bundleInput) { b.src = filepath.Join(dir, "nope") }, "no such file"},
-		{"a dot-dot component", func(b *bundleInput) { b.Component = "../x" }, "not a relative path"},
-		{"a slash in the file", func(b *bundleInput) { b.File = "a/b" }, "must not contain a slash"},
-		{"an unknown kind", func(b *bundleInput) { b.Kind = "chart" }, "kind \"chart\""},
-		{"a reserved name", func(b *bundleInput) { b.File = "SHA256SUMS" }, "reserved"},
+		{"a missing file", func(b *Input) { b.Src = filepath.Join(dir, "nope") }, "no such file"},
+		{"a dot-dot component", func(b *Input) { b.Component = "../x" }, "not a relative path"},
+		{"a slash in the file", func(b *Input) { b.File = "a/b" }, "must not contain a slash"},
+		{"an unknown kind", func(b *Input) { b.Kind = "chart" }, "kind \"chart\""},
+		{"a reserved name", func(b *Input) { b.File = "SHA256SUMS" }, "reserved"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			bad := append([]bundleInput{}, in...)
+			bad := append([]Input{}, in...)
 			c.edit(&bad[0])
 			out := filepath.Join(t.TempDir(), "b.tar.gz")
-			_, _, err := packBundle(context.Background(), out, bundleManifest{}, bad)
+			_, _, err := Pack(context.Background(), out, Manifest{}, bad)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want %q", err, c.want)
 			}
@@ -401,4 +404,30 @@ func dirState(t *testing.T, dir string) string {
 		return nil
 	})
 	return b.String()
+}
+
+// ParseList turns the export playbook's list into Pack's inputs, and
+// refuses a list that would pack nothing or reach outside its work dir.
+func TestParseList(t *testing.T) {
+	list, in, err := ParseList([]byte(`{"cluster": "demo", "work_dir": "/w", "artifacts": [
+		{"component": "kubernetes", "version": "v1.37.2", "arch": "amd64", "file": "kubelet", "kind": "binary", "ref": "ignored"},
+		{"component": "images/pause", "version": "3.10", "arch": "amd64", "file": "pause.tar", "kind": "image", "ref": "registry.k8s.io/pause:3.10"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list.Cluster != "demo" || len(in) != 2 || in[0].Src != "/w/kubernetes/v1.37.2/amd64/kubelet" || in[0].Image != "" ||
+		in[1].Image != "registry.k8s.io/pause:3.10" || in[1].Src != "/w/images/pause/3.10/amd64/pause.tar" {
+		t.Fatalf("%+v %+v", list, in)
+	}
+	for _, c := range []struct{ list, want string }{
+		{`{"work_dir": "w", "artifacts": []}`, "no absolute work_dir"},
+		{`{"work_dir": "/w", "artifacts": []}`, "no artifacts"},
+		{`{"work_dir": "/w", "artifacts": [{"component": "..", "version": "1", "arch": "amd64", "file": "f", "kind": "binary"}]}`, "not a relative path"},
+		{`{"work_dir": "/w", "artifacts": [{"component": "c", "version": "1", "arch": "amd64", "file": "f", "kind": "chart"}]}`, `kind "chart"`},
+		{`[1]`, "cannot unmarshal"},
+	} {
+		if _, _, err := ParseList([]byte(c.list)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.list, err, c.want)
+		}
+	}
 }

@@ -1,6 +1,8 @@
-// Package inventory is the engine's view of the machines a run targets: hosts
-// with their connection settings and variables, and named groups of them.
-// schema builds it from cluster.yaml; tests build it by hand.
+// Package inventory is the machines a run targets: hosts with their
+// connection settings and variables, and named groups of them. It is where
+// the configuration meets the engine: schema builds it from cluster.yaml
+// (and this package from an Ansible-style inventory), the engine runs plays
+// on it; it imports neither.
 package inventory
 
 // Localhost is the name of the control machine, the one running kubexm. It is

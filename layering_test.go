@@ -1,0 +1,73 @@
+package kubexm_test
+
+import (
+	"go/build"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/mensylisir/kubexm"
+
+// moduleImports returns the packages of this module that pkg imports,
+// directly or through others (test files left out), each with the chain
+// that leads to it.
+func moduleImports(t *testing.T, pkg string) map[string][]string {
+	t.Helper()
+	reach := map[string][]string{}
+	var visit func(p string, chain []string)
+	visit = func(p string, chain []string) {
+		dir := filepath.FromSlash(strings.TrimPrefix(strings.TrimPrefix(p, module), "/"))
+		bp, err := build.ImportDir(filepath.Join(".", dir), 0)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		for _, imp := range bp.Imports {
+			if imp != module && !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			if _, done := reach[imp]; done {
+				continue
+			}
+			next := append(slices.Clone(chain), imp)
+			reach[imp] = next
+			visit(imp, next)
+		}
+	}
+	visit(pkg, []string{pkg})
+	return reach
+}
+
+// TestLayering keeps the package map of docs/architecture.md true: the
+// configuration does not reach into the interpreter, and the shared leaves
+// depend on no other kubexm package, so that each layer uses only the
+// layers below it.
+func TestLayering(t *testing.T) {
+	for _, c := range []struct {
+		pkg       string
+		forbidden []string // prefixes of import paths; "" forbids all of the module
+	}{
+		{"schema", []string{"engine", "builtins", "cmd", "bundle"}},
+		{"inventory", []string{""}},
+		{"internal/yamlguard", []string{""}},
+		{"internal/suggest", []string{""}},
+		{"internal/sysdirs", []string{""}},
+		{"internal/flock", []string{""}},
+		{"bundle", []string{"engine/eval", "builtins", "cmd", "schema"}},
+	} {
+		pkg := module + "/" + c.pkg
+		for imp, chain := range moduleImports(t, pkg) {
+			rel := strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
+			for _, f := range c.forbidden {
+				if f == "" || rel == f || strings.HasPrefix(rel, f+"/") {
+					t.Errorf("%s imports %s (%s); see the package map in docs/architecture.md", c.pkg, rel, strings.Join(chain, " -> "))
+				}
+			}
+		}
+	}
+	// The check sees imports at all: the engine does import the inventory.
+	if _, ok := moduleImports(t, module+"/engine")[module+"/inventory"]; !ok {
+		t.Error("engine does not seem to import inventory: moduleImports is broken")
+	}
+}
