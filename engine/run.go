@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/engine/eval"
-	"github.com/mensylisir/kubexm/engine/inventory"
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/engine/transport/local"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // RunOptions control one run of a playbook.

@@ -10,7 +10,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
-	"github.com/mensylisir/kubexm/engine/yamlguard"
+	"github.com/mensylisir/kubexm/internal/yamlguard"
 )
 
 // Pos is a place in a playbook file, for error messages.
