@@ -419,13 +419,38 @@ var playKeys = map[string]bool{
 
 // varsFiles reads the variables of a list of YAML files named relative to
 // src's directory, later files over earlier ones.
+// underRoles returns the part of a relative path after its roles/
+// directory: "../../roles/artifacts/defaults/main.yaml" gives
+// "artifacts/defaults/main.yaml".
+func underRoles(p string) (string, bool) {
+	parts := strings.Split(path.Clean(p), "/")
+	for i, s := range parts[:len(parts)-1] {
+		if s == "roles" {
+			return strings.Join(parts[i+1:], "/"), true
+		}
+	}
+	return "", false
+}
+
 func (ld *loader) varsFiles(list *node, src source, key string) varList {
 	if list == nil {
 		return nil
 	}
 	var out varList
 	for _, f := range ld.stringList(list, key) {
-		n, ok := ld.readYAML(src.dir().join(f.expr))
+		file := src.dir().join(f.expr)
+		// A fork of one playbook has no copy of the roles its
+		// defaults_files name (../../roles/...): such a file is found
+		// where the roles are, the fork's roles/ first, then the built-ins.
+		if rel, ok := underRoles(f.expr); ok && !file.isFile() {
+			for _, d := range roleRoots(ld.pbDir, ld.opts) {
+				if c := d.join(rel); c.isFile() {
+					file = c
+					break
+				}
+			}
+		}
+		n, ok := ld.readYAML(file)
 		if !ok {
 			continue
 		}

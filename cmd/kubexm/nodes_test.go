@@ -72,3 +72,30 @@ func writeNodesCluster(t *testing.T, hosts int, groups, kube, etcd string) {
 		t.Fatal(err)
 	}
 }
+
+// A site forks one playbook and no role: the copied playbook's
+// defaults_files (../../roles/...) are found where the roles are, here the
+// built-in ones, and `playbook diff` finds nothing changed.
+func TestForkOfOnePlaybook(t *testing.T) {
+	t.Chdir(t.TempDir())
+	writeNodesCluster(t, 2, "etcd: [n1]\n    master: [n1]\n    worker: [n2]", "kubernetes:\n    type: kubexm", "kubexm")
+	if out, err := runCmd(t, realApp(), "playbook", "export", "full"); err != nil {
+		t.Fatalf("playbook export: %v\n%s", err, out)
+	}
+	text, err := os.ReadFile("full/playbooks/create-cluster/playbook.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll("site/playbooks/create-cluster", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("site/playbooks/create-cluster/playbook.yaml", text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCmd(t, realApp(), "site/playbooks/create-cluster", "-i", "cluster.yaml", "--list-tasks"); err != nil || !strings.Contains(out, "Cluster network") {
+		t.Errorf("the forked playbook does not load: %v\n%s", err, out)
+	}
+	if out, err := runCmd(t, realApp(), "playbook", "diff", "site/playbooks/create-cluster"); err != nil || !strings.Contains(out, "0 files changed") {
+		t.Errorf("playbook diff of an unchanged copy: %v\n%s", err, out)
+	}
+}
