@@ -388,13 +388,19 @@ type unitState struct {
 }
 
 // unitStatus reads a unit's state and the last lines of its journal on the
-// host.
+// host: the last lines its own processes wrote (_SYSTEMD_UNIT), where a
+// crashing program says why, rather than systemd's start and stop lines
+// about it, which fill the unit's journal (-u) between two restarts; -u
+// when the program wrote nothing (a unit that never started).
 func unitStatus(ctx context.Context, env *step.Env, unit string) unitState {
 	u := unitState{name: unit}
 	res, err := env.Target.Run(ctx, transport.Command{Argv: []string{"/bin/sh", "-c",
 		`systemctl show -p ActiveState,SubState,NRestarts,ExecMainStatus -- "$1" || exit
 echo ---
-journalctl -u "$1" -n 5 --no-pager -o cat 2>/dev/null || true`, "sh", unit}, Become: env.Become, Timeout: 15 * time.Second})
+full=$1
+case "$full" in *.*) ;; *) full=$full.service ;; esac
+own=$(journalctl _SYSTEMD_UNIT="$full" -n 5 --no-pager -o cat 2>/dev/null)
+if [ -n "$own" ]; then printf '%s\n' "$own"; else journalctl -u "$1" -n 5 --no-pager -o cat 2>/dev/null || true; fi`, "sh", unit}, Become: env.Become, Timeout: 15 * time.Second})
 	switch {
 	case err != nil:
 		u.err = err

@@ -135,7 +135,7 @@ func TestContainerd(t *testing.T) {
 		if pid := mainPID(ctx, t, set, h.Name); pid == pids[h.Name] {
 			t.Errorf("%s: containerd was not restarted after config.toml changed (pid %s)", h.Name, pid)
 		}
-		if out, err := set.SSH(ctx, h.Name, "grep -c 'pause:3.9\"$' /etc/containerd/config.toml"); err != nil || out != "1\n" {
+		if out, err := set.SSH(ctx, h.Name, `grep -cE "pause:3[.]9['\"]\$" /etc/containerd/config.toml`); err != nil || out != "1\n" {
 			t.Errorf("%s: config.toml does not have the new sandbox image: %q %v", h.Name, out, err)
 		}
 	}
