@@ -443,11 +443,8 @@ func (ld *loader) varsFiles(list *node, src source, key string) varList {
 		// defaults_files name (../../roles/...): such a file is found
 		// where the roles are, the fork's roles/ first, then the built-ins.
 		if rel, ok := underRoles(f.expr); ok && !file.isFile() {
-			for _, d := range roleRoots(ld.pbDir, ld.opts) {
-				if c := d.join(rel); c.isFile() {
-					file = c
-					break
-				}
+			if c, ok := rolesFile(ld.pbDir, ld.opts, rel); ok {
+				file = c
 			}
 		}
 		n, ok := ld.readYAML(file)

@@ -9,11 +9,8 @@ import "strings"
 // named in cluster.yaml (network.customRole) is checked this way before any
 // task runs.
 func (pb *Playbook) FindRoleFile(file string) (found bool, searched []string) {
-	dirs := roleRoots(pb.src.dir(), pb.opts)
-	if role, _, _ := strings.Cut(file, "/tasks/"); strings.Contains(role, "/") {
-		dirs = append([]source{pb.src.dir()}, dirs...)
-	}
-	for _, d := range dirs {
+	role, _, _ := strings.Cut(file, "/tasks/")
+	for _, d := range roleSearchDirs(pb.src.dir(), pb.opts, role) {
 		searched = append(searched, d.String())
 		if d.join(file).isFile() {
 			return true, searched

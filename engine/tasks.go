@@ -751,27 +751,40 @@ func roleRoots(pbDir source, opts LoadOptions) []source {
 // roles wins over the built-in one. where names the file for messages; ok
 // is false when no directory has it.
 func (pb *Playbook) RolesFile(name string) (data []byte, where string, ok bool, err error) {
-	for _, d := range roleRoots(pb.src.dir(), pb.opts) {
-		f := d.join(name)
-		if !f.isFile() {
-			continue
-		}
-		data, err := f.read()
-		if err != nil {
-			return nil, f.String(), true, fmt.Errorf("%s: %w", f, err)
-		}
-		return data, f.String(), true, nil
+	f, ok := rolesFile(pb.src.dir(), pb.opts, name)
+	if !ok {
+		return nil, "", false, nil
 	}
-	return nil, "", false, nil
+	if data, err = f.read(); err != nil {
+		return nil, f.String(), true, fmt.Errorf("%s: %w", f, err)
+	}
+	return data, f.String(), true, nil
 }
 
-// findRole looks for a role as roleRoots lists the directories.
-func (ld *loader) findRole(name string) (source, bool) {
-	dirs := roleRoots(ld.pbDir, ld.opts)
-	if strings.Contains(name, "/") {
-		dirs = append([]source{ld.pbDir}, dirs...)
+// rolesFile finds a file relative to the role directories, as roleRoots
+// lists them.
+func rolesFile(pbDir source, opts LoadOptions, name string) (source, bool) {
+	for _, d := range roleRoots(pbDir, opts) {
+		if f := d.join(name); f.isFile() {
+			return f, true
+		}
 	}
-	for _, d := range dirs {
+	return source{}, false
+}
+
+// roleSearchDirs lists where a role of this name is looked for: roleRoots, after
+// the playbook's own directory for a name with a slash (cni/flannel).
+func roleSearchDirs(pbDir source, opts LoadOptions, name string) []source {
+	dirs := roleRoots(pbDir, opts)
+	if strings.Contains(name, "/") {
+		dirs = append([]source{pbDir}, dirs...)
+	}
+	return dirs
+}
+
+// findRole looks for a role as roleSearchDirs lists the directories.
+func (ld *loader) findRole(name string) (source, bool) {
+	for _, d := range roleSearchDirs(ld.pbDir, ld.opts, name) {
 		if r := d.join(name); r.isDir() {
 			return r, true
 		}

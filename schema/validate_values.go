@@ -98,7 +98,7 @@ func validatePaths(c *Cluster, ps *problems) {
 			if a.value == "" || b.value == "" {
 				continue
 			}
-			if a.value == b.value || strings.HasPrefix(b.value, a.value+"/") || strings.HasPrefix(a.value, b.value+"/") {
+			if overlaps(a.value, b.value) {
 				ps.add(b.path, "each component needs a directory of its own", "%s overlaps %s (%s)", b.value, a.path, a.value)
 			}
 		}
@@ -109,7 +109,7 @@ func validatePaths(c *Cluster, ps *problems) {
 		p := "spec.etcd.backupDir"
 		checkPath(ps, p, e.BackupDir, true)
 		for _, d := range dirs {
-			if d.value != "" && (e.BackupDir == d.value || strings.HasPrefix(e.BackupDir, d.value+"/") || strings.HasPrefix(d.value, e.BackupDir+"/")) {
+			if d.value != "" && overlaps(e.BackupDir, d.value) {
 				ps.add(p, "delete removes "+d.value+": keep the snapshots in a directory of their own", "%s overlaps %s (%s)", e.BackupDir, d.path, d.value)
 			}
 		}
@@ -120,6 +120,11 @@ func validatePaths(c *Cluster, ps *problems) {
 			ps.add(p, "letters, digits and . _ + @ / - only", "path %q holds characters that a path here must not have", a.CertsPath)
 		}
 	}
+}
+
+// overlaps says whether two directories are the same or one holds the other.
+func overlaps(a, b string) bool {
+	return a == b || strings.HasPrefix(b, a+"/") || strings.HasPrefix(a, b+"/")
 }
 
 // Package names: Debian policy 5.6.1 (lower case, digits, + - .; at least
