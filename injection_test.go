@@ -118,7 +118,9 @@ func TestInjectionOSPackages(t *testing.T) {
 	}
 	dir := t.TempDir()
 	pb := "- hosts: all\n  gather_facts: false\n  tasks:\n" + indent(roleTasks(t, "roles/os/tasks/main.yaml",
-		"Packages - choose the list for this host", "Packages - find the ones not installed yet"), 4)
+		"Packages - choose the list for this host")+
+		"- set_fact: {os_install_list: \"{{ .os_package_list }}\"}\n"+
+		roleTasks(t, "roles/os/tasks/packages.yaml", "Packages - find the ones not installed yet"), 4)
 	for _, check := range []bool{true, false} {
 		_, err := runLocal(t, pb, nil, map[string]any{
 			"os_packages": "", "os_packages_deb": []any{}, "os_packages_rpm": []any{},

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash"
 	"io/fs"
-	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -705,23 +704,7 @@ var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // templateRefs adds to refs the variables the templates in v read.
 func (ld *loader) templateRefs(v any, refs []string) []string {
-	switch x := v.(type) {
-	case string:
-		for _, name := range ld.ev.Refs(x) {
-			if !slices.Contains(refs, name) {
-				refs = append(refs, name)
-			}
-		}
-	case []any:
-		for _, e := range x {
-			refs = ld.templateRefs(e, refs)
-		}
-	case map[string]any:
-		for _, k := range slices.Sorted(maps.Keys(x)) {
-			refs = ld.templateRefs(x[k], refs)
-		}
-	}
-	return refs
+	return appendTemplateRefs(ld.ev.Refs, v, refs)
 }
 
 func (ld *loader) varsNode(n *node) varList {

@@ -81,3 +81,44 @@ func TestRoleDefaultTemplatesSeeHigherLevels(t *testing.T) {
 		t.Errorf("calls %q, want the host var in the role default's template", got)
 	}
 }
+
+// TestInventoryTemplates: group, host and all variables holding {{ }} are
+// rendered like any other layer's, against the highest-precedence values
+// (a shared default, a role default, another host's own value), per host;
+// the spec stays data; a template that does not parse fails the run before
+// any task, naming the inventory, host and variable.
+func TestInventoryTemplates(t *testing.T) {
+	files := map[string]string{
+		"playbook.yaml":              "defaults_files: [df.yaml]\nplays:\n  - hosts: all\n    roles: [r]\n",
+		"df.yaml":                    "version: v1\n",
+		"roles/r/defaults/main.yaml": "arch: amd64\n",
+		"roles/r/tasks/main.yaml":    "- probe: {id: v, msg: \"{{ toJson .images }} {{ .file }} {{ .spec.password }}\"}\n",
+	}
+	inv := &inventory.Inventory{
+		Hosts: []inventory.Host{
+			{Name: "h1", Local: true, Vars: map[string]any{}},
+			{Name: "h2", Local: true, Vars: map[string]any{"arch": "arm64"}},
+		},
+		Groups:    map[string][]string{"g": {"h1", "h2"}},
+		GroupVars: map[string]map[string]any{"g": {"file": "f-{{ .arch }}-{{ .version }}"}},
+		Vars: map[string]any{
+			"images": []any{map[string]any{"tag": "{{ .version }}"}},
+			"spec":   map[string]any{"password": "p{{w"},
+		},
+		Source: "cluster.yaml",
+	}
+	rr := runFilesInv(t, files, inv, RunOptions{})
+	if rr.err != nil {
+		t.Fatal(rr.err)
+	}
+	want := []string{`h1:v=[{"tag":"v1"}] f-amd64-v1 p{{w`, `h2:v=[{"tag":"v1"}] f-arm64-v1 p{{w`}
+	if got := rr.calls.sorted(); !slices.Equal(got, want) {
+		t.Errorf("calls %q, want %q", got, want)
+	}
+
+	inv.GroupVars["g"]["file"] = "f-{{ .arch "
+	rr = runFilesInv(t, files, inv, RunOptions{})
+	if rr.err == nil || !strings.Contains(rr.err.Error(), "cluster.yaml: host h1: variable file: ") || len(rr.calls.sorted()) != 0 {
+		t.Errorf("a broken template in group vars: %v, calls %q", rr.err, rr.calls.sorted())
+	}
+}

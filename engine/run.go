@@ -82,7 +82,7 @@ type runner struct {
 	filesDir  string
 	aborted   string
 	startTime time.Time
-	orders    sync.Map // *Task -> []*varDef: renderOrder's cache
+	orders    sync.Map // orderKey -> varOrder: renderOrder's cache
 }
 
 // Run runs every play of pb against inv. The recap is returned even when the
@@ -126,7 +126,9 @@ func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOp
 	if r.control == nil {
 		r.control = local.New(inventory.Localhost, local.WithSums(&transport.SumCache{}))
 	}
-	r.initHosts()
+	if err := r.initHosts(); err != nil {
+		return nil, err
+	}
 	if err := r.openJournal(); err != nil {
 		return nil, err
 	}
@@ -216,7 +218,7 @@ func failedHosts(rc *Recap) string {
 	return strings.Join(parts, "; ")
 }
 
-func (r *runner) initHosts() {
+func (r *runner) initHosts() error {
 	defaults := map[string]any{}
 	maps.Copy(defaults, r.opts.Defaults)
 	defaults["kubexm_version"] = r.opts.Version
@@ -239,6 +241,9 @@ func (r *runner) initHosts() {
 	r.hostvars.hosts = r.order
 	for _, h := range r.order {
 		h.changes = &r.hostvars.version
+		if err := r.splitInventory(h); err != nil {
+			return err
+		}
 	}
 	groups := map[string]any{}
 	all := make([]any, 0, len(r.inv.Hosts))
@@ -254,6 +259,7 @@ func (r *runner) initHosts() {
 		groups[g] = l
 	}
 	r.groups = groups
+	return nil
 }
 
 func (r *runner) openJournal() error {

@@ -775,6 +775,7 @@ func (pr *playRun) vars(h *hostState, t *Task, ov *overlay, hv map[string]any) (
 		pending = setLayer(v, s.defaults, pending)
 	}
 	pending = setMap(v, h.inv, pending)
+	pending = setLayer(v, h.invTmpl, pending)
 	v["facts"] = facts
 	pending = setMap(v, pv, pending)
 	if t != nil {
@@ -795,7 +796,7 @@ func (pr *playRun) vars(h *hostState, t *Task, ov *overlay, hv map[string]any) (
 	pending = setMap(v, r.opts.ExtraVars, pending)
 	pr.magic(v, h, t, hv)
 	if t != nil {
-		if pending, err = r.renderOrder(t, pending, func(name string) bool { _, ok := dyn[name]; return ok }); err != nil {
+		if pending, err = r.renderOrder(orderKey{t, h.invKey}, pending, func(name string) bool { _, ok := dyn[name]; return ok }); err != nil {
 			return nil, err
 		}
 	}
@@ -969,10 +970,11 @@ func (pr *playRun) playVarsFor(h *hostState, hv map[string]any) (map[string]any,
 	// each after those it reads.
 	pending := setLayer(v, pr.p.Defaults, nil)
 	pending = setMap(v, h.inv, pending)
+	pending = setLayer(v, h.invTmpl, pending)
 	v["facts"] = facts
 	pending = setLayer(v, pr.p.Vars, pending)
 	pending = setMap(v, pr.r.opts.ExtraVars, pending)
-	pending, err := pr.r.renderOrder(pr.p, pending, nil)
+	pending, err := pr.r.renderOrder(orderKey{pr.p, h.invKey}, pending, nil)
 	if err != nil {
 		return nil, err
 	}

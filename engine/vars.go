@@ -46,6 +46,11 @@ type hostState struct {
 	// both merged, what other hosts see in hostvars.
 	builtin, inv map[string]any
 	base         map[string]any
+	// invTmpl are the inventory variables holding templates (rendered per
+	// task, like the other layers'); invKey names that set for
+	// renderOrder's cache ("" when there is none).
+	invTmpl varList
+	invKey  string
 
 	mu       sync.Mutex
 	facts    map[string]any // gathered by setup, under the name `facts`

@@ -531,3 +531,70 @@ esac
 		t.Errorf("re-runs imported again:\n%s", imports2)
 	}
 }
+
+// A site's own network role (network.plugin custom) brings its files and
+// images into the bundle through artifacts_extra and images_extra; an
+// images_extra entry named like a catalogue image replaces it (flannel,
+// off in the catalogue without plugin flannel), and an artifacts_extra
+// entry without a file is refused before anything is fetched.
+func TestArtifactExportExtra(t *testing.T) {
+	fx := newExportFixture(t)
+	t.Chdir(fx.dir)
+	raw, err := os.ReadFile(fx.cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	custom := strings.Replace(string(raw), "network: {plugin: flannel}", "network: {plugin: custom, customRole: site-cni}", 1)
+	putFile(t, fx.cluster, []byte(custom))
+	roles := filepath.Join(fx.dir, "site-roles")
+	putFile(t, filepath.Join(roles, "site-cni", "tasks", "main.yaml"), []byte("[]\n"))
+	putFile(t, filepath.Join(roles, "site-cni", "tasks", "delete.yaml"), []byte("[]\n"))
+
+	srcDir := filepath.Join(fx.dir, "src", "site")
+	blob := bytes.Repeat([]byte("site-cni"), 1000)
+	putFile(t, filepath.Join(srcDir, "site-cni-amd64.tgz"), blob)
+	putFile(t, filepath.Join(srcDir, "SHA256SUMS"), []byte(hexSum(blob)+"  site-cni-amd64.tgz\n"))
+	fx.vars["artifacts_extra"] = []any{map[string]any{
+		"component": "site-cni", "version": "v2.0.1", "file": "site-cni-amd64.tgz", "local_dir": srcDir,
+	}}
+	fx.vars["images_extra"] = []any{map[string]any{"name": "flannel", "repo": fx.registry + "/flannel-io/flannel", "tag": "v0.26.7"}}
+	a := realApp()
+	export := func(out string) (string, error) {
+		args := []string{"export", "-f", fx.cluster, "-o", out, "--roles-path", roles}
+		for _, e := range fx.extraVars(t) {
+			args = append(args, "-e", e)
+		}
+		return runArtifactCmd(t, a, args...)
+	}
+	out, err := export("bundle.tar.gz")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	_, m, err := openBundle(context.Background(), "bundle.tar.gz", filepath.Join(fx.dir, "unpacked"), func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]bool{}
+	for _, art := range m.Artifacts {
+		paths[art.Path] = true
+	}
+	for _, want := range []string{"site-cni/v2.0.1/amd64/site-cni-amd64.tgz", "images/flannel/v0.26.7/amd64/flannel-v0.26.7-amd64.tar"} {
+		if !paths[want] {
+			t.Errorf("bundle lacks %s: %v", want, paths)
+		}
+	}
+	for p := range paths {
+		if strings.HasPrefix(p, "flannel-cni-plugin/") || strings.HasPrefix(p, "site-cni/v2.0.1/arm64/") {
+			t.Errorf("bundle has %s, which this cluster does not need", p)
+		}
+	}
+
+	fx.vars["artifacts_extra"] = []any{map[string]any{"component": "site-cni", "version": "v2.0.1"}}
+	out, err = export("bad.tar.gz")
+	if err == nil || !strings.Contains(out, "every entry of artifacts_extra needs component, version and file") {
+		t.Errorf("an artifacts_extra entry without a file: %v\n%s", err, out)
+	}
+	if _, err := os.Stat("bad.tar.gz"); err == nil {
+		t.Error("a refused export wrote bad.tar.gz")
+	}
+}

@@ -21,19 +21,37 @@ var stepTags = map[string]map[string]string{
 	},
 }
 
-// roleTasks lists a role's task names in create-cluster's task list.
+// roleTasks lists a role's task names in create-cluster's task list. A task
+// listed under an include (indented deeper) is named after it, "include /
+// task", so that it counts as part of the include's step.
 func roleTasks(t *testing.T, role string, args ...string) []string {
 	t.Helper()
 	out, err := runCmd(t, realApp(), append([]string{"create-cluster", "--list-tasks"}, args...)...)
 	if err != nil {
 		t.Fatalf("list-tasks %v: %v\n%s", args, err, out)
 	}
+	type parent struct {
+		indent int
+		name   string
+	}
 	var names []string
+	var stack []parent
 	for _, l := range strings.Split(out, "\n") {
-		if name, ok := strings.CutPrefix(strings.TrimSpace(l), role+" : "); ok {
-			name, _, _ = strings.Cut(name, "\t")
-			names = append(names, name)
+		trimmed := strings.TrimLeft(l, " ")
+		name, ok := strings.CutPrefix(trimmed, role+" : ")
+		if !ok {
+			continue
 		}
+		name, _, _ = strings.Cut(name, "\t")
+		indent := len(l) - len(trimmed)
+		for len(stack) > 0 && stack[len(stack)-1].indent >= indent {
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) > 0 {
+			name = stack[len(stack)-1].name + " / " + name
+		}
+		stack = append(stack, parent{indent, name})
+		names = append(names, name)
 	}
 	return names
 }

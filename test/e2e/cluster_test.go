@@ -53,7 +53,11 @@ const (
 //     up, deleted, damaged and foreign backups are refused, the restore
 //     brings it back;
 //   - playbooks/delete removes it all: no Kubernetes unit, file or process
-//     is left, and a second delete changes nothing.
+//     is left, and a second delete changes nothing;
+//   - issue 17 on the same machines: docs/examples/site-fork creates,
+//     re-runs and deletes a cluster with the built-in playbooks, an overlay,
+//     the site's network role, a hook and --skip-tags chrony (siteFork;
+//     KUBEXM_E2E_SITEFORK_ONLY=1 runs that step alone on fresh machines).
 //
 // PERF lines give the wall time of the export, the create, the re-run and
 // the delete.
@@ -71,6 +75,10 @@ func TestKubernetesCluster(t *testing.T) {
 	set, diag := suiteMachines(ctx, t, 3, "k", "KUBELET=1")
 	if len(set.Hosts) != 3 {
 		t.Fatalf("want 3 machines, have %d", len(set.Hosts))
+	}
+	if os.Getenv(envSiteForkOnly) == "1" {
+		siteFork(ctx, t, bin, set, diag, kubectl, releaseRoot, root, work)
+		return
 	}
 
 	const name = "e2e-k8s"
@@ -141,11 +149,27 @@ func TestKubernetesCluster(t *testing.T) {
 		t.Fatalf("delete failed: %v%s", res.err, res.failures())
 	}
 	t.Logf("PERF delete: %s; slowest tasks:%s", res.wall.Round(time.Millisecond), res.slowest(8))
+	checkDeleted(ctx, t, set)
+	res = kx.play(ctx, del)
+	if res.err != nil {
+		t.Fatalf("second delete failed: %v%s", res.err, res.failures())
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("second delete changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+
+	siteFork(ctx, t, bin, set, diag, kubectl, releaseRoot, root, work)
+}
+
+// checkDeleted wants no Kubernetes unit, file, link or process left on any
+// machine (nor any of the paths given).
+func checkDeleted(ctx context.Context, t *testing.T, set *testhosts.Set, paths ...string) {
+	t.Helper()
 	for _, h := range set.Hosts {
 		out, err := set.SSH(ctx, h.Name, `for u in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy etcd containerd; do
   [ -e /etc/systemd/system/$u.service ] && echo "unit $u"
 done
-for p in /etc/kubernetes /var/lib/kubelet /etc/cni/net.d/10-flannel.conflist /run/flannel /usr/local/bin/kubelet /usr/local/bin/kube-proxy /usr/local/bin/kube-apiserver /var/lib/etcd; do
+for p in /etc/kubernetes /var/lib/kubelet /etc/cni/net.d/10-flannel.conflist /run/flannel /usr/local/bin/kubelet /usr/local/bin/kube-proxy /usr/local/bin/kube-apiserver /var/lib/etcd `+strings.Join(paths, " ")+`; do
   [ -e $p ] && echo "left $p"
 done
 ip -o link show | grep -oE ' (flannel\.1|cni0):' || true
@@ -156,13 +180,6 @@ pgrep -x 'kubelet|kube-proxy|kube-apiserver|flanneld|coredns|containerd-shim' ||
 		if strings.TrimSpace(out) != "" {
 			t.Errorf("delete left on %s:\n%s", h.Name, out)
 		}
-	}
-	res = kx.play(ctx, del)
-	if res.err != nil {
-		t.Fatalf("second delete failed: %v%s", res.err, res.failures())
-	}
-	if c := res.changed(); len(c) > 0 {
-		t.Errorf("second delete changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
 }
 
@@ -528,15 +545,15 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// exportBundle runs `kubexm artifact export` of kx's cluster.yaml into
-// bundle.tar.gz beside it, from the file server's stand-ins for the download
-// sites, and logs its wall time and size as a PERF line (what says which
-// export it was).
-func exportBundle(ctx context.Context, t *testing.T, kx kubexm, server, what string) string {
+// exportBundle runs `kubexm artifact export` of kx's cluster.yaml (with
+// flags) into bundle.tar.gz beside it, from the file server's stand-ins for
+// the download sites, and logs its wall time and size as a PERF line (what
+// says which export it was).
+func exportBundle(ctx context.Context, t *testing.T, kx kubexm, server, what string, flags ...string) string {
 	t.Helper()
 	bundle := filepath.Join(kx.dir, "bundle.tar.gz")
 	start := time.Now()
-	args := []string{"artifact", "export", "-f", kx.inventory, "-o", bundle, "-e", artifactSources(server)}
+	args := append([]string{"artifact", "export", "-f", kx.inventory, "-o", bundle, "-e", artifactSources(server)}, flags...)
 	for _, e := range kx.extra {
 		args = append(args, "-e", e)
 	}

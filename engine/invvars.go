@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// inventoryData are the inventory variables that hold the cluster's own
+// data, never templates: the spec (whose strings, passwords among them, are
+// the user's values as written) and the cluster's name and file.
+var inventoryData = []string{"spec", "cluster_name", "cluster_file"}
+
+// orderKey keys renderOrder's cache: the task (or play) and the host's set
+// of templated inventory variables, since that set is part of the queue.
+type orderKey struct {
+	key any
+	inv string
+}
+
+// splitInventory moves a host's templated inventory variables (group_vars,
+// host_vars, roleGroupVars, a host's vars: holding {{ }}) from h.inv into
+// h.invTmpl, rendered lazily like the variables of every other layer, so
+// that `{{ .flannel_version }}` in group_vars/all.yaml reads the shared
+// default. A template that does not parse is an error before any task runs.
+func (r *runner) splitInventory(h *hostState) error {
+	var tmpl varList
+	var sig strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(h.inv)) {
+		if slices.Contains(inventoryData, name) {
+			continue
+		}
+		v := h.inv[name]
+		found, err := r.inventoryTemplates(v)
+		if err != nil {
+			return fmt.Errorf("%s: host %s: variable %s: %w", r.inv.Source, h.name, name, err)
+		}
+		if !found {
+			continue
+		}
+		d := varDef{name: name, val: v, pos: Pos{File: r.inv.Source}, template: true, refs: r.templateRefs(v, nil)}
+		tmpl = append(tmpl, d)
+		fmt.Fprintf(&sig, "%s=%#v\n", name, v)
+	}
+	if len(tmpl) == 0 {
+		return nil
+	}
+	plain := maps.Clone(h.inv)
+	for _, d := range tmpl {
+		delete(plain, d.name)
+	}
+	h.inv, h.invTmpl, h.invKey = plain, tmpl, sig.String()
+	return nil
+}
+
+// inventoryTemplates reports whether v holds a {{ }} template anywhere, and
+// checks each one's syntax.
+func (r *runner) inventoryTemplates(v any) (bool, error) {
+	switch x := v.(type) {
+	case string:
+		if !strings.Contains(x, "{{") {
+			return false, nil
+		}
+		return true, r.ev.CheckTemplate(x)
+	case []any:
+		found := false
+		for _, e := range x {
+			f, err := r.inventoryTemplates(e)
+			if err != nil {
+				return false, err
+			}
+			found = found || f
+		}
+		return found, nil
+	case map[string]any:
+		found := false
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			f, err := r.inventoryTemplates(x[k])
+			if err != nil {
+				return false, err
+			}
+			found = found || f
+		}
+		return found, nil
+	}
+	return false, nil
+}
+
+// templateRefs adds to refs the variables the templates in v read.
+func (r *runner) templateRefs(v any, refs []string) []string {
+	return appendTemplateRefs(r.ev.Refs, v, refs)
+}
+
+// appendTemplateRefs adds to refs the names that the templates in v read,
+// as refsOf finds them in one string.
+func appendTemplateRefs(refsOf func(string) []string, v any, refs []string) []string {
+	switch x := v.(type) {
+	case string:
+		for _, name := range refsOf(x) {
+			if !slices.Contains(refs, name) {
+				refs = append(refs, name)
+			}
+		}
+	case []any:
+		for _, e := range x {
+			refs = appendTemplateRefs(refsOf, e, refs)
+		}
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			refs = appendTemplateRefs(refsOf, x[k], refs)
+		}
+	}
+	return refs
+}
