@@ -225,7 +225,12 @@ func (ld *loader) hookPlays(ctx context.Context, pb *Playbook, h hookFile, s *ph
 	ld.loadPlaybookFile(ctx, sub, h.src, false)
 	ld.hookTags, ld.opts = nil, saved
 	pb.NeedsCluster = pb.NeedsCluster || sub.NeedsCluster
+	// The hooked phase's shared defaults (the playbook's defaults_files) come
+	// first, so a hook reads kube_bin_dir or kubernetes_admin_kubeconfig as
+	// the phase's plays do; the hook file's own header ranks above them.
+	shared := pb.Plays[s.first].Defaults
 	for _, p := range sub.Plays {
+		p.Defaults = append(slices.Clip(shared), p.Defaults...)
 		if p.Phase != "" && p.Phase != s.name {
 			ld.errorf(p.Pos, "play %q of hook %s says phase %s; a hook's plays belong to the phase it hooks (%s)", p.Name, h.src, p.Phase, s.name)
 		}

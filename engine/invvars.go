@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/mensylisir/kubexm/engine/eval"
 )
 
 // inventoryData are the inventory variables that hold the cluster's own
@@ -39,7 +42,7 @@ func (r *runner) splitInventory(h *hostState) error {
 		if !found {
 			continue
 		}
-		d := varDef{name: name, val: v, pos: Pos{File: r.inv.Source}, template: true, refs: r.templateRefs(v, nil)}
+		d := varDef{name: name, val: v, pos: Pos{File: r.inv.Source}, template: true, inventory: true, refs: r.templateRefs(v, nil)}
 		tmpl = append(tmpl, d)
 		fmt.Fprintf(&sig, "%s=%#v\n", name, v)
 	}
@@ -112,4 +115,32 @@ func appendTemplateRefs(refsOf func(string) []string, v any, refs []string) []st
 		}
 	}
 	return refs
+}
+
+// renderPending renders the queued templated variables into v in order. An
+// inventory variable whose template reads a variable this task does not
+// have is left out and its reason recorded under eval.Unrendered, as
+// Ansible renders such a variable only where it is used.
+func (r *runner) renderPending(v map[string]any, pending []*varDef, need func(string) bool) error {
+	var unrendered map[string]string
+	for _, d := range pending {
+		if need != nil && !need(d.name) {
+			continue
+		}
+		err := r.renderVar(v, d)
+		if err == nil {
+			continue
+		}
+		var ee *eval.Error
+		if !d.inventory || !errors.As(err, &ee) || ee.Missing == "" {
+			return err
+		}
+		delete(v, d.name)
+		if unrendered == nil {
+			unrendered = map[string]string{}
+		}
+		unrendered[d.name] = ee.Error()
+		v[eval.Unrendered] = unrendered
+	}
+	return nil
 }

@@ -298,3 +298,18 @@ func TestSingleFileIgnoresSiteAndHooks(t *testing.T) {
 		t.Fatalf("playbook directory: %v", err)
 	}
 }
+
+// TestHookSeesSharedDefaults: a hook's plays read the hooked phase's shared
+// defaults (the playbook's defaults_files), as the phase's own plays do.
+func TestHookSeesSharedDefaults(t *testing.T) {
+	t.Chdir(t.TempDir())
+	fork := writeFiles(t, map[string]string{
+		"playbooks/p/playbook.yaml":         "name: p\ndefaults_files: [shared.yaml]\nplays:\n  - hosts: localhost\n    phase: only\n    tasks:\n      - probe: \"in-{{ .shared_x }}\"\n",
+		"playbooks/p/shared.yaml":           "shared_x: one\n",
+		"playbooks/p/hooks/after-only.yaml": "- hosts: localhost\n  tasks:\n    - probe: \"hook-{{ .shared_x }}\"\n",
+	})
+	log, _ := loadRun(t, filepath.Join(fork, "playbooks", "p"), overlayBuiltin(), LoadOptions{})
+	if got := strings.Join(log, " "); got != "localhost:in-one localhost:hook-one" {
+		t.Errorf("calls %s", got)
+	}
+}

@@ -177,6 +177,10 @@ type varDef struct {
 	val      any
 	pos      Pos
 	template bool     // the value holds {{ }} somewhere
+	// inventory: set by the inventory (group_vars, host vars...). Its
+	// template may read a variable only some plays have (a playbook's
+	// shared defaults); where that is missing it is left out, not an error.
+	inventory bool
 	refs     []string // the names its templates may read (.name), for rendering order
 }
 

@@ -122,3 +122,27 @@ func TestInventoryTemplates(t *testing.T) {
 		t.Errorf("a broken template in group vars: %v, calls %q", rr.err, rr.calls.sorted())
 	}
 }
+
+// TestInventoryTemplatesWhereUnrendered: an inventory template reading a
+// variable only some playbooks have (their shared defaults) does not stop
+// a play that lacks it: it is undefined there (?? and defined() see that),
+// and a task that uses it fails saying why.
+func TestInventoryTemplatesWhereUnrendered(t *testing.T) {
+	inv := &inventory.Inventory{
+		Hosts:  []inventory.Host{{Name: "h1", Local: true, Vars: map[string]any{}}},
+		Vars:   map[string]any{"extra": []any{map[string]any{"file": "{{ .plugin_file }}"}}},
+		Source: "cluster.yaml",
+	}
+	files := map[string]string{
+		"playbook.yaml": "- hosts: h1\n  tasks:\n" +
+			"    - probe: {id: a, msg: \"{{ len (.extra | default (list)) }}\"}\n      when: not defined(\"extra\") && len(extra ?? []) == 0\n" +
+			"    - probe: {id: b, msg: \"{{ .extra }}\"}\n",
+	}
+	rr := runFilesInv(t, files, inv, RunOptions{})
+	if got := rr.calls.sorted(); !slices.Equal(got, []string{"h1:a=0"}) {
+		t.Errorf("calls %q, want only the task that does not need extra", got)
+	}
+	if events := fmt.Sprintf("%+v", rr.events); rr.err == nil || !strings.Contains(events, `the inventory sets it, but its template could not be rendered here: undefined variable "plugin_file"`) {
+		t.Errorf("the task using extra: %v\n%s", rr.err, events)
+	}
+}

@@ -800,10 +800,8 @@ func (pr *playRun) vars(h *hostState, t *Task, ov *overlay, hv map[string]any) (
 			return nil, err
 		}
 	}
-	for _, d := range pending {
-		if err := r.renderVar(v, d); err != nil {
-			return nil, err
-		}
+	if err := r.renderPending(v, pending, nil); err != nil {
+		return nil, err
 	}
 	return v, nil
 }
@@ -992,13 +990,8 @@ func (pr *playRun) playVarsFor(h *hostState, hv map[string]any) (map[string]any,
 			}
 		}
 	}
-	for _, d := range pending {
-		if !need[d.name] {
-			continue
-		}
-		if err := pr.r.renderVar(v, d); err != nil {
-			return nil, err
-		}
+	if err := pr.r.renderPending(v, pending, func(name string) bool { return need[name] }); err != nil {
+		return nil, err
 	}
 	pv = make(map[string]any, len(pr.p.Vars))
 	for _, d := range pr.p.Vars {

@@ -17,6 +17,11 @@ const (
 // when none is given. Only containerd is installed (roles/support.yaml); the
 // others keep a version so that `config view` of a refused file still reads
 // sensibly.
+// DefaultArch is a host's architecture when cluster.yaml names none. The
+// inventory also gives it to the control machine (localhost), so roles
+// read `arch` without a default of their own.
+const DefaultArch = "amd64"
+
 func defaultRuntimeVersion(runtime string) string {
 	switch runtime {
 	case "containerd":
@@ -52,7 +57,7 @@ func SetDefaults(c *Cluster) {
 		h := &s.Hosts[i]
 		setStr(&h.User, "root")
 		setInt(&h.Port, 22)
-		setStr(&h.Arch, "amd64")
+		setStr(&h.Arch, DefaultArch)
 		if h.Connection == "" {
 			h.Connection = "ssh"
 			if isLocalAddress(h.Address) {

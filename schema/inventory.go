@@ -37,6 +37,9 @@ func Inventory(c *Cluster, source string) (*inventory.Inventory, error) {
 			"cluster_name": c.Metadata.Name,
 			"cluster_file": c.File(),
 			"spec":         specVars(&c.Spec),
+			// Below every host's own arch: what localhost, which cluster.yaml
+			// does not list, runs with.
+			"arch": DefaultArch,
 		},
 	}
 	// The site's variables from cluster.yaml, group_vars/ and host_vars/
@@ -159,7 +162,7 @@ func hostVars(h *Host, groups map[string][]string) map[string]any {
 		"arch":    h.Arch,
 	}
 	if h.Arch == "" {
-		vars["arch"] = "amd64"
+		vars["arch"] = DefaultArch
 	}
 	var v4, v6 string
 	for _, a := range h.internalAddrs() {

@@ -196,7 +196,7 @@ func (e *Evaluator) compileExpr(src string) (ce *compiledExpr) {
 func exprError(src string, err error) error {
 	var m *missingError
 	if errors.As(err, &m) {
-		return &Error{Kind: "expression", Source: src, Missing: m.path, Err: err, hint: didYouMean(m.suggest)}
+		return &Error{Kind: "expression", Source: src, Missing: m.path, Err: err, hint: m.hint()}
 	}
 	detail := err.Error()
 	var fe *file.Error

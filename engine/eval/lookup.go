@@ -16,11 +16,25 @@ import (
 type missingError struct {
 	path    string
 	suggest string // a close existing path, when there is one
+	reason  string // why a variable the inventory sets is not here (Unrendered)
 }
 
 func (e *missingError) Error() string {
-	return fmt.Sprintf("undefined variable %q%s", e.path, didYouMean(e.suggest))
+	return fmt.Sprintf("undefined variable %q%s", e.path, e.hint())
 }
+
+func (e *missingError) hint() string {
+	if e.reason != "" {
+		return fmt.Sprintf(" (the inventory sets it, but its template could not be rendered here: %s)", e.reason)
+	}
+	return didYouMean(e.suggest)
+}
+
+// Unrendered is the key, in the variables, of a map[string]string from the
+// name of an inventory variable whose template could not be rendered for
+// the task to why: the variable is left out (so `x ?? y` and defined("x")
+// see it undefined) and a use of it says why.
+const Unrendered = "kubexm:unrendered"
 
 func didYouMean(path string) string {
 	if path == "" {
@@ -35,6 +49,12 @@ func newMissing(label string, container any, keys []any) *missingError {
 	last, ok := keys[len(keys)-1].(string)
 	if !ok {
 		return m
+	}
+	if vars, isMap := container.(map[string]any); isMap && label == "" && len(keys) == 1 {
+		if why, found := vars[Unrendered].(map[string]string); found && why[last] != "" {
+			m.reason = why[last]
+			return m
+		}
 	}
 	if alt := closestKey(container, last); alt != "" {
 		fixed := append(append([]any{}, keys[:len(keys)-1]...), alt)

@@ -420,7 +420,7 @@ func (e *Evaluator) templateError(src string, err error) error {
 	var m *templateMissing
 	if errors.As(err, &m) {
 		return &Error{Kind: "template", Source: src, Missing: m.path, Err: err, line: m.line,
-			hint: didYouMean(m.suggest)}
+			hint: m.hint()}
 	}
 	return &Error{Kind: "template", Source: src, Err: err, detail: cleanTemplateError(err), hint: e.templateHint(src, err)}
 }

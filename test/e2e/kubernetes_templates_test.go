@@ -195,12 +195,14 @@ func TestKubernetesTemplateSharedDefaults(t *testing.T) {
 // TestNoDuplicatedSchemaDefaults: the defaults the schema gives the DNS
 // domain and the service and pod ranges are written once, as the shared
 // kube_dns_domain, kube_service_cidr and kube_pods_cidr
-// (roles/artifacts/defaults/main.yaml); a role that needs them reads those
-// variables instead of repeating the literal, so the two cannot drift.
+// (roles/artifacts/defaults/main.yaml), and a host's architecture once, as
+// the inventory's arch (schema.DefaultArch); a role that needs them reads
+// those variables instead of repeating the literal, so the two cannot drift.
 func TestNoDuplicatedSchemaDefaults(t *testing.T) {
 	root := filepath.Join(moduleRoot(t), "roles")
 	home := filepath.Join("artifacts", "defaults", "main.yaml")
-	literals := []string{`"cluster.local"`, `\"cluster.local\"`, `"10.233.0.0/18"`, `\"10.233.0.0/18\"`, `"10.233.64.0/18"`, `\"10.233.64.0/18\"`}
+	literals := []string{`"cluster.local"`, `\"cluster.local\"`, `"10.233.0.0/18"`, `\"10.233.0.0/18\"`, `"10.233.64.0/18"`, `\"10.233.64.0/18\"`,
+		`"amd64"`, `\"amd64\"`}
 	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -219,7 +221,7 @@ func TestNoDuplicatedSchemaDefaults(t *testing.T) {
 			}
 			for _, lit := range literals {
 				if strings.Contains(line, "default "+lit) {
-					t.Errorf("roles/%s:%d: default %s repeats a schema default; use kube_dns_domain, kube_service_cidr or kube_pods_cidr (roles/%s)", rel, i+1, lit, home)
+					t.Errorf("roles/%s:%d: default %s repeats a schema default; use kube_dns_domain, kube_service_cidr or kube_pods_cidr (roles/%s), or arch (every host has it, localhost too)", rel, i+1, lit, home)
 				}
 			}
 		}
