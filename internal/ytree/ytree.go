@@ -48,8 +48,13 @@ const (
 
 // Node is a YAML value and where it was written.
 type Node struct {
-	Pos  Pos
-	Kind Kind
+	// Pos is where the value starts: for a mapping, its first key.
+	Pos Pos
+	// TokPos is where the parser's token for the value is: for a block
+	// mapping the ':' of its first entry, for a flow mapping its '{', for
+	// anything else Pos. The cluster decoder reports mappings there.
+	TokPos Pos
+	Kind   Kind
 	// Keys and Vals hold a mapping in file order; List holds a sequence.
 	Keys []*Node
 	Vals []*Node
@@ -258,7 +263,7 @@ func (b *builder) fail(at Pos, format string, args ...any) error {
 func (b *builder) grow(n int, at Pos) error {
 	b.total += n
 	if b.total > b.limit {
-		return b.fail(at, "YAML document too large after expanding aliases (over %d values)", b.limit)
+		return b.fail(at, "YAML document too large after expanding aliases (over %d values; nested aliases?)", b.limit)
 	}
 	return nil
 }
@@ -272,12 +277,13 @@ func (b *builder) pos(n ast.Node) Pos {
 }
 
 func (b *builder) scalar(n ast.Node, v any, text string) *Node {
-	return &Node{Pos: b.pos(n), Scalar: v, Text: text}
+	p := b.pos(n)
+	return &Node{Pos: p, TokPos: p, Scalar: v, Text: text}
 }
 
 func (b *builder) build(n ast.Node, depth int) (*Node, error) {
 	if n == nil {
-		return &Node{Pos: Pos{File: b.file}}, nil
+		return &Node{Pos: Pos{File: b.file}, TokPos: Pos{File: b.file}}, nil
 	}
 	if depth > MaxDepth {
 		return nil, b.fail(b.pos(n), "YAML nested deeper than %d levels", MaxDepth)
@@ -289,7 +295,7 @@ func (b *builder) build(n ast.Node, depth int) (*Node, error) {
 	case *ast.DocumentNode:
 		return b.build(v.Body, depth)
 	case *ast.MappingNode:
-		out := &Node{Pos: b.pos(v), Kind: Map}
+		out := &Node{Pos: b.pos(v), TokPos: b.pos(v), Kind: Map}
 		if len(v.Values) > 0 {
 			out.Pos = b.pos(v.Values[0].Key)
 		}
@@ -300,13 +306,13 @@ func (b *builder) build(n ast.Node, depth int) (*Node, error) {
 		}
 		return out, nil
 	case *ast.MappingValueNode:
-		out := &Node{Pos: b.pos(v.Key), Kind: Map}
+		out := &Node{Pos: b.pos(v.Key), TokPos: b.pos(v), Kind: Map}
 		if err := b.addPair(out, v, depth); err != nil {
 			return nil, err
 		}
 		return out, nil
 	case *ast.SequenceNode:
-		out := &Node{Pos: b.pos(v), Kind: List}
+		out := &Node{Pos: b.pos(v), TokPos: b.pos(v), Kind: List}
 		for _, e := range v.Values {
 			cn, err := b.build(e, depth+1)
 			if err != nil {
