@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/mensylisir/kubexm/builtins/textdiff"
+	"github.com/mensylisir/kubexm/internal/ytree"
 )
 
 // ForkDiff is how a forked playbook differs from the built-in tree it was
@@ -62,8 +63,8 @@ func DiffFork(dir string, opts LoadOptions) (*ForkDiff, error) {
 	}
 	builtinRoot := source{fsys: opts.BuiltinFS, name: "playbooks", builtin: true}
 	names := []string{pbDir.base()}
-	if n, err := parseYAMLFile(pbFile); err == nil && n.kind == mapNode {
-		if s, ok := n.get("name").str(); ok && s != pbDir.base() {
+	if n, err := parseYAMLFile(pbFile); err == nil && n.Kind == ytree.Map {
+		if s, ok := n.Get("name").Str(); ok && s != pbDir.base() {
 			names = append(names, s)
 		}
 	}
@@ -199,7 +200,7 @@ func roleOf(rel string, dirs []string) string {
 }
 
 // parseYAMLFile reads and parses one file, outside any loader.
-func parseYAMLFile(src source) (*node, error) {
+func parseYAMLFile(src source) (*ytree.Node, error) {
 	data, err := src.read()
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mensylisir/kubexm/engine/eval"
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/internal/ytree"
 )
 
 // LoadOptions says where playbooks, roles and builtins come from.
@@ -199,7 +200,7 @@ func builtinPlaybooks(builtin fs.FS) []string {
 }
 
 // readYAML reads and parses a file and adds it to the playbook hash.
-func (ld *loader) readYAML(src source) (*node, bool) {
+func (ld *loader) readYAML(src source) (*ytree.Node, bool) {
 	data, err := src.read()
 	if err != nil {
 		ld.errs = append(ld.errs, fmt.Errorf("%s: %w", src, err))
@@ -268,39 +269,39 @@ var headerKeys = map[string]bool{"name": true, "version": true, "requires": true
 
 // playbookNode reads either the kubexm form (a mapping with a header and
 // plays) or the Ansible form (a plain list of plays).
-func (ld *loader) playbookNode(ctx context.Context, pb *Playbook, root *node, src source, top bool) {
-	var plays *node
+func (ld *loader) playbookNode(ctx context.Context, pb *Playbook, root *ytree.Node, src source, top bool) {
+	var plays *ytree.Node
 	var headerVars, defaults varList
-	switch root.kind {
-	case listNode:
+	switch root.Kind {
+	case ytree.List:
 		plays = root
-	case mapNode:
-		for _, k := range root.keys {
-			if ks := k.keyString(); !headerKeys[ks] {
-				ld.errorf(k.pos, "unknown playbook key %q%s; a playbook is {name, version, description, requires, inventory, vars, defaults_files, plays}", ks, didYouMean(ks, keysOf(headerKeys)))
+	case ytree.Map:
+		for _, k := range root.Keys {
+			if ks := k.KeyString(); !headerKeys[ks] {
+				ld.errorf(k.Pos, "unknown playbook key %q%s; a playbook is {name, version, description, requires, inventory, vars, defaults_files, plays}", ks, didYouMean(ks, keysOf(headerKeys)))
 			}
 		}
-		name, _ := root.get("name").str()
-		version := scalarString(root.get("version"))
+		name, _ := root.Get("name").Str()
+		version := scalarString(root.Get("version"))
 		requires := map[string]string{}
-		if r := root.get("requires"); r != nil {
-			if r.kind != mapNode {
-				ld.errorf(r.pos, "requires must be a mapping such as {kubexm: \">=0.1.0\"}, not %s", r.kindName())
+		if r := root.Get("requires"); r != nil {
+			if r.Kind != ytree.Map {
+				ld.errorf(r.Pos, "requires must be a mapping such as {kubexm: \">=0.1.0\"}, not %s", r.KindName())
 			} else {
-				for i, k := range r.keys {
-					requires[k.keyString()] = scalarString(r.vals[i])
-					ld.checkRequire(k.keyString(), r.vals[i])
+				for i, k := range r.Keys {
+					requires[k.KeyString()] = scalarString(r.Vals[i])
+					ld.checkRequire(k.KeyString(), r.Vals[i])
 				}
 			}
 		}
 		needsCluster := false
-		if in := root.get("inventory"); in != nil {
+		if in := root.Get("inventory"); in != nil {
 			switch s := scalarString(in); s {
 			case "cluster":
 				needsCluster = true
 			case "any":
 			default:
-				ld.errorf(in.pos, "inventory must be cluster (the playbook needs a cluster.yaml) or any (an Ansible-style inventory will do), not %q", s)
+				ld.errorf(in.Pos, "inventory must be cluster (the playbook needs a cluster.yaml) or any (an Ansible-style inventory will do), not %q", s)
 			}
 		}
 		if top {
@@ -308,31 +309,31 @@ func (ld *loader) playbookNode(ctx context.Context, pb *Playbook, root *node, sr
 		}
 		// An imported playbook that needs a cluster makes the whole run need one.
 		pb.NeedsCluster = pb.NeedsCluster || needsCluster
-		headerVars = ld.varsNode(root.get("vars"))
-		defaults = ld.varsFiles(root.get("defaults_files"), src, "defaults_files")
-		plays = root.get("plays")
+		headerVars = ld.varsNode(root.Get("vars"))
+		defaults = ld.varsFiles(root.Get("defaults_files"), src, "defaults_files")
+		plays = root.Get("plays")
 		if plays == nil {
-			ld.errorf(root.pos, "playbook has no plays: list them under `plays:`")
+			ld.errorf(root.Pos, "playbook has no plays: list them under `plays:`")
 			return
 		}
-		if plays.kind != listNode {
-			ld.errorf(plays.pos, "plays must be a list, not %s", plays.kindName())
+		if plays.Kind != ytree.List {
+			ld.errorf(plays.Pos, "plays must be a list, not %s", plays.KindName())
 			return
 		}
 	default:
-		ld.errorf(root.pos, "a playbook must be a mapping {name, version, requires, plays} or a list of plays, not %s", root.kindName())
+		ld.errorf(root.Pos, "a playbook must be a mapping {name, version, requires, plays} or a list of plays, not %s", root.KindName())
 		return
 	}
 	if top && pb.Name == "" {
 		pb.Name = playbookName(src)
 	}
-	for _, pn := range plays.list {
+	for _, pn := range plays.List {
 		if ctx.Err() != nil {
 			ld.errs = append(ld.errs, ctx.Err())
 			return
 		}
-		if pn.kind == mapNode {
-			if imp := pn.get("import_playbook"); imp != nil {
+		if pn.Kind == ytree.Map {
+			if imp := pn.Get("import_playbook"); imp != nil {
 				ld.importPlaybook(ctx, pb, pn, imp, src)
 				continue
 			}
@@ -353,11 +354,11 @@ func playbookName(src source) string {
 	return strings.TrimSuffix(strings.TrimSuffix(b, ".yaml"), ".yml")
 }
 
-func (ld *loader) checkRequire(prog string, n *node) {
+func (ld *loader) checkRequire(prog string, n *ytree.Node) {
 	c := scalarString(n)
 	cons, err := semver.NewConstraint(c)
 	if err != nil {
-		ld.errorf(n.pos, "requires %s: %q is not a version constraint such as \">=0.1.0\": %v", prog, c, err)
+		ld.errorf(n.Pos, "requires %s: %q is not a version constraint such as \">=0.1.0\": %v", prog, c, err)
 		return
 	}
 	if prog != "kubexm" || ld.opts.Version == "" {
@@ -365,7 +366,7 @@ func (ld *loader) checkRequire(prog string, n *node) {
 	}
 	v, err := semver.NewVersion(strings.TrimPrefix(ld.opts.Version, "v"))
 	if err != nil {
-		ld.errorf(n.pos, "requires kubexm %s, but this kubexm's version %q is not a semantic version", c, ld.opts.Version)
+		ld.errorf(n.Pos, "requires kubexm %s, but this kubexm's version %q is not a semantic version", c, ld.opts.Version)
 		return
 	}
 	if ok, reasons := cons.Validate(v); !ok {
@@ -373,19 +374,19 @@ func (ld *loader) checkRequire(prog string, n *node) {
 		if len(reasons) > 0 {
 			msg = ": " + reasons[0].Error()
 		}
-		ld.errorf(n.pos, "this playbook requires kubexm %s, but this is kubexm %s%s; use a matching kubexm or the playbook version made for it", c, ld.opts.Version, msg)
+		ld.errorf(n.Pos, "this playbook requires kubexm %s, but this is kubexm %s%s; use a matching kubexm or the playbook version made for it", c, ld.opts.Version, msg)
 	}
 }
 
-func (ld *loader) importPlaybook(ctx context.Context, pb *Playbook, pn, imp *node, from source) {
-	for _, k := range pn.keys {
-		if ks := k.keyString(); ks != "import_playbook" && ks != "name" {
-			ld.errorf(k.pos, "import_playbook takes no other key than name, got %q", ks)
+func (ld *loader) importPlaybook(ctx context.Context, pb *Playbook, pn, imp *ytree.Node, from source) {
+	for _, k := range pn.Keys {
+		if ks := k.KeyString(); ks != "import_playbook" && ks != "name" {
+			ld.errorf(k.Pos, "import_playbook takes no other key than name, got %q", ks)
 		}
 	}
-	ref, ok := imp.str()
+	ref, ok := imp.Str()
 	if !ok || ref == "" {
-		ld.errorf(imp.pos, "import_playbook needs a playbook path or name")
+		ld.errorf(imp.Pos, "import_playbook needs a playbook path or name")
 		return
 	}
 	var target source
@@ -402,7 +403,7 @@ func (ld *loader) importPlaybook(ctx context.Context, pb *Playbook, pn, imp *nod
 		}
 	}
 	if !found {
-		ld.errorf(imp.pos, "import_playbook %q: not found beside %s nor among the built-in playbooks", ref, from)
+		ld.errorf(imp.Pos, "import_playbook %q: not found beside %s nor among the built-in playbooks", ref, from)
 		return
 	}
 	ld.loadPlaybookFile(ctx, pb, target, false)
@@ -431,7 +432,7 @@ func underRoles(p string) (string, bool) {
 	return "", false
 }
 
-func (ld *loader) varsFiles(list *node, src source, key string) varList {
+func (ld *loader) varsFiles(list *ytree.Node, src source, key string) varList {
 	if list == nil {
 		return nil
 	}
@@ -450,8 +451,8 @@ func (ld *loader) varsFiles(list *node, src source, key string) varList {
 		if !ok {
 			continue
 		}
-		if n.kind != mapNode && !(n.kind == scalarNode && n.scalar == nil) {
-			ld.errorf(n.pos, "a file of %s must be a mapping of variable names to values", key)
+		if n.Kind != ytree.Map && !n.IsNull() {
+			ld.errorf(n.Pos, "a file of %s must be a mapping of variable names to values", key)
 			continue
 		}
 		out = append(out, ld.varsNode(n)...)
@@ -459,14 +460,14 @@ func (ld *loader) varsFiles(list *node, src source, key string) varList {
 	return out
 }
 
-func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
-	if pn.kind != mapNode {
-		ld.errorf(pn.pos, "a play must be a mapping with hosts and tasks, not %s", pn.kindName())
+func (ld *loader) parsePlay(pn *ytree.Node, src source, headerVars varList) *Play {
+	if pn.Kind != ytree.Map {
+		ld.errorf(pn.Pos, "a play must be a mapping with hosts and tasks, not %s", pn.KindName())
 		return nil
 	}
-	name, _ := pn.get("name").str()
-	for _, k := range pn.keys {
-		if ks := k.keyString(); !playKeys[ks] {
+	name, _ := pn.Get("name").Str()
+	for _, k := range pn.Keys {
+		if ks := k.KeyString(); !playKeys[ks] {
 			hint := ansibleHint(ks)
 			if hint == "" {
 				hint = didYouMean(ks, keysOf(playKeys))
@@ -474,139 +475,139 @@ func (ld *loader) parsePlay(pn *node, src source, headerVars varList) *Play {
 			if _, isTask := taskKeys[ks]; isTask || ld.opts.Builtins[ks] != nil {
 				hint = "; tasks go under tasks:"
 			}
-			ld.errorf(k.pos, "play %q: unknown play key %q%s", name, ks, hint)
+			ld.errorf(k.Pos, "play %q: unknown play key %q%s", name, ks, hint)
 		}
 	}
-	p := &Play{Name: name, Pos: pn.pos, src: src, MaxFailPercentage: -1, Strategy: "linear"}
+	p := &Play{Name: name, Pos: pn.Pos, src: src, MaxFailPercentage: -1, Strategy: "linear"}
 	ld.play = p
 	ld.handlerRoles = map[string]bool{}
 	ld.seenRoles = map[string]bool{}
-	hn := pn.get("hosts")
+	hn := pn.Get("hosts")
 	switch {
 	case hn == nil:
-		ld.errorf(pn.pos, "play %q has no hosts", name)
-	case hn.kind == listNode:
+		ld.errorf(pn.Pos, "play %q has no hosts", name)
+	case hn.Kind == ytree.List:
 		var parts []string
-		for _, e := range hn.list {
-			s, ok := e.str()
+		for _, e := range hn.List {
+			s, ok := e.Str()
 			if !ok {
-				ld.errorf(e.pos, "hosts entries must be strings")
+				ld.errorf(e.Pos, "hosts entries must be strings")
 			}
 			parts = append(parts, s)
 		}
 		p.Hosts = strings.Join(parts, ":")
 	default:
-		s, ok := hn.str()
+		s, ok := hn.Str()
 		if !ok || strings.TrimSpace(s) == "" {
-			ld.errorf(hn.pos, "hosts must be a pattern such as \"all\", \"etcd\" or \"masters:&workers\"")
+			ld.errorf(hn.Pos, "hosts must be a pattern such as \"all\", \"etcd\" or \"masters:&workers\"")
 		}
 		p.Hosts = s
 	}
 	if err := checkPattern(p.Hosts); err != nil && hn != nil {
-		ld.errorf(hn.pos, "hosts: %v", err)
+		ld.errorf(hn.Pos, "hosts: %v", err)
 	}
 	if p.Name == "" {
 		// As in Ansible, an unnamed play is called by its host pattern.
 		p.Name = p.Hosts
 	}
-	p.Vars = append(append(varList{}, headerVars...), ld.varsNode(pn.get("vars"))...)
-	p.Vars = append(p.Vars, ld.varsFiles(pn.get("vars_files"), src, "vars_files")...)
-	p.Tags = ld.tags(pn.get("tags"))
+	p.Vars = append(append(varList{}, headerVars...), ld.varsNode(pn.Get("vars"))...)
+	p.Vars = append(p.Vars, ld.varsFiles(pn.Get("vars_files"), src, "vars_files")...)
+	p.Tags = ld.tags(pn.Get("tags"))
 	for _, t := range ld.hookTags {
 		if !slices.Contains(p.Tags, t) {
 			p.Tags = append(p.Tags, t)
 		}
 	}
-	if ph := pn.get("phase"); ph != nil {
+	if ph := pn.Get("phase"); ph != nil {
 		p.Phase = scalarString(ph)
 		if !phaseRe.MatchString(p.Phase) {
-			ld.errorf(ph.pos, "phase %q is not a phase name (lowercase letters, digits, - and _), such as os or control-plane", p.Phase)
+			ld.errorf(ph.Pos, "phase %q is not a phase name (lowercase letters, digits, - and _), such as os or control-plane", p.Phase)
 		}
 	}
-	p.When = ld.conds(pn.get("when"), "")
-	p.Become = ld.boolField(pn.get("become"), "become")
-	p.AnyErrorsFatal = ld.boolField(pn.get("any_errors_fatal"), "any_errors_fatal")
-	p.ForceHandlers = ld.boolField(pn.get("force_handlers"), "force_handlers")
-	if c := pn.get("connection"); c != nil {
+	p.When = ld.conds(pn.Get("when"), "")
+	p.Become = ld.boolField(pn.Get("become"), "become")
+	p.AnyErrorsFatal = ld.boolField(pn.Get("any_errors_fatal"), "any_errors_fatal")
+	p.ForceHandlers = ld.boolField(pn.Get("force_handlers"), "force_handlers")
+	if c := pn.Get("connection"); c != nil {
 		switch p.Connection = scalarString(c); p.Connection {
 		case "local", "ssh":
 		default:
-			ld.errorf(c.pos, "connection must be local (run on the control machine) or ssh, not %q; the inventory says how each host is reached otherwise", p.Connection)
+			ld.errorf(c.Pos, "connection must be local (run on the control machine) or ssh, not %q; the inventory says how each host is reached otherwise", p.Connection)
 		}
 	}
-	p.GatherFacts = ld.boolField(pn.get("gather_facts"), "gather_facts")
+	p.GatherFacts = ld.boolField(pn.Get("gather_facts"), "gather_facts")
 	if p.GatherFacts && ld.opts.Builtins["setup"] == nil {
-		ld.errorf(pn.get("gather_facts").pos, "gather_facts needs the setup builtin, and none is registered")
+		ld.errorf(pn.Get("gather_facts").Pos, "gather_facts needs the setup builtin, and none is registered")
 	}
-	if s := pn.get("strategy"); s != nil {
-		v, _ := s.str()
+	if s := pn.Get("strategy"); s != nil {
+		v, _ := s.Str()
 		// A template is rendered when the play starts, with its variables.
 		if !ld.checkTemplates(s, "") {
 			if err := checkStrategy(v); err != nil {
-				ld.errorf(s.pos, "%v", err)
+				ld.errorf(s.Pos, "%v", err)
 			}
 		}
 		p.Strategy = v
 	}
-	if m := pn.get("max_fail_percentage"); m != nil {
-		f, err := percent(m.value())
+	if m := pn.Get("max_fail_percentage"); m != nil {
+		f, err := percent(m.Value())
 		if err != nil {
-			ld.errorf(m.pos, "max_fail_percentage: %v", err)
+			ld.errorf(m.Pos, "max_fail_percentage: %v", err)
 		}
 		p.MaxFailPercentage = f
 	}
-	if s := pn.get("serial"); s != nil {
-		vals := []*node{s}
-		if s.kind == listNode {
-			vals = s.list
+	if s := pn.Get("serial"); s != nil {
+		vals := []*ytree.Node{s}
+		if s.Kind == ytree.List {
+			vals = s.List
 		}
 		for _, v := range vals {
 			// A template is rendered when the play starts (serialSizes).
-			if t, ok := v.value().(string); ok && strings.Contains(t, "{{") {
+			if t, ok := v.Value().(string); ok && strings.Contains(t, "{{") {
 				p.Serial = append(p.Serial, t)
 				continue
 			}
-			if _, err := batchSize(v.value(), 100); err != nil {
-				ld.errorf(v.pos, "serial: %v", err)
+			if _, err := batchSize(v.Value(), 100); err != nil {
+				ld.errorf(v.Pos, "serial: %v", err)
 				continue
 			}
-			p.Serial = append(p.Serial, v.value())
+			p.Serial = append(p.Serial, v.Value())
 		}
 	}
 	// What every task of the play inherits, as from a block around them.
 	base := &Task{Tags: p.Tags, When: p.When, Become: p.Become}
-	base.IgnoreErrs = ld.boolField(pn.get("ignore_errors"), "ignore_errors")
-	base.NoLog = ld.boolField(pn.get("no_log"), "no_log")
-	if c := pn.get("check_mode"); c != nil {
+	base.IgnoreErrs = ld.boolField(pn.Get("ignore_errors"), "ignore_errors")
+	base.NoLog = ld.boolField(pn.Get("no_log"), "no_log")
+	if c := pn.Get("check_mode"); c != nil {
 		v := ld.boolField(c, "check_mode")
 		base.CheckMode = &v
 	}
-	if e := pn.get("environment"); e != nil {
-		if e.kind != mapNode {
-			ld.errorf(e.pos, "environment must be a mapping of variable names to values")
+	if e := pn.Get("environment"); e != nil {
+		if e.Kind != ytree.Map {
+			ld.errorf(e.Pos, "environment must be a mapping of variable names to values")
 		} else {
-			base.Environment = e.value().(map[string]any)
+			base.Environment = e.Value().(map[string]any)
 			ld.checkTemplates(e, "")
 		}
 	}
 	ctxt := taskCtx{src: src, parent: base, play: p}
-	p.PreTasks = ld.taskList(pn.get("pre_tasks"), ctxt, "pre_tasks")
-	if rn := pn.get("roles"); rn != nil {
-		if rn.kind != listNode {
-			ld.errorf(rn.pos, "roles must be a list")
+	p.PreTasks = ld.taskList(pn.Get("pre_tasks"), ctxt, "pre_tasks")
+	if rn := pn.Get("roles"); rn != nil {
+		if rn.Kind != ytree.List {
+			ld.errorf(rn.Pos, "roles must be a list")
 		} else {
-			for _, r := range rn.list {
+			for _, r := range rn.List {
 				if t := ld.roleRef(r, ctxt); t != nil {
 					p.Roles = append(p.Roles, t)
 				}
 			}
 		}
 	}
-	p.Tasks = ld.taskList(pn.get("tasks"), ctxt, "tasks")
-	p.PostTasks = ld.taskList(pn.get("post_tasks"), ctxt, "post_tasks")
+	p.Tasks = ld.taskList(pn.Get("tasks"), ctxt, "tasks")
+	p.PostTasks = ld.taskList(pn.Get("post_tasks"), ctxt, "post_tasks")
 	hctx := ctxt
 	hctx.handler = true
-	p.Handlers = append(ld.taskList(pn.get("handlers"), hctx, "handlers"), p.Handlers...)
+	p.Handlers = append(ld.taskList(pn.Get("handlers"), hctx, "handlers"), p.Handlers...)
 	ld.checkNotify(p)
 	return p
 }
@@ -707,24 +708,24 @@ func (ld *loader) templateRefs(v any, refs []string) []string {
 	return appendTemplateRefs(ld.ev.Refs, v, refs)
 }
 
-func (ld *loader) varsNode(n *node) varList {
-	if n == nil || (n.kind == scalarNode && n.scalar == nil) {
+func (ld *loader) varsNode(n *ytree.Node) varList {
+	if n.IsNull() {
 		return nil
 	}
-	if n.kind != mapNode {
-		ld.errorf(n.pos, "vars must be a mapping, not %s", n.kindName())
+	if n.Kind != ytree.Map {
+		ld.errorf(n.Pos, "vars must be a mapping, not %s", n.KindName())
 		return nil
 	}
 	var out varList
-	for i, k := range n.keys {
-		name := k.keyString()
+	for i, k := range n.Keys {
+		name := k.KeyString()
 		if !identRe.MatchString(name) {
-			ld.errorf(k.pos, "variable name %q is not an identifier (letters, digits, _)", name)
+			ld.errorf(k.Pos, "variable name %q is not an identifier (letters, digits, _)", name)
 			continue
 		}
-		v := n.vals[i].value()
-		tmpl := ld.checkTemplates(n.vals[i], "")
-		d := varDef{name: name, val: v, pos: k.pos, template: tmpl}
+		v := n.Vals[i].Value()
+		tmpl := ld.checkTemplates(n.Vals[i], "")
+		d := varDef{name: name, val: v, pos: k.Pos, template: tmpl}
 		if tmpl {
 			d.refs = ld.templateRefs(v, nil)
 		}
@@ -735,58 +736,58 @@ func (ld *loader) varsNode(n *node) varList {
 
 // checkTemplates checks the syntax of every {{ }} under n and reports whether
 // there was any.
-func (ld *loader) checkTemplates(n *node, task string) bool {
+func (ld *loader) checkTemplates(n *ytree.Node, task string) bool {
 	if n == nil {
 		return false
 	}
-	switch n.kind {
-	case mapNode:
+	switch n.Kind {
+	case ytree.Map:
 		any := false
-		for _, v := range n.vals {
+		for _, v := range n.Vals {
 			if ld.checkTemplates(v, task) {
 				any = true
 			}
 		}
 		return any
-	case listNode:
+	case ytree.List:
 		any := false
-		for _, v := range n.list {
+		for _, v := range n.List {
 			if ld.checkTemplates(v, task) {
 				any = true
 			}
 		}
 		return any
 	}
-	s, ok := n.str()
+	s, ok := n.Str()
 	if !ok || !strings.Contains(s, "{") {
 		return false
 	}
 	if err := ld.ev.CheckTemplate(s); err != nil {
-		ld.taskErrorf(n.pos, task, "%v", err)
+		ld.taskErrorf(n.Pos, task, "%v", err)
 	}
 	return strings.Contains(s, "{{")
 }
 
-func (ld *loader) stringList(n *node, what string) []cond {
+func (ld *loader) stringList(n *ytree.Node, what string) []cond {
 	if n == nil {
 		return nil
 	}
-	vals := []*node{n}
-	if n.kind == listNode {
-		vals = n.list
+	vals := []*ytree.Node{n}
+	if n.Kind == ytree.List {
+		vals = n.List
 	}
 	var out []cond
 	for _, v := range vals {
-		if v.kind != scalarNode || v.scalar == nil {
-			ld.errorf(v.pos, "%s: expected a string or a list of strings, got %s", what, v.kindName())
+		if v.Kind != ytree.Scalar || v.Scalar == nil {
+			ld.errorf(v.Pos, "%s: expected a string or a list of strings, got %s", what, v.KindName())
 			continue
 		}
-		out = append(out, cond{expr: scalarString(v), pos: v.pos})
+		out = append(out, cond{expr: scalarString(v), pos: v.Pos})
 	}
 	return out
 }
 
-func (ld *loader) tags(n *node) []string {
+func (ld *loader) tags(n *ytree.Node) []string {
 	var out []string
 	for _, c := range ld.stringList(n, "tags") {
 		for _, t := range strings.Split(c.expr, ",") {
@@ -801,7 +802,7 @@ func (ld *loader) tags(n *node) []string {
 // conds reads when/changed_when/failed_when: an expression, a list of them
 // (all must hold) or a boolean. task names the task in errors ("" for a
 // play's when).
-func (ld *loader) conds(n *node, task string) []cond {
+func (ld *loader) conds(n *ytree.Node, task string) []cond {
 	out := ld.stringList(n, "condition")
 	for _, c := range out {
 		if strings.Contains(c.expr, "{{") {
@@ -815,29 +816,29 @@ func (ld *loader) conds(n *node, task string) []cond {
 	return out
 }
 
-func (ld *loader) boolField(n *node, what string) bool {
+func (ld *loader) boolField(n *ytree.Node, what string) bool {
 	if n == nil {
 		return false
 	}
-	b, err := step.ToBool(n.value())
-	if err != nil || n.kind != scalarNode {
-		ld.errorf(n.pos, "%s must be true or false, not %s", what, scalarString(n))
+	b, err := step.ToBool(n.Value())
+	if err != nil || n.Kind != ytree.Scalar {
+		ld.errorf(n.Pos, "%s must be true or false, not %s", what, scalarString(n))
 	}
 	return b
 }
 
-func scalarString(n *node) string {
+func scalarString(n *ytree.Node) string {
 	if n == nil {
 		return ""
 	}
-	if n.kind != scalarNode {
-		return n.kindName()
+	if n.Kind != ytree.Scalar {
+		return n.KindName()
 	}
-	if n.scalar == nil {
+	if n.Scalar == nil {
 		return ""
 	}
-	if s, ok := n.scalar.(string); ok {
+	if s, ok := n.Scalar.(string); ok {
 		return s
 	}
-	return fmt.Sprint(n.scalar)
+	return fmt.Sprint(n.Scalar)
 }

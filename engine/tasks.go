@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/internal/ytree"
 )
 
 // taskCtx is what a task list inherits from where it is written.
@@ -46,16 +47,16 @@ var engineActions = map[string]bool{
 
 var metaActions = map[string]bool{"flush_handlers": true, "end_play": true, "end_host": true, "clear_facts": true, "noop": true}
 
-func (ld *loader) taskList(n *node, ctx taskCtx, what string) []*Task {
-	if n == nil || (n.kind == scalarNode && n.scalar == nil) {
+func (ld *loader) taskList(n *ytree.Node, ctx taskCtx, what string) []*Task {
+	if n.IsNull() {
 		return nil
 	}
-	if n.kind != listNode {
-		ld.errorf(n.pos, "%s must be a list of tasks, not %s", what, n.kindName())
+	if n.Kind != ytree.List {
+		ld.errorf(n.Pos, "%s must be a list of tasks, not %s", what, n.KindName())
 		return nil
 	}
 	var out []*Task
-	for _, tn := range n.list {
+	for _, tn := range n.List {
 		if t := ld.task(tn, ctx); t != nil {
 			out = append(out, t)
 		}
@@ -63,45 +64,45 @@ func (ld *loader) taskList(n *node, ctx taskCtx, what string) []*Task {
 	return out
 }
 
-func (ld *loader) task(n *node, ctx taskCtx) *Task {
-	if n.kind != mapNode {
-		ld.errorf(n.pos, "a task must be a mapping such as {name: ..., command: ...}, not %s", n.kindName())
+func (ld *loader) task(n *ytree.Node, ctx taskCtx) *Task {
+	if n.Kind != ytree.Map {
+		ld.errorf(n.Pos, "a task must be a mapping such as {name: ..., command: ...}, not %s", n.KindName())
 		return nil
 	}
-	name, _ := n.get("name").str()
-	t := &Task{Name: name, Pos: n.pos, pos: n.pos.String(), Role: ctx.role, scope: ctx.scope, play: ctx.play, LoopVar: "item",
-		key: fmt.Sprintf("%s:%d:%d", ld.stable(ctx.src), n.pos.Line, n.pos.Col)}
-	var actions []*node
-	for _, k := range n.keys {
-		ks := k.keyString()
+	name, _ := n.Get("name").Str()
+	t := &Task{Name: name, Pos: n.Pos, pos: n.Pos.String(), Role: ctx.role, scope: ctx.scope, play: ctx.play, LoopVar: "item",
+		key: fmt.Sprintf("%s:%d:%d", ld.stable(ctx.src), n.Pos.Line, n.Pos.Col)}
+	var actions []*ytree.Node
+	for _, k := range n.Keys {
+		ks := k.KeyString()
 		if taskKeys[ks] {
 			if ks == "listen" && !ctx.handler {
-				ld.taskErrorf(k.pos, name, "listen is only valid on handlers")
+				ld.taskErrorf(k.Pos, name, "listen is only valid on handlers")
 			}
 			continue
 		}
 		actions = append(actions, k)
 	}
-	isBlock := n.get("block") != nil
+	isBlock := n.Get("block") != nil
 	if isBlock {
-		for _, k := range n.keys {
-			if ks := k.keyString(); !blockKeys[ks] {
+		for _, k := range n.Keys {
+			if ks := k.KeyString(); !blockKeys[ks] {
 				hint := ansibleHint(ks)
 				if hint == "" {
 					hint = didYouMean(ks, keysOf(blockKeys))
 				}
-				ld.taskErrorf(k.pos, name, "%q is not valid on a block%s", ks, hint)
+				ld.taskErrorf(k.Pos, name, "%q is not valid on a block%s", ks, hint)
 			}
 		}
 	} else {
 		for _, k := range []string{"rescue", "always"} {
-			if kn := n.get(k); kn != nil {
-				ld.taskErrorf(kn.pos, name, "%s without block", k)
+			if kn := n.Get(k); kn != nil {
+				ld.taskErrorf(kn.Pos, name, "%s without block", k)
 			}
 		}
 		switch len(actions) {
 		case 0:
-			ld.taskErrorf(n.pos, name, "no action: a task needs exactly one builtin (such as command) or block/include")
+			ld.taskErrorf(n.Pos, name, "no action: a task needs exactly one builtin (such as command) or block/include")
 			return nil
 		case 1:
 		default:
@@ -110,13 +111,13 @@ func (ld *loader) task(n *node, ctx taskCtx) *Task {
 			// calling it a second action.
 			unknown := false
 			for _, a := range actions {
-				ks := a.keyString()
+				ks := a.KeyString()
 				if _, ok := ld.opts.Builtins[ks]; !ok && !engineActions[ks] {
 					hint := ansibleHint(ks)
 					if hint == "" {
 						hint = didYouMean(ks, append(keysOf(taskKeys), keysOf(ld.opts.Builtins)...))
 					}
-					ld.taskErrorf(a.pos, name, "unknown task key or builtin %q%s", ks, hint)
+					ld.taskErrorf(a.Pos, name, "unknown task key or builtin %q%s", ks, hint)
 					unknown = true
 				}
 			}
@@ -125,9 +126,9 @@ func (ld *loader) task(n *node, ctx taskCtx) *Task {
 			}
 			var names []string
 			for _, a := range actions {
-				names = append(names, a.keyString())
+				names = append(names, a.KeyString())
 			}
-			ld.taskErrorf(actions[1].pos, name, "several actions (%s): a task runs exactly one; split it into several tasks", strings.Join(names, ", "))
+			ld.taskErrorf(actions[1].Pos, name, "several actions (%s): a task runs exactly one; split it into several tasks", strings.Join(names, ", "))
 			return nil
 		}
 	}
@@ -137,7 +138,7 @@ func (ld *loader) task(n *node, ctx taskCtx) *Task {
 	if len(t.Vars) > 0 {
 		// As in Ansible, vars: on an include or import are include
 		// parameters, above set_fact; on a block they are block vars.
-		if len(actions) == 1 && actions[0].keyString() != "meta" && engineActions[actions[0].keyString()] {
+		if len(actions) == 1 && actions[0].KeyString() != "meta" && engineActions[actions[0].KeyString()] {
 			child.scope = &scope{parent: ctx.scope, params: t.Vars}
 		} else {
 			child.scope = &scope{parent: ctx.scope, vars: t.Vars}
@@ -148,15 +149,15 @@ func (ld *loader) task(n *node, ctx taskCtx) *Task {
 		if t.Name == "" {
 			t.Name = "block"
 		}
-		t.Block = ld.taskList(n.get("block"), child, "block")
-		t.Rescue = ld.taskList(n.get("rescue"), child, "rescue")
-		t.Always = ld.taskList(n.get("always"), child, "always")
+		t.Block = ld.taskList(n.Get("block"), child, "block")
+		t.Rescue = ld.taskList(n.Get("rescue"), child, "rescue")
+		t.Always = ld.taskList(n.Get("always"), child, "always")
 		t.Vars = nil // moved into the children's scope
 		return t
 	}
 	an := actions[0]
-	action := an.keyString()
-	val := n.get(action)
+	action := an.KeyString()
+	val := n.Get(action)
 	if engineActions[action] {
 		return ld.engineTask(t, n, action, val, ctx, child)
 	}
@@ -166,85 +167,85 @@ func (ld *loader) task(n *node, ctx taskCtx) *Task {
 		if hint == "" {
 			hint = didYouMean(action, append(keysOf(ld.opts.Builtins), keysOf(taskKeys)...))
 		}
-		ld.taskErrorf(an.pos, name, "unknown builtin or keyword %q%s", action, hint)
+		ld.taskErrorf(an.Pos, name, "unknown builtin or keyword %q%s", action, hint)
 		return nil
 	}
 	t.Kind, t.Action, t.impl, t.spec = KindAction, action, b, b.Spec()
 	if t.Name == "" {
 		t.Name = action
 	}
-	t.Args = ld.actionArgs(t, val, n.get("args"))
+	t.Args = ld.actionArgs(t, val, n.Get("args"))
 	return t
 }
 
 // taskCommon reads the keywords every task kind shares and applies what the
 // task inherits from its parent.
-func (ld *loader) taskCommon(t *Task, n *node, ctx taskCtx) {
+func (ld *loader) taskCommon(t *Task, n *ytree.Node, ctx taskCtx) {
 	p := ctx.parent
 	name := t.Name
-	t.When = append(slices.Clone(p.When), ld.conds(n.get("when"), name)...)
-	t.Tags = mergeTags(p.Tags, ld.tags(n.get("tags")))
+	t.When = append(slices.Clone(p.When), ld.conds(n.Get("when"), name)...)
+	t.Tags = mergeTags(p.Tags, ld.tags(n.Get("tags")))
 	t.Become = p.Become
-	if b := n.get("become"); b != nil {
+	if b := n.Get("become"); b != nil {
 		t.Become = ld.boolField(b, "become")
 	}
 	t.NoLog = p.NoLog
-	if b := n.get("no_log"); b != nil {
+	if b := n.Get("no_log"); b != nil {
 		t.NoLog = ld.boolField(b, "no_log")
 	}
 	t.CheckMode = p.CheckMode
-	if b := n.get("check_mode"); b != nil {
+	if b := n.Get("check_mode"); b != nil {
 		v := ld.boolField(b, "check_mode")
 		t.CheckMode = &v
 	}
 	t.IgnoreErrs = p.IgnoreErrs
-	if b := n.get("ignore_errors"); b != nil {
+	if b := n.Get("ignore_errors"); b != nil {
 		t.IgnoreErrs = ld.boolField(b, "ignore_errors")
 	}
 	t.RunOnce = p.RunOnce
-	if b := n.get("run_once"); b != nil {
+	if b := n.Get("run_once"); b != nil {
 		t.RunOnce = ld.boolField(b, "run_once")
 	}
 	t.DelegateTo = p.DelegateTo
-	if d := n.get("delegate_to"); d != nil {
-		s, ok := d.str()
+	if d := n.Get("delegate_to"); d != nil {
+		s, ok := d.Str()
 		if !ok || s == "" {
-			ld.taskErrorf(d.pos, name, "delegate_to needs a host name")
+			ld.taskErrorf(d.Pos, name, "delegate_to needs a host name")
 		}
 		ld.checkTemplates(d, name)
 		t.DelegateTo = s
 	}
 	t.Timeout = p.Timeout
-	if d := n.get("timeout"); d != nil {
-		dur, err := step.ToDuration(d.value())
+	if d := n.Get("timeout"); d != nil {
+		dur, err := step.ToDuration(d.Value())
 		if err != nil || dur < 0 {
-			ld.taskErrorf(d.pos, name, "timeout: %v", err)
+			ld.taskErrorf(d.Pos, name, "timeout: %v", err)
 		}
 		t.Timeout = dur
 	}
 	t.Environment = maps.Clone(p.Environment)
-	if e := n.get("environment"); e != nil {
-		if e.kind != mapNode {
-			ld.taskErrorf(e.pos, name, "environment must be a mapping of variable names to values")
+	if e := n.Get("environment"); e != nil {
+		if e.Kind != ytree.Map {
+			ld.taskErrorf(e.Pos, name, "environment must be a mapping of variable names to values")
 		} else {
 			if t.Environment == nil {
 				t.Environment = map[string]any{}
 			}
-			maps.Copy(t.Environment, e.value().(map[string]any))
+			maps.Copy(t.Environment, e.Value().(map[string]any))
 			ld.checkTemplates(e, name)
 		}
 	}
-	t.Vars = ld.varsNode(n.get("vars"))
-	if r := n.get("register"); r != nil {
-		s, _ := r.str()
+	t.Vars = ld.varsNode(n.Get("vars"))
+	if r := n.Get("register"); r != nil {
+		s, _ := r.Str()
 		if !identRe.MatchString(s) {
-			ld.taskErrorf(r.pos, name, "register needs a variable name (letters, digits, _), got %q", scalarString(r))
+			ld.taskErrorf(r.Pos, name, "register needs a variable name (letters, digits, _), got %q", scalarString(r))
 		}
 		t.Register = s
 	}
-	t.ChangedWhen = ld.conds(n.get("changed_when"), name)
-	t.FailedWhen = ld.conds(n.get("failed_when"), name)
-	if u := n.get("until"); u != nil {
+	t.ChangedWhen = ld.conds(n.Get("changed_when"), name)
+	t.FailedWhen = ld.conds(n.Get("failed_when"), name)
+	if u := n.Get("until"); u != nil {
 		if cs := ld.conds(u, name); len(cs) > 0 {
 			c := cs[0]
 			if len(cs) > 1 {
@@ -257,73 +258,73 @@ func (ld *loader) taskCommon(t *Task, n *node, ctx taskCtx) {
 			t.Until = &c
 		}
 	}
-	if r := n.get("retries"); r != nil {
-		v, err := step.ToInt(r.value())
+	if r := n.Get("retries"); r != nil {
+		v, err := step.ToInt(r.Value())
 		if err != nil || v < 0 {
-			ld.taskErrorf(r.pos, name, "retries must be a whole number ≥ 0")
+			ld.taskErrorf(r.Pos, name, "retries must be a whole number ≥ 0")
 		}
 		t.Retries = v
 	}
-	if t.Until != nil && n.get("retries") == nil {
+	if t.Until != nil && n.Get("retries") == nil {
 		t.Retries = 3
 	}
 	t.Delay = defaultDelay
-	if d := n.get("delay"); d != nil {
-		dur, err := step.ToDuration(d.value())
+	if d := n.Get("delay"); d != nil {
+		dur, err := step.ToDuration(d.Value())
 		if err != nil || dur < 0 {
-			ld.taskErrorf(d.pos, name, "delay: %v", err)
+			ld.taskErrorf(d.Pos, name, "delay: %v", err)
 		}
 		t.Delay = dur
 	}
-	if l := n.get("loop"); l != nil {
+	if l := n.Get("loop"); l != nil {
 		t.HasLoop = true
-		t.Loop = l.value()
-		switch l.kind {
-		case listNode:
+		t.Loop = l.Value()
+		switch l.Kind {
+		case ytree.List:
 			ld.checkTemplates(l, name)
-		case scalarNode:
-			s, ok := l.str()
+		case ytree.Scalar:
+			s, ok := l.Str()
 			if !ok || !strings.Contains(s, "{{") {
-				ld.taskErrorf(l.pos, name, "loop needs a list, or a template giving one such as \"{{ .groups.etcd }}\"")
+				ld.taskErrorf(l.Pos, name, "loop needs a list, or a template giving one such as \"{{ .groups.etcd }}\"")
 			}
 			ld.checkTemplates(l, name)
 		default:
-			ld.taskErrorf(l.pos, name, "loop needs a list, not %s", l.kindName())
+			ld.taskErrorf(l.Pos, name, "loop needs a list, not %s", l.KindName())
 		}
 	}
-	if lc := n.get("loop_control"); lc != nil {
-		if lc.kind != mapNode {
-			ld.taskErrorf(lc.pos, name, "loop_control must be a mapping")
+	if lc := n.Get("loop_control"); lc != nil {
+		if lc.Kind != ytree.Map {
+			ld.taskErrorf(lc.Pos, name, "loop_control must be a mapping")
 		} else {
-			for i, k := range lc.keys {
-				v, _ := lc.vals[i].str()
-				switch k.keyString() {
+			for i, k := range lc.Keys {
+				v, _ := lc.Vals[i].Str()
+				switch k.KeyString() {
 				case "loop_var":
 					if !identRe.MatchString(v) {
-						ld.taskErrorf(lc.vals[i].pos, name, "loop_var needs a variable name")
+						ld.taskErrorf(lc.Vals[i].Pos, name, "loop_var needs a variable name")
 					}
 					t.LoopVar = v
 				case "index_var":
 					if !identRe.MatchString(v) {
-						ld.taskErrorf(lc.vals[i].pos, name, "index_var needs a variable name")
+						ld.taskErrorf(lc.Vals[i].Pos, name, "index_var needs a variable name")
 					}
 					t.IndexVar = v
 				case "label":
 					t.Label = v
-					ld.checkTemplates(lc.vals[i], name)
+					ld.checkTemplates(lc.Vals[i], name)
 				default:
-					ld.taskErrorf(k.pos, name, "unknown loop_control key %q%s", k.keyString(), didYouMean(k.keyString(), []string{"loop_var", "index_var", "label"}))
+					ld.taskErrorf(k.Pos, name, "unknown loop_control key %q%s", k.KeyString(), didYouMean(k.KeyString(), []string{"loop_var", "index_var", "label"}))
 				}
 			}
 		}
 		if !t.HasLoop {
-			ld.taskErrorf(lc.pos, name, "loop_control without loop")
+			ld.taskErrorf(lc.Pos, name, "loop_control without loop")
 		}
 	}
-	for _, c := range ld.stringList(n.get("notify"), "notify") {
+	for _, c := range ld.stringList(n.Get("notify"), "notify") {
 		t.Notify = append(t.Notify, c.expr)
 	}
-	for _, c := range ld.stringList(n.get("listen"), "listen") {
+	for _, c := range ld.stringList(n.Get("listen"), "listen") {
 		t.Listen = append(t.Listen, c.expr)
 	}
 }
@@ -345,36 +346,36 @@ func mergeTags(parent, own []string) []string {
 
 // actionArgs turns the value of a builtin key (a mapping, or a string for a
 // free-form builtin) plus `args:` into checked arguments with defaults.
-func (ld *loader) actionArgs(t *Task, val, extra *node) map[string]any {
+func (ld *loader) actionArgs(t *Task, val, extra *ytree.Node) map[string]any {
 	spec := t.spec
 	args := map[string]any{}
 	argPos := map[string]Pos{}
-	add := func(m *node) {
-		for i, k := range m.keys {
-			args[k.keyString()] = m.vals[i].value()
-			argPos[k.keyString()] = k.pos
-			ld.checkTemplates(m.vals[i], t.Name)
+	add := func(m *ytree.Node) {
+		for i, k := range m.Keys {
+			args[k.KeyString()] = m.Vals[i].Value()
+			argPos[k.KeyString()] = k.Pos
+			ld.checkTemplates(m.Vals[i], t.Name)
 		}
 	}
 	switch {
-	case val == nil || (val.kind == scalarNode && val.scalar == nil):
-	case val.kind == mapNode:
+	case val.IsNull():
+	case val.Kind == ytree.Map:
 		add(val)
-	case val.kind == scalarNode && spec.FreeForm != "":
-		args[spec.FreeForm] = val.value()
-		argPos[spec.FreeForm] = val.pos
+	case val.Kind == ytree.Scalar && spec.FreeForm != "":
+		args[spec.FreeForm] = val.Value()
+		argPos[spec.FreeForm] = val.Pos
 		ld.checkTemplates(val, t.Name)
 	default:
 		hint := ""
 		if len(spec.Args) > 0 {
 			hint = fmt.Sprintf("; write its arguments as a mapping, e.g. %s: {%s: ...}", t.Action, spec.Args[0].Name)
 		}
-		ld.taskErrorf(val.pos, t.Name, "%s takes a mapping of arguments, not %s%s", t.Action, val.kindName(), hint)
+		ld.taskErrorf(val.Pos, t.Name, "%s takes a mapping of arguments, not %s%s", t.Action, val.KindName(), hint)
 		return args
 	}
 	if extra != nil {
-		if extra.kind != mapNode {
-			ld.taskErrorf(extra.pos, t.Name, "args must be a mapping")
+		if extra.Kind != ytree.Map {
+			ld.taskErrorf(extra.Pos, t.Name, "args must be a mapping")
 		} else {
 			add(extra)
 		}
@@ -382,7 +383,7 @@ func (ld *loader) actionArgs(t *Task, val, extra *node) map[string]any {
 	return ld.checkArgs(t, args, argPos, val)
 }
 
-func (ld *loader) checkArgs(t *Task, args map[string]any, argPos map[string]Pos, val *node) map[string]any {
+func (ld *loader) checkArgs(t *Task, args map[string]any, argPos map[string]Pos, val *ytree.Node) map[string]any {
 	spec := t.spec
 	byName := map[string]*step.Arg{}
 	var names []string
@@ -428,7 +429,7 @@ func (ld *loader) checkArgs(t *Task, args map[string]any, argPos map[string]Pos,
 		} else if a.Required {
 			at := t.Pos
 			if val != nil {
-				at = val.pos
+				at = val.Pos
 			}
 			ld.taskErrorf(at, t.Name, "%s needs argument %s (%s)", t.Action, a.Name, a.Doc)
 		}
@@ -499,7 +500,7 @@ func typeName(v any) string {
 }
 
 // engineTask handles the actions the engine implements itself.
-func (ld *loader) engineTask(t *Task, n *node, action string, val *node, ctx, child taskCtx) *Task {
+func (ld *loader) engineTask(t *Task, n *ytree.Node, action string, val *ytree.Node, ctx, child taskCtx) *Task {
 	name := t.Name
 	static := action == "import_tasks" || action == "import_role"
 	if !static && action != "meta" {
@@ -510,13 +511,13 @@ func (ld *loader) engineTask(t *Task, n *node, action string, val *node, ctx, ch
 		child.parent = &inh
 	}
 	if static && t.HasLoop {
-		ld.taskErrorf(n.get("loop").pos, name, "%s is static and cannot loop; use %s", action, strings.Replace(action, "import", "include", 1))
+		ld.taskErrorf(n.Get("loop").Pos, name, "%s is static and cannot loop; use %s", action, strings.Replace(action, "import", "include", 1))
 	}
 	switch action {
 	case "meta":
-		s, _ := val.str()
+		s, _ := val.Str()
 		if !metaActions[s] {
-			ld.taskErrorf(val.pos, name, "meta: unknown action %q%s; one of %s", s, didYouMean(s, keysOf(metaActions)), strings.Join(keysOf(metaActions), ", "))
+			ld.taskErrorf(val.Pos, name, "meta: unknown action %q%s; one of %s", s, didYouMean(s, keysOf(metaActions)), strings.Join(keysOf(metaActions), ", "))
 		}
 		t.Kind, t.Action = KindMeta, s
 		if t.Name == "" {
@@ -526,7 +527,7 @@ func (ld *loader) engineTask(t *Task, n *node, action string, val *node, ctx, ch
 	case "import_tasks", "include_tasks":
 		file, vars := ld.includeArgs(val, name, "file")
 		if file == "" {
-			ld.taskErrorf(val.pos, name, "%s needs a file name", action)
+			ld.taskErrorf(val.Pos, name, "%s needs a file name", action)
 			return nil
 		}
 		if t.Name == "" {
@@ -537,42 +538,42 @@ func (ld *loader) engineTask(t *Task, n *node, action string, val *node, ctx, ch
 		}
 		if static {
 			if strings.Contains(file, "{{") {
-				ld.taskErrorf(val.pos, name, "import_tasks is static; a templated file name needs include_tasks")
+				ld.taskErrorf(val.Pos, name, "import_tasks is static; a templated file name needs include_tasks")
 				return nil
 			}
 			t.Kind, t.Implicit, t.Vars = KindBlock, true, nil
-			t.Block = ld.tasksFile(file, val.pos, child)
+			t.Block = ld.tasksFile(file, val.Pos, child)
 			return t
 		}
 		t.Kind = KindInclude
 		t.Action = action
 		t.Include = &include{file: file, vars: vars, ctx: child, opts: ld.opts, pbDir: ld.pbDir}
 		if !strings.Contains(file, "{{") {
-			t.Include.static = ld.tasksFile(file, val.pos, child)
+			t.Include.static = ld.tasksFile(file, val.Pos, child)
 		}
 		return t
 	case "import_role", "include_role":
 		role, vars := ld.includeArgs(val, name, "name")
 		tasksFrom := ""
-		if val.kind == mapNode {
-			tasksFrom, _ = val.get("tasks_from").str()
-			for _, k := range val.keys {
-				switch k.keyString() {
+		if val.Kind == ytree.Map {
+			tasksFrom, _ = val.Get("tasks_from").Str()
+			for _, k := range val.Keys {
+				switch k.KeyString() {
 				case "name", "tasks_from", "vars":
 				default:
-					ld.taskErrorf(k.pos, name, "%s: unknown key %q%s", action, k.keyString(), didYouMean(k.keyString(), []string{"name", "tasks_from", "vars"}))
+					ld.taskErrorf(k.Pos, name, "%s: unknown key %q%s", action, k.KeyString(), didYouMean(k.KeyString(), []string{"name", "tasks_from", "vars"}))
 				}
 			}
 		}
 		if role == "" {
-			ld.taskErrorf(val.pos, name, "%s needs a role name", action)
+			ld.taskErrorf(val.Pos, name, "%s needs a role name", action)
 			return nil
 		}
 		if t.Name == "" {
 			t.Name = action + ": " + role
 		}
 		if static || !strings.Contains(role, "{{") {
-			rt := ld.roleBlock(role, tasksFrom, vars, val.pos, child)
+			rt := ld.roleBlock(role, tasksFrom, vars, val.Pos, child)
 			if rt == nil {
 				return nil
 			}
@@ -592,26 +593,26 @@ func (ld *loader) engineTask(t *Task, n *node, action string, val *node, ctx, ch
 }
 
 // includeArgs reads `include_tasks: file.yaml` or `{file: ..., vars: ...}`.
-func (ld *loader) includeArgs(val *node, task, key string) (string, varList) {
-	if s, ok := val.str(); ok {
+func (ld *loader) includeArgs(val *ytree.Node, task, key string) (string, varList) {
+	if s, ok := val.Str(); ok {
 		ld.checkTemplates(val, task)
 		return s, nil
 	}
-	if val.kind != mapNode {
-		ld.taskErrorf(val.pos, task, "expected a name or a mapping with %s", key)
+	if val.Kind != ytree.Map {
+		ld.taskErrorf(val.Pos, task, "expected a name or a mapping with %s", key)
 		return "", nil
 	}
-	f := val.get(key)
+	f := val.Get(key)
 	ld.checkTemplates(f, task)
 	if key == "file" {
-		for _, k := range val.keys {
-			if ks := k.keyString(); ks != "file" && ks != "vars" {
-				ld.taskErrorf(k.pos, task, "unknown key %q; include_tasks takes file and vars", ks)
+		for _, k := range val.Keys {
+			if ks := k.KeyString(); ks != "file" && ks != "vars" {
+				ld.taskErrorf(k.Pos, task, "unknown key %q; include_tasks takes file and vars", ks)
 			}
 		}
 	}
-	s, _ := f.str()
-	return s, ld.varsNode(val.get("vars"))
+	s, _ := f.Str()
+	return s, ld.varsNode(val.Get("vars"))
 }
 
 // tasksFile loads a task file relative to the including file, then the
@@ -656,42 +657,42 @@ func (ld *loader) findTasksFile(file string, ctx taskCtx) (source, bool) {
 }
 
 // roleRef reads one entry of a play's roles: a name or {role, vars, tags, when}.
-func (ld *loader) roleRef(n *node, ctx taskCtx) *Task {
-	if s, ok := n.str(); ok {
+func (ld *loader) roleRef(n *ytree.Node, ctx taskCtx) *Task {
+	if s, ok := n.Str(); ok {
 		if ld.duplicateRole(s, "", nil) {
 			return nil
 		}
-		return ld.roleBlock(s, "", nil, n.pos, ctx)
+		return ld.roleBlock(s, "", nil, n.Pos, ctx)
 	}
-	if n.kind != mapNode {
-		ld.errorf(n.pos, "a role reference is a name or {role: name, vars: ...}, not %s", n.kindName())
+	if n.Kind != ytree.Map {
+		ld.errorf(n.Pos, "a role reference is a name or {role: name, vars: ...}, not %s", n.KindName())
 		return nil
 	}
-	rn := n.get("role")
+	rn := n.Get("role")
 	if rn == nil {
-		rn = n.get("name")
+		rn = n.Get("name")
 	}
-	name, _ := rn.str()
+	name, _ := rn.Str()
 	if name == "" {
-		ld.errorf(n.pos, "a role reference needs role: NAME")
+		ld.errorf(n.Pos, "a role reference needs role: NAME")
 		return nil
 	}
-	holder := &Task{Pos: n.pos, Name: "role " + name}
-	for _, k := range n.keys {
-		switch ks := k.keyString(); ks {
+	holder := &Task{Pos: n.Pos, Name: "role " + name}
+	for _, k := range n.Keys {
+		switch ks := k.KeyString(); ks {
 		case "role", "name", "vars", "tags", "when", "become", "tasks_from":
 		default:
-			ld.errorf(k.pos, "role %s: unknown key %q%s", name, ks, didYouMean(ks, []string{"role", "vars", "tags", "when", "become", "tasks_from"}))
+			ld.errorf(k.Pos, "role %s: unknown key %q%s", name, ks, didYouMean(ks, []string{"role", "vars", "tags", "when", "become", "tasks_from"}))
 		}
 	}
 	ld.taskCommon(holder, n, ctx)
 	sub := ctx
 	sub.parent = holder
-	tasksFrom, _ := n.get("tasks_from").str()
+	tasksFrom, _ := n.Get("tasks_from").Str()
 	if ld.duplicateRole(name, tasksFrom, holder.Vars) {
 		return nil
 	}
-	return ld.roleBlock(name, tasksFrom, holder.Vars, n.pos, sub)
+	return ld.roleBlock(name, tasksFrom, holder.Vars, n.Pos, sub)
 }
 
 // duplicateRole applies Ansible's role deduplication to a play's roles and
@@ -708,8 +709,8 @@ func (ld *loader) duplicateRole(name, tasksFrom string, params varList) bool {
 		return false // roleBlock reports it
 	}
 	if f, ok := dir.join("meta").yamlFile("main"); ok {
-		if n, ok := ld.readYAML(f); ok && n.kind == mapNode {
-			if a := n.get("allow_duplicates"); a != nil && ld.boolField(a, "allow_duplicates") {
+		if n, ok := ld.readYAML(f); ok && n.Kind == ytree.Map {
+			if a := n.Get("allow_duplicates"); a != nil && ld.boolField(a, "allow_duplicates") {
 				return false
 			}
 		}
@@ -827,19 +828,19 @@ func (ld *loader) roleBlock(name, tasksFrom string, params varList, at Pos, ctx 
 	// A role's dependencies run with its main tasks; tasks_from picks one
 	// file of an already set up role.
 	if f, ok := dir.join("meta").yamlFile("main"); ok && tasksFrom == "" {
-		if n, ok := ld.readYAML(f); ok && n.kind == mapNode {
-			for _, k := range n.keys {
-				if ks := k.keyString(); ks != "dependencies" && ks != "galaxy_info" && ks != "description" && ks != "allow_duplicates" {
-					ld.errorf(k.pos, "role %s meta: unknown key %q; meta/main.yaml holds dependencies and allow_duplicates", name, ks)
+		if n, ok := ld.readYAML(f); ok && n.Kind == ytree.Map {
+			for _, k := range n.Keys {
+				if ks := k.KeyString(); ks != "dependencies" && ks != "galaxy_info" && ks != "description" && ks != "allow_duplicates" {
+					ld.errorf(k.Pos, "role %s meta: unknown key %q; meta/main.yaml holds dependencies and allow_duplicates", name, ks)
 				}
 			}
-			if deps := n.get("dependencies"); deps != nil {
-				if deps.kind != listNode {
-					ld.errorf(deps.pos, "dependencies must be a list of roles")
+			if deps := n.Get("dependencies"); deps != nil {
+				if deps.Kind != ytree.List {
+					ld.errorf(deps.Pos, "dependencies must be a list of roles")
 				} else {
 					dctx := child
 					dctx.src = f
-					for _, d := range deps.list {
+					for _, d := range deps.List {
 						if dt := ld.roleRef(d, dctx); dt != nil {
 							t.Block = append(t.Block, dt)
 						}

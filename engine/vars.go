@@ -240,7 +240,7 @@ func extraVarsMapping(file string, data []byte) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch v := normalize(n.value()).(type) {
+	switch v := normalize(n.Value()).(type) {
 	case map[string]any:
 		return v, nil
 	case nil:

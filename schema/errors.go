@@ -6,26 +6,12 @@ import (
 	"strings"
 
 	"github.com/mensylisir/kubexm/internal/suggest"
+	"github.com/mensylisir/kubexm/internal/ytree"
 )
 
 // Pos is a place in a cluster file. Line and Col are 1-based; zero means
 // unknown (the value was defaulted, not written).
-type Pos struct {
-	File string
-	Line int
-	Col  int
-}
-
-func (p Pos) String() string {
-	switch {
-	case p.Line == 0:
-		return p.File
-	case p.Col == 0:
-		return fmt.Sprintf("%s:%d", p.File, p.Line)
-	default:
-		return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
-	}
-}
+type Pos = ytree.Pos
 
 // Problem is one thing wrong with a cluster file.
 type Problem struct {

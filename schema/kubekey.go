@@ -3,6 +3,8 @@ package schema
 import (
 	"reflect"
 	"strings"
+
+	"github.com/mensylisir/kubexm/internal/ytree"
 )
 
 // KubeKeyAPIVersion is the apiVersion of KubeKey v3 cluster files, which
@@ -30,10 +32,11 @@ func (kc *kubekeyConversion) drop(path, why string) {
 // convertKubeKey rewrites a KubeKey v3 tree into the kubexm form in place,
 // keeping every node's position so later errors still point into the
 // user's file.
-func convertKubeKey(root *ynode, ps *problems) {
+func convertKubeKey(root *ytree.Node, ps *problems) {
 	kc := &kubekeyConversion{}
-	av, _ := root.get("apiVersion")
-	av.val = &ynode{kind: kindScalar, pos: av.val.pos, tag: "str", text: APIVersion}
+	av := root.Index("apiVersion")
+	avPos := root.Keys[av].Pos
+	root.Vals[av] = strNode(APIVersion, root.Vals[av].TokPos)
 	kc.rename("apiVersion "+KubeKeyAPIVersion, APIVersion)
 
 	spec := mapAt(root, "spec")
@@ -53,10 +56,10 @@ func convertKubeKey(root *ynode, ps *problems) {
 	if len(kc.dropped) > 0 {
 		b.WriteString("\n  dropped: " + strings.Join(kc.dropped, "\n  dropped: "))
 	}
-	ps.warnings = append(ps.warnings, Warning{Pos: av.keyPos, Path: "apiVersion", Message: b.String()})
+	ps.warnings = append(ps.warnings, Warning{Pos: avPos, Path: "apiVersion", Message: b.String()})
 }
 
-func convertKubeKeySpec(spec *ynode, kc *kubekeyConversion) {
+func convertKubeKeySpec(spec *ytree.Node, kc *kubekeyConversion) {
 	if rg := mapAt(spec, "roleGroups"); rg != nil {
 		moveKey(rg, "control-plane", rg, "master", "spec.roleGroups.control-plane", "spec.roleGroups.master", kc)
 	}
@@ -65,50 +68,52 @@ func convertKubeKeySpec(spec *ynode, kc *kubekeyConversion) {
 	}
 	runtime := "containerd"
 	if k := mapAt(spec, "kubernetes"); k != nil {
-		if e, _ := k.get("containerManager"); e != nil && e.val.kind == kindScalar {
-			runtime = e.val.text
+		if i := k.Index("containerManager"); i >= 0 && isScalar(k.Vals[i]) {
+			runtime = k.Vals[i].Text
 			if runtime == "crio" {
 				runtime = "cri-o"
-				e.val = &ynode{kind: kindScalar, pos: e.val.pos, tag: "str", text: runtime}
+				k.Vals[i] = strNode(runtime, k.Vals[i].TokPos)
 			}
-			cr := ensureMap(k, "containerRuntime", e.keyPos)
+			cr := ensureMap(k, "containerRuntime", k.Keys[i].Pos)
 			moveKey(k, "containerManager", cr, "type", "spec.kubernetes.containerManager", "spec.kubernetes.containerRuntime.type", kc)
 		}
 	}
 	if e := mapAt(spec, "etcd"); e != nil {
-		if t, _ := e.get("type"); t != nil && t.val.kind == kindScalar && t.val.text == "kubekey" {
-			t.val = &ynode{kind: kindScalar, pos: t.val.pos, tag: "str", text: "kubexm"}
+		if i := e.Index("type"); i >= 0 && isScalar(e.Vals[i]) && e.Vals[i].Text == "kubekey" {
+			e.Vals[i] = strNode("kubexm", e.Vals[i].TokPos)
 			kc.rename("spec.etcd.type kubekey", "kubexm")
 		}
 	}
 	if r := mapAt(spec, "registry"); r != nil {
 		blockKey := strings.ReplaceAll(runtime, "cri-o", "crio")
 		for _, f := range []string{"registryMirrors", "insecureRegistries"} {
-			e, _ := r.get(f)
-			if e == nil {
+			i := r.Index(f)
+			if i < 0 {
 				continue
 			}
-			k := ensureMap(spec, "kubernetes", e.keyPos)
-			cr := ensureMap(k, "containerRuntime", e.keyPos)
-			block := ensureMap(cr, blockKey, e.keyPos)
+			at := r.Keys[i].Pos
+			k := ensureMap(spec, "kubernetes", at)
+			cr := ensureMap(k, "containerRuntime", at)
+			block := ensureMap(cr, blockKey, at)
 			moveKey(r, f, block, f, "spec.registry."+f, "spec.kubernetes.containerRuntime."+blockKey+"."+f, kc)
 		}
-		if t, _ := r.get("type"); t != nil && t.val.kind == kindScalar && t.val.text == "" {
+		if t := r.Get("type"); isScalar(t) && t.Text == "" {
 			removeKey(r, "type")
 		}
 	}
-	if e, _ := spec.get("addons"); e != nil && e.val.kind == kindSeq {
-		items := make([]*ynode, 0, len(e.val.items))
+	if i := spec.Index("addons"); i >= 0 && spec.Vals[i].Kind == ytree.List {
+		addons := spec.Vals[i]
+		items := make([]*ytree.Node, 0, len(addons.List))
 		detailed := false
-		for _, it := range e.val.items {
-			if it.kind == kindMap {
-				name, _ := it.get("name")
-				if name == nil || name.val.kind != kindScalar {
+		for _, it := range addons.List {
+			if it.Kind == ytree.Map {
+				name := it.Get("name")
+				if !isScalar(name) {
 					kc.drop("spec.addons entry without a name", "")
 					continue
 				}
-				detailed = detailed || len(it.keys) > 1
-				items = append(items, name.val)
+				detailed = detailed || len(it.Keys) > 1
+				items = append(items, name)
 				continue
 			}
 			items = append(items, it)
@@ -116,95 +121,98 @@ func convertKubeKeySpec(spec *ynode, kc *kubekeyConversion) {
 		if detailed {
 			kc.drop("spec.addons[*].namespace/sources", "kubexm add-ons are named; install charts with a role")
 		}
-		e.val = &ynode{kind: kindSeq, pos: e.val.pos, items: items}
+		spec.Vals[i] = &ytree.Node{Kind: ytree.List, Pos: addons.Pos, TokPos: addons.TokPos, List: items}
 	}
 }
 
 // pruneUnknown drops keys the kubexm types do not have. For a KubeKey file
 // these are features kubexm does not carry over; they are listed in the
 // conversion warning rather than failing the load.
-func pruneUnknown(n *ynode, t reflect.Type, path string, kc *kubekeyConversion) {
+func pruneUnknown(n *ytree.Node, t reflect.Type, path string, kc *kubekeyConversion) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		if n.kind != kindMap {
+		if n.Kind != ytree.Map {
 			return
 		}
 		fields := yamlFields(t)
-		kept := n.keys[:0:0]
-		for _, e := range n.keys {
-			idx, ok := fields[e.key]
+		var keys, vals []*ytree.Node
+		for i, k := range n.Keys {
+			idx, ok := fields[k.Text]
 			if !ok {
-				kc.drop(child(path, e.key), "")
+				kc.drop(child(path, k.Text), "")
 				continue
 			}
-			pruneUnknown(e.val, t.Field(idx).Type, child(path, e.key), kc)
-			kept = append(kept, e)
+			pruneUnknown(n.Vals[i], t.Field(idx).Type, child(path, k.Text), kc)
+			keys, vals = append(keys, k), append(vals, n.Vals[i])
 		}
-		n.keys = kept
+		n.Keys, n.Vals = keys, vals
 	case reflect.Slice:
-		if n.kind == kindSeq {
-			for i, it := range n.items {
+		if n.Kind == ytree.List {
+			for i, it := range n.List {
 				pruneUnknown(it, t.Elem(), index(path, i), kc)
 			}
 		}
 	case reflect.Map:
-		if n.kind == kindMap {
-			for _, e := range n.keys {
-				pruneUnknown(e.val, t.Elem(), key(path, e.key), kc)
+		if n.Kind == ytree.Map {
+			for i, k := range n.Keys {
+				pruneUnknown(n.Vals[i], t.Elem(), key(path, k.Text), kc)
 			}
 		}
 	}
 }
 
-func mapAt(n *ynode, k string) *ynode {
-	if e, _ := n.get(k); e != nil && e.val.kind == kindMap {
-		return e.val
+func mapAt(n *ytree.Node, k string) *ytree.Node {
+	if v := n.Get(k); v != nil && v.Kind == ytree.Map {
+		return v
 	}
 	return nil
 }
 
 // ensureMap returns the mapping under k, creating it (positioned at pos)
 // when absent or null.
-func ensureMap(n *ynode, k string, pos Pos) *ynode {
-	if e, _ := n.get(k); e != nil {
-		if e.val.kind != kindMap {
-			e.val = &ynode{kind: kindMap, pos: pos}
+func ensureMap(n *ytree.Node, k string, pos Pos) *ytree.Node {
+	if i := n.Index(k); i >= 0 {
+		if n.Vals[i].Kind != ytree.Map {
+			n.Vals[i] = &ytree.Node{Kind: ytree.Map, Pos: pos, TokPos: pos}
 		}
-		return e.val
+		return n.Vals[i]
 	}
-	m := &ynode{kind: kindMap, pos: pos}
-	n.keys = append(n.keys, yentry{key: k, keyPos: pos, val: m})
+	m := &ytree.Node{Kind: ytree.Map, Pos: pos, TokPos: pos}
+	n.Keys, n.Vals = append(n.Keys, strNode(k, pos)), append(n.Vals, m)
 	return m
 }
 
-func removeKey(n *ynode, k string) *yentry {
-	e, i := n.get(k)
-	if e == nil {
-		return nil
+// removeKey removes k from a mapping and returns its key and value nodes,
+// or nils.
+func removeKey(n *ytree.Node, k string) (key, val *ytree.Node) {
+	i := n.Index(k)
+	if i < 0 {
+		return nil, nil
 	}
-	removed := *e
-	n.keys = append(n.keys[:i], n.keys[i+1:]...)
-	return &removed
+	key, val = n.Keys[i], n.Vals[i]
+	n.Keys = append(n.Keys[:i], n.Keys[i+1:]...)
+	n.Vals = append(n.Vals[:i], n.Vals[i+1:]...)
+	return key, val
 }
 
 // moveKey moves from[fk] to to[tk]. When both exist and are lists they are
 // joined (KubeKey allowed master and control-plane side by side).
-func moveKey(from *ynode, fk string, to *ynode, tk, fromPath, toPath string, kc *kubekeyConversion) {
-	e := removeKey(from, fk)
-	if e == nil {
+func moveKey(from *ytree.Node, fk string, to *ytree.Node, tk, fromPath, toPath string, kc *kubekeyConversion) {
+	fkey, fval := removeKey(from, fk)
+	if fkey == nil {
 		return
 	}
 	kc.rename(fromPath, toPath)
-	if old, _ := to.get(tk); old != nil {
-		if old.val.kind == kindSeq && e.val.kind == kindSeq {
-			old.val = &ynode{kind: kindSeq, pos: old.val.pos, items: append(append([]*ynode{}, old.val.items...), e.val.items...)}
+	if i := to.Index(tk); i >= 0 {
+		if old := to.Vals[i]; old.Kind == ytree.List && fval.Kind == ytree.List {
+			to.Vals[i] = &ytree.Node{Kind: ytree.List, Pos: old.Pos, TokPos: old.TokPos, List: append(append([]*ytree.Node{}, old.List...), fval.List...)}
 			return
 		}
 		kc.drop(fromPath, toPath+" is also set")
 		return
 	}
-	to.keys = append(to.keys, yentry{key: tk, keyPos: e.keyPos, val: e.val})
+	to.Keys, to.Vals = append(to.Keys, strNode(tk, fkey.Pos)), append(to.Vals, fval)
 }

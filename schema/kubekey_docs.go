@@ -3,6 +3,8 @@ package schema
 import (
 	"fmt"
 	"strings"
+
+	"github.com/mensylisir/kubexm/internal/ytree"
 )
 
 // KubeKey's other formats, recognised to name them instead of failing on
@@ -14,19 +16,19 @@ const (
 )
 
 // scalarAt returns the text of the scalar n[k], or "".
-func scalarAt(n *ynode, k string) string {
-	if e, _ := n.get(k); e != nil && e.val.kind == kindScalar {
-		return e.val.text
+func scalarAt(n *ytree.Node, k string) string {
+	if v := n.Get(k); isScalar(v) {
+		return v.Text
 	}
 	return ""
 }
 
 // docPos is where a document starts: its apiVersion key, else its first node.
-func docPos(d *ynode) Pos {
-	if e, _ := d.get("apiVersion"); e != nil {
-		return e.keyPos
+func docPos(d *ytree.Node) Pos {
+	if i := d.Index("apiVersion"); i >= 0 {
+		return d.Keys[i].Pos
 	}
-	return d.pos
+	return d.TokPos
 }
 
 // pickDocument chooses the cluster among the documents of a file. One
@@ -34,7 +36,7 @@ func docPos(d *ynode) Pos {
 // converted and every other document named in a warning (what
 // `kk create config --with-kubesphere` writes: the Cluster, then
 // KubeSphere's ClusterConfiguration).
-func pickDocument(file string, docs []*ynode) (*ynode, []Warning, error) {
+func pickDocument(file string, docs []*ytree.Node) (*ytree.Node, []Warning, error) {
 	if len(docs) == 1 {
 		return docs[0], nil, nil
 	}
@@ -66,7 +68,7 @@ func pickDocument(file string, docs []*ynode) (*ynode, []Warning, error) {
 }
 
 // otherKubeKeyFormat names KubeKey formats kubexm does not read, or "".
-func otherKubeKeyFormat(root *ynode) string {
+func otherKubeKeyFormat(root *ytree.Node) string {
 	av, kind := scalarAt(root, "apiVersion"), scalarAt(root, "kind")
 	switch av {
 	case kubekeyV4APIVersion:
@@ -84,19 +86,19 @@ func otherKubeKeyFormat(root *ynode) string {
 // warnKubeKeyDefaults names, before converting, each KubeKey v3 default
 // that kubexm does not share and the file leaves to the default, so that
 // nothing switches silently. spec is the KubeKey spec (nil when absent).
-func warnKubeKeyDefaults(root, spec *ynode, ps *problems) {
+func warnKubeKeyDefaults(root, spec *ytree.Node, ps *problems) {
 	var ours Cluster
 	SetDefaults(&ours)
 	// where is the place a missing field would be written: its parent
 	// block, else spec, else the top of the file.
 	where := func(block string) Pos {
-		if e, _ := spec.get(block); e != nil {
-			return e.keyPos
+		if i := spec.Index(block); i >= 0 {
+			return spec.Keys[i].Pos
 		}
-		if e, _ := root.get("spec"); e != nil {
-			return e.keyPos
+		if i := root.Index("spec"); i >= 0 {
+			return root.Keys[i].Pos
 		}
-		return root.pos
+		return root.TokPos
 	}
 	k := mapAt(spec, "kubernetes")
 	warn := func(block, path, format string, args ...any) {
@@ -134,8 +136,8 @@ func warnKubeKeyDefaults(root, spec *ynode, ps *problems) {
 // every file as a setting, and KubeKey installs OpenEBS only when asked
 // (kk create cluster --with-local-storage), while in kubexm the block asks
 // for the installation.
-func kubekeyStorage(spec *ynode, kc *kubekeyConversion) {
-	if st := mapAt(spec, "storage"); st != nil && removeKey(st, "openebs") != nil {
+func kubekeyStorage(spec *ytree.Node, kc *kubekeyConversion) {
+	if k, _ := removeKey(mapAt(spec, "storage"), "openebs"); k != nil {
 		kc.drop("spec.storage.openebs", "KubeKey installs OpenEBS only with --with-local-storage; kubexm does not install it yet")
 	}
 }
@@ -143,7 +145,7 @@ func kubekeyStorage(spec *ynode, kc *kubekeyConversion) {
 // kubekeyKubernetesType drops KubeKey's kubernetes.type (kubernetes or
 // k3s: the distribution, not kubexm's install mode). k3s stays, for
 // validation to refuse by name.
-func kubekeyKubernetesType(spec *ynode, kc *kubekeyConversion) {
+func kubekeyKubernetesType(spec *ytree.Node, kc *kubekeyConversion) {
 	k := mapAt(spec, "kubernetes")
 	if k == nil {
 		return

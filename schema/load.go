@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/mensylisir/kubexm/internal/ytree"
 )
 
 // Load reads a cluster file and returns it parsed, converted from KubeKey if
@@ -110,14 +112,13 @@ func decode(path string, data []byte) (*Cluster, *problems, error) {
 		return nil, nil, err
 	}
 	ps.warnings = append(ps.warnings, docWarnings...)
-	if root.kind != kindMap {
-		return nil, nil, &Error{Problems: []Problem{{Pos: root.pos, Message: "a cluster file is a mapping with apiVersion, kind, metadata and spec"}}}
+	if root.Kind != ytree.Map {
+		return nil, nil, &Error{Problems: []Problem{{Pos: root.TokPos, Message: "a cluster file is a mapping with apiVersion, kind, metadata and spec"}}}
 	}
 	if other := otherKubeKeyFormat(root); other != "" {
-		e, _ := root.get("apiVersion")
-		return nil, nil, &Error{Problems: []Problem{{Pos: e.val.pos, Path: "apiVersion", Message: "this is " + other}}}
+		return nil, nil, &Error{Problems: []Problem{{Pos: root.Get("apiVersion").TokPos, Path: "apiVersion", Message: "this is " + other}}}
 	}
-	if e, _ := root.get("apiVersion"); e != nil && e.val.kind == kindScalar && e.val.text == KubeKeyAPIVersion {
+	if scalarAt(root, "apiVersion") == KubeKeyAPIVersion {
 		convertKubeKey(root, ps)
 	}
 	c := &Cluster{src: src}

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/mensylisir/kubexm/internal/ytree"
 )
 
 // varName is what a playbook can read as {{ .name }} and in expressions.
@@ -102,15 +104,14 @@ func readVarsDir(dir string, ps *problems) map[string]VarMap {
 			ps.add("", "", "%v", err)
 			continue
 		}
-		if root.kind == kindNull {
+		if root.IsNull() {
 			continue
 		}
-		if root.kind != kindMap {
-			ps.list = append(ps.list, Problem{Pos: root.pos, Message: "a vars file is a mapping of variable names to values"})
+		if root.Kind != ytree.Map {
+			ps.list = append(ps.list, Problem{Pos: root.TokPos, Message: "a vars file is a mapping of variable names to values"})
 			continue
 		}
-		d := &decoder{ps: ps}
-		vars, _ := d.generic(root, file).(map[string]any)
+		vars, _ := generic(root).(map[string]any)
 		name := strings.TrimSuffix(e.Name(), ext)
 		if out[name] == nil {
 			out[name] = VarMap{}
