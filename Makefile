@@ -17,8 +17,10 @@ export KUBEXM_TEST_CACHE
 
 .PHONY: build check demo test vet unit lint-scripts integration e2e e2e-cluster e2e-kubeadm e2e-ha e2e-vip e2e-nodes e2e-upgrade bench hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
 
+# Static (no cgo): autoRenewCerts copies this binary to the masters, whose
+# C library may be older than the build machine's.
 build:
-	$(GO) build -o $(BIN) ./cmd/kubexm
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/kubexm
 
 # Everything CI runs, as CI runs it: installs what it needs (apt-get), vet,
 # unit, integration and e2e tests on test machines it brings up and down.
