@@ -421,3 +421,41 @@ func checkPodsKept(ctx context.Context, t *testing.T, k kubectlRunner, before st
 		t.Errorf("pods changed (name uid restarts phase):\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
+
+// autoRenewTimer is issue 22's autoRenewCerts on the master (the cluster
+// suite sets it, with kube_cert_auto_renew_before longer than a leaf lives,
+// so that every leaf is due): the timer is enabled and waiting, and one run
+// of its service, as the timer starts it, reissues the master's
+// certificates and kubeconfigs on the master itself with the cluster CA and
+// restarts what uses them. The files change, the service succeeds, and the
+// API server answers the control machine's kubeconfig (which trusts only
+// the cluster CA) with its new certificate.
+func autoRenewTimer(ctx context.Context, t *testing.T, set *testhosts.Set, k kubectlRunner) {
+	t.Helper()
+	master := set.Hosts[0].Name
+	const sums = `sha256sum /etc/kubernetes/pki/apiserver.crt /etc/kubernetes/pki/admin.crt /etc/kubernetes/controller-manager.kubeconfig /etc/kubernetes/kubelet.kubeconfig`
+	out, err := set.SSH(ctx, master, "set -e\nsystemctl is-enabled kubexm-certs-renew.timer\nsystemctl is-active kubexm-certs-renew.timer\n"+sums)
+	if err != nil || !strings.HasPrefix(out, "enabled\nactive\n") {
+		t.Fatalf("autoRenewCerts timer on %s: want enabled and active: %v\n%s", master, err, out)
+	}
+	before := strings.Fields(strings.TrimPrefix(out, "enabled\nactive\n"))
+	start := time.Now()
+	out, err = set.SSH(ctx, master, "systemctl start kubexm-certs-renew.service; systemctl show -p Result --value kubexm-certs-renew.service\n"+sums)
+	if err != nil || !strings.HasPrefix(out, "success\n") {
+		journal, _ := set.SSH(ctx, master, "journalctl -u kubexm-certs-renew.service -n 80 --no-pager -o cat")
+		t.Fatalf("kubexm-certs-renew.service on %s: %v\n%s\njournal:\n%s", master, err, out, journal)
+	}
+	t.Logf("PERF autoRenewCerts: the renewal service on the master (every leaf due, restarts included): %s", time.Since(start).Round(time.Millisecond))
+	after := strings.Fields(strings.TrimPrefix(out, "success\n"))
+	if len(after) != len(before) || len(before) != 8 {
+		t.Fatalf("sums before %v, after %v", before, after)
+	}
+	for i := 0; i < len(before); i += 2 {
+		if before[i] == after[i] {
+			t.Errorf("%s did not change: the timer renewed nothing", before[i+1])
+		}
+	}
+	if out, err := k.run(ctx, "", "get", "--raw", "/readyz"); err != nil || strings.TrimSpace(out) != "ok" {
+		t.Errorf("the API server after the timer's renewal: %q %v", out, err)
+	}
+}

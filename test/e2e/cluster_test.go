@@ -49,6 +49,8 @@ const (
 //   - issue 22 on the running cluster: `kubexm certs check` and certs-renew
 //     under a polling client (certsLifecycle);
 //   - a re-run reports 0 changed (the renewed files fit);
+//   - issue 22's autoRenewCerts: the timer on n1 and one run of its
+//     service, which renews the master's certificates there (autoRenewTimer);
 //   - issue 22's backup and restore (backupRestore): a namespace is backed
 //     up, deleted, damaged and foreign backups are refused, the restore
 //     brings it back;
@@ -84,12 +86,15 @@ func TestKubernetesCluster(t *testing.T) {
 	const name = "e2e-k8s"
 	inventory := filepath.Join(work, "cluster.yaml")
 	// Scheduled etcd snapshots on n1, two kept (scheduledSnapshots).
+	// autoRenewCerts' timer on n1 (autoRenewTimer).
 	clusterYAML := strings.Replace(kubernetesClusterYAML(name, set), "  etcd:\n    type: kubexm\n",
 		"  etcd:\n    type: kubexm\n    backupPeriod: 720\n    keepBackupNumber: 2\n    backupDir: "+e2eSnapshotDir+"\n", 1)
+	clusterYAML = strings.Replace(clusterYAML, "    proxyMode: iptables\n", "    proxyMode: iptables\n    autoRenewCerts: true\n", 1)
 	if err := os.WriteFile(inventory, []byte(clusterYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: extraVars(clusterTestVars()...), observe: diag.observe}
+	// Every leaf is due for the timer's renewal (autoRenewTimer).
+	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: extraVars(append(clusterTestVars(), "kube_cert_auto_renew_before=400d")...), observe: diag.observe}
 	kubeconfig := filepath.Join(work, ".kubexm", name, "kubeconfig")
 	k := kubectlRunner{bin: kubectl, kubeconfig: kubeconfig}
 	diag.cluster(k)
@@ -142,6 +147,7 @@ func TestKubernetesCluster(t *testing.T) {
 		t.Errorf("re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
 
+	autoRenewTimer(ctx, t, set, k)
 	backupRestore(ctx, t, kx, k, root, work, name)
 
 	res = kx.play(ctx, del)
@@ -149,7 +155,7 @@ func TestKubernetesCluster(t *testing.T) {
 		t.Fatalf("delete failed: %v%s", res.err, res.failures())
 	}
 	t.Logf("PERF delete: %s; slowest tasks:%s", res.wall.Round(time.Millisecond), res.slowest(8))
-	checkDeleted(ctx, t, set)
+	checkDeleted(ctx, t, set, "/etc/systemd/system/kubexm-certs-renew.timer", "/var/lib/kubexm/certs-renew", "/usr/local/lib/kubexm")
 	res = kx.play(ctx, del)
 	if res.err != nil {
 		t.Fatalf("second delete failed: %v%s", res.err, res.failures())
