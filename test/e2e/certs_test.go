@@ -424,7 +424,8 @@ func checkPodsKept(ctx context.Context, t *testing.T, k kubectlRunner, before st
 
 // autoRenewTimer is issue 22's autoRenewCerts on the master (the cluster
 // suite sets it, with kube_cert_auto_renew_before longer than a leaf lives,
-// so that every leaf is due): the timer is enabled and waiting, and one run
+// so that every leaf is due, and kube_cert_auto_renew_validity longer
+// still, as gen_cert requires): the timer is enabled and waiting, and one run
 // of its service, as the timer starts it, reissues the master's
 // certificates and kubeconfigs on the master itself with the cluster CA and
 // restarts what uses them. The files change, the service succeeds, and the

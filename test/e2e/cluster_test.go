@@ -94,7 +94,7 @@ func TestKubernetesCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every leaf is due for the timer's renewal (autoRenewTimer).
-	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: extraVars(append(clusterTestVars(), "kube_cert_auto_renew_before=400d")...), observe: diag.observe}
+	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: extraVars(append(clusterTestVars(), "kube_cert_auto_renew_before=400d", "kube_cert_auto_renew_validity=800d")...), observe: diag.observe}
 	kubeconfig := filepath.Join(work, ".kubexm", name, "kubeconfig")
 	k := kubectlRunner{bin: kubectl, kubeconfig: kubeconfig}
 	diag.cluster(k)
