@@ -27,7 +27,11 @@ type orderKey struct {
 // h.invTmpl, rendered lazily like the variables of every other layer, so
 // that `{{ .flannel_version }}` in group_vars/all.yaml reads the shared
 // default. A template that does not parse is an error before any task runs.
-func (r *runner) splitInventory(h *hostState) error {
+//
+// A secret's value (inventory.Secrets: passwords, secret-named variables)
+// is data too: it is used as written, and a "{{" in it never reaches an
+// error message.
+func (r *runner) splitInventory(h *hostState, secrets map[string]bool) error {
 	var tmpl varList
 	var sig strings.Builder
 	for _, name := range slices.Sorted(maps.Keys(h.inv)) {
@@ -35,14 +39,14 @@ func (r *runner) splitInventory(h *hostState) error {
 			continue
 		}
 		v := h.inv[name]
-		found, err := r.inventoryTemplates(v)
+		found, err := r.inventoryTemplates(v, secrets)
 		if err != nil {
 			return fmt.Errorf("%s: host %s: variable %s: %w", r.inv.Source, h.name, name, err)
 		}
 		if !found {
 			continue
 		}
-		d := varDef{name: name, val: v, pos: Pos{File: r.inv.Source}, template: true, inventory: true, refs: r.templateRefs(v, nil)}
+		d := varDef{name: name, val: v, pos: Pos{File: r.inv.Source}, template: true, inventory: true, refs: appendTemplateRefs(r.ev.Refs, v, nil)}
 		tmpl = append(tmpl, d)
 		fmt.Fprintf(&sig, "%s=%#v\n", name, v)
 	}
@@ -59,17 +63,17 @@ func (r *runner) splitInventory(h *hostState) error {
 
 // inventoryTemplates reports whether v holds a {{ }} template anywhere, and
 // checks each one's syntax.
-func (r *runner) inventoryTemplates(v any) (bool, error) {
+func (r *runner) inventoryTemplates(v any, secrets map[string]bool) (bool, error) {
 	switch x := v.(type) {
 	case string:
-		if !strings.Contains(x, "{{") {
+		if !strings.Contains(x, "{{") || secrets[x] {
 			return false, nil
 		}
 		return true, r.ev.CheckTemplate(x)
 	case []any:
 		found := false
 		for _, e := range x {
-			f, err := r.inventoryTemplates(e)
+			f, err := r.inventoryTemplates(e, secrets)
 			if err != nil {
 				return false, err
 			}
@@ -79,7 +83,7 @@ func (r *runner) inventoryTemplates(v any) (bool, error) {
 	case map[string]any:
 		found := false
 		for _, k := range slices.Sorted(maps.Keys(x)) {
-			f, err := r.inventoryTemplates(x[k])
+			f, err := r.inventoryTemplates(x[k], secrets)
 			if err != nil {
 				return false, err
 			}
@@ -88,11 +92,6 @@ func (r *runner) inventoryTemplates(v any) (bool, error) {
 		return found, nil
 	}
 	return false, nil
-}
-
-// templateRefs adds to refs the variables the templates in v read.
-func (r *runner) templateRefs(v any, refs []string) []string {
-	return appendTemplateRefs(r.ev.Refs, v, refs)
 }
 
 // appendTemplateRefs adds to refs the names that the templates in v read,

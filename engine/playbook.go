@@ -176,12 +176,12 @@ type varDef struct {
 	name     string
 	val      any
 	pos      Pos
-	template bool     // the value holds {{ }} somewhere
+	template bool // the value holds {{ }} somewhere
 	// inventory: set by the inventory (group_vars, host vars...). Its
 	// template may read a variable only some plays have (a playbook's
 	// shared defaults); where that is missing it is left out, not an error.
 	inventory bool
-	refs     []string // the names its templates may read (.name), for rendering order
+	refs      []string // the names its templates may read (.name), for rendering order
 }
 
 type varList []varDef

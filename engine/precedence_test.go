@@ -92,7 +92,7 @@ func TestInventoryTemplates(t *testing.T) {
 		"playbook.yaml":              "defaults_files: [df.yaml]\nplays:\n  - hosts: all\n    roles: [r]\n",
 		"df.yaml":                    "version: v1\n",
 		"roles/r/defaults/main.yaml": "arch: amd64\n",
-		"roles/r/tasks/main.yaml":    "- probe: {id: v, msg: \"{{ toJson .images }} {{ .file }} {{ .spec.password }}\"}\n",
+		"roles/r/tasks/main.yaml":    "- probe: {id: v, msg: \"{{ toJson .images }} {{ .file }} {{ .spec.password }}\"}\n- probe: {id: secret, msg: \"{{ eq .token \\\"t{{ .version }}\\\" }}\"}\n",
 	}
 	inv := &inventory.Inventory{
 		Hosts: []inventory.Host{
@@ -104,14 +104,17 @@ func TestInventoryTemplates(t *testing.T) {
 		Vars: map[string]any{
 			"images": []any{map[string]any{"tag": "{{ .version }}"}},
 			"spec":   map[string]any{"password": "p{{w"},
+			"token":  "t{{ .version }}",
 		},
-		Source: "cluster.yaml",
+		OtherSecrets: []string{"t{{ .version }}"},
+		Source:       "cluster.yaml",
 	}
 	rr := runFilesInv(t, files, inv, RunOptions{})
 	if rr.err != nil {
 		t.Fatal(rr.err)
 	}
-	want := []string{`h1:v=[{"tag":"v1"}] f-amd64-v1 p{{w`, `h2:v=[{"tag":"v1"}] f-arm64-v1 p{{w`}
+	// The secret's value is used as written, never rendered.
+	want := []string{"h1:secret=true", `h1:v=[{"tag":"v1"}] f-amd64-v1 p{{w`, "h2:secret=true", `h2:v=[{"tag":"v1"}] f-arm64-v1 p{{w`}
 	if got := rr.calls.sorted(); !slices.Equal(got, want) {
 		t.Errorf("calls %q, want %q", got, want)
 	}

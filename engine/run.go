@@ -239,9 +239,13 @@ func (r *runner) initHosts() error {
 		r.order = append(r.order, hs)
 	}
 	r.hostvars.hosts = r.order
+	secrets := map[string]bool{}
+	for _, s := range r.inv.Secrets() {
+		secrets[s] = true
+	}
 	for _, h := range r.order {
 		h.changes = &r.hostvars.version
-		if err := r.splitInventory(h); err != nil {
+		if err := r.splitInventory(h, secrets); err != nil {
 			return err
 		}
 	}

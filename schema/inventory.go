@@ -157,12 +157,10 @@ func (c *Cluster) groups() (map[string][]string, error) {
 }
 
 func hostVars(h *Host, groups map[string][]string) map[string]any {
-	vars := map[string]any{
-		"address": h.Address,
-		"arch":    h.Arch,
-	}
-	if h.Arch == "" {
-		vars["arch"] = DefaultArch
+	vars := map[string]any{"address": h.Address}
+	// Without one, the inventory's all-level arch (DefaultArch) applies.
+	if h.Arch != "" {
+		vars["arch"] = h.Arch
 	}
 	var v4, v6 string
 	for _, a := range h.internalAddrs() {

@@ -306,6 +306,11 @@ func kubernetesClusterYAML(name string, set *testhosts.Set) string {
 	return b.String()
 }
 
+// testKubeletConfig is kubelet_extra_config for the test machines (JSON,
+// which YAML reads too): what kind does for kubelet in a container, the disk
+// stats being the host's.
+const testKubeletConfig = `{"evictionHard": {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"}, "imageGCHighThresholdPercent": 100}`
+
 // clusterTestVars are what the test machines need that real machines do not.
 func clusterTestVars() []string {
 	return []string{
@@ -321,8 +326,8 @@ func clusterTestVars() []string {
 		// No CAP_SYS_RESOURCE: OOM scores cannot go below 0.
 		"containerd_restrict_oom_score_adj=true",
 		// What kind does for kubelet and kube-proxy in a container: the disk
-		// stats are the host's, conntrack limits are the host's.
-		`{"kubelet_extra_config": {"evictionHard": {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"}, "imageGCHighThresholdPercent": 100}}`,
+		// stats are the host's (testKubeletConfig), conntrack limits are the host's.
+		`{"kubelet_extra_config": ` + testKubeletConfig + `}`,
 		`{"kube_proxy_conntrack_max_per_core": 0}`,
 	}
 }

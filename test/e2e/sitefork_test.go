@@ -75,9 +75,12 @@ func siteFork(ctx context.Context, t *testing.T, bin string, set *testhosts.Set,
 	// images_extra (group_vars) and kubelet_extra_config (cluster.yaml).
 	var extra []string
 	for _, v := range clusterTestVars() {
-		if !strings.HasPrefix(v, `{"images_extra"`) && !strings.HasPrefix(v, `{"kubelet_extra_config"`) {
+		if !strings.HasPrefix(v, `{"images_extra"`) && v != `{"kubelet_extra_config": `+testKubeletConfig+`}` {
 			extra = append(extra, v)
 		}
+	}
+	if len(extra) != len(clusterTestVars())-2 {
+		t.Fatalf("clusterTestVars no longer has images_extra and kubelet_extra_config as the site fork expects: %q", clusterTestVars())
 	}
 	kx := kubexm{bin: bin, dir: dir, inventory: inventory, extra: extraVars(extra...), observe: diag.observe}
 	k := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(dir, ".kubexm", name, "kubeconfig")}
@@ -123,13 +126,12 @@ func siteFork(ctx context.Context, t *testing.T, bin string, set *testhosts.Set,
 // settings (clusterTestVars) are every host's through roleGroupVars.all;
 // last's own value replaces them, so it repeats them beside maxPods.
 func siteForkClusterYAML(name string, set *testhosts.Set, last string) string {
-	const testKubelet = `evictionHard: {nodefs.available: "0%", nodefs.inodesFree: "0%", imagefs.available: "0%"}, imageGCHighThresholdPercent: 100`
 	base := kubernetesClusterYAML(name, set)
 	base = strings.Replace(base, "  network:\n    plugin: flannel\n",
 		"  network:\n    plugin: custom\n    customRole: site-flannel\n  system:\n    ntpServers: ["+set.Hosts[0].Name+"]\n"+
-			"  roleGroupVars:\n    all:\n      kubelet_extra_config: {"+testKubelet+"}\n", 1)
+			"  roleGroupVars:\n    all:\n      kubelet_extra_config: "+testKubeletConfig+"\n", 1)
 	host := fmt.Sprintf("  - {name: %s, ", last)
-	return strings.Replace(base, host, host+"vars: {kubelet_extra_config: {maxPods: 64, "+testKubelet+"}}, ", 1)
+	return strings.Replace(base, host, host+`vars: {kubelet_extra_config: {"maxPods": 64, `+strings.TrimPrefix(testKubeletConfig, "{")+"}, ", 1)
 }
 
 // checkSiteFork checks what each part of the example changed, and that the
