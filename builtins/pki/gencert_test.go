@@ -624,10 +624,10 @@ func TestSpecsAreDocumented(t *testing.T) {
 			}
 		}
 	}
-	if !names["gen_cert"] || !names["kubeconfig"] || !names["cert_info"] || len(names) != 3 {
+	if !names["gen_cert"] || !names["ca_trust"] || !names["kubeconfig"] || !names["cert_info"] || len(names) != 4 {
 		t.Errorf("builtins %v", names)
 	}
-	if !(genCert{}).Spec().Control || !(kubeconfigBuiltin{}).Spec().Control || (certInfo{}).Spec().Control {
-		t.Error("gen_cert and kubeconfig run on the control machine, cert_info on the host")
+	if !(genCert{}).Spec().Control || !(caTrust{}).Spec().Control || !(kubeconfigBuiltin{}).Spec().Control || (certInfo{}).Spec().Control {
+		t.Error("gen_cert, ca_trust and kubeconfig run on the control machine, cert_info on the host")
 	}
 }

@@ -109,7 +109,7 @@ Relative paths are taken from the cluster's work directory. Results: ` + "`path`
 			{Name: "server", Type: step.String, Required: true,
 				Doc: "API server URL, https://HOST:PORT."},
 			{Name: "ca", Type: step.String, Required: true,
-				Doc: "CA certificate (PEM) that signed the API server's certificate."},
+				Doc: "CA certificate (PEM) that signed the API server's certificate, or a bundle of CAs (during a CA rotation, ca_trust's NAME-bundle.crt): every certificate in it is embedded and trusted."},
 			{Name: "cert", Type: step.String, Required: true,
 				Doc: "Client certificate (PEM)."},
 			{Name: "key", Type: step.String, Required: true,
@@ -149,6 +149,11 @@ func (kubeconfigBuiltin) Run(_ context.Context, env *step.Env, args step.Args) (
 	if err != nil {
 		return step.Result{}, err
 	}
+	// A trust bundle (two CAs during a rotation) verifies with any of them.
+	roots, err := ParseCerts(caPEM)
+	if err != nil {
+		return step.Result{}, fmt.Errorf("ca: %w", err)
+	}
 	certPEM, clientCert, err := readCertFile(controlPath(env, args.String("cert")), "cert")
 	if err != nil {
 		return step.Result{}, err
@@ -187,7 +192,7 @@ func (kubeconfigBuiltin) Run(_ context.Context, env *step.Env, args step.Args) (
 
 	data := map[string]any{"path": path, "context": ctxName}
 	var warn string
-	if _, err := clientCert.Verify(x509.VerifyOptions{Roots: certPoolOf(caCert), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+	if _, err := clientCert.Verify(x509.VerifyOptions{Roots: certPoolOf(roots...), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		warn = fmt.Sprintf("; warning: client certificate %q does not verify against CA %q (%v)", clientCert.Subject.CommonName, caCert.Subject.CommonName, err)
 	}
 	old, err := readOptional(path)
@@ -238,9 +243,11 @@ func pastTense(what string) string {
 	return strings.Replace(what, "change", "changed", 1)
 }
 
-func certPoolOf(c *x509.Certificate) *x509.CertPool {
+func certPoolOf(certs ...*x509.Certificate) *x509.CertPool {
 	p := x509.NewCertPool()
-	p.AddCert(c)
+	for _, c := range certs {
+		p.AddCert(c)
+	}
 	return p
 }
 

@@ -360,24 +360,44 @@ Asks for confirmation unless --yes.`,
 
 func newCertsRenewCmd(a *app) *cobra.Command {
 	v := &verbFlags{}
-	cmd := verbCmd(a, "renew [all]", "certs-renew",
+	cmd := verbCmd(a, "renew [all|ca]", "certs-renew",
 		"Reissue every leaf certificate from the existing CAs (the certs-renew playbook)",
 		`Run the certs-renew playbook: every leaf certificate and kubeconfig is
 reissued from the existing CAs and sent, and the components restart one
-host at a time. Renewing a single certificate, or the CAs, is not written
-yet: those names are refused.`,
+host at a time. "certs renew ca" replaces the CAs themselves (rotate-ca).
+Renewing a single certificate is not written yet: those names are refused.`,
 		`  kubexm certs renew -f cluster.yaml
-  kubexm certs renew all -f cluster.yaml --check`,
+  kubexm certs renew all -f cluster.yaml --check
+  kubexm certs renew ca -f cluster.yaml --offline-bundle bundle.tar.gz`,
 		v, nil)
 	cmd.Args = func(_ *cobra.Command, args []string) error {
-		switch {
-		case len(args) == 0 || (len(args) == 1 && args[0] == "all"):
+		if len(args) == 0 || (len(args) == 1 && args[0] == "all") {
 			return nil
-		case len(args) == 1 && args[0] == "ca":
-			return &notYetError{what: "kubexm certs renew ca", why: "no playbook rotates the CAs yet", hint: "kubexm certs renew -f cluster.yaml reissues every leaf from the existing CAs"}
 		}
-		return &notYetError{what: "kubexm certs renew " + strings.Join(args, " "), why: "renewing one certificate alone is not written yet", hint: "kubexm certs renew -f cluster.yaml renews every leaf (all)"}
+		return &notYetError{what: "kubexm certs renew " + strings.Join(args, " "), why: "renewing one certificate alone is not written yet", hint: "kubexm certs renew -f cluster.yaml renews every leaf (all); kubexm certs renew ca replaces the CAs"}
 	}
+	cmd.AddCommand(newCertsRotateCACmd(a))
+	return cmd
+}
+
+func newCertsRotateCACmd(a *app) *cobra.Command {
+	v := &verbFlags{}
+	cmd := verbCmd(a, "ca", "rotate-ca",
+		"Replace the cluster, front-proxy and etcd CAs with new ones (the rotate-ca playbook)",
+		`Run the rotate-ca playbook (binary mode): new CAs join every trust bundle,
+every leaf certificate is reissued from them, then the old CAs leave the
+bundles; the components restart one host at a time in each phase and the
+service-account tokens keep working. An interrupted rotation is finished
+by running it again. Asks for confirmation unless --yes.`,
+		`  kubexm certs renew ca -f cluster.yaml --offline-bundle bundle.tar.gz --yes`,
+		v, func(cmd *cobra.Command, v *verbFlags) error {
+			what, err := clusterSummary(v)
+			if err != nil {
+				return err
+			}
+			return askUnlessYes(cmd, v, fmt.Sprintf("This replaces the CAs of %s: every certificate is reissued and every component restarts.", what))
+		})
+	addYesFlag(cmd.Flags(), v)
 	return cmd
 }
 

@@ -38,7 +38,7 @@ const verbVars = `nodes={{ .nodes | default "-" }} force={{ .force | default "-"
 func verbApp(calls *[]string) *app {
 	a := testApp(calls)
 	fsys := fstest.MapFS{}
-	for _, pb := range []string{"create-cluster", "delete", "add-nodes", "delete-nodes", "upgrade", "backup", "restore", "certs-renew"} {
+	for _, pb := range []string{"create-cluster", "delete", "add-nodes", "delete-nodes", "upgrade", "backup", "restore", "certs-renew", "rotate-ca"} {
 		fsys["playbooks/"+pb+"/playbook.yaml"] = &fstest.MapFile{Data: []byte(fmt.Sprintf(`name: %s
 version: 0.1.0
 requires: {kubexm: ">=0.1.0"}
@@ -101,6 +101,7 @@ func TestVerbsRunTheirPlaybooks(t *testing.T) {
 		{[]string{"backup", "cluster", "-f", "cluster.yaml", "--keep", "7", "--key-file", "k"}, "n1:backup nodes=- force=- serial=- backup=- keep=7 key=k pkgs=-"},
 		{[]string{"restore", "cluster", "-f", "cluster.yaml", "--backup", "b.tar.gz", "--yes"}, "n1:restore nodes=- force=- serial=- backup=" + abs + " keep=- key=- pkgs=-"},
 		{[]string{"certs", "renew", "all", "-f", "cluster.yaml"}, "n1:certs-renew nodes=- force=- serial=- backup=- keep=- key=- pkgs=-"},
+		{[]string{"certs", "renew", "ca", "-f", "cluster.yaml", "--yes"}, "n1:rotate-ca nodes=- force=- serial=- backup=- keep=- key=- pkgs=-"},
 	} {
 		var calls []string
 		a := verbApp(&calls)
@@ -205,7 +206,7 @@ func TestVerbConfirmation(t *testing.T) {
 func TestNotYetVerbs(t *testing.T) {
 	var calls []string
 	a := verbApp(&calls)
-	cases := [][]string{{"certs", "renew", "apiserver", "-f", "cluster.yaml"}, {"certs", "renew", "ca"}}
+	cases := [][]string{{"certs", "renew", "apiserver", "-f", "cluster.yaml"}, {"certs", "renew", "all", "apiserver"}}
 	for _, n := range notYetVerbs {
 		cases = append(cases, []string{n.verb, n.noun, "-f", "cluster.yaml", "--whatever"})
 	}

@@ -210,7 +210,7 @@ func expectedCertFiles(set *testhosts.Set, adminKubeconfig string) []string {
 	for i, h := range set.Hosts {
 		files := []string{"/etc/kubernetes/pki/ca.crt", "/etc/kubernetes/pki/kubelet.crt", "/etc/kubernetes/kubelet.kubeconfig", "/etc/kubernetes/kube-proxy.kubeconfig"}
 		if i == 0 {
-			for _, f := range []string{"front-proxy-ca.crt", "apiserver.crt", "apiserver-kubelet-client.crt", "front-proxy-client.crt", "admin.crt", "sa.pub", "etcd/ca.crt", "apiserver-etcd-client.crt"} {
+			for _, f := range []string{"front-proxy-ca.crt", "ca-signer.crt", "apiserver.crt", "apiserver-kubelet-client.crt", "front-proxy-client.crt", "admin.crt", "sa.pub", "etcd/ca.crt", "apiserver-etcd-client.crt"} {
 				files = append(files, "/etc/kubernetes/pki/"+f)
 			}
 			for _, f := range []string{"admin", "controller-manager", "scheduler"} {
@@ -275,14 +275,24 @@ func etcdServedSerial(t *testing.T, address string) string {
 }
 
 // servedSerial is the serial of the certificate a TLS server presents at
-// hostport (read during the handshake, which may then fail for want of a
-// client certificate).
+// hostport.
 func servedSerial(t *testing.T, hostport string) string {
 	t.Helper()
-	var serial string
+	if c := servedCert(t, hostport); c != nil {
+		return strings.ToUpper(c.SerialNumber.Text(16))
+	}
+	return ""
+}
+
+// servedCert is the certificate a TLS server presents at hostport (read
+// during the handshake, which may then fail for want of a client
+// certificate), or nil with an error reported.
+func servedCert(t *testing.T, hostport string) *x509.Certificate {
+	t.Helper()
+	var served *x509.Certificate
 	conf := &tls.Config{InsecureSkipVerify: true, VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
 		if c, err := x509.ParseCertificate(raw[0]); err == nil {
-			serial = strings.ToUpper(c.SerialNumber.Text(16))
+			served = c
 		}
 		return nil
 	}}
@@ -290,10 +300,10 @@ func servedSerial(t *testing.T, hostport string) string {
 	if err == nil {
 		conn.Close()
 	}
-	if serial == "" {
+	if served == nil {
 		t.Errorf("no certificate from %s: %v", hostport, err)
 	}
-	return serial
+	return served
 }
 
 // apiPoller asks the API for the default namespace every 200 ms and

@@ -44,6 +44,9 @@ const haEndpoint = "https://lb.kubexm.local:6443"
 //     new Deployment schedules and its pods run;
 //   - n1 is powered on again and the cluster converges by itself: n1 Ready,
 //     etcd 3 healthy members;
+//   - CA rotation (caRotation, skipped with KUBEXM_E2E_CA_ROTATION=0):
+//     rotate-ca replaces the cluster, front-proxy and etcd CAs while a
+//     client polls the API with a token issued before;
 //   - a re-run changes nothing;
 //   - with KUBEXM_E2E_NGINX=1, internalLoadbalancer nginx on the same
 //     cluster (checkNginxSwitch):
@@ -221,6 +224,12 @@ spec:
 	}
 	checkMasterEtcd(ctx, t, set, masters, victim)
 	t.Logf("PERF %s back: node Ready and etcd 3 healthy members %s after the power-on", victim.Name, time.Since(start).Round(time.Second))
+
+	// The admin kubeconfig names n1 again, which is back; the rotation
+	// rewrites it, and the re-run below must find the rotated cluster fit.
+	if os.Getenv("KUBEXM_E2E_CA_ROTATION") != "0" {
+		caRotation(ctx, t, kx, k, set, masters, workers, root, work, "e2e-ha", bundle)
+	}
 
 	res = kx.play(ctx, create, "--offline-bundle", bundle)
 	if res.err != nil {

@@ -1,0 +1,248 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mensylisir/kubexm/builtins/pki"
+	"github.com/mensylisir/kubexm/test/testhosts"
+)
+
+// caRotation is issue 22's CA rotation on the HA suite's cluster (3 masters
+// and etcd members, 2 workers behind haproxy), with a pod on every node:
+//
+//   - before: a service-account token is issued; a client on a worker asks
+//     the API through the endpoint every 200 ms with that token, trusting
+//     the worker's /etc/kubernetes/pki/ca.crt as it is at each request;
+//   - rotate-ca replaces the cluster, front-proxy and etcd CAs;
+//   - the token is never refused (no 401 or 403), the longest gap between
+//     two answers stays within one API server restart behind haproxy, and
+//     the last answers all succeed;
+//   - afterwards every trust file on every host, and the CA of every
+//     kubeconfig, is the new CA alone; every leaf certificate and kubeconfig
+//     (the certs check's list) chains to the new CAs and not to the old
+//     ones; the API servers and etcd serve certificates of the new CAs;
+//     kube-root-ca.crt holds the new CA; the nodes are Ready and the pods
+//     kept their UIDs and restart counts.
+func caRotation(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, set *testhosts.Set, masters, workers []testhosts.Host, root, work, name, bundle string) {
+	t.Helper()
+	pkiDir := filepath.Join(work, ".kubexm", name, "certs")
+	authorities := []string{"kubernetes/ca.crt", "kubernetes/front-proxy-ca.crt", "etcd/ca.crt"}
+	readCAs := func() []*x509.Certificate {
+		var out []*x509.Certificate
+		for _, a := range authorities {
+			data, err := os.ReadFile(filepath.Join(pkiDir, a))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := pki.ParseCert(data)
+			if err != nil {
+				t.Fatalf("%s: %v", a, err)
+			}
+			out = append(out, c)
+		}
+		return out
+	}
+	oldCAs := readCAs()
+	pods := startPods(ctx, t, k, set)
+	token, err := k.run(ctx, "", "create", "token", "default", "-n", "default", "--duration=2h")
+	if err != nil {
+		t.Fatalf("kubectl create token: %v\n%s", err, token)
+	}
+	token = strings.TrimSpace(token)
+
+	poller := workers[0]
+	polled := make(chan sshResult, 1)
+	go func() {
+		out, err := set.SSH(ctx, poller.Name, tokenPollScript(token, 3000, 200*time.Millisecond))
+		polled <- sshResult{out, err}
+	}()
+	start := time.Now()
+	res := kx.play(ctx, filepath.Join(root, "playbooks", "rotate-ca"), "--offline-bundle", bundle)
+	wall := time.Since(start)
+	if out, err := set.SSH(ctx, poller.Name, "touch /tmp/kubexm-stop-poll"); err != nil {
+		t.Errorf("stopping the poller: %v\n%s", err, out)
+	}
+	p := <-polled
+	if res.err != nil {
+		t.Fatalf("rotate-ca failed after %s: %v%s", res.wall, res.err, res.failures())
+	}
+	if p.err != nil {
+		t.Fatalf("the poller on %s: %v\n%s", poller.Name, p.err, tail(p.out, 20))
+	}
+	stats, err := parsePoll(p.out, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := strings.Count(p.out, " 401\n") + strings.Count(p.out, " 403\n")
+	t.Logf("PERF rotate-ca (cluster, front-proxy and etcd CAs; %d masters, %d workers): %s (%d changed); a client on %s with a token issued before polled %s every 200 ms: %d requests, %d failed, longest gap %s, %d refused",
+		len(masters), len(workers), wall.Round(time.Second), len(res.changed()), poller.Name, haEndpoint, stats.total, stats.failed, stats.longestGap, refused)
+	if refused > 0 {
+		t.Errorf("the service-account token issued before the rotation was refused %d times during it", refused)
+	}
+	if stats.longestGap > 15*time.Second {
+		t.Errorf("the API was away for %s through the endpoint during the rotation, want under 15 s", stats.longestGap)
+	}
+	if stats.tailFailed > 0 {
+		t.Errorf("%d of the last 25 requests failed after the rotation", stats.tailFailed)
+	}
+
+	newCAs := readCAs()
+	for i, a := range authorities {
+		if newCAs[i].Equal(oldCAs[i]) {
+			t.Fatalf("%s is the same CA after the rotation", a)
+		}
+	}
+	newPool, oldPool := x509.NewCertPool(), x509.NewCertPool()
+	for i := range newCAs {
+		newPool.AddCert(newCAs[i])
+		oldPool.AddCert(oldCAs[i])
+	}
+	onlyNew := func(where string, pemData []byte, want *x509.Certificate) {
+		certs, err := pki.ParseCerts(pemData)
+		if err != nil || len(certs) != 1 || !certs[0].Equal(want) {
+			t.Errorf("%s: want the new CA %q alone, have %d certificates (%v)", where, want.Subject.CommonName, len(certs), err)
+		}
+	}
+	chainsToNew := func(where string, c *x509.Certificate) {
+		opts := func(pool *x509.CertPool) x509.VerifyOptions {
+			return x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}
+		}
+		if _, err := c.Verify(opts(newPool)); err != nil {
+			t.Errorf("%s (%s) does not chain to a new CA: %v", where, c.Subject.CommonName, err)
+		}
+		if _, err := c.Verify(opts(oldPool)); err == nil {
+			t.Errorf("%s (%s) still chains to an old CA", where, c.Subject.CommonName)
+		}
+	}
+
+	// The trust files.
+	for _, h := range set.Hosts {
+		files := map[string]*x509.Certificate{"/etc/kubernetes/pki/ca.crt": newCAs[0]}
+		if hostIn(h, masters) {
+			files["/etc/kubernetes/pki/ca-signer.crt"] = newCAs[0]
+			files["/etc/kubernetes/pki/front-proxy-ca.crt"] = newCAs[1]
+			files["/etc/kubernetes/pki/etcd/ca.crt"] = newCAs[2]
+			files["/etc/kubexm/etcd/ssl/ca.pem"] = newCAs[2]
+		}
+		for path, want := range files {
+			out, err := set.SSH(ctx, h.Name, "cat "+shellQuote(path))
+			if err != nil {
+				t.Fatalf("read %s on %s: %v", path, h.Name, err)
+			}
+			onlyNew(h.Name+" "+path, []byte(out), want)
+		}
+	}
+
+	// Every leaf and kubeconfig the certs check lists.
+	report := certsCheck(ctx, t, kx)
+	leaves := 0
+	for _, c := range report.Certificates {
+		if c.Kind == "public-key" || c.IsCA {
+			continue
+		}
+		var data []byte
+		if c.Host == "localhost" {
+			if data, err = os.ReadFile(c.Path); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			out, err := set.SSH(ctx, c.Host, "cat "+shellQuote(c.Path))
+			if err != nil {
+				t.Fatalf("read %s on %s: %v", c.Path, c.Host, err)
+			}
+			data = []byte(out)
+		}
+		where := c.Host + " " + c.Path
+		if c.Kind == "kubeconfig" {
+			kc, err := pki.ParseKubeConfig(data)
+			if err != nil || len(kc.Users) != 1 || len(kc.Clusters) != 1 {
+				t.Fatalf("%s: %v", where, err)
+			}
+			caData, err := base64.StdEncoding.DecodeString(kc.Clusters[0].Cluster.CertificateAuthorityData)
+			if err != nil {
+				t.Fatalf("%s: %v", where, err)
+			}
+			onlyNew(where+" (its CA)", caData, newCAs[0])
+			if data, err = base64.StdEncoding.DecodeString(kc.Users[0].User.ClientCertificateData); err != nil {
+				t.Fatalf("%s: %v", where, err)
+			}
+		}
+		cert, err := pki.ParseCert(data)
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		chainsToNew(where, cert)
+		leaves++
+	}
+	if leaves < 10*len(set.Hosts)/2 {
+		t.Errorf("the certs check listed %d leaves and kubeconfigs, too few for %d hosts", leaves, len(set.Hosts))
+	}
+
+	// What the servers present.
+	for _, m := range masters {
+		for _, port := range []string{"6443", "2379", "2380"} {
+			if c := servedCert(t, m.Address+":"+port); c != nil {
+				chainsToNew(fmt.Sprintf("%s:%s serves a certificate that", m.Name, port), c)
+			}
+		}
+	}
+
+	rootCA, err := k.run(ctx, "", "get", "configmap", "kube-root-ca.crt", "-n", "default", "-o", `jsonpath={.data.ca\.crt}`)
+	if err != nil {
+		t.Fatalf("kube-root-ca.crt: %v\n%s", err, rootCA)
+	}
+	onlyNew("kube-root-ca.crt in default", []byte(rootCA), newCAs[0])
+	if out, err := k.run(ctx, "", "wait", "--for=condition=Ready", "node", "--all", "--timeout=120s"); err != nil {
+		t.Errorf("nodes not Ready after the rotation: %v\n%s", err, out)
+	}
+	checkPodsKept(ctx, t, k, pods)
+	if out, err := k.run(ctx, "", "delete", "pod", "--all", "-n", "default", "--wait=false"); err != nil {
+		t.Errorf("kubectl delete pods: %v\n%s", err, out)
+	}
+}
+
+type sshResult struct {
+	out string
+	err error
+}
+
+func hostIn(h testhosts.Host, hs []testhosts.Host) bool {
+	for _, x := range hs {
+		if x.Name == h.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// tokenPollScript asks the API's discovery (/api: authenticated users
+// only) through the endpoint with a bearer token every period, up to n
+// times or until /tmp/kubexm-stop-poll exists, trusting the host's
+// /etc/kubernetes/pki/ca.crt as it is at each request; it prints
+// "<unix ms> <HTTP status>" per request (000 when none came).
+func tokenPollScript(token string, n int, period time.Duration) string {
+	return fmt.Sprintf(`set -u
+rm -f /tmp/kubexm-stop-poll
+d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
+printf 'Authorization: Bearer %%s\n' %s > "$d/h"
+start=$(date +%%s%%N)
+for i in $(seq 0 %d); do
+  [ -e /tmp/kubexm-stop-poll ] && break
+  next=$((start + i * %d))
+  now=$(date +%%s%%N)
+  [ "$now" -lt "$next" ] && sleep "$(awk -v ns=$((next - now)) 'BEGIN{printf "%%.3f", ns / 1e9}')"
+  code=$(curl -s -o /dev/null -w '%%{http_code}' --max-time 2 --cacert /etc/kubernetes/pki/ca.crt -H @"$d/h" %s/api)
+  echo "$(date +%%s%%3N) $code"
+done
+rm -f /tmp/kubexm-stop-poll`, shellQuote(token), n-1, period.Nanoseconds(), haEndpoint)
+}
