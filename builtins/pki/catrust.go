@@ -49,8 +49,9 @@ one of the two, in four stages that each write the bundle again:
 
 Every stage can run again: ` + "`add`" + ` does nothing while NAME-next or NAME-old
 exists, ` + "`promote`" + ` nothing once NAME-next is gone, ` + "`retire`" + ` nothing once
-NAME-old is gone, and a ` + "`promote`" + ` interrupted between two renames is finished
-by the next one (any other stage refuses such a directory and says so).
+NAME-old is gone; a ` + "`promote`" + ` or ` + "`retire`" + ` interrupted between two renames is
+finished by the next run of the same stage (any other stage refuses such a
+directory and says so, and ` + "`retire`" + ` refuses while NAME-next exists).
 In check mode nothing is written.
 
 Results: ` + "`bundle`" + ` (the path), ` + "`cas`" + ` (how many certificates it holds),
@@ -138,7 +139,7 @@ func (f caFiles) pair(gen string) (*Pair, bool, error) {
 }
 
 func (f caFiles) halfway(why string) error {
-	return fmt.Errorf("the CA %s is inconsistent: %s; a CA rotation may have stopped in its promote stage: run the rotation again (ca_trust stage: promote finishes it)",
+	return fmt.Errorf("the CA %s is inconsistent: %s; a CA rotation may have stopped between two renames: run it again (kubexm play rotate-ca; ca_trust stage: promote or retire finishes it)",
 		filepath.Join(f.dir, f.name), why)
 }
 
@@ -289,13 +290,28 @@ func (f caFiles) add(check bool, args step.Args) ([]string, error) {
 	return []string{"created the CA " + filepath.Base(f.path("next", "crt"))}, nil
 }
 
+// retire moves whichever of NAME-old's two files is there, so that a run
+// interrupted between the two renames is finished by the next one.
 func (f caFiles) retire(check bool, now time.Time) ([]string, error) {
-	if _, ok, err := f.pair("old"); err != nil || !ok {
+	// Never in the middle of a promote: the old CA may be all that signs.
+	if _, _, err := f.pair(""); err != nil {
 		return nil, err
+	}
+	for _, ext := range []string{"crt", "key"} {
+		if ok, err := exists(f.path("next", ext)); err != nil {
+			return nil, err
+		} else if ok {
+			return nil, f.halfway(f.path("next", ext) + " exists: the new CA was not promoted yet")
+		}
 	}
 	var did []string
 	for _, ext := range []string{"crt", "key"} {
 		p := f.path("old", ext)
+		if ok, err := exists(p); err != nil {
+			return nil, err
+		} else if !ok {
+			continue
+		}
 		if check {
 			did = append(did, "retire "+p)
 			continue

@@ -113,7 +113,7 @@ func TestCATrustInterruptedPromote(t *testing.T) {
 	}
 	for _, st := range []string{"bundle", "add", "retire"} {
 		_, err := call(caTrust{}, env, step.Args{"path": "pki", "stage": st})
-		if err == nil || !strings.Contains(err.Error(), "stage: promote finishes it") {
+		if err == nil || !strings.Contains(err.Error(), "stage: promote or retire finishes it") {
 			t.Fatalf("stage %s on a half-promoted CA: %v", st, err)
 		}
 	}
@@ -150,5 +150,27 @@ func TestCATrustCheckModeWritesNothing(t *testing.T) {
 	env.Check = false
 	if _, err := call(caTrust{}, env, step.Args{"path": "nothing-here"}); err == nil || !strings.Contains(err.Error(), "gen_cert") {
 		t.Fatalf("a directory without a CA: %v", err)
+	}
+}
+
+// A retire interrupted after one rename: the next retire moves the key too.
+func TestCATrustInterruptedRetire(t *testing.T) {
+	env := testEnv(t)
+	dir := filepath.Join(env.WorkDir, "pki")
+	run(t, genCert{}, env, step.Args{"path": "pki", "name": "ca", "ca": true, "common_name": "etcd-ca", "key_type": "ecdsa-p256"})
+	run(t, caTrust{}, env, step.Args{"path": "pki", "stage": "add"})
+	run(t, caTrust{}, env, step.Args{"path": "pki", "stage": "promote"})
+	if err := os.Rename(filepath.Join(dir, "ca-old.crt"), filepath.Join(dir, "ca-old.crt.x.bak")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(caTrust{}, env, step.Args{"path": "pki"}); err == nil || !strings.Contains(err.Error(), "retire finishes it") {
+		t.Fatalf("a half-retired CA: %v", err)
+	}
+	res := run(t, caTrust{}, env, step.Args{"path": "pki", "stage": "retire"})
+	if !res.Changed || res.Data["rotation"] != "none" || res.Data["cas"] != 1 {
+		t.Fatalf("finishing the retire: %+v", res)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ca-old.key")); !os.IsNotExist(err) {
+		t.Fatalf("ca-old.key is still there: %v", err)
 	}
 }
