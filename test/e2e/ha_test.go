@@ -228,6 +228,11 @@ spec:
 	// The admin kubeconfig names n1 again, which is back; the rotation
 	// rewrites it, and the re-run below must find the rotated cluster fit.
 	if os.Getenv("KUBEXM_E2E_CA_ROTATION") != "0" {
+		// The Deployment's pods go in the background after its delete;
+		// the rotation must find only pods that stay.
+		if out, err := k2.run(ctx, "", "wait", "--for=delete", "pod", "-l", "app=after-failover", "-n", "default", "--timeout=180s"); err != nil {
+			t.Fatalf("the pods of the deleted Deployment are still there: %v\n%s", err, out)
+		}
 		caRotation(ctx, t, kx, k, set, masters, workers, root, work, "e2e-ha", bundle)
 	}
 
