@@ -31,11 +31,19 @@ type Support struct {
 	// WarnOnlyPlaybooks install nothing: for them unsupported choices are
 	// warnings (see ForPlaybook).
 	WarnOnlyPlaybooks []string `json:"warnOnlyPlaybooks"`
+	// PlaybookChoices are choices create-cluster installs that one
+	// playbook does not handle yet (playbook name -> its refusals, each
+	// value "not supported yet"): that playbook refuses them before any
+	// task runs (see ForPlaybook).
+	PlaybookChoices map[string][]Choice `json:"playbookChoices,omitempty"`
 	// Source is the file the matrix was read from, for messages.
 	Source string `json:"source"`
 
 	// warnOnly reports unsupported choices as warnings.
 	warnOnly bool
+	// playbook is the playbook the matrix is applied for (ForPlaybook):
+	// its PlaybookChoices are checked too.
+	playbook string
 	// findRole, when set, tells whether the playbook tree holds a role
 	// file (a "role/tasks/main.yaml" path), and names the directories it
 	// searched; choices with a role (custom plugins) are checked with it.
@@ -58,12 +66,16 @@ func (s *Support) WithRoles(find RoleFinder) *Support {
 // ForPlaybook returns the matrix as the playbook named name applies it:
 // a playbook that installs nothing (warn_only_playbooks) gets warnings
 // instead of errors.
+//
+// A playbook with entries in PlaybookChoices also refuses those values.
 func (s *Support) ForPlaybook(name string) *Support {
-	if !slices.Contains(s.WarnOnlyPlaybooks, name) {
+	warnOnly := slices.Contains(s.WarnOnlyPlaybooks, name)
+	if !warnOnly && len(s.PlaybookChoices[name]) == 0 {
 		return s
 	}
 	c := *s
-	c.warnOnly = true
+	c.warnOnly = warnOnly
+	c.playbook = name
 	return &c
 }
 
@@ -164,6 +176,7 @@ func ParseSupport(name string, data []byte) (*Support, error) {
 		Checksums  string            `yaml:"checksums"`
 		Choices    yaml.MapSlice     `yaml:"choices"`
 		WarnOnly   []string          `yaml:"warn_only_playbooks"`
+		Playbooks  yaml.MapSlice     `yaml:"playbook_choices"`
 	}
 	if err := yaml.UnmarshalWithOptions(data, &raw, yaml.Strict(), yaml.UseOrderedMap()); err != nil {
 		return nil, fmt.Errorf("support matrix %s: %s", name, yaml.FormatError(err, false, true))
@@ -171,45 +184,25 @@ func ParseSupport(name string, data []byte) (*Support, error) {
 	s := &Support{Kubernetes: raw.Kubernetes, Components: raw.Components, Checksums: raw.Checksums, WarnOnlyPlaybooks: raw.WarnOnly, Source: name}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	for _, item := range raw.Choices {
-		field := fmt.Sprint(item.Key)
-		ch := Choice{Field: field}
-		values, ok := item.Value.(yaml.MapSlice)
+	s.Choices = parseChoices(raw.Choices, "choice ", bad)
+	for _, pb := range raw.Playbooks {
+		name := fmt.Sprint(pb.Key)
+		choices, ok := pb.Value.(yaml.MapSlice)
 		if !ok {
-			bad("choice %s: want a mapping of values to statuses", field)
+			bad("playbook_choices.%s: want a mapping of fields to their refused values", name)
 			continue
 		}
-		for _, v := range values {
-			key := fmt.Sprint(v.Key)
-			if key == "only_with" {
-				ch.OnlyWith = fmt.Sprint(v.Value)
-				if _, _, ok := strings.Cut(ch.OnlyWith, "="); !ok {
-					bad("choice %s: only_with %q is not FIELD=VALUE", field, ch.OnlyWith)
-				}
-				continue
-			}
-			b, err := yaml.Marshal(v.Value)
-			if err != nil {
-				bad("choice %s value %s: %v", field, key, err)
-				continue
-			}
-			var cv ChoiceValue
-			if err := yaml.UnmarshalWithOptions(b, &cv, yaml.Strict()); err != nil {
-				bad("choice %s value %s: %s", field, key, yaml.FormatError(err, false, false))
-				continue
-			}
-			cv.Value = key
-			switch {
-			case cv.Status != StatusSupported && cv.Status != StatusNotSupported:
-				bad("choice %s value %s: status %q, want %q or %q", field, key, cv.Status, StatusSupported, StatusNotSupported)
-			case cv.Status == StatusNotSupported && cv.Reason == "":
-				bad("choice %s value %s: not supported yet needs a reason", field, key)
-			case cv.Status == StatusSupported && cv.Tested == "":
-				bad("choice %s value %s: supported needs tested: what proves it is installed", field, key)
-			}
-			ch.Values = append(ch.Values, cv)
+		if s.PlaybookChoices == nil {
+			s.PlaybookChoices = map[string][]Choice{}
 		}
-		s.Choices = append(s.Choices, ch)
+		for _, ch := range parseChoices(choices, "playbook_choices."+name+" choice ", bad) {
+			for _, v := range ch.Values {
+				if v.Supported() {
+					bad("playbook_choices.%s choice %s value %s: list only what playbook %s refuses (not supported yet, with a reason)", name, ch.Field, v.Value, name)
+				}
+			}
+			s.PlaybookChoices[name] = append(s.PlaybookChoices[name], ch)
+		}
 	}
 	k := &s.Kubernetes
 	if len(k.Minors) == 0 {
@@ -249,6 +242,54 @@ func ParseSupport(name string, data []byte) (*Support, error) {
 		return nil, fmt.Errorf("support matrix %s:\n%w", name, err)
 	}
 	return s, nil
+}
+
+// parseChoices reads a mapping of fields to their values' statuses (the
+// form of choices: and of each playbook_choices entry); what prefixes the
+// problems bad records.
+func parseChoices(items yaml.MapSlice, what string, bad func(string, ...any)) []Choice {
+	var out []Choice
+	for _, item := range items {
+		field := fmt.Sprint(item.Key)
+		ch := Choice{Field: field}
+		values, ok := item.Value.(yaml.MapSlice)
+		if !ok {
+			bad(what+"%s: want a mapping of values to statuses", field)
+			continue
+		}
+		for _, v := range values {
+			key := fmt.Sprint(v.Key)
+			if key == "only_with" {
+				ch.OnlyWith = fmt.Sprint(v.Value)
+				if _, _, ok := strings.Cut(ch.OnlyWith, "="); !ok {
+					bad(what+"%s: only_with %q is not FIELD=VALUE", field, ch.OnlyWith)
+				}
+				continue
+			}
+			b, err := yaml.Marshal(v.Value)
+			if err != nil {
+				bad(what+"%s value %s: %v", field, key, err)
+				continue
+			}
+			var cv ChoiceValue
+			if err := yaml.UnmarshalWithOptions(b, &cv, yaml.Strict()); err != nil {
+				bad(what+"%s value %s: %s", field, key, yaml.FormatError(err, false, false))
+				continue
+			}
+			cv.Value = key
+			switch {
+			case cv.Status != StatusSupported && cv.Status != StatusNotSupported:
+				bad(what+"%s value %s: status %q, want %q or %q", field, key, cv.Status, StatusSupported, StatusNotSupported)
+			case cv.Status == StatusNotSupported && cv.Reason == "":
+				bad(what+"%s value %s: not supported yet needs a reason", field, key)
+			case cv.Status == StatusSupported && cv.Tested == "":
+				bad(what+"%s value %s: supported needs tested: what proves it is installed", field, key)
+			}
+			ch.Values = append(ch.Values, cv)
+		}
+		out = append(out, ch)
+	}
+	return out
 }
 
 // minorOf returns "v1.37" for "v1.37.2", or "" when v is not vX.Y.Z.
@@ -417,6 +458,35 @@ func (s *Support) checkAll(c *Cluster, ps *problems) {
 			case v.Role != "":
 				s.checkRole(c, ch.Field, v, ps)
 			}
+		}
+	}
+	s.checkPlaybookChoices(c, ps)
+}
+
+// checkPlaybookChoices records the values the playbook the matrix is
+// applied for refuses although create-cluster installs them.
+func (s *Support) checkPlaybookChoices(c *Cluster, ps *problems) {
+	for i := range s.PlaybookChoices[s.playbook] {
+		ch := &s.PlaybookChoices[s.playbook][i]
+		if !s.applies(c, ch.OnlyWith) {
+			continue
+		}
+		for _, m := range resolveField(c, ch.Field) {
+			got := choiceValue(m)
+			if got == "" {
+				got = valueUnset
+			}
+			v := ch.Value(got)
+			if v == nil {
+				continue
+			}
+			with := ""
+			if ch.OnlyWith != "" {
+				f, val, _ := strings.Cut(ch.OnlyWith, "=")
+				with = fmt.Sprintf(" with %s %s", strings.TrimPrefix(f, "spec."), val)
+			}
+			ps.add(m.path, fmt.Sprintf("the other playbooks accept it; %s lists what each playbook refuses (playbook_choices)", s.Source),
+				"playbook %s does not support %s %s%s yet: %s", s.playbook, strings.TrimPrefix(ch.Field, "spec."), valueWord(got, ch.Field), with, v.Reason)
 		}
 	}
 }

@@ -535,3 +535,51 @@ func TestCustomRoleChoices(t *testing.T) {
 		t.Errorf("customRole with flannel: no warning; got %v", warns)
 	}
 }
+
+// TestPlaybookChoices: backup and restore refuse, at the field and before
+// any task, what they do not handle although create-cluster installs it (an
+// external etcd; kubeadm mode with etcd.type kubexm); kubeadm's stacked etcd
+// and binary mode pass; other playbooks are not concerned.
+func TestPlaybookChoices(t *testing.T) {
+	s, err := BuiltinSupport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flannel := []string{"plugin: calico", "plugin: flannel"}
+	kubeadmKubexm := edit(t, append(flannel, "version: v1.37.2", "type: kubeadm\n    version: v1.37.2")...)
+	stacked := edit(t, append(flannel, "etcd: [m1]", "etcd: []", "type: kubexm", "type: kubeadm", "version: v1.37.2", "type: kubeadm\n    version: v1.37.2")...)
+	external := edit(t, append(flannel, "etcd: [m1]", "etcd: []", "type: kubexm", "type: external\n    external: {endpoints: [\"https://10.1.1.1:2379\"]}")...)
+	binary := edit(t, flannel...)
+	for _, tc := range []struct {
+		name, yaml, playbook, want string
+	}{
+		{"kubeadm with etcd kubexm, backup", kubeadmKubexm, "backup", "c.yaml:18:11: spec.kubernetes.type: playbook backup does not support kubernetes.type kubeadm with etcd.type kubexm yet: in kubeadm mode backup and restore handle kubeadm's stacked etcd"},
+		{"kubeadm with etcd kubexm, restore", kubeadmKubexm, "restore", "playbook restore does not support kubernetes.type kubeadm with etcd.type kubexm yet"},
+		{"external etcd, restore", external, "restore", "c.yaml:20:11: spec.etcd.type: playbook restore does not support etcd.type external yet: backup and restore read and rebuild an etcd kubexm or kubeadm runs"},
+		{"external etcd, backup", external, "backup", "playbook backup does not support etcd.type external yet"},
+		{"kubeadm with etcd kubexm, create-cluster", kubeadmKubexm, "create-cluster", ""},
+		{"external etcd, create-cluster", external, "create-cluster", ""},
+		{"stacked etcd, backup", stacked, "backup", ""},
+		{"stacked etcd, restore", stacked, "restore", ""},
+		{"binary mode, restore", binary, "restore", ""},
+	} {
+		_, _, err := parseWith("c.yaml", []byte(tc.yaml), noEnv, s.ForPlaybook(tc.playbook))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		case tc.want != "" && !strings.Contains(err.Error(), "playbook_choices"):
+			t.Errorf("%s: no hint at playbook_choices: %v", tc.name, err)
+		}
+	}
+	for _, bad := range []struct{ yaml, msg string }{
+		{"kubernetes: {minors: [v1.35], default: v1.35.1}\nplaybook_choices: {backup: {spec.etcd.type: {external: {status: supported, tested: x}}}}\n", "list only what playbook backup refuses"},
+		{"kubernetes: {minors: [v1.35], default: v1.35.1}\nplaybook_choices: {backup: {spec.etcd.type: {external: {status: not supported yet}}}}\n", "playbook_choices.backup choice spec.etcd.type value external: not supported yet needs a reason"},
+		{"kubernetes: {minors: [v1.35], default: v1.35.1}\nplaybook_choices: {backup: [spec.etcd.type]}\n", "playbook_choices.backup: want a mapping"},
+	} {
+		if _, err := ParseSupport("m.yaml", []byte(bad.yaml)); err == nil || !strings.Contains(err.Error(), bad.msg) {
+			t.Errorf("%q: %v, want %q", bad.yaml, err, bad.msg)
+		}
+	}
+}

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -168,6 +170,25 @@ func writeSupportText(w io.Writer, s *schema.Support) {
 			fmt.Fprintf(w, "    %-10s %s%s\n", v.Value, v.Status, note)
 		}
 	}
+	names := slices.Sorted(maps.Keys(s.PlaybookChoices))
+	if len(names) > 0 {
+		fmt.Fprintln(w, "\nRefused by one playbook only (installed by create-cluster):")
+	}
+	for _, name := range names {
+		for _, ch := range s.PlaybookChoices[name] {
+			for _, v := range ch.Values {
+				fmt.Fprintf(w, "  %s: %s %s%s: %s\n", name, ch.Field, v.Value, onlyWith(ch), v.Reason)
+			}
+		}
+	}
+}
+
+// onlyWith shows a choice's condition: " (with spec.etcd.type=kubexm)".
+func onlyWith(ch schema.Choice) string {
+	if ch.OnlyWith == "" {
+		return ""
+	}
+	return " (with " + ch.OnlyWith + ")"
 }
 
 // releaseLine shows a release line as users write versions: v3.6.x, 2.x.
@@ -189,6 +210,17 @@ func supportMarkdown(s *schema.Support) string {
 			field += " (with " + ch.OnlyWith[strings.LastIndexByte(ch.OnlyWith, '.')+1:] + ")"
 		}
 		b.WriteString(fmt.Sprintf("| %s | %s | %s |\n", field, strings.Join(ch.Supported(), ", "), strings.Join(ch.NotSupported(), ", ")))
+	}
+	names := slices.Sorted(maps.Keys(s.PlaybookChoices))
+	if len(names) > 0 {
+		b.WriteString("\nRefused by one playbook only (`play NAME` refuses them before any task; create-cluster installs them):\n\n")
+	}
+	for _, name := range names {
+		for _, ch := range s.PlaybookChoices[name] {
+			for _, v := range ch.Values {
+				b.WriteString(fmt.Sprintf("- `%s`: `%s` %s%s\n", name, ch.Field, v.Value, onlyWith(ch)))
+			}
+		}
 	}
 	return b.String()
 }

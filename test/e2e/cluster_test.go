@@ -148,7 +148,7 @@ func TestKubernetesCluster(t *testing.T) {
 	}
 
 	autoRenewTimer(ctx, t, set, k)
-	backupRestore(ctx, t, kx, k, root, work, name)
+	backupRestore(ctx, t, kx, k, root, work, name, "binary mode")
 
 	res = kx.play(ctx, del)
 	if res.err != nil {

@@ -3,7 +3,10 @@
 package e2e
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -162,6 +165,7 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 	if !v.binary {
 		checkKubeadmCerts(ctx, t, set, set.Hosts[0].Name, v.etcdType == "kubeadm")
 		kubeadmRenew(ctx, t, root, set, v)
+		kubeadmBackupRestore(ctx, t, root, set, v)
 	}
 
 	res = kx.play(ctx, create, "--offline-bundle", v.bundle)
@@ -182,8 +186,14 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 		if d := diffSnapshots(fresh[h.Name], snapshot(ctx, t, set, h.Name, wide...)); len(d) > 0 {
 			t.Errorf("delete did not leave %s as found:\n  %s", h.Name, strings.Join(d, "\n  "))
 		}
+		// Beside the snapshot's directories: what a restore leaves (the
+		// data it put aside, its working directory) goes with the cluster.
 		out, err := set.SSH(ctx, h.Name, `ip -o link show | grep -oE ' (flannel\.1|cni0):' || true
-pgrep -x 'kubelet|kube-proxy|kube-apiserver|etcd|flanneld|coredns|containerd-shim' || true`)
+pgrep -x 'kubelet|kube-proxy|kube-apiserver|etcd|flanneld|coredns|containerd-shim' || true
+for p in /var/lib/etcd.before-restore /var/lib/etcd.restoring /var/lib/kubexm-backup /usr/local/lib/kubexm; do
+  [ -e $p ] && echo "left $p"
+done
+true`)
 		if err != nil {
 			t.Fatalf("after delete on %s: %v", h.Name, err)
 		}
@@ -198,6 +208,95 @@ pgrep -x 'kubelet|kube-proxy|kube-apiserver|etcd|flanneld|coredns|containerd-shi
 	if c := res.changed(); len(c) > 0 {
 		t.Errorf("second delete changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
+}
+
+// kubeadmBackupRestore is issue 22's backup and restore in kubeadm mode.
+// With the stacked etcd: backupRestore (a namespace with a Deployment and a
+// ConfigMap backed up, deleted, a changed byte, another cluster and an
+// older etcd refused, restored, nodes Ready; the restore's own health play
+// checks the control plane and DNS), then the archive's manifest says
+// kubeadm and holds kubeadm's configuration, PKI and static-pod manifests,
+// and etcdutl stayed beside the member. With etcd.type kubexm as kubeadm's
+// external etcd, backup and restore are refused before any task runs.
+func kubeadmBackupRestore(ctx context.Context, t *testing.T, root string, set *testhosts.Set, v kubeadmVariant) {
+	t.Helper()
+	if v.etcdType != "kubeadm" {
+		for _, pb := range []string{"backup", "restore"} {
+			res := v.kx.play(ctx, filepath.Join(root, "playbooks", pb), "--check", "-e", "backup_file=/nonexistent.tar.gz")
+			want := "playbook " + pb + " does not support kubernetes.type kubeadm with etcd.type kubexm yet"
+			if res.err == nil || !strings.Contains(res.failures(), want) {
+				t.Errorf("%s (kubeadm, %s): %v, want the refusal %q;%s", pb, v.desc, res.err, want, res.failures())
+			}
+			for _, e := range res.events {
+				if e.Kind == "host_result" {
+					t.Errorf("the refused %s ran a task: %s %s", pb, e.Host, e.Task)
+					break
+				}
+			}
+		}
+		return
+	}
+	name := filepath.Base(v.dir)
+	archive := backupRestore(ctx, t, v.kx, v.k, root, v.dir, name, "kubeadm, stacked etcd")
+	checkNodes(ctx, t, v.k, set)
+
+	m := backupManifest(t, archive)
+	master := set.Hosts[0].Name
+	if m.Metadata["kubernetes_type"] != "kubeadm" || m.Metadata["etcd_type"] != "kubeadm" || m.Metadata["etcd_version"] != strings.TrimPrefix(etcdVersion, "v") {
+		t.Errorf("backup metadata: kubernetes_type %v, etcd_type %v, etcd_version %v; want kubeadm, kubeadm, %s",
+			m.Metadata["kubernetes_type"], m.Metadata["etcd_type"], m.Metadata["etcd_version"], strings.TrimPrefix(etcdVersion, "v"))
+	}
+	files := map[string]bool{}
+	for _, f := range m.Files {
+		files[f.Name] = true
+	}
+	for _, want := range []string{"etcd/snapshot.db", "hosts/" + master + "/etc/kubernetes/manifests/etcd.yaml",
+		"hosts/" + master + "/etc/kubernetes/manifests/kube-apiserver.yaml", "hosts/" + master + "/etc/kubernetes/pki/etcd/ca.key",
+		"hosts/" + master + "/etc/kubernetes/pki/sa.key", "hosts/" + master + "/etc/kubernetes/admin.conf",
+		"hosts/" + master + "/var/lib/kubelet/config.yaml", "hosts/" + set.Hosts[1].Name + "/etc/kubernetes/kubelet.conf"} {
+		if !files[want] {
+			t.Errorf("the kubeadm backup lacks %s", want)
+		}
+	}
+	// The restore put the member's old data aside and its manifests back.
+	out, err := set.SSH(ctx, master, `test -d /var/lib/etcd.before-restore/member && echo aside
+ls /etc/kubernetes/manifests
+test -e /var/lib/kubexm-backup/manifests && echo "manifests left aside"
+/usr/local/lib/kubexm/etcd/etcdutl version | head -1
+true`)
+	if err != nil || !strings.Contains(out, "aside") || !strings.Contains(out, "etcd.yaml") || !strings.Contains(out, "kube-apiserver.yaml") ||
+		strings.Contains(out, "manifests left aside") || !strings.Contains(out, "etcdutl version: "+strings.TrimPrefix(etcdVersion, "v")) {
+		t.Errorf("after the restore on %s (%v):\n%s", master, err, out)
+	}
+}
+
+// backupManifest reads manifest.json, the first member of an unencrypted
+// backup archive.
+func backupManifest(t *testing.T, archive string) (m struct {
+	Metadata map[string]any `json:"metadata"`
+	Files    []struct {
+		Name string `json:"name"`
+	} `json:"files"`
+}) {
+	t.Helper()
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("%s: %v", archive, err)
+	}
+	tr := tar.NewReader(zr)
+	h, err := tr.Next()
+	if err != nil || h.Name != "manifest.json" {
+		t.Fatalf("%s: first member %v, %v; want manifest.json", archive, h, err)
+	}
+	if err := json.NewDecoder(tr).Decode(&m); err != nil {
+		t.Fatalf("%s manifest.json: %v", archive, err)
+	}
+	return m
 }
 
 // kubeadmNodes takes the last worker out of the variant's cluster with

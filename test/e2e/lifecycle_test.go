@@ -99,8 +99,10 @@ func TestUpgrade(t *testing.T) {
 }
 
 // backupRestore is issue 22's backup and restore on a running cluster
-// (TestKubernetesCluster's).
-func backupRestore(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, root, work, name string) {
+// (TestKubernetesCluster's in binary mode, TestKubeadmCluster's with
+// kubeadm's stacked etcd; mode names it in the PERF lines). It returns the
+// archive.
+func backupRestore(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, root, work, name, mode string) string {
 	t.Helper()
 	image := busyboxRef(t)
 	workload := `apiVersion: v1
@@ -138,7 +140,7 @@ spec:
 	if res.err != nil {
 		t.Fatalf("backup failed: %v%s", res.err, res.failures())
 	}
-	t.Logf("PERF backup: %s", res.wall.Round(time.Millisecond))
+	t.Logf("PERF backup (%s): %s", mode, res.wall.Round(time.Millisecond))
 	archives, _ := filepath.Glob(filepath.Join(work, ".kubexm", name, "backups", name+"-*.tar.gz"))
 	if len(archives) != 1 {
 		t.Fatalf("backups: %v, want one archive", archives)
@@ -205,7 +207,7 @@ spec:
 	if res.err != nil {
 		t.Fatalf("restore failed after %s: %v%s", res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF restore (1 etcd member, health checks included): %s", res.wall.Round(time.Millisecond))
+	t.Logf("PERF restore (%s, 1 etcd member, health checks included): %s", mode, res.wall.Round(time.Millisecond))
 	out, err := k.run(ctx, "", "-n", "keep", "get", "configmap", "settings", "-o", "jsonpath={.data.colour}")
 	if err != nil || out != "blue" {
 		t.Errorf("configmap keep/settings after the restore: %q, %v", out, err)
@@ -216,6 +218,7 @@ spec:
 	if out, err := k.run(ctx, "", "wait", "node", "--all", "--for=condition=Ready", "--timeout=300s"); err != nil {
 		t.Errorf("nodes after the restore: %v\n%s", err, out)
 	}
+	return archive
 }
 
 // upgrade is the upgrade part of TestUpgrade: refusals checked
