@@ -369,7 +369,7 @@ func TestKubeControllerManagerAndSchedulerUnitTemplates(t *testing.T) {
 		"--allocate-node-cidrs=true ",
 		"--node-cidr-mask-size=24 ",
 		"--service-account-private-key-file=/etc/kubernetes/pki/sa.key ",
-		"--cluster-signing-cert-file=/etc/kubernetes/pki/ca.crt ",
+		"--cluster-signing-cert-file=/etc/kubernetes/pki/ca-signer.crt ",
 		"--cluster-signing-key-file=/etc/kubernetes/pki/ca.key ",
 		"--root-ca-file=/etc/kubernetes/pki/ca.crt ",
 		"--use-service-account-credentials=true ",
