@@ -96,13 +96,19 @@ func TestCATrustRotation(t *testing.T) {
 	}
 }
 
+// rotationUnderWay makes a CA in <work dir>/pki and adds its successor.
+func rotationUnderWay(t *testing.T) (*step.Env, string) {
+	t.Helper()
+	env := testEnv(t)
+	run(t, genCert{}, env, step.Args{"path": "pki", "name": "ca", "ca": true, "common_name": "etcd-ca", "key_type": "ecdsa-p256"})
+	run(t, caTrust{}, env, step.Args{"path": "pki", "stage": "add"})
+	return env, filepath.Join(env.WorkDir, "pki")
+}
+
 // A promote interrupted after one rename: the other stages refuse the
 // directory with a hint, and the next promote finishes it.
 func TestCATrustInterruptedPromote(t *testing.T) {
-	env := testEnv(t)
-	dir := filepath.Join(env.WorkDir, "pki")
-	run(t, genCert{}, env, step.Args{"path": "pki", "name": "ca", "ca": true, "common_name": "etcd-ca", "key_type": "ecdsa-p256"})
-	run(t, caTrust{}, env, step.Args{"path": "pki", "stage": "add"})
+	env, dir := rotationUnderWay(t)
 	next := readCert(t, filepath.Join(dir, "ca-next.crt"))
 	// What the promote does for the certificate, without the key.
 	if err := os.Rename(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca-old.crt")); err != nil {
@@ -155,10 +161,7 @@ func TestCATrustCheckModeWritesNothing(t *testing.T) {
 
 // A retire interrupted after one rename: the next retire moves the key too.
 func TestCATrustInterruptedRetire(t *testing.T) {
-	env := testEnv(t)
-	dir := filepath.Join(env.WorkDir, "pki")
-	run(t, genCert{}, env, step.Args{"path": "pki", "name": "ca", "ca": true, "common_name": "etcd-ca", "key_type": "ecdsa-p256"})
-	run(t, caTrust{}, env, step.Args{"path": "pki", "stage": "add"})
+	env, dir := rotationUnderWay(t)
 	run(t, caTrust{}, env, step.Args{"path": "pki", "stage": "promote"})
 	if err := os.Rename(filepath.Join(dir, "ca-old.crt"), filepath.Join(dir, "ca-old.crt.x.bak")); err != nil {
 		t.Fatal(err)
