@@ -149,8 +149,8 @@ func (d *diagnostics) keepHint() string {
 
 // report logs what an engineer looks at first when a suite fails: on every
 // machine the state of the units kubexm manages, and the status and the last
-// 100 journal lines of each one that is not active and of each one a failed
-// task names; then, for a cluster, its nodes, pods and events.
+// 100 journal lines of each one that is not active or has restarted and of
+// each one a failed task names; then, for a cluster, its nodes, pods and events.
 func (d *diagnostics) report(t *testing.T) {
 	t.Helper()
 	// The test's own context may be spent already.
@@ -213,8 +213,8 @@ func (d *diagnostics) text(ctx context.Context) string {
 
 // unitReportScript prints, on a machine, one line per unit kubexm manages
 // (state, sub-state, restarts), then `systemctl status` and the last 100
-// journal lines of each that is not active or whose name the failed tasks'
-// text names.
+// journal lines of each that is not active, has restarted, or whose name the
+// failed tasks' text names.
 func unitReportScript(failedText string) string {
 	return fmt.Sprintf(`failed_text=%s
 units=$(grep -l -s -F -e %s /etc/systemd/system/*.service | xargs -r -n1 basename | sed 's/\.service$//')
@@ -225,6 +225,9 @@ done
 for u in $units; do
   why=
   systemctl is-active --quiet "$u.service" || why="not active"
+  # A crash loop is active for the instant between restarts; its restarts give it away.
+  restarts=$(systemctl show -p NRestarts --value "$u.service")
+  [ "${restarts:-0}" = 0 ] || why="${why:+$why, }restarted $restarts times"
   case "$failed_text" in *"$u"*) why="${why:+$why, }named by the failed task" ;; esac
   [ -n "$why" ] || continue
   echo "## $u ($why)"
@@ -263,7 +266,9 @@ UNIT
 	if out, err := set.SSH(ctx, h, unit("e2e-broken", "echo bad flag --e2e-bogus >&2; exit 3")+
 		unit("e2e-quiet", "echo quiet is listening; exec sleep 600")+
 		unit("e2e-named", "echo named is up but not answering; exec sleep 600")+
-		"systemctl daemon-reload && systemctl start e2e-broken e2e-quiet e2e-named && sleep 3"); err != nil {
+		"systemctl daemon-reload && systemctl start e2e-broken e2e-quiet e2e-named && "+
+		// Two restarts, however loaded the machine: the report must tell a crash loop from a blip.
+		"until [ \"$(systemctl show -p NRestarts --value e2e-broken)\" -ge 2 ]; do sleep 0.2; done"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	d.observe(runResult{events: []event{{Kind: "host_result", Status: "failed", Host: h, Role: "e2e",
@@ -272,7 +277,6 @@ UNIT
 	t.Logf("the report, as a failing suite would log it:\n%s", text)
 	for _, want := range []string{
 		"failed tasks:\n  n1 [e2e] e2e-named is alive: timed out",
-		"## e2e-broken (not active)",
 		"$ systemctl status e2e-broken",
 		"bad flag --e2e-bogus",
 		"## e2e-named (named by the failed task)",
@@ -281,6 +285,9 @@ UNIT
 		if !strings.Contains(text, want) {
 			t.Errorf("the report lacks %q:\n%s", want, text)
 		}
+	}
+	if !regexp.MustCompile(`(?m)^## e2e-broken \((not active, )?restarted [0-9]+ times\)$`).MatchString(text) {
+		t.Errorf("the report does not show e2e-broken as crash-looping:\n%s", text)
 	}
 	if !regexp.MustCompile(`(?m)^e2e-quiet +.*ActiveState=active`).MatchString(text) {
 		t.Errorf("the report does not list e2e-quiet as active:\n%s", text)
