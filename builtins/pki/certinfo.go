@@ -33,7 +33,7 @@ Files are read on the task's host (with become when the task has it), or
 on the control machine with ` + "`local: true`" + ` (relative paths then start
 at the cluster's work directory).
 
-Results for one ` + "`path`" + `: ` + "`path`, `exists`, `kind` (`certificate`, `kubeconfig` or `public-key`), `subject`, `common_name`, `organization` (list), `sans` (map of `dns` and `ips` lists), `issuer`, `not_before` and `not_after` (RFC3339), `days_left` (whole days, counted towards zero: negative once expired by a day), `expired`, `is_ca`, `serial` (hex); for a public key `key_type` and `fingerprint` instead of the certificate fields" + `.
+Results for one ` + "`path`" + `: ` + "`path`, `exists`, `kind` (`certificate`, `kubeconfig` or `public-key`), `subject`, `common_name`, `organization` (list), `sans` (map of `dns` and `ips` lists), `issuer`, `not_before` and `not_after` (RFC3339), `days_left` (whole days, counted towards zero: negative once expired by a day), `expired`, `is_ca`, `serial` (hex), `subject_key_id` and `authority_key_id` (hex; which CA signed a certificate, where two CAs share a name during a rotation); for a public key `key_type` and `fingerprint` instead of the certificate fields" + `.
 With ` + "`paths`" + ` the same maps are returned in the list ` + "`certs`" + `, in order.`,
 		Args: []step.Arg{
 			{Name: "path", Type: step.String,
@@ -227,16 +227,18 @@ func Describe(c *x509.Certificate, now time.Time) map[string]any {
 		org[i] = o
 	}
 	return map[string]any{
-		"subject":      c.Subject.String(),
-		"common_name":  c.Subject.CommonName,
-		"organization": org,
-		"sans":         map[string]any{"dns": dns, "ips": ips},
-		"issuer":       c.Issuer.String(),
-		"not_before":   c.NotBefore.UTC().Format(time.RFC3339),
-		"not_after":    c.NotAfter.UTC().Format(time.RFC3339),
-		"days_left":    int(c.NotAfter.Sub(now) / day),
-		"expired":      !now.Before(c.NotAfter),
-		"is_ca":        c.IsCA,
-		"serial":       serialHex(c),
+		"subject":          c.Subject.String(),
+		"common_name":      c.Subject.CommonName,
+		"organization":     org,
+		"sans":             map[string]any{"dns": dns, "ips": ips},
+		"issuer":           c.Issuer.String(),
+		"not_before":       c.NotBefore.UTC().Format(time.RFC3339),
+		"not_after":        c.NotAfter.UTC().Format(time.RFC3339),
+		"days_left":        int(c.NotAfter.Sub(now) / day),
+		"expired":          !now.Before(c.NotAfter),
+		"is_ca":            c.IsCA,
+		"serial":           serialHex(c),
+		"subject_key_id":   hex.EncodeToString(c.SubjectKeyId),
+		"authority_key_id": hex.EncodeToString(c.AuthorityKeyId),
 	}
 }

@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +26,11 @@ func TestCertInfoLocalAndOnHost(t *testing.T) {
 			d["subject"] != "CN=system:node:n1,O=system:nodes" || d["issuer"] != "CN=kubernetes" ||
 			d["is_ca"] != false || d["expired"] != false || d["serial"] != serialHex(want) {
 			t.Errorf("cert_info data: %v", d)
+		}
+		ca := readCert(t, filepath.Join(dir, "ca.crt"))
+		if d["authority_key_id"] != hex.EncodeToString(ca.SubjectKeyId) || d["authority_key_id"] == "" ||
+			d["subject_key_id"] != hex.EncodeToString(want.SubjectKeyId) {
+			t.Errorf("key ids: authority %v, subject %v; want the CA's %x and %x", d["authority_key_id"], d["subject_key_id"], ca.SubjectKeyId, want.SubjectKeyId)
 		}
 		if days := d["days_left"].(int); days != 89 {
 			t.Errorf("days_left %d, want 89 for a fresh 90-day certificate", days)

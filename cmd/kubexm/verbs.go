@@ -384,7 +384,7 @@ func newCertsRotateCACmd(a *app) *cobra.Command {
 	v := &verbFlags{}
 	cmd := verbCmd(a, "ca", "rotate-ca",
 		"Replace the cluster, front-proxy and etcd CAs with new ones (the rotate-ca playbook)",
-		`Run the rotate-ca playbook (binary mode): new CAs join every trust bundle,
+		`Run the rotate-ca playbook (binary or kubeadm mode): new CAs join every trust bundle,
 every leaf certificate is reissued from them, then the old CAs leave the
 bundles; the components restart one host at a time in each phase and the
 service-account tokens keep working. An interrupted rotation is finished

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,13 +34,27 @@ import (
 //     ones; the API servers and etcd serve certificates of the new CAs;
 //     kube-root-ca.crt holds the new CA; the nodes are Ready and the pods
 //     kept their UIDs and restart counts.
-func caRotation(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, set *testhosts.Set, masters, workers []testhosts.Host, root, work, name, bundle string) {
+func caRotation(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, set *testhosts.Set, masters, workers []testhosts.Host, root, work, name, bundle string, l caLayout) {
 	t.Helper()
 	pkiDir := filepath.Join(work, ".kubexm", name, "certs")
-	authorities := []string{"kubernetes/ca.crt", "kubernetes/front-proxy-ca.crt", "etcd/ca.crt"}
+	// Before, on the first master: the trust files are each one CA outside a rotation.
+	hostCAs := []string{"/etc/kubernetes/pki/ca.crt", "/etc/kubernetes/pki/front-proxy-ca.crt", "/etc/kubernetes/pki/etcd/ca.crt"}
+	var oldCAs []*x509.Certificate
+	for _, path := range hostCAs {
+		out, err := set.SSH(ctx, masters[0].Name, "cat "+shellQuote(path))
+		if err != nil {
+			t.Fatalf("read %s on %s: %v", path, masters[0].Name, err)
+		}
+		c, err := pki.ParseCert([]byte(out))
+		if err != nil {
+			t.Fatalf("%s on %s: %v", path, masters[0].Name, err)
+		}
+		oldCAs = append(oldCAs, c)
+	}
+	// After: the CAs kubexm keeps in the work directory.
 	readCAs := func() []*x509.Certificate {
 		var out []*x509.Certificate
-		for _, a := range authorities {
+		for _, a := range l.workCAs {
 			data, err := os.ReadFile(filepath.Join(pkiDir, a))
 			if err != nil {
 				t.Fatal(err)
@@ -52,7 +67,6 @@ func caRotation(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, s
 		}
 		return out
 	}
-	oldCAs := readCAs()
 	pods := startPods(ctx, t, k, set)
 	token, err := k.run(ctx, "", "create", "token", "default", "-n", "default", "--duration=2h")
 	if err != nil {
@@ -83,21 +97,30 @@ func caRotation(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused := strings.Count(p.out, " 401\n") + strings.Count(p.out, " 403\n")
-	t.Logf("PERF rotate-ca (cluster, front-proxy and etcd CAs; %d masters, %d workers): %s (%d changed); a client on %s with a token issued before polled %s every 200 ms: %d requests, %d failed, longest gap %s, %d refused",
-		len(masters), len(workers), wall.Round(time.Second), len(res.changed()), poller.Name, haEndpoint, stats.total, stats.failed, stats.longestGap, refused)
+	refused, starting := refusals(p.out, 5*time.Second)
+	t.Logf("PERF rotate-ca (%s; cluster, front-proxy and etcd CAs; %d masters, %d workers): %s (%d changed); a client on %s with a token issued before polled %s every 200 ms: %d requests, %d failed, longest gap %s, %d refused",
+		l.desc, len(masters), len(workers), wall.Round(time.Second), len(res.changed()), poller.Name, haEndpoint, stats.total, stats.failed, stats.longestGap, refused)
+	if l.oneAPIServer {
+		// With one API server and no load balancer that checks /readyz, the
+		// client meets it while it starts: it answers 401 or 403 until its
+		// authenticators and RBAC caches have synced. That is the restart,
+		// not the rotation; a refusal away from any outage is the rotation's.
+		t.Logf("%d refusals within 5 s of an outage (the only API server starting)", starting)
+	} else {
+		refused += starting
+	}
 	if refused > 0 {
 		t.Errorf("the service-account token issued before the rotation was refused %d times during it", refused)
 	}
-	if stats.longestGap > 15*time.Second {
-		t.Errorf("the API was away for %s through the endpoint during the rotation, want under 15 s", stats.longestGap)
+	if stats.longestGap > l.maxGap {
+		t.Errorf("the API was away for %s through the endpoint during the rotation, want under %s", stats.longestGap, l.maxGap)
 	}
 	if stats.tailFailed > 0 {
 		t.Errorf("%d of the last 25 requests failed after the rotation", stats.tailFailed)
 	}
 
 	newCAs := readCAs()
-	for i, a := range authorities {
+	for i, a := range l.workCAs {
 		if newCAs[i].Equal(oldCAs[i]) {
 			t.Fatalf("%s is the same CA after the rotation", a)
 		}
@@ -129,10 +152,15 @@ func caRotation(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, s
 	for _, h := range set.Hosts {
 		files := map[string]*x509.Certificate{"/etc/kubernetes/pki/ca.crt": newCAs[0]}
 		if hostIn(h, masters) {
-			files["/etc/kubernetes/pki/ca-signer.crt"] = newCAs[0]
 			files["/etc/kubernetes/pki/front-proxy-ca.crt"] = newCAs[1]
 			files["/etc/kubernetes/pki/etcd/ca.crt"] = newCAs[2]
-			files["/etc/kubexm/etcd/ssl/ca.pem"] = newCAs[2]
+			if l.kubeadm {
+				// kubeadm signs with the first certificate of these files.
+				files["/etc/kubernetes/pki/ca.crt"] = newCAs[0]
+			} else {
+				files["/etc/kubernetes/pki/ca-signer.crt"] = newCAs[0]
+				files["/etc/kubexm/etcd/ssl/ca.pem"] = newCAs[2]
+			}
 		}
 		for path, want := range files {
 			out, err := set.SSH(ctx, h.Name, "cat "+shellQuote(path))
@@ -184,7 +212,7 @@ func caRotation(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, s
 		chainsToNew(where, cert)
 		leaves++
 	}
-	if leaves < 10*len(set.Hosts)/2 {
+	if leaves < l.minLeaves {
 		t.Errorf("the certs check listed %d leaves and kubeconfigs, too few for %d hosts", leaves, len(set.Hosts))
 	}
 
@@ -195,6 +223,10 @@ func caRotation(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, s
 				chainsToNew(fmt.Sprintf("%s:%s serves a certificate that", m.Name, port), c)
 			}
 		}
+	}
+
+	if l.kubeadm {
+		kubeadmAfterRotation(ctx, t, k, set, masters, newCAs, filepath.Join(pkiDir, "kubeadm", "ca.key"), chainsToNew, onlyNew)
 	}
 
 	rootCA, err := k.run(ctx, "", "get", "configmap", "kube-root-ca.crt", "-n", "default", "-o", `jsonpath={.data.ca\.crt}`)
@@ -209,6 +241,61 @@ func caRotation(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, s
 	if out, err := k.run(ctx, "", "delete", "pod", "--all", "-n", "default", "--wait=false"); err != nil {
 		t.Errorf("kubectl delete pods: %v\n%s", err, out)
 	}
+}
+
+// caLayout is what differs between the modes a CA rotation runs in.
+type caLayout struct {
+	desc string
+	// The cluster, front-proxy and etcd CAs in the work directory's certs/.
+	workCAs []string
+	kubeadm bool
+	// One API server, reached without a load balancer's health check.
+	oneAPIServer bool
+	// The longest the API may be away through the endpoint: one API server
+	// restart behind the load balancer with several masters, one restart of
+	// the only one otherwise.
+	maxGap time.Duration
+	// Fewer leaves and kubeconfigs in the certs check means some were missed.
+	minLeaves int
+}
+
+// refusals counts the poller's 401 and 403 answers: those with no outage
+// (no answer, or a 5xx) within window of them, and those near one.
+func refusals(out string, window time.Duration) (isolated, nearOutage int) {
+	type answer struct {
+		ms   int64
+		code string
+	}
+	var all []answer
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		ms, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		all = append(all, answer{ms, f[1]})
+	}
+	for _, a := range all {
+		if a.code != "401" && a.code != "403" {
+			continue
+		}
+		near := false
+		for _, b := range all {
+			if d := time.Duration(b.ms-a.ms) * time.Millisecond; d > -window && d < window && (b.code == "000" || b.code[0] == '5') {
+				near = true
+				break
+			}
+		}
+		if near {
+			nearOutage++
+		} else {
+			isolated++
+		}
+	}
+	return isolated, nearOutage
 }
 
 type sshResult struct {

@@ -233,7 +233,9 @@ spec:
 		if out, err := k2.run(ctx, "", "wait", "--for=delete", "pod", "-l", "app=after-failover", "-n", "default", "--timeout=180s"); err != nil {
 			t.Fatalf("the pods of the deleted Deployment are still there: %v\n%s", err, out)
 		}
-		caRotation(ctx, t, kx, k, set, masters, workers, root, work, "e2e-ha", bundle)
+		caRotation(ctx, t, kx, k, set, masters, workers, root, work, "e2e-ha", bundle, caLayout{
+			desc: "binary mode", workCAs: []string{"kubernetes/ca.crt", "kubernetes/front-proxy-ca.crt", "etcd/ca.crt"},
+			maxGap: 15 * time.Second, minLeaves: 5 * len(set.Hosts)})
 	}
 
 	res = kx.play(ctx, create, "--offline-bundle", bundle)
