@@ -218,7 +218,8 @@ true`)
 // checks the control plane and DNS), then the archive's manifest says
 // kubeadm and the etcd type and holds kubeadm's configuration, PKI and
 // static-pod manifests, a backup taken with the other etcd.type is refused,
-// and the member's data before the restore stayed aside. With the stacked
+// a restore --check accepts the archive and would change nothing on the
+// hosts, and the member's data before the restore stayed aside. With the stacked
 // etcd etcdutl stayed beside the member and etcd's manifest came back; with
 // etcd.type kubexm (roles/etcd's etcd on n1 as kubeadm's external etcd) the
 // archive also holds that etcd's certificates and unit, and its unit runs.
@@ -272,6 +273,19 @@ func kubeadmBackupRestore(ctx context.Context, t *testing.T, root string, set *t
 	w := "restore - the backup fits this cluster: " + archive + " was taken with etcd.type " + v.etcdType + "; this cluster's etcd.type is " + otherType
 	if res.err == nil || !strings.Contains(res.failures(), w) {
 		t.Errorf("restore of a backup with etcd.type %s into etcd.type %s: err %v, want %q;%s", v.etcdType, otherType, res.err, w, res.failures())
+	}
+
+	// --check of the restore: the archive verified and accepted, then
+	// nothing done (the unpack on the control machine is all it would change
+	// before the play ends).
+	res = v.kx.play(ctx, filepath.Join(root, "playbooks", "restore"), "--backup", archive, "--check")
+	if res.err != nil {
+		t.Errorf("restore --check (kubeadm, %s): %v%s", v.desc, res.err, res.failures())
+	}
+	for _, c := range res.changed() {
+		if !strings.HasSuffix(c, ": restore - verify and unpack the backup") {
+			t.Errorf("restore --check (kubeadm, %s) would change %s", v.desc, c)
+		}
 	}
 
 	// The restore put the member's old data aside and the manifests back.
