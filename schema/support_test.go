@@ -538,8 +538,9 @@ func TestCustomRoleChoices(t *testing.T) {
 
 // TestPlaybookChoices: backup and restore refuse, at the field and before
 // any task, what they do not handle although create-cluster installs it (an
-// external etcd; kubeadm mode with etcd.type kubexm); kubeadm's stacked etcd
-// and binary mode pass; other playbooks are not concerned.
+// external etcd); kubeadm's stacked etcd, kubeadm mode with etcd.type kubexm
+// and binary mode pass; other playbooks are not concerned. A refusal
+// with only_with names the field it depends on.
 func TestPlaybookChoices(t *testing.T) {
 	s, err := BuiltinSupport()
 	if err != nil {
@@ -553,8 +554,8 @@ func TestPlaybookChoices(t *testing.T) {
 	for _, tc := range []struct {
 		name, yaml, playbook, want string
 	}{
-		{"kubeadm with etcd kubexm, backup", kubeadmKubexm, "backup", "c.yaml:18:11: spec.kubernetes.type: playbook backup does not support kubernetes.type kubeadm with etcd.type kubexm yet: in kubeadm mode backup and restore handle kubeadm's stacked etcd"},
-		{"kubeadm with etcd kubexm, restore", kubeadmKubexm, "restore", "playbook restore does not support kubernetes.type kubeadm with etcd.type kubexm yet"},
+		{"kubeadm with etcd kubexm, backup", kubeadmKubexm, "backup", ""},
+		{"kubeadm with etcd kubexm, restore", kubeadmKubexm, "restore", ""},
 		{"external etcd, restore", external, "restore", "c.yaml:20:11: spec.etcd.type: playbook restore does not support etcd.type external yet: backup and restore read and rebuild an etcd kubexm or kubeadm runs"},
 		{"external etcd, backup", external, "backup", "playbook backup does not support etcd.type external yet"},
 		{"kubeadm with etcd kubexm, create-cluster", kubeadmKubexm, "create-cluster", ""},
@@ -571,6 +572,24 @@ func TestPlaybookChoices(t *testing.T) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		case tc.want != "" && !strings.Contains(err.Error(), "playbook_choices"):
 			t.Errorf("%s: no hint at playbook_choices: %v", tc.name, err)
+		}
+	}
+	// only_with: the refusal applies with that value only, and says so.
+	withOnly, err := ParseSupport("m.yaml", []byte("kubernetes: {minors: [v1.37], default: v1.37.2, skew: {upgrade_max_minors: 1, apiserver_max_minors: 1, kubectl_max_minors: 1}}\n"+
+		"playbook_choices: {backup: {spec.kubernetes.type: {only_with: spec.etcd.type=kubexm, kubeadm: {status: not supported yet, reason: a reason}}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"only_with met", kubeadmKubexm, "c.yaml:18:11: spec.kubernetes.type: playbook backup does not support kubernetes.type kubeadm with etcd.type kubexm yet: a reason"},
+		{"only_with not met", stacked, ""},
+	} {
+		_, _, err := parseWith("c.yaml", []byte(tc.yaml), noEnv, withOnly.ForPlaybook("backup"))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
 	for _, bad := range []struct{ yaml, msg string }{

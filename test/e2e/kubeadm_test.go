@@ -46,6 +46,7 @@ var kubeadmEtcdImageTag = strings.TrimPrefix(etcdVersion, "v") + "-0"
 //     (kubeadm's etcd certificates with the stacked etcd only);
 //   - with the stacked etcd, issue 20 in kubeadm mode (kubeadmNodes): n3 is
 //     removed with delete-nodes and added back with add-nodes;
+//   - with both, backup and restore (kubeadmBackupRestore);
 //   - a re-run reports 0 changed;
 //   - playbooks/delete (`kubeadm reset` and the rest) leaves every machine's
 //     /etc, /usr/local, /opt, /var/lib/kubelet and /var/lib/etcd as they
@@ -213,62 +214,101 @@ true`)
 	}
 }
 
-// kubeadmBackupRestore is issue 22's backup and restore in kubeadm mode.
-// With the stacked etcd: backupRestore (a namespace with a Deployment and a
+// kubeadmBackupRestore is issue 22's backup and restore in kubeadm mode,
+// with either etcd: backupRestore (a namespace with a Deployment and a
 // ConfigMap backed up, deleted, a changed byte, another cluster and an
 // older etcd refused, restored, nodes Ready; the restore's own health play
 // checks the control plane and DNS), then the archive's manifest says
-// kubeadm and holds kubeadm's configuration, PKI and static-pod manifests,
-// and etcdutl stayed beside the member. With etcd.type kubexm as kubeadm's
-// external etcd, backup and restore are refused before any task runs.
+// kubeadm and the etcd type and holds kubeadm's configuration, PKI and
+// static-pod manifests, a backup taken with the other etcd.type is refused,
+// a restore --check accepts the archive and would change nothing on the
+// hosts, and the member's data before the restore stayed aside. With the stacked
+// etcd etcdutl stayed beside the member and etcd's manifest came back; with
+// etcd.type kubexm (roles/etcd's etcd on n1 as kubeadm's external etcd) the
+// archive also holds that etcd's certificates and unit, and its unit runs.
 func kubeadmBackupRestore(ctx context.Context, t *testing.T, root string, set *testhosts.Set, v kubeadmVariant) {
 	t.Helper()
-	if v.etcdType != "kubeadm" {
-		for _, pb := range []string{"backup", "restore"} {
-			res := v.kx.play(ctx, filepath.Join(root, "playbooks", pb), "--check", "-e", "backup_file=/nonexistent.tar.gz")
-			want := "playbook " + pb + " does not support kubernetes.type kubeadm with etcd.type kubexm yet"
-			if res.err == nil || !strings.Contains(res.failures(), want) {
-				t.Errorf("%s (kubeadm, %s): %v, want the refusal %q;%s", pb, v.desc, res.err, want, res.failures())
-			}
-			for _, e := range res.events {
-				if e.Kind == "host_result" {
-					t.Errorf("the refused %s ran a task: %s %s", pb, e.Host, e.Task)
-					break
-				}
-			}
-		}
-		return
-	}
+	stacked := v.etcdType == "kubeadm"
 	name := filepath.Base(v.dir)
-	archive := backupRestore(ctx, t, v.kx, v.k, root, v.dir, name, "kubeadm, stacked etcd")
+	archive := backupRestore(ctx, t, v.kx, v.k, root, v.dir, name, "kubeadm, "+v.desc)
 	checkNodes(ctx, t, v.k, set)
 
 	m := backupManifest(t, archive)
 	master := set.Hosts[0].Name
-	if m.Metadata["kubernetes_type"] != "kubeadm" || m.Metadata["etcd_type"] != "kubeadm" || m.Metadata["etcd_version"] != strings.TrimPrefix(etcdVersion, "v") {
-		t.Errorf("backup metadata: kubernetes_type %v, etcd_type %v, etcd_version %v; want kubeadm, kubeadm, %s",
-			m.Metadata["kubernetes_type"], m.Metadata["etcd_type"], m.Metadata["etcd_version"], strings.TrimPrefix(etcdVersion, "v"))
+	if m.Metadata["kubernetes_type"] != "kubeadm" || m.Metadata["etcd_type"] != v.etcdType || m.Metadata["etcd_version"] != strings.TrimPrefix(etcdVersion, "v") {
+		t.Errorf("backup metadata: kubernetes_type %v, etcd_type %v, etcd_version %v; want kubeadm, %s, %s",
+			m.Metadata["kubernetes_type"], m.Metadata["etcd_type"], m.Metadata["etcd_version"], v.etcdType, strings.TrimPrefix(etcdVersion, "v"))
 	}
 	files := map[string]bool{}
 	for _, f := range m.Files {
 		files[f.Name] = true
 	}
-	for _, want := range []string{"etcd/snapshot.db", "hosts/" + master + "/etc/kubernetes/manifests/etcd.yaml",
-		"hosts/" + master + "/etc/kubernetes/manifests/kube-apiserver.yaml", "hosts/" + master + "/etc/kubernetes/pki/etcd/ca.key",
+	want := []string{"etcd/snapshot.db", "hosts/" + master + "/etc/kubernetes/manifests/kube-apiserver.yaml",
 		"hosts/" + master + "/etc/kubernetes/pki/sa.key", "hosts/" + master + "/etc/kubernetes/admin.conf",
-		"hosts/" + master + "/var/lib/kubelet/config.yaml", "hosts/" + set.Hosts[1].Name + "/etc/kubernetes/kubelet.conf"} {
-		if !files[want] {
-			t.Errorf("the kubeadm backup lacks %s", want)
+		"hosts/" + master + "/etc/kubexm/kubeadm/init.yaml",
+		"hosts/" + master + "/var/lib/kubelet/config.yaml", "hosts/" + set.Hosts[1].Name + "/etc/kubernetes/kubelet.conf"}
+	if stacked {
+		want = append(want, "hosts/"+master+"/etc/kubernetes/manifests/etcd.yaml", "hosts/"+master+"/etc/kubernetes/pki/etcd/ca.key")
+	} else {
+		want = append(want, "hosts/"+master+"/etc/kubernetes/pki/apiserver-etcd-client.key", "hosts/"+master+"/etc/kubexm/etcd/ssl/ca.pem",
+			"hosts/"+master+"/etc/kubexm/etcd/ssl/member-"+master+"-key.pem", "hosts/"+master+"/etc/systemd/system/etcd.service",
+			"pki/etcd/ca.key")
+		if files["hosts/"+master+"/etc/kubernetes/manifests/etcd.yaml"] {
+			t.Errorf("the backup with etcd.type kubexm holds an etcd static pod's manifest")
 		}
 	}
-	// The restore put the member's old data aside and its manifests back.
-	out, err := set.SSH(ctx, master, `test -d /var/lib/etcd.before-restore/member && echo aside
+	for _, w := range want {
+		if !files[w] {
+			t.Errorf("the kubeadm backup (%s) lacks %s", v.desc, w)
+		}
+	}
+
+	// A backup of the same cluster with the other etcd: refused by the check
+	// of the archive, before the tasks that change anything (--check, as the
+	// other refusals: its unpack counts as a change there).
+	otherType := map[bool]string{true: "kubexm", false: "kubeadm"}[stacked]
+	other := v.kx
+	other.inventory = filepath.Join(v.dir, "other-etcd.yaml")
+	if err := os.WriteFile(other.inventory, []byte(kubeadmClusterYAML(name, set, otherType)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res := other.play(ctx, filepath.Join(root, "playbooks", "restore"), "--backup", archive, "--check")
+	w := "restore - the backup fits this cluster: " + archive + " was taken with etcd.type " + v.etcdType + "; this cluster's etcd.type is " + otherType
+	if res.err == nil || !strings.Contains(res.failures(), w) {
+		t.Errorf("restore of a backup with etcd.type %s into etcd.type %s: err %v, want %q;%s", v.etcdType, otherType, res.err, w, res.failures())
+	}
+
+	// --check of the restore: the archive verified and accepted, then
+	// nothing done (the unpack on the control machine is all it would change
+	// before the play ends).
+	res = v.kx.play(ctx, filepath.Join(root, "playbooks", "restore"), "--backup", archive, "--check")
+	if res.err != nil {
+		t.Errorf("restore --check (kubeadm, %s): %v%s", v.desc, res.err, res.failures())
+	}
+	for _, c := range res.changed() {
+		if !strings.HasSuffix(c, ": restore - verify and unpack the backup") {
+			t.Errorf("restore --check (kubeadm, %s) would change %s", v.desc, c)
+		}
+	}
+
+	// The restore put the member's old data aside and the manifests back.
+	script := `test -d /var/lib/etcd.before-restore/member && echo aside
 ls /etc/kubernetes/manifests
 test -e /var/lib/kubexm-backup/manifests && echo "manifests left aside"
-/usr/local/lib/kubexm/etcd/etcdutl version | head -1
-true`)
-	if err != nil || !strings.Contains(out, "aside") || !strings.Contains(out, "etcd.yaml") || !strings.Contains(out, "kube-apiserver.yaml") ||
-		strings.Contains(out, "manifests left aside") || !strings.Contains(out, "etcdutl version: "+strings.TrimPrefix(etcdVersion, "v")) {
+`
+	if stacked {
+		script += "/usr/local/lib/kubexm/etcd/etcdutl version | head -1\n"
+	} else {
+		script += "echo etcd unit $(systemctl is-active etcd)\n"
+	}
+	out, err := set.SSH(ctx, master, script+"true")
+	ok := err == nil && strings.Contains(out, "aside") && strings.Contains(out, "kube-apiserver.yaml") && !strings.Contains(out, "manifests left aside")
+	if stacked {
+		ok = ok && strings.Contains(out, "etcd.yaml") && strings.Contains(out, "etcdutl version: "+strings.TrimPrefix(etcdVersion, "v"))
+	} else {
+		ok = ok && !strings.Contains(out, "etcd.yaml") && strings.Contains(out, "etcd unit active")
+	}
+	if !ok {
 		t.Errorf("after the restore on %s (%v):\n%s", master, err, out)
 	}
 }
