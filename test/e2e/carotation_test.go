@@ -75,9 +75,14 @@ func caRotation(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, s
 	token = strings.TrimSpace(token)
 
 	poller := workers[0]
+	// Cleared before the poller starts: a rotation that fails at once
+	// stops it, however late its script starts.
+	if out, err := set.SSH(ctx, poller.Name, "rm -f /tmp/kubexm-stop-poll"); err != nil {
+		t.Fatalf("%s: %v\n%s", poller.Name, err, out)
+	}
 	polled := make(chan sshResult, 1)
 	go func() {
-		out, err := set.SSH(ctx, poller.Name, tokenPollScript(token, 3000, 200*time.Millisecond))
+		out, err := set.SSH(ctx, poller.Name, tokenPollScript(token, 9000, 200*time.Millisecond))
 		polled <- sshResult{out, err}
 	}()
 	start := time.Now()
@@ -319,7 +324,6 @@ func hostIn(h testhosts.Host, hs []testhosts.Host) bool {
 // "<unix ms> <HTTP status>" per request (000 when none came).
 func tokenPollScript(token string, n int, period time.Duration) string {
 	return fmt.Sprintf(`set -u
-rm -f /tmp/kubexm-stop-poll
 d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
 printf 'Authorization: Bearer %%s\n' %s > "$d/h"
 start=$(date +%%s%%N)

@@ -15,8 +15,8 @@ import (
 	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
-// kubeadmCARotation is issue 22's CA rotation in kubeadm mode with the
-// stacked etcd, on the kubeadm suite's cluster (n1 master, the others
+// kubeadmCARotation is issue 22's CA rotation in kubeadm mode, on the
+// kubeadm suite's cluster (n1 master, the others
 // workers): caRotation's checks (a token issued before never refused, every
 // trust file, kubeconfig, leaf and served certificate of the new CAs only,
 // the pods kept), then kubeadmAfterRotation's. One master: the API is away
@@ -25,9 +25,14 @@ import (
 func kubeadmCARotation(ctx context.Context, t *testing.T, root string, set *testhosts.Set, v kubeadmVariant, name string) {
 	t.Helper()
 	masters, workers := set.Hosts[:1], set.Hosts[1:]
+	// The stacked etcd's CA is kubeadm's, adopted with the others; roles/etcd keeps its own.
+	etcdCA := "kubeadm/etcd/ca.crt"
+	if v.etcdType == "kubexm" {
+		etcdCA = "etcd/ca.crt"
+	}
 	caRotation(ctx, t, v.kx, v.k, set, masters, workers, root, v.dir, name, v.bundle, caLayout{
 		desc:         "kubeadm, " + v.desc,
-		workCAs:      []string{"kubeadm/ca.crt", "kubeadm/front-proxy-ca.crt", "kubeadm/etcd/ca.crt"},
+		workCAs:      []string{"kubeadm/ca.crt", "kubeadm/front-proxy-ca.crt", etcdCA},
 		kubeadm:      true,
 		oneAPIServer: true,
 		maxGap:       90 * time.Second,

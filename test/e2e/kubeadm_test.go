@@ -166,7 +166,9 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 	if !v.binary {
 		checkKubeadmCerts(ctx, t, set, set.Hosts[0].Name, v.etcdType == "kubeadm")
 		kubeadmRenew(ctx, t, root, set, v)
-		if v.etcdType == "kubeadm" && os.Getenv("KUBEXM_E2E_CA_ROTATION") != "0" {
+		// CI rotates the stacked variant's CAs; KUBEXM_E2E_CA_ROTATION=all
+		// also the etcd.type kubexm variant's (roles/etcd rotates etcd's CA).
+		if rot := os.Getenv("KUBEXM_E2E_CA_ROTATION"); rot == "all" || (rot != "0" && v.etcdType == "kubeadm") {
 			kubeadmCARotation(ctx, t, root, set, v, "e2e-kubeadm-"+v.etcdType)
 		}
 		kubeadmBackupRestore(ctx, t, root, set, v)
