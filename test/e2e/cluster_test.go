@@ -7,11 +7,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +38,10 @@ const (
 //   - create-cluster --check on the fresh machines changes nothing on them;
 //   - create-cluster --offline-bundle builds a binary-mode cluster: etcd,
 //     containerd, control plane, kubelet and kube-proxy, flannel (vxlan),
-//     CoreDNS, labels, and the health checks;
+//     CoreDNS, labels, and the health checks, behind the user's load
+//     balancer (externalLoadBalancer external: a TCP proxy in the test at
+//     lb_address); every machine and the admin kubeconfig reach the API
+//     through it (checkUserLoadBalancer);
 //   - kubectl get nodes shows 3 Ready nodes at v1.37.2 (kubelet on cgroup v1
 //     with failCgroupV1: false from the cgroup_version fact);
 //   - a busybox pod on each worker resolves kubernetes.default and fetches a
@@ -90,6 +97,12 @@ func TestKubernetesCluster(t *testing.T) {
 	clusterYAML := strings.Replace(kubernetesClusterYAML(name, set), "  etcd:\n    type: kubexm\n",
 		"  etcd:\n    type: kubexm\n    backupPeriod: 720\n    keepBackupNumber: 2\n    backupDir: "+e2eSnapshotDir+"\n", 1)
 	clusterYAML = strings.Replace(clusterYAML, "    proxyMode: iptables\n", "    proxyMode: iptables\n    autoRenewCerts: true\n", 1)
+	// externalLoadBalancer external: the user's load balancer at lb_address
+	// is a TCP proxy in this test on the bridge's host side, in front of
+	// n1's API server (checkUserLoadBalancer).
+	userLB := startUserLoadBalancer(t, net.JoinHostPort(set.Gateway, "6443"), net.JoinHostPort(set.Hosts[0].Address, "6443"))
+	clusterYAML = strings.Replace(clusterYAML, "  kubernetes:\n",
+		"  controlPlaneEndpoint:\n    externalLoadBalancer: external\n    lb_address: "+set.Gateway+"\n  kubernetes:\n", 1)
 	if err := os.WriteFile(inventory, []byte(clusterYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +146,7 @@ func TestKubernetesCluster(t *testing.T) {
 
 	checkNodes(ctx, t, k, set)
 	checkWorkloads(ctx, t, k, set)
+	checkUserLoadBalancer(ctx, t, set, userLB, kubeconfig)
 	scheduledSnapshots(ctx, t, set)
 	brokenKubeProxy(ctx, t, kx, k, set, diag, create, bundle)
 	certsLifecycle(ctx, t, kx, k, set, root, work, name, bundle)
@@ -579,4 +593,109 @@ func exportBundle(ctx context.Context, t *testing.T, kx kubexm, server, what str
 	}
 	t.Logf("PERF artifact export%s: %s, bundle %d MiB", what, time.Since(start).Round(time.Millisecond), st.Size()>>20)
 	return bundle
+}
+
+// userLoadBalancer stands in for the user's load balancer of
+// externalLoadBalancer external: a TCP proxy to one API server, which
+// counts the connections of each client address.
+type userLoadBalancer struct {
+	mu      sync.Mutex
+	clients map[string]int
+	conns   map[net.Conn]bool
+}
+
+// startUserLoadBalancer listens on addr (the test bridge's host side, which
+// every machine reaches) and forwards each connection to backend, until the
+// test ends.
+func startUserLoadBalancer(t *testing.T, addr, backend string) *userLoadBalancer {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the stand-in for the user's load balancer: %v", err)
+	}
+	lb := &userLoadBalancer{clients: map[string]int{}, conns: map[net.Conn]bool{}}
+	t.Cleanup(func() {
+		ln.Close()
+		lb.mu.Lock()
+		defer lb.mu.Unlock()
+		for c := range lb.conns {
+			c.Close()
+		}
+	})
+	track := func(c net.Conn, add bool) {
+		lb.mu.Lock()
+		defer lb.mu.Unlock()
+		if add {
+			lb.conns[c] = true
+		} else {
+			delete(lb.conns, c)
+		}
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+			lb.mu.Lock()
+			lb.clients[host]++
+			lb.mu.Unlock()
+			go func() {
+				track(c, true)
+				defer func() { track(c, false); c.Close() }()
+				b, err := net.DialTimeout("tcp", backend, 10*time.Second)
+				if err != nil {
+					return
+				}
+				track(b, true)
+				defer func() { track(b, false); b.Close() }()
+				go func() {
+					_, _ = io.Copy(b, c)
+					_ = b.(*net.TCPConn).CloseWrite()
+				}()
+				_, _ = io.Copy(c, b)
+			}()
+		}
+	}()
+	return lb
+}
+
+// checkUserLoadBalancer wants the control-plane domain to resolve to
+// lb_address on every machine, every machine (its kubelet, kube-proxy,
+// flannel) and the admin kubeconfig to have connected through the user's
+// load balancer, and the admin kubeconfig to name it.
+func checkUserLoadBalancer(ctx context.Context, t *testing.T, set *testhosts.Set, lb *userLoadBalancer, kubeconfig string) {
+	t.Helper()
+	for _, h := range set.Hosts {
+		out, err := set.SSH(ctx, h.Name, "getent hosts lb.kubexm.local")
+		if f := strings.Fields(out); err != nil || len(f) == 0 || f[0] != set.Gateway {
+			t.Errorf("externalLoadBalancer external: lb.kubexm.local on %s is %q, want lb_address %s (%v)", h.Name, strings.TrimSpace(out), set.Gateway, err)
+		}
+	}
+	data, err := os.ReadFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "server: https://" + net.JoinHostPort(set.Gateway, "6443"); !strings.Contains(string(data), want) {
+		t.Errorf("externalLoadBalancer external: the admin kubeconfig does not say %q", want)
+	}
+	lb.mu.Lock()
+	clients := maps.Clone(lb.clients)
+	lb.mu.Unlock()
+	for _, a := range append([]string{set.Gateway}, addresses(set)...) {
+		if clients[a] == 0 {
+			t.Errorf("externalLoadBalancer external: no connection from %s through the load balancer at lb_address (connections by client: %v)", a, clients)
+		}
+	}
+	t.Logf("externalLoadBalancer external: connections through lb_address %s by client: %v", set.Gateway, clients)
+}
+
+// addresses are the machines' addresses.
+func addresses(set *testhosts.Set) []string {
+	var a []string
+	for _, h := range set.Hosts {
+		a = append(a, h.Address)
+	}
+	return a
 }

@@ -433,6 +433,7 @@ func TestContainerdConfigTemplate(t *testing.T) {
 		"containerd_registry_auths": map[string]any{
 			"reg.local":         map[string]any{"username": "u", "password": `p"w`},
 			"plain.example.com": map[string]any{"plainHTTP": true},
+			"tls.example.com":   map[string]any{"skipTLSVerify": true},
 		},
 		"containerd_extra_config": map[string]any{},
 	}
@@ -451,6 +452,7 @@ func TestContainerdConfigTemplate(t *testing.T) {
 		images + `registry.mirrors."docker.io".endpoint`:         []any{"https://mirror.example.com", "http://m2.example.com:5000", "https://registry-1.docker.io"},
 		images + `registry.mirrors."plain.example.com".endpoint`: []any{"http://plain.example.com"},
 		images + `registry.configs."insecure.example.com"`:       map[string]any{"tls": map[string]any{"insecure_skip_verify": true}},
+		images + `registry.configs."tls.example.com"`:            map[string]any{"tls": map[string]any{"insecure_skip_verify": true}},
 		images + `registry.configs."reg.local"`: map[string]any{
 			"auth": map[string]any{"username": "u", "password": `p"w`},
 			"tls":  map[string]any{"insecure_skip_verify": true},

@@ -124,6 +124,33 @@ func TestKubeadmInitConfigTemplate(t *testing.T) {
 	kubeadmValidate(t, out)
 }
 
+// TestKubeadmInitConfigLBAddress: with the user's load balancer at
+// lb_address, kubeadm's API server certificate names lb_address too, which
+// the control machine's admin kubeconfig uses (kubeadm itself adds only
+// controlPlaneEndpoint's host, the domain).
+func TestKubeadmInitConfigLBAddress(t *testing.T) {
+	v := kubeadmVars(t, "n1", map[string]any{"kubeadm_etcd_image_version": "3.6.16-0"})
+	spec := v["spec"].(map[string]any)
+	spec["controlPlaneEndpoint"].(map[string]any)["externalLoadBalancer"] = "external"
+	spec["controlPlaneEndpoint"].(map[string]any)["lb_address"] = "172.16.0.100"
+	spec["kubernetes"].(map[string]any)["apiserverCertExtraSans"] = []any{"api.corp.example", "172.16.0.100"}
+	delete(v, "kubeadm_apiserver_cert_sans")
+	v = withDefaults(t, "kubernetes/kubeadm", v)
+	out := renderRoleTemplate(t, "kubernetes/kubeadm", "kubeadm-init.yaml.tmpl", v)
+	api, _ := kubeadmDocs(t, out)["ClusterConfiguration"]["apiServer"].(map[string]any)
+	if want := []any{"api.corp.example", "172.16.0.100"}; !reflect.DeepEqual(api["certSANs"], want) {
+		t.Errorf("certSANs with lb_address: %#v, want %#v", api["certSANs"], want)
+	}
+	delete(spec["kubernetes"].(map[string]any), "apiserverCertExtraSans")
+	delete(v, "kubeadm_apiserver_cert_sans")
+	v = withDefaults(t, "kubernetes/kubeadm", v)
+	api, _ = kubeadmDocs(t, renderRoleTemplate(t, "kubernetes/kubeadm", "kubeadm-init.yaml.tmpl", v))["ClusterConfiguration"]["apiServer"].(map[string]any)
+	if want := []any{"172.16.0.100"}; !reflect.DeepEqual(api["certSANs"], want) {
+		t.Errorf("certSANs with lb_address only: %#v, want %#v", api["certSANs"], want)
+	}
+	kubeadmValidate(t, out)
+}
+
 // TestKubeadmInitConfigExtraConfig: the kube_*_extra_config and
 // etcd_extra_config flag maps become v1beta4 extraArgs (name/value pairs,
 // sorted), kubeadm accepts the result, and a mapping as a flag is refused

@@ -42,6 +42,9 @@ var kubeadmEtcdImageTag = strings.TrimPrefix(etcdVersion, "v") + "-0"
 //   - the nodes are Ready at v1.37.2, pods on both workers resolve
 //     kubernetes.default and reach a ClusterIP service across nodes
 //     (checkNodes, checkWorkloads);
+//   - the etcd.type kubexm variant runs behind the user's load balancer
+//     (externalLoadBalancer external: a TCP proxy in the test at
+//     lb_address) with etcd at log level error (checkKubeadmChoices);
 //   - `kubeadm certs check-expiration` on n1 lists every certificate valid
 //     (kubeadm's etcd certificates with the stacked etcd only);
 //   - with the stacked etcd, issue 20 in kubeadm mode (kubeadmNodes): n3 is
@@ -98,6 +101,9 @@ func TestKubeadmCluster(t *testing.T) {
 			name = "e2e-binary"
 		}
 		v.dir = filepath.Join(work, name)
+		if !v.binary && v.etcdType == "kubexm" {
+			v.userLB = startUserLoadBalancer(t, net.JoinHostPort(set.Gateway, "6443"), net.JoinHostPort(set.Hosts[0].Address, "6443"))
+		}
 		if err := os.MkdirAll(v.dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -132,6 +138,10 @@ type kubeadmVariant struct {
 	dir, inventory, bundle string
 	kx                     kubexm
 	k                      kubectlRunner
+	// The etcd.type kubexm variant's cluster is behind the user's load
+	// balancer (externalLoadBalancer external) and its etcd logs at level
+	// error (checkKubeadmChoices).
+	userLB *userLoadBalancer
 }
 
 // kubeadmCycle creates the variant's cluster on machines as fresh found
@@ -160,6 +170,9 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 
 	checkNodes(ctx, t, v.k, set)
 	checkWorkloads(ctx, t, v.k, set)
+	if v.userLB != nil {
+		checkKubeadmChoices(ctx, t, set, v)
+	}
 	if !v.binary && v.etcdType == "kubeadm" {
 		kubeadmNodes(ctx, t, root, set, v)
 	}
@@ -515,7 +528,13 @@ func (v kubeadmVariant) clusterYAML(name string, set *testhosts.Set) string {
 	if v.binary {
 		return kubernetesClusterYAML(name, set)
 	}
-	return kubeadmClusterYAML(name, set, v.etcdType)
+	y := kubeadmClusterYAML(name, set, v.etcdType)
+	if v.userLB != nil {
+		y = strings.Replace(y, "  kubernetes:\n",
+			"  controlPlaneEndpoint:\n    externalLoadBalancer: external\n    lb_address: "+set.Gateway+"\n  kubernetes:\n", 1)
+		y = strings.Replace(y, "  etcd:\n    type: kubexm\n", "  etcd:\n    type: kubexm\n    logLevel: error\n", 1)
+	}
+	return y
 }
 
 // kubeadmClusterYAML: n1 is the master (and the etcd host), n2 and n3 are
@@ -562,5 +581,23 @@ func checkKubeadmCerts(ctx context.Context, t *testing.T, set *testhosts.Set, ma
 		t.Logf("kubeadm certs check-expiration:\n%s", out)
 	} else {
 		t.Logf("kubeadm certs check-expiration: %d certificates valid", len(want))
+	}
+}
+
+// checkKubeadmChoices proves the etcd.type kubexm variant's choices: every
+// machine and the admin kubeconfig reach the API through the user's load
+// balancer at lb_address, whose address kubeadm's API server certificate
+// names (the admin kubeconfig verifies it), and kubexm's etcd logs nothing
+// below error (it logs several lines at info on every start).
+func checkKubeadmChoices(ctx context.Context, t *testing.T, set *testhosts.Set, v kubeadmVariant) {
+	t.Helper()
+	checkUserLoadBalancer(ctx, t, set, v.userLB, v.k.kubeconfig)
+	member := set.Hosts[0].Name
+	out, err := set.SSH(ctx, member, `journalctl -u etcd -o cat --no-pager | wc -l; journalctl -u etcd -o cat --no-pager | grep -E '"level":"(debug|info|warn)"' | head -3`)
+	lines := strings.SplitN(strings.TrimSpace(out), "\n", 2)
+	if err != nil || len(lines) != 1 || lines[0] == "0" {
+		t.Errorf("etcd log level error on %s: want a journal with no debug, info or warn line: %v\n%s", member, err, out)
+	} else {
+		t.Logf("etcd log level error on %s: %s journal lines, none below error", member, lines[0])
 	}
 }

@@ -690,6 +690,18 @@ func TestKubeProxyTemplates(t *testing.T) {
 			t.Errorf("merged: %s: %#v, want %#v", k, cfg[k], w)
 		}
 	}
+	// nftables: the mode as written (kube-proxy needs nft on the node,
+	// which kubexm does not install).
+	v = nodeVars(t, "n3", func(s map[string]any) {
+		s["kubernetes"].(map[string]any)["proxyMode"] = "nftables"
+	}, nil)
+	cfg = nil
+	if err := yaml.Unmarshal([]byte(renderRoleTemplate(t, "kubernetes/node", "kube-proxy-config.yaml.tmpl", v)), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg["mode"] != "nftables" {
+		t.Errorf("proxyMode nftables: mode %#v", cfg["mode"])
+	}
 	unit := renderRoleTemplate(t, "kubernetes/node", "kube-proxy.service.tmpl", v)
 	if !strings.Contains(unit, "ExecStart=/usr/local/bin/kube-proxy \\\n  --config=/var/lib/kube-proxy/config.yaml\n") {
 		t.Errorf("kube-proxy.service:\n%s", unit)

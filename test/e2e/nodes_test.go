@@ -47,6 +47,10 @@ type nodesLayout struct {
 //     with -e force=true it is removed from the API without a drain or
 //     cleanup.
 //
+// After step 2, checkNodesChoices proves the choices this cluster makes
+// beyond the cluster suite's defaults: flannel host-gw, kube-proxy's
+// masqueradeAll, etcd's log level warn and extensive metrics.
+//
 // After each step the nodes and etcd members are exactly cluster.yaml's,
 // every replica of "spread" runs, its pods on the nodes the step did not
 // touch have the same UIDs and restart counts, and a re-run of the step
@@ -123,6 +127,7 @@ func TestNodes(t *testing.T) {
 	if n := countOn(before, name(3)); n == 0 {
 		t.Fatalf("no pod of spread landed on %s: %v", name(3), before)
 	}
+	checkNodesChoices(ctx, t, k, set, layout)
 
 	// 3. n4 leaves with a drain; its etcd member goes first.
 	res = kx.play(ctx, pb("delete-nodes"), "-e", "nodes="+name(3))
@@ -296,7 +301,9 @@ func checkBackends(ctx context.Context, t *testing.T, set *testhosts.Set, worker
 }
 
 // nodesClusterYAML is kubernetesClusterYAML's cluster with the hosts and
-// groups of l.
+// groups of l, and the choices the cluster suite leaves at their defaults
+// (checkNodesChoices): kube-proxy's masqueradeAll, etcd's log level warn
+// and extensive metrics, flannel's host-gw backend.
 func nodesClusterYAML(name string, set *testhosts.Set, l nodesLayout) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: kubexm.mensylisir.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: %s\nspec:\n  hosts:\n", name)
@@ -319,11 +326,15 @@ func nodesClusterYAML(name string, set *testhosts.Set, l nodesLayout) string {
     type: kubexm
     version: %s
     proxyMode: iptables
+    masqueradeAll: true
     containerRuntime: {type: containerd, version: %s}
   etcd:
     type: kubexm
+    logLevel: warn
+    metrics: extensive
   network:
     plugin: flannel
+    flannel: {backendMode: host-gw}
 `, kubernetesVersion, containerdVersion)
 	return b.String()
 }
@@ -521,4 +532,112 @@ func countOn(pods map[string]spreadPod, node string) int {
 		}
 	}
 	return n
+}
+
+// checkNodesChoices proves on the machines the choices nodesClusterYAML
+// makes beyond the cluster suite's defaults:
+//   - flannel host-gw: the first master routes every other node's pod
+//     subnet via that node's address, has no flannel.1 (vxlan) device, and
+//     a pod pings the pods on the other workers;
+//   - masqueradeAll: every "cluster IP" rule of kube-proxy on a worker
+//     marks for masquerade without the "! -s <pod CIDR>" of the default;
+//   - etcd metrics extensive: the first member serves gRPC handling-time
+//     histograms (registered only with extensive);
+//   - etcd log level warn: no info or debug line in any member's journal
+//     (etcd logs several at info on every start).
+func checkNodesChoices(ctx context.Context, t *testing.T, k kubectlRunner, set *testhosts.Set, l nodesLayout) {
+	t.Helper()
+	first, worker := set.Hosts[l.master[0]], set.Hosts[l.worker[0]]
+
+	out, err := k.run(ctx, "", "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.spec.podCIDR}{"\n"}{end}`)
+	if err != nil {
+		t.Fatalf("pod subnets of the nodes: %v\n%s", err, out)
+	}
+	cidr := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(line); len(f) == 2 {
+			cidr[f[0]] = f[1]
+		}
+	}
+	routes, err := set.SSH(ctx, first.Name, "ip -4 route show; ls /sys/class/net")
+	if err != nil {
+		t.Fatalf("routes on %s: %v\n%s", first.Name, err, routes)
+	}
+	if slices.Contains(strings.Fields(routes), "flannel.1") {
+		t.Errorf("host-gw: %s has a flannel.1 (vxlan) device:\n%s", first.Name, routes)
+	}
+	for _, i := range l.hosts {
+		h := set.Hosts[i]
+		if h.Name == first.Name || !(slices.Contains(l.master, i) || slices.Contains(l.worker, i)) {
+			continue
+		}
+		want := fmt.Sprintf("%s via %s dev ", cidr[h.Name], h.Address)
+		if cidr[h.Name] == "" || !strings.Contains(routes, want) {
+			t.Errorf("host-gw: no route %q on %s for %s's pod subnet %q:\n%s", want, first.Name, h.Name, cidr[h.Name], routes)
+		}
+	}
+	out, err = k.run(ctx, "", "get", "pods", "-n", "default", "-l", "app=spread", "-o", `jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.status.podIP}{"\n"}{end}`)
+	if err != nil {
+		t.Fatalf("spread pods: %v\n%s", err, out)
+	}
+	var from string
+	targets := map[string]string{} // node -> a pod IP on it
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		if f[1] == worker.Name && from == "" {
+			from = f[0]
+		} else if f[1] != worker.Name {
+			targets[f[1]] = f[2]
+		}
+	}
+	if from == "" || len(targets) < 2 {
+		t.Fatalf("host-gw: want a spread pod on %s and pods on two other nodes:\n%s", worker.Name, out)
+	}
+	for node, ip := range targets {
+		if out, err := retry(ctx, time.Minute, func() (string, error) {
+			return k.run(ctx, "", "exec", "-n", "default", from, "--", "/bin/busybox", "ping", "-c", "1", "-W", "2", ip)
+		}); err != nil {
+			t.Errorf("host-gw: pod %s on %s cannot ping the pod %s on %s: %v\n%s", from, worker.Name, ip, node, err, out)
+		}
+	}
+
+	nat, err := set.SSH(ctx, worker.Name, "iptables -t nat -S | grep -F 'cluster IP' | grep -F KUBE-MARK-MASQ || true")
+	if err != nil {
+		t.Fatalf("kube-proxy's nat rules on %s: %v\n%s", worker.Name, err, nat)
+	}
+	if strings.TrimSpace(nat) == "" || strings.Contains(nat, "! -s") {
+		t.Errorf("masqueradeAll: want kube-proxy on %s to mark all cluster IP traffic for masquerade (no \"! -s\"):\n%s", worker.Name, nat)
+	}
+
+	ssl := "/etc/kubexm/etcd/ssl"
+	etcd := set.Hosts[l.etcd[0]].Name
+	metrics, err := retry(ctx, time.Minute, func() (string, error) {
+		out, err := set.SSH(ctx, etcd, fmt.Sprintf("curl -fsS --max-time 10 --cacert %[1]s/ca.pem --cert %[1]s/admin-%[2]s.pem --key %[1]s/admin-%[2]s-key.pem https://127.0.0.1:2379/metrics | grep '^grpc_server_handling_seconds_count' || true", ssl, etcd))
+		if err == nil && strings.TrimSpace(out) == "" {
+			err = fmt.Errorf("no grpc_server_handling_seconds histogram")
+		}
+		return out, err
+	})
+	if err != nil {
+		t.Errorf("etcd metrics extensive on %s: %v\n%s", etcd, err, metrics)
+	}
+	for _, i := range l.etcd {
+		h := set.Hosts[i].Name
+		journal, err := set.SSH(ctx, h, "journalctl -u etcd -o cat --no-pager")
+		if err != nil || strings.TrimSpace(journal) == "" {
+			t.Errorf("etcd's journal on %s: %v\n%s", h, err, journal)
+			continue
+		}
+		for _, line := range strings.Split(journal, "\n") {
+			if strings.Contains(line, `"level":"info"`) || strings.Contains(line, `"level":"debug"`) {
+				t.Errorf("etcd log level warn: %s logged below warn: %s", h, line)
+				break
+			}
+		}
+	}
+	t.Logf("host-gw routes on %s and pod pings from %s; masqueradeAll rules on %s; etcd's gRPC histograms on %s and no info lines on %v",
+		first.Name, worker.Name, worker.Name, etcd, l.etcd)
 }
