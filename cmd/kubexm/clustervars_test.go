@@ -35,7 +35,7 @@ spec:
 	putFile(t, filepath.Join(pb, "roles", "r", "defaults", "main.yaml"), []byte("flag: from-role-default\nsite_token: none\n"))
 	putFile(t, filepath.Join(pb, "roles", "r", "tasks", "main.yaml"), []byte("- fake: \"{{ .flag }} {{ .site_token }}\"\n"))
 	var calls []string
-	a := &app{loadInventory: loadInventory, builtins: map[string]step.Builtin{"fake": fakeStep{calls: &calls}}, builtinFS: kubexm.Content()}
+	a := &app{loadInventory: loadInventory, builtins: map[string]step.Builtin{"fake": newFakeStep(&calls)}, builtinFS: kubexm.Content()}
 	out, err := runCmd(t, a, pb, "-i", filepath.Join(dir, "cluster.yaml"), "-v")
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out)

@@ -45,7 +45,7 @@ spec:
 
 	var calls []string
 	reg := builtinRegistry()
-	reg["fake"] = fakeStep{calls: &calls}
+	reg["fake"] = newFakeStep(&calls)
 	a := &app{loadInventory: loadInventory, builtins: reg, builtinFS: kubexm.Content()}
 	out, err := runCmd(t, a, pb, "-i", cluster(""))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 
@@ -19,14 +20,22 @@ import (
 	"github.com/mensylisir/kubexm/schema"
 )
 
-type fakeStep struct{ calls *[]string }
+// fakeStep records its calls; the engine runs hosts in parallel.
+type fakeStep struct {
+	mu    *sync.Mutex
+	calls *[]string
+}
+
+func newFakeStep(calls *[]string) fakeStep { return fakeStep{mu: new(sync.Mutex), calls: calls} }
 
 func (fakeStep) Spec() step.Spec {
 	return step.Spec{Name: "fake", FreeForm: "msg", Args: []step.Arg{{Name: "msg", Type: step.String}, {Name: "fail", Type: step.Bool, Default: false}}}
 }
 
 func (f fakeStep) Run(_ context.Context, env *step.Env, a step.Args) (step.Result, error) {
+	f.mu.Lock()
 	*f.calls = append(*f.calls, env.Host+":"+a.String("msg"))
+	f.mu.Unlock()
 	return step.Result{Failed: a.Bool("fail"), Msg: a.String("msg")}, nil
 }
 
@@ -39,7 +48,7 @@ func testApp(calls *[]string) *app {
 			return &inventory.Inventory{Hosts: []inventory.Host{{Name: "n1", Local: true}}, Groups: map[string][]string{"nodes": {"n1"}},
 				Vars: map[string]any{"cluster_name": "demo"}}, nil
 		},
-		builtins: map[string]step.Builtin{"fake": fakeStep{calls: calls}},
+		builtins: map[string]step.Builtin{"fake": newFakeStep(calls)},
 		builtinFS: fstest.MapFS{
 			"playbooks/demo/playbook.yaml":  {Data: []byte("name: demo\nversion: 0.1.0\nrequires: {kubexm: \">=0.1.0\"}\nplays:\n  - name: p\n    hosts: nodes\n    roles: [r]\n    tasks:\n      - name: t\n        fake: {msg: \"{{ .inventory_hostname }} {{ .x }}\", fail: \"{{ .bad }}\"}\n        tags: [x]\n")},
 			"roles/r/tasks/main.yaml":       {Data: []byte("- name: in role\n  fake: role\n")},
