@@ -124,7 +124,7 @@ type Kubernetes struct {
 	APIServerCertExtraSans []string         `yaml:"apiserverCertExtraSans,omitempty" doc:"Extra IPs and names in the API server certificate."`
 	ContainerRuntime       ContainerRuntime `yaml:"containerRuntime"`
 	ClusterName            string           `yaml:"clusterName,omitempty" doc:"Cluster DNS domain. Default cluster.local."`
-	AutoRenewCerts         bool             `yaml:"autoRenewCerts,omitempty" doc:"Install a systemd timer on the masters renewing their certificates that expire within 30 days (binary mode). Default false."`
+	AutoRenewCerts         bool             `yaml:"autoRenewCerts,omitempty" doc:"Install a systemd timer on the masters renewing their certificates that expire within 30 days (binary mode: kubexm reissues them; kubeadm mode: kubeadm certs renew all) and restarting the control plane. Default false."`
 	MasqueradeAll          bool             `yaml:"masqueradeAll,omitempty" doc:"kube-proxy SNATs all traffic in iptables mode. Default false."`
 	MaxPods                int              `yaml:"maxPods,omitempty" doc:"Pods per kubelet. Default 110."`
 	PodPidsLimit           int              `yaml:"podPidsLimit,omitempty" doc:"PIDs per pod. Default 10000."`

@@ -368,12 +368,6 @@ func validateRoleGroups(c *Cluster, names []string, ps *problems) {
 	if c.Spec.Etcd.KeepBackupNumber < 0 {
 		ps.add("spec.etcd.keepBackupNumber", "how many scheduled snapshots each host keeps, e.g. 5", "keepBackupNumber %d is negative", c.Spec.Etcd.KeepBackupNumber)
 	}
-	// The renewal timer is roles/kubernetes/pki's, which kubeadm mode does
-	// not run: accepting it there would install nothing.
-	if c.Spec.Kubernetes.AutoRenewCerts && c.Spec.Kubernetes.Type == "kubeadm" {
-		ps.add("spec.kubernetes.autoRenewCerts", "renew with `kubexm play certs-renew` (kubeadm certs renew all on each master), e.g. from a timer of your own",
-			"autoRenewCerts is not supported yet with kubernetes.type kubeadm: the renewal timer is binary mode's")
-	}
 	if n := len(rg.Etcd); n > 0 && n%2 == 0 {
 		ps.warn("spec.roleGroups.etcd", "%d etcd members tolerate no more failures than %d; use an odd number", n, n-1)
 	}

@@ -98,7 +98,6 @@ func TestValidationRules(t *testing.T) {
 		{"external etcd bad endpoint", edit(t, "etcd: [m1]", "etcd: []", "type: kubexm", "type: external\n    external: {endpoints: [\"10.1.1.1:2379\"]}"), "spec.etcd.external.endpoints[0]", "http(s) URL", 0},
 		{"external etcd cert missing", edit(t, "etcd: [m1]", "etcd: []", "type: kubexm", "type: external\n    external: {endpoints: [\"https://10.1.1.1:2379\"], caFile: "+filepath.Join(dir, "ca.crt")+"}"), "spec.etcd.external.caFile", "cannot read caFile", 0},
 		{"kubeadm etcd not on masters", edit(t, "type: kubexm", "type: kubeadm", "etcd: [m1]", "etcd: [w1]", "version: v1.37.2", "type: kubeadm\n    version: v1.37.2"), "spec.roleGroups.etcd", "must equal the master group", 0},
-		{"autoRenewCerts with kubeadm", edit(t, "version: v1.37.2", "type: kubeadm\n    version: v1.37.2\n    autoRenewCerts: true"), "spec.kubernetes.autoRenewCerts", "not supported yet with kubernetes.type kubeadm", 0},
 		{"scheduled backups, negative period", edit(t, "type: kubexm", "type: kubexm\n    backupPeriod: -5"), "spec.etcd.backupPeriod", "is negative", 0},
 		{"scheduled backups of a kubeadm etcd", edit(t, "type: kubexm", "type: kubeadm\n    backupPeriod: 1440", "etcd: [m1]", "etcd: [m1, m2]", "version: v1.37.2", "type: kubeadm\n    version: v1.37.2"), "spec.etcd.backupPeriod", "not with etcd.type kubeadm", 0},
 		{"scheduled backups keep a negative number", edit(t, "type: kubexm", "type: kubexm\n    keepBackupNumber: -1"), "spec.etcd.keepBackupNumber", "is negative", 0},

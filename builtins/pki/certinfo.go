@@ -34,7 +34,10 @@ on the control machine with ` + "`local: true`" + ` (relative paths then start
 at the cluster's work directory).
 
 Results for one ` + "`path`" + `: ` + "`path`, `exists`, `kind` (`certificate`, `kubeconfig` or `public-key`), `subject`, `common_name`, `organization` (list), `sans` (map of `dns` and `ips` lists), `issuer`, `not_before` and `not_after` (RFC3339), `days_left` (whole days, counted towards zero: negative once expired by a day), `expired`, `is_ca`, `serial` (hex), `subject_key_id` and `authority_key_id` (hex; which CA signed a certificate, where two CAs share a name during a rotation); for a public key `key_type` and `fingerprint` instead of the certificate fields" + `.
-With ` + "`paths`" + ` the same maps are returned in the list ` + "`certs`" + `, in order.`,
+With ` + "`paths`" + ` the same maps are returned in the list ` + "`certs`" + `, in order.
+With ` + "`renew_before`" + ` each certificate also reports ` + "`due`" + ` (it expires within
+that time, or has expired), and the task ` + "`due`" + ` (any of them is): the test a
+renewal timer makes before it renews anything. A missing file is not due.`,
 		Args: []step.Arg{
 			{Name: "path", Type: step.String,
 				Doc: "The certificate (or kubeconfig) to read. Give `path` or `paths`."},
@@ -44,6 +47,8 @@ With ` + "`paths`" + ` the same maps are returned in the list ` + "`certs`" + `,
 				Doc: "Read on the control machine instead of the host."},
 			{Name: "missing_ok", Type: step.Bool, Default: false,
 				Doc: "A missing file is reported with `exists: false` instead of failing the task."},
+			{Name: "renew_before", Type: step.Any,
+				Doc: "A lifetime as gen_cert takes it (`30d`, `720h`, `1y`): report `due` for what expires within it."},
 		},
 		Examples: []string{
 			`- name: apiserver certificate expiry
@@ -55,6 +60,15 @@ With ` + "`paths`" + ` the same maps are returned in the list ` + "`certs`" + `,
     paths: ["/etc/ssl/etcd/ssl/ca.crt", "/etc/ssl/etcd/ssl/admin.crt"]
     missing_ok: true
   register: etcd_certs`,
+			`- name: what expires within 30 days
+  cert_info:
+    paths: ["/etc/kubernetes/pki/apiserver.crt", "/etc/kubernetes/admin.conf"]
+    renew_before: 30d
+  register: expiring
+- name: renew
+  command:
+    argv: [kubeadm, certs, renew, all]
+  when: expiring.due`,
 		},
 	}
 }
@@ -72,6 +86,18 @@ func (certInfo) Run(ctx context.Context, env *step.Env, args step.Args) (step.Re
 	}
 	local := args.Bool("local")
 	missingOK := args.Bool("missing_ok")
+	var within time.Duration
+	checkDue := args["renew_before"] != nil
+	if checkDue {
+		var err error
+		if within, err = ParseValidity(args["renew_before"]); err != nil {
+			return step.Result{}, fmt.Errorf("renew_before: %w", err)
+		}
+		if within < 0 {
+			return step.Result{}, fmt.Errorf("renew_before must not be negative, got %v", args["renew_before"])
+		}
+	}
+	anyDue := false
 	now := time.Now()
 	certs := make([]any, 0, len(many))
 	for _, p := range many {
@@ -97,6 +123,11 @@ func (certInfo) Run(ctx context.Context, env *step.Env, args step.Args) (step.Re
 				return step.Result{}, fmt.Errorf("%s on %s: %w", where, hostName(env, local), err)
 			}
 			info = Describe(cert, now)
+			if checkDue {
+				due := !now.Add(within).Before(cert.NotAfter)
+				info["due"] = due
+				anyDue = anyDue || due
+			}
 			info["kind"] = "certificate"
 			if !bytes.Contains(data, []byte("-----BEGIN CERTIFICATE-----")) {
 				info["kind"] = "kubeconfig"
@@ -107,9 +138,17 @@ func (certInfo) Run(ctx context.Context, env *step.Env, args step.Args) (step.Re
 		certs = append(certs, info)
 	}
 	if single != "" {
-		return step.Result{Data: certs[0].(map[string]any)}, nil
+		data := certs[0].(map[string]any)
+		if checkDue {
+			data["due"] = anyDue
+		}
+		return step.Result{Data: data}, nil
 	}
-	return step.Result{Data: map[string]any{"certs": certs}}, nil
+	data := map[string]any{"certs": certs}
+	if checkDue {
+		data["due"] = anyDue
+	}
+	return step.Result{Data: data}, nil
 }
 
 func hostName(env *step.Env, local bool) string {

@@ -134,3 +134,49 @@ func TestCertInfoExpiredAndErrors(t *testing.T) {
 		t.Errorf("nil target: %v", err)
 	}
 }
+
+// renew_before marks what a renewal timer would renew: a certificate within
+// the window or expired, not one with time left, not a missing file.
+func TestCertInfoRenewBefore(t *testing.T) {
+	env := testEnv(t)
+	env.Target = local.New("localhost")
+	dir := filepath.Join(env.WorkDir, "pki")
+	ca := writePair(t, dir, "ca", Request{CommonName: "ca", IsCA: true, Validity: 3650 * day}, nil, time.Now().Add(-day))
+	writePair(t, dir, "soon", Request{CommonName: "soon", Validity: 30 * day}, ca, time.Now().Add(-10*day))
+	writePair(t, dir, "fresh", Request{CommonName: "fresh", Validity: 365 * day}, ca, time.Now().Add(-day))
+	writePair(t, dir, "gone", Request{CommonName: "gone", Validity: 10 * day}, ca, time.Now().Add(-20*day))
+	ci := certInfo{}
+	paths := func(names ...string) []any {
+		var l []any
+		for _, n := range names {
+			l = append(l, filepath.Join(dir, n+".crt"))
+		}
+		return l
+	}
+
+	d := run(t, ci, env, step.Args{"paths": paths("fresh", "soon", "missing"), "missing_ok": true, "renew_before": "30d"}).Data
+	certs := d["certs"].([]any)
+	if d["due"] != true || certs[0].(map[string]any)["due"] != false || certs[1].(map[string]any)["due"] != true {
+		t.Errorf("30d window: due %v, fresh %v, soon %v", d["due"], certs[0].(map[string]any)["due"], certs[1].(map[string]any)["due"])
+	}
+	if _, ok := certs[2].(map[string]any)["due"]; ok {
+		t.Errorf("a missing file has no due: %v", certs[2])
+	}
+	if d := run(t, ci, env, step.Args{"paths": paths("fresh", "soon"), "renew_before": "7d"}).Data; d["due"] != false {
+		t.Errorf("7d window: due %v, want false (soon has 20 days left)", d["due"])
+	}
+	if d := run(t, ci, env, step.Args{"path": filepath.Join(dir, "gone.crt"), "renew_before": "0s"}).Data; d["due"] != true {
+		t.Errorf("an expired certificate is due: %v", d["due"])
+	}
+	if d := run(t, ci, env, step.Args{"path": filepath.Join(dir, "fresh.crt"), "renew_before": "400d"}).Data; d["due"] != true {
+		t.Errorf("a window longer than the lifetime makes it due: %v", d["due"])
+	}
+	if d := run(t, ci, env, step.Args{"path": filepath.Join(dir, "fresh.crt")}).Data; d["due"] != nil {
+		t.Errorf("due without renew_before: %v", d["due"])
+	}
+	for _, bad := range []any{"soon", "-3d"} {
+		if _, err := call(ci, env, step.Args{"path": filepath.Join(dir, "fresh.crt"), "renew_before": bad}); err == nil || !strings.Contains(err.Error(), "renew_before") {
+			t.Errorf("renew_before %v: %v", bad, err)
+		}
+	}
+}

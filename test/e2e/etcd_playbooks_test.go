@@ -54,7 +54,7 @@ func TestPlaybooksLoad(t *testing.T) {
 		// One phase after the other; each mode's plays inside their phase.
 		"create-cluster": {{"preflight"}, {"os"}, {"etcd"}, {"containerd", "runtime"}, {"images", "runtime"},
 			{"kubernetes", "loadbalancer"}, {"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"},
-			{"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "control-plane"},
+			{"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "auto-renew"},
 			{"kubernetes", "node"}, {"kubernetes", "kubeadm", "node"},
 			{"network", "cni"}, {"coredns", "dns"}, {"finalize"}, {"health"}},
 		"delete": {{"coredns", "dns"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"}, {"loadbalancer"}, {"kubernetes", "control-plane"},

@@ -3,15 +3,18 @@
 package e2e
 
 import (
+	"crypto/x509"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/mensylisir/kubexm/builtins/pki"
 	"github.com/mensylisir/kubexm/engine/eval"
 )
 
@@ -267,4 +270,84 @@ func TestKubeadmJoinConfigTemplate(t *testing.T) {
 		t.Errorf("a master's controlPlane: %#v", cp)
 	}
 	kubeadmValidate(t, master)
+}
+
+// The autoRenewCerts timer's playbook in kubeadm mode, rendered for n1 and run
+// by kubexm as the timer runs it, against a kube_config_dir of its own: with
+// kubeadm's certificates far from expiry it changes nothing and runs no
+// kubeadm; with one inside the window it runs `kubeadm certs renew all`
+// and then the restart of tasks/restart.yaml, which the binary carries
+// (here it stops at the missing static-pod manifest: no kubelet runs).
+func TestKubeadmAutoRenewPlaybook(t *testing.T) {
+	root := moduleRoot(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "etc")
+	bin := filepath.Join(dir, "bin")
+	for _, d := range []string{filepath.Join(cfg, "pki"), bin} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := filepath.Join(dir, "kubeadm.calls")
+	fake := "#!/bin/sh\necho \"$@\" >> " + calls + "\n"
+	if err := os.WriteFile(filepath.Join(bin, "kubeadm"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	v := kubeadmVars(t, "n1", map[string]any{"kube_config_dir": cfg, "kube_bin_dir": bin, "kubeadm_restart_timeout": 5})
+	out := renderRoleTemplate(t, "kubernetes/kubeadm", "certs-renew.yaml.tmpl", v)
+	if !strings.Contains(out, `"renew_before": "30d"`) || !strings.Contains(out, filepath.Join(cfg, "pki/etcd/peer.crt")) ||
+		!strings.Contains(out, `"url": "https://127.0.0.1:6443/readyz"`) {
+		t.Fatalf("the playbook lacks the window, the stacked etcd's files or the API server's health URL:\n%s", out)
+	}
+	playbook := filepath.Join(dir, "playbook.yaml")
+	if err := os.WriteFile(playbook, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kx := buildKubexm(t.Context(), t, root, dir)
+
+	caKey, err := pki.GenerateKey(pki.ECDSAP256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _, err := pki.Issue(pki.Request{CommonName: "kubernetes", IsCA: true, Validity: 3650 * 24 * time.Hour}, caKey, nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := func(validity time.Duration) {
+		t.Helper()
+		key, err := pki.GenerateKey(pki.ECDSAP256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, der, err := pki.Issue(pki.Request{CommonName: "kube-apiserver", ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, Validity: validity},
+			key, &pki.Pair{Cert: caCert, Key: caKey}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cfg, "pki", "apiserver.crt"), pki.EncodeCert(der), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	play := func() (string, error) {
+		cmd := exec.Command(kx, "play", playbook, "--workdir", filepath.Join(dir, "work"), "--no-journal")
+		b, err := cmd.CombinedOutput()
+		return string(b), err
+	}
+
+	leaf(365 * 24 * time.Hour)
+	if got, err := play(); err != nil {
+		t.Fatalf("nothing due: %v\n%s", err, got)
+	}
+	if _, err := os.Stat(calls); !os.IsNotExist(err) {
+		t.Errorf("kubeadm ran although nothing is due (%v)", err)
+	}
+
+	leaf(10 * 24 * time.Hour)
+	got, err := play()
+	if err == nil || !strings.Contains(got, "kube-apiserver: no manifest "+filepath.Join(cfg, "manifests", "kube-apiserver.yaml")) {
+		t.Errorf("a certificate due: want the renewal, then the restart stopping at the missing manifest; got %v\n%s", err, got)
+	}
+	if b, err := os.ReadFile(calls); err != nil || string(b) != "certs renew all\n" {
+		t.Errorf("kubeadm calls %q (%v), want one `certs renew all`", b, err)
+	}
 }

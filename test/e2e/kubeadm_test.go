@@ -179,6 +179,9 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 	if !v.binary {
 		checkKubeadmCerts(ctx, t, set, set.Hosts[0].Name, v.etcdType == "kubeadm")
 		kubeadmRenew(ctx, t, root, set, v)
+		if v.etcdType == "kubeadm" {
+			kubeadmAutoRenew(ctx, t, root, set, v)
+		}
 		// CI rotates the stacked variant's CAs; KUBEXM_E2E_CA_ROTATION=all
 		// also the etcd.type kubexm variant's (roles/etcd rotates etcd's CA).
 		if rot := os.Getenv("KUBEXM_E2E_CA_ROTATION"); rot == "all" || (rot != "0" && v.etcdType == "kubeadm") {
@@ -209,7 +212,8 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 		// data it put aside, its working directory) goes with the cluster.
 		out, err := set.SSH(ctx, h.Name, `ip -o link show | grep -oE ' (flannel\.1|cni0):' || true
 pgrep -x 'kubelet|kube-proxy|kube-apiserver|etcd|flanneld|coredns|containerd-shim' || true
-for p in /var/lib/etcd.before-restore /var/lib/etcd.restoring /var/lib/kubexm-backup /usr/local/lib/kubexm; do
+for p in /var/lib/etcd.before-restore /var/lib/etcd.restoring /var/lib/kubexm-backup /usr/local/lib/kubexm \
+         /var/lib/kubexm/certs-renew /etc/systemd/system/kubexm-certs-renew.timer /etc/systemd/system/kubexm-certs-renew.service; do
   [ -e $p ] && echo "left $p"
 done
 true`)
@@ -508,6 +512,79 @@ func kubeadmRenew(ctx context.Context, t *testing.T, root string, set *testhosts
 	}
 }
 
+// kubeadmAutoRenew is issue 22's autoRenewCerts in kubeadm mode (the stacked
+// variant sets it): the timer is enabled and waiting on the master; a run
+// of its service, as the timer starts it, with nothing due (the 30-day
+// window) changes no file and restarts no static pod; with the window
+// longer than a certificate lives (the create-cluster play of tag
+// auto-renew rendering the timer's playbook again) it runs kubeadm certs
+// renew all and restarts the control plane, and the API answers the control
+// machine; the window is put back (one file changed).
+func kubeadmAutoRenew(ctx context.Context, t *testing.T, root string, set *testhosts.Set, v kubeadmVariant) {
+	t.Helper()
+	master := set.Hosts[0].Name
+	const state = `sha256sum /etc/kubernetes/pki/apiserver.crt /etc/kubernetes/pki/etcd/server.crt /etc/kubernetes/admin.conf /etc/kubernetes/scheduler.conf
+grep -h 'kubexm.io/restarted-at' /etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/manifests/kube-scheduler.yaml || echo never restarted`
+	runService := func(what string) string {
+		t.Helper()
+		start := time.Now()
+		out, err := set.SSH(ctx, master, "systemctl start kubexm-certs-renew.service; systemctl show -p Result --value kubexm-certs-renew.service\n"+state)
+		if err != nil || !strings.HasPrefix(out, "success\n") {
+			journal, _ := set.SSH(ctx, master, "journalctl -u kubexm-certs-renew.service -n 80 --no-pager -o cat")
+			t.Fatalf("kubexm-certs-renew.service on %s (%s): %v\n%s\njournal:\n%s", master, what, err, out, journal)
+		}
+		t.Logf("PERF autoRenewCerts (kubeadm): the renewal service on the master, %s: %s", what, time.Since(start).Round(time.Millisecond))
+		return strings.TrimPrefix(out, "success\n")
+	}
+	out, err := set.SSH(ctx, master, "set -e\nsystemctl is-enabled kubexm-certs-renew.timer\nsystemctl is-active kubexm-certs-renew.timer\n"+state)
+	if err != nil || !strings.HasPrefix(out, "enabled\nactive\n") {
+		t.Fatalf("autoRenewCerts timer on %s: want enabled and active: %v\n%s", master, err, out)
+	}
+	before := strings.TrimPrefix(out, "enabled\nactive\n")
+	if idle := runService("nothing due"); idle != before {
+		t.Errorf("the timer's run with nothing due changed files or restarted pods:\nbefore:\n%s\nafter:\n%s", before, idle)
+	}
+
+	create := filepath.Join(root, "playbooks", "create-cluster")
+	// The window back, with kubeadm's plays: the renewal rewrote admin.conf,
+	// and the control machine's copy follows (what any later run does).
+	window := func(tags string, args ...string) {
+		t.Helper()
+		res := v.kx.play(ctx, create, append([]string{"--offline-bundle", v.bundle, "--tags", tags}, args...)...)
+		if res.err != nil {
+			t.Fatalf("create-cluster --tags %s %v: %v%s", tags, args, res.err, res.failures())
+		}
+		playbook := false
+		for _, c := range res.changed() {
+			switch {
+			case strings.Contains(c, "renewal playbook"):
+				playbook = true
+			case !strings.Contains(c, "admin kubeconfig"):
+				t.Errorf("create-cluster --tags %s %v changed %q: want the renewal playbook and the admin kubeconfig only", tags, args, c)
+			}
+		}
+		if !playbook {
+			t.Errorf("create-cluster --tags %s %v did not render the renewal playbook again (changed: %v)", tags, args, res.changed())
+		}
+	}
+	window("auto-renew", "-e", "kube_cert_auto_renew_before=400d")
+	renewed := runService("every certificate due")
+	b, a := strings.Split(strings.TrimSpace(before), "\n"), strings.Split(strings.TrimSpace(renewed), "\n")
+	if len(a) != len(b) || len(b) != 6 {
+		t.Fatalf("state before:\n%s\nafter:\n%s", before, renewed)
+	}
+	for i := range b {
+		if a[i] == b[i] {
+			t.Errorf("the timer's renewal left this as it was: %s", a[i])
+		}
+	}
+	if out, err := v.k.run(ctx, "", "get", "--raw", "/readyz"); err != nil || strings.TrimSpace(out) != "ok" {
+		t.Errorf("the API server after the timer's renewal: %q %v", out, err)
+	}
+	checkKubeadmCerts(ctx, t, set, master, true)
+	window("kubeadm")
+}
+
 // kubeadmArtifacts adds what kubeadm mode needs to the release tree
 // clusterArtifacts laid out: the kubeadm binary and the images kubeadm runs,
 // of Kubernetes version.
@@ -529,6 +606,10 @@ func (v kubeadmVariant) clusterYAML(name string, set *testhosts.Set) string {
 		return kubernetesClusterYAML(name, set)
 	}
 	y := kubeadmClusterYAML(name, set, v.etcdType)
+	if v.etcdType == "kubeadm" {
+		// The renewal timer (kubeadmAutoRenew).
+		y = strings.Replace(y, "    type: kubeadm\n    version:", "    type: kubeadm\n    autoRenewCerts: true\n    version:", 1)
+	}
 	if v.userLB != nil {
 		y = strings.Replace(y, "  kubernetes:\n",
 			"  controlPlaneEndpoint:\n    externalLoadBalancer: external\n    lb_address: "+set.Gateway+"\n  kubernetes:\n", 1)

@@ -57,10 +57,7 @@ func TestUpgrade(t *testing.T) {
 		{name: "e2e-life", typ: "kubexm", refusals: true},
 		{name: "e2e-life-kubeadm", typ: "kubeadm", vars: []string{
 			fmt.Sprintf(`{"kubeadm_etcd_image_version": %q}`, kubeadmEtcdImageTag),
-			`{"kubeadm_ignore_preflight_errors": ["SystemVerification"]}`,
-			// kubexm backs up only an etcd it installed: the pre-checks
-			// refuse the stacked one's upgrade without this.
-			`{"upgrade_backup": false}`}},
+			`{"kubeadm_ignore_preflight_errors": ["SystemVerification"]}`}},
 	} {
 		// KUBEXM_E2E_UPGRADE_ONLY=kubeadm (or kubexm) runs one mode.
 		if only := os.Getenv("KUBEXM_E2E_UPGRADE_ONLY"); only != "" && only != mode.typ {
@@ -356,6 +353,10 @@ echo $! > /root/poll.pid`
 		t.Fatalf("upgrade --resume failed after %s: %v%s", res.wall, res.err, res.failures())
 	}
 	t.Logf("PERF upgrade --resume (%s): %s (total %s)", mode.typ, res.wall.Round(time.Millisecond), (first + res.wall).Round(time.Millisecond))
+	// The backup before the upgrade (both modes: kubeadm's stacked etcd too).
+	if archives, _ := filepath.Glob(filepath.Join(target.dir, ".kubexm", mode.name, "backups", mode.name+"-*.tar.gz")); len(archives) == 0 {
+		t.Errorf("the upgrade (%s) took no backup: no %s-*.tar.gz in the work directory's backups/", mode.typ, mode.name)
+	}
 
 	out, err := set.SSH(ctx, master, `kill "$(cat /root/poll.pid)"; ok=$(grep -c '^ok$' /root/poll.log); fail=$(grep -c '^fail$' /root/poll.log); echo "$ok $fail"`)
 	if err != nil {

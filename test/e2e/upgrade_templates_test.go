@@ -131,10 +131,11 @@ func TestUpgradePrecheckReadsTheCluster(t *testing.T) {
 	}
 }
 
-// TestUpgradeRefusesAnEtcdItCannotBackUp: with an etcd kubexm did not
-// install, the backup before the upgrade cannot be taken, so the verdict
-// refuses until -e upgrade_backup=false; a re-run at the target (nothing
-// needed) and kubexm's own etcd are not refused.
+// TestUpgradeRefusesAnEtcdItCannotBackUp: with an external etcd the backup
+// before the upgrade cannot be taken, so the verdict refuses until
+// -e upgrade_backup=false; a re-run at the target (nothing needed), kubexm's
+// own etcd and kubeadm's stacked one (the backup role reads both) are not
+// refused.
 func TestUpgradeRefusesAnEtcdItCannotBackUp(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "upgrade", "tasks", "precheck.yaml"))
 	if err != nil {
@@ -159,10 +160,10 @@ func TestUpgradeRefusesAnEtcdItCannotBackUp(t *testing.T) {
 		backup, needed bool
 		refused        bool
 	}{
-		{"kubeadm", true, true, true},
+		{"kubeadm", true, true, false},
 		{"external", true, true, true},
-		{"kubeadm", false, true, false},
-		{"kubeadm", true, false, false},
+		{"external", false, true, false},
+		{"external", true, false, false},
 		{"kubexm", true, true, false},
 	} {
 		vars := map[string]any{
