@@ -15,7 +15,7 @@ TESTFLAGS ?=
 
 export KUBEXM_TEST_CACHE
 
-.PHONY: build check demo test vet unit lint-scripts integration e2e e2e-cluster e2e-kubeadm e2e-ha e2e-vip e2e-nodes e2e-upgrade bench hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
+.PHONY: build check demo test vet unit lint-scripts integration e2e e2e-cluster e2e-kubeadm e2e-ha e2e-kubeadm-ha e2e-vip e2e-nodes e2e-upgrade bench hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
 
 # Static (no cgo): autoRenewCerts copies this binary to the masters, whose
 # C library may be older than the build machine's.
@@ -90,6 +90,12 @@ e2e-kubeadm:
 # from the offline bundle, a master powered off and back.
 e2e-ha:
 	$(GO) test -tags e2e -count=1 -timeout 60m -run '^TestHAControlPlane$$' -v $(TESTFLAGS) ./test/e2e/
+
+# Issue 19's and 20's kubeadm mode: 3 masters (stacked etcd) and a worker
+# behind a local haproxy from the offline bundle, a master powered off and
+# back, a master removed and added again.
+e2e-kubeadm-ha:
+	$(GO) test -tags e2e -count=1 -timeout 60m -run '^TestKubeadmHA$$' -v $(TESTFLAGS) ./test/e2e/
 
 # Issue 19's externalLoadBalancer kubexm alone: keepalived and haproxy on 2
 # loadbalancer hosts holding the VIP, the holder powered off and back. Not

@@ -442,12 +442,6 @@ func validateEndpoint(c *Cluster, ps *problems) {
 			ps.add("spec.roleGroups.loadbalancer", "set controlPlaneEndpoint.externalLoadBalancer: kubexm", "loadbalancer hosts are only used with externalLoadBalancer kubexm")
 		}
 	}
-	// kubeadm mode installs no local proxy (roles/loadbalancer is played
-	// in binary mode), while the workers' domain would point at 127.0.0.1.
-	if (cpe.InternalLoadbalancer == "haproxy" || cpe.InternalLoadbalancer == "nginx") && c.Spec.Kubernetes.Type == "kubeadm" {
-		ps.add(child(base, "internalLoadbalancer"), "use externalLoadBalancer kubexm or external (lb_address), or kubernetes.type kubexm",
-			"internalLoadbalancer %s with kubernetes.type kubeadm is not supported yet: no local proxy is installed before the nodes join", cpe.InternalLoadbalancer)
-	}
 	if cpe.InternalLoadbalancer == "kube-vip" && cpe.LBAddress == "" {
 		ps.add(child(base, "lb_address"), "kube-vip announces this virtual IP", "internalLoadbalancer kube-vip needs lb_address")
 	}
