@@ -227,8 +227,8 @@ func kubeadmEtcdctl(ctx context.Context, set *testhosts.Set, host, endpoints str
 		endpoints, pki, pki, pki, args))
 }
 
-// checkKubeadmEndpointWiring: every node's kubelet.conf (and the masters'
-// admin.conf) names the endpoint; the domain resolves to 127.0.0.1 on the
+// checkKubeadmEndpointWiring: every worker's kubelet.conf and every
+// master's admin.conf names the endpoint; the domain resolves to 127.0.0.1 on the
 // workers, where kubexm's haproxy listens with exactly backends as its
 // backends, and to the master itself on the masters, which run no proxy.
 func checkKubeadmEndpointWiring(ctx context.Context, t *testing.T, set *testhosts.Set, masters, backends, workers []testhosts.Host) {
@@ -241,7 +241,6 @@ systemctl is-active kubexm-haproxy.service 2>/dev/null || true`)
 			t.Fatalf("endpoint wiring on %s: %v\n%s", h.Name, err, out)
 		}
 		got := strings.Split(strings.TrimSpace(out), "\n")
-		want = append([]string{"server: " + haEndpoint}, want...)
 		for i := range got {
 			got[i] = strings.TrimSpace(got[i])
 		}
@@ -249,16 +248,18 @@ systemctl is-active kubexm-haproxy.service 2>/dev/null || true`)
 			t.Errorf("%s: kubeconfigs, domain and kubexm-haproxy: %v, want %v", h.Name, got, want)
 		}
 	}
+	// A master's kubelet.conf names its own API server's address (kubeadm's
+	// ControlPlaneKubeletLocalMode), its admin.conf the endpoint.
 	for _, m := range masters {
-		check(m, "/etc/kubernetes/kubelet.conf /etc/kubernetes/admin.conf", []string{"resolves " + m.Address, "inactive"})
+		check(m, "/etc/kubernetes/kubelet.conf /etc/kubernetes/admin.conf", []string{"server: https://" + net.JoinHostPort(m.Address, "6443"), "server: " + haEndpoint, "resolves " + m.Address, "inactive"})
 	}
 	for _, w := range workers {
-		check(w, "/etc/kubernetes/kubelet.conf", []string{"resolves 127.0.0.1", "active"})
+		check(w, "/etc/kubernetes/kubelet.conf", []string{"server: " + haEndpoint, "resolves 127.0.0.1", "active"})
 		cfg, err := set.SSH(ctx, w.Name, "grep -E '^ *server ' /etc/kubexm/haproxy/haproxy.cfg")
 		if err != nil {
 			t.Fatalf("haproxy backends on %s: %v\n%s", w.Name, err, cfg)
 		}
-		if got := strings.Count(cfg, "\n") + 1; got != len(backends) {
+		if got := len(strings.Split(strings.TrimSpace(cfg), "\n")); got != len(backends) {
 			t.Errorf("haproxy on %s has %d backends, want %d:\n%s", w.Name, got, len(backends), cfg)
 		}
 		for _, b := range backends {
