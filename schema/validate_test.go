@@ -110,7 +110,7 @@ func TestValidationRules(t *testing.T) {
 		{"kubexm LB and an internal one", edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    externalLoadBalancer: kubexm\n    internalLoadbalancer: nginx\n    lb_address: 192.168.1.100", "worker: [w1]", "worker: [w1]\n    loadbalancer: [lb1]"), "spec.controlPlaneEndpoint.internalLoadbalancer", "nginx there is not supported yet", 0},
 		{"kubexm LB, VIP is a host", edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    externalLoadBalancer: kubexm\n    lb_address: 192.168.1.4", "worker: [w1]", "worker: [w1]\n    loadbalancer: [lb1]"), "spec.controlPlaneEndpoint.lb_address", "address of host lb1", 0},
 		{"kubexm LB, VIP not an IP", edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    externalLoadBalancer: kubexm\n    lb_address: vip.example.org", "worker: [w1]", "worker: [w1]\n    loadbalancer: [lb1]"), "spec.controlPlaneEndpoint.lb_address", "is not an IP address", 0},
-		{"kubeadm behind a local proxy", edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    internalLoadbalancer: nginx", "etcd: [m1]", "etcd: [m1, m2]", "version: v1.37.2", "type: kubeadm\n    version: v1.37.2"), "spec.controlPlaneEndpoint.internalLoadbalancer", "with kubernetes.type kubeadm is not supported yet", 0},
+		{"kubeadm behind nginx", edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    internalLoadbalancer: nginx", "etcd: [m1]", "etcd: [m1, m2]", "version: v1.37.2", "type: kubeadm\n    version: v1.37.2"), "spec.controlPlaneEndpoint.internalLoadbalancer", "nginx with kubernetes.type kubeadm is not supported yet", 0},
 		{"external LB with hosts", edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    externalLoadBalancer: external\n    lb_address: 192.168.1.100", "worker: [w1]", "worker: [w1]\n    loadbalancer: [lb1]"), "spec.roleGroups.loadbalancer", "not allowed", 0},
 		{"external LB without lb_address", edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    externalLoadBalancer: external"), "spec.controlPlaneEndpoint.lb_address", "external needs lb_address", 0},
 		{"loadbalancer hosts without external LB", edit(t, "worker: [w1]", "worker: [w1]\n    loadbalancer: [lb1]"), "spec.roleGroups.loadbalancer", "only used with externalLoadBalancer kubexm", 0},
@@ -212,17 +212,18 @@ func TestValidVariants(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]string{
-		"zero-padded range": edit(t, "{name: w1, address: 192.168.1.3}", "{name: w08, address: 192.168.1.8}\n  - {name: w09, address: 192.168.1.9}\n  - {name: w10, address: 192.168.1.10}", "worker: [w1]", `worker: ["w[08:10]"]`),
-		"external etcd":     edit(t, "etcd: [m1]", "etcd: []", "type: kubexm", "type: external\n    external: {endpoints: [\"https://10.1.1.1:2379\"]}"),
-		"kubeadm etcd":      edit(t, "etcd: [m1]", "etcd: []", "type: kubexm", "type: kubeadm", "version: v1.37.2", "type: kubeadm\n    version: v1.37.2"),
-		"kube-vip":          edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    internalLoadbalancer: kube-vip\n    lb_address: 192.168.1.100"),
-		"kubexm lb":         edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    externalLoadBalancer: kubexm\n    lb_address: 192.168.1.100", "worker: [w1]", "worker: [w1]\n    loadbalancer: [lb1]"),
-		"external lb dns":   edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    externalLoadBalancer: external\n    externalDNS: true"),
-		"dual stack":        edit(t, "192.168.1.3}", `192.168.1.3, internalAddress: "192.168.1.3,fd00::3"}`, "plugin: calico", "plugin: calico\n    kubePodsCIDR: 10.233.64.0/18,fd85::1:0/112\n    kubeServiceCIDR: 10.233.0.0/18,fd85::1000/116"),
-		"key file":          edit(t, "192.168.1.3}", "192.168.1.3, privateKeyPath: "+key+"}"),
-		"version without v": edit(t, "version: v1.37.2", "version: 1.37.1"),
-		"anchors":           edit(t, "etcd: [m1]", "etcd: &cp [m1]", "master: [m1, m2]", "master: *cp"),
-		"flannel":           edit(t, "plugin: calico", "plugin: flannel\n    flannel: {backendMode: host-gw}"),
+		"zero-padded range":      edit(t, "{name: w1, address: 192.168.1.3}", "{name: w08, address: 192.168.1.8}\n  - {name: w09, address: 192.168.1.9}\n  - {name: w10, address: 192.168.1.10}", "worker: [w1]", `worker: ["w[08:10]"]`),
+		"external etcd":          edit(t, "etcd: [m1]", "etcd: []", "type: kubexm", "type: external\n    external: {endpoints: [\"https://10.1.1.1:2379\"]}"),
+		"kubeadm etcd":           edit(t, "etcd: [m1]", "etcd: []", "type: kubexm", "type: kubeadm", "version: v1.37.2", "type: kubeadm\n    version: v1.37.2"),
+		"kubeadm behind haproxy": edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    internalLoadbalancer: haproxy", "etcd: [m1]", "etcd: [m1, m2]", "version: v1.37.2", "type: kubeadm\n    version: v1.37.2"),
+		"kube-vip":               edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    internalLoadbalancer: kube-vip\n    lb_address: 192.168.1.100"),
+		"kubexm lb":              edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    externalLoadBalancer: kubexm\n    lb_address: 192.168.1.100", "worker: [w1]", "worker: [w1]\n    loadbalancer: [lb1]"),
+		"external lb dns":        edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    externalLoadBalancer: external\n    externalDNS: true"),
+		"dual stack":             edit(t, "192.168.1.3}", `192.168.1.3, internalAddress: "192.168.1.3,fd00::3"}`, "plugin: calico", "plugin: calico\n    kubePodsCIDR: 10.233.64.0/18,fd85::1:0/112\n    kubeServiceCIDR: 10.233.0.0/18,fd85::1000/116"),
+		"key file":               edit(t, "192.168.1.3}", "192.168.1.3, privateKeyPath: "+key+"}"),
+		"version without v":      edit(t, "version: v1.37.2", "version: 1.37.1"),
+		"anchors":                edit(t, "etcd: [m1]", "etcd: &cp [m1]", "master: [m1, m2]", "master: *cp"),
+		"flannel":                edit(t, "plugin: calico", "plugin: flannel\n    flannel: {backendMode: host-gw}"),
 	}
 	for name, y := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -36,24 +36,27 @@ func TestDeleteNodesRefusals(t *testing.T) {
 	}
 }
 
-// kubeadm: delete-nodes removes workers (drain, Node, kubeadm reset) and
-// refuses a master, whose stacked etcd member it does not handle yet, on
-// the control machine before anything runs on a host.
-func TestDeleteNodesRefusesKubeadmMasters(t *testing.T) {
+// kubeadm: delete-nodes removes masters as binary mode does (their stacked
+// etcd members through a master that stays), with the same refusals on the
+// control machine before anything runs on a host: the last master, and here
+// (no SSH server answers) a master that cannot be reached.
+func TestDeleteNodesKubeadmMasters(t *testing.T) {
 	t.Chdir(t.TempDir())
 	writeNodesCluster(t, 3, "etcd: [n1, n2]\n    master: [n1, n2]\n    worker: [n3]", "kubernetes:\n    type: kubeadm", "kubeadm")
-	out, err := runCmd(t, realApp(), "delete-nodes", "-i", "cluster.yaml", "-e", "nodes=n3,n2")
-	if err == nil || !strings.Contains(out, "removes workers from a kubernetes.type kubeadm cluster; n2 is a master") {
-		t.Errorf("delete-nodes of a kubeadm master: %v, want a refusal naming n2:\n%s", err, out)
-	}
-	if strings.Contains(out, "changed=") {
-		t.Errorf("delete-nodes changed something before refusing:\n%s", out)
-	}
-	// A worker gets past that check (and stops at the next: this n3 cannot
-	// be reached).
-	out, err = runCmd(t, realApp(), "delete-nodes", "-i", "cluster.yaml", "-e", "nodes=n3", "-e", "nodes_reach_timeout=1")
-	if err == nil || strings.Contains(out, "is a master") || !strings.Contains(out, "n3 cannot be reached") {
-		t.Errorf("delete-nodes of a kubeadm worker: %v, want only the unreachable refusal:\n%s", err, out)
+	for _, c := range []struct {
+		nodes, want string
+	}{
+		{"n2,n1", "would leave the cluster without a master"},
+		{"n2", "n2 cannot be reached"},
+		{"n3", "n3 cannot be reached"},
+	} {
+		out, err := runCmd(t, realApp(), "delete-nodes", "-i", "cluster.yaml", "-e", "nodes="+c.nodes, "-e", "nodes_reach_timeout=1")
+		if err == nil || !strings.Contains(out, c.want) {
+			t.Errorf("delete-nodes -e nodes=%s of a kubeadm cluster: %v, want a refusal saying %q:\n%s", c.nodes, err, c.want, out)
+		}
+		if strings.Contains(out, "changed=") {
+			t.Errorf("delete-nodes -e nodes=%s changed something before refusing:\n%s", c.nodes, out)
+		}
 	}
 }
 

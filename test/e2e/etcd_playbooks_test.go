@@ -55,16 +55,17 @@ func TestPlaybooksLoad(t *testing.T) {
 		"create-cluster": {{"preflight"}, {"os"}, {"etcd"}, {"containerd", "runtime"}, {"images", "runtime"},
 			{"kubernetes", "loadbalancer"}, {"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"},
 			{"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "auto-renew"},
-			{"kubernetes", "node"}, {"kubernetes", "kubeadm", "node"},
+			{"kubernetes", "loadbalancer"}, {"kubernetes", "node"}, {"kubernetes", "kubeadm", "node"},
 			{"network", "cni"}, {"coredns", "dns"}, {"finalize"}, {"health"}},
 		"delete": {{"coredns", "dns"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"}, {"loadbalancer"}, {"kubernetes", "control-plane"},
 			{"kubernetes", "pki"}, {"images", "runtime"}, {"containerd", "runtime"}, {"network", "cni"}, {"etcd"}, {"os"}},
 		// A new master's control plane, then every node's proxy, before
 		// the new kubelets use the endpoint.
-		// kubeadm mode: kubeadm on the new nodes, then the new workers join.
+		// kubeadm mode: kubeadm on the new nodes, the new masters join, the
+		// workers' proxies get them, then the new workers join.
 		"add-nodes": {{"always"}, {"preflight"}, {"os"}, {"etcd"}, {"containerd", "runtime"}, {"images", "runtime"},
 			{"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "node"},
-			{"kubernetes", "kubeadm"}, {"kubernetes", "kubeadm", "node"},
+			{"kubernetes", "kubeadm"}, {"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "kubeadm", "node"},
 			{"network", "cni"}, {"finalize"}, {"health"}},
 		// The checks, the masters out of the proxies' backends, the
 		// removals, then the cleanup.

@@ -142,7 +142,7 @@ func TestHAControlPlane(t *testing.T) {
 
 	checkEndpointWiring(ctx, t, set, masters, workers)
 	checkNodes(ctx, t, k, set)
-	checkMasterEtcd(ctx, t, set, masters, masters[1])
+	checkMasterEtcd(ctx, t, set, etcdctl, masters, masters[1])
 
 	// --- failover: n1 loses its power while a worker's client polls ------
 	victim, survivor, poller := masters[0], masters[1], workers[0]
@@ -222,7 +222,7 @@ spec:
 	if out, err := k2.run(ctx, "", "wait", "--for=condition=Ready", "node/"+victim.Name, "--timeout=300s"); err != nil {
 		t.Fatalf("%s not Ready after its power-on: %v\n%s", victim.Name, err, out)
 	}
-	checkMasterEtcd(ctx, t, set, masters, victim)
+	checkMasterEtcd(ctx, t, set, etcdctl, masters, victim)
 	t.Logf("PERF %s back: node Ready and etcd 3 healthy members %s after the power-on", victim.Name, time.Since(start).Round(time.Second))
 
 	// The admin kubeconfig names n1 again, which is back; the rotation
@@ -385,16 +385,20 @@ dpkg-query -W -f='${Status}\n' haproxy 2>/dev/null | grep -c 'install ok install
 	t.Logf("every kubeconfig names %s; the workers reach it through their haproxy, the masters directly", haEndpoint)
 }
 
+// etcdctlFunc runs etcdctl on a host against endpoints: etcdctl (etcd.type
+// kubexm) or kubeadmEtcdctl (kubeadm's stacked etcd).
+type etcdctlFunc func(ctx context.Context, set *testhosts.Set, host, endpoints string, args string) (string, error)
+
 // checkMasterEtcd waits (3 minutes at most) for the masters' etcd to have
-// all its members healthy, asked through from.
-func checkMasterEtcd(ctx context.Context, t *testing.T, set *testhosts.Set, masters []testhosts.Host, from testhosts.Host) {
+// all its members healthy, asked through from with ctl.
+func checkMasterEtcd(ctx context.Context, t *testing.T, set *testhosts.Set, ctl etcdctlFunc, masters []testhosts.Host, from testhosts.Host) {
 	t.Helper()
 	var eps []string
 	for _, m := range masters {
 		eps = append(eps, "https://"+net.JoinHostPort(m.Address, "2379"))
 	}
 	out, err := retry(ctx, 3*time.Minute, func() (string, error) {
-		out, err := etcdctl(ctx, set, from.Name, strings.Join(eps, ","), "endpoint health -w json")
+		out, err := ctl(ctx, set, from.Name, strings.Join(eps, ","), "endpoint health -w json")
 		if err != nil {
 			return out, err
 		}
@@ -421,14 +425,21 @@ func checkMasterEtcd(ctx context.Context, t *testing.T, set *testhosts.Set, mast
 }
 
 // pollScript asks the API, through the endpoint, for the poller's own Node
-// (with its kubelet's credentials) every period, n times, and prints
-// "<unix ms> <HTTP status>" per request (000 when none came).
+// (with its kubelet's credentials: binary mode's kubeconfig embeds them,
+// kubeadm's names the kubelet's rotated certificate and key, one file)
+// every period, n times, and prints "<unix ms> <HTTP status>" per request
+// (000 when none came).
 func pollScript(n int, period time.Duration, node string) string {
 	return fmt.Sprintf(`set -u
 d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
 kc=/etc/kubernetes/kubelet.kubeconfig
-awk '/client-certificate-data:/ {print $2}' $kc | base64 -d > "$d/c.crt"
-awk '/client-key-data:/ {print $2}' $kc | base64 -d > "$d/c.key"
+if [ -e $kc ]; then
+  awk '/client-certificate-data:/ {print $2}' $kc | base64 -d > "$d/c.crt"
+  awk '/client-key-data:/ {print $2}' $kc | base64 -d > "$d/c.key"
+else
+  cp /var/lib/kubelet/pki/kubelet-client-current.pem "$d/c.crt"
+  cp /var/lib/kubelet/pki/kubelet-client-current.pem "$d/c.key"
+fi
 start=$(date +%%s%%N)
 for i in $(seq 0 %d); do
   next=$((start + i * %d))

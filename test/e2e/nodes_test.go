@@ -356,6 +356,12 @@ func rerun(ctx context.Context, t *testing.T, kx kubexm, what, playbook string, 
 // etcd members (all started voters) exactly l's etcd hosts.
 func checkMembership(ctx context.Context, t *testing.T, k kubectlRunner, set *testhosts.Set, l nodesLayout) {
 	t.Helper()
+	checkMembershipWith(ctx, t, k, set, etcdctl, l)
+}
+
+// checkMembershipWith is checkMembership asking etcd with ctl.
+func checkMembershipWith(ctx context.Context, t *testing.T, k kubectlRunner, set *testhosts.Set, ctl etcdctlFunc, l nodesLayout) {
+	t.Helper()
 	var want []string
 	for _, i := range l.hosts {
 		if slices.Contains(l.master, i) || slices.Contains(l.worker, i) {
@@ -386,7 +392,7 @@ func checkMembership(ctx context.Context, t *testing.T, k kubectlRunner, set *te
 		t.Fatalf("nodes: %v\n%s", err, out)
 	}
 	first := set.Hosts[l.etcd[0]]
-	out, err = etcdctl(ctx, set, first.Name, "https://127.0.0.1:2379", "member list")
+	out, err = ctl(ctx, set, first.Name, "https://127.0.0.1:2379", "member list")
 	if err != nil {
 		t.Fatalf("etcd member list: %v\n%s", err, out)
 	}

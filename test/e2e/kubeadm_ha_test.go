@@ -1,0 +1,305 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mensylisir/kubexm/test/testhosts"
+)
+
+// TestKubeadmHA is issue 19's acceptance for kubeadm mode with
+// internalLoadbalancer haproxy and issue 20's master steps in that mode, on
+// one cluster carried through them: n1-n3 masters with kubeadm's stacked
+// etcd, n4 a worker.
+//
+//   - create-cluster --offline-bundle: `kubeadm init` on n1 with
+//     controlPlaneEndpoint lb.kubexm.local:6443, `kubeadm join
+//     --control-plane` on n2 and n3 (the domain points at n1 while each
+//     joins, at the master itself afterwards), haproxy from the bundle on
+//     n4 before it joins through it; kubelet.conf names the endpoint on
+//     every node, the domain resolves to 127.0.0.1 on n4 and to each master
+//     itself on the masters; etcd has 3 healthy members;
+//   - failover: a client on n4 asks the API through its haproxy every
+//     200 ms while n1 loses its power; PERF lines give the longest gap and
+//     the failed share; n1 NotReady, a new Deployment runs; n1 powered on,
+//     Ready again and etcd 3 healthy members without kubexm;
+//   - delete-nodes -e nodes=n3: n3 leaves n4's haproxy backends, is drained,
+//     its Node deleted, its stacked member removed through n1, kubeadm reset
+//     on it; 2 members and 3 nodes stay, the API answers through n4's
+//     proxy; a re-run changes nothing;
+//   - add-nodes: n3 joins again with --control-plane (kubeadm adds its
+//     member), n4's haproxy gets it back; a re-run changes nothing;
+//   - a re-run of create-cluster changes nothing; delete -e
+//     delete_packages=true leaves every host as it was.
+func TestKubeadmHA(t *testing.T) {
+	parallelSuite(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
+	defer cancel()
+	suiteStart := time.Now()
+	root := moduleRoot(t)
+	work := t.TempDir()
+
+	releaseRoot := clusterArtifacts(ctx, t, root)
+	kubeadmArtifacts(ctx, t, root, kubernetesVersion)
+	bin := buildKubexm(ctx, t, root, work)
+	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
+
+	const machines = 4
+	set, diag := suiteMachines(ctx, t, machines, "k", "KUBELET=1")
+	if len(set.Hosts) != machines {
+		t.Fatalf("want %d machines, have %d", machines, len(set.Hosts))
+	}
+	masters, workers := set.Hosts[:3], set.Hosts[3:]
+
+	const name = "e2e-kubeadm-ha"
+	inventory := filepath.Join(work, "cluster.yaml")
+	if err := os.WriteFile(inventory, []byte(kubeadmHAClusterYAML(name, set)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vars := append(clusterTestVars(),
+		fmt.Sprintf(`{"kubeadm_etcd_image_version": %q}`, kubeadmEtcdImageTag),
+		// systemd-nspawn machines: kubeadm cannot read the kernel's
+		// configuration and the hosts run cgroup v1 (SystemVerification).
+		`{"kubeadm_ignore_preflight_errors": ["SystemVerification"]}`)
+	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: extraVars(vars...), observe: diag.observe}
+	k := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(work, ".kubexm", name, "kubeconfig")}
+	diag.cluster(k)
+
+	wide := []string{"/etc", "/usr/local", "/usr/sbin", "/opt", "/var/lib/kubelet", "/var/lib/etcd", "/var/lib/kubexm"}
+	fresh := takeHostState(ctx, t, set, wide...)
+	for _, h := range set.Hosts {
+		if strings.Contains(fresh.pkgs[h.Name], "\nhaproxy ") {
+			t.Fatalf("%s has haproxy before the create: the test would not prove the bundle path", h.Name)
+		}
+	}
+
+	// The bundle holds the mode's package, haproxy, with its closure.
+	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
+	bundle := exportBundle(ctx, t, kx, server, " (kubeadm, stacked etcd, haproxy)")
+	stop()
+
+	pb := func(p string) string { return filepath.Join(root, "playbooks", p) }
+	res := kx.play(ctx, pb("create-cluster"), "--offline-bundle", bundle)
+	if res.err != nil {
+		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster (kubeadm, 3 masters with stacked etcd, 1 worker, internal haproxy, offline bundle) on %d fresh machines: %s (%d changed)",
+		machines, res.wall.Round(time.Millisecond), len(res.changed()))
+
+	checkKubeadmEndpointWiring(ctx, t, set, masters, masters, workers)
+	checkNodes(ctx, t, k, set)
+	checkMasterEtcd(ctx, t, set, kubeadmEtcdctl, masters, masters[1])
+
+	// --- failover: n1 loses its power while the worker's client polls -----
+	victim, survivor, poller := masters[0], masters[1], workers[0]
+	const samples, period = 400, 200 * time.Millisecond // 80 s
+	cut := time.Now()
+	stats := pollAcross(ctx, t, set, poller, samples, period, 5*time.Second, func() {
+		cut = time.Now()
+		if err := testhosts.PowerOff(ctx, set.Prefix, victim.Name); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s powered off", victim.Name)
+	})
+	t.Logf("PERF kubeadm failover (master %s powered off, a client on %s polls %s every 200 ms): longest gap %s, %d of %d requests failed (%.1f%%), the first answer after the cut %s after it",
+		victim.Name, poller.Name, haEndpoint, stats.longestGap, stats.failed, stats.total, 100*float64(stats.failed)/float64(stats.total), stats.firstAfterCut)
+	// haproxy takes a dead backend out within 2 checks of 1 s plus a connect
+	// timeout of 2 s; the stacked etcd elects a new leader within seconds.
+	if stats.longestGap > 15*time.Second {
+		t.Errorf("the API was away for %s through the endpoint, want under 15 s", stats.longestGap)
+	}
+	if stats.tailFailed > 0 {
+		t.Errorf("%d of the last 25 requests failed: the endpoint did not recover", stats.tailFailed)
+	}
+
+	// The control machine's kubeconfig names n1: talk to a survivor.
+	k2 := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(work, "kubeconfig-"+survivor.Name)}
+	data, err := os.ReadFile(k.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victimURL := "https://" + net.JoinHostPort(victim.Address, "6443")
+	if !strings.Contains(string(data), "server: "+victimURL) {
+		t.Fatalf("the admin kubeconfig does not name %s:\n%s", victimURL, tail(string(data), 5))
+	}
+	if err := os.WriteFile(k2.kubeconfig, []byte(strings.ReplaceAll(string(data), victimURL, "https://"+net.JoinHostPort(survivor.Address, "6443"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	diag.cluster(k2)
+	if out, err := k2.run(ctx, "", "wait", "--for=condition=Ready=Unknown", "node/"+victim.Name, "--timeout=180s"); err != nil {
+		t.Fatalf("%s not marked unreachable: %v\n%s", victim.Name, err, out)
+	}
+	t.Logf("PERF %s NotReady (Unknown) %s after its power-off", victim.Name, time.Since(cut).Round(time.Second))
+	start := time.Now()
+	deploy := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: after-failover, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: after-failover}}
+  template:
+    metadata: {labels: {app: after-failover}}
+    spec:
+      containers:
+      - name: main
+        image: %s
+        imagePullPolicy: Never
+        command: [/bin/busybox, sleep, "3600"]
+`, busyboxRef(t))
+	if out, err := k2.run(ctx, deploy, "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply a Deployment after the failover: %v\n%s", err, out)
+	}
+	if out, err := k2.run(ctx, "", "rollout", "status", "deployment/after-failover", "-n", "default", "--timeout=240s"); err != nil {
+		desc, _ := k2.run(ctx, "", "describe", "pods", "-n", "default", "-l", "app=after-failover")
+		t.Fatalf("the Deployment made after the failover does not run: %v\n%s\n%s", err, out, tail(desc, 60))
+	}
+	t.Logf("PERF a Deployment created after the kubeadm failover has its 2 pods running %s after the apply", time.Since(start).Round(time.Second))
+	if out, err := k2.run(ctx, "", "delete", "deployment/after-failover", "-n", "default", "--wait=true"); err != nil {
+		t.Errorf("kubectl delete the Deployment: %v\n%s", err, out)
+	}
+
+	start = time.Now()
+	if _, err := testhosts.Up(ctx, machines, set.Prefix, "KUBELET=1"); err != nil {
+		t.Fatalf("powering %s on: %v", victim.Name, err)
+	}
+	if out, err := k2.run(ctx, "", "wait", "--for=condition=Ready", "node/"+victim.Name, "--timeout=300s"); err != nil {
+		t.Fatalf("%s not Ready after its power-on: %v\n%s", victim.Name, err, out)
+	}
+	checkMasterEtcd(ctx, t, set, kubeadmEtcdctl, masters, victim)
+	t.Logf("PERF %s back: node Ready and etcd 3 healthy members %s after the power-on", victim.Name, time.Since(start).Round(time.Second))
+	if out, err := k.run(ctx, "", "wait", "--for=delete", "pod", "-l", "app=after-failover", "-n", "default", "--timeout=180s"); err != nil {
+		t.Fatalf("the pods of the deleted Deployment are still there: %v\n%s", err, out)
+	}
+
+	// --- a master removed, then added back ----------------------------------
+	gone := masters[2]
+	staying := masters[:2]
+	res = kx.play(ctx, pb("delete-nodes"), "-e", "nodes="+gone.Name)
+	if res.err != nil {
+		t.Fatalf("delete-nodes %s failed after %s: %v%s", gone.Name, res.wall, res.err, res.failures())
+	}
+	t.Logf("PERF delete-nodes, 1 kubeadm master with its stacked etcd member: %s", res.wall.Round(time.Millisecond))
+	checkKubeadmMembers(ctx, t, k, set, staying, workers)
+	checkKubeadmEndpointWiring(ctx, t, set, staying, staying, workers)
+	out, err := set.SSH(ctx, gone.Name, `test -e /etc/kubernetes/kubelet.conf && echo kubelet.conf; test -d /var/lib/etcd && echo etcd-data; systemctl is-active kubelet || true`)
+	if err != nil || strings.TrimSpace(out) != "inactive" {
+		t.Errorf("%s after delete-nodes: %v\n%s\nwant no kubelet.conf, no etcd data, kubelet inactive", gone.Name, err, out)
+	}
+	rerun(ctx, t, kx, "delete-nodes (kubeadm master)", pb("delete-nodes"), "-e", "nodes="+gone.Name)
+
+	res = kx.play(ctx, pb("add-nodes"), "--offline-bundle", bundle)
+	if res.err != nil {
+		t.Fatalf("add-nodes of master %s failed after %s: %v%s", gone.Name, res.wall, res.err, res.failures())
+	}
+	t.Logf("PERF add-nodes, 1 kubeadm master (join --control-plane, stacked etcd member): %s (%d changed)", res.wall.Round(time.Millisecond), len(res.changed()))
+	checkKubeadmMembers(ctx, t, k, set, masters, workers)
+	checkKubeadmEndpointWiring(ctx, t, set, masters, masters, workers)
+	checkMasterEtcd(ctx, t, set, kubeadmEtcdctl, masters, gone)
+	rerun(ctx, t, kx, "add-nodes (kubeadm master)", pb("add-nodes"), "--offline-bundle", bundle)
+
+	rerun(ctx, t, kx, "create-cluster (kubeadm HA)", pb("create-cluster"), "--offline-bundle", bundle)
+	checkDeleteRestores(ctx, t, set, kx, pb("delete"), fresh)
+	t.Logf("PERF the kubeadm HA suite on %d machines: %s", machines, time.Since(suiteStart).Round(time.Second))
+}
+
+// kubeadmHAClusterYAML: haClusterYAML's cluster in kubeadm mode with the
+// stacked etcd, and one worker, n4.
+func kubeadmHAClusterYAML(name string, set *testhosts.Set) string {
+	y := haClusterYAML(name, set)
+	y = strings.Replace(y, "worker: [n4, n5]", "worker: [n4]", 1)
+	y = strings.Replace(y, "    type: kubexm\n    version:", "    type: kubeadm\n    version:", 1)
+	return strings.Replace(y, "  etcd:\n    type: kubexm\n", "  etcd:\n    type: kubeadm\n", 1)
+}
+
+// kubeadmEtcdctl runs the etcdctl kubexm puts beside kubeadm's stacked etcd
+// on a master, with kubeadm's etcd healthcheck client certificate.
+func kubeadmEtcdctl(ctx context.Context, set *testhosts.Set, host, endpoints string, args string) (string, error) {
+	pki := "/etc/kubernetes/pki/etcd"
+	return set.SSH(ctx, host, fmt.Sprintf("ETCDCTL_API=3 /usr/local/lib/kubexm/etcd/etcdctl --endpoints=%s --cacert=%s/ca.crt --cert=%s/healthcheck-client.crt --key=%s/healthcheck-client.key %s",
+		endpoints, pki, pki, pki, args))
+}
+
+// checkKubeadmEndpointWiring: every worker's kubelet.conf and every
+// master's admin.conf names the endpoint; the domain resolves to 127.0.0.1 on the
+// workers, where kubexm's haproxy listens with exactly backends as its
+// backends, and to the master itself on the masters, which run no proxy.
+func checkKubeadmEndpointWiring(ctx context.Context, t *testing.T, set *testhosts.Set, masters, backends, workers []testhosts.Host) {
+	t.Helper()
+	check := func(h testhosts.Host, files string, want []string) {
+		out, err := set.SSH(ctx, h.Name, `grep -h '^ *server:' `+files+` | sort -u
+getent hosts lb.kubexm.local | awk '{print "resolves", $1}'
+systemctl is-active kubexm-haproxy.service 2>/dev/null || true`)
+		if err != nil {
+			t.Fatalf("endpoint wiring on %s: %v\n%s", h.Name, err, out)
+		}
+		got := strings.Split(strings.TrimSpace(out), "\n")
+		for i := range got {
+			got[i] = strings.TrimSpace(got[i])
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s: kubeconfigs, domain and kubexm-haproxy: %v, want %v", h.Name, got, want)
+		}
+	}
+	// A master's kubelet.conf names its own API server's address (kubeadm's
+	// ControlPlaneKubeletLocalMode), its admin.conf the endpoint.
+	for _, m := range masters {
+		check(m, "/etc/kubernetes/kubelet.conf /etc/kubernetes/admin.conf", []string{"server: https://" + net.JoinHostPort(m.Address, "6443"), "server: " + haEndpoint, "resolves " + m.Address, "inactive"})
+	}
+	for _, w := range workers {
+		check(w, "/etc/kubernetes/kubelet.conf", []string{"server: " + haEndpoint, "resolves 127.0.0.1", "active"})
+		cfg, err := set.SSH(ctx, w.Name, "grep -E '^ *server ' /etc/kubexm/haproxy/haproxy.cfg")
+		if err != nil {
+			t.Fatalf("haproxy backends on %s: %v\n%s", w.Name, err, cfg)
+		}
+		if got := len(strings.Split(strings.TrimSpace(cfg), "\n")); got != len(backends) {
+			t.Errorf("haproxy on %s has %d backends, want %d:\n%s", w.Name, got, len(backends), cfg)
+		}
+		for _, b := range backends {
+			if !strings.Contains(cfg, fmt.Sprintf("server %s %s:6443", b.Name, b.Address)) {
+				t.Errorf("haproxy on %s has no backend %s:\n%s", w.Name, b.Name, cfg)
+			}
+		}
+	}
+}
+
+// checkKubeadmMembers wants the Ready nodes to be exactly masters and
+// workers, the stacked etcd's members exactly the masters (started voters,
+// asked through the first), and the API to answer through the first
+// worker's proxy.
+func checkKubeadmMembers(ctx context.Context, t *testing.T, k kubectlRunner, set *testhosts.Set, masters, workers []testhosts.Host) {
+	t.Helper()
+	var hosts []int
+	var l nodesLayout
+	for i, h := range set.Hosts {
+		for _, m := range masters {
+			if m.Name == h.Name {
+				hosts = append(hosts, i)
+				l.master = append(l.master, i)
+				l.etcd = append(l.etcd, i)
+			}
+		}
+		for _, w := range workers {
+			if w.Name == h.Name {
+				hosts = append(hosts, i)
+				l.worker = append(l.worker, i)
+			}
+		}
+	}
+	l.hosts = hosts
+	checkMembershipWith(ctx, t, k, set, kubeadmEtcdctl, l)
+	out, err := retry(ctx, time.Minute, func() (string, error) {
+		return set.SSH(ctx, workers[0].Name, fmt.Sprintf(`curl -sS -o /dev/null -w '%%{http_code}' --max-time 5 --cacert /etc/kubernetes/pki/ca.crt \
+  --cert /var/lib/kubelet/pki/kubelet-client-current.pem --key /var/lib/kubelet/pki/kubelet-client-current.pem %s/api/v1/nodes/%s | grep -x 200`, haEndpoint, workers[0].Name))
+	})
+	if err != nil {
+		t.Errorf("the API through %s's proxy: %v\n%s", workers[0].Name, err, out)
+	}
+}
