@@ -125,8 +125,20 @@ func SetDefaults(c *Cluster) {
 		if n.Calico == nil {
 			n.Calico = &Calico{}
 		}
-		setStr(&n.Calico.IPIPMode, "Always")
-		setStr(&n.Calico.VXLANMode, "Never")
+		// vxlan unless ipip is asked for: vxlan needs no BGP and no ipip
+		// module (kernels without it exist, the test machines' among them).
+		// Only one of the two may be on, so a mode set alone decides the
+		// other; vxlanMode Never alone means ipip, KubeKey's default.
+		switch {
+		case n.Calico.IPIPMode == "" && n.Calico.VXLANMode == "":
+			n.Calico.IPIPMode, n.Calico.VXLANMode = "Never", "Always"
+		case n.Calico.VXLANMode == "":
+			n.Calico.VXLANMode = "Never"
+		case n.Calico.IPIPMode == "" && n.Calico.VXLANMode == "Never":
+			n.Calico.IPIPMode = "Always"
+		case n.Calico.IPIPMode == "":
+			n.Calico.IPIPMode = "Never"
+		}
 		setInt(&n.IPPool.BlockSize, 26)
 	case "flannel":
 		if n.Flannel == nil {

@@ -124,6 +124,12 @@ func warnKubeKeyDefaults(root, spec *ytree.Node, ps *problems) {
 	if scalarAt(mapAt(spec, "network"), "plugin") == "" {
 		warn("network", "spec.network.plugin", "not set, so KubeKey would install calico; kubexm installs %s", ours.Spec.Network.Plugin)
 	}
+	// ours holds kubexm's defaults only; the file's plugin decides.
+	if net := mapAt(spec, "network"); scalarAt(net, "plugin") == "calico" &&
+		scalarAt(mapAt(net, "calico"), "ipipMode") == "" && scalarAt(mapAt(net, "calico"), "vxlanMode") == "" {
+		warn("network", "spec.network.calico.ipipMode",
+			"not set, so KubeKey would encapsulate with IP-in-IP (ipipMode Always); kubexm uses vxlan (vxlanMode Always), which needs no ipip kernel module")
+	}
 	if scalarAt(mapAt(spec, "controlPlaneEndpoint"), "domain") == "" {
 		warn("controlPlaneEndpoint", "spec.controlPlaneEndpoint.domain", "not set, so KubeKey would use lb.kubesphere.local; kubexm uses %s", ours.Spec.ControlPlaneEndpoint.Domain)
 	}

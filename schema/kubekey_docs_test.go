@@ -122,3 +122,34 @@ func TestKubeKeyOtherFormatsNamed(t *testing.T) {
 		t.Errorf("two KubeKey clusters: %v", err)
 	}
 }
+
+// calico without an encapsulation: KubeKey's is ipip, kubexm's vxlan, and
+// the conversion says so; a file that chose keeps its choice, unwarned.
+func TestKubeKeyCalicoEncapsulation(t *testing.T) {
+	const kk = "apiVersion: kubekey.kubesphere.io/v1alpha2\nkind: Cluster\nmetadata: {name: x}\n" +
+		"spec:\n  hosts:\n  - {name: n1, address: 10.0.0.1, password: x}\n  roleGroups: {etcd: [n1], control-plane: [n1], worker: [n1]}\n" +
+		"  network:\n    plugin: calico\n"
+	const want = "spec.network.calico.ipipMode: KubeKey default differs: not set, so KubeKey would encapsulate with IP-in-IP (ipipMode Always); kubexm uses vxlan"
+	c, warnings, err := Decode("kk.yaml", []byte(kk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := warningText(warnings); !strings.Contains(w, want) {
+		t.Errorf("warnings lack %q:\n%s", want, w)
+	}
+	SetDefaults(c)
+	if n := c.Spec.Network.Calico; n == nil || n.VXLANMode != "Always" || n.IPIPMode != "Never" {
+		t.Errorf("calico %+v, want vxlan", n)
+	}
+	c, warnings, err = Decode("kk.yaml", []byte(kk+"    calico: {ipipMode: Always}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := warningText(warnings); strings.Contains(w, "ipipMode") {
+		t.Errorf("warned about a mode the file sets:\n%s", w)
+	}
+	SetDefaults(c)
+	if n := c.Spec.Network.Calico; n.IPIPMode != "Always" || n.VXLANMode != "Never" {
+		t.Errorf("calico %+v, want ipip kept", n)
+	}
+}

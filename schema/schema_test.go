@@ -137,7 +137,9 @@ func TestDefaults(t *testing.T) {
 		{"etcd version", s.Etcd.Version, "v3.6.16"},
 		{"etcd maxWals", *s.Etcd.MaxWals, 5},
 		{"plugin", s.Network.Plugin, "calico"},
-		{"ipip", s.Network.Calico.IPIPMode, "Always"},
+		{"ipip", s.Network.Calico.IPIPMode, "Never"},
+		{"vxlan", s.Network.Calico.VXLANMode, "Always"},
+		{"block size", s.Network.IPPool.BlockSize, 26},
 		{"pods", s.Network.KubePodsCIDR, "10.233.64.0/18"},
 		{"services", s.Network.KubeServiceCIDR, "10.233.0.0/18"},
 		{"registry type", s.Registry.Type, ""},
@@ -412,6 +414,29 @@ func TestMarshalRoundTripsAmbiguousStrings(t *testing.T) {
 		}
 		if c2.Metadata.Name != s || c2.Spec.Hosts[0].Password != s || c2.Spec.Hosts[0].Labels[s] != s {
 			t.Errorf("%q came back as %q / %q\n%s", s, c2.Metadata.Name, c2.Spec.Hosts[0].Password, out)
+		}
+	}
+}
+
+// calico's encapsulation defaults to vxlan; a mode set alone decides the
+// other, so that a KubeKey file saying only ipipMode (or vxlanMode Never)
+// keeps ipip.
+func TestCalicoEncapsulationDefaults(t *testing.T) {
+	for _, tc := range []struct{ calico, ipip, vxlan string }{
+		{"", "Never", "Always"},
+		{"\n    calico: {ipipMode: Always}", "Always", "Never"},
+		{"\n    calico: {ipipMode: CrossSubnet}", "CrossSubnet", "Never"},
+		{"\n    calico: {vxlanMode: CrossSubnet}", "Never", "CrossSubnet"},
+		{"\n    calico: {ipipMode: Never, vxlanMode: Never}", "Never", "Never"},
+		{"\n    calico: {vxlanMode: Never}", "Always", "Never"},
+	} {
+		c, _, err := parse("c.yaml", []byte(edit(t, "plugin: calico", "plugin: calico"+tc.calico)), noEnv)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.calico, err)
+		}
+		n := c.Spec.Network
+		if n.Calico.IPIPMode != tc.ipip || n.Calico.VXLANMode != tc.vxlan {
+			t.Errorf("%q: ipipMode %s vxlanMode %s, want %s %s", tc.calico, n.Calico.IPIPMode, n.Calico.VXLANMode, tc.ipip, tc.vxlan)
 		}
 	}
 }

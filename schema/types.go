@@ -196,9 +196,9 @@ type Network struct {
 
 // Calico settings.
 type Calico struct {
-	IPIPMode  string `yaml:"ipipMode,omitempty" enum:"Always,CrossSubnet,Never" doc:"Default Always."`
-	VXLANMode string `yaml:"vxlanMode,omitempty" enum:"Always,CrossSubnet,Never" doc:"Must be Never unless ipipMode is Never. Default Never."`
-	VethMTU   int    `yaml:"vethMTU,omitempty" doc:"0 auto-detects."`
+	IPIPMode  string `yaml:"ipipMode,omitempty" enum:"Always,CrossSubnet,Never" doc:"IP-in-IP encapsulation (needs the kernel's ipip module; preflight checks). Default Never; Always when vxlanMode alone is set to Never."`
+	VXLANMode string `yaml:"vxlanMode,omitempty" enum:"Always,CrossSubnet,Never" doc:"VXLAN encapsulation; must be Never unless ipipMode is Never; both Never: no encapsulation (routes over BGP). Default Always; Never when ipipMode alone is set."`
+	VethMTU   int    `yaml:"vethMTU,omitempty" doc:"MTU of the pods' interfaces and the tunnel; 0 takes the smallest MTU of the nodes' interfaces less the encapsulation (vxlan 50, ipip 20)."`
 }
 
 // Flannel settings.

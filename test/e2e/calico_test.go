@@ -1,0 +1,208 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCalicoNodeParts runs, on one test machine, the parts of calico that
+// need no calico image (the tests cannot build them: see roles/support.yaml):
+//
+//   - preflight refuses ipipMode Always on the test kernel, which has no
+//     ipip module, naming the node and the setting; vxlan passes;
+//   - the MTU probe reads the node's interface (1500) and calico_veth_mtu
+//     takes vxlan's 50 bytes off;
+//   - the role's delete removes what calico-node leaves on a node (made here
+//     by hand as felix makes it: vxlan.calico, a cali* veth, protocol-80
+//     routes, cali-* chains in every table with the jumps into them, the
+//     CNI plugins, conflist, kubeconfig and state directories) and nothing
+//     else (another chain, route and CNI plugin stay); a second delete
+//     changes nothing.
+//
+// The playbooks run from a fork whose matrix has calico supported, since
+// the built-in one refuses it until an e2e suite runs calico itself.
+func TestCalicoNodeParts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	start := time.Now()
+	root := moduleRoot(t)
+	work := t.TempDir()
+	bin := buildKubexm(ctx, t, root, work)
+	set, _ := suiteMachines(ctx, t, 1, "cal")
+	node := set.Hosts[0].Name
+
+	fork := filepath.Join(work, "fork")
+	if err := os.MkdirAll(filepath.Join(fork, "roles"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(fork, "roles", "support.yaml"), calicoSupportedMatrix(t, root), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pb := `name: calico-parts
+defaults_files: [` + filepath.Join(root, "roles", "artifacts", "defaults", "main.yaml") + `]
+plays:
+  - {name: preflight, hosts: all, become: true, roles: [preflight]}
+  - {name: calico MTU, hosts: k8s_cluster, become: true, tags: [calico-parts], roles: [{role: cni/calico, tasks_from: mtu}]}
+  - {name: remove calico, hosts: k8s_cluster, become: true, tags: [calico-parts], roles: [{role: cni/calico, tasks_from: delete}]}
+`
+	if err := os.WriteFile(filepath.Join(fork, "playbook.yaml"), []byte(pb), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(name, calico string) runResult {
+		t.Helper()
+		dir := filepath.Join(work, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		inv := filepath.Join(dir, "cluster.yaml")
+		y := clusterYAML("calico", set) + "  network:\n    plugin: calico\n" + calico
+		if err := os.WriteFile(inv, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		k := kubexm{bin: bin, dir: dir, inventory: inv}
+		return k.play(ctx, fork, "--tags", "check-kernel,calico-parts")
+	}
+	ssh := func(script string) string {
+		t.Helper()
+		out, err := set.SSH(ctx, node, script)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, out)
+		}
+		return strings.TrimSpace(out)
+	}
+
+	// ipip on a kernel without it: refused before anything is changed.
+	res := run("ipip", "    calico: {ipipMode: Always}\n")
+	if res.err == nil {
+		t.Fatalf("ipipMode Always passed preflight on a kernel without ipip")
+	}
+	if f := res.failures(); !strings.Contains(f, "[ipip]") || !strings.Contains(f, "has no ipip module") ||
+		!strings.Contains(f, "ipipMode Always") || !strings.Contains(f, node) {
+		t.Errorf("preflight's refusal does not name the check, node and setting:%s", f)
+	}
+	if got := ssh("ip -o link show | grep -c calico || true"); got != "0" {
+		t.Errorf("the refused run changed the node: %s calico links", got)
+	}
+
+	// What felix and install-cni leave on a node, and what is not calico's.
+	ssh(`set -e
+ip link add vxlan.calico type vxlan id 4096 dstport 4789 dev eth0
+ip addr add 10.233.64.0/32 dev vxlan.calico
+ip link set vxlan.calico up
+ip link add cali0123456789a type veth peer name kxm-peer
+ip route add blackhole 10.233.64.0/26 proto 80
+ip route add 10.233.65.0/26 via 10.233.65.0 dev vxlan.calico onlink proto 80
+ip route add blackhole 192.0.2.0/24 proto static
+iptables -t filter -N cali-INPUT
+iptables -t filter -N cali-from-wl-dispatch
+iptables -t filter -A cali-INPUT -j cali-from-wl-dispatch
+iptables -t filter -A INPUT -m comment --comment "cali:Cz_u1IQiXIMmKD4c" -j cali-INPUT
+iptables -t nat -N cali-POSTROUTING
+iptables -t nat -N cali-nat-outgoing
+iptables -t nat -A cali-POSTROUTING -j cali-nat-outgoing
+iptables -t nat -A POSTROUTING -m comment --comment "cali:O3lYWMrLQYEMJtB5" -j cali-POSTROUTING
+iptables -t raw -N cali-PREROUTING
+iptables -t raw -A PREROUTING -m comment --comment "cali:6gwbT8clXdHdC1b1" -j cali-PREROUTING
+iptables -t mangle -N cali-PREROUTING
+iptables -t mangle -A PREROUTING -m comment --comment "cali:6gwbT8clXdHdC1b1" -j cali-PREROUTING
+iptables -t filter -N KXM-KEEP
+iptables -t filter -A FORWARD -j KXM-KEEP
+mkdir -p /etc/cni/net.d /opt/cni/bin /var/lib/calico /var/run/calico /var/log/calico/cni /var/run/nodeagent
+echo '{}' > /etc/cni/net.d/10-calico.conflist
+echo kubeconfig > /etc/cni/net.d/calico-kubeconfig
+echo calico > /opt/cni/bin/calico
+echo calico-ipam > /opt/cni/bin/calico-ipam
+echo portmap > /opt/cni/bin/portmap
+echo ` + node + ` > /var/lib/calico/nodename
+echo log > /var/log/calico/cni/cni.log`)
+
+	res = run("vxlan", "")
+	if res.err != nil {
+		t.Fatalf("vxlan: %v%s", res.err, res.failures())
+	}
+	mtu := ""
+	for _, e := range res.events {
+		if strings.HasPrefix(e.Message, "calico MTU ") {
+			mtu = e.Message
+		}
+	}
+	if want := fmt.Sprintf("calico MTU %d (vxlan)", 1500-50); mtu != want {
+		t.Errorf("MTU message %q, want %q", mtu, want)
+	}
+	left := ssh(`ip -o link show | awk -F': ' '{print $2}' | grep -E '^(vxlan[.-]|cali|kxm-peer)' || true
+ip route show proto 80
+iptables-save | grep -E '^(:cali-|-A .*cali-)' || true
+for f in /etc/cni/net.d/10-calico.conflist /etc/cni/net.d/calico-kubeconfig /opt/cni/bin/calico /opt/cni/bin/calico-ipam \
+         /var/lib/calico /var/run/calico /var/log/calico /var/run/nodeagent; do
+  if [ -e "$f" ]; then echo "left: $f"; fi
+done`)
+	if left != "" {
+		t.Errorf("delete left calico behind:\n%s", left)
+	}
+	kept := ssh(`ip route show proto static | grep -c 192.0.2.0/24; iptables -S FORWARD | grep -c KXM-KEEP; cat /opt/cni/bin/portmap`)
+	if kept != "1\n1\nportmap" {
+		t.Errorf("delete removed what is not calico's (route, chain jump, portmap plugin): %q", kept)
+	}
+	removed := 0
+	for _, c := range res.changed() {
+		if strings.Contains(c, "calico - remove") {
+			removed++
+		}
+	}
+	if removed != 4 {
+		t.Errorf("%d of the 4 removal tasks changed something: %v", removed, res.changed())
+	}
+
+	res = run("again", "")
+	if res.err != nil {
+		t.Fatalf("second run: %v%s", res.err, res.failures())
+	}
+	if c := res.changed(); len(c) != 0 {
+		t.Errorf("a second delete changed %v", c)
+	}
+	t.Logf("TestCalicoNodeParts took %s", time.Since(start).Round(time.Second))
+}
+
+// calicoSupportedMatrix is roles/support.yaml with spec.network.plugin
+// calico and every value of spec.network.calico.* supported.
+func calicoSupportedMatrix(t *testing.T, root string) []byte {
+	t.Helper()
+	f, err := os.Open(filepath.Join(root, "roles", "support.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const supported = `{status: supported, tested: "TestCalicoNodeParts' fork"}`
+	var b strings.Builder
+	field := ""
+	flipped := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") && strings.HasSuffix(line, ":") {
+			field = strings.TrimSuffix(strings.TrimSpace(line), ":")
+		}
+		value, _, ok := strings.Cut(strings.TrimSpace(line), ": {status: not supported yet")
+		if ok && strings.HasPrefix(line, "    ") && !strings.HasPrefix(line, "     ") &&
+			((field == "spec.network.plugin" && value == "calico") || strings.HasPrefix(field, "spec.network.calico.")) {
+			line = "    " + value + ": " + supported
+			flipped++
+		}
+		b.WriteString(line + "\n")
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if flipped != 7 {
+		t.Fatalf("flipped %d entries of roles/support.yaml for calico, want 7 (plugin, 3 ipipMode, 3 vxlanMode)", flipped)
+	}
+	return []byte(b.String())
+}
