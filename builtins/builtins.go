@@ -22,7 +22,7 @@ func All() []step.Builtin {
 		systemdBuiltin{}, sysctlBuiltin{}, modprobeBuiltin{}, hostnameBuiltin{}, timezoneBuiltin{},
 		userBuiltin{}, groupBuiltin{},
 		packageBuiltin{},
-		newDownload(), unarchiveBuiltin{}, distributeBuiltin{}, newImageSave(),
+		newDownload(), unarchiveBuiltin{}, newDistribute(), newImageSave(),
 		packBuiltin{}, unpackBuiltin{},
 		waitForBuiltin{}, uriBuiltin{}, dnsQueryBuiltin{},
 		setupBuiltin{},

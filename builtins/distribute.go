@@ -11,7 +11,11 @@ import (
 	"github.com/mensylisir/kubexm/engine/transport"
 )
 
-type distributeBuiltin struct{}
+// distributeBuiltin's relay coordinates host-to-host transfers across the
+// hosts of a run (nil: direct uploads only).
+type distributeBuiltin struct{ relay *relays }
+
+func newDistribute() distributeBuiltin { return distributeBuiltin{relay: &relays{}} }
 
 func (distributeBuiltin) Spec() step.Spec {
 	return step.Spec{
@@ -19,16 +23,26 @@ func (distributeBuiltin) Spec() step.Spec {
 		Summary: "Send one control-machine file (a binary, an image tarball) to the host, skipped where the checksum matches.",
 		Doc: "Meant for large artifacts: the file is streamed without being read into memory and without a diff. " +
 			"The engine runs the task on all hosts in parallel. A relative src is looked up in the work directory " +
-			"(where `download` puts artifacts), then in the role's files/.",
+			"(where `download` puts artifacts), then in the role's files/. " +
+			"With `relay` (the default) a file of 8 MiB or more is passed host to host: the control machine uploads it " +
+			"to two hosts, and every host that has it (sha256 verified) sends it to up to two others at a time over " +
+			"the hosts' `internal_address`, so the control machine's upload stays about twice the file whatever the " +
+			"number of hosts and the time grows with the logarithm of it. A transfer is a listener on the sending " +
+			"host (`systemd-socket-activate` on a random port from 20000, serving only a client that presents a " +
+			"one-time token; the file is readable on the internal network by that client for the transfer's " +
+			"duration) and `bash` with `/dev/tcp` on the receiving host, which writes a temporary file and renames it " +
+			"into place only when its sha256 matches. A host that cannot reach the sender, or receives other bytes, " +
+			"tries another sender, then gets a direct upload.",
 		Args: append([]step.Arg{
 			{Name: "src", Type: step.String, Required: true, Doc: "File on the control machine."},
 			{Name: "dest", Type: step.String, Required: true, Doc: "Path on the host; a trailing / appends src's base name."},
+			{Name: "relay", Type: step.Bool, Default: true, Doc: "Pass a large file host to host instead of uploading it to every host."},
 		}, attrArgs()...),
 		Examples: []string{"distribute:\n  src: kubernetes/{{ .kube_version }}/{{ .arch }}/kubelet\n  dest: /usr/local/bin/kubelet\n  mode: \"0755\""},
 	}
 }
 
-func (distributeBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step.Result, error) {
+func (d distributeBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step.Result, error) {
 	src, err := archivePath(ctx, env, args.String("src"))
 	want := ""
 	if err == nil {
@@ -71,7 +85,17 @@ func (distributeBuiltin) Run(ctx context.Context, env *step.Env, args step.Args)
 	if mode == 0 {
 		mode = 0o644
 	}
-	changed, err := env.Target.PutFile(ctx, src, dest, transport.PutOptions{Mode: mode, Owner: a.Owner, Group: a.Group, Become: env.Become})
+	opts := transport.PutOptions{Mode: mode, Owner: a.Owner, Group: a.Group, Become: env.Become}
+	if d.relay != nil && args.Bool("relay") {
+		fi, err := env.Control.Stat(ctx, src, false)
+		if err != nil {
+			return step.Result{}, fmt.Errorf("distribute: %w", err)
+		}
+		if fi.Size >= relayMinSize {
+			return d.sendLarge(ctx, env, src, want, dest, opts, data)
+		}
+	}
+	changed, err := env.Target.PutFile(ctx, src, dest, opts)
 	if err != nil {
 		return step.Result{}, err
 	}
@@ -80,4 +104,32 @@ func (distributeBuiltin) Run(ctx context.Context, env *step.Env, args step.Args)
 		res.Msg = "sent " + src + " to " + dest
 	}
 	return res, nil
+}
+
+// sendLarge is Run for a file worth passing host to host: a host that has
+// it already only gets its attributes fixed and serves it to others.
+func (d distributeBuiltin) sendLarge(ctx context.Context, env *step.Env, src, want, dest string, opts transport.PutOptions, data map[string]any) (step.Result, error) {
+	have, err := env.Target.Sha256(ctx, dest, env.Become)
+	if err != nil {
+		return step.Result{}, err
+	}
+	if have == want {
+		// PutFile finds the same sum and fixes only mode and owner.
+		changed, err := env.Target.PutFile(ctx, src, dest, opts)
+		if err != nil {
+			return step.Result{}, err
+		}
+		d.relay.hold(want, &holder{host: env.Target.Host(), addr: relayAddr(env), path: dest, t: env.Target, become: env.Become})
+		res := step.Result{Changed: changed, Data: data}
+		if changed {
+			res.Msg = "attributes of " + dest
+		}
+		return res, nil
+	}
+	from, err := d.relay.sendRelayed(ctx, env, src, want, dest, opts)
+	if err != nil {
+		return step.Result{}, err
+	}
+	data["from"] = from
+	return step.Result{Changed: true, Msg: "sent " + src + " to " + dest + " (from " + from + ")", Data: data}, nil
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"path"
 	"strings"
 
 	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/internal/sysdirs"
 )
 
@@ -23,7 +25,9 @@ func (fileBuiltin) Spec() step.Spec {
 			"another file system (`unmount: true` unmounts what is mounted below first; a path that is itself a " +
 			"mount point is emptied, not removed). `absent` refuses a relative path, a path with `..`, and a " +
 			"system directory or a parent of one, also when the path reaches one through a symbolic link on the " +
-			"host. The system directories: `" + strings.Join(sysdirs.List(), "`, `") + "`.",
+			"host. The system directories: `" + strings.Join(sysdirs.List(), "`, `") + "`. In a loop the items' paths are " +
+			"read together (concurrent SFTP requests, or one command through sudo) before each item acts in order; an " +
+			"item that changes a path re-reads the later items' paths that overlap it.",
 		Args: append([]step.Arg{
 			{Name: "path", Type: step.String, Required: true, Aliases: []string{"dest", "name"}, Doc: "Path on the host."},
 			{Name: "state", Type: step.String, Choices: []string{"file", "directory", "link", "absent", "touch"}, Doc: "What path should be. Unset: what it already is (only attributes change), or file when missing."},
@@ -38,22 +42,116 @@ func (fileBuiltin) Spec() step.Spec {
 }
 
 func (fileBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step.Result, error) {
+	if err := checkFileArgs(args); err != nil {
+		return step.Result{}, err
+	}
 	p := args.String("path")
-	state := args.String("state")
-	if state == "absent" {
-		if err := checkRemovable(p); err != nil {
-			return step.Result{}, fmt.Errorf("file: %w", err)
-		}
-	}
-	if p == "" || p == "/" {
-		return step.Result{}, fmt.Errorf("file: path %q is not allowed", p)
-	}
-	a := attrsFrom(args)
-	host := env.Target.Host()
 	fi, err := env.Target.Stat(ctx, p, env.Become)
 	if err != nil {
 		return step.Result{}, err
 	}
+	return applyFile(ctx, env, args, fi)
+}
+
+// checkFileArgs refuses what no host is asked about: a path that is not
+// allowed at all, or not for removal.
+func checkFileArgs(args step.Args) error {
+	p := args.String("path")
+	if args.String("state") == "absent" {
+		if err := checkRemovable(p); err != nil {
+			return fmt.Errorf("file: %w", err)
+		}
+	}
+	if p == "" || p == "/" {
+		return fmt.Errorf("file: path %q is not allowed", p)
+	}
+	return nil
+}
+
+// RunBatch implements step.Batcher: the items' paths are read in one
+// command, and each item then acts on what was read, as Run would. An item
+// that changed the host makes what was read of a later item's path stale
+// when one path is the other or lies under it (compared as given and with
+// symbolic links resolved), or when it made or replaced a symbolic link:
+// that later item reads its path again. So a re-run whose items change
+// nothing takes one round trip per host.
+func (b fileBuiltin) RunBatch(ctx context.Context, items []step.BatchItem) ([]step.Result, []error) {
+	results, errs := make([]step.Result, len(items)), make([]error, len(items))
+	var paths []string
+	var at []int
+	for i, it := range items {
+		if errs[i] = checkFileArgs(it.Args); errs[i] == nil {
+			paths = append(paths, it.Args.String("path"))
+			at = append(at, i)
+		}
+	}
+	var read []transport.StatEntry
+	if len(at) > 0 {
+		env := items[at[0]].Env
+		var err error
+		if read, err = transport.StatMany(ctx, env.Target, paths, env.Become); err != nil {
+			// One path at a time then, as without batching; a lost
+			// connection fails each item by itself.
+			read = nil
+			if env.Logf != nil {
+				env.Logf("file: reading %d paths at once failed, one by one: %v", len(paths), err)
+			}
+		}
+	}
+	fresh := make([]bool, len(at))
+	for k := range fresh {
+		fresh[k] = read != nil
+	}
+	for k, i := range at {
+		it := items[i]
+		if ctx.Err() != nil {
+			errs[i] = ctx.Err()
+			continue
+		}
+		var fi transport.FileInfo
+		if fresh[k] {
+			fi = read[k].Info
+		} else if fi, errs[i] = it.Env.Target.Stat(ctx, paths[k], it.Env.Become); errs[i] != nil {
+			continue
+		}
+		results[i], errs[i] = applyFile(ctx, it.Env, it.Args, fi)
+		if it.Env.Check || (errs[i] == nil && !results[i].Changed) {
+			continue
+		}
+		// A failed item may have changed part of what it was asked to.
+		relinked := fi.IsLink || it.Args.String("state") == "link" || it.Args.Has("src")
+		for j := k + 1; j < len(at); j++ {
+			if !fresh[j] {
+				continue
+			}
+			if relinked || pathsOverlap(paths[k], paths[j]) || (read != nil && realOverlap(read[k].Real, read[j].Real)) {
+				fresh[j] = false
+			}
+		}
+	}
+	return results, errs
+}
+
+// pathsOverlap says whether one of two absolute paths is the other or lies
+// under it.
+func pathsOverlap(a, b string) bool {
+	a, b = path.Clean(a), path.Clean(b)
+	return a == b || strings.HasPrefix(b, strings.TrimSuffix(a, "/")+"/") || strings.HasPrefix(a, strings.TrimSuffix(b, "/")+"/")
+}
+
+// realOverlap is pathsOverlap for canonical paths, where an unknown one
+// (empty) overlaps every path.
+func realOverlap(a, b string) bool {
+	return a == "" || b == "" || pathsOverlap(a, b)
+}
+
+// applyFile is Run once the path's metadata fi has been read.
+func applyFile(ctx context.Context, env *step.Env, args step.Args, fi transport.FileInfo) (step.Result, error) {
+	p := args.String("path")
+	state := args.String("state")
+	a := attrsFrom(args)
+	host := env.Target.Host()
+	var err error
 	if state == "" {
 		switch {
 		case args.Has("src"):

@@ -17,7 +17,7 @@ import (
 
 // testEnv is an Env on the local transport whose role files live in
 // <tmp>/files and <tmp>/templates and whose work dir is <tmp>/work.
-func testEnv(t *testing.T) (*step.Env, string) {
+func testEnv(t testing.TB) (*step.Env, string) {
 	t.Helper()
 	root := t.TempDir()
 	lt := local.New("localhost")

@@ -25,7 +25,7 @@ import (
 // test/hosts/up.sh), `source <state>/hosts.env`, then
 // go test -tags integration ./builtins -run Integration
 
-func machines(t *testing.T) *testhosts.Set {
+func machines(t testing.TB) *testhosts.Set {
 	t.Helper()
 	set, err := testhosts.FromEnv()
 	if err != nil {
@@ -34,7 +34,7 @@ func machines(t *testing.T) *testhosts.Set {
 	return set
 }
 
-func remoteEnv(t *testing.T, set *testhosts.Set, i int) *step.Env {
+func remoteEnv(t testing.TB, set *testhosts.Set, i int) *step.Env {
 	t.Helper()
 	h := set.Hosts[i]
 	tr, err := ssh.Dial(t.Context(), &inventory.Host{Name: h.Name, Address: h.Address, Port: h.Port, User: "root", PrivateKeyPath: set.KeyPath},

@@ -3,6 +3,7 @@ package builtins
 import (
 	"context"
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/mensylisir/kubexm/engine/step"
@@ -16,14 +17,17 @@ func (systemdBuiltin) Spec() step.Spec {
 		Summary: "Start, stop, restart, reload, enable, disable, mask a systemd unit; reload unit files.",
 		Doc: "The current state is read with `systemctl is-active` and `is-enabled` first, so `started`, `stopped`, " +
 			"`enabled` and `masked` act only when needed. `restarted` and `reloaded` always act (they are requests, " +
-			"not states): use them from handlers. `daemon_reload` runs before anything else and by itself does not " +
-			"count as a change. When a unit fails to start, the task fails with the unit's last 20 journal lines.",
+			"not states): use them from handlers or with a `when:` on what changed. `daemon_reload` runs " +
+			"`systemctl daemon-reload` before anything else, only when systemd says the named unit's or any " +
+			"unit's under /etc/systemd/system files changed since it read them (`NeedDaemonReload=yes`) or the " +
+			"named unit is not loaded; without `name` it always runs (after removing units). By itself it does " +
+			"not count as a change (the result's `daemon_reloaded` says whether it ran). When a unit fails to start, the task fails with the unit's last 20 journal lines.",
 		Args: []step.Arg{
 			{Name: "name", Type: step.String, Aliases: []string{"unit", "service"}, Doc: "Unit name; `.service` is implied when no suffix is given."},
 			{Name: "state", Type: step.String, Choices: []string{"started", "stopped", "restarted", "reloaded"}, Doc: "Desired run state."},
 			{Name: "enabled", Type: step.Bool, Doc: "Whether the unit starts at boot."},
 			{Name: "masked", Type: step.Bool, Doc: "Whether the unit is masked (cannot be started at all)."},
-			{Name: "daemon_reload", Type: step.Bool, Default: false, Aliases: []string{"daemon-reload"}, Doc: "Run `systemctl daemon-reload` first (after writing unit files)."},
+			{Name: "daemon_reload", Type: step.Bool, Default: false, Aliases: []string{"daemon-reload"}, Doc: "Run `systemctl daemon-reload` first when a unit file or drop-in changed on disk (after writing unit files)."},
 		},
 		Examples: []string{"systemd:\n  name: containerd\n  state: started\n  enabled: true\n  daemon_reload: true"},
 	}
@@ -57,10 +61,18 @@ func (systemdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (s
 	if !wantsUnit && !args.Bool("daemon_reload") {
 		return step.Result{}, fmt.Errorf("systemd: nothing to do: give state, enabled, masked or daemon_reload")
 	}
-	data := map[string]any{"name": name}
+	data := map[string]any{"name": name, "daemon_reloaded": false}
 	if args.Bool("daemon_reload") && !env.Check {
-		if _, err := mustRun(ctx, env, "systemctl", "daemon-reload"); err != nil {
+		need, why, err := needDaemonReload(ctx, env, name)
+		if err != nil {
 			return step.Result{}, err
+		}
+		if need {
+			if _, err := mustRun(ctx, env, "systemctl", "daemon-reload"); err != nil {
+				return step.Result{}, err
+			}
+			data["daemon_reloaded"] = true
+			env.Logf("daemon-reload: %s", why)
 		}
 	}
 	if !wantsUnit {
@@ -157,6 +169,88 @@ func (systemdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (s
 		}
 	}
 	return done(env, changes, data, ""), nil
+}
+
+// reloadProbe prints Id, LoadState, NeedDaemonReload and DropInPaths of the
+// unit named in $1 and of every unit with a file or drop-in directory
+// directly under /etc/systemd/system (where roles write units), in blocks
+// separated by empty lines, then a line DropIn=<path> for each drop-in file
+// there. Asking systemd about these few units costs a fraction of a
+// daemon-reload, which re-reads every unit file and re-runs the generators;
+// asking about every loaded unit ('*') costs about as much as the reload.
+const reloadProbe = `[ -n "$1" ] || shift
+for f in /etc/systemd/system/*; do
+  b=${f##*/}
+  case $b in *.wants|*.requires|*.upholds) continue ;; *.d) b=${b%.d} ;; esac
+  case $b in
+    *@.*) continue ;;
+    *.service|*.socket|*.timer|*.mount|*.path|*.target|*.slice|*.automount|*.swap) set -- "$@" "$b" ;;
+  esac
+done
+[ "$#" -gt 0 ] || exit 0
+systemctl show --property=Id,LoadState,NeedDaemonReload,DropInPaths -- "$@" || exit
+printf '\n'
+for f in /etc/systemd/system/*.d/*.conf; do
+  [ -e "$f" ] && printf 'DropIn=%s\n' "$f"
+done
+exit 0`
+
+// needDaemonReload says whether systemd has to re-read its unit files: the
+// named unit or a unit under /etc/systemd/system changed on disk since
+// systemd read it (NeedDaemonReload=yes), got a drop-in systemd does not
+// know of (systemd 252 reports no NeedDaemonReload for a new drop-in
+// directory), or the named unit is not loaded. Without a name (after
+// removing units) it is always yes: a removed unit's file is no longer there
+// to be found. When systemd cannot answer, yes.
+func needDaemonReload(ctx context.Context, env *step.Env, name string) (bool, string, error) {
+	if name == "" {
+		return true, "requested without a unit name", nil
+	}
+	res, err := runScript(ctx, env, reloadProbe, name)
+	if err != nil {
+		return false, "", err
+	}
+	if res.ExitCode != 0 {
+		return true, "systemctl show failed, reloading to be safe: " + strings.TrimSpace(string(res.Stderr)), nil
+	}
+	want := name
+	if !strings.Contains(want, ".") {
+		want += ".service"
+	}
+	dropins := map[string]map[string]bool{} // unit -> drop-in paths systemd read
+	var onDisk []string
+	for block := range strings.SplitSeq(strings.TrimSpace(string(res.Stdout)), "\n\n") {
+		props := map[string]string{}
+		for line := range strings.Lines(block) {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+			switch {
+			case !ok:
+			case k == "DropIn":
+				onDisk = append(onDisk, v)
+			default:
+				props[k] = v
+			}
+		}
+		if props["NeedDaemonReload"] == "yes" {
+			return true, props["Id"] + " changed on disk", nil
+		}
+		if props["Id"] == want && props["LoadState"] != "loaded" && props["LoadState"] != "masked" {
+			return true, want + " is " + props["LoadState"], nil
+		}
+		if id := props["Id"]; id != "" && props["LoadState"] == "loaded" {
+			dropins[id] = map[string]bool{}
+			for _, p := range strings.Fields(props["DropInPaths"]) {
+				dropins[id][p] = true
+			}
+		}
+	}
+	for _, p := range onDisk {
+		unit := strings.TrimSuffix(path.Base(path.Dir(p)), ".d")
+		if known, ok := dropins[unit]; ok && !known[p] {
+			return true, "new drop-in " + p, nil
+		}
+	}
+	return false, "", nil
 }
 
 // systemctlQuery returns the one-word answer of is-active/is-enabled, whose

@@ -101,3 +101,46 @@ func TestSystemdErrors(t *testing.T) {
 		t.Errorf("masked: %v", err)
 	}
 }
+
+// TestSystemdDaemonReloadOnlyWhenNeeded: daemon_reload: true reloads only
+// when systemd says a unit changed on disk or the named unit is not loaded
+// (or cannot tell); without a name it always reloads.
+func TestSystemdDaemonReloadOnlyWhenNeeded(t *testing.T) {
+	for _, c := range []struct {
+		name, probe string
+		probeRC     int
+		args        step.Args
+		want        bool
+	}{
+		{"unchanged", "Id=svc.service\nLoadState=loaded\nNeedDaemonReload=no\n\nId=other.service\nLoadState=loaded\nNeedDaemonReload=no\n", 0,
+			step.Args{"name": "svc", "state": "started", "daemon_reload": true}, false},
+		{"named unit changed", "Id=svc.service\nLoadState=loaded\nNeedDaemonReload=yes\n", 0,
+			step.Args{"name": "svc", "state": "started", "daemon_reload": true}, true},
+		{"another unit under /etc changed", "Id=svc.service\nLoadState=loaded\nNeedDaemonReload=no\n\nId=kube-proxy.service\nLoadState=loaded\nNeedDaemonReload=yes\n", 0,
+			step.Args{"name": "svc", "state": "started", "daemon_reload": true}, true},
+		{"not loaded yet", "Id=svc.service\nLoadState=not-found\nNeedDaemonReload=no\n", 0,
+			step.Args{"name": "svc", "state": "started", "daemon_reload": true}, true},
+		{"new drop-in systemd has not read", "Id=svc.service\nLoadState=loaded\nNeedDaemonReload=no\nDropInPaths=\n\nDropIn=/etc/systemd/system/svc.service.d/x.conf\n", 0,
+			step.Args{"name": "svc", "state": "started", "daemon_reload": true}, true},
+		{"drop-in systemd has read", "Id=svc.service\nLoadState=loaded\nNeedDaemonReload=no\nDropInPaths=/etc/systemd/system/svc.service.d/x.conf\n\nDropIn=/etc/systemd/system/svc.service.d/x.conf\n", 0,
+			step.Args{"name": "svc", "state": "started", "daemon_reload": true}, false},
+		{"systemd cannot tell", "", 1, step.Args{"name": "svc", "state": "started", "daemon_reload": true}, true},
+		{"no name", "", 0, step.Args{"daemon_reload": true}, true},
+		{"not asked", "Id=svc.service\nLoadState=not-found\nNeedDaemonReload=yes\n", 0, step.Args{"name": "svc", "state": "started"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			units := fakeSystemd("enabled", "active", false)
+			h := newFake(func(cmd string) (transport.Result, bool) {
+				if strings.HasPrefix(cmd, "/bin/sh -c "+reloadProbe[:10]) {
+					return rc(c.probeRC, c.probe, "")
+				}
+				return units.answer(cmd)
+			})
+			res := runB(t, systemdBuiltin{}, fakeEnv(h), c.args)
+			got := len(h.ran("systemctl daemon-reload")) == 1
+			if got != c.want || res.Data["daemon_reloaded"] != c.want || res.Changed {
+				t.Errorf("daemon-reload ran %v (data %v, changed %v), want %v; ran %v", got, res.Data["daemon_reloaded"], res.Changed, c.want, h.cmds)
+			}
+		})
+	}
+}

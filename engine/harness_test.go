@@ -207,6 +207,11 @@ func runFilesInv(t testing.TB, files map[string]string, inv *inventory.Inventory
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
+	return runLoaded(pb, inv, c, opts)
+}
+
+// runLoaded runs pb on inv, recording events; c is what its builtins record.
+func runLoaded(pb *Playbook, inv *inventory.Inventory, c *calls, opts RunOptions) *runResult {
 	rr := &runResult{calls: c}
 	var mu sync.Mutex
 	opts.Output = SinkFunc(func(e Event) {

@@ -252,18 +252,23 @@ func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, 
 	agg := hostOutcome{status: StatusSkipped, facts: map[string]any{}}
 	changed, failed, anyRun := false, false, false
 	var msgs []string
+	ivs := make([]map[string]any, len(items))
+	for i, item := range items {
+		ivs[i] = make(map[string]any, len(vars)+2)
+		maps.Copy(ivs[i], vars)
+		ivs[i][t.LoopVar] = item
+		if t.IndexVar != "" {
+			ivs[i][t.IndexVar] = i
+		}
+	}
+	batched := pr.runBatched(ctx, t, h, key, ivs)
 	for i, item := range items {
 		if ctx.Err() != nil {
 			failed = true
 			msgs = append(msgs, "cancelled")
 			break
 		}
-		iv := make(map[string]any, len(vars)+2)
-		maps.Copy(iv, vars)
-		iv[t.LoopVar] = item
-		if t.IndexVar != "" {
-			iv[t.IndexVar] = i
-		}
+		iv := ivs[i]
 		label := pr.itemLabel(t, item, iv)
 		ok, err := pr.conds(t.When, iv)
 		var o hostOutcome
@@ -286,7 +291,11 @@ func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, 
 				r.jr.write(rec)
 				break
 			}
-			o, stdout, stderr, _ = pr.execute(ctx, t, h, iv)
+			if br, ok := batched[i]; ok {
+				o, stdout, stderr = br.o, br.stdout, br.stderr
+			} else {
+				o, stdout, stderr, _ = pr.execute(ctx, t, h, iv)
+			}
 			r.jr.write(pr.itemRecord(t, h, ikey, o))
 		}
 		o.reg[t.LoopVar] = item
@@ -330,6 +339,41 @@ func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, 
 		agg.msg = fmt.Sprintf("all %d items skipped", len(items))
 	}
 	return agg, vars
+}
+
+// runBatched runs, when t's builtin takes batches, the loop items that the
+// item loop of runTaskHostFresh would execute (condition true, not done in
+// the run being resumed) in one batch, and returns their results by index.
+// Nothing is returned when fewer than two items would run: one item is run
+// by execute as before.
+func (pr *playRun) runBatched(ctx context.Context, t *Task, h *hostState, key string, ivs []map[string]any) map[int]itemResult {
+	b, ok := t.batchable()
+	if !ok || len(ivs) < 2 {
+		return nil
+	}
+	var run []int
+	for i, iv := range ivs {
+		if ok, err := pr.conds(t.When, iv); err != nil || !ok {
+			continue
+		}
+		if rec, done := pr.r.jr.lookup(key + "#" + strconv.Itoa(i)); done && !rec.Omitted {
+			continue
+		}
+		run = append(run, i)
+	}
+	if len(run) < 2 {
+		return nil
+	}
+	sub := make([]map[string]any, len(run))
+	for j, i := range run {
+		sub[j] = ivs[i]
+	}
+	res := pr.executeBatch(ctx, t, h, b, sub)
+	out := make(map[int]itemResult, len(run))
+	for j, i := range run {
+		out[i] = res[j]
+	}
+	return out
 }
 
 // itemRecord journals one loop item, so a resumed run skips the items that
@@ -434,52 +478,9 @@ func (pr *playRun) loopItems(t *Task, vars map[string]any) ([]any, error) {
 // execute runs the builtin once for one host (and one loop item), with
 // retries, changed_when and failed_when.
 func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[string]any) (out hostOutcome, stdout, stderr, diff string) {
-	r := pr.r
-	rendered, err := r.ev.RenderValue(t.Args, vars)
-	if err != nil {
-		return pr.failure(t, fmt.Sprintf("%s: %v", t.Pos, err)), "", "", ""
-	}
-	args, _ := rendered.(map[string]any)
-	if err := pr.checkRendered(t, args); err != nil {
-		return pr.failure(t, err.Error()), "", "", ""
-	}
-	target := h.name
-	if t.DelegateTo != "" {
-		d, err := r.ev.RenderString(t.DelegateTo, vars)
-		if err != nil {
-			return pr.failure(t, fmt.Sprintf("%s: delegate_to: %v", t.Pos, err)), "", "", ""
-		}
-		target = d
-	}
-	tr, err := pr.transportFor(ctx, target)
-	if err != nil {
-		if target == h.name {
-			return hostOutcome{status: StatusUnreachable, msg: err.Error(), failed: true, reg: map[string]any{"unreachable": true, "failed": true, "changed": false, "msg": err.Error()}}, "", "", ""
-		}
-		return pr.failure(t, fmt.Sprintf("delegate_to %s: %v", target, err)), "", "", ""
-	}
-	var environment map[string]string
-	if len(t.Environment) > 0 {
-		envv, err := r.ev.RenderValue(t.Environment, vars)
-		if err != nil {
-			return pr.failure(t, fmt.Sprintf("%s: environment: %v", t.Pos, err)), "", "", ""
-		}
-		m, _ := envv.(map[string]any)
-		environment = make(map[string]string, len(m))
-		for k, v := range m {
-			environment[k] = fmt.Sprint(v)
-		}
-	}
-	env := &step.Env{
-		Host: h.name, Target: tr, Control: r.control, Check: r.checkMode(t), Diff: r.opts.Diff, Become: t.Become,
-		Environment: environment,
-		Vars:        vars, Render: r.ev.RenderString, Eval: r.ev.Eval, FindFile: r.findFile(t), WorkDir: r.opts.WorkDir,
-		Verbosity: r.opts.Verbosity,
-		Logf: func(format string, a ...any) {
-			if r.opts.Verbosity >= 1 && !t.NoLog {
-				r.emit(Event{Kind: EventLog, Play: pr.p.Name, Task: t.Name, Host: h.name, Message: fmt.Sprintf(format, a...)})
-			}
-		},
+	env, args, target, fail := pr.prepare(ctx, t, h, vars)
+	if fail != nil {
+		return *fail, "", "", ""
 	}
 	attempts := 1
 	if t.Until != nil {
@@ -531,6 +532,67 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 		case <-ctx.Done():
 		}
 	}
+	return pr.judge(t, vars, res, reg)
+}
+
+// prepare renders a task's arguments, target and environment for one host
+// (and one loop item) and builds the builtin's Env. fail is set when the
+// task already failed on this host.
+func (pr *playRun) prepare(ctx context.Context, t *Task, h *hostState, vars map[string]any) (env *step.Env, args map[string]any, target string, fail *hostOutcome) {
+	r := pr.r
+	failed := func(o hostOutcome) (*step.Env, map[string]any, string, *hostOutcome) { return nil, nil, "", &o }
+	rendered, err := r.ev.RenderValue(t.Args, vars)
+	if err != nil {
+		return failed(pr.failure(t, fmt.Sprintf("%s: %v", t.Pos, err)))
+	}
+	args, _ = rendered.(map[string]any)
+	if err := pr.checkRendered(t, args); err != nil {
+		return failed(pr.failure(t, err.Error()))
+	}
+	target = h.name
+	if t.DelegateTo != "" {
+		d, err := r.ev.RenderString(t.DelegateTo, vars)
+		if err != nil {
+			return failed(pr.failure(t, fmt.Sprintf("%s: delegate_to: %v", t.Pos, err)))
+		}
+		target = d
+	}
+	tr, err := pr.transportFor(ctx, target)
+	if err != nil {
+		if target == h.name {
+			return failed(hostOutcome{status: StatusUnreachable, msg: err.Error(), failed: true, reg: map[string]any{"unreachable": true, "failed": true, "changed": false, "msg": err.Error()}})
+		}
+		return failed(pr.failure(t, fmt.Sprintf("delegate_to %s: %v", target, err)))
+	}
+	var environment map[string]string
+	if len(t.Environment) > 0 {
+		envv, err := r.ev.RenderValue(t.Environment, vars)
+		if err != nil {
+			return failed(pr.failure(t, fmt.Sprintf("%s: environment: %v", t.Pos, err)))
+		}
+		m, _ := envv.(map[string]any)
+		environment = make(map[string]string, len(m))
+		for k, v := range m {
+			environment[k] = fmt.Sprint(v)
+		}
+	}
+	env = &step.Env{
+		Host: h.name, Target: tr, Control: r.control, Check: r.checkMode(t), Diff: r.opts.Diff, Become: t.Become,
+		Environment: environment,
+		Vars:        vars, Render: r.ev.RenderString, Eval: r.ev.Eval, FindFile: r.findFile(t), WorkDir: r.opts.WorkDir,
+		Verbosity: r.opts.Verbosity,
+		Logf: func(format string, a ...any) {
+			if r.opts.Verbosity >= 1 && !t.NoLog {
+				r.emit(Event{Kind: EventLog, Play: pr.p.Name, Task: t.Name, Host: h.name, Message: fmt.Sprintf(format, a...)})
+			}
+		},
+	}
+	return env, args, target, nil
+}
+
+// judge applies changed_when and failed_when to what the builtin registered
+// and turns it into the outcome on the host.
+func (pr *playRun) judge(t *Task, vars map[string]any, res step.Result, reg map[string]any) (out hostOutcome, stdout, stderr, diff string) {
 	if len(t.ChangedWhen) > 0 && !res.Skipped {
 		ok, err := pr.condsWith(t.ChangedWhen, vars, t.Register, reg)
 		if err != nil {
@@ -579,6 +641,77 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 	stdout, _ = reg["stdout"].(string)
 	stderr, _ = reg["stderr"].(string)
 	return out, stdout, stderr, res.Diff
+}
+
+// batchable says whether a looped task's items may go to its builtin's
+// RunBatch: until, timeout and delegate_to are decided per item.
+func (t *Task) batchable() (step.Batcher, bool) {
+	b, ok := t.impl.(step.Batcher)
+	if !ok || t.Until != nil || t.Timeout > 0 || t.DelegateTo != "" {
+		return nil, false
+	}
+	return b, true
+}
+
+// itemResult is what one loop item did, as execute returns it.
+type itemResult struct {
+	o              hostOutcome
+	stdout, stderr string
+}
+
+// executeBatch runs the loop items whose variables are ivs on one host in
+// one RunBatch call and judges each result as execute does.
+func (pr *playRun) executeBatch(ctx context.Context, t *Task, h *hostState, b step.Batcher, ivs []map[string]any) []itemResult {
+	out := make([]itemResult, len(ivs))
+	var batch []step.BatchItem
+	var at []int
+	for i, iv := range ivs {
+		env, args, _, fail := pr.prepare(ctx, t, h, iv)
+		if fail != nil {
+			out[i].o = *fail
+			continue
+		}
+		batch = append(batch, step.BatchItem{Env: env, Args: t.spec.WithDefaults(step.Args(args))})
+		at = append(at, i)
+	}
+	if len(batch) == 0 {
+		return out
+	}
+	results, errs := pr.callBatch(ctx, t, h, b, batch)
+	for j, i := range at {
+		reg := registered(results[j], errs[j])
+		reg["attempts"] = 1
+		o, stdout, stderr, _ := pr.judge(t, ivs[i], results[j], reg)
+		out[i] = itemResult{o: o, stdout: stdout, stderr: stderr}
+	}
+	return out
+}
+
+// callBatch is callBuiltin for RunBatch: a panic or a builtin that returns
+// the wrong number of results fails every item of the batch on this host.
+func (pr *playRun) callBatch(ctx context.Context, t *Task, h *hostState, b step.Batcher, items []step.BatchItem) (results []step.Result, errs []error) {
+	failAll := func(err error) {
+		results, errs = make([]step.Result, len(items)), make([]error, len(items))
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		failAll(fmt.Errorf("%s: builtin %s failed with an internal error (a bug in kubexm: please report it; -vvv prints the stack): %v", t.Pos, t.Action, p))
+		if pr.r.opts.Verbosity >= 3 {
+			pr.r.emit(Event{Kind: EventLog, Play: pr.p.Name, Task: t.Name, Host: h.name,
+				Message: fmt.Sprintf("panic in builtin %s: %v\n%s", t.Action, p, debug.Stack())})
+		}
+	}()
+	results, errs = b.RunBatch(ctx, items)
+	if len(results) != len(items) || len(errs) != len(items) {
+		failAll(fmt.Errorf("%s: builtin %s returned %d results for %d items (a bug in kubexm: please report it)", t.Pos, t.Action, len(results), len(items)))
+	}
+	return results, errs
 }
 
 // callBuiltin runs t's builtin with its Spec's defaults for what the task

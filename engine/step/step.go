@@ -107,3 +107,23 @@ type Result struct {
 	// (set_fact, setup).
 	Facts map[string]any
 }
+
+// BatchItem is one loop item handed to a Batcher: its own Env (the item's
+// variables) and rendered arguments. Every item of a batch has the same
+// Target.
+type BatchItem struct {
+	Env  *Env
+	Args Args
+}
+
+// Batcher is implemented by builtins whose loop items can share round trips
+// to the host: a 10-item `file` loop reads the 10 paths' metadata in one
+// command instead of ten. The engine calls RunBatch instead of Run for a
+// looped task's items on one host when the task has no until, timeout or
+// delegate_to (those are per item), and only when more than one item runs.
+// RunBatch must have the effect and results of calling Run on each item in
+// order: an item that changes the host must not leave a later item acting on
+// stale knowledge. It returns one Result and one error per item, in order.
+type Batcher interface {
+	RunBatch(ctx context.Context, items []BatchItem) ([]Result, []error)
+}

@@ -262,6 +262,51 @@ func (t *Transport) Stat(ctx context.Context, p string, become bool) (transport.
 	if err != nil {
 		return transport.FileInfo{}, err
 	}
+	return t.statSFTP(ctx, cl, p)
+}
+
+// StatMany implements transport.ManyStater. Without become the paths and
+// their directories' canonical forms are SFTP requests sent at once on the
+// one connection, so many paths take about one round trip; with become it
+// is one stat command through sudo.
+func (t *Transport) StatMany(ctx context.Context, paths []string, become bool) ([]transport.StatEntry, error) {
+	if t.needSudo(become, "") {
+		return transport.StatManyCommand(ctx, t, paths, become)
+	}
+	cl, _, err := t.sftpClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]transport.StatEntry, len(paths))
+	errs := make([]error, len(paths))
+	slots := make(chan struct{}, sftpConcurrency)
+	var wg sync.WaitGroup
+	for i, p := range paths {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if out[i].Info, errs[i] = t.statSFTP(ctx, cl, p); errs[i] != nil {
+				return
+			}
+			// A directory that does not exist has no canonical form: Real
+			// stays empty, which overlaps everything.
+			if dir, err := cl.RealPath(path.Dir(path.Clean(p))); err == nil {
+				out[i].Real = transport.RealJoin(dir, p)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// sftpConcurrency bounds the SFTP requests StatMany has in flight, well
+// under what sftp-server queues.
+const sftpConcurrency = 32
+
+func (t *Transport) statSFTP(ctx context.Context, cl *sftp.Client, p string) (transport.FileInfo, error) {
 	fi, err := cl.Lstat(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return transport.FileInfo{}, nil
