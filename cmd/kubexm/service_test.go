@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mensylisir/kubexm"
+	"github.com/mensylisir/kubexm/bundle"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/api"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/pgtest"
@@ -631,6 +632,15 @@ func TestServerAlone(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pbDir, "tiny", "playbook.yaml"), []byte(servicePlaybooks["tiny/playbook.yaml"]), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	bundled := `- name: bundled
+  hosts: localhost
+  tasks:
+    - name: the bundle's kubelet
+      shell: grep -q 'not really kubelet' {{ .offline_bundle_dir | quote }}/kubernetes/1.37.2/amd64/kubelet
+`
+	if err := os.WriteFile(filepath.Join(pbDir, "bundled.yaml"), []byte(bundled), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -694,7 +704,63 @@ func TestServerAlone(t *testing.T) {
 			t.Fatalf("job did not succeed:\n%s", out)
 		}
 	}
+	// An offline bundle uploaded through the API reaches the job's run as
+	// --offline-bundle: the playbook finds its files in offline_bundle_dir.
+	bundlePath := packTestBundle(t)
+	data, err := os.ReadFile(bundlePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(method, path, body string, v any) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, "https://"+addr+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if v != nil && json.Unmarshal(b, v) != nil {
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+		return resp.StatusCode
+	}
+	var up api.Bundle
+	if code := call("POST", "/api/v1/clusters/solo/bundles", string(data), &up); code != 201 {
+		t.Fatalf("upload: %d %+v", code, up)
+	}
+	if code := call("POST", "/api/v1/jobs", fmt.Sprintf(`{"cluster": "solo", "playbook": "bundled", "options": {"offline_bundle": %q}}`, up.SHA256), &acc); code != 202 {
+		t.Fatalf("job with the bundle: %d", code)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		var j jobstore.Job
+		call("GET", "/api/v1/jobs/"+acc.JobID, "", &j)
+		if j.Status == jobstore.Succeeded {
+			break
+		}
+		if time.Now().After(deadline) || !j.Status.Active() {
+			t.Fatalf("job with the bundle: %+v", j)
+		}
+	}
 	if strings.Contains(log.String(), token) {
 		t.Fatal("the server logged its bootstrap token")
 	}
+}
+
+// packTestBundle writes a one-file offline bundle (kubernetes 1.37.2
+// kubelet) as kubexm artifact export would.
+func packTestBundle(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "kubelet")
+	if err := os.WriteFile(src, []byte("not really kubelet\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "bundle.tar.gz")
+	in := []bundle.Input{{Artifact: bundle.Artifact{Component: "kubernetes", Version: "1.37.2", Arch: "amd64", File: "kubelet", Kind: "binary"}, Src: src}}
+	if _, _, err := bundle.Pack(context.Background(), out, bundle.Manifest{Cluster: "solo", KubexmVersion: "test", Created: time.Unix(1700000000, 0)}, in); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

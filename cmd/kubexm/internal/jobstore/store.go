@@ -39,6 +39,10 @@ type Options struct {
 	Check     bool     `json:"check,omitempty"`
 	Diff      bool     `json:"diff,omitempty"`
 	ExtraVars []string `json:"extra_vars,omitempty"` // name=value or a {...} mapping, as -e
+	// OfflineBundle is the sha256 of a bundle uploaded for the job's
+	// cluster (POST /api/v1/clusters/NAME/bundles): the job runs with
+	// --offline-bundle of it.
+	OfflineBundle string `json:"offline_bundle,omitempty"`
 }
 
 // Job is one run of a playbook on a registered cluster.
