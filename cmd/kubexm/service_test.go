@@ -194,7 +194,7 @@ func newServiceEnv(t *testing.T, dsn string) *serviceEnv {
 	e.srv = httptest.NewServer(srv)
 	t.Cleanup(e.srv.Close)
 	tok, _ := api.NewToken()
-	if err := svc.store.AddToken(ctx, "ops", api.HashToken(tok), api.RoleOperator); err != nil {
+	if err := svc.store.AddToken(ctx, "ops", api.HashToken(tok), api.RoleOperator, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	e.rec = &recorder{base: http.DefaultTransport, token: tok}
@@ -763,4 +763,33 @@ func packTestBundle(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestTokenCommands: kubexm server token create --ttl makes a token that
+// expires, token list shows when (and which have), a negative --ttl is
+// refused.
+func TestTokenCommands(t *testing.T) {
+	dataDir := t.TempDir()
+	t.Setenv(secretbox.KeyEnv, "")
+	runKubexm(t, "server", "token", "create", "forever", "--data-dir", dataDir)
+	runKubexm(t, "server", "token", "create", "ci", "--role", "operator", "--ttl", "24h", "--data-dir", dataDir)
+	runKubexm(t, "server", "token", "create", "brief", "--ttl", "1ms", "--data-dir", dataDir)
+	time.Sleep(10 * time.Millisecond)
+	out := runKubexm(t, "server", "token", "list", "--data-dir", dataDir)
+	lines := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		lines[strings.Fields(l)[0]] = l
+	}
+	tomorrow := time.Now().Add(24 * time.Hour).UTC().Format("2006-01-02T15")
+	if !strings.HasSuffix(lines["forever"], "never") || !strings.Contains(lines["ci"], tomorrow) || strings.Contains(lines["ci"], "expired") ||
+		!strings.Contains(lines["brief"], "expired ") || !strings.Contains(lines["NAME"], "EXPIRES") {
+		t.Errorf("token list:\n%s", out)
+	}
+	root := newRootCmd()
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	root.SetArgs([]string{"server", "token", "create", "bad", "--ttl", "-1h", "--data-dir", dataDir})
+	if err := root.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), "--ttl") {
+		t.Errorf("a negative --ttl: %v", err)
+	}
 }

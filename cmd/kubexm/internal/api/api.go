@@ -174,6 +174,11 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 				s.internal(w, r, err)
 				return
 			}
+			if t.Expired(time.Now()) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="kubexm", error="invalid_token", error_description="expired"`)
+				writeError(w, http.StatusUnauthorized, fmt.Sprintf("token %s expired at %s: make a new one (kubexm server token create --ttl)", t.Name, t.ExpiresAt.Format(time.RFC3339)))
+				return
+			}
 			if rt.role == RoleOperator && t.Role != RoleOperator {
 				writeError(w, http.StatusForbidden, fmt.Sprintf("token %s is %s; %s %s needs an operator token", t.Name, t.Role, rt.method, rt.path))
 				return

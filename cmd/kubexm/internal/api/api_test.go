@@ -72,10 +72,10 @@ func newFixture(t testing.TB) *fixture {
 	t.Cleanup(f.srv.Close)
 	f.operator, _ = NewToken()
 	f.reader, _ = NewToken()
-	if err := store.AddToken(ctx, "ops", HashToken(f.operator), RoleOperator); err != nil {
+	if err := store.AddToken(ctx, "ops", HashToken(f.operator), RoleOperator, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.AddToken(ctx, "viewer", HashToken(f.reader), RoleReadOnly); err != nil {
+	if err := store.AddToken(ctx, "viewer", HashToken(f.reader), RoleReadOnly, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -118,6 +118,24 @@ func TestAuthAndRoles(t *testing.T) {
 	}
 	if code, _ := f.call(t, "GET", "/api/v1/audit", f.reader, ""); code != http.StatusForbidden {
 		t.Errorf("audit with a read-only token: %d", code)
+	}
+	// An expired token is refused as unknown ones are, saying so; one that
+	// expires later works.
+	expired, _ := NewToken()
+	later, _ := NewToken()
+	if err := f.store.AddToken(context.Background(), "old", HashToken(expired), RoleOperator, time.Now().Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.AddToken(context.Background(), "later", HashToken(later), RoleReadOnly, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range append(mutations, [2]string{"GET", "/api/v1/jobs"}) {
+		if code, body := f.call(t, m[0], m[1], expired, testCluster); code != http.StatusUnauthorized || !strings.Contains(string(body), "token old expired at") {
+			t.Errorf("%s %s with an expired token: %d %s", m[0], m[1], code, body)
+		}
+	}
+	if code, body := f.call(t, "GET", "/api/v1/jobs", later, ""); code != http.StatusOK {
+		t.Errorf("a token that expires in an hour: %d %s", code, body)
 	}
 	// Nothing was registered by the refused requests.
 	if cs, _ := f.store.Clusters(context.Background()); len(cs) != 0 {

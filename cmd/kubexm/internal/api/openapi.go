@@ -23,7 +23,7 @@ func listOf(key, item string) map[string]any {
 }
 
 var errResponses = map[string]any{
-	"401": resp("no or unknown bearer token", ref("Error")),
+	"401": resp("no, unknown or expired bearer token", ref("Error")),
 	"403": resp("the token's role does not allow this", ref("Error")),
 	"404": resp("no such cluster or job", ref("Error")),
 }
