@@ -641,6 +641,10 @@ func TestServerAlone(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pbDir, "bundled.yaml"), []byte(bundled), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	reach := "- name: reach\n  hosts: all\n  gather_facts: false\n  tasks:\n    - name: anything\n      command: \"true\"\n"
+	if err := os.WriteFile(filepath.Join(pbDir, "reach.yaml"), []byte(reach), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -733,14 +737,51 @@ func TestServerAlone(t *testing.T) {
 	if code := call("POST", "/api/v1/jobs", fmt.Sprintf(`{"cluster": "solo", "playbook": "bundled", "options": {"offline_bundle": %q}}`, up.SHA256), &acc); code != 202 {
 		t.Fatalf("job with the bundle: %d", code)
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		var j jobstore.Job
-		call("GET", "/api/v1/jobs/"+acc.JobID, "", &j)
-		if j.Status == jobstore.Succeeded {
-			break
+	// waitEnd waits for the job to end, and wants it to end in want.
+	waitEnd := func(id string, want jobstore.Status, what string) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+			var j jobstore.Job
+			call("GET", "/api/v1/jobs/"+id, "", &j)
+			if !j.Status.Active() && j.Status != want || time.Now().After(deadline) {
+				t.Fatalf("%s: %+v, want %s", what, j, want)
+			}
+			if j.Status == want {
+				return
+			}
 		}
-		if time.Now().After(deadline) || !j.Status.Active() {
-			t.Fatalf("job with the bundle: %+v", j)
+	}
+	waitEnd(acc.JobID, jobstore.Succeeded, "job with the bundle")
+	// A host nothing answers on: the job fails unreachable, and /metrics
+	// counts the failed SSH dial (reported by the job's kubexm play child)
+	// and the host's failure.
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := closed.Addr().(*net.TCPAddr).Port
+	closed.Close()
+	ghost := fmt.Sprintf(`apiVersion: kubexm.mensylisir.io/v1alpha1
+kind: Cluster
+metadata: {name: ghosts}
+spec:
+  hosts:
+  - {name: ghost, address: 127.0.0.1, port: %d, user: root, password: x}
+  roleGroups: {etcd: [ghost], master: [ghost], worker: [ghost]}
+`, port)
+	if code := call("POST", "/api/v1/clusters?run=reach", ghost, &acc); code != 202 {
+		t.Fatalf("queue reach: %d", code)
+	}
+	waitEnd(acc.JobID, jobstore.Failed, "job on an unreachable host")
+	resp, err = client.Get("https://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`kubexm_ssh_dials_total{cluster="ghosts",host="ghost",result="failed"} 1`, `kubexm_host_failures_total{cluster="ghosts",host="ghost",status="unreachable"} 1`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, metrics)
 		}
 	}
 	if strings.Contains(log.String(), token) {

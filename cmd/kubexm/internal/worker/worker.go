@@ -299,9 +299,16 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 	if err != nil {
 		return jobstore.Failed, err.Error()
 	}
-	args := append(append([]string{}, w.c.GlobalArgs...), pargs...)
+	// fd 4 carries the child's SSH connection events (--conn-events-fd).
+	conns, connsW, err := os.Pipe()
+	if err != nil {
+		return jobstore.Failed, err.Error()
+	}
+	defer conns.Close()
+	args := append(append([]string{}, w.c.GlobalArgs...), "--conn-events-fd=4")
+	args = append(args, pargs...)
 	cmd := exec.Command(w.c.Exe, args...)
-	cmd.ExtraFiles = []*os.File{cfg}
+	cmd.ExtraFiles = []*os.File{cfg, connsW}
 	cmd.Dir = workDir
 	cmd.Env = os.Environ()
 	if os.Getenv("KUBEXM_HOME") == "" {
@@ -332,6 +339,7 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 	defer runtime.UnlockOSThread()
 	err = cmd.Start()
 	pw.Close()
+	connsW.Close()
 	if err != nil {
 		return jobstore.Failed, fmt.Sprintf("start %s: %v", w.c.Exe, err)
 	}
@@ -385,6 +393,11 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 		defer close(followed)
 		w.follow(j, stdout, log)
 	}()
+	counted := make(chan struct{})
+	go func() {
+		defer close(counted)
+		w.c.Metrics.followConns(j, conns)
+	}()
 	err = cmd.Wait()
 	if errors.Is(err, exec.ErrWaitDelay) {
 		err = nil // the child succeeded; a leftover held its stderr
@@ -395,6 +408,12 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 	case <-time.After(2 * time.Second):
 		stdout.Close() // a leftover holds the pipe: stop reading
 		<-followed
+	}
+	select {
+	case <-counted:
+	case <-time.After(2 * time.Second):
+		conns.Close() // the child is gone, and its connections with it
+		<-counted
 	}
 	mu.Lock()
 	reason := why
