@@ -188,7 +188,53 @@ func (s *apiServer) play(ctx context.Context, t *testing.T, kx kubexm, cluster, 
 	if kx.observe != nil {
 		kx.observe(res)
 	}
+	s.checkSSHMetrics(ctx, t, cluster, res)
 	return res
+}
+
+// checkSSHMetrics wants /metrics to count, for every host the job's run
+// reached over SSH, its dialed connections, and none left open once the
+// job has ended.
+func (s *apiServer) checkSSHMetrics(ctx context.Context, t *testing.T, cluster string, res runResult) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", s.url+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		t.Fatalf("/metrics: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	value := func(series string) (float64, bool) {
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, series+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				return f, err == nil
+			}
+		}
+		return 0, false
+	}
+	hosts := map[string]bool{}
+	for _, e := range res.events {
+		if e.Kind == "host_result" && e.Host != "" && e.Host != "localhost" {
+			hosts[e.Host] = true
+		}
+	}
+	var seen []string
+	for h := range hosts {
+		dials, ok := value(fmt.Sprintf(`kubexm_ssh_dials_total{cluster=%q,host=%q,result="ok"}`, cluster, h))
+		open, _ := value(fmt.Sprintf(`kubexm_ssh_connections_open{cluster=%q,host=%q}`, cluster, h))
+		if !ok || dials < 1 || open != 0 {
+			t.Errorf("/metrics of %s: %v SSH dials (present %v), %v connections open after the job; want at least 1 and 0", h, dials, ok, open)
+		}
+		seen = append(seen, fmt.Sprintf("%s %v", h, dials))
+	}
+	if len(hosts) == 0 {
+		t.Errorf("the job's events name no host")
+	}
+	t.Logf("kubexm server /metrics: SSH connections dialed per host: %s; none open after the job", strings.Join(seen, ", "))
 }
 
 // serverJob is the part of a job the suite reads.
