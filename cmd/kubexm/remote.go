@@ -135,10 +135,11 @@ func playRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags
 		return err
 	}
 	fmt.Fprintf(errw, "kubexm server %s: job %s runs %s on cluster %s (config version %d)\n", c.base.Host, acc.JobID, playbook, cv.Cluster, cv.Version)
-	var sink engine.Sink = output.NewText(cmd.OutOrStdout(), f.verbose)
 	if f.output == "json" {
-		sink = output.NewJSON(cmd.OutOrStdout())
+		return c.followJob(ctx, acc.JobID, output.NewJSON(cmd.OutOrStdout()), errw)
 	}
+	sink, stop := textSink(cmd.OutOrStdout(), f.verbose)
+	defer stop()
 	return c.followJob(ctx, acc.JobID, sink, errw)
 }
 
