@@ -136,13 +136,13 @@ type connEvent struct {
 // reportConns makes c write a connEvent line to the file descriptor fd for
 // each SSH connection event.
 func (c *connector) reportConns(fd int) error {
+	f := os.NewFile(uintptr(fd), "conn-events")
+	if _, err := f.Stat(); err != nil {
+		return fmt.Errorf("--conn-events-fd %d: %w", fd, err)
+	}
 	// Not inherited by the commands the run starts on this machine: one
 	// left running would keep the worker's pipe open.
 	syscall.CloseOnExec(fd)
-	f := os.NewFile(uintptr(fd), "conn-events")
-	if f == nil {
-		return fmt.Errorf("--conn-events-fd %d: not an open file", fd)
-	}
 	var mu sync.Mutex
 	enc := json.NewEncoder(f)
 	c.observe = func(e ssh.ConnEvent) {

@@ -305,6 +305,7 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 		return jobstore.Failed, err.Error()
 	}
 	defer conns.Close()
+	defer connsW.Close() // closed at Start already, unless an error came first
 	args := append(append([]string{}, w.c.GlobalArgs...), "--conn-events-fd=4")
 	args = append(args, pargs...)
 	cmd := exec.Command(w.c.Exe, args...)
