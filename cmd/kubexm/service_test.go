@@ -494,15 +494,11 @@ func (e *serviceEnv) cli(args ...string) string {
 
 func runKubexm(t *testing.T, args ...string) string {
 	t.Helper()
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		t.Fatalf("kubexm %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	out, err := execKubexm(args...)
+	if err != nil {
+		t.Fatalf("kubexm %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	return out.String()
+	return out
 }
 
 // grepSecret fails when the cluster.yaml's secret shows, in clear or in an
@@ -826,11 +822,7 @@ func TestTokenCommands(t *testing.T) {
 		!strings.Contains(lines["brief"], "expired ") || !strings.Contains(lines["NAME"], "EXPIRES") {
 		t.Errorf("token list:\n%s", out)
 	}
-	root := newRootCmd()
-	root.SetOut(io.Discard)
-	root.SetErr(io.Discard)
-	root.SetArgs([]string{"server", "token", "create", "bad", "--ttl", "-1h", "--data-dir", dataDir})
-	if err := root.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), "--ttl") {
+	if _, err := execKubexm("server", "token", "create", "bad", "--ttl", "-1h", "--data-dir", dataDir); err == nil || !strings.Contains(err.Error(), "--ttl") {
 		t.Errorf("a negative --ttl: %v", err)
 	}
 }
