@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/goccy/go-yaml"
 
@@ -29,6 +31,8 @@ type connector struct {
 	khErr       error
 	uploadSlots chan struct{}
 	sums        *transport.SumCache
+	// observe, when set, hears of every SSH connection (--conn-events-fd).
+	observe func(ssh.ConnEvent)
 }
 
 func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
@@ -59,7 +63,7 @@ func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.T
 	if c.khErr != nil {
 		return nil, c.khErr
 	}
-	t, err := ssh.Dial(ctx, h, ssh.Options{KnownHosts: c.knownHosts, UploadSlots: c.uploadSlots, Sums: c.sums})
+	t, err := ssh.Dial(ctx, h, ssh.Options{KnownHosts: c.knownHosts, UploadSlots: c.uploadSlots, Sums: c.sums, Observe: c.observe})
 	if err != nil {
 		// Not t: a nil *ssh.Transport in a non-nil interface would be closed.
 		return nil, err
@@ -119,4 +123,32 @@ func looksLikeINI(data []byte) bool {
 		return strings.HasPrefix(line, "[") || !strings.Contains(line, ":")
 	}
 	return false
+}
+
+// connEvent is a line of --conn-events-fd: the host and what happened to
+// one of its SSH connections (dialed, dial_failed, closed). The worker of
+// `kubexm server` counts them as metrics; the line carries no error text.
+type connEvent struct {
+	Host  string `json:"host"`
+	Event string `json:"event"`
+}
+
+// reportConns makes c write a connEvent line to the file descriptor fd for
+// each SSH connection event.
+func (c *connector) reportConns(fd int) error {
+	f := os.NewFile(uintptr(fd), "conn-events")
+	if _, err := f.Stat(); err != nil {
+		return fmt.Errorf("--conn-events-fd %d: %w", fd, err)
+	}
+	// Not inherited by the commands the run starts on this machine: one
+	// left running would keep the worker's pipe open.
+	syscall.CloseOnExec(fd)
+	var mu sync.Mutex
+	enc := json.NewEncoder(f)
+	c.observe = func(e ssh.ConnEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = enc.Encode(connEvent{Host: e.Host, Event: string(e.Kind)})
+	}
+	return nil
 }

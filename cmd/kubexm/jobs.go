@@ -77,32 +77,10 @@ func newAPIClient(f *clientFlags) (*apiClient, error) {
 
 // get decodes the JSON answer of GET path into v.
 func (c *apiClient) get(ctx context.Context, path string, query url.Values, v any) error {
-	u := c.base.JoinPath(path)
-	u.RawQuery = query.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return err
+	if len(query) > 0 {
+		path += "?" + query.Encode()
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("kubexm server %s: %w", c.base.Host, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct{ Error string }
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return fmt.Errorf("kubexm server: %s (HTTP %d)", e.Error, resp.StatusCode)
-		}
-		return fmt.Errorf("kubexm server: HTTP %d", resp.StatusCode)
-	}
-	return json.Unmarshal(body, v)
+	return c.do(ctx, c.http, http.MethodGet, path, "", nil, http.StatusOK, v)
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -124,9 +124,15 @@ func newRootCmd() *cobra.Command {
 	pf.StringVar(&policy, "ssh-host-key-checking", string(ssh.AcceptNew),
 		"strict (only hosts in known_hosts), accept-new (record new hosts in ~/.kubexm/known_hosts, or $KUBEXM_HOME/known_hosts) or off; a changed key is always refused")
 	pf.IntVar(&conn.uploadForks, "upload-forks", 10, "how many file transfers run at once across all hosts")
+	var connEventsFD int
+	pf.IntVar(&connEventsFD, "conn-events-fd", 0, "write a JSON line for each SSH connection dialed, failed or closed to this file descriptor (for kubexm worker)")
+	_ = pf.MarkHidden("conn-events-fd")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		p, err := ssh.ParseHostKeyChecking(policy)
 		conn.policy = p
+		if err == nil && connEventsFD > 2 {
+			err = conn.reportConns(connEventsFD)
+		}
 		return err
 	}
 	a := &app{

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/engine/output"
@@ -277,7 +278,9 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 	case f.output == "json":
 		sink = output.NewJSON(w)
 	default:
-		sink = output.NewText(w, f.verbose)
+		var stop func()
+		sink, stop = textSink(w, f.verbose)
+		defer stop()
 	}
 	// The running binary, for plays that install kubexm itself on a host
 	// (the autoRenewCerts timer); "" when the system cannot say.
@@ -468,4 +471,26 @@ func exportFS(fsys fs.FS, dir string, force bool) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// textSink is the human view of a run on w: on a terminal the live view
+// (the log lines, and below them the running tasks and each host's last
+// result, redrawn in place), else plain lines. TERM=dumb asks for plain
+// lines on a terminal too. stop ends the live view's redrawing.
+func textSink(w io.Writer, verbosity int) (engine.Sink, func()) {
+	if f, ok := w.(*os.File); ok && os.Getenv("TERM") != "dumb" {
+		fd := int(f.Fd())
+		if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+			width := func() int {
+				ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
+				if err != nil {
+					return 0
+				}
+				return int(ws.Col)
+			}
+			l := output.NewLive(f, verbosity, width)
+			return l, l.Close
+		}
+	}
+	return output.NewText(w, verbosity), func() {}
 }

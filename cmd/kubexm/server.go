@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -187,7 +188,7 @@ func (a *app) serve(ctx context.Context, cmd *cobra.Command, f *serverFlags) err
 	if err != nil {
 		return err
 	}
-	srv, err := api.New(api.Config{Store: svc.store, Box: svc.box, Support: support, Playbook: svc.playbook, Registry: reg, Log: log})
+	srv, err := api.New(api.Config{Store: svc.store, Box: svc.box, Support: support, Playbook: svc.playbook, Registry: reg, Log: log, DataDir: svc.dataDir})
 	if err != nil {
 		return err
 	}
@@ -284,7 +285,7 @@ func bootstrapToken(ctx context.Context, svc *service, log *slog.Logger) error {
 	if err := os.WriteFile(p, []byte(tok+"\n"), 0o600); err != nil {
 		return fmt.Errorf("bootstrap token: %w", err)
 	}
-	if err := svc.store.AddToken(ctx, "admin", api.HashToken(tok), api.RoleOperator); err != nil {
+	if err := svc.store.AddToken(ctx, "admin", api.HashToken(tok), api.RoleOperator, time.Time{}); err != nil {
 		return err
 	}
 	log.Info("no API token existed: made the operator token \"admin\"; it is in "+p, "file", p)
@@ -295,13 +296,23 @@ func newTokenCmd(a *app) *cobra.Command {
 	var f serviceFlags
 	cmd := &cobra.Command{Use: "token", Short: "Create, list and delete API tokens (stored hashed)"}
 	var role string
+	var ttl time.Duration
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a token and print it (once: only its SHA-256 is kept)",
-		Args:  cobra.ExactArgs(1),
+		Example: `  kubexm server token create ci --role operator --ttl 24h
+  kubexm server token create dashboard`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !api.ValidRole(role) {
 				return fmt.Errorf("--role must be %s or %s, not %q", api.RoleReadOnly, api.RoleOperator, role)
+			}
+			if ttl < 0 {
+				return fmt.Errorf("--ttl %s: give a positive duration (24h, 30m), or 0 for a token that does not expire", ttl)
+			}
+			var expires time.Time
+			if ttl > 0 {
+				expires = time.Now().Add(ttl)
 			}
 			svc, err := a.openService(cmd.Context(), &f, true)
 			if err != nil {
@@ -312,16 +323,20 @@ func newTokenCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := svc.store.AddToken(cmd.Context(), args[0], api.HashToken(tok), role); err != nil {
+			if err := svc.store.AddToken(cmd.Context(), args[0], api.HashToken(tok), role, expires); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), tok)
+			if !expires.IsZero() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "token %s expires at %s\n", args[0], expires.UTC().Format(time.RFC3339))
+			}
 			return nil
 		},
 	}
 	create.Flags().StringVar(&role, "role", api.RoleReadOnly, "read-only (GET only) or operator (may register clusters and run, cancel, resume jobs)")
+	create.Flags().DurationVar(&ttl, "ttl", 0, "the token stops working after this long (24h, 90m; 0: never)")
 	list := &cobra.Command{
-		Use: "list", Short: "List the tokens (names and roles)", Args: cobra.NoArgs,
+		Use: "list", Short: "List the tokens: name, role, created, expires", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			svc, err := a.openService(cmd.Context(), &f, true)
 			if err != nil {
@@ -332,10 +347,20 @@ func newTokenCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tROLE\tCREATED\tEXPIRES")
+			now := time.Now()
 			for _, t := range toks {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\n", t.Name, t.Role, t.CreatedAt.Format(time.RFC3339))
+				exp := "never"
+				switch {
+				case t.Expired(now):
+					exp = "expired " + t.ExpiresAt.Format(time.RFC3339)
+				case !t.ExpiresAt.IsZero():
+					exp = t.ExpiresAt.Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Role, t.CreatedAt.Format(time.RFC3339), exp)
 			}
-			return nil
+			return tw.Flush()
 		},
 	}
 	del := &cobra.Command{

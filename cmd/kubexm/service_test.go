@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mensylisir/kubexm"
+	"github.com/mensylisir/kubexm/bundle"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/api"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/pgtest"
@@ -186,14 +187,14 @@ func newServiceEnv(t *testing.T, dsn string) *serviceEnv {
 		t.Fatal(err)
 	}
 	srv, err := api.New(api.Config{Store: svc.store, Box: svc.box, Support: support, Playbook: svc.playbook, Registry: prometheus.NewRegistry(),
-		Log: slog.New(slog.NewTextHandler(e.log, nil)), EventPoll: 100 * time.Millisecond})
+		Log: slog.New(slog.NewTextHandler(e.log, nil)), EventPoll: 100 * time.Millisecond, DataDir: e.dataDir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.srv = httptest.NewServer(srv)
 	t.Cleanup(e.srv.Close)
 	tok, _ := api.NewToken()
-	if err := svc.store.AddToken(ctx, "ops", api.HashToken(tok), api.RoleOperator); err != nil {
+	if err := svc.store.AddToken(ctx, "ops", api.HashToken(tok), api.RoleOperator, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	e.rec = &recorder{base: http.DefaultTransport, token: tok}
@@ -493,15 +494,11 @@ func (e *serviceEnv) cli(args ...string) string {
 
 func runKubexm(t *testing.T, args ...string) string {
 	t.Helper()
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		t.Fatalf("kubexm %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	out, err := execKubexm(args...)
+	if err != nil {
+		t.Fatalf("kubexm %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	return out.String()
+	return out
 }
 
 // grepSecret fails when the cluster.yaml's secret shows, in clear or in an
@@ -631,6 +628,19 @@ func TestServerAlone(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pbDir, "tiny", "playbook.yaml"), []byte(servicePlaybooks["tiny/playbook.yaml"]), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	bundled := `- name: bundled
+  hosts: localhost
+  tasks:
+    - name: the bundle's kubelet
+      shell: grep -q 'not really kubelet' {{ .offline_bundle_dir | quote }}/kubernetes/1.37.2/amd64/kubelet
+`
+	if err := os.WriteFile(filepath.Join(pbDir, "bundled.yaml"), []byte(bundled), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reach := "- name: reach\n  hosts: all\n  gather_facts: false\n  tasks:\n    - name: anything\n      command: \"true\"\n"
+	if err := os.WriteFile(filepath.Join(pbDir, "reach.yaml"), []byte(reach), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -694,7 +704,125 @@ func TestServerAlone(t *testing.T) {
 			t.Fatalf("job did not succeed:\n%s", out)
 		}
 	}
+	// An offline bundle uploaded through the API reaches the job's run as
+	// --offline-bundle: the playbook finds its files in offline_bundle_dir.
+	bundlePath := packTestBundle(t)
+	data, err := os.ReadFile(bundlePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(method, path, body string, v any) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, "https://"+addr+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if v != nil && json.Unmarshal(b, v) != nil {
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+		return resp.StatusCode
+	}
+	var up api.Bundle
+	if code := call("POST", "/api/v1/clusters/solo/bundles", string(data), &up); code != 201 {
+		t.Fatalf("upload: %d %+v", code, up)
+	}
+	if code := call("POST", "/api/v1/jobs", fmt.Sprintf(`{"cluster": "solo", "playbook": "bundled", "options": {"offline_bundle": %q}}`, up.SHA256), &acc); code != 202 {
+		t.Fatalf("job with the bundle: %d", code)
+	}
+	// waitEnd waits for the job to end, and wants it to end in want.
+	waitEnd := func(id string, want jobstore.Status, what string) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+			var j jobstore.Job
+			call("GET", "/api/v1/jobs/"+id, "", &j)
+			if !j.Status.Active() && j.Status != want || time.Now().After(deadline) {
+				t.Fatalf("%s: %+v, want %s", what, j, want)
+			}
+			if j.Status == want {
+				return
+			}
+		}
+	}
+	waitEnd(acc.JobID, jobstore.Succeeded, "job with the bundle")
+	// A host nothing answers on: the job fails unreachable, and /metrics
+	// counts the failed SSH dial (reported by the job's kubexm play child)
+	// and the host's failure.
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := closed.Addr().(*net.TCPAddr).Port
+	closed.Close()
+	ghost := fmt.Sprintf(`apiVersion: kubexm.mensylisir.io/v1alpha1
+kind: Cluster
+metadata: {name: ghosts}
+spec:
+  hosts:
+  - {name: ghost, address: 127.0.0.1, port: %d, user: root, password: x}
+  roleGroups: {etcd: [ghost], master: [ghost], worker: [ghost]}
+`, port)
+	if code := call("POST", "/api/v1/clusters?run=reach", ghost, &acc); code != 202 {
+		t.Fatalf("queue reach: %d", code)
+	}
+	waitEnd(acc.JobID, jobstore.Failed, "job on an unreachable host")
+	resp, err = client.Get("https://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`kubexm_ssh_dials_total{cluster="ghosts",host="ghost",result="failed"} 1`, `kubexm_host_failures_total{cluster="ghosts",host="ghost",status="unreachable"} 1`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, metrics)
+		}
+	}
 	if strings.Contains(log.String(), token) {
 		t.Fatal("the server logged its bootstrap token")
+	}
+}
+
+// packTestBundle writes a one-file offline bundle (kubernetes 1.37.2
+// kubelet) as kubexm artifact export would.
+func packTestBundle(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "kubelet")
+	if err := os.WriteFile(src, []byte("not really kubelet\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "bundle.tar.gz")
+	in := []bundle.Input{{Artifact: bundle.Artifact{Component: "kubernetes", Version: "1.37.2", Arch: "amd64", File: "kubelet", Kind: "binary"}, Src: src}}
+	if _, _, err := bundle.Pack(context.Background(), out, bundle.Manifest{Cluster: "solo", KubexmVersion: "test", Created: time.Unix(1700000000, 0)}, in); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestTokenCommands: kubexm server token create --ttl makes a token that
+// expires, token list shows when (and which have), a negative --ttl is
+// refused.
+func TestTokenCommands(t *testing.T) {
+	dataDir := t.TempDir()
+	t.Setenv(secretbox.KeyEnv, "")
+	runKubexm(t, "server", "token", "create", "forever", "--data-dir", dataDir)
+	runKubexm(t, "server", "token", "create", "ci", "--role", "operator", "--ttl", "24h", "--data-dir", dataDir)
+	runKubexm(t, "server", "token", "create", "brief", "--ttl", "1ms", "--data-dir", dataDir)
+	time.Sleep(10 * time.Millisecond)
+	out := runKubexm(t, "server", "token", "list", "--data-dir", dataDir)
+	lines := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		lines[strings.Fields(l)[0]] = l
+	}
+	tomorrow := time.Now().Add(24 * time.Hour).UTC().Format("2006-01-02T15")
+	if !strings.HasSuffix(lines["forever"], "never") || !strings.Contains(lines["ci"], tomorrow) || strings.Contains(lines["ci"], "expired") ||
+		!strings.Contains(lines["brief"], "expired ") || !strings.Contains(lines["NAME"], "EXPIRES") {
+		t.Errorf("token list:\n%s", out)
+	}
+	if _, err := execKubexm("server", "token", "create", "bad", "--ttl", "-1h", "--data-dir", dataDir); err == nil || !strings.Contains(err.Error(), "--ttl") {
+		t.Errorf("a negative --ttl: %v", err)
 	}
 }

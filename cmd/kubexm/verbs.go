@@ -59,6 +59,7 @@ func addVerbCmds(root *cobra.Command, a *app) {
 // common run flags; prepare, if set, turns the verb's own flags into
 // variables and checks them before anything runs.
 func verbCmd(a *app, use, playbook, short, long, example string, v *verbFlags, prepare func(*cobra.Command, *verbFlags) error) *cobra.Command {
+	var remote clientFlags
 	cmd := &cobra.Command{
 		Use:     use,
 		Short:   short,
@@ -74,12 +75,16 @@ func verbCmd(a *app, use, playbook, short, long, example string, v *verbFlags, p
 					return err
 				}
 			}
+			if remote.server != "" {
+				return playRemote(cmd, playbook, v.play, remote)
+			}
 			return a.play(cmd.Context(), cmd.OutOrStdout(), playbook, v.play)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&v.play.inventory, "file", "f", "", "the cluster file (cluster.yaml)")
 	addRunFlags(fl, &v.play, "")
+	addRemoteFlags(fl, &remote)
 	fl.BoolVar(&v.play.check, "dry-run", false, "same as --check")
 	return cmd
 }

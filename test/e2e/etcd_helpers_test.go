@@ -232,6 +232,9 @@ func (r runResult) failures() string {
 type kubexm struct {
 	bin, dir, inventory string
 	extra               []string // -e arguments for every run
+	// workDir, when set, is every run's --workdir (else .kubexm/<cluster>
+	// under dir): the work directory of the cluster's kubexm server.
+	workDir string
 	// observe, when set, sees every run's result (diagnostics.observe).
 	observe func(runResult)
 }
@@ -240,6 +243,9 @@ func (k kubexm) command(ctx context.Context, playbook string, args ...string) *e
 	argv := append([]string{"play", playbook, "-i", k.inventory, "--output", "json"}, args...)
 	for _, e := range k.extra {
 		argv = append(argv, "-e", e)
+	}
+	if k.workDir != "" {
+		argv = append(argv, "--workdir", k.workDir)
 	}
 	cmd := exec.CommandContext(ctx, k.bin, argv...)
 	cmd.Dir = k.dir

@@ -29,8 +29,13 @@ type nodesLayout struct {
 // through the steps (five machines, n1 the master and first etcd member,
 // internalLoadbalancer haproxy from the offline bundle on the workers):
 //
-//  1. create-cluster with n1 and the worker n2; a Deployment "spread" runs
-//     on n2;
+//  1. create-cluster with n1 and the worker n2, through a kubexm server
+//     the suite starts on loopback (issue 24): the cluster.yaml is POSTed,
+//     the offline bundle uploaded, the job queued and its Server-Sent
+//     Events followed to the end; every later step runs kubexm play in the
+//     server's work directory of the cluster, so its checks (no change on
+//     n1 and n2 in step 2, ...) hold the API's cluster to what kubexm play
+//     create-cluster makes; a Deployment "spread" runs on n2;
 //  2. add-nodes with n3 (worker) and n4 (worker and a new etcd member, added
 //     as a learner and promoted): n1 and n2 report no change and none of
 //     their units restarted; the Deployment is scaled so that pods land on
@@ -75,8 +80,12 @@ func TestNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	kx := kubexm{bin: bin, dir: work, inventory: inventory, observe: diag.observe, extra: extraVars(clusterTestVars()...)}
-	k := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(work, ".kubexm", "e2e-nodes", "kubeconfig")}
+	// The cluster is created through a kubexm server (step 1); every later
+	// kubexm play works in the server's work directory of the cluster.
+	dataDir := filepath.Join(work, "server")
+	clusterDir := filepath.Join(dataDir, "clusters", "e2e-nodes")
+	kx := kubexm{bin: bin, dir: work, inventory: inventory, observe: diag.observe, extra: extraVars(clusterTestVars()...), workDir: clusterDir}
+	k := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(clusterDir, "kubeconfig")}
 	diag.cluster(k)
 	pb := func(name string) string { return filepath.Join(root, "playbooks", name) }
 	name := func(i int) string { return set.Hosts[i].Name }
@@ -88,11 +97,19 @@ func TestNodes(t *testing.T) {
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
 	bundle := exportBundle(ctx, t, kx, server, " with haproxy's packages")
 	stop()
-	res := kx.play(ctx, pb("create-cluster"), "--offline-bundle", bundle)
-	if res.err != nil {
-		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
+	srv := startServer(ctx, t, kx, dataDir)
+	if srv.workDir("e2e-nodes") != clusterDir {
+		t.Fatalf("the server's work directory of the cluster is %s, the suite's %s", srv.workDir("e2e-nodes"), clusterDir)
 	}
-	t.Logf("PERF create-cluster, 1 master + 1 worker: %s", res.wall.Round(time.Millisecond))
+	res := srv.play(ctx, t, kx, "e2e-nodes", "create-cluster", bundle)
+	if res.err != nil {
+		t.Fatalf("create-cluster through kubexm server failed after %s: %v%s", res.wall, res.err, res.failures())
+	}
+	srv.stop(t)
+	t.Logf("PERF create-cluster through kubexm server (register, upload the bundle, queue, follow the event stream), 1 master + 1 worker: %s (%d events)", res.wall.Round(time.Millisecond), len(res.events))
+	if r := res.recap(); r == nil || r.Recap.Failed {
+		t.Fatalf("the job's event stream has no recap, or a failed one")
+	}
 	spread(ctx, t, k, 2)
 	before := spreadPods(ctx, t, k)
 	checkMembership(ctx, t, k, set, layout)

@@ -54,7 +54,27 @@ type Options struct {
 	Sums *transport.SumCache
 	// AgentSocket is the ssh-agent socket; $SSH_AUTH_SOCK when empty.
 	AgentSocket string
+	// Observe, when set, hears of every connection the transport makes:
+	// each dial (reconnects included) and each close of a connection that
+	// was up. Service mode counts them as metrics.
+	Observe func(ConnEvent)
 }
+
+// ConnEvent is one thing that happened to a transport's connection.
+type ConnEvent struct {
+	Host string
+	Kind ConnEventKind
+	Err  error // why a dial failed
+}
+
+// ConnEventKind says what a ConnEvent reports.
+type ConnEventKind string
+
+const (
+	ConnDialed     ConnEventKind = "dialed"
+	ConnDialFailed ConnEventKind = "dial_failed"
+	ConnClosed     ConnEventKind = "closed"
+)
 
 // Transport is an SSH connection to one host. It implements transport.Transport.
 type Transport struct {
@@ -85,6 +105,8 @@ type conn struct {
 	bastion *gossh.Client
 	release func()
 	dead    chan struct{}
+	// closed tells Options.Observe, once, that the connection is gone.
+	closed func()
 
 	sftpMu  sync.Mutex
 	sftp    *sftp.Client
@@ -111,6 +133,9 @@ func (c *conn) close() {
 		c.bastion.Close()
 	}
 	c.release()
+	if c.closed != nil {
+		c.closed()
+	}
 }
 
 // Dial connects to h and keeps the connection for later commands.
@@ -216,6 +241,14 @@ func (t *Transport) conn(ctx context.Context) (*conn, error) {
 		t.cur = nil
 	}
 	c, err := t.dial(ctx)
+	if obs := t.opts.Observe; obs != nil {
+		if err != nil {
+			obs(ConnEvent{Host: t.name, Kind: ConnDialFailed, Err: err})
+		} else {
+			obs(ConnEvent{Host: t.name, Kind: ConnDialed})
+			c.closed = sync.OnceFunc(func() { obs(ConnEvent{Host: t.name, Kind: ConnClosed}) })
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

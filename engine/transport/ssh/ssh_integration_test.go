@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -368,7 +369,17 @@ func TestParallelSessionsQueue(t *testing.T) {
 }
 
 func TestReconnect(t *testing.T) {
-	tr := dialT(t, server.keyHost("re"), server.opts(t))
+	var mu sync.Mutex
+	var seen []ConnEventKind
+	o := server.opts(t)
+	o.Observe = func(e ConnEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		if e.Host == "re" {
+			seen = append(seen, e.Kind)
+		}
+	}
+	tr := dialT(t, server.keyHost("re"), o)
 	ctx := context.Background()
 	tr.mu.Lock()
 	old := tr.cur
@@ -384,6 +395,13 @@ func TestReconnect(t *testing.T) {
 	// SFTP comes back too.
 	if err := tr.Put(ctx, strings.NewReader("x"), filepath.Join(userDir(t), "f"), transport.PutOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// Options.Observe heard both dials and, once closed, both closes.
+	tr.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []ConnEventKind{ConnDialed, ConnClosed, ConnDialed, ConnClosed}; !slices.Equal(seen, want) {
+		t.Fatalf("observed %v, want %v", seen, want)
 	}
 }
 

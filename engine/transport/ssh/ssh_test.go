@@ -178,14 +178,20 @@ func TestDialErrorsLoopback(t *testing.T) {
 		t.Fatalf("got %v, want a timeout naming the host", err)
 	}
 
-	// Nothing listening: refused.
+	// Nothing listening: refused; Options.Observe hears of the failed dial.
 	l2, _ := net.Listen("tcp", "127.0.0.1:0")
 	h.Port = l2.Addr().(*net.TCPAddr).Port
 	l2.Close()
+	var seen []ConnEvent
+	o.Observe = func(e ConnEvent) { seen = append(seen, e) }
 	_, err = Dial(context.Background(), h, o)
 	if !errors.As(err, &de) || de.Cause != CauseRefused || !strings.Contains(err.Error(), "sshd") {
 		t.Fatalf("got %v, want refused with a hint", err)
 	}
+	if len(seen) != 1 || seen[0].Kind != ConnDialFailed || seen[0].Host != "mute" || !errors.Is(seen[0].Err, err) {
+		t.Fatalf("observed %+v, want one failed dial of mute", seen)
+	}
+	o.Observe = nil
 
 	h.Password = ""
 	h.PrivateKeyPath = filepath.Join(t.TempDir(), "missing")

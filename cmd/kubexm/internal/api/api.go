@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -47,6 +48,11 @@ type Config struct {
 	// by state to it.
 	Registry *prometheus.Registry
 	Log      *slog.Logger
+	// DataDir is the data directory the workers share: uploaded offline
+	// bundles go to the cluster's work directory in it.
+	DataDir string
+	// MaxBundle bounds an uploaded offline bundle (default 32 GiB).
+	MaxBundle int64
 	// EventPoll is how often an event stream looks for new events.
 	EventPoll time.Duration
 }
@@ -93,8 +99,11 @@ type route struct {
 
 // New builds the server and its routes.
 func New(c Config) (*Server, error) {
-	if c.Store == nil || c.Box == nil || c.Playbook == nil || c.Registry == nil {
-		return nil, errors.New("api: store, secret key, playbook resolver and metrics registry are required")
+	if c.Store == nil || c.Box == nil || c.Playbook == nil || c.Registry == nil || c.DataDir == "" {
+		return nil, errors.New("api: store, secret key, playbook resolver, metrics registry and data dir are required")
+	}
+	if c.MaxBundle <= 0 {
+		c.MaxBundle = 32 << 30
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -163,6 +172,11 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 			}
 			if err != nil {
 				s.internal(w, r, err)
+				return
+			}
+			if t.Expired(time.Now()) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="kubexm", error="invalid_token", error_description="expired"`)
+				writeError(w, http.StatusUnauthorized, fmt.Sprintf("token %s expired at %s: make a new one (kubexm server token create --ttl)", t.Name, t.ExpiresAt.Format(time.RFC3339)))
 				return
 			}
 			if rt.role == RoleOperator && t.Role != RoleOperator {
@@ -355,6 +369,17 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, tok jobstore.Toke
 		writeError(w, http.StatusBadRequest, "extra vars: "+err.Error())
 		return
 	}
+	if b := req.Options.OfflineBundle; b != "" {
+		p := worker.BundlePath(s.c.DataDir, req.Cluster, b)
+		if p == "" {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("offline_bundle %q: give the sha256 an upload answered with (POST /api/v1/clusters/%s/bundles)", b, req.Cluster))
+			return
+		}
+		if _, err := os.Stat(p); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("offline_bundle %s: cluster %s has no such bundle; upload it first (POST /api/v1/clusters/%s/bundles)", b, req.Cluster, req.Cluster))
+			return
+		}
+	}
 	cv, err := s.c.Store.ClusterConfig(r.Context(), req.Cluster, req.ConfigVersion)
 	if err != nil {
 		s.storeError(w, r, err)
@@ -390,6 +415,9 @@ func describeOptions(o jobstore.Options) string {
 	}
 	if o.Check {
 		parts = append(parts, "check")
+	}
+	if o.OfflineBundle != "" {
+		parts = append(parts, "offline bundle "+o.OfflineBundle)
 	}
 	if len(o.ExtraVars) > 0 {
 		if vars, err := engine.ParseExtraVars(o.ExtraVars); err == nil {

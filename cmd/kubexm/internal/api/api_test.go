@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mensylisir/kubexm/bundle"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
 	"github.com/mensylisir/kubexm/schema"
@@ -55,7 +58,7 @@ func newFixture(t testing.TB) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Store: store, Box: box, Support: support, Registry: prometheus.NewRegistry(), EventPoll: 20 * time.Millisecond,
+	s, err := New(Config{Store: store, Box: box, Support: support, Registry: prometheus.NewRegistry(), EventPoll: 20 * time.Millisecond, DataDir: t.TempDir(), MaxBundle: 4 << 20,
 		Playbook: func(name string) (string, error) {
 			if name != "create-cluster" && name != "upgrade" {
 				return "", fmt.Errorf("no playbook %q", name)
@@ -69,10 +72,10 @@ func newFixture(t testing.TB) *fixture {
 	t.Cleanup(f.srv.Close)
 	f.operator, _ = NewToken()
 	f.reader, _ = NewToken()
-	if err := store.AddToken(ctx, "ops", HashToken(f.operator), RoleOperator); err != nil {
+	if err := store.AddToken(ctx, "ops", HashToken(f.operator), RoleOperator, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.AddToken(ctx, "viewer", HashToken(f.reader), RoleReadOnly); err != nil {
+	if err := store.AddToken(ctx, "viewer", HashToken(f.reader), RoleReadOnly, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -95,7 +98,7 @@ func (f *fixture) call(t testing.TB, method, path, token string, body string) (i
 
 func TestAuthAndRoles(t *testing.T) {
 	f := newFixture(t)
-	mutations := [][2]string{{"POST", "/api/v1/clusters"}, {"POST", "/api/v1/jobs"}, {"POST", "/api/v1/jobs/x/cancel"}, {"POST", "/api/v1/jobs/x/resume"}}
+	mutations := [][2]string{{"POST", "/api/v1/clusters"}, {"POST", "/api/v1/jobs"}, {"POST", "/api/v1/jobs/x/cancel"}, {"POST", "/api/v1/jobs/x/resume"}, {"POST", "/api/v1/clusters/c1/bundles"}}
 	for _, m := range mutations {
 		if code, _ := f.call(t, m[0], m[1], "", testCluster); code != http.StatusUnauthorized {
 			t.Errorf("%s %s without a token: %d", m[0], m[1], code)
@@ -115,6 +118,24 @@ func TestAuthAndRoles(t *testing.T) {
 	}
 	if code, _ := f.call(t, "GET", "/api/v1/audit", f.reader, ""); code != http.StatusForbidden {
 		t.Errorf("audit with a read-only token: %d", code)
+	}
+	// An expired token is refused as unknown ones are, saying so; one that
+	// expires later works.
+	expired, _ := NewToken()
+	later, _ := NewToken()
+	if err := f.store.AddToken(context.Background(), "old", HashToken(expired), RoleOperator, time.Now().Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.AddToken(context.Background(), "later", HashToken(later), RoleReadOnly, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range append(mutations, [2]string{"GET", "/api/v1/jobs"}) {
+		if code, body := f.call(t, m[0], m[1], expired, testCluster); code != http.StatusUnauthorized || !strings.Contains(string(body), "token old expired at") {
+			t.Errorf("%s %s with an expired token: %d %s", m[0], m[1], code, body)
+		}
+	}
+	if code, body := f.call(t, "GET", "/api/v1/jobs", later, ""); code != http.StatusOK {
+		t.Errorf("a token that expires in an hour: %d %s", code, body)
 	}
 	// Nothing was registered by the refused requests.
 	if cs, _ := f.store.Clusters(context.Background()); len(cs) != 0 {
@@ -305,5 +326,85 @@ func TestLoadPolling(t *testing.T) {
 		float64(len(lat))/d.Seconds(), errs, pct(0.5), pct(0.99), lat[len(lat)-1])
 	if errs > 0 {
 		t.Errorf("%d requests failed", errs)
+	}
+}
+
+// testBundle packs a small offline bundle with bundle.Pack, as kubexm
+// artifact export does.
+func testBundle(t *testing.T) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "kubelet")
+	if err := os.WriteFile(src, bytes.Repeat([]byte("k"), 100_000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "bundle.tar.gz")
+	in := []bundle.Input{{Artifact: bundle.Artifact{Component: "kubernetes", Version: "1.37.2", Arch: "amd64", File: "kubelet", Kind: "binary"}, Src: src}}
+	if _, _, err := bundle.Pack(context.Background(), out, bundle.Manifest{Cluster: "c1", KubexmVersion: "test", Created: time.Unix(1700000000, 0)}, in); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestBundles: an offline bundle is uploaded for a registered cluster,
+// verified and unpacked in its work directory at once, listed, and named
+// by its sha256 in a job's options; a broken or unknown one is refused.
+func TestBundles(t *testing.T) {
+	f := newFixture(t)
+	good := testBundle(t)
+	if code, body := f.call(t, "POST", "/api/v1/clusters/c1/bundles", f.operator, string(good)); code != http.StatusNotFound {
+		t.Fatalf("bundle for an unregistered cluster: %d %s", code, body)
+	}
+	if code, body := f.call(t, "POST", "/api/v1/clusters", f.operator, testCluster); code != http.StatusCreated {
+		t.Fatalf("register: %d %s", code, body)
+	}
+	broken := bytes.Clone(good)
+	broken[len(broken)/2] ^= 0xff
+	for name, body := range map[string]string{"empty": "", "not a bundle": "hello", "corrupted": string(broken)} {
+		if code, resp := f.call(t, "POST", "/api/v1/clusters/c1/bundles", f.operator, body); code != http.StatusBadRequest {
+			t.Errorf("%s bundle: %d %s", name, code, resp)
+		}
+	}
+	if code, body := f.call(t, "POST", "/api/v1/clusters/c1/bundles", f.operator, strings.Repeat("x", 5<<20)); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("bundle over the limit: %d %s", code, body)
+	}
+	if code, body := f.call(t, "GET", "/api/v1/clusters/c1/bundles", f.reader, ""); code != 200 || !strings.Contains(string(body), `"bundles": []`) {
+		t.Fatalf("refused uploads were kept: %d %s", code, body)
+	}
+	code, body := f.call(t, "POST", "/api/v1/clusters/c1/bundles", f.operator, string(good))
+	var b Bundle
+	if code != http.StatusCreated || json.Unmarshal(body, &b) != nil || b.Artifacts != 1 || b.Size != int64(len(good)) {
+		t.Fatalf("upload: %d %s", code, body)
+	}
+	sum := sha256.Sum256(good)
+	if b.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("upload answered sha256 %s, the bundle has %x", b.SHA256, sum)
+	}
+	// Unpacked and verified where kubexm play --offline-bundle looks.
+	if _, err := os.Stat(filepath.Join(f.s.c.DataDir, "clusters", "c1", "bundle", b.SHA256, "kubernetes", "1.37.2", "amd64", "kubelet")); err != nil {
+		t.Fatalf("bundle not unpacked in the work directory: %v", err)
+	}
+	if code, body := f.call(t, "GET", "/api/v1/clusters/c1/bundles", f.reader, ""); code != 200 || !strings.Contains(string(body), b.SHA256) {
+		t.Fatalf("list: %d %s", code, body)
+	}
+	for _, bad := range []string{"../../../etc/passwd", strings.Repeat("0", 64)} {
+		req := fmt.Sprintf(`{"cluster": "c1", "playbook": "upgrade", "options": {"offline_bundle": %q}}`, bad)
+		if code, body := f.call(t, "POST", "/api/v1/jobs", f.operator, req); code != http.StatusBadRequest || !strings.Contains(string(body), "bundles") {
+			t.Errorf("job with offline_bundle %q: %d %s", bad, code, body)
+		}
+	}
+	code, body = f.call(t, "POST", "/api/v1/jobs", f.operator, fmt.Sprintf(`{"cluster": "c1", "playbook": "create-cluster", "options": {"offline_bundle": %q}}`, b.SHA256))
+	var acc struct {
+		Job jobstore.Job `json:"job"`
+	}
+	if code != http.StatusAccepted || json.Unmarshal(body, &acc) != nil || acc.Job.Options.OfflineBundle != b.SHA256 {
+		t.Fatalf("job with the bundle: %d %s", code, body)
+	}
+	if code, body := f.call(t, "GET", "/api/v1/audit", f.operator, ""); code != 200 || !strings.Contains(string(body), "upload bundle") || !strings.Contains(string(body), "offline bundle "+b.SHA256) {
+		t.Fatalf("audit: %d %s", code, body)
 	}
 }

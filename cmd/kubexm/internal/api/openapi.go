@@ -23,7 +23,7 @@ func listOf(key, item string) map[string]any {
 }
 
 var errResponses = map[string]any{
-	"401": resp("no or unknown bearer token", ref("Error")),
+	"401": resp("no, unknown or expired bearer token", ref("Error")),
 	"403": resp("the token's role does not allow this", ref("Error")),
 	"404": resp("no such cluster or job", ref("Error")),
 }
@@ -77,6 +77,18 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/clusters/{name}/versions/{version}", RoleReadOnly, s.clusterVersion, op("Get one version of a cluster's config (secrets masked)",
 			map[string]any{"200": resp("the version", ref("ClusterVersion")), "400": resp("not a version number", ref("Error"))},
 			map[string]any{"parameters": []any{clusterName, pathParam("version", "the config version, from 1", "integer")}})},
+		{"POST", "/api/v1/clusters/{name}/bundles", RoleOperator, s.uploadBundle, op("Upload an offline bundle (the .tar.gz of kubexm artifact export) for a cluster: verified and unpacked in its work directory; a job names it by sha256 in options.offline_bundle",
+			map[string]any{
+				"201": resp("stored and verified", ref("Bundle")),
+				"400": resp("not a valid bundle (what is wrong with it)", ref("Error")),
+				"413": resp("larger than the server's limit", ref("Error")),
+			}, map[string]any{
+				"parameters":  []any{clusterName},
+				"requestBody": map[string]any{"required": true, "content": map[string]any{"application/gzip": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}},
+			})},
+		{"GET", "/api/v1/clusters/{name}/bundles", RoleReadOnly, s.listBundles, op("List the offline bundles uploaded for a cluster, newest first",
+			map[string]any{"200": resp("the bundles", listOf("bundles", "Bundle"))},
+			map[string]any{"parameters": []any{clusterName}})},
 		{"GET", "/api/v1/jobs", RoleReadOnly, s.listJobs, op("List jobs, newest first",
 			map[string]any{"200": resp("the jobs", listOf("jobs", "Job")), "400": resp("bad filter", ref("Error"))},
 			map[string]any{"parameters": []any{queryParam("cluster", "only this cluster's jobs", "string"), queryParam("status", "only jobs in this status", "string"), queryParam("limit", "at most this many (default 100, up to 1000)", "integer")}})},
@@ -124,7 +136,7 @@ func (s *Server) openAPI() map[string]any {
 		return map[string]any{"summary": summary, "security": []any{}, "responses": map[string]any{"200": map[string]any{"description": "ok", "content": map[string]any{ctype: map[string]any{"schema": map[string]any{"type": "string"}}}}}}
 	}
 	add("GET", "/openapi.json", open("This document", "application/json"))
-	add("GET", "/metrics", open("Prometheus metrics: kubexm_jobs{state}, kubexm_task_duration_seconds, kubexm_host_failures_total, kubexm_jobs_finished_total", "text/plain"))
+	add("GET", "/metrics", open("Prometheus metrics: kubexm_jobs{state}, kubexm_task_duration_seconds, kubexm_host_failures_total, kubexm_jobs_finished_total, kubexm_ssh_dials_total, kubexm_ssh_connections_open", "text/plain"))
 	add("GET", "/healthz", open("Whether the server reaches its database", "application/json"))
 	str := map[string]any{"type": "string"}
 	strs := map[string]any{"type": "array", "items": str}
@@ -138,7 +150,8 @@ func (s *Server) openAPI() map[string]any {
 		return o
 	}
 	options := obj(map[string]any{"tags": strs, "skip_tags": strs, "limit": str, "check": map[string]any{"type": "boolean"}, "diff": map[string]any{"type": "boolean"},
-		"extra_vars": map[string]any{"type": "array", "items": str, "description": "as -e: name=value or a {...} mapping; no @file. Stored as given: put secrets in the cluster.yaml, not here"}})
+		"extra_vars":     map[string]any{"type": "array", "items": str, "description": "as -e: name=value or a {...} mapping; no @file. Stored as given: put secrets in the cluster.yaml, not here"},
+		"offline_bundle": map[string]any{"type": "string", "description": "the sha256 of a bundle uploaded for the cluster (POST /api/v1/clusters/{name}/bundles): the run installs from it, as kubexm play --offline-bundle"}})
 	job := obj(map[string]any{
 		"id": str, "cluster": str, "config_version": integer, "playbook": str, "options": options,
 		"status":       map[string]any{"type": "string", "enum": []string{"queued", "running", "interrupted", "succeeded", "failed", "cancelled"}},
@@ -162,6 +175,7 @@ func (s *Server) openAPI() map[string]any {
 				"JobAccepted":    obj(map[string]any{"job_id": str, "job": ref("Job")}, "job_id"),
 				"Event": obj(map[string]any{"id": integer, "job_id": str, "time": ts, "kind": str, "task": str, "host": str, "status": str,
 					"data": map[string]any{"type": "object", "description": "the engine's event as `kubexm play -o json` prints it (secrets masked), or the service's own"}}, "id", "kind"),
+				"Bundle":     obj(map[string]any{"sha256": str, "size": integer, "artifacts": integer, "uploaded_at": ts}, "sha256", "size"),
 				"AuditEntry": obj(map[string]any{"id": integer, "time": ts, "actor": str, "action": str, "target": str, "detail": str}),
 			},
 		},

@@ -79,6 +79,8 @@ CREATE TABLE audit (
 	detail TEXT NOT NULL DEFAULT ''
 );
 `,
+	// Tokens may expire; 0 is never (every token made before).
+	2: `ALTER TABLE tokens ADD COLUMN expires_at BIGINT NOT NULL DEFAULT 0`,
 }
 
 func (s *sqlStore) migrate(ctx context.Context) error {

@@ -554,39 +554,44 @@ func (s *sqlStore) JobCounts(ctx context.Context) (map[Status]int, error) {
 	return out, rows.Err()
 }
 
-func (s *sqlStore) AddToken(ctx context.Context, name, hash, role string) error {
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO tokens (name, sha256, role, created_at) VALUES (?, ?, ?, ?)`), name, hash, role, ms(s.now()))
+func (s *sqlStore) AddToken(ctx context.Context, name, hash, role string, expires time.Time) error {
+	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO tokens (name, sha256, role, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`), name, hash, role, ms(s.now()), ms(expires))
 	if isUnique(err) {
 		return fmt.Errorf("a token named %s exists already: delete it first", name)
 	}
 	return err
 }
 
-func (s *sqlStore) TokenByHash(ctx context.Context, hash string) (Token, error) {
+const tokenColumns = `name, role, created_at, expires_at`
+
+func scanToken(sc interface{ Scan(...any) error }) (Token, error) {
 	var t Token
-	var ca int64
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT name, role, created_at FROM tokens WHERE sha256 = ?`), hash).Scan(&t.Name, &t.Role, &ca)
+	var ca, ea int64
+	err := sc.Scan(&t.Name, &t.Role, &ca, &ea)
+	t.CreatedAt, t.ExpiresAt = fromMS(ca), fromMS(ea)
+	return t, err
+}
+
+func (s *sqlStore) TokenByHash(ctx context.Context, hash string) (Token, error) {
+	t, err := scanToken(s.db.QueryRowContext(ctx, s.q(`SELECT `+tokenColumns+` FROM tokens WHERE sha256 = ?`), hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, fmt.Errorf("token: %w", ErrNotFound)
 	}
-	t.CreatedAt = fromMS(ca)
 	return t, err
 }
 
 func (s *sqlStore) Tokens(ctx context.Context) ([]Token, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT name, role, created_at FROM tokens ORDER BY name`)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+tokenColumns+` FROM tokens ORDER BY name`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var out []Token
 	for rows.Next() {
-		var t Token
-		var ca int64
-		if err := rows.Scan(&t.Name, &t.Role, &ca); err != nil {
+		t, err := scanToken(rows)
+		if err != nil {
 			return nil, err
 		}
-		t.CreatedAt = fromMS(ca)
 		out = append(out, t)
 	}
 	return out, rows.Err()

@@ -39,6 +39,10 @@ type Options struct {
 	Check     bool     `json:"check,omitempty"`
 	Diff      bool     `json:"diff,omitempty"`
 	ExtraVars []string `json:"extra_vars,omitempty"` // name=value or a {...} mapping, as -e
+	// OfflineBundle is the sha256 of a bundle uploaded for the job's
+	// cluster (POST /api/v1/clusters/NAME/bundles): the job runs with
+	// --offline-bundle of it.
+	OfflineBundle string `json:"offline_bundle,omitempty"`
 }
 
 // Job is one run of a playbook on a registered cluster.
@@ -101,6 +105,13 @@ type Token struct {
 	Name      string    `json:"name"`
 	Role      string    `json:"role"`
 	CreatedAt time.Time `json:"created_at"`
+	// ExpiresAt is when the token stops working; zero for never.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+// Expired says whether the token no longer works at now.
+func (t Token) Expired(now time.Time) bool {
+	return !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt)
 }
 
 // AuditEntry records who did what through the API.
@@ -189,7 +200,9 @@ type Store interface {
 	// JobCounts counts the jobs per status.
 	JobCounts(ctx context.Context) (map[Status]int, error)
 
-	AddToken(ctx context.Context, name, sha256hex, role string) error
+	// AddToken stores a token by the SHA-256 of its value; a zero
+	// expires never expires.
+	AddToken(ctx context.Context, name, sha256hex, role string, expires time.Time) error
 	TokenByHash(ctx context.Context, sha256hex string) (Token, error)
 	Tokens(ctx context.Context) ([]Token, error)
 	DeleteToken(ctx context.Context, name string) error

@@ -359,14 +359,27 @@ func TestEventsTokensAudit(t *testing.T) {
 		if len(rest) != 1 || rest[0].Task != "t3" {
 			t.Fatalf("events after: %+v", rest)
 		}
-		if err := s.AddToken(ctx, "ci", "abc", "operator"); err != nil {
+		if err := s.AddToken(ctx, "ci", "abc", "operator", time.Time{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.AddToken(ctx, "ci", "def", "read-only"); err == nil {
+		if err := s.AddToken(ctx, "ci", "def", "read-only", time.Time{}); err == nil {
 			t.Fatal("duplicate token name accepted")
 		}
-		if tok, err := s.TokenByHash(ctx, "abc"); err != nil || tok.Name != "ci" || tok.Role != "operator" {
+		if tok, err := s.TokenByHash(ctx, "abc"); err != nil || tok.Name != "ci" || tok.Role != "operator" || !tok.ExpiresAt.IsZero() || tok.Expired(time.Now()) {
 			t.Fatalf("token: %+v %v", tok, err)
+		}
+		exp := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+		if err := s.AddToken(ctx, "day", "ghi", "read-only", exp); err != nil {
+			t.Fatal(err)
+		}
+		if tok, err := s.TokenByHash(ctx, "ghi"); err != nil || !tok.ExpiresAt.Equal(exp) || tok.Expired(time.Now()) || !tok.Expired(exp) {
+			t.Fatalf("expiring token: %+v %v (want expiry %s)", tok, err, exp)
+		}
+		if toks, _ := s.Tokens(ctx); len(toks) != 2 || !toks[1].ExpiresAt.Equal(exp) {
+			t.Fatalf("tokens: %+v", toks)
+		}
+		if err := s.DeleteToken(ctx, "day"); err != nil {
+			t.Fatal(err)
 		}
 		if _, err := s.TokenByHash(ctx, "zzz"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("unknown token: %v", err)
@@ -384,4 +397,41 @@ func TestEventsTokensAudit(t *testing.T) {
 			t.Fatalf("audit: %+v %v", log, err)
 		}
 	})
+}
+
+// TestTokenExpiryMigration: a database of schema version 1 (tokens without
+// expiry) is migrated at Open; its tokens keep working and never expire.
+func TestTokenExpiryMigration(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		dsn  func(testing.TB) string
+	}{
+		{"sqlite", func(t testing.TB) string { return filepath.Join(t.TempDir(), "kubexm.db") }},
+		{"postgres", pg.DSN},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			dsn := c.dsn(t)
+			all := migrations
+			migrations = all[:2]
+			old, err := Open(ctx, dsn)
+			migrations = all
+			if err != nil {
+				t.Fatal(err)
+			}
+			s1 := old.(*sqlStore)
+			if _, err := s1.db.ExecContext(ctx, s1.q(`INSERT INTO tokens (name, sha256, role, created_at) VALUES (?, ?, ?, ?)`), "old", "h1", "operator", time.Now().UnixMilli()); err != nil {
+				t.Fatal(err)
+			}
+			old.Close()
+			s := open(t, dsn)
+			var v int
+			if err := s.db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil || v != len(migrations)-1 {
+				t.Fatalf("schema version %d %v, want %d", v, err, len(migrations)-1)
+			}
+			if tok, err := s.TokenByHash(ctx, "h1"); err != nil || tok.Name != "old" || !tok.ExpiresAt.IsZero() || tok.Expired(time.Now()) {
+				t.Fatalf("the token of before the migration: %+v %v", tok, err)
+			}
+		})
+	}
 }

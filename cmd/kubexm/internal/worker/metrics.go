@@ -1,6 +1,10 @@
 package worker
 
 import (
+	"bufio"
+	"encoding/json"
+	"io"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
@@ -13,6 +17,8 @@ type Metrics struct {
 	taskDuration *prometheus.HistogramVec
 	hostFailures *prometheus.CounterVec
 	jobsFinished *prometheus.CounterVec
+	sshDials     *prometheus.CounterVec
+	sshOpen      *prometheus.GaugeVec
 }
 
 // NewMetrics registers the worker's metrics with reg.
@@ -32,7 +38,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Jobs this process's workers ended, per end state.",
 		}, []string{"status"}),
 	}
-	reg.MustRegister(m.taskDuration, m.hostFailures, m.jobsFinished)
+	m.sshDials = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kubexm_ssh_dials_total",
+		Help: "SSH connections the jobs' runs dialed (reconnects included), per cluster, host and result (ok, failed).",
+	}, []string{"cluster", "host", "result"})
+	m.sshOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubexm_ssh_connections_open",
+		Help: "SSH connections the running jobs hold, per cluster and host.",
+	}, []string{"cluster", "host"})
+	reg.MustRegister(m.taskDuration, m.hostFailures, m.jobsFinished, m.sshDials, m.sshOpen)
 	return m
 }
 
@@ -53,4 +67,34 @@ func (m *Metrics) finished(_ *jobstore.Job, st jobstore.Status) {
 		return
 	}
 	m.jobsFinished.WithLabelValues(string(st)).Inc()
+}
+
+// followConns counts the SSH connection events a job's child writes to r
+// (one JSON line each, --conn-events-fd) until r ends; the connections
+// still open then went with the child.
+func (m *Metrics) followConns(j *jobstore.Job, r io.Reader) {
+	open := map[string]int{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		var e struct{ Host, Event string }
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Host == "" || m == nil {
+			continue
+		}
+		switch e.Event {
+		case "dialed":
+			m.sshDials.WithLabelValues(j.Cluster, e.Host, "ok").Inc()
+			m.sshOpen.WithLabelValues(j.Cluster, e.Host).Inc()
+			open[e.Host]++
+		case "dial_failed":
+			m.sshDials.WithLabelValues(j.Cluster, e.Host, "failed").Inc()
+		case "closed":
+			m.sshOpen.WithLabelValues(j.Cluster, e.Host).Dec()
+			open[e.Host]--
+		}
+	}
+	for host, n := range open {
+		if n > 0 {
+			m.sshOpen.WithLabelValues(j.Cluster, host).Sub(float64(n))
+		}
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -230,9 +231,27 @@ func ConfigAAD(cluster string) []byte {
 	return []byte("cluster/" + cluster)
 }
 
-func playArgs(j *jobstore.Job, ref, workDir string) []string {
-	args := []string{"play", ref, "-i", "/dev/fd/3", "--workdir", workDir, "-o", "json"}
+// BundlePath is where the offline bundle of cluster with this sha256 is
+// kept once uploaded; "" when sum is not a sha256 (it names a file).
+func BundlePath(dataDir, cluster, sum string) string {
+	if !sha256RE.MatchString(sum) {
+		return ""
+	}
+	return filepath.Join(WorkDir(dataDir, cluster), "bundles", sum+".tar.gz")
+}
+
+var sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+func playArgs(j *jobstore.Job, ref, dataDir string) ([]string, error) {
+	args := []string{"play", ref, "-i", "/dev/fd/3", "--workdir", WorkDir(dataDir, j.Cluster), "-o", "json"}
 	o := j.Options
+	if o.OfflineBundle != "" {
+		p := BundlePath(dataDir, j.Cluster, o.OfflineBundle)
+		if p == "" {
+			return nil, fmt.Errorf("offline bundle %q: not a sha256", o.OfflineBundle)
+		}
+		args = append(args, "--offline-bundle", p)
+	}
 	if len(o.Tags) > 0 {
 		args = append(args, "--tags", strings.Join(o.Tags, ","))
 	}
@@ -254,7 +273,7 @@ func playArgs(j *jobstore.Job, ref, workDir string) []string {
 	if j.Resume && j.RunID != "" {
 		args = append(args, "--resume="+j.RunID)
 	}
-	return args
+	return args, nil
 }
 
 // play runs the job's child and says how it ended; "" when the job was
@@ -276,9 +295,21 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 	if err := os.MkdirAll(workDir, 0o700); err != nil {
 		return jobstore.Failed, fmt.Sprintf("work dir: %v", err)
 	}
-	args := append(append([]string{}, w.c.GlobalArgs...), playArgs(j, ref, workDir)...)
+	pargs, err := playArgs(j, ref, w.c.DataDir)
+	if err != nil {
+		return jobstore.Failed, err.Error()
+	}
+	// fd 4 carries the child's SSH connection events (--conn-events-fd).
+	conns, connsW, err := os.Pipe()
+	if err != nil {
+		return jobstore.Failed, err.Error()
+	}
+	defer conns.Close()
+	defer connsW.Close() // closed at Start already, unless an error came first
+	args := append(append([]string{}, w.c.GlobalArgs...), "--conn-events-fd=4")
+	args = append(args, pargs...)
 	cmd := exec.Command(w.c.Exe, args...)
-	cmd.ExtraFiles = []*os.File{cfg}
+	cmd.ExtraFiles = []*os.File{cfg, connsW}
 	cmd.Dir = workDir
 	cmd.Env = os.Environ()
 	if os.Getenv("KUBEXM_HOME") == "" {
@@ -309,6 +340,7 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 	defer runtime.UnlockOSThread()
 	err = cmd.Start()
 	pw.Close()
+	connsW.Close()
 	if err != nil {
 		return jobstore.Failed, fmt.Sprintf("start %s: %v", w.c.Exe, err)
 	}
@@ -362,6 +394,11 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 		defer close(followed)
 		w.follow(j, stdout, log)
 	}()
+	counted := make(chan struct{})
+	go func() {
+		defer close(counted)
+		w.c.Metrics.followConns(j, conns)
+	}()
 	err = cmd.Wait()
 	if errors.Is(err, exec.ErrWaitDelay) {
 		err = nil // the child succeeded; a leftover held its stderr
@@ -372,6 +409,12 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 	case <-time.After(2 * time.Second):
 		stdout.Close() // a leftover holds the pipe: stop reading
 		<-followed
+	}
+	select {
+	case <-counted:
+	case <-time.After(2 * time.Second):
+		conns.Close() // the child is gone, and its connections with it
+		<-counted
 	}
 	mu.Lock()
 	reason := why

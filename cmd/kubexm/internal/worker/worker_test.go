@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
 )
@@ -20,6 +22,9 @@ import (
 const fakePlay = `#!/bin/sh
 echo "$@" >> "$FAKE_DIR/args"
 wc -c < /dev/fd/3 >> "$FAKE_DIR/config-bytes"
+# SSH connections as --conn-events-fd=4 reports them: n2's is still open
+# when the run ends.
+printf '%s\n' '{"host":"n1","event":"dialed"}' '{"host":"n2","event":"dialed"}' '{"host":"n3","event":"dial_failed"}' '{"host":"n1","event":"closed"}' >&4
 echo '{"time":"2026-01-01T00:00:00Z","kind":"run_start","run":"run-1"}'
 echo '{"time":"2026-01-01T00:00:00Z","kind":"task_start","run":"run-1","task":"t1"}'
 echo '{"time":"2026-01-01T00:00:00Z","kind":"task_end","run":"run-1","task":"t1","duration_ms":5}'
@@ -167,5 +172,59 @@ func TestCancelAndFailure(t *testing.T) {
 	j = waitFor(t, store, "failed", func(j jobstore.Job) bool { return j.Status == jobstore.Failed })
 	if !strings.HasPrefix(j.Error, "task t1 failed on node1 (exit status 2)") {
 		t.Fatalf("failed job's error: %q", j.Error)
+	}
+}
+
+// TestSSHMetrics: the SSH connection events of a job's child become
+// kubexm_ssh_dials_total and kubexm_ssh_connections_open; a connection the
+// child still held when it ended is no longer counted open.
+func TestSSHMetrics(t *testing.T) {
+	store, box, dir, exe := setup(t)
+	reg := prometheus.NewRegistry()
+	w, err := New(Config{Store: store, Box: box, Name: "w1", DataDir: filepath.Join(dir, "data"), Exe: exe, Metrics: NewMetrics(reg),
+		Playbook: func(n string) (string, error) { return n, nil }, Poll: 20 * time.Millisecond, Heartbeat: 50 * time.Millisecond, TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = w.Run(ctx) }()
+	waitFor(t, store, "succeeded", func(j jobstore.Job) bool { return j.Status == jobstore.Succeeded })
+	got := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				key += " " + l.GetName() + "=" + l.GetValue()
+			}
+			got[key] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	want := map[string]float64{
+		"kubexm_ssh_dials_total cluster=c1 host=n1 result=ok":     1,
+		"kubexm_ssh_dials_total cluster=c1 host=n2 result=ok":     1,
+		"kubexm_ssh_dials_total cluster=c1 host=n3 result=failed": 1,
+		"kubexm_ssh_connections_open cluster=c1 host=n1":          0,
+		"kubexm_ssh_connections_open cluster=c1 host=n2":          0,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+	for k := range got {
+		if strings.HasPrefix(k, "kubexm_ssh_") {
+			if _, ok := want[k]; !ok {
+				t.Errorf("unexpected series %s", k)
+			}
+		}
+	}
+	args, _ := os.ReadFile(filepath.Join(dir, "args"))
+	if !strings.HasPrefix(string(args), "--conn-events-fd=4 play ") {
+		t.Fatalf("child args: %s", args)
 	}
 }

@@ -1,0 +1,120 @@
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mensylisir/kubexm/bundle"
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/worker"
+)
+
+// Bundle is an offline bundle uploaded for a cluster; a job names it by
+// its sha256 (options.offline_bundle).
+type Bundle struct {
+	SHA256     string    `json:"sha256"`
+	Size       int64     `json:"size"`
+	Artifacts  int       `json:"artifacts,omitempty"`
+	UploadedAt time.Time `json:"uploaded_at"`
+}
+
+// uploadBundle stores the body, a bundle of `kubexm artifact export`, in
+// the cluster's work directory under its sha256, and verifies and unpacks
+// it there as `kubexm play --offline-bundle` would: a bad bundle is
+// refused now rather than when a job runs, and the job finds it unpacked.
+// The bundle goes to the data directory every worker reaches, not into the
+// database: it is hundreds of MiB that the engine reads as files.
+func (s *Server) uploadBundle(w http.ResponseWriter, r *http.Request, tok jobstore.Token) {
+	name := r.PathValue("name")
+	if _, err := s.c.Store.Cluster(r.Context(), name); err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	workDir := worker.WorkDir(s.c.DataDir, name)
+	dir := filepath.Join(workDir, "bundles")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	tmp, err := os.CreateTemp(dir, ".upload-*")
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	defer os.Remove(tmp.Name()) // after the rename, a no-op
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), http.MaxBytesReader(w, r.Body, s.c.MaxBundle))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("offline bundle: larger than the server's limit of %d bytes", s.c.MaxBundle))
+		return
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "offline bundle: upload: "+err.Error())
+		return
+	case n == 0:
+		writeError(w, http.StatusBadRequest, "offline bundle: the body is empty; send the .tar.gz of kubexm artifact export")
+		return
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	final := worker.BundlePath(s.c.DataDir, name, sum)
+	_, statErr := os.Stat(final)
+	existed := statErr == nil
+	if err := os.Rename(tmp.Name(), final); err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	_, m, err := bundle.Open(r.Context(), final, workDir, func(format string, args ...any) {
+		s.c.Log.Info(fmt.Sprintf(format, args...), "cluster", name)
+	})
+	if err != nil {
+		if !existed {
+			os.Remove(final)
+		}
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	s.audit(r, tok, "upload bundle", name, fmt.Sprintf("sha256 %s, %d bytes, %d artifacts", sum, n, len(m.Artifacts)))
+	writeJSON(w, http.StatusCreated, Bundle{SHA256: sum, Size: n, Artifacts: len(m.Artifacts), UploadedAt: time.Now().UTC()})
+}
+
+// listBundles lists the bundles uploaded for a cluster, newest first.
+func (s *Server) listBundles(w http.ResponseWriter, r *http.Request, _ jobstore.Token) {
+	name := r.PathValue("name")
+	if _, err := s.c.Store.Cluster(r.Context(), name); err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	ents, err := os.ReadDir(filepath.Join(worker.WorkDir(s.c.DataDir, name), "bundles"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.internal(w, r, err)
+		return
+	}
+	out := []Bundle{}
+	for _, e := range ents {
+		sum, ok := strings.CutSuffix(e.Name(), ".tar.gz")
+		if !ok || worker.BundlePath(s.c.DataDir, name, sum) == "" {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		out = append(out, Bundle{SHA256: sum, Size: info.Size(), UploadedAt: info.ModTime().UTC()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].UploadedAt.After(out[j].UploadedAt) })
+	writeJSON(w, http.StatusOK, map[string]any{"bundles": out})
+}

@@ -1,0 +1,334 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
+	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/engine/output"
+)
+
+// A verb given --server URL runs on a kubexm server instead of this
+// machine: the cluster file is registered there (a new config version),
+// the offline bundle uploaded unless the server has it, the playbook
+// queued as a job with the verb's options, and the job's events followed
+// here and shown as a local run shows them.
+
+// addRemoteFlags adds --server and how to reach it to a verb. Unlike
+// kubexm get jobs, a verb does not read $KUBEXM_SERVER: a variable left in
+// a shell must not move a create or a delete to another machine.
+func addRemoteFlags(fl *pflag.FlagSet, f *clientFlags) {
+	fl.StringVar(&f.server, "server", "", "run on this kubexm server (URL) as a job instead of on this machine, and follow its events here (docs/server.md)")
+	fl.StringVar(&f.token, "token", "", "API token for --server: an operator's (default $KUBEXM_TOKEN)")
+	fl.StringVar(&f.ca, "ca", "", "CA certificate to trust --server with (its self-signed DATA-DIR/tls/cert.pem)")
+	fl.BoolVar(&f.insecure, "insecure-skip-tls-verify", false, "do not check --server's certificate")
+}
+
+// localOnlyFlags are run flags a job cannot carry: they name files or
+// state on this machine, or tune the engine of the run itself.
+var localOnlyFlags = []string{"start-at-task", "forks", "resume", "roles-path", "overlay", "workdir", "no-journal", "backup"}
+
+// do sends a request (path may end in ?query) and decodes an answer of
+// status want into v.
+func (c *apiClient) do(ctx context.Context, hc *http.Client, method, path, ctype string, body io.Reader, want int, v any) error {
+	p, query, _ := strings.Cut(path, "?")
+	u := c.base.JoinPath(p)
+	u.RawQuery = query
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return err
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if f, ok := body.(*os.File); ok {
+		if st, err := f.Stat(); err == nil {
+			req.ContentLength = st.Size()
+		}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("kubexm server %s: %w", c.base.Host, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != want {
+		var e struct{ Error string }
+		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			return fmt.Errorf("kubexm server: %s %s: %s (HTTP %d)", method, path, e.Error, resp.StatusCode)
+		}
+		return fmt.Errorf("kubexm server: %s %s: HTTP %d", method, path, resp.StatusCode)
+	}
+	if v != nil {
+		return json.Unmarshal(data, v)
+	}
+	return nil
+}
+
+// streaming is the client for uploads and event streams, which may take
+// longer than any fixed timeout.
+func (c *apiClient) streaming() *http.Client {
+	return &http.Client{Transport: c.http.Transport}
+}
+
+// playRemote runs playbook with f on the server of cf, as a job.
+func playRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags) error {
+	ctx := cmd.Context()
+	for _, name := range localOnlyFlags {
+		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
+			return fmt.Errorf("--%s does not go to a kubexm server (a job carries --tags, --skip-tags, --limit, --check, --diff, -e and --offline-bundle); run without --server to use it", name)
+		}
+	}
+	cf.output = f.output
+	c, err := newAPIClient(&cf)
+	if err != nil {
+		return err
+	}
+	extra, err := remoteExtraVars(f.extraVars)
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(f.inventory)
+	if err != nil {
+		return err
+	}
+	errw := cmd.ErrOrStderr()
+	var cv jobstore.ClusterVersion
+	if err := c.do(ctx, c.http, http.MethodPost, "/api/v1/clusters", "application/yaml", bytes.NewReader(data), http.StatusCreated, &cv); err != nil {
+		return err
+	}
+	opts := jobstore.Options{Tags: f.tags, SkipTags: f.skipTags, Limit: f.limit, Check: f.check, Diff: f.diff, ExtraVars: extra}
+	if f.offlineBundle != "" {
+		if opts.OfflineBundle, err = c.ensureBundle(ctx, cv.Cluster, f.offlineBundle, errw); err != nil {
+			return err
+		}
+	}
+	req, err := json.Marshal(map[string]any{"cluster": cv.Cluster, "playbook": playbook, "config_version": cv.Version, "options": opts})
+	if err != nil {
+		return err
+	}
+	var acc struct {
+		JobID string `json:"job_id"`
+	}
+	if err := c.do(ctx, c.http, http.MethodPost, "/api/v1/jobs", "application/json", bytes.NewReader(req), http.StatusAccepted, &acc); err != nil {
+		return err
+	}
+	fmt.Fprintf(errw, "kubexm server %s: job %s runs %s on cluster %s (config version %d)\n", c.base.Host, acc.JobID, playbook, cv.Cluster, cv.Version)
+	if f.output == "json" {
+		return c.followJob(ctx, acc.JobID, output.NewJSON(cmd.OutOrStdout()), errw)
+	}
+	sink, stop := textSink(cmd.OutOrStdout(), f.verbose)
+	defer stop()
+	return c.followJob(ctx, acc.JobID, sink, errw)
+}
+
+// remoteExtraVars are the -e values as a job carries them: an @file is
+// read here (the server refuses to read files for a client), so the whole
+// set is sent as one mapping then.
+func remoteExtraVars(vars []string) ([]string, error) {
+	file := false
+	for _, v := range vars {
+		file = file || strings.HasPrefix(strings.TrimSpace(v), "@")
+	}
+	if !file {
+		return vars, nil
+	}
+	m, err := engine.ParseExtraVars(vars)
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("extra vars: %w", err)
+	}
+	return []string{string(data)}, nil
+}
+
+// ensureBundle makes sure the server has the bundle at path for cluster,
+// uploading it unless a bundle of the same sha256 is there, and returns
+// its sha256.
+func (c *apiClient) ensureBundle(ctx context.Context, cluster, path string, errw io.Writer) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("--offline-bundle: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	size, err := io.Copy(h, f)
+	if err != nil {
+		return "", fmt.Errorf("--offline-bundle %s: %w", path, err)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	var have struct {
+		Bundles []struct {
+			SHA256 string `json:"sha256"`
+		} `json:"bundles"`
+	}
+	if err := c.do(ctx, c.http, http.MethodGet, "/api/v1/clusters/"+cluster+"/bundles", "", nil, http.StatusOK, &have); err != nil {
+		return "", err
+	}
+	for _, b := range have.Bundles {
+		if b.SHA256 == sum {
+			fmt.Fprintf(errw, "offline bundle %s (sha256 %s): the server has it\n", path, sum)
+			return sum, nil
+		}
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return "", err
+	}
+	start := time.Now()
+	fmt.Fprintf(errw, "offline bundle %s (sha256 %s, %d MiB): uploading\n", path, sum, size>>20)
+	var up struct {
+		SHA256 string `json:"sha256"`
+	}
+	if err := c.do(ctx, c.streaming(), http.MethodPost, "/api/v1/clusters/"+cluster+"/bundles", "application/gzip", f, http.StatusCreated, &up); err != nil {
+		return "", err
+	}
+	if up.SHA256 != sum {
+		return "", fmt.Errorf("offline bundle %s: the server stored sha256 %s, the file has %s (changed while it was sent?)", path, up.SHA256, sum)
+	}
+	fmt.Fprintf(errw, "offline bundle uploaded, verified and unpacked on the server in %s\n", time.Since(start).Round(time.Millisecond))
+	return sum, nil
+}
+
+// followJob shows the job's events as they come until it ends: the
+// engine's through sink, the service's own (a worker took the job, it was
+// interrupted and resumed) as lines on errw. A dropped connection is
+// picked up where it broke (Last-Event-ID). The error says how the job
+// ended, with the exit status kubexm play would have.
+func (c *apiClient) followJob(ctx context.Context, id string, sink engine.Sink, errw io.Writer) error {
+	var last int64
+	hc := c.streaming()
+	for failures := 0; ; {
+		j, ended, err := c.streamOnce(ctx, hc, id, &last, sink, errw)
+		switch {
+		case ended && err == nil:
+			return jobResult(j)
+		case ctx.Err() != nil:
+			return &exitError{err: fmt.Errorf("stopped following; job %s goes on on the server (kubexm get job %s --server %s)", id, id, c.base.String()), code: 130}
+		case failures == 5:
+			return fmt.Errorf("event stream of job %s: %w (kubexm get job %s --server %s shows it)", id, err, id, c.base.String())
+		}
+		failures++
+		fmt.Fprintf(errw, "event stream of job %s broke (%v); following on from event %d\n", id, err, last)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(failures) * time.Second):
+		}
+	}
+}
+
+func jobResult(j jobstore.Job) error {
+	switch j.Status {
+	case jobstore.Succeeded:
+		return nil
+	case jobstore.Cancelled:
+		return &exitError{err: fmt.Errorf("job %s was cancelled", j.ID), code: 130}
+	}
+	return &exitError{err: fmt.Errorf("job %s %s: %s", j.ID, j.Status, j.Error), code: 2}
+}
+
+// streamOnce reads one connection of the job's event stream; ended says
+// whether the stream's end (with the job) came.
+func (c *apiClient) streamOnce(ctx context.Context, hc *http.Client, id string, last *int64, sink engine.Sink, errw io.Writer) (jobstore.Job, bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base.JoinPath("/api/v1/jobs", id, "events", "stream").String(), nil)
+	if err != nil {
+		return jobstore.Job{}, false, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if *last > 0 {
+		req.Header.Set("Last-Event-ID", strconv.FormatInt(*last, 10))
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return jobstore.Job{}, false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return jobstore.Job{}, false, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64*1024), 16<<20)
+	var kind, data string
+	var evID int64
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			evID, _ = strconv.ParseInt(strings.TrimPrefix(line, "id: "), 10, 64)
+		case strings.HasPrefix(line, "event: "):
+			kind = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			data = strings.TrimPrefix(line, "data: ")
+		case line == "" && kind == "end":
+			var j jobstore.Job
+			if err := json.Unmarshal([]byte(data), &j); err != nil {
+				return j, false, fmt.Errorf("the stream's end: %w", err)
+			}
+			return j, true, nil
+		case line == "" && kind != "":
+			showEvent([]byte(data), sink, errw)
+			*last = evID
+			kind, data = "", ""
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return jobstore.Job{}, false, err
+	}
+	return jobstore.Job{}, false, io.ErrUnexpectedEOF
+}
+
+// showEvent shows one stored event: an engine event through sink, one of
+// the service's own as a line.
+func showEvent(data []byte, sink engine.Sink, errw io.Writer) {
+	var stored jobstore.Event
+	if err := json.Unmarshal(data, &stored); err != nil {
+		fmt.Fprintf(errw, "an event that does not decode: %v\n", err)
+		return
+	}
+	if strings.HasPrefix(stored.Kind, "job_") {
+		var svc struct {
+			Message string `json:"message"`
+		}
+		_ = json.Unmarshal(stored.Data, &svc)
+		line := strings.ReplaceAll(stored.Kind, "_", " ") + ":"
+		if stored.Kind == "job_end" {
+			line += " " + stored.Status
+		}
+		if svc.Message != "" {
+			line += " " + svc.Message
+		}
+		fmt.Fprintln(errw, line)
+		return
+	}
+	var e engine.Event
+	if err := json.Unmarshal(stored.Data, &e); err != nil {
+		fmt.Fprintf(errw, "event %d does not decode: %v\n", stored.ID, err)
+		return
+	}
+	sink.Emit(e)
+}
