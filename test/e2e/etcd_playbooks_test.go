@@ -56,8 +56,9 @@ func TestPlaybooksLoad(t *testing.T) {
 			{"kubernetes", "loadbalancer"}, {"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"},
 			{"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "control-plane"},
 			{"kubernetes", "node"}, {"kubernetes", "kubeadm", "node"},
-			{"network", "cni"}, {"coredns", "dns"}, {"finalize"}, {"health"}},
-		"delete": {{"coredns", "dns"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"}, {"loadbalancer"}, {"kubernetes", "control-plane"},
+			{"network", "cni"}, {"coredns", "dns"}, {"finalize"}, {"nodelocaldns", "dns", "addons"}, {"metrics-server", "addons"}, {"health"}},
+		"delete": {{"metrics-server", "addons"}, {"nodelocaldns", "dns", "addons"}, {"coredns", "dns"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"},
+			{"nodelocaldns", "dns", "addons"}, {"loadbalancer"}, {"kubernetes", "control-plane"},
 			{"kubernetes", "pki"}, {"images", "runtime"}, {"containerd", "runtime"}, {"network", "cni"}, {"etcd"}, {"os"}},
 		// A new master's control plane, then every node's proxy, before
 		// the new kubelets use the endpoint.
@@ -68,7 +69,7 @@ func TestPlaybooksLoad(t *testing.T) {
 			{"network", "cni"}, {"finalize"}, {"health"}},
 		// The checks, the masters out of the proxies' backends, the
 		// removals, then the cleanup.
-		"delete-nodes": {{"always"}, {"always"}, {"always"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"}, {"loadbalancer"},
+		"delete-nodes": {{"always"}, {"always"}, {"always"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"}, {"nodelocaldns", "dns", "addons"}, {"loadbalancer"},
 			{"kubernetes", "control-plane"}, {"kubernetes", "pki"}, {"images", "runtime"}, {"containerd", "runtime"},
 			{"network", "cni"}, {"etcd"}, {"os"}},
 	} {
