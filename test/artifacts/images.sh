@@ -59,7 +59,8 @@
 #            ignored) that does what node-cache does around CoreDNS: the dummy
 #            interface holding the local addresses, the raw-table NOTRACK and
 #            filter ACCEPT rules for port 53 (and the health port), kept in
-#            place every -syncinterval, removed on SIGTERM. Tagged
+#            place every -syncinterval, removed on SIGTERM (a bridge without
+#            ports where the kernel has no dummy interfaces). Tagged
 #            $NODE_CACHE_TAG (default coredns-<version>) so that the name says
 #            what is inside. What upstream does and this does not: its
 #            Corefile templating (__PILLAR__ variables from -upstreamsvc;

@@ -97,7 +97,14 @@ comment="NodeLocal DNS Cache: skip conntrack"
 setup() {
 	if [ "$setup_interface" = true ]; then
 		if ! ip link show "$ifname" >/dev/null 2>&1; then
-			ip link add "$ifname" type dummy && echo "node-cache: added interface $ifname"
+			# Upstream adds a dummy interface. A kernel without CONFIG_DUMMY
+			# (the test machines') gets a bridge without ports instead,
+			# which holds local addresses the same way.
+			if ip link add "$ifname" type dummy 2>/dev/null; then
+				echo "node-cache: added interface $ifname (dummy)"
+			elif ip link add "$ifname" type bridge && ip link set "$ifname" up; then
+				echo "node-cache: added interface $ifname (bridge: the kernel has no dummy interfaces)"
+			fi
 		fi
 		for ip in $ips; do
 			if ! ip addr show dev "$ifname" | grep -q " $ip/"; then
