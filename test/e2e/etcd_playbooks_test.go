@@ -58,8 +58,8 @@ func TestPlaybooksLoad(t *testing.T) {
 			{"kubernetes", "node"}, {"kubernetes", "kubeadm", "node"},
 			{"network", "cni"}, {"coredns", "dns"}, {"finalize"}, {"nodelocaldns", "dns", "addons"}, {"metrics-server", "addons"}, {"health"}},
 		"delete": {{"metrics-server", "addons"}, {"nodelocaldns", "dns", "addons"}, {"coredns", "dns"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"},
-			{"nodelocaldns", "dns", "addons"}, {"loadbalancer"}, {"kubernetes", "control-plane"},
-			{"kubernetes", "pki"}, {"images", "runtime"}, {"containerd", "runtime"}, {"network", "cni"}, {"etcd"}, {"os"}},
+			{"loadbalancer"}, {"kubernetes", "control-plane"}, {"kubernetes", "pki"}, {"images", "runtime"}, {"containerd", "runtime"},
+			{"nodelocaldns", "dns", "addons"}, {"network", "cni"}, {"etcd"}, {"os"}},
 		// A new master's control plane, then every node's proxy, before
 		// the new kubelets use the endpoint.
 		// kubeadm mode: kubeadm on the new nodes, then the new workers join.
@@ -69,9 +69,9 @@ func TestPlaybooksLoad(t *testing.T) {
 			{"network", "cni"}, {"finalize"}, {"health"}},
 		// The checks, the masters out of the proxies' backends, the
 		// removals, then the cleanup.
-		"delete-nodes": {{"always"}, {"always"}, {"always"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"}, {"nodelocaldns", "dns", "addons"}, {"loadbalancer"},
+		"delete-nodes": {{"always"}, {"always"}, {"always"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"}, {"loadbalancer"},
 			{"kubernetes", "control-plane"}, {"kubernetes", "pki"}, {"images", "runtime"}, {"containerd", "runtime"},
-			{"network", "cni"}, {"etcd"}, {"os"}},
+			{"nodelocaldns", "dns", "addons"}, {"network", "cni"}, {"etcd"}, {"os"}},
 	} {
 		pb, err := engine.Load(context.Background(), filepath.Join(root, "playbooks", name), loadOptions())
 		if err != nil {
