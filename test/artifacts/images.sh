@@ -95,7 +95,7 @@
 #   PAUSE_VERSION (3.10.2), PAUSE_KUBE_VERSION (v1.37.2: where pause.c comes from),
 #   COREDNS_VERSION (v1.14.6), FLANNEL_VERSION (v0.28.10; see flannel.sh),
 #   BUSYBOX_VERSION (1.35.0: must be Debian's busybox-static upstream version),
-#   METRICS_SERVER_VERSION (v0.8.0), NODE_CACHE_COREDNS_VERSION (v1.15.0),
+#   METRICS_SERVER_VERSION (v0.8.0), NODE_CACHE_COREDNS_VERSION (= COREDNS_VERSION),
 #   NODE_CACHE_TAG (coredns-$NODE_CACHE_COREDNS_VERSION),
 #   KUBE_VERSION (v1.37.2), ETCD_VERSION (v3.6.16), ETCD_IMAGE_TAG (3.6.16-0),
 #   IPTABLES_BACKEND (nft), KUBEXM_TEST_CACHE (/var/cache/kubexm-test),
@@ -112,7 +112,8 @@ coredns_version=${COREDNS_VERSION:-v1.14.6}
 flannel_version=${FLANNEL_VERSION:-v0.28.10}
 busybox_version=${BUSYBOX_VERSION:-1.35.0}
 metrics_server_version=${METRICS_SERVER_VERSION:-v0.8.0}
-node_cache_coredns_version=${NODE_CACHE_COREDNS_VERSION:-v1.15.0}
+# The CoreDNS the coredns image has: one CoreDNS build serves both.
+node_cache_coredns_version=${NODE_CACHE_COREDNS_VERSION:-$coredns_version}
 node_cache_tag=${NODE_CACHE_TAG:-coredns-$node_cache_coredns_version}
 iptables_backend=${IPTABLES_BACKEND:-nft}
 kube_version=${KUBE_VERSION:-v1.37.2}

@@ -671,8 +671,9 @@ func checkNodesChoices(ctx context.Context, t *testing.T, k kubectlRunner, set *
 const nodeLocalDNSIP = "169.254.25.10"
 
 // nodeCacheTestTag is the tag test/artifacts/images.sh gives its node-cache
-// image by default: CoreDNS v1.15.0 and test/artifacts/node-cache.sh.
-const nodeCacheTestTag = "coredns-v1.15.0"
+// image by default: the CoreDNS of its coredns image (v1.14.6) and
+// test/artifacts/node-cache.sh.
+const nodeCacheTestTag = "coredns-v1.14.6"
 
 // addonArtifacts adds the add-on images this suite's cluster runs to the
 // images clusterArtifacts laid out (the other suites do not build them).
