@@ -152,6 +152,14 @@ func SetDefaults(c *Cluster) {
 		setStr(&n.Cilium.TunnelMode, "vxlan")
 	}
 
+	if d := s.DNS.NodeLocalDNS; d != nil {
+		if d.Enabled == nil {
+			on := true
+			d.Enabled = &on
+		}
+		setStr(&d.LocalIP, "169.254.25.10")
+	}
+
 	if s.Storage.OpenEBS != nil {
 		setStr(&s.Storage.OpenEBS.BasePath, "/var/openebs/local")
 	}

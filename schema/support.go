@@ -150,6 +150,9 @@ func (v ChoiceValue) Supported() bool { return v.Status == StatusSupported }
 const (
 	valueUnset = "(unset)"
 	valueSet   = "(set)"
+	// valueOther stands for every name of a list of names (spec.addons[*])
+	// that the matrix does not list.
+	valueOther = "(other)"
 )
 
 var minorRE = regexp.MustCompile(`^v(\d+)\.(\d+)$`)
@@ -450,7 +453,11 @@ func (s *Support) checkAll(c *Cluster, ps *problems) {
 			if len(ok) == 0 {
 				hint = "none of its values is installed yet"
 			}
-			switch v := ch.Value(got); {
+			v := ch.Value(got)
+			if v == nil && m.field.Tag.Get("choice") == "value" {
+				v = ch.Value(valueOther)
+			}
+			switch {
 			case v == nil:
 				ps.add(m.path, hint, "%s is not in the support matrix (%s)", valueWord(got, ch.Field), s.Source)
 			case !v.Supported():
@@ -667,6 +674,10 @@ func resolveField(c *Cluster, pattern string) []fieldMatch {
 func choiceValue(m fieldMatch) string {
 	v := m.value
 	if _, enum := m.field.Tag.Lookup("enum"); enum && v.Kind() == reflect.String {
+		return v.String()
+	}
+	// A list of names (spec.addons[*]): each name is a choice of its own.
+	if m.field.Tag.Get("choice") == "value" && v.Kind() == reflect.String {
 		return v.String()
 	}
 	if v.Kind() == reflect.Bool {

@@ -43,7 +43,7 @@ type Spec struct {
 	Network              Network              `yaml:"network"`
 	Storage              Storage              `yaml:"storage"`
 	Registry             Registry             `yaml:"registry"`
-	Addons               []string             `yaml:"addons,omitempty" doc:"Names of add-ons (charts or manifests) to install: not supported yet."`
+	Addons               []string             `yaml:"addons,omitempty" choice:"value" doc:"Names of add-ons to install (seeds/003): metrics-server; other names are refused (kubexm support)."`
 	DNS                  DNS                  `yaml:"dns"`
 	Extra                Extra                `yaml:"extra"`
 	Hooks                []Hook               `yaml:"hooks,omitempty" doc:"Hook playbooks run before or after a phase of a playbook (kubexm play --list-tasks names the phases); see docs/playbooks.md#hooks."`
@@ -264,8 +264,10 @@ type CoreDNS struct {
 	UpstreamDNSServers []string       `yaml:"upstreamDNSServers,omitempty"`
 }
 
-// NodeLocalDNS settings.
+// NodeLocalDNS settings: the block being there turns NodeLocal DNSCache on.
 type NodeLocalDNS struct {
+	Enabled       *bool          `yaml:"enabled,omitempty" doc:"Default true when the nodelocaldns block is there; false keeps the block but installs nothing."`
+	LocalIP       string         `yaml:"localIP,omitempty" doc:"The link-local address the cache listens on on every node and kubelet names as clusterDNS. Default 169.254.25.10."`
 	ExternalZones []ExternalZone `yaml:"externalZones,omitempty"`
 }
 

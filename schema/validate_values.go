@@ -340,6 +340,10 @@ func validateNames(c *Cluster, ps *problems) {
 	}
 	if d := s.DNS.NodeLocalDNS; d != nil {
 		validateZones(ps, "spec.dns.nodelocaldns.externalZones", d.ExternalZones)
+		if a, err := netip.ParseAddr(d.LocalIP); d.LocalIP != "" && (err != nil || !a.Is4() || !a.IsLinkLocalUnicast()) {
+			ps.add("spec.dns.nodelocaldns.localIP", "an IPv4 link-local address such as 169.254.25.10, which no node or pod uses",
+				"%q is not an IPv4 link-local address", d.LocalIP)
+		}
 	}
 	for i, a := range s.Addons {
 		if strings.TrimSpace(a) != "" && !isDNS1123Subdomain(a) {

@@ -7,6 +7,9 @@
 #   $OUT/images/coredns-$COREDNS_VERSION-$ARCH.tar    registry.k8s.io/coredns/coredns:$COREDNS_VERSION
 #   $OUT/images/flannel-$FLANNEL_VERSION-$ARCH.tar    ghcr.io/flannel-io/flannel:$FLANNEL_VERSION
 #   $OUT/images/busybox-$BUSYBOX_VERSION-$ARCH.tar    docker.io/library/busybox:$BUSYBOX_VERSION
+#   $OUT/images/metrics-server-$METRICS_SERVER_VERSION-$ARCH.tar
+#                                                   registry.k8s.io/metrics-server/metrics-server:$METRICS_SERVER_VERSION
+#   $OUT/images/node-cache-$NODE_CACHE_TAG-$ARCH.tar registry.k8s.io/dns/k8s-dns-node-cache:$NODE_CACHE_TAG
 #   and, for kubernetes.type kubeadm (asked by name, or all five as "kubeadm"):
 #   $OUT/images/kube-apiserver-$KUBE_VERSION-$ARCH.tar registry.k8s.io/kube-apiserver:$KUBE_VERSION
 #     (kube-controller-manager, kube-scheduler, kube-proxy the same way)
@@ -14,9 +17,10 @@
 #   $OUT/images/SHA256SUMS                            sha256sum format, every *.tar
 #   $OUT/images/images.txt                            "<file> <image reference>" per line
 #
-# Usage: images.sh [pause|coredns|flannel|busybox|kube-apiserver|kube-controller-manager|
-#                  kube-scheduler|kube-proxy|etcd|kubeadm ...]
-#   (default: pause coredns flannel busybox; kubeadm = the five kubeadm images)
+# Usage: images.sh [pause|coredns|flannel|busybox|metrics-server|node-cache|kube-apiserver|
+#                  kube-controller-manager|kube-scheduler|kube-proxy|etcd|kubeadm ...]
+#   (default: pause coredns flannel busybox; kubeadm = the five kubeadm images;
+#   metrics-server and node-cache only when asked: make e2e-nodes asks for them)
 #
 # Each image is a single layer assembled by imgtool (test/artifacts/imgtool,
 # go-containerregistry; built from this repository) from:
@@ -39,6 +43,29 @@
 #            system, so a missing one fails the build); and busybox-static's
 #            applets in /bin (cp, sh, ... as upstream's Alpine base has). Checked
 #            in a chroot: iptables -V, nft --version, flanneld --version.
+#   metrics-server
+#            `go install sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION`
+#            (static, -trimpath -s -w); /metrics-server, user 65534, as upstream's
+#            distroless image (which also has CA certificates and /etc/passwd;
+#            metrics-server needs neither: it verifies kubelets with the cluster CA).
+#   node-cache
+#            NOT upstream's k8s-dns-node-cache (k8s.io/dns is not on the module
+#            proxy): CoreDNS $NODE_CACHE_COREDNS_VERSION (`go install`, as coredns
+#            above) at /coredns on the flannel image's root file system
+#            (iptables with the same backend, ip, busybox), and /node-cache, a
+#            shell script (node-cache.sh beside this file) taking node-cache's
+#            flags (-localip, -conf, -interfacename, -setupinterface,
+#            -setupiptables, -skipteardown, -syncinterval; others are
+#            ignored) that does what node-cache does around CoreDNS: the dummy
+#            interface holding the local addresses, the raw-table NOTRACK and
+#            filter ACCEPT rules for port 53 (and the health port), kept in
+#            place every -syncinterval, removed on SIGTERM (a bridge without
+#            ports where the kernel has no dummy interfaces). Tagged
+#            $NODE_CACHE_TAG (default coredns-<version>) so that the name says
+#            what is inside. What upstream does and this does not: its
+#            Corefile templating (__PILLAR__ variables from -upstreamsvc;
+#            kubexm renders the Corefile itself), its metrics of the setup, and
+#            the health-port check that restarts the interface.
 #   kube-apiserver, kube-controller-manager, kube-scheduler
 #            the binary kubernetes.sh built for $KUBE_VERSION at
 #            /usr/local/bin/<name>, PATH set, as upstream's distroless images
@@ -68,6 +95,8 @@
 #   PAUSE_VERSION (3.10.2), PAUSE_KUBE_VERSION (v1.37.2: where pause.c comes from),
 #   COREDNS_VERSION (v1.14.6), FLANNEL_VERSION (v0.28.10; see flannel.sh),
 #   BUSYBOX_VERSION (1.35.0: must be Debian's busybox-static upstream version),
+#   METRICS_SERVER_VERSION (v0.8.0), NODE_CACHE_COREDNS_VERSION (= COREDNS_VERSION),
+#   NODE_CACHE_TAG (coredns-$NODE_CACHE_COREDNS_VERSION),
 #   KUBE_VERSION (v1.37.2), ETCD_VERSION (v3.6.16), ETCD_IMAGE_TAG (3.6.16-0),
 #   IPTABLES_BACKEND (nft), KUBEXM_TEST_CACHE (/var/cache/kubexm-test),
 #   KUBEXM_TEST_RELEASE_DIR = $OUT (/var/cache/kubexm-test/release), FORCE=1.
@@ -82,6 +111,10 @@ pause_kube_version=${PAUSE_KUBE_VERSION:-v1.37.2}
 coredns_version=${COREDNS_VERSION:-v1.14.6}
 flannel_version=${FLANNEL_VERSION:-v0.28.10}
 busybox_version=${BUSYBOX_VERSION:-1.35.0}
+metrics_server_version=${METRICS_SERVER_VERSION:-v0.8.0}
+# The CoreDNS the coredns image has: one CoreDNS build serves both.
+node_cache_coredns_version=${NODE_CACHE_COREDNS_VERSION:-$coredns_version}
+node_cache_tag=${NODE_CACHE_TAG:-coredns-$node_cache_coredns_version}
 iptables_backend=${IPTABLES_BACKEND:-nft}
 kube_version=${KUBE_VERSION:-v1.37.2}
 etcd_version=${ETCD_VERSION:-v3.6.16}
@@ -109,6 +142,10 @@ file[flannel]=flannel-$flannel_version-$arch.tar
 ref[flannel]=ghcr.io/flannel-io/flannel:$flannel_version
 file[busybox]=busybox-$busybox_version-$arch.tar
 ref[busybox]=docker.io/library/busybox:$busybox_version
+file[metrics-server]=metrics-server-$metrics_server_version-$arch.tar
+ref[metrics-server]=registry.k8s.io/metrics-server/metrics-server:$metrics_server_version
+file[node-cache]=node-cache-$node_cache_tag-$arch.tar
+ref[node-cache]=registry.k8s.io/dns/k8s-dns-node-cache:$node_cache_tag
 kubeadm_images=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd)
 for i in kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
 	file[$i]=$i-$kube_version-$arch.tar
@@ -130,7 +167,7 @@ if [[ ${#images[@]} -eq 0 ]]; then
 fi
 for i in "${images[@]}"; do
 	if [[ -z ${file[$i]:-} ]]; then
-		echo "images.sh: unknown image \"$i\"; want some of: pause coredns flannel busybox ${kubeadm_images[*]} kubeadm" >&2
+		echo "images.sh: unknown image \"$i\"; want some of: pause coredns flannel busybox metrics-server node-cache ${kubeadm_images[*]} kubeadm" >&2
 		exit 2
 	fi
 done
@@ -260,15 +297,32 @@ build_pause() {
 	image pause -file "$dir/pause:/pause:0755" -entrypoint '["/pause"]' -user 65535:65535
 }
 
-build_coredns() {
-	local gobin=$cache/build/coredns-$coredns_version/bin
-	if [[ ${FORCE:-0} == 1 || ! -x $gobin/coredns ]]; then
-		echo "images.sh: building CoreDNS $coredns_version" >&2
+# go_binary <module path>@<version> <name>: `go install` of a command into
+# a GOBIN of its own under the build cache (static, -trimpath -s -w), kept
+# between runs; prints the binary's path.
+go_binary() {
+	local pkg=$1 name=$2 ver=${1##*@}
+	local gobin=$cache/build/$name-$ver/bin
+	if [[ ${FORCE:-0} == 1 || ! -x $gobin/$name ]]; then
+		echo "images.sh: building $pkg" >&2
 		mkdir -p "$gobin"
-		(cd "$stage" && GOBIN=$gobin go install -trimpath -ldflags='-s -w' "github.com/coredns/coredns@$coredns_version")
+		(cd "$stage" && GOBIN=$gobin go install -trimpath -ldflags='-s -w' "$pkg")
 	fi
-	echo "images.sh: $("$gobin/coredns" -version | head -n1)" >&2
-	image coredns -file "$gobin/coredns:/coredns:0755" -entrypoint '["/coredns"]' -workdir /
+	echo "$gobin/$name"
+}
+
+build_coredns() {
+	local bin
+	bin=$(go_binary "github.com/coredns/coredns@$coredns_version" coredns)
+	echo "images.sh: $("$bin" -version | head -n1)" >&2
+	image coredns -file "$bin:/coredns:0755" -entrypoint '["/coredns"]' -workdir /
+}
+
+build_metrics-server() {
+	local bin
+	bin=$(go_binary "sigs.k8s.io/metrics-server/cmd/metrics-server@$metrics_server_version" metrics-server)
+	echo "images.sh: metrics-server $("$bin" --version 2>&1 | head -n1)" >&2
+	image metrics-server -file "$bin:/metrics-server:0755" -entrypoint '["/metrics-server"]' -user 65534:65534 -workdir /
 }
 
 # netfilter_rootfs <rootfs> [package...]: a root file system of Debian
@@ -348,6 +402,23 @@ build_flannel() {
 	fi
 	image flannel -dir "$root" -entrypoint '["/opt/bin/flanneld"]' \
 		-env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin -env "FLANNEL_ARCH=$arch"
+}
+
+build_node-cache() {
+	local bin root=$stage/node-cache-rootfs
+	bin=$(go_binary "github.com/coredns/coredns@$node_cache_coredns_version" coredns)
+	netfilter_rootfs "$root"
+	install -m 0755 "$bin" "$root/coredns"
+	install -m 0755 "$here/node-cache.sh" "$root/node-cache"
+	echo "images.sh: chroot: $(chroot "$root" /coredns -version | head -n1)" >&2
+	# The wrapper's flag parsing and its refusal of a missing Corefile,
+	# without touching the build host's network.
+	if chroot "$root" /node-cache -localip 169.254.25.10 -conf /nonexistent >/dev/null 2>&1; then
+		echo "images.sh: node-cache: started without a Corefile" >&2
+		exit 1
+	fi
+	image node-cache -dir "$root" -entrypoint '["/node-cache"]' \
+		-env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 }
 
 # kube_bin <name>: the directory kubernetes.sh built $kube_version's <name> in

@@ -551,6 +551,9 @@ plays:
   - {name: remove dns, hosts: master, roles: [{role: coredns, tasks_from: delete}]}
   - {name: remove network, hosts: k8s_cluster, roles: [{role: cni, tasks_from: delete}]}
   - {name: flannel alone, hosts: k8s_cluster, roles: [cni/flannel, {role: cni/flannel, tasks_from: delete}]}
+  - {name: add-ons, hosts: master, roles: [nodelocaldns, metrics-server]}
+  - {name: remove add-ons, hosts: master, roles: [{role: nodelocaldns, tasks_from: delete}, {role: metrics-server, tasks_from: delete}]}
+  - {name: clean nodes, hosts: k8s_cluster, roles: [{role: nodelocaldns, tasks_from: clean-node}]}
 `
 	if err := os.WriteFile(filepath.Join(dir, "playbook.yaml"), []byte(pb), 0o644); err != nil {
 		t.Fatal(err)
@@ -559,5 +562,126 @@ plays:
 	opts.RolesPath = []string{filepath.Join(moduleRoot(t), "roles")}
 	if _, err := engine.Load(context.Background(), dir, opts); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAddonTemplateMetricsServer: spec.addons [metrics-server] turns the
+// role and its image on; the kubelets' certificates are checked against the
+// cluster CA in binary mode and not in kubeadm mode (self-signed there).
+func TestAddonTemplateMetricsServer(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra                string
+		kubeadm, enabled, insecure bool
+	}{
+		{name: "off", extra: ""},
+		{name: "binary mode", extra: "  addons: [metrics-server]\n", enabled: true},
+		{name: "kubeadm", kubeadm: true, extra: "  addons: [metrics-server]\n", enabled: true, insecure: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cluster := addonCluster("", flannelNetwork, tc.extra)
+			if tc.kubeadm {
+				cluster = strings.Replace(cluster, "type: kubexm", "type: kubeadm", 1)
+			}
+			vars := withRoleDefaults(t, "metrics-server", hostVars(t, cluster, "m1"), nil)
+			if vars["metrics_server_enabled"] != tc.enabled {
+				t.Fatalf("metrics_server_enabled %v, want %v", vars["metrics_server_enabled"], tc.enabled)
+			}
+			if has := slices.ContainsFunc(vars["images_needed"].([]any), func(m any) bool { return m.(map[string]any)["name"] == "metrics-server" }); has != tc.enabled {
+				t.Errorf("metrics-server image needed %v, want %v", has, tc.enabled)
+			}
+			objs := parseManifest(t, renderRoleTemplate(t, "metrics-server", "metrics-server.yaml.tmpl", vars))
+			want := []string{"ServiceAccount/metrics-server", "ClusterRole/system:aggregated-metrics-reader", "ClusterRole/system:metrics-server",
+				"RoleBinding/metrics-server-auth-reader", "ClusterRoleBinding/metrics-server:system:auth-delegator",
+				"ClusterRoleBinding/system:metrics-server", "Service/metrics-server", "Deployment/metrics-server", "APIService/v1beta1.metrics.k8s.io"}
+			if got := kinds(objs); !slices.Equal(got, want) {
+				t.Fatalf("objects %v, want %v", got, want)
+			}
+			c := k8sObject(containersOf(find(t, objs, "Deployment"))[0].(map[string]any))
+			if c.get("image") != "registry.k8s.io/metrics-server/metrics-server:v0.8.0" {
+				t.Errorf("image %v", c.get("image"))
+			}
+			args := c.get("args").([]any)
+			if slices.Contains(args, any("--kubelet-insecure-tls")) != tc.insecure ||
+				slices.Contains(args, any("--kubelet-certificate-authority=/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")) == tc.insecure {
+				t.Errorf("args %v, insecure TLS wanted: %v", args, tc.insecure)
+			}
+		})
+	}
+}
+
+// TestAddonTemplateNodeLocalDNS: spec.dns.nodelocaldns turns the cache on,
+// moves every kubelet's clusterDNS (binary and kubeadm modes) to its
+// address, and the Corefile binds that address and forwards cluster names
+// to CoreDNS.
+func TestAddonTemplateNodeLocalDNS(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra   string
+		enabled       bool
+		ip, kubeletIP string
+		want          []string
+	}{
+		{name: "off", kubeletIP: "10.96.0.10"},
+		{name: "on", extra: "  dns:\n    nodelocaldns: {}\n", enabled: true, ip: "169.254.25.10", kubeletIP: "169.254.25.10",
+			want: []string{"cluster.local:53 {", "bind 169.254.25.10", "forward . 10.96.0.10 {", "force_tcp", "forward . /etc/resolv.conf",
+				"health 169.254.25.10:9254", "in-addr.arpa:53 {", "ip6.arpa:53 {", ".:53 {"}},
+		{name: "turned off", extra: "  dns:\n    nodelocaldns: {enabled: false}\n", kubeletIP: "10.96.0.10"},
+		{name: "another address and zones", extra: `  dns:
+    coredns:
+      upstreamDNSServers: [8.8.8.8]
+    nodelocaldns:
+      localIP: 169.254.20.10
+      externalZones:
+        - zones: [example.com]
+          nameservers: [1.1.1.1]
+          cache: 5
+`, enabled: true, ip: "169.254.20.10", kubeletIP: "169.254.20.10",
+			want: []string{"example.com {", "forward . 1.1.1.1", "cache 5", "bind 169.254.20.10", "forward . 8.8.8.8"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cluster := addonCluster("", flannelNetwork, tc.extra)
+			vars := withRoleDefaults(t, "nodelocaldns", hostVars(t, cluster, "w1"), nil)
+			if vars["nodelocaldns_enabled"] != tc.enabled {
+				t.Fatalf("nodelocaldns_enabled %v, want %v", vars["nodelocaldns_enabled"], tc.enabled)
+			}
+			node := withRoleDefaults(t, "kubernetes/node", hostVars(t, cluster, "w1"), nil)
+			if node["kube_cluster_dns"] != tc.kubeletIP {
+				t.Errorf("binary mode kubelet clusterDNS %v, want %s", node["kube_cluster_dns"], tc.kubeletIP)
+			}
+			kubeadm := withRoleDefaults(t, "kubernetes/kubeadm", hostVars(t, strings.Replace(cluster, "type: kubexm", "type: kubeadm", 1), "w1"), nil)
+			if got := kubeadm["kubeadm_kubelet_config"].(map[string]any)["clusterDNS"]; !jsonEqual(got, []any{tc.kubeletIP}) {
+				t.Errorf("kubeadm kubelet clusterDNS %v, want %s", got, tc.kubeletIP)
+			}
+			if !tc.enabled {
+				return
+			}
+			objs := parseManifest(t, renderRoleTemplate(t, "nodelocaldns", "nodelocaldns.yaml.tmpl", vars))
+			if got, want := kinds(objs), []string{"ServiceAccount/nodelocaldns", "ConfigMap/nodelocaldns", "DaemonSet/nodelocaldns"}; !slices.Equal(got, want) {
+				t.Fatalf("objects %v, want %v", got, want)
+			}
+			ds := find(t, objs, "DaemonSet")
+			if ds.get("spec", "template", "spec", "hostNetwork") != true || ds.get("spec", "template", "spec", "dnsPolicy") != "Default" {
+				t.Errorf("pod spec %v", ds.get("spec", "template", "spec"))
+			}
+			c := k8sObject(containersOf(ds)[0].(map[string]any))
+			if c.get("image") != "registry.k8s.io/dns/k8s-dns-node-cache:1.25.0" {
+				t.Errorf("image %v", c.get("image"))
+			}
+			if args := c.get("args").([]any); !jsonEqual(args[:4], []any{"-localip", tc.ip, "-conf", "/etc/coredns/Corefile"}) {
+				t.Errorf("args %v", args)
+			}
+			corefile := find(t, objs, "ConfigMap").get("data", "Corefile").(string)
+			lines := map[string]bool{}
+			for _, l := range strings.Split(corefile, "\n") {
+				lines[strings.TrimSpace(l)] = true
+			}
+			for _, w := range tc.want {
+				if !lines[w] {
+					t.Errorf("Corefile lacks %q:\n%s", w, corefile)
+				}
+			}
+			if strings.Count(corefile, "{") != strings.Count(corefile, "}") {
+				t.Errorf("Corefile braces do not balance:\n%s", corefile)
+			}
+		})
 	}
 }

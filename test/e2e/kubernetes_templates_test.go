@@ -126,7 +126,10 @@ func withDefaults(t *testing.T, role string, vars map[string]any) map[string]any
 // Kubernetes roles read: its release, pins, paths and ranges (the image and
 // artifact lists need more of cluster.yaml than kubeVars has).
 func sharedKubeName(name string) bool {
-	return strings.HasPrefix(name, "kube") || name == "pause_version" || name == "coredns_version"
+	// kubelet_cluster_dns reads the node-local cache's switch and address
+	// and the kube-dns Service's address.
+	return strings.HasPrefix(name, "kube") || name == "pause_version" || name == "coredns_version" ||
+		slices.Contains([]string{"nodelocaldns_enabled", "nodelocaldns_ip", "coredns_service_cidr", "coredns_cluster_ip"}, name)
 }
 
 func TestKubernetesTemplateRolesLoad(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -23,6 +24,18 @@ type nodesLayout struct {
 	etcd   []int
 	master []int
 	worker []int
+}
+
+// k8sNodes names the hosts of l that are Kubernetes nodes (masters and
+// workers), in l's order.
+func (l nodesLayout) k8sNodes(set *testhosts.Set) []string {
+	var nodes []string
+	for _, i := range l.hosts {
+		if slices.Contains(l.master, i) || slices.Contains(l.worker, i) {
+			nodes = append(nodes, set.Hosts[i].Name)
+		}
+	}
+	return nodes
 }
 
 // TestNodes is issue 20's acceptance in binary mode, on one cluster carried
@@ -54,7 +67,11 @@ type nodesLayout struct {
 //
 // After step 2, checkNodesChoices proves the choices this cluster makes
 // beyond the cluster suite's defaults: flannel host-gw, kube-proxy's
-// masqueradeAll, etcd's log level warn and extensive metrics.
+// masqueradeAll, etcd's log level warn and extensive metrics; checkAddons
+// proves metrics-server (kubectl top nodes lists every node) and
+// NodeLocal DNSCache (a pod's query at the link-local address answered
+// and forwarded to CoreDNS, on the nodes created and added). A removed
+// node keeps no nodelocaldns interface or rule (checkCleaned).
 //
 // After each step the nodes and etcd members are exactly cluster.yaml's,
 // every replica of "spread" runs, its pods on the nodes the step did not
@@ -68,6 +85,7 @@ func TestNodes(t *testing.T) {
 	work := t.TempDir()
 
 	releaseRoot := clusterArtifacts(ctx, t, root)
+	addonArtifacts(ctx, t, root)
 	bin := buildKubexm(ctx, t, root, work)
 	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
 
@@ -80,11 +98,16 @@ func TestNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The node-cache image images.sh builds (CoreDNS with node-cache's
+	// setup in a script) is tagged for what it is. The machines' kernel has
+	// no dummy interfaces (CONFIG_DUMMY), which preflight reports for
+	// upstream's node-cache; the test image uses a bridge without ports.
+	vars := append(clusterTestVars(), `{"nodelocaldns_version": "`+nodeCacheTestTag+`"}`, "preflight_ignore=nodelocaldns")
 	// The cluster is created through a kubexm server (step 1); every later
 	// kubexm play works in the server's work directory of the cluster.
 	dataDir := filepath.Join(work, "server")
 	clusterDir := filepath.Join(dataDir, "clusters", "e2e-nodes")
-	kx := kubexm{bin: bin, dir: work, inventory: inventory, observe: diag.observe, extra: extraVars(clusterTestVars()...), workDir: clusterDir}
+	kx := kubexm{bin: bin, dir: work, inventory: inventory, observe: diag.observe, extra: extraVars(vars...), workDir: clusterDir}
 	k := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(clusterDir, "kubeconfig")}
 	diag.cluster(k)
 	pb := func(name string) string { return filepath.Join(root, "playbooks", name) }
@@ -145,6 +168,7 @@ func TestNodes(t *testing.T) {
 		t.Fatalf("no pod of spread landed on %s: %v", name(3), before)
 	}
 	checkNodesChoices(ctx, t, k, set, layout)
+	checkAddons(ctx, t, k, set, layout)
 
 	// 3. n4 leaves with a drain; its etcd member goes first.
 	res = kx.play(ctx, pb("delete-nodes"), "-e", "nodes="+name(3))
@@ -247,7 +271,9 @@ func TestNodes(t *testing.T) {
 // removed host.
 func checkCleaned(ctx context.Context, t *testing.T, set *testhosts.Set, host string) {
 	t.Helper()
-	out, err := set.SSH(ctx, host, `for p in /etc/kubernetes /var/lib/kubelet /var/lib/etcd /etc/kubexm /usr/local/bin/kubelet /usr/local/bin/kube-apiserver /etc/systemd/system/containerd.service /etc/systemd/system/kube-apiserver.service /etc/systemd/system/kubexm-haproxy.service; do [ -e $p ] && echo "left $p"; done; pgrep -x 'kubelet|etcd|containerd|kube-apiserver|haproxy' || true`)
+	out, err := set.SSH(ctx, host, `for p in /etc/kubernetes /var/lib/kubelet /var/lib/etcd /etc/kubexm /usr/local/bin/kubelet /usr/local/bin/kube-apiserver /etc/systemd/system/containerd.service /etc/systemd/system/kube-apiserver.service /etc/systemd/system/kubexm-haproxy.service; do [ -e $p ] && echo "left $p"; done; pgrep -x 'kubelet|etcd|containerd|kube-apiserver|haproxy|coredns' || true; `+
+		// NodeLocal DNSCache's interface and rules.
+		`ip link show nodelocaldns 2>/dev/null; iptables-save | grep -F `+nodeLocalDNSIP+` || true`)
 	if err != nil || strings.TrimSpace(out) != "" {
 		t.Errorf("delete-nodes left on %s: %v\n%s", host, err, out)
 	}
@@ -320,7 +346,8 @@ func checkBackends(ctx context.Context, t *testing.T, set *testhosts.Set, worker
 // nodesClusterYAML is kubernetesClusterYAML's cluster with the hosts and
 // groups of l, and the choices the cluster suite leaves at their defaults
 // (checkNodesChoices): kube-proxy's masqueradeAll, etcd's log level warn
-// and extensive metrics, flannel's host-gw backend.
+// and extensive metrics, flannel's host-gw backend; and metrics-server and
+// NodeLocal DNSCache at its default address (checkAddons).
 func nodesClusterYAML(name string, set *testhosts.Set, l nodesLayout) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: kubexm.mensylisir.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: %s\nspec:\n  hosts:\n", name)
@@ -352,6 +379,9 @@ func nodesClusterYAML(name string, set *testhosts.Set, l nodesLayout) string {
   network:
     plugin: flannel
     flannel: {backendMode: host-gw}
+  dns:
+    nodelocaldns: {}
+  addons: [metrics-server]
 `, kubernetesVersion, containerdVersion)
 	return b.String()
 }
@@ -379,12 +409,7 @@ func checkMembership(ctx context.Context, t *testing.T, k kubectlRunner, set *te
 // checkMembershipWith is checkMembership asking etcd with ctl.
 func checkMembershipWith(ctx context.Context, t *testing.T, k kubectlRunner, set *testhosts.Set, ctl etcdctlFunc, l nodesLayout) {
 	t.Helper()
-	var want []string
-	for _, i := range l.hosts {
-		if slices.Contains(l.master, i) || slices.Contains(l.worker, i) {
-			want = append(want, set.Hosts[i].Name)
-		}
-	}
+	want := l.k8sNodes(set)
 	sort.Strings(want)
 	out, err := retry(ctx, 3*time.Minute, func() (string, error) {
 		out, err := k.run(ctx, "", "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
@@ -663,4 +688,114 @@ func checkNodesChoices(ctx context.Context, t *testing.T, k kubectlRunner, set *
 	}
 	t.Logf("host-gw routes on %s and pod pings from %s; masqueradeAll rules on %s; etcd's gRPC histograms on %s and no info lines on %v",
 		first.Name, worker.Name, worker.Name, etcd, l.etcd)
+}
+
+// nodeLocalDNSIP is NodeLocal DNSCache's default address.
+const nodeLocalDNSIP = "169.254.25.10"
+
+// nodeCacheTestTag is the tag test/artifacts/images.sh gives its node-cache
+// image by default: the CoreDNS of its coredns image (v1.14.6) and
+// test/artifacts/node-cache.sh.
+const nodeCacheTestTag = "coredns-v1.14.6"
+
+// addonArtifacts adds the add-on images this suite's cluster runs to the
+// images clusterArtifacts laid out (the other suites do not build them).
+func addonArtifacts(ctx context.Context, t *testing.T, root string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "artifacts", "images.sh"), "metrics-server", "node-cache")
+	cmd.Env = append(os.Environ(), "GOARCH=amd64", "NODE_CACHE_TAG="+nodeCacheTestTag)
+	cmd.Stderr = os.Stderr
+	if _, err := cmd.Output(); err != nil {
+		t.Fatalf("test/artifacts/images.sh metrics-server node-cache: %v", err)
+	}
+}
+
+// checkAddons proves metrics-server and NodeLocal DNSCache on the cluster
+// of l: `kubectl top nodes` lists every node with its usage; every node has
+// the nodelocaldns interface holding the address and node-cache's NOTRACK
+// rules; a pod's /etc/resolv.conf names the address, its query there for
+// the kubernetes Service is answered with the Service's address (only
+// CoreDNS knows it), and the cache on the pod's node counts requests
+// forwarded to CoreDNS's Service address.
+func checkAddons(ctx context.Context, t *testing.T, k kubectlRunner, set *testhosts.Set, l nodesLayout) {
+	t.Helper()
+	nodes := l.k8sNodes(set)
+	// metrics-server scrapes every 15 s; a node added a moment ago
+	// appears after its first scrape.
+	top, err := retry(ctx, 3*time.Minute, func() (string, error) {
+		out, err := k.run(ctx, "", "top", "nodes", "--no-headers")
+		if err != nil {
+			return out, err
+		}
+		for _, n := range nodes {
+			found := false
+			for _, line := range strings.Split(out, "\n") {
+				f := strings.Fields(line)
+				// NAME CPU(cores) CPU% MEMORY(bytes) MEMORY%
+				if len(f) >= 5 && f[0] == n && strings.HasSuffix(f[1], "m") && strings.HasSuffix(f[3], "Mi") {
+					found = true
+				}
+			}
+			if !found {
+				return out, fmt.Errorf("no usage of %s", n)
+			}
+		}
+		return out, nil
+	})
+	if err != nil {
+		t.Errorf("kubectl top nodes: %v\n%s", err, top)
+	}
+
+	for _, n := range nodes {
+		addr, err := set.SSH(ctx, n, "ip -4 -o addr show dev nodelocaldns")
+		if err != nil || !strings.Contains(addr, "inet "+nodeLocalDNSIP+"/32") {
+			t.Errorf("nodelocaldns on %s: want the interface holding %s: %v\n%s", n, nodeLocalDNSIP, err, addr)
+		}
+		raw, err := set.SSH(ctx, n, "iptables -t raw -S | grep -F -- '"+nodeLocalDNSIP+"/32' || true")
+		if err != nil || strings.Count(raw, "-j NOTRACK") < 4 {
+			t.Errorf("nodelocaldns on %s: want NOTRACK rules for %s (UDP and TCP, both ways): %v\n%s", n, nodeLocalDNSIP, err, raw)
+		}
+	}
+
+	svc, err := k.run(ctx, "", "get", "svc", "-n", "default", "kubernetes", "-o", "jsonpath={.spec.clusterIP}")
+	if err != nil {
+		t.Fatalf("the kubernetes Service: %v\n%s", err, svc)
+	}
+	dns, err := k.run(ctx, "", "get", "svc", "-n", "kube-system", "kube-dns", "-o", "jsonpath={.spec.clusterIP}")
+	if err != nil {
+		t.Fatalf("the kube-dns Service: %v\n%s", err, dns)
+	}
+	pods, err := k.run(ctx, "", "get", "pods", "-n", "default", "-l", "app=spread", "-o", `jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{"\n"}{end}`)
+	if err != nil {
+		t.Fatalf("spread pods: %v\n%s", err, pods)
+	}
+	checked := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(pods), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 || checked[f[1]] {
+			continue
+		}
+		pod, node := f[0], f[1]
+		checked[node] = true
+		if out, err := k.run(ctx, "", "exec", "-n", "default", pod, "--", "/bin/busybox", "cat", "/etc/resolv.conf"); err != nil || !strings.Contains(out, "nameserver "+nodeLocalDNSIP) {
+			t.Errorf("pod %s on %s: resolv.conf does not name %s: %v\n%s", pod, node, nodeLocalDNSIP, err, out)
+		}
+		out, err := retry(ctx, time.Minute, func() (string, error) {
+			out, err := k.run(ctx, "", "exec", "-n", "default", pod, "--", "/bin/busybox", "nslookup", "kubernetes.default.svc.cluster.local", nodeLocalDNSIP)
+			if err == nil && !strings.Contains(out, "Address: "+svc) {
+				err = fmt.Errorf("no answer %s", svc)
+			}
+			return out, err
+		})
+		if err != nil {
+			t.Errorf("pod %s on %s: nslookup kubernetes.default.svc.cluster.local %s: %v\n%s", pod, node, nodeLocalDNSIP, err, out)
+			continue
+		}
+		// CoreDNS's forward plugin counts each request by upstream.
+		metrics, err := set.SSH(ctx, node, "curl -fsS --max-time 10 http://127.0.0.1:9253/metrics | grep -F 'to=\""+dns+":53\"' || true")
+		if err != nil || strings.TrimSpace(metrics) == "" {
+			t.Errorf("nodelocaldns on %s: no request forwarded to CoreDNS at %s:53 in its metrics: %v\n%s", node, dns, err, metrics)
+		}
+	}
+	t.Logf("kubectl top nodes:\n%s\nnodelocaldns at %s on %v answered pods on %d nodes and forwarded to CoreDNS at %s", top, nodeLocalDNSIP, nodes, len(checked), dns)
 }
