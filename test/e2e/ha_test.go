@@ -146,25 +146,7 @@ func TestHAControlPlane(t *testing.T) {
 
 	// --- failover: n1 loses its power while a worker's client polls ------
 	victim, survivor, poller := masters[0], masters[1], workers[0]
-	const samples, period = 400, 200 * time.Millisecond // 80 s
-	cut := time.Now()
-	stats := pollAcross(ctx, t, set, poller, samples, period, 5*time.Second, func() {
-		cut = time.Now()
-		if err := testhosts.PowerOff(ctx, set.Prefix, victim.Name); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s powered off", victim.Name)
-	})
-	t.Logf("PERF failover (master %s powered off, a client on %s polls %s every 200 ms): longest gap %s, %d of %d requests failed (%.1f%%), the first answer after the cut %s after it",
-		victim.Name, poller.Name, haEndpoint, stats.longestGap, stats.failed, stats.total, 100*float64(stats.failed)/float64(stats.total), stats.firstAfterCut)
-	// The health checks take a dead backend out within 2 checks of 1 s plus
-	// a connect timeout of 2 s; etcd elects a new leader within seconds.
-	if stats.longestGap > 15*time.Second {
-		t.Errorf("the API was away for %s through the endpoint, want under 15 s", stats.longestGap)
-	}
-	if stats.tailFailed > 0 {
-		t.Errorf("%d of the last 25 requests failed: the endpoint did not recover", stats.tailFailed)
-	}
+	cut := failover(ctx, t, set, victim, poller, "failover")
 
 	// The control machine's kubeconfig names n1 (it has no local proxy):
 	// from here on the test talks to a surviving master.
@@ -640,6 +622,33 @@ func checkDeleteRestores(ctx context.Context, t *testing.T, set *testhosts.Set, 
 	if c := res.changed(); len(c) > 0 {
 		t.Errorf("second delete changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
+}
+
+// failover powers victim off while a client on poller polls the endpoint
+// every 200 ms for 80 s, logs the figures as PERF label, and wants the API
+// back through the endpoint within 15 s: the health checks take a dead
+// backend out within 2 checks of 1 s plus a connect timeout of 2 s, and
+// etcd elects a new leader within seconds. It returns when the power went.
+func failover(ctx context.Context, t *testing.T, set *testhosts.Set, victim, poller testhosts.Host, label string) time.Time {
+	t.Helper()
+	const samples, period = 400, 200 * time.Millisecond // 80 s
+	cut := time.Now()
+	stats := pollAcross(ctx, t, set, poller, samples, period, 5*time.Second, func() {
+		cut = time.Now()
+		if err := testhosts.PowerOff(ctx, set.Prefix, victim.Name); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s powered off", victim.Name)
+	})
+	t.Logf("PERF %s (master %s powered off, a client on %s polls %s every 200 ms): longest gap %s, %d of %d requests failed (%.1f%%), the first answer after the cut %s after it",
+		label, victim.Name, poller.Name, haEndpoint, stats.longestGap, stats.failed, stats.total, 100*float64(stats.failed)/float64(stats.total), stats.firstAfterCut)
+	if stats.longestGap > 15*time.Second {
+		t.Errorf("the API was away for %s through the endpoint, want under 15 s", stats.longestGap)
+	}
+	if stats.tailFailed > 0 {
+		t.Errorf("%d of the last 25 requests failed: the endpoint did not recover", stats.tailFailed)
+	}
+	return cut
 }
 
 // pollAcross has a client on poller ask the API through the endpoint

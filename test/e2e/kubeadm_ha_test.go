@@ -100,25 +100,7 @@ func TestKubeadmHA(t *testing.T) {
 
 	// --- failover: n1 loses its power while the worker's client polls -----
 	victim, survivor, poller := masters[0], masters[1], workers[0]
-	const samples, period = 400, 200 * time.Millisecond // 80 s
-	cut := time.Now()
-	stats := pollAcross(ctx, t, set, poller, samples, period, 5*time.Second, func() {
-		cut = time.Now()
-		if err := testhosts.PowerOff(ctx, set.Prefix, victim.Name); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s powered off", victim.Name)
-	})
-	t.Logf("PERF kubeadm failover (master %s powered off, a client on %s polls %s every 200 ms): longest gap %s, %d of %d requests failed (%.1f%%), the first answer after the cut %s after it",
-		victim.Name, poller.Name, haEndpoint, stats.longestGap, stats.failed, stats.total, 100*float64(stats.failed)/float64(stats.total), stats.firstAfterCut)
-	// haproxy takes a dead backend out within 2 checks of 1 s plus a connect
-	// timeout of 2 s; the stacked etcd elects a new leader within seconds.
-	if stats.longestGap > 15*time.Second {
-		t.Errorf("the API was away for %s through the endpoint, want under 15 s", stats.longestGap)
-	}
-	if stats.tailFailed > 0 {
-		t.Errorf("%d of the last 25 requests failed: the endpoint did not recover", stats.tailFailed)
-	}
+	cut := failover(ctx, t, set, victim, poller, "kubeadm failover")
 
 	// The control machine's kubeconfig names n1: talk to a survivor.
 	k2 := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(work, "kubeconfig-"+survivor.Name)}
