@@ -364,9 +364,8 @@ func backupManifest(t *testing.T, archive string) (m struct {
 // kubeadmNodes takes the last worker out of the variant's cluster with
 // delete-nodes (drain, Node deleted, kubeadm reset and the cleanup of
 // delete on the host) and brings it back with add-nodes (a join with a
-// bootstrap token of its own); each re-run changes nothing. Between the two,
-// the same host named a master is refused by add-nodes before anything
-// changes (kubeadm control-plane joins to a running cluster are not done).
+// bootstrap token of its own); each re-run changes nothing. (kubeadm
+// masters added and removed: make e2e-kubeadm-ha.)
 func kubeadmNodes(ctx context.Context, t *testing.T, root string, set *testhosts.Set, v kubeadmVariant) {
 	t.Helper()
 	pb := func(name string) string { return filepath.Join(root, "playbooks", name) }
@@ -390,29 +389,7 @@ true`)
 	}
 	rerun(ctx, t, v.kx, "delete-nodes (kubeadm)", pb("delete-nodes"), "-e", "nodes="+worker)
 
-	text, err := os.ReadFile(v.inventory)
-	if err != nil {
-		t.Fatal(err)
-	}
 	first, second := set.Hosts[0].Name, set.Hosts[1].Name
-	groups := fmt.Sprintf("    etcd: [%s]\n    master: [%s]\n    worker: [%s, %s]\n", first, first, second, worker)
-	if !strings.Contains(string(text), groups) {
-		t.Fatalf("%s has not the role groups %q", v.inventory, groups)
-	}
-	asMaster := v.kx
-	asMaster.inventory = filepath.Join(v.dir, "as-master.yaml")
-	if err := os.WriteFile(asMaster.inventory, []byte(strings.Replace(string(text), groups,
-		fmt.Sprintf("    etcd: [%s, %s]\n    master: [%s, %s]\n    worker: [%s]\n", first, worker, first, worker, second), 1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	res = asMaster.play(ctx, pb("add-nodes"), "--offline-bundle", v.bundle)
-	if res.err == nil || !strings.Contains(res.failures(), "add-nodes adds workers to a kubernetes.type kubeadm cluster; "+worker+" would join") {
-		t.Errorf("add-nodes of %s as a kubeadm master: %v, want the refusal;%s", worker, res.err, res.failures())
-	}
-	if c := res.changed(); len(c) > 0 {
-		t.Errorf("the refused add-nodes changed %d things:\n  %s", len(c), strings.Join(c, "\n  "))
-	}
-
 	units := map[string]string{first: unitStarts(ctx, t, set, first), second: unitStarts(ctx, t, set, second)}
 	res = v.kx.play(ctx, pb("add-nodes"), "--offline-bundle", v.bundle)
 	if res.err != nil {
