@@ -150,62 +150,16 @@ func TestHAControlPlane(t *testing.T) {
 
 	// The control machine's kubeconfig names n1 (it has no local proxy):
 	// from here on the test talks to a surviving master.
-	k2 := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(work, "kubeconfig-"+survivor.Name)}
-	data, err := os.ReadFile(kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	victimURL := "https://" + net.JoinHostPort(victim.Address, "6443")
-	if !strings.Contains(string(data), "server: "+victimURL) {
-		t.Fatalf("the admin kubeconfig does not name %s:\n%s", victimURL, tail(string(data), 5))
-	}
-	if err := os.WriteFile(k2.kubeconfig, []byte(strings.ReplaceAll(string(data), victimURL, "https://"+net.JoinHostPort(survivor.Address, "6443"))), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	k2 := survivorKubectl(t, kubectl, kubeconfig, work, victim, survivor)
 	diag.cluster(k2)
-	start := time.Now()
 	if out, err := k2.run(ctx, "", "wait", "--for=condition=Ready=Unknown", "node/"+victim.Name, "--timeout=180s"); err != nil {
 		t.Fatalf("%s not marked unreachable: %v\n%s", victim.Name, err, out)
 	}
 	t.Logf("PERF %s NotReady (Unknown) %s after its power-off", victim.Name, time.Since(cut).Round(time.Second))
-	image := busyboxRef(t)
-	deploy := fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: after-failover, namespace: default}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: after-failover}}
-  template:
-    metadata: {labels: {app: after-failover}}
-    spec:
-      containers:
-      - name: main
-        image: %s
-        imagePullPolicy: Never
-        command: [/bin/busybox, sleep, "3600"]
-`, image)
-	if out, err := k2.run(ctx, deploy, "apply", "-f", "-"); err != nil {
-		t.Fatalf("kubectl apply a Deployment after the failover: %v\n%s", err, out)
-	}
-	if out, err := k2.run(ctx, "", "rollout", "status", "deployment/after-failover", "-n", "default", "--timeout=240s"); err != nil {
-		desc, _ := k2.run(ctx, "", "describe", "pods", "-n", "default", "-l", "app=after-failover")
-		t.Fatalf("the Deployment made after the failover does not run: %v\n%s\n%s", err, out, tail(desc, 60))
-	}
-	t.Logf("PERF a Deployment created after the failover has its 2 pods running %s after the apply", time.Since(start).Round(time.Second))
-	if out, err := k2.run(ctx, "", "delete", "deployment/after-failover", "-n", "default", "--wait=true"); err != nil {
-		t.Errorf("kubectl delete the Deployment: %v\n%s", err, out)
-	}
+	deployAfterFailover(ctx, t, k2, "failover")
 
 	// --- power on: the cluster converges without kubexm ------------------
-	start = time.Now()
-	if _, err := testhosts.Up(ctx, machines, set.Prefix, "KUBELET=1"); err != nil {
-		t.Fatalf("powering %s on: %v", victim.Name, err)
-	}
-	if out, err := k2.run(ctx, "", "wait", "--for=condition=Ready", "node/"+victim.Name, "--timeout=300s"); err != nil {
-		t.Fatalf("%s not Ready after its power-on: %v\n%s", victim.Name, err, out)
-	}
-	checkMasterEtcd(ctx, t, set, etcdctl, masters, victim)
-	t.Logf("PERF %s back: node Ready and etcd 3 healthy members %s after the power-on", victim.Name, time.Since(start).Round(time.Second))
+	powerOnConverges(ctx, t, set, machines, k2, etcdctl, masters, victim)
 
 	// The admin kubeconfig names n1 again, which is back; the rotation
 	// rewrites it, and the re-run below must find the rotated cluster fit.
@@ -622,6 +576,73 @@ func checkDeleteRestores(ctx context.Context, t *testing.T, set *testhosts.Set, 
 	if c := res.changed(); len(c) > 0 {
 		t.Errorf("second delete changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
+}
+
+// survivorKubectl is a kubectl on a copy of the admin kubeconfig that names
+// survivor's API server instead of victim's, which is powered off.
+func survivorKubectl(t *testing.T, kubectl, kubeconfig, work string, victim, survivor testhosts.Host) kubectlRunner {
+	t.Helper()
+	k2 := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(work, "kubeconfig-"+survivor.Name)}
+	data, err := os.ReadFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victimURL := "https://" + net.JoinHostPort(victim.Address, "6443")
+	if !strings.Contains(string(data), "server: "+victimURL) {
+		t.Fatalf("the admin kubeconfig does not name %s:\n%s", victimURL, tail(string(data), 5))
+	}
+	if err := os.WriteFile(k2.kubeconfig, []byte(strings.ReplaceAll(string(data), victimURL, "https://"+net.JoinHostPort(survivor.Address, "6443"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return k2
+}
+
+// deployAfterFailover wants a Deployment of 2 pods made after the
+// failover to run, then deletes it.
+func deployAfterFailover(ctx context.Context, t *testing.T, k2 kubectlRunner, label string) {
+	t.Helper()
+	deploy := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: after-failover, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: after-failover}}
+  template:
+    metadata: {labels: {app: after-failover}}
+    spec:
+      containers:
+      - name: main
+        image: %s
+        imagePullPolicy: Never
+        command: [/bin/busybox, sleep, "3600"]
+`, busyboxRef(t))
+	start := time.Now()
+	if out, err := k2.run(ctx, deploy, "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply a Deployment after the failover: %v\n%s", err, out)
+	}
+	if out, err := k2.run(ctx, "", "rollout", "status", "deployment/after-failover", "-n", "default", "--timeout=240s"); err != nil {
+		desc, _ := k2.run(ctx, "", "describe", "pods", "-n", "default", "-l", "app=after-failover")
+		t.Fatalf("the Deployment made after the failover does not run: %v\n%s\n%s", err, out, tail(desc, 60))
+	}
+	t.Logf("PERF a Deployment created after the %s has its 2 pods running %s after the apply", label, time.Since(start).Round(time.Second))
+	if out, err := k2.run(ctx, "", "delete", "deployment/after-failover", "-n", "default", "--wait=true"); err != nil {
+		t.Errorf("kubectl delete the Deployment: %v\n%s", err, out)
+	}
+}
+
+// powerOnConverges powers victim on again and wants the cluster to converge
+// without kubexm: the node Ready, and etcd's 3 members healthy (asked with ctl).
+func powerOnConverges(ctx context.Context, t *testing.T, set *testhosts.Set, machines int, k2 kubectlRunner, ctl etcdctlFunc, masters []testhosts.Host, victim testhosts.Host) {
+	t.Helper()
+	start := time.Now()
+	if _, err := testhosts.Up(ctx, machines, set.Prefix, "KUBELET=1"); err != nil {
+		t.Fatalf("powering %s on: %v", victim.Name, err)
+	}
+	if out, err := k2.run(ctx, "", "wait", "--for=condition=Ready", "node/"+victim.Name, "--timeout=300s"); err != nil {
+		t.Fatalf("%s not Ready after its power-on: %v\n%s", victim.Name, err, out)
+	}
+	checkMasterEtcd(ctx, t, set, ctl, masters, victim)
+	t.Logf("PERF %s back: node Ready and etcd 3 healthy members %s after the power-on", victim.Name, time.Since(start).Round(time.Second))
 }
 
 // failover powers victim off while a client on poller polls the endpoint

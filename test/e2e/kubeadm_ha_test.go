@@ -103,60 +103,15 @@ func TestKubeadmHA(t *testing.T) {
 	cut := failover(ctx, t, set, victim, poller, "kubeadm failover")
 
 	// The control machine's kubeconfig names n1: talk to a survivor.
-	k2 := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(work, "kubeconfig-"+survivor.Name)}
-	data, err := os.ReadFile(k.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	victimURL := "https://" + net.JoinHostPort(victim.Address, "6443")
-	if !strings.Contains(string(data), "server: "+victimURL) {
-		t.Fatalf("the admin kubeconfig does not name %s:\n%s", victimURL, tail(string(data), 5))
-	}
-	if err := os.WriteFile(k2.kubeconfig, []byte(strings.ReplaceAll(string(data), victimURL, "https://"+net.JoinHostPort(survivor.Address, "6443"))), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	k2 := survivorKubectl(t, kubectl, k.kubeconfig, work, victim, survivor)
 	diag.cluster(k2)
 	if out, err := k2.run(ctx, "", "wait", "--for=condition=Ready=Unknown", "node/"+victim.Name, "--timeout=180s"); err != nil {
 		t.Fatalf("%s not marked unreachable: %v\n%s", victim.Name, err, out)
 	}
 	t.Logf("PERF %s NotReady (Unknown) %s after its power-off", victim.Name, time.Since(cut).Round(time.Second))
-	start := time.Now()
-	deploy := fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: after-failover, namespace: default}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: after-failover}}
-  template:
-    metadata: {labels: {app: after-failover}}
-    spec:
-      containers:
-      - name: main
-        image: %s
-        imagePullPolicy: Never
-        command: [/bin/busybox, sleep, "3600"]
-`, busyboxRef(t))
-	if out, err := k2.run(ctx, deploy, "apply", "-f", "-"); err != nil {
-		t.Fatalf("kubectl apply a Deployment after the failover: %v\n%s", err, out)
-	}
-	if out, err := k2.run(ctx, "", "rollout", "status", "deployment/after-failover", "-n", "default", "--timeout=240s"); err != nil {
-		desc, _ := k2.run(ctx, "", "describe", "pods", "-n", "default", "-l", "app=after-failover")
-		t.Fatalf("the Deployment made after the failover does not run: %v\n%s\n%s", err, out, tail(desc, 60))
-	}
-	t.Logf("PERF a Deployment created after the kubeadm failover has its 2 pods running %s after the apply", time.Since(start).Round(time.Second))
-	if out, err := k2.run(ctx, "", "delete", "deployment/after-failover", "-n", "default", "--wait=true"); err != nil {
-		t.Errorf("kubectl delete the Deployment: %v\n%s", err, out)
-	}
+	deployAfterFailover(ctx, t, k2, "kubeadm failover")
 
-	start = time.Now()
-	if _, err := testhosts.Up(ctx, machines, set.Prefix, "KUBELET=1"); err != nil {
-		t.Fatalf("powering %s on: %v", victim.Name, err)
-	}
-	if out, err := k2.run(ctx, "", "wait", "--for=condition=Ready", "node/"+victim.Name, "--timeout=300s"); err != nil {
-		t.Fatalf("%s not Ready after its power-on: %v\n%s", victim.Name, err, out)
-	}
-	checkMasterEtcd(ctx, t, set, kubeadmEtcdctl, masters, victim)
-	t.Logf("PERF %s back: node Ready and etcd 3 healthy members %s after the power-on", victim.Name, time.Since(start).Round(time.Second))
+	powerOnConverges(ctx, t, set, machines, k2, kubeadmEtcdctl, masters, victim)
 	if out, err := k.run(ctx, "", "wait", "--for=delete", "pod", "-l", "app=after-failover", "-n", "default", "--timeout=180s"); err != nil {
 		t.Fatalf("the pods of the deleted Deployment are still there: %v\n%s", err, out)
 	}
