@@ -15,7 +15,7 @@ TESTFLAGS ?=
 
 export KUBEXM_TEST_CACHE
 
-.PHONY: build check demo test vet unit lint-scripts integration e2e e2e-cluster e2e-kubeadm e2e-ha e2e-kubeadm-ha e2e-vip e2e-nodes e2e-upgrade e2e-calico bench hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
+.PHONY: build check demo test vet unit lint-scripts integration e2e e2e-cluster e2e-kubeadm e2e-ha e2e-kubeadm-ha e2e-vip e2e-nodes e2e-upgrade e2e-upgrade-chain e2e-calico bench hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
 
 # Static (no cgo): autoRenewCerts copies this binary to the masters, whose
 # C library may be older than the build machine's.
@@ -112,6 +112,11 @@ e2e-nodes:
 # Issue 21's acceptance alone: v1.36 to v1.37, killed and resumed (builds v1.36 first).
 e2e-upgrade:
 	$(GO) test -tags e2e -count=1 -timeout 75m -run '^TestUpgrade$$' -v $(TESTFLAGS) ./test/e2e/
+
+# The longer chain: created at v1.35, v1.35 to v1.37 refused, then v1.35 to
+# v1.36 to v1.37, in both modes (builds v1.35 and v1.36 first).
+e2e-upgrade-chain:
+	KUBEXM_E2E_UPGRADE_FROM=v1.35.4 $(GO) test -tags e2e -count=1 -timeout 120m -run '^TestUpgrade$$' -v $(TESTFLAGS) ./test/e2e/
 
 # Issue 23's calico, as far as it runs without calico images (which cannot
 # be built from the module proxy: roles/cni/calico/README.md): the manifest,

@@ -30,25 +30,35 @@ const lifecycleFromVersion = "v1.36.3"
 //     cordoned and resumed, keeps a polled Service answering, leaves every
 //     node Ready at the target and none cordoned; a re-run changes nothing.
 //
+// KUBEXM_E2E_UPGRADE_FROM=v1.35.4 (`make e2e-upgrade-chain`) creates the
+// cluster at v1.35.4 instead, checks that the pre-checks refuse the jump
+// to kubernetesVersion (two minors), and upgrades one minor at a time
+// through v1.36.3, each hop as above.
+//
 // It needs Kubernetes lifecycleFromVersion built too (test/artifacts, a
 // second full build), so CI does not run it: `make e2e-upgrade`. Backup and
 // restore (issue 22) run on TestKubernetesCluster's cluster (backupRestore, below).
 // PERF lines give the wall time of each step.
 func TestUpgrade(t *testing.T) {
 	parallelSuite(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 70*time.Minute)
+	path := upgradePath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(35*len(path))*time.Minute)
 	defer cancel()
 	suiteStart := time.Now()
 	root := moduleRoot(t)
 	work := t.TempDir()
 
+	from := path[0]
 	releaseRoot := clusterArtifacts(ctx, t, root)
-	lifecycleArtifacts(ctx, t, root, lifecycleFromVersion)
+	for _, v := range path[:len(path)-1] {
+		lifecycleArtifacts(ctx, t, root, v)
+	}
 	bin := buildKubexm(ctx, t, root, work)
 	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
 
-	kubeadmArtifacts(ctx, t, root, lifecycleFromVersion)
-	kubeadmArtifacts(ctx, t, root, kubernetesVersion)
+	for _, v := range path {
+		kubeadmArtifacts(ctx, t, root, v)
+	}
 
 	set, diag := suiteMachines(ctx, t, 3, "u", "KUBELET=1")
 	server := serveDir(t, set.Gateway, releaseRoot)
@@ -68,22 +78,27 @@ func TestUpgrade(t *testing.T) {
 			t.Fatal(err)
 		}
 		inventory := filepath.Join(dir, "cluster.yaml")
-		writeLifecycleCluster(t, inventory, mode, set, lifecycleFromVersion)
+		writeLifecycleCluster(t, inventory, mode, set, from)
 		kx := kubexm{bin: bin, dir: dir, inventory: inventory, observe: diag.observe,
-			extra: extraVars(append(mode.baseVars(), lifecycleSources(server, lifecycleFromVersion))...)}
+			extra: extraVars(append(mode.baseVars(), lifecycleSources(server, from))...)}
 		k := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(dir, ".kubexm", mode.name, "kubeconfig")}
 		diag.cluster(k)
 
 		res := kx.play(ctx, filepath.Join(root, "playbooks", "create-cluster"))
 		if res.err != nil {
-			t.Fatalf("create-cluster %s (%s) failed after %s: %v%s", lifecycleFromVersion, mode.typ, res.wall, res.err, res.failures())
+			t.Fatalf("create-cluster %s (%s) failed after %s: %v%s", from, mode.typ, res.wall, res.err, res.failures())
 		}
-		t.Logf("PERF create-cluster %s (%s, 1 master + 2 workers): %s", lifecycleFromVersion, mode.typ, res.wall.Round(time.Millisecond))
-		waitNodesAt(ctx, t, k, set, lifecycleFromVersion)
+		t.Logf("PERF create-cluster %s (%s, 1 master + 2 workers): %s", from, mode.typ, res.wall.Round(time.Millisecond))
+		waitNodesAt(ctx, t, k, set, from)
 
-		upgrade(ctx, t, kx, k, set, server, root, mode)
-		if t.Failed() {
-			return
+		if len(path) > 2 {
+			skipMinorRefused(ctx, t, kx, set, root, mode, from, path[len(path)-1])
+		}
+		for i := 1; i < len(path); i++ {
+			kx = upgrade(ctx, t, kx, k, set, server, root, mode, path[i-1], path[i])
+			if t.Failed() {
+				return
+			}
 		}
 		res = kx.play(ctx, filepath.Join(root, "playbooks", "delete"))
 		if res.err != nil {
@@ -218,21 +233,59 @@ spec:
 	return archive
 }
 
-// upgrade is the upgrade part of TestUpgrade: refusals checked
-// with the pre-checks alone, then lifecycleFromVersion to kubernetesVersion
+// upgradePath is the versions TestUpgrade goes through: lifecycleFromVersion
+// to kubernetesVersion, or from KUBEXM_E2E_UPGRADE_FROM one minor at a time.
+func upgradePath(t *testing.T) []string {
+	t.Helper()
+	from := os.Getenv("KUBEXM_E2E_UPGRADE_FROM")
+	if from == "" {
+		return []string{lifecycleFromVersion, kubernetesVersion}
+	}
+	var path []string
+	for _, m := range supportedMinors {
+		if m.version == from || len(path) > 0 {
+			path = append(path, m.version)
+		}
+	}
+	if len(path) < 2 || path[len(path)-1] != kubernetesVersion {
+		var known []string
+		for _, m := range supportedMinors[:len(supportedMinors)-1] {
+			known = append(known, m.version)
+		}
+		t.Fatalf("KUBEXM_E2E_UPGRADE_FROM=%s: want one of %s", from, strings.Join(known, ", "))
+	}
+	return path
+}
+
+// skipMinorRefused: the pre-checks refuse an upgrade that skips a minor.
+func skipMinorRefused(ctx context.Context, t *testing.T, kx kubexm, set *testhosts.Set, root string, mode lifecycleMode, from, to string) {
+	t.Helper()
+	jump := kx
+	jump.inventory = filepath.Join(filepath.Dir(kx.inventory), "jump.yaml")
+	writeLifecycleCluster(t, jump.inventory, mode, set, to)
+	res := jump.play(ctx, filepath.Join(root, "playbooks", "upgrade"), "--tags", "precheck")
+	if res.err == nil || !strings.Contains(res.failures(), from+" to "+to+" skips a minor") {
+		t.Fatalf("upgrade %s to %s: err %v, want the skipped-minor refusal;%s", from, to, res.err, res.failures())
+	}
+	t.Logf("refused before any change:%s", res.failures())
+}
+
+// upgrade is one hop of TestUpgrade, from to to: refusals checked with the
+// pre-checks alone (on the hop from lifecycleFromVersion), then the upgrade
 // with a Deployment (3 replicas, a PodDisruptionBudget) behind a ClusterIP
 // Service polled every 100 ms from the master, SIGKILLed in the worker phase
-// and resumed; then a re-run changes nothing.
-func upgrade(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, set *testhosts.Set, server, root string, mode lifecycleMode) {
+// and resumed; then a re-run changes nothing. It returns kubexm set for to.
+func upgrade(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, set *testhosts.Set, server, root string, mode lifecycleMode, from, to string) kubexm {
 	t.Helper()
 	up := filepath.Join(root, "playbooks", "upgrade")
 	target := kx
-	target.extra = extraVars(append(mode.baseVars(), lifecycleSources(server, kubernetesVersion))...)
-	writeLifecycleCluster(t, kx.inventory, mode, set, kubernetesVersion)
-	if mode.refusals {
+	target.extra = extraVars(append(mode.baseVars(), lifecycleSources(server, to))...)
+	writeLifecycleCluster(t, kx.inventory, mode, set, to)
+	if mode.refusals && from == lifecycleFromVersion {
 		upgradeRefusals(ctx, t, kx, target, k, set, up, mode)
 	}
-	upgradeServing(ctx, t, target, k, set, up, mode)
+	upgradeServing(ctx, t, target, k, set, up, mode, from, to)
+	return target
 }
 
 // upgradeRefusals: the pre-checks refuse a downgrade and a NotReady node.
@@ -267,12 +320,12 @@ func upgradeRefusals(ctx context.Context, t *testing.T, kx, target kubexm, k kub
 	}
 }
 
-// upgradeServing upgrades to kubernetesVersion while a client on the master
+// upgradeServing upgrades from from to to while a client on the master
 // polls a ClusterIP Service of a 3-replica Deployment with a PDB every
 // 100 ms: SIGKILLed once the first worker is cordoned, resumed, then every
 // node at the target, none cordoned, >= 99 % of the requests answered, and
 // a re-run that changes nothing.
-func upgradeServing(ctx context.Context, t *testing.T, target kubexm, k kubectlRunner, set *testhosts.Set, up string, mode lifecycleMode) {
+func upgradeServing(ctx context.Context, t *testing.T, target kubexm, k kubectlRunner, set *testhosts.Set, up string, mode lifecycleMode, from, to string) {
 	t.Helper()
 	image := busyboxRef(t)
 	workload := `apiVersion: v1
@@ -347,7 +400,7 @@ echo $! > /root/poll.pid`
 	if !killed {
 		t.Fatalf("the upgrade was not in its worker phase: nothing was cordoned")
 	}
-	t.Logf("PERF upgrade %s -> %s (%s) up to the SIGKILL in the worker phase: %s", lifecycleFromVersion, kubernetesVersion, mode.typ, first.Round(time.Millisecond))
+	t.Logf("PERF upgrade %s -> %s (%s) up to the SIGKILL in the worker phase: %s", from, to, mode.typ, first.Round(time.Millisecond))
 	res = target.play(ctx, up, "--resume")
 	if res.err != nil {
 		t.Fatalf("upgrade --resume failed after %s: %v%s", res.wall, res.err, res.failures())
@@ -372,12 +425,12 @@ echo $! > /root/poll.pid`
 		t.Errorf("availability %.2f %% < 99 %%", share)
 	}
 
-	waitNodesAt(ctx, t, k, set, kubernetesVersion)
+	waitNodesAt(ctx, t, k, set, to)
 	if out, err := k.run(ctx, "", "get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name} {.spec.unschedulable}{\"\\n\"}{end}"); err != nil || strings.Contains(out, "true") {
 		t.Errorf("a node is left cordoned: %v\n%s", err, out)
 	}
-	if out, err := k.run(ctx, "", "version", "-o", "json"); err != nil || !strings.Contains(out, `"gitVersion": "`+kubernetesVersion+`"`) {
-		t.Errorf("the API server is not at %s: %v\n%s", kubernetesVersion, err, out)
+	if out, err := k.run(ctx, "", "version", "-o", "json"); err != nil || !strings.Contains(out, `"gitVersion": "`+to+`"`) {
+		t.Errorf("the API server is not at %s: %v\n%s", to, err, out)
 	}
 
 	res = target.play(ctx, up)
