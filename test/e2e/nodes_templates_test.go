@@ -197,3 +197,33 @@ kubernetesVersion: v1.37.2
 		t.Errorf("manifest line %q (%v)", got, err)
 	}
 }
+
+// TestAPIServerEtcdServersOnlyWhenTheyDiffer: the unit (binary mode) and the
+// manifest line (kubeadm) are written, and the API server restarted, only
+// when what the file names (grep -o's output) is not the members: an
+// add-nodes or delete-nodes that changes no member touches no master.
+func TestAPIServerEtcdServersOnlyWhenTheyDiffer(t *testing.T) {
+	ev := eval.New()
+	for _, c := range []struct {
+		role, task, register string
+	}{
+		{"kubernetes/control-plane", "Kubernetes control plane - kube-apiserver unit on the etcd members", "kube_apiserver_etcd_now"},
+		{"kubernetes/kubeadm", "kubeadm - the API server's manifest names the etcd members", "kubeadm_etcd_now"},
+	} {
+		when := roleTask(t, c.role, "etcd-servers.yaml", c.task)["when"].(string)
+		for _, tc := range []struct {
+			now  string
+			want bool
+		}{
+			{"--etcd-servers=https://10.0.0.1:2379,https://10.0.0.2:2379\n", false},
+			{"--etcd-servers=https://10.0.0.1:2379\n", true},
+			{"--etcd-servers=https://10.0.0.2:2379,https://10.0.0.1:2379\n", true},
+		} {
+			v := map[string]any{"kube_etcd_servers": "https://10.0.0.1:2379,https://10.0.0.2:2379", c.register: map[string]any{"stdout": tc.now}}
+			got, err := ev.EvalBool(when, v)
+			if err != nil || got != tc.want {
+				t.Errorf("%s %q with %q: %v (%v), want %v", c.role, c.task, tc.now, got, err, tc.want)
+			}
+		}
+	}
+}
