@@ -319,21 +319,32 @@ func hostIn(h testhosts.Host, hs []testhosts.Host) bool {
 
 // tokenPollScript asks the API's discovery (/api: authenticated users
 // only) through the endpoint with a bearer token every period, up to n
-// times or until /tmp/kubexm-stop-poll exists, trusting the host's
+// times or until /tmp/kubexm-stop-poll exists (endpointPollScript).
+func tokenPollScript(token string, n int, period time.Duration) string {
+	return endpointPollScript("/api", token, n, period)
+}
+
+// endpointPollScript asks path through the endpoint every period, with a bearer
+// token unless token is empty, up to n times or until
+// /tmp/kubexm-stop-poll exists, trusting the host's
 // /etc/kubernetes/pki/ca.crt as it is at each request; it prints
 // "<unix ms> <HTTP status>" per request (000 when none came).
-func tokenPollScript(token string, n int, period time.Duration) string {
+func endpointPollScript(path, token string, n int, period time.Duration) string {
+	header, auth := ":", ""
+	if token != "" {
+		header, auth = "printf 'Authorization: Bearer %s\\n' "+shellQuote(token), `-H @"$d/h"`
+	}
 	return fmt.Sprintf(`set -u
 d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
-printf 'Authorization: Bearer %%s\n' %s > "$d/h"
+%s > "$d/h"
 start=$(date +%%s%%N)
 for i in $(seq 0 %d); do
   [ -e /tmp/kubexm-stop-poll ] && break
   next=$((start + i * %d))
   now=$(date +%%s%%N)
   [ "$now" -lt "$next" ] && sleep "$(awk -v ns=$((next - now)) 'BEGIN{printf "%%.3f", ns / 1e9}')"
-  code=$(curl -s -o /dev/null -w '%%{http_code}' --max-time 2 --cacert /etc/kubernetes/pki/ca.crt -H @"$d/h" %s/api)
+  code=$(curl -s -o /dev/null -w '%%{http_code}' --max-time 2 --cacert /etc/kubernetes/pki/ca.crt %s %s)
   echo "$(date +%%s%%3N) $code"
 done
-rm -f /tmp/kubexm-stop-poll`, shellQuote(token), n-1, period.Nanoseconds(), haEndpoint)
+rm -f /tmp/kubexm-stop-poll`, header, n-1, period.Nanoseconds(), auth, shellQuote(haEndpoint+path))
 }

@@ -64,13 +64,15 @@ func TestPlaybooksLoad(t *testing.T) {
 		// the new kubelets use the endpoint.
 		// kubeadm mode: kubeadm on the new nodes, the new masters join, the
 		// workers' proxies get them, then the new workers join.
-		"add-nodes": {{"always"}, {"preflight"}, {"os"}, {"etcd"}, {"containerd", "runtime"}, {"images", "runtime"},
+		// A new etcd member, then the existing masters' API servers on it.
+		"add-nodes": {{"always"}, {"preflight"}, {"os"}, {"etcd"}, {"etcd", "kubernetes", "control-plane"}, {"containerd", "runtime"}, {"images", "runtime"},
 			{"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "node"},
 			{"kubernetes", "kubeadm"}, {"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "kubeadm", "node"},
 			{"network", "cni"}, {"finalize"}, {"health"}},
-		// The checks, the masters out of the proxies' backends, the
-		// removals, then the cleanup.
-		"delete-nodes": {{"always"}, {"always"}, {"always"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"}, {"loadbalancer"},
+		// The checks, the masters out of the proxies' backends, the API
+		// servers off the etcd members named, the removals, then the
+		// cleanup.
+		"delete-nodes": {{"always"}, {"always"}, {"always"}, {"always"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"}, {"loadbalancer"},
 			{"kubernetes", "control-plane"}, {"kubernetes", "pki"}, {"images", "runtime"}, {"containerd", "runtime"},
 			{"nodelocaldns", "dns", "addons"}, {"network", "cni"}, {"etcd"}, {"os"}},
 	} {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,20 +51,32 @@ func (l nodesLayout) k8sNodes(set *testhosts.Set) []string {
 //     n1 and n2 in step 2, ...) hold the API's cluster to what kubexm play
 //     create-cluster makes; a Deployment "spread" runs on n2;
 //  2. add-nodes with n3 (worker) and n4 (worker and a new etcd member, added
-//     as a learner and promoted): n1 and n2 report no change and none of
-//     their units restarted; the Deployment is scaled so that pods land on
-//     the new workers;
-//  3. delete-nodes -e nodes=n4: cordon, drain, Node and etcd member
-//     removed, n4 cleaned;
-//  4. add-nodes with n4 (cleaned in step 3) and n5 as masters: their API
-//     servers answer with certificates of the cluster CA naming them, the
-//     workers' haproxy has the three masters as backends and was reloaded,
-//     not restarted; nothing else changed on n1-n3;
-//  5. delete-nodes -e nodes=n5 (a master): it leaves the workers' haproxy
-//     backends first, then its Node goes and n5 is cleaned;
+//     as a learner and promoted): n2 reports no change and none of its
+//     units restarted; on n1 only the API server changes: its unit's
+//     --etcd-servers names n4 too and it is restarted (the only master: the
+//     API is away for one restart, measured by a client polling it);
+//     the Deployment is scaled so that pods land on the new workers;
+//  3. delete-nodes -e nodes=n4: n1's API server leaves n4's member
+//     (restarted) before cordon, drain, Node and etcd member removed, n4
+//     cleaned;
+//  4. add-nodes with n4 (cleaned in step 3, now a master and a new etcd
+//     member again) and n5 as masters: their API servers answer with
+//     certificates of the cluster CA naming them, the workers' haproxy has
+//     the three masters as backends and was reloaded, not restarted; n1's
+//     API server is restarted on the new member; nothing else changed on
+//     n1-n3;
+//  5. delete-nodes -e nodes=n4 (a master and etcd member): it leaves the
+//     workers' haproxy backends first, then the API servers of n1 and n5
+//     leave its member one at a time while a client on n2 polls /readyz
+//     through haproxy every 200 ms (two masters: no gap longer than 4 s),
+//     then its Node and member go and n4 is cleaned;
 //  6. n3 is powered off for good; delete-nodes -e nodes=n3 is refused, then
 //     with -e force=true it is removed from the API without a drain or
 //     cleanup.
+//
+// After each etcd change every master's --etcd-servers (its unit and the
+// running process) names exactly the members, and each member accepts the
+// API servers' etcd client certificate (checkEtcdServers).
 //
 // After step 2, checkNodesChoices proves the choices this cluster makes
 // beyond the cluster suite's defaults: flannel host-gw, kube-proxy's
@@ -144,22 +157,22 @@ func TestNodes(t *testing.T) {
 	}
 	layout = nodesLayout{hosts: []int{0, 1, 2, 3}, etcd: []int{0, 3}, master: []int{0}, worker: []int{1, 2, 3}}
 	write(layout)
-	res = kx.play(ctx, pb("add-nodes"), "--offline-bundle", bundle)
+	res = playPolled(ctx, t, kx, k.kubeconfig, "add-nodes, a new etcd member: the only master's API server restarted on it", pb("add-nodes"), "--offline-bundle", bundle)
 	if res.err != nil {
 		t.Fatalf("add-nodes failed after %s: %v%s", res.wall, res.err, res.failures())
 	}
 	t.Logf("PERF add-nodes, 2 workers (one also a new etcd member): %s (%d changed)", res.wall.Round(time.Millisecond), len(res.changed()))
-	for _, c := range res.changed() {
-		if strings.HasPrefix(c, name(0)+":") || strings.HasPrefix(c, name(1)+":") {
-			t.Errorf("add-nodes changed an existing node: %s", c)
-		}
-	}
+	// n1's API server moves to the new member (and nothing else on n1
+	// changes); n2 is not touched.
+	checkExistingChanges(t, res, []string{name(1)}, nil, []string{name(0)})
+	checkAPIServerRestarts(t, res, []string{name(0)}, "")
 	for _, i := range []int{0, 1} {
-		if now := unitStarts(ctx, t, set, name(i)); now != units[name(i)] {
+		if now := unitStarts(ctx, t, set, name(i)); dropUnit(now, "kube-apiserver") != dropUnit(units[name(i)], "kube-apiserver") || (i == 1 && now != units[name(i)]) {
 			t.Errorf("add-nodes restarted units on %s:\nbefore %s\nafter  %s", name(i), units[name(i)], now)
 		}
 	}
 	checkMembership(ctx, t, k, set, layout)
+	checkEtcdServers(ctx, t, set, layout)
 	checkUntouched(t, before, spreadPods(ctx, t, k), name(1))
 	rerun(ctx, t, kx, "add-nodes", pb("add-nodes"), "--offline-bundle", bundle)
 	spread(ctx, t, k, 6)
@@ -171,64 +184,86 @@ func TestNodes(t *testing.T) {
 	checkAddons(ctx, t, k, set, layout)
 
 	// 3. n4 leaves with a drain; its etcd member goes first.
-	res = kx.play(ctx, pb("delete-nodes"), "-e", "nodes="+name(3))
+	res = playPolled(ctx, t, kx, k.kubeconfig, "delete-nodes of an etcd member: the only master's API server restarted without it", pb("delete-nodes"), "-e", "nodes="+name(3))
 	if res.err != nil {
 		t.Fatalf("delete-nodes %s failed after %s: %v%s", name(3), res.wall, res.err, res.failures())
 	}
 	t.Logf("PERF delete-nodes, 1 worker and etcd member, drained: %s", res.wall.Round(time.Millisecond))
+	// n1's API server leaves the member before etcd loses it.
+	checkAPIServerRestarts(t, res, []string{name(0)}, "nodes - remove the etcd members")
 	rerun(ctx, t, kx, "delete-nodes", pb("delete-nodes"), "-e", "nodes="+name(3))
 	checkCleaned(ctx, t, set, name(3))
 	layout = nodesLayout{hosts: []int{0, 1, 2}, etcd: []int{0}, master: []int{0}, worker: []int{1, 2}}
 	write(layout)
 	checkMembership(ctx, t, k, set, layout)
+	checkEtcdServers(ctx, t, set, layout)
 	spread(ctx, t, k, 6)
 	checkUntouched(t, before, spreadPods(ctx, t, k), name(1), name(2))
 	before = spreadPods(ctx, t, k)
 
-	// 4. Two masters: n4 again (cleaned above) and n5. Only the workers'
-	// haproxy configuration changes on the existing nodes, with a reload.
+	// 4. Two masters: n4 again (cleaned above), also a new etcd member,
+	// and n5. On the existing nodes only n1's API server (restarted on the
+	// new member) and the workers' haproxy configuration (with a reload)
+	// change; the new masters' units name both members from the start.
 	for _, i := range []int{0, 1, 2} {
 		units[name(i)] = unitStarts(ctx, t, set, name(i))
 	}
-	layout = nodesLayout{hosts: []int{0, 1, 2, 3, 4}, etcd: []int{0}, master: []int{0, 3, 4}, worker: []int{1, 2}}
+	layout = nodesLayout{hosts: []int{0, 1, 2, 3, 4}, etcd: []int{0, 3}, master: []int{0, 3, 4}, worker: []int{1, 2}}
 	write(layout)
-	res = kx.play(ctx, pb("add-nodes"), "--offline-bundle", bundle)
+	res = playPolled(ctx, t, kx, k.kubeconfig, "add-nodes of 2 masters, one a new etcd member: n1's API server restarted on it", pb("add-nodes"), "--offline-bundle", bundle)
 	if res.err != nil {
 		t.Fatalf("add-nodes of 2 masters failed after %s: %v%s", res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF add-nodes, 2 masters behind the workers' haproxy: %s (%d changed)", res.wall.Round(time.Millisecond), len(res.changed()))
-	checkExistingChanges(t, res, []string{name(0)}, []string{name(1), name(2)})
+	t.Logf("PERF add-nodes, 2 masters behind the workers' haproxy (one also a new etcd member): %s (%d changed)", res.wall.Round(time.Millisecond), len(res.changed()))
+	checkExistingChanges(t, res, nil, []string{name(1), name(2)}, []string{name(0)})
+	checkAPIServerRestarts(t, res, []string{name(0)}, "")
 	for _, i := range []int{0, 1, 2} {
-		if now := unitStarts(ctx, t, set, name(i)); now != units[name(i)] {
+		if now := unitStarts(ctx, t, set, name(i)); dropUnit(now, "kube-apiserver") != dropUnit(units[name(i)], "kube-apiserver") || (i != 0 && now != units[name(i)]) {
 			t.Errorf("add-nodes of masters restarted units on %s:\nbefore %s\nafter  %s", name(i), units[name(i)], now)
 		}
 	}
 	checkBackends(ctx, t, set, []string{name(1), name(2)}, layout)
 	checkMembership(ctx, t, k, set, layout)
+	checkEtcdServers(ctx, t, set, layout)
 	checkUntouched(t, before, spreadPods(ctx, t, k), name(1), name(2))
 	rerun(ctx, t, kx, "add-nodes masters", pb("add-nodes"), "--offline-bundle", bundle)
 
-	// 5. n5 leaves: out of the backends first, then drained and cleaned.
-	for _, i := range []int{0, 1, 2, 3} {
+	// 5. n4 leaves, a master and etcd member: out of the backends first,
+	// then the API servers of n1 and n5 leave its etcd member one after
+	// the other (a client polls /readyz through n2's haproxy meanwhile),
+	// then it is drained, its member removed and the host cleaned.
+	for _, i := range []int{0, 1, 2, 4} {
 		units[name(i)] = unitStarts(ctx, t, set, name(i))
 	}
-	res = kx.play(ctx, pb("delete-nodes"), "-e", "nodes="+name(4))
+	poll := startReadyzPoll(ctx, t, set, name(1))
+	res = kx.play(ctx, pb("delete-nodes"), "-e", "nodes="+name(3))
+	stats := poll.stop(ctx, t)
 	if res.err != nil {
-		t.Fatalf("delete-nodes of master %s failed after %s: %v%s", name(4), res.wall, res.err, res.failures())
+		t.Fatalf("delete-nodes of master %s failed after %s: %v%s", name(3), res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF delete-nodes, 1 master (backends, drain, cleanup): %s", res.wall.Round(time.Millisecond))
-	checkExistingChanges(t, res, []string{name(0), name(3)}, []string{name(1), name(2)})
-	for _, i := range []int{0, 1, 2, 3} {
-		if now := unitStarts(ctx, t, set, name(i)); now != units[name(i)] {
+	t.Logf("PERF delete-nodes, 1 master and etcd member (backends, 2 API servers restarted one at a time, drain, cleanup): %s", res.wall.Round(time.Millisecond))
+	t.Logf("PERF a client on %s polled %s/readyz through its haproxy every 200 ms during that delete-nodes (2 masters' API servers restarted one at a time): %d requests, %d failed, longest gap between answers %s",
+		name(1), haEndpoint, stats.total, stats.failed, stats.longestGap)
+	// Two masters behind haproxy's /readyz checks and redispatch: one API
+	// server is always there. The bound is ten polling periods plus the
+	// client's own timeout, well under one API server's restart.
+	if stats.longestGap > 4*time.Second || stats.tailFailed > 0 {
+		t.Errorf("the API was away for %s through the endpoint during the rolling restart (%d of the last 25 requests failed), want under 4s and none", stats.longestGap, stats.tailFailed)
+	}
+	checkExistingChanges(t, res, nil, []string{name(1), name(2)}, []string{name(0), name(4)})
+	checkAPIServerRestarts(t, res, []string{name(0), name(4)}, "nodes - remove the etcd members")
+	for _, i := range []int{0, 1, 2, 4} {
+		if now := unitStarts(ctx, t, set, name(i)); dropUnit(now, "kube-apiserver") != dropUnit(units[name(i)], "kube-apiserver") || ((i == 1 || i == 2) && now != units[name(i)]) {
 			t.Errorf("delete-nodes of a master restarted units on %s:\nbefore %s\nafter  %s", name(i), units[name(i)], now)
 		}
 	}
-	rerun(ctx, t, kx, "delete-nodes master", pb("delete-nodes"), "-e", "nodes="+name(4))
-	checkCleaned(ctx, t, set, name(4))
-	layout = nodesLayout{hosts: []int{0, 1, 2, 3}, etcd: []int{0}, master: []int{0, 3}, worker: []int{1, 2}}
+	rerun(ctx, t, kx, "delete-nodes master", pb("delete-nodes"), "-e", "nodes="+name(3))
+	checkCleaned(ctx, t, set, name(3))
+	layout = nodesLayout{hosts: []int{0, 1, 2, 4}, etcd: []int{0}, master: []int{0, 4}, worker: []int{1, 2}}
 	write(layout)
 	checkBackends(ctx, t, set, []string{name(1), name(2)}, layout)
 	checkMembership(ctx, t, k, set, layout)
+	checkEtcdServers(ctx, t, set, layout)
 	checkUntouched(t, before, spreadPods(ctx, t, k), name(1), name(2))
 	before = spreadPods(ctx, t, k)
 
@@ -254,14 +289,14 @@ func TestNodes(t *testing.T) {
 	}
 	t.Logf("PERF delete-nodes of a dead worker with force: %s", res.wall.Round(time.Millisecond))
 	rerun(ctx, t, kx, "delete-nodes force", pb("delete-nodes"), "-e", "nodes="+name(2), "-e", "force=true")
-	layout = nodesLayout{hosts: []int{0, 1, 3}, etcd: []int{0}, master: []int{0, 3}, worker: []int{1}}
+	layout = nodesLayout{hosts: []int{0, 1, 4}, etcd: []int{0}, master: []int{0, 4}, worker: []int{1}}
 	write(layout)
 	checkMembership(ctx, t, k, set, layout)
 	spread(ctx, t, k, 6)
 	checkUntouched(t, before, spreadPods(ctx, t, k), name(1))
 
 	// The refusal that needs no machine: every master named.
-	res = kx.play(ctx, pb("delete-nodes"), "-e", "nodes="+name(0)+","+name(3))
+	res = kx.play(ctx, pb("delete-nodes"), "-e", "nodes="+name(0)+","+name(4))
 	if res.err == nil || !strings.Contains(res.failures(), "without a master") {
 		t.Errorf("delete-nodes of every master: %v, want a refusal%s", res.err, res.failures())
 	}
@@ -279,11 +314,14 @@ func checkCleaned(ctx context.Context, t *testing.T, set *testhosts.Set, host st
 	}
 }
 
-// checkExistingChanges wants no change on the hosts of untouched, and on
-// the workers only their haproxy's new configuration and its reload.
-func checkExistingChanges(t *testing.T, res runResult, untouched, workers []string) {
+// checkExistingChanges wants no change on the hosts of untouched, on the
+// workers only their haproxy's new configuration and its reload, and on
+// the masters of apiservers only their API server moved to the etcd
+// members (roles/kubernetes/control-plane tasks/etcd-servers.yaml).
+func checkExistingChanges(t *testing.T, res runResult, untouched, workers, apiservers []string) {
 	t.Helper()
 	lb := []string{"Load balancer - proxy configuration", "Load balancer - proxy reloaded with the new configuration"}
+	etcd := []string{"Kubernetes control plane - kube-apiserver unit on the etcd members", "Kubernetes control plane - restart the API server on the etcd members"}
 	reloaded := map[string]bool{}
 	for _, c := range res.changed() {
 		host, task, _ := strings.Cut(c, ": ")
@@ -294,6 +332,8 @@ func checkExistingChanges(t *testing.T, res runResult, untouched, workers []stri
 			t.Errorf("changed on an existing worker beyond its haproxy backends: %s", c)
 		case slices.Contains(workers, host) && task == lb[1]:
 			reloaded[host] = true
+		case slices.Contains(apiservers, host) && !slices.Contains(etcd, task):
+			t.Errorf("changed on an existing master beyond its API server's etcd members: %s", c)
 		}
 	}
 	for _, w := range workers {
@@ -301,6 +341,155 @@ func checkExistingChanges(t *testing.T, res runResult, untouched, workers []stri
 			t.Errorf("haproxy on %s was not reloaded with the new backends", w)
 		}
 	}
+}
+
+// checkAPIServerRestarts wants the API servers of masters, and only theirs,
+// restarted onto new etcd members in that order, each ready before the
+// next one's restart, and all before the task before (when not empty)
+// changed anything: on delete-nodes, etcd's member removal.
+func checkAPIServerRestarts(t *testing.T, res runResult, masters []string, before string) {
+	t.Helper()
+	const restart, ready = "Kubernetes control plane - restart the API server on the etcd members", "Kubernetes control plane - the API server is ready on the etcd members"
+	var seq []string
+	for _, e := range res.events {
+		if e.Kind != "host_result" {
+			continue
+		}
+		switch {
+		case e.Task == restart && e.Status == "changed":
+			seq = append(seq, "restart "+e.Host)
+		case e.Task == ready && e.Status != "skipped":
+			seq = append(seq, "ready "+e.Host)
+		case before != "" && e.Task == before && e.Status == "changed":
+			seq = append(seq, "then "+before)
+		}
+	}
+	var want []string
+	for _, m := range masters {
+		want = append(want, "restart "+m, "ready "+m)
+	}
+	if before != "" {
+		want = append(want, "then "+before)
+	}
+	if !slices.Equal(seq, want) {
+		t.Errorf("API server restarts onto the etcd members: %q, want %q", seq, want)
+	}
+}
+
+// dropUnit is unitStarts' text without unit's entry.
+func dropUnit(starts, unit string) string {
+	f := strings.Fields(starts)
+	var out []string
+	for i := 0; i+2 < len(f); i += 3 {
+		if f[i] != unit {
+			out = append(out, f[i:i+3]...)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// checkEtcdServers wants each master of l to name exactly l's etcd members,
+// in cluster.yaml's order, in its kube-apiserver unit and in the running
+// API server's command line, and every member to accept the API server's
+// etcd client certificate and to be trusted through its etcd CA file.
+func checkEtcdServers(ctx context.Context, t *testing.T, set *testhosts.Set, l nodesLayout) {
+	t.Helper()
+	var urls []string
+	for _, i := range l.etcd {
+		urls = append(urls, "https://"+net.JoinHostPort(set.Hosts[i].Address, "2379"))
+	}
+	want := "--etcd-servers=" + strings.Join(urls, ",")
+	var probe strings.Builder
+	probe.WriteString("grep -o -e '--etcd-servers=[^ ]*' /etc/systemd/system/kube-apiserver.service\n")
+	probe.WriteString("tr '\\0' '\\n' < /proc/$(pgrep -xo kube-apiserver)/cmdline | grep -e '^--etcd-servers='\n")
+	for _, u := range urls {
+		fmt.Fprintf(&probe, "curl -fsS --max-time 5 --cacert /etc/kubernetes/pki/etcd/ca.crt --cert /etc/kubernetes/pki/apiserver-etcd-client.crt --key /etc/kubernetes/pki/apiserver-etcd-client.key %s/health; echo\n", u)
+	}
+	for _, i := range l.master {
+		h := set.Hosts[i].Name
+		out, err := set.SSH(ctx, h, probe.String())
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		ok := err == nil && len(lines) == 2+len(urls) && lines[0] == want && lines[1] == want
+		for j := 2; ok && j < len(lines); j++ {
+			ok = strings.Contains(lines[j], `"health":"true"`)
+		}
+		if !ok {
+			t.Errorf("%s's API server on the etcd members: %v, want its unit and process to say %s and every member healthy to its client certificate:\n%s", h, err, want, out)
+		}
+	}
+	t.Logf("every master's API server (unit and process): %s; each member accepts its etcd client certificate", want)
+}
+
+// playPolled runs a playbook while pollAPI asks the API through the
+// control machine's admin kubeconfig (which names n1, the only master in
+// the steps that call it) every 200 ms, and wants no outage longer than
+// the API server's restart in the run plus the client's timeout and a
+// polling period on each side: with one master the API is away while its
+// API server restarts.
+func playPolled(ctx context.Context, t *testing.T, kx kubexm, kubeconfig, what, playbook string, args ...string) runResult {
+	t.Helper()
+	poller := pollAPI(t, kubeconfig)
+	res := kx.play(ctx, playbook, args...)
+	outages, requests := poller.stop()
+	// Per master: its restart and the wait for its /readyz.
+	took := map[string]time.Duration{}
+	for _, e := range res.events {
+		if e.Kind == "host_result" && e.Status != "skipped" && (strings.Contains(e.Task, "restart the API server on the etcd members") || strings.Contains(e.Task, "the API server is ready on the etcd members")) {
+			took[e.Host] += time.Duration(e.DurationMS) * time.Millisecond
+		}
+	}
+	var restart time.Duration
+	for _, d := range took {
+		restart = max(restart, d)
+	}
+	longest := time.Duration(0)
+	for _, o := range outages {
+		longest = max(longest, o)
+	}
+	t.Logf("PERF %s: the API polled every 200 ms through the admin kubeconfig: %d requests, %d outages %v, longest %s; the API server's restart until /readyz took %s",
+		what, requests, len(outages), outages, longest.Round(time.Millisecond), restart.Round(time.Millisecond))
+	if limit := restart + 3*time.Second; res.err == nil && longest > limit {
+		t.Errorf("%s: the API was away for %s, longer than the API server's restart (%s)", what, longest, restart)
+	}
+	return res
+}
+
+// readyzPoll is a client on a worker asking the endpoint's /readyz through
+// the worker's haproxy every 200 ms (endpointPollScript).
+type readyzPoll struct {
+	host  string
+	start time.Time
+	done  chan sshResult
+	set   *testhosts.Set
+}
+
+func startReadyzPoll(ctx context.Context, t *testing.T, set *testhosts.Set, host string) *readyzPoll {
+	t.Helper()
+	if out, err := set.SSH(ctx, host, "rm -f /tmp/kubexm-stop-poll"); err != nil {
+		t.Fatalf("%s: %v\n%s", host, err, out)
+	}
+	p := &readyzPoll{host: host, start: time.Now(), done: make(chan sshResult, 1), set: set}
+	go func() {
+		out, err := set.SSH(ctx, host, endpointPollScript("/readyz", "", 9000, 200*time.Millisecond))
+		p.done <- sshResult{out, err}
+	}()
+	return p
+}
+
+func (p *readyzPoll) stop(ctx context.Context, t *testing.T) pollStats {
+	t.Helper()
+	if out, err := p.set.SSH(ctx, p.host, "touch /tmp/kubexm-stop-poll"); err != nil {
+		t.Errorf("stopping the poller: %v\n%s", err, out)
+	}
+	r := <-p.done
+	if r.err != nil {
+		t.Fatalf("the poller on %s: %v\n%s", p.host, r.err, tail(r.out, 20))
+	}
+	stats, err := parsePoll(r.out, p.start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stats
 }
 
 // checkBackends wants the haproxy of each worker to have exactly l's
