@@ -43,7 +43,7 @@ func addVerbCmds(root *cobra.Command, a *app) {
 	verb("delete", "Delete a cluster or take nodes out of it").AddCommand(newDeleteClusterCmd(a), newDeleteNodesCmd(a))
 	verb("add", "Add nodes to a cluster").AddCommand(newAddNodesCmd(a))
 	verb("upgrade", "Upgrade a cluster").AddCommand(newUpgradeClusterCmd(a))
-	verb("backup", "Back up a cluster").AddCommand(newBackupClusterCmd(a))
+	verb("backup", "Back up a cluster, list and download the backups a kubexm server made").AddCommand(newBackupClusterCmd(a), newBackupListCmd(), newBackupDownloadCmd())
 	verb("restore", "Restore a cluster from a backup").AddCommand(newRestoreClusterCmd(a))
 	verb("certs", "").AddCommand(newCertsRenewCmd(a))
 	verb("plan", "Show what a run would change").AddCommand(newPlanClusterCmd(a))

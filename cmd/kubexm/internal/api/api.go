@@ -53,6 +53,9 @@ type Config struct {
 	DataDir string
 	// MaxBundle bounds an uploaded offline bundle (default 32 GiB).
 	MaxBundle int64
+	// Views answer get clusters (with ?state=true), get nodes and
+	// describe cluster; nil answers those 501.
+	Views Views
 	// EventPoll is how often an event stream looks for new events.
 	EventPoll time.Duration
 }
@@ -65,6 +68,9 @@ type Server struct {
 	// polling a job costs one query, not two. A deleted token stops
 	// working within tokenTTL.
 	tokens sync.Map // string -> cachedToken
+	// bundleMu keeps a job naming a bundle from being queued while the
+	// bundle is deleted (within this server).
+	bundleMu sync.Mutex
 }
 
 type cachedToken struct {
@@ -281,15 +287,6 @@ func (s *Server) registerCluster(w http.ResponseWriter, r *http.Request, tok job
 	s.queue(w, r, tok, jobRequest{Cluster: name, Playbook: pb, ConfigVersion: v.Version})
 }
 
-func (s *Server) listClusters(w http.ResponseWriter, r *http.Request, _ jobstore.Token) {
-	cs, err := s.c.Store.Clusters(r.Context())
-	if err != nil {
-		s.storeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"clusters": nonNil(cs)})
-}
-
 func (s *Server) getCluster(w http.ResponseWriter, r *http.Request, _ jobstore.Token) {
 	cv, err := s.c.Store.ClusterConfig(r.Context(), r.PathValue("name"), 0)
 	if err != nil {
@@ -369,7 +366,24 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, tok jobstore.Toke
 		writeError(w, http.StatusBadRequest, "extra vars: "+err.Error())
 		return
 	}
+	if b := req.Options.Backup; b != "" {
+		if req.Playbook != "restore" {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("options.backup is for the restore playbook, not %s", req.Playbook))
+			return
+		}
+		p := worker.BackupPath(s.c.DataDir, req.Cluster, b)
+		if p == "" {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("backup %q: give the name of a backup of the cluster (GET /api/v1/clusters/%s/backups), not a path", b, req.Cluster))
+			return
+		}
+		if _, err := os.Stat(p); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("backup %s: cluster %s has no such backup on the server (GET /api/v1/clusters/%s/backups lists them; a backup job makes one)", b, req.Cluster, req.Cluster))
+			return
+		}
+	}
 	if b := req.Options.OfflineBundle; b != "" {
+		s.bundleMu.Lock()
+		defer s.bundleMu.Unlock()
 		p := worker.BundlePath(s.c.DataDir, req.Cluster, b)
 		if p == "" {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("offline_bundle %q: give the sha256 an upload answered with (POST /api/v1/clusters/%s/bundles)", b, req.Cluster))
@@ -418,6 +432,9 @@ func describeOptions(o jobstore.Options) string {
 	}
 	if o.OfflineBundle != "" {
 		parts = append(parts, "offline bundle "+o.OfflineBundle)
+	}
+	if o.Backup != "" {
+		parts = append(parts, "backup "+o.Backup)
 	}
 	if len(o.ExtraVars) > 0 {
 		if vars, err := engine.ParseExtraVars(o.ExtraVars); err == nil {

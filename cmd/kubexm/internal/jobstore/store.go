@@ -43,6 +43,10 @@ type Options struct {
 	// cluster (POST /api/v1/clusters/NAME/bundles): the job runs with
 	// --offline-bundle of it.
 	OfflineBundle string `json:"offline_bundle,omitempty"`
+	// Backup names an archive in the cluster's backups directory on the
+	// server (what a backup job made there): a restore job runs with
+	// --backup of it.
+	Backup string `json:"backup,omitempty"`
 }
 
 // Job is one run of a playbook on a registered cluster.

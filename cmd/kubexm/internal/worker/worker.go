@@ -242,6 +242,18 @@ func BundlePath(dataDir, cluster, sum string) string {
 
 var sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
+// BackupPath is where the backup archive name of cluster is kept, as the
+// backup playbook run by a job leaves it; "" when name is not a plain
+// archive name (it would name a file elsewhere).
+func BackupPath(dataDir, cluster, name string) string {
+	if !backupRE.MatchString(name) {
+		return ""
+	}
+	return filepath.Join(WorkDir(dataDir, cluster), "backups", name)
+}
+
+var backupRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,200}\.tar\.gz$`)
+
 func playArgs(j *jobstore.Job, ref, dataDir string) ([]string, error) {
 	args := []string{"play", ref, "-i", "/dev/fd/3", "--workdir", WorkDir(dataDir, j.Cluster), "-o", "json"}
 	o := j.Options
@@ -251,6 +263,13 @@ func playArgs(j *jobstore.Job, ref, dataDir string) ([]string, error) {
 			return nil, fmt.Errorf("offline bundle %q: not a sha256", o.OfflineBundle)
 		}
 		args = append(args, "--offline-bundle", p)
+	}
+	if o.Backup != "" {
+		p := BackupPath(dataDir, j.Cluster, o.Backup)
+		if p == "" {
+			return nil, fmt.Errorf("backup %q: not the name of a backup archive", o.Backup)
+		}
+		args = append(args, "--backup", p)
 	}
 	if len(o.Tags) > 0 {
 		args = append(args, "--tags", strings.Join(o.Tags, ","))
