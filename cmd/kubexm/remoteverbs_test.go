@@ -248,3 +248,13 @@ func TestJobVerbsThroughServer(t *testing.T) {
 		t.Errorf("the restore job read backup_file %q", data)
 	}
 }
+
+// TestRunCommandServerRefused: run command --server is not written yet; it
+// says so (exit 3) and runs nothing here instead.
+func TestRunCommandServerRefused(t *testing.T) {
+	out, err := execKubexm("run", "command", "-f", "nonexistent.yaml", "--nodes", "all", "--server", "https://127.0.0.1:1", "--", "touch", filepath.Join(t.TempDir(), "ran"))
+	var ny *notYetError
+	if !errors.As(err, &ny) || ny.ExitCode() != 3 || !strings.Contains(err.Error(), "no job runs an ad-hoc command yet") {
+		t.Errorf("run command --server: %v\n%s", err, out)
+	}
+}

@@ -37,6 +37,7 @@ type runCommandFlags struct {
 // once, over the transports a run uses, without a playbook.
 func newRunCommandCmd(a *app) *cobra.Command {
 	var f runCommandFlags
+	var remote clientFlags
 	cmd := &cobra.Command{
 		Use:   "command -f cluster.yaml (--nodes HOSTS | --group GROUP) -- COMMAND [ARG...]",
 		Short: "Run a command on hosts of a cluster at once; output and exit status per host",
@@ -55,6 +56,12 @@ Secrets of cluster.yaml are masked in the output.`,
   kubexm run command -f cluster.yaml --nodes n1,n2 --become -- journalctl -u kubelet -n 20
   kubexm run command -f cluster.yaml --nodes all --shell -- 'df -h / | tail -1'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if remote.server != "" {
+				// Said rather than ignored: a user who gives --server must
+				// not get a run from this machine instead.
+				return &notYetError{what: "kubexm run command --server", why: "a kubexm server runs playbooks as jobs, and no job runs an ad-hoc command yet",
+					hint: "run it from a machine that reaches the hosts (without --server), or put the command in a playbook of the server's --playbooks directory and queue it (POST /api/v1/jobs)"}
+			}
 			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
 				return errors.New("give the command after --: kubexm run command -f cluster.yaml --nodes n1 -- uptime")
 			}
@@ -72,6 +79,7 @@ Secrets of cluster.yaml are masked in the output.`,
 	fl.IntVar(&f.forks, "forks", 50, "how many hosts run the command at once")
 	fl.StringVarP(&f.output, "output", "o", "text", "text, or json: one JSON object per host and a summary")
 	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles (their support matrix checks the cluster file)")
+	addServerFlags(fl, &remote, "not available yet: refused (exit 3) rather than run from this machine", "unused")
 	return cmd
 }
 
