@@ -164,11 +164,11 @@ func playRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags
 // config version), uploads its offline bundle unless the server has it,
 // and queues playbook with f's options; it returns the client and the
 // job's id. A restore's --backup names a backup on the server.
-func queueRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags) (*apiClient, string, error) {
+func queueRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags, more ...func(*jobstore.Options)) (*apiClient, string, error) {
 	ctx := cmd.Context()
 	for _, name := range localOnlyFlags {
-		if name == "backup" && playbook == "restore" {
-			continue
+		if (name == "backup" && playbook == "restore") || (name == "forks" && playbook == jobstore.CommandPlaybook) {
+			continue // carried by the job
 		}
 		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
 			return nil, "", fmt.Errorf("--%s does not go to a kubexm server (a job carries --tags, --skip-tags, --limit, --check, --diff, -e and --offline-bundle); run without --server to use it", name)
@@ -196,6 +196,9 @@ func queueRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlag
 		return nil, "", err
 	}
 	opts := jobstore.Options{Tags: f.tags, SkipTags: f.skipTags, Limit: f.limit, Check: f.check, Diff: f.diff, ExtraVars: extra, Backup: f.backup}
+	for _, m := range more {
+		m(&opts)
+	}
 	if f.offlineBundle != "" {
 		if opts.OfflineBundle, err = c.ensureBundle(ctx, cv.Cluster, f.offlineBundle, errw); err != nil {
 			return nil, "", err
@@ -290,17 +293,27 @@ func (c *apiClient) ensureBundle(ctx context.Context, cluster, path string, errw
 // picked up where it broke (Last-Event-ID). The error says how the job
 // ended, with the exit status kubexm play would have.
 func (c *apiClient) followJob(ctx context.Context, id string, sink engine.Sink, errw io.Writer) error {
+	j, err := c.followEvents(ctx, id, func(data []byte) { showEvent(data, sink, errw) }, errw)
+	if err != nil {
+		return err
+	}
+	return jobResult(j)
+}
+
+// followEvents hands each stored event of the job (as the stream sends
+// it) to show until the job ends, and returns the job as it ended.
+func (c *apiClient) followEvents(ctx context.Context, id string, show func([]byte), errw io.Writer) (jobstore.Job, error) {
 	var last int64
 	hc := c.streaming()
 	for failures := 0; ; {
-		j, ended, err := c.streamOnce(ctx, hc, id, &last, sink, errw)
+		j, ended, err := c.streamOnce(ctx, hc, id, &last, show)
 		switch {
 		case ended && err == nil:
-			return jobResult(j)
+			return j, nil
 		case ctx.Err() != nil:
-			return &exitError{err: fmt.Errorf("stopped following; job %s goes on on the server (kubexm get job %s --server %s)", id, id, c.base.String()), code: 130}
+			return j, &exitError{err: fmt.Errorf("stopped following; job %s goes on on the server (kubexm get job %s --server %s)", id, id, c.base.String()), code: 130}
 		case failures == 5:
-			return fmt.Errorf("event stream of job %s: %w (kubexm get job %s --server %s shows it)", id, err, id, c.base.String())
+			return j, fmt.Errorf("event stream of job %s: %w (kubexm get job %s --server %s shows it)", id, err, id, c.base.String())
 		}
 		failures++
 		fmt.Fprintf(errw, "event stream of job %s broke (%v); following on from event %d\n", id, err, last)
@@ -323,7 +336,7 @@ func jobResult(j jobstore.Job) error {
 
 // streamOnce reads one connection of the job's event stream; ended says
 // whether the stream's end (with the job) came.
-func (c *apiClient) streamOnce(ctx context.Context, hc *http.Client, id string, last *int64, sink engine.Sink, errw io.Writer) (jobstore.Job, bool, error) {
+func (c *apiClient) streamOnce(ctx context.Context, hc *http.Client, id string, last *int64, show func([]byte)) (jobstore.Job, bool, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base.JoinPath("/api/v1/jobs", id, "events", "stream").String(), nil)
 	if err != nil {
 		return jobstore.Job{}, false, err
@@ -363,7 +376,7 @@ func (c *apiClient) streamOnce(ctx context.Context, hc *http.Client, id string, 
 			}
 			return j, true, nil
 		case line == "" && kind != "":
-			showEvent([]byte(data), sink, errw)
+			show([]byte(data))
 			*last = evID
 			kind, data = "", ""
 		}
@@ -377,10 +390,26 @@ func (c *apiClient) streamOnce(ctx context.Context, hc *http.Client, id string, 
 // showEvent shows one stored event: an engine event through sink, one of
 // the service's own as a line.
 func showEvent(data []byte, sink engine.Sink, errw io.Writer) {
+	stored, ok := serviceEvent(data, errw)
+	if !ok {
+		return
+	}
+	var e engine.Event
+	if err := json.Unmarshal(stored.Data, &e); err != nil {
+		fmt.Fprintf(errw, "event %d does not decode: %v\n", stored.ID, err)
+		return
+	}
+	sink.Emit(e)
+}
+
+// serviceEvent decodes a stored event and shows it on errw when it is one
+// of the service's own (a worker took the job, ...); ok says it is the
+// run's, for the caller to show.
+func serviceEvent(data []byte, errw io.Writer) (jobstore.Event, bool) {
 	var stored jobstore.Event
 	if err := json.Unmarshal(data, &stored); err != nil {
 		fmt.Fprintf(errw, "an event that does not decode: %v\n", err)
-		return
+		return stored, false
 	}
 	if strings.HasPrefix(stored.Kind, "job_") {
 		var svc struct {
@@ -395,12 +424,7 @@ func showEvent(data []byte, sink engine.Sink, errw io.Writer) {
 			line += " " + svc.Message
 		}
 		fmt.Fprintln(errw, line)
-		return
+		return stored, false
 	}
-	var e engine.Event
-	if err := json.Unmarshal(stored.Data, &e); err != nil {
-		fmt.Fprintf(errw, "event %d does not decode: %v\n", stored.ID, err)
-		return
-	}
-	sink.Emit(e)
+	return stored, true
 }

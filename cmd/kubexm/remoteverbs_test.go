@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -249,12 +251,79 @@ func TestJobVerbsThroughServer(t *testing.T) {
 	}
 }
 
-// TestRunCommandServerRefused: run command --server is not written yet; it
-// says so (exit 3) and runs nothing here instead.
-func TestRunCommandServerRefused(t *testing.T) {
-	out, err := execKubexm("run", "command", "-f", "nonexistent.yaml", "--nodes", "all", "--server", "https://127.0.0.1:1", "--", "touch", filepath.Join(t.TempDir(), "ran"))
-	var ny *notYetError
-	if !errors.As(err, &ny) || ny.ExitCode() != 3 || !strings.Contains(err.Error(), "no job runs an ad-hoc command yet") {
-		t.Errorf("run command --server: %v\n%s", err, out)
+// TestRunCommandThroughServer: run command --server runs the command from
+// a worker and prints each host's outcome as a local run prints it, with
+// the same exit status; the cluster's secrets are masked; bad hosts are
+// refused before anything is sent; a command job is not resumed.
+func TestRunCommandThroughServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a worker process")
 	}
+	e := newServiceEnv(t, "")
+	e.startWorker("w1")
+	cluster := filepath.Join(t.TempDir(), "cluster.yaml")
+	if err := os.WriteFile(cluster, []byte(serviceCluster("r1")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	remote := []string{"--server", e.srv.URL, "--token", e.rec.token}
+	// withRemote puts the server's flags before the command's --.
+	withRemote := func(args []string) []string {
+		i := slices.Index(args, "--")
+		return append(append(append([]string{}, args[:i]...), remote...), args[i:]...)
+	}
+	for _, args := range [][]string{
+		{"run", "command", "-f", cluster, "--nodes", "node1", "--", "echo", "hello"},
+		{"run", "command", "-f", cluster, "--group", "worker", "-o", "json", "--shell", "--", "echo out; echo err >&2"},
+	} {
+		want, err := execKubexm(args...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, want)
+		}
+		got, err := execKubexm(withRemote(args)...)
+		if err != nil {
+			t.Fatalf("%v --server: %v\n%s", args, err, got)
+		}
+		// stderr (here in the same buffer) has the job's lines too.
+		if !strings.Contains(got, "runs run-command on cluster r1") || !strings.Contains(got, "job end: succeeded") {
+			t.Errorf("%v --server printed no job lines:\n%s", args, got)
+		}
+		if strip := regexp.MustCompile(`(?m)^(kubexm server .*|job .*)\n`).ReplaceAllString(got, ""); normalize(strip) != normalize(want) {
+			t.Errorf("%v --server printed\n%s\nlocally:\n%s", args, strip, want)
+		}
+	}
+	out, err := execKubexm(withRemote([]string{"run", "command", "-f", cluster, "--nodes", "node1", "--shell", "--", "echo " + serviceSecret + "; exit 3"})...)
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(out, "node1 | FAILED | rc=3 >>") || !strings.Contains(out, "******") || strings.Contains(out, serviceSecret) {
+		t.Errorf("a failing command with the secret: %v\n%s", err, out)
+	}
+	failed := e.mustLatest("r1")
+	if code := e.do("POST", "/api/v1/jobs/"+failed+"/resume", "", nil, nil); code != 409 {
+		t.Errorf("resume of a command job: %d, want 409", code)
+	}
+	before := len(e.jobs())
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "command", "-f", cluster, "--nodes", "n9", "--", "true"}, "n9 matches no host"},
+		{[]string{"run", "command", "-f", cluster, "--nodes", "node1", "--roles-path", t.TempDir(), "--", "true"}, "--roles-path does not go"},
+		{[]string{"run", "command", "-f", cluster, "--nodes", "node1", "--", "echo hi"}, "one argument with spaces"},
+	} {
+		out, err := execKubexm(withRemote(bad.args)...)
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%v --server: %v, want %q\n%s", bad.args, err, bad.want, out)
+		}
+	}
+	if n := len(e.jobs()); n != before {
+		t.Errorf("refused commands queued %d jobs", n-before)
+	}
+	if strings.Contains(e.log.String(), serviceSecret) || strings.Contains(e.workerLogs(), serviceSecret) {
+		t.Errorf("a log shows the secret:\n%s\n%s", e.log.String(), e.workerLogs())
+	}
+}
+
+// normalize drops what differs between two runs of one command: the
+// durations.
+func normalize(s string) string {
+	return regexp.MustCompile(`"duration_ms":\d+`).ReplaceAllString(s, `"duration_ms":0`)
 }

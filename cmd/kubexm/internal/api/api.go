@@ -352,9 +352,15 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, tok jobstore.Toke
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("playbook %q: give the name of a playbook (kubexm playbook list), not a path", req.Playbook))
 		return
 	}
-	if _, err := s.c.Playbook(req.Playbook); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	if msg := checkCommand(req); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
 		return
+	}
+	if req.Options.Command == nil {
+		if _, err := s.c.Playbook(req.Playbook); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
 	}
 	for _, e := range req.Options.ExtraVars {
 		if strings.HasPrefix(strings.TrimSpace(e), "@") {
@@ -436,6 +442,18 @@ func describeOptions(o jobstore.Options) string {
 	if o.Backup != "" {
 		parts = append(parts, "backup "+o.Backup)
 	}
+	if c := o.Command; c != nil {
+		// The program, not its arguments or a script: they may quote
+		// anything.
+		what := fmt.Sprintf("a /bin/sh -c script of %d bytes", len(c.Argv[0]))
+		if !c.Shell {
+			what = fmt.Sprintf("command %s with %d arguments", c.Argv[0], len(c.Argv)-1)
+			if strings.ContainsAny(c.Argv[0], " \t\n") {
+				what = fmt.Sprintf("a command of %d arguments", len(c.Argv))
+			}
+		}
+		parts = append(parts, what+" on "+strings.Join(append(append([]string{}, c.Nodes...), c.Groups...), ","))
+	}
 	if len(o.ExtraVars) > 0 {
 		if vars, err := engine.ParseExtraVars(o.ExtraVars); err == nil {
 			var names []string
@@ -497,7 +515,46 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request, tok jobstore.
 	writeJSON(w, http.StatusAccepted, j)
 }
 
+// checkCommand says what is wrong with the command of a command job, or
+// with a command given to a playbook's job; "" when nothing is.
+func checkCommand(req jobRequest) string {
+	c, o := req.Options.Command, req.Options
+	switch {
+	case c == nil && req.Playbook == jobstore.CommandPlaybook:
+		return fmt.Sprintf("playbook %s runs options.command: give it", jobstore.CommandPlaybook)
+	case c == nil:
+		return ""
+	case req.Playbook != jobstore.CommandPlaybook:
+		return fmt.Sprintf("options.command is for playbook %s, not %s", jobstore.CommandPlaybook, req.Playbook)
+	case len(c.Argv) == 0:
+		return "options.command.argv: the command and its arguments"
+	case len(c.Nodes) == 0 && len(c.Groups) == 0:
+		return "options.command: choose the hosts with nodes (names or patterns, or all) or groups"
+	case c.Shell && len(c.Argv) != 1:
+		return "options.command.shell runs one argument with /bin/sh -c"
+	case c.Forks < 0:
+		return "options.command.forks must not be negative"
+	case len(o.Tags)+len(o.SkipTags)+len(o.ExtraVars) > 0 || o.Limit != "" || o.Check || o.Diff || o.OfflineBundle != "" || o.Backup != "":
+		return "a command job takes options.command only (no tags, limit, check, diff, extra vars, bundle or backup)"
+	}
+	if c.Timeout != "" {
+		if d, err := time.ParseDuration(c.Timeout); err != nil || d < 0 {
+			return fmt.Sprintf("options.command.timeout %q: want a duration such as 30s", c.Timeout)
+		}
+	}
+	for _, a := range append(append(append([]string{}, c.Nodes...), c.Groups...), c.BecomeUser) {
+		if strings.HasPrefix(a, "-") {
+			return fmt.Sprintf("options.command: %q is not a host, group or user name", a)
+		}
+	}
+	return ""
+}
+
 func (s *Server) resumeJob(w http.ResponseWriter, r *http.Request, tok jobstore.Token) {
+	if j, err := s.c.Store.Job(r.Context(), r.PathValue("id")); err == nil && j.Options.Command != nil {
+		writeError(w, http.StatusConflict, fmt.Sprintf("job %s runs a command, which is not run twice: queue it again if you mean it", j.ID))
+		return
+	}
 	j, err := s.c.Store.Resume(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.storeError(w, r, err)

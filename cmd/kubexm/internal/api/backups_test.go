@@ -204,3 +204,46 @@ func TestViewsAndCertsReport(t *testing.T) {
 		t.Errorf("report: %d %s, written %q", resp.StatusCode, data, resp.Header.Get("X-Kubexm-Report-Time"))
 	}
 }
+
+// TestCommandJobs: a command job (playbook run-command) carries its
+// command alone, is checked before it is queued, is audited without its
+// arguments and is never resumed.
+func TestCommandJobs(t *testing.T) {
+	f := newFixture(t)
+	if code, body := f.call(t, "POST", "/api/v1/clusters", f.operator, testCluster); code != http.StatusCreated {
+		t.Fatalf("register: %d %s", code, body)
+	}
+	for opts, want := range map[string]string{
+		`{}`: "runs options.command",
+		`{"command": {"argv": [], "nodes": ["node1"]}}`:                            "argv",
+		`{"command": {"argv": ["uptime"]}}`:                                        "choose the hosts",
+		`{"command": {"argv": ["a", "b"], "shell": true, "nodes": ["all"]}}`:       "one argument",
+		`{"command": {"argv": ["uptime"], "nodes": ["all"]}, "tags": ["x"]}`:       "options.command only",
+		`{"command": {"argv": ["uptime"], "nodes": ["--forks=0"]}}`:                "not a host",
+		`{"command": {"argv": ["uptime"], "nodes": ["all"], "timeout": "soon"}}`:   "timeout",
+		`{"command": {"argv": ["uptime"], "nodes": ["all"], "forks": -1}}`:         "forks",
+		`{"command": {"argv": ["uptime"], "nodes": ["all"], "become_user": "-r"}}`: "not a host, group or user",
+	} {
+		code, body := f.call(t, "POST", "/api/v1/jobs", f.operator, `{"cluster": "c1", "playbook": "run-command", "options": `+opts+`}`)
+		if code != http.StatusBadRequest || !strings.Contains(string(body), want) {
+			t.Errorf("command job %s: %d %s, want 400 with %q", opts, code, body, want)
+		}
+	}
+	if code, body := f.call(t, "POST", "/api/v1/jobs", f.operator, `{"cluster": "c1", "playbook": "upgrade", "options": {"command": {"argv": ["uptime"], "nodes": ["all"]}}}`); code != http.StatusBadRequest || !strings.Contains(string(body), "not upgrade") {
+		t.Errorf("a command on a playbook: %d %s", code, body)
+	}
+	code, body := f.call(t, "POST", "/api/v1/jobs", f.operator, `{"cluster": "c1", "playbook": "run-command", "options": {"command": {"argv": ["echo top-secret-arg; exit 1"], "shell": true, "groups": ["master"], "timeout": "30s"}}}`)
+	var acc struct{ Job jobstore.Job }
+	if code != http.StatusAccepted || json.Unmarshal(body, &acc) != nil || acc.Job.Options.Command == nil || acc.Job.Options.Command.Timeout != "30s" {
+		t.Fatalf("command job: %d %s", code, body)
+	}
+	if _, body := f.call(t, "GET", "/api/v1/audit", f.operator, ""); !strings.Contains(string(body), "a /bin/sh -c script of 27 bytes on master") || strings.Contains(string(body), "top-secret-arg") {
+		t.Errorf("audit of a command job: %s", body)
+	}
+	if code, body := f.call(t, "POST", "/api/v1/jobs/"+acc.Job.ID+"/cancel", f.operator, ""); code != http.StatusAccepted {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+	if code, body := f.call(t, "POST", "/api/v1/jobs/"+acc.Job.ID+"/resume", f.operator, ""); code != http.StatusConflict || !strings.Contains(string(body), "not run twice") {
+		t.Errorf("resume of a command job: %d %s", code, body)
+	}
+}

@@ -180,7 +180,10 @@ func (s *Server) openAPI() map[string]any {
 	options := obj(map[string]any{"tags": strs, "skip_tags": strs, "limit": str, "check": map[string]any{"type": "boolean"}, "diff": map[string]any{"type": "boolean"},
 		"extra_vars":     map[string]any{"type": "array", "items": str, "description": "as -e: name=value or a {...} mapping; no @file. Stored as given: put secrets in the cluster.yaml, not here"},
 		"offline_bundle": map[string]any{"type": "string", "description": "the sha256 of a bundle uploaded for the cluster (POST /api/v1/clusters/{name}/bundles): the run installs from it, as kubexm play --offline-bundle"},
-		"backup":         map[string]any{"type": "string", "description": "restore playbook only: the name of a backup of the cluster on the server (GET /api/v1/clusters/{name}/backups); the run gets --backup of it"}})
+		"backup":         map[string]any{"type": "string", "description": "restore playbook only: the name of a backup of the cluster on the server (GET /api/v1/clusters/{name}/backups); the run gets --backup of it"},
+		"command": map[string]any{"type": "object", "description": "playbook run-command only, and alone: an ad-hoc command run as kubexm run command runs it; its events are one host_result per host and a summary. Stored as given: no secrets in it. Not resumed",
+			"properties": map[string]any{"argv": strs, "nodes": strs, "groups": strs, "shell": map[string]any{"type": "boolean"}, "become": map[string]any{"type": "boolean"}, "become_user": str,
+				"timeout": map[string]any{"type": "string", "description": "a duration, e.g. 30s"}, "forks": integer}, "required": []string{"argv"}}})
 	job := obj(map[string]any{
 		"id": str, "cluster": str, "config_version": integer, "playbook": str, "options": options,
 		"status":       map[string]any{"type": "string", "enum": []string{"queued", "running", "interrupted", "succeeded", "failed", "cancelled"}},
