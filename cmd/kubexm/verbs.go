@@ -347,7 +347,8 @@ it): verified, then the API servers stop, every etcd member is restored from
 the snapshot, the PKI and configuration come back and the cluster's health
 is checked. Everything written to the cluster since the backup is lost.
 Asks for confirmation unless --yes.`,
-		`  kubexm restore cluster -f cluster.yaml --backup .kubexm/demo/backups/demo-20260101-000000.tar.gz`,
+		`  kubexm restore cluster -f cluster.yaml --backup .kubexm/demo/backups/demo-20260101-000000.tar.gz
+  kubexm restore cluster -f cluster.yaml --backup demo-20260101-000000.tar.gz --server https://kubexm.example:8443`,
 		v, func(cmd *cobra.Command, v *verbFlags) error {
 			if v.play.backup == "" {
 				return errors.New("--backup is required: the archive of backup cluster to restore")
@@ -359,7 +360,7 @@ Asks for confirmation unless --yes.`,
 			return askUnlessYes(cmd, v, fmt.Sprintf("This puts %s back to %s: what was written since is lost.", what, v.play.backup))
 		})
 	addYesFlag(cmd.Flags(), v)
-	cmd.Flags().StringVar(&v.play.backup, "backup", "", "the archive to restore (required)")
+	cmd.Flags().StringVar(&v.play.backup, "backup", "", "the archive to restore (required); with --server the name of a backup the server made (kubexm backup list --server URL --cluster NAME)")
 	return cmd
 }
 
