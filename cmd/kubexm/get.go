@@ -242,6 +242,9 @@ func loadCluster(f clusterFlags) (*schema.Cluster, *inventory.Inventory, string,
 	if f.output != "text" && f.output != "json" {
 		return nil, nil, "", fmt.Errorf("--output must be text or json, not %q", f.output)
 	}
+	if f.cluster != "" {
+		return nil, nil, "", errors.New("--cluster names a cluster registered on a kubexm server: give --server URL too, or -f cluster.yaml for this machine's work directory")
+	}
 	if f.file == "" {
 		return nil, nil, "", errors.New("no cluster file: pass -f cluster.yaml")
 	}

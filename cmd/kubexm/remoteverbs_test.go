@@ -104,6 +104,7 @@ func TestReadVerbsThroughServer(t *testing.T) {
 		{[]string{"get", "nodes", "--cluster", "demo", "--workdir", workDir, "--server", e.srv.URL}, []string{"--workdir does not go to a kubexm server"}},
 		{[]string{"get", "clusters", "--dir", "x", "--server", e.srv.URL}, []string{"--dir does not go to a kubexm server"}},
 		{[]string{"describe", "cluster", "--server", e.srv.URL}, []string{"no cluster: pass --cluster NAME"}},
+		{[]string{"get", "nodes", "--cluster", "demo"}, []string{"--cluster names a cluster registered on a kubexm server"}},
 	} {
 		out, err := execKubexm(bad.args...)
 		for _, w := range bad.want {
