@@ -127,7 +127,7 @@ func TestJobVerbsThroughServer(t *testing.T) {
 		t.Skip("starts a worker process")
 	}
 	e := newServiceEnv(t, "")
-	for name, text := range map[string]string{
+	e.addPlaybooks(map[string]string{
 		"create-cluster.yaml": `- name: create
   hosts: localhost
   tasks:
@@ -159,16 +159,9 @@ func TestJobVerbsThroughServer(t *testing.T) {
     - name: record the backup
       shell: echo {{ .backup_file | quote }} > {{ .work_dir | quote }}/restored
 `,
-	} {
-		if err := os.WriteFile(filepath.Join(e.pbDir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	e.startWorker("w1")
-	cluster := filepath.Join(t.TempDir(), "cluster.yaml")
-	if err := os.WriteFile(cluster, []byte(serviceCluster("r1")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cluster := writeServiceCluster(t, "r1")
 	remote := []string{"--server", e.srv.URL, "--token", e.rec.token}
 	workDir := filepath.Join(e.dataDir, "clusters", "r1")
 	run := func(stdin string, args ...string) string {
@@ -262,10 +255,7 @@ func TestRunCommandThroughServer(t *testing.T) {
 	}
 	e := newServiceEnv(t, "")
 	e.startWorker("w1")
-	cluster := filepath.Join(t.TempDir(), "cluster.yaml")
-	if err := os.WriteFile(cluster, []byte(serviceCluster("r1")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cluster := writeServiceCluster(t, "r1")
 	remote := []string{"--server", e.srv.URL, "--token", e.rec.token}
 	// withRemote puts the server's flags before the command's --.
 	withRemote := func(args []string) []string {
@@ -327,4 +317,25 @@ func TestRunCommandThroughServer(t *testing.T) {
 // durations.
 func normalize(s string) string {
 	return regexp.MustCompile(`"duration_ms":\d+`).ReplaceAllString(s, `"duration_ms":0`)
+}
+
+// addPlaybooks puts playbooks (name.yaml: text) in the server's
+// --playbooks directory, found before the built-in ones.
+func (e *serviceEnv) addPlaybooks(pbs map[string]string) {
+	e.t.Helper()
+	for name, text := range pbs {
+		if err := os.WriteFile(filepath.Join(e.pbDir, name), []byte(text), 0o644); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// writeServiceCluster writes serviceCluster(name) to a cluster.yaml.
+func writeServiceCluster(t *testing.T, name string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "cluster.yaml")
+	if err := os.WriteFile(p, []byte(serviceCluster(name)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
