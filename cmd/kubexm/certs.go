@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +18,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/builtins/pki"
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
+	"github.com/mensylisir/kubexm/engine"
 )
 
 // certsCheckFlags are the flags of `kubexm certs check`.
@@ -66,6 +71,7 @@ func newCertsCmd(a *app) *cobra.Command {
 		Short: "Certificates of a cluster: check their expiry, renew them",
 	}
 	var f certsCheckFlags
+	var remote clientFlags
 	check := &cobra.Command{
 		Use:   "check",
 		Short: "List every certificate and kubeconfig on every host with its expiry, issuer and SANs",
@@ -78,6 +84,9 @@ summary counts them. -o json prints the playbook's report as it is.`,
   kubexm certs check -i cluster.yaml --warn-within 30d -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if remote.server != "" {
+				return certsCheckRemote(cmd, f, remote)
+			}
 			return a.certsCheck(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
@@ -89,20 +98,30 @@ summary counts them. -o json prints the playbook's report as it is.`,
 	fl.StringVar(&f.workDir, "workdir", "", "work directory (default .kubexm/<cluster name>)")
 	fl.StringArrayVarP(&f.extraVars, "extra-vars", "e", nil, "set a variable of the playbook: name=value, @file.yaml or a {...} mapping (repeatable)")
 	addRolesPathFlag(check, &f.rolesPath)
+	addServerFlags(fl, &remote, "check on this kubexm server (URL): the file is registered there, the certs-check playbook runs as a job of its workers and its report is fetched (docs/server.md)", "an operator's (the check is a job)")
 	cmd.AddCommand(check)
 	return cmd
 }
 
-func (a *app) certsCheck(ctx context.Context, w, errw io.Writer, f certsCheckFlags) error {
+// checkFlags checks certs check's flags and returns --warn-within.
+func (f certsCheckFlags) checkFlags() (time.Duration, error) {
 	if f.output != "text" && f.output != "json" {
-		return fmt.Errorf("--output must be text or json, not %q", f.output)
+		return 0, fmt.Errorf("--output must be text or json, not %q", f.output)
 	}
 	if f.inventory == "" {
-		return fmt.Errorf("no inventory: pass the cluster description with -f (or -i) cluster.yaml")
+		return 0, fmt.Errorf("no inventory: pass the cluster description with -f (or -i) cluster.yaml")
 	}
 	within, err := pki.ParseValidity(f.warnWithin)
 	if err != nil || within < 0 {
-		return fmt.Errorf("--warn-within %q: want a duration such as 90d, 2160h or 1y", f.warnWithin)
+		return 0, fmt.Errorf("--warn-within %q: want a duration such as 90d, 2160h or 1y", f.warnWithin)
+	}
+	return within, nil
+}
+
+func (a *app) certsCheck(ctx context.Context, w, errw io.Writer, f certsCheckFlags) error {
+	within, err := f.checkFlags()
+	if err != nil {
+		return err
 	}
 	tmp, err := os.MkdirTemp("", "kubexm-certs-check-")
 	if err != nil {
@@ -130,11 +149,17 @@ func (a *app) certsCheck(ctx context.Context, w, errw io.Writer, f certsCheckFla
 	if err != nil {
 		return fmt.Errorf("the certs-check playbook wrote no report (%w); its log:\n%s", err, log.String())
 	}
+	return writeCertsReport(w, f.output, reportPath, data)
+}
+
+// writeCertsReport prints the report of the certs-check playbook (data,
+// read from where): as it is with -o json, else as a table.
+func writeCertsReport(w io.Writer, format, where string, data []byte) error {
 	var r certsReport
 	if err := json.Unmarshal(data, &r); err != nil {
-		return fmt.Errorf("the certs-check report %s: %w", reportPath, err)
+		return fmt.Errorf("the certs-check report %s: %w", where, err)
 	}
-	if f.output == "json" {
+	if format == "json" {
 		var out bytes.Buffer
 		if err := json.Indent(&out, data, "", "  "); err != nil {
 			return err
@@ -180,4 +205,60 @@ func shortFingerprint(f string) string {
 		return "sha256:" + f[:16]
 	}
 	return "sha256:" + f
+}
+
+// certsCheckRemote runs the certs-check playbook as a job of a kubexm
+// server and prints the report it left in the cluster's work directory
+// there. As locally, the run's log is shown only when it fails.
+func certsCheckRemote(cmd *cobra.Command, f certsCheckFlags, remote clientFlags) error {
+	within, err := f.checkFlags()
+	if err != nil {
+		return err
+	}
+	if extra, err := engine.ParseExtraVars(f.extraVars); err != nil {
+		return err
+	} else if _, ok := extra["certs_report_path"]; ok {
+		return errors.New("-e certs_report_path does not go to a kubexm server: the report is read from the cluster's work directory there")
+	}
+	vars, err := json.Marshal(map[string]any{"certs_warn_days": int(within / (24 * time.Hour))})
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	c, id, err := queueRemote(cmd, "certs-check", playFlags{inventory: f.inventory, check: true, output: f.output,
+		extraVars: append(append([]string{}, f.extraVars...), string(vars))}, remote)
+	if err != nil {
+		return err
+	}
+	var log bytes.Buffer
+	sink, stop := textSink(&log, 0)
+	err = c.followJob(ctx, id, sink, &log)
+	stop()
+	if err != nil {
+		_, _ = io.Copy(cmd.ErrOrStderr(), &log)
+		return err
+	}
+	var j jobstore.Job
+	if err := c.get(ctx, "/api/v1/jobs/"+url.PathEscape(id), nil, &j); err != nil {
+		return err
+	}
+	path := "/api/v1/clusters/" + url.PathEscape(j.Cluster) + "/certs-report"
+	resp, err := c.send(ctx, c.http, http.MethodGet, path, "", nil, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("kubexm server %s: %s: %w", c.base.Redacted(), path, err)
+	}
+	// One job runs on a cluster at a time, so the report is this job's
+	// unless it was written before the job started (a playbook of the
+	// server's that writes it elsewhere).
+	written, err := time.Parse(time.RFC3339Nano, resp.Header.Get("X-Kubexm-Report-Time"))
+	if err != nil || (!j.StartedAt.IsZero() && written.Before(j.StartedAt.Add(-time.Minute))) {
+		return fmt.Errorf("kubexm server %s: the certificate report of cluster %s was written %s, before job %s started (%s): the job wrote none; its log:\n%s",
+			c.base.Redacted(), j.Cluster, resp.Header.Get("X-Kubexm-Report-Time"), id, j.StartedAt.Format(time.RFC3339), log.String())
+	}
+	return writeCertsReport(cmd.OutOrStdout(), f.output, "of the server", data)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -38,6 +39,7 @@ type clusterDescription struct {
 
 func newDescribeClusterCmd() *cobra.Command {
 	var f clusterFlags
+	var remote clientFlags
 	cmd := &cobra.Command{
 		Use:   "cluster -f cluster.yaml",
 		Short: "A cluster's versions, hosts, endpoint, work directory, certificates and nodes",
@@ -49,18 +51,19 @@ server reports them (asked with the work directory's admin kubeconfig; an
 API that does not answer is reported, not an error).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, inv, dir, err := loadCluster(f)
-			if err != nil {
-				return err
-			}
-			d := describeCluster(c, inv, f.file, dir)
-			nodes, err := listNodes(cmd.Context(), filepath.Join(dir, "kubeconfig"))
-			if err != nil {
-				d.API = "no answer: " + err.Error()
+			var d *clusterDescription
+			if remote.server != "" {
+				var err error
+				if d, err = describeRemote(cmd, f, remote); err != nil {
+					return err
+				}
 			} else {
-				d.API = fmt.Sprintf("answered: %d nodes", len(nodes))
+				c, inv, dir, err := loadCluster(f)
+				if err != nil {
+					return err
+				}
+				d = describeWithNodes(cmd.Context(), c, inv, f.file, dir)
 			}
-			d.Hosts = nodeRows(inv, nodes, err == nil)
 			if f.output == "json" {
 				data, err := json.MarshalIndent(d, "", "  ")
 				if err != nil {
@@ -73,7 +76,23 @@ API that does not answer is reported, not an error).`,
 		},
 	}
 	addClusterFlags(cmd, &f)
+	addRemoteReadFlags(cmd, &f, &remote)
 	return cmd
+}
+
+// describeWithNodes is describe cluster's view: describeCluster and the
+// nodes the API server reports (an API that does not answer is reported,
+// not an error).
+func describeWithNodes(ctx context.Context, c *schema.Cluster, inv *inventory.Inventory, file, dir string) *clusterDescription {
+	d := describeCluster(c, inv, file, dir)
+	nodes, err := listNodes(ctx, filepath.Join(dir, "kubeconfig"))
+	if err != nil {
+		d.API = "no answer: " + err.Error()
+	} else {
+		d.API = fmt.Sprintf("answered: %d nodes", len(nodes))
+	}
+	d.Hosts = nodeRows(inv, nodes, err == nil)
+	return d
 }
 
 func describeCluster(c *schema.Cluster, inv *inventory.Inventory, file, dir string) *clusterDescription {

@@ -139,6 +139,7 @@ func age(t time.Time) string {
 
 func newGetClustersCmd() *cobra.Command {
 	var dir, format string
+	var remote clientFlags
 	cmd := &cobra.Command{
 		Use:   "clusters",
 		Short: "List the clusters whose work directories are under .kubexm",
@@ -149,11 +150,18 @@ when its CA expires. Versions and nodes are in cluster.yaml and the cluster:
 kubexm describe cluster -f cluster.yaml and kubexm get nodes -f cluster.yaml.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if remote.server != "" {
+				if err := refuseLocalFlags(cmd, "dir"); err != nil {
+					return err
+				}
+				return getClustersRemote(cmd, format, remote)
+			}
 			return getClusters(cmd.OutOrStdout(), dir, format)
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", ".kubexm", "the directory holding the work directories")
 	cmd.Flags().StringVarP(&format, "output", "o", "text", "text or json")
+	addServerFlags(cmd.Flags(), &remote, "list the clusters registered on this kubexm server (URL), with their work directories there", "a read-only or operator one")
 	return cmd
 }
 
@@ -178,11 +186,17 @@ func getClusters(w io.Writer, dir, format string) error {
 			out = append(out, s)
 		}
 	}
+	return writeClusters(w, format, out, fmt.Sprintf("no clusters under %s (kubexm create cluster -f cluster.yaml makes .kubexm/<name>)", dir))
+}
+
+// writeClusters prints get clusters' table (or JSON lines); none is the
+// line for no cluster at all.
+func writeClusters(w io.Writer, format string, out []clusterState, none string) error {
 	if format == "json" {
 		return writeJSONLines(w, out)
 	}
 	if len(out) == 0 {
-		fmt.Fprintf(w, "no clusters under %s (kubexm create cluster -f cluster.yaml makes .kubexm/<name>)\n", dir)
+		fmt.Fprintln(w, none)
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
@@ -204,9 +218,11 @@ func getClusters(w io.Writer, dir, format string) error {
 	return tw.Flush()
 }
 
-// clusterFlags locate a cluster: its file and its work directory.
+// clusterFlags locate a cluster: its file and its work directory (or,
+// with --server, its name on the server).
 type clusterFlags struct {
 	file      string
+	cluster   string
 	workDir   string
 	rolesPath []string
 	output    string
@@ -225,6 +241,9 @@ func addClusterFlags(cmd *cobra.Command, f *clusterFlags) {
 func loadCluster(f clusterFlags) (*schema.Cluster, *inventory.Inventory, string, error) {
 	if f.output != "text" && f.output != "json" {
 		return nil, nil, "", fmt.Errorf("--output must be text or json, not %q", f.output)
+	}
+	if f.cluster != "" {
+		return nil, nil, "", errors.New("--cluster names a cluster registered on a kubexm server: give --server URL too, or -f cluster.yaml for this machine's work directory")
 	}
 	if f.file == "" {
 		return nil, nil, "", errors.New("no cluster file: pass -f cluster.yaml")
@@ -404,6 +423,7 @@ type nodeRow struct {
 
 func newGetNodesCmd() *cobra.Command {
 	var f clusterFlags
+	var remote clientFlags
 	cmd := &cobra.Command{
 		Use:   "nodes -f cluster.yaml",
 		Short: "The hosts of cluster.yaml and the cluster's nodes, side by side",
@@ -414,6 +434,9 @@ shows NotJoined (add nodes -f brings it in); a Node that cluster.yaml does
 not name shows "not in cluster file".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if remote.server != "" {
+				return getNodesRemote(cmd, f, remote)
+			}
 			_, inv, dir, err := loadCluster(f)
 			if err != nil {
 				return err
@@ -426,6 +449,7 @@ not name shows "not in cluster file".`,
 		},
 	}
 	addClusterFlags(cmd, &f)
+	addRemoteReadFlags(cmd, &f, &remote)
 	return cmd
 }
 

@@ -18,6 +18,7 @@ import (
 // (a check run), so it can run beside anything.
 func newPlanClusterCmd(a *app) *cobra.Command {
 	var f playFlags
+	var remote clientFlags
 	cmd := &cobra.Command{
 		Use:   "cluster",
 		Short: "What create cluster would change on each host, changing nothing",
@@ -34,7 +35,12 @@ yet) is counted as skipped. Nothing is changed on any host.
 			if f.inventory == "" {
 				return fmt.Errorf("no cluster file: pass -f cluster.yaml")
 			}
-			return a.planCluster(cmd, f)
+			if remote.server != "" {
+				if err := refuseLocalFlags(cmd, "roles-path", "overlay", "workdir"); err != nil {
+					return err
+				}
+			}
+			return a.planCluster(cmd, f, remote)
 		},
 	}
 	fl := cmd.Flags()
@@ -48,6 +54,7 @@ yet) is counted as skipped. Nothing is changed on any host.
 	addOverlayFlag(fl, &f.overlays)
 	fl.StringVar(&f.workDir, "workdir", "", "work directory (default .kubexm/<cluster name>)")
 	addOfflineBundleFlag(fl, &f)
+	addServerFlags(fl, &remote, "plan on this kubexm server (URL): the file is registered there and the check run is a job of its workers (docs/server.md)", "an operator's (the plan is a job)")
 	return cmd
 }
 
@@ -117,7 +124,7 @@ func taskName(e engine.Event) string {
 	return e.Task
 }
 
-func (a *app) planCluster(cmd *cobra.Command, f playFlags) error {
+func (a *app) planCluster(cmd *cobra.Command, f playFlags, remote clientFlags) error {
 	if f.output != "text" && f.output != "json" {
 		return fmt.Errorf("--output must be text or json, not %q", f.output)
 	}
@@ -126,8 +133,21 @@ func (a *app) planCluster(cmd *cobra.Command, f playFlags) error {
 	if f.output == "json" {
 		p.next = output.NewJSON(w)
 	}
-	f.check, f.diff, f.sink, f.forks = true, true, p, 50
-	runErr := a.play(cmd.Context(), w, "create-cluster", f)
+	f.check, f.diff = true, true
+	var runErr error
+	if remote.server != "" {
+		// The same check run as a job: its events come back through the
+		// job's stream into the same plan.
+		var c *apiClient
+		var id string
+		if c, id, runErr = queueRemote(cmd, "create-cluster", f, remote); runErr != nil {
+			return runErr
+		}
+		runErr = c.followJob(cmd.Context(), id, p, cmd.ErrOrStderr())
+	} else {
+		f.sink, f.forks = p, 50
+		runErr = a.play(cmd.Context(), w, "create-cluster", f)
+	}
 	hosts := make([]*hostPlan, 0, len(p.hosts))
 	for _, h := range p.hosts {
 		hosts = append(hosts, h)

@@ -33,10 +33,28 @@ import (
 // kubexm get jobs, a verb does not read $KUBEXM_SERVER: a variable left in
 // a shell must not move a create or a delete to another machine.
 func addRemoteFlags(fl *pflag.FlagSet, f *clientFlags) {
-	fl.StringVar(&f.server, "server", "", "run on this kubexm server (URL) as a job instead of on this machine, and follow its events here (docs/server.md)")
-	fl.StringVar(&f.token, "token", "", "API token for --server: an operator's (default $KUBEXM_TOKEN)")
+	addServerFlags(fl, f, "run on this kubexm server (URL) as a job instead of on this machine, and follow its events here (docs/server.md)", "an operator's")
+}
+
+// addServerFlags adds --server, --token, --ca and
+// --insecure-skip-tls-verify; serverHelp says what --server does to the
+// verb, tokenRole which token it needs.
+func addServerFlags(fl *pflag.FlagSet, f *clientFlags, serverHelp, tokenRole string) {
+	fl.StringVar(&f.server, "server", "", serverHelp)
+	fl.StringVar(&f.token, "token", "", "API token for --server: "+tokenRole+" (default $KUBEXM_TOKEN)")
 	fl.StringVar(&f.ca, "ca", "", "CA certificate to trust --server with (its self-signed DATA-DIR/tls/cert.pem)")
 	fl.BoolVar(&f.insecure, "insecure-skip-tls-verify", false, "do not check --server's certificate")
+}
+
+// refuseLocalFlags refuses the flags of names that were given: with
+// --server they would name this machine's files or tune a run here.
+func refuseLocalFlags(cmd *cobra.Command, names ...string) error {
+	for _, name := range names {
+		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
+			return fmt.Errorf("--%s does not go to a kubexm server (it names this machine's files or tunes a run here); run without --server to use it", name)
+		}
+	}
+	return nil
 }
 
 // localOnlyFlags are run flags a job cannot carry: they name files or
@@ -46,12 +64,31 @@ var localOnlyFlags = []string{"start-at-task", "forks", "resume", "roles-path", 
 // do sends a request (path may end in ?query) and decodes an answer of
 // status want into v.
 func (c *apiClient) do(ctx context.Context, hc *http.Client, method, path, ctype string, body io.Reader, want int, v any) error {
+	resp, err := c.send(ctx, hc, method, path, ctype, body, want)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("kubexm server %s: %s %s: %w", c.base.Redacted(), method, resp.Request.URL.Path, err)
+	}
+	if v != nil {
+		return json.Unmarshal(data, v)
+	}
+	return nil
+}
+
+// send sends a request and returns the answer of status want, its body
+// still to be read (and closed); any other answer is an error with the
+// server's message and a hint.
+func (c *apiClient) send(ctx context.Context, hc *http.Client, method, path, ctype string, body io.Reader, want int) (*http.Response, error) {
 	p, query, _ := strings.Cut(path, "?")
 	u := c.base.JoinPath(p)
 	u.RawQuery = query
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
@@ -66,24 +103,41 @@ func (c *apiClient) do(ctx context.Context, hc *http.Client, method, path, ctype
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("kubexm server %s: %w", c.base.Host, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
+		return nil, c.unreachable(err)
 	}
 	if resp.StatusCode != want {
-		var e struct{ Error string }
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return fmt.Errorf("kubexm server: %s %s: %s (HTTP %d)", method, path, e.Error, resp.StatusCode)
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return nil, c.statusError(method, p, resp.StatusCode, data)
+	}
+	return resp, nil
+}
+
+// unreachable is the error of a request that got no answer.
+func (c *apiClient) unreachable(err error) error {
+	return fmt.Errorf("kubexm server %s: %w (is kubexm server running there? check --server, and --ca or --insecure-skip-tls-verify for its certificate)", c.base.Redacted(), err)
+}
+
+// statusError is the error of an answer that is not the one wanted: the
+// server's message, the status and a hint of what to do about it.
+func (c *apiClient) statusError(method, path string, code int, body []byte) error {
+	var e struct{ Error string }
+	msg := fmt.Sprintf("HTTP %d", code)
+	if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		msg = fmt.Sprintf("%s (HTTP %d)", e.Error, code)
+	}
+	hint := ""
+	switch code {
+	case http.StatusUnauthorized:
+		hint = "; give an API token with --token or $KUBEXM_TOKEN (kubexm server token create NAME on the server makes one)"
+	case http.StatusForbidden:
+		hint = "; ask for an operator token (kubexm server token create NAME --role operator)"
+	case http.StatusNotFound:
+		if strings.HasPrefix(path, "/api/v1/clusters/") {
+			hint = fmt.Sprintf("; kubexm get clusters --server %s lists the registered clusters (a verb with -f cluster.yaml --server registers one)", c.base.Redacted())
 		}
-		return fmt.Errorf("kubexm server: %s %s: HTTP %d", method, path, resp.StatusCode)
 	}
-	if v != nil {
-		return json.Unmarshal(data, v)
-	}
-	return nil
+	return fmt.Errorf("kubexm server %s: %s %s: %s%s", c.base.Redacted(), method, path, msg, hint)
 }
 
 // streaming is the client for uploads and event streams, which may take
@@ -94,53 +148,74 @@ func (c *apiClient) streaming() *http.Client {
 
 // playRemote runs playbook with f on the server of cf, as a job.
 func playRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags) error {
+	c, id, err := queueRemote(cmd, playbook, f, cf)
+	if err != nil {
+		return err
+	}
+	if f.output == "json" {
+		return c.followJob(cmd.Context(), id, output.NewJSON(cmd.OutOrStdout()), cmd.ErrOrStderr())
+	}
+	sink, stop := textSink(cmd.OutOrStdout(), f.verbose)
+	defer stop()
+	return c.followJob(cmd.Context(), id, sink, cmd.ErrOrStderr())
+}
+
+// queueRemote registers the cluster file of f on the server of cf (a new
+// config version), uploads its offline bundle unless the server has it,
+// and queues playbook with f's options; it returns the client and the
+// job's id. A restore's --backup names a backup on the server.
+func queueRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags, more ...func(*jobstore.Options)) (*apiClient, string, error) {
 	ctx := cmd.Context()
 	for _, name := range localOnlyFlags {
-		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
-			return fmt.Errorf("--%s does not go to a kubexm server (a job carries --tags, --skip-tags, --limit, --check, --diff, -e and --offline-bundle); run without --server to use it", name)
+		if (name == "backup" && playbook == "restore") || (name == "forks" && playbook == jobstore.CommandPlaybook) {
+			continue // carried by the job
 		}
+		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
+			return nil, "", fmt.Errorf("--%s does not go to a kubexm server (a job carries --tags, --skip-tags, --limit, --check, --diff, -e and --offline-bundle); run without --server to use it", name)
+		}
+	}
+	if strings.ContainsRune(f.backup, '/') {
+		return nil, "", fmt.Errorf("--backup %s: with --server it names a backup the server made (kubexm backup list --server %s --cluster NAME), not a file here", f.backup, cf.server)
 	}
 	cf.output = f.output
 	c, err := newAPIClient(&cf)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	extra, err := remoteExtraVars(f.extraVars)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	data, err := os.ReadFile(f.inventory)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	errw := cmd.ErrOrStderr()
 	var cv jobstore.ClusterVersion
 	if err := c.do(ctx, c.http, http.MethodPost, "/api/v1/clusters", "application/yaml", bytes.NewReader(data), http.StatusCreated, &cv); err != nil {
-		return err
+		return nil, "", err
 	}
-	opts := jobstore.Options{Tags: f.tags, SkipTags: f.skipTags, Limit: f.limit, Check: f.check, Diff: f.diff, ExtraVars: extra}
+	opts := jobstore.Options{Tags: f.tags, SkipTags: f.skipTags, Limit: f.limit, Check: f.check, Diff: f.diff, ExtraVars: extra, Backup: f.backup}
+	for _, m := range more {
+		m(&opts)
+	}
 	if f.offlineBundle != "" {
 		if opts.OfflineBundle, err = c.ensureBundle(ctx, cv.Cluster, f.offlineBundle, errw); err != nil {
-			return err
+			return nil, "", err
 		}
 	}
 	req, err := json.Marshal(map[string]any{"cluster": cv.Cluster, "playbook": playbook, "config_version": cv.Version, "options": opts})
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	var acc struct {
 		JobID string `json:"job_id"`
 	}
 	if err := c.do(ctx, c.http, http.MethodPost, "/api/v1/jobs", "application/json", bytes.NewReader(req), http.StatusAccepted, &acc); err != nil {
-		return err
+		return nil, "", err
 	}
 	fmt.Fprintf(errw, "kubexm server %s: job %s runs %s on cluster %s (config version %d)\n", c.base.Host, acc.JobID, playbook, cv.Cluster, cv.Version)
-	if f.output == "json" {
-		return c.followJob(ctx, acc.JobID, output.NewJSON(cmd.OutOrStdout()), errw)
-	}
-	sink, stop := textSink(cmd.OutOrStdout(), f.verbose)
-	defer stop()
-	return c.followJob(ctx, acc.JobID, sink, errw)
+	return c, acc.JobID, nil
 }
 
 // remoteExtraVars are the -e values as a job carries them: an @file is
@@ -218,17 +293,27 @@ func (c *apiClient) ensureBundle(ctx context.Context, cluster, path string, errw
 // picked up where it broke (Last-Event-ID). The error says how the job
 // ended, with the exit status kubexm play would have.
 func (c *apiClient) followJob(ctx context.Context, id string, sink engine.Sink, errw io.Writer) error {
+	j, err := c.followEvents(ctx, id, func(data []byte) { showEvent(data, sink, errw) }, errw)
+	if err != nil {
+		return err
+	}
+	return jobResult(j)
+}
+
+// followEvents hands each stored event of the job (as the stream sends
+// it) to show until the job ends, and returns the job as it ended.
+func (c *apiClient) followEvents(ctx context.Context, id string, show func([]byte), errw io.Writer) (jobstore.Job, error) {
 	var last int64
 	hc := c.streaming()
 	for failures := 0; ; {
-		j, ended, err := c.streamOnce(ctx, hc, id, &last, sink, errw)
+		j, ended, err := c.streamOnce(ctx, hc, id, &last, show)
 		switch {
 		case ended && err == nil:
-			return jobResult(j)
+			return j, nil
 		case ctx.Err() != nil:
-			return &exitError{err: fmt.Errorf("stopped following; job %s goes on on the server (kubexm get job %s --server %s)", id, id, c.base.String()), code: 130}
+			return j, &exitError{err: fmt.Errorf("stopped following; job %s goes on on the server (kubexm get job %s --server %s)", id, id, c.base.String()), code: 130}
 		case failures == 5:
-			return fmt.Errorf("event stream of job %s: %w (kubexm get job %s --server %s shows it)", id, err, id, c.base.String())
+			return j, fmt.Errorf("event stream of job %s: %w (kubexm get job %s --server %s shows it)", id, err, id, c.base.String())
 		}
 		failures++
 		fmt.Fprintf(errw, "event stream of job %s broke (%v); following on from event %d\n", id, err, last)
@@ -251,7 +336,7 @@ func jobResult(j jobstore.Job) error {
 
 // streamOnce reads one connection of the job's event stream; ended says
 // whether the stream's end (with the job) came.
-func (c *apiClient) streamOnce(ctx context.Context, hc *http.Client, id string, last *int64, sink engine.Sink, errw io.Writer) (jobstore.Job, bool, error) {
+func (c *apiClient) streamOnce(ctx context.Context, hc *http.Client, id string, last *int64, show func([]byte)) (jobstore.Job, bool, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base.JoinPath("/api/v1/jobs", id, "events", "stream").String(), nil)
 	if err != nil {
 		return jobstore.Job{}, false, err
@@ -291,7 +376,7 @@ func (c *apiClient) streamOnce(ctx context.Context, hc *http.Client, id string, 
 			}
 			return j, true, nil
 		case line == "" && kind != "":
-			showEvent([]byte(data), sink, errw)
+			show([]byte(data))
 			*last = evID
 			kind, data = "", ""
 		}
@@ -305,10 +390,26 @@ func (c *apiClient) streamOnce(ctx context.Context, hc *http.Client, id string, 
 // showEvent shows one stored event: an engine event through sink, one of
 // the service's own as a line.
 func showEvent(data []byte, sink engine.Sink, errw io.Writer) {
+	stored, ok := serviceEvent(data, errw)
+	if !ok {
+		return
+	}
+	var e engine.Event
+	if err := json.Unmarshal(stored.Data, &e); err != nil {
+		fmt.Fprintf(errw, "event %d does not decode: %v\n", stored.ID, err)
+		return
+	}
+	sink.Emit(e)
+}
+
+// serviceEvent decodes a stored event and shows it on errw when it is one
+// of the service's own (a worker took the job, ...); ok says it is the
+// run's, for the caller to show.
+func serviceEvent(data []byte, errw io.Writer) (jobstore.Event, bool) {
 	var stored jobstore.Event
 	if err := json.Unmarshal(data, &stored); err != nil {
 		fmt.Fprintf(errw, "an event that does not decode: %v\n", err)
-		return
+		return stored, false
 	}
 	if strings.HasPrefix(stored.Kind, "job_") {
 		var svc struct {
@@ -323,12 +424,7 @@ func showEvent(data []byte, sink engine.Sink, errw io.Writer) {
 			line += " " + svc.Message
 		}
 		fmt.Fprintln(errw, line)
-		return
+		return stored, false
 	}
-	var e engine.Event
-	if err := json.Unmarshal(stored.Data, &e); err != nil {
-		fmt.Fprintf(errw, "event %d does not decode: %v\n", stored.ID, err)
-		return
-	}
-	sink.Emit(e)
+	return stored, true
 }

@@ -39,7 +39,7 @@ func TestVerbsThroughServer(t *testing.T) {
 	e := newServiceEnv(t, "")
 	// The server's --playbooks are found before the built-in ones: these
 	// stand in for the verbs' playbooks, on localhost.
-	for name, text := range map[string]string{
+	e.addPlaybooks(map[string]string{
 		"create-cluster.yaml": `- name: create
   hosts: localhost
   tasks:
@@ -60,16 +60,9 @@ func TestVerbsThroughServer(t *testing.T) {
     - name: break
       shell: echo no room for nodes >&2; exit 3
 `,
-	} {
-		if err := os.WriteFile(filepath.Join(e.pbDir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	e.startWorker("w1")
-	cluster := filepath.Join(t.TempDir(), "cluster.yaml")
-	if err := os.WriteFile(cluster, []byte(serviceCluster("r1")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cluster := writeServiceCluster(t, "r1")
 	bundlePath := packTestBundle(t)
 	vars := filepath.Join(t.TempDir(), "vars.yaml")
 	if err := os.WriteFile(vars, []byte("marker: from-a-file\n"), 0o644); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/engine/transport/local"
@@ -37,6 +38,7 @@ type runCommandFlags struct {
 // once, over the transports a run uses, without a playbook.
 func newRunCommandCmd(a *app) *cobra.Command {
 	var f runCommandFlags
+	var remote clientFlags
 	cmd := &cobra.Command{
 		Use:   "command -f cluster.yaml (--nodes HOSTS | --group GROUP) -- COMMAND [ARG...]",
 		Short: "Run a command on hosts of a cluster at once; output and exit status per host",
@@ -58,6 +60,9 @@ Secrets of cluster.yaml are masked in the output.`,
 			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
 				return errors.New("give the command after --: kubexm run command -f cluster.yaml --nodes n1 -- uptime")
 			}
+			if remote.server != "" {
+				return a.runCommandRemote(cmd, f, args, remote)
+			}
 			return a.runCommand(cmd.Context(), cmd.OutOrStdout(), f, args)
 		},
 	}
@@ -72,6 +77,7 @@ Secrets of cluster.yaml are masked in the output.`,
 	fl.IntVar(&f.forks, "forks", 50, "how many hosts run the command at once")
 	fl.StringVarP(&f.output, "output", "o", "text", "text, or json: one JSON object per host and a summary")
 	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles (their support matrix checks the cluster file)")
+	addServerFlags(fl, &remote, "run it from this kubexm server (URL) as a job: the file is registered there, its worker reaches the hosts, the output comes back here (docs/server.md)", "an operator's")
 	return cmd
 }
 
@@ -88,31 +94,38 @@ type hostRun struct {
 	DurationMS int64  `json:"duration_ms"`
 }
 
-func (a *app) runCommand(ctx context.Context, w io.Writer, f runCommandFlags, args []string) error {
+// prepareCommand checks the flags and the command, and chooses the hosts
+// of the cluster file.
+func (a *app) prepareCommand(f runCommandFlags, args []string) (transport.Command, *inventory.Inventory, []string, error) {
 	if f.output != "text" && f.output != "json" {
-		return fmt.Errorf("--output must be text or json, not %q", f.output)
+		return transport.Command{}, nil, nil, fmt.Errorf("--output must be text or json, not %q", f.output)
 	}
 	if f.file == "" {
-		return errors.New("no cluster file: pass -f cluster.yaml")
+		return transport.Command{}, nil, nil, errors.New("no cluster file: pass -f cluster.yaml")
 	}
 	c := transport.Command{Argv: args, Become: f.become || f.becomeUser != "", BecomeUser: f.becomeUser, Timeout: f.timeout}
 	switch {
 	case f.shell && len(args) != 1:
-		return fmt.Errorf("--shell runs one argument with /bin/sh -c; got %d: quote the whole command line as one", len(args))
+		return c, nil, nil, fmt.Errorf("--shell runs one argument with /bin/sh -c; got %d: quote the whole command line as one", len(args))
 	case f.shell:
 		c = transport.Command{Script: args[0], Become: c.Become, BecomeUser: c.BecomeUser, Timeout: c.Timeout}
 	case len(args) == 1 && strings.ContainsAny(args[0], " \t\n"):
-		return fmt.Errorf("the command %q is one argument with spaces, which no program is named: split it (-- %s) or add --shell to run it with /bin/sh -c", args[0], args[0])
+		return c, nil, nil, fmt.Errorf("the command %q is one argument with spaces, which no program is named: split it (-- %s) or add --shell to run it with /bin/sh -c", args[0], args[0])
 	}
 	s, err := supportFromRolesPath(f.rolesPath)
 	if err != nil {
-		return err
+		return c, nil, nil, err
 	}
 	inv, err := a.loadInventory(f.file, s)
 	if err != nil {
-		return err
+		return c, nil, nil, err
 	}
 	hosts, err := selectHosts(inv, f.nodes, f.groups)
+	return c, inv, hosts, err
+}
+
+func (a *app) runCommand(ctx context.Context, w io.Writer, f runCommandFlags, args []string) error {
+	c, inv, hosts, err := a.prepareCommand(f, args)
 	if err != nil {
 		return err
 	}
@@ -277,4 +290,55 @@ func runSummary(w io.Writer, format string, results []hostRun) error {
 		return &exitError{err: fmt.Errorf("not reached: %s", strings.Join(unreachable, ", ")), code: 4}
 	}
 	return nil
+}
+
+// runCommandRemote runs the command as a job of a kubexm server: the
+// flags, the command and the hosts are checked here as for a local run,
+// the cluster file is registered there, and each host's outcome is
+// printed as it comes back, as a local run prints it (the worker runs
+// this same verb with -o json). A command job is never resumed: one that
+// was interrupted may have run on some hosts.
+func (a *app) runCommandRemote(cmd *cobra.Command, f runCommandFlags, args []string, remote clientFlags) error {
+	if _, _, _, err := a.prepareCommand(f, args); err != nil {
+		return err
+	}
+	jc := &jobstore.Command{Argv: args, Nodes: f.nodes, Groups: f.groups, Shell: f.shell, Become: f.become, BecomeUser: f.becomeUser, Forks: f.forks}
+	if f.timeout > 0 {
+		jc.Timeout = f.timeout.String()
+	}
+	c, id, err := queueRemote(cmd, jobstore.CommandPlaybook, playFlags{inventory: f.file, output: f.output}, remote, func(o *jobstore.Options) { o.Command = jc })
+	if err != nil {
+		return err
+	}
+	w, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	var results []hostRun
+	summary := false
+	j, err := c.followEvents(cmd.Context(), id, func(data []byte) {
+		stored, ok := serviceEvent(data, errw)
+		switch {
+		case !ok:
+		case stored.Kind == "summary":
+			summary = true
+		case stored.Kind == "host_result":
+			var r hostRun
+			if err := json.Unmarshal(stored.Data, &r); err != nil {
+				fmt.Fprintf(errw, "event %d does not decode: %v\n", stored.ID, err)
+				return
+			}
+			results = append(results, r)
+			writeHostRun(w, f.output, r)
+		}
+	}, errw)
+	if err != nil {
+		return err
+	}
+	// The job fails when the command failed on a host; the summary says
+	// so with the exit status of a local run. A job that ended without
+	// one (cancelled, or the command never ran) says why itself.
+	if !summary {
+		if err := jobResult(j); err != nil {
+			return err
+		}
+	}
+	return runSummary(w, f.output, results)
 }

@@ -188,7 +188,7 @@ func (a *app) serve(ctx context.Context, cmd *cobra.Command, f *serverFlags) err
 	if err != nil {
 		return err
 	}
-	srv, err := api.New(api.Config{Store: svc.store, Box: svc.box, Support: support, Playbook: svc.playbook, Registry: reg, Log: log, DataDir: svc.dataDir})
+	srv, err := api.New(api.Config{Store: svc.store, Box: svc.box, Support: support, Playbook: svc.playbook, Registry: reg, Log: log, DataDir: svc.dataDir, Views: verbViews{support: support}})
 	if err != nil {
 		return err
 	}

@@ -187,7 +187,7 @@ func newServiceEnv(t *testing.T, dsn string) *serviceEnv {
 		t.Fatal(err)
 	}
 	srv, err := api.New(api.Config{Store: svc.store, Box: svc.box, Support: support, Playbook: svc.playbook, Registry: prometheus.NewRegistry(),
-		Log: slog.New(slog.NewTextHandler(e.log, nil)), EventPoll: 100 * time.Millisecond, DataDir: e.dataDir})
+		Log: slog.New(slog.NewTextHandler(e.log, nil)), EventPoll: 100 * time.Millisecond, DataDir: e.dataDir, Views: verbViews{support: support}})
 	if err != nil {
 		t.Fatal(err)
 	}

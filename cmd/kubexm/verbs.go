@@ -43,7 +43,7 @@ func addVerbCmds(root *cobra.Command, a *app) {
 	verb("delete", "Delete a cluster or take nodes out of it").AddCommand(newDeleteClusterCmd(a), newDeleteNodesCmd(a))
 	verb("add", "Add nodes to a cluster").AddCommand(newAddNodesCmd(a))
 	verb("upgrade", "Upgrade a cluster").AddCommand(newUpgradeClusterCmd(a))
-	verb("backup", "Back up a cluster").AddCommand(newBackupClusterCmd(a))
+	verb("backup", "Back up a cluster, list and download the backups a kubexm server made").AddCommand(newBackupClusterCmd(a), newBackupListCmd(), newBackupDownloadCmd())
 	verb("restore", "Restore a cluster from a backup").AddCommand(newRestoreClusterCmd(a))
 	verb("certs", "").AddCommand(newCertsRenewCmd(a))
 	verb("plan", "Show what a run would change").AddCommand(newPlanClusterCmd(a))
@@ -347,7 +347,8 @@ it): verified, then the API servers stop, every etcd member is restored from
 the snapshot, the PKI and configuration come back and the cluster's health
 is checked. Everything written to the cluster since the backup is lost.
 Asks for confirmation unless --yes.`,
-		`  kubexm restore cluster -f cluster.yaml --backup .kubexm/demo/backups/demo-20260101-000000.tar.gz`,
+		`  kubexm restore cluster -f cluster.yaml --backup .kubexm/demo/backups/demo-20260101-000000.tar.gz
+  kubexm restore cluster -f cluster.yaml --backup demo-20260101-000000.tar.gz --server https://kubexm.example:8443`,
 		v, func(cmd *cobra.Command, v *verbFlags) error {
 			if v.play.backup == "" {
 				return errors.New("--backup is required: the archive of backup cluster to restore")
@@ -359,7 +360,7 @@ Asks for confirmation unless --yes.`,
 			return askUnlessYes(cmd, v, fmt.Sprintf("This puts %s back to %s: what was written since is lost.", what, v.play.backup))
 		})
 	addYesFlag(cmd.Flags(), v)
-	cmd.Flags().StringVar(&v.play.backup, "backup", "", "the archive to restore (required)")
+	cmd.Flags().StringVar(&v.play.backup, "backup", "", "the archive to restore (required); with --server the name of a backup the server made (kubexm backup list --server URL --cluster NAME)")
 	return cmd
 }
 

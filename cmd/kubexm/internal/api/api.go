@@ -53,6 +53,9 @@ type Config struct {
 	DataDir string
 	// MaxBundle bounds an uploaded offline bundle (default 32 GiB).
 	MaxBundle int64
+	// Views answer get clusters (with ?state=true), get nodes and
+	// describe cluster; nil answers those 501.
+	Views Views
 	// EventPoll is how often an event stream looks for new events.
 	EventPoll time.Duration
 }
@@ -65,6 +68,9 @@ type Server struct {
 	// polling a job costs one query, not two. A deleted token stops
 	// working within tokenTTL.
 	tokens sync.Map // string -> cachedToken
+	// bundleMu keeps a job naming a bundle from being queued while the
+	// bundle is deleted (within this server).
+	bundleMu sync.Mutex
 }
 
 type cachedToken struct {
@@ -281,15 +287,6 @@ func (s *Server) registerCluster(w http.ResponseWriter, r *http.Request, tok job
 	s.queue(w, r, tok, jobRequest{Cluster: name, Playbook: pb, ConfigVersion: v.Version})
 }
 
-func (s *Server) listClusters(w http.ResponseWriter, r *http.Request, _ jobstore.Token) {
-	cs, err := s.c.Store.Clusters(r.Context())
-	if err != nil {
-		s.storeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"clusters": nonNil(cs)})
-}
-
 func (s *Server) getCluster(w http.ResponseWriter, r *http.Request, _ jobstore.Token) {
 	cv, err := s.c.Store.ClusterConfig(r.Context(), r.PathValue("name"), 0)
 	if err != nil {
@@ -355,9 +352,15 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, tok jobstore.Toke
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("playbook %q: give the name of a playbook (kubexm playbook list), not a path", req.Playbook))
 		return
 	}
-	if _, err := s.c.Playbook(req.Playbook); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	if msg := checkCommand(req); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
 		return
+	}
+	if req.Options.Command == nil {
+		if _, err := s.c.Playbook(req.Playbook); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
 	}
 	for _, e := range req.Options.ExtraVars {
 		if strings.HasPrefix(strings.TrimSpace(e), "@") {
@@ -369,7 +372,24 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, tok jobstore.Toke
 		writeError(w, http.StatusBadRequest, "extra vars: "+err.Error())
 		return
 	}
+	if b := req.Options.Backup; b != "" {
+		if req.Playbook != "restore" {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("options.backup is for the restore playbook, not %s", req.Playbook))
+			return
+		}
+		p := worker.BackupPath(s.c.DataDir, req.Cluster, b)
+		if p == "" {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("backup %q: give the name of a backup of the cluster (GET /api/v1/clusters/%s/backups), not a path", b, req.Cluster))
+			return
+		}
+		if _, err := os.Stat(p); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("backup %s: cluster %s has no such backup on the server (GET /api/v1/clusters/%s/backups lists them; a backup job makes one)", b, req.Cluster, req.Cluster))
+			return
+		}
+	}
 	if b := req.Options.OfflineBundle; b != "" {
+		s.bundleMu.Lock()
+		defer s.bundleMu.Unlock()
 		p := worker.BundlePath(s.c.DataDir, req.Cluster, b)
 		if p == "" {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("offline_bundle %q: give the sha256 an upload answered with (POST /api/v1/clusters/%s/bundles)", b, req.Cluster))
@@ -418,6 +438,21 @@ func describeOptions(o jobstore.Options) string {
 	}
 	if o.OfflineBundle != "" {
 		parts = append(parts, "offline bundle "+o.OfflineBundle)
+	}
+	if o.Backup != "" {
+		parts = append(parts, "backup "+o.Backup)
+	}
+	if c := o.Command; c != nil {
+		// The program, not its arguments or a script: they may quote
+		// anything.
+		what := fmt.Sprintf("a /bin/sh -c script of %d bytes", len(c.Argv[0]))
+		if !c.Shell {
+			what = fmt.Sprintf("command %s with %d arguments", c.Argv[0], len(c.Argv)-1)
+			if strings.ContainsAny(c.Argv[0], " \t\n") {
+				what = fmt.Sprintf("a command of %d arguments", len(c.Argv))
+			}
+		}
+		parts = append(parts, what+" on "+strings.Join(append(append([]string{}, c.Nodes...), c.Groups...), ","))
 	}
 	if len(o.ExtraVars) > 0 {
 		if vars, err := engine.ParseExtraVars(o.ExtraVars); err == nil {
@@ -480,7 +515,46 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request, tok jobstore.
 	writeJSON(w, http.StatusAccepted, j)
 }
 
+// checkCommand says what is wrong with the command of a command job, or
+// with a command given to a playbook's job; "" when nothing is.
+func checkCommand(req jobRequest) string {
+	c, o := req.Options.Command, req.Options
+	switch {
+	case c == nil && req.Playbook == jobstore.CommandPlaybook:
+		return fmt.Sprintf("playbook %s runs options.command: give it", jobstore.CommandPlaybook)
+	case c == nil:
+		return ""
+	case req.Playbook != jobstore.CommandPlaybook:
+		return fmt.Sprintf("options.command is for playbook %s, not %s", jobstore.CommandPlaybook, req.Playbook)
+	case len(c.Argv) == 0:
+		return "options.command.argv: the command and its arguments"
+	case len(c.Nodes) == 0 && len(c.Groups) == 0:
+		return "options.command: choose the hosts with nodes (names or patterns, or all) or groups"
+	case c.Shell && len(c.Argv) != 1:
+		return "options.command.shell runs one argument with /bin/sh -c"
+	case c.Forks < 0:
+		return "options.command.forks must not be negative"
+	case len(o.Tags)+len(o.SkipTags)+len(o.ExtraVars) > 0 || o.Limit != "" || o.Check || o.Diff || o.OfflineBundle != "" || o.Backup != "":
+		return "a command job takes options.command only (no tags, limit, check, diff, extra vars, bundle or backup)"
+	}
+	if c.Timeout != "" {
+		if d, err := time.ParseDuration(c.Timeout); err != nil || d < 0 {
+			return fmt.Sprintf("options.command.timeout %q: want a duration such as 30s", c.Timeout)
+		}
+	}
+	for _, a := range append(append(append([]string{}, c.Nodes...), c.Groups...), c.BecomeUser) {
+		if strings.HasPrefix(a, "-") {
+			return fmt.Sprintf("options.command: %q is not a host, group or user name", a)
+		}
+	}
+	return ""
+}
+
 func (s *Server) resumeJob(w http.ResponseWriter, r *http.Request, tok jobstore.Token) {
+	if j, err := s.c.Store.Job(r.Context(), r.PathValue("id")); err == nil && j.Options.Command != nil {
+		writeError(w, http.StatusConflict, fmt.Sprintf("job %s runs a command, which is not run twice: queue it again if you mean it", j.ID))
+		return
+	}
 	j, err := s.c.Store.Resume(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.storeError(w, r, err)

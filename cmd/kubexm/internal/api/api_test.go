@@ -58,9 +58,9 @@ func newFixture(t testing.TB) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Store: store, Box: box, Support: support, Registry: prometheus.NewRegistry(), EventPoll: 20 * time.Millisecond, DataDir: t.TempDir(), MaxBundle: 4 << 20,
+	s, err := New(Config{Store: store, Box: box, Support: support, Registry: prometheus.NewRegistry(), EventPoll: 20 * time.Millisecond, DataDir: t.TempDir(), MaxBundle: 4 << 20, Views: fakeViews{},
 		Playbook: func(name string) (string, error) {
-			if name != "create-cluster" && name != "upgrade" {
+			if name != "create-cluster" && name != "upgrade" && name != "restore" {
 				return "", fmt.Errorf("no playbook %q", name)
 			}
 			return name, nil
@@ -98,7 +98,8 @@ func (f *fixture) call(t testing.TB, method, path, token string, body string) (i
 
 func TestAuthAndRoles(t *testing.T) {
 	f := newFixture(t)
-	mutations := [][2]string{{"POST", "/api/v1/clusters"}, {"POST", "/api/v1/jobs"}, {"POST", "/api/v1/jobs/x/cancel"}, {"POST", "/api/v1/jobs/x/resume"}, {"POST", "/api/v1/clusters/c1/bundles"}}
+	mutations := [][2]string{{"POST", "/api/v1/clusters"}, {"POST", "/api/v1/jobs"}, {"POST", "/api/v1/jobs/x/cancel"}, {"POST", "/api/v1/jobs/x/resume"}, {"POST", "/api/v1/clusters/c1/bundles"},
+		{"DELETE", "/api/v1/clusters/c1/bundles/" + strings.Repeat("a", 64)}, {"GET", "/api/v1/clusters/c1/backups/c1-1.tar.gz"}}
 	for _, m := range mutations {
 		if code, _ := f.call(t, m[0], m[1], "", testCluster); code != http.StatusUnauthorized {
 			t.Errorf("%s %s without a token: %d", m[0], m[1], code)
@@ -407,4 +408,47 @@ func TestBundles(t *testing.T) {
 	if code, body := f.call(t, "GET", "/api/v1/audit", f.operator, ""); code != 200 || !strings.Contains(string(body), "upload bundle") || !strings.Contains(string(body), "offline bundle "+b.SHA256) {
 		t.Fatalf("audit: %d %s", code, body)
 	}
+
+	// Delete: refused while the queued job names the bundle, then done,
+	// with the unpacked copy.
+	del := "/api/v1/clusters/c1/bundles/" + b.SHA256
+	if code, body := f.call(t, "DELETE", del, f.operator, ""); code != http.StatusConflict || !strings.Contains(string(body), acc.Job.ID) || !isJSONError(body) {
+		t.Fatalf("delete of a bundle a queued job uses: %d %s", code, body)
+	}
+	if code, body := f.call(t, "POST", "/api/v1/jobs/"+acc.Job.ID+"/cancel", f.operator, ""); code != http.StatusAccepted {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+	for _, bad := range []struct {
+		path string
+		code int
+	}{{"/api/v1/clusters/c1/bundles/nothex", http.StatusBadRequest}, {"/api/v1/clusters/c1/bundles/" + strings.Repeat("0", 64), http.StatusNotFound}, {"/api/v1/clusters/c9/bundles/" + b.SHA256, http.StatusNotFound}} {
+		if code, body := f.call(t, "DELETE", bad.path, f.operator, ""); code != bad.code || !isJSONError(body) {
+			t.Errorf("DELETE %s: %d %s, want %d and a JSON error", bad.path, code, body, bad.code)
+		}
+	}
+	if code, body := f.call(t, "DELETE", del, f.operator, ""); code != http.StatusOK {
+		t.Fatalf("delete: %d %s", code, body)
+	}
+	for _, p := range []string{filepath.Join("bundles", b.SHA256+".tar.gz"), filepath.Join("bundle", b.SHA256)} {
+		if _, err := os.Stat(filepath.Join(f.s.c.DataDir, "clusters", "c1", p)); err == nil {
+			t.Errorf("%s is left after the delete", p)
+		}
+	}
+	if code, body := f.call(t, "GET", "/api/v1/clusters/c1/bundles", f.reader, ""); code != 200 || strings.Contains(string(body), b.SHA256) {
+		t.Errorf("the deleted bundle is listed: %s", body)
+	}
+	if code, _ := f.call(t, "DELETE", del, f.operator, ""); code != http.StatusNotFound {
+		t.Errorf("a second delete: %d", code)
+	}
+	if code, body := f.call(t, "POST", "/api/v1/jobs", f.operator, fmt.Sprintf(`{"cluster": "c1", "playbook": "create-cluster", "options": {"offline_bundle": %q}}`, b.SHA256)); code != http.StatusBadRequest {
+		t.Errorf("a job naming the deleted bundle: %d %s", code, body)
+	}
+	if _, body := f.call(t, "GET", "/api/v1/audit", f.operator, ""); !strings.Contains(string(body), "delete bundle") {
+		t.Errorf("the delete is not audited: %s", body)
+	}
+}
+
+func isJSONError(body []byte) bool {
+	var e struct{ Error string }
+	return json.Unmarshal(body, &e) == nil && e.Error != ""
 }

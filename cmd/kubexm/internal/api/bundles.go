@@ -17,6 +17,7 @@ import (
 	"github.com/mensylisir/kubexm/bundle"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/worker"
+	"github.com/mensylisir/kubexm/internal/flock"
 )
 
 // Bundle is an offline bundle uploaded for a cluster; a job names it by
@@ -117,4 +118,66 @@ func (s *Server) listBundles(w http.ResponseWriter, r *http.Request, _ jobstore.
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].UploadedAt.After(out[j].UploadedAt) })
 	writeJSON(w, http.StatusOK, map[string]any{"bundles": out})
+}
+
+// deleteBundle removes an uploaded bundle and its unpacked copy, unless an
+// active job (queued, running or interrupted: it will run again) names it.
+func (s *Server) deleteBundle(w http.ResponseWriter, r *http.Request, tok jobstore.Token) {
+	name, sum := r.PathValue("name"), r.PathValue("sha256")
+	if _, err := s.c.Store.Cluster(r.Context(), name); err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	p := worker.BundlePath(s.c.DataDir, name, sum)
+	if p == "" {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("bundle %q: give its sha256 (GET /api/v1/clusters/%s/bundles)", sum, name))
+		return
+	}
+	// The check and the removal happen under the lock queue takes for a
+	// job naming a bundle: no job of this server is queued between them.
+	s.bundleMu.Lock()
+	defer s.bundleMu.Unlock()
+	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("cluster %s has no bundle %s", name, sum))
+		return
+	}
+	for _, st := range jobstore.Statuses {
+		if !st.Active() {
+			continue
+		}
+		jobs, err := s.c.Store.Jobs(r.Context(), jobstore.JobFilter{Cluster: name, Status: st, Limit: 1000})
+		if err != nil {
+			s.storeError(w, r, err)
+			return
+		}
+		for _, j := range jobs {
+			if j.Options.OfflineBundle == sum {
+				writeJSON(w, http.StatusConflict, map[string]string{"error": fmt.Sprintf("bundle %s is used by job %s (%s): delete it when the job has ended, or cancel the job", sum, j.ID, j.Status), "job_id": j.ID, "status": string(j.Status)})
+				return
+			}
+		}
+	}
+	workDir := worker.WorkDir(s.c.DataDir, name)
+	// The unpacked copy goes under bundle.Open's lock: a kubexm play of
+	// the cluster run by hand may be unpacking or checking it.
+	if err := os.MkdirAll(filepath.Join(workDir, "bundle"), 0o755); err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	unlock, err := flock.Lock(r.Context(), filepath.Join(workDir, "bundle", ".lock"))
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	defer unlock()
+	if err := os.Remove(p); err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	if err := os.RemoveAll(filepath.Join(workDir, "bundle", sum)); err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	s.audit(r, tok, "delete bundle", name, "sha256 "+sum)
+	writeJSON(w, http.StatusOK, map[string]string{"deleted": sum})
 }

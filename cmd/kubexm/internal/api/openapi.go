@@ -51,13 +51,23 @@ func queryParam(name, desc string, typ string) map[string]any {
 	return map[string]any{"name": name, "in": "query", "required": false, "description": desc, "schema": map[string]any{"type": typ}}
 }
 
+func obj(props map[string]any, required ...string) map[string]any {
+	o := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		o["required"] = required
+	}
+	return o
+}
+
 func (s *Server) routes() []route {
+	str := map[string]any{"type": "string"}
 	clusterName := pathParam("name", "the cluster's metadata.name", "string")
 	jobID := pathParam("id", "the job id", "string")
 	afterParam := queryParam("after", "only events with an id above this one (or the Last-Event-ID header)", "integer")
 	return []route{
-		{"GET", "/api/v1/clusters", RoleReadOnly, s.listClusters, op("List the registered clusters",
-			map[string]any{"200": resp("the clusters", listOf("clusters", "Cluster"))}, nil)},
+		{"GET", "/api/v1/clusters", RoleReadOnly, s.listClusters, op("List the registered clusters; with ?state=true each with its work directory's state (kubexm get clusters)",
+			map[string]any{"200": resp("the clusters", listOf("clusters", "Cluster"))},
+			map[string]any{"parameters": []any{queryParam("state", "true: add each cluster's work directory state (last run, kubeconfig, CA expiry) as state", "boolean")}})},
 		{"POST", "/api/v1/clusters", RoleOperator, s.registerCluster, op("Register a cluster.yaml (a new version when the cluster exists); with ?run=PLAYBOOK also queue a job",
 			map[string]any{
 				"201": resp("registered", ref("ClusterVersion")),
@@ -88,6 +98,31 @@ func (s *Server) routes() []route {
 			})},
 		{"GET", "/api/v1/clusters/{name}/bundles", RoleReadOnly, s.listBundles, op("List the offline bundles uploaded for a cluster, newest first",
 			map[string]any{"200": resp("the bundles", listOf("bundles", "Bundle"))},
+			map[string]any{"parameters": []any{clusterName}})},
+		{"DELETE", "/api/v1/clusters/{name}/bundles/{sha256}", RoleOperator, s.deleteBundle, op("Delete an uploaded offline bundle and its unpacked copy; refused while a queued, running or interrupted job names it",
+			map[string]any{
+				"200": resp("deleted", obj(map[string]any{"deleted": str})),
+				"400": resp("not a sha256", ref("Error")),
+				"409": resp("an active job uses the bundle, named in the answer", ref("Conflict")),
+			}, map[string]any{"parameters": []any{clusterName, pathParam("sha256", "the bundle's sha256, as the upload answered", "string")}})},
+		{"GET", "/api/v1/clusters/{name}/backups", RoleReadOnly, s.listBackups, op("List the backups a backup job made of the cluster on the server, newest first; a restore job names one in options.backup",
+			map[string]any{"200": resp("the backups", listOf("backups", "Backup"))},
+			map[string]any{"parameters": []any{clusterName}})},
+		{"GET", "/api/v1/clusters/{name}/backups/{backup}", RoleOperator, s.downloadBackup, op("Download a backup archive (it holds etcd's data and the CA keys: operator tokens only, every download audited); X-Kubexm-Sha256 carries its sha256, Range requests continue a broken download",
+			map[string]any{
+				"200": map[string]any{"description": "the archive", "headers": map[string]any{"X-Kubexm-Sha256": map[string]any{"description": "sha256 of the archive, hex", "schema": str}},
+					"content": map[string]any{"application/gzip": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}},
+				"206": resp("the part asked with Range", nil),
+				"400": resp("not the name of a backup archive", ref("Error")),
+			}, map[string]any{"parameters": []any{clusterName, pathParam("backup", "the archive's name, as listed", "string")}})},
+		{"GET", "/api/v1/clusters/{name}/nodes", RoleReadOnly, s.clusterNodes, op("kubexm get nodes: the hosts of the newest config beside the Node objects the cluster's API server reports (asked with the server's admin kubeconfig of the cluster); secrets masked",
+			map[string]any{"200": resp("one row per host or node", map[string]any{"type": "array", "items": ref("NodeRow")}), "502": resp("the cluster's API server did not answer, or there is no admin kubeconfig yet", ref("Error"))},
+			map[string]any{"parameters": []any{clusterName}})},
+		{"GET", "/api/v1/clusters/{name}/describe", RoleReadOnly, s.describeCluster, op("kubexm describe cluster: versions, hosts, endpoint, the work directory's runs and certificates, and the nodes; secrets masked",
+			map[string]any{"200": resp("the description, as describe cluster -o json prints it", map[string]any{"type": "object"}), "502": resp("the description could not be made", ref("Error"))},
+			map[string]any{"parameters": []any{clusterName}})},
+		{"GET", "/api/v1/clusters/{name}/certs-report", RoleReadOnly, s.certsReport, op("The report of the cluster's last certs-check job (roles/certs' certs_report_path); Last-Modified says when it was written",
+			map[string]any{"200": resp("the report, as kubexm certs check -o json prints it", map[string]any{"type": "object"})},
 			map[string]any{"parameters": []any{clusterName}})},
 		{"GET", "/api/v1/jobs", RoleReadOnly, s.listJobs, op("List jobs, newest first",
 			map[string]any{"200": resp("the jobs", listOf("jobs", "Job")), "400": resp("bad filter", ref("Error"))},
@@ -142,16 +177,13 @@ func (s *Server) openAPI() map[string]any {
 	strs := map[string]any{"type": "array", "items": str}
 	integer := map[string]any{"type": "integer"}
 	ts := map[string]any{"type": "string", "format": "date-time"}
-	obj := func(props map[string]any, required ...string) map[string]any {
-		o := map[string]any{"type": "object", "properties": props}
-		if len(required) > 0 {
-			o["required"] = required
-		}
-		return o
-	}
 	options := obj(map[string]any{"tags": strs, "skip_tags": strs, "limit": str, "check": map[string]any{"type": "boolean"}, "diff": map[string]any{"type": "boolean"},
 		"extra_vars":     map[string]any{"type": "array", "items": str, "description": "as -e: name=value or a {...} mapping; no @file. Stored as given: put secrets in the cluster.yaml, not here"},
-		"offline_bundle": map[string]any{"type": "string", "description": "the sha256 of a bundle uploaded for the cluster (POST /api/v1/clusters/{name}/bundles): the run installs from it, as kubexm play --offline-bundle"}})
+		"offline_bundle": map[string]any{"type": "string", "description": "the sha256 of a bundle uploaded for the cluster (POST /api/v1/clusters/{name}/bundles): the run installs from it, as kubexm play --offline-bundle"},
+		"backup":         map[string]any{"type": "string", "description": "restore playbook only: the name of a backup of the cluster on the server (GET /api/v1/clusters/{name}/backups); the run gets --backup of it"},
+		"command": map[string]any{"type": "object", "description": "playbook run-command only, and alone: an ad-hoc command run as kubexm run command runs it; its events are one host_result per host and a summary. Stored as given: no secrets in it. Not resumed",
+			"properties": map[string]any{"argv": strs, "nodes": strs, "groups": strs, "shell": map[string]any{"type": "boolean"}, "become": map[string]any{"type": "boolean"}, "become_user": str,
+				"timeout": map[string]any{"type": "string", "description": "a duration, e.g. 30s"}, "forks": integer}, "required": []string{"argv"}}})
 	job := obj(map[string]any{
 		"id": str, "cluster": str, "config_version": integer, "playbook": str, "options": options,
 		"status":       map[string]any{"type": "string", "enum": []string{"queued", "running", "interrupted", "succeeded", "failed", "cancelled"}},
@@ -175,6 +207,9 @@ func (s *Server) openAPI() map[string]any {
 				"JobAccepted":    obj(map[string]any{"job_id": str, "job": ref("Job")}, "job_id"),
 				"Event": obj(map[string]any{"id": integer, "job_id": str, "time": ts, "kind": str, "task": str, "host": str, "status": str,
 					"data": map[string]any{"type": "object", "description": "the engine's event as `kubexm play -o json` prints it (secrets masked), or the service's own"}}, "id", "kind"),
+				"Backup": obj(map[string]any{"name": str, "size": integer, "sha256": str, "created_at": ts}, "name", "size"),
+				"NodeRow": obj(map[string]any{"name": str, "address": str, "roles": strs, "in_cluster_file": map[string]any{"type": "boolean"}, "status": str, "age": str, "kubelet_version": str,
+					"kubernetes_node": map[string]any{"type": "boolean"}, "in_api": map[string]any{"type": "boolean"}}, "name"),
 				"Bundle":     obj(map[string]any{"sha256": str, "size": integer, "artifacts": integer, "uploaded_at": ts}, "sha256", "size"),
 				"AuditEntry": obj(map[string]any{"id": integer, "time": ts, "actor": str, "action": str, "target": str, "detail": str}),
 			},

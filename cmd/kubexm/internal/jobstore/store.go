@@ -43,6 +43,30 @@ type Options struct {
 	// cluster (POST /api/v1/clusters/NAME/bundles): the job runs with
 	// --offline-bundle of it.
 	OfflineBundle string `json:"offline_bundle,omitempty"`
+	// Backup names an archive in the cluster's backups directory on the
+	// server (what a backup job made there): a restore job runs with
+	// --backup of it.
+	Backup string `json:"backup,omitempty"`
+	// Command makes the job an ad-hoc command (playbook CommandPlaybook):
+	// the worker runs `kubexm run command` with it instead of a playbook.
+	Command *Command `json:"command,omitempty"`
+}
+
+// CommandPlaybook is the playbook name of a job that runs an ad-hoc
+// command (Options.Command) rather than a playbook.
+const CommandPlaybook = "run-command"
+
+// Command is `kubexm run command` as a job: the hosts, the command and
+// how it runs. Stored as given, as extra vars are: no secrets in it.
+type Command struct {
+	Argv       []string `json:"argv"`
+	Nodes      []string `json:"nodes,omitempty"`
+	Groups     []string `json:"groups,omitempty"`
+	Shell      bool     `json:"shell,omitempty"`
+	Become     bool     `json:"become,omitempty"`
+	BecomeUser string   `json:"become_user,omitempty"`
+	Timeout    string   `json:"timeout,omitempty"` // a Go duration
+	Forks      int      `json:"forks,omitempty"`
 }
 
 // Job is one run of a playbook on a registered cluster.

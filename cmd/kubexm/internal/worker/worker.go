@@ -203,8 +203,15 @@ func (w *Worker) runJob(ctx context.Context, j *jobstore.Job) {
 			mask = engine.Redactor(inv.Secrets())
 		}
 	}
-	ref, err := w.c.Playbook(j.Playbook)
-	if err != nil {
+	ref := ""
+	if j.Options.Command != nil {
+		// A command is not idempotent as a playbook's tasks are: one that
+		// was interrupted may have run on some hosts, and is not run again.
+		if j.Attempts > 1 || j.Resume {
+			w.finish(j, jobstore.Failed, "the command was interrupted (its worker stopped) and is not run twice: its events show the hosts that answered; run it again by hand")
+			return
+		}
+	} else if ref, err = w.c.Playbook(j.Playbook); err != nil {
 		w.finish(j, jobstore.Failed, err.Error())
 		return
 	}
@@ -242,7 +249,51 @@ func BundlePath(dataDir, cluster, sum string) string {
 
 var sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
+// BackupPath is where the backup archive name of cluster is kept, as the
+// backup playbook run by a job leaves it; "" when name is not a plain
+// archive name (it would name a file elsewhere).
+func BackupPath(dataDir, cluster, name string) string {
+	if !backupRE.MatchString(name) {
+		return ""
+	}
+	return filepath.Join(WorkDir(dataDir, cluster), "backups", name)
+}
+
+var backupRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,200}\.tar\.gz$`)
+
+// commandArgs are the arguments of `kubexm run command` for a command
+// job: one JSON line per host and a summary on stdout, as the worker
+// stores them.
+func commandArgs(c *jobstore.Command) []string {
+	args := []string{"run", "command", "-f", "/dev/fd/3", "-o", "json"}
+	if len(c.Nodes) > 0 {
+		args = append(args, "--nodes", strings.Join(c.Nodes, ","))
+	}
+	if len(c.Groups) > 0 {
+		args = append(args, "--group", strings.Join(c.Groups, ","))
+	}
+	if c.Shell {
+		args = append(args, "--shell")
+	}
+	if c.Become {
+		args = append(args, "--become")
+	}
+	if c.BecomeUser != "" {
+		args = append(args, "--become-user", c.BecomeUser)
+	}
+	if c.Timeout != "" {
+		args = append(args, "--timeout", c.Timeout)
+	}
+	if c.Forks > 0 {
+		args = append(args, "--forks", strconv.Itoa(c.Forks))
+	}
+	return append(append(args, "--"), c.Argv...)
+}
+
 func playArgs(j *jobstore.Job, ref, dataDir string) ([]string, error) {
+	if j.Options.Command != nil {
+		return commandArgs(j.Options.Command), nil
+	}
 	args := []string{"play", ref, "-i", "/dev/fd/3", "--workdir", WorkDir(dataDir, j.Cluster), "-o", "json"}
 	o := j.Options
 	if o.OfflineBundle != "" {
@@ -251,6 +302,13 @@ func playArgs(j *jobstore.Job, ref, dataDir string) ([]string, error) {
 			return nil, fmt.Errorf("offline bundle %q: not a sha256", o.OfflineBundle)
 		}
 		args = append(args, "--offline-bundle", p)
+	}
+	if o.Backup != "" {
+		p := BackupPath(dataDir, j.Cluster, o.Backup)
+		if p == "" {
+			return nil, fmt.Errorf("backup %q: not the name of a backup archive", o.Backup)
+		}
+		args = append(args, "--backup", p)
 	}
 	if len(o.Tags) > 0 {
 		args = append(args, "--tags", strings.Join(o.Tags, ","))
@@ -344,7 +402,8 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 	if err != nil {
 		return jobstore.Failed, fmt.Sprintf("start %s: %v", w.c.Exe, err)
 	}
-	log.Info("child started", "pid", cmd.Process.Pid, "args", strings.Join(args, " "))
+	// Masked: a command job's arguments may quote a secret of the config.
+	log.Info("child started", "pid", cmd.Process.Pid, "args", mask(strings.Join(args, " ")))
 
 	var mu sync.Mutex
 	why := "" // why the worker stopped the child: cancelled, interrupted or lost

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/api"
+)
+
+// `kubexm backup list` and `kubexm backup download` reach the backups a
+// kubexm server made (backup cluster --server): they stay in the
+// cluster's work directory there, where restore cluster --server finds
+// them by name.
+
+func newBackupListCmd() *cobra.Command {
+	var f clientFlags
+	var cluster string
+	cmd := &cobra.Command{
+		Use:     "list --server URL --cluster NAME",
+		Short:   "List the backups a kubexm server made of a cluster",
+		Example: `  kubexm backup list --server https://kubexm.example:8443 --ca cert.pem --cluster demo`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cluster == "" {
+				return errors.New("--cluster is required: the registered cluster's name (kubexm get clusters --server URL lists them)")
+			}
+			c, err := newAPIClient(&f)
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Backups []api.Backup `json:"backups"`
+			}
+			if err := c.get(cmd.Context(), "/api/v1/clusters/"+url.PathEscape(cluster)+"/backups", nil, &out); err != nil {
+				return err
+			}
+			if f.output == "json" {
+				return printJSON(cmd.OutOrStdout(), out.Backups)
+			}
+			if len(out.Backups) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "no backups of cluster %s on %s (kubexm backup cluster -f cluster.yaml --server %s makes one)\n", cluster, c.base.Redacted(), c.base.Redacted())
+				return nil
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSIZE\tAGE\tSHA256")
+			for _, b := range out.Backups {
+				fmt.Fprintf(tw, "%s\t%d MiB\t%s\t%s\n", b.Name, b.Size>>20, age(b.CreatedAt), orDash(b.SHA256))
+			}
+			return tw.Flush()
+		},
+	}
+	addClientFlags(cmd, &f)
+	cmd.Flags().StringVar(&cluster, "cluster", "", "the registered cluster (required)")
+	return cmd
+}
+
+func newBackupDownloadCmd() *cobra.Command {
+	var f clientFlags
+	var cluster, to string
+	cmd := &cobra.Command{
+		Use:   "download NAME --server URL --cluster NAME [--to FILE]",
+		Short: "Download a backup a kubexm server made, checking its size and sha256",
+		Long: `Download a backup archive of a cluster from a kubexm server (the names come
+from kubexm backup list). It holds the cluster's etcd data and CA keys: the
+server wants an operator token, audits the download, and the file is
+written with mode 0600. Its size and sha256 are checked against what the
+server says before the file appears under its name; an existing file is
+never overwritten.`,
+		Example: `  kubexm backup download demo-20260101-000000.tar.gz --server https://kubexm.example:8443 --ca cert.pem --cluster demo
+  kubexm restore cluster -f cluster.yaml --backup ./demo-20260101-000000.tar.gz   # on this machine`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cluster == "" {
+				return errors.New("--cluster is required: the registered cluster's name (kubexm get clusters --server URL lists them)")
+			}
+			c, err := newAPIClient(&f)
+			if err != nil {
+				return err
+			}
+			name := args[0]
+			if to == "" {
+				to = filepath.Base(name)
+			}
+			if _, err := os.Lstat(to); err == nil {
+				return fmt.Errorf("%s exists: remove it or give another --to", to)
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			start := time.Now()
+			n, sum, err := c.download(cmd, "/api/v1/clusters/"+url.PathEscape(cluster)+"/backups/"+url.PathEscape(name), to)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "backup %s of cluster %s: %d bytes, sha256 %s, written to %s in %s\n", name, cluster, n, sum, to, time.Since(start).Round(time.Millisecond))
+			return nil
+		},
+	}
+	addClientFlags(cmd, &f)
+	cmd.Flags().StringVar(&cluster, "cluster", "", "the registered cluster (required)")
+	cmd.Flags().StringVar(&to, "to", "", "the file to write (default: NAME in this directory)")
+	return cmd
+}
+
+// download writes the answer of GET path to the file to, through a
+// temporary file beside it that is renamed only when its size and sha256
+// are the ones the server sent (Content-Length, X-Kubexm-Sha256).
+func (c *apiClient) download(cmd *cobra.Command, path, to string) (int64, string, error) {
+	resp, err := c.send(cmd.Context(), c.streaming(), http.MethodGet, path, "", nil, http.StatusOK)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	want := strings.ToLower(resp.Header.Get("X-Kubexm-Sha256"))
+	if len(want) != 64 {
+		return 0, "", fmt.Errorf("kubexm server %s: GET %s: the answer carries no sha256 (X-Kubexm-Sha256) to check the download against", c.base.Redacted(), path)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(to), "."+filepath.Base(to)+".part-*")
+	if err != nil {
+		return 0, "", err
+	}
+	defer os.Remove(tmp.Name()) // after the rename, a no-op
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return 0, "", err
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), resp.Body)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return n, "", fmt.Errorf("download %s: %w", path, err)
+	}
+	if resp.ContentLength >= 0 && n != resp.ContentLength {
+		return n, "", fmt.Errorf("download %s: %d bytes received of %d; nothing was written", path, n, resp.ContentLength)
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if got != want {
+		return n, "", fmt.Errorf("download %s: sha256 %s, the server says %s; nothing was written", path, got, want)
+	}
+	// Link rather than rename: an existing file is never replaced.
+	if err := os.Link(tmp.Name(), to); err != nil {
+		return n, "", err
+	}
+	return n, got, nil
+}
