@@ -99,9 +99,7 @@ e2e-kubeadm-ha:
 	$(GO) test -tags e2e -count=1 -timeout 60m -run '^TestKubeadmHA$$' -v $(TESTFLAGS) ./test/e2e/
 
 # Issue 19's externalLoadBalancer kubexm alone: keepalived and haproxy on 2
-# loadbalancer hosts holding the VIP, the holder powered off and back. Not
-# run yet: roles/support.yaml refuses the mode until it passes (flip its two
-# entries, spec.roleGroups.loadbalancer and externalLoadBalancer, to run it).
+# loadbalancer hosts holding the VIP, the holder powered off and back.
 e2e-vip:
 	$(GO) test -tags e2e -count=1 -timeout 60m -run '^TestVIPControlPlane$$' -v $(TESTFLAGS) ./test/e2e/
 

@@ -101,7 +101,7 @@ type RoleGroups struct {
 
 // ControlPlaneEndpoint is how clients reach the API servers.
 type ControlPlaneEndpoint struct {
-	ExternalLoadBalancer string `yaml:"externalLoadBalancer,omitempty" enum:",kubexm,external" doc:"external: your own LB at lb_address; kubexm (keepalived+LB on the loadbalancer hosts): not supported yet; empty: none."`
+	ExternalLoadBalancer string `yaml:"externalLoadBalancer,omitempty" enum:",kubexm,external" doc:"external: your own LB at lb_address; kubexm: keepalived and haproxy on the loadbalancer hosts, lb_address their virtual IP; empty: none."`
 	InternalLoadbalancer string `yaml:"internalLoadbalancer,omitempty" enum:",haproxy,nginx,kube-vip" doc:"haproxy/nginx proxy on every worker, or kube-vip on the masters: not supported yet. Default none: nodes reach lb_address, else the first master."`
 	ExternalDNS          bool   `yaml:"externalDNS,omitempty" doc:"The domain is resolved by your DNS; lb_address must then be empty unless kube-vip needs it."`
 	Domain               string `yaml:"domain,omitempty" doc:"Control-plane domain name. Default lb.kubexm.local."`

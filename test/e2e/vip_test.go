@@ -150,8 +150,9 @@ func TestVIPControlPlane(t *testing.T) {
 
 	// --- power on: keepalived comes back BACKUP, the VIP stays -------------
 	// A reboot starts without the addresses keepalived had added; the link
-	// comes back with the power.
-	if out, err := exec.CommandContext(ctx, "sh", "-c", `ip -n "$1" addr del "$2/32" dev eth0 2>/dev/null; ip -n "$1" link set eth0 up`, "sh", ns, vip).CombinedOutput(); err != nil {
+	// comes back with the power, and with it the default route, which the
+	// kernel dropped with the link (the nodes' name server is behind it).
+	if out, err := exec.CommandContext(ctx, "sh", "-c", `ip -n "$1" addr del "$2/32" dev eth0 2>/dev/null; ip -n "$1" link set eth0 up && ip -n "$1" route replace default via "$3"`, "sh", ns, vip, set.Gateway).CombinedOutput(); err != nil {
 		t.Fatalf("%s's link up: %v\n%s", holder.Name, err, out)
 	}
 	start := time.Now()
