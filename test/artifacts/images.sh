@@ -18,13 +18,14 @@
 #   name, or all as "conformance"), named as e2e.test v1.37.2's image list
 #   (test/utils/image/manifest.go) with the registries moved to
 #   $E2E_IMAGE_REGISTRY (default e2e.kubexm.local), which the suite is told
-#   with KUBE_TEST_REPO_LIST (test/conformance/repo-list.yaml), so that no
+#   with KUBE_TEST_REPO_LIST (TestConformance writes it), so that no
 #   name claims to be upstream's image:
 #   $OUT/images/e2e-agnhost-2.66.1-$ARCH.tar           $E2E_IMAGE_REGISTRY/e2e-test-images/agnhost:2.66.1
 #     (e2e-agnhost-prev agnhost:2.55, e2e-busybox busybox:1.37.0-2, e2e-nginx
 #     nginx:1.27.0-2, e2e-nginx-new nginx:1.28.0-2, e2e-nautilus nautilus:1.8,
 #     e2e-kitten kitten:1.8, e2e-nonewprivs nonewprivs:1.4,
-#     e2e-sample-apiserver sample-apiserver:1.29.2 the same way;
+#     e2e-sample-apiserver sample-apiserver:1.29.2, e2e-glibc-dns-testing
+#     glibc-dns-testing:2.1.1 the same way;
 #     e2e-etcd $E2E_IMAGE_REGISTRY/etcd:3.7.0-0)
 #   $OUT/images/SHA256SUMS                            sha256sum format, every *.tar
 #   $OUT/images/images.txt                            "<file> <image reference>" per line
@@ -105,7 +106,8 @@
 #            root file system of Debian packages with the tools upstream's
 #            Alpine image installs that the specs call: bash, curl, OpenBSD
 #            netcat (nc), iproute2 (ip, ss), dig/nslookup (bind9-dnsutils),
-#            socat, and busybox-static's applets for the rest; entrypoint
+#            socat, and busybox-static's applets for the rest, bash as
+#            /bin/sh (Debian's busybox sh prefers its applets to PATH); entrypoint
 #            /agnhost, cmd pause. Without upstream's /coredns, iperf and
 #            fake-registry content (no conformance spec uses them).
 #   e2e-busybox
@@ -126,6 +128,11 @@
 #   e2e-sample-apiserver
 #            kubernetes.sh's sample-apiserver (k8s.io/sample-apiserver at the
 #            staging version of $KUBE_VERSION) at /sample-apiserver.
+#   e2e-glibc-dns-testing
+#            Debian's dash (as /bin/sh) and bind9-dnsutils (dig, nslookup
+#            linked with glibc, which the DNS specs query with beside
+#            agnhost's) and images.sh's CoreDNS at /coredns, as upstream's
+#            debian:bookworm-slim + dnsutils + coredns.
 #   e2e-etcd etcd.sh's $ETCD_VERSION under the tag the suite asks for
 #            (3.7.0-0, an etcd the tests do not build); the aggregator spec
 #            only runs it as the sample-apiserver's storage.
@@ -200,7 +207,7 @@ done
 file[etcd]=etcd-$etcd_image_tag-$arch.tar
 ref[etcd]=registry.k8s.io/etcd:$etcd_image_tag
 # The conformance suite's images, named as e2e.test $KUBE_VERSION (v1.37.2)
-# names them with the registries of test/conformance/repo-list.yaml.
+# names them, under the registry TestConformance gives it in KUBE_TEST_REPO_LIST.
 e2e_registry=${E2E_IMAGE_REGISTRY:-e2e.kubexm.local}
 conformance_images=()
 e2e_image() {
@@ -217,6 +224,7 @@ e2e_image e2e-nautilus e2e-test-images/nautilus 1.8
 e2e_image e2e-kitten e2e-test-images/kitten 1.8
 e2e_image e2e-nonewprivs e2e-test-images/nonewprivs 1.4
 e2e_image e2e-sample-apiserver e2e-test-images/sample-apiserver 1.29.2
+e2e_image e2e-glibc-dns-testing e2e-test-images/glibc-dns-testing 2.1.1
 e2e_image e2e-etcd etcd 3.7.0-0
 
 images=()
@@ -606,6 +614,9 @@ agnhost_rootfs() {
 	src=$(kube_src)
 	debian_rootfs "$root" bash curl netcat-openbsd iproute2 bind9-dnsutils socat
 	ln -sfn nc.openbsd "$root/bin/nc"
+	# Debian's busybox sh runs its own applets before PATH (its nc has no
+	# -u, -v, -z): the specs' `sh -c "... | nc -u ..."` must find OpenBSD's.
+	ln -sfn bash "$root/bin/sh"
 	install -m 0755 "$dir/agnhost" "$root/agnhost"
 	ln -sfn agnhost "$root/agnhost-2"
 	install -m 0644 "$src/test/images/agnhost/porter/localhost.crt" "$root/localhost.crt"
@@ -736,6 +747,16 @@ build_e2e-sample-apiserver() {
 	local dir
 	dir=$(e2e_bin sample-apiserver)
 	image e2e-sample-apiserver -file "$dir/sample-apiserver:/sample-apiserver:0755" -entrypoint '["/sample-apiserver"]'
+}
+
+build_e2e-glibc-dns-testing() {
+	local root=$stage/glibc-dns-rootfs bin
+	bin=$(go_binary "github.com/coredns/coredns@$coredns_version" coredns)
+	debian_rootfs "$root" dash bind9-dnsutils
+	ln -sfn dash "$root/bin/sh"
+	install -m 0755 "$bin" "$root/coredns"
+	echo "images.sh: chroot: $(chroot "$root" /bin/sh -c 'dig -v 2>&1; /coredns -version | head -n1' | tr '\n' ' ')" >&2
+	image e2e-glibc-dns-testing -dir "$root" -env "$e2e_path"
 }
 
 build_e2e-etcd() {
