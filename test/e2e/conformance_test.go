@@ -478,4 +478,6 @@ func TestConformanceSummary(t *testing.T) {
 	if want := "[sig-cli] Kubectl update demo [Conformance]: needs a registry"; s.skipFile[0] != want {
 		t.Errorf("skip %q, want %q", s.skipFile[0], want)
 	}
+	// The repository's skip file parses (each entry an expression and a reason).
+	readSkipFile(t, filepath.Join(moduleRoot(t), "test", "conformance", "skip.txt"))
 }
