@@ -14,13 +14,28 @@
 #   $OUT/images/kube-apiserver-$KUBE_VERSION-$ARCH.tar registry.k8s.io/kube-apiserver:$KUBE_VERSION
 #     (kube-controller-manager, kube-scheduler, kube-proxy the same way)
 #   $OUT/images/etcd-$ETCD_IMAGE_TAG-$ARCH.tar         registry.k8s.io/etcd:$ETCD_IMAGE_TAG
+#   and for the Kubernetes conformance suite (make conformance; asked by
+#   name, or all as "conformance"), named as e2e.test v1.37.2's image list
+#   (test/utils/image/manifest.go) with the registries moved to
+#   $E2E_IMAGE_REGISTRY (default e2e.kubexm.local), which the suite is told
+#   with KUBE_TEST_REPO_LIST (TestConformance writes it), so that no
+#   name claims to be upstream's image:
+#   $OUT/images/e2e-agnhost-2.66.1-$ARCH.tar           $E2E_IMAGE_REGISTRY/e2e-test-images/agnhost:2.66.1
+#     (e2e-agnhost-prev agnhost:2.55, e2e-busybox busybox:1.37.0-2, e2e-nginx
+#     nginx:1.27.0-2, e2e-nginx-new nginx:1.28.0-2, e2e-nautilus nautilus:1.8,
+#     e2e-kitten kitten:1.8, e2e-nonewprivs nonewprivs:1.4,
+#     e2e-sample-apiserver sample-apiserver:1.29.2, e2e-glibc-dns-testing
+#     glibc-dns-testing:2.1.1 the same way;
+#     e2e-etcd $E2E_IMAGE_REGISTRY/etcd:3.7.0-0)
 #   $OUT/images/SHA256SUMS                            sha256sum format, every *.tar
 #   $OUT/images/images.txt                            "<file> <image reference>" per line
 #
 # Usage: images.sh [pause|coredns|flannel|busybox|metrics-server|node-cache|kube-apiserver|
-#                  kube-controller-manager|kube-scheduler|kube-proxy|etcd|kubeadm ...]
+#                  kube-controller-manager|kube-scheduler|kube-proxy|etcd|kubeadm|
+#                  e2e-...|conformance ...]
 #   (default: pause coredns flannel busybox; kubeadm = the five kubeadm images;
-#   metrics-server and node-cache only when asked: make e2e-nodes asks for them)
+#   conformance = the e2e-* images; metrics-server and node-cache only when
+#   asked: make e2e-nodes asks for them)
 #
 # Each image is a single layer assembled by imgtool (test/artifacts/imgtool,
 # go-containerregistry; built from this repository) from:
@@ -84,6 +99,43 @@
 #   busybox  Debian's busybox-static, /bin/busybox with every applet as a
 #            symlink in /bin (sh, nslookup, wget, ip, ping, ...), cmd ["sh"], as the
 #            Docker Hub image; tagged with the package's upstream version.
+#   e2e-agnhost, e2e-agnhost-prev
+#            kubernetes.sh's agnhost of $KUBE_VERSION (test/images/agnhost) at
+#            /agnhost (and agnhost-2), porter's localhost.crt/.key, /uploads,
+#            user-defined-in-image (1000) in group-defined-in-image (50000), on a
+#            root file system of Debian packages with the tools upstream's
+#            Alpine image installs that the specs call: bash, curl, OpenBSD
+#            netcat (nc), iproute2 (ip, ss), dig/nslookup (bind9-dnsutils),
+#            socat, and busybox-static's applets for the rest, bash as
+#            /bin/sh (Debian's busybox sh prefers its applets to PATH); entrypoint
+#            /agnhost, cmd pause. Without upstream's /coredns, iperf and
+#            fake-registry content (no conformance spec uses them).
+#   e2e-busybox
+#            busybox-static's applets with bash as /bin/sh: upstream's
+#            busybox 1.37 keeps environment variables with any name (Debian's
+#            1.35 ash drops names with a "-") and its sh runs commands from
+#            PATH (Debian's prefers its own applets); bash does both.
+#   e2e-nginx, e2e-nginx-new
+#            Debian's nginx with upstream's image layout: /etc/nginx/nginx.conf
+#            serving /usr/share/nginx/html on port 80, logs to stdout/stderr,
+#            cmd nginx -g 'daemon off;'.
+#   e2e-nautilus, e2e-kitten
+#            the agnhost image plus the picture and data.json of
+#            test/images/{nautilus,kitten}/html, cmd test-webserver, as upstream.
+#   e2e-nonewprivs
+#            the busybox-static rootfs with kubernetes.sh's nonewprivs (nnp.go)
+#            at /usr/local/bin/nnp, setuid root; cmd nnp.
+#   e2e-sample-apiserver
+#            kubernetes.sh's sample-apiserver (k8s.io/sample-apiserver at the
+#            staging version of $KUBE_VERSION) at /sample-apiserver.
+#   e2e-glibc-dns-testing
+#            Debian's dash (as /bin/sh) and bind9-dnsutils (dig, nslookup
+#            linked with glibc, which the DNS specs query with beside
+#            agnhost's) and images.sh's CoreDNS at /coredns, as upstream's
+#            debian:bookworm-slim + dnsutils + coredns.
+#   e2e-etcd etcd.sh's $ETCD_VERSION under the tag the suite asks for
+#            (3.7.0-0, an etcd the tests do not build); the aggregator spec
+#            only runs it as the sample-apiserver's storage.
 #
 # Every image is reproducible: the same inputs give the same tarball (files
 # owned 0:0 with mtime 0, sorted; created 1970-01-01). A tarball that is
@@ -98,6 +150,7 @@
 #   METRICS_SERVER_VERSION (v0.8.0), NODE_CACHE_COREDNS_VERSION (= COREDNS_VERSION),
 #   NODE_CACHE_TAG (coredns-$NODE_CACHE_COREDNS_VERSION),
 #   KUBE_VERSION (v1.37.2), ETCD_VERSION (v3.6.16), ETCD_IMAGE_TAG (3.6.16-0),
+#   E2E_IMAGE_REGISTRY (e2e.kubexm.local),
 #   IPTABLES_BACKEND (nft), KUBEXM_TEST_CACHE (/var/cache/kubexm-test),
 #   KUBEXM_TEST_RELEASE_DIR = $OUT (/var/cache/kubexm-test/release), FORCE=1.
 # Only the host's architecture (Debian packages and gcc of this machine).
@@ -153,11 +206,33 @@ for i in kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
 done
 file[etcd]=etcd-$etcd_image_tag-$arch.tar
 ref[etcd]=registry.k8s.io/etcd:$etcd_image_tag
+# The conformance suite's images, named as e2e.test $KUBE_VERSION (v1.37.2)
+# names them, under the registry TestConformance gives it in KUBE_TEST_REPO_LIST.
+e2e_registry=${E2E_IMAGE_REGISTRY:-e2e.kubexm.local}
+conformance_images=()
+e2e_image() {
+	file[$1]=$1-$3-$arch.tar
+	ref[$1]=$e2e_registry/$2:$3
+	conformance_images+=("$1")
+}
+e2e_image e2e-agnhost e2e-test-images/agnhost 2.66.1
+e2e_image e2e-agnhost-prev e2e-test-images/agnhost 2.55
+e2e_image e2e-busybox e2e-test-images/busybox 1.37.0-2
+e2e_image e2e-nginx e2e-test-images/nginx 1.27.0-2
+e2e_image e2e-nginx-new e2e-test-images/nginx 1.28.0-2
+e2e_image e2e-nautilus e2e-test-images/nautilus 1.8
+e2e_image e2e-kitten e2e-test-images/kitten 1.8
+e2e_image e2e-nonewprivs e2e-test-images/nonewprivs 1.4
+e2e_image e2e-sample-apiserver e2e-test-images/sample-apiserver 1.29.2
+e2e_image e2e-glibc-dns-testing e2e-test-images/glibc-dns-testing 2.1.1
+e2e_image e2e-etcd etcd 3.7.0-0
 
 images=()
 for i in "$@"; do
 	if [[ $i == kubeadm ]]; then
 		images+=("${kubeadm_images[@]}")
+	elif [[ $i == conformance ]]; then
+		images+=("${conformance_images[@]}")
 	else
 		images+=("$i")
 	fi
@@ -167,7 +242,7 @@ if [[ ${#images[@]} -eq 0 ]]; then
 fi
 for i in "${images[@]}"; do
 	if [[ -z ${file[$i]:-} ]]; then
-		echo "images.sh: unknown image \"$i\"; want some of: pause coredns flannel busybox metrics-server node-cache ${kubeadm_images[*]} kubeadm" >&2
+		echo "images.sh: unknown image \"$i\"; want some of: pause coredns flannel busybox metrics-server node-cache ${kubeadm_images[*]} kubeadm ${conformance_images[*]} conformance" >&2
 		exit 2
 	fi
 done
@@ -325,6 +400,57 @@ build_metrics-server() {
 	image metrics-server -file "$bin:/metrics-server:0755" -entrypoint '["/metrics-server"]' -user 65534:65534 -workdir /
 }
 
+# check_libs <rootfs>: every ELF file must find its libraries in the root
+# file system (the xtables extensions are dlopen()ed, so ldd on the binaries
+# misses them).
+check_libs() {
+	local root=$1 f missing=""
+	while IFS= read -r f; do
+		if cmp -s -n4 "$f" <(printf '\177ELF'); then
+			missing+=$(chroot "$root" /lib64/ld-linux-x86-64.so.2 --list "/${f#"$root"/}" 2>&1 | grep 'not found' || true)
+		fi
+	done < <(find "$root" -type f \( -perm -u+x -o -name '*.so*' \) ! -path "$root/opt/*" ! -path "$root/bin/busybox" ! -path "$root/agnhost")
+	if [[ -n $missing ]]; then
+		echo "images.sh: $(basename "$root"): missing libraries:" >&2
+		echo "$missing" | sort -u >&2
+		exit 1
+	fi
+}
+
+# debian_rootfs <rootfs> <package...>: a root file system of the packages and
+# everything they depend on (apt's view of this host; not Recommends, and not
+# what only dpkg and debconf need on a full system), busybox-static's applets
+# for the rest, every ELF file's libraries checked.
+debian_rootfs() {
+	local root=$1 deb
+	shift
+	mkdir -p "$root"
+	local pkgs
+	mapfile -t pkgs < <(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces \
+		--no-enhances busybox-static "$@" | grep -v '^[ <]' | sort -u |
+		grep -vxE 'base-files|cdebconf|debconf|debianutils|dpkg|install-info|libdebian-installer4|libnewt0\.52|libslang2|libtextwrap1|gawk|mawk|original-awk|libsigsegv2|libmpfr6|tar|readline-common')
+	for deb in $(fetch_debs "${pkgs[@]}"); do
+		dpkg-deb -x "$deb" "$root"
+	done
+	echo "images.sh: rootfs $(basename "$root"): ${pkgs[*]}" >&2
+	finish_rootfs "$root"
+}
+
+# finish_rootfs <rootfs>: after the packages are unpacked: no documentation,
+# /etc's basics, the loader's cache, busybox's applets for what the packages
+# do not have, every library found.
+finish_rootfs() {
+	local root=$1
+	rm -rf "$root/usr/share/doc" "$root/usr/share/man" "$root/usr/share/info" "$root/usr/share/lintian" \
+		"$root/usr/share/locale" "$root/usr/share/bug"
+	base_etc "$root"
+	printf 'include /etc/ld.so.conf.d/*.conf\n' >"$root/etc/ld.so.conf"
+	ldconfig -r "$root"
+	rm -rf "$root/var/cache/ldconfig"
+	busybox_applets "$root"
+	check_libs "$root"
+}
+
 # netfilter_rootfs <rootfs> [package...]: a root file system of Debian
 # packages with iptables (alternatives set to $iptables_backend as Debian's
 # postinst does), nft, netbase, busybox's applets and the packages named,
@@ -339,8 +465,6 @@ netfilter_rootfs() {
 		dpkg-deb -x "$deb" "$root"
 		echo "images.sh: rootfs $(basename "$root"): $(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version)" >&2
 	done
-	rm -rf "$root/usr/share/doc" "$root/usr/share/man" "$root/usr/share/info" "$root/usr/share/lintian" \
-		"$root/usr/share/locale" "$root/usr/share/bug"
 	# What iptables' postinst does with update-alternatives, for the
 	# chosen backend (arptables and ebtables only have nft).
 	mkdir -p "$root/etc/alternatives"
@@ -353,25 +477,7 @@ netfilter_rootfs() {
 			ln -sfn "/etc/alternatives/$f" "$root/usr/sbin/$f"
 		done
 	done
-	base_etc "$root"
-	printf 'include /etc/ld.so.conf.d/*.conf\n' >"$root/etc/ld.so.conf"
-	ldconfig -r "$root"
-	rm -rf "$root/var/cache/ldconfig"
-	busybox_applets "$root"
-
-	# Every ELF file must find its libraries in the root file system (the
-	# xtables extensions are dlopen()ed, so ldd on the binaries misses them).
-	local missing=""
-	while IFS= read -r f; do
-		if cmp -s -n4 "$f" <(printf '\177ELF'); then
-			missing+=$(chroot "$root" /lib64/ld-linux-x86-64.so.2 --list "/${f#"$root"/}" 2>&1 | grep 'not found' || true)
-		fi
-	done < <(find "$root" -type f \( -perm -u+x -o -name '*.so*' \) ! -path "$root/opt/*" ! -path "$root/bin/busybox")
-	if [[ -n $missing ]]; then
-		echo "images.sh: $(basename "$root"): missing libraries:" >&2
-		echo "$missing" | sort -u >&2
-		exit 1
-	fi
+	finish_rootfs "$root"
 	echo "images.sh: chroot: $(chroot "$root" iptables -V) / $(chroot "$root" ip6tables -V)" >&2
 	echo "images.sh: chroot: $(chroot "$root" nft --version)" >&2
 	echo "images.sh: chroot: /bin/cp -> $(readlink "$root/bin/cp")" >&2
@@ -485,6 +591,180 @@ build_busybox() {
 	done
 	echo "images.sh: chroot: $(chroot "$root" /bin/sh -c 'busybox | head -n1; nslookup 2>&1 | head -n1')" >&2
 	image busybox -dir "$root" -cmd '["sh"]' -env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+}
+
+# e2e_bin <name>: the directory kubernetes.sh built $kube_version's test
+# binary <name> in (agnhost, sample-apiserver, nonewprivs).
+e2e_bin() {
+	env -u FORCE KUBE_VERSION="$kube_version" GOARCH="$arch" KUBEXM_TEST_CACHE="$cache" \
+		"$here/kubernetes.sh" "$1" | tail -n1
+}
+
+# kube_src: where the module proxy's k8s.io/kubernetes@$kube_version is.
+kube_src() {
+	(cd "$stage" && go mod download -json "k8s.io/kubernetes@$kube_version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+}
+
+e2e_path=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+# agnhost_rootfs <rootfs>: the agnhost image's file system (see the header).
+agnhost_rootfs() {
+	local root=$1 dir src
+	dir=$(e2e_bin agnhost)
+	src=$(kube_src)
+	debian_rootfs "$root" bash curl netcat-openbsd iproute2 bind9-dnsutils socat
+	ln -sfn nc.openbsd "$root/bin/nc"
+	# Debian's busybox sh runs its own applets before PATH (its nc has no
+	# -u, -v, -z): the specs' `sh -c "... | nc -u ..."` must find OpenBSD's.
+	ln -sfn bash "$root/bin/sh"
+	install -m 0755 "$dir/agnhost" "$root/agnhost"
+	ln -sfn agnhost "$root/agnhost-2"
+	install -m 0644 "$src/test/images/agnhost/porter/localhost.crt" "$root/localhost.crt"
+	install -m 0600 "$src/test/images/agnhost/porter/localhost.key" "$root/localhost.key"
+	mkdir -p "$root/uploads"
+	echo 'user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh' >>"$root/etc/passwd"
+	printf 'user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n' >>"$root/etc/group"
+	mkdir -p "$root/home/user-defined-in-image"
+	chown 1000:1000 "$root/home/user-defined-in-image"
+	echo "images.sh: chroot: $(chroot "$root" /bin/sh -c 'curl --version | head -n1; nc -h 2>&1 | head -n1; ss -V; /agnhost --help | head -n1' | tr '\n' ' ')" >&2
+}
+
+build_e2e-agnhost() {
+	agnhost_rootfs "$stage/agnhost-rootfs"
+	image e2e-agnhost -dir "$stage/agnhost-rootfs" -entrypoint '["/agnhost"]' -cmd '["pause"]' -env "$e2e_path"
+}
+build_e2e-agnhost-prev() {
+	[[ -d $stage/agnhost-rootfs ]] || agnhost_rootfs "$stage/agnhost-rootfs"
+	image e2e-agnhost-prev -dir "$stage/agnhost-rootfs" -entrypoint '["/agnhost"]' -cmd '["pause"]' -env "$e2e_path"
+}
+
+# The agnhost image with a picture and data.json, as test/images/<name>.
+agnhost_site() {
+	local name=$1 src
+	[[ -d $stage/agnhost-rootfs ]] || agnhost_rootfs "$stage/agnhost-rootfs"
+	src=$(kube_src)
+	image "e2e-$name" -dir "$stage/agnhost-rootfs" -file "$src/test/images/$name/html/$name.jpg:/$name.jpg:0644" \
+		-file "$src/test/images/$name/html/data.json:/data.json:0644" \
+		-entrypoint '["/agnhost"]' -cmd '["test-webserver"]' -env "$e2e_path"
+}
+build_e2e-nautilus() { agnhost_site nautilus; }
+build_e2e-kitten() { agnhost_site kitten; }
+
+# busybox_bash_rootfs <rootfs>: busybox-static's applets, bash as /bin/sh.
+busybox_bash_rootfs() {
+	local root=$1
+	# GNU wget: Debian's busybox wget has no -T (timeout), which specs use.
+	debian_rootfs "$root" bash wget
+	ln -sfn bash "$root/bin/sh"
+	local got
+	got=$(chroot "$root" /bin/env -i 'a-b=1' PATH=/bin /bin/sh -c env | grep -c '^a-b=1$' || true)
+	if [[ $got != 1 ]]; then
+		echo "images.sh: busybox rootfs: sh drops a variable named a-b" >&2
+		exit 1
+	fi
+	local help
+	help=$(chroot "$root" /bin/sh -c 'wget --help')
+	if [[ $help != *'-T,  --timeout'* ]]; then
+		echo "images.sh: busybox rootfs: wget has no -T" >&2
+		exit 1
+	fi
+	# shellcheck disable=SC2016 # expanded by the image's shell
+	echo "images.sh: chroot: $(chroot "$root" /bin/sh -c 'echo bash $BASH_VERSION; wget --version | head -n1')" >&2
+}
+
+build_e2e-busybox() {
+	busybox_bash_rootfs "$stage/busybox-bash-rootfs"
+	image e2e-busybox -dir "$stage/busybox-bash-rootfs" -cmd '["sh"]' -env "$e2e_path"
+}
+
+build_e2e-nonewprivs() {
+	local dir root=$stage/busybox-bash-rootfs
+	dir=$(e2e_bin nonewprivs)
+	[[ -d $root ]] || busybox_bash_rootfs "$root"
+	image e2e-nonewprivs -dir "$root" -file "$dir/nonewprivs:/usr/local/bin/nnp:4755" -cmd '["nnp"]' -env "$e2e_path"
+}
+
+nginx_rootfs() {
+	local root=$1
+	debian_rootfs "$root" nginx
+	rm -rf "$root/etc/nginx/sites-enabled" "$root/etc/nginx/conf.d"
+	mkdir -p "$root/etc/nginx/conf.d" "$root/usr/share/nginx/html" "$root/var/log/nginx" "$root/var/lib/nginx" "$root/var/cache/nginx"
+	echo 'nginx:x:101:101:nginx:/nonexistent:/bin/false' >>"$root/etc/passwd"
+	echo 'nginx:x:101:' >>"$root/etc/group"
+	# upstream's nginx.conf and conf.d/default.conf (nginx:1.27-alpine).
+	cat >"$root/etc/nginx/nginx.conf" <<'CONF'
+user nginx;
+worker_processes auto;
+error_log /var/log/nginx/error.log notice;
+pid /run/nginx.pid;
+events {
+    worker_connections 1024;
+}
+http {
+    include /etc/nginx/mime.types;
+    default_type application/octet-stream;
+    access_log /var/log/nginx/access.log;
+    sendfile on;
+    keepalive_timeout 65;
+    include /etc/nginx/conf.d/*.conf;
+}
+CONF
+	cat >"$root/etc/nginx/conf.d/default.conf" <<'CONF'
+server {
+    listen 80;
+    listen [::]:80;
+    server_name localhost;
+    location / {
+        root /usr/share/nginx/html;
+        index index.html index.htm;
+    }
+    error_page 500 502 503 504 /50x.html;
+    location = /50x.html {
+        root /usr/share/nginx/html;
+    }
+}
+CONF
+	printf '<!DOCTYPE html>\n<html>\n<head>\n<title>Welcome to nginx!</title>\n</head>\n<body>\n<h1>Welcome to nginx!</h1>\n</body>\n</html>\n' >"$root/usr/share/nginx/html/index.html"
+	printf '<!DOCTYPE html>\n<html>\n<head>\n<title>Error</title>\n</head>\n<body>\n<h1>An error occurred.</h1>\n</body>\n</html>\n' >"$root/usr/share/nginx/html/50x.html"
+	chroot "$root" /usr/sbin/nginx -t >&2
+	# As upstream, the logs go to the container's output (after the check:
+	# the chroot has no /dev).
+	rm -f "$root/var/log/nginx/"*
+	ln -sfn /dev/stdout "$root/var/log/nginx/access.log"
+	ln -sfn /dev/stderr "$root/var/log/nginx/error.log"
+	rm -f "$root/run/nginx.pid"
+}
+build_e2e-nginx() {
+	nginx_rootfs "$stage/nginx-rootfs"
+	image e2e-nginx -dir "$stage/nginx-rootfs" -cmd '["nginx", "-g", "daemon off;"]' -env "$e2e_path"
+}
+build_e2e-nginx-new() {
+	[[ -d $stage/nginx-rootfs ]] || nginx_rootfs "$stage/nginx-rootfs"
+	image e2e-nginx-new -dir "$stage/nginx-rootfs" -cmd '["nginx", "-g", "daemon off;"]' -env "$e2e_path"
+}
+
+build_e2e-sample-apiserver() {
+	local dir
+	dir=$(e2e_bin sample-apiserver)
+	image e2e-sample-apiserver -file "$dir/sample-apiserver:/sample-apiserver:0755" -entrypoint '["/sample-apiserver"]'
+}
+
+build_e2e-glibc-dns-testing() {
+	local root=$stage/glibc-dns-rootfs bin
+	bin=$(go_binary "github.com/coredns/coredns@$coredns_version" coredns)
+	debian_rootfs "$root" dash bind9-dnsutils
+	ln -sfn dash "$root/bin/sh"
+	install -m 0755 "$bin" "$root/coredns"
+	echo "images.sh: chroot: $(chroot "$root" /bin/sh -c 'dig -v 2>&1; /coredns -version | head -n1' | tr '\n' ' ')" >&2
+	image e2e-glibc-dns-testing -dir "$root" -env "$e2e_path"
+}
+
+build_e2e-etcd() {
+	local dir
+	dir=$(env -u FORCE ETCD_VERSION="$etcd_version" GOARCH="$arch" KUBEXM_TEST_CACHE="$cache" "$here/etcd.sh" | tail -n1)
+	echo "images.sh: etcd $("$dir/etcd" --version 2>&1 | head -n1) as ${ref[e2e-etcd]}" >&2
+	image e2e-etcd -file "$dir/etcd:/usr/local/bin/etcd:0755" -file "$dir/etcdctl:/usr/local/bin/etcdctl:0755" \
+		-entrypoint '["/usr/local/bin/etcd"]' -env "$e2e_path"
 }
 
 for i in "${todo[@]}"; do

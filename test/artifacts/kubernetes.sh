@@ -13,6 +13,18 @@
 #   BINARY is one of kube-apiserver kube-controller-manager kube-scheduler
 #   kubelet kube-proxy kubectl kubeadm (default: all seven). Binaries already
 #   in the output directory are not rebuilt.
+# Usage: kubernetes.sh e2e.test ginkgo agnhost sample-apiserver nonewprivs
+#   The conformance suite (make conformance): `go test -c -vet=off` of
+#   k8s.io/kubernetes/test/e2e, the ginkgo CLI at the version kubernetes
+#   requires, and what its images run (images.sh): agnhost and nonewprivs
+#   (test/images/...), sample-apiserver (k8s.io/sample-apiserver). test/e2e imports
+#   k8s.io/sample-apiserver for real, so these are built in a module of their
+#   own (build/kubernetes-<version>-e2e, its own lock, so an hour-long build
+#   does not hold up callers of the seven binaries) that takes the real
+#   sample-apiserver v0.<minor>.<patch> from the proxy, which serves it for
+#   v1.35.4 and v1.37.2 but not v1.33.13 or v1.36.3. Same flags and
+#   dependency versions as the binaries, so the Go build cache they left is
+#   reused. Cannot be mixed with the seven in one call.
 #
 # Environment:
 #   KUBE_VERSION          v1.x.y to build (default v1.37.2)
@@ -27,6 +39,7 @@
 set -euo pipefail
 
 all=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl kubeadm)
+tests=(e2e.test ginkgo agnhost sample-apiserver nonewprivs)
 version=${KUBE_VERSION:-v1.37.2}
 arch=${GOARCH:-$(go env GOARCH)}
 cache=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
@@ -39,23 +52,33 @@ fi
 minor=${BASH_REMATCH[1]}
 staging=v0.$minor.${BASH_REMATCH[2]}
 
-# One build at a time per version: concurrent callers (CI stages, e2e suites,
-# a developer's make) share the module directory and the output, and a
-# caller that waited finds what the other one built.
-mkdir -p "$cache/build"
-exec 9>"$cache/build/kubernetes-$version.lock"
-flock 9
-
 wanted=("$@")
 if [[ ${#wanted[@]} -eq 0 ]]; then
 	wanted=("${all[@]}")
 fi
-todo=()
+# flavor: "" for the seven binaries, "-e2e" for the test binaries.
+flavor=
+known=("${all[@]}")
+if [[ " ${tests[*]} " == *" ${wanted[0]} "* ]]; then
+	flavor=-e2e
+	known=("${tests[@]}")
+fi
 for b in "${wanted[@]}"; do
-	if [[ " ${all[*]} " != *" $b "* ]]; then
-		echo "kubernetes.sh: unknown binary \"$b\"; want some of: ${all[*]}" >&2
+	if [[ " ${known[*]} " != *" $b "* ]]; then
+		echo "kubernetes.sh: unknown binary \"$b\"; want some of: ${all[*]}, or some of: ${tests[*]} (not both in one call)" >&2
 		exit 2
 	fi
+done
+
+# One build at a time per version and flavor: concurrent callers (CI stages,
+# e2e suites, a developer's make) share the module directory and the output,
+# and a caller that waited finds what the other one built.
+mkdir -p "$cache/build"
+exec 9>"$cache/build/kubernetes-$version$flavor.lock"
+flock 9
+
+todo=()
+for b in "${wanted[@]}"; do
 	if [[ ${FORCE:-0} == 1 || ! -x $out/$b ]]; then
 		todo+=("$b")
 	fi
@@ -66,8 +89,8 @@ if [[ ${#todo[@]} -eq 0 ]]; then
 	exit 0
 fi
 
-mod=$cache/build/kubernetes-$version
-mkdir -p "$mod/stub/sample-apiserver" "$out"
+mod=$cache/build/kubernetes-$version$flavor
+mkdir -p "$mod" "$out"
 export CGO_ENABLED=0 GOARCH=$arch GOOS=linux GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
 
 # The staging modules differ per minor (v1.36 added cri-streaming and
@@ -105,7 +128,11 @@ GOMOD
 	for m in $staging_mods; do
 		printf '\t%s => %s %s\n' "$m" "$m" "$staging"
 	done
-	printf '\tk8s.io/sample-apiserver => ./stub/sample-apiserver\n)\n'
+	if [[ -n $flavor ]]; then
+		printf '\tk8s.io/sample-apiserver => k8s.io/sample-apiserver %s\n)\n' "$staging"
+	else
+		printf '\tk8s.io/sample-apiserver => ./stub/sample-apiserver\n)\n'
+	fi
 } >"$mod/go.mod.new"
 # Keep the tidied go.mod and go.sum when the requirements did not change, so
 # a second run does not resolve the module graph again.
@@ -116,11 +143,21 @@ if ! cmp -s "$mod/go.mod.new" "$mod/go.mod.in" 2>/dev/null || [[ ! -s $mod/go.su
 	tidy=1
 fi
 rm -f "$mod/go.mod.new"
-printf 'module k8s.io/sample-apiserver\n\ngo %s\n' "${go_line:-1.24.0}" >"$mod/stub/sample-apiserver/go.mod"
+if [[ -n $flavor ]]; then
+	tool_pkgs=(k8s.io/kubernetes/test/e2e k8s.io/kubernetes/test/images/agnhost github.com/onsi/ginkgo/v2/ginkgo
+		k8s.io/sample-apiserver k8s.io/kubernetes/test/images/nonewprivs)
+else
+	mkdir -p "$mod/stub/sample-apiserver"
+	printf 'module k8s.io/sample-apiserver\n\ngo %s\n' "${go_line:-1.24.0}" >"$mod/stub/sample-apiserver/go.mod"
+	tool_pkgs=()
+	for b in "${all[@]}"; do
+		tool_pkgs+=("k8s.io/kubernetes/cmd/$b")
+	done
+fi
 {
 	printf '//go:build tools\n\n// Package tools keeps the Kubernetes main packages in the module graph.\npackage tools\n\nimport (\n'
-	for b in "${all[@]}"; do
-		printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$b"
+	for p in "${tool_pkgs[@]}"; do
+		printf '\t_ "%s"\n' "$p"
 	done
 	printf ')\n'
 } >"$mod/tools.go"
@@ -144,14 +181,35 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	ldflags+=" -X $p.gitTreeState=clean -X $p.gitCommit= -X $p.buildDate=$build_date"
 done
 pkgs=()
+e2e_test=0
 for b in "${todo[@]}"; do
-	pkgs+=("k8s.io/kubernetes/cmd/$b")
+	case $b in
+	e2e.test) e2e_test=1 ;;
+	ginkgo) pkgs+=(github.com/onsi/ginkgo/v2/ginkgo) ;;
+	agnhost | nonewprivs) pkgs+=("k8s.io/kubernetes/test/images/$b") ;;
+	sample-apiserver) pkgs+=(k8s.io/sample-apiserver) ;;
+	*) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
+	esac
 done
 
 echo "kubernetes.sh: building ${todo[*]} $version ($arch) into $out" >&2
 tmp=$(mktemp -d "$out/.build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-go build -trimpath -tags=selinux,notest -ldflags="$ldflags" -o "$tmp/" "${pkgs[@]}"
+flags=(-trimpath "-tags=selinux,notest" "-ldflags=$ldflags")
+# e2e_test.go's imports are outside `go mod tidy`'s view (it skips the tests
+# of dependencies), so -mod=mod adds their go.sum lines; the module graph
+# itself is kubernetes' and stays.
+if [[ -n $flavor ]]; then
+	flags+=(-mod=mod)
+fi
+if [[ ${#pkgs[@]} -gt 0 ]]; then
+	go build "${flags[@]}" -o "$tmp/" "${pkgs[@]}"
+fi
+# vet of the whole suite costs a quarter of the build and finds nothing in
+# upstream's released code.
+if [[ $e2e_test == 1 ]]; then
+	go test -c -vet=off "${flags[@]}" -o "$tmp/e2e.test" k8s.io/kubernetes/test/e2e
+fi
 # Move into place only after the whole build succeeded, so a half build never
 # looks done.
 for b in "${todo[@]}"; do
@@ -162,6 +220,11 @@ if [[ $arch == "$(go env GOHOSTARCH)" ]]; then
 		case $b in
 		kubectl) "$out/$b" version --client >&2 ;;
 		kubeadm) echo "kubeadm $("$out/$b" version -o short)" >&2 ;;
+		e2e.test) "$out/$b" --version >&2 ;;
+		ginkgo) "$out/$b" version >&2 ;;
+		agnhost) "$out/$b" --help 2>&1 | sed -n 1p >&2 ;;
+		sample-apiserver) "$out/$b" --help 2>&1 | sed -n 1p >&2 ;;
+		nonewprivs) "$out/$b" >&2 ;;
 		*) "$out/$b" --version >&2 ;;
 		esac
 	done

@@ -1,0 +1,483 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Settings of TestConformance (make conformance sets them).
+const (
+	// KUBEXM_CONFORMANCE=1 runs it; without it the test is skipped, so that
+	// `make e2e` and CI (which also leave it out by name, E2E_SKIP) never
+	// spend the hour it takes.
+	envConformance = "KUBEXM_CONFORMANCE"
+	// KUBEXM_CONFORMANCE_MODE: binary (default: kubernetes.type kubexm) or
+	// kubeadm (stacked etcd).
+	envConformanceMode = "KUBEXM_CONFORMANCE_MODE"
+	// KUBEXM_CONFORMANCE_OUT: where summary.md, report.json and ginkgo.log
+	// go (default $KUBEXM_TEST_CACHE/conformance/<mode>).
+	envConformanceOut = "KUBEXM_CONFORMANCE_OUT"
+	// KUBEXM_CONFORMANCE_NODES: ginkgo's parallel processes (default 4).
+	envConformanceNodes = "KUBEXM_CONFORMANCE_NODES"
+	// KUBEXM_CONFORMANCE_FOCUS / _SKIP replace the default selection
+	// (conformanceFocus, conformanceSkip); the skip file is always added.
+	envConformanceFocus = "KUBEXM_CONFORMANCE_FOCUS"
+	envConformanceSkip  = "KUBEXM_CONFORMANCE_SKIP"
+)
+
+// The specs run by default: every conformance spec that may share the
+// cluster with others. [Serial] and [Disruptive] ones need a cluster of
+// their own and are not run yet (issue 26).
+const (
+	conformanceFocus = `\[Conformance\]`
+	conformanceSkip  = `\[Serial\]|\[Disruptive\]`
+)
+
+// TestConformance is issue 26: Kubernetes' own conformance suite (e2e.test
+// and ginkgo of kubernetesVersion, test/artifacts/kubernetes.sh) against a
+// cluster kubexm builds on three fresh machines (n1 master and etcd, n2 and
+// n3 workers) from an offline bundle that also carries the suite's images
+// (test/artifacts/images.sh conformance: agnhost, busybox, nginx, ...,
+// built locally under the registry names of KUBE_TEST_REPO_LIST). The
+// specs of test/conformance/skip.txt are left out, each with its reason.
+// The summary (passed, failed, skipped, the first line of each failure)
+// is logged and written to $KUBEXM_CONFORMANCE_OUT/summary.md; any failed
+// spec fails the test.
+func TestConformance(t *testing.T) {
+	if os.Getenv(envConformance) != "1" {
+		t.Skipf("%s=1 runs Kubernetes' conformance suite (make conformance, about an hour)", envConformance)
+	}
+	mode := os.Getenv(envConformanceMode)
+	if mode == "" {
+		mode = "binary"
+	}
+	if mode != "binary" && mode != "kubeadm" {
+		t.Fatalf("%s=%q: want binary or kubeadm", envConformanceMode, mode)
+	}
+	nodes := 4
+	if v := os.Getenv(envConformanceNodes); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want a positive number", envConformanceNodes, v)
+		}
+		nodes = n
+	}
+	cache := os.Getenv("KUBEXM_TEST_CACHE")
+	if cache == "" {
+		cache = "/var/cache/kubexm-test"
+	}
+	out := os.Getenv(envConformanceOut)
+	if out == "" {
+		out = filepath.Join(cache, "conformance", mode)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 170*time.Minute)
+	defer cancel()
+	root := moduleRoot(t)
+	work := t.TempDir()
+	skips := readSkipFile(t, filepath.Join(root, "test", "conformance", "skip.txt"))
+
+	releaseRoot := clusterArtifacts(ctx, t, root)
+	if mode == "kubeadm" {
+		kubeadmArtifacts(ctx, t, root, kubernetesVersion)
+	}
+	suiteDir := conformanceArtifacts(ctx, t, root)
+	images := conformanceImages(t, filepath.Join(releaseRoot, "images", "images.txt"))
+	bin := buildKubexm(ctx, t, root, work)
+	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
+
+	set, diag := suiteMachines(ctx, t, 3, "f", "KUBELET=1")
+	if len(set.Hosts) != 3 {
+		t.Fatalf("want 3 machines, have %d", len(set.Hosts))
+	}
+	name := "e2e-conf-" + mode
+	y := kubernetesClusterYAML(name, set)
+	vars := clusterTestVars()
+	if mode == "kubeadm" {
+		y = kubeadmClusterYAML(name, set, "kubeadm")
+		vars = append(vars, fmt.Sprintf(`{"kubeadm_etcd_image_version": %q}`, kubeadmEtcdImageTag),
+			`{"kubeadm_ignore_preflight_errors": ["SystemVerification"]}`)
+	}
+	// The suite's images travel in the bundle as a site's own images would
+	// (images_extra), beside clusterTestVars' busybox.
+	extra, err := json.Marshal(map[string]any{"images_extra": append([]map[string]string{
+		{"name": "busybox", "repo": "docker.io/library/busybox", "tag": "1.35.0"}}, images.extra...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars = append(vars, string(extra))
+	inventory := filepath.Join(work, "cluster.yaml")
+	if err := os.WriteFile(inventory, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: extraVars(vars...), observe: diag.observe}
+	kubeconfig := filepath.Join(work, ".kubexm", name, "kubeconfig")
+	k := kubectlRunner{bin: kubectl, kubeconfig: kubeconfig}
+	diag.cluster(k)
+
+	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
+	bundle := exportBundle(ctx, t, kx, server, " (conformance, "+mode+")")
+	stop()
+	res := kx.play(ctx, filepath.Join(root, "playbooks", "create-cluster"), "--offline-bundle", bundle)
+	if res.err != nil {
+		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster (%s mode, conformance images in the bundle): %s", mode, res.wall.Round(time.Second))
+	checkNodes(ctx, t, k, set)
+
+	repoList := filepath.Join(work, "repo-list.yaml")
+	if err := os.WriteFile(repoList, []byte(images.repoList), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	focus, skip := conformanceFocus, conformanceSkip
+	if v := os.Getenv(envConformanceFocus); v != "" {
+		focus = v
+	}
+	if v := os.Getenv(envConformanceSkip); v != "" {
+		skip = v
+	}
+	var skipRes []string
+	for _, s := range skips {
+		skipRes = append(skipRes, s.re)
+	}
+	ginkgoSkip := strings.Join(append([]string{skip}, skipRes...), "|")
+	for _, f := range []string{"report.json", "ginkgo.log", "summary.md"} {
+		_ = os.Remove(filepath.Join(out, f))
+	}
+	logPath := filepath.Join(out, "ginkgo.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	args := []string{"--nodes=" + strconv.Itoa(nodes), "--no-color", "--timeout=150m",
+		"--focus=" + focus, "--skip=" + ginkgoSkip,
+		"--output-dir=" + out, "--json-report=report.json",
+		filepath.Join(suiteDir, "e2e.test"), "--",
+		"--kubeconfig=" + kubeconfig, "--provider=skeleton", "--kubectl-path=" + kubectl}
+	cmd := exec.CommandContext(ctx, filepath.Join(suiteDir, "ginkgo"), args...)
+	cmd.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+repoList)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Dir = work
+	t.Logf("conformance: ginkgo %s (KUBE_TEST_REPO_LIST=%s), output in %s", strings.Join(args, " "), repoList, logPath)
+	start := time.Now()
+	runErr := cmd.Run()
+	took := time.Since(start)
+
+	sum, err := summarizeConformance(filepath.Join(out, "report.json"), focus, skip, skips)
+	if err != nil {
+		t.Fatalf("ginkgo: %v; no report (%v); the end of %s:\n%s", runErr, err, logPath, tailFile(logPath, 40))
+	}
+	sum.mode, sum.took, sum.nodes = mode, took, nodes
+	sum.command = fmt.Sprintf("ginkgo --nodes=%d --focus='%s' --skip='%s' e2e.test -- --provider=skeleton", nodes, focus, ginkgoSkip)
+	text := sum.markdown()
+	if err := os.WriteFile(filepath.Join(out, "summary.md"), []byte(text), 0o644); err != nil {
+		t.Error(err)
+	}
+	t.Logf("conformance summary (%s):\n%s", filepath.Join(out, "summary.md"), text)
+	if len(sum.failed) > 0 || runErr != nil {
+		t.Errorf("conformance (%s mode): %d failed, %d passed; ginkgo: %v", mode, len(sum.failed), sum.passed, runErr)
+	}
+}
+
+// conformanceArtifacts builds e2e.test, ginkgo and what the suite's images
+// run (kubernetes.sh), and the images (images.sh conformance); returns the
+// directory of e2e.test and ginkgo.
+func conformanceArtifacts(ctx context.Context, t *testing.T, root string) string {
+	t.Helper()
+	var dir string
+	for _, c := range [][]string{
+		{"kubernetes.sh", "e2e.test", "ginkgo", "agnhost", "sample-apiserver", "nonewprivs"},
+		{"images.sh", "conformance"},
+	} {
+		cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(root, "test", "artifacts", c[0])}, c[1:]...)...)
+		cmd.Env = append(os.Environ(), "KUBE_VERSION="+kubernetesVersion, "ETCD_VERSION="+etcdVersion, "GOARCH=amd64")
+		cmd.Stderr = os.Stderr
+		o, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("test/artifacts/%s: %v", strings.Join(c, " "), err)
+		}
+		if c[0] == "kubernetes.sh" {
+			lines := strings.Split(strings.TrimSpace(string(o)), "\n")
+			dir = lines[len(lines)-1]
+		}
+	}
+	return dir
+}
+
+// suiteImages are the conformance images of images.txt: as images_extra
+// entries, and the KUBE_TEST_REPO_LIST that names their registries.
+type suiteImages struct {
+	extra    []map[string]string
+	repoList string
+}
+
+// conformanceImages reads images.sh's e2e-* tarballs from images.txt
+// ("<name>-<tag>-<arch>.tar <repo>:<tag>"). The registry of agnhost's
+// reference (<registry>/e2e-test-images/agnhost) is the suite's
+// promoterE2eRegistry and, without the path, its gcEtcdRegistry.
+func conformanceImages(t *testing.T, path string) suiteImages {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var s suiteImages
+	registry := ""
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) != 2 || !strings.HasPrefix(fields[0], "e2e-") {
+			continue
+		}
+		file, ref := fields[0], fields[1]
+		i := strings.LastIndex(ref, ":")
+		if i < 0 {
+			t.Fatalf("%s: %q has no tag", path, ref)
+		}
+		repo, tag := ref[:i], ref[i+1:]
+		name := strings.TrimSuffix(file, "-"+tag+"-amd64.tar")
+		if name == file {
+			t.Fatalf("%s: %s is not <name>-%s-amd64.tar", path, file, tag)
+		}
+		s.extra = append(s.extra, map[string]string{"name": name, "repo": repo, "tag": tag})
+		if name == "e2e-agnhost" {
+			registry = strings.TrimSuffix(repo, "/e2e-test-images/agnhost")
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if registry == "" {
+		t.Fatalf("%s lists no e2e-agnhost image (test/artifacts/images.sh conformance)", path)
+	}
+	// pause stays registry.k8s.io's name: images.sh builds it as upstream
+	// does, and the cluster has it already.
+	s.repoList = fmt.Sprintf("promoterE2eRegistry: %s/e2e-test-images\ngcEtcdRegistry: %s\n", registry, registry)
+	return s
+}
+
+// skipEntry is one line of test/conformance/skip.txt.
+type skipEntry struct {
+	re     string
+	match  *regexp.Regexp
+	reason string
+}
+
+// readSkipFile reads "<regular expression>  # <reason>" lines; blank lines
+// and lines starting with # are comments. A line without a reason, or
+// whose expression does not compile, fails the test naming file:line.
+func readSkipFile(t *testing.T, path string) []skipEntry {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []skipEntry
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		re, reason, ok := strings.Cut(line, " # ")
+		re, reason = strings.TrimSpace(re), strings.TrimSpace(reason)
+		if !ok || reason == "" {
+			t.Fatalf("%s:%d: want \"<regular expression> # <reason>\"", path, i+1)
+		}
+		m, err := regexp.Compile(re)
+		if err != nil {
+			t.Fatalf("%s:%d: %v", path, i+1, err)
+		}
+		out = append(out, skipEntry{re: re, match: m, reason: reason})
+	}
+	return out
+}
+
+// ginkgoSpec is the part of a spec report of ginkgo's --json-report
+// (types.SpecReport) the summary needs.
+type ginkgoSpec struct {
+	ContainerHierarchyTexts []string
+	LeafNodeText            string
+	LeafNodeType            string
+	State                   string
+	RunTime                 int64 // nanoseconds
+	Failure                 struct {
+		Message  string
+		Location struct {
+			FileName   string
+			LineNumber int
+		}
+	}
+}
+
+type ginkgoReport struct {
+	SuiteDescription string
+	SpecReports      []ginkgoSpec
+}
+
+// conformanceSummary counts the specs of one run.
+type conformanceSummary struct {
+	mode, command string
+	took          time.Duration
+	nodes         int
+	passed        int
+	failed        []string // "<spec>: <first line of the failure> (<file>:<line>)"
+	skipFile      []string // "<spec>: <reason>"
+	other         int      // selected specs neither passed nor failed (skipped at run time)
+	notSelected   int
+}
+
+// summarizeConformance reads ginkgo's JSON report: a spec is selected when
+// its text matches focus and not skip; a selected spec matching the skip
+// file counts as skipped with the reason.
+func summarizeConformance(path, focus, skip string, skips []skipEntry) (*conformanceSummary, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var reports []ginkgoReport
+	if err := json.Unmarshal(data, &reports); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	focusRe, err := regexp.Compile(focus)
+	if err != nil {
+		return nil, fmt.Errorf("focus %q: %w", focus, err)
+	}
+	skipRe, err := regexp.Compile(skip)
+	if err != nil {
+		return nil, fmt.Errorf("skip %q: %w", skip, err)
+	}
+	s := &conformanceSummary{}
+	for _, r := range reports {
+		for _, sp := range r.SpecReports {
+			if sp.LeafNodeType != "It" {
+				// Suite setup and teardown nodes: a failure there is reported
+				// on the specs too, or ends the run.
+				if sp.State == "failed" || sp.State == "panicked" || sp.State == "timedout" {
+					s.failed = append(s.failed, fmt.Sprintf("%s (suite node): %s", sp.LeafNodeType, firstLine(sp.Failure.Message)))
+				}
+				continue
+			}
+			text := strings.TrimSpace(strings.Join(append(slices.Clone(sp.ContainerHierarchyTexts), sp.LeafNodeText), " "))
+			if !focusRe.MatchString(text) || skipRe.MatchString(text) {
+				s.notSelected++
+				continue
+			}
+			if i := slices.IndexFunc(skips, func(e skipEntry) bool { return e.match.MatchString(text) }); i >= 0 {
+				s.skipFile = append(s.skipFile, fmt.Sprintf("%s: %s", text, skips[i].reason))
+				continue
+			}
+			switch sp.State {
+			case "passed":
+				s.passed++
+			case "failed", "panicked", "timedout", "interrupted", "aborted":
+				s.failed = append(s.failed, fmt.Sprintf("%s: %s (%s:%d)", text, firstLine(sp.Failure.Message),
+					filepath.Base(sp.Failure.Location.FileName), sp.Failure.Location.LineNumber))
+			default:
+				s.other++
+			}
+		}
+	}
+	return s, nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+// markdown is the summary as docs/conformance.md quotes it.
+func (s *conformanceSummary) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Kubernetes %s conformance, %s mode, flannel, 1 master + 2 workers (%s/%s), %s, %d ginkgo processes\n\n",
+		kubernetesVersion, s.mode, runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02 15:04 MST"), s.nodes)
+	fmt.Fprintf(&b, "- passed: %d\n- failed: %d\n- skipped (test/conformance/skip.txt): %d\n", s.passed, len(s.failed), len(s.skipFile))
+	if s.other > 0 {
+		fmt.Fprintf(&b, "- skipped by the suite itself at run time: %d\n", s.other)
+	}
+	fmt.Fprintf(&b, "- not selected: %d\n- suite wall time: %s\n- command: `%s`\n", s.notSelected, s.took.Round(time.Second), s.command)
+	if len(s.failed) > 0 {
+		b.WriteString("\nFailed:\n")
+		for _, f := range s.failed {
+			fmt.Fprintf(&b, "- %s\n", f)
+		}
+	}
+	if len(s.skipFile) > 0 {
+		b.WriteString("\nSkipped by the skip file:\n")
+		for _, f := range s.skipFile {
+			fmt.Fprintf(&b, "- %s\n", f)
+		}
+	}
+	return b.String()
+}
+
+// tailFile is the last n lines of a file, or why there are none.
+func tailFile(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	return tail(string(data), n)
+}
+
+// TestConformanceSummary counts a ginkgo JSON report as TestConformance
+// does: selection by focus and skip, the skip file's reasons, failures
+// with their first line, suite nodes' failures.
+func TestConformanceSummary(t *testing.T) {
+	report := `[{"SuiteDescription": "Kubernetes e2e suite", "SpecReports": [
+	{"ContainerHierarchyTexts": ["[sig-node] Pods"], "LeafNodeText": "should run [Conformance]", "LeafNodeType": "It", "State": "passed"},
+	{"ContainerHierarchyTexts": ["[sig-apps] StatefulSet"], "LeafNodeText": "should scale [Conformance]", "LeafNodeType": "It", "State": "failed",
+	 "Failure": {"Message": "timed out waiting\nmore detail", "Location": {"FileName": "/x/statefulset.go", "LineNumber": 42}}},
+	{"ContainerHierarchyTexts": ["[sig-node] Kubelet"], "LeafNodeText": "evicts [Serial] [Conformance]", "LeafNodeType": "It", "State": "skipped"},
+	{"ContainerHierarchyTexts": ["[sig-storage] CSI"], "LeafNodeText": "mounts", "LeafNodeType": "It", "State": "skipped"},
+	{"ContainerHierarchyTexts": ["[sig-cli] Kubectl"], "LeafNodeText": "update demo [Conformance]", "LeafNodeType": "It", "State": "skipped"},
+	{"LeafNodeText": "", "LeafNodeType": "SynchronizedBeforeSuite", "State": "passed"}
+	]}]`
+	path := filepath.Join(t.TempDir(), "report.json")
+	if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	skipFile := filepath.Join(t.TempDir(), "skip.txt")
+	if err := os.WriteFile(skipFile, []byte("# comment\n\nupdate demo # needs a registry\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := summarizeConformance(path, conformanceFocus, conformanceSkip, readSkipFile(t, skipFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.passed != 1 || len(s.failed) != 1 || len(s.skipFile) != 1 || s.notSelected != 2 || s.other != 0 {
+		t.Fatalf("passed %d, failed %q, skip file %q, not selected %d, other %d; want 1, 1, 1, 2, 0", s.passed, s.failed, s.skipFile, s.notSelected, s.other)
+	}
+	if want := "[sig-apps] StatefulSet should scale [Conformance]: timed out waiting (statefulset.go:42)"; s.failed[0] != want {
+		t.Errorf("failure %q, want %q", s.failed[0], want)
+	}
+	if want := "[sig-cli] Kubectl update demo [Conformance]: needs a registry"; s.skipFile[0] != want {
+		t.Errorf("skip %q, want %q", s.skipFile[0], want)
+	}
+	// The repository's skip file parses (each entry an expression and a reason).
+	readSkipFile(t, filepath.Join(moduleRoot(t), "test", "conformance", "skip.txt"))
+}
