@@ -9,11 +9,13 @@ package builtins
 import (
 	"context"
 
+	"github.com/mensylisir/kubexm/builtins/helm"
 	"github.com/mensylisir/kubexm/builtins/pki"
 	"github.com/mensylisir/kubexm/engine/step"
 )
 
-// All returns every builtin, the certificate builtins of package pki last.
+// All returns every builtin, then the certificate builtins of package pki
+// and the helm builtin (package helm, which alone compiles the Helm SDK).
 func All() []step.Builtin {
 	bs := []step.Builtin{
 		commandBuiltin{}, commandBuiltin{shell: true},
@@ -28,7 +30,8 @@ func All() []step.Builtin {
 		setupBuiltin{},
 		assertBuiltin{}, failBuiltin{}, debugBuiltin{}, setFactBuiltin{}, pauseBuiltin{},
 	}
-	return append(bs, pki.Builtins()...)
+	bs = append(bs, pki.Builtins()...)
+	return append(bs, helm.Builtins()...)
 }
 
 // runBuiltin runs b as the engine would: with its Spec's defaults for what

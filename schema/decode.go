@@ -97,6 +97,10 @@ func (d *decoder) decode(n *ytree.Node, v reflect.Value, path string) {
 		}
 		d.decode(n, v.Elem(), path)
 	case reflect.Struct:
+		if i := scalarField(v.Type()); i >= 0 && n.Kind == ytree.Scalar && !n.IsNull() {
+			v.Field(i).SetString(n.Text)
+			return
+		}
 		d.decodeStruct(n, v, path)
 	case reflect.Slice:
 		switch {
@@ -175,6 +179,18 @@ func (d *decoder) decode(n *ytree.Node, v reflect.Value, path string) {
 	default:
 		d.ps.add(path, "", "internal: cannot decode into %s", v.Type())
 	}
+}
+
+// scalarField is the index of the string field tagged scalar:"true", which
+// a plain string in place of the struct sets (`addons: [metrics-server]`),
+// or -1.
+func scalarField(t reflect.Type) int {
+	for i := range t.NumField() {
+		if t.Field(i).Tag.Get("scalar") == "true" && t.Field(i).Type.Kind() == reflect.String {
+			return i
+		}
+	}
+	return -1
 }
 
 func (d *decoder) decodeStruct(n *ytree.Node, v reflect.Value, path string) {

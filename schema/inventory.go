@@ -36,7 +36,7 @@ func Inventory(c *Cluster, source string) (*inventory.Inventory, error) {
 		Vars: map[string]any{
 			"cluster_name": c.Metadata.Name,
 			"cluster_file": c.File(),
-			"spec":         specVars(&c.Spec),
+			"spec":         c.specVars(),
 			// Below every host's own arch: what localhost, which cluster.yaml
 			// does not list, runs with.
 			"arch": DefaultArch,
@@ -202,6 +202,22 @@ func hostVars(h *Host, groups map[string][]string) map[string]any {
 // spec.etcd.external.endpoints without guarding each level. Connection
 // secrets (host and bastion passwords, key passphrases, sudo passwords) are
 // left out: they travel in inventory.Host, where they are masked.
+// specVars is the spec as the variable spec. Each add-on gets kind
+// (builtin, yaml or chart) and its files resolved against the cluster file.
+func (c *Cluster) specVars() map[string]any {
+	m := specVars(&c.Spec)
+	for i, a := range c.Spec.Addons {
+		am := m["addons"].([]any)[i].(map[string]any)
+		am["kind"] = a.Kind()
+		manifests, chart, valuesFile := c.addonPaths(a)
+		src := am["sources"].(map[string]any)
+		src["yaml"].(map[string]any)["path"] = toVars(reflect.ValueOf(manifests))
+		ch := src["chart"].(map[string]any)
+		ch["path"], ch["valuesFile"] = chart, valuesFile
+	}
+	return m
+}
+
 func specVars(s *Spec) map[string]any {
 	m := toVars(reflect.ValueOf(*s)).(map[string]any)
 	dropBastionSecret := func(v any) {

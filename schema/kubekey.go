@@ -101,28 +101,6 @@ func convertKubeKeySpec(spec *ytree.Node, kc *kubekeyConversion) {
 			removeKey(r, "type")
 		}
 	}
-	if i := spec.Index("addons"); i >= 0 && spec.Vals[i].Kind == ytree.List {
-		addons := spec.Vals[i]
-		items := make([]*ytree.Node, 0, len(addons.List))
-		detailed := false
-		for _, it := range addons.List {
-			if it.Kind == ytree.Map {
-				name := it.Get("name")
-				if !isScalar(name) {
-					kc.drop("spec.addons entry without a name", "")
-					continue
-				}
-				detailed = detailed || len(it.Keys) > 1
-				items = append(items, name)
-				continue
-			}
-			items = append(items, it)
-		}
-		if detailed {
-			kc.drop("spec.addons[*].namespace/sources", "kubexm add-ons are named; install charts with a role")
-		}
-		spec.Vals[i] = &ytree.Node{Kind: ytree.List, Pos: addons.Pos, TokPos: addons.TokPos, List: items}
-	}
 }
 
 // pruneUnknown drops keys the kubexm types do not have. For a KubeKey file

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -114,6 +115,16 @@ func (c *Cluster) Masked() *Cluster {
 			m.Spec.RoleGroupVars[g] = maskVars(vars)
 		}
 	}
+	m.Spec.Addons = slices.Clone(c.Spec.Addons)
+	for i, a := range m.Spec.Addons {
+		if a.Sources == nil || a.Sources.Chart == nil || a.Sources.Chart.Values == nil {
+			continue
+		}
+		src, ch := *a.Sources, *a.Sources.Chart
+		ch.Values = maskChartValues(ch.Values)
+		src.Chart = &ch
+		m.Spec.Addons[i].Sources = &src
+	}
 	if c.Spec.Registry.Auths != nil {
 		m.Spec.Registry.Auths = maps.Clone(c.Spec.Registry.Auths)
 		for k, a := range m.Spec.Registry.Auths {
@@ -122,6 +133,26 @@ func (c *Cluster) Masked() *Cluster {
 		}
 	}
 	return &m
+}
+
+// maskChartValues masks a chart's values under secret-named keys: in a
+// mapping as variables are, in KubeKey's key=value entries by the last
+// segment of the key.
+func maskChartValues(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		return map[string]any(maskVars(VarMap(x)))
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = e
+			if k, val, ok := strings.Cut(fmt.Sprint(e), "="); ok && val != "" && secretVarName.MatchString(k[strings.LastIndex(k, ".")+1:]) {
+				out[i] = k + "=" + Mask
+			}
+		}
+		return out
+	}
+	return v
 }
 
 func maskString(p *string) {

@@ -676,9 +676,15 @@ func choiceValue(m fieldMatch) string {
 	if _, enum := m.field.Tag.Lookup("enum"); enum && v.Kind() == reflect.String {
 		return v.String()
 	}
-	// A list of names (spec.addons[*]): each name is a choice of its own.
-	if m.field.Tag.Get("choice") == "value" && v.Kind() == reflect.String {
-		return v.String()
+	// A list of names (spec.addons[*]): each name is a choice of its own,
+	// or what the entry says it is (an add-on from sources).
+	if m.field.Tag.Get("choice") == "value" {
+		if cv, ok := v.Interface().(interface{ choiceValue() string }); ok {
+			return cv.choiceValue()
+		}
+		if v.Kind() == reflect.String {
+			return v.String()
+		}
 	}
 	if v.Kind() == reflect.Bool {
 		return strconv.FormatBool(v.Bool())

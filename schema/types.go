@@ -43,10 +43,71 @@ type Spec struct {
 	Network              Network              `yaml:"network"`
 	Storage              Storage              `yaml:"storage"`
 	Registry             Registry             `yaml:"registry"`
-	Addons               []string             `yaml:"addons,omitempty" choice:"value" doc:"Names of add-ons to install (seeds/003): metrics-server; other names are refused (kubexm support)."`
+	Addons               []Addon              `yaml:"addons,omitempty" choice:"value" doc:"Add-ons to install (seeds/003, KubeKey's format): a name kubexm installs itself (metrics-server), or an add-on of your own from YAML manifests (sources.yaml) or a local Helm chart (sources.chart); see docs/guide.md#add-ons."`
 	DNS                  DNS                  `yaml:"dns"`
 	Extra                Extra                `yaml:"extra"`
 	Hooks                []Hook               `yaml:"hooks,omitempty" doc:"Hook playbooks run before or after a phase of a playbook (kubexm play --list-tasks names the phases); see docs/playbooks.md#hooks."`
+}
+
+// Addon is one entry of spec.addons. A plain string is the name of an
+// add-on kubexm installs itself (metrics-server); an entry with sources is
+// one of the user's, from manifests or a chart (KubeKey's format). Paths
+// are relative to the cluster file.
+type Addon struct {
+	Name      string        `yaml:"name" scalar:"true" doc:"The add-on's name: a built-in one (metrics-server), or the name of your add-on (its Helm release name; a DNS-1123 label, at most 53 characters)."`
+	Namespace string        `yaml:"namespace,omitempty" doc:"Namespace of the manifests' namespaced objects that name none, and of the Helm release. Default: default."`
+	Sources   *AddonSources `yaml:"sources,omitempty" doc:"Where your add-on comes from: yaml or chart, not both."`
+}
+
+// AddonSources is where a user add-on comes from.
+type AddonSources struct {
+	Yaml  *AddonYaml  `yaml:"yaml,omitempty" doc:"Manifests applied with kubectl apply (server-side) from the first master."`
+	Chart *AddonChart `yaml:"chart,omitempty" doc:"A Helm chart installed with the Helm SDK from the control machine."`
+}
+
+// AddonYaml lists the manifests of an add-on.
+type AddonYaml struct {
+	Path []string `yaml:"path" doc:"Manifest files (YAML, several documents each), relative to the cluster file; applied in order."`
+}
+
+// AddonChart is a Helm chart add-on.
+type AddonChart struct {
+	Name       string `yaml:"name,omitempty" doc:"The chart's name; when set, the chart at path must have it."`
+	Repo       string `yaml:"repo,omitempty" doc:"The chart repository it was pulled from (informative; kubexm installs from path, download the chart with helm pull --repo REPO NAME --version VERSION)."`
+	Path       string `yaml:"path,omitempty" doc:"The chart: a packaged .tgz or a chart directory, relative to the cluster file. Required."`
+	Version    string `yaml:"version,omitempty" doc:"The chart's version; when set, the chart at path must have it."`
+	ValuesFile string `yaml:"valuesFile,omitempty" doc:"A values file, relative to the cluster file."`
+	Values     any    `yaml:"values,omitempty" doc:"Values over valuesFile's: a mapping, or KubeKey's list of key=value entries (helm --set syntax)."`
+}
+
+// Kind is what installs the add-on: builtin (a role of kubexm's), yaml or
+// chart. An entry with both or neither source is a validation error; it is
+// chart when it has one.
+func (a Addon) Kind() string {
+	switch {
+	case a.Sources == nil || a.Sources.Yaml == nil && a.Sources.Chart == nil:
+		return AddonBuiltin
+	case a.Sources.Chart != nil:
+		return AddonChartKind
+	}
+	return AddonYamlKind
+}
+
+// The kinds of add-on (Addon.Kind), also the support matrix's values of
+// spec.addons[*] for the user's add-ons: "(yaml)" and "(chart)".
+const (
+	AddonBuiltin   = "builtin"
+	AddonYamlKind  = "yaml"
+	AddonChartKind = "chart"
+)
+
+// choiceValue is the add-on's value in the support matrix: its name when
+// kubexm installs it itself, else (yaml) or (chart).
+func (a Addon) choiceValue() string {
+	if k := a.Kind(); k != AddonBuiltin {
+		return "(" + k + ")"
+	}
+	return a.Name
 }
 
 // Hook is a playbook of the site's run before or after one phase of a

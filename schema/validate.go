@@ -213,6 +213,7 @@ func validate(c *Cluster, ps *problems) {
 	validateRegistry(c, ps)
 	validateMisc(c, ps)
 	validateHooks(c, ps)
+	validateAddons(c, ps)
 	validateValues(c, ps)
 }
 
@@ -675,11 +676,6 @@ func validateMisc(c *Cluster, ps *problems) {
 	for i, r := range c.Spec.Extra.Resolves {
 		if _, err := netip.ParseAddr(r.Address); err != nil {
 			ps.add(child(index("spec.extra.resolves", i), "address"), "", "%q is not an IP address", r.Address)
-		}
-	}
-	for i, a := range c.Spec.Addons {
-		if strings.TrimSpace(a) == "" {
-			ps.add(index("spec.addons", i), "", "empty add-on name")
 		}
 	}
 }

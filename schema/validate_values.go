@@ -345,11 +345,6 @@ func validateNames(c *Cluster, ps *problems) {
 				"%q is not an IPv4 link-local address", d.LocalIP)
 		}
 	}
-	for i, a := range s.Addons {
-		if strings.TrimSpace(a) != "" && !isDNS1123Subdomain(a) {
-			ps.add(index("spec.addons", i), "lower-case letters, digits, - and .", "%q is not an add-on name", a)
-		}
-	}
 }
 
 func validateZones(ps *problems, p string, zones []ExternalZone) {

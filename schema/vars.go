@@ -191,6 +191,21 @@ func varSecrets(c *Cluster) []string {
 	for _, h := range c.Spec.Hosts {
 		walk(h.Vars, false)
 	}
+	// A chart's values: a mapping, or KubeKey's key=value entries.
+	for _, a := range c.Spec.Addons {
+		if a.Sources == nil || a.Sources.Chart == nil {
+			continue
+		}
+		if l, ok := a.Sources.Chart.Values.([]any); ok {
+			for _, e := range l {
+				if k, v, ok := strings.Cut(fmt.Sprint(e), "="); ok && v != "" && secretVarName.MatchString(k[strings.LastIndex(k, ".")+1:]) {
+					out = append(out, v)
+				}
+			}
+			continue
+		}
+		walk(a.Sources.Chart.Values, false)
+	}
 	return out
 }
 

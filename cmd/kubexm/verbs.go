@@ -427,8 +427,8 @@ var notYetVerbs = []notYet{
 		hint: "kubexm run command -f cluster.yaml --nodes HOST --become -- systemctl restart UNIT (one host at a time)"},
 	{verb: "rotate", verbShort: "Rotate cluster secrets", noun: "tokens", seed: "seeds/002 RotateKubeconfigTokens", why: "no playbook rotates the service-account keys yet",
 		hint: "kubexm certs renew -f cluster.yaml renews the certificates; the service-account key pair stays"},
-	{verb: "install", verbShort: "Install add-ons", noun: "addon", seed: "seeds/002 addon install", why: "no playbook installs one add-on on its own yet; spec.addons (metrics-server) is installed by create cluster",
-		hint: "list it in spec.addons and run kubexm play create-cluster -i cluster.yaml --tags addons, or install it with kubectl using .kubexm/<cluster>/kubeconfig"},
+	{verb: "install", verbShort: "Install add-ons", noun: "addon", seed: "seeds/002 addon install", why: "no playbook installs one add-on on its own yet; spec.addons (metrics-server, manifests and Helm charts of your own) is installed by create cluster",
+		hint: "list it in spec.addons (a name, or sources.yaml / sources.chart) and run kubexm play create-cluster -i cluster.yaml --tags user-addons (yours) or --tags addons"},
 }
 
 // notYetError is a verb that exists in the command tree but has no

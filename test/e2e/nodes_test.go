@@ -83,7 +83,9 @@ func (l nodesLayout) k8sNodes(set *testhosts.Set) []string {
 // masqueradeAll, etcd's log level warn and extensive metrics; checkAddons
 // proves metrics-server (kubectl top nodes lists every node) and
 // NodeLocal DNSCache (a pod's query at the link-local address answered
-// and forwarded to CoreDNS, on the nodes created and added). A removed
+// and forwarded to CoreDNS, on the nodes created and added);
+// checkUserAddons the spec.addons entries of the user's (a manifest and a
+// local Helm chart: installed, re-run, a value changed, removed). A removed
 // node keeps no nodelocaldns interface or rule (checkCleaned).
 //
 // After each step the nodes and etcd members are exactly cluster.yaml's,
@@ -182,6 +184,17 @@ func TestNodes(t *testing.T) {
 	}
 	checkNodesChoices(ctx, t, k, set, layout)
 	checkAddons(ctx, t, k, set, layout)
+	// The add-ons of cluster.yaml's own (a manifest and a local chart),
+	// installed, re-run, changed and removed on this cluster.
+	withAddons := func(extra string) {
+		t.Helper()
+		text := strings.Replace(nodesClusterYAML("e2e-nodes", set, layout), "  addons: [metrics-server]\n", extra, 1)
+		if err := os.WriteFile(inventory, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkUserAddons(ctx, t, kx, k, withAddons, pb("create-cluster"), pb("delete"), bundle)
+	write(layout)
 
 	// 3. n4 leaves with a drain; its etcd member goes first.
 	res = playPolled(ctx, t, kx, k.kubeconfig, "delete-nodes of an etcd member: the only master's API server restarted without it", pb("delete-nodes"), "-e", "nodes="+name(3))

@@ -97,7 +97,14 @@ func schemaOf(t reflect.Type) (map[string]any, error) {
 			}
 			props[name] = p
 		}
-		return map[string]any{"type": "object", "properties": props, "additionalProperties": false}, nil
+		s := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+		for i := range t.NumField() {
+			if t.Field(i).Tag.Get("scalar") == "true" {
+				// The loader takes a plain string for that field alone.
+				s["type"] = []string{"object", "string"}
+			}
+		}
+		return s, nil
 	}
 	return nil, fmt.Errorf("jsonschema: unsupported kind %s", t.Kind())
 }
