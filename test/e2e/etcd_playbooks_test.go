@@ -56,8 +56,8 @@ func TestPlaybooksLoad(t *testing.T) {
 			{"kubernetes", "loadbalancer"}, {"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"},
 			{"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "auto-renew"},
 			{"kubernetes", "loadbalancer"}, {"kubernetes", "node"}, {"kubernetes", "kubeadm", "node"},
-			{"network", "cni"}, {"coredns", "dns"}, {"finalize"}, {"nodelocaldns", "dns", "addons"}, {"metrics-server", "addons"}, {"health"}},
-		"delete": {{"metrics-server", "addons"}, {"nodelocaldns", "dns", "addons"}, {"coredns", "dns"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"},
+			{"network", "cni"}, {"coredns", "dns"}, {"finalize"}, {"nodelocaldns", "dns", "addons"}, {"metrics-server", "addons"}, {"user-addons", "addons"}, {"health"}},
+		"delete": {{"user-addons", "addons"}, {"metrics-server", "addons"}, {"nodelocaldns", "dns", "addons"}, {"coredns", "dns"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"},
 			{"loadbalancer"}, {"kubernetes", "control-plane"}, {"kubernetes", "pki"}, {"images", "runtime"}, {"containerd", "runtime"},
 			{"nodelocaldns", "dns", "addons"}, {"network", "cni"}, {"etcd"}, {"os"}},
 		// A new master's control plane, then every node's proxy, before
