@@ -487,13 +487,13 @@ func lifecycleArtifacts(ctx context.Context, t *testing.T, root, version string)
 }
 
 // lifecycleSources points every download at the file server, Kubernetes at
-// version. CoreDNS is v1.14.6 for every minor, the one image the test cache
-// holds (v1.36 pins v1.14.2): the upgrade is tested on the Kubernetes
-// binaries, not on CoreDNS's.
+// version. CoreDNS is v1.14.6 and pause 3.10.2 for every minor, the images
+// the test cache holds (v1.36 pins CoreDNS v1.14.2, v1.35 v1.13.1 and pause
+// 3.10.1): the upgrade is tested on the Kubernetes binaries, not on those.
 func lifecycleSources(server, version string) string {
 	s := artifactSources(server)
 	s = strings.Replace(s, "/kubernetes/release/"+kubernetesVersion+"/", "/kubernetes/release/"+version+"/", 1)
-	return strings.TrimSuffix(s, "}") + `, "coredns_version": "v1.14.6"}`
+	return strings.TrimSuffix(s, "}") + `, "coredns_version": "v1.14.6", "pause_version": "3.10.2"}`
 }
 
 // waitNodesAt waits until every machine is a Ready node whose kubelet runs version.
