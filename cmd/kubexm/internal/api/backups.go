@@ -1,12 +1,9 @@
 package api
 
 import (
-	"bufio"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -17,6 +14,7 @@ import (
 
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/worker"
+	"github.com/mensylisir/kubexm/engine/transport"
 )
 
 // Backup is an archive the backup playbook made in a cluster's work
@@ -111,13 +109,7 @@ func (s *Server) downloadBackup(w http.ResponseWriter, r *http.Request, tok jobs
 	}
 	sum := recordedSum(p)
 	if sum == "" {
-		h := sha256.New()
-		if _, err := io.Copy(h, bufio.NewReaderSize(f, 1<<20)); err != nil {
-			s.internal(w, r, err)
-			return
-		}
-		sum = hex.EncodeToString(h.Sum(nil))
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
+		if sum, err = transport.FileSha256(p); err != nil {
 			s.internal(w, r, err)
 			return
 		}
