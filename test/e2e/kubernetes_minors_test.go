@@ -26,15 +26,30 @@ import (
 	"github.com/mensylisir/kubexm/engine/eval"
 )
 
+// minorRelease is a release the tests build, with its kubeadm pins.
+type minorRelease struct {
+	version, pause, coredns, etcdImage string
+}
+
 // supportedMinors are the patch releases the tests use for each minor, with
 // what kubeadm of that release pins in cmd/kubeadm/app/constants
 // (PauseVersion, CoreDNSVersion, DefaultEtcdVersion).
-var supportedMinors = []struct {
-	version, pause, coredns, etcdImage string
-}{
+var supportedMinors = []minorRelease{
 	{"v1.35.4", "3.10.1", "v1.13.1", "3.6.6-0"},
 	{"v1.36.3", "3.10.2", "v1.14.2", "3.6.8-0"},
 	{"v1.37.2", "3.10.2", "v1.14.6", "3.7.0-0"},
+}
+
+// minorPins is supportedMinors' entry for version.
+func minorPins(t *testing.T, version string) minorRelease {
+	t.Helper()
+	for _, m := range supportedMinors {
+		if m.version == version {
+			return m
+		}
+	}
+	t.Fatalf("Kubernetes %s is none of the tests' releases (supportedMinors)", version)
+	return supportedMinors[0]
 }
 
 // withVersion is kubeVars for host at Kubernetes version.

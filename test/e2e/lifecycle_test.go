@@ -487,13 +487,14 @@ func lifecycleArtifacts(ctx context.Context, t *testing.T, root, version string)
 }
 
 // lifecycleSources points every download at the file server, Kubernetes at
-// version. CoreDNS is v1.14.6 and pause 3.10.2 for every minor, the images
-// the test cache holds (v1.36 pins CoreDNS v1.14.2, v1.35 v1.13.1 and pause
-// 3.10.1): the upgrade is tested on the Kubernetes binaries, not on those.
+// version. CoreDNS is v1.14.6 for every minor, the one CoreDNS image the test
+// cache builds (v1.36 pins v1.14.2, v1.35 v1.13.1). pause is the minor's own
+// pin (kubeadmArtifacts builds it), so an upgrade from v1.35 also moves the
+// sandbox image from 3.10.1 to 3.10.2, as a user's does.
 func lifecycleSources(server, version string) string {
 	s := artifactSources(server)
 	s = strings.Replace(s, "/kubernetes/release/"+kubernetesVersion+"/", "/kubernetes/release/"+version+"/", 1)
-	return strings.TrimSuffix(s, "}") + `, "coredns_version": "v1.14.6", "pause_version": "3.10.2"}`
+	return strings.TrimSuffix(s, "}") + `, "coredns_version": "v1.14.6"}`
 }
 
 // waitNodesAt waits until every machine is a Ready node whose kubelet runs version.
