@@ -463,12 +463,13 @@ func unpackedOK(t *testing.T, dir string, a bundle.Artifact) error {
 }
 
 // The images role sends the tarballs from the bundle and imports each one
-// that containerd lacks, once: a second run changes nothing, --check
-// neither. ctr is a script recording what it imports.
+// that containerd lacks, once, pinned: a second run changes nothing, --check
+// neither. ctr is a script recording what it imports and pins.
 func testImagesRole(t *testing.T, fx *exportFixture, a *app) {
 	state := filepath.Join(fx.dir, "ctr-state")
 	ctr := putFile(t, filepath.Join(fx.dir, "bin", "ctr"), []byte(`#!/bin/sh
-# A stand-in for ctr: --address A --namespace N images (ls --quiet | import FILE)
+# A stand-in for ctr: --address A --namespace N images (ls --quiet [FILTER] |
+# import --label L FILE | label REF L); pinned refs in state.pinned
 while [ $# -gt 0 ]; do
   case $1 in
     --address|--namespace) shift 2 ;;
@@ -476,13 +477,28 @@ while [ $# -gt 0 ]; do
     *) echo "unexpected argument $1" >&2; exit 2 ;;
   esac
 done
+pin='io.cri-containerd.pinned=pinned'
 case $1 in
-  ls) [ -f '`+state+`' ] && sort -u '`+state+`'; exit 0 ;;
+  ls)
+    [ "$2" = --quiet ] || exit 2
+    if [ $# -eq 3 ]; then
+      [ "$3" = 'labels."io.cri-containerd.pinned"==pinned' ] || { echo "unexpected filter $3" >&2; exit 2; }
+      [ -f '`+state+`.pinned' ] && sort -u '`+state+`.pinned'
+    else
+      [ -f '`+state+`' ] && sort -u '`+state+`'
+    fi
+    exit 0 ;;
   import)
-    ref=$(tar -xOf "$2" manifest.json | sed -n 's/.*"RepoTags":\["\([^"]*\)".*/\1/p')
-    [ -n "$ref" ] || { echo "no RepoTags in $2" >&2; exit 1; }
+    [ "$2 $3" = "--label $pin" ] || { echo "import without $pin: $*" >&2; exit 2; }
+    ref=$(tar -xOf "$4" manifest.json | sed -n 's/.*"RepoTags":\["\([^"]*\)".*/\1/p')
+    [ -n "$ref" ] || { echo "no RepoTags in $4" >&2; exit 1; }
     echo "$ref" >> '`+state+`'
-    echo "$2" >> '`+state+`.imports' ;;
+    echo "$ref" >> '`+state+`.pinned'
+    echo "$4" >> '`+state+`.imports' ;;
+  label)
+    [ "$3" = "$pin" ] || exit 2
+    grep -qx "$2" '`+state+`' || { echo "no image $2" >&2; exit 1; }
+    echo "$2" >> '`+state+`.pinned' ;;
   *) exit 2 ;;
 esac
 `))
@@ -529,6 +545,21 @@ esac
 	}
 	if imports2, _ := os.ReadFile(state + ".imports"); !bytes.Equal(imports, imports2) {
 		t.Errorf("re-runs imported again:\n%s", imports2)
+	}
+
+	// An image imported without the pin (an earlier kubexm) is labelled,
+	// not imported again.
+	pinned := strings.Fields(string(refs))
+	putFile(t, state+".pinned", []byte(strings.Join(pinned[1:], "\n")+"\n"))
+	rc, out, err = recapOf(t, a, filepath.Dir(pb), flags)
+	if err != nil || rc.Hosts["node1"].Changed != 1 {
+		t.Fatalf("run with %s unpinned: changed %d, want 1; %v\n%s", pinned[0], rc.Hosts["node1"].Changed, err, out)
+	}
+	if got, _ := os.ReadFile(state + ".pinned"); !strings.Contains(string(got), pinned[0]+"\n") {
+		t.Errorf("%s is not pinned again:\n%s", pinned[0], got)
+	}
+	if imports2, _ := os.ReadFile(state + ".imports"); !bytes.Equal(imports, imports2) {
+		t.Errorf("pinning imported again:\n%s", imports2)
 	}
 }
 

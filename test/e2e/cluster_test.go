@@ -145,6 +145,7 @@ func TestKubernetesCluster(t *testing.T) {
 	t.Logf("PERF create-cluster (binary mode, offline bundle) on 3 fresh machines: %s (%d changed); slowest tasks:%s", res.wall.Round(time.Millisecond), len(res.changed()), res.slowest(15))
 
 	checkNodes(ctx, t, k, set)
+	pinnedImages(ctx, t, kx, set, create, bundle)
 	checkWorkloads(ctx, t, k, set)
 	checkUserLoadBalancer(ctx, t, set, userLB, kubeconfig)
 	scheduledSnapshots(ctx, t, set)
@@ -698,4 +699,67 @@ func addresses(set *testhosts.Set) []string {
 		a = append(a, h.Address)
 	}
 	return a
+}
+
+// pinnedImages: on every machine each image create-cluster imported is
+// pinned for the CRI plugin (the kubelet's image garbage collection skips a
+// pinned image, and a node without a registry could not pull it back); an
+// image that lost its label gets it back from the images play, and nothing
+// else changes.
+func pinnedImages(ctx context.Context, t *testing.T, kx kubexm, set *testhosts.Set, create, bundle string) {
+	t.Helper()
+	const pinnedFilter = `'labels."io.cri-containerd.pinned"==pinned'`
+	unpinned := func(host string) (images, missing []string) {
+		out, err := set.SSH(ctx, host, "ctr -n k8s.io images ls -q && echo --- && ctr -n k8s.io images ls -q "+pinnedFilter)
+		if err != nil {
+			t.Fatalf("ctr images ls on %s: %v\n%s", host, err, out)
+		}
+		all, pinned, _ := strings.Cut(out, "---\n")
+		isPinned := map[string]bool{}
+		for _, ref := range strings.Fields(pinned) {
+			isPinned[ref] = true
+		}
+		for _, ref := range strings.Fields(all) {
+			if strings.HasPrefix(ref, "sha256:") || strings.Contains(ref, "@sha256:") {
+				continue
+			}
+			images = append(images, ref)
+			if !isPinned[ref] {
+				missing = append(missing, ref)
+			}
+		}
+		return images, missing
+	}
+	var images []string
+	for _, h := range set.Hosts {
+		all, missing := unpinned(h.Name)
+		if len(all) == 0 {
+			t.Fatalf("containerd on %s has no image", h.Name)
+		}
+		if len(missing) > 0 {
+			t.Errorf("images on %s without io.cri-containerd.pinned=pinned: %v", h.Name, missing)
+		}
+		if h.Name == set.Hosts[1].Name {
+			images = all
+		}
+	}
+	host, ref := set.Hosts[1].Name, images[0]
+	if out, err := set.SSH(ctx, host, "ctr -n k8s.io images label "+shellQuote(ref)+" io.cri-containerd.pinned="); err != nil {
+		t.Fatalf("taking the label off %s on %s: %v\n%s", ref, host, err, out)
+	}
+	if _, missing := unpinned(host); len(missing) != 1 {
+		t.Fatalf("after taking the label off %s on %s, the unpinned images are %v", ref, host, missing)
+	}
+	res := kx.play(ctx, create, "--offline-bundle", bundle, "--tags", "images")
+	if res.err != nil {
+		t.Fatalf("create-cluster --tags images failed: %v%s", res.err, res.failures())
+	}
+	want := host + ": images - pin the ones imported without the label"
+	if c := res.changed(); len(c) != 1 || c[0] != want {
+		t.Errorf("create-cluster --tags images with %s unpinned on %s changed %v, want only %q", ref, host, c, want)
+	}
+	if _, missing := unpinned(host); len(missing) > 0 {
+		t.Errorf("after create-cluster --tags images, %s still has unpinned images %v", host, missing)
+	}
+	t.Logf("PERF create-cluster --tags images, pinning %s again on %s: %s", ref, host, res.wall.Round(time.Millisecond))
 }

@@ -120,14 +120,15 @@ func clusterYAML(name string, set *testhosts.Set) string {
 
 // event is the part of a --output json line the test reads.
 type event struct {
-	Kind    string `json:"kind"`
-	Play    string `json:"play"`
-	Role    string `json:"role"`
-	Task    string `json:"task"`
-	Host    string `json:"host"`
-	Status  string `json:"status"`
-	Message string `json:"message"`
-	Resumed bool   `json:"resumed"`
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"`
+	Play    string    `json:"play"`
+	Role    string    `json:"role"`
+	Task    string    `json:"task"`
+	Host    string    `json:"host"`
+	Status  string    `json:"status"`
+	Message string    `json:"message"`
+	Resumed bool      `json:"resumed"`
 	// DurationMS of a task_end: the task's wall time over all its hosts.
 	DurationMS int64 `json:"duration_ms"`
 	Recap      *struct {
@@ -163,6 +164,38 @@ func (r runResult) recap() *event {
 }
 
 // changed lists "host: task" for every changed outcome.
+// during lists the tasks of the run that overlap from..to (a task_start
+// before to whose task_end is after from), with the hosts that reported
+// in the window, for a report that says what ran during an outage.
+func (r runResult) during(from, to time.Time) []string {
+	var out []string
+	started := map[string]time.Time{}
+	hosts := map[string][]string{}
+	for _, e := range r.events {
+		key := e.Play + "\x00" + e.Task
+		switch e.Kind {
+		case "task_start":
+			started[key] = e.Time
+			hosts[key] = nil
+		case "host_result":
+			if !e.Time.Before(from) && !e.Time.After(to) {
+				hosts[key] = append(hosts[key], e.Host+" "+e.Status)
+			}
+		case "task_end":
+			if s, ok := started[key]; ok && s.Before(to) && e.Time.After(from) {
+				out = append(out, fmt.Sprintf("%s-%s [%s] %s %v", s.UTC().Format("15:04:05.000"), e.Time.UTC().Format("15:04:05.000"), e.Role, e.Task, hosts[key]))
+			}
+			delete(started, key)
+		}
+	}
+	for key, s := range started {
+		if s.Before(to) {
+			out = append(out, fmt.Sprintf("%s- (not ended) %s", s.UTC().Format("15:04:05.000"), strings.ReplaceAll(key, "\x00", ": ")))
+		}
+	}
+	return out
+}
+
 func (r runResult) changed() []string {
 	var out []string
 	for _, e := range r.events {

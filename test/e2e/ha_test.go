@@ -391,6 +391,20 @@ done`, n-1, period.Nanoseconds(), haEndpoint, node)
 type pollStats struct {
 	total, failed, tailFailed int
 	longestGap, firstAfterCut time.Duration
+	// outages are the runs of failed requests, for a failure's report.
+	outages []pollOutage
+}
+
+// pollOutage is a run of failed requests: from the last answer before it
+// to the next answer (or the poll's end), with the failed requests' codes.
+type pollOutage struct {
+	from, to time.Time
+	codes    []string
+}
+
+func (o pollOutage) String() string {
+	return fmt.Sprintf("%s from %s to %s, %d failed (%s)", o.to.Sub(o.from).Round(time.Millisecond),
+		o.from.UTC().Format("15:04:05.000"), o.to.UTC().Format("15:04:05.000"), len(o.codes), strings.Join(o.codes, " "))
 }
 
 // parsePoll reads pollScript's output: the longest time between two
@@ -401,6 +415,7 @@ func parsePoll(out string, cut time.Time) (pollStats, error) {
 	var lastOK int64
 	var okTimes []int64
 	var codes []string
+	var last int64
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Fields(line)
 		if len(f) != 2 {
@@ -411,10 +426,23 @@ func parsePoll(out string, cut time.Time) (pollStats, error) {
 			return s, fmt.Errorf("poller output line %q: %w", line, err)
 		}
 		s.total++
+		last = ms
 		codes = append(codes, f[1])
 		if f[1] != "200" {
 			s.failed++
+			if n := len(s.outages); n == 0 || !s.outages[n-1].to.IsZero() {
+				from := lastOK
+				if from == 0 {
+					from = ms
+				}
+				s.outages = append(s.outages, pollOutage{from: time.UnixMilli(from)})
+			}
+			o := &s.outages[len(s.outages)-1]
+			o.codes = append(o.codes, f[1])
 			continue
+		}
+		if n := len(s.outages); n > 0 && s.outages[n-1].to.IsZero() {
+			s.outages[n-1].to = time.UnixMilli(ms)
 		}
 		if lastOK != 0 {
 			if gap := time.Duration(ms-lastOK) * time.Millisecond; gap > s.longestGap {
@@ -423,6 +451,9 @@ func parsePoll(out string, cut time.Time) (pollStats, error) {
 		}
 		lastOK = ms
 		okTimes = append(okTimes, ms)
+	}
+	if n := len(s.outages); n > 0 && s.outages[n-1].to.IsZero() {
+		s.outages[n-1].to = time.UnixMilli(last) // still out when the poll ended
 	}
 	if s.total < 50 {
 		return s, fmt.Errorf("the poller made %d requests, want at least 50:\n%s", s.total, out)

@@ -564,15 +564,16 @@ grep -h 'kubexm.io/restarted-at' /etc/kubernetes/manifests/kube-apiserver.yaml /
 
 // kubeadmArtifacts adds what kubeadm mode needs to the release tree
 // clusterArtifacts laid out: the kubeadm binary and the images kubeadm runs,
-// of Kubernetes version, with the pause image at the tag that version's
-// kubeadm pulls in its preflight (3.10.1 for v1.35).
+// of Kubernetes version, with pause and CoreDNS at the tags that version's
+// kubeadm pins (its preflight pulls that pause; its upgrade migrates only a
+// CoreDNS it knows).
 func kubeadmArtifacts(ctx context.Context, t *testing.T, root, version string) {
 	t.Helper()
-	pause := minorPins(t, version).pause
-	for _, c := range [][]string{{"kubernetes-release.sh", "kubeadm"}, {"images.sh", "kubeadm", "pause"}} {
+	pins := minorPins(t, version)
+	for _, c := range [][]string{{"kubernetes-release.sh", "kubeadm"}, {"images.sh", "kubeadm", "pause", "coredns"}} {
 		cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(root, "test", "artifacts", c[0])}, c[1:]...)...)
 		cmd.Env = append(os.Environ(), "ETCD_VERSION="+etcdVersion, "ETCD_IMAGE_TAG="+kubeadmEtcdImageTag,
-			"KUBE_VERSION="+version, "PAUSE_VERSION="+pause, "GOARCH=amd64")
+			"KUBE_VERSION="+version, "PAUSE_VERSION="+pins.pause, "COREDNS_VERSION="+pins.coredns, "GOARCH=amd64")
 		cmd.Stderr = os.Stderr
 		if _, err := cmd.Output(); err != nil {
 			t.Fatalf("test/artifacts/%s %s: %v", c[0], strings.Join(c[1:], " "), err)

@@ -487,14 +487,12 @@ func lifecycleArtifacts(ctx context.Context, t *testing.T, root, version string)
 }
 
 // lifecycleSources points every download at the file server, Kubernetes at
-// version. CoreDNS is v1.14.6 for every minor, the one CoreDNS image the test
-// cache builds (v1.36 pins v1.14.2, v1.35 v1.13.1). pause is the minor's own
-// pin (kubeadmArtifacts builds it), so an upgrade from v1.35 also moves the
-// sandbox image from 3.10.1 to 3.10.2, as a user's does.
+// version. pause and CoreDNS are the minor's own pins (kubeadmArtifacts
+// builds them), so an upgrade also moves them, as a user's does: kubeadm
+// refuses to upgrade a CoreDNS newer than the one it pins.
 func lifecycleSources(server, version string) string {
 	s := artifactSources(server)
-	s = strings.Replace(s, "/kubernetes/release/"+kubernetesVersion+"/", "/kubernetes/release/"+version+"/", 1)
-	return strings.TrimSuffix(s, "}") + `, "coredns_version": "v1.14.6"}`
+	return strings.Replace(s, "/kubernetes/release/"+kubernetesVersion+"/", "/kubernetes/release/"+version+"/", 1)
 }
 
 // waitNodesAt waits until every machine is a Ready node whose kubelet runs version.

@@ -262,6 +262,7 @@ func TestNodes(t *testing.T) {
 	// client's own timeout, well under one API server's restart.
 	if stats.longestGap > 4*time.Second || stats.tailFailed > 0 {
 		t.Errorf("the API was away for %s through the endpoint during the rolling restart (%d of the last 25 requests failed), want under 4s and none", stats.longestGap, stats.tailFailed)
+		reportOutages(ctx, t, set, res, stats, name(1), name(0))
 	}
 	checkExistingChanges(t, res, nil, []string{name(1), name(2)}, []string{name(0), name(4)})
 	checkAPIServerRestarts(t, res, []string{name(0), name(4)}, "nodes - remove the etcd members")
@@ -1000,4 +1001,25 @@ func checkAddons(ctx context.Context, t *testing.T, k kubectlRunner, set *testho
 		}
 	}
 	t.Logf("kubectl top nodes:\n%s\nnodelocaldns at %s on %v answered pods on %d nodes and forwarded to CoreDNS at %s", top, nodeLocalDNSIP, nodes, len(checked), dns)
+}
+
+// reportOutages says, for each run of failed requests of a poll, what the
+// play was doing then, with the journal of the poller's haproxy (its
+// backends going down and up) and the etcd member's leader changes.
+func reportOutages(ctx context.Context, t *testing.T, set *testhosts.Set, res runResult, stats pollStats, poller, etcdHost string) {
+	t.Helper()
+	for _, o := range stats.outages {
+		t.Logf("outage %s; tasks then:\n  %s", o, strings.Join(res.during(o.from.Add(-time.Second), o.to), "\n  "))
+	}
+	if len(stats.outages) == 0 {
+		return
+	}
+	since := fmt.Sprintf("@%d", stats.outages[0].from.Add(-30*time.Second).Unix())
+	for _, c := range []struct{ host, script string }{
+		{poller, "journalctl -o short-precise --no-pager -u kubexm-haproxy --since " + since},
+		{etcdHost, "journalctl -o short-precise --no-pager -u etcd --since " + since + " | grep -iE 'leader|elect|member|remove' | tail -40"},
+	} {
+		out, err := set.SSH(ctx, c.host, c.script)
+		t.Logf("%s: %s (%v):\n%s", c.host, c.script, err, tail(out, 60))
+	}
 }
