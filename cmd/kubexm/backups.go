@@ -26,38 +26,50 @@ import (
 // them by name.
 
 func newBackupListCmd() *cobra.Command {
+	return clusterListCmd("list --server URL --cluster NAME", "List the backups a kubexm server made of a cluster",
+		`  kubexm backup list --server https://kubexm.example:8443 --ca cert.pem --cluster demo`,
+		"backups", "no backups of cluster %[1]s on %[2]s (kubexm backup cluster -f cluster.yaml --server %[2]s makes one)",
+		"NAME\tSIZE\tAGE\tSHA256", func(b api.Backup) string {
+			return fmt.Sprintf("%s\t%d MiB\t%s\t%s", b.Name, b.Size>>20, age(b.CreatedAt), orDash(b.SHA256))
+		})
+}
+
+// clusterListCmd is a `NOUN list --server URL --cluster NAME` command:
+// it shows the items of GET /api/v1/clusters/NAME/ROUTE (the answer's
+// key ROUTE) as JSON or as a table of header and a row per item; none
+// prints empty, a format given the cluster and the server.
+func clusterListCmd[T any](use, short, example, route, empty, header string, row func(T) string) *cobra.Command {
 	var f clientFlags
 	var cluster string
 	cmd := &cobra.Command{
-		Use:     "list --server URL --cluster NAME",
-		Short:   "List the backups a kubexm server made of a cluster",
-		Example: `  kubexm backup list --server https://kubexm.example:8443 --ca cert.pem --cluster demo`,
+		Use:     use,
+		Short:   short,
+		Example: example,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cluster == "" {
-				return errors.New("--cluster is required: the registered cluster's name (kubexm get clusters --server URL lists them)")
-			}
-			c, err := newAPIClient(&f)
+			c, err := newClusterClient(&f, cluster)
 			if err != nil {
 				return err
 			}
-			var out struct {
-				Backups []api.Backup `json:"backups"`
-			}
-			if err := c.get(cmd.Context(), "/api/v1/clusters/"+url.PathEscape(cluster)+"/backups", nil, &out); err != nil {
+			var out map[string][]T
+			if err := c.get(cmd.Context(), "/api/v1/clusters/"+url.PathEscape(cluster)+"/"+route, nil, &out); err != nil {
 				return err
 			}
-			if f.output == "json" {
-				return printJSON(cmd.OutOrStdout(), out.Backups)
+			items := out[route]
+			if items == nil {
+				items = []T{}
 			}
-			if len(out.Backups) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "no backups of cluster %s on %s (kubexm backup cluster -f cluster.yaml --server %s makes one)\n", cluster, c.base.Redacted(), c.base.Redacted())
+			if f.output == "json" {
+				return printJSON(cmd.OutOrStdout(), items)
+			}
+			if len(items) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), empty+"\n", cluster, c.base.Redacted())
 				return nil
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSIZE\tAGE\tSHA256")
-			for _, b := range out.Backups {
-				fmt.Fprintf(tw, "%s\t%d MiB\t%s\t%s\n", b.Name, b.Size>>20, age(b.CreatedAt), orDash(b.SHA256))
+			fmt.Fprintln(tw, header)
+			for _, it := range items {
+				fmt.Fprintln(tw, row(it))
 			}
 			return tw.Flush()
 		},
@@ -65,6 +77,15 @@ func newBackupListCmd() *cobra.Command {
 	addClientFlags(cmd, &f)
 	cmd.Flags().StringVar(&cluster, "cluster", "", "the registered cluster (required)")
 	return cmd
+}
+
+// newClusterClient is the client of a server verb about one registered
+// cluster: --cluster is required.
+func newClusterClient(f *clientFlags, cluster string) (*apiClient, error) {
+	if cluster == "" {
+		return nil, errors.New("--cluster is required: the registered cluster's name (kubexm get clusters --server URL lists them)")
+	}
+	return newAPIClient(f)
 }
 
 func newBackupDownloadCmd() *cobra.Command {
@@ -83,10 +104,7 @@ never overwritten.`,
   kubexm restore cluster -f cluster.yaml --backup ./demo-20260101-000000.tar.gz   # on this machine`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cluster == "" {
-				return errors.New("--cluster is required: the registered cluster's name (kubexm get clusters --server URL lists them)")
-			}
-			c, err := newAPIClient(&f)
+			c, err := newClusterClient(&f, cluster)
 			if err != nil {
 				return err
 			}

@@ -142,7 +142,7 @@ func newRootCmd() *cobra.Command {
 		builtinFS:     kubexm.Content(),
 	}
 	root.AddCommand(newConfigCmd(), newCreateCmd(), newPlayCmd(a), newPlaybookCmd(a), newDocCmd(a), newArtifactCmd(a), newSupportCmd(), newCertsCmd(a))
-	root.AddCommand(newServerCmd(a), newWorkerCmd(a), newGetCmd())
+	root.AddCommand(newServerCmd(a), newWorkerCmd(a), newGetCmd(), newBundleCmd())
 	// After them: the verbs join the get command of the server's jobs.
 	addVerbCmds(root, a)
 	return root

@@ -121,21 +121,27 @@ func (c *apiClient) unreachable(err error) error {
 // statusError is the error of an answer that is not the one wanted: the
 // server's message, the status and a hint of what to do about it.
 func (c *apiClient) statusError(method, path string, code int, body []byte) error {
-	var e struct{ Error string }
+	var e struct {
+		Error string
+		JobID string `json:"job_id"`
+	}
 	msg := fmt.Sprintf("HTTP %d", code)
 	if json.Unmarshal(body, &e) == nil && e.Error != "" {
 		msg = fmt.Sprintf("%s (HTTP %d)", e.Error, code)
 	}
 	hint := ""
-	switch code {
-	case http.StatusUnauthorized:
+	cluster, sum, isBundle := strings.Cut(strings.TrimPrefix(path, "/api/v1/clusters/"), "/bundles/")
+	switch {
+	case code == http.StatusUnauthorized:
 		hint = "; give an API token with --token or $KUBEXM_TOKEN (kubexm server token create NAME on the server makes one)"
-	case http.StatusForbidden:
+	case code == http.StatusForbidden:
 		hint = "; ask for an operator token (kubexm server token create NAME --role operator)"
-	case http.StatusNotFound:
-		if strings.HasPrefix(path, "/api/v1/clusters/") {
-			hint = fmt.Sprintf("; kubexm get clusters --server %s lists the registered clusters (a verb with -f cluster.yaml --server registers one)", c.base.Redacted())
-		}
+	case code == http.StatusNotFound && isBundle && strings.Contains(e.Error, sum):
+		hint = fmt.Sprintf("; kubexm bundle list --server %s --cluster %s lists its bundles", c.base.Redacted(), cluster)
+	case code == http.StatusNotFound && strings.HasPrefix(path, "/api/v1/clusters/"):
+		hint = fmt.Sprintf("; kubexm get clusters --server %s lists the registered clusters (a verb with -f cluster.yaml --server registers one)", c.base.Redacted())
+	case code == http.StatusConflict && e.JobID != "":
+		hint = fmt.Sprintf("; kubexm get job %s --server %s shows the job", e.JobID, c.base.Redacted())
 	}
 	return fmt.Errorf("kubexm server %s: %s %s: %s%s", c.base.Redacted(), method, path, msg, hint)
 }

@@ -68,9 +68,6 @@ type Server struct {
 	// polling a job costs one query, not two. A deleted token stops
 	// working within tokenTTL.
 	tokens sync.Map // string -> cachedToken
-	// bundleMu keeps a job naming a bundle from being queued while the
-	// bundle is deleted (within this server).
-	bundleMu sync.Mutex
 }
 
 type cachedToken struct {
@@ -213,9 +210,24 @@ func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // storeError answers for an error of the store.
+// refusal is a request refused by a check the store ran (CreateJob's,
+// Resume's): the status and message to answer with.
+type refusal struct {
+	code int
+	msg  string
+}
+
+func (e *refusal) Error() string { return e.msg }
+
 func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
 	var ce *jobstore.ConflictError
+	var ref *refusal
+	var inUse *jobstore.BundleInUseError
 	switch {
+	case errors.As(err, &ref):
+		writeError(w, ref.code, ref.msg)
+	case errors.As(err, &inUse):
+		writeJSON(w, http.StatusConflict, map[string]string{"error": inUse.Error(), "job_id": inUse.JobID, "status": string(inUse.Status)})
 	case errors.As(err, &ce):
 		writeJSON(w, http.StatusConflict, map[string]string{"error": ce.Error(), "job_id": ce.JobID, "status": string(ce.Status)})
 	case errors.Is(err, jobstore.ErrNotFound):
@@ -387,17 +399,21 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, tok jobstore.Toke
 			return
 		}
 	}
+	var check func() error
 	if b := req.Options.OfflineBundle; b != "" {
-		s.bundleMu.Lock()
-		defer s.bundleMu.Unlock()
 		p := worker.BundlePath(s.c.DataDir, req.Cluster, b)
 		if p == "" {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("offline_bundle %q: give the sha256 an upload answered with (POST /api/v1/clusters/%s/bundles)", b, req.Cluster))
 			return
 		}
-		if _, err := os.Stat(p); err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("offline_bundle %s: cluster %s has no such bundle; upload it first (POST /api/v1/clusters/%s/bundles)", b, req.Cluster, req.Cluster))
-			return
+		// The store runs it holding the cluster, as a bundle's delete
+		// does (in this server or another on the database): the bundle
+		// is not removed between this look and the job's queueing.
+		check = func() error {
+			if _, err := os.Stat(p); err != nil {
+				return &refusal{code: http.StatusBadRequest, msg: fmt.Sprintf("offline_bundle %s: cluster %s has no such bundle; upload it first (POST /api/v1/clusters/%s/bundles)", b, req.Cluster, req.Cluster)}
+			}
+			return nil
 		}
 	}
 	cv, err := s.c.Store.ClusterConfig(r.Context(), req.Cluster, req.ConfigVersion)
@@ -410,7 +426,7 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, tok jobstore.Toke
 		s.internal(w, r, err)
 		return
 	}
-	j, err := s.c.Store.CreateJob(r.Context(), jobstore.Job{ID: id, Cluster: req.Cluster, ConfigVersion: cv.Version, Playbook: req.Playbook, Options: req.Options, CreatedBy: tok.Name})
+	j, err := s.c.Store.CreateJob(r.Context(), jobstore.Job{ID: id, Cluster: req.Cluster, ConfigVersion: cv.Version, Playbook: req.Playbook, Options: req.Options, CreatedBy: tok.Name}, check)
 	if err != nil {
 		s.storeError(w, r, err)
 		return
@@ -555,7 +571,16 @@ func (s *Server) resumeJob(w http.ResponseWriter, r *http.Request, tok jobstore.
 		writeError(w, http.StatusConflict, fmt.Sprintf("job %s runs a command, which is not run twice: queue it again if you mean it", j.ID))
 		return
 	}
-	j, err := s.c.Store.Resume(r.Context(), r.PathValue("id"))
+	// A job that names a bundle deleted since it ran would only fail at
+	// its worker: refused here, holding the cluster as createJob does.
+	j, err := s.c.Store.Resume(r.Context(), r.PathValue("id"), func(j jobstore.Job) error {
+		if b := j.Options.OfflineBundle; b != "" {
+			if _, err := os.Stat(worker.BundlePath(s.c.DataDir, j.Cluster, b)); err != nil {
+				return &refusal{code: http.StatusConflict, msg: fmt.Sprintf("job %s installs from offline bundle %s, which cluster %s no longer has (GET /api/v1/clusters/%s/bundles): upload it again to resume the job", j.ID, b, j.Cluster, j.Cluster)}
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		s.storeError(w, r, err)
 		return

@@ -47,8 +47,15 @@ type fixture struct {
 }
 
 func newFixture(t testing.TB) *fixture {
+	return newFixtureOn(t, filepath.Join(t.TempDir(), "db"), t.TempDir(), nil)
+}
+
+// newFixtureOn serves the database dsn and the data directory dataDir; a
+// second server on the ones of first (another process on the same
+// database) takes first's tokens.
+func newFixtureOn(t testing.TB, dsn, dataDir string, first *fixture) *fixture {
 	ctx := context.Background()
-	store, err := jobstore.Open(ctx, filepath.Join(t.TempDir(), "db"))
+	store, err := jobstore.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +65,7 @@ func newFixture(t testing.TB) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Store: store, Box: box, Support: support, Registry: prometheus.NewRegistry(), EventPoll: 20 * time.Millisecond, DataDir: t.TempDir(), MaxBundle: 4 << 20, Views: fakeViews{},
+	s, err := New(Config{Store: store, Box: box, Support: support, Registry: prometheus.NewRegistry(), EventPoll: 20 * time.Millisecond, DataDir: dataDir, MaxBundle: 4 << 20, Views: fakeViews{},
 		Playbook: func(name string) (string, error) {
 			if name != "create-cluster" && name != "upgrade" && name != "restore" {
 				return "", fmt.Errorf("no playbook %q", name)
@@ -70,6 +77,10 @@ func newFixture(t testing.TB) *fixture {
 	}
 	f := &fixture{s: s, store: store, srv: httptest.NewServer(s)}
 	t.Cleanup(f.srv.Close)
+	if first != nil {
+		f.operator, f.reader = first.operator, first.reader
+		return f
+	}
 	f.operator, _ = NewToken()
 	f.reader, _ = NewToken()
 	if err := store.AddToken(ctx, "ops", HashToken(f.operator), RoleOperator, time.Time{}); err != nil {

@@ -122,6 +122,9 @@ func (s *Server) listBundles(w http.ResponseWriter, r *http.Request, _ jobstore.
 
 // deleteBundle removes an uploaded bundle and its unpacked copy, unless an
 // active job (queued, running or interrupted: it will run again) names it.
+// The jobs are looked at in the database, holding the cluster as a job's
+// creation does: whichever server or worker process queued the job, the
+// answer is the same, and none is queued between the look and the removal.
 func (s *Server) deleteBundle(w http.ResponseWriter, r *http.Request, tok jobstore.Token) {
 	name, sum := r.PathValue("name"), r.PathValue("sha256")
 	if _, err := s.c.Store.Cluster(r.Context(), name); err != nil {
@@ -133,29 +136,10 @@ func (s *Server) deleteBundle(w http.ResponseWriter, r *http.Request, tok jobsto
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("bundle %q: give its sha256 (GET /api/v1/clusters/%s/bundles)", sum, name))
 		return
 	}
-	// The check and the removal happen under the lock queue takes for a
-	// job naming a bundle: no job of this server is queued between them.
-	s.bundleMu.Lock()
-	defer s.bundleMu.Unlock()
+	notFound := &refusal{code: http.StatusNotFound, msg: fmt.Sprintf("cluster %s has no bundle %s (GET /api/v1/clusters/%s/bundles lists them)", name, sum, name)}
 	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("cluster %s has no bundle %s", name, sum))
+		s.storeError(w, r, notFound)
 		return
-	}
-	for _, st := range jobstore.Statuses {
-		if !st.Active() {
-			continue
-		}
-		jobs, err := s.c.Store.Jobs(r.Context(), jobstore.JobFilter{Cluster: name, Status: st, Limit: 1000})
-		if err != nil {
-			s.storeError(w, r, err)
-			return
-		}
-		for _, j := range jobs {
-			if j.Options.OfflineBundle == sum {
-				writeJSON(w, http.StatusConflict, map[string]string{"error": fmt.Sprintf("bundle %s is used by job %s (%s): delete it when the job has ended, or cancel the job", sum, j.ID, j.Status), "job_id": j.ID, "status": string(j.Status)})
-				return
-			}
-		}
 	}
 	workDir := worker.WorkDir(s.c.DataDir, name)
 	// The unpacked copy goes under bundle.Open's lock: a kubexm play of
@@ -170,13 +154,38 @@ func (s *Server) deleteBundle(w http.ResponseWriter, r *http.Request, tok jobsto
 		return
 	}
 	defer unlock()
-	if err := os.Remove(p); err != nil {
+	// Holding the cluster in the database blocks other writers (on SQLite
+	// all of them): only the archive's unlink and a rename happen then;
+	// the unpacked tree is removed after. A leftover of a delete that
+	// died half-way is removed first.
+	trash := filepath.Join(workDir, "bundle", ".deleting-"+sum)
+	if err := os.RemoveAll(trash); err != nil {
 		s.internal(w, r, err)
 		return
 	}
-	if err := os.RemoveAll(filepath.Join(workDir, "bundle", sum)); err != nil {
-		s.internal(w, r, err)
+	err = s.c.Store.DeleteBundle(r.Context(), name, sum, func() error {
+		unpacked := filepath.Join(workDir, "bundle", sum)
+		if err := os.Rename(unpacked, trash); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		err := os.Remove(p)
+		if err != nil {
+			// Put the unpacked copy back: the bundle stays whole.
+			_ = os.Rename(trash, unpacked)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return notFound // deleted meanwhile
+		}
+		return err
+	})
+	if err != nil {
+		s.storeError(w, r, err)
 		return
+	}
+	if err := os.RemoveAll(trash); err != nil {
+		// The bundle is gone for jobs and the list; the next delete of
+		// the same sha256 removes what is left.
+		s.c.Log.Error("delete bundle: removing its unpacked copy", "cluster", name, "sha256", sum, "err", err)
 	}
 	s.audit(r, tok, "delete bundle", name, "sha256 "+sum)
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": sum})

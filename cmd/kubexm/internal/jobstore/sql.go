@@ -254,7 +254,7 @@ func scanJob(r scanner) (Job, error) {
 	return j, nil
 }
 
-func (s *sqlStore) CreateJob(ctx context.Context, j Job) (Job, error) {
+func (s *sqlStore) CreateJob(ctx context.Context, j Job, check func() error) (Job, error) {
 	if _, err := s.Cluster(ctx, j.Cluster); err != nil {
 		return Job{}, err
 	}
@@ -263,19 +263,90 @@ func (s *sqlStore) CreateJob(ctx context.Context, j Job) (Job, error) {
 		return Job{}, err
 	}
 	j.Status, j.CreatedAt = Queued, fromMS(ms(s.now()))
+	var refused error
 	err = s.orConflict(ctx, j.Cluster, func() error {
-		_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO jobs (id, cluster, config_version, playbook, options, status, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
-			j.ID, j.Cluster, j.ConfigVersion, j.Playbook, string(opts), j.Status, j.CreatedBy, ms(j.CreatedAt))
-		return err
+		return s.inClusterTx(ctx, j.Cluster, func(tx *sql.Tx) error {
+			if check != nil {
+				if refused = check(); refused != nil {
+					return refused
+				}
+			}
+			_, err := tx.ExecContext(ctx, s.q(`INSERT INTO jobs (id, cluster, config_version, playbook, options, status, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+				j.ID, j.Cluster, j.ConfigVersion, j.Playbook, string(opts), j.Status, j.CreatedBy, ms(j.CreatedAt))
+			return err
+		})
 	})
 	var ce *ConflictError
-	if errors.As(err, &ce) {
+	if refused != nil || errors.As(err, &ce) || errors.Is(err, ErrNotFound) {
 		return Job{}, err
 	}
 	if err != nil {
 		return Job{}, fmt.Errorf("create job: %w", err)
 	}
 	return j, nil
+}
+
+// inClusterTx runs fn in a transaction that holds cluster's row (FOR
+// UPDATE on PostgreSQL; on SQLite the immediate transaction holds the
+// whole database): two such transactions on one cluster, in any processes
+// sharing the database, never interleave. fn's error rolls it back.
+func (s *sqlStore) inClusterTx(ctx context.Context, cluster string, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var one int
+	err = tx.QueryRowContext(ctx, s.q(`SELECT 1 FROM clusters WHERE name = ?`+s.forUpdate()), cluster).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("cluster %s: %w", cluster, ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (s *sqlStore) DeleteBundle(ctx context.Context, cluster, sha256 string, remove func() error) error {
+	var removeErr error
+	err := s.inClusterTx(ctx, cluster, func(tx *sql.Tx) error {
+		// The unique index leaves at most one active job per cluster; the
+		// loop does not rely on it.
+		rows, err := tx.QueryContext(ctx, s.q(`SELECT `+jobColumns+` FROM jobs WHERE cluster = ? AND status IN ('queued', 'running', 'interrupted')`), cluster)
+		if err != nil {
+			return err
+		}
+		var user *Job
+		for rows.Next() {
+			j, err := scanJob(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			if j.Options.OfflineBundle == sha256 && user == nil {
+				user = &j
+			}
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if user != nil {
+			return &BundleInUseError{Cluster: cluster, SHA256: sha256, JobID: user.ID, Status: user.Status}
+		}
+		removeErr = remove()
+		return removeErr
+	})
+	var inUse *BundleInUseError
+	if removeErr != nil || errors.As(err, &inUse) || errors.Is(err, ErrNotFound) || err == nil {
+		return err
+	}
+	return fmt.Errorf("delete bundle %s of cluster %s: %w", sha256, cluster, err)
 }
 
 // orConflict runs write, which makes a job active on cluster; when the
@@ -426,21 +497,29 @@ func (s *sqlStore) Cancel(ctx context.Context, id string) (Job, error) {
 	return j, nil
 }
 
-func (s *sqlStore) Resume(ctx context.Context, id string) (Job, error) {
+func (s *sqlStore) Resume(ctx context.Context, id string, check func(Job) error) (Job, error) {
 	j, err := s.Job(ctx, id)
 	if err != nil {
 		return j, err
 	}
 	var res sql.Result
+	var refused error
 	err = s.orConflict(ctx, j.Cluster, func() error {
-		var err error
-		res, err = s.db.ExecContext(ctx, s.q(`UPDATE jobs SET status = 'queued', resume = CASE WHEN run_id <> '' THEN 1 ELSE 0 END,
+		return s.inClusterTx(ctx, j.Cluster, func(tx *sql.Tx) error {
+			if check != nil {
+				if refused = check(j); refused != nil {
+					return refused
+				}
+			}
+			var err error
+			res, err = tx.ExecContext(ctx, s.q(`UPDATE jobs SET status = 'queued', resume = CASE WHEN run_id <> '' THEN 1 ELSE 0 END,
 			cancel_request = 0, error = '', finished_at = 0, worker = ''
 			WHERE id = ? AND status IN ('failed', 'cancelled', 'interrupted')`), id)
-		return err
+			return err
+		})
 	})
 	var ce *ConflictError
-	if errors.As(err, &ce) {
+	if refused != nil || errors.As(err, &ce) {
 		return j, err
 	}
 	if err != nil {

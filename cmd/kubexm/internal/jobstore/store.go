@@ -176,6 +176,19 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("cluster %s already has job %s (%s); one job runs on a cluster at a time: wait for it, or cancel it", e.Cluster, e.JobID, e.Status)
 }
 
+// BundleInUseError says an active job names an offline bundle that was to
+// be deleted.
+type BundleInUseError struct {
+	Cluster string
+	SHA256  string
+	JobID   string
+	Status  Status
+}
+
+func (e *BundleInUseError) Error() string {
+	return fmt.Sprintf("bundle %s of cluster %s is used by job %s (%s): delete it when the job has ended, or cancel the job", e.SHA256, e.Cluster, e.JobID, e.Status)
+}
+
 // Store is what the API server and the workers need from the database.
 type Store interface {
 	// PutCluster registers a new version of a cluster's config (version 1
@@ -192,8 +205,10 @@ type Store interface {
 
 	// CreateJob queues j (its ID, Cluster, ConfigVersion, Playbook, Options
 	// and CreatedBy are used); a *ConflictError when the cluster has an
-	// active job.
-	CreateJob(ctx context.Context, j Job) (Job, error)
+	// active job. check, when not nil, runs holding the cluster (see
+	// DeleteBundle) just before the job is written; its error refuses the
+	// job and is returned as it is.
+	CreateJob(ctx context.Context, j Job, check func() error) (Job, error)
 	Job(ctx context.Context, id string) (Job, error)
 	Jobs(ctx context.Context, f JobFilter) ([]Job, error)
 	// Claim gives worker the oldest queued or interrupted job, in one
@@ -213,8 +228,16 @@ type Store interface {
 	// worker of a running one to stop it.
 	Cancel(ctx context.Context, id string) (Job, error)
 	// Resume queues a failed, cancelled or interrupted job again to
-	// continue its run; a *ConflictError when its cluster is busy.
-	Resume(ctx context.Context, id string) (Job, error)
+	// continue its run; a *ConflictError when its cluster is busy. check,
+	// when not nil, runs as CreateJob's does, given the job.
+	Resume(ctx context.Context, id string, check func(Job) error) (Job, error)
+	// DeleteBundle runs remove, which removes the uploaded offline bundle
+	// sha256 of cluster, holding the cluster: a *BundleInUseError instead
+	// when an active job names the bundle. CreateJob and Resume hold the
+	// cluster for their checks too, in whichever process sharing the
+	// database they run: no job naming the bundle is queued between the
+	// look at the jobs and the removal.
+	DeleteBundle(ctx context.Context, cluster, sha256 string, remove func() error) error
 	// ReapStale marks interrupted the running jobs whose heartbeat is older
 	// than ttl, and returns their ids.
 	ReapStale(ctx context.Context, ttl time.Duration) ([]string, error)

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,12 +25,14 @@ func TestMain(m *testing.M) {
 
 // eachStore runs f against a fresh SQLite store and a fresh PostgreSQL one.
 func eachStore(t *testing.T, f func(t *testing.T, s *sqlStore)) {
-	t.Run("sqlite", func(t *testing.T) {
-		f(t, open(t, filepath.Join(t.TempDir(), "kubexm.db")))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		f(t, open(t, pg.DSN(t)))
-	})
+	eachDSN(t, func(t *testing.T, dsn string) { f(t, open(t, dsn)) })
+}
+
+// eachDSN runs f with a fresh SQLite file and a fresh PostgreSQL
+// database, for tests that open a store more than once.
+func eachDSN(t *testing.T, f func(t *testing.T, dsn string)) {
+	t.Run("sqlite", func(t *testing.T) { f(t, filepath.Join(t.TempDir(), "kubexm.db")) })
+	t.Run("postgres", func(t *testing.T) { f(t, pg.DSN(t)) })
 }
 
 func open(t *testing.T, dsn string) *sqlStore {
@@ -112,15 +116,15 @@ func TestJobLifecycle(t *testing.T) {
 	eachStore(t, func(t *testing.T, s *sqlStore) {
 		ctx := context.Background()
 		mustCluster(t, s, "c1")
-		if _, err := s.CreateJob(ctx, Job{ID: "j0", Cluster: "nope", Playbook: "p"}); !errors.Is(err, ErrNotFound) {
+		if _, err := s.CreateJob(ctx, Job{ID: "j0", Cluster: "nope", Playbook: "p"}, nil); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("job on an unknown cluster: %v", err)
 		}
-		j, err := s.CreateJob(ctx, Job{ID: "j1", Cluster: "c1", ConfigVersion: 1, Playbook: "create-cluster", Options: Options{Tags: []string{"etcd"}, Limit: "m1"}, CreatedBy: "alice"})
+		j, err := s.CreateJob(ctx, Job{ID: "j1", Cluster: "c1", ConfigVersion: 1, Playbook: "create-cluster", Options: Options{Tags: []string{"etcd"}, Limit: "m1"}, CreatedBy: "alice"}, nil)
 		if err != nil || j.Status != Queued {
 			t.Fatalf("create: %+v %v", j, err)
 		}
 		// A second job on the cluster is refused, naming the first.
-		_, err = s.CreateJob(ctx, Job{ID: "j2", Cluster: "c1", Playbook: "upgrade"})
+		_, err = s.CreateJob(ctx, Job{ID: "j2", Cluster: "c1", Playbook: "upgrade"}, nil)
 		var ce *ConflictError
 		if !errors.As(err, &ce) || ce.JobID != "j1" || ce.Status != Queued {
 			t.Fatalf("second job: %v", err)
@@ -132,7 +136,7 @@ func TestJobLifecycle(t *testing.T) {
 		if again, err := s.Claim(ctx, "w2"); err != nil || again != nil {
 			t.Fatalf("a running job was claimed again: %+v %v", again, err)
 		}
-		if _, err = s.CreateJob(ctx, Job{ID: "j2", Cluster: "c1", Playbook: "upgrade"}); !errors.As(err, &ce) || ce.Status != Running {
+		if _, err = s.CreateJob(ctx, Job{ID: "j2", Cluster: "c1", Playbook: "upgrade"}, nil); !errors.As(err, &ce) || ce.Status != Running {
 			t.Fatalf("job while one runs: %v", err)
 		}
 		if err := s.SetProgress(ctx, "j1", "w1", "run-1", "install etcd"); err != nil {
@@ -155,10 +159,10 @@ func TestJobLifecycle(t *testing.T) {
 			t.Fatalf("finished twice: %v", err)
 		}
 		// The cluster is free again; resuming j1 now conflicts with j2.
-		if _, err := s.CreateJob(ctx, Job{ID: "j2", Cluster: "c1", Playbook: "upgrade"}); err != nil {
+		if _, err := s.CreateJob(ctx, Job{ID: "j2", Cluster: "c1", Playbook: "upgrade"}, nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Resume(ctx, "j1"); !errors.As(err, &ce) || ce.JobID != "j2" {
+		if _, err := s.Resume(ctx, "j1", nil); !errors.As(err, &ce) || ce.JobID != "j2" {
 			t.Fatalf("resume on a busy cluster: %v", err)
 		}
 		if j, err := s.Cancel(ctx, "j2"); err != nil || j.Status != Cancelled {
@@ -167,7 +171,7 @@ func TestJobLifecycle(t *testing.T) {
 		if _, err := s.Cancel(ctx, "j2"); !errors.Is(err, ErrState) {
 			t.Fatalf("cancel twice: %v", err)
 		}
-		j, err = s.Resume(ctx, "j1")
+		j, err = s.Resume(ctx, "j1", nil)
 		if err != nil || j.Status != Queued || !j.Resume || j.RunID != "run-1" || j.Error != "" {
 			t.Fatalf("resume: %+v %v", j, err)
 		}
@@ -185,7 +189,7 @@ func TestJobLifecycle(t *testing.T) {
 		if err := s.Finish(ctx, "j1", "w2", Cancelled, "cancelled"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Resume(ctx, "j1"); err != nil {
+		if _, err := s.Resume(ctx, "j1", nil); err != nil {
 			t.Fatalf("resume a cancelled job: %v", err)
 		}
 		if err := s.Finish(ctx, "j1", "w2", Queued, ""); err == nil {
@@ -211,7 +215,7 @@ func TestReapStaleAndResumeElsewhere(t *testing.T) {
 		s.now = func() time.Time { return base }
 		for _, id := range []string{"a", "b"} {
 			cl := map[string]string{"a": "c1", "b": "c2"}[id]
-			if _, err := s.CreateJob(ctx, Job{ID: id, Cluster: cl, Playbook: "p"}); err != nil {
+			if _, err := s.CreateJob(ctx, Job{ID: id, Cluster: cl, Playbook: "p"}, nil); err != nil {
 				t.Fatal(err)
 			}
 			base = base.Add(time.Millisecond)
@@ -261,7 +265,7 @@ func TestConcurrentClaims(t *testing.T) {
 		for i := range n {
 			cl := fmt.Sprintf("c%d", i)
 			mustCluster(t, s, cl)
-			if _, err := s.CreateJob(ctx, Job{ID: fmt.Sprintf("j%02d", i), Cluster: cl, Playbook: "p"}); err != nil {
+			if _, err := s.CreateJob(ctx, Job{ID: fmt.Sprintf("j%02d", i), Cluster: cl, Playbook: "p"}, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -316,7 +320,7 @@ func TestConcurrentCreateOnOneCluster(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, err := s.CreateJob(ctx, Job{ID: fmt.Sprintf("j%d", i), Cluster: "c1", Playbook: "p"})
+				_, err := s.CreateJob(ctx, Job{ID: fmt.Sprintf("j%d", i), Cluster: "c1", Playbook: "p"}, nil)
 				mu.Lock()
 				defer mu.Unlock()
 				var ce *ConflictError
@@ -341,7 +345,7 @@ func TestEventsTokensAudit(t *testing.T) {
 	eachStore(t, func(t *testing.T, s *sqlStore) {
 		ctx := context.Background()
 		mustCluster(t, s, "c1")
-		if _, err := s.CreateJob(ctx, Job{ID: "j1", Cluster: "c1", Playbook: "p"}); err != nil {
+		if _, err := s.CreateJob(ctx, Job{ID: "j1", Cluster: "c1", Playbook: "p"}, nil); err != nil {
 			t.Fatal(err)
 		}
 		var evs []Event
@@ -402,36 +406,112 @@ func TestEventsTokensAudit(t *testing.T) {
 // TestTokenExpiryMigration: a database of schema version 1 (tokens without
 // expiry) is migrated at Open; its tokens keep working and never expire.
 func TestTokenExpiryMigration(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		dsn  func(testing.TB) string
-	}{
-		{"sqlite", func(t testing.TB) string { return filepath.Join(t.TempDir(), "kubexm.db") }},
-		{"postgres", pg.DSN},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
-			dsn := c.dsn(t)
-			all := migrations
-			migrations = all[:2]
-			old, err := Open(ctx, dsn)
-			migrations = all
-			if err != nil {
-				t.Fatal(err)
+	eachDSN(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		all := migrations
+		migrations = all[:2]
+		old, err := Open(ctx, dsn)
+		migrations = all
+		if err != nil {
+			t.Fatal(err)
+		}
+		s1 := old.(*sqlStore)
+		if _, err := s1.db.ExecContext(ctx, s1.q(`INSERT INTO tokens (name, sha256, role, created_at) VALUES (?, ?, ?, ?)`), "old", "h1", "operator", time.Now().UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+		old.Close()
+		s := open(t, dsn)
+		var v int
+		if err := s.db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil || v != len(migrations)-1 {
+			t.Fatalf("schema version %d %v, want %d", v, err, len(migrations)-1)
+		}
+		if tok, err := s.TokenByHash(ctx, "h1"); err != nil || tok.Name != "old" || !tok.ExpiresAt.IsZero() || tok.Expired(time.Now()) {
+			t.Fatalf("the token of before the migration: %+v %v", tok, err)
+		}
+	})
+}
+
+// TestDeleteBundleAcrossStores: two stores on one database (two server
+// processes) agree on whether a bundle is in use, and a job naming the
+// bundle is not queued, nor resumed, while it is deleted through the
+// other store: CreateJob's and Resume's checks wait for DeleteBundle.
+func TestDeleteBundleAcrossStores(t *testing.T) {
+	eachDSN(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s1, s2 := open(t, dsn), open(t, dsn)
+		mustCluster(t, s1, "c1")
+		if _, err := s1.CreateJob(ctx, Job{ID: "j1", Cluster: "c1", Playbook: "p", Options: Options{OfflineBundle: "b1"}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		removed := 0
+		remove := func() error { removed++; return nil }
+		var inUse *BundleInUseError
+		if err := s2.DeleteBundle(ctx, "c1", "b1", remove); !errors.As(err, &inUse) || inUse.JobID != "j1" || inUse.Status != Queued || removed != 0 {
+			t.Fatalf("delete of the bundle the other store's queued job names: %v (removed %d times)", err, removed)
+		}
+		if !strings.Contains(inUse.Error(), "job j1 (queued)") || !strings.Contains(inUse.Error(), "cluster c1") {
+			t.Errorf("the refusal does not name the job and the cluster: %v", inUse)
+		}
+		if err := s2.DeleteBundle(ctx, "c1", "b2", remove); err != nil || removed != 1 {
+			t.Fatalf("delete of a bundle no job names: %v (removed %d times)", err, removed)
+		}
+		if err := s2.DeleteBundle(ctx, "c9", "b2", remove); !errors.Is(err, ErrNotFound) || removed != 1 {
+			t.Fatalf("delete for an unknown cluster: %v", err)
+		}
+		if _, err := s2.Cancel(ctx, "j1"); err != nil {
+			t.Fatal(err)
+		}
+
+		// DeleteBundle holds the cluster while it removes: the other
+		// store's CreateJob runs its check only after that.
+		inside, release := make(chan struct{}), make(chan struct{})
+		var gone, checked atomic.Bool
+		done := make(chan error, 1)
+		go func() {
+			done <- s2.DeleteBundle(ctx, "c1", "b1", func() error {
+				close(inside)
+				<-release
+				gone.Store(true)
+				return nil
+			})
+		}()
+		<-inside
+		errGone := errors.New("bundle b1 is gone")
+		created := make(chan error, 1)
+		go func() {
+			_, err := s1.CreateJob(ctx, Job{ID: "j2", Cluster: "c1", Playbook: "p", Options: Options{OfflineBundle: "b1"}}, func() error {
+				checked.Store(true)
+				if gone.Load() {
+					return errGone
+				}
+				return nil
+			})
+			created <- err
+		}()
+		time.Sleep(300 * time.Millisecond)
+		if checked.Load() {
+			t.Fatal("CreateJob ran its check while DeleteBundle held the cluster")
+		}
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-created; err != errGone {
+			t.Fatalf("CreateJob after the delete: %v, want its check's error as it is", err)
+		}
+		if _, err := s1.Job(ctx, "j2"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("the refused job was stored: %v", err)
+		}
+		if _, err := s1.Resume(ctx, "j1", func(j Job) error {
+			if j.ID != "j1" || j.Options.OfflineBundle != "b1" {
+				t.Errorf("Resume's check got %+v", j)
 			}
-			s1 := old.(*sqlStore)
-			if _, err := s1.db.ExecContext(ctx, s1.q(`INSERT INTO tokens (name, sha256, role, created_at) VALUES (?, ?, ?, ?)`), "old", "h1", "operator", time.Now().UnixMilli()); err != nil {
-				t.Fatal(err)
-			}
-			old.Close()
-			s := open(t, dsn)
-			var v int
-			if err := s.db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil || v != len(migrations)-1 {
-				t.Fatalf("schema version %d %v, want %d", v, err, len(migrations)-1)
-			}
-			if tok, err := s.TokenByHash(ctx, "h1"); err != nil || tok.Name != "old" || !tok.ExpiresAt.IsZero() || tok.Expired(time.Now()) {
-				t.Fatalf("the token of before the migration: %+v %v", tok, err)
-			}
-		})
-	}
+			return errGone
+		}); err != errGone {
+			t.Fatalf("Resume refused by its check: %v", err)
+		}
+		if j, err := s2.Job(ctx, "j1"); err != nil || j.Status != Cancelled {
+			t.Errorf("the job whose resume was refused: %+v %v", j, err)
+		}
+	})
 }

@@ -56,7 +56,7 @@ func setup(t *testing.T) (jobstore.Store, *secretbox.Box, string, string) {
 	if _, err := store.PutCluster(ctx, "c1", sealed, "masked", "t"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.CreateJob(ctx, jobstore.Job{ID: "j1", Cluster: "c1", Playbook: "p", Options: jobstore.Options{Tags: []string{"a", "b"}, Check: true}}); err != nil {
+	if _, err := store.CreateJob(ctx, jobstore.Job{ID: "j1", Cluster: "c1", Playbook: "p", Options: jobstore.Options{Tags: []string{"a", "b"}, Check: true}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return store, box, dir, exe
@@ -166,7 +166,7 @@ func TestCancelAndFailure(t *testing.T) {
 	if err := os.WriteFile(exe, []byte("#!/bin/sh\necho 'Error: task t1 failed on node1' >&2\nexit 2\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Resume(context.Background(), "j1"); err != nil {
+	if _, err := store.Resume(context.Background(), "j1", nil); err != nil {
 		t.Fatal(err)
 	}
 	j = waitFor(t, store, "failed", func(j jobstore.Job) bool { return j.Status == jobstore.Failed })

@@ -1,0 +1,100 @@
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestBundleInUseAcrossServers: two servers on one SQLite file and one data
+// directory (two kubexm server processes) agree that a bundle is in use,
+// whichever of them queued the job, and a delete through one racing a job
+// through the other never leaves a queued job without its bundle.
+func TestBundleInUseAcrossServers(t *testing.T) {
+	dsn, dataDir := filepath.Join(t.TempDir(), "kubexm.db"), t.TempDir()
+	a := newFixtureOn(t, dsn, dataDir, nil)
+	b := newFixtureOn(t, dsn, dataDir, a)
+	if code, body := a.call(t, "POST", "/api/v1/clusters", a.operator, testCluster); code != http.StatusCreated {
+		t.Fatalf("register: %d %s", code, body)
+	}
+	good := testBundle(t)
+	sum := sha256.Sum256(good)
+	hexSum := hex.EncodeToString(sum[:])
+	upload := func() {
+		t.Helper()
+		if code, body := a.call(t, "POST", "/api/v1/clusters/c1/bundles", a.operator, string(good)); code != http.StatusCreated {
+			t.Fatalf("upload: %d %s", code, body)
+		}
+	}
+	queue := func(f *fixture) (int, string) {
+		code, body := f.call(t, "POST", "/api/v1/jobs", f.operator, fmt.Sprintf(`{"cluster": "c1", "playbook": "create-cluster", "options": {"offline_bundle": %q}}`, hexSum))
+		var acc struct {
+			JobID string `json:"job_id"`
+		}
+		_ = json.Unmarshal(body, &acc)
+		return code, acc.JobID
+	}
+	del := "/api/v1/clusters/c1/bundles/" + hexSum
+	upload()
+	code, id := queue(a)
+	if code != http.StatusAccepted {
+		t.Fatalf("queue through server a: %d", code)
+	}
+	code, body := b.call(t, "DELETE", del, b.operator, "")
+	var conflict struct{ Error, JobID, Status string }
+	_ = json.Unmarshal(body, &conflict)
+	if code != http.StatusConflict || !strings.Contains(conflict.Error, "job "+id) || !strings.Contains(conflict.Error, "cluster c1") || conflict.Status != "queued" {
+		t.Fatalf("delete through server b of the bundle server a's job uses: %d %s", code, body)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "clusters", "c1", "bundle", hexSum)); err != nil {
+		t.Fatalf("the refused delete removed the unpacked copy: %v", err)
+	}
+	if code, body := b.call(t, "POST", "/api/v1/jobs/"+id+"/cancel", b.operator, ""); code != http.StatusAccepted {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+	if code, body := b.call(t, "DELETE", del, b.operator, ""); code != http.StatusOK {
+		t.Fatalf("delete once the job ended: %d %s", code, body)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dataDir, "clusters", "c1", "bundle")); len(entries) != 1 || entries[0].Name() != ".lock" {
+		t.Errorf("left in the unpacked bundles' directory after the delete: %v", entries)
+	}
+	// The cancelled job names the deleted bundle: resuming it is refused.
+	if code, body := a.call(t, "POST", "/api/v1/jobs/"+id+"/resume", a.operator, ""); code != http.StatusConflict || !strings.Contains(string(body), "no longer has") {
+		t.Fatalf("resume of a job whose bundle was deleted: %d %s", code, body)
+	}
+
+	// A delete through b races a job through a: the job is queued with
+	// its bundle there, or refused; never queued after the bundle went.
+	outcomes := map[string]int{}
+	for range 15 {
+		upload()
+		var wg sync.WaitGroup
+		var qCode, dCode int
+		var qID string
+		wg.Add(2)
+		go func() { defer wg.Done(); qCode, qID = queue(a) }()
+		go func() { defer wg.Done(); dCode, _ = b.call(t, "DELETE", del, b.operator, "") }()
+		wg.Wait()
+		outcomes[fmt.Sprintf("job %d, delete %d", qCode, dCode)]++
+		switch {
+		case qCode == http.StatusAccepted && dCode == http.StatusConflict:
+			if _, err := os.Stat(filepath.Join(dataDir, "clusters", "c1", "bundles", hexSum+".tar.gz")); err != nil {
+				t.Fatalf("job %s queued, its bundle is gone: %v", qID, err)
+			}
+			if code, body := a.call(t, "POST", "/api/v1/jobs/"+qID+"/cancel", a.operator, ""); code != http.StatusAccepted {
+				t.Fatalf("cancel: %d %s", code, body)
+			}
+		case qCode == http.StatusBadRequest && dCode == http.StatusOK:
+		default:
+			t.Fatalf("job %d (%s), delete %d: want one of them refused", qCode, qID, dCode)
+		}
+	}
+	t.Logf("outcomes: %v", outcomes)
+}
