@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -245,6 +246,10 @@ func TestNodes(t *testing.T) {
 	// then the API servers of n1 and n5 leave its etcd member one after
 	// the other (a client polls /readyz through n2's haproxy meanwhile),
 	// then it is drained, its member removed and the host cleaned.
+	// n4 leads etcd first: removing a leader without handing over leaves
+	// the member that stays without one for an election timeout, every API
+	// server's requests failing meanwhile, which the poll below would see.
+	makeEtcdLeader(ctx, t, set, name(0), 0, 3)
 	for _, i := range []int{0, 1, 2, 4} {
 		units[name(i)] = unitStarts(ctx, t, set, name(i))
 	}
@@ -400,6 +405,51 @@ func dropUnit(starts, unit string) string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// makeEtcdLeader hands the etcd leadership to member lead, running
+// etcdctl on host against the members from and lead.
+func makeEtcdLeader(ctx context.Context, t *testing.T, set *testhosts.Set, host string, from, lead int) {
+	t.Helper()
+	url := func(i int) string { return "https://" + net.JoinHostPort(set.Hosts[i].Address, "2379") }
+	eps := url(from) + "," + url(lead)
+	id, leads := "", false
+	out, err := etcdctl(ctx, set, host, eps, "endpoint status -w fields")
+	if err != nil {
+		t.Fatalf("etcd status on %s: %v\n%s", host, err, out)
+	}
+	// -w fields: one block per endpoint, "Endpoint" last; IDs in decimal.
+	var memberID, leader string
+	for _, line := range strings.Split(out, "\n") {
+		k, v, ok := strings.Cut(line, " : ")
+		if !ok {
+			continue
+		}
+		v = strings.Trim(strings.TrimSpace(v), `"`)
+		switch strings.Trim(strings.TrimSpace(k), `"`) {
+		case "MemberID":
+			memberID = v
+		case "Leader":
+			leader = v
+		case "Endpoint":
+			if v == url(lead) {
+				id, leads = memberID, memberID == leader
+			}
+		}
+	}
+	if id == "" {
+		t.Fatalf("etcd status on %s names no member at %s:\n%s", host, url(lead), out)
+	}
+	if !leads {
+		n, err := strconv.ParseUint(id, 10, 64)
+		if err != nil {
+			t.Fatalf("etcd member ID %q: %v", id, err)
+		}
+		if out, err := etcdctl(ctx, set, host, eps, "move-leader "+strconv.FormatUint(n, 16)); err != nil {
+			t.Fatalf("etcd move-leader to %s: %v\n%s", set.Hosts[lead].Name, err, out)
+		}
+	}
+	t.Logf("etcd leader before the removal: %s", set.Hosts[lead].Name)
 }
 
 // checkEtcdServers wants each master of l to name exactly l's etcd members,
