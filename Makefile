@@ -15,7 +15,7 @@ TESTFLAGS ?=
 
 export KUBEXM_TEST_CACHE
 
-.PHONY: build check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-ha e2e-kubeadm-ha e2e-vip e2e-nodes e2e-upgrade e2e-upgrade-chain e2e-calico bench hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
+.PHONY: build check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-ha e2e-kubeadm-ha e2e-vip e2e-nodes e2e-upgrade e2e-upgrade-chain e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
 
 # Static (no cgo): autoRenewCerts copies this binary to the masters, whose
 # C library may be older than the build machine's.
@@ -41,7 +41,7 @@ unit:
 	$(GO) test -count=1 $(TESTFLAGS) ./...
 
 lint-scripts:
-	shellcheck -x test/hosts/*.sh test/artifacts/*.sh test/demo.sh .ci/run roles/*/files/*.sh
+	shellcheck -x test/hosts/*.sh test/scale/*.sh test/artifacts/*.sh test/demo.sh .ci/run roles/*/files/*.sh
 
 hosts-rootfs:
 	test/hosts/prepare-rootfs.sh
@@ -128,6 +128,15 @@ e2e-calico:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime=$(BENCHTIME) ./...
+
+# Issue 25's scale benchmark (root, not in CI): preflight, os and the Kubernetes binaries on
+# NS test machines, and the 20-task play next to ansible-playbook (ansible-core on the control
+# machine) at ANSIBLE_NS; figures in $(BENCH_OUT)/results.tsv. See test/scale/bench.sh.
+NS ?= 10 30 100
+ANSIBLE_NS ?= 10
+BENCH_OUT ?= /tmp/kubexm-bench-scale
+bench-scale:
+	NS='$(NS)' ANSIBLE_NS='$(ANSIBLE_NS)' OUT='$(BENCH_OUT)' test/scale/bench.sh
 
 # Issue 26: Kubernetes' conformance suite (e2e.test and ginkgo of the
 # cluster's version, the images its specs run, all built locally and cached

@@ -4,12 +4,14 @@
 #
 #   N=3 PREFIX=abc test/hosts/up.sh
 #
-#   N        number of machines, 1-99 (default 3); they are named n1..nN
+#   N        number of machines, 1-244 (default 3); they are named n1..nN and get the addresses
+#            .11 to .254 of the run's /24 (100 were measured: docs/perf.md, "Fan-out at scale")
 #   PREFIX   names the run: bridge, veths, netns, cgroups and the state dir
 #            $KUBEXM_TEST_CACHE/runs/<PREFIX>; [a-z0-9]{1,8}; default: random
 #   LAYERS   extra layers over the base rootfs, e.g. "k8s=conntrack,socat"
 #            (built on first use, see build-layer.sh); a bare name uses an existing layer
-#   UP_TIMEOUT  seconds to wait for all machines to finish booting (default 120)
+#   UP_TIMEOUT  seconds to wait for all machines to finish booting (default 120 + 3 per machine:
+#            on the shared 2-core box 30 machines took 3 min, 100 about 7)
 #   KUBELET  1: the machines will run kubelet; sets the few kernel-global sysctls it insists on,
 #            on the host (see lib.sh; down.sh restores them when the last run is gone)
 #
@@ -26,9 +28,11 @@ need_root
 N=${N:-3}
 PREFIX=${PREFIX:-r$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 LAYERS=${LAYERS:-}
-UP_TIMEOUT=${UP_TIMEOUT:-120}
+UP_TIMEOUT=${UP_TIMEOUT:-}
 check_prefix "$PREFIX"
-if ! [[ $N =~ ^[0-9]+$ ]] || [ "$N" -lt 1 ] || [ "$N" -gt 99 ]; then die "N=$N is invalid: use 1-99"; fi
+# 244: the machines' addresses are .11 to .254 of the run's /24.
+if ! [[ $N =~ ^[0-9]+$ ]] || [ "$N" -lt 1 ] || [ "$N" -gt 244 ]; then die "N=$N is invalid: use 1-244"; fi
+UP_TIMEOUT=${UP_TIMEOUT:-$((120 + 3 * N))}
 [[ $UP_TIMEOUT =~ ^[0-9]+$ ]] || die "UP_TIMEOUT=$UP_TIMEOUT is not a number of seconds"
 STATE=$RUNS/$PREFIX
 T0=$(date +%s%N)
