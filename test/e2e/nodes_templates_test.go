@@ -21,8 +21,7 @@ import (
 
 // TestHaproxyBackends: every master of cluster.yaml is a backend by default
 // (create-cluster, add-nodes), and lb_backends, which delete-nodes sets to
-// the masters that stay, is exactly the backend list, each also as an
-// unchecked backup (fail open).
+// the masters that stay, is exactly the backend list.
 func TestHaproxyBackends(t *testing.T) {
 	servers := func(cfg string) []string {
 		var out []string
@@ -47,11 +46,8 @@ func TestHaproxyBackends(t *testing.T) {
 		backends []any
 		want     []string
 	}{
-		{"every master", nil, []string{
-			"server n1 10.0.0.1:6443", "server n3 10.0.0.3:6443",
-			"server n1-unchecked 10.0.0.1:6443 backup no-check", "server n3-unchecked 10.0.0.3:6443 backup no-check",
-		}},
-		{"the masters that stay", []any{"n1"}, []string{"server n1 10.0.0.1:6443", "server n1-unchecked 10.0.0.1:6443 backup no-check"}},
+		{"every master", nil, []string{"server n1 10.0.0.1:6443", "server n3 10.0.0.3:6443"}},
+		{"the masters that stay", []any{"n1"}, []string{"server n1 10.0.0.1:6443"}},
 	} {
 		got := servers(renderRoleTemplate(t, "loadbalancer", "haproxy.cfg.tmpl", vars(c.backends)))
 		if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
