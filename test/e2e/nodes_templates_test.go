@@ -21,7 +21,8 @@ import (
 
 // TestHaproxyBackends: every master of cluster.yaml is a backend by default
 // (create-cluster, add-nodes), and lb_backends, which delete-nodes sets to
-// the masters that stay, is exactly the backend list.
+// the masters that stay, is exactly the backend list, each also as an
+// unchecked backup (fail open).
 func TestHaproxyBackends(t *testing.T) {
 	servers := func(cfg string) []string {
 		var out []string
@@ -46,8 +47,11 @@ func TestHaproxyBackends(t *testing.T) {
 		backends []any
 		want     []string
 	}{
-		{"every master", nil, []string{"server n1 10.0.0.1:6443", "server n3 10.0.0.3:6443"}},
-		{"the masters that stay", []any{"n1"}, []string{"server n1 10.0.0.1:6443"}},
+		{"every master", nil, []string{
+			"server n1 10.0.0.1:6443", "server n3 10.0.0.3:6443",
+			"server n1-unchecked 10.0.0.1:6443 backup no-check", "server n3-unchecked 10.0.0.3:6443 backup no-check",
+		}},
+		{"the masters that stay", []any{"n1"}, []string{"server n1 10.0.0.1:6443", "server n1-unchecked 10.0.0.1:6443 backup no-check"}},
 	} {
 		got := servers(renderRoleTemplate(t, "loadbalancer", "haproxy.cfg.tmpl", vars(c.backends)))
 		if strings.Join(got, "\n") != strings.Join(c.want, "\n") {

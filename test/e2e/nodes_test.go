@@ -571,7 +571,7 @@ func checkBackends(ctx context.Context, t *testing.T, set *testhosts.Set, worker
 	}
 	probe.WriteString("for i in 1 2 3 4 5 6; do curl -fsS --max-time 5 --cacert /etc/kubernetes/pki/ca.crt " + haEndpoint + "/readyz; echo; done\n")
 	for _, w := range workers {
-		cfg, err := set.SSH(ctx, w, "grep '^ *server ' /etc/kubexm/haproxy/haproxy.cfg")
+		cfg, err := set.SSH(ctx, w, "grep '^ *server ' /etc/kubexm/haproxy/haproxy.cfg | grep -v ' backup'")
 		if err != nil {
 			t.Fatalf("haproxy.cfg on %s: %v\n%s", w, err, cfg)
 		}
