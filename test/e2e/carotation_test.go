@@ -103,8 +103,8 @@ func caRotation(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, s
 		t.Fatal(err)
 	}
 	refused, starting := refusals(p.out, 5*time.Second)
-	t.Logf("PERF rotate-ca (%s; cluster, front-proxy and etcd CAs; %d masters, %d workers): %s (%d changed); a client on %s with a token issued before polled %s every 200 ms: %d requests, %d failed, longest gap %s, %d refused",
-		l.desc, len(masters), len(workers), wall.Round(time.Second), len(res.changed()), poller.Name, haEndpoint, stats.total, stats.failed, stats.longestGap, refused)
+	t.Logf("PERF rotate-ca (%s; cluster, front-proxy and etcd CAs; %d masters, %d workers): %s (%d changed); a client on %s with a token issued before polled %s every 200 ms: %d requests, %d failed, longest gap %s, %d refused; slowest tasks:%s",
+		l.desc, len(masters), len(workers), wall.Round(time.Second), len(res.changed()), poller.Name, haEndpoint, stats.total, stats.failed, stats.longestGap, refused, res.slowest(15))
 	if l.oneAPIServer {
 		// With one API server and no load balancer that checks /readyz, the
 		// client meets it while it starts: it answers 401 or 403 until its
@@ -321,15 +321,16 @@ func hostIn(h testhosts.Host, hs []testhosts.Host) bool {
 // only) through the endpoint with a bearer token every period, up to n
 // times or until /tmp/kubexm-stop-poll exists (endpointPollScript).
 func tokenPollScript(token string, n int, period time.Duration) string {
-	return endpointPollScript("/api", token, n, period)
+	return endpointPollScript("/api", token, n, period, 2*time.Second)
 }
 
 // endpointPollScript asks path through the endpoint every period, with a bearer
 // token unless token is empty, up to n times or until
 // /tmp/kubexm-stop-poll exists, trusting the host's
 // /etc/kubernetes/pki/ca.crt as it is at each request; it prints
-// "<unix ms> <HTTP status>" per request (000 when none came).
-func endpointPollScript(path, token string, n int, period time.Duration) string {
+// "<unix ms> <HTTP status>" per request (000 when none came within
+// maxTime).
+func endpointPollScript(path, token string, n int, period, maxTime time.Duration) string {
 	header, auth := ":", ""
 	if token != "" {
 		header, auth = "printf 'Authorization: Bearer %s\\n' "+shellQuote(token), `-H @"$d/h"`
@@ -343,8 +344,8 @@ for i in $(seq 0 %d); do
   next=$((start + i * %d))
   now=$(date +%%s%%N)
   [ "$now" -lt "$next" ] && sleep "$(awk -v ns=$((next - now)) 'BEGIN{printf "%%.3f", ns / 1e9}')"
-  code=$(curl -s -o /dev/null -w '%%{http_code}' --max-time 2 --cacert /etc/kubernetes/pki/ca.crt %s %s)
+  code=$(curl -s -o /dev/null -w '%%{http_code}' --max-time %s --cacert /etc/kubernetes/pki/ca.crt %s %s)
   echo "$(date +%%s%%3N) $code"
 done
-rm -f /tmp/kubexm-stop-poll`, header, n-1, period.Nanoseconds(), auth, shellQuote(haEndpoint+path))
+rm -f /tmp/kubexm-stop-poll`, header, n-1, period.Nanoseconds(), strconv.FormatFloat(maxTime.Seconds(), 'f', -1, 64), auth, shellQuote(haEndpoint+path))
 }

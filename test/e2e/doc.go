@@ -12,4 +12,6 @@
 //	KUBEXM_E2E_PREFIX=cs    name the runs cs<suite letter> instead of a random prefix
 //	KUBEXM_E2E_VARS='{...}' one more -e for every kubexm run, e.g. to break something on purpose:
 //	                        '{"kube_proxy_extra_config": {"mode": "bogus"}}'
+//	KUBEXM_E2E_KUBEADM_ONLY=kubeadm  TestKubeadmCluster's stacked-etcd variant alone (make e2e sets it:
+//	                        E2E_KUBEADM_ONLY= runs both); =kubexm the etcd.type kubexm one alone
 package e2e

@@ -29,7 +29,8 @@ var kubeadmEtcdImageTag = strings.TrimPrefix(etcdVersion, "v") + "-0"
 // on three fresh machines (n1 master, n2 and n3 workers) with no network
 // but the test bridge, twice on the same machines: with kubeadm's stacked
 // etcd (etcd.type kubeadm), then with roles/etcd's etcd on n1 as kubeadm's
-// external etcd (etcd.type kubexm).
+// external etcd (etcd.type kubexm). `make e2e` (CI) runs the first only
+// (KUBEXM_E2E_KUBEADM_ONLY=kubeadm), `make e2e-kubeadm` both.
 //
 //   - `kubexm artifact export` gathers containerd, the CNI plugins, kubeadm,
 //     kubelet, kubectl and every image kubeadm runs (the control plane,

@@ -69,8 +69,9 @@ func (l nodesLayout) k8sNodes(set *testhosts.Set) []string {
 //  5. delete-nodes -e nodes=n4 (a master and etcd member): it leaves the
 //     workers' haproxy backends first, then the API servers of n1 and n5
 //     leave its member one at a time while a client on n2 polls /readyz
-//     through haproxy every 200 ms (two masters: no gap longer than 4 s),
-//     then its Node and member go and n4 is cleaned;
+//     through haproxy every 200 ms (two masters: no gap between answers
+//     longer than 7 s, ten periods and the client's 5 s timeout), then its
+//     Node and member go and n4 is cleaned;
 //  6. n3 is powered off for good; delete-nodes -e nodes=n3 is refused, then
 //     with -e force=true it is removed from the API without a drain or
 //     cleanup.
@@ -264,9 +265,10 @@ func TestNodes(t *testing.T) {
 		name(1), haEndpoint, stats.total, stats.failed, stats.longestGap)
 	// Two masters behind haproxy's /readyz checks and redispatch: one API
 	// server is always there. The bound is ten polling periods plus the
-	// client's own timeout, well under one API server's restart.
-	if stats.longestGap > 4*time.Second || stats.tailFailed > 0 {
-		t.Errorf("the API was away for %s through the endpoint during the rolling restart (%d of the last 25 requests failed), want under 4s and none", stats.longestGap, stats.tailFailed)
+	// client's own timeout (7 s), well under one API server's restart (30 s
+	// and more here) or an etcd without a leader for an election timeout.
+	if bound := 10*readyzPollPeriod + readyzPollMaxTime; stats.longestGap > bound || stats.tailFailed > 0 {
+		t.Errorf("the API was away for %s through the endpoint during the rolling restart (%d of the last 25 requests failed), want under %s and none", stats.longestGap, stats.tailFailed, bound)
 		reportOutages(ctx, t, set, res, stats, name(1), name(0))
 	}
 	checkExistingChanges(t, res, nil, []string{name(1), name(2)}, []string{name(0), name(4)})
@@ -527,6 +529,16 @@ type readyzPoll struct {
 	set   *testhosts.Set
 }
 
+// The readyz poll's period and client timeout. On CI's 2-core machine, with
+// two suites' clusters running (load average 30-40), a curl on a worker
+// takes over 2 s now and then while nothing restarts (2026-11-27: single
+// failures of 3.3-4.1 s while delete-nodes cleaned the removed host), so
+// the client waits 5 s before it counts a request as unanswered.
+const (
+	readyzPollPeriod  = 200 * time.Millisecond
+	readyzPollMaxTime = 5 * time.Second
+)
+
 func startReadyzPoll(ctx context.Context, t *testing.T, set *testhosts.Set, host string) *readyzPoll {
 	t.Helper()
 	if out, err := set.SSH(ctx, host, "rm -f /tmp/kubexm-stop-poll"); err != nil {
@@ -534,7 +546,7 @@ func startReadyzPoll(ctx context.Context, t *testing.T, set *testhosts.Set, host
 	}
 	p := &readyzPoll{host: host, start: time.Now(), done: make(chan sshResult, 1), set: set}
 	go func() {
-		out, err := set.SSH(ctx, host, endpointPollScript("/readyz", "", 9000, 200*time.Millisecond))
+		out, err := set.SSH(ctx, host, endpointPollScript("/readyz", "", 9000, readyzPollPeriod, readyzPollMaxTime))
 		p.done <- sshResult{out, err}
 	}()
 	return p
