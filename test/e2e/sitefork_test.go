@@ -19,6 +19,10 @@ import (
 // fresh machines (make e2e-cluster with KUBEXM_E2E_SITEFORK_ONLY=1).
 const envSiteForkOnly = "KUBEXM_E2E_SITEFORK_ONLY"
 
+// envSiteFork=0 leaves the step out of the cluster suite (make e2e: it is
+// a second cluster, 10-12 minutes on CI's machine; make e2e-cluster runs it).
+const envSiteFork = "KUBEXM_E2E_SITEFORK"
+
 // siteFork is issue 17's acceptance on the cluster suite's machines, once
 // the suite's own cluster is deleted: docs/examples/site-fork as a site
 // would use it, the built-in playbooks with --overlay, --roles-path and
