@@ -8,6 +8,7 @@ BIN ?= bin/kubexm
 N ?= 3
 PREFIX ?= c$(shell printf '%s' '$(CURDIR)' | sha256sum | cut -c1-6)
 LAYERS ?=
+LINK_RATE ?=
 KUBEXM_TEST_CACHE ?= /var/cache/kubexm-test
 HOSTS_ENV = $(KUBEXM_TEST_CACHE)/runs/$(PREFIX)/hosts.env
 BENCHTIME ?= 1s
@@ -47,7 +48,7 @@ hosts-rootfs:
 	test/hosts/prepare-rootfs.sh
 
 hosts-up:
-	N='$(N)' PREFIX='$(PREFIX)' LAYERS='$(LAYERS)' test/hosts/up.sh
+	N='$(N)' PREFIX='$(PREFIX)' LAYERS='$(LAYERS)' LINK_RATE='$(LINK_RATE)' test/hosts/up.sh
 
 hosts-down:
 	PREFIX='$(PREFIX)' test/hosts/down.sh
@@ -72,7 +73,7 @@ integration:
 # End-to-end suites (build tag e2e): each starts and stops its own machines.
 # E2E_SKIP names the suites `make e2e` (and CI) leave out: TestUpgrade needs
 # a second Kubernetes build (v1.36) that does not fit CI's time, and
-# TestVIPControlPlane and TestKubeadmHA 4 more machines each (TestKubeadmHA
+# TestVIPControlPlane 6 more machines and TestKubeadmHA 4 (TestKubeadmHA
 # took 38 minutes under load); `make e2e-upgrade`, `make e2e-vip` and
 # `make e2e-kubeadm-ha` run them, `make e2e E2E_SKIP=` runs every suite.
 # TestConformance (Kubernetes' own suite, about an hour, `make conformance`)

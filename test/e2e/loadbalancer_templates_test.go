@@ -204,7 +204,7 @@ func checkWithBinary(t *testing.T, prog, content, name string, args []string) {
 // the mode is roles/support.yaml's).
 func TestVIPClusterYAML(t *testing.T) {
 	set := &testhosts.Set{KeyPath: "/k", Gateway: "10.77.9.1"}
-	for i := 1; i <= 4; i++ {
+	for i := 1; i <= 6; i++ {
 		set.Hosts = append(set.Hosts, testhosts.Host{Name: fmt.Sprintf("n%d", i), Address: fmt.Sprintf("10.77.9.%d", 10+i), Port: 22})
 	}
 	c, _, err := schema.Decode("cluster.yaml", []byte(vipClusterYAML("e2e-vip", set, "10.77.9.250")))
@@ -212,7 +212,7 @@ func TestVIPClusterYAML(t *testing.T) {
 		t.Fatal(err)
 	}
 	rg, cpe := c.Spec.RoleGroups, c.Spec.ControlPlaneEndpoint
-	if got := strings.TrimSpace(fmt.Sprintln(rg.Master, rg.Worker, rg.Loadbalancer, cpe.ExternalLoadBalancer, cpe.LBAddress)); got != "[n1] [n2] [n3 n4] kubexm 10.77.9.250" {
-		t.Errorf("masters, workers, loadbalancer hosts, mode, VIP: %s", got)
+	if got := strings.TrimSpace(fmt.Sprintln(rg.Master, rg.Etcd, rg.Worker, rg.Loadbalancer, cpe.ExternalLoadBalancer, cpe.InternalLoadbalancer, cpe.LBAddress)); got != "[n1 n2 n3] [n1 n2 n3] [n4] [n5 n6] kubexm  10.77.9.250" {
+		t.Errorf("masters, etcd, workers, loadbalancer hosts, external and internal mode, VIP: %q", got)
 	}
 }

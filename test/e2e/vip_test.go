@@ -17,26 +17,29 @@ import (
 )
 
 // TestVIPControlPlane is issue 19's acceptance for externalLoadBalancer
-// kubexm, with the fewest machines that prove it: n1 master and etcd, n2
-// worker, n3 and n4 loadbalancer hosts running haproxy and keepalived from
-// the offline bundle, holding the virtual IP .250 of the test subnet
-// (controlPlaneEndpoint.lb_address), every node's control-plane domain
-// pointing at it. Not in `make e2e` (CI's time budget): `make e2e-vip`.
+// kubexm: n1-n3 masters and etcd, n4 worker, n5 and n6 loadbalancer hosts
+// running haproxy and keepalived from the offline bundle, holding the
+// virtual IP .250 of the test subnet (controlPlaneEndpoint.lb_address),
+// every node's control-plane domain pointing at it. Not in `make e2e`
+// (CI's time budget, 6 machines): `make e2e-vip`.
 //
 //   - create-cluster --offline-bundle: one loadbalancer host holds the VIP,
 //     the other is BACKUP, both with kubexm-haproxy and kubexm-keepalived
 //     active; the cluster's nodes are Ready through the VIP;
-//   - failover: a client on n2 asks the API through the VIP every 200 ms
+//   - failover: a client on n4 asks the API through the VIP every 200 ms
 //     while the VIP holder loses its power; the VIP moves to the other
 //     host; the longest gap and the failed requests are PERF lines;
 //   - the holder is powered on again: its keepalived comes back BACKUP and
 //     the VIP stays where it is (nopreempt: one move, not two);
+//   - master n1 loses its power while n4 polls through the VIP: haproxy on
+//     the VIP holder takes it out; n1 NotReady, a new Deployment runs; n1
+//     powered on, Ready again and etcd 3 healthy members without kubexm;
 //   - a re-run changes nothing; delete -e delete_packages=true leaves every
 //     host's files and package set as they were; a second delete changes
 //     nothing.
 func TestVIPControlPlane(t *testing.T) {
 	parallelSuite(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
 	defer cancel()
 	suiteStart := time.Now()
 	root := moduleRoot(t)
@@ -46,12 +49,12 @@ func TestVIPControlPlane(t *testing.T) {
 	bin := buildKubexm(ctx, t, root, work)
 	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
 
-	const machines = 4
+	const machines = 6
 	set, diag := suiteMachines(ctx, t, machines, "v", "KUBELET=1")
 	if len(set.Hosts) != machines {
 		t.Fatalf("want %d machines, have %d", machines, len(set.Hosts))
 	}
-	nodes, lbs := set.Hosts[:2], set.Hosts[2:]
+	nodes, masters, worker, lbs := set.Hosts[:4], set.Hosts[:3], set.Hosts[3], set.Hosts[4:]
 	vip := set.Gateway[:strings.LastIndex(set.Gateway, ".")] + ".250"
 
 	inventory := filepath.Join(work, "cluster.yaml")
@@ -85,7 +88,7 @@ func TestVIPControlPlane(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF create-cluster (1 master, 1 worker, 2 loadbalancer hosts with keepalived and haproxy, offline bundle) on %d fresh machines: %s (%d changed)",
+	t.Logf("PERF create-cluster (3 masters, 1 worker, 2 loadbalancer hosts with keepalived and haproxy, offline bundle) on %d fresh machines: %s (%d changed)",
 		machines, res.wall.Round(time.Millisecond), len(res.changed()))
 
 	// The admin kubeconfig on the control machine names the VIP too.
@@ -108,8 +111,10 @@ func TestVIPControlPlane(t *testing.T) {
 	holder, backup := vipHolder(ctx, t, set, lbs, vip)
 	t.Logf("%s holds the VIP %s, %s is its backup", holder.Name, vip, backup.Name)
 
-	// --- failover: the VIP holder loses its power while n2 polls ----------
-	poller := nodes[1]
+	checkMasterEtcd(ctx, t, set, etcdctl, masters, masters[1])
+
+	// --- failover: the VIP holder loses its power while n4 polls ----------
+	poller := worker
 	const samples, period = 300, 200 * time.Millisecond // 60 s
 	// poweroff.sh keeps the machine's network namespace, whose kernel would
 	// still answer ARP for the VIP (and refuse connections to it): a pulled
@@ -174,6 +179,17 @@ func TestVIPControlPlane(t *testing.T) {
 	}
 	t.Logf("PERF %s back: keepalived BACKUP %s after the power-on, the VIP stays on %s", holder.Name, time.Since(start).Round(time.Second), backup.Name)
 
+	// --- failover: master n1 loses its power while n4 polls the VIP -------
+	// The admin kubeconfig names the VIP, so it needs no survivor's copy.
+	victim := masters[0]
+	cut = failover(ctx, t, set, victim, poller, "master failover behind the VIP")
+	if out, err := k.run(ctx, "", "wait", "--for=condition=Ready=Unknown", "node/"+victim.Name, "--timeout=180s"); err != nil {
+		t.Fatalf("%s not marked unreachable: %v\n%s", victim.Name, err, out)
+	}
+	t.Logf("PERF %s NotReady (Unknown) %s after its power-off", victim.Name, time.Since(cut).Round(time.Second))
+	deployAfterFailover(ctx, t, k, "master failover behind the VIP")
+	powerOnConverges(ctx, t, set, machines, k, etcdctl, masters, victim)
+
 	res = kx.play(ctx, create, "--offline-bundle", bundle)
 	if res.err != nil {
 		t.Fatalf("re-run failed: %v%s", res.err, res.failures())
@@ -192,12 +208,13 @@ func TestVIPControlPlane(t *testing.T) {
 	t.Logf("PERF the VIP suite on %d machines: %s", machines, time.Since(suiteStart).Round(time.Second))
 }
 
-// vipClusterYAML: the cluster suite's (n1 master and etcd) with n2 the
-// only worker and n3, n4 loadbalancer hosts holding vip.
+// vipClusterYAML: the HA suite's (n1-n3 masters and etcd) with n4 the only
+// worker and n5, n6 loadbalancer hosts holding vip instead of a local
+// haproxy on the workers.
 func vipClusterYAML(name string, set *testhosts.Set, vip string) string {
-	y := kubernetesClusterYAML(name, set)
-	y = strings.Replace(y, "    worker: [n2, n3, n4]\n", "    worker: [n2]\n    loadbalancer: [n3, n4]\n", 1)
-	return strings.Replace(y, "  kubernetes:\n", "  controlPlaneEndpoint:\n    externalLoadBalancer: kubexm\n    lb_address: "+vip+"\n  kubernetes:\n", 1)
+	y := haClusterYAML(name, set)
+	y = strings.Replace(y, "    worker: [n4, n5]\n", "    worker: [n4]\n    loadbalancer: [n5, n6]\n", 1)
+	return strings.Replace(y, "  controlPlaneEndpoint:\n    internalLoadbalancer: haproxy\n", "  controlPlaneEndpoint:\n    externalLoadBalancer: kubexm\n    lb_address: "+vip+"\n", 1)
 }
 
 // vipHolder says which of the loadbalancer hosts holds vip (exactly one
