@@ -14,6 +14,11 @@
 #            on the shared 2-core box 30 machines took 3 min, 100 about 7)
 #   KUBELET  1: the machines will run kubelet; sets the few kernel-global sysctls it insists on,
 #            on the host (see lib.sh; down.sh restores them when the last run is gone)
+#   LINK_RATE  e.g. 1gbit or 250mbit: every link of the run is that fast, as on a switched
+#            network where each machine, and the control machine, has one NIC of that speed
+#            (tc tbf on the bridge for the control machine's uplink, on each machine's
+#            host-side veth for its downlink and on its eth0 for its uplink). Default: no limit,
+#            where every "network" is memory and only CPU limits a transfer.
 #
 # Idempotent: machines of the run that are already up are left alone. The run gets the subnet
 # 10.77.X.0/24 (X chosen per prefix, never shared by two runs); the host side of its bridge is
@@ -29,7 +34,11 @@ N=${N:-3}
 PREFIX=${PREFIX:-r$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 LAYERS=${LAYERS:-}
 UP_TIMEOUT=${UP_TIMEOUT:-}
+LINK_RATE=${LINK_RATE:-}
 check_prefix "$PREFIX"
+if [ -n "$LINK_RATE" ] && ! [[ $LINK_RATE =~ ^[1-9][0-9]*(kbit|mbit|gbit)$ ]]; then
+  die "LINK_RATE=$LINK_RATE is invalid: use a rate such as 1gbit, 250mbit or 500kbit"
+fi
 # 244: the machines' addresses are .11 to .254 of the run's /24.
 if ! [[ $N =~ ^[0-9]+$ ]] || [ "$N" -lt 1 ] || [ "$N" -gt 244 ]; then die "N=$N is invalid: use 1-244"; fi
 UP_TIMEOUT=${UP_TIMEOUT:-$((120 + 3 * N))}
@@ -41,6 +50,9 @@ elapsed_ms() { echo $((($(date +%s%N) - T0) / 1000000)); }
 for tool in systemd-nspawn ssh ssh-keygen ip flock; do
   command -v "$tool" >/dev/null || die "$tool not found; install: apt-get install --no-install-recommends systemd-container openssh-client iproute2 util-linux"
 done
+if [ -n "$LINK_RATE" ]; then
+  command -v tc >/dev/null || die "LINK_RATE needs tc; install: apt-get install --no-install-recommends iproute2"
+fi
 
 "$HOSTS_DIR/prepare-rootfs.sh"
 layer_names=()
@@ -128,6 +140,17 @@ setup_host() {
     ip -n "$ns" link set eth0 up
     ip -n "$ns" route add default via "$net.1"
   done
+  if [ -n "$LINK_RATE" ]; then
+    # Egress only: each direction of a link is shaped where its packets leave. The bridge's
+    # own qdisc sees only what the host (the control machine) sends, not bridged traffic.
+    # burst: tbf needs at least rate/HZ bytes; 1 MB covers 1gbit at HZ=100.
+    local shape=(root tbf rate "$LINK_RATE" burst 1mb latency 50ms)
+    tc qdisc replace dev "$br" "${shape[@]}"
+    for i in $(seq 1 "$N"); do
+      tc qdisc replace dev "$(veth_name "$PREFIX" "$i")" "${shape[@]}"
+      ip netns exec "$(netns_name "$PREFIX" "$i")" tc qdisc replace dev eth0 "${shape[@]}"
+    done
+  fi
 }
 with_lock "$HOST_LOCK" setup_host
 if [ "${KUBELET:-0}" = 1 ]; then
@@ -299,6 +322,7 @@ export KUBEXM_TEST_INVENTORY=$STATE/cluster.yaml
 export KUBEXM_TEST_SSH_CONFIG=$STATE/ssh_config
 export KUBEXM_TEST_SUDO_USER=kubexm
 export KUBEXM_TEST_SUDO_PASSWORD=kubexm
+export KUBEXM_TEST_LINK_RATE=$LINK_RATE
 EOF
 echo "run $PREFIX: $N machine(s) on $(bridge_name "$PREFIX") $NET.0/24 ready in $(elapsed_ms) ms"
 echo "  ssh -F $STATE/ssh_config n1"

@@ -301,7 +301,7 @@ func (t *Transport) dial(ctx context.Context) (*conn, error) {
 		}
 		c.release = func() { release(); brelease() }
 		bcfg := &gossh.ClientConfig{User: buser, Auth: bmethods, HostKeyCallback: t.kh.callback(), HostKeyAlgorithms: t.kh.algorithms(baddr)}
-		bc, err := t.connect(ctx, nil, baddr, bcfg)
+		bc, _, err := t.connect(ctx, nil, baddr, bcfg)
 		if err != nil {
 			c.release()
 			d := classify(t.name, baddr, buser, err)
@@ -317,7 +317,7 @@ func (t *Transport) dial(ctx context.Context) (*conn, error) {
 			return nil, classify(t.name, t.addr, t.user, fmt.Errorf("through bastion %s: %w", baddr, err))
 		}
 	}
-	client, err := t.connect(ctx, nc, t.addr, cfg)
+	client, reads, err := t.connect(ctx, nc, t.addr, cfg)
 	if err != nil {
 		c.abandon()
 		return nil, classify(t.name, t.addr, t.user, err)
@@ -328,7 +328,7 @@ func (t *Transport) dial(ctx context.Context) (*conn, error) {
 		close(c.dead)
 	}()
 	if t.opts.KeepAlive > 0 {
-		go keepAlive(client, c.dead, t.opts.KeepAlive)
+		go keepAlive(client, reads, c.dead, t.opts.KeepAlive)
 	}
 	return c, nil
 }
@@ -342,15 +342,18 @@ func (c *conn) abandon() {
 }
 
 // connect performs TCP connect (unless nc is given) and the SSH handshake
-// within ConnectTimeout; ctx cancellation aborts both.
-func (t *Transport) connect(ctx context.Context, nc net.Conn, addr string, cfg *gossh.ClientConfig) (*gossh.Client, error) {
+// within ConnectTimeout; ctx cancellation aborts both. The returned
+// readActivity tells when the server last sent anything.
+func (t *Transport) connect(ctx context.Context, nc net.Conn, addr string, cfg *gossh.ClientConfig) (*gossh.Client, *readActivity, error) {
 	if nc == nil {
 		d := net.Dialer{Timeout: t.opts.ConnectTimeout, KeepAlive: 30 * time.Second}
 		var err error
 		if nc, err = d.DialContext(ctx, "tcp", addr); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
+	reads := newReadActivity(nc)
+	nc = reads
 	var timedOut atomic.Bool
 	timer := time.AfterFunc(t.opts.ConnectTimeout, func() { timedOut.Store(true); nc.Close() })
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
@@ -361,18 +364,47 @@ func (t *Transport) connect(ctx context.Context, nc net.Conn, addr string, cfg *
 		nc.Close()
 		switch {
 		case timedOut.Load():
-			return nil, fmt.Errorf("%w: ssh handshake not finished after %s", errConnectTimeout, t.opts.ConnectTimeout)
+			return nil, nil, fmt.Errorf("%w: ssh handshake not finished after %s", errConnectTimeout, t.opts.ConnectTimeout)
 		case ctx.Err() != nil:
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
-		return nil, err
+		return nil, nil, err
 	}
-	return gossh.NewClient(cc, chans, reqs), nil
+	return gossh.NewClient(cc, chans, reqs), reads, nil
+}
+
+// readActivity is a connection that remembers when it last read a byte.
+type readActivity struct {
+	net.Conn
+	last atomic.Int64 // unix nanoseconds
+}
+
+func newReadActivity(nc net.Conn) *readActivity {
+	r := &readActivity{Conn: nc}
+	r.last.Store(time.Now().UnixNano())
+	return r
+}
+
+func (r *readActivity) Read(p []byte) (int, error) {
+	n, err := r.Conn.Read(p)
+	if n > 0 {
+		r.last.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+// quiet is how long the server has sent nothing.
+func (r *readActivity) quiet() time.Duration {
+	return time.Since(time.Unix(0, r.last.Load()))
 }
 
 // keepAlive closes the client when the server stops answering, so a dead
-// link is noticed while no command is running.
-func keepAlive(client *gossh.Client, dead <-chan struct{}, every time.Duration) {
+// link is noticed while no command is running. A server that keeps sending
+// is alive: on a saturated link a keepalive request waits in the same TCP
+// stream behind megabytes of upload, and its reply can take longer than any
+// fixed timeout while the transfer is making progress. So the connection
+// is closed only after the server has been silent for 3 intervals.
+func keepAlive(client *gossh.Client, reads *readActivity, dead <-chan struct{}, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -381,22 +413,36 @@ func keepAlive(client *gossh.Client, dead <-chan struct{}, every time.Duration) 
 			return
 		case <-tick.C:
 		}
+		if reads.quiet() < every {
+			continue
+		}
 		reply := make(chan error, 1)
 		go func() {
 			_, _, err := client.SendRequest("keepalive@openssh.com", true, nil)
 			reply <- err
 		}()
-		select {
-		case err := <-reply:
-			if err != nil {
-				client.Close()
-				return
-			}
-		case <-time.After(3 * every):
+		if !awaitReply(reply, reads, dead, every) {
 			client.Close()
 			return
+		}
+	}
+}
+
+// awaitReply waits for a keepalive reply; false when the request failed or
+// the server has been silent for 3 intervals.
+func awaitReply(reply <-chan error, reads *readActivity, dead <-chan struct{}, every time.Duration) bool {
+	check := time.NewTicker(every)
+	defer check.Stop()
+	for {
+		select {
+		case err := <-reply:
+			return err == nil
 		case <-dead:
-			return
+			return true
+		case <-check.C:
+			if reads.quiet() >= 3*every {
+				return false
+			}
 		}
 	}
 }

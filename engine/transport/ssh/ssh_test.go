@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -233,5 +234,53 @@ func TestHintsNameClusterYAMLFields(t *testing.T) {
 		if strings.Contains(be.Error(), field) {
 			t.Errorf("hint names %s, which cluster.yaml does not have", field)
 		}
+	}
+}
+
+// A keepalive reply that waits behind a transfer does not kill a server
+// that keeps sending; a silent one is given up on after 3 intervals.
+func TestAwaitReplyTrustsAServerThatKeepsSending(t *testing.T) {
+	const every = 20 * time.Millisecond
+	client, server := net.Pipe()
+	t.Cleanup(func() { client.Close(); server.Close() })
+	reads := newReadActivity(client)
+	go io.Copy(io.Discard, reads)
+	stopSending := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stopSending:
+				return
+			case <-time.After(every / 4):
+				if _, err := server.Write([]byte("data")); err != nil {
+					return
+				}
+			}
+		}
+	}()
+
+	reply := make(chan error, 1)
+	done := make(chan bool, 1)
+	go func() { done <- awaitReply(reply, reads, nil, every) }()
+	select {
+	case ok := <-done:
+		t.Fatalf("awaitReply returned %v after less than 20 intervals while the server kept sending", ok)
+	case <-time.After(20 * every):
+	}
+	reply <- nil
+	if ok := <-done; !ok {
+		t.Fatal("a late reply from a busy server was taken for a dead one")
+	}
+
+	close(stopSending)
+	start := time.Now()
+	if awaitReply(make(chan error), reads, nil, every) {
+		t.Fatal("a silent server with no reply was taken for alive")
+	}
+	if took := time.Since(start); took > 40*every {
+		t.Errorf("a silent server was given up on after %s, want about 3 intervals of %s", took, every)
+	}
+	if awaitReply(func() chan error { c := make(chan error, 1); c <- errors.New("refused"); return c }(), reads, nil, every) {
+		t.Error("a failed keepalive request was taken for alive")
 	}
 }
