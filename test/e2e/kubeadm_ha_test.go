@@ -18,30 +18,30 @@ import (
 // TestKubeadmHA is issue 19's acceptance for kubeadm mode with
 // internalLoadbalancer haproxy and issue 20's master steps in that mode, on
 // one cluster carried through them: n1-n3 masters with kubeadm's stacked
-// etcd, n4 a worker.
+// etcd, n4 and n5 workers.
 //
 //   - create-cluster --offline-bundle: `kubeadm init` on n1 with
 //     controlPlaneEndpoint lb.kubexm.local:6443, `kubeadm join
 //     --control-plane` on n2 and n3 (the domain points at n1 while each
 //     joins, at the master itself afterwards), haproxy from the bundle on
-//     n4 before it joins through it; kubelet.conf names the endpoint on
-//     every node, the domain resolves to 127.0.0.1 on n4 and to each master
+//     n4 and n5 before each joins through it; kubelet.conf names the endpoint on
+//     every node, the domain resolves to 127.0.0.1 on the workers and to each master
 //     itself on the masters; etcd has 3 healthy members;
 //   - failover: a client on n4 asks the API through its haproxy every
 //     200 ms while n1 loses its power; PERF lines give the longest gap and
 //     the failed share; n1 NotReady, a new Deployment runs; n1 powered on,
 //     Ready again and etcd 3 healthy members without kubexm;
-//   - delete-nodes -e nodes=n3: n3 leaves n4's haproxy backends, is drained,
+//   - delete-nodes -e nodes=n3: n3 leaves the workers' haproxy backends, is drained,
 //     its Node deleted, its stacked member removed through n1, kubeadm reset
-//     on it; 2 members and 3 nodes stay, the API answers through n4's
+//     on it; 2 members and 4 nodes stay, the API answers through n4's
 //     proxy; a re-run changes nothing;
 //   - add-nodes: n3 joins again with --control-plane (kubeadm adds its
-//     member), n4's haproxy gets it back; a re-run changes nothing;
+//     member), the workers' haproxy gets it back; a re-run changes nothing;
 //   - a re-run of create-cluster changes nothing; delete -e
 //     delete_packages=true leaves every host as it was.
 func TestKubeadmHA(t *testing.T) {
 	parallelSuite(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 75*time.Minute)
 	defer cancel()
 	suiteStart := time.Now()
 	root := moduleRoot(t)
@@ -52,7 +52,7 @@ func TestKubeadmHA(t *testing.T) {
 	bin := buildKubexm(ctx, t, root, work)
 	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
 
-	const machines = 4
+	const machines = 5
 	set, diag := suiteMachines(ctx, t, machines, "k", "KUBELET=1")
 	if len(set.Hosts) != machines {
 		t.Fatalf("want %d machines, have %d", machines, len(set.Hosts))
@@ -91,7 +91,7 @@ func TestKubeadmHA(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF create-cluster (kubeadm, 3 masters with stacked etcd, 1 worker, internal haproxy, offline bundle) on %d fresh machines: %s (%d changed)",
+	t.Logf("PERF create-cluster (kubeadm, 3 masters with stacked etcd, 2 workers, internal haproxy, offline bundle) on %d fresh machines: %s (%d changed)",
 		machines, res.wall.Round(time.Millisecond), len(res.changed()))
 
 	checkKubeadmEndpointWiring(ctx, t, set, masters, masters, workers)
@@ -148,10 +148,9 @@ func TestKubeadmHA(t *testing.T) {
 }
 
 // kubeadmHAClusterYAML: haClusterYAML's cluster in kubeadm mode with the
-// stacked etcd, and one worker, n4.
+// stacked etcd: n1-n3 masters, n4 and n5 workers.
 func kubeadmHAClusterYAML(name string, set *testhosts.Set) string {
 	y := haClusterYAML(name, set)
-	y = strings.Replace(y, "worker: [n4, n5]", "worker: [n4]", 1)
 	y = strings.Replace(y, "    type: kubexm\n    version:", "    type: kubeadm\n    version:", 1)
 	return strings.Replace(y, "  etcd:\n    type: kubexm\n", "  etcd:\n    type: kubeadm\n", 1)
 }
