@@ -106,7 +106,9 @@
 #            root file system of Debian packages with the tools upstream's
 #            Alpine image installs that the specs call: bash, curl, OpenBSD
 #            netcat (nc), iproute2 (ip, ss), dig/nslookup (bind9-dnsutils),
-#            socat, and busybox-static's applets for the rest, bash as
+#            socat, getent (libc-bin, with an nsswitch.conf of files then dns:
+#            the DNS specs' "hosts" lookups run getent hosts), and
+#            busybox-static's applets for the rest, bash as
 #            /bin/sh (Debian's busybox sh prefers its applets to PATH); entrypoint
 #            /agnhost, cmd pause. Without upstream's /coredns, iperf and
 #            fake-registry content (no conformance spec uses them).
@@ -129,9 +131,10 @@
 #            kubernetes.sh's sample-apiserver (k8s.io/sample-apiserver at the
 #            staging version of $KUBE_VERSION) at /sample-apiserver.
 #   e2e-glibc-dns-testing
-#            Debian's dash (as /bin/sh) and bind9-dnsutils (dig, nslookup
+#            Debian's dash (as /bin/sh), bind9-dnsutils (dig, nslookup
 #            linked with glibc, which the DNS specs query with beside
-#            agnhost's) and images.sh's CoreDNS at /coredns, as upstream's
+#            agnhost's), getent (libc-bin, nsswitch.conf as agnhost's) and
+#            images.sh's CoreDNS at /coredns, as upstream's
 #            debian:bookworm-slim + dnsutils + coredns.
 #   e2e-etcd etcd.sh's $ETCD_VERSION under the tag the suite asks for
 #            (3.7.0-0, an etcd the tests do not build); the aggregator spec
@@ -345,6 +348,15 @@ base_etc() {
 	printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
 	chmod 0644 "$root/etc/passwd" "$root/etc/group"
 	ln -sfn ../run "$root/var/run"
+}
+
+# nss_files_dns <rootfs>: glibc's name service order, which libc-bin's
+# postinst writes on a real Debian system: getent hosts reads the pod's
+# /etc/hosts (the kubelet's entries for the pod's hostname and subdomain),
+# then DNS.
+nss_files_dns() {
+	printf 'passwd: files\ngroup: files\nhosts: files dns\nnetworks: files\n' >"$1/etc/nsswitch.conf"
+	chmod 0644 "$1/etc/nsswitch.conf"
 }
 
 # image <name> <imgtool flags...>: write $stage/out/<file> for image <name>.
@@ -612,7 +624,8 @@ agnhost_rootfs() {
 	local root=$1 dir src
 	dir=$(e2e_bin agnhost)
 	src=$(kube_src)
-	debian_rootfs "$root" bash curl netcat-openbsd iproute2 bind9-dnsutils socat
+	debian_rootfs "$root" bash curl netcat-openbsd iproute2 bind9-dnsutils socat libc-bin
+	nss_files_dns "$root"
 	ln -sfn nc.openbsd "$root/bin/nc"
 	# Debian's busybox sh runs its own applets before PATH (its nc has no
 	# -u, -v, -z): the specs' `sh -c "... | nc -u ..."` must find OpenBSD's.
@@ -626,7 +639,7 @@ agnhost_rootfs() {
 	printf 'user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n' >>"$root/etc/group"
 	mkdir -p "$root/home/user-defined-in-image"
 	chown 1000:1000 "$root/home/user-defined-in-image"
-	echo "images.sh: chroot: $(chroot "$root" /bin/sh -c 'curl --version | head -n1; nc -h 2>&1 | head -n1; ss -V; /agnhost --help | head -n1' | tr '\n' ' ')" >&2
+	echo "images.sh: chroot: $(chroot "$root" /bin/sh -c 'curl --version | head -n1; nc -h 2>&1 | head -n1; ss -V; getent --version | head -n1; /agnhost --help | head -n1' | tr '\n' ' ')" >&2
 }
 
 build_e2e-agnhost() {
@@ -752,10 +765,11 @@ build_e2e-sample-apiserver() {
 build_e2e-glibc-dns-testing() {
 	local root=$stage/glibc-dns-rootfs bin
 	bin=$(go_binary "github.com/coredns/coredns@$coredns_version" coredns)
-	debian_rootfs "$root" dash bind9-dnsutils
+	debian_rootfs "$root" dash bind9-dnsutils libc-bin
+	nss_files_dns "$root"
 	ln -sfn dash "$root/bin/sh"
 	install -m 0755 "$bin" "$root/coredns"
-	echo "images.sh: chroot: $(chroot "$root" /bin/sh -c 'dig -v 2>&1; /coredns -version | head -n1' | tr '\n' ' ')" >&2
+	echo "images.sh: chroot: $(chroot "$root" /bin/sh -c 'dig -v 2>&1; getent --version | head -n1; /coredns -version | head -n1' | tr '\n' ' ')" >&2
 	image e2e-glibc-dns-testing -dir "$root" -env "$e2e_path"
 }
 
