@@ -63,28 +63,40 @@ mounts_using() {
 # host for runs started with KUBELET=1, keeping the old values in KUBELET_SYSCTL_ORIG, and down.sh
 # puts those back when the last run is gone. Nothing else of the host kernel is changed.
 KUBELET_SYSCTLS="vm.overcommit_memory=1 vm.panic_on_oom=0 kernel.panic=10 kernel.panic_on_oops=1 kernel.keys.root_maxkeys=1000000 kernel.keys.root_maxbytes=25000000"
-# Raised to at least these values: the inotify limits count per user, and every machine's systemd,
-# kubelet and containerd are the host's root. Debian's 128 instances run out with two suites'
-# machines up at once ("inotify_init: too many open files" from the kubelets).
-KUBELET_SYSCTLS_MIN="fs.inotify.max_user_instances=1024 fs.inotify.max_user_watches=524288"
+# Raised to at least these values for every run: the inotify limits count per user, and every
+# machine's systemd (and kubelet and containerd) is the host's root. Debian's 128 instances run
+# out with about 25 machines up ("Failed to allocate manager object" from a booting machine's
+# systemd), or with two suites' kubelets ("inotify_init: too many open files").
+HOST_SYSCTLS_MIN="fs.inotify.max_user_instances=1024 fs.inotify.max_user_watches=524288"
 KUBELET_SYSCTL_ORIG=/run/lock/kubexm-test-kubelet-sysctl.orig
+
+# Save the values of every sysctl up.sh may change, once for all runs.
+host_sysctls_save() {
+  local kv key
+  [ ! -f "$KUBELET_SYSCTL_ORIG" ] || return 0
+  for kv in $KUBELET_SYSCTLS $HOST_SYSCTLS_MIN; do
+    key=${kv%%=*}
+    echo "$key=$(sysctl -n "$key")"
+  done >"$KUBELET_SYSCTL_ORIG.tmp" && mv "$KUBELET_SYSCTL_ORIG.tmp" "$KUBELET_SYSCTL_ORIG"
+}
+
+# Raise HOST_SYSCTLS_MIN on the host where it is lower.
+host_sysctls_raise() {
+  local kv key
+  host_sysctls_save
+  for kv in $HOST_SYSCTLS_MIN; do
+    key=${kv%%=*}
+    [ "$(sysctl -n "$key")" -ge "${kv#*=}" ] ||
+      sysctl -q -w "$kv" >/dev/null || die "cannot set $kv on the host (the test machines' systemd and kubelets need it)"
+  done
+}
 
 # Set KUBELET_SYSCTLS on the host, saving the values found first (once, for all runs).
 kubelet_sysctls_set() {
-  local kv key
-  if [ ! -f "$KUBELET_SYSCTL_ORIG" ]; then
-    for kv in $KUBELET_SYSCTLS $KUBELET_SYSCTLS_MIN; do
-      key=${kv%%=*}
-      echo "$key=$(sysctl -n "$key")"
-    done >"$KUBELET_SYSCTL_ORIG.tmp" && mv "$KUBELET_SYSCTL_ORIG.tmp" "$KUBELET_SYSCTL_ORIG"
-  fi
+  local kv
+  host_sysctls_save
   for kv in $KUBELET_SYSCTLS; do
     sysctl -q -w "$kv" >/dev/null || die "cannot set $kv on the host (kubelet needs it in the test machines)"
-  done
-  for kv in $KUBELET_SYSCTLS_MIN; do
-    key=${kv%%=*}
-    [ "$(sysctl -n "$key")" -ge "${kv#*=}" ] ||
-      sysctl -q -w "$kv" >/dev/null || die "cannot set $kv on the host (the test machines' kubelets need it)"
   done
 }
 

@@ -13,7 +13,9 @@
 #   UP_TIMEOUT  seconds to wait for all machines to finish booting (default 120 + 3 per machine:
 #            on the shared 2-core box 30 machines took 3 min, 100 about 7)
 #   KUBELET  1: the machines will run kubelet; sets the few kernel-global sysctls it insists on,
-#            on the host (see lib.sh; down.sh restores them when the last run is gone)
+#            on the host (see lib.sh; down.sh restores them when the last run is gone). Every
+#            run raises the host's inotify limits (HOST_SYSCTLS_MIN, restored the same way):
+#            each machine's systemd takes instances from root's 128
 #   LINK_RATE  e.g. 1gbit or 250mbit: every link of the run is that fast, as on a switched
 #            network where each machine, and the control machine, has one NIC of that speed
 #            (tc tbf on the bridge for the control machine's uplink, on each machine's
@@ -153,6 +155,7 @@ setup_host() {
   fi
 }
 with_lock "$HOST_LOCK" setup_host
+with_lock "$HOST_LOCK" host_sysctls_raise
 if [ "${KUBELET:-0}" = 1 ]; then
   with_lock "$HOST_LOCK" kubelet_sysctls_set
   : >"$STATE/kubelet"
