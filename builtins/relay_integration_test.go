@@ -108,7 +108,8 @@ func TestIntegrationDistributeRelay(t *testing.T) {
 	directTime, directBytes := send(false)
 	relayTime, relayBytes := send(true)
 	ratioTime := relayTime.Seconds() / directTime.Seconds()
-	links := os.Getenv("KUBEXM_TEST_LINK_RATE")
+	linkRate := os.Getenv("KUBEXM_TEST_LINK_RATE")
+	links := linkRate
 	if links == "" {
 		links = "unlimited"
 	}
@@ -124,7 +125,7 @@ func TestIntegrationDistributeRelay(t *testing.T) {
 	// (the receivers' sha256) limits the relay, so the ratio is checked only
 	// when asked there (KUBEXM_RELAY_MAX_RATIO).
 	maxRatio := os.Getenv("KUBEXM_RELAY_MAX_RATIO")
-	if maxRatio == "" && links != "unlimited" {
+	if maxRatio == "" && linkRate != "" {
 		maxRatio = "0.5"
 	}
 	if maxRatio != "" {

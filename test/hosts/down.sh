@@ -79,13 +79,13 @@ down_run() {
   fi
 }
 
-# The tmpfs on /run/systemd/nspawn and the kubelet sysctls are shared by all runs: release them
+# The tmpfs on /run/systemd/nspawn and the host sysctls up.sh changed are shared by all runs: release them
 # when no run is left.
 # Under the host lock, which up.sh holds while it mounts it and creates its netns.
 # shellcheck disable=SC2317 # called through with_lock
 release_host() {
   ip netns list 2>/dev/null | grep -qE '^kubexm-' && return 0
-  kubelet_sysctls_restore
+  host_sysctls_restore
   if mountpoint -q /run/systemd/nspawn && ! pgrep -x systemd-nspawn >/dev/null; then
     umount /run/systemd/nspawn
   fi

@@ -60,7 +60,7 @@ mounts_using() {
 
 # kubelet refuses to start unless these kernel-global sysctls have its values, and a node cannot
 # set them (only /proc/sys/net is writable inside). They are host-wide, so up.sh sets them on the
-# host for runs started with KUBELET=1, keeping the old values in KUBELET_SYSCTL_ORIG, and down.sh
+# host for runs started with KUBELET=1, keeping the old values in HOST_SYSCTL_ORIG, and down.sh
 # puts those back when the last run is gone. Nothing else of the host kernel is changed.
 KUBELET_SYSCTLS="vm.overcommit_memory=1 vm.panic_on_oom=0 kernel.panic=10 kernel.panic_on_oops=1 kernel.keys.root_maxkeys=1000000 kernel.keys.root_maxbytes=25000000"
 # Raised to at least these values for every run: the inotify limits count per user, and every
@@ -68,16 +68,17 @@ KUBELET_SYSCTLS="vm.overcommit_memory=1 vm.panic_on_oom=0 kernel.panic=10 kernel
 # out with about 25 machines up ("Failed to allocate manager object" from a booting machine's
 # systemd), or with two suites' kubelets ("inotify_init: too many open files").
 HOST_SYSCTLS_MIN="fs.inotify.max_user_instances=1024 fs.inotify.max_user_watches=524288"
-KUBELET_SYSCTL_ORIG=/run/lock/kubexm-test-kubelet-sysctl.orig
+# The path stays what older checkouts use, so runs of two checkouts share one record.
+HOST_SYSCTL_ORIG=/run/lock/kubexm-test-kubelet-sysctl.orig
 
 # Save the values of every sysctl up.sh may change, once for all runs.
 host_sysctls_save() {
   local kv key
-  [ ! -f "$KUBELET_SYSCTL_ORIG" ] || return 0
+  [ ! -f "$HOST_SYSCTL_ORIG" ] || return 0
   for kv in $KUBELET_SYSCTLS $HOST_SYSCTLS_MIN; do
     key=${kv%%=*}
     echo "$key=$(sysctl -n "$key")"
-  done >"$KUBELET_SYSCTL_ORIG.tmp" && mv "$KUBELET_SYSCTL_ORIG.tmp" "$KUBELET_SYSCTL_ORIG"
+  done >"$HOST_SYSCTL_ORIG.tmp" && mv "$HOST_SYSCTL_ORIG.tmp" "$HOST_SYSCTL_ORIG"
 }
 
 # Raise HOST_SYSCTLS_MIN on the host where it is lower.
@@ -100,12 +101,12 @@ kubelet_sysctls_set() {
   done
 }
 
-# Put back what kubelet_sysctls_set found.
-kubelet_sysctls_restore() {
+# Put back what host_sysctls_save found.
+host_sysctls_restore() {
   local kv
-  [ -f "$KUBELET_SYSCTL_ORIG" ] || return 0
+  [ -f "$HOST_SYSCTL_ORIG" ] || return 0
   while read -r kv; do
     [ -n "$kv" ] && sysctl -q -w "$kv" >/dev/null
-  done <"$KUBELET_SYSCTL_ORIG"
-  rm -f "$KUBELET_SYSCTL_ORIG"
+  done <"$HOST_SYSCTL_ORIG"
+  rm -f "$HOST_SYSCTL_ORIG"
 }
