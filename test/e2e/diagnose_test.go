@@ -36,8 +36,9 @@ const managedUnitMark = "# Managed by kubexm"
 
 // suiteMachines brings up n test machines for a suite, named after tag (one
 // letter), and registers, in this order of running at the end of the test:
-// the failure report (diagnostics.report) and the teardown, which
-// KUBEXM_KEEP_MACHINES=1 skips. env adds settings of up.sh.
+// the first failure's mark (markFirstFailure), the failure report
+// (diagnostics.report) and the teardown, which KUBEXM_KEEP_MACHINES=1
+// skips. env adds settings of up.sh.
 func suiteMachines(ctx context.Context, t *testing.T, n int, tag string, env ...string) (*testhosts.Set, *diagnostics) {
 	t.Helper()
 	prefix, err := suitePrefix(tag)
@@ -61,6 +62,7 @@ func suiteMachines(ctx context.Context, t *testing.T, n int, tag string, env ...
 			d.report(t)
 		}
 	})
+	markFirstFailure(t)
 	set, err := testhosts.Up(ctx, n, prefix, env...)
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +71,43 @@ func suiteMachines(ctx context.Context, t *testing.T, n int, tag string, env ...
 	d.set = set
 	d.mu.Unlock()
 	return set, d
+}
+
+// firstFailureMark follows, within a second, the first t.Errorf or
+// t.Fatalf of a suite. A suite goes on after a t.Errorf and logs much more;
+// test/failed-tests.sh, which CI prints last, shows the lines before this
+// mark.
+const firstFailureMark = "==== the first failure is above this line"
+
+// markFirstFailure logs firstFailureMark once t has failed: a watcher sees a
+// t.Errorf, and a cleanup registered after the failure report's, so run
+// before it, sees a t.Fatalf, which ends the test at once.
+func markFirstFailure(t *testing.T) {
+	var once sync.Once
+	mark := func() {
+		if t.Failed() {
+			once.Do(func() { t.Log(firstFailureMark) })
+		}
+	}
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				mark()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(done)
+		<-stopped
+		mark()
+	})
 }
 
 // suitePrefix is $KUBEXM_E2E_PREFIX followed by the suite's tag, or a random
@@ -297,15 +336,5 @@ UNIT
 	}
 	if _, err := set.SSH(ctx, h, "systemctl stop e2e-broken e2e-quiet e2e-named"); err != nil {
 		t.Error(err)
-	}
-}
-
-// parallelSuite lets a suite with machines of its own run beside another
-// (go test -parallel, GOMAXPROCS by default: two on CI's 2 cores). The
-// suites mostly wait on their machines, so two at a time nearly halve the
-// e2e stage; KUBEXM_E2E_SERIAL=1 runs them one by one, for timings.
-func parallelSuite(t *testing.T) {
-	if os.Getenv("KUBEXM_E2E_SERIAL") != "1" {
-		t.Parallel()
 	}
 }

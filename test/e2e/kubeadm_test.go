@@ -183,8 +183,9 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 		if v.etcdType == "kubeadm" {
 			kubeadmAutoRenew(ctx, t, root, set, v)
 		}
-		// CI rotates the stacked variant's CAs; KUBEXM_E2E_CA_ROTATION=all
-		// also the etcd.type kubexm variant's (roles/etcd rotates etcd's CA).
+		// The stacked variant's CAs rotate unless KUBEXM_E2E_CA_ROTATION=0
+		// (CI sets kubeadm: these alone); =all also rotates the etcd.type
+		// kubexm variant's (roles/etcd rotates etcd's CA).
 		if rot := os.Getenv("KUBEXM_E2E_CA_ROTATION"); rot == "all" || (rot != "0" && v.etcdType == "kubeadm") {
 			kubeadmCARotation(ctx, t, root, set, v, "e2e-kubeadm-"+v.etcdType)
 		}
