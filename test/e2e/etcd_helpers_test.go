@@ -196,6 +196,25 @@ func (r runResult) during(from, to time.Time) []string {
 	return out
 }
 
+// firstChange is when the first task that changed something on a host
+// started, or the zero time when nothing changed.
+func (r runResult) firstChange() time.Time {
+	started := map[string]time.Time{}
+	for _, e := range r.events {
+		key := e.Play + "\x00" + e.Task
+		switch {
+		case e.Kind == "task_start":
+			started[key] = e.Time
+		case e.Kind == "host_result" && e.Status == "changed":
+			if s, ok := started[key]; ok {
+				return s
+			}
+			return e.Time
+		}
+	}
+	return time.Time{}
+}
+
 func (r runResult) changed() []string {
 	var out []string
 	for _, e := range r.events {

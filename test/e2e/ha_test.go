@@ -402,6 +402,23 @@ type pollStats struct {
 	longestGap, firstAfterCut time.Duration
 	// outages are the runs of failed requests, for a failure's report.
 	outages []pollOutage
+	// answers are the times of the successful requests.
+	answers []time.Time
+}
+
+// longestGapFrom is the longest time between two answers of which the
+// first came at from or later: the outages that began then.
+func (s pollStats) longestGapFrom(from time.Time) time.Duration {
+	var longest time.Duration
+	for i := 1; i < len(s.answers); i++ {
+		if s.answers[i-1].Before(from) {
+			continue
+		}
+		if g := s.answers[i].Sub(s.answers[i-1]); g > longest {
+			longest = g
+		}
+	}
+	return longest
 }
 
 // pollOutage is a run of failed requests: from the last answer before it
@@ -460,6 +477,7 @@ func parsePoll(out string, cut time.Time) (pollStats, error) {
 		}
 		lastOK = ms
 		okTimes = append(okTimes, ms)
+		s.answers = append(s.answers, time.UnixMilli(ms))
 	}
 	if n := len(s.outages); n > 0 && s.outages[n-1].to.IsZero() {
 		s.outages[n-1].to = time.UnixMilli(last) // still out when the poll ended

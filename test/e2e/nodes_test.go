@@ -267,8 +267,21 @@ func TestNodes(t *testing.T) {
 	// server is always there. The bound is ten polling periods plus the
 	// client's own timeout (7 s), well under one API server's restart (30 s
 	// and more here) or an etcd without a leader for an election timeout.
-	if bound := 10*readyzPollPeriod + readyzPollMaxTime; stats.longestGap > bound || stats.tailFailed > 0 {
-		t.Errorf("the API was away for %s through the endpoint during the rolling restart (%d of the last 25 requests failed), want under %s and none", stats.longestGap, stats.tailFailed, bound)
+	// An outage that began before the run changed anything is the loaded
+	// machine's (at a load average of 90-100 every API server failed its
+	// /readyz with nothing touched yet, 2026-11-27): it is reported, not
+	// held against the restart. The gaps that count start from the run's
+	// first change, less the client's timeout, since the last answer before
+	// an outage the change causes may come a little before the change.
+	bound := 10*readyzPollPeriod + readyzPollMaxTime
+	changedFrom := res.firstChange().Add(-readyzPollMaxTime)
+	if gap := stats.longestGapFrom(changedFrom); gap > bound || stats.tailFailed > 0 {
+		t.Errorf("the API was away for %s through the endpoint during the rolling restart (%d of the last 25 requests failed), want under %s and none", gap, stats.tailFailed, bound)
+		reportOutages(ctx, t, set, res, stats, name(1), name(0))
+	} else if stats.longestGap > bound {
+		load, _ := os.ReadFile("/proc/loadavg")
+		t.Logf("an outage of %s through the endpoint began before delete-nodes changed anything (its first change at %s; /proc/loadavg now %s): the loaded machine's, not the rolling restart's",
+			stats.longestGap, res.firstChange().UTC().Format("15:04:05.000"), strings.TrimSpace(string(load)))
 		reportOutages(ctx, t, set, res, stats, name(1), name(0))
 	}
 	checkExistingChanges(t, res, nil, []string{name(1), name(2)}, []string{name(0), name(4)})
@@ -1083,5 +1096,51 @@ func reportOutages(ctx context.Context, t *testing.T, set *testhosts.Set, res ru
 	} {
 		out, err := set.SSH(ctx, c.host, c.script)
 		t.Logf("%s: %s (%v):\n%s", c.host, c.script, err, tail(out, 60))
+	}
+}
+
+// The step 5 check of TestNodes counts the outages from the run's first
+// change: one that began well before it is the machine's.
+func TestPollGapsFromTheFirstChange(t *testing.T) {
+	base := time.UnixMilli(1_800_000_000_000)
+	var b strings.Builder
+	for ms := int64(0); ms <= 30_000; ms += 200 {
+		code := "200"
+		if ms > 2_000 && ms < 12_000 {
+			code = "000"
+		}
+		fmt.Fprintf(&b, "%d %s\n", base.UnixMilli()+ms, code)
+	}
+	stats, err := parsePoll(b.String(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.longestGap != 10*time.Second {
+		t.Fatalf("longest gap %s, want 10s", stats.longestGap)
+	}
+	run := func(changeAt time.Duration) runResult {
+		at := base.Add(changeAt)
+		return runResult{events: []event{
+			{Kind: "task_start", Play: "p", Task: "read", Time: base},
+			{Kind: "host_result", Play: "p", Task: "read", Status: "ok", Time: base},
+			{Kind: "task_start", Play: "p", Task: "write", Time: at},
+			{Kind: "host_result", Play: "p", Task: "write", Status: "changed", Time: at.Add(time.Second)},
+		}}
+	}
+	for _, c := range []struct {
+		changeAt time.Duration
+		want     time.Duration
+	}{
+		{20 * time.Second, 200 * time.Millisecond}, // the outage ended 8 s before the change
+		{5 * time.Second, 10 * time.Second},        // within the client's timeout of it
+		{0, 10 * time.Second},
+	} {
+		r := run(c.changeAt)
+		if got := r.firstChange(); !got.Equal(base.Add(c.changeAt)) {
+			t.Errorf("first change at %s, want the changed task's start %s", got, base.Add(c.changeAt))
+		}
+		if got := stats.longestGapFrom(r.firstChange().Add(-readyzPollMaxTime)); got != c.want {
+			t.Errorf("change at %s: longest gap from it %s, want %s", c.changeAt, got, c.want)
+		}
 	}
 }
