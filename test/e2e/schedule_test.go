@@ -127,11 +127,14 @@ func parallelSuite(t *testing.T) {
 		return
 	}
 	t.Parallel()
+	// go test's time for the suite includes this wait: the log says it.
+	start := time.Now()
 	release, err := suites.acquire(t.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(release)
+	t.Logf("the suite's turn came after %s (KUBEXM_E2E_SUITES_AT_ONCE at a time, longest first)", time.Since(start).Round(time.Second))
 }
 
 func TestSuiteGateLongestFirst(t *testing.T) {
