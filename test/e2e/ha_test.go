@@ -439,7 +439,6 @@ func (o pollOutage) String() string {
 func parsePoll(out string, cut time.Time) (pollStats, error) {
 	var s pollStats
 	var lastOK int64
-	var okTimes []int64
 	var codes []string
 	var last int64
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -470,13 +469,7 @@ func parsePoll(out string, cut time.Time) (pollStats, error) {
 		if n := len(s.outages); n > 0 && s.outages[n-1].to.IsZero() {
 			s.outages[n-1].to = time.UnixMilli(ms)
 		}
-		if lastOK != 0 {
-			if gap := time.Duration(ms-lastOK) * time.Millisecond; gap > s.longestGap {
-				s.longestGap = gap
-			}
-		}
 		lastOK = ms
-		okTimes = append(okTimes, ms)
 		s.answers = append(s.answers, time.UnixMilli(ms))
 	}
 	if n := len(s.outages); n > 0 && s.outages[n-1].to.IsZero() {
@@ -490,9 +483,10 @@ func parsePoll(out string, cut time.Time) (pollStats, error) {
 			s.tailFailed++
 		}
 	}
-	for _, ms := range okTimes {
-		if ms > cut.UnixMilli() {
-			s.firstAfterCut = time.Duration(ms-cut.UnixMilli()) * time.Millisecond
+	s.longestGap = s.longestGapFrom(time.Time{})
+	for _, at := range s.answers {
+		if at.After(cut) {
+			s.firstAfterCut = at.Sub(cut)
 			break
 		}
 	}

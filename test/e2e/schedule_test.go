@@ -20,8 +20,8 @@ const envSuitesAtOnce = "KUBEXM_E2E_SUITES_AT_ONCE"
 
 // suiteMinutes is each suite's usual length in CI beside another suite
 // (2026-11-27). The longest start first: in go test's order (the files'),
-// TestNodes started last and CI's e2e stage took 78 minutes; the same
-// lengths longest first add up to about 72 on two slots.
+// TestNodes started last and CI's e2e stage took 78 minutes; longest first
+// (and without the HA suite's CA rotation) it took 58 (docs/perf.md).
 var suiteMinutes = map[string]int{
 	"TestConformance":       70,
 	"TestKubeadmHA":         50,
