@@ -421,6 +421,22 @@ func (s pollStats) longestGapFrom(from time.Time) time.Duration {
 	return longest
 }
 
+// longestOutageFrom is the longest outage that began at from or later
+// (its last answer before it came then) with at least minFailed failed
+// requests in it.
+func (s pollStats) longestOutageFrom(from time.Time, minFailed int) time.Duration {
+	var longest time.Duration
+	for _, o := range s.outages {
+		if o.from.Before(from) || len(o.codes) < minFailed {
+			continue
+		}
+		if d := o.to.Sub(o.from); d > longest {
+			longest = d
+		}
+	}
+	return longest
+}
+
 // pollOutage is a run of failed requests: from the last answer before it
 // to the next answer (or the poll's end), with the failed requests' codes.
 type pollOutage struct {

@@ -264,23 +264,28 @@ func TestNodes(t *testing.T) {
 	t.Logf("PERF a client on %s polled %s/readyz through its haproxy every 200 ms during that delete-nodes (2 masters' API servers restarted one at a time): %d requests, %d failed, longest gap between answers %s",
 		name(1), haEndpoint, stats.total, stats.failed, stats.longestGap)
 	// Two masters behind haproxy's /readyz checks and redispatch: one API
-	// server is always there. The bound is ten polling periods plus the
-	// client's own timeout (7 s), well under one API server's restart (30 s
-	// and more here) or an etcd without a leader for an election timeout.
-	// An outage that began before the run changed anything is the loaded
-	// machine's (at a load average of 90-100 every API server failed its
-	// /readyz with nothing touched yet, 2026-11-27): it is reported, not
-	// held against the restart. The gaps that count start from the run's
-	// first change, less the client's timeout, since the last answer before
-	// an outage the change causes may come a little before the change.
+	// server is always there. What that rules out fails request after
+	// request for far longer than the bound (ten polling periods plus the
+	// client's 5 s timeout): a restart with no API server left behind the
+	// endpoint (30 s and more here), or a member removed without handing
+	// its leadership over (an election timeout, 15 s of failed requests
+	// measured). What a loaded machine does is different: at a load average
+	// of 90-100 every API server failed its /readyz with nothing touched
+	// yet (2026-11-27), and in CI gaps of 7.6-7.9 s held a single failed
+	// request each, one of them while delete-nodes cleaned the removed
+	// host, which touches no API server (2026-11-27). So an outage counts
+	// when it began after the run's first change (less the client's
+	// timeout: the last answer before an outage the change causes may come
+	// a little before the change) and held at least restartOutageFailures
+	// failed requests; the others are reported, not held against the run.
 	bound := 10*readyzPollPeriod + readyzPollMaxTime
 	changedFrom := res.firstChange().Add(-readyzPollMaxTime)
-	if gap := stats.longestGapFrom(changedFrom); gap > bound || stats.tailFailed > 0 {
-		t.Errorf("the API was away for %s through the endpoint during the rolling restart (%d of the last 25 requests failed), want under %s and none", gap, stats.tailFailed, bound)
+	if out := stats.longestOutageFrom(changedFrom, restartOutageFailures); out > bound || stats.tailFailed > 0 {
+		t.Errorf("the API was away for %s through the endpoint during the rolling restart, with %d or more failed requests (%d of the last 25 requests failed), want under %s and none", out, restartOutageFailures, stats.tailFailed, bound)
 		reportOutages(ctx, t, set, res, stats, name(1), name(0))
 	} else if stats.longestGap > bound {
 		load, _ := os.ReadFile("/proc/loadavg")
-		t.Logf("an outage of %s through the endpoint began before delete-nodes changed anything (its first change at %s; /proc/loadavg now %s): the loaded machine's, not the rolling restart's",
+		t.Logf("no answer through the endpoint for %s, from slow answers or an outage that began before delete-nodes changed anything (its first change at %s; /proc/loadavg now %s): the loaded machine's, not the rolling restart's",
 			stats.longestGap, res.firstChange().UTC().Format("15:04:05.000"), strings.TrimSpace(string(load)))
 		reportOutages(ctx, t, set, res, stats, name(1), name(0))
 	}
@@ -550,6 +555,10 @@ type readyzPoll struct {
 const (
 	readyzPollPeriod  = 200 * time.Millisecond
 	readyzPollMaxTime = 5 * time.Second
+	// Three failed requests take at least three client timeouts when each
+	// hangs, or as many polling periods when each is refused; the
+	// machine's own stalls have shown one failed request per gap.
+	restartOutageFailures = 3
 )
 
 func startReadyzPoll(ctx context.Context, t *testing.T, set *testhosts.Set, host string) *readyzPoll {
@@ -1142,5 +1151,52 @@ func TestPollGapsFromTheFirstChange(t *testing.T) {
 		if got := stats.longestGapFrom(r.firstChange().Add(-readyzPollMaxTime)); got != c.want {
 			t.Errorf("change at %s: longest gap from it %s, want %s", c.changeAt, got, c.want)
 		}
+		want := c.want
+		if want < time.Second {
+			want = 0 // no outage began then
+		}
+		if got := stats.longestOutageFrom(r.firstChange().Add(-readyzPollMaxTime), restartOutageFailures); got != want {
+			t.Errorf("change at %s: longest outage from it %s, want %s", c.changeAt, got, want)
+		}
+	}
+}
+
+// A loaded machine's slow answers leave long gaps with a single failed
+// request in each; the step 5 check of TestNodes reports them and holds
+// against the run only an outage of restartOutageFailures failed requests.
+func TestPollOutagesCountFailedRequests(t *testing.T) {
+	base := time.UnixMilli(1_800_000_000_000)
+	poll := func(lines ...string) pollStats {
+		t.Helper()
+		var b strings.Builder
+		for ms := int64(0); ms < 20_000; ms += 200 {
+			fmt.Fprintf(&b, "%d 200\n", base.UnixMilli()+ms)
+		}
+		for _, l := range lines {
+			b.WriteString(l + "\n")
+		}
+		for ms := int64(40_000); ms < 50_000; ms += 200 {
+			fmt.Fprintf(&b, "%d 200\n", base.UnixMilli()+ms)
+		}
+		stats, err := parsePoll(b.String(), base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stats
+	}
+	at := func(ms int64, code string) string { return fmt.Sprintf("%d %s", base.UnixMilli()+ms, code) }
+	slow := poll(at(27_500, "500"), at(28_000, "200"), at(33_000, "000"), at(38_000, "200"))
+	if got := slow.longestOutageFrom(base, restartOutageFailures); got != 0 {
+		t.Errorf("slow answers with one failure per gap: longest outage %s, want none counted", got)
+	}
+	if slow.longestGap != 10*time.Second || len(slow.outages) != 2 {
+		t.Errorf("slow answers: longest gap %s and %d outages, want 10s and 2 reported", slow.longestGap, len(slow.outages))
+	}
+	out := poll(at(25_000, "000"), at(30_000, "000"), at(35_000, "000"), at(36_000, "200"))
+	if got := out.longestOutageFrom(base, restartOutageFailures); got != 16200*time.Millisecond {
+		t.Errorf("three requests timed out in a row: longest outage %s, want 16.2s (from the last answer)", got)
+	}
+	if got := out.longestOutageFrom(base.Add(30*time.Second), restartOutageFailures); got != 0 {
+		t.Errorf("an outage that began before from: %s, want none counted", got)
 	}
 }
