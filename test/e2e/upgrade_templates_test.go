@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -182,4 +184,122 @@ func TestUpgradeRefusesAnEtcdItCannotBackUp(t *testing.T) {
 			t.Errorf("%+v: problems %q, want refused=%v", c, got, c.refused)
 		}
 	}
+}
+
+// TestUpgradeRemovedAPIsStopOnAFailedRequest runs the pre-check that lists
+// the objects of API versions the target removes against a fake kubectl:
+// it lists them, passes over a group/version no longer served and a
+// resource that cannot be listed, and stops on any other failed request
+// rather than reporting nothing to migrate, which the verdict then refuses.
+func TestUpgradeRemovedAPIsStopOnAFailedRequest(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "upgrade", "tasks", "precheck.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []map[string]any
+	if err := yaml.Unmarshal(data, &tasks); err != nil {
+		t.Fatal(err)
+	}
+	var script, problems string
+	for _, task := range tasks {
+		switch task["name"] {
+		case "upgrade - objects served by API versions the target removes":
+			script, _ = task["shell"].(string)
+		case "upgrade - every pre-check passed":
+			problems, _ = task["vars"].(map[string]any)["upgrade_problems"].(string)
+		}
+	}
+	if script == "" || problems == "" {
+		t.Fatal("precheck.yaml lacks the removed-API listing or the verdict")
+	}
+	dir := t.TempDir()
+	kubectl := filepath.Join(dir, "kubectl")
+	// $1-$3 are --kubeconfig PATH --request-timeout=20s.
+	fake := `#!/bin/sh
+shift 3
+[ "$*" = "$FAIL" ] && { echo "Unable to connect to the server: i/o timeout" >&2; exit 1; }
+case "$*" in
+api-versions) printf 'v1\nflowcontrol.apiserver.k8s.io/v1beta3\nstorage.k8s.io/v1\n' ;;
+"get --raw /metrics") printf '%s\n' '# HELP x' 'apiserver_requested_deprecated_apis{group="batch",removed_release="1.25",resource="cronjobs",subresource="",version="v1beta1"} 1' 'apiserver_requested_deprecated_apis{group="apps",removed_release="1.99",resource="x",subresource="",version="v9"} 1' ;;
+"get --raw /apis/flowcontrol.apiserver.k8s.io/v1beta3") echo '{"kind":"APIResourceList","resources":[{"name":"flowschemas","verbs":["list"]},{"name":"flowschemas/status"},{"name":"prioritylevelconfigurations"},{"name":"reviews"}]}' ;;
+"get --raw /apis/batch/v1beta1") echo 'Error from server (NotFound): the server could not find the requested resource' >&2; exit 1 ;;
+"get flowschemas.v1beta3.flowcontrol.apiserver.k8s.io -A --no-headers -o custom-columns=NS:.metadata.namespace,N:.metadata.name") printf '<none>   exempt\n<none>   catch-all\n' ;;
+"get prioritylevelconfigurations.v1beta3.flowcontrol.apiserver.k8s.io -A --no-headers -o custom-columns=NS:.metadata.namespace,N:.metadata.name") echo 'No resources found' >&2 ;;
+"get reviews.v1beta3.flowcontrol.apiserver.k8s.io -A --no-headers -o custom-columns=NS:.metadata.namespace,N:.metadata.name") echo 'Error from server (MethodNotAllowed): the server does not allow this method on the requested resource' >&2; exit 1 ;;
+*) echo "fake kubectl: unexpected $*" >&2; exit 3 ;;
+esac
+`
+	if err := os.WriteFile(kubectl, []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ev := eval.New()
+	rendered, err := ev.RenderString(script, map[string]any{
+		"kubectl_bin": kubectl, "kubernetes_admin_kubeconfig": filepath.Join(dir, "admin.conf"), "kubernetes_minor": "1.37",
+		"upgrade_removed_gvs": "flowcontrol.apiserver.k8s.io/v1beta3 flowcontrol.apiserver.k8s.io/v1beta2",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(fail string) (stdout, stderr string, rc int) {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", rendered)
+		cmd.Env = append(os.Environ(), "FAIL="+fail)
+		var o, e strings.Builder
+		cmd.Stdout, cmd.Stderr = &o, &e
+		if err := cmd.Run(); err != nil {
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) {
+				t.Fatal(err)
+			}
+			rc = ee.ExitCode()
+		}
+		return o.String(), e.String(), rc
+	}
+	out, stderr, rc := run("")
+	want := "flowcontrol.apiserver.k8s.io/v1beta3 flowschemas exempt\nflowcontrol.apiserver.k8s.io/v1beta3 flowschemas catch-all\n"
+	if rc != 0 || out != want {
+		t.Errorf("every request answered: rc %d, stdout %q, want %q (stderr %q)", rc, out, want, stderr)
+	}
+	verdict := func(stdout, stderr string, rc int) string {
+		t.Helper()
+		got, err := ev.RenderString(problems, map[string]any{
+			"spec":                    map[string]any{"etcd": map[string]any{"type": "kubeadm"}},
+			"upgrade_target_conflict": "", "upgrade_backup": true, "upgrade_needed": true,
+			"upgrade_current_version": "v1.36.3", "upgrade_skew_problems": "", "upgrade_node_versions": map[string]any{},
+			"upgrade_not_ready": []any{}, "upgrade_etcd": map[string]any{"rc": 0},
+			"upgrade_removed":            map[string]any{"rc": rc, "stderr": stderr, "stdout_lines": toAny(strings.Split(strings.TrimSpace(stdout), "\n"))},
+			"upgrade_allow_removed_apis": true, "upgrade_min_free_mib": 0, "kube_bin_dir": "/usr/local/bin", "kubectl_host": "n1",
+			"kubernetes_version": "v1.37.2", "groups": map[string]any{"master": []any{}, "k8s_cluster": []any{}}, "hostvars": map[string]any{},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := verdict(out, stderr, rc); got != "" {
+		t.Errorf("every request answered, removed APIs allowed: problems %q, want none", got)
+	}
+	for _, fail := range []string{
+		"api-versions",
+		"get --raw /metrics",
+		"get --raw /apis/flowcontrol.apiserver.k8s.io/v1beta3",
+		"get flowschemas.v1beta3.flowcontrol.apiserver.k8s.io -A --no-headers -o custom-columns=NS:.metadata.namespace,N:.metadata.name",
+	} {
+		out, stderr, rc := run(fail)
+		if rc == 0 || !strings.Contains(stderr, "i/o timeout") {
+			t.Errorf("%s failed: rc %d, stdout %q, stderr %q; want a failure with kubectl's error", fail, rc, out, stderr)
+			continue
+		}
+		if got := verdict(out, stderr, rc); !strings.Contains(got, "could not be listed on n1") || !strings.Contains(got, "i/o timeout") {
+			t.Errorf("%s failed: problems %q, want a refusal with kubectl's error", fail, got)
+		}
+	}
+}
+
+func toAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
 }
