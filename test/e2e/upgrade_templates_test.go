@@ -77,14 +77,7 @@ func TestUpgradeSkewRules(t *testing.T) {
 // as a map, the NotReady nodes as a list, upgrade_needed as a bool, which
 // the skew rules, the verdict and the cordon tasks read as values.
 func TestUpgradePrecheckReadsTheCluster(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "upgrade", "tasks", "precheck.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tasks []map[string]any
-	if err := yaml.Unmarshal(data, &tasks); err != nil {
-		t.Fatal(err)
-	}
+	tasks := precheckTasks(t)
 	facts := func(name string) map[string]any {
 		for _, task := range tasks {
 			if task["name"] == name {
@@ -139,14 +132,7 @@ func TestUpgradePrecheckReadsTheCluster(t *testing.T) {
 // own etcd and kubeadm's stacked one (the backup role reads both) are not
 // refused.
 func TestUpgradeRefusesAnEtcdItCannotBackUp(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "upgrade", "tasks", "precheck.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tasks []map[string]any
-	if err := yaml.Unmarshal(data, &tasks); err != nil {
-		t.Fatal(err)
-	}
+	tasks := precheckTasks(t)
 	var problems string
 	for _, task := range tasks {
 		if task["name"] == "upgrade - every pre-check passed" {
@@ -192,14 +178,7 @@ func TestUpgradeRefusesAnEtcdItCannotBackUp(t *testing.T) {
 // resource that cannot be listed, and stops on any other failed request
 // rather than reporting nothing to migrate, which the verdict then refuses.
 func TestUpgradeRemovedAPIsStopOnAFailedRequest(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "upgrade", "tasks", "precheck.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tasks []map[string]any
-	if err := yaml.Unmarshal(data, &tasks); err != nil {
-		t.Fatal(err)
-	}
+	tasks := precheckTasks(t)
 	var script, problems string
 	for _, task := range tasks {
 		switch task["name"] {
@@ -302,4 +281,18 @@ func toAny(s []string) []any {
 		out[i] = v
 	}
 	return out
+}
+
+// precheckTasks is roles/upgrade tasks/precheck.yaml's task list.
+func precheckTasks(t *testing.T) []map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "upgrade", "tasks", "precheck.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []map[string]any
+	if err := yaml.Unmarshal(data, &tasks); err != nil {
+		t.Fatal(err)
+	}
+	return tasks
 }
