@@ -170,7 +170,8 @@ func TestKubeadmInitConfigExtraConfig(t *testing.T) {
 	cc := kubeadmDocs(t, out)["ClusterConfiguration"]
 	arg := func(n, val string) map[string]any { return map[string]any{"name": n, "value": val} }
 	for path, want := range map[string][]any{
-		"apiServer":         {arg("audit-log-maxage", "7"), arg("profiling", "false")},
+		// shutdown-delay-duration: kube_apiserver_shutdown_delay_seconds.
+		"apiServer":         {arg("audit-log-maxage", "7"), arg("profiling", "false"), arg("shutdown-delay-duration", "5s")},
 		"controllerManager": {arg("terminated-pod-gc-threshold", "100")},
 		"scheduler":         {arg("v", "4")},
 	} {
@@ -187,6 +188,13 @@ func TestKubeadmInitConfigExtraConfig(t *testing.T) {
 		t.Errorf("apiServer lost its certSANs: %#v", api)
 	}
 	kubeadmValidate(t, out)
+
+	// kube_apiserver_extra_config replaces the role's own flag.
+	v["kube_apiserver_extra_config"] = map[string]any{"shutdown-delay-duration": "20s"}
+	api := kubeadmDocs(t, renderRoleTemplate(t, "kubernetes/kubeadm", "kubeadm-init.yaml.tmpl", v))["ClusterConfiguration"]["apiServer"].(map[string]any)
+	if want := []any{arg("shutdown-delay-duration", "20s")}; !reflect.DeepEqual(api["extraArgs"], want) {
+		t.Errorf("apiServer.extraArgs with the delay in kube_apiserver_extra_config = %#v, want %#v", api["extraArgs"], want)
+	}
 
 	v["etcd_extra_config"] = map[string]any{"client-transport-security": map[string]any{"cipher-suites": []any{"A"}}}
 	src, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "kubernetes/kubeadm", "templates", "kubeadm-init.yaml.tmpl"))

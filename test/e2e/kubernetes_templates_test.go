@@ -340,6 +340,10 @@ func TestKubeAPIServerUnitTemplate(t *testing.T) {
 		"--proxy-client-cert-file=/etc/kubernetes/pki/front-proxy-client.crt ",
 		"--feature-gates=A=true,B=false ",
 		"--audit-log-maxage=7\n",
+		// kube_apiserver_shutdown_delay_seconds, and systemd's stop
+		// timeout 15 s beyond it.
+		"--shutdown-delay-duration=5s ",
+		"TimeoutStopSec=20\n",
 	} {
 		if !strings.Contains(unit, want) {
 			t.Errorf("kube-apiserver.service lacks %q:\n%s", want, unit)
