@@ -158,8 +158,9 @@ func TestConformance(t *testing.T) {
 		skipRes = append(skipRes, s.re)
 	}
 	ginkgoSkip := strings.Join(append([]string{skip}, skipRes...), "|")
-	for _, f := range []string{"report.json", "ginkgo.log", "summary.md"} {
-		_ = os.Remove(filepath.Join(out, f))
+	old, _ := filepath.Glob(filepath.Join(out, "*_report.json"))
+	for _, f := range append([]string{"report.json", "ginkgo.log", "summary.md"}, old...) {
+		_ = os.Remove(filepath.Join(out, filepath.Base(f)))
 	}
 	logPath := filepath.Join(out, "ginkgo.log")
 	logFile, err := os.Create(logPath)
@@ -329,8 +330,9 @@ type ginkgoSpec struct {
 }
 
 type ginkgoReport struct {
-	SuiteDescription string
-	SpecReports      []ginkgoSpec
+	SuiteDescription           string
+	SpecialSuiteFailureReasons []string // "Interrupted by User", ...
+	SpecReports                []ginkgoSpec
 }
 
 // conformanceSummary counts the specs of one run.
@@ -343,6 +345,7 @@ type conformanceSummary struct {
 	skipFile      []string // "<spec>: <reason>"
 	other         int      // selected specs neither passed nor failed (skipped at run time)
 	notSelected   int
+	stopped       []string // why the suite stopped early, from ginkgo's report
 }
 
 // summarizeConformance reads ginkgo's JSON report: a spec is selected when
@@ -357,6 +360,17 @@ func summarizeConformance(path, focus, skip string, skips []skipEntry) (*conform
 	if err := json.Unmarshal(data, &reports); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if len(reports) == 0 {
+		// A ginkgo stopped by a signal leaves its merged report empty and
+		// each suite's own report (<suite path>_report.json) beside it.
+		reports, err = suiteReports(filepath.Dir(path))
+		if err != nil {
+			return nil, err
+		}
+		if len(reports) == 0 {
+			return nil, fmt.Errorf("%s lists no suite, and no suite's own report is beside it: ginkgo stopped before it reported", path)
+		}
+	}
 	focusRe, err := regexp.Compile(focus)
 	if err != nil {
 		return nil, fmt.Errorf("focus %q: %w", focus, err)
@@ -367,6 +381,7 @@ func summarizeConformance(path, focus, skip string, skips []skipEntry) (*conform
 	}
 	s := &conformanceSummary{}
 	for _, r := range reports {
+		s.stopped = append(s.stopped, r.SpecialSuiteFailureReasons...)
 		for _, sp := range r.SpecReports {
 			if sp.LeafNodeType != "It" {
 				// Suite setup and teardown nodes: a failure there is reported
@@ -399,6 +414,28 @@ func summarizeConformance(path, focus, skip string, skips []skipEntry) (*conform
 	return s, nil
 }
 
+// suiteReports reads the per-suite reports (*_report.json) ginkgo leaves in
+// dir.
+func suiteReports(dir string) ([]ginkgoReport, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*_report.json"))
+	if err != nil {
+		return nil, err
+	}
+	var all []ginkgoReport
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		var r []ginkgoReport
+		if err := json.Unmarshal(data, &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		all = append(all, r...)
+	}
+	return all, nil
+}
+
 func firstLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
@@ -415,6 +452,9 @@ func (s *conformanceSummary) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Kubernetes %s conformance, %s mode, flannel, 1 master + 2 workers (%s/%s), %s, %d ginkgo processes\n\n",
 		kubernetesVersion, s.mode, runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02 15:04 MST"), s.nodes)
+	if len(s.stopped) > 0 {
+		fmt.Fprintf(&b, "- **stopped early** (%s): the counts are of the specs that ran\n", strings.Join(s.stopped, "; "))
+	}
 	fmt.Fprintf(&b, "- passed: %d\n- failed: %d\n- skipped (test/conformance/skip.txt): %d\n", s.passed, len(s.failed), len(s.skipFile))
 	if s.other > 0 {
 		fmt.Fprintf(&b, "- skipped by the suite itself at run time: %d\n", s.other)
@@ -477,6 +517,26 @@ func TestConformanceSummary(t *testing.T) {
 	}
 	if want := "[sig-cli] Kubectl update demo [Conformance]: needs a registry"; s.skipFile[0] != want {
 		t.Errorf("skip %q, want %q", s.skipFile[0], want)
+	}
+	// A ginkgo stopped by a signal: an empty merged report, the suite's own
+	// beside it.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), []byte("[]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := summarizeConformance(filepath.Join(dir, "report.json"), conformanceFocus, conformanceSkip, nil); err == nil || !strings.Contains(err.Error(), "ginkgo stopped before it reported") {
+		t.Errorf("an empty report and no suite's own: %v, want an error", err)
+	}
+	stopped := strings.Replace(report, `"SuiteDescription": "Kubernetes e2e suite",`, `"SuiteDescription": "Kubernetes e2e suite", "SpecialSuiteFailureReasons": ["Interrupted by User"],`, 1)
+	if err := os.WriteFile(filepath.Join(dir, "var_cache_e2e_report.json"), []byte(stopped), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err = summarizeConformance(filepath.Join(dir, "report.json"), conformanceFocus, conformanceSkip, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.passed != 1 || len(s.failed) != 1 || !strings.Contains(s.markdown(), "**stopped early** (Interrupted by User)") {
+		t.Errorf("the suite's own report of a stopped run: passed %d, failed %q, summary:\n%s", s.passed, s.failed, s.markdown())
 	}
 	// The repository's skip file parses (each entry an expression and a reason).
 	readSkipFile(t, filepath.Join(moduleRoot(t), "test", "conformance", "skip.txt"))
