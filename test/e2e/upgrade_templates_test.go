@@ -154,14 +154,9 @@ func TestUpgradeRefusesAnEtcdItCannotBackUp(t *testing.T) {
 		{"external", true, false, false},
 		{"kubexm", true, true, false},
 	} {
-		vars := map[string]any{
-			"spec":                    map[string]any{"etcd": map[string]any{"type": c.etcd}},
-			"upgrade_target_conflict": "", "upgrade_backup": c.backup, "upgrade_needed": c.needed,
-			"upgrade_current_version": "v1.36.3", "upgrade_skew_problems": "", "upgrade_node_versions": map[string]any{},
-			"upgrade_not_ready": []any{}, "upgrade_etcd": map[string]any{"rc": 0}, "upgrade_removed": map[string]any{},
-			"upgrade_allow_removed_apis": false, "upgrade_min_free_mib": 0, "kube_bin_dir": "/usr/local/bin",
-			"kubernetes_version": "v1.37.2", "groups": map[string]any{"master": []any{}, "k8s_cluster": []any{}}, "hostvars": map[string]any{},
-		}
+		vars := healthyVerdictVars()
+		vars["spec"] = map[string]any{"etcd": map[string]any{"type": c.etcd}}
+		vars["upgrade_backup"], vars["upgrade_needed"] = c.backup, c.needed
 		got, err := ev.RenderString(problems, vars)
 		if err != nil {
 			t.Fatalf("%+v: %v", c, err)
@@ -241,15 +236,10 @@ esac
 	}
 	verdict := func(stdout, stderr string, rc int) string {
 		t.Helper()
-		got, err := ev.RenderString(problems, map[string]any{
-			"spec":                    map[string]any{"etcd": map[string]any{"type": "kubeadm"}},
-			"upgrade_target_conflict": "", "upgrade_backup": true, "upgrade_needed": true,
-			"upgrade_current_version": "v1.36.3", "upgrade_skew_problems": "", "upgrade_node_versions": map[string]any{},
-			"upgrade_not_ready": []any{}, "upgrade_etcd": map[string]any{"rc": 0},
-			"upgrade_removed":            map[string]any{"rc": rc, "stderr": stderr, "stdout_lines": toAny(strings.Split(strings.TrimSpace(stdout), "\n"))},
-			"upgrade_allow_removed_apis": true, "upgrade_min_free_mib": 0, "kube_bin_dir": "/usr/local/bin", "kubectl_host": "n1",
-			"kubernetes_version": "v1.37.2", "groups": map[string]any{"master": []any{}, "k8s_cluster": []any{}}, "hostvars": map[string]any{},
-		})
+		vars := healthyVerdictVars()
+		vars["upgrade_removed"] = map[string]any{"rc": rc, "stderr": stderr, "stdout_lines": toAny(strings.Split(strings.TrimSpace(stdout), "\n"))}
+		vars["upgrade_allow_removed_apis"] = true
+		got, err := ev.RenderString(problems, vars)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,4 +285,18 @@ func precheckTasks(t *testing.T) []map[string]any {
 		t.Fatal(err)
 	}
 	return tasks
+}
+
+// healthyVerdictVars are the pre-checks' results of a healthy kubeadm
+// cluster at v1.36.3 going to v1.37.2, for the verdict's upgrade_problems:
+// each test changes the ones it is about.
+func healthyVerdictVars() map[string]any {
+	return map[string]any{
+		"spec":                    map[string]any{"etcd": map[string]any{"type": "kubeadm"}},
+		"upgrade_target_conflict": "", "upgrade_backup": true, "upgrade_needed": true,
+		"upgrade_current_version": "v1.36.3", "upgrade_skew_problems": "", "upgrade_node_versions": map[string]any{},
+		"upgrade_not_ready": []any{}, "upgrade_etcd": map[string]any{"rc": 0}, "upgrade_removed": map[string]any{},
+		"upgrade_allow_removed_apis": false, "upgrade_min_free_mib": 0, "kube_bin_dir": "/usr/local/bin", "kubectl_host": "n1",
+		"kubernetes_version": "v1.37.2", "groups": map[string]any{"master": []any{}, "k8s_cluster": []any{}}, "hostvars": map[string]any{},
+	}
 }
