@@ -329,7 +329,7 @@ func tokenPollScript(token string, n int, period time.Duration) string {
 // /tmp/kubexm-stop-poll exists, trusting the host's
 // /etc/kubernetes/pki/ca.crt as it is at each request; it prints
 // "<unix ms> <HTTP status>" per request (000 when none came within
-// maxTime).
+// maxTime, then curl's exit code: 000:28 timed out, 000:7 no connection).
 func endpointPollScript(path, token string, n int, period, maxTime time.Duration) string {
 	header, auth := ":", ""
 	if token != "" {
@@ -344,7 +344,7 @@ for i in $(seq 0 %d); do
   next=$((start + i * %d))
   now=$(date +%%s%%N)
   [ "$now" -lt "$next" ] && sleep "$(awk -v ns=$((next - now)) 'BEGIN{printf "%%.3f", ns / 1e9}')"
-  code=$(curl -s -o /dev/null -w '%%{http_code}' --max-time %s --cacert /etc/kubernetes/pki/ca.crt %s %s)
+  code=$(curl -s -o /dev/null -w '%%{http_code}' --max-time %s --cacert /etc/kubernetes/pki/ca.crt %s %s) || code="$code:$?"
   echo "$(date +%%s%%3N) $code"
 done
 rm -f /tmp/kubexm-stop-poll`, header, n-1, period.Nanoseconds(), strconv.FormatFloat(maxTime.Seconds(), 'f', -1, 64), auth, shellQuote(haEndpoint+path))

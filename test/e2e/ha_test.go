@@ -374,7 +374,8 @@ func checkMasterEtcd(ctx context.Context, t *testing.T, set *testhosts.Set, ctl 
 // (with its kubelet's credentials: binary mode's kubeconfig embeds them,
 // kubeadm's names the kubelet's rotated certificate and key, one file)
 // every period, n times, and prints "<unix ms> <HTTP status>" per request
-// (000 when none came).
+// (000 when none came, then curl's exit code: 000:28 timed out, 000:7 no
+// connection).
 func pollScript(n int, period time.Duration, node string) string {
 	return fmt.Sprintf(`set -u
 d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
@@ -392,7 +393,7 @@ for i in $(seq 0 %d); do
   now=$(date +%%s%%N)
   [ "$now" -lt "$next" ] && sleep "$(awk -v ns=$((next - now)) 'BEGIN{printf "%%.3f", ns / 1e9}')"
   code=$(curl -s -o /dev/null -w '%%{http_code}' --max-time 2 --cacert /etc/kubernetes/pki/ca.crt \
-    --cert "$d/c.crt" --key "$d/c.key" %s/api/v1/nodes/%s)
+    --cert "$d/c.crt" --key "$d/c.key" %s/api/v1/nodes/%s) || code="$code:$?"
   echo "$(date +%%s%%3N) $code"
 done`, n-1, period.Nanoseconds(), haEndpoint, node)
 }
@@ -747,8 +748,8 @@ func failover(ctx context.Context, t *testing.T, set *testhosts.Set, victim, pol
 		}
 		t.Logf("%s powered off", victim.Name)
 	})
-	t.Logf("PERF %s (master %s powered off, a client on %s polls %s every 200 ms): longest gap %s, %d of %d requests failed (%.1f%%), the first answer after the cut %s after it",
-		label, victim.Name, poller.Name, haEndpoint, stats.longestGap, stats.failed, stats.total, 100*float64(stats.failed)/float64(stats.total), stats.firstAfterCut)
+	t.Logf("PERF %s (master %s powered off, a client on %s polls %s every 200 ms): longest gap %s, %d of %d requests failed (%.1f%%), the first answer after the cut %s after it; outages %v",
+		label, victim.Name, poller.Name, haEndpoint, stats.longestGap, stats.failed, stats.total, 100*float64(stats.failed)/float64(stats.total), stats.firstAfterCut, stats.outages)
 	if stats.longestGap > 15*time.Second {
 		t.Errorf("the API was away for %s through the endpoint, want under 15 s", stats.longestGap)
 	}

@@ -191,7 +191,7 @@ systemctl is-active kubexm-haproxy.service 2>/dev/null || true`)
 	}
 	for _, w := range workers {
 		check(w, "/etc/kubernetes/kubelet.conf", []string{"server: " + haEndpoint, "resolves 127.0.0.1", "active"})
-		cfg, err := set.SSH(ctx, w.Name, "grep -E '^ *server ' /etc/kubexm/haproxy/haproxy.cfg | grep -v ' backup'")
+		cfg, err := set.SSH(ctx, w.Name, `awk '$1 == "backend" {b = $2} $1 == "server" && b == "kube-apiserver"' /etc/kubexm/haproxy/haproxy.cfg`)
 		if err != nil {
 			t.Fatalf("haproxy backends on %s: %v\n%s", w.Name, err, cfg)
 		}

@@ -86,6 +86,7 @@ func TestLoadBalancerHAProxyTemplate(t *testing.T) {
 		"bind 127.0.0.1:6443\n", "option httpchk GET /readyz", "on-marked-down shutdown-sessions",
 		"server n1 10.0.0.1:6443\n", "server n4 10.0.0.4:6443\n", "server n5 10.0.0.5:6443\n",
 		"option redispatch 1\n", "option allbackups\n", "server n5-unchecked 10.0.0.5:6443 backup no-check\n",
+		"use_backend kube-apiserver-listening if { nbsrv(kube-apiserver) eq 0 }\n",
 	} {
 		if !strings.Contains(cfg, want) {
 			t.Errorf("haproxy.cfg lacks %q:\n%s", want, cfg)

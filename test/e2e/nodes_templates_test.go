@@ -21,18 +21,10 @@ import (
 
 // TestHaproxyBackends: every master of cluster.yaml is a backend by default
 // (create-cluster, add-nodes), and lb_backends, which delete-nodes sets to
-// the masters that stay, is exactly the backend list, each also as an
-// unchecked backup (fail open).
+// the masters that stay, is exactly the list of both backends: the checked
+// one and the one it fails open to, which also has each as an unchecked
+// backup.
 func TestHaproxyBackends(t *testing.T) {
-	servers := func(cfg string) []string {
-		var out []string
-		for _, line := range strings.Split(cfg, "\n") {
-			if f := strings.Fields(line); len(f) > 0 && f[0] == "server" {
-				out = append(out, strings.Join(f, " "))
-			}
-		}
-		return out
-	}
 	vars := func(backends []any) map[string]any {
 		v := kubeVars("n2", nil)
 		v["groups"].(map[string]any)["master"] = []any{"n1", "n3"}
@@ -43,21 +35,42 @@ func TestHaproxyBackends(t *testing.T) {
 		return withDefaults(t, "loadbalancer", v)
 	}
 	for _, c := range []struct {
-		name     string
-		backends []any
-		want     []string
+		name      string
+		backends  []any
+		checked   []string
+		listening []string
 	}{
-		{"every master", nil, []string{
+		{"every master", nil, []string{"server n1 10.0.0.1:6443", "server n3 10.0.0.3:6443"}, []string{
 			"server n1 10.0.0.1:6443", "server n3 10.0.0.3:6443",
 			"server n1-unchecked 10.0.0.1:6443 backup no-check", "server n3-unchecked 10.0.0.3:6443 backup no-check",
 		}},
-		{"the masters that stay", []any{"n1"}, []string{"server n1 10.0.0.1:6443", "server n1-unchecked 10.0.0.1:6443 backup no-check"}},
+		{"the masters that stay", []any{"n1"}, []string{"server n1 10.0.0.1:6443"},
+			[]string{"server n1 10.0.0.1:6443", "server n1-unchecked 10.0.0.1:6443 backup no-check"}},
 	} {
-		got := servers(renderRoleTemplate(t, "loadbalancer", "haproxy.cfg.tmpl", vars(c.backends)))
-		if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
-			t.Errorf("%s: backends %q, want %q", c.name, got, c.want)
+		cfg := renderRoleTemplate(t, "loadbalancer", "haproxy.cfg.tmpl", vars(c.backends))
+		for backend, want := range map[string][]string{"kube-apiserver": c.checked, "kube-apiserver-listening": c.listening} {
+			if got := haproxyServers(cfg, backend); strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("%s: backend %s has %q, want %q", c.name, backend, got, want)
+			}
 		}
 	}
+}
+
+// haproxyServers are the server lines of one backend of a haproxy.cfg.
+func haproxyServers(cfg, backend string) []string {
+	var out []string
+	in := false
+	for _, line := range strings.Split(cfg, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 0:
+		case f[0] == "backend" || f[0] == "frontend" || f[0] == "defaults" || f[0] == "global":
+			in = f[0] == "backend" && len(f) > 1 && f[1] == backend
+		case in && f[0] == "server":
+			out = append(out, strings.Join(f, " "))
+		}
+	}
+	return out
 }
 
 // roleTask returns the task named name of a role's tasks file.

@@ -605,7 +605,7 @@ func checkBackends(ctx context.Context, t *testing.T, set *testhosts.Set, worker
 	}
 	probe.WriteString("for i in 1 2 3 4 5 6; do curl -fsS --max-time 5 --cacert /etc/kubernetes/pki/ca.crt " + haEndpoint + "/readyz; echo; done\n")
 	for _, w := range workers {
-		cfg, err := set.SSH(ctx, w, "grep '^ *server ' /etc/kubexm/haproxy/haproxy.cfg | grep -v ' backup'")
+		cfg, err := set.SSH(ctx, w, `awk '$1 == "backend" {b = $2} $1 == "server" && b == "kube-apiserver"' /etc/kubexm/haproxy/haproxy.cfg`)
 		if err != nil {
 			t.Fatalf("haproxy.cfg on %s: %v\n%s", w, err, cfg)
 		}

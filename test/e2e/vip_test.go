@@ -142,8 +142,8 @@ func TestVIPControlPlane(t *testing.T) {
 		}
 		t.Logf("PERF the VIP on %s %s after %s's power-off (seen over ssh)", backup.Name, time.Since(cut).Round(100*time.Millisecond), holder.Name)
 	})
-	t.Logf("PERF VIP failover (loadbalancer host %s powered off, a client on %s polls %s every 200 ms): longest gap %s, %d of %d requests failed (%.1f%%), the first answer after the cut %s after it",
-		holder.Name, poller.Name, haEndpoint, stats.longestGap, stats.failed, stats.total, 100*float64(stats.failed)/float64(stats.total), stats.firstAfterCut)
+	t.Logf("PERF VIP failover (loadbalancer host %s powered off, a client on %s polls %s every 200 ms): longest gap %s, %d of %d requests failed (%.1f%%), the first answer after the cut %s after it; outages %v",
+		holder.Name, poller.Name, haEndpoint, stats.longestGap, stats.failed, stats.total, 100*float64(stats.failed)/float64(stats.total), stats.firstAfterCut, stats.outages)
 	// VRRP declares the master dead after 3 adverts of 1 s plus the skew,
 	// then the new holder announces the VIP by gratuitous ARP.
 	if stats.longestGap > 15*time.Second {
