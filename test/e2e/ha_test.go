@@ -375,7 +375,11 @@ func checkMasterEtcd(ctx context.Context, t *testing.T, set *testhosts.Set, ctl 
 // kubeadm's names the kubelet's rotated certificate and key, one file)
 // every period, n times, and prints "<unix ms> <HTTP status>" per request
 // (000 when none came, then curl's exit code: 000:28 timed out, 000:7 no
-// connection).
+// connection). A request waits up to 5 s, as TestNodes' poller does: with
+// two suites' clusters on 2 cores (load average 50-70) a healthy
+// endpoint's answer takes over 2 s every 30 s or so, which is load, not an
+// outage; a dead master behind the endpoint still costs haproxy's 2 s
+// connect timeout before the retry on another, inside those 5 s.
 func pollScript(n int, period time.Duration, node string) string {
 	return fmt.Sprintf(`set -u
 d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
@@ -392,7 +396,7 @@ for i in $(seq 0 %d); do
   next=$((start + i * %d))
   now=$(date +%%s%%N)
   [ "$now" -lt "$next" ] && sleep "$(awk -v ns=$((next - now)) 'BEGIN{printf "%%.3f", ns / 1e9}')"
-  code=$(curl -s -o /dev/null -w '%%{http_code}' --max-time 2 --cacert /etc/kubernetes/pki/ca.crt \
+  code=$(curl -s -o /dev/null -w '%%{http_code}' --max-time 5 --cacert /etc/kubernetes/pki/ca.crt \
     --cert "$d/c.crt" --key "$d/c.key" %s/api/v1/nodes/%s) || code="$code:$?"
   echo "$(date +%%s%%3N) $code"
 done`, n-1, period.Nanoseconds(), haEndpoint, node)
