@@ -289,7 +289,7 @@ func refusals(out string, window time.Duration) (isolated, nearOutage int) {
 		}
 		near := false
 		for _, b := range all {
-			if d := time.Duration(b.ms-a.ms) * time.Millisecond; d > -window && d < window && (b.code == "000" || b.code[0] == '5') {
+			if d := time.Duration(b.ms-a.ms) * time.Millisecond; d > -window && d < window && (strings.HasPrefix(b.code, "000") || b.code[0] == '5') {
 				near = true
 				break
 			}
@@ -348,4 +348,20 @@ for i in $(seq 0 %d); do
   echo "$(date +%%s%%3N) $code"
 done
 rm -f /tmp/kubexm-stop-poll`, header, n-1, period.Nanoseconds(), strconv.FormatFloat(maxTime.Seconds(), 'f', -1, 64), auth, shellQuote(haEndpoint+path))
+}
+
+// TestRefusalsNearAnOutage: a 401 or 403 within the window of a request
+// that got no answer (000, with or without curl's exit code) or a 5xx is the
+// API server starting; one far from any is the rotation refusing the token.
+func TestRefusalsNearAnOutage(t *testing.T) {
+	out := strings.Join([]string{
+		"10000 200", "11000 000:7", "12000 401", "13000 200", // near a refused connect
+		"30000 503", "31000 403", // near a 5xx
+		"50000 000", "51000 401", // near a bare 000
+		"60000 000:28", "90000 401", "91000 200", // far from the timeout
+	}, "\n")
+	isolated, near := refusals(out, 5*time.Second)
+	if isolated != 1 || near != 3 {
+		t.Errorf("refusals: %d isolated and %d near an outage, want 1 and 3", isolated, near)
+	}
 }
