@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,15 +192,16 @@ systemctl is-active kubexm-haproxy.service 2>/dev/null || true`)
 	}
 	for _, w := range workers {
 		check(w, "/etc/kubernetes/kubelet.conf", []string{"server: " + haEndpoint, "resolves 127.0.0.1", "active"})
-		cfg, err := set.SSH(ctx, w.Name, `awk '$1 == "backend" {b = $2} $1 == "server" && b == "kube-apiserver"' /etc/kubexm/haproxy/haproxy.cfg`)
+		cfg, err := set.SSH(ctx, w.Name, "cat /etc/kubexm/haproxy/haproxy.cfg")
 		if err != nil {
 			t.Fatalf("haproxy backends on %s: %v\n%s", w.Name, err, cfg)
 		}
-		if got := len(strings.Split(strings.TrimSpace(cfg), "\n")); got != len(backends) {
-			t.Errorf("haproxy on %s has %d backends, want %d:\n%s", w.Name, got, len(backends), cfg)
+		servers := haproxyServers(cfg, "kube-apiserver")
+		if len(servers) != len(backends) {
+			t.Errorf("haproxy on %s has %d backends, want %d:\n%s", w.Name, len(servers), len(backends), cfg)
 		}
 		for _, b := range backends {
-			if !strings.Contains(cfg, fmt.Sprintf("server %s %s:6443", b.Name, b.Address)) {
+			if !slices.Contains(servers, fmt.Sprintf("server %s %s:6443", b.Name, b.Address)) {
 				t.Errorf("haproxy on %s has no backend %s:\n%s", w.Name, b.Name, cfg)
 			}
 		}

@@ -41,8 +41,8 @@ func TestHaproxyBackends(t *testing.T) {
 		listening []string
 	}{
 		{"every master", nil, []string{"server n1 10.0.0.1:6443", "server n3 10.0.0.3:6443"}, []string{
-			"server n1 10.0.0.1:6443", "server n3 10.0.0.3:6443",
-			"server n1-unchecked 10.0.0.1:6443 backup no-check", "server n3-unchecked 10.0.0.3:6443 backup no-check",
+			"server n1 10.0.0.1:6443", "server n1-unchecked 10.0.0.1:6443 backup no-check",
+			"server n3 10.0.0.3:6443", "server n3-unchecked 10.0.0.3:6443 backup no-check",
 		}},
 		{"the masters that stay", []any{"n1"}, []string{"server n1 10.0.0.1:6443"},
 			[]string{"server n1 10.0.0.1:6443", "server n1-unchecked 10.0.0.1:6443 backup no-check"}},

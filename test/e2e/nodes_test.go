@@ -605,15 +605,11 @@ func checkBackends(ctx context.Context, t *testing.T, set *testhosts.Set, worker
 	}
 	probe.WriteString("for i in 1 2 3 4 5 6; do curl -fsS --max-time 5 --cacert /etc/kubernetes/pki/ca.crt " + haEndpoint + "/readyz; echo; done\n")
 	for _, w := range workers {
-		cfg, err := set.SSH(ctx, w, `awk '$1 == "backend" {b = $2} $1 == "server" && b == "kube-apiserver"' /etc/kubexm/haproxy/haproxy.cfg`)
+		cfg, err := set.SSH(ctx, w, "cat /etc/kubexm/haproxy/haproxy.cfg")
 		if err != nil {
 			t.Fatalf("haproxy.cfg on %s: %v\n%s", w, err, cfg)
 		}
-		var got []string
-		for _, line := range strings.Split(strings.TrimSpace(cfg), "\n") {
-			got = append(got, strings.TrimSpace(line))
-		}
-		if !slices.Equal(got, want) {
+		if got := haproxyServers(cfg, "kube-apiserver"); !slices.Equal(got, want) {
 			t.Errorf("haproxy backends on %s: %q, want %q", w, got, want)
 		}
 	}
