@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,9 +112,18 @@ func checkUserAddons(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunn
 	if out, err := k.run(ctx, "", "rollout", "status", "deployment/e2e-chart", "-n", "e2e-addons", "--timeout=120s"); err != nil {
 		t.Errorf("the chart's Deployment after the new value: %v\n%s", err, out)
 	}
-	pods, err := k.run(ctx, "", "get", "pods", "-n", "e2e-addons", "-l", "app=e2e-chart", "-o", `jsonpath={range .items[*]}{.metadata.annotations.greeting}{" "}{end}`)
-	if err != nil || strings.TrimSpace(pods) != "changed" {
-		t.Errorf("the chart's pods carry greeting %q, want the new value's pod alone: %v", pods, err)
+	// The rollout is complete once the old pod is told to stop; it may still
+	// be terminating (its grace period) and is listed until it is gone.
+	out, err := k.run(ctx, "", "get", "pods", "-n", "e2e-addons", "-l", "app=e2e-chart", "-o",
+		`jsonpath={range .items[*]}{.metadata.annotations.greeting}{"|"}{.metadata.deletionTimestamp}{"\n"}{end}`)
+	var greetings []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if greeting, deleted, _ := strings.Cut(line, "|"); line != "" && deleted == "" {
+			greetings = append(greetings, greeting)
+		}
+	}
+	if err != nil || !slices.Equal(greetings, []string{"changed"}) {
+		t.Errorf("the chart's running pods carry greetings %q, want the new value's pod alone: %v\n%s", greetings, err, out)
 	}
 
 	res = kx.play(ctx, deletePB, "--tags", "user-addons")
