@@ -31,7 +31,7 @@ func kubeBinDir(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("KUBEXM_TEST_K8S_DIR")
 	if dir == "" {
-		dir = filepath.Join("/var/cache/kubexm-test/artifacts/kubernetes", kubeVersion, runtime.GOARCH)
+		dir = filepath.Join(testCache(), "artifacts", "kubernetes", kubeVersion, runtime.GOARCH)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "kube-apiserver")); err != nil {
 		t.Fatalf("kube-apiserver %s not found in %s (%v): run test/artifacts/kubernetes.sh kube-apiserver, or set KUBEXM_TEST_K8S_DIR", kubeVersion, dir, err)

@@ -22,11 +22,19 @@ import (
 const etcdVersion = "v3.6.16"
 
 // etcdBinDir finds etcd and etcdctl built by test/artifacts/etcd.sh.
+// testCache is where test/artifacts keeps what it builds.
+func testCache() string {
+	if dir := os.Getenv("KUBEXM_TEST_CACHE"); dir != "" {
+		return dir
+	}
+	return "/var/cache/kubexm-test"
+}
+
 func etcdBinDir(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("KUBEXM_TEST_ETCD_DIR")
 	if dir == "" {
-		dir = filepath.Join("/var/cache/kubexm-test/artifacts/etcd", etcdVersion, runtime.GOARCH)
+		dir = filepath.Join(testCache(), "artifacts", "etcd", etcdVersion, runtime.GOARCH)
 	}
 	for _, b := range []string{"etcd", "etcdctl"} {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {

@@ -45,7 +45,7 @@
 #   TENCENTCLOUD_SDK_VERSION what flanneld's Tencent Cloud SDK is replaced with (v1.0.1000)
 #   GOARCH                   target architecture (default: the host's)
 #   KUBEXM_TEST_CACHE        root of the test cache (default /var/cache/kubexm-test)
-#   KUBEXM_TEST_RELEASE_DIR  = $OUT (default /var/cache/kubexm-test/release)
+#   KUBEXM_TEST_RELEASE_DIR  = $OUT (default $KUBEXM_TEST_CACHE/release)
 #   FORCE=1                  rebuild / lay out again
 set -euo pipefail
 
@@ -54,7 +54,7 @@ flannel_version=${FLANNEL_VERSION:-v0.28.10}
 cni_version=${CNI_FLANNEL_VERSION:-v0.9.1}
 arch=${GOARCH:-$(go env GOARCH)}
 cache=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
-out=${KUBEXM_TEST_RELEASE_DIR:-/var/cache/kubexm-test/release}
+out=${KUBEXM_TEST_RELEASE_DIR:-${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}/release}
 
 export CGO_ENABLED=0 GOARCH=$arch GOOS=linux GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
 mkdir -p "$cache/build"

@@ -155,7 +155,7 @@
 #   KUBE_VERSION (v1.37.2), ETCD_VERSION (v3.6.16), ETCD_IMAGE_TAG (3.6.16-0),
 #   E2E_IMAGE_REGISTRY (e2e.kubexm.local),
 #   IPTABLES_BACKEND (nft), KUBEXM_TEST_CACHE (/var/cache/kubexm-test),
-#   KUBEXM_TEST_RELEASE_DIR = $OUT (/var/cache/kubexm-test/release), FORCE=1.
+#   KUBEXM_TEST_RELEASE_DIR = $OUT ($KUBEXM_TEST_CACHE/release), FORCE=1.
 # Only the host's architecture (Debian packages and gcc of this machine).
 # Needs root (chroot). Prints $OUT/images on its last line.
 set -euo pipefail
@@ -176,7 +176,7 @@ kube_version=${KUBE_VERSION:-v1.37.2}
 etcd_version=${ETCD_VERSION:-v3.6.16}
 etcd_image_tag=${ETCD_IMAGE_TAG:-${etcd_version#v}-0}
 cache=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
-out=${KUBEXM_TEST_RELEASE_DIR:-/var/cache/kubexm-test/release}
+out=${KUBEXM_TEST_RELEASE_DIR:-${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}/release}
 dest=$out/images
 arch=$(dpkg --print-architecture)
 

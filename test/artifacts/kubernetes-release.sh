@@ -23,7 +23,7 @@
 # Environment: KUBE_VERSION (default v1.37.2), GOARCH (default the host's),
 # KUBEXM_TEST_CACHE (default /var/cache/kubexm-test), KUBEXM_TEST_K8S_DIR
 # (kubernetes.sh's output), KUBEXM_TEST_RELEASE_DIR = $OUT (default
-# /var/cache/kubexm-test/release), FORCE=1.
+# $KUBEXM_TEST_CACHE/release), FORCE=1.
 # Prints the directory holding the binaries on its last line.
 set -euo pipefail
 
@@ -31,7 +31,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 version=${KUBE_VERSION:-v1.37.2}
 arch=${GOARCH:-$(go env GOARCH)}
 cache=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
-out=${KUBEXM_TEST_RELEASE_DIR:-/var/cache/kubexm-test/release}
+out=${KUBEXM_TEST_RELEASE_DIR:-${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}/release}
 dest=$out/kubernetes/release/$version/bin/linux/$arch
 
 bins=("$@")

@@ -13,14 +13,14 @@
 #
 # Environment: ETCD_VERSION (default v3.6.16), GOARCH (default the host's),
 # KUBEXM_TEST_ETCD_DIR (the binaries; built by etcd.sh when missing),
-# KUBEXM_TEST_RELEASE_DIR = $OUT (default /var/cache/kubexm-test/release).
+# KUBEXM_TEST_RELEASE_DIR = $OUT (default $KUBEXM_TEST_CACHE/release).
 # Prints the tarball's path on its last line.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 version=${ETCD_VERSION:-v3.6.16}
 arch=${GOARCH:-$(go env GOARCH)}
-out=${KUBEXM_TEST_RELEASE_DIR:-/var/cache/kubexm-test/release}
+out=${KUBEXM_TEST_RELEASE_DIR:-${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}/release}
 
 bins=$(ETCD_VERSION=$version GOARCH=$arch "$here/etcd.sh" | tail -n1)
 name=etcd-$version-linux-$arch
