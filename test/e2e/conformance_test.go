@@ -37,14 +37,25 @@ const (
 	// (conformanceFocus, conformanceSkip); the skip file is always added.
 	envConformanceFocus = "KUBEXM_CONFORMANCE_FOCUS"
 	envConformanceSkip  = "KUBEXM_CONFORMANCE_SKIP"
+	// KUBEXM_CONFORMANCE_SET: parallel (default), the conformance specs
+	// that may share the cluster with others, or serial, the [Serial] and
+	// [Disruptive] ones, one at a time on a cluster of their own.
+	envConformanceSet = "KUBEXM_CONFORMANCE_SET"
 )
 
-// The specs run by default: every conformance spec that may share the
-// cluster with others. [Serial] and [Disruptive] ones need a cluster of
-// their own and are not run yet (issue 26).
+// The parallel set: every conformance spec that may share the cluster with
+// others.
 const (
 	conformanceFocus = `\[Conformance\]`
 	conformanceSkip  = `\[Serial\]|\[Disruptive\]`
+)
+
+// The serial set: the conformance specs that change the whole cluster
+// (taints on every node, node-wide resources, namespace deletion) and so run
+// alone, in one ginkgo process. Nothing is skipped but the skip file.
+const (
+	conformanceSerialFocus = `\[Conformance\].*\[(Serial|Disruptive)\]|\[(Serial|Disruptive)\].*\[Conformance\]`
+	conformanceSerialSkip  = ``
 )
 
 // TestConformance is issue 26: Kubernetes' own conformance suite (e2e.test
@@ -68,11 +79,25 @@ func TestConformance(t *testing.T) {
 	if mode != "binary" && mode != "kubeadm" {
 		t.Fatalf("%s=%q: want binary or kubeadm", envConformanceMode, mode)
 	}
-	nodes := 4
+	specSet := os.Getenv(envConformanceSet)
+	if specSet == "" {
+		specSet = "parallel"
+	}
+	focus, skip, nodes := conformanceFocus, conformanceSkip, 4
+	switch specSet {
+	case "parallel":
+	case "serial":
+		focus, skip, nodes = conformanceSerialFocus, conformanceSerialSkip, 1
+	default:
+		t.Fatalf("%s=%q: want parallel or serial", envConformanceSet, specSet)
+	}
 	if v := os.Getenv(envConformanceNodes); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
 			t.Fatalf("%s=%q: want a positive number", envConformanceNodes, v)
+		}
+		if specSet == "serial" && n != 1 {
+			t.Fatalf("%s=%d with %s=serial: the serial set runs in one ginkgo process", envConformanceNodes, n, envConformanceSet)
 		}
 		nodes = n
 	}
@@ -83,6 +108,9 @@ func TestConformance(t *testing.T) {
 	out := os.Getenv(envConformanceOut)
 	if out == "" {
 		out = filepath.Join(cache, "conformance", mode)
+		if specSet == "serial" {
+			out += "-serial"
+		}
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
@@ -146,7 +174,6 @@ func TestConformance(t *testing.T) {
 	if err := os.WriteFile(repoList, []byte(images.repoList), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	focus, skip := conformanceFocus, conformanceSkip
 	if v := os.Getenv(envConformanceFocus); v != "" {
 		focus = v
 	}
@@ -157,7 +184,10 @@ func TestConformance(t *testing.T) {
 	for _, s := range skips {
 		skipRes = append(skipRes, s.re)
 	}
-	ginkgoSkip := strings.Join(append([]string{skip}, skipRes...), "|")
+	if skip != "" {
+		skipRes = append([]string{skip}, skipRes...)
+	}
+	ginkgoSkip := strings.Join(skipRes, "|")
 	old, _ := filepath.Glob(filepath.Join(out, "*_report.json"))
 	for _, f := range append([]string{"report.json", "ginkgo.log", "summary.md"}, old...) {
 		_ = os.Remove(filepath.Join(out, filepath.Base(f)))
@@ -168,11 +198,13 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer logFile.Close()
-	args := []string{"--nodes=" + strconv.Itoa(nodes), "--no-color", "--timeout=150m",
-		"--focus=" + focus, "--skip=" + ginkgoSkip,
-		"--output-dir=" + out, "--json-report=report.json",
+	args := []string{"--nodes=" + strconv.Itoa(nodes), "--no-color", "--timeout=150m", "--focus=" + focus}
+	if ginkgoSkip != "" {
+		args = append(args, "--skip="+ginkgoSkip)
+	}
+	args = append(args, "--output-dir="+out, "--json-report=report.json",
 		filepath.Join(suiteDir, "e2e.test"), "--",
-		"--kubeconfig=" + kubeconfig, "--provider=skeleton", "--kubectl-path=" + kubectl}
+		"--kubeconfig="+kubeconfig, "--provider=skeleton", "--kubectl-path="+kubectl)
 	cmd := exec.CommandContext(ctx, filepath.Join(suiteDir, "ginkgo"), args...)
 	cmd.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+repoList)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -186,7 +218,7 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ginkgo: %v; no report (%v); the end of %s:\n%s", runErr, err, logPath, tailFile(logPath, 40))
 	}
-	sum.mode, sum.took, sum.nodes = mode, took, nodes
+	sum.mode, sum.set, sum.took, sum.nodes = mode, specSet, took, nodes
 	sum.command = fmt.Sprintf("ginkgo --nodes=%d --focus='%s' --skip='%s' e2e.test -- --provider=skeleton", nodes, focus, ginkgoSkip)
 	text := sum.markdown()
 	if err := os.WriteFile(filepath.Join(out, "summary.md"), []byte(text), 0o644); err != nil {
@@ -337,15 +369,15 @@ type ginkgoReport struct {
 
 // conformanceSummary counts the specs of one run.
 type conformanceSummary struct {
-	mode, command string
-	took          time.Duration
-	nodes         int
-	passed        int
-	failed        []string // "<spec>: <first line of the failure> (<file>:<line>)"
-	skipFile      []string // "<spec>: <reason>"
-	other         int      // selected specs neither passed nor failed (skipped at run time)
-	notSelected   int
-	stopped       []string // why the suite stopped early, from ginkgo's report
+	mode, set, command string
+	took               time.Duration
+	nodes              int
+	passed             int
+	failed             []string // "<spec>: <first line of the failure> (<file>:<line>)"
+	skipFile           []string // "<spec>: <reason>"
+	other              int      // selected specs neither passed nor failed (skipped at run time)
+	notSelected        int
+	stopped            []string // why the suite stopped early, from ginkgo's report
 }
 
 // summarizeConformance reads ginkgo's JSON report: a spec is selected when
@@ -375,9 +407,13 @@ func summarizeConformance(path, focus, skip string, skips []skipEntry) (*conform
 	if err != nil {
 		return nil, fmt.Errorf("focus %q: %w", focus, err)
 	}
-	skipRe, err := regexp.Compile(skip)
-	if err != nil {
-		return nil, fmt.Errorf("skip %q: %w", skip, err)
+	// An empty skip leaves nothing out (an empty expression would match
+	// every spec).
+	var skipRe *regexp.Regexp
+	if skip != "" {
+		if skipRe, err = regexp.Compile(skip); err != nil {
+			return nil, fmt.Errorf("skip %q: %w", skip, err)
+		}
 	}
 	s := &conformanceSummary{}
 	for _, r := range reports {
@@ -392,7 +428,7 @@ func summarizeConformance(path, focus, skip string, skips []skipEntry) (*conform
 				continue
 			}
 			text := strings.TrimSpace(strings.Join(append(slices.Clone(sp.ContainerHierarchyTexts), sp.LeafNodeText), " "))
-			if !focusRe.MatchString(text) || skipRe.MatchString(text) {
+			if !focusRe.MatchString(text) || skipRe != nil && skipRe.MatchString(text) {
 				s.notSelected++
 				continue
 			}
@@ -450,8 +486,8 @@ func firstLine(s string) string {
 // markdown is the summary as docs/conformance.md quotes it.
 func (s *conformanceSummary) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Kubernetes %s conformance, %s mode, flannel, 1 master + 2 workers (%s/%s), %s, %d ginkgo processes\n\n",
-		kubernetesVersion, s.mode, runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02 15:04 MST"), s.nodes)
+	fmt.Fprintf(&b, "Kubernetes %s conformance (%s set), %s mode, flannel, 1 master + 2 workers (%s/%s), %s, %d ginkgo processes\n\n",
+		kubernetesVersion, s.set, s.mode, runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02 15:04 MST"), s.nodes)
 	if len(s.stopped) > 0 {
 		fmt.Fprintf(&b, "- **stopped early** (%s): the counts are of the specs that ran\n", strings.Join(s.stopped, "; "))
 	}
@@ -517,6 +553,15 @@ func TestConformanceSummary(t *testing.T) {
 	}
 	if want := "[sig-cli] Kubectl update demo [Conformance]: needs a registry"; s.skipFile[0] != want {
 		t.Errorf("skip %q, want %q", s.skipFile[0], want)
+	}
+	// The serial set selects the [Serial] spec alone, and its empty skip
+	// leaves nothing out.
+	s, err = summarizeConformance(path, conformanceSerialFocus, conformanceSerialSkip, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.passed != 0 || len(s.failed) != 0 || s.other != 1 || s.notSelected != 4 {
+		t.Errorf("serial set: passed %d, failed %q, other %d, not selected %d; want 0, none, 1, 4", s.passed, s.failed, s.other, s.notSelected)
 	}
 	// A ginkgo stopped by a signal: an empty merged report, the suite's own
 	// beside it.
