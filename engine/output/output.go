@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/charmbracelet/log"
+	"github.com/muesli/termenv"
 
 	"github.com/mensylisir/kubexm/engine"
 )
@@ -51,8 +53,31 @@ type Text struct {
 
 // NewText returns the human view writing to w.
 func NewText(w io.Writer, verbosity int) *Text {
-	l := log.NewWithOptions(w, log.Options{ReportTimestamp: true, TimeFormat: time.TimeOnly})
+	l := log.NewWithOptions(noTerminal{w}, log.Options{ReportTimestamp: true, TimeFormat: time.TimeOnly})
+	l.SetColorProfile(colorProfile(w))
 	return &Text{w: w, log: l, verbosity: verbosity}
+}
+
+// noTerminal hides w's file descriptor from charmbracelet/log. Given an
+// *os.File on a terminal, its lipgloss renderer asks the terminal for its
+// foreground and background colours as soon as it is created (termenv's
+// colour cache), and waits 5 s for each answer: a terminal that never
+// answers (script(1), CI ptys) held every run 10 s before its first line,
+// NO_COLOR or not. Nothing the view prints depends on those colours, so
+// they are never asked; colorProfile chooses the colours from the
+// environment alone.
+type noTerminal struct{ io.Writer }
+
+// colorProfile is the colours the view uses on w: none unless w is a
+// terminal, none with NO_COLOR (or CLICOLOR=0), else what TERM and
+// COLORTERM say. termenv decides this from the environment and the file
+// alone, without a query to the terminal.
+func colorProfile(w io.Writer) termenv.Profile {
+	f, ok := w.(*os.File)
+	if !ok {
+		return termenv.Ascii
+	}
+	return termenv.NewOutput(f).EnvColorProfile()
 }
 
 // Emit prints e.
