@@ -53,11 +53,15 @@ Sources can be changed as for the installation (-e etcd_mirrors=...,
   kubexm artifact export -f cluster.yaml -o bundle.tar.gz -e images_local_dir=/srv/images`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if f.file, err = clusterFile(f.file); err != nil {
+				return err
+			}
 			return a.exportBundle(cmd.Context(), cmd.OutOrStdout(), f)
 		},
 	}
 	fl := export.Flags()
-	addFileFlag(export, &f.file)
+	addClusterFileFlag(fl, &f.file)
 	fl.StringVarP(&f.output, "output", "o", "bundle.tar.gz", "the bundle to write")
 	fl.StringVar(&f.workDir, "workdir", "", "work directory the files are fetched into (default .kubexm/<cluster name>)")
 	fl.StringArrayVarP(&f.extraVars, "extra-vars", "e", nil, "set a variable: name=value, @file.yaml or a {...} mapping (repeatable)")

@@ -84,6 +84,10 @@ summary counts them. -o json prints the playbook's report as it is.`,
   kubexm certs check -i cluster.yaml --warn-within 30d -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if f.inventory, err = clusterFile(f.inventory); err != nil {
+				return err
+			}
 			if remote.server != "" {
 				return certsCheckRemote(cmd, f, remote)
 			}
@@ -92,7 +96,7 @@ summary counts them. -o json prints the playbook's report as it is.`,
 	}
 	fl := check.Flags()
 	fl.StringVarP(&f.inventory, "inventory", "i", "", "cluster.yaml describing the hosts")
-	fl.StringVarP(&f.inventory, "file", "f", "", "the cluster file (same as -i, as the other verbs take it)")
+	addClusterFileFlag(fl, &f.inventory)
 	fl.StringVar(&f.warnWithin, "warn-within", "90d", `mark certificates that expire within this time ("90d", "2160h", "1y")`)
 	fl.StringVarP(&f.output, "output", "o", "text", "text or json")
 	fl.StringVar(&f.workDir, "workdir", "", "work directory (default .kubexm/<cluster name>)")
@@ -107,9 +111,6 @@ summary counts them. -o json prints the playbook's report as it is.`,
 func (f certsCheckFlags) checkFlags() (time.Duration, error) {
 	if f.output != "text" && f.output != "json" {
 		return 0, fmt.Errorf("--output must be text or json, not %q", f.output)
-	}
-	if f.inventory == "" {
-		return 0, fmt.Errorf("no inventory: pass the cluster description with -f (or -i) cluster.yaml")
 	}
 	within, err := pki.ParseValidity(f.warnWithin)
 	if err != nil || within < 0 {

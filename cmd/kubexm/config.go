@@ -25,10 +25,6 @@ func newConfigCmd() *cobra.Command {
 	return cmd
 }
 
-func addFileFlag(cmd *cobra.Command, file *string) {
-	cmd.Flags().StringVarP(file, "file", "f", "cluster.yaml", "cluster file")
-}
-
 func printWarnings(w io.Writer, warnings []schema.Warning) {
 	for _, x := range warnings {
 		fmt.Fprintf(w, "warning: %s\n", x)
@@ -57,6 +53,10 @@ install yet (kubexm support lists them).`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			file, err := clusterFile(file)
+			if err != nil {
+				return err
+			}
 			c, warnings, err := loadWith(file, rolesPath)
 			printWarnings(cmd.ErrOrStderr(), warnings)
 			if err != nil {
@@ -68,7 +68,7 @@ install yet (kubexm support lists them).`,
 			return nil
 		},
 	}
-	addFileFlag(cmd, &file)
+	addClusterFileFlag(cmd.Flags(), &file)
 	addRolesPathFlag(cmd, &rolesPath)
 	return cmd
 }
@@ -82,6 +82,10 @@ func newConfigViewCmd() *cobra.Command {
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			file, err := clusterFile(file)
+			if err != nil {
+				return err
+			}
 			c, warnings, err := loadWith(file, rolesPath)
 			printWarnings(cmd.ErrOrStderr(), warnings)
 			if err != nil {
@@ -95,7 +99,7 @@ func newConfigViewCmd() *cobra.Command {
 			return err
 		},
 	}
-	addFileFlag(cmd, &file)
+	addClusterFileFlag(cmd.Flags(), &file)
 	addRolesPathFlag(cmd, &rolesPath)
 	return cmd
 }
@@ -111,6 +115,10 @@ func newConfigConvertCmd() *cobra.Command {
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			file, err := clusterFile(file)
+			if err != nil {
+				return err
+			}
 			data, err := os.ReadFile(file)
 			if err != nil {
 				return fmt.Errorf("read cluster file: %w", err)
@@ -136,7 +144,7 @@ func newConfigConvertCmd() *cobra.Command {
 			return nil
 		},
 	}
-	addFileFlag(cmd, &file)
+	addClusterFileFlag(cmd.Flags(), &file)
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output file (default: standard output)")
 	return cmd
 }

@@ -230,7 +230,7 @@ type clusterFlags struct {
 
 func addClusterFlags(cmd *cobra.Command, f *clusterFlags) {
 	fl := cmd.Flags()
-	fl.StringVarP(&f.file, "file", "f", "", "the cluster file (cluster.yaml)")
+	addClusterFileFlag(fl, &f.file)
 	fl.StringVar(&f.workDir, "workdir", "", "work directory (default .kubexm/<cluster name>)")
 	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles (their support matrix checks the cluster file)")
 	fl.StringVarP(&f.output, "output", "o", "text", "text or json")
@@ -245,8 +245,9 @@ func loadCluster(f clusterFlags) (*schema.Cluster, *inventory.Inventory, string,
 	if f.cluster != "" {
 		return nil, nil, "", errors.New("--cluster names a cluster registered on a kubexm server: give --server URL too, or -f cluster.yaml for this machine's work directory")
 	}
-	if f.file == "" {
-		return nil, nil, "", errors.New("no cluster file: pass -f cluster.yaml")
+	var err error
+	if f.file, err = clusterFile(f.file); err != nil {
+		return nil, nil, "", err
 	}
 	c, _, err := loadWith(f.file, f.rolesPath)
 	if err != nil {

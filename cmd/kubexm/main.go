@@ -145,6 +145,8 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newServerCmd(a), newWorkerCmd(a), newGetCmd(), newBundleCmd())
 	// After them: the verbs join the get command of the server's jobs.
 	addVerbCmds(root, a)
+	addNounAliases(root)
+	refuseUnknownSubcommands(root)
 	return root
 }
 

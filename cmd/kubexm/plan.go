@@ -32,8 +32,9 @@ yet) is counted as skipped. Nothing is changed on any host.
   kubexm plan cluster -f cluster.yaml --tags etcd --limit n1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.inventory == "" {
-				return fmt.Errorf("no cluster file: pass -f cluster.yaml")
+			var err error
+			if f.inventory, err = clusterFile(f.inventory); err != nil {
+				return err
 			}
 			if remote.server != "" {
 				if err := refuseLocalFlags(cmd, "roles-path", "overlay", "workdir"); err != nil {
@@ -44,7 +45,7 @@ yet) is counted as skipped. Nothing is changed on any host.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&f.inventory, "file", "f", "", "the cluster file (cluster.yaml)")
+	addClusterFileFlag(fl, &f.inventory)
 	fl.StringSliceVarP(&f.tags, "tags", "t", nil, "plan only tasks with these tags")
 	fl.StringSliceVar(&f.skipTags, "skip-tags", nil, "leave out tasks with these tags")
 	fl.StringVarP(&f.limit, "limit", "l", "", "plan only for these hosts (pattern)")

@@ -67,7 +67,7 @@ Secrets of cluster.yaml are masked in the output.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&f.file, "file", "f", "", "the cluster file (cluster.yaml)")
+	addClusterFileFlag(fl, &f.file)
 	fl.StringSliceVar(&f.nodes, "nodes", nil, "hosts: names or patterns (comma separated)")
 	fl.StringSliceVar(&f.groups, "group", nil, "groups of the cluster file (comma separated)")
 	fl.BoolVar(&f.shell, "shell", false, "run the one argument after -- with /bin/sh -c")
@@ -100,9 +100,11 @@ func (a *app) prepareCommand(f runCommandFlags, args []string) (transport.Comman
 	if f.output != "text" && f.output != "json" {
 		return transport.Command{}, nil, nil, fmt.Errorf("--output must be text or json, not %q", f.output)
 	}
-	if f.file == "" {
-		return transport.Command{}, nil, nil, errors.New("no cluster file: pass -f cluster.yaml")
+	file, err := clusterFile(f.file)
+	if err != nil {
+		return transport.Command{}, nil, nil, err
 	}
+	f.file = file
 	c := transport.Command{Argv: args, Become: f.become || f.becomeUser != "", BecomeUser: f.becomeUser, Timeout: f.timeout}
 	switch {
 	case f.shell && len(args) != 1:

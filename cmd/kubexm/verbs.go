@@ -48,9 +48,12 @@ func addVerbCmds(root *cobra.Command, a *app) {
 	verb("certs", "").AddCommand(newCertsRenewCmd(a))
 	verb("plan", "Show what a run would change").AddCommand(newPlanClusterCmd(a))
 	verb("run", "Run a command on hosts of a cluster").AddCommand(newRunCommandCmd(a))
-	verb("get", "List clusters and nodes").AddCommand(newGetClustersCmd(), newGetNodesCmd())
+	get := verb("get", "List clusters and nodes")
+	get.AddCommand(newGetClustersCmd(), newGetNodesCmd())
+	// kubectl users' `get pods`: the cluster's objects are kubectl's.
+	get.Annotations = map[string]string{unknownHint: "kubexm get shows the clusters kubexm made and their hosts; the objects in a cluster are kubectl's: kubectl --kubeconfig .kubexm/CLUSTER/kubeconfig get ..."}
 	verb("describe", "Describe a cluster").AddCommand(newDescribeClusterCmd())
-	for _, n := range notYetVerbs {
+	for _, n := range notYetVerbs() {
 		verb(n.verb, n.verbShort).AddCommand(newNotYetCmd(n))
 	}
 }
@@ -67,8 +70,9 @@ func verbCmd(a *app, use, playbook, short, long, example string, v *verbFlags, p
 		Example: example,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if v.play.inventory == "" {
-				return fmt.Errorf("no cluster file: pass -f cluster.yaml (kubexm create config writes a sample)")
+			var err error
+			if v.play.inventory, err = clusterFile(v.play.inventory); err != nil {
+				return err
 			}
 			if prepare != nil {
 				if err := prepare(cmd, v); err != nil {
@@ -82,7 +86,7 @@ func verbCmd(a *app, use, playbook, short, long, example string, v *verbFlags, p
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&v.play.inventory, "file", "f", "", "the cluster file (cluster.yaml)")
+	addClusterFileFlag(fl, &v.play.inventory)
 	addRunFlags(fl, &v.play, "")
 	addRemoteFlags(fl, &remote)
 	fl.BoolVar(&v.play.check, "dry-run", false, "same as --check")
@@ -407,28 +411,40 @@ by running it again. Asks for confirmation unless --yes.`,
 	return cmd
 }
 
-// notYet is a verb of seeds/002 whose playbook does not exist yet.
+// notYet is a verb whose playbook does not exist yet.
 type notYet struct {
-	verb, verbShort, noun, seed, why, hint string
+	verb, verbShort, noun, why, hint string
 }
 
-var notYetVerbs = []notYet{
-	{verb: "run", noun: "task", seed: "seeds/002 kubexm run task", why: "no playbook runs one task alone yet",
-		hint: "kubexm create cluster -f cluster.yaml --start-at-task NAME (or --tags TAG) re-runs from that task; finished tasks change nothing"},
-	{verb: "upgrade", noun: "self", seed: "seeds/002 kubexm upgrade self", why: "kubexm does not replace its own binary yet",
-		hint: "install the new release's binary in place of this one"},
-	{verb: "rollback", verbShort: "Roll a cluster back", noun: "cluster", seed: "seeds/002 RollbackUpgrade", why: "no rollback playbook exists yet",
-		hint: "kubexm restore cluster -f cluster.yaml --backup FILE puts etcd, the PKI and the configuration back to a backup (upgrade cluster makes one first)"},
-	{verb: "cordon", verbShort: "Mark nodes unschedulable", noun: "node", seed: "seeds/002 CordonUncordonNode", why: "no cordon playbook exists yet",
-		hint: "kubexm run command -f cluster.yaml --group master[0] --become -- kubectl --kubeconfig /etc/kubernetes/admin.kubeconfig cordon NODE"},
-	{verb: "uncordon", verbShort: "Mark nodes schedulable", noun: "node", seed: "seeds/002 CordonUncordonNode", why: "no uncordon playbook exists yet",
-		hint: "kubexm run command -f cluster.yaml --group master[0] --become -- kubectl --kubeconfig /etc/kubernetes/admin.kubeconfig uncordon NODE"},
-	{verb: "restart", verbShort: "Restart cluster components", noun: "component", seed: "seeds/002 RestartComponent", why: "no playbook restarts a component host by host with health checks yet",
-		hint: "kubexm run command -f cluster.yaml --nodes HOST --become -- systemctl restart UNIT (one host at a time)"},
-	{verb: "rotate", verbShort: "Rotate cluster secrets", noun: "tokens", seed: "seeds/002 RotateKubeconfigTokens", why: "no playbook rotates the service-account keys yet",
-		hint: "kubexm certs renew -f cluster.yaml renews the certificates; the service-account key pair stays"},
-	{verb: "install", verbShort: "Install add-ons", noun: "addon", seed: "seeds/002 addon install", why: "no playbook installs one add-on on its own yet; spec.addons (metrics-server, manifests and Helm charts of your own) is installed by create cluster",
-		hint: "list it in spec.addons (a name, or sources.yaml / sources.chart) and run kubexm play create-cluster -i cluster.yaml --tags user-addons (yours) or --tags addons"},
+// notYetVerbs are the commands users of kubectl and kk look for that
+// kubexm has no playbook behind yet: each refuses with exit 3 and says
+// what to do meanwhile.
+func notYetVerbs() []notYet {
+	const noContexts = "kubexm has no contexts: every command names its cluster file with -f (default ./cluster.yaml)"
+	return []notYet{
+		{verb: "run", noun: "task", why: "no playbook runs one task alone yet",
+			hint: "kubexm create cluster -f cluster.yaml --start-at-task NAME (or --tags TAG) re-runs from that task; finished tasks change nothing"},
+		{verb: "upgrade", noun: "self", why: "kubexm does not replace its own binary yet",
+			hint: "install the new release's binary in place of this one"},
+		{verb: "rollback", verbShort: "Roll a cluster back", noun: "cluster", why: "no rollback playbook exists yet",
+			hint: "kubexm restore cluster -f cluster.yaml --backup FILE puts etcd, the PKI and the configuration back to a backup (upgrade cluster makes one first)"},
+		{verb: "cordon", verbShort: "Mark nodes unschedulable", noun: "node", why: "no cordon playbook exists yet",
+			hint: "kubexm run command -f cluster.yaml --group master[0] --become -- kubectl --kubeconfig /etc/kubernetes/admin.kubeconfig cordon NODE"},
+		{verb: "uncordon", verbShort: "Mark nodes schedulable", noun: "node", why: "no uncordon playbook exists yet",
+			hint: "kubexm run command -f cluster.yaml --group master[0] --become -- kubectl --kubeconfig /etc/kubernetes/admin.kubeconfig uncordon NODE"},
+		{verb: "restart", verbShort: "Restart cluster components", noun: "component", why: "no playbook restarts a component host by host with health checks yet",
+			hint: "kubexm run command -f cluster.yaml --nodes HOST --become -- systemctl restart UNIT (one host at a time)"},
+		{verb: "rotate", verbShort: "Rotate cluster secrets", noun: "tokens", why: "no playbook rotates the service-account keys yet",
+			hint: "kubexm certs renew -f cluster.yaml renews the certificates; the service-account key pair stays"},
+		{verb: "install", verbShort: "Install add-ons", noun: "addon", why: "no playbook installs one add-on on its own yet; spec.addons (metrics-server, manifests and Helm charts of your own) is installed by create cluster",
+			hint: "list it in spec.addons (a name, or sources.yaml / sources.chart) and run kubexm play create-cluster -i cluster.yaml --tags user-addons (yours) or --tags addons"},
+		{verb: "restart", noun: "cluster", why: "no playbook restarts a whole cluster host by host with health checks yet",
+			hint: "kubexm run command -f cluster.yaml --nodes HOST --become -- systemctl restart kubelet (one host at a time)"},
+		{verb: "config", noun: "get-contexts", why: noContexts,
+			hint: "kubexm get clusters lists the clusters kubexm keeps on this machine; kubectl --kubeconfig .kubexm/CLUSTER/kubeconfig reaches one"},
+		{verb: "config", noun: "use-context", why: noContexts,
+			hint: "pass -f cluster.yaml to each command, or run it in the directory holding cluster.yaml"},
+	}
 }
 
 // notYetError is a verb that exists in the command tree but has no
@@ -447,7 +463,7 @@ func newNotYetCmd(n notYet) *cobra.Command {
 	what := "kubexm " + n.verb + " " + n.noun
 	return &cobra.Command{
 		Use:   n.noun,
-		Short: "Not available yet (" + n.seed + ")",
+		Short: "Not available yet: " + n.why,
 		// Whatever flags a user tries, the answer is the same message.
 		DisableFlagParsing: true,
 		RunE: func(*cobra.Command, []string) error {
