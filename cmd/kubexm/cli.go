@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
 
+	"github.com/goccy/go-yaml"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -181,4 +184,37 @@ func clusterFile(flag string) (string, error) {
 			defaultClusterFile, defaultClusterFile, err)
 	}
 	return defaultClusterFile, nil
+}
+
+// addOutputFlag is -o of a command printing for people (text, or another
+// name of its own such as markdown) and for programs: json and yaml, the
+// same document in both.
+func addOutputFlag(cmd *cobra.Command, output *string, human string) {
+	cmd.Flags().StringVarP(output, "output", "o", human, human+", json or yaml")
+}
+
+// checkOutputFormat refuses an -o other than the human one, json and yaml.
+func checkOutputFormat(output string, human ...string) error {
+	if output == "json" || output == "yaml" || slices.Contains(human, output) {
+		return nil
+	}
+	return &usageError{msg: fmt.Sprintf("--output must be %s, json or yaml, not %q", strings.Join(human, ", "), output)}
+}
+
+// writeStructured prints v as -o json or -o yaml. The YAML is the JSON
+// converted, so both have one shape: the JSON field names.
+func writeStructured(w io.Writer, format string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", format, err)
+	}
+	if format == "yaml" {
+		if data, err = yaml.JSONToYAML(data); err != nil {
+			return fmt.Errorf("encode yaml: %w", err)
+		}
+	} else {
+		data = append(data, '\n')
+	}
+	_, err = w.Write(data)
+	return err
 }
