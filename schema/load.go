@@ -62,7 +62,12 @@ func parseWith(path string, data []byte, lookup func(string) (string, bool), s *
 	SetDefaults(c)
 	validate(c, ps)
 	s.check(c, ps)
-	failed := slices.Clone(decoded.list)
+	return finish(c, decoded, ps, slices.Clone(decoded.list))
+}
+
+// finish adds to what decoding found the problems of ps that are not
+// under a path of failed (consequences of those), and returns the result.
+func finish(c *Cluster, decoded, ps *problems, failed []Problem) (*Cluster, []Warning, error) {
 	for _, p := range ps.list {
 		if !underAny(p.Path, failed) {
 			decoded.list = append(decoded.list, p)

@@ -57,7 +57,8 @@ func resolveSecret(c *Cluster, ps *problems, lookup func(string) (string, bool),
 	}
 	name := v[2 : len(v)-1]
 	if !validEnvName(name) {
-		ps.add(pwPath, "write ${NAME} with letters, digits and _", "%q is not a valid environment variable reference", v)
+		// Not echoed: the value of a secret field may be the secret itself.
+		ps.add(pwPath, "write ${NAME} with letters, digits and _", "not a valid environment variable reference")
 		return
 	}
 	val, ok := lookup(name)

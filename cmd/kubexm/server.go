@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/api"
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/confine"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/worker"
@@ -35,6 +37,7 @@ type serviceFlags struct {
 	heartbeat     time.Duration
 	ttl           time.Duration
 	poll          time.Duration
+	allowNets     []string
 }
 
 func defaultDataDir() string {
@@ -56,6 +59,7 @@ func addServiceFlags(cmd *cobra.Command, f *serviceFlags) {
 	fl.DurationVar(&f.poll, "poll", time.Second, "how often an idle worker looks for a queued job")
 	fl.DurationVar(&f.heartbeat, "heartbeat", 5*time.Second, "how often a worker records that it still runs its job")
 	fl.DurationVar(&f.ttl, "heartbeat-ttl", 30*time.Second, "how long a job's worker may stay silent before the job is marked interrupted and resumed by another worker")
+	fl.StringSliceVar(&f.allowNets, "allow-host-networks", nil, "networks (CIDR,...) a cluster's hosts may be in although they are refused by default: loopback, link-local, this machine's own addresses, and connection: local hosts with an address in them; each lets jobs run commands on this machine")
 }
 
 // service is what the server and worker commands open.
@@ -64,6 +68,8 @@ type service struct {
 	box      *secretbox.Box
 	playbook func(string) (string, error)
 	dataDir  string
+	secrets  *confine.Secrets
+	guard    *confine.Guard
 }
 
 func (a *app) openService(ctx context.Context, f *serviceFlags, createKey bool) (*service, error) {
@@ -90,11 +96,20 @@ func (a *app) openService(ctx context.Context, f *serviceFlags, createKey bool) 
 	if db == "" {
 		db = filepath.Join(dataDir, "kubexm.db")
 	}
+	support, err := supportFromRolesPath(nil)
+	if err != nil {
+		return nil, err
+	}
+	secrets := confine.NewSecrets(dataDir, box)
+	guard, err := confine.New(confine.Config{Allow: f.allowNets, Support: support, Secrets: secrets})
+	if err != nil {
+		return nil, err
+	}
 	store, err := jobstore.Open(ctx, db)
 	if err != nil {
 		return nil, err
 	}
-	return &service{store: store, box: box, playbook: a.playbookResolver(f.playbooksDir), dataDir: dataDir}, nil
+	return &service{store: store, box: box, playbook: a.playbookResolver(f.playbooksDir), dataDir: dataDir, secrets: secrets, guard: guard}, nil
 }
 
 // playbookResolver turns a job's playbook name into what `kubexm play`
@@ -102,6 +117,11 @@ func (a *app) openService(ctx context.Context, f *serviceFlags, createKey bool) 
 // paths: an API client does not choose files on the workers.
 func (a *app) playbookResolver(dir string) func(string) (string, error) {
 	return func(name string) (string, error) {
+		// Checked here too, not only by the API: a job row may come from
+		// elsewhere, and a name with a separator would leave dir.
+		if name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
+			return "", fmt.Errorf("playbook %q: give the name of a playbook (kubexm playbook list), not a path", name)
+		}
 		if dir != "" {
 			for _, p := range []string{filepath.Join(dir, name, "playbook.yaml"), filepath.Join(dir, name+".yaml")} {
 				if _, err := os.Stat(p); err == nil {
@@ -135,6 +155,7 @@ type serverFlags struct {
 	tlsKey       string
 	insecureHTTP bool
 	tlsHosts     []string
+	maxConns     int
 }
 
 func newServerCmd(a *app) *cobra.Command {
@@ -155,13 +176,14 @@ workers: kubexm server alone is a working system. Add kubexm worker processes
 	}
 	addServiceFlags(cmd, &f.serviceFlags)
 	fl := cmd.Flags()
-	fl.StringVar(&f.listen, "listen", ":8443", "address to listen on")
+	fl.StringVar(&f.listen, "listen", defaultListen, "address to listen on (with --insecure-http and no --listen: 127.0.0.1:8443)")
+	fl.IntVar(&f.maxConns, "max-connections", 1000, "connections served at once; more wait until one ends")
 	fl.IntVar(&f.workers, "workers", 2, "in-process workers: how many jobs this process runs at once (0: only kubexm worker processes run jobs)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM); without it a self-signed one is made and kept in DATA-DIR/tls")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS private key (PEM) of --tls-cert")
 	fl.StringSliceVar(&f.tlsHosts, "tls-host", nil, "names and addresses the self-signed certificate is for (besides localhost)")
 	fl.BoolVar(&f.insecureHTTP, "insecure-http", false, "serve plain HTTP: tokens and cluster files then cross the network in clear; only behind a TLS proxy or on loopback")
-	cmd.AddCommand(newTokenCmd(a))
+	cmd.AddCommand(newTokenCmd(a), newSecretCmd(a))
 	return cmd
 }
 
@@ -188,14 +210,18 @@ func (a *app) serve(ctx context.Context, cmd *cobra.Command, f *serverFlags) err
 	if err != nil {
 		return err
 	}
-	srv, err := api.New(api.Config{Store: svc.store, Box: svc.box, Support: support, Playbook: svc.playbook, Registry: reg, Log: log, DataDir: svc.dataDir, Views: verbViews{support: support}})
+	srv, err := api.New(api.Config{Store: svc.store, Box: svc.box, Support: support, Playbook: svc.playbook, Registry: reg, Log: log, DataDir: svc.dataDir, Views: verbViews{support: support}, Guard: svc.guard})
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", f.listen)
+	if f.maxConns < 1 {
+		return fmt.Errorf("--max-connections %d: give at least 1", f.maxConns)
+	}
+	ln, err := net.Listen("tcp", listenAddr(f, cmd.Flags().Changed("listen")))
 	if err != nil {
 		return err
 	}
+	ln = api.LimitListener(ln, f.maxConns)
 	scheme := "https"
 	if f.insecureHTTP {
 		scheme = "http"
@@ -216,7 +242,7 @@ func (a *app) serve(ctx context.Context, cmd *cobra.Command, f *serverFlags) err
 		}
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs := srv.HTTPServer()
 	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWorkers()
 	var wg sync.WaitGroup
@@ -226,7 +252,7 @@ func (a *app) serve(ctx context.Context, cmd *cobra.Command, f *serverFlags) err
 		for i := range f.workers {
 			w, err := worker.New(worker.Config{Store: svc.store, Box: svc.box, DataDir: svc.dataDir, Playbook: svc.playbook,
 				Name: fmt.Sprintf("%s:%d/%d", host, os.Getpid(), i+1), Poll: f.poll, Heartbeat: f.heartbeat, TTL: f.ttl, Metrics: m, Log: log,
-				GlobalArgs: globalArgs(cmd)})
+				GlobalArgs: globalArgs(cmd), Guard: svc.guard})
 			if err != nil {
 				ln.Close()
 				return err
@@ -255,6 +281,18 @@ func (a *app) serve(ctx context.Context, cmd *cobra.Command, f *serverFlags) err
 		err = nil
 	}
 	return err
+}
+
+const defaultListen = ":8443"
+
+// listenAddr is where the server listens: --listen, except that plain
+// HTTP (which carries tokens and cluster files in clear) is on every
+// interface only when --listen says so.
+func listenAddr(f *serverFlags, listenSet bool) string {
+	if f.insecureHTTP && !listenSet {
+		return "127.0.0.1" + defaultListen
+	}
+	return f.listen
 }
 
 // globalArgs are the root flags a job's `kubexm play` child gets as set for
@@ -372,6 +410,84 @@ func newTokenCmd(a *app) *cobra.Command {
 			}
 			defer svc.store.Close()
 			return svc.store.DeleteToken(cmd.Context(), args[0])
+		},
+	}
+	for _, c := range []*cobra.Command{create, list, del} {
+		addServiceFlags(c, &f)
+		cmd.AddCommand(c)
+	}
+	return cmd
+}
+
+// newSecretCmd is `kubexm server secret`: the secrets a cluster.yaml sent
+// through the API names as ${secret:NAME}, made by whoever runs the server
+// (they read the data dir), never through the API.
+func newSecretCmd(a *app) *cobra.Command {
+	var f serviceFlags
+	cmd := &cobra.Command{Use: "secret", Short: "Create, list and delete the server secrets cluster files name as ${secret:NAME} (stored encrypted)"}
+	var fromFile string
+	create := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Store a secret (from --from-file, else standard input), replacing one of the same name",
+		Example: `  kubexm server secret create lab-key --from-file ~/.ssh/id_ed25519   # privateKeyPath: ${secret:lab-key}
+  printf %s "$PW" | kubexm server secret create lab-pw                 # password: ${secret:lab-pw}`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var data []byte
+			var err error
+			if fromFile != "" {
+				data, err = os.ReadFile(fromFile)
+			} else {
+				data, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), 1<<20))
+			}
+			if err != nil {
+				return fmt.Errorf("secret %s: %w", args[0], err)
+			}
+			// A password piped with echo ends with a newline that is not
+			// part of it; a key keeps its own.
+			if fromFile == "" {
+				data = []byte(strings.TrimRight(string(data), "\r\n"))
+			}
+			svc, err := a.openService(cmd.Context(), &f, true)
+			if err != nil {
+				return err
+			}
+			defer svc.store.Close()
+			if err := svc.secrets.Put(args[0], data); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "secret %s stored; a cluster file names it as ${secret:%s}\n", args[0], args[0])
+			return nil
+		},
+	}
+	create.Flags().StringVar(&fromFile, "from-file", "", "read the secret from this file (a private key); default: standard input")
+	list := &cobra.Command{
+		Use: "list", Short: "List the secrets' names", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			svc, err := a.openService(cmd.Context(), &f, true)
+			if err != nil {
+				return err
+			}
+			defer svc.store.Close()
+			names, err := svc.secrets.List()
+			if err != nil {
+				return err
+			}
+			for _, n := range names {
+				fmt.Fprintln(cmd.OutOrStdout(), n)
+			}
+			return nil
+		},
+	}
+	del := &cobra.Command{
+		Use: "delete NAME", Short: "Delete a secret (jobs of clusters naming it then fail)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			svc, err := a.openService(cmd.Context(), &f, true)
+			if err != nil {
+				return err
+			}
+			defer svc.store.Close()
+			return svc.secrets.Delete(args[0])
 		},
 	}
 	for _, c := range []*cobra.Command{create, list, del} {

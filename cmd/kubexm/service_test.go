@@ -40,16 +40,26 @@ import (
 var pg = pgtest.New()
 
 // TestMain lets the test binary stand in for the kubexm binary: the service
-// tests start `kubexm worker` processes (to kill -9 one), and the workers
-// start `kubexm play` children, all as this binary with KUBEXM_TEST_MAIN=1.
+// tests start `kubexm worker` processes (to kill -9 one), all as this binary
+// with KUBEXM_TEST_MAIN=1, and the workers start `kubexm play` children,
+// which get no environment of the worker's: known by their arguments (a
+// test binary's begin with -test.).
 func TestMain(m *testing.M) {
-	if os.Getenv("KUBEXM_TEST_MAIN") == "1" {
+	if os.Getenv("KUBEXM_TEST_MAIN") == "1" || kubexmArgs(os.Args[1:]) {
 		main()
 		os.Exit(0)
 	}
 	code := m.Run()
 	pg.Stop()
 	os.Exit(code)
+}
+
+func kubexmArgs(args []string) bool {
+	if len(args) == 0 {
+		return false
+	}
+	a := args[0]
+	return !strings.HasPrefix(a, "-test.") && !strings.HasPrefix(a, "--test.") && (a[0] != '-' || strings.HasPrefix(a, "--"))
 }
 
 // The secret every check greps for, and a cluster.yaml holding it.
@@ -135,6 +145,7 @@ type serviceEnv struct {
 	log      *syncBuffer
 	workers  map[string]*exec.Cmd
 	logFiles []string
+	allow    []string
 }
 
 type syncBuffer struct {
@@ -156,6 +167,13 @@ func (s *syncBuffer) String() string {
 
 func newServiceEnv(t *testing.T, dsn string) *serviceEnv {
 	t.Helper()
+	// The test hosts are this machine: allowed as a lab allows them.
+	return newServiceEnvAllowing(t, dsn, []string{"127.0.0.0/8", "::1"})
+}
+
+// newServiceEnvAllowing is newServiceEnv with --allow-host-networks allow.
+func newServiceEnvAllowing(t *testing.T, dsn string, allow []string) *serviceEnv {
+	t.Helper()
 	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
 	t.Setenv(secretbox.KeyEnv, key)
 	t.Setenv("KUBEXM_HOME", t.TempDir())
@@ -175,7 +193,8 @@ func newServiceEnv(t *testing.T, dsn string) *serviceEnv {
 	}
 	ctx := context.Background()
 	a := &app{builtinFS: kubexm.Content()}
-	f := serviceFlags{db: dsn, dataDir: e.dataDir, playbooksDir: e.pbDir}
+	e.allow = allow
+	f := serviceFlags{db: dsn, dataDir: e.dataDir, playbooksDir: e.pbDir, allowNets: allow}
 	svc, err := a.openService(ctx, &f, false)
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +206,7 @@ func newServiceEnv(t *testing.T, dsn string) *serviceEnv {
 		t.Fatal(err)
 	}
 	srv, err := api.New(api.Config{Store: svc.store, Box: svc.box, Support: support, Playbook: svc.playbook, Registry: prometheus.NewRegistry(),
-		Log: slog.New(slog.NewTextHandler(e.log, nil)), EventPoll: 100 * time.Millisecond, DataDir: e.dataDir, Views: verbViews{support: support}})
+		Log: slog.New(slog.NewTextHandler(e.log, nil)), EventPoll: 100 * time.Millisecond, DataDir: e.dataDir, Views: verbViews{support: support}, Guard: svc.guard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +229,7 @@ func (e *serviceEnv) startWorker(name string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "worker", "--db", e.dsn, "--data-dir", e.dataDir, "--playbooks", e.pbDir,
+	cmd := exec.Command(os.Args[0], "worker", "--db", e.dsn, "--data-dir", e.dataDir, "--playbooks", e.pbDir, "--allow-host-networks", strings.Join(e.allow, ","),
 		"--poll", "100ms", "--heartbeat", "200ms", "--heartbeat-ttl", "2s", "--name", name)
 	cmd.Env = append(os.Environ(), "KUBEXM_TEST_MAIN=1")
 	cmd.Stdout, cmd.Stderr = out, out
@@ -648,7 +667,7 @@ func TestServerAlone(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	var log syncBuffer
-	cmd := exec.Command(os.Args[0], "server", "--listen", addr, "--data-dir", dataDir, "--playbooks", pbDir, "--poll", "100ms")
+	cmd := exec.Command(os.Args[0], "server", "--listen", addr, "--data-dir", dataDir, "--playbooks", pbDir, "--poll", "100ms", "--allow-host-networks", "127.0.0.0/8,::1")
 	cmd.Env = append(os.Environ(), "KUBEXM_TEST_MAIN=1", "KUBEXM_HOME="+t.TempDir(), secretbox.KeyEnv+"=")
 	cmd.Stdout, cmd.Stderr = &log, &log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -769,7 +788,14 @@ spec:
 		t.Fatalf("queue reach: %d", code)
 	}
 	waitEnd(acc.JobID, jobstore.Failed, "job on an unreachable host")
-	resp, err = client.Get("https://" + addr + "/metrics")
+	// /metrics names clusters and hosts: a token only.
+	if resp, err = client.Get("https://" + addr + "/metrics"); err != nil || resp.StatusCode != 401 {
+		t.Fatalf("/metrics without a token: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	req, _ = http.NewRequest("GET", "https://"+addr+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err = client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

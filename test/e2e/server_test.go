@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -146,6 +147,9 @@ func (s *apiServer) play(ctx context.Context, t *testing.T, kx kubexm, cluster, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	if config, err = s.keysAsSecrets(ctx, kx, config); err != nil {
+		return fail(err)
+	}
 	if err := s.call(ctx, "POST", "/api/v1/clusters", bytes.NewReader(config), http.StatusCreated, nil); err != nil {
 		return fail(err)
 	}
@@ -201,6 +205,7 @@ func (s *apiServer) checkSSHMetrics(ctx context.Context, t *testing.T, cluster s
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		t.Fatalf("/metrics: %v", err)
@@ -314,4 +319,28 @@ func (s *apiServer) stream(ctx context.Context, id string, last *int64, res *run
 		}
 	}
 	return serverJob{}, false, errors.Join(sc.Err(), io.ErrUnexpectedEOF)
+}
+
+// keysAsSecrets turns the private key files of config into server secrets,
+// made as the server's administrator makes them (kubexm server secret
+// create): the API takes no path of the server's files.
+func (s *apiServer) keysAsSecrets(ctx context.Context, kx kubexm, config []byte) ([]byte, error) {
+	re := regexp.MustCompile(`privateKeyPath: "([^"]+)"`)
+	names := map[string]string{}
+	var ferr error
+	out := re.ReplaceAllFunc(config, func(m []byte) []byte {
+		path := string(re.FindSubmatch(m)[1])
+		name, ok := names[path]
+		if !ok {
+			name = fmt.Sprintf("e2e-key-%d", len(names)+1)
+			names[path] = name
+			cmd := exec.CommandContext(ctx, kx.bin, "server", "secret", "create", name, "--from-file", path, "--data-dir", s.dataDir)
+			cmd.Env = append(os.Environ(), "KUBEXM_SECRET_KEY=")
+			if out, err := cmd.CombinedOutput(); err != nil && ferr == nil {
+				ferr = fmt.Errorf("kubexm server secret create %s: %w: %s", name, err, out)
+			}
+		}
+		return []byte(`privateKeyPath: "${secret:` + name + `}"`)
+	})
+	return out, ferr
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/confine"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/worker"
@@ -58,6 +59,9 @@ type Config struct {
 	Views Views
 	// EventPoll is how often an event stream looks for new events.
 	EventPoll time.Duration
+	// Guard reads a registered cluster.yaml without the server's files
+	// and environment, and refuses hosts that are the server's machine.
+	Guard *confine.Guard
 }
 
 // Server serves the API.
@@ -67,7 +71,62 @@ type Server struct {
 	// tokens caches the tokens found, by hash, for tokenTTL: a client
 	// polling a job costs one query, not two. A deleted token stops
 	// working within tokenTTL.
-	tokens sync.Map // string -> cachedToken
+	tokens         sync.Map // string -> cachedToken
+	metricsHandler http.Handler
+}
+
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request, _ jobstore.Token) {
+	s.metricsHandler.ServeHTTP(w, r)
+}
+
+// Limits of a request body: what a route reads, and no more. A route that
+// reads none takes a small one.
+const (
+	maxJobRequest = 1 << 20
+	maxNoBody     = 4 << 10
+)
+
+// bodyLimit is how large a body rt takes.
+func (s *Server) bodyLimit(rt route) int64 {
+	switch {
+	case rt.method == http.MethodPost && rt.path == "/api/v1/clusters/{name}/bundles":
+		return s.c.MaxBundle
+	case rt.method == http.MethodPost && rt.path == "/api/v1/clusters":
+		return maxConfig
+	case rt.method == http.MethodPost && rt.path == "/api/v1/jobs":
+		return maxJobRequest
+	}
+	return maxNoBody
+}
+
+// Timeouts of HTTPServer. A request's headers and body are read within
+// readTimeout, its answer written within writeTimeout; the routes that
+// stream (an upload, the event stream, a download) lift them once their
+// token is checked.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = time.Minute
+	writeTimeout      = 2 * time.Minute
+	idleTimeout       = 2 * time.Minute
+)
+
+// HTTPServer is the http.Server to serve s with: bounded in time per
+// request, so that connections that send slowly or never end are dropped.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{Handler: s, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, WriteTimeout: writeTimeout,
+		IdleTimeout: idleTimeout, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(s.c.Log.Handler(), slog.LevelWarn)}
+}
+
+// streams says which limits rt lifts: reading (an upload) and writing
+// (an event stream, a download).
+func streams(rt route) (read, write bool) {
+	switch rt.path {
+	case "/api/v1/clusters/{name}/bundles":
+		return rt.method == http.MethodPost, false
+	case "/api/v1/jobs/{id}/events/stream", "/api/v1/clusters/{name}/backups/{backup}":
+		return false, true
+	}
+	return false, false
 }
 
 type cachedToken struct {
@@ -102,8 +161,8 @@ type route struct {
 
 // New builds the server and its routes.
 func New(c Config) (*Server, error) {
-	if c.Store == nil || c.Box == nil || c.Playbook == nil || c.Registry == nil || c.DataDir == "" {
-		return nil, errors.New("api: store, secret key, playbook resolver, metrics registry and data dir are required")
+	if c.Store == nil || c.Box == nil || c.Playbook == nil || c.Registry == nil || c.DataDir == "" || c.Guard == nil {
+		return nil, errors.New("api: store, secret key, playbook resolver, metrics registry, data dir and guard are required")
 	}
 	if c.MaxBundle <= 0 {
 		c.MaxBundle = 32 << 30
@@ -114,20 +173,22 @@ func New(c Config) (*Server, error) {
 	if c.EventPoll <= 0 {
 		c.EventPoll = 500 * time.Millisecond
 	}
-	s := &Server{c: c, mux: http.NewServeMux()}
+	s := &Server{c: c, mux: http.NewServeMux(), metricsHandler: promhttp.HandlerFor(c.Registry, promhttp.HandlerOpts{})}
 	if err := c.Registry.Register(&jobsCollector{store: c.Store, desc: prometheus.NewDesc("kubexm_jobs", "Jobs in the store, per state.", []string{"state"}, nil)}); err != nil {
 		return nil, err
 	}
 	for _, rt := range s.routes() {
 		s.mux.HandleFunc(rt.method+" "+rt.path, s.wrap(rt))
 	}
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(c.Registry, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.openAPI())
 	})
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if _, err := c.Store.JobCounts(r.Context()); err != nil {
-			writeError(w, http.StatusServiceUnavailable, "database: "+err.Error())
+			// Unauthenticated: the error (a DSN, a path, a host) goes to
+			// the log only.
+			c.Log.Error("health check: the database does not answer", "err", err)
+			writeError(w, http.StatusServiceUnavailable, "the database does not answer (see the server's log)")
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -187,6 +248,23 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 				return
 			}
 			tok = t
+		}
+		// After the token: nothing of the body is read for a client
+		// without one.
+		limit := s.bodyLimit(rt)
+		if r.ContentLength > limit {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s %s takes a body of at most %d bytes", rt.method, rt.path, limit))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		if read, write := streams(rt); read || write {
+			rc := http.NewResponseController(w)
+			if read {
+				_ = rc.SetReadDeadline(time.Time{})
+			}
+			if write {
+				_ = rc.SetWriteDeadline(time.Time{})
+			}
 		}
 		rt.handler(w, r, tok)
 	}
@@ -263,7 +341,7 @@ func (s *Server) registerCluster(w http.ResponseWriter, r *http.Request, tok job
 		writeError(w, http.StatusRequestEntityTooLarge, "cluster.yaml: "+err.Error())
 		return
 	}
-	c, _, err := schema.ParseWith("cluster.yaml", data, s.c.Support)
+	c, err := s.c.Guard.Register(r.Context(), data)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -346,9 +424,13 @@ type jobRequest struct {
 
 func (s *Server) createJob(w http.ResponseWriter, r *http.Request, tok jobstore.Token) {
 	var req jobRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("job request: larger than %d bytes", mbe.Limit))
+			return
+		}
 		writeError(w, http.StatusBadRequest, "job request: "+err.Error()+` (want {"cluster": NAME, "playbook": NAME, "options": {...}})`)
 		return
 	}
@@ -419,6 +501,21 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, tok jobstore.Toke
 	cv, err := s.c.Store.ClusterConfig(r.Context(), req.Cluster, req.ConfigVersion)
 	if err != nil {
 		s.storeError(w, r, err)
+		return
+	}
+	// Again for the job: the version may predate the rules, and a
+	// command's nodes must be hosts of the cluster.
+	plain, err := s.c.Box.Open(cv.Sealed, worker.ConfigAAD(req.Cluster))
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	var nodes, groups []string
+	if c := req.Options.Command; c != nil {
+		nodes, groups = c.Nodes, c.Groups
+	}
+	if _, err := s.c.Guard.CheckJob(r.Context(), plain, nodes, groups); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("cluster %s version %d: %v", req.Cluster, cv.Version, err))
 		return
 	}
 	id, err := newJobID()

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mensylisir/kubexm/bundle"
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/confine"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
 	"github.com/mensylisir/kubexm/schema"
@@ -65,7 +67,11 @@ func newFixtureOn(t testing.TB, dsn, dataDir string, first *fixture) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Store: store, Box: box, Support: support, Registry: prometheus.NewRegistry(), EventPoll: 20 * time.Millisecond, DataDir: dataDir, MaxBundle: 4 << 20, Views: fakeViews{},
+	guard, err := confine.New(confine.Config{Allow: []string{"127.0.0.0/8"}, Support: support, Secrets: confine.NewSecrets(dataDir, box)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Store: store, Box: box, Support: support, Registry: prometheus.NewRegistry(), EventPoll: 20 * time.Millisecond, DataDir: dataDir, MaxBundle: 4 << 20, Views: fakeViews{}, Guard: guard,
 		Playbook: func(name string) (string, error) {
 			if name != "create-cluster" && name != "upgrade" && name != "restore" {
 				return "", fmt.Errorf("no playbook %q", name)
@@ -224,7 +230,10 @@ func TestClustersAndJobs(t *testing.T) {
 	if code, body = f.call(t, "GET", "/api/v1/audit", f.operator, ""); code != 200 || !strings.Contains(string(body), `"cancel job"`) || !strings.Contains(string(body), `"register cluster"`) {
 		t.Fatalf("audit: %d %s", code, body)
 	}
-	code, body = f.call(t, "GET", "/metrics", "", "")
+	if code, _ = f.call(t, "GET", "/metrics", "", ""); code != 401 {
+		t.Fatalf("metrics without a token: %d", code)
+	}
+	code, body = f.call(t, "GET", "/metrics", f.reader, "")
 	if code != 200 || !strings.Contains(string(body), `kubexm_jobs{state="cancelled"} 1`) || !strings.Contains(string(body), `kubexm_jobs{state="queued"} 0`) {
 		t.Fatalf("metrics: %d %s", code, body)
 	}
@@ -263,7 +272,7 @@ func TestOpenAPICoversTheMux(t *testing.T) {
 			}
 		}
 	}
-	registered := []string{"GET /metrics", "GET /openapi.json", "GET /healthz"}
+	registered := []string{"GET /openapi.json", "GET /healthz"}
 	for _, rt := range f.s.routes() {
 		registered = append(registered, rt.method+" "+rt.path)
 	}
@@ -462,4 +471,86 @@ func TestBundles(t *testing.T) {
 func isJSONError(body []byte) bool {
 	var e struct{ Error string }
 	return json.Unmarshal(body, &e) == nil && e.Error != ""
+}
+
+// TestServiceRequestLimits: each route reads a body of its own size at
+// most (413 beyond it, before reading), a client without a token is
+// answered before it sends its body, /healthz names no database error, and
+// HTTPServer bounds every phase of a request.
+func TestServiceRequestLimits(t *testing.T) {
+	f := newFixture(t)
+	big := strings.Repeat(" ", 2<<20) + "{}"
+	if code, body := f.call(t, "POST", "/api/v1/jobs", f.operator, big); code != 413 {
+		t.Errorf("a 2 MiB job request: %d %s", code, body)
+	}
+	if code, body := f.call(t, "POST", "/api/v1/jobs/job-x/cancel", f.operator, strings.Repeat("x", 64<<10)); code != 413 {
+		t.Errorf("a 64 KiB body to cancel: %d %s", code, body)
+	}
+	if code, body := f.call(t, "POST", "/api/v1/clusters", f.operator, strings.Repeat("#", 2<<20)); code != 413 {
+		t.Errorf("a 2 MiB cluster.yaml: %d %s", code, body)
+	}
+	// Headers announcing 1 GiB, and no byte of it: the 401 comes anyway.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /api/v1/clusters/c1/bundles HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 1<<30)
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil || resp.StatusCode != 401 {
+		t.Errorf("unauthenticated upload, body not sent: %v %v", resp, err)
+	}
+	hs := f.s.HTTPServer()
+	if hs.ReadHeaderTimeout <= 0 || hs.ReadTimeout <= 0 || hs.WriteTimeout <= 0 || hs.IdleTimeout <= 0 || hs.MaxHeaderBytes <= 0 {
+		t.Errorf("HTTPServer leaves a phase unbounded: %+v", hs)
+	}
+	// A closed database: /healthz says so without its error.
+	f.store.Close()
+	code, body := f.call(t, "GET", "/healthz", "", "")
+	if code != 503 || strings.Contains(string(body), "sql") || strings.Contains(string(body), "closed") {
+		t.Errorf("healthz on a closed database: %d %s", code, body)
+	}
+}
+
+// TestServiceLimitListener: past its limit, a connection waits for one to
+// end.
+func TestServiceLimitListener(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := LimitListener(inner, 2)
+	defer l.Close()
+	accepted := make(chan net.Conn, 3)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	for range 3 {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	first := <-accepted
+	<-accepted
+	select {
+	case <-accepted:
+		t.Fatal("a third connection was accepted while two were open")
+	case <-time.After(200 * time.Millisecond):
+	}
+	first.Close()
+	select {
+	case c := <-accepted:
+		c.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the third connection was not accepted when one ended")
+	}
 }

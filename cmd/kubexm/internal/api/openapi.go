@@ -150,6 +150,9 @@ func (s *Server) routes() []route {
 			map[string]any{"parameters": []any{jobID, afterParam}})},
 		{"GET", "/api/v1/audit", RoleOperator, s.auditLog, op("The audit log: who registered, queued, cancelled or resumed what (newest first)",
 			map[string]any{"200": resp("the entries", listOf("audit", "AuditEntry"))}, nil)},
+		// A token: the labels name the clusters and their hosts.
+		{"GET", "/metrics", RoleReadOnly, s.metrics, op("Prometheus metrics: kubexm_jobs{state}, kubexm_task_duration_seconds, kubexm_host_failures_total, kubexm_jobs_finished_total, kubexm_ssh_dials_total, kubexm_ssh_connections_open",
+			map[string]any{"200": map[string]any{"description": "the metrics", "content": map[string]any{"text/plain": map[string]any{"schema": str}}}}, nil)},
 	}
 }
 
@@ -172,7 +175,6 @@ func (s *Server) openAPI() map[string]any {
 		return map[string]any{"summary": summary, "security": []any{}, "responses": map[string]any{"200": map[string]any{"description": "ok", "content": map[string]any{ctype: map[string]any{"schema": map[string]any{"type": "string"}}}}}}
 	}
 	add("GET", "/openapi.json", open("This document", "application/json"))
-	add("GET", "/metrics", open("Prometheus metrics: kubexm_jobs{state}, kubexm_task_duration_seconds, kubexm_host_failures_total, kubexm_jobs_finished_total, kubexm_ssh_dials_total, kubexm_ssh_connections_open", "text/plain"))
 	add("GET", "/healthz", open("Whether the server reaches its database", "application/json"))
 	str := map[string]any{"type": "string"}
 	strs := map[string]any{"type": "array", "items": str}

@@ -86,6 +86,14 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request, what string, fn fu
 		s.internal(w, r, fmt.Errorf("cluster %s version %d: %w", name, cv.Version, err))
 		return
 	}
+	// The view's code reads the file as kubexm does, which would resolve
+	// references to the server's files and environment: a config that
+	// holds one is refused, and server secrets are left out.
+	plain, err = s.c.Guard.ForView(r.Context(), plain)
+	if err != nil {
+		writeError(w, http.StatusConflict, fmt.Sprintf("cluster %s version %d: %v: register it again", name, cv.Version, err))
+		return
+	}
 	mask, err := s.masker(plain)
 	if err != nil {
 		s.internal(w, r, fmt.Errorf("cluster %s version %d: %w", name, cv.Version, err))
@@ -114,7 +122,7 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request, what string, fn fu
 // masker replaces every secret of a cluster.yaml, as it is and as it looks
 // inside a JSON string, with ******.
 func (s *Server) masker(config []byte) (func(string) string, error) {
-	c, _, err := schema.ParseWith("cluster.yaml", config, s.c.Support)
+	c, _, err := schema.ParseConfined(config, s.c.Support, nil)
 	if err != nil {
 		return nil, err
 	}

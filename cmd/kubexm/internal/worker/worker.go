@@ -31,6 +31,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/confine"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
 	"github.com/mensylisir/kubexm/engine"
@@ -62,6 +63,16 @@ type Config struct {
 	MaxAttempts int
 	Metrics     *Metrics
 	Log         *slog.Logger
+	// Guard checks each job's cluster.yaml and command again before the
+	// run (the server did at registration, but the config may predate
+	// its rules, or come through another server) and resolves the server
+	// secrets it names.
+	Guard Guard
+}
+
+// Guard is what a worker asks before a run (confine.Guard).
+type Guard interface {
+	Prepare(ctx context.Context, config []byte, nodes, groups []string, firstFD int) (confine.Prepared, error)
 }
 
 // Worker claims and runs jobs until its context ends.
@@ -69,9 +80,12 @@ type Worker struct{ c Config }
 
 // New checks c and fills in its defaults.
 func New(c Config) (*Worker, error) {
-	if c.Store == nil || c.Box == nil || c.DataDir == "" || c.Playbook == nil {
-		return nil, errors.New("worker: store, secret key, data dir and playbook resolver are required")
+	if c.Store == nil || c.Box == nil || c.DataDir == "" || c.Playbook == nil || c.Guard == nil {
+		return nil, errors.New("worker: store, secret key, data dir, playbook resolver and guard are required")
 	}
+	// A descriptor this process inherited without close-on-exec would
+	// reach every job's child, and what it runs: none does.
+	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	if c.Name == "" {
 		host, _ := os.Hostname()
 		c.Name = host + ":" + strconv.Itoa(os.Getpid())
@@ -197,6 +211,17 @@ func (w *Worker) runJob(ctx context.Context, j *jobstore.Job) {
 		w.finish(j, jobstore.Failed, fmt.Sprintf("cluster %s version %d: %v", j.Cluster, cv.Version, err))
 		return
 	}
+	var nodes, groups []string
+	if c := j.Options.Command; c != nil {
+		nodes, groups = c.Nodes, c.Groups
+	}
+	prep, err := w.c.Guard.Prepare(ctx, plain, nodes, groups, firstKeyFD)
+	if err != nil {
+		w.finish(j, jobstore.Failed, fmt.Sprintf("cluster %s version %d: %v", j.Cluster, cv.Version, err))
+		return
+	}
+	defer prep.Close()
+	plain = prep.Config
 	mask := func(s string) string { return s }
 	if c, _, err := schema.Parse("cluster.yaml", plain); err == nil {
 		if inv, err := schema.Inventory(c, ""); err == nil {
@@ -215,7 +240,7 @@ func (w *Worker) runJob(ctx context.Context, j *jobstore.Job) {
 		w.finish(j, jobstore.Failed, err.Error())
 		return
 	}
-	st, msg := w.play(ctx, j, ref, plain, mask, log)
+	st, msg := w.play(ctx, j, ref, plain, prep.Files, mask, log)
 	if st == jobstore.Interrupted {
 		ictx, cancel := bg()
 		defer cancel()
@@ -336,11 +361,12 @@ func playArgs(j *jobstore.Job, ref, dataDir string) ([]string, error) {
 
 // play runs the job's child and says how it ended; "" when the job was
 // lost to another worker.
-func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config []byte, mask func(string) string, log *slog.Logger) (jobstore.Status, string) {
+func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config []byte, keys []*os.File, mask func(string) string, log *slog.Logger) (jobstore.Status, string) {
 	// The cluster.yaml reaches the child through a memfd, never a file:
 	// its secrets are not written to disk in clear. /dev/fd/3 opens anew
-	// for each read.
-	fd, err := unix.MemfdCreate("cluster.yaml", 0)
+	// for each read. Close-on-exec: the child gets it as fd 3, and the
+	// child of another job running at once does not.
+	fd, err := unix.MemfdCreate("cluster.yaml", unix.MFD_CLOEXEC)
 	if err != nil {
 		return jobstore.Failed, fmt.Sprintf("memfd: %v", err)
 	}
@@ -366,15 +392,19 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 	defer connsW.Close() // closed at Start already, unless an error came first
 	args := append(append([]string{}, w.c.GlobalArgs...), "--conn-events-fd=4")
 	args = append(args, pargs...)
-	cmd := exec.Command(w.c.Exe, args...)
-	cmd.ExtraFiles = []*os.File{cfg, connsW}
-	cmd.Dir = workDir
-	cmd.Env = os.Environ()
-	if os.Getenv("KUBEXM_HOME") == "" {
-		// One known_hosts for all workers: a host key trusted by one is
-		// trusted by the worker that resumes.
-		cmd.Env = append(cmd.Env, "KUBEXM_HOME="+w.c.DataDir)
+	tmp, err := os.MkdirTemp("", "kubexm-job-"+j.ID+"-")
+	if err != nil {
+		return jobstore.Failed, fmt.Sprintf("temp dir: %v", err)
 	}
+	defer os.RemoveAll(tmp)
+	env, err := childEnv(tmp, w.c.DataDir)
+	if err != nil {
+		return jobstore.Failed, err.Error()
+	}
+	cmd := exec.Command(w.c.Exe, args...)
+	cmd.ExtraFiles = append([]*os.File{cfg, connsW}, keys...)
+	cmd.Dir = workDir
+	cmd.Env = env
 	// The child dies with the worker, however the worker dies; in a
 	// process group of its own, so that a kill reaches what it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
@@ -490,6 +520,41 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 		return jobstore.Cancelled, "cancelled"
 	}
 	return jobstore.Failed, mask(stderr.message(err))
+}
+
+// firstKeyFD is the child's descriptor of the first private key of a
+// server secret: after the config (3) and the connection events (4).
+const firstKeyFD = 5
+
+// childEnv is all a job's child gets of an environment: the server's holds
+// what its jobs must not see (the secret key, the admin's credentials and
+// agent, cloud tokens). Its own home and temp dir (no ~/.ssh of the
+// server's user, no default key); the proxies, which downloads need.
+func childEnv(tmp, dataDir string) ([]string, error) {
+	home := filepath.Join(tmp, "home")
+	tmpdir := filepath.Join(tmp, "tmp")
+	for _, d := range []string{home, tmpdir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, fmt.Errorf("job dir: %w", err)
+		}
+	}
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	}
+	// One known_hosts for all workers: a host key trusted by one is
+	// trusted by the worker that resumes.
+	kxHome := os.Getenv("KUBEXM_HOME")
+	if kxHome == "" {
+		kxHome = dataDir
+	}
+	env := []string{"PATH=" + path, "HOME=" + home, "TMPDIR=" + tmpdir, "KUBEXM_HOME=" + kxHome}
+	for _, k := range []string{"http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env, nil
 }
 
 // follow reads the child's JSON events into the store and the metrics.

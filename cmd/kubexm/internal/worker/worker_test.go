@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/confine"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
 )
@@ -20,7 +22,10 @@ import (
 // run, and then either ends or waits for a signal (exit 130, as kubexm
 // play does when stopped).
 const fakePlay = `#!/bin/sh
+FAKE_DIR=@DIR@
 echo "$@" >> "$FAKE_DIR/args"
+env > "$FAKE_DIR/env"
+for f in /proc/$$/fd/*; do readlink "$f"; done > "$FAKE_DIR/fds"
 wc -c < /dev/fd/3 >> "$FAKE_DIR/config-bytes"
 # SSH connections as --conn-events-fd=4 reports them: n2's is still open
 # when the run ends.
@@ -40,9 +45,10 @@ echo '{"time":"2026-01-01T00:00:00Z","kind":"recap","run":"run-1"}'
 func setup(t *testing.T) (jobstore.Store, *secretbox.Box, string, string) {
 	t.Helper()
 	dir := t.TempDir()
-	t.Setenv("FAKE_DIR", dir)
 	exe := filepath.Join(dir, "kubexm")
-	if err := os.WriteFile(exe, []byte(fakePlay), 0o755); err != nil {
+	// The directory is in the script: the child gets no environment of
+	// the worker's.
+	if err := os.WriteFile(exe, []byte(strings.ReplaceAll(fakePlay, "@DIR@", dir)), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	store, err := jobstore.Open(context.Background(), filepath.Join(dir, "db"))
@@ -65,11 +71,19 @@ func setup(t *testing.T) (jobstore.Store, *secretbox.Box, string, string) {
 func newWorker(t *testing.T, store jobstore.Store, box *secretbox.Box, dir, exe, name string) *Worker {
 	t.Helper()
 	w, err := New(Config{Store: store, Box: box, Name: name, DataDir: filepath.Join(dir, "data"), Exe: exe,
-		Playbook: func(n string) (string, error) { return n, nil }, Poll: 20 * time.Millisecond, Heartbeat: 50 * time.Millisecond, TTL: time.Second})
+		Playbook: func(n string) (string, error) { return n, nil }, Poll: 20 * time.Millisecond, Heartbeat: 50 * time.Millisecond, TTL: time.Second, Guard: passGuard{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return w
+}
+
+// passGuard lets every config through: these tests' configs are not
+// cluster files.
+type passGuard struct{}
+
+func (passGuard) Prepare(_ context.Context, config []byte, _, _ []string, _ int) (confine.Prepared, error) {
+	return confine.Prepared{Config: config}, nil
 }
 
 func waitFor(t *testing.T, store jobstore.Store, what string, ok func(jobstore.Job) bool) jobstore.Job {
@@ -182,7 +196,7 @@ func TestSSHMetrics(t *testing.T) {
 	store, box, dir, exe := setup(t)
 	reg := prometheus.NewRegistry()
 	w, err := New(Config{Store: store, Box: box, Name: "w1", DataDir: filepath.Join(dir, "data"), Exe: exe, Metrics: NewMetrics(reg),
-		Playbook: func(n string) (string, error) { return n, nil }, Poll: 20 * time.Millisecond, Heartbeat: 50 * time.Millisecond, TTL: time.Second})
+		Playbook: func(n string) (string, error) { return n, nil }, Poll: 20 * time.Millisecond, Heartbeat: 50 * time.Millisecond, TTL: time.Second, Guard: passGuard{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,5 +240,58 @@ func TestSSHMetrics(t *testing.T) {
 	args, _ := os.ReadFile(filepath.Join(dir, "args"))
 	if !strings.HasPrefix(string(args), "--conn-events-fd=4 play ") {
 		t.Fatalf("child args: %s", args)
+	}
+}
+
+// TestServiceChildEnvironment: a job's child gets no variable of the
+// worker's environment but PATH and the proxies, a home and temp dir of its
+// own (removed with the job), and no descriptor the worker inherited.
+func TestServiceChildEnvironment(t *testing.T) {
+	store, box, dir, exe := setup(t)
+	t.Setenv("KUBEXM_SECRET_KEY", "worker-only-key")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "worker-only-cloud")
+	t.Setenv("https_proxy", "http://proxy.example:3128")
+	leak := filepath.Join(dir, "inherited")
+	if err := os.WriteFile(leak, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// As a descriptor a service manager or a shell leaves open: no
+	// close-on-exec.
+	fd, err := syscall.Open(leak, syscall.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = newWorker(t, store, box, dir, exe, "w1").Run(ctx) }()
+	waitFor(t, store, "succeeded", func(j jobstore.Job) bool { return j.Status == jobstore.Succeeded })
+	data, _ := os.ReadFile(filepath.Join(dir, "env"))
+	env := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		k, v, _ := strings.Cut(l, "=")
+		env[k] = v
+	}
+	for _, k := range []string{"KUBEXM_SECRET_KEY", "AWS_SECRET_ACCESS_KEY"} {
+		if _, ok := env[k]; ok {
+			t.Errorf("the child got %s", k)
+		}
+	}
+	if env["https_proxy"] != "http://proxy.example:3128" || env["PATH"] != os.Getenv("PATH") || env["KUBEXM_HOME"] == "" {
+		t.Errorf("the child's environment lacks what it needs: %v", env)
+	}
+	home, tmp := env["HOME"], env["TMPDIR"]
+	if home == "" || tmp == "" || home == os.Getenv("HOME") || filepath.Dir(home) != filepath.Dir(tmp) {
+		t.Errorf("HOME %q and TMPDIR %q: want a job dir of their own", home, tmp)
+	}
+	if _, err := os.Stat(filepath.Dir(home)); !os.IsNotExist(err) {
+		t.Errorf("the job's dir %s stays after the job: %v", filepath.Dir(home), err)
+	}
+	fds, _ := os.ReadFile(filepath.Join(dir, "fds"))
+	if strings.Contains(string(fds), leak) {
+		t.Errorf("the child inherited the worker's descriptor of %s:\n%s", leak, fds)
+	}
+	if !strings.Contains(string(fds), "memfd:cluster.yaml") {
+		t.Errorf("the child lacks its config descriptor:\n%s", fds)
 	}
 }

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/worker"
+)
+
+func TestServiceConfinedSQLite(t *testing.T) { testServiceConfined(t, "") }
+
+func TestServiceConfinedPostgreSQL(t *testing.T) { testServiceConfined(t, pg.DSN(t)) }
+
+func confinedCluster(name, hosts string) string {
+	return fmt.Sprintf(`apiVersion: kubexm.mensylisir.io/v1alpha1
+kind: Cluster
+metadata: {name: %s}
+spec:
+  hosts:
+%s
+  roleGroups: {etcd: [node1], master: [node1], worker: [node1]}
+`, name, hosts)
+}
+
+// ownAddress is a non-loopback address of this machine, "" when it has
+// none.
+func ownAddress() string {
+	as, _ := net.InterfaceAddrs()
+	for _, a := range as {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	return ""
+}
+
+// testServiceConfined sends the requests of issue 45's audit to a server
+// allowing no network: a cluster whose host is the server (by every name),
+// a command job on localhost, the server's files and variables named in a
+// cluster.yaml, a hook playbook by server path; each is refused. A config
+// stored before these rules (put in the database directly) is refused at
+// job creation, and a job queued past the API fails at its worker without
+// running. A server secret named as ${secret:NAME} registers, masked.
+func testServiceConfined(t *testing.T, dsn string) {
+	if testing.Short() {
+		t.Skip("starts a worker process")
+	}
+	e := newServiceEnvAllowing(t, dsn, nil)
+	hosts := map[string]string{
+		"localhost":        `  - {name: node1, address: localhost, password: x}`,
+		"loopback":         `  - {name: node1, address: 127.0.0.1, password: x}`,
+		"ipv6 loopback":    `  - {name: node1, address: "::1", password: x}`,
+		"link-local":       `  - {name: node1, address: 169.254.169.254, password: x}`,
+		"unspecified":      `  - {name: node1, address: 0.0.0.0, password: x}`,
+		"connection local": `  - {name: node1, address: 10.0.0.5, connection: local}`,
+		"bastion":          `  - {name: node1, address: 10.0.0.5, password: x, bastion: {address: 127.0.0.1, password: y}}`,
+	}
+	if own := ownAddress(); own != "" {
+		hosts["own address "+own] = `  - {name: node1, address: ` + own + `, password: x}`
+	}
+	for what, h := range hosts {
+		var out struct{ Error string }
+		if code := e.do("POST", "/api/v1/clusters", "application/yaml", []byte(confinedCluster("bad", h)), &out); code != 400 || !strings.Contains(out.Error, "refused in service mode") {
+			t.Errorf("register a cluster on %s: %d %s", what, code, out.Error)
+		}
+	}
+	secretFile := filepath.Join(e.dataDir, "secret.key")
+	for what, h := range map[string]string{
+		"passwordFile":   `  - {name: node1, address: 10.0.0.5, passwordFile: ` + secretFile + `}`,
+		"privateKeyPath": `  - {name: node1, address: 10.0.0.5, privateKeyPath: ` + secretFile + `}`,
+		"${ENV}":         `  - {name: node1, address: 10.0.0.5, password: "${KUBEXM_SECRET_KEY}"}`,
+		"hook":           `  - {name: node1, address: 10.0.0.5, password: x}` + "\n  hooks: [{playbook: create-cluster, phase: network, when: before, file: " + secretFile + "}]",
+	} {
+		var out struct{ Error string }
+		if code := e.do("POST", "/api/v1/clusters", "application/yaml", []byte(confinedCluster("bad", h)), &out); code != 400 || !strings.Contains(out.Error, "not allowed through the API") {
+			t.Errorf("register with %s: %d %s", what, code, out.Error)
+		}
+	}
+	// A good cluster: a command job may name its hosts, not localhost.
+	good := confinedCluster("good", `  - {name: node1, address: 10.0.0.5, password: x}`)
+	if code := e.do("POST", "/api/v1/clusters", "application/yaml", []byte(good), nil); code != 201 {
+		t.Fatalf("register good: %d", code)
+	}
+	for _, nodes := range []string{`["localhost"]`, `["node1", "localhost"]`, `["127.0.0.1"]`} {
+		var out struct{ Error string }
+		body := `{"cluster": "good", "playbook": "run-command", "options": {"command": {"argv": ["id"], "nodes": ` + nodes + `}}}`
+		if code := e.do("POST", "/api/v1/jobs", "application/json", []byte(body), &out); code != 400 || !strings.Contains(out.Error, "no host of cluster good") {
+			t.Errorf("run command on %s: %d %s", nodes, code, out.Error)
+		}
+	}
+	// Stored before the rules: refused when a job names it.
+	ctx := context.Background()
+	a := &app{}
+	svc, err := a.openService(ctx, &serviceFlags{db: e.dsn, dataDir: e.dataDir}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.store.Close()
+	old := []byte(confinedCluster("old", `  - {name: node1, address: 127.0.0.1, connection: local}`))
+	sealed, err := svc.box.Seal(old, worker.ConfigAAD("old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.PutCluster(ctx, "old", sealed, "masked", "before"); err != nil {
+		t.Fatal(err)
+	}
+	var out struct{ Error string }
+	if code := e.do("POST", "/api/v1/jobs", "application/json", []byte(`{"cluster": "old", "playbook": "tiny"}`), &out); code != 400 || !strings.Contains(out.Error, "refused in service mode") {
+		t.Errorf("job on a config stored before: %d %s", code, out.Error)
+	}
+	// Queued past the API (another server, an old one): its worker
+	// refuses it before the child starts.
+	if _, err := e.store.CreateJob(ctx, jobstore.Job{ID: "job-past", Cluster: "old", ConfigVersion: 1, Playbook: "tiny"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker("w1")
+	j := e.waitJob("job-past", time.Minute, "ended", func(j jobstore.Job) bool { return !j.Status.Active() })
+	if j.Status != jobstore.Failed || !strings.Contains(j.Error, "refused in service mode") {
+		t.Fatalf("job queued past the API: %+v\n%s", j, e.workerLogs())
+	}
+	if _, err := os.Stat(filepath.Join(e.dataDir, "clusters", "old", "busy")); err == nil {
+		t.Fatal("the refused job ran its playbook")
+	}
+	// A server secret, made by the server's admin.
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pwFile, []byte("Zq8-server-held-pw"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runKubexm(t, "server", "secret", "create", "pw", "--from-file", pwFile, "--data-dir", e.dataDir, "--db", e.dsn)
+	if got := strings.TrimSpace(runKubexm(t, "server", "secret", "list", "--data-dir", e.dataDir, "--db", e.dsn)); got != "pw" {
+		t.Fatalf("secret list: %q", got)
+	}
+	ref := confinedCluster("refs", `  - {name: node1, address: 10.0.0.5, password: "${secret:pw}"}`)
+	if code := e.do("POST", "/api/v1/clusters", "application/yaml", []byte(ref), nil); code != 201 {
+		t.Fatalf("register with a server secret: %d", code)
+	}
+	var got struct{ Config string }
+	e.do("GET", "/api/v1/clusters/refs", "", nil, &got)
+	if strings.Contains(got.Config, "secret:pw") || !strings.Contains(got.Config, "******") {
+		t.Errorf("masked config of refs:\n%s", got.Config)
+	}
+	if code := e.do("POST", "/api/v1/clusters", "application/yaml", []byte(strings.ReplaceAll(ref, "secret:pw", "secret:nope")), &out); code != 400 || !strings.Contains(out.Error, `no server secret "nope"`) {
+		t.Errorf("an unknown server secret: %d %s", code, out.Error)
+	}
+	data, _ := json.Marshal(e.events("job-past"))
+	if strings.Contains(string(data), "uid=") {
+		t.Errorf("the refused job ran something: %s", data)
+	}
+}
+
+// TestServiceInsecureHTTPListensOnLoopback: plain HTTP binds every
+// interface only when --listen says so.
+func TestServiceInsecureHTTPListensOnLoopback(t *testing.T) {
+	cmd := newServerCmd(&app{})
+	if err := cmd.ParseFlags([]string{"--insecure-http"}); err != nil {
+		t.Fatal(err)
+	}
+	f := &serverFlags{insecureHTTP: true, listen: defaultListen}
+	if got := listenAddr(f, cmd.Flags().Changed("listen")); got != "127.0.0.1:8443" {
+		t.Errorf("--insecure-http alone listens on %s", got)
+	}
+	if got := listenAddr(&serverFlags{insecureHTTP: true, listen: ":9000"}, true); got != ":9000" {
+		t.Errorf("--insecure-http --listen :9000 listens on %s", got)
+	}
+	if got := listenAddr(&serverFlags{listen: defaultListen}, false); got != defaultListen {
+		t.Errorf("TLS listens on %s", got)
+	}
+}

@@ -1,0 +1,253 @@
+// Package confine keeps the jobs of kubexm server on the hosts of their
+// cluster: an API token manages clusters, it never reaches the machine that
+// runs the server and its workers. A cluster.yaml received through the API
+// is read without touching the server's files or environment, and its hosts
+// (and bastions) may not be the server machine: localhost, loopback,
+// link-local, unspecified addresses, the machine's own addresses and
+// connection: local are refused unless the server's administrator allowed
+// their network. The same checks run again on the worker before each job,
+// for configs stored before them and for workers on other machines.
+package confine
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/schema"
+)
+
+// Guard checks clusters and jobs against the policy of one server or
+// worker.
+type Guard struct {
+	allow   []netip.Prefix
+	support *schema.Support
+	secrets *Secrets
+	// own lists the machine's addresses; lookup resolves a host name.
+	// Fields for tests: a test machine's own addresses are not the ones
+	// a test wants refused.
+	own    func() ([]netip.Addr, error)
+	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+}
+
+// Config is what a Guard needs.
+type Config struct {
+	// Allow are networks (CIDR, or single addresses) a host may be in even
+	// though the rules refuse it: a lab that runs its test machines on
+	// loopback addresses, or connection: local on purpose.
+	Allow []string
+	// Support is the matrix a cluster.yaml is checked against (nil: the
+	// built-in one).
+	Support *schema.Support
+	// Secrets are the server's secrets a cluster.yaml may name; nil: none.
+	Secrets *Secrets
+}
+
+// New makes a Guard.
+func New(c Config) (*Guard, error) {
+	g := &Guard{support: c.Support, secrets: c.Secrets, own: interfaceAddrs, lookup: lookupHost}
+	for _, a := range c.Allow {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(a)
+			if aerr != nil {
+				return nil, fmt.Errorf("--allow-host-networks %q: want a CIDR such as 10.0.0.0/8 or an address: %w", a, err)
+			}
+			p = netip.PrefixFrom(addr.Unmap(), addr.Unmap().BitLen())
+		}
+		g.allow = append(g.allow, p.Masked())
+	}
+	return g, nil
+}
+
+func interfaceAddrs() ([]netip.Addr, error) {
+	as, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("the machine's addresses: %w", err)
+	}
+	var out []netip.Addr
+	for _, a := range as {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out, nil
+}
+
+func lookupHost(ctx context.Context, host string) ([]netip.Addr, error) {
+	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+}
+
+// Refused is a cluster or job the policy refuses: every reason, each
+// naming its host.
+type Refused struct{ Reasons []string }
+
+func (r *Refused) Error() string {
+	return "refused in service mode (a job reaches the hosts of its cluster over SSH, never the server's machine; kubexm server --allow-host-networks allows a network): " + strings.Join(r.Reasons, "; ")
+}
+
+// Register reads a cluster.yaml a client sent: parsed without the server's
+// files or environment, and its hosts checked.
+func (g *Guard) Register(ctx context.Context, data []byte) (*schema.Cluster, error) {
+	c, _, err := schema.ParseConfined(data, g.support, g.secretExists)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.CheckHosts(ctx, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (g *Guard) secretExists(name string) bool {
+	return g.secrets != nil && g.secrets.Exists(name)
+}
+
+// CheckJob checks a job's stored cluster.yaml again, and a command job's
+// hosts: each name or pattern of nodes must be hosts of the cluster (a name
+// the file does not hold would run on the control machine).
+func (g *Guard) CheckJob(ctx context.Context, data []byte, nodes, groups []string) (*schema.Cluster, error) {
+	c, err := g.Register(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	if len(nodes) == 0 && len(groups) == 0 {
+		return c, nil
+	}
+	inv, err := schema.Inventory(c, "")
+	if err != nil {
+		return nil, err
+	}
+	var r Refused
+	for _, n := range nodes {
+		if n == "all" {
+			continue
+		}
+		hosts, unknown, err := engine.MatchHosts(inv, n)
+		if err != nil {
+			return nil, fmt.Errorf("nodes %q: %w", n, err)
+		}
+		if len(unknown) > 0 {
+			r.Reasons = append(r.Reasons, fmt.Sprintf("nodes %q: %s is no host of cluster %s", n, strings.Join(unknown, ", "), c.Metadata.Name))
+			continue
+		}
+		for _, h := range hosts {
+			if _, ok := inv.Host(h); !ok {
+				r.Reasons = append(r.Reasons, fmt.Sprintf("nodes %q: %s is no host of cluster %s", n, h, c.Metadata.Name))
+			}
+		}
+	}
+	if len(r.Reasons) > 0 {
+		return nil, &r
+	}
+	return c, nil
+}
+
+// CheckHosts refuses the hosts and bastions of c that are the server's
+// machine or a network no job should reach from it.
+func (g *Guard) CheckHosts(ctx context.Context, c *schema.Cluster) error {
+	own, err := g.own()
+	if err != nil {
+		return err
+	}
+	var r Refused
+	check := func(what, addr string, local bool) {
+		addrs, why := g.resolve(ctx, addr)
+		if why != "" {
+			r.Reasons = append(r.Reasons, fmt.Sprintf("%s: address %q %s", what, addr, why))
+			return
+		}
+		for _, a := range addrs {
+			if g.allowed(a) {
+				continue
+			}
+			if local {
+				// connection: local runs on the server whatever the address.
+				r.Reasons = append(r.Reasons, fmt.Sprintf("%s: connection local runs on the server's machine", what))
+				return
+			}
+			if why := forbidden(a, own); why != "" {
+				r.Reasons = append(r.Reasons, fmt.Sprintf("%s: address %s is %s", what, a, why))
+				return
+			}
+		}
+	}
+	for i, h := range c.Spec.Hosts {
+		what := fmt.Sprintf("spec.hosts[%d] (%s)", i, h.Name)
+		local := h.Connection == "local" || h.Connection == "" && isLocalName(h.Address)
+		check(what, h.Address, local)
+		if h.Bastion != nil {
+			check(what+" bastion", h.Bastion.Address, false)
+		}
+	}
+	if b := c.Spec.Bastion; b != nil {
+		check("spec.bastion", b.Address, false)
+	}
+	if len(r.Reasons) > 0 {
+		return &r
+	}
+	return nil
+}
+
+func (g *Guard) allowed(a netip.Addr) bool {
+	return slices.ContainsFunc(g.allow, func(p netip.Prefix) bool { return p.Contains(a) })
+}
+
+func isLocalName(addr string) bool {
+	a := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(addr)), ".")
+	return a == "localhost" || strings.HasSuffix(a, ".localhost")
+}
+
+// resolve turns a host's address into the addresses a dial would reach;
+// why says why it cannot be checked.
+func (g *Guard) resolve(ctx context.Context, addr string) ([]netip.Addr, string) {
+	addr = strings.TrimSpace(addr)
+	if isLocalName(addr) {
+		// RFC 6761: always loopback, whatever a resolver says.
+		return []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, 1}), netip.IPv6Loopback()}, ""
+	}
+	if a, err := netip.ParseAddr(addr); err == nil {
+		return []netip.Addr{a.WithZone("").Unmap()}, ""
+	}
+	if addr == "" || strings.ContainsAny(addr, ":/%[] ") || strings.Trim(addr, "0123456789.") == "" || strings.HasPrefix(strings.ToLower(addr), "0x") {
+		// 127.1, 2130706433, 0x7f.1: forms some resolvers take for
+		// loopback and netip does not.
+		return nil, "is neither an IP address nor a DNS name"
+	}
+	as, err := g.lookup(ctx, addr)
+	if err != nil || len(as) == 0 {
+		return nil, "does not resolve on the server"
+	}
+	out := make([]netip.Addr, len(as))
+	for i, a := range as {
+		out[i] = a.WithZone("").Unmap()
+	}
+	return out, ""
+}
+
+// forbidden says why a job must not reach a, or "".
+func forbidden(a netip.Addr, own []netip.Addr) string {
+	switch {
+	case a.IsLoopback():
+		return "loopback (the server's machine)"
+	case a.IsUnspecified() || a.Is4() && a.As4()[0] == 0:
+		return "unspecified (a dial reaches the server's machine)"
+	case a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast():
+		return "link-local (cloud metadata services live there)"
+	case a.IsMulticast() || a.IsInterfaceLocalMulticast():
+		return "multicast"
+	case slices.Contains(own, a):
+		return "an address of the server's machine"
+	}
+	return ""
+}
