@@ -35,6 +35,7 @@ import (
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
 	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/internal/flock"
 	"github.com/mensylisir/kubexm/schema"
 )
 
@@ -377,6 +378,9 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 	}
 	workDir := WorkDir(w.c.DataDir, j.Cluster)
 	if err := os.MkdirAll(workDir, 0o700); err != nil {
+		return jobstore.Failed, fmt.Sprintf("work dir: %v", err)
+	}
+	if err := flock.CheckPrivateDir(workDir); err != nil {
 		return jobstore.Failed, fmt.Sprintf("work dir: %v", err)
 	}
 	pargs, err := playArgs(j, ref, w.c.DataDir)

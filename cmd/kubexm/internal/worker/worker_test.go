@@ -295,3 +295,27 @@ func TestServiceChildEnvironment(t *testing.T) {
 		t.Errorf("the child lacks its config descriptor:\n%s", fds)
 	}
 }
+
+// TestServiceWorkDirWritableByOthers: a cluster's work directory another
+// user may write to (plant a lock, a journal) fails the job before its
+// child starts.
+func TestServiceWorkDirWritableByOthers(t *testing.T) {
+	store, box, dir, exe := setup(t)
+	wd := WorkDir(filepath.Join(dir, "data"), "c1")
+	if err := os.MkdirAll(wd, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(wd, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = newWorker(t, store, box, dir, exe, "w1").Run(ctx) }()
+	j := waitFor(t, store, "failed", func(j jobstore.Job) bool { return !j.Status.Active() })
+	if j.Status != jobstore.Failed || !strings.Contains(j.Error, "writable by its group or by others") {
+		t.Fatalf("job in a 0777 work dir: %+v", j)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "args")); err == nil {
+		t.Fatal("the child ran")
+	}
+}
