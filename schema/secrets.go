@@ -126,6 +126,11 @@ func (c *Cluster) Masked() *Cluster {
 		src.Chart = &ch
 		m.Spec.Addons[i].Sources = &src
 	}
+	// A map of secrets by the schema (harbor.yml's values): every value
+	// masked, whatever its key.
+	if c.Spec.Registry.HarborConfig != nil {
+		m.Spec.Registry.HarborConfig = map[string]any(maskAll(VarMap(c.Spec.Registry.HarborConfig)))
+	}
 	if c.Spec.Registry.Auths != nil {
 		m.Spec.Registry.Auths = maps.Clone(c.Spec.Registry.Auths)
 		for k, a := range m.Spec.Registry.Auths {

@@ -19,7 +19,7 @@ var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // secretVarName marks variables whose values are secrets: masked by
 // `config view` and in every output and journal of a run.
-var secretVarName = regexp.MustCompile(`(?i)password|passwd|passphrase|secret|token|private_?key`)
+var secretVarName = regexp.MustCompile(`(?i)password|passwd|passphrase|secret|token|private_?key|api_?key|credential|(^|[_.-])(pass|pwd|auth)([_.-]|$)`)
 
 // reservedVars are set by kubexm for every host; a site variable of the
 // same name would hide them, so it is refused with the field to use.
@@ -188,6 +188,9 @@ func varSecrets(c *Cluster) []string {
 	for _, m := range c.Spec.RoleGroupVars {
 		walk(m, false)
 	}
+	// harbor.yml's values: its passwords under whatever names harbor
+	// gives them; every value is one.
+	walk(c.Spec.Registry.HarborConfig, true)
 	for _, h := range c.Spec.Hosts {
 		walk(h.Vars, false)
 	}
@@ -211,7 +214,13 @@ func varSecrets(c *Cluster) []string {
 
 // maskVars returns a copy of vars with the values of secret-named
 // variables (at any depth) replaced by Mask.
-func maskVars(vars VarMap) VarMap {
+func maskVars(vars VarMap) VarMap { return maskVarsFrom(vars, false) }
+
+// maskAll returns a copy of vars with every value masked.
+func maskAll(vars VarMap) VarMap { return maskVarsFrom(vars, true) }
+
+// maskVarsFrom masks the values under secret-named keys, or all of them.
+func maskVarsFrom(vars VarMap, all bool) VarMap {
 	if vars == nil {
 		return nil
 	}
@@ -238,5 +247,5 @@ func maskVars(vars VarMap) VarMap {
 		}
 		return v
 	}
-	return VarMap(mask(map[string]any(vars), false).(map[string]any))
+	return VarMap(mask(map[string]any(vars), all).(map[string]any))
 }
