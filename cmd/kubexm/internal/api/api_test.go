@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -552,5 +554,43 @@ func TestServiceLimitListener(t *testing.T) {
 		c.Close()
 	case <-time.After(5 * time.Second):
 		t.Fatal("the third connection was not accepted when one ended")
+	}
+}
+
+// TestServiceSelfSignedIsALeaf: the server's own certificate is no CA
+// (issue 45: it was CA:TRUE with keyCertSign, so its key could sign any
+// name); it chains to a CA whose key is nowhere, and cert.pem as a
+// client's pinned roots verifies it.
+func TestServiceSelfSignedIsALeaf(t *testing.T) {
+	dir := t.TempDir()
+	c, _, err := SelfSigned(dir, []string{"kubexm.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if leaf.IsCA || leaf.KeyUsage&x509.KeyUsageCertSign != 0 || !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageServerAuth) {
+		t.Fatalf("server certificate: CA %v, key usage %v, ext %v", leaf.IsCA, leaf.KeyUsage, leaf.ExtKeyUsage)
+	}
+	pemData, err := os.ReadFile(filepath.Join(dir, "cert.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pemData)
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "kubexm.example"}); err != nil {
+		t.Fatalf("cert.pem as the roots: %v", err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		if strings.Contains(string(data), "PRIVATE KEY") && filepath.Base(f) != "key.pem" {
+			t.Errorf("%s holds a private key: the CA's key must not be kept", f)
+		}
+	}
+	if len(files) != 3 {
+		t.Errorf("tls dir: %v, want cert.pem, key.pem, ca.pem", files)
 	}
 }

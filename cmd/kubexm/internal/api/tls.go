@@ -3,6 +3,7 @@ package api
 import (
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -32,7 +33,10 @@ func SelfSigned(dir string, hosts []string) (tls.Certificate, string, error) {
 }
 
 // writeSelfSigned issues the certificate with the PKI code the cluster
-// certificates use (a self-signed CA certificate that is also the server's).
+// certificates use: a leaf for hosts (serverAuth, no CA), signed by a CA
+// made for it alone, whose key is never written: the CA signs nothing else,
+// and the server's key cannot sign certificates. cert.pem holds the leaf and
+// the CA (a client pinning it trusts the CA), ca.pem the CA.
 func writeSelfSigned(certFile, keyFile string, hosts []string) error {
 	var entries []string
 	for _, h := range append(hosts, "localhost", "127.0.0.1", "::1") {
@@ -44,11 +48,22 @@ func writeSelfSigned(certFile, keyFile string, hosts []string) error {
 	if err != nil {
 		return fmt.Errorf("--tls-host: %w", err)
 	}
+	now := time.Now()
+	validity := 3 * 365 * 24 * time.Hour
+	caKey, err := pki.GenerateKey(pki.ECDSAP256)
+	if err != nil {
+		return err
+	}
+	caCert, caDER, err := pki.Issue(pki.Request{CommonName: "kubexm server CA", IsCA: true, Validity: validity + 24*time.Hour}, caKey, nil, now)
+	if err != nil {
+		return err
+	}
 	key, err := pki.GenerateKey(pki.ECDSAP256)
 	if err != nil {
 		return err
 	}
-	_, der, err := pki.Issue(pki.Request{CommonName: "kubexm server", SANs: sans, IsCA: true, Validity: 3 * 365 * 24 * time.Hour}, key, nil, time.Now())
+	_, der, err := pki.Issue(pki.Request{CommonName: "kubexm server", SANs: sans, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, Validity: validity},
+		key, &pki.Pair{Cert: caCert, Key: caKey}, now)
 	if err != nil {
 		return err
 	}
@@ -62,5 +77,9 @@ func writeSelfSigned(certFile, keyFile string, hosts []string) error {
 	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
 		return err
 	}
-	return os.WriteFile(certFile, pki.EncodeCert(der), 0o644)
+	caPEM := pki.EncodeCert(caDER)
+	if err := os.WriteFile(filepath.Join(filepath.Dir(certFile), "ca.pem"), caPEM, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(certFile, append(pki.EncodeCert(der), caPEM...), 0o644)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,9 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 		if path == "" {
 			return nil, errors.New("no database: give a SQLite file or a postgres:// URL")
 		}
+		if err := privateFiles(path); err != nil {
+			return nil, err
+		}
 		// WAL lets readers go on while one writer writes; busy_timeout
 		// makes a second process (kubexm worker on the same file) wait for
 		// the lock instead of failing; _txlock=immediate takes the write
@@ -68,6 +72,28 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// privateFiles makes the SQLite file and its -wal and -shm readable by
+// this user only: they hold the tokens' hashes, the job records and the
+// sealed cluster files. SQLite gives the -wal and -shm it creates the mode
+// of the database file, so a new database is created 0600 first; an
+// existing one, made by an older kubexm 0644, is tightened.
+func privateFiles(path string) error {
+	if strings.HasPrefix(path, ":memory:") || strings.HasPrefix(path, "file:") {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open database: %w", err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("open database: %w", err)
+		}
+	}
+	return nil
 }
 
 func (s *sqlStore) Dialect() string { return s.dialect }

@@ -515,3 +515,34 @@ func TestDeleteBundleAcrossStores(t *testing.T) {
 		}
 	})
 }
+
+// TestSQLiteFilesPrivate: the database and its -wal and -shm are 0600, a
+// new one from the start and one an older kubexm left 0644 when opened
+// again (issue 45).
+func TestSQLiteFilesPrivate(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "kubexm.db")
+	check := func(when string) {
+		t.Helper()
+		for _, f := range []string{p, p + "-wal", p + "-shm"} {
+			st, err := os.Stat(f)
+			if err != nil {
+				t.Fatalf("%s: %v", when, err)
+			}
+			if st.Mode().Perm() != 0o600 {
+				t.Errorf("%s: %s is %04o", when, filepath.Base(f), st.Mode().Perm())
+			}
+		}
+	}
+	s := open(t, p)
+	mustCluster(t, s, "c1")
+	check("new")
+	for _, f := range []string{p, p + "-wal", p + "-shm"} {
+		if err := os.Chmod(f, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s2 := open(t, p)
+	mustCluster(t, s2, "c2")
+	check("reopened")
+}
