@@ -79,7 +79,7 @@ func newCertsCmd(a *app) *cobra.Command {
 and print one line per certificate, kubeconfig and service-account key:
 host, file, subject, expiry, time left, issuing CA. A file that expires within
 --warn-within (default 90d), has expired or is missing is marked; the
-summary counts them. -o json prints the playbook's report as it is.`,
+summary counts them. -o json and -o yaml print the playbook's report as it is.`,
 		Example: `  kubexm certs check -i cluster.yaml
   kubexm certs check -i cluster.yaml --warn-within 30d -o json`,
 		Args: cobra.NoArgs,
@@ -98,7 +98,7 @@ summary counts them. -o json prints the playbook's report as it is.`,
 	fl.StringVarP(&f.inventory, "inventory", "i", "", "cluster.yaml describing the hosts")
 	addClusterFileFlag(fl, &f.inventory)
 	fl.StringVar(&f.warnWithin, "warn-within", "90d", `mark certificates that expire within this time ("90d", "2160h", "1y")`)
-	fl.StringVarP(&f.output, "output", "o", "text", "text or json")
+	addOutputFlag(check, &f.output, "text")
 	fl.StringVar(&f.workDir, "workdir", "", "work directory (default .kubexm/<cluster name>)")
 	fl.StringArrayVarP(&f.extraVars, "extra-vars", "e", nil, "set a variable of the playbook: name=value, @file.yaml or a {...} mapping (repeatable)")
 	addRolesPathFlag(check, &f.rolesPath)
@@ -109,8 +109,8 @@ summary counts them. -o json prints the playbook's report as it is.`,
 
 // checkFlags checks certs check's flags and returns --warn-within.
 func (f certsCheckFlags) checkFlags() (time.Duration, error) {
-	if f.output != "text" && f.output != "json" {
-		return 0, fmt.Errorf("--output must be text or json, not %q", f.output)
+	if err := checkOutputFormat(f.output, "text"); err != nil {
+		return 0, err
 	}
 	within, err := pki.ParseValidity(f.warnWithin)
 	if err != nil || within < 0 {
@@ -160,14 +160,9 @@ func writeCertsReport(w io.Writer, format, where string, data []byte) error {
 	if err := json.Unmarshal(data, &r); err != nil {
 		return fmt.Errorf("the certs-check report %s: %w", where, err)
 	}
-	if format == "json" {
-		var out bytes.Buffer
-		if err := json.Indent(&out, data, "", "  "); err != nil {
-			return err
-		}
-		out.WriteByte('\n')
-		_, err := w.Write(out.Bytes())
-		return err
+	if format != "text" {
+		// The report as the playbook wrote it, not as certsReport reads it.
+		return writeStructured(w, format, json.RawMessage(data))
 	}
 	return writeCertsTable(w, &r)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/goccy/go-yaml"
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/schema"
@@ -42,7 +44,7 @@ func loadWith(file string, rolesPath []string) (*schema.Cluster, []schema.Warnin
 }
 
 func newConfigValidateCmd() *cobra.Command {
-	var file string
+	var file, output string
 	var rolesPath []string
 	cmd := &cobra.Command{
 		Use:   "validate",
@@ -53,11 +55,17 @@ install yet (kubexm support lists them).`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutputFormat(output, "text"); err != nil {
+				return err
+			}
 			file, err := clusterFile(file)
 			if err != nil {
 				return err
 			}
 			c, warnings, err := loadWith(file, rolesPath)
+			if output != "text" {
+				return writeValidation(cmd.OutOrStdout(), output, file, c, warnings, err)
+			}
 			printWarnings(cmd.ErrOrStderr(), warnings)
 			if err != nil {
 				return err
@@ -69,12 +77,74 @@ install yet (kubexm support lists them).`,
 		},
 	}
 	addClusterFileFlag(cmd.Flags(), &file)
+	addOutputFlag(cmd, &output, "text")
 	addRolesPathFlag(cmd, &rolesPath)
 	return cmd
 }
 
+// validation is config validate -o json/yaml: the verdict, every problem
+// and warning at its place, and what the file describes when it is valid.
+type validation struct {
+	File     string        `json:"file"`
+	Valid    bool          `json:"valid"`
+	Cluster  *validCluster `json:"cluster,omitempty"`
+	Problems []finding     `json:"problems"`
+	Warnings []finding     `json:"warnings"`
+}
+
+type validCluster struct {
+	Name              string `json:"name"`
+	Hosts             int    `json:"hosts"`
+	KubernetesVersion string `json:"kubernetesVersion"`
+	KubernetesType    string `json:"kubernetesType"`
+	EtcdType          string `json:"etcdType"`
+	NetworkPlugin     string `json:"networkPlugin"`
+}
+
+// finding is a problem or a warning: file, line and column (0 for a
+// defaulted value), the field and what is wrong.
+type finding struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Col     int    `json:"col"`
+	Path    string `json:"path,omitempty"`
+	Message string `json:"message"`
+	Hint    string `json:"hint,omitempty"`
+}
+
+// writeValidation prints the verdict on file for programs; an invalid
+// file is still an error (exit 1) after it, so that scripts need not
+// parse the document to know.
+func writeValidation(w io.Writer, format, file string, c *schema.Cluster, warnings []schema.Warning, loadErr error) error {
+	v := validation{File: file, Valid: loadErr == nil, Problems: []finding{}, Warnings: []finding{}}
+	for _, x := range warnings {
+		v.Warnings = append(v.Warnings, finding{File: x.Pos.File, Line: x.Pos.Line, Col: x.Pos.Col, Path: x.Path, Message: x.Message})
+	}
+	var problems *schema.Error
+	switch {
+	case errors.As(loadErr, &problems):
+		for _, p := range problems.Problems {
+			v.Problems = append(v.Problems, finding{File: p.Pos.File, Line: p.Pos.Line, Col: p.Pos.Col, Path: p.Path, Message: p.Message, Hint: p.Hint})
+		}
+	case loadErr != nil:
+		// Not a cluster file's problem (unreadable, no such file): no
+		// verdict on its content to print.
+		return loadErr
+	default:
+		v.Cluster = &validCluster{Name: c.Metadata.Name, Hosts: len(c.Spec.Hosts), KubernetesVersion: c.Spec.Kubernetes.Version,
+			KubernetesType: c.Spec.Kubernetes.Type, EtcdType: c.Spec.Etcd.Type, NetworkPlugin: c.Spec.Network.Plugin}
+	}
+	if err := writeStructured(w, format, v); err != nil {
+		return err
+	}
+	if loadErr != nil {
+		return fmt.Errorf("%s is not valid: %d problems: %w", file, len(v.Problems), loadErr)
+	}
+	return nil
+}
+
 func newConfigViewCmd() *cobra.Command {
-	var file string
+	var file, output string
 	var rolesPath []string
 	cmd := &cobra.Command{
 		Use:          "view",
@@ -82,6 +152,9 @@ func newConfigViewCmd() *cobra.Command {
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutputFormat(output); err != nil {
+				return err
+			}
 			file, err := clusterFile(file)
 			if err != nil {
 				return err
@@ -95,11 +168,19 @@ func newConfigViewCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The JSON is the YAML converted: the same keys, the file's.
+			if output == "json" {
+				if out, err = yaml.YAMLToJSON(out); err != nil {
+					return fmt.Errorf("encode json: %w", err)
+				}
+				return writeStructured(cmd.OutOrStdout(), output, json.RawMessage(out))
+			}
 			_, err = cmd.OutOrStdout().Write(out)
 			return err
 		},
 	}
 	addClusterFileFlag(cmd.Flags(), &file)
+	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "yaml or json")
 	addRolesPathFlag(cmd, &rolesPath)
 	return cmd
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -64,13 +63,8 @@ API that does not answer is reported, not an error).`,
 				}
 				d = describeWithNodes(cmd.Context(), c, inv, f.file, dir)
 			}
-			if f.output == "json" {
-				data, err := json.MarshalIndent(d, "", "  ")
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", data)
-				return err
+			if f.output != "text" {
+				return writeStructured(cmd.OutOrStdout(), f.output, d)
 			}
 			return writeDescription(cmd.OutOrStdout(), d)
 		},

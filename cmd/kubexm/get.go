@@ -160,14 +160,14 @@ kubexm describe cluster -f cluster.yaml and kubexm get nodes -f cluster.yaml.`,
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", ".kubexm", "the directory holding the work directories")
-	cmd.Flags().StringVarP(&format, "output", "o", "text", "text or json")
+	addOutputFlag(cmd, &format, "text")
 	addServerFlags(cmd.Flags(), &remote, "list the clusters registered on this kubexm server (URL), with their work directories there", "a read-only or operator one")
 	return cmd
 }
 
 func getClusters(w io.Writer, dir, format string) error {
-	if format != "text" && format != "json" {
-		return fmt.Errorf("--output must be text or json, not %q", format)
+	if err := checkOutputFormat(format, "text"); err != nil {
+		return err
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -192,8 +192,8 @@ func getClusters(w io.Writer, dir, format string) error {
 // writeClusters prints get clusters' table (or JSON lines); none is the
 // line for no cluster at all.
 func writeClusters(w io.Writer, format string, out []clusterState, none string) error {
-	if format == "json" {
-		return writeJSONLines(w, out)
+	if format != "text" {
+		return writeItems(w, format, out)
 	}
 	if len(out) == 0 {
 		fmt.Fprintln(w, none)
@@ -233,14 +233,14 @@ func addClusterFlags(cmd *cobra.Command, f *clusterFlags) {
 	addClusterFileFlag(fl, &f.file)
 	fl.StringVar(&f.workDir, "workdir", "", "work directory (default .kubexm/<cluster name>)")
 	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles (their support matrix checks the cluster file)")
-	fl.StringVarP(&f.output, "output", "o", "text", "text or json")
+	addOutputFlag(cmd, &f.output, "text")
 }
 
 // loadCluster reads the cluster file of f and its inventory (groups with
 // ranges expanded) and finds its work directory.
 func loadCluster(f clusterFlags) (*schema.Cluster, *inventory.Inventory, string, error) {
-	if f.output != "text" && f.output != "json" {
-		return nil, nil, "", fmt.Errorf("--output must be text or json, not %q", f.output)
+	if err := checkOutputFormat(f.output, "text"); err != nil {
+		return nil, nil, "", err
 	}
 	if f.cluster != "" {
 		return nil, nil, "", errors.New("--cluster names a cluster registered on a kubexm server: give --server URL too, or -f cluster.yaml for this machine's work directory")
@@ -496,8 +496,8 @@ func nodeRows(inv *inventory.Inventory, nodes []apiNode, asked bool) []nodeRow {
 }
 
 func writeNodes(w io.Writer, format string, rows []nodeRow) error {
-	if format == "json" {
-		return writeJSONLines(w, rows)
+	if format != "text" {
+		return writeItems(w, format, rows)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tADDRESS\tROLES\tSTATUS\tAGE\tVERSION")
@@ -511,11 +511,21 @@ func writeNodes(w io.Writer, format string, rows []nodeRow) error {
 	return tw.Flush()
 }
 
-// writeJSONLines writes one JSON object per line.
-func writeJSONLines[T any](w io.Writer, items []T) error {
+// writeItems writes a list for programs: -o json one JSON object per
+// line, -o yaml the same objects as YAML documents, each after "---".
+func writeItems[T any](w io.Writer, format string, items []T) error {
 	enc := json.NewEncoder(w)
 	for _, it := range items {
-		if err := enc.Encode(it); err != nil {
+		if format == "json" {
+			if err := enc.Encode(it); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := io.WriteString(w, "---\n"); err != nil {
+			return err
+		}
+		if err := writeStructured(w, format, it); err != nil {
 			return err
 		}
 	}

@@ -145,6 +145,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newServerCmd(a), newWorkerCmd(a), newGetCmd(), newBundleCmd())
 	// After them: the verbs join the get command of the server's jobs.
 	addVerbCmds(root, a)
+	addPlaybookListOutput(root, a)
 	addNounAliases(root)
 	refuseUnknownSubcommands(root)
 	return root

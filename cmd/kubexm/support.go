@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/internal/about"
 	"github.com/mensylisir/kubexm/schema"
 )
 
@@ -24,15 +24,19 @@ import (
 func newSupportCmd() *cobra.Command {
 	var output string
 	var rolesPath []string
+	var evidence bool
 	cmd := &cobra.Command{
 		Use:   "support",
 		Short: "Print what this kubexm installs: Kubernetes versions, components and cluster.yaml choices",
 		Long: `Print the support matrix (roles/support.yaml of the built-in playbook tree, or
 of a fork with --roles-path): the Kubernetes minors and the default version,
 the version-skew rules, the feature gates each minor removed, the components'
-release lines, and for every cluster.yaml choice whether it is installed.
-config validate and play refuse every choice marked "not supported yet".`,
+release lines and default versions, and for every cluster.yaml choice
+whether it is installed. config validate and play refuse every choice marked
+"not supported yet". --evidence adds, to each installed choice, the tests
+that showed it working.`,
 		Example: `  kubexm support
+  kubexm support --evidence
   kubexm support -o json
   kubexm support --roles-path ./site/roles`,
 		Args: cobra.NoArgs,
@@ -41,23 +45,30 @@ config validate and play refuse every choice marked "not supported yet".`,
 			if err != nil {
 				return err
 			}
+			if !evidence {
+				s = withoutEvidence(s)
+			}
 			w := cmd.OutOrStdout()
 			switch output {
 			case "text":
-				writeSupportText(w, s)
+				info, err := about.Collect(about.Build{}, s, kubexm.Content())
+				if err != nil {
+					return err
+				}
+				writeSupportText(w, s, info.Components)
 				return nil
-			case "json":
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				return enc.Encode(s)
 			case "markdown":
 				_, err := io.WriteString(w, supportMarkdown(s))
 				return err
 			}
-			return fmt.Errorf("--output must be text, json or markdown, not %q", output)
+			if err := checkOutputFormat(output, "text", "markdown"); err != nil {
+				return err
+			}
+			return writeStructured(w, output, s)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "text, json or markdown (README.md's table)")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text, json, yaml or markdown (README.md's table)")
+	cmd.Flags().BoolVar(&evidence, "evidence", false, "also say, for each installed choice, which tests showed it working")
 	addRolesPathFlag(cmd, &rolesPath)
 	return cmd
 }
@@ -123,10 +134,27 @@ func supportForPlaybook(pb *engine.Playbook) (*schema.Support, error) {
 	return s.ForPlaybook(pb.Name).WithRoles(pb.FindRoleFile), nil
 }
 
-func writeSupportText(w io.Writer, s *schema.Support) {
+// withoutEvidence is s without the tests behind each supported value:
+// what a user reads is what is installed, the evidence is for those who
+// ask (--evidence).
+func withoutEvidence(s *schema.Support) *schema.Support {
+	c := *s
+	c.Choices = slices.Clone(s.Choices)
+	for i := range c.Choices {
+		c.Choices[i].Values = slices.Clone(c.Choices[i].Values)
+		for j := range c.Choices[i].Values {
+			c.Choices[i].Values[j].Tested = ""
+		}
+	}
+	return &c
+}
+
+// writeSupportText prints the matrix s for people; components are the
+// versions the roles install by default.
+func writeSupportText(w io.Writer, s *schema.Support, components []about.Component) {
 	k := s.Kubernetes
 	fmt.Fprintf(w, "Support matrix: %s\n\n", s.Source)
-	fmt.Fprintf(w, "Kubernetes: %s; from: %s\n", s.KubernetesRange(), k.Mirrors)
+	fmt.Fprintf(w, "Kubernetes: %s; mirrors: %s\n", s.KubernetesRange(), mirrorVar(k.Mirrors))
 	var tested []string
 	for _, m := range k.Minors {
 		if p := k.TestedPatches[m]; p != "" {
@@ -148,8 +176,12 @@ func writeSupportText(w io.Writer, s *schema.Support) {
 		}
 	}
 	fmt.Fprintln(w, "\nComponents:")
-	for _, c := range s.Components {
-		fmt.Fprintf(w, "  %-12s %-6s default: %s; from: %s\n", c.Name, releaseLine(c.Versions), c.Default, c.Mirrors)
+	for i, c := range s.Components {
+		def := c.Default
+		if i < len(components) && components[i].Name == c.Name {
+			def = components[i].Default
+		}
+		fmt.Fprintf(w, "  %-12s %-6s default %-9s mirrors: %s\n", c.Name, releaseLine(c.Versions), def, mirrorVar(c.Mirrors))
 	}
 	fmt.Fprintf(w, "  checksums: %s\n", s.Checksums)
 	fmt.Fprintln(w, "\nChoices (cluster.yaml):")
@@ -160,7 +192,7 @@ func writeSupportText(w io.Writer, s *schema.Support) {
 		}
 		fmt.Fprintln(w)
 		for _, v := range ch.Values {
-			note := v.Tested
+			note := v.Tested // empty without --evidence
 			if !v.Supported() {
 				note = v.Reason
 			}
@@ -181,6 +213,15 @@ func writeSupportText(w io.Writer, s *schema.Support) {
 			}
 		}
 	}
+}
+
+// mirrorVar says where a component comes from as a user changes it: the
+// role variable of the matrix's "FILE VARIABLE", set with -e.
+func mirrorVar(ref string) string {
+	if _, variable, ok := strings.Cut(ref, " "); ok {
+		return "-e " + variable
+	}
+	return ref
 }
 
 // onlyWith shows a choice's condition: " (with spec.etcd.type=kubexm)".

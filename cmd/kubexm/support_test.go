@@ -23,14 +23,14 @@ func TestSupportCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"Kubernetes: v1.35 to v1.37 (any patch); default " + schema.DefaultKubernetesVersion + "; from: roles/artifacts/defaults/main.yaml kubernetes_mirrors",
+		"Kubernetes: v1.35 to v1.37 (any patch); default " + schema.DefaultKubernetesVersion + "; mirrors: -e kubernetes_mirrors",
 		"kubelet and kube-proxy up to 3 older",
 		"checked with: v1.35.4, v1.36.3, v1.37.2 (a newer patch is accepted with a warning)",
 		"feature gates removed by v1.36: ",
 		"feature gates introduced by v1.37 (older minors refuse them): ",
-		"etcd         v3.6.x default: roles/etcd/defaults/main.yaml etcd_version; from: roles/etcd/defaults/main.yaml etcd_mirrors",
-		"containerd   2.x    default: ",
-		"spec.kubernetes.type\n    kubexm     supported: make e2e-cluster\n    kubeadm    supported: ",
+		"etcd         v3.6.x default " + schema.DefaultEtcdVersion + "   mirrors: -e etcd_mirrors",
+		"containerd   2.x    default 2.",
+		"spec.kubernetes.type\n    kubexm     supported\n    kubeadm    supported\n",
 		"checksums: from each release's checksum file",
 	} {
 		if !strings.Contains(out, want) {
@@ -49,8 +49,24 @@ func TestSupportCommand(t *testing.T) {
 	if ch == nil || ch.Value("calico") == nil || ch.Value("calico").Status != schema.StatusNotSupported || s.Kubernetes.Default != schema.DefaultKubernetesVersion {
 		t.Errorf("json matrix: %+v", s)
 	}
-	if _, _, err := run(t, newSupportCmd(), "-o", "yaml"); err == nil || !strings.Contains(err.Error(), "text, json or markdown") {
-		t.Errorf("-o yaml: %v", err)
+	if strings.Contains(out, `"tested"`) {
+		t.Errorf("-o json without --evidence has the tests:\n%s", out)
+	}
+	// The evidence, only when asked for; users read no test names else.
+	plain, _, err := run(t, newSupportCmd())
+	if err != nil || strings.Contains(plain, "make ") || strings.Contains(plain, "e2e-") {
+		t.Errorf("support names tests without --evidence: %v\n%s", err, plain)
+	}
+	out, _, err = run(t, newSupportCmd(), "--evidence")
+	if err != nil || !strings.Contains(out, "spec.kubernetes.type\n    kubexm     supported: make e2e-cluster\n") {
+		t.Errorf("--evidence lacks the tests: %v\n%s", err, out)
+	}
+	out, _, err = run(t, newSupportCmd(), "--evidence", "-o", "json")
+	if err != nil || !strings.Contains(out, `"tested": "make e2e-cluster"`) {
+		t.Errorf("--evidence -o json lacks the tests: %v\n%s", err, out)
+	}
+	if _, _, err := run(t, newSupportCmd(), "-o", "xml"); err == nil || !strings.Contains(err.Error(), "text, markdown, json or yaml") {
+		t.Errorf("-o xml: %v", err)
 	}
 }
 
