@@ -25,7 +25,7 @@ func All() []step.Builtin {
 		userBuiltin{}, groupBuiltin{},
 		packageBuiltin{},
 		newDownload(), unarchiveBuiltin{}, newDistribute(), newImageSave(),
-		packBuiltin{}, unpackBuiltin{},
+		packBuiltin{}, unpackBuiltin{}, syncDirBuiltin{},
 		waitForBuiltin{}, uriBuiltin{}, dnsQueryBuiltin{},
 		setupBuiltin{},
 		assertBuiltin{}, failBuiltin{}, debugBuiltin{}, setFactBuiltin{}, pauseBuiltin{},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,26 +19,44 @@ import (
 // hostLockScript holds an flock on the host for as long as its stdin stays
 // open: until the run ends, or until the connection is lost and sshd ends
 // the session, so a lock is never left behind by a run that died. It waits
-// a little for the lock: sshd may not yet have ended the session of a run
-// killed a moment ago. Its first
-// line is "locked" once it holds the lock, or "busy: <holder>" before it
-// exits 1.
+// a little for the lock ($2 seconds): sshd may not yet have ended the
+// session of a run killed a moment ago. With $3 = 1 (--break-lock) a lock
+// still held after that is broken: the holder's shell and its children are
+// killed (a holder whose control machine froze or vanished keeps its
+// session until TCP gives up). Its first line is "locked" once it holds the
+// lock ("locked, broke: <holder>" when it broke one), or "busy: <holder>"
+// before it exits 1.
 const hostLockScript = `f=/run/lock/kubexm.lock
 [ -d /run/lock ] || f=/var/lock/kubexm.lock
 command -v flock >/dev/null 2>&1 || { echo "flock(1) is not installed"; exit 3; }
 exec 9>>"$f" || exit 2
-if ! flock -w "$2" 9; then printf 'busy: '; cat "$f.holder" 2>/dev/null; echo; exit 1; fi
+broke=
+if ! flock -w "$2" 9; then
+  held=$(cat "$f.holder" 2>/dev/null)
+  pid=$(cat "$f.pid" 2>/dev/null)
+  if [ "$3" != 1 ]; then echo "busy: $held"; exit 1; fi
+  case $pid in ''|*[!0-9]*) echo "busy: $held (no holder process to end)"; exit 1;; esac
+  kids=$(pgrep -P "$pid" 2>/dev/null)
+  kill -9 "$pid" $kids 2>/dev/null
+  flock -w 10 9 || { echo "busy: $held (still held after ending process $pid)"; exit 1; }
+  broke=", broke: $held"
+fi
 printf '%s\n' "$1" >"$f.holder"
-echo locked
+echo $$ >"$f.pid"
+echo "locked$broke"
 cat >/dev/null
-rm -f "$f.holder"`
+rm -f "$f.holder" "$f.pid"`
 
-// hostLockWait is how long a run waits for a host's lock; hostLockTimeout
-// bounds the whole exchange.
+// hostLockWait is how long a run waits for a host's lock unless told
+// (RunOptions.LockWait); hostLockSlack is what the exchange may take beyond
+// it (the connection, breaking a lock).
 const (
-	hostLockWait    = 15 * time.Second
-	hostLockTimeout = hostLockWait + 30*time.Second
+	hostLockWait  = 15 * time.Second
+	hostLockSlack = 40 * time.Second
 )
+
+// errHostBusy says that another run holds a host's lock.
+var errHostBusy = errors.New("the host's kubexm lock is held")
 
 // lockHost takes the host's kubexm lock for a run that changes it, and
 // returns the function that releases it.
@@ -45,6 +64,10 @@ func (r *runner) lockHost(ctx context.Context, name string, t transport.Transpor
 	ctl, _ := os.Hostname()
 	holder := fmt.Sprintf("kubexm run %s (playbook %s) from %s pid %d, since %s",
 		r.runID, r.pb.Name, ctl, os.Getpid(), r.startTime.UTC().Format(time.RFC3339))
+	breakArg := "0"
+	if r.opts.BreakLock {
+		breakArg = "1"
+	}
 	stdin, hold := io.Pipe()
 	answered := make(chan struct{})
 	out := &lineWatch{seen: answered}
@@ -54,7 +77,7 @@ func (r *runner) lockHost(ctx context.Context, name string, t transport.Transpor
 	go func() {
 		defer close(done)
 		res, err = t.Run(context.WithoutCancel(ctx), transport.Command{
-			Argv:   []string{"/bin/sh", "-c", hostLockScript, "sh", holder, strconv.Itoa(int(cmp.Or(r.opts.hostLockWait, hostLockWait).Seconds()))},
+			Argv:   []string{"/bin/sh", "-c", hostLockScript, "sh", holder, strconv.Itoa(int(cmp.Or(r.opts.LockWait, hostLockWait).Seconds())), breakArg},
 			Become: true, Stdin: stdin, Stdout: out})
 	}()
 	release := func() {
@@ -66,7 +89,10 @@ func (r *runner) lockHost(ctx context.Context, name string, t transport.Transpor
 	}
 	select {
 	case <-answered:
-		if out.line() == "locked" {
+		if l := out.line(); l == "locked" || strings.HasPrefix(l, "locked, broke: ") {
+			if held, broke := strings.CutPrefix(l, "locked, broke: "); broke {
+				r.warn("", "%s: --break-lock ended the run that held the kubexm lock of the host (%s)", name, cmp.Or(held, "holder unknown"))
+			}
 			return release, nil
 		}
 		release()
@@ -75,15 +101,15 @@ func (r *runner) lockHost(ctx context.Context, name string, t transport.Transpor
 	case <-ctx.Done():
 		release()
 		return nil, ctx.Err()
-	case <-time.After(hostLockTimeout):
+	case <-time.After(cmp.Or(r.opts.LockWait, hostLockWait) + hostLockSlack):
 		release()
-		return nil, fmt.Errorf("%s: taking the kubexm lock on the host took over %s", name, hostLockTimeout)
+		return nil, fmt.Errorf("%s: taking the kubexm lock on the host took over %s", name, cmp.Or(r.opts.LockWait, hostLockWait)+hostLockSlack)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: taking the kubexm lock: %w", name, err)
 	}
 	if h, busy := strings.CutPrefix(out.line(), "busy: "); busy {
-		return nil, fmt.Errorf("%s is in use by another kubexm run (%s); wait for it to finish, or stop it", name, cmp.Or(h, "holder unknown"))
+		return nil, fmt.Errorf("%s is in use by another kubexm run (%s); wait for it to finish, or stop it; if its control machine is gone, --break-lock ends it: %w", name, cmp.Or(h, "holder unknown"), errHostBusy)
 	}
 	return nil, fmt.Errorf("%s: taking the kubexm lock (/run/lock/kubexm.lock) failed (exit %d): %s", name, res.ExitCode,
 		strings.TrimSpace(string(res.Stdout)+" "+string(res.Stderr)))

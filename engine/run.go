@@ -47,8 +47,18 @@ type RunOptions struct {
 	ForceHandlers bool
 	// HostLock takes a lock on every remote host for the whole run, so two
 	// runs that change the same host refuse to overlap.
-	HostLock     bool
-	hostLockWait time.Duration // how long to wait for a host's lock; tests shorten it
+	HostLock bool
+	// LockFirst names the host whose lock is taken before any other and
+	// before the first play (a cluster's first master): two runs started at
+	// once then never each hold a part of the hosts, and the one that waits
+	// is refused naming the holder before it has done anything.
+	LockFirst string
+	// LockWait is how long a run waits for a host's lock (0: 15 s).
+	LockWait time.Duration
+	// BreakLock ends the run that holds a host's lock (its process on the
+	// host, which the holder's control machine may no longer be there to
+	// end) and takes the lock, saying whose it was.
+	BreakLock bool
 }
 
 // ErrFailed is returned (wrapped) when some host failed; the recap says which.
@@ -142,6 +152,17 @@ func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOp
 		}()
 	}
 	r.emit(Event{Kind: EventRunStart, Message: fmt.Sprintf("playbook %s (%s)", pb.Name, pb.Path)})
+	// Only a lock held by another run ends the run here: a host that cannot
+	// be reached is reported by the plays, as every other host is.
+	if opts.HostLock && opts.LockFirst != "" {
+		if _, err := r.transportFor(ctx, opts.LockFirst); errors.Is(err, errHostBusy) {
+			close(r.jobs)
+			r.workers.Wait()
+			r.closeHosts()
+			_ = r.jr.close("failed")
+			return nil, fmt.Errorf("the lock of the cluster: %w", err)
+		}
+	}
 
 	for _, p := range pb.Plays {
 		if ctx.Err() != nil || r.abortReason() != "" {
@@ -227,6 +248,9 @@ func (r *runner) initHosts() error {
 	defaults["check_mode"] = r.opts.Check
 	defaults["run_id"] = r.runID
 	defaults["work_dir"] = r.opts.WorkDir
+	// What the cluster record on the hosts says the cluster was last run
+	// with (roles/identity): the inventory's hash, secrets masked.
+	defaults["inventory_sha256"] = inventoryHash(r.inv, r.red)
 	for i := range r.inv.Hosts {
 		h := &r.inv.Hosts[i]
 		hs := newHostState(h.Name, h, r.inv, defaults)

@@ -243,6 +243,26 @@ plays:
 			calls: []string{"h1:b", "h1:c"},
 		},
 		{
+			// A guard tagged always (the cluster's identity) runs before the
+			// start point too: a partial re-run must not skip what a whole
+			// one would refuse on.
+			name: "start at task runs always-tagged tasks before it",
+			files: map[string]string{"playbook.yaml": `
+- hosts: h1
+  tags: [always]
+  tasks:
+    - {name: guard, probe: g}
+- hosts: h1
+  tasks:
+    - {name: one, probe: a}
+    - {name: install two, probe: b}
+    - {name: three, probe: c}
+`},
+			opts:  RunOptions{StartAt: "install*"},
+			want:  map[string]HostStats{"h1": stats(3, 0, 0, 0)},
+			calls: []string{"h1:b", "h1:c", "h1:g"},
+		},
+		{
 			// The guide's example: the name as --list-tasks prints it.
 			name: "start at a role's task as listed",
 			files: map[string]string{"playbook.yaml": `

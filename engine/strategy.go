@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -373,7 +374,10 @@ func (pr *playRun) runTask(ctx context.Context, t *Task, hosts []*hostState, ov 
 		}
 		return pr.runInclude(ctx, t, hosts, ov)
 	}
-	if !pr.r.selected(t.Tags) || !pr.r.startAtReached(t) {
+	// A task tagged always runs before --start-at-task's task too: such tasks
+	// guard the run (the cluster's identity), and skipping them would let a
+	// partial re-run do what a whole one refuses.
+	if reached := pr.r.startAtReached(t); !pr.r.selected(t.Tags) || (!reached && !slices.Contains(t.Tags, "always")) {
 		return nil
 	}
 	return pr.runAction(ctx, t, hosts, ov, false)

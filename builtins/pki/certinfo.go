@@ -33,7 +33,7 @@ Files are read on the task's host (with become when the task has it), or
 on the control machine with ` + "`local: true`" + ` (relative paths then start
 at the cluster's work directory).
 
-Results for one ` + "`path`" + `: ` + "`path`, `exists`, `kind` (`certificate`, `kubeconfig` or `public-key`), `subject`, `common_name`, `organization` (list), `sans` (map of `dns` and `ips` lists), `issuer`, `not_before` and `not_after` (RFC3339), `days_left` (whole days, counted towards zero: negative once expired by a day), `expired`, `is_ca`, `serial` (hex), `subject_key_id` and `authority_key_id` (hex; which CA signed a certificate, where two CAs share a name during a rotation); for a public key `key_type` and `fingerprint` instead of the certificate fields" + `.
+Results for one ` + "`path`" + `: ` + "`path`, `exists`, `kind` (`certificate`, `kubeconfig` or `public-key`), `subject`, `common_name`, `organization` (list), `sans` (map of `dns` and `ips` lists), `issuer`, `not_before` and `not_after` (RFC3339), `days_left` (whole days, counted towards zero: negative once expired by a day), `expired`, `is_ca`, `serial` (hex), `subject_key_id` and `authority_key_id` (hex; which CA signed a certificate, where two CAs share a name during a rotation), `fingerprint` (hex SHA-256 of the certificate's DER form) and `fingerprints` (those of every certificate in the file, for a trust bundle); for a public key `key_type`, `fingerprint` and `fingerprints` instead of the certificate fields" + `.
 With ` + "`paths`" + ` the same maps are returned in the list ` + "`certs`" + `, in order.
 With ` + "`renew_before`" + ` each certificate also reports ` + "`due`" + ` (it expires within
 that time, or has expired), and the task ` + "`due`" + ` (any of them is): the test a
@@ -129,8 +129,11 @@ func (certInfo) Run(ctx context.Context, env *step.Env, args step.Args) (step.Re
 				anyDue = anyDue || due
 			}
 			info["kind"] = "certificate"
+			info["fingerprints"] = []any{info["fingerprint"]}
 			if !bytes.Contains(data, []byte("-----BEGIN CERTIFICATE-----")) {
 				info["kind"] = "kubeconfig"
+			} else {
+				info["fingerprints"] = bundleFingerprints(data)
 			}
 		}
 		info["path"] = where
@@ -244,14 +247,43 @@ func describePublicKey(data []byte) (map[string]any, error) {
 		return nil, fmt.Errorf("public key: %w", err)
 	}
 	sum := sha256.Sum256(block.Bytes)
+	fp := hex.EncodeToString(sum[:])
 	return map[string]any{
-		"kind":        "public-key",
-		"key_type":    orUnknown(string(KeyTypeOf(pub))),
-		"fingerprint": hex.EncodeToString(sum[:]),
+		"kind":         "public-key",
+		"key_type":     orUnknown(string(KeyTypeOf(pub))),
+		"fingerprint":  fp,
+		"fingerprints": []any{fp},
 	}, nil
 }
 
+// bundleFingerprints lists the fingerprint of every certificate in a PEM
+// file, in order: a trust bundle holds two CAs during a rotation, and "do
+// these two files trust a common CA" is a question about all of them.
+func bundleFingerprints(data []byte) []any {
+	var fps []any
+	for rest := data; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return fps
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		if c, err := x509.ParseCertificate(block.Bytes); err == nil {
+			fps = append(fps, CertFingerprint(c))
+		}
+	}
+}
+
 // Describe returns what cert_info reports about a certificate at time now.
+// CertFingerprint is the SHA-256 fingerprint of a certificate's DER form, as
+// `openssl x509 -fingerprint -sha256` prints it (without the colons).
+func CertFingerprint(c *x509.Certificate) string {
+	sum := sha256.Sum256(c.Raw)
+	return hex.EncodeToString(sum[:])
+}
+
 func Describe(c *x509.Certificate, now time.Time) map[string]any {
 	dns := make([]any, len(c.DNSNames))
 	for i, d := range c.DNSNames {
@@ -279,5 +311,6 @@ func Describe(c *x509.Certificate, now time.Time) map[string]any {
 		"serial":           serialHex(c),
 		"subject_key_id":   hex.EncodeToString(c.SubjectKeyId),
 		"authority_key_id": hex.EncodeToString(c.AuthorityKeyId),
+		"fingerprint":      CertFingerprint(c),
 	}
 }

@@ -180,3 +180,32 @@ func TestCertInfoRenewBefore(t *testing.T) {
 		}
 	}
 }
+
+func TestCertInfoFingerprintsOfABundle(t *testing.T) {
+	env := testEnv(t)
+	dir := clusterPKI(t, env)
+	run(t, genCert{}, env, step.Args{"path": "certs/other", "name": "ca", "ca": true, "common_name": "other"})
+	one, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := os.ReadFile(filepath.Join(env.WorkDir, "certs/other/ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(env.WorkDir, "bundle.crt")
+	if err := os.WriteFile(bundle, append(append([]byte{}, one...), two...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fp := func(p string) string {
+		return CertFingerprint(readCert(t, p))
+	}
+	d := run(t, certInfo{}, env, step.Args{"path": bundle, "local": true}).Data
+	want := []any{fp(filepath.Join(dir, "ca.crt")), fp(filepath.Join(env.WorkDir, "certs/other/ca.crt"))}
+	if !slices.Equal(d["fingerprints"].([]any), want) || d["fingerprint"] != want[0] || want[0] == want[1] {
+		t.Errorf("bundle: fingerprint %v, fingerprints %v; want %v", d["fingerprint"], d["fingerprints"], want)
+	}
+	if len(want[0].(string)) != 64 {
+		t.Errorf("fingerprint %q is not a hex SHA-256", want[0])
+	}
+}

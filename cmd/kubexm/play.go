@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -58,6 +59,10 @@ type playFlags struct {
 	overlays  []string
 	workDir   string
 	noJournal bool
+	// lockWait and breakLock: how long to wait for the hosts' kubexm lock,
+	// and whether to end a run that holds it.
+	lockWait  time.Duration
+	breakLock bool
 	// forceHandlers runs notified handlers on hosts that failed.
 	forceHandlers bool
 	// offlineBundle is a bundle of `kubexm artifact export` to install from.
@@ -118,6 +123,8 @@ func addRunFlags(fl *pflag.FlagSet, f *playFlags, forksShort string) {
 	addOverlayFlag(fl, &f.overlays)
 	fl.StringVar(&f.workDir, "workdir", "", "work directory holding run journals (default .kubexm/<cluster name>)")
 	fl.BoolVar(&f.noJournal, "no-journal", false, "do not write a run journal (such a run cannot be resumed)")
+	fl.DurationVar(&f.lockWait, "lock-wait", 15*time.Second, "how long to wait for another kubexm run's lock on the hosts before giving up")
+	fl.BoolVar(&f.breakLock, "break-lock", false, "end the kubexm run that holds the hosts' lock (one whose control machine is gone) and take it; says whose it was")
 }
 
 func addOverlayFlag(fl *pflag.FlagSet, dirs *[]string) {
@@ -272,6 +279,11 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 	if ctx.Err() != nil {
 		return &exitError{err: fmt.Errorf("stopped before the run began: %w", context.Cause(ctx)), code: 130}
 	}
+	if f.output != "json" && f.sink == nil {
+		// What a run keeps (its journal, the cluster's PKI, the admin
+		// kubeconfig) is there: say where, since it follows the directory.
+		fmt.Fprintf(w, "work directory: %s\n", workDir)
+	}
 	sink := f.sink
 	switch {
 	case sink != nil:
@@ -290,6 +302,7 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 		Connect:  a.connect, Forks: f.forks, Check: f.check, Diff: f.diff, Tags: f.tags, SkipTags: f.skipTags,
 		StartAt: f.startAt, Limit: f.limit, ExtraVars: extra, WorkDir: workDir, Resume: f.resume,
 		Output: sink, Verbosity: f.verbose, Version: version, NoJournal: f.noJournal || f.check, HostLock: !f.check,
+		LockFirst: firstOf(inv.Groups["master"]), LockWait: f.lockWait, BreakLock: f.breakLock,
 		ForceHandlers: f.forceHandlers,
 	})
 	if err == nil {
@@ -493,4 +506,13 @@ func textSink(w io.Writer, verbosity int) (engine.Sink, func()) {
 		}
 	}
 	return output.NewText(w, verbosity), func() {}
+}
+
+// firstOf is a list's first element, or "" for none: the host whose lock a
+// cluster's run takes first (its first master).
+func firstOf(hosts []string) string {
+	if len(hosts) == 0 {
+		return ""
+	}
+	return hosts[0]
 }

@@ -1,0 +1,224 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mensylisir/kubexm/test/testhosts"
+)
+
+// identityPaths are the PKI a binary-mode cluster runs with, and kubexm's
+// copy of it on the masters.
+var identityPaths = []string{"/etc/kubernetes/pki", "/etc/kubexm/etcd/ssl", "/var/lib/kubexm/pki"}
+
+// clusterIdentity is issue 44's acceptance on a running binary-mode cluster
+// created from kx's work directory (A): from an empty directory B,
+// create-cluster and add-nodes adopt the cluster's PKI (nothing on any host
+// changes, the CA and service-account key stay, A's admin kubeconfig, a
+// service-account token and CoreDNS keep working); a directory C holding
+// another CA is refused before any change, with both fingerprints; two runs
+// at once from A and B: exactly one runs, the other is refused naming the
+// holder. It returns B's kubexm, for the certificate renewal from there.
+func clusterIdentity(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, set *testhosts.Set, root, name, bundle string) (kubexm, string) {
+	t.Helper()
+	create := filepath.Join(root, "playbooks", "create-cluster")
+	master := set.Hosts[0].Name
+	snapAll := func() map[string]map[string]string {
+		s := map[string]map[string]string{}
+		for _, h := range set.Hosts {
+			s[h.Name] = snapshot(ctx, t, set, h.Name, identityPaths...)
+		}
+		return s
+	}
+	unchanged := func(what string, before map[string]map[string]string) {
+		t.Helper()
+		for _, h := range set.Hosts {
+			if d := diffSnapshots(before[h.Name], snapshot(ctx, t, set, h.Name, identityPaths...)); len(d) > 0 {
+				t.Errorf("%s changed the PKI of %s:\n  %s", what, h.Name, strings.Join(d, "\n  "))
+			}
+		}
+	}
+	caFP := hostCertFingerprint(ctx, t, set, master, "/etc/kubernetes/pki/ca-signer.crt")
+	saFP := hostFileSum(ctx, t, set, master, "/etc/kubernetes/pki/sa.pub")
+	token, err := k.run(ctx, "", "create", "token", "default", "-n", "default", "--duration", "1h")
+	if err != nil {
+		t.Fatalf("a service-account token: %v: %s", err, token)
+	}
+	dnsPods := func() string {
+		out, err := k.run(ctx, "", "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-dns",
+			"-o", "jsonpath={range .items[*]}{.metadata.uid}:{.status.containerStatuses[0].restartCount} {end}")
+		if err != nil {
+			t.Fatalf("CoreDNS pods: %v: %s", err, out)
+		}
+		return out
+	}
+	dnsBefore := dnsPods()
+	before := snapAll()
+
+	// --- B: an empty directory with the same cluster.yaml ------------------
+	dirB := t.TempDir()
+	kxB := kx
+	kxB.dir = dirB
+	res := kxB.play(ctx, create, "--offline-bundle", bundle)
+	if res.err != nil {
+		t.Fatalf("create-cluster from an empty directory failed: %v%s", res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster from an empty work directory (adopting the cluster's PKI): %s; slowest tasks:%s", res.wall.Round(time.Millisecond), res.slowest(8))
+	// What it changed is B's own work directory (the PKI taken from the
+	// masters, the artifacts of the bundle, the admin kubeconfig): the
+	// snapshots below show that no host changed.
+	t.Logf("create-cluster from an empty directory changed, on the control machine: %s", strings.Join(res.changed(), "; "))
+	unchanged("create-cluster from an empty directory", before)
+	if got := hostCertFingerprint(ctx, t, set, master, "/etc/kubernetes/pki/ca-signer.crt"); got != caFP {
+		t.Errorf("the cluster CA changed: %s -> %s", caFP, got)
+	}
+	if got := hostFileSum(ctx, t, set, master, "/etc/kubernetes/pki/sa.pub"); got != saFP {
+		t.Errorf("the service-account key changed: %s -> %s", saFP, got)
+	}
+	if out, err := k.run(ctx, "", "get", "nodes"); err != nil {
+		t.Errorf("A's admin kubeconfig stopped working: %v: %s", err, out)
+	}
+	kB := kubectlRunner{bin: k.bin, kubeconfig: filepath.Join(dirB, ".kubexm", name, "kubeconfig")}
+	if out, err := kB.run(ctx, "", "get", "nodes"); err != nil {
+		t.Errorf("B's admin kubeconfig does not work: %v: %s", err, out)
+	}
+	tk := kubectlRunner{bin: k.bin, kubeconfig: os.DevNull}
+	server := "https://" + set.Gateway + ":6443"
+	if out, err := tk.run(ctx, "", "--server", server, "--certificate-authority", filepath.Join(dirB, ".kubexm", name, "certs", "kubernetes", "ca.crt"),
+		"--token", strings.TrimSpace(token), "auth", "whoami"); err != nil || !strings.Contains(out, "system:serviceaccount:default:default") {
+		t.Errorf("a service-account token made before the run from B: %v: %s", err, out)
+	}
+	if after := dnsPods(); after != dnsBefore {
+		t.Errorf("CoreDNS's pods changed (uid:restarts): %q -> %q", dnsBefore, after)
+	}
+
+	res = kxB.play(ctx, filepath.Join(root, "playbooks", "add-nodes"), "--offline-bundle", bundle)
+	if res.err != nil {
+		t.Fatalf("add-nodes from B failed: %v%s", res.err, res.failures())
+	}
+	unchanged("add-nodes from B", before)
+
+	// --- C: a directory holding another cluster's CA ------------------------
+	dirC := t.TempDir()
+	otherFP := writeOtherCA(t, filepath.Join(dirC, ".kubexm", name, "certs", "kubernetes"))
+	kxC := kx
+	kxC.dir = dirC
+	res = kxC.play(ctx, create, "--offline-bundle", bundle)
+	if res.err == nil {
+		t.Fatal("create-cluster from a directory holding another CA succeeded")
+	}
+	if msg := res.failures(); !strings.Contains(msg, caFP) || !strings.Contains(msg, otherFP) || !strings.Contains(msg, "Nothing was changed") {
+		t.Errorf("the refusal does not name both fingerprints (%s, %s):%s", caFP, otherFP, msg)
+	}
+	unchanged("the refused run from C", before)
+
+	// --- A and B at once: one runs, the other is refused naming the holder --
+	var wg sync.WaitGroup
+	results := make([]runResult, 2)
+	for i, x := range []kubexm{kx, kxB} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = x.play(ctx, create, "--offline-bundle", bundle, "--lock-wait", "1s")
+		}()
+	}
+	wg.Wait()
+	ok, refused := 0, ""
+	for _, r := range results {
+		if r.err == nil {
+			ok++
+		} else {
+			refused = r.failures() + r.stderr
+		}
+	}
+	if ok != 1 || !strings.Contains(refused, "in use by another kubexm run") || !strings.Contains(refused, "playbook create-cluster") {
+		t.Errorf("two runs at once: %d succeeded, want exactly 1; the other said:%s", ok, refused)
+	}
+	unchanged("two runs at once", before)
+	return kxB, dirB
+}
+
+// hostCertFingerprint is the SHA-256 of the DER form of the first
+// certificate in a file on a host.
+func hostCertFingerprint(ctx context.Context, t *testing.T, set *testhosts.Set, host, path string) string {
+	t.Helper()
+	out, err := set.SSH(ctx, host, "cat "+path)
+	if err != nil {
+		t.Fatalf("%s:%s: %v", host, path, err)
+	}
+	block, _ := pem.Decode([]byte(out))
+	if block == nil {
+		t.Fatalf("%s:%s holds no PEM block", host, path)
+	}
+	sum := sha256.Sum256(block.Bytes)
+	return hex.EncodeToString(sum[:])
+}
+
+func hostFileSum(ctx context.Context, t *testing.T, set *testhosts.Set, host, path string) string {
+	t.Helper()
+	out, err := set.SSH(ctx, host, "sha256sum "+path)
+	if err != nil {
+		t.Fatalf("%s:%s: %v", host, path, err)
+	}
+	return strings.Fields(out)[0]
+}
+
+// writeOtherCA writes the ca.crt and ca.key of a CA no cluster has into
+// dir and returns its fingerprint.
+func writeOtherCA(t *testing.T, dir string) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubernetes"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:])
+}
+
+// hostChanges is what a run changed but the work directory's copy of the
+// cluster's PKI, which a directory that was behind takes from the masters.
+func hostChanges(res runResult) []string {
+	var out []string
+	for _, c := range res.changed() {
+		if !strings.Contains(c, ": Cluster identity - what changed in the cluster's PKI") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
