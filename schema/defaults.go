@@ -17,6 +17,17 @@ const (
 // when none is given. Only containerd is installed (roles/support.yaml); the
 // others keep a version so that `config view` of a refused file still reads
 // sensibly.
+// MinimalCluster is the smallest valid cluster.yaml: one host in every
+// role and every choice at its default, for what kubexm says of its
+// defaults (kubexm version, kubexm explain) without a file of the user's.
+const MinimalCluster = `apiVersion: ` + APIVersion + `
+kind: ` + Kind + `
+metadata: {name: defaults}
+spec:
+  hosts: [{name: n1, address: 192.0.2.1}]
+  roleGroups: {etcd: [n1], master: [n1], worker: [n1]}
+`
+
 // DefaultArch is a host's architecture when cluster.yaml names none. The
 // inventory also gives it to the control machine (localhost), so roles
 // read `arch` without a default of their own.

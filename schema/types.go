@@ -43,7 +43,7 @@ type Spec struct {
 	Network              Network              `yaml:"network"`
 	Storage              Storage              `yaml:"storage"`
 	Registry             Registry             `yaml:"registry"`
-	Addons               []Addon              `yaml:"addons,omitempty" choice:"value" doc:"Add-ons to install (seeds/003, KubeKey's format): a name kubexm installs itself (metrics-server), or an add-on of your own from YAML manifests (sources.yaml) or a local Helm chart (sources.chart); see docs/guide.md#add-ons."`
+	Addons               []Addon              `yaml:"addons,omitempty" choice:"value" doc:"Add-ons to install (KubeKey's format): a name kubexm installs itself (metrics-server), or an add-on of your own from YAML manifests (sources.yaml) or a local Helm chart (sources.chart); see docs/guide.md#add-ons."`
 	DNS                  DNS                  `yaml:"dns"`
 	Extra                Extra                `yaml:"extra"`
 	Hooks                []Hook               `yaml:"hooks,omitempty" doc:"Hook playbooks run before or after a phase of a playbook (kubexm play --list-tasks names the phases); see docs/playbooks.md#hooks."`

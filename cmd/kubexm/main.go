@@ -141,7 +141,7 @@ func newRootCmd() *cobra.Command {
 		connect:       conn.connect,
 		builtinFS:     kubexm.Content(),
 	}
-	root.AddCommand(newConfigCmd(), newCreateCmd(), newPlayCmd(a), newPlaybookCmd(a), newDocCmd(a), newArtifactCmd(a), newSupportCmd(), newCertsCmd(a), newVersionCmd())
+	root.AddCommand(newConfigCmd(), newCreateCmd(), newPlayCmd(a), newPlaybookCmd(a), newDocCmd(a), newArtifactCmd(a), newSupportCmd(), newCertsCmd(a), newVersionCmd(), newExplainCmd())
 	root.AddCommand(newServerCmd(a), newWorkerCmd(a), newGetCmd(), newBundleCmd())
 	// After them: the verbs join the get command of the server's jobs.
 	addVerbCmds(root, a)

@@ -102,20 +102,11 @@ func fromBuildInfo(info *Info, bi *debug.BuildInfo) {
 	}
 }
 
-// sampleCluster is the smallest cluster.yaml: every choice at its default.
-const sampleCluster = `apiVersion: ` + schema.APIVersion + `
-kind: ` + schema.Kind + `
-metadata: {name: defaults}
-spec:
-  hosts: [{name: n1, address: 192.0.2.1}]
-  roleGroups: {etcd: [n1], master: [n1], worker: [n1]}
-`
-
 // componentDefaults renders each component's default variable (the
 // matrix's "FILE VARIABLE") as the roles do for a cluster.yaml that sets
 // nothing, so that the versions are the roles' own, never written twice.
 func componentDefaults(s *schema.Support, content fs.FS) (map[string]string, error) {
-	c, _, err := schema.ParseWith("defaults.yaml", []byte(sampleCluster), s)
+	c, _, err := schema.ParseWith("defaults.yaml", []byte(schema.MinimalCluster), s)
 	if err != nil {
 		return nil, fmt.Errorf("the default cluster: %w", err)
 	}
