@@ -174,3 +174,53 @@ func TestServiceInsecureHTTPListensOnLoopback(t *testing.T) {
 		t.Errorf("TLS listens on %s", got)
 	}
 }
+
+func TestServiceExtraVarsSealedSQLite(t *testing.T) { testServiceExtraVarsSealed(t, "") }
+
+func TestServiceExtraVarsSealedPostgreSQL(t *testing.T) { testServiceExtraVarsSealed(t, pg.DSN(t)) }
+
+// testServiceExtraVarsSealed: a job's extra var values reach its run, and
+// neither its record (GET /api/v1/jobs/{id}, the jobs table) nor the
+// worker's log of the child's arguments (every user of the machine reads
+// a command line) holds them.
+func testServiceExtraVarsSealed(t *testing.T, dsn string) {
+	if testing.Short() {
+		t.Skip("starts a worker process")
+	}
+	const value = "Zq8-extra-var-value"
+	e := newServiceEnv(t, dsn)
+	e.startWorker("w1")
+	if code := e.do("POST", "/api/v1/clusters", "application/yaml", []byte(serviceCluster("c1")), nil); code != 201 {
+		t.Fatalf("register: %d", code)
+	}
+	var acc struct {
+		JobID string `json:"job_id"`
+	}
+	body := `{"cluster": "c1", "playbook": "vars", "options": {"extra_vars": ["note=` + value + `", "{\"other\": {\"deep\": \"` + value + `\"}}"]}}`
+	if code := e.do("POST", "/api/v1/jobs", "application/json", []byte(body), &acc); code != 202 {
+		t.Fatalf("queue: %d", code)
+	}
+	j := e.waitJob(acc.JobID, time.Minute, "ended", func(j jobstore.Job) bool { return !j.Status.Active() })
+	if j.Status != jobstore.Succeeded {
+		t.Fatalf("job: %+v\n%s", j, e.workerLogs())
+	}
+	if got, _ := os.ReadFile(filepath.Join(e.dataDir, "clusters", "c1", "note.out")); string(got) != value {
+		t.Fatalf("the run got note=%q", got)
+	}
+	rec, _ := json.Marshal(j)
+	if strings.Contains(string(rec), value) || !strings.Contains(string(rec), `note=******`) || !strings.Contains(string(rec), `other`) {
+		t.Errorf("the job's record: %s", rec)
+	}
+	if strings.Contains(e.workerLogs(), value) {
+		t.Errorf("the worker logged the value:\n%s", e.workerLogs())
+	}
+	db, _ := e.rawDB()
+	defer db.Close()
+	var opts string
+	if err := db.QueryRow(`SELECT options FROM jobs WHERE id = '` + acc.JobID + `'`).Scan(&opts); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(opts, value) {
+		t.Errorf("jobs.options: %s", opts)
+	}
+}

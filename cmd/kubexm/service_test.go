@@ -90,6 +90,12 @@ var servicePlaybooks = map[string]string{
     - name: release the cluster
       shell: rmdir {{ .work_dir | quote }}/busy
 `,
+	"vars/playbook.yaml": `- name: vars
+  hosts: localhost
+  tasks:
+    - name: write the extra var
+      shell: printf %s {{ .note | quote }} > {{ .work_dir | quote }}/note.out
+`,
 	"fail/playbook.yaml": `- name: fail
   hosts: localhost
   tasks:

@@ -523,7 +523,22 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, tok jobstore.Toke
 		s.internal(w, r, err)
 		return
 	}
-	j, err := s.c.Store.CreateJob(r.Context(), jobstore.Job{ID: id, Cluster: req.Cluster, ConfigVersion: cv.Version, Playbook: req.Playbook, Options: req.Options, CreatedBy: tok.Name}, check)
+	job := jobstore.Job{ID: id, Cluster: req.Cluster, ConfigVersion: cv.Version, Playbook: req.Playbook, Options: req.Options, CreatedBy: tok.Name}
+	if len(req.Options.ExtraVars) > 0 {
+		// Sealed for the worker; the job's record (the database, the
+		// API, kubexm get job) keeps names only.
+		plainVars, err := json.Marshal(req.Options.ExtraVars)
+		if err != nil {
+			s.internal(w, r, err)
+			return
+		}
+		if job.SealedVars, err = s.c.Box.Seal(plainVars, worker.VarsAAD(id)); err != nil {
+			s.internal(w, r, err)
+			return
+		}
+		job.Options.ExtraVars = maskExtraVars(req.Options.ExtraVars)
+	}
+	j, err := s.c.Store.CreateJob(r.Context(), job, check)
 	if err != nil {
 		s.storeError(w, r, err)
 		return
@@ -531,6 +546,30 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, tok jobstore.Toke
 	s.audit(r, tok, "create job", j.ID, fmt.Sprintf("playbook %s on cluster %s (config version %d)%s", j.Playbook, j.Cluster, j.ConfigVersion, describeOptions(j.Options)))
 	w.Header().Set("Location", "/api/v1/jobs/"+j.ID)
 	writeJSON(w, http.StatusAccepted, map[string]any{"job_id": j.ID, "job": j})
+}
+
+// maskExtraVars is how a job's record shows its extra vars: each -e value
+// with its names and every value ******.
+func maskExtraVars(list []string) []string {
+	out := make([]string, len(list))
+	for i, e := range list {
+		vars, err := engine.ParseExtraVars([]string{e})
+		if err != nil {
+			out[i] = schema.Mask
+			continue
+		}
+		if name, _, ok := strings.Cut(e, "="); ok && len(vars) == 1 && vars[strings.TrimSpace(name)] != nil {
+			out[i] = strings.TrimSpace(name) + "=" + schema.Mask
+			continue
+		}
+		m := make(map[string]string, len(vars))
+		for k := range vars {
+			m[k] = schema.Mask
+		}
+		data, _ := json.Marshal(m)
+		out[i] = string(data)
+	}
+	return out
 }
 
 // describeOptions is the audit's view of a job's options: extra vars by

@@ -81,6 +81,9 @@ CREATE TABLE audit (
 `,
 	// Tokens may expire; 0 is never (every token made before).
 	2: `ALTER TABLE tokens ADD COLUMN expires_at BIGINT NOT NULL DEFAULT 0`,
+	// A job's extra vars as given, sealed: options.extra_vars keeps them
+	// masked. NULL for the jobs made before, which carry them in clear.
+	3: `ALTER TABLE jobs ADD COLUMN sealed_vars {{blob}}`,
 }
 
 func (s *sqlStore) migrate(ctx context.Context) error {

@@ -258,7 +258,7 @@ func (s *sqlStore) ClusterConfig(ctx context.Context, name string, version int) 
 	return v, err
 }
 
-const jobColumns = `id, cluster, config_version, playbook, options, status, current_task, error, worker, run_id, resume, attempts, cancel_request, created_by, created_at, started_at, finished_at, heartbeat_at`
+const jobColumns = `id, cluster, config_version, playbook, options, status, current_task, error, worker, run_id, resume, attempts, cancel_request, created_by, created_at, started_at, finished_at, heartbeat_at, sealed_vars`
 
 type scanner interface{ Scan(...any) error }
 
@@ -268,7 +268,7 @@ func scanJob(r scanner) (Job, error) {
 	var resume, cancel int
 	var ca, sa, fa, ha int64
 	err := r.Scan(&j.ID, &j.Cluster, &j.ConfigVersion, &j.Playbook, &opts, &j.Status, &j.CurrentTask, &j.Error, &j.Worker, &j.RunID,
-		&resume, &j.Attempts, &cancel, &j.CreatedBy, &ca, &sa, &fa, &ha)
+		&resume, &j.Attempts, &cancel, &j.CreatedBy, &ca, &sa, &fa, &ha, &j.SealedVars)
 	if err != nil {
 		return j, err
 	}
@@ -297,8 +297,8 @@ func (s *sqlStore) CreateJob(ctx context.Context, j Job, check func() error) (Jo
 					return refused
 				}
 			}
-			_, err := tx.ExecContext(ctx, s.q(`INSERT INTO jobs (id, cluster, config_version, playbook, options, status, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
-				j.ID, j.Cluster, j.ConfigVersion, j.Playbook, string(opts), j.Status, j.CreatedBy, ms(j.CreatedAt))
+			_, err := tx.ExecContext(ctx, s.q(`INSERT INTO jobs (id, cluster, config_version, playbook, options, status, created_by, created_at, sealed_vars) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+				j.ID, j.Cluster, j.ConfigVersion, j.Playbook, string(opts), j.Status, j.CreatedBy, ms(j.CreatedAt), j.SealedVars)
 			return err
 		})
 	})

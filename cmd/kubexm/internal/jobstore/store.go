@@ -89,6 +89,9 @@ type Job struct {
 	StartedAt     time.Time `json:"started_at,omitzero"`
 	FinishedAt    time.Time `json:"finished_at,omitzero"`
 	HeartbeatAt   time.Time `json:"heartbeat_at,omitzero"`
+	// SealedVars are the extra vars as given, sealed (the worker opens
+	// them); Options.ExtraVars holds them masked. Never in the API.
+	SealedVars []byte `json:"-"`
 }
 
 // Event is one line of a job's history: an engine event (task start, host

@@ -316,7 +316,10 @@ func commandArgs(c *jobstore.Command) []string {
 	return append(append(args, "--"), c.Argv...)
 }
 
-func playArgs(j *jobstore.Job, ref, dataDir string) ([]string, error) {
+// playArgs are the child's arguments; with varsFile the extra vars are
+// read from that file (a descriptor of the child), not given on the
+// command line, where every user of the machine reads them.
+func playArgs(j *jobstore.Job, ref, dataDir, varsFile string) ([]string, error) {
 	if j.Options.Command != nil {
 		return commandArgs(j.Options.Command), nil
 	}
@@ -351,8 +354,12 @@ func playArgs(j *jobstore.Job, ref, dataDir string) ([]string, error) {
 	if o.Diff {
 		args = append(args, "--diff")
 	}
-	for _, e := range o.ExtraVars {
-		args = append(args, "--extra-vars", e)
+	if varsFile != "" {
+		args = append(args, "--extra-vars", "@"+varsFile)
+	} else {
+		for _, e := range o.ExtraVars {
+			args = append(args, "--extra-vars", e)
+		}
 	}
 	if j.Resume && j.RunID != "" {
 		args = append(args, "--resume="+j.RunID)
@@ -383,7 +390,16 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 	if err := flock.CheckPrivateDir(workDir); err != nil {
 		return jobstore.Failed, fmt.Sprintf("work dir: %v", err)
 	}
-	pargs, err := playArgs(j, ref, w.c.DataDir)
+	vars, err := w.extraVarsFile(j)
+	if err != nil {
+		return jobstore.Failed, err.Error()
+	}
+	varsArg := ""
+	if vars != nil {
+		defer vars.Close()
+		varsArg = fmt.Sprintf("/dev/fd/%d", varsFD)
+	}
+	pargs, err := playArgs(j, ref, w.c.DataDir, varsArg)
 	if err != nil {
 		return jobstore.Failed, err.Error()
 	}
@@ -406,7 +422,7 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 		return jobstore.Failed, err.Error()
 	}
 	cmd := exec.Command(w.c.Exe, args...)
-	cmd.ExtraFiles = append([]*os.File{cfg, connsW}, keys...)
+	cmd.ExtraFiles = append([]*os.File{cfg, connsW, vars}, keys...)
 	cmd.Dir = workDir
 	cmd.Env = env
 	// The child dies with the worker, however the worker dies; in a
@@ -526,9 +542,51 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 	return jobstore.Failed, mask(stderr.message(err))
 }
 
-// firstKeyFD is the child's descriptor of the first private key of a
-// server secret: after the config (3) and the connection events (4).
-const firstKeyFD = 5
+// The child's descriptors after the config (3) and the connection events
+// (4): the extra vars (closed when the job has none), then the private
+// keys of server secrets.
+const (
+	varsFD     = 5
+	firstKeyFD = 6
+)
+
+// VarsAAD binds a job's sealed extra vars to the job.
+func VarsAAD(jobID string) []byte { return []byte("job/" + jobID + "/extra-vars") }
+
+// extraVarsFile is the job's extra vars as one mapping in a memfd, for
+// --extra-vars @/dev/fd/5; nil for a job without sealed ones (none, or
+// made before they were sealed: those go on the command line as stored).
+func (w *Worker) extraVarsFile(j *jobstore.Job) (*os.File, error) {
+	if len(j.SealedVars) == 0 {
+		return nil, nil
+	}
+	plain, err := w.c.Box.Open(j.SealedVars, VarsAAD(j.ID))
+	if err != nil {
+		return nil, fmt.Errorf("extra vars: %w", err)
+	}
+	var list []string
+	if err := json.Unmarshal(plain, &list); err != nil {
+		return nil, fmt.Errorf("extra vars: %w", err)
+	}
+	vars, err := engine.ParseExtraVars(list)
+	if err != nil {
+		return nil, fmt.Errorf("extra vars: %w", err)
+	}
+	data, err := json.Marshal(vars)
+	if err != nil {
+		return nil, fmt.Errorf("extra vars: %w", err)
+	}
+	fd, err := unix.MemfdCreate("extra-vars.json", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("memfd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "extra-vars.json")
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("memfd: %w", err)
+	}
+	return f, nil
+}
 
 // childEnv is all a job's child gets of an environment: the server's holds
 // what its jobs must not see (the secret key, the admin's credentials and
