@@ -16,21 +16,28 @@ TESTFLAGS ?=
 
 export KUBEXM_TEST_CACHE
 
-.PHONY: build check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-ha e2e-kubeadm-ha e2e-vip e2e-nodes e2e-upgrade e2e-upgrade-chain e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
+.PHONY: build deps check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-ha e2e-kubeadm-ha e2e-vip e2e-nodes e2e-upgrade e2e-upgrade-chain e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
 
 # Static (no cgo): autoRenewCerts copies this binary to the masters, whose
 # C library may be older than the build machine's.
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/kubexm
 
+# The test machines need root: as a user, these targets run their scripts under sudo.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+# The machine's dependencies, one list (test/deps/packages.txt) for demo, check and CI.
+deps:
+	test/deps/install.sh
+
 # Everything CI runs, as CI runs it: installs what it needs (apt-get), vet,
 # unit, integration and e2e tests on test machines it brings up and down.
 check:
-	bash .ci/run
+	$(SUDO) bash .ci/run
 
 # Three local test machines and a Kubernetes cluster on them, built by kubexm from an offline bundle.
-demo:
-	PREFIX='$(PREFIX)' test/demo.sh
+demo: deps
+	$(SUDO) env PREFIX='$(PREFIX)' KUBEXM_TEST_CACHE='$(KUBEXM_TEST_CACHE)' test/demo.sh
 
 # Unit tests: no root, no network, no machines.
 test: vet unit

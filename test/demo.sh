@@ -20,7 +20,7 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 KUBE_VERSION=v1.37.2
 CONTAINERD_VERSION=2.4.2 RUNC_VERSION=1.5.2 CNI_VERSION=1.9.1
 
-[ "$(id -u)" -eq 0 ] || { echo "demo: run as root (sudo make demo): it starts systemd-nspawn machines" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || { echo "demo: run as root (make demo runs it under sudo): it starts systemd-nspawn machines" >&2; exit 1; }
 go build -o bin/kubexm ./cmd/kubexm
 test/hosts/prepare-rootfs.sh
 echo "== the releases, built once and cached in $CACHE"
