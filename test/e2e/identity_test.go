@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -11,12 +12,15 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,6 +155,47 @@ func clusterIdentity(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunn
 		t.Errorf("two runs at once: %d succeeded, want exactly 1; the other said:%s", ok, refused)
 	}
 	unchanged("two runs at once", before)
+
+	// --- a frozen holder (its control machine stopped, its sessions kept)
+	// is reported, and --break-lock ends it -----------------------------------
+	frozen := kx.command(ctx, create, "--offline-bundle", bundle)
+	out, err := frozen.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := frozen.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = frozen.Process.Kill(); _ = frozen.Wait() }()
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e event
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Kind == "play_start" {
+			break // the first play runs: the run holds the hosts' locks
+		}
+	}
+	if err := frozen.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	res = kxB.play(ctx, create, "--offline-bundle", bundle, "--lock-wait", "1s")
+	if res.err == nil || !strings.Contains(res.stderr, "in use by another kubexm run") || !strings.Contains(res.stderr, "--break-lock") {
+		t.Errorf("a run beside a frozen one: %v, stderr %s", res.err, res.stderr)
+	}
+	res = kxB.play(ctx, create, "--offline-bundle", bundle, "--lock-wait", "1s", "--break-lock")
+	if res.err != nil {
+		t.Fatalf("--break-lock: %v%s", res.err, res.failures())
+	}
+	broke := false
+	for _, e := range res.events {
+		broke = broke || (e.Kind == "warning" && strings.Contains(e.Message, "--break-lock ended the run that held the kubexm lock"))
+	}
+	if !broke {
+		t.Error("--break-lock did not say whose lock it broke")
+	}
+	unchanged("--break-lock's run", before)
+	_ = frozen.Process.Kill()
 	return kxB, dirB
 }
 
