@@ -64,7 +64,7 @@ func TestReadVerbsThroughServer(t *testing.T) {
 		}
 		return got
 	}
-	for _, o := range []string{"text", "json"} {
+	for _, o := range []string{"text", "json", "yaml"} {
 		out := same([]string{"get", "clusters", "--dir", filepath.Join(e.dataDir, "clusters"), "-o", o}, []string{"get", "clusters", "-o", o})
 		if !strings.Contains(out, "demo") || !strings.Contains(out, "upgrade") {
 			t.Errorf("get clusters --server -o %s:\n%s", o, out)

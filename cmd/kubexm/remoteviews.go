@@ -50,8 +50,16 @@ func remoteCluster(cmd *cobra.Command, f clusterFlags) (string, error) {
 	return "", errors.New("no cluster: pass --cluster NAME (kubexm get clusters --server URL lists them) or -f cluster.yaml")
 }
 
+// readClient is the client of a read verb with --server; the verb prints
+// format itself, so the client is only told whether it is for people.
 func readClient(remote clientFlags, format string) (*apiClient, error) {
-	remote.output = format
+	if err := checkOutputFormat(format, "text"); err != nil {
+		return nil, err
+	}
+	remote.output = "text"
+	if format != "text" {
+		remote.output = "json"
+	}
 	return newAPIClient(&remote)
 }
 
