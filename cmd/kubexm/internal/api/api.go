@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"regexp"
@@ -114,7 +115,31 @@ const (
 // request, so that connections that send slowly or never end are dropped.
 func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{Handler: s, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, WriteTimeout: writeTimeout,
-		IdleTimeout: idleTimeout, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(s.c.Log.Handler(), slog.LevelWarn)}
+		IdleTimeout: idleTimeout, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(s.c.Log.Handler(), slog.LevelWarn),
+		// LimitListener's view of each connection: which completed a
+		// request, which wait idle.
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if lc := limited(c); lc != nil {
+				return context.WithValue(ctx, connKey{}, lc)
+			}
+			return ctx
+		},
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if lc := limited(c); lc != nil {
+				lc.state(st)
+			}
+		},
+	}
+}
+
+// refuse answers a request refused before its body was read, and ends
+// its connection at once: the server would otherwise read what is left of
+// the body (up to 256 KiB) before the next request, as slowly as the
+// client sends it.
+func refuse(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	writeError(w, code, msg)
 }
 
 // streams says which limits rt lifts: reading (an upload) and writing
@@ -197,7 +222,13 @@ func New(c Config) (*Server, error) {
 }
 
 // ServeHTTP serves the API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/healthz" || r.URL.Path == "/openapi.json" {
+		// Open routes: a client that asks them completed its headers.
+		proveConn(r.Context())
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // HashToken is what the store keeps of a token.
 func HashToken(tok string) string {
@@ -225,13 +256,13 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 			v, ok := strings.CutPrefix(h, "Bearer ")
 			if !ok || v == "" {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="kubexm"`)
-				writeError(w, http.StatusUnauthorized, "no bearer token: send Authorization: Bearer TOKEN (kubexm server token create)")
+				refuse(w, http.StatusUnauthorized, "no bearer token: send Authorization: Bearer TOKEN (kubexm server token create)")
 				return
 			}
 			t, err := s.token(r.Context(), HashToken(v))
 			if errors.Is(err, jobstore.ErrNotFound) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="kubexm", error="invalid_token"`)
-				writeError(w, http.StatusUnauthorized, "unknown bearer token")
+				refuse(w, http.StatusUnauthorized, "unknown bearer token")
 				return
 			}
 			if err != nil {
@@ -240,20 +271,21 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 			}
 			if t.Expired(time.Now()) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="kubexm", error="invalid_token", error_description="expired"`)
-				writeError(w, http.StatusUnauthorized, fmt.Sprintf("token %s expired at %s: make a new one (kubexm server token create --ttl)", t.Name, t.ExpiresAt.Format(time.RFC3339)))
+				refuse(w, http.StatusUnauthorized, fmt.Sprintf("token %s expired at %s: make a new one (kubexm server token create --ttl)", t.Name, t.ExpiresAt.Format(time.RFC3339)))
 				return
 			}
 			if rt.role == RoleOperator && t.Role != RoleOperator {
-				writeError(w, http.StatusForbidden, fmt.Sprintf("token %s is %s; %s %s needs an operator token", t.Name, t.Role, rt.method, rt.path))
+				refuse(w, http.StatusForbidden, fmt.Sprintf("token %s is %s; %s %s needs an operator token", t.Name, t.Role, rt.method, rt.path))
 				return
 			}
 			tok = t
+			proveConn(r.Context())
 		}
 		// After the token: nothing of the body is read for a client
 		// without one.
 		limit := s.bodyLimit(rt)
 		if r.ContentLength > limit {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s %s takes a body of at most %d bytes", rt.method, rt.path, limit))
+			refuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s %s takes a body of at most %d bytes", rt.method, rt.path, limit))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -515,8 +516,9 @@ func TestServiceRequestLimits(t *testing.T) {
 	}
 }
 
-// TestServiceLimitListener: past its limit, a connection waits for one to
-// end.
+// TestServiceLimitListener: past its limit, a new connection takes the
+// place of the oldest that never completed a request, then of the one idle
+// the longest; it waits only while every connection is busy.
 func TestServiceLimitListener(t *testing.T) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -524,37 +526,136 @@ func TestServiceLimitListener(t *testing.T) {
 	}
 	l := LimitListener(inner, 2)
 	defer l.Close()
-	accepted := make(chan net.Conn, 3)
+	accepted := make(chan *limitConn, 10)
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			accepted <- c
+			accepted <- c.(*limitConn)
 		}
 	}()
-	for range 3 {
+	dial := func() net.Conn {
+		t.Helper()
 		c, err := net.Dial("tcp", inner.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
+		t.Cleanup(func() { c.Close() })
+		return c
 	}
-	first := <-accepted
-	<-accepted
+	closedByServer := func(c net.Conn) bool {
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, err := c.Read(make([]byte, 1))
+		return errors.Is(err, io.EOF)
+	}
+	c1, c2 := dial(), dial()
+	s1, s2 := <-accepted, <-accepted
+	// c1 never sends a request; c2 completed one and is idle.
+	s2.prove()
+	s2.state(http.StateIdle)
+	dial()
+	s3 := <-accepted
+	if !closedByServer(c1) {
+		t.Fatal("the connection that never completed a request kept its place")
+	}
+	_ = s1
+	// s3 busy in a handler, s2 idle: the next takes s2's place.
+	s3.prove()
+	s3.state(http.StateActive)
+	dial()
+	s4 := <-accepted
+	if !closedByServer(c2) {
+		t.Fatal("the idle connection kept its place")
+	}
+	s4.prove()
+	s4.state(http.StateActive)
+	// Both busy: the next waits for one to end.
+	dial()
 	select {
 	case <-accepted:
-		t.Fatal("a third connection was accepted while two were open")
+		t.Fatal("a connection was accepted while every place was busy")
 	case <-time.After(200 * time.Millisecond):
 	}
-	first.Close()
+	s3.Close()
 	select {
 	case c := <-accepted:
 		c.Close()
 	case <-time.After(5 * time.Second):
-		t.Fatal("the third connection was not accepted when one ended")
+		t.Fatal("the waiting connection was not accepted when one ended")
 	}
+}
+
+// TestServiceSlowClientsDoNotLockOut: 300 connections sending their
+// headers a byte at a time and 300 sending a body they never finish hold
+// a server of 50 places; a client polling /healthz and GET /api/v1/jobs is
+// answered within a second each time.
+func TestServiceSlowClientsDoNotLockOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("600 connections")
+	}
+	f := newFixture(t)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := f.s.HTTPServer()
+	go func() { _ = hs.Serve(LimitListener(inner, 50)) }()
+	defer hs.Close()
+	addr := inner.Addr().String()
+	var slow []net.Conn
+	defer func() {
+		for _, c := range slow {
+			c.Close()
+		}
+	}()
+	for i := range 600 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slow = append(slow, c)
+		if i%2 == 0 {
+			fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+		} else {
+			fmt.Fprint(c, "POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+		}
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	var worst time.Duration
+	for i := range 40 {
+		path := "/healthz"
+		if i%2 == 1 {
+			path = "/api/v1/jobs"
+		}
+		req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+		req.Header.Set("Authorization", "Bearer "+f.reader)
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s while slow clients hold the server: %v", path, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if d := time.Since(start); d > worst {
+			worst = d
+		}
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", path, resp.StatusCode)
+		}
+		// More slow clients arrive meanwhile.
+		for range 10 {
+			if c, err := net.Dial("tcp", addr); err == nil {
+				fmt.Fprint(c, "GET / HTTP/1.1\r\n")
+				slow = append(slow, c)
+			}
+		}
+	}
+	if worst > time.Second {
+		t.Errorf("slowest answer %s, want under 1 s", worst)
+	}
+	t.Logf("slowest of 40 answers with %d slow connections on 50 places: %s", len(slow), worst)
 }
 
 // TestServiceSelfSignedIsALeaf: the server's own certificate is no CA
