@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -24,6 +26,8 @@ import (
 type verbFlags struct {
 	play playFlags
 	yes  bool
+	// after, if set, is told about a local run that succeeded.
+	after func(cmd *cobra.Command, v *verbFlags)
 }
 
 // addVerbCmds adds the verb-noun commands to root, under the verbs that
@@ -82,7 +86,11 @@ func verbCmd(a *app, use, playbook, short, long, example string, v *verbFlags, p
 			if remote.server != "" {
 				return playRemote(cmd, playbook, v.play, remote)
 			}
-			return a.play(cmd.Context(), cmd.OutOrStdout(), playbook, v.play)
+			err = a.play(cmd.Context(), cmd.OutOrStdout(), playbook, v.play)
+			if err == nil && v.after != nil {
+				v.after(cmd, v)
+			}
+			return err
 		},
 	}
 	fl := cmd.Flags()
@@ -173,9 +181,37 @@ changes nothing; a failed run continues with --resume.`,
 			}
 			return nil
 		})
+	v.after = printAdminKubeconfig
 	addOfflineBundleFlag(cmd.Flags(), &v.play)
 	cmd.Flags().BoolVar(&skipPreflight, "skip-preflight", false, "skip the preflight checks (--skip-tags preflight; for debugging)")
 	return cmd
+}
+
+// printAdminKubeconfig says, after a create, where the cluster's admin
+// kubeconfig is and how to use it: the first thing a user wants next. On
+// standard error, so that -o json's events stay alone on standard output.
+func printAdminKubeconfig(cmd *cobra.Command, v *verbFlags) {
+	if v.play.check {
+		return
+	}
+	dir := v.play.workDir
+	if dir == "" {
+		c, _, err := loadWith(v.play.inventory, v.play.rolesPath)
+		if err != nil {
+			return
+		}
+		dir = defaultWorkDir(c.Metadata.Name, v.play.inventory)
+	}
+	kc := filepath.Join(dir, "kubeconfig")
+	if _, err := os.Stat(kc); err != nil {
+		return // a run limited by --tags that did not get to it
+	}
+	abs, err := filepath.Abs(kc)
+	if err != nil {
+		abs = kc
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "\nThe cluster's admin kubeconfig is %s:\n  kubectl --kubeconfig %s get nodes\n  export KUBECONFIG=%s\n  kubexm get nodes -f %s\n",
+		kc, kc, abs, v.play.inventory)
 }
 
 func newDeleteClusterCmd(a *app) *cobra.Command {

@@ -309,3 +309,29 @@ func (changeStep) Run(_ context.Context, env *step.Env, a step.Args) (step.Resul
 	}
 	return step.Result{}, nil
 }
+
+// create cluster ends by saying where the admin kubeconfig is and how to
+// use it, when the run wrote one; a --check run does not.
+func TestCreateClusterNamesKubeconfig(t *testing.T) {
+	verbDir(t)
+	var calls []string
+	a := verbApp(&calls)
+	out, err := runVerb(t, a, "", "create", "cluster")
+	if err != nil || strings.Contains(out, "admin kubeconfig") {
+		t.Fatalf("without a kubeconfig: %v\n%s", err, out)
+	}
+	if err := os.MkdirAll(filepath.Join(".kubexm", "demo"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(".kubexm", "demo", "kubeconfig"), []byte("apiVersion: v1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runVerb(t, a, "", "create", "cluster")
+	want := "The cluster's admin kubeconfig is " + filepath.Join(".kubexm", "demo", "kubeconfig") + ":\n  kubectl --kubeconfig .kubexm/demo/kubeconfig get nodes\n"
+	if err != nil || !strings.Contains(out, want) || !strings.Contains(out, "kubexm get nodes -f cluster.yaml") {
+		t.Errorf("after create cluster: %v\n%s", err, out)
+	}
+	if out, err := runVerb(t, a, "", "create", "cluster", "--check"); err != nil || strings.Contains(out, "admin kubeconfig") {
+		t.Errorf("create cluster --check: %v\n%s", err, out)
+	}
+}
