@@ -44,6 +44,17 @@ func refuseUnknownSubcommands(root *cobra.Command) {
 		if !c.HasSubCommands() || c.Runnable() {
 			continue
 		}
+		// Its help shows "kubexm get [command]" only: the RunE below is
+		// there to refuse, not a use of the group alone. The template is
+		// inherited by the subcommands, which keep their use line.
+		if t := c.UsageTemplate(); strings.HasPrefix(t, groupUsageLine) {
+			c.SetUsageTemplate(`Usage:{{if and .Runnable (not (index .Annotations "` + groupAnnotation + `"))}}
+  {{.UseLine}}{{end}}` + strings.TrimPrefix(t, groupUsageLine))
+		}
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[groupAnnotation] = "true"
 		c.Args = cobra.ArbitraryArgs
 		// The group reads its arguments itself: `kubexm get pods -o wide`
 		// is about the noun, not about a flag get does not have.
@@ -65,6 +76,14 @@ func refuseUnknownSubcommands(root *cobra.Command) {
 		}
 	}
 }
+
+// groupUsageLine is the start of cobra's usage template that shows a
+// runnable command's own use line; groupAnnotation marks the groups whose
+// help leaves it out.
+const (
+	groupUsageLine  = "Usage:{{if .Runnable}}\n  {{.UseLine}}{{end}}"
+	groupAnnotation = "kubexm/group"
+)
 
 // unknownSubcommand says that group has no subcommand got, which of its
 // subcommands (or their aliases) got is most likely a typo of, and what

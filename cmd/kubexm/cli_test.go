@@ -72,6 +72,14 @@ func TestUnknownSubcommand(t *testing.T) {
 			t.Errorf("%v: exit %d:\n%s", args, code, out)
 		}
 	}
+	// A group's help offers its commands, not the group alone; its
+	// commands keep their use line.
+	if out, _ := runMain(t, "get", "--help"); !strings.Contains(out, "Usage:\n  kubexm get [command]\n") {
+		t.Errorf("get --help:\n%s", out)
+	}
+	if out, _ := runMain(t, "get", "nodes", "--help"); !strings.Contains(out, "Usage:\n  kubexm get nodes -f cluster.yaml [flags]\n") {
+		t.Errorf("get nodes --help:\n%s", out)
+	}
 }
 
 // The nouns answer to both numbers, and to the same command.
