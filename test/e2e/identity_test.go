@@ -267,3 +267,44 @@ func hostChanges(res runResult) []string {
 	}
 	return out
 }
+
+// kubeadmIdentity: in kubeadm mode, a create-cluster from an empty directory
+// changes no PKI file on any host (kubeadm's own on the masters, etcd's with
+// etcd.type kubexm), and every host's record names the cluster and
+// kubeadm's CA as the first master holds it.
+func kubeadmIdentity(ctx context.Context, t *testing.T, create string, set *testhosts.Set, v kubeadmVariant) {
+	t.Helper()
+	paths := []string{"/etc/kubernetes/pki", "/etc/kubexm/etcd/ssl", "/var/lib/kubexm/pki"}
+	before := map[string]map[string]string{}
+	for _, h := range set.Hosts {
+		before[h.Name] = snapshot(ctx, t, set, h.Name, paths...)
+	}
+	kxB := v.kx
+	kxB.dir = t.TempDir()
+	res := kxB.play(ctx, create, "--offline-bundle", v.bundle)
+	if res.err != nil {
+		t.Fatalf("create-cluster (kubeadm, %s) from an empty directory failed: %v%s", v.desc, res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster (kubeadm, %s) from an empty work directory: %s", v.desc, res.wall.Round(time.Millisecond))
+	for _, h := range set.Hosts {
+		if d := diffSnapshots(before[h.Name], snapshot(ctx, t, set, h.Name, paths...)); len(d) > 0 {
+			t.Errorf("create-cluster from an empty directory changed the PKI of %s:\n  %s", h.Name, strings.Join(d, "\n  "))
+		}
+	}
+	ca := hostCertFingerprint(ctx, t, set, set.Hosts[0].Name, "/etc/kubernetes/pki/ca.crt")
+	for _, h := range set.Hosts {
+		out, err := set.SSH(ctx, h.Name, "cat /var/lib/kubexm/cluster.json")
+		var rec struct {
+			Cluster     string            `json:"cluster"`
+			Type        string            `json:"kubernetes_type"`
+			Authorities map[string]string `json:"authorities"`
+		}
+		if err != nil || json.Unmarshal([]byte(out), &rec) != nil {
+			t.Errorf("%s's cluster record: %v: %s", h.Name, err, out)
+			continue
+		}
+		if rec.Type != "kubeadm" || rec.Authorities["Kubernetes cluster CA"] != ca || rec.Cluster == "" {
+			t.Errorf("%s's cluster record %+v, want kubeadm mode and the CA %s", h.Name, rec, ca)
+		}
+	}
+}

@@ -171,6 +171,9 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 
 	checkNodes(ctx, t, v.k, set)
 	checkWorkloads(ctx, t, v.k, set)
+	if !v.binary {
+		kubeadmIdentity(ctx, t, create, set, v)
+	}
 	if v.userLB != nil {
 		checkKubeadmChoices(ctx, t, set, v)
 	}
