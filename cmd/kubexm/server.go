@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -38,6 +39,8 @@ type serviceFlags struct {
 	ttl           time.Duration
 	poll          time.Duration
 	allowNets     []string
+	jobMemory     string
+	jobCPU        time.Duration
 }
 
 func defaultDataDir() string {
@@ -59,6 +62,8 @@ func addServiceFlags(cmd *cobra.Command, f *serviceFlags) {
 	fl.DurationVar(&f.poll, "poll", time.Second, "how often an idle worker looks for a queued job")
 	fl.DurationVar(&f.heartbeat, "heartbeat", 5*time.Second, "how often a worker records that it still runs its job")
 	fl.DurationVar(&f.ttl, "heartbeat-ttl", 30*time.Second, "how long a job's worker may stay silent before the job is marked interrupted and resumed by another worker")
+	fl.StringVar(&f.jobMemory, "job-memory", "4GiB", "address space of a job's run and of each process it starts (RLIMIT_AS; 0: unlimited); its Go runtime collects harder from a quarter of it")
+	fl.DurationVar(&f.jobCPU, "job-cpu", 2*time.Hour, "CPU time of a job's run and of each process it starts (RLIMIT_CPU; 0: unlimited)")
 	fl.StringSliceVar(&f.allowNets, "allow-host-networks", nil, "networks (CIDR,...) a cluster's hosts may be in although they are refused by default: loopback, link-local, this machine's own addresses, and connection: local hosts with an address in them; each lets jobs run commands on this machine")
 }
 
@@ -70,6 +75,8 @@ type service struct {
 	dataDir  string
 	secrets  *confine.Secrets
 	guard    *confine.Guard
+	// jobMemory is --job-memory in bytes.
+	jobMemory int64
 }
 
 func (a *app) openService(ctx context.Context, f *serviceFlags, createKey bool) (*service, error) {
@@ -96,6 +103,15 @@ func (a *app) openService(ctx context.Context, f *serviceFlags, createKey bool) 
 	if db == "" {
 		db = filepath.Join(dataDir, "kubexm.db")
 	}
+	var mem int64
+	if f.jobMemory != "" {
+		if mem, err = parseBytes(f.jobMemory); err != nil {
+			return nil, fmt.Errorf("--job-memory: %w", err)
+		}
+	}
+	if f.jobCPU < 0 {
+		return nil, fmt.Errorf("--job-cpu %s: give a positive duration, or 0 for none", f.jobCPU)
+	}
 	support, err := supportFromRolesPath(nil)
 	if err != nil {
 		return nil, err
@@ -109,7 +125,7 @@ func (a *app) openService(ctx context.Context, f *serviceFlags, createKey bool) 
 	if err != nil {
 		return nil, err
 	}
-	return &service{store: store, box: box, playbook: a.playbookResolver(f.playbooksDir), dataDir: dataDir, secrets: secrets, guard: guard}, nil
+	return &service{store: store, box: box, playbook: a.playbookResolver(f.playbooksDir), dataDir: dataDir, secrets: secrets, guard: guard, jobMemory: mem}, nil
 }
 
 // playbookResolver turns a job's playbook name into what `kubexm play`
@@ -252,7 +268,7 @@ func (a *app) serve(ctx context.Context, cmd *cobra.Command, f *serverFlags) err
 		for i := range f.workers {
 			w, err := worker.New(worker.Config{Store: svc.store, Box: svc.box, DataDir: svc.dataDir, Playbook: svc.playbook,
 				Name: fmt.Sprintf("%s:%d/%d", host, os.Getpid(), i+1), Poll: f.poll, Heartbeat: f.heartbeat, TTL: f.ttl, Metrics: m, Log: log,
-				GlobalArgs: globalArgs(cmd), Guard: svc.guard})
+				GlobalArgs: globalArgs(cmd), Guard: svc.guard, MemoryLimit: svc.jobMemory, CPULimit: f.jobCPU})
 			if err != nil {
 				ln.Close()
 				return err
@@ -284,6 +300,32 @@ func (a *app) serve(ctx context.Context, cmd *cobra.Command, f *serverFlags) err
 }
 
 const defaultListen = ":8443"
+
+// parseBytes reads a size: a number of bytes, or with KiB, MiB, GiB, TiB
+// (KB, MB, GB, TB and K, M, G, T as the same).
+func parseBytes(s string) (int64, error) {
+	v, mult := strings.TrimSpace(s), int64(1)
+	for i, u := range []string{"K", "M", "G", "T"} {
+		if n, ok := cutAny(v, u+"iB", u+"B", u); ok {
+			v, mult = strings.TrimSpace(n), int64(1)<<(10*(i+1))
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q: want a size such as 4GiB or 512MiB", s)
+	}
+	return n * mult, nil
+}
+
+func cutAny(s string, suffixes ...string) (string, bool) {
+	for _, suf := range suffixes {
+		if v, ok := strings.CutSuffix(s, suf); ok {
+			return v, true
+		}
+	}
+	return s, false
+}
 
 // listenAddr is where the server listens: --listen, except that plain
 // HTTP (which carries tokens and cluster files in clear) is on every

@@ -64,6 +64,11 @@ type Config struct {
 	MaxAttempts int
 	Metrics     *Metrics
 	Log         *slog.Logger
+	// MemoryLimit bounds a job child's address space (bytes, RLIMIT_AS,
+	// with GOMEMLIMIT at a quarter of it), CPULimit its CPU time
+	// (RLIMIT_CPU); each for every process it starts too. 0: none.
+	MemoryLimit int64
+	CPULimit    time.Duration
 	// Guard checks each job's cluster.yaml and command again before the
 	// run (the server did at registration, but the config may predate
 	// its rules, or come through another server) and resolves the server
@@ -425,6 +430,10 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 	cmd.ExtraFiles = append([]*os.File{cfg, connsW, vars}, keys...)
 	cmd.Dir = workDir
 	cmd.Env = env
+	if w.c.MemoryLimit > 0 {
+		// The Go runtime collects harder well before the hard limit.
+		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMEMLIMIT=%d", w.c.MemoryLimit/4))
+	}
 	// The child dies with the worker, however the worker dies; in a
 	// process group of its own, so that a kill reaches what it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
@@ -451,6 +460,11 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 	connsW.Close()
 	if err != nil {
 		return jobstore.Failed, fmt.Sprintf("start %s: %v", w.c.Exe, err)
+	}
+	if err := w.limit(cmd.Process.Pid); err != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		return jobstore.Failed, err.Error()
 	}
 	// Masked: a command job's arguments may quote a secret of the config.
 	log.Info("child started", "pid", cmd.Process.Pid, "args", mask(strings.Join(args, " ")))
@@ -540,6 +554,28 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 		return jobstore.Cancelled, "cancelled"
 	}
 	return jobstore.Failed, mask(stderr.message(err))
+}
+
+// limit puts the job's limits on the child pid, right after its start
+// (exec offers no way to set them before; the child has run for
+// microseconds): a template that renders gigabytes or a run that never
+// ends stops there, not at the machine's end.
+func (w *Worker) limit(pid int) error {
+	if w.c.MemoryLimit > 0 {
+		l := unix.Rlimit{Cur: uint64(w.c.MemoryLimit), Max: uint64(w.c.MemoryLimit)}
+		if err := unix.Prlimit(pid, unix.RLIMIT_AS, &l, nil); err != nil {
+			return fmt.Errorf("limit the job's memory: %w", err)
+		}
+	}
+	if w.c.CPULimit > 0 {
+		// SIGXCPU at the limit, SIGKILL a minute later.
+		secs := uint64(max(1, w.c.CPULimit/time.Second))
+		l := unix.Rlimit{Cur: secs, Max: secs + 60}
+		if err := unix.Prlimit(pid, unix.RLIMIT_CPU, &l, nil); err != nil {
+			return fmt.Errorf("limit the job's CPU time: %w", err)
+		}
+	}
+	return nil
 }
 
 // The child's descriptors after the config (3) and the connection events

@@ -3,6 +3,7 @@ package worker
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -317,5 +318,30 @@ func TestServiceWorkDirWritableByOthers(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "args")); err == nil {
 		t.Fatal("the child ran")
+	}
+}
+
+// TestServiceChildLimits: a job's child runs under the worker's memory
+// and CPU-time limits (issue 45: a template bomb took a child to 1.5 GB),
+// and its Go runtime is told to collect well before.
+func TestServiceChildLimits(t *testing.T) {
+	store, box, dir, exe := setup(t)
+	script := "#!/bin/sh\nsleep 0.3\n{ ulimit -v; ulimit -t; echo \"$GOMEMLIMIT\"; } > " + filepath.Join(dir, "limits") + "\necho '{\"kind\":\"recap\"}'\n"
+	if err := os.WriteFile(exe, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(Config{Store: store, Box: box, Name: "w1", DataDir: filepath.Join(dir, "data"), Exe: exe, Guard: passGuard{},
+		Playbook: func(n string) (string, error) { return n, nil }, Poll: 20 * time.Millisecond, Heartbeat: 50 * time.Millisecond, TTL: time.Second,
+		MemoryLimit: 3 << 30, CPULimit: 90 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = w.Run(ctx) }()
+	waitFor(t, store, "succeeded", func(j jobstore.Job) bool { return j.Status == jobstore.Succeeded })
+	got, _ := os.ReadFile(filepath.Join(dir, "limits"))
+	if want := fmt.Sprintf("%d\n%d\n%d\n", 3<<20, 90*60, (3<<30)/4); string(got) != want {
+		t.Fatalf("the child's limits (ulimit -v, -t, GOMEMLIMIT):\n%s\nwant\n%s", got, want)
 	}
 }
