@@ -71,8 +71,16 @@ func setup(t *testing.T) (jobstore.Store, *secretbox.Box, string, string) {
 
 func newWorker(t *testing.T, store jobstore.Store, box *secretbox.Box, dir, exe, name string) *Worker {
 	t.Helper()
-	w, err := New(Config{Store: store, Box: box, Name: name, DataDir: filepath.Join(dir, "data"), Exe: exe,
-		Playbook: func(n string) (string, error) { return n, nil }, Poll: 20 * time.Millisecond, Heartbeat: 50 * time.Millisecond, TTL: time.Second, Guard: passGuard{}})
+	return newWorkerWith(t, store, box, dir, exe, name, func(*Config) {})
+}
+
+// newWorkerWith is newWorker with more of the config set by set.
+func newWorkerWith(t *testing.T, store jobstore.Store, box *secretbox.Box, dir, exe, name string, set func(*Config)) *Worker {
+	t.Helper()
+	c := Config{Store: store, Box: box, Name: name, DataDir: filepath.Join(dir, "data"), Exe: exe,
+		Playbook: func(n string) (string, error) { return n, nil }, Poll: 20 * time.Millisecond, Heartbeat: 50 * time.Millisecond, TTL: time.Second, Guard: passGuard{}}
+	set(&c)
+	w, err := New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,11 +204,7 @@ func TestCancelAndFailure(t *testing.T) {
 func TestSSHMetrics(t *testing.T) {
 	store, box, dir, exe := setup(t)
 	reg := prometheus.NewRegistry()
-	w, err := New(Config{Store: store, Box: box, Name: "w1", DataDir: filepath.Join(dir, "data"), Exe: exe, Metrics: NewMetrics(reg),
-		Playbook: func(n string) (string, error) { return n, nil }, Poll: 20 * time.Millisecond, Heartbeat: 50 * time.Millisecond, TTL: time.Second, Guard: passGuard{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := newWorkerWith(t, store, box, dir, exe, "w1", func(c *Config) { c.Metrics = NewMetrics(reg) })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = w.Run(ctx) }()
@@ -330,12 +334,7 @@ func TestServiceChildLimits(t *testing.T) {
 	if err := os.WriteFile(exe, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	w, err := New(Config{Store: store, Box: box, Name: "w1", DataDir: filepath.Join(dir, "data"), Exe: exe, Guard: passGuard{},
-		Playbook: func(n string) (string, error) { return n, nil }, Poll: 20 * time.Millisecond, Heartbeat: 50 * time.Millisecond, TTL: time.Second,
-		MemoryLimit: 3 << 30, CPULimit: 90 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := newWorkerWith(t, store, box, dir, exe, "w1", func(c *Config) { c.MemoryLimit, c.CPULimit = 3<<30, 90*time.Minute })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = w.Run(ctx) }()
