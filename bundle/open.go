@@ -188,7 +188,7 @@ func unpack(ctx context.Context, p, dir string) (*Manifest, error) {
 			}
 			// A full disk is found before the first byte is written, not
 			// halfway through gigabytes.
-			if free, err := freeBytes(dir); err == nil && total > 0 && uint64(total) > free {
+			if free, err := FreeBytes(dir); err == nil && total > 0 && uint64(total) > free {
 				return nil, bad("", "unpacking needs %d MiB in %s, which has %d MiB free; free some space, or give --workdir on a larger disk",
 					total>>20, filepath.Dir(dir), free>>20)
 			}
@@ -292,9 +292,9 @@ func writeFileIn(dir, name string, r io.Reader, mode os.FileMode) error {
 	return err
 }
 
-// freeBytes is the space an unprivileged process may still use on the file
+// FreeBytes is the space an unprivileged process may still use on the file
 // system holding dir.
-func freeBytes(dir string) (uint64, error) {
+func FreeBytes(dir string) (uint64, error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return 0, err

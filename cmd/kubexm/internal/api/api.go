@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mensylisir/kubexm/bundle"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/confine"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
@@ -63,6 +64,9 @@ type Config struct {
 	// Guard reads a registered cluster.yaml without the server's files
 	// and environment, and refuses hosts that are the server's machine.
 	Guard *confine.Guard
+	// FreeSpace is the space left on the file system of a directory
+	// (bundle.FreeBytes; a field for tests).
+	FreeSpace func(dir string) (uint64, error)
 }
 
 // Server serves the API.
@@ -74,6 +78,11 @@ type Server struct {
 	// working within tokenTTL.
 	tokens         sync.Map // string -> cachedToken
 	metricsHandler http.Handler
+	// reserved is the space the uploads in progress take (or will: a
+	// Content-Length), which the free space of the file system does not
+	// show yet.
+	uploadMu sync.Mutex
+	reserved uint64
 }
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request, _ jobstore.Token) {
@@ -197,6 +206,9 @@ func New(c Config) (*Server, error) {
 	}
 	if c.EventPoll <= 0 {
 		c.EventPoll = 500 * time.Millisecond
+	}
+	if c.FreeSpace == nil {
+		c.FreeSpace = bundle.FreeBytes
 	}
 	s := &Server{c: c, mux: http.NewServeMux(), metricsHandler: promhttp.HandlerFor(c.Registry, promhttp.HandlerOpts{})}
 	if err := c.Registry.Register(&jobsCollector{store: c.Store, desc: prometheus.NewDesc("kubexm_jobs", "Jobs in the store, per state.", []string{"state"}, nil)}); err != nil {

@@ -47,6 +47,12 @@ func (s *Server) uploadBundle(w http.ResponseWriter, r *http.Request, tok jobsto
 		s.internal(w, r, err)
 		return
 	}
+	space, err := s.reserve(dir, r.ContentLength)
+	if err != nil {
+		writeError(w, http.StatusInsufficientStorage, err.Error())
+		return
+	}
+	defer space.release()
 	tmp, err := os.CreateTemp(dir, ".upload-*")
 	if err != nil {
 		s.internal(w, r, err)
@@ -54,12 +60,16 @@ func (s *Server) uploadBundle(w http.ResponseWriter, r *http.Request, tok jobsto
 	}
 	defer os.Remove(tmp.Name()) // after the rename, a no-op
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), http.MaxBytesReader(w, r.Body, s.c.MaxBundle))
+	n, err := io.Copy(io.MultiWriter(space, tmp, h), http.MaxBytesReader(w, r.Body, s.c.MaxBundle))
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
 	var tooBig *http.MaxBytesError
+	var full *noSpaceError
 	switch {
+	case errors.As(err, &full):
+		writeError(w, http.StatusInsufficientStorage, full.Error())
+		return
 	case errors.As(err, &tooBig):
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("offline bundle: larger than the server's limit of %d bytes", s.c.MaxBundle))
 		return
@@ -90,6 +100,69 @@ func (s *Server) uploadBundle(w http.ResponseWriter, r *http.Request, tok jobsto
 	}
 	s.audit(r, tok, "upload bundle", name, fmt.Sprintf("sha256 %s, %d bytes, %d artifacts", sum, n, len(m.Artifacts)))
 	writeJSON(w, http.StatusCreated, Bundle{SHA256: sum, Size: n, Artifacts: len(m.Artifacts), UploadedAt: time.Now().UTC()})
+}
+
+// spaceCheck is an upload's share of the free space. A body of known
+// length reserves it up front, and gives back what it writes (the file
+// system's free space shows that); one of unknown length is checked
+// against the file system every MiB. As an io.Writer in the copy it
+// fails the upload when the space is gone.
+type spaceCheck struct {
+	s        *Server
+	dir      string
+	reserved uint64 // of s.reserved, what this upload has yet to write
+	written  uint64
+}
+
+type noSpaceError struct{ msg string }
+
+func (e *noSpaceError) Error() string { return e.msg }
+
+// uploadMargin is the space an upload leaves free: the unpacking, the
+// journals and the database need some too.
+const uploadMargin = 64 << 20
+
+// reserve takes size bytes (unknown when negative) for an upload into dir,
+// refusing one the file system has no room for beside what the uploads in
+// progress in this server have yet to write.
+func (s *Server) reserve(dir string, size int64) (*spaceCheck, error) {
+	free, err := s.c.FreeSpace(dir)
+	if err != nil {
+		return nil, fmt.Errorf("offline bundle: the free space of %s: %w", dir, err)
+	}
+	s.uploadMu.Lock()
+	defer s.uploadMu.Unlock()
+	want := uint64(max(size, 0))
+	if free < s.reserved || free-s.reserved < want+uploadMargin {
+		return nil, &noSpaceError{fmt.Sprintf("offline bundle: %d bytes do not fit: the server's data directory has %d bytes free, %d of them promised to uploads in progress", want, free, s.reserved)}
+	}
+	s.reserved += want
+	return &spaceCheck{s: s, dir: dir, reserved: want}, nil
+}
+
+func (c *spaceCheck) Write(p []byte) (int, error) {
+	n := uint64(len(p))
+	c.s.uploadMu.Lock()
+	defer c.s.uploadMu.Unlock()
+	take := min(n, c.reserved)
+	c.reserved -= take
+	c.s.reserved -= take
+	before := c.written
+	c.written += n
+	if take < n && before>>20 != c.written>>20 {
+		free, err := c.s.c.FreeSpace(c.dir)
+		if err == nil && (free < c.s.reserved || free-c.s.reserved < uploadMargin) {
+			return 0, &noSpaceError{fmt.Sprintf("offline bundle: the server's data directory is full after %d bytes", c.written)}
+		}
+	}
+	return len(p), nil
+}
+
+func (c *spaceCheck) release() {
+	c.s.uploadMu.Lock()
+	c.s.reserved -= c.reserved
+	c.reserved = 0
+	c.s.uploadMu.Unlock()
 }
 
 // listBundles lists the bundles uploaded for a cluster, newest first.

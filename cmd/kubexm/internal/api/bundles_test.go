@@ -4,13 +4,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestBundleInUseAcrossServers: two servers on one SQLite file and one data
@@ -97,4 +100,92 @@ func TestBundleInUseAcrossServers(t *testing.T) {
 		}
 	}
 	t.Logf("outcomes: %v", outcomes)
+}
+
+// TestServiceUploadSpace: an upload that does not fit beside the uploads
+// in progress is refused before its body is stored (issue 45: concurrent
+// uploads each passed the free-space check); one of unknown length stops
+// when the file system fills.
+func TestServiceUploadSpace(t *testing.T) {
+	f := newFixture(t)
+	if code, body := f.call(t, "POST", "/api/v1/clusters", f.operator, testCluster); code != http.StatusCreated {
+		t.Fatalf("register: %d %s", code, body)
+	}
+	var mu sync.Mutex
+	free := uint64(uploadMargin + 3<<20)
+	f.s.c.FreeSpace = func(string) (uint64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return free, nil
+	}
+	url := f.srv.URL + "/api/v1/clusters/c1/bundles"
+	post := func(body io.Reader, length int64) (int, string) {
+		req, _ := http.NewRequest("POST", url, body)
+		req.ContentLength = length
+		req.Header.Set("Authorization", "Bearer "+f.operator)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(data)
+	}
+	// A 2 MiB upload in progress, its body held back.
+	pr, pw := io.Pipe()
+	first := make(chan int, 1)
+	go func() {
+		code, _ := post(pr, 2<<20)
+		first <- code
+	}()
+	if _, err := pw.Write([]byte{0x1f}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		f.s.uploadMu.Lock()
+		r := f.s.reserved
+		f.s.uploadMu.Unlock()
+		if r > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first upload reserved nothing")
+		}
+	}
+	if code, body := post(strings.NewReader(strings.Repeat("x", 2<<20)), 2<<20); code != http.StatusInsufficientStorage || !strings.Contains(body, "uploads in progress") {
+		t.Errorf("a second 2 MiB upload into 3 MiB: %d %s", code, body)
+	}
+	pw.CloseWithError(errors.New("client gone"))
+	<-first
+	// The server's handler ends a moment after the client gave up.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		f.s.uploadMu.Lock()
+		left := f.s.reserved
+		f.s.uploadMu.Unlock()
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes still reserved after the upload ended", left)
+		}
+	}
+	if code, body := post(strings.NewReader(strings.Repeat("x", 2<<20)), 2<<20); code != http.StatusBadRequest {
+		t.Errorf("2 MiB alone (not a bundle): %d %s", code, body)
+	}
+	// Unknown length: the file system fills after the first MiB.
+	calls := 0
+	f.s.c.FreeSpace = func(string) (uint64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if calls++; calls > 1 {
+			return uploadMargin - 1, nil
+		}
+		return free, nil
+	}
+	if code, body := post(strings.NewReader(strings.Repeat("x", 3<<20)), -1); code != http.StatusInsufficientStorage || !strings.Contains(body, "full after") {
+		t.Errorf("a chunked upload while the disk fills: %d %s", code, body)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(f.s.c.DataDir, "clusters", "c1", "bundles")); len(ents) != 0 {
+		t.Errorf("left in bundles/: %v", ents)
+	}
 }
