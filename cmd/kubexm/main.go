@@ -142,7 +142,9 @@ func newRootCmd() *cobra.Command {
 		builtinFS:     kubexm.Content(),
 	}
 	root.AddCommand(newConfigCmd(), newCreateCmd(), newPlayCmd(a), newPlaybookCmd(a), newDocCmd(a), newArtifactCmd(a), newSupportCmd(), newCertsCmd(a), newVersionCmd(), newExplainCmd())
-	root.AddCommand(newServerCmd(a), newWorkerCmd(a), newGetCmd(), newBundleCmd())
+	getCmd := newGetCmd()
+	getCmd.AddCommand(newGetKubeconfigCmd(a))
+	root.AddCommand(newServerCmd(a), newWorkerCmd(a), getCmd, newBundleCmd())
 	// After them: the verbs join the get command of the server's jobs.
 	addVerbCmds(root, a)
 	addPlaybookListOutput(root, a)

@@ -63,6 +63,10 @@ type playFlags struct {
 	// and whether to end a run that holds it.
 	lockWait  time.Duration
 	breakLock bool
+	// readOnly runs a playbook that changes no host (get kubeconfig): no
+	// lock, no journal, as --check, but its writes to the work directory
+	// are made.
+	readOnly bool
 	// forceHandlers runs notified handlers on hosts that failed.
 	forceHandlers bool
 	// offlineBundle is a bundle of `kubexm artifact export` to install from.
@@ -259,7 +263,7 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 	}
 	// A run that changes the cluster holds its work directory: two at once
 	// would interleave their changes and their journals.
-	if !f.check {
+	if !f.check && !f.readOnly {
 		lock, err := lockWorkDir(workDir, "play "+ref)
 		if err != nil {
 			return err
@@ -301,7 +305,7 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 		Defaults: map[string]any{"kubexm_executable": exe, "kubexm_os": runtime.GOOS, "kubexm_arch": runtime.GOARCH},
 		Connect:  a.connect, Forks: f.forks, Check: f.check, Diff: f.diff, Tags: f.tags, SkipTags: f.skipTags,
 		StartAt: f.startAt, Limit: f.limit, ExtraVars: extra, WorkDir: workDir, Resume: f.resume,
-		Output: sink, Verbosity: f.verbose, Version: version, NoJournal: f.noJournal || f.check, HostLock: !f.check,
+		Output: sink, Verbosity: f.verbose, Version: version, NoJournal: f.noJournal || f.check || f.readOnly, HostLock: !f.check && !f.readOnly,
 		LockFirst: firstOf(inv.Groups["master"]), LockWait: f.lockWait, BreakLock: f.breakLock,
 		ForceHandlers: f.forceHandlers,
 	})

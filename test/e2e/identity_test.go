@@ -17,6 +17,7 @@ import (
 	"io"
 	"math/big"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -111,6 +112,11 @@ func clusterIdentity(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunn
 	if after := dnsPods(); after != dnsBefore {
 		t.Errorf("CoreDNS's pods changed (uid:restarts): %q -> %q", dnsBefore, after)
 	}
+
+	// D: only cluster.yaml; get kubeconfig takes what it needs from the
+	// cluster and changes nothing there.
+	kubeconfigFromNothing(ctx, t, kx, k.bin)
+	unchanged("get kubeconfig", before)
 
 	res = kxB.play(ctx, filepath.Join(root, "playbooks", "add-nodes"), "--offline-bundle", bundle)
 	if res.err != nil {
@@ -291,6 +297,12 @@ func kubeadmIdentity(ctx context.Context, t *testing.T, create string, set *test
 			t.Errorf("create-cluster from an empty directory changed the PKI of %s:\n  %s", h.Name, strings.Join(d, "\n  "))
 		}
 	}
+	kubeconfigFromNothing(ctx, t, v.kx, v.k.bin)
+	for _, h := range set.Hosts {
+		if d := diffSnapshots(before[h.Name], snapshot(ctx, t, set, h.Name, paths...)); len(d) > 0 {
+			t.Errorf("get kubeconfig changed the PKI of %s:\n  %s", h.Name, strings.Join(d, "\n  "))
+		}
+	}
 	ca := hostCertFingerprint(ctx, t, set, set.Hosts[0].Name, "/etc/kubernetes/pki/ca.crt")
 	for _, h := range set.Hosts {
 		out, err := set.SSH(ctx, h.Name, "cat /var/lib/kubexm/cluster.json")
@@ -306,5 +318,34 @@ func kubeadmIdentity(ctx context.Context, t *testing.T, create string, set *test
 		if rec.Type != "kubeadm" || rec.Authorities["Kubernetes cluster CA"] != ca || rec.Cluster == "" {
 			t.Errorf("%s's cluster record %+v, want kubeadm mode and the CA %s", h.Name, rec, ca)
 		}
+	}
+}
+
+// kxArgs are the -e arguments of every run of k.
+func kxArgs(k kubexm) []string {
+	var out []string
+	for _, e := range k.extra {
+		out = append(out, "-e", e)
+	}
+	return out
+}
+
+// kubeconfigFromNothing runs get kubeconfig in an empty directory and asks
+// the API server for its nodes with what it wrote.
+func kubeconfigFromNothing(ctx context.Context, t *testing.T, kx kubexm, kubectl string) {
+	t.Helper()
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "admin.conf")
+	get := exec.CommandContext(ctx, kx.bin, append([]string{"get", "kubeconfig", "-f", kx.inventory, "--to", kc}, kxArgs(kx)...)...)
+	get.Dir = dir
+	get.Env = append(os.Environ(), "KUBEXM_HOME="+filepath.Join(dir, ".kubexm"))
+	start := time.Now()
+	if out, err := get.CombinedOutput(); err != nil {
+		t.Errorf("get kubeconfig from an empty directory: %v: %s", err, out)
+		return
+	}
+	t.Logf("PERF kubexm get kubeconfig from an empty directory: %s", time.Since(start).Round(time.Millisecond))
+	if out, err := (kubectlRunner{bin: kubectl, kubeconfig: kc}).run(ctx, "", "get", "nodes"); err != nil {
+		t.Errorf("the kubeconfig of get kubeconfig: %v: %s", err, out)
 	}
 }
