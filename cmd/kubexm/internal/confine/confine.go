@@ -182,6 +182,23 @@ func (g *Guard) CheckHosts(ctx context.Context, c *schema.Cluster) error {
 			}
 		}
 	}
+	// checkIP checks an address the server's runs may connect to besides
+	// SSH (the API server through a kubeconfig, a health check): an IP
+	// when given, since only the hosts resolve the names there.
+	checkIP := func(what, addr string) {
+		for _, part := range strings.Split(addr, ",") {
+			a, err := netip.ParseAddr(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			if a = a.WithZone("").Unmap(); g.allowed(a) {
+				continue
+			}
+			if why := forbidden(a, own); why != "" {
+				r.Reasons = append(r.Reasons, fmt.Sprintf("%s: address %s is %s", what, a, why))
+			}
+		}
+	}
 	for i, h := range c.Spec.Hosts {
 		what := fmt.Sprintf("spec.hosts[%d] (%s)", i, h.Name)
 		local := h.Connection == "local" || h.Connection == "" && isLocalName(h.Address)
@@ -189,7 +206,11 @@ func (g *Guard) CheckHosts(ctx context.Context, c *schema.Cluster) error {
 		if h.Bastion != nil {
 			check(what+" bastion", h.Bastion.Address, false)
 		}
+		if !local {
+			checkIP(what+" internalAddress", h.InternalAddress)
+		}
 	}
+	checkIP("spec.controlPlaneEndpoint.lb_address", c.Spec.ControlPlaneEndpoint.LBAddress)
 	if b := c.Spec.Bastion; b != nil {
 		check("spec.bastion", b.Address, false)
 	}

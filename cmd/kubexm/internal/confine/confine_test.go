@@ -75,6 +75,9 @@ func TestServiceHostsRefused(t *testing.T) {
 		"unresolvable":         `  - {name: node1, address: nowhere.example, password: x}`,
 		"connection local":     `  - {name: node1, address: 10.0.0.5, connection: local}`,
 		"bastion loopback":     `  - {name: node1, address: 10.0.0.5, password: x, bastion: {address: 127.0.0.1, password: y}}`,
+		"internal loopback":    `  - {name: node1, address: 10.0.0.5, internalAddress: 127.0.0.1, password: x}`,
+		"internal own":         `  - {name: node1, address: 10.0.0.5, internalAddress: 192.0.2.10, password: x}`,
+		"endpoint metadata":    "  - {name: node1, address: 10.0.0.5, password: x}\n  controlPlaneEndpoint: {externalLoadBalancer: external, lb_address: 169.254.169.254}",
 	} {
 		// Refused by the policy, or (127.1, LOCALHOST.) already by the
 		// schema as no address.
