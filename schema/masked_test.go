@@ -50,3 +50,21 @@ spec:
 		}
 	}
 }
+
+// TestInvalidReferenceNotEchoed: a password that looks like a reference
+// but is none may be the password itself: the error names the field, not
+// the value (issue 45).
+func TestInvalidReferenceNotEchoed(t *testing.T) {
+	data := []byte(`apiVersion: kubexm.mensylisir.io/v1alpha1
+kind: Cluster
+metadata: {name: c1}
+spec:
+  hosts:
+  - {name: node1, address: 10.0.0.5, password: "${Sekr1t pw}"}
+  roleGroups: {etcd: [node1], master: [node1], worker: [node1]}
+`)
+	_, _, err := Parse("cluster.yaml", data)
+	if err == nil || strings.Contains(err.Error(), "Sekr1t") || !strings.Contains(err.Error(), "spec.hosts[0].password") {
+		t.Fatalf("%v", err)
+	}
+}
