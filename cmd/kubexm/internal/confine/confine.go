@@ -114,8 +114,9 @@ func (g *Guard) secretExists(name string) bool {
 }
 
 // CheckJob checks a job's stored cluster.yaml again, and a command job's
-// hosts: each name or pattern of nodes must be hosts of the cluster (a name
-// the file does not hold would run on the control machine).
+// hosts: each name, pattern or group of nodes and groups must be hosts of
+// the cluster (a name the file does not hold would run on the control
+// machine).
 func (g *Guard) CheckJob(ctx context.Context, data []byte, nodes, groups []string) (*schema.Cluster, error) {
 	c, err := g.Register(ctx, data)
 	if err != nil {
@@ -129,10 +130,7 @@ func (g *Guard) CheckJob(ctx context.Context, data []byte, nodes, groups []strin
 		return nil, err
 	}
 	var r Refused
-	for _, n := range nodes {
-		if n == "all" {
-			continue
-		}
+	for _, n := range slices.Concat(nodes, groups) {
 		hosts, unknown, err := engine.MatchHosts(inv, n)
 		if err != nil {
 			return nil, fmt.Errorf("nodes %q: %w", n, err)

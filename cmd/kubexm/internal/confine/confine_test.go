@@ -239,5 +239,13 @@ func TestServiceCommandNodes(t *testing.T) {
 		if _, err := g.CheckJob(ctx, data, bad, nil); err == nil {
 			t.Errorf("nodes %v: accepted", bad)
 		}
+		if _, err := g.CheckJob(ctx, data, nil, bad); err == nil {
+			t.Errorf("groups %v: accepted", bad)
+		}
+	}
+	for _, ok := range [][]string{{"master"}, {"worker", "etcd"}, {"master[0]"}} {
+		if _, err := g.CheckJob(ctx, data, nil, ok); err != nil {
+			t.Errorf("groups %v: %v", ok, err)
+		}
 	}
 }
