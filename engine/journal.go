@@ -49,6 +49,18 @@ type journalRecord struct {
 	// Omitted is set when no_log kept the result out of the journal; such a
 	// task runs again on resume if anything depends on its result.
 	Omitted bool `json:"omitted,omitempty"`
+	// What `kubexm logs` shows after the terminal is gone: the task's place,
+	// wall time and exit status, and for a task that did not succeed its
+	// message (with the hint) and the last lines of its output. Text that
+	// holds a secret is left out (Hidden), never written masked.
+	Role       string `json:"role,omitempty"`
+	Pos        string `json:"pos,omitempty"`
+	DurationMS int64  `json:"duration_ms,omitempty"`
+	RC         *int   `json:"rc,omitempty"`
+	Message    string `json:"msg,omitempty"`
+	StdoutTail string `json:"stdout_tail,omitempty"`
+	StderrTail string `json:"stderr_tail,omitempty"`
+	Hidden     bool   `json:"hidden,omitempty"`
 	// end
 	Outcome string `json:"outcome,omitempty"`
 }

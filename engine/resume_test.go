@@ -279,3 +279,60 @@ func TestInventoryHashLeavesSecretsOut(t *testing.T) {
 		t.Error("the hash does not depend on the addresses")
 	}
 }
+
+// The journal keeps what `kubexm logs` shows: each task-host's status,
+// place, time and exit status, and for a task that failed its message and
+// the end of its output; output holding a secret is left out, not masked.
+func TestRunLog(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"pb/playbook.yaml": `
+name: logged
+plays:
+  - hosts: web
+    tasks:
+      - name: fine
+        shell: "true"
+      - name: boom
+        shell: 'for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22; do echo "line $i"; done; echo oops >&2; exit 3'
+        ignore_errors: true
+      - name: leak
+        shell: 'echo "{{ .pw }}"; exit 1'
+`})
+	work := t.TempDir()
+	pb, err := Load(context.Background(), filepath.Join(dir, "pb"), LoadOptions{Builtins: testRegistry(&calls{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := Run(context.Background(), pb, testInventory(), RunOptions{WorkDir: work, ExtraVars: map[string]any{"pw": "s3cr3t-pass"}})
+	if !errors.Is(err, ErrFailed) {
+		t.Fatalf("run: %v", err)
+	}
+	info, log, err := RunLog(work, "last")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.ID != rc.RunID || info.Playbook != "logged" || info.Outcome != "failed" {
+		t.Errorf("run info %+v", info)
+	}
+	got := map[string]LogEntry{}
+	for _, e := range log {
+		got[e.Host+" "+e.Task] = e
+	}
+	fine, boom, leak := got["h1 fine"], got["h1 boom"], got["h2 leak"]
+	if fine.Status != StatusChanged || fine.RC == nil || *fine.RC != 0 || fine.Message != "" || fine.Pos == "" || fine.Time.IsZero() {
+		t.Errorf("fine: %+v", fine)
+	}
+	if boom.Status != StatusIgnored || boom.RC == nil || *boom.RC != 3 || !strings.Contains(boom.Message, "3") ||
+		boom.StderrTail != "oops" || !strings.HasPrefix(boom.StdoutTail, "line 3\n") || !strings.HasSuffix(boom.StdoutTail, "line 22") {
+		t.Errorf("boom: %+v", boom)
+	}
+	if leak.Status != StatusFailed || !leak.Hidden || leak.Message != "" || leak.StdoutTail != "" {
+		t.Errorf("leak: %+v", leak)
+	}
+	data, err := os.ReadFile(filepath.Join(work, "runs", rc.RunID, "journal.jsonl"))
+	if err != nil || strings.Contains(string(data), "s3cr3t-pass") || strings.Contains(string(data), "********") {
+		t.Errorf("the journal holds the secret or its mask (%v)", err)
+	}
+	if _, _, err := RunLog(work, "../x"); err == nil {
+		t.Error("a path as run id was taken")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -80,4 +81,60 @@ func readRunInfo(path string) (RunInfo, bool) {
 		ri.End, _ = time.Parse(time.RFC3339Nano, end.Time)
 	}
 	return ri, true
+}
+
+// LogEntry is one task on one host as a run's journal keeps it.
+type LogEntry struct {
+	Time       time.Time `json:"time"`
+	Host       string    `json:"host"`
+	Role       string    `json:"role,omitempty"`
+	Task       string    `json:"task"`
+	Pos        string    `json:"pos,omitempty"`
+	Status     Status    `json:"status"`
+	DurationMS int64     `json:"duration_ms"`
+	RC         *int      `json:"rc,omitempty"`
+	Message    string    `json:"msg,omitempty"`
+	StdoutTail string    `json:"stdout_tail,omitempty"`
+	StderrTail string    `json:"stderr_tail,omitempty"`
+	// Hidden: the task's output held a secret or was no_log, so the journal
+	// keeps none of it.
+	Hidden bool `json:"hidden,omitempty"`
+}
+
+// RunLog reads the journal of run id in workDir ("last": the newest run).
+func RunLog(workDir, id string) (RunInfo, []LogEntry, error) {
+	if id == "last" {
+		var err error
+		if id, err = lastRun(workDir); err != nil {
+			return RunInfo{}, nil, err
+		}
+	}
+	if id == "" || id != filepath.Base(id) || id == "." || id == ".." {
+		return RunInfo{}, nil, fmt.Errorf("%q is not a run id (kubexm get runs lists them)", id)
+	}
+	path := filepath.Join(runsDir(workDir), id, journalFile)
+	ri, ok := readRunInfo(path)
+	if !ok {
+		return RunInfo{}, nil, fmt.Errorf("no run %s in %s (kubexm get runs lists them)", id, runsDir(workDir))
+	}
+	ri.ID = id
+	f, err := os.Open(path)
+	if err != nil {
+		return ri, nil, err
+	}
+	defer f.Close()
+	var out []LogEntry
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		var rec journalRecord
+		if json.Unmarshal(sc.Bytes(), &rec) != nil || rec.Type != "result" {
+			continue
+		}
+		e := LogEntry{Host: rec.Host, Role: rec.Role, Task: rec.Task, Pos: rec.Pos, Status: rec.Status, DurationMS: rec.DurationMS,
+			RC: rec.RC, Message: rec.Message, StdoutTail: rec.StdoutTail, StderrTail: rec.StderrTail, Hidden: rec.Hidden}
+		e.Time, _ = time.Parse(time.RFC3339Nano, rec.Time)
+		out = append(out, e)
+	}
+	return ri, out, sc.Err()
 }

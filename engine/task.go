@@ -154,12 +154,14 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, ov *o
 	if out.status == StatusChanged && len(t.Notify) > 0 {
 		pr.notify(ctx, t, h, vars)
 	}
-	rec := journalRecord{Type: "result", Key: key, Task: t.Name, Host: h.name, Status: out.status, Register: t.Register}
+	rec := journalRecord{Type: "result", Key: key, Task: t.Name, Host: h.name, Status: out.status, Register: t.Register,
+		Role: t.RoleName(), Pos: t.where(), DurationMS: since(start)}
 	facts := out.facts
 	if t.Action == "setup" {
 		facts = nil // gathered again on resume, never restored
 	}
 	r.journalValues(&rec, t, out.reg, facts)
+	r.journalLog(&rec, t, out)
 	r.jr.write(rec)
 	ev.Status, ev.DurationMS = out.status, since(start)
 	if ev.Message == "" {
@@ -379,8 +381,9 @@ func (pr *playRun) runBatched(ctx context.Context, t *Task, h *hostState, key st
 // itemRecord journals one loop item, so a resumed run skips the items that
 // finished even when the task as a whole did not.
 func (pr *playRun) itemRecord(t *Task, h *hostState, key string, o hostOutcome) journalRecord {
-	rec := journalRecord{Type: "result", Key: key, Task: t.Name, Host: h.name, Status: o.status}
+	rec := journalRecord{Type: "result", Key: key, Task: t.Name, Host: h.name, Status: o.status, Role: t.RoleName(), Pos: t.where()}
 	pr.r.journalValues(&rec, t, o.reg, o.facts)
+	pr.r.journalLog(&rec, t, o)
 	return rec
 }
 
@@ -404,6 +407,48 @@ func (r *runner) journalValues(rec *journalRecord, t *Task, reg, facts map[strin
 	if len(facts) > 0 {
 		rec.Facts = facts
 	}
+}
+
+// logTailLines is how much of a failed task's output its journal record keeps.
+const logTailLines = 20
+
+// journalLog adds what `kubexm logs` shows to rec: the exit status of a
+// command, and for an outcome other than ok, changed or skipped its message
+// and the ends of its output. no_log hides them; so does a secret in them,
+// since a journal never holds one, not even masked.
+func (r *runner) journalLog(rec *journalRecord, t *Task, out hostOutcome) {
+	if t.NoLog {
+		rec.Hidden = out.msg != "" || out.reg["stdout"] != nil
+		return
+	}
+	if rc, ok := out.reg["rc"].(int); ok {
+		rec.RC = &rc
+	}
+	switch out.status {
+	case StatusOK, StatusChanged, StatusSkipped:
+		return
+	}
+	msg := out.msg
+	stdout, _ := out.reg["stdout"].(string)
+	stderr, _ := out.reg["stderr"].(string)
+	if r.red.holds(msg) || r.red.holds(stdout) || r.red.holds(stderr) {
+		rec.Hidden = true
+		return
+	}
+	rec.Message, rec.StdoutTail, rec.StderrTail = msg, lastLines(stdout, logTailLines), lastLines(stderr, logTailLines)
+}
+
+// lastLines is the end of s, n lines at most.
+func lastLines(s string, n int) string {
+	s = strings.TrimRight(s, "\n")
+	for i, k := len(s), 0; i > 0; i-- {
+		if s[i-1] == '\n' {
+			if k++; k == n {
+				return s[i:]
+			}
+		}
+	}
+	return s
 }
 
 func (pr *playRun) failure(t *Task, msg string) hostOutcome {

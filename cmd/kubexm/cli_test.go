@@ -40,7 +40,7 @@ func TestUnknownSubcommand(t *testing.T) {
 		args      []string
 		want, not []string
 	}{
-		{[]string{"get", "pods"}, []string{`unknown command "pods" for "kubexm get"`, "kubexm get has: clusters, ", "nodes (kubexm get --help)", "kubectl --kubeconfig"}, []string{"did you mean"}},
+		{[]string{"get", "pods"}, []string{`unknown command "pods" for "kubexm get"`, "kubexm get has: clusters, ", "nodes, runs (kubexm get --help)", "kubectl --kubeconfig"}, []string{"did you mean"}},
 		{[]string{"get", "nod"}, []string{`did you mean "kubexm get nodes"?`}, nil},
 		{[]string{"get", "clu"}, []string{`did you mean "kubexm get clusters"?`}, nil},
 		{[]string{"get", "nodez", "-f", "x.yaml"}, []string{`did you mean "kubexm get nodes"?`}, nil},

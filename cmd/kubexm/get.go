@@ -321,7 +321,7 @@ func (n apiNode) ready() string {
 func listNodes(ctx context.Context, kubeconfig string) ([]apiNode, error) {
 	data, err := os.ReadFile(kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("no admin kubeconfig: %w (create cluster writes it into the work directory; --workdir if it is elsewhere)", err)
+		return nil, fmt.Errorf("no admin kubeconfig: %w (kubexm get kubeconfig -f cluster.yaml takes it from the cluster; create cluster writes it too; --workdir if it is elsewhere)", err)
 	}
 	kc, err := pki.ParseKubeConfig(data)
 	if err != nil {

@@ -182,3 +182,44 @@ func TestGetClustersAndDescribe(t *testing.T) {
 		t.Errorf("describe shows a password:\n%s", out)
 	}
 }
+
+func TestGetRunsAndLogs(t *testing.T) {
+	apiFixture(t)
+	run := filepath.Join(".kubexm", "demo", "runs", "20260103-000000.000-cccccc", "journal.jsonl")
+	if err := os.MkdirAll(filepath.Dir(run), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	journal := `{"type":"header","time":"2026-01-03T00:00:00Z","run":"20260103-000000.000-cccccc","playbook":"create-cluster"}
+{"type":"result","time":"2026-01-03T00:00:01Z","key":"a","task":"etcd - start","role":"etcd","pos":"roles/etcd/tasks/main.yaml:9:3","host":"n1","status":"changed","duration_ms":1500,"rc":0}
+{"type":"result","time":"2026-01-03T00:00:02Z","key":"b","task":"etcd - health","role":"etcd","host":"n2","status":"failed","duration_ms":120000,"rc":1,"msg":"non-zero exit status 1\nhint: look at journalctl -u etcd","stderr_tail":"context deadline exceeded"}
+{"type":"result","time":"2026-01-03T00:00:03Z","key":"c","task":"login","host":"n2","status":"failed","hidden":true}
+{"type":"end","time":"2026-01-03T00:02:03Z","outcome":"failed"}
+`
+	if err := os.WriteFile(run, []byte(journal), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runRoot(t, "get", "runs", "-f", "cluster.yaml")
+	if err != nil || strings.Count(out, "\n") != 4 || !strings.Contains(out, "20260103-000000.000-cccccc  create-cluster  2026-01-03T00:00:00Z  123.0s    failed") {
+		t.Errorf("get runs: %v\n%s", err, out)
+	}
+	out, err = runRoot(t, "logs", "last", "-f", "cluster.yaml", "--failed")
+	if err != nil {
+		t.Fatalf("logs: %v\n%s", err, out)
+	}
+	for _, want := range []string{"run 20260103-000000.000-cccccc: playbook create-cluster", "n2   failed      120.00s rc=1  etcd : etcd - health",
+		"        hint: look at journalctl -u etcd\n", "      stderr:\n        context deadline exceeded\n", "output hidden"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("logs --failed lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "etcd - start") {
+		t.Errorf("logs --failed shows a task that succeeded:\n%s", out)
+	}
+	out, err = runRoot(t, "logs", "20260103-000000.000-cccccc", "-f", "cluster.yaml", "--host", "n1", "-o", "json")
+	if err != nil || !strings.Contains(out, `"task": "etcd - start"`) || strings.Contains(out, `"host": "n2"`) {
+		t.Errorf("logs --host n1 -o json: %v\n%s", err, out)
+	}
+	if _, err := runRoot(t, "logs", "../../etc", "-f", "cluster.yaml"); err == nil {
+		t.Error("logs took a path for a run id")
+	}
+}

@@ -142,9 +142,7 @@ func newRootCmd() *cobra.Command {
 		builtinFS:     kubexm.Content(),
 	}
 	root.AddCommand(newConfigCmd(), newCreateCmd(), newPlayCmd(a), newPlaybookCmd(a), newDocCmd(a), newArtifactCmd(a), newSupportCmd(), newCertsCmd(a), newVersionCmd(), newExplainCmd())
-	getCmd := newGetCmd()
-	getCmd.AddCommand(newGetKubeconfigCmd(a))
-	root.AddCommand(newServerCmd(a), newWorkerCmd(a), getCmd, newBundleCmd())
+	root.AddCommand(newServerCmd(a), newWorkerCmd(a), newGetCmd(), newBundleCmd(), newLogsCmd())
 	// After them: the verbs join the get command of the server's jobs.
 	addVerbCmds(root, a)
 	addPlaybookListOutput(root, a)
