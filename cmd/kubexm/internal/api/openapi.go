@@ -92,6 +92,7 @@ func (s *Server) routes() []route {
 				"201": resp("stored and verified", ref("Bundle")),
 				"400": resp("not a valid bundle (what is wrong with it)", ref("Error")),
 				"413": resp("larger than the server's limit", ref("Error")),
+				"507": resp("no room for it in the data directory beside the uploads in progress", ref("Error")),
 			}, map[string]any{
 				"parameters":  []any{clusterName},
 				"requestBody": map[string]any{"required": true, "content": map[string]any{"application/gzip": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}},
