@@ -32,6 +32,11 @@ func lockWorkDir(workDir, command string) (*workLock, error) {
 	if err := os.MkdirAll(workDir, 0o700); err != nil {
 		return nil, fmt.Errorf("work dir: %w", err)
 	}
+	// Another user's directory, or one others may write, could hold a
+	// planted lock or journal: refused (flock.Open also refuses links).
+	if err := flock.CheckPrivateDir(workDir); err != nil {
+		return nil, fmt.Errorf("work dir: %w", err)
+	}
 	p := filepath.Join(workDir, "lock")
 	f, err := flock.Open(p)
 	if err != nil {

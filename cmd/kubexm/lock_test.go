@@ -43,3 +43,27 @@ func TestWorkDirLock(t *testing.T) {
 	}
 	l3.release()
 }
+
+// A work directory others may write could hold a planted lock (a link to
+// a root-owned file a root run would truncate): refused before any use.
+func TestLockWorkDirRefusesAnOpenDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "work")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := lockWorkDir(dir, "play x"); err == nil {
+		l.release()
+		t.Fatal("a work directory writable by others was locked")
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	l, err := lockWorkDir(dir, "play x")
+	if err != nil {
+		t.Fatalf("a private work directory: %v", err)
+	}
+	l.release()
+}
