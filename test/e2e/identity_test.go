@@ -138,6 +138,26 @@ func clusterIdentity(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunn
 	}
 	unchanged("the refused run from C", before)
 
+	// --- a setting the running cluster cannot take is refused ----------------
+	data, err := os.ReadFile(kx.inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(string(data), "  network:\n", "  network:\n    kubePodsCIDR: 10.1.0.0/16\n", 1)
+	if changed == string(data) {
+		t.Fatal("the cluster file has no network section to change")
+	}
+	kxP := kx
+	kxP.inventory = filepath.Join(t.TempDir(), "cluster.yaml")
+	if err := os.WriteFile(kxP.inventory, []byte(changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res = kxP.play(ctx, create, "--offline-bundle", bundle)
+	if msg := res.failures(); res.err == nil || !strings.Contains(msg, "spec.network.kubePodsCIDR is 10.233.64.0/18 in the running cluster") || !strings.Contains(msg, "10.1.0.0/16 in this cluster.yaml") {
+		t.Errorf("a changed pod range: %v%s", res.err, msg)
+	}
+	unchanged("the refused change of the pod range", before)
+
 	// --- A and B at once: one runs, the other is refused naming the holder --
 	var wg sync.WaitGroup
 	results := make([]runResult, 2)
