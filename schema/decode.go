@@ -20,10 +20,27 @@ import (
 // nested aliases ("billion laughs") is an error rather than an OOM.
 const maxNodes = 200_000
 
+// maxFileBytes bounds a cluster file before it is parsed: the parser takes
+// about 150 bytes of memory per byte of text, so the bound is on the text
+// rather than on what it turns out to hold. 4 MiB is room for maxHosts
+// hosts at 400 bytes each, variables and labels included.
+const maxFileBytes = 4 << 20
+
+// limitsHint names the limits a cluster file meets, so a refusal points
+// at what the user actually has too much of.
+func limitsHint() string {
+	return fmt.Sprintf("a cluster file holds at most %d hosts (spec.hosts) in at most %d MiB and %d values; put large variables in group_vars/ and host_vars/ files", maxHosts, maxFileBytes>>20, maxNodes)
+}
+
 // parseTree parses the cluster document of a file; the warnings name the
 // documents of a multi-document KubeKey file that are not converted. A
 // syntax error is returned as *Error.
 func parseTree(file string, data []byte) (*ytree.Node, []Warning, error) {
+	if len(data) > maxFileBytes {
+		return nil, nil, &Error{Problems: []Problem{{Pos: Pos{File: file},
+			Message: fmt.Sprintf("cluster file of %.1f MiB, more than the limit of %d MiB", float64(len(data))/(1<<20), maxFileBytes>>20),
+			Hint:    limitsHint()}}}
+	}
 	docs, err := ytree.Parse(file, data, maxNodes)
 	if err != nil {
 		return nil, nil, treeError(err)
@@ -46,6 +63,8 @@ func treeError(err error) error {
 		p.Hint = "a cluster file is a few levels deep and a few hundred lines long; this one was refused before parsing"
 	case ytree.Syntax:
 		p.Message = "YAML syntax: " + te.Msg
+	case ytree.Size:
+		p.Hint = limitsHint()
 	}
 	return &Error{Problems: []Problem{p}}
 }

@@ -19,6 +19,10 @@ type Problem struct {
 	Path    string // field path, e.g. spec.hosts[0].address
 	Message string
 	Hint    string
+	// cause marks a problem of reading the file (an unknown or mistyped
+	// key), which validation's findings often follow from: a misspelt
+	// roleGroups key leaves its group empty. Causes are listed first.
+	cause bool
 }
 
 func (p Problem) String() string {
@@ -114,6 +118,9 @@ func (ps *problems) err() error {
 		return nil
 	}
 	sort.SliceStable(ps.list, func(i, j int) bool {
+		if ps.list[i].cause != ps.list[j].cause {
+			return ps.list[i].cause
+		}
 		a, b := ps.list[i].Pos, ps.list[j].Pos
 		if a.Line != b.Line {
 			return a.Line < b.Line

@@ -68,6 +68,9 @@ func parseWith(path string, data []byte, lookup func(string) (string, bool), s *
 // finish adds to what decoding found the problems of ps that are not
 // under a path of failed (consequences of those), and returns the result.
 func finish(c *Cluster, decoded, ps *problems, failed []Problem) (*Cluster, []Warning, error) {
+	for i := range decoded.list {
+		decoded.list[i].cause = true
+	}
 	for _, p := range ps.list {
 		if !underAny(p.Path, failed) {
 			decoded.list = append(decoded.list, p)

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -188,6 +189,27 @@ func (h *Host) internalAddrs() []netip.Addr {
 	return out
 }
 
+// NameError is a cluster name that metadata.name refuses, with the rule.
+type NameError struct {
+	Message string
+	Rule    string
+}
+
+func (e *NameError) Error() string { return e.Message + " (" + e.Rule + ")" }
+
+// CheckClusterName applies metadata.name's rule, for commands that write a
+// name into a file (create config) and must not write one validation
+// refuses.
+func CheckClusterName(name string) error {
+	switch {
+	case name == "":
+		return &NameError{Message: "missing cluster name", Rule: "e.g. name: mycluster"}
+	case !isDNS1123Subdomain(name):
+		return &NameError{Message: fmt.Sprintf("%q is not a valid cluster name", name), Rule: "lowercase letters, digits, '-' and '.'"}
+	}
+	return nil
+}
+
 // validate checks every rule and records all violations in ps.
 func validate(c *Cluster, ps *problems) {
 	if c.APIVersion != APIVersion {
@@ -196,11 +218,11 @@ func validate(c *Cluster, ps *problems) {
 	if c.Kind != Kind {
 		ps.add("kind", "", "kind must be %s, got %q", Kind, c.Kind)
 	}
-	switch {
-	case c.Metadata.Name == "":
-		ps.add("metadata.name", "e.g. name: mycluster", "missing cluster name")
-	case !isDNS1123Subdomain(c.Metadata.Name):
-		ps.add("metadata.name", "lowercase letters, digits, '-' and '.'", "%q is not a valid cluster name", c.Metadata.Name)
+	if err := CheckClusterName(c.Metadata.Name); err != nil {
+		var ne *NameError
+		if errors.As(err, &ne) {
+			ps.add("metadata.name", ne.Rule, "%s", ne.Message)
+		}
 	}
 	checkEnums(reflect.ValueOf(&c.Spec).Elem(), "spec", ps)
 	names := validateHosts(c, ps)
@@ -307,7 +329,47 @@ func validateHosts(c *Cluster, ps *problems) []string {
 		}
 		c.validateBastion(ps, child(p, "bastion"), h.Bastion)
 	}
+	validateUniqueAddrs(c, ps)
 	return names
+}
+
+// validateUniqueAddrs refuses two hosts on one machine: a shared internal
+// address makes etcd peers, certificates and node IPs collide, and a shared
+// address and port means one SSH target is set up twice under two names.
+// The same address with different ports stays valid (hosts behind one NAT
+// gateway), as long as their internal addresses differ.
+func validateUniqueAddrs(c *Cluster, ps *problems) {
+	type target struct {
+		addr netip.Addr
+		port int
+	}
+	byTarget := map[target]int{}
+	byInternal := map[netip.Addr]int{}
+	for i := range c.Spec.Hosts {
+		h := &c.Spec.Hosts[i]
+		p := index("spec.hosts", i)
+		if a, err := netip.ParseAddr(h.Address); err == nil {
+			t := target{a.Unmap(), h.Port}
+			if j, dup := byTarget[t]; dup {
+				ps.add(child(p, "address"), "each host is a machine of its own; list it once",
+					"address %s port %d is also hosts[%d] (%s)", t.addr, h.Port, j, c.Spec.Hosts[j].Name)
+			} else {
+				byTarget[t] = i
+			}
+		}
+		field := "internalAddress"
+		if h.InternalAddress == "" {
+			field = "address"
+		}
+		for _, a := range h.internalAddrs() {
+			if j, dup := byInternal[a]; dup {
+				ps.add(child(p, field), "internal addresses are the nodes' IPs and must differ",
+					"internal address %s is also the internal address of hosts[%d] (%s)", a, j, c.Spec.Hosts[j].Name)
+				continue
+			}
+			byInternal[a] = i
+		}
+	}
 }
 
 func validateRoleGroups(c *Cluster, names []string, ps *problems) {

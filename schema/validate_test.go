@@ -2,6 +2,7 @@ package schema
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -85,6 +86,10 @@ func TestValidationRules(t *testing.T) {
 		{"missing address", edit(t, "{name: w1, address: 192.168.1.3}", "{name: w1}"), "spec.hosts[2].address", "missing address", 0},
 		{"internalAddress same family twice", edit(t, "192.168.1.3}", `192.168.1.3, internalAddress: "fd00::1,fd00::2"}`), "spec.hosts[2].internalAddress", "one IPv4 and one IPv6", 0},
 		{"internalAddress not an IP", edit(t, "192.168.1.3}", `192.168.1.3, internalAddress: node-a}`), "spec.hosts[2].internalAddress", "not an IP", 0},
+		{"duplicate address", edit(t, "{name: w1, address: 192.168.1.3}", "{name: w1, address: 192.168.1.2}"), "spec.hosts[2].address", "address 192.168.1.2 port 22 is also hosts[1] (m2)", 1},
+		{"duplicate IPv6 address", edit(t, "{name: m2, address: 192.168.1.2}", "{name: m2, address: \"fd00::0:1\"}", "{name: w1, address: 192.168.1.3}", "{name: w1, address: \"fd00::1\"}"), "spec.hosts[2].address", "address fd00::1 port 22 is also hosts[1]", 1},
+		{"duplicate internalAddress", edit(t, "192.168.1.3}", "192.168.1.3, internalAddress: 192.168.1.1}"), "spec.hosts[2].internalAddress", "internal address 192.168.1.1 is also the internal address of hosts[0] (m1)", 0},
+		{"duplicate IPv6 within a dual-stack pair", edit(t, "{name: m2, address: 192.168.1.2}", "{name: m2, address: 192.168.1.2, internalAddress: \"10.0.0.2,fd00::2\"}", "192.168.1.3}", "192.168.1.3, internalAddress: \"10.0.0.3,FD00:0::2\"}"), "spec.hosts[2].internalAddress", "internal address fd00::2 is also the internal address of hosts[1] (m2)", 0},
 		{"port out of range", edit(t, "192.168.1.3}", "192.168.1.3, port: 70000}"), "spec.hosts[2].port", "out of range", 0},
 		{"private key missing", edit(t, "192.168.1.3}", "192.168.1.3, privateKeyPath: "+filepath.Join(dir, "nokey")+"}"), "spec.hosts[2].privateKeyPath", "private key not found", 0},
 		{"bad range", edit(t, "worker: [w1]", `worker: ["w[3:1]"]`), "spec.roleGroups.worker[0]", "greater than end", 0},
@@ -315,5 +320,64 @@ func TestSmallHostileFilesRefusedCheaply(t *testing.T) {
 			t.Errorf("%s: took %s and allocated %d MiB", name, el, alloc>>20)
 		}
 		t.Logf("%s (%d bytes): %s, %d KiB allocated", name, len(tc.data), el.Round(time.Millisecond), alloc>>10)
+	}
+}
+
+// Issue 46: a 10 MB file of 65,000 hosts took 1 GB and 3.9 s and blamed
+// "nested aliases" it did not have. It is refused by its size, naming the
+// limits that matter, before the parser allocates a tree for it.
+func TestHugeHostListRefusedByItsLimit(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("apiVersion: kubexm.mensylisir.io/v1alpha1\nkind: Cluster\nmetadata: {name: big}\nspec:\n  hosts:\n")
+	for i := range 65000 {
+		fmt.Fprintf(&b, "  - {name: node%05d, address: 10.%d.%d.%d, internalAddress: 10.%d.%d.%d, user: root, password: \"x\", labels: {rack: r%03d, zone: eu-1}}\n", i, i>>16, i>>8&255, i&255, 100+i>>16, i>>8&255, i&255, i%1000)
+	}
+	b.WriteString("  roleGroups: {etcd: [node00000], master: [node00000], worker: [\"node[00001:09999]\"]}\n")
+	data := []byte(b.String())
+	if len(data) < 8<<20 {
+		t.Fatalf("test file of %d bytes, want about 10 MB", len(data))
+	}
+	var err error
+	el, alloc := measure(func() { _, _, err = parse("big.yaml", data, noEnv) })
+	if err == nil {
+		t.Fatal("a file of 65,000 hosts validates")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "aliases") || !strings.Contains(msg, "limit of 4 MiB") || !strings.Contains(msg, "10000 hosts") {
+		t.Errorf("err = %.400v, want the size limit and the hosts limit named", msg)
+	}
+	if el > time.Second || alloc > 32<<20 {
+		t.Errorf("took %s and allocated %d MiB", el, alloc>>20)
+	}
+	t.Logf("%d bytes: %s, %d KiB allocated: %v", len(data), el.Round(time.Millisecond), alloc>>10, err)
+
+	// Under the size limit, too many hosts are named as such, not as aliases.
+	var small strings.Builder
+	small.WriteString("apiVersion: kubexm.mensylisir.io/v1alpha1\nkind: Cluster\nmetadata: {name: big}\nspec:\n  hosts:\n")
+	for i := range 70000 {
+		fmt.Fprintf(&small, "  - {name: n%d, address: x}\n", i)
+	}
+	_, _, err = parse("big.yaml", []byte(small.String()), noEnv)
+	if err == nil || strings.Contains(err.Error(), "aliases") || !strings.Contains(err.Error(), "10000 hosts") {
+		t.Errorf("%d bytes of short hosts: err = %.400v, want the hosts limit named", small.Len(), err)
+	}
+}
+
+// A misspelt roleGroups key empties its group; the typo is the cause, so it
+// comes before "at least one master", which is written above it.
+func TestRootCauseReportedFirst(t *testing.T) {
+	ps := problemsOf(t, edit(t, "master: [m1, m2]", "mastr: [m1, m2]"))
+	if len(ps) < 2 {
+		t.Fatalf("want the typo and its consequence, got %v", ps)
+	}
+	if ps[0].Path != "spec.roleGroups.mastr" || !strings.Contains(ps[0].Hint, `did you mean "master"?`) {
+		t.Errorf("first problem is %v, want the misspelt key", ps[0])
+	}
+	var consequence bool
+	for _, p := range ps[1:] {
+		consequence = consequence || strings.Contains(p.Message, "at least one master")
+	}
+	if !consequence {
+		t.Errorf("problems: %v", (&Error{Problems: ps}).Error())
 	}
 }

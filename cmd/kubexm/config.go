@@ -187,6 +187,7 @@ func newConfigViewCmd() *cobra.Command {
 
 func newConfigConvertCmd() *cobra.Command {
 	var file, output string
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "convert",
 		Short: "Convert a KubeKey v3 cluster file to the kubexm form",
@@ -218,7 +219,7 @@ func newConfigConvertCmd() *cobra.Command {
 				return err
 			}
 			// The file may carry passwords, so it is private like the input should be.
-			if err := os.WriteFile(output, out, 0o600); err != nil {
+			if err := writeNewFile(output, out, 0o600, force, file); err != nil {
 				return fmt.Errorf("write converted file: %w", err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", output)
@@ -227,7 +228,42 @@ func newConfigConvertCmd() *cobra.Command {
 	}
 	addClusterFileFlag(cmd.Flags(), &file)
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output file (default: standard output)")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing output file, even the input")
 	return cmd
+}
+
+// writeNewFile writes data to path, refusing an existing file unless force:
+// a mistyped -o must not destroy a cluster file, least of all the input
+// being read (input, "" for none), which would be lost with no copy left.
+func writeNewFile(path string, data []byte, perm os.FileMode, force bool, input string) error {
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if force {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flags, perm)
+	if errors.Is(err, fs.ErrExist) {
+		if input != "" && sameFile(path, input) {
+			return fmt.Errorf("%s is the input file; write elsewhere (or use --force to replace it): %w", path, err)
+		}
+		return fmt.Errorf("%s already exists (use --force to overwrite): %w", path, err)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func sameFile(a, b string) bool {
+	ia, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	ib, err := os.Stat(b)
+	return err == nil && os.SameFile(ia, ib)
 }
 
 // newCreateCmd is `kubexm create`; it holds `create config`, and the lead's
@@ -256,27 +292,15 @@ func newCreateConfigCmd() *cobra.Command {
 			if version, err = s.KubernetesVersion(version); err != nil {
 				return err
 			}
+			if err := schema.CheckClusterName(name); err != nil {
+				return fmt.Errorf("--name: %w", err)
+			}
 			sample := sampleConfig(s, name, version, localIPv4())
 			if output == "" || output == "-" {
 				_, err := io.WriteString(cmd.OutOrStdout(), sample)
 				return err
 			}
-			flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
-			if force {
-				flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-			}
-			f, err := os.OpenFile(output, flags, 0o644)
-			if errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("%s already exists (use --force to overwrite)", output)
-			}
-			if err != nil {
-				return fmt.Errorf("write sample: %w", err)
-			}
-			if _, err := io.WriteString(f, sample); err != nil {
-				f.Close()
-				return fmt.Errorf("write sample: %w", err)
-			}
-			if err := f.Close(); err != nil {
+			if err := writeNewFile(output, []byte(sample), 0o644, force, ""); err != nil {
 				return fmt.Errorf("write sample: %w", err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s; check it with: kubexm config validate -f %s\n", output, output)

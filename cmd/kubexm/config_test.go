@@ -182,3 +182,56 @@ spec:
 		t.Errorf("converted file with a supported version does not validate: %v", err)
 	}
 }
+
+// A name validation refuses is refused before a file is written, with the
+// rule, so create config never writes a file config validate rejects.
+func TestCreateConfigRefusesInvalidName(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cluster.yaml")
+	_, _, err := run(t, newCreateCmd(), "config", "--name", "My Cluster", "-o", file)
+	if err == nil || !strings.Contains(err.Error(), `"My Cluster" is not a valid cluster name`) || !strings.Contains(err.Error(), "lowercase letters, digits") {
+		t.Fatalf("err = %v, want the name refused with its rule", err)
+	}
+	if _, err := os.Stat(file); err == nil {
+		t.Errorf("a file was written for a refused name")
+	}
+	if _, _, err := run(t, newCreateCmd(), "config", "--name", "prod.eu-1", "-o", file); err != nil {
+		t.Fatalf("a valid name: %v", err)
+	}
+	if c, _, err := schema.Load(file); err != nil || c.Metadata.Name != "prod.eu-1" {
+		t.Fatalf("sample with --name prod.eu-1: %v", err)
+	}
+}
+
+// convert -o never replaces a file without --force, its own input least of all.
+func TestConfigConvertRefusesOverwrite(t *testing.T) {
+	kk := `apiVersion: kubekey.kubesphere.io/v1alpha2
+kind: Cluster
+metadata: {name: sample}
+spec:
+  hosts:
+  - {name: node1, address: 10.0.0.1, password: x}
+  roleGroups: {etcd: [node1], control-plane: [node1], worker: [node1]}
+  kubernetes: {version: v1.37.2, containerManager: containerd}
+`
+	file := writeFile(t, "kk.yaml", kk)
+	_, _, err := run(t, newConfigCmd(), "convert", "-f", file, "-o", file)
+	if err == nil || !strings.Contains(err.Error(), "is the input file") {
+		t.Fatalf("convert onto its input: err = %v", err)
+	}
+	if data, _ := os.ReadFile(file); string(data) != kk {
+		t.Fatalf("the input was changed:\n%s", data)
+	}
+	other := writeFile(t, "other.yaml", "keep me\n")
+	if _, _, err := run(t, newConfigCmd(), "convert", "-f", file, "-o", other); err == nil || !strings.Contains(err.Error(), "already exists (use --force") {
+		t.Fatalf("convert onto an existing file: err = %v", err)
+	}
+	if data, _ := os.ReadFile(other); string(data) != "keep me\n" {
+		t.Fatalf("the existing file was changed:\n%s", data)
+	}
+	if _, _, err := run(t, newConfigCmd(), "convert", "-f", file, "-o", other, "--force"); err != nil {
+		t.Fatalf("--force: %v", err)
+	}
+	if data, _ := os.ReadFile(other); !strings.Contains(string(data), schema.APIVersion) {
+		t.Fatalf("--force did not write the converted file:\n%s", data)
+	}
+}

@@ -161,8 +161,11 @@ const (
 	// Syntax: the YAML parser refused it.
 	Syntax
 	// Structure: it parsed, but the tree is unusable (unknown alias, bad
-	// merge, too many values after alias expansion, ...).
+	// merge, ...).
 	Structure
+	// Size: it parsed, but expands to more values than the caller allows,
+	// through aliases or by being written out that long.
+	Size
 )
 
 // Error is a text that could not be made into a tree.
@@ -254,6 +257,7 @@ type builder struct {
 	sizes   map[*Node]int // node counts of anchored values
 	total   int           // nodes produced, aliases counted in full
 	limit   int           // bound on total
+	aliased int           // nodes of total that aliases contributed
 }
 
 func (b *builder) fail(at Pos, format string, args ...any) error {
@@ -262,10 +266,15 @@ func (b *builder) fail(at Pos, format string, args ...any) error {
 
 func (b *builder) grow(n int, at Pos) error {
 	b.total += n
-	if b.total > b.limit {
-		return b.fail(at, "YAML document too large after expanding aliases (over %d values; nested aliases?)", b.limit)
+	if b.total <= b.limit {
+		return nil
 	}
-	return nil
+	// Blaming aliases in a file that is merely long sends the user hunting
+	// for anchors that are not there.
+	if b.aliased > b.total-b.aliased {
+		return &Error{Kind: Size, Pos: at, Msg: fmt.Sprintf("YAML document too large after expanding aliases (over %d values; nested aliases?)", b.limit)}
+	}
+	return &Error{Kind: Size, Pos: at, Msg: fmt.Sprintf("YAML document of more than %d values", b.limit)}
 }
 
 func (b *builder) pos(n ast.Node) Pos {
@@ -336,6 +345,7 @@ func (b *builder) build(n ast.Node, depth int) (*Node, error) {
 		if !ok {
 			return nil, b.fail(b.pos(v), "unknown YAML alias *%s", name)
 		}
+		b.aliased += b.sizes[a]
 		if err := b.grow(b.sizes[a], b.pos(v)); err != nil {
 			return nil, err
 		}

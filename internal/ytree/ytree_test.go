@@ -167,9 +167,14 @@ func TestLimits(t *testing.T) {
 	for i := 1; i <= 6; i++ {
 		fmt.Fprintf(&b, "l%d: &l%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d, ", i-1), 10), ", "))
 	}
-	e := wantErr(t, b.String(), 10_000, Structure, "too large after expanding aliases (over 10000 values; nested aliases?)")
+	e := wantErr(t, b.String(), 10_000, Size, "too large after expanding aliases (over 10000 values; nested aliases?)")
 	if e.Pos.Line < 2 {
 		t.Errorf("limit error at %s", e.Pos)
+	}
+	// A file that is merely long is not blamed on aliases it does not have.
+	e = wantErr(t, strings.Repeat("- {a: 1, b: 2}\n", 3000), 10_000, Size, "YAML document of more than 10000 values")
+	if strings.Contains(e.Msg, "alias") {
+		t.Errorf("a long file without aliases: %s", e.Msg)
 	}
 	// The same file within a higher bound parses, aliases counted in full.
 	if _, err := Parse("f.yaml", []byte(b.String()), 100_000_000); err != nil {
