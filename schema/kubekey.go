@@ -1,7 +1,9 @@
 package schema
 
 import (
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/mensylisir/kubexm/internal/ytree"
@@ -45,8 +47,10 @@ func convertKubeKey(root *ytree.Node, ps *problems) {
 		kubekeyKubernetesType(spec, kc)
 		kubekeyStorage(spec, kc)
 		convertKubeKeySpec(spec, kc)
+		kubekeyDNS(spec, kc, ps)
+		kubekeyComponentArgs(spec, kc, ps)
 	}
-	pruneUnknown(root, reflect.TypeFor[Cluster](), "", kc)
+	checkKubeKeyKeys(root, reflect.TypeFor[Cluster](), "", kc, ps)
 
 	var b strings.Builder
 	b.WriteString("converted from KubeKey v3 (" + KubeKeyAPIVersion + "); run `kubexm config convert` to save the kubexm form")
@@ -103,10 +107,13 @@ func convertKubeKeySpec(spec *ytree.Node, kc *kubekeyConversion) {
 	}
 }
 
-// pruneUnknown drops keys the kubexm types do not have. For a KubeKey file
-// these are features kubexm does not carry over; they are listed in the
-// conversion warning rather than failing the load.
-func pruneUnknown(n *ytree.Node, t reflect.Type, path string, kc *kubekeyConversion) {
+// checkKubeKeyKeys removes from a KubeKey tree the keys kubexm's types do
+// not have. A KubeKey field without a kubexm equivalent is dropped with a
+// note when its value asks for nothing (KubeKey's default, false, empty),
+// and refused with its reason otherwise: accepting it would build another
+// cluster than the file describes. Any other key is a typo, refused with
+// the closest field name.
+func checkKubeKeyKeys(n *ytree.Node, t reflect.Type, path string, kc *kubekeyConversion, ps *problems) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -116,29 +123,145 @@ func pruneUnknown(n *ytree.Node, t reflect.Type, path string, kc *kubekeyConvers
 			return
 		}
 		fields := yamlFields(t)
+		known := kubekeyOnlyFields()
 		var keys, vals []*ytree.Node
 		for i, k := range n.Keys {
-			idx, ok := fields[k.Text]
-			if !ok {
-				kc.drop(child(path, k.Text), "")
+			p := child(path, k.Text)
+			if idx, ok := fields[k.Text]; ok {
+				checkKubeKeyKeys(n.Vals[i], t.Field(idx).Type, p, kc, ps)
+				keys, vals = append(keys, k), append(vals, n.Vals[i])
 				continue
 			}
-			pruneUnknown(n.Vals[i], t.Field(idx).Type, child(path, k.Text), kc)
-			keys, vals = append(keys, k), append(vals, n.Vals[i])
+			pattern := anyIndex(p)
+			if f, ok := known[pattern]; ok {
+				if f.inert(n.Vals[i]) {
+					kc.drop(p, "KubeKey's "+f.what+"; as written it asks for nothing")
+					continue
+				}
+				ps.list = append(ps.list, Problem{Pos: k.Pos, Path: p, Message: "KubeKey's " + f.what + " has no kubexm equivalent", Hint: f.reason})
+				continue
+			}
+			ps.list = append(ps.list, Problem{Pos: k.Pos, Path: p, Message: "unknown field", Hint: kubekeyHint(k.Text, fields, known, pattern)})
 		}
 		n.Keys, n.Vals = keys, vals
 	case reflect.Slice:
 		if n.Kind == ytree.List {
 			for i, it := range n.List {
-				pruneUnknown(it, t.Elem(), index(path, i), kc)
+				checkKubeKeyKeys(it, t.Elem(), index(path, i), kc, ps)
 			}
 		}
 	case reflect.Map:
 		if n.Kind == ytree.Map {
 			for i, k := range n.Keys {
-				pruneUnknown(n.Vals[i], t.Elem(), key(path, k.Text), kc)
+				checkKubeKeyKeys(n.Vals[i], t.Elem(), key(path, k.Text), kc, ps)
 			}
 		}
+	}
+}
+
+// anyIndex writes a path's list indices as [*]: spec.hosts[3].timeout is
+// spec.hosts[*].timeout.
+func anyIndex(p string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(p, '[')
+		if i < 0 {
+			b.WriteString(p)
+			return b.String()
+		}
+		j := strings.IndexByte(p[i:], ']') + i
+		if j < i || strings.Trim(p[i+1:j], "0123456789") != "" {
+			b.WriteString(p)
+			return b.String()
+		}
+		b.WriteString(p[:i] + "[*]")
+		p = p[j+1:]
+	}
+}
+
+// kubekeyHint suggests the closest kubexm or KubeKey key of the same
+// mapping for a key neither has.
+func kubekeyHint(got string, fields map[string]int, known map[string]kubekeyField, pattern string) string {
+	parent := pattern[:max(0, strings.LastIndexByte(pattern, '.'))]
+	var names []string
+	for f := range fields {
+		names = append(names, f)
+	}
+	for p := range known {
+		if i := strings.LastIndexByte(p, '.'); i > 0 && p[:i] == parent {
+			names = append(names, p[i+1:])
+		}
+	}
+	slices.Sort(names)
+	if h := didYouMean(got, names); h != "" {
+		return h
+	}
+	return "neither kubexm nor KubeKey v3 has this field here; kubexm explain " + parent + " lists kubexm's"
+}
+
+// kubekeyField is a KubeKey v3 field kubexm has no equivalent of.
+type kubekeyField struct {
+	what   string // what it is in KubeKey
+	reason string // why kubexm refuses it, and what to do instead
+	def    string // KubeKey's default as written, which asks for nothing either
+}
+
+// inert says whether v asks KubeKey for nothing: unset, false, zero, empty,
+// the default, or a mapping of such values ({enabled: false}).
+func (f kubekeyField) inert(v *ytree.Node) bool {
+	switch {
+	case v.IsNull():
+		return true
+	case v.Kind == ytree.List:
+		return len(v.List) == 0
+	case v.Kind == ytree.Map:
+		for _, x := range v.Vals {
+			if !(kubekeyField{def: f.def}).inert(x) {
+				return false
+			}
+		}
+		return true
+	}
+	switch v.Scalar {
+	case false, 0, "":
+		return true
+	}
+	return f.def != "" && v.Text == f.def
+}
+
+// kubekeyOnlyFields lists the KubeKey v3 (v1alpha2) Cluster fields that
+// kubexm has no field or variable of the same meaning for, by path
+// ([*] for any list index).
+func kubekeyOnlyFields() map[string]kubekeyField {
+	script := "script run on the nodes"
+	hook := "write it as a hook playbook (spec.hooks, docs/playbooks.md#hooks): a task running the script, before phase os or after phase health"
+	return map[string]kubekeyField{
+		"spec.hosts[*].privateKey":                 {what: "inline SSH private key", reason: "kubexm reads keys from files: write the key to a file only you can read and set privateKeyPath"},
+		"spec.hosts[*].timeout":                    {what: "SSH timeout", reason: "kubexm's SSH timeouts are fixed; remove it", def: "30"},
+		"spec.controlPlaneEndpoint.kubevip":        {what: "kube-vip mode", reason: "kube-vip is not installed by kubexm (see kubexm support)", def: "ARP"},
+		"spec.system.preInstall":                   {what: script + " before installing", reason: hook},
+		"spec.system.postInstall":                  {what: script + " after installing", reason: hook},
+		"spec.system.postClusterInstall":           {what: script + " after the cluster is up", reason: hook},
+		"spec.system.skipConfigureOS":              {what: "switch to leave the OS unprepared", reason: "kubexm prepares the OS it installs on; run without it by --skip-tags os"},
+		"spec.kubernetes.imageRepo":                {what: "image repository", reason: "set registry.privateRegistry and registry.namespaceOverride"},
+		"spec.kubernetes.disableKubeProxy":         {what: "switch to install no kube-proxy", reason: "kubexm always installs kube-proxy"},
+		"spec.kubernetes.containerRuntimeEndpoint": {what: "CRI socket", reason: "kubexm sets the socket of the runtime it installs; a runtime of your own is containerRuntime.type custom with kubelet_container_runtime_endpoint"},
+		"spec.kubernetes.nodeFeatureDiscovery":     {what: "node-feature-discovery add-on", reason: "kubexm does not install it; install it as an add-on of your own (spec.addons, a chart)"},
+		"spec.kubernetes.kata":                     {what: "Kata Containers add-on", reason: "kubexm does not install Kata Containers"},
+		"spec.kubernetes.audit":                    {what: "API server audit switch", reason: "set the audit flags with kube_apiserver_extra_config (docs/playbooks.md, extension points)"},
+		"spec.kubernetes.kubeProxyArgs":            {what: "kube-proxy command-line flags", reason: "kubexm configures kube-proxy by its configuration file: set the same settings as KubeProxyConfiguration fields in kubernetes.kubeProxyConfiguration"},
+		"spec.etcd.port":                           {what: "etcd client port", reason: "kubexm's etcd listens on 2379", def: "2379"},
+		"spec.etcd.peerPort":                       {what: "etcd peer port", reason: "kubexm's etcd peers use 2380", def: "2380"},
+		"spec.etcd.backupScript":                   {what: "directory of the etcd backup script", reason: "kubexm's backups are a systemd timer (etcd.backupPeriod); remove it", def: "/usr/local/bin/kube-scripts"},
+		"spec.network.calico.ipv4NatOutgoing":      {what: "calico NAT switch", reason: "kubexm's calico role keeps calico's own pool setting and has no switch for it"},
+		"spec.network.calico.defaultIPPOOL":        {what: "calico default pool switch", reason: "kubexm's calico role always creates its pool from kubePodsCIDR and ippool.blockSize", def: "true"},
+		"spec.network.flannel.directRouting":       {what: "flannel direct routing", reason: "use flannel.backendMode host-gw for routes between nodes"},
+		"spec.network.kubeovn":                     {what: "Kube-OVN settings", reason: "kubexm does not install Kube-OVN"},
+		"spec.network.multusCNI":                   {what: "Multus add-on", reason: "kubexm does not install Multus; install it as an add-on of your own (spec.addons)"},
+		"spec.registry.dataRoot":                   {what: "docker data root", reason: "set registry.dockerDataDir"},
+		"spec.registry.bridgeIP":                   {what: "docker bridge address", reason: "kubexm does not install docker"},
+		"spec.registry.namespaceRewrite":           {what: "image namespace rewrite", reason: "set registry.namespaceOverride"},
+		"spec.kubesphere":                          {what: "KubeSphere switch", reason: "kubexm does not install KubeSphere; install it on the finished cluster with ks-installer or its Helm chart"},
 	}
 }
 
@@ -193,4 +316,102 @@ func moveKey(from *ytree.Node, fk string, to *ytree.Node, tk, fromPath, toPath s
 		return
 	}
 	to.Keys, to.Vals = append(to.Keys, strNode(tk, fkey.Pos)), append(to.Vals, fval)
+}
+
+// kubekeyDNS maps KubeKey's DNS switches. kubernetes.dnsDomain is kubexm's
+// clusterName (the DNS domain); KubeKey's clusterName is the cluster's
+// name, which kubexm takes from metadata.name, so it converts only when it
+// is the domain too (KubeKey's default file: cluster.local both).
+// kubernetes.nodelocaldns becomes dns.nodelocaldns.enabled.
+func kubekeyDNS(spec *ytree.Node, kc *kubekeyConversion, ps *problems) {
+	k := mapAt(spec, "kubernetes")
+	if k == nil {
+		return
+	}
+	domain := "cluster.local"
+	dk, dv := removeKey(k, "dnsDomain")
+	if dk != nil && isScalar(dv) {
+		domain = dv.Text
+	}
+	if i := k.Index("clusterName"); i >= 0 && isScalar(k.Vals[i]) && k.Vals[i].Text != domain {
+		ps.list = append(ps.list, Problem{Pos: k.Keys[i].Pos, Path: "spec.kubernetes.clusterName",
+			Message: fmt.Sprintf("KubeKey's clusterName %q names the cluster, while its DNS domain is %q; kubexm's clusterName is the DNS domain", k.Vals[i].Text, domain),
+			Hint:    fmt.Sprintf("remove clusterName (kubexm names the cluster metadata.name) or set it to %q", domain)})
+		removeKey(k, "clusterName")
+	}
+	if dk != nil {
+		removeKey(k, "clusterName")
+		k.Keys, k.Vals = append(k.Keys, strNode("clusterName", dk.Pos)), append(k.Vals, dv)
+		kc.rename("spec.kubernetes.dnsDomain", "spec.kubernetes.clusterName")
+	}
+	nk, nv := removeKey(k, "nodelocaldns")
+	if nk == nil || nv.IsNull() {
+		return
+	}
+	on, ok := nv.Scalar.(bool)
+	if !ok {
+		ps.list = append(ps.list, Problem{Pos: nv.TokPos, Path: "spec.kubernetes.nodelocaldns", Message: "expected a boolean, got " + nv.KindName()})
+		return
+	}
+	d := ensureMap(spec, "dns", nk.Pos)
+	if !on && d.Index("nodelocaldns") < 0 {
+		kc.rename("spec.kubernetes.nodelocaldns false", "no spec.dns.nodelocaldns (off)")
+		return
+	}
+	nl := ensureMap(d, "nodelocaldns", nk.Pos)
+	removeKey(nl, "enabled")
+	nl.Keys, nl.Vals = append(nl.Keys, strNode("enabled", nk.Pos)), append(nl.Vals, &ytree.Node{Pos: nv.Pos, TokPos: nv.TokPos, Scalar: on, Text: nv.Text})
+	kc.rename("spec.kubernetes.nodelocaldns", "spec.dns.nodelocaldns.enabled")
+}
+
+// kubekeyComponentArgs maps KubeKey's extra flags and kubelet
+// configuration to the variables the roles merge in both modes
+// (docs/playbooks.md, extension points), as the cluster's group vars:
+// apiserverArgs [--audit-log-maxage=30] is kube_apiserver_extra_config
+// {audit-log-maxage: "30"}; a flag without a value is "true".
+func kubekeyComponentArgs(spec *ytree.Node, kc *kubekeyConversion, ps *problems) {
+	k := mapAt(spec, "kubernetes")
+	if k == nil {
+		return
+	}
+	setAll := func(at Pos, variable string, v *ytree.Node) {
+		g := ensureMap(ensureMap(spec, "roleGroupVars", at), "all", at)
+		removeKey(g, variable)
+		g.Keys, g.Vals = append(g.Keys, strNode(variable, at)), append(g.Vals, v)
+	}
+	for _, m := range []struct{ field, variable string }{
+		{"apiserverArgs", "kube_apiserver_extra_config"},
+		{"controllerManagerArgs", "kube_controller_manager_extra_config"},
+		{"schedulerArgs", "kube_scheduler_extra_config"},
+	} {
+		fk, fv := removeKey(k, m.field)
+		if fk == nil || fv.IsNull() || fv.Kind == ytree.List && len(fv.List) == 0 {
+			continue
+		}
+		path := "spec.kubernetes." + m.field
+		if fv.Kind != ytree.List {
+			ps.list = append(ps.list, Problem{Pos: fv.TokPos, Path: path, Message: "expected a list of --flag=value, got " + fv.KindName()})
+			continue
+		}
+		flags := &ytree.Node{Kind: ytree.Map, Pos: fv.Pos, TokPos: fv.TokPos}
+		for i, a := range fv.List {
+			s, ok := a.Str()
+			name, val, hasVal := strings.Cut(strings.TrimPrefix(s, "--"), "=")
+			if !ok || !strings.HasPrefix(s, "--") || name == "" {
+				ps.list = append(ps.list, Problem{Pos: a.Pos, Path: index(path, i), Message: fmt.Sprintf("%q is not a --flag or --flag=value", a.Text)})
+				continue
+			}
+			if !hasVal {
+				val = "true"
+			}
+			removeKey(flags, name) // the last of a flag given twice wins, as on a command line
+			flags.Keys, flags.Vals = append(flags.Keys, strNode(name, a.Pos)), append(flags.Vals, strNode(val, a.Pos))
+		}
+		setAll(fk.Pos, m.variable, flags)
+		kc.rename(path, "spec.roleGroupVars.all."+m.variable)
+	}
+	if fk, fv := removeKey(k, "kubeletConfiguration"); fk != nil && !fv.IsNull() {
+		setAll(fk.Pos, "kubelet_extra_config", fv)
+		kc.rename("spec.kubernetes.kubeletConfiguration", "spec.roleGroupVars.all.kubelet_extra_config")
+	}
 }

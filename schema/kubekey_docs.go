@@ -117,9 +117,9 @@ func warnKubeKeyDefaults(root, spec *ytree.Node, ps *problems) {
 	if scalarAt(k, "version") == "" {
 		warn("kubernetes", "spec.kubernetes.version", "not set, so KubeKey would install Kubernetes v1.23; kubexm installs %s", ours.Spec.Kubernetes.Version)
 	}
-	if t := scalarAt(k, "type"); t == "" || t == "kubernetes" {
-		warn("kubernetes", "spec.kubernetes.type",
-			"KubeKey installs Kubernetes with kubeadm (static pods); kubexm installs it as binaries under systemd (kubernetes.type %s), the only mode it supports", ours.Spec.Kubernetes.Type)
+	if scalarAt(k, "nodelocaldns") == "" && mapAt(mapAt(spec, "dns"), "nodelocaldns") == nil {
+		warn("kubernetes", "spec.kubernetes.nodelocaldns",
+			"not set, so KubeKey would install NodeLocal DNSCache; kubexm installs it only with spec.dns.nodelocaldns (set kubernetes.nodelocaldns: true to keep it)")
 	}
 	if scalarAt(mapAt(spec, "network"), "plugin") == "" {
 		warn("network", "spec.network.plugin", "not set, so KubeKey would install calico; kubexm installs %s", ours.Spec.Network.Plugin)
@@ -148,16 +148,24 @@ func kubekeyStorage(spec *ytree.Node, kc *kubekeyConversion) {
 	}
 }
 
-// kubekeyKubernetesType drops KubeKey's kubernetes.type (kubernetes or
-// k3s: the distribution, not kubexm's install mode). k3s stays, for
-// validation to refuse by name.
+// kubekeyKubernetesType keeps a KubeKey cluster what it is: KubeKey's
+// kubernetes.type is the distribution (kubernetes, k3s), and KubeKey
+// installs kubernetes with kubeadm, so the cluster becomes kubernetes.type
+// kubeadm (etcd.type kubekey stays etcd outside kubeadm: kubexm, kubeadm's
+// external etcd). k3s stays, for validation to refuse by name.
 func kubekeyKubernetesType(spec *ytree.Node, kc *kubekeyConversion) {
-	k := mapAt(spec, "kubernetes")
-	if k == nil {
-		return
+	at := spec.TokPos
+	if i := spec.Index("kubernetes"); i >= 0 {
+		at = spec.Keys[i].Pos
 	}
-	if t := scalarAt(k, "type"); strings.EqualFold(t, "kubernetes") {
-		removeKey(k, "type")
-		kc.drop("spec.kubernetes.type kubernetes", "KubeKey's distribution; kubexm installs Kubernetes as binaries")
+	k := ensureMap(spec, "kubernetes", at)
+	i := k.Index("type")
+	switch {
+	case i < 0:
+		k.Keys, k.Vals = append(k.Keys, strNode("type", at)), append(k.Vals, strNode("kubeadm", at))
+		kc.rename("spec.kubernetes.type (KubeKey's default: kubernetes, installed with kubeadm)", "kubeadm")
+	case isScalar(k.Vals[i]) && strings.EqualFold(k.Vals[i].Text, "kubernetes"):
+		k.Vals[i] = strNode("kubeadm", k.Vals[i].TokPos)
+		kc.rename("spec.kubernetes.type kubernetes (installed with kubeadm)", "kubeadm")
 	}
 }

@@ -221,7 +221,8 @@ func TestKubeKeyConversion(t *testing.T) {
 		"spec.kubernetes.containerManager -> spec.kubernetes.containerRuntime.type",
 		"spec.etcd.type kubekey -> kubexm",
 		"spec.registry.registryMirrors -> spec.kubernetes.containerRuntime.containerd.registryMirrors",
-		"dropped: spec.kubernetes.kubeletConfiguration",
+		"spec.kubernetes.kubeletConfiguration -> spec.roleGroupVars.all.kubelet_extra_config",
+		"spec.kubernetes.apiserverArgs -> spec.roleGroupVars.all.kube_apiserver_extra_config",
 		"dropped: spec.hosts[2].timeout",
 	} {
 		if !strings.Contains(w, want) {
@@ -241,7 +242,11 @@ func TestKubeKeyConversion(t *testing.T) {
 		s.Addons[0].Kind() != AddonChartKind || s.Addons[0].Sources.Chart.Repo != "https://charts.kubesphere.io/main" {
 		t.Errorf("converted addons %+v; warnings:\n%s", s.Addons, w)
 	}
-	if s.Etcd.Type != "kubexm" || s.Kubernetes.ContainerRuntime.Type != "containerd" {
+	all := s.RoleGroupVars["all"]
+	if fmt.Sprint(all["kube_apiserver_extra_config"]) != "map[audit-log-maxage:30]" || fmt.Sprint(all["kubelet_extra_config"]) != "map[evictionHard:map[memory.available:5%]]" {
+		t.Errorf("KubeKey's apiserverArgs and kubeletConfiguration as group vars: %v", all)
+	}
+	if s.Etcd.Type != "kubexm" || s.Kubernetes.ContainerRuntime.Type != "containerd" || s.Kubernetes.Type != "kubeadm" {
 		t.Errorf("converted: etcd %s runtime %s", s.Etcd.Type, s.Kubernetes.ContainerRuntime.Type)
 	}
 	if got := s.Kubernetes.ContainerRuntime.Containerd.RegistryMirrors; !slices.Equal(got, []string{"https://mirror.ccs.tencentyun.com"}) {

@@ -180,7 +180,7 @@ type System struct {
 
 // Kubernetes configures the Kubernetes components.
 type Kubernetes struct {
-	Type                   string           `yaml:"type,omitempty" enum:"kubeadm,kubexm" doc:"kubexm: binaries and systemd units; kubeadm: not supported yet. Default kubexm."`
+	Type                   string           `yaml:"type,omitempty" enum:"kubeadm,kubexm" doc:"kubexm: binaries and systemd units; kubeadm: kubeadm init and join, the control plane as static pods (a converted KubeKey file is kubeadm). Default kubexm."`
 	Version                string           `yaml:"version,omitempty" doc:"Kubernetes version: any patch of v1.35, v1.36 or v1.37 (kubexm support). Default v1.37.2."`
 	APIServerCertExtraSans []string         `yaml:"apiserverCertExtraSans,omitempty" doc:"Extra IPs and names in the API server certificate."`
 	ContainerRuntime       ContainerRuntime `yaml:"containerRuntime"`

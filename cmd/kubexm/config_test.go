@@ -161,13 +161,13 @@ spec:
 		t.Fatal(err)
 	}
 	s := string(data)
-	for _, want := range []string{schema.APIVersion, "master:", "type: kubexm", `${PW}`} {
+	for _, want := range []string{schema.APIVersion, "master:", "type: kubeadm", "type: kubexm", `${PW}`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("converted file lacks %q:\n%s", want, s)
 		}
 	}
-	if !strings.Contains(stderr, "KubeKey default differs: KubeKey installs Kubernetes with kubeadm") {
-		t.Errorf("no warning about KubeKey's install mode: %s", stderr)
+	if !strings.Contains(stderr, "spec.kubernetes.type (KubeKey's default: kubernetes, installed with kubeadm) -> kubeadm") || strings.Contains(stderr, "only mode") {
+		t.Errorf("the KubeKey cluster does not stay kubeadm: %s", stderr)
 	}
 	// The user's version is kept; validation says it is not supported.
 	t.Setenv("PW", "x")
