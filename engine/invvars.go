@@ -118,8 +118,9 @@ func appendTemplateRefs(refsOf func(string) []string, v any, refs []string) []st
 
 // renderPending renders the queued templated variables into v in order. An
 // inventory variable whose template reads a variable this task does not
-// have is left out and its reason recorded under eval.Unrendered, as
-// Ansible renders such a variable only where it is used.
+// have, or passes a bound of eval's, is left out and its reason recorded
+// under eval.Unrendered, as Ansible renders such a variable only where it
+// is used.
 func (r *runner) renderPending(v map[string]any, pending []*varDef, need func(string) bool) error {
 	var unrendered map[string]string
 	for _, d := range pending {
@@ -130,8 +131,10 @@ func (r *runner) renderPending(v map[string]any, pending []*varDef, need func(st
 		if err == nil {
 			continue
 		}
+		// A template bomb (eval.ErrLimit) in a variable nobody reads must not
+		// stop the run either: it fails the task that reads it.
 		var ee *eval.Error
-		if !d.inventory || !errors.As(err, &ee) || ee.Missing == "" {
+		if !d.inventory || !errors.As(err, &ee) || (ee.Missing == "" && !errors.Is(err, eval.ErrLimit)) {
 			return err
 		}
 		delete(v, d.name)

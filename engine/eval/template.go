@@ -64,6 +64,7 @@ func templateFuncs() template.FuncMap {
 	fm["mergeFlags"] = mergeFlags
 	fm["systemdArg"] = systemdArg
 	fm["toToml"] = toTOML
+	boundedFuncs(fm)
 	return fm
 }
 
@@ -80,14 +81,18 @@ func (e *Evaluator) Render(s string, vars map[string]any) (any, error) {
 	if ct.err != nil {
 		return nil, ct.err
 	}
-	var b strings.Builder
+	var b limitedWriter
 	b.Grow(len(s))
 	if err := ct.tmpl.Execute(&b, vars); err != nil {
 		return nil, e.templateError(s, err)
 	}
 	out := b.String()
 	if ct.single {
-		return e.takeCapture(out), nil
+		v := e.takeCapture(out)
+		if str, ok := v.(string); ok && len(str) > MaxOutput {
+			return nil, e.templateError(s, limitError("the rendered text would exceed %d MiB", MaxOutput>>20))
+		}
+		return v, nil
 	}
 	return out, nil
 }
@@ -306,11 +311,19 @@ func (e *Evaluator) takeCapture(out string) any {
 }
 
 // outValue prints nil as nothing instead of text/template's "<no value>".
-func outValue(v any) any {
-	if v == nil {
-		return ""
+// A list or map is measured first: fmt builds its whole text before the
+// output can refuse it.
+func outValue(v any) (any, error) {
+	switch v.(type) {
+	case nil:
+		return "", nil
+	case string, bool, int, int64, uint64, float64:
+		return v, nil
 	}
-	return v
+	if err := checkPrintable("output", v); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // fieldSep separates the field names of a chain inside the "where" string
@@ -352,7 +365,7 @@ func templateField(lenient, text bool) func(where string, base any) (any, error)
 			return nil, withLine(err, line)
 		}
 		if text {
-			return outValue(v), nil
+			return outValue(v)
 		}
 		return v, nil
 	}
