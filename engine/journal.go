@@ -4,16 +4,13 @@ import (
 	"bufio"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -299,6 +296,13 @@ func newRedactor(secrets []string) *redactor {
 	for i := 0; i < len(truncated); i += 2 {
 		add(truncated[i], truncated[i+1])
 	}
+	for _, s := range secrets {
+		if s != "" {
+			for _, f := range nestedForms(s) {
+				add(f, mask)
+			}
+		}
+	}
 	if len(pairs) == 0 {
 		return &redactor{}
 	}
@@ -323,42 +327,10 @@ func newRedactor(secrets []string) *redactor {
 // base64 text, at each of the three byte alignments).
 func secretForms(s string) []string {
 	forms := []string{s}
-	unquote := func(q string) string { return q[1 : len(q)-1] }
-	var buf strings.Builder
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if enc.Encode(s) == nil {
-		forms = append(forms, unquote(strings.TrimSuffix(buf.String(), "\n")))
+	for _, esc := range stringEscapers {
+		forms = append(forms, esc(s))
 	}
-	if j, err := json.Marshal(s); err == nil {
-		forms = append(forms, unquote(string(j)))
-	}
-	forms = append(forms,
-		unquote(strconv.Quote(s)),
-		unquote(strconv.QuoteToASCII(s)),
-		strings.ReplaceAll(s, "'", `'\''`),
-		strings.ReplaceAll(s, "'", `'"'"'`),
-		strings.ReplaceAll(s, "'", "''"), // YAML single-quoted
-		// What a shell treats specially inside "...".
-		strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`").Replace(s),
-		url.QueryEscape(s),
-		url.PathEscape(s),
-	)
-	for _, e := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
-		forms = append(forms, e.EncodeToString([]byte(s)))
-		// Inside a longer base64 text the secret's bytes start at any of
-		// three alignments; only the characters made of its bits alone are
-		// the same every time. Shorter cores would mask unrelated text.
-		for k := range 3 {
-			b := append(make([]byte, k), s...)
-			full := e.EncodeToString(b)
-			start, end := (8*k+5)/6, 8*len(b)/6
-			if end-start >= 8 && end <= len(full) {
-				forms = append(forms, full[start:end])
-			}
-		}
-	}
-	return forms
+	return append(forms, base64Forms(s)...)
 }
 
 func (rd *redactor) str(s string) string {
