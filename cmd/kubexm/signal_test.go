@@ -57,3 +57,49 @@ func TestWatchSignals(t *testing.T) {
 		}
 	}
 }
+
+// blockedWriter is a stderr whose reader stopped reading (a full pipe).
+type blockedWriter struct{ release chan struct{} }
+
+func (w blockedWriter) Write(p []byte) (int, error) {
+	<-w.release
+	return len(p), nil
+}
+
+// TestSignalsUnderLoad: issue 45 saw the second SIGTERM lost and exits
+// 13-17 s after the first under load. Neither a stderr that blocks nor a
+// cancellation that takes long may delay a signal: the second exits at once,
+// and the first within the grace period counted from the signal itself.
+func TestSignalsUnderLoad(t *testing.T) {
+	for _, second := range []bool{true, false} {
+		sigs := make(chan os.Signal, 2)
+		stuck := make(chan struct{})
+		// A cancellation that does not return (contexts with slow
+		// AfterFuncs, a lock held by a busy run) must not hold the watch.
+		cancel := func(error) { <-stuck }
+		exited := make(chan time.Duration, 1)
+		grace := 10 * time.Second
+		if !second {
+			grace = time.Second
+		}
+		start := time.Now()
+		go watchSignals(sigs, cancel, grace, blockedWriter{stuck}, func(int) { exited <- time.Since(start) })
+		sigs <- syscall.SIGTERM
+		if second {
+			time.Sleep(50 * time.Millisecond)
+			sigs <- syscall.SIGTERM
+		}
+		select {
+		case took := <-exited:
+			if second && took > time.Second {
+				t.Errorf("the second SIGTERM exited after %s, want at once", took)
+			}
+			if !second && took > grace {
+				t.Errorf("exited %s after the first SIGTERM, want within %s", took, grace)
+			}
+		case <-time.After(grace + 5*time.Second):
+			t.Errorf("second signal %v: no exit %s after the first", second, grace+5*time.Second)
+		}
+		close(stuck)
+	}
+}
