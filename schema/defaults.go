@@ -91,7 +91,7 @@ func SetDefaults(c *Cluster) {
 	setInt(&k.MaxPods, 110)
 	setInt(&k.PodPidsLimit, 10000)
 	setInt(&k.NodeCidrMaskSize, 24)
-	setStr(&k.ProxyMode, "ipvs")
+	setStr(&k.ProxyMode, "iptables")
 	cr := &k.ContainerRuntime
 	setStr(&cr.Type, "containerd")
 	if cr.Type == "custom" {

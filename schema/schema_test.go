@@ -131,7 +131,7 @@ func TestDefaults(t *testing.T) {
 		{"k8s version", s.Kubernetes.Version, "v1.37.2"},
 		{"runtime", s.Kubernetes.ContainerRuntime.Type, "containerd"},
 		{"runtime version", s.Kubernetes.ContainerRuntime.Version, "2.4.2"},
-		{"proxy", s.Kubernetes.ProxyMode, "ipvs"},
+		{"proxy", s.Kubernetes.ProxyMode, "iptables"},
 		{"maxPods", s.Kubernetes.MaxPods, 110},
 		{"etcd type", s.Etcd.Type, "kubexm"},
 		{"etcd version", s.Etcd.Version, "v3.6.16"},

@@ -190,7 +190,7 @@ type Kubernetes struct {
 	MaxPods                int              `yaml:"maxPods,omitempty" doc:"Pods per kubelet. Default 110."`
 	PodPidsLimit           int              `yaml:"podPidsLimit,omitempty" doc:"PIDs per pod. Default 10000."`
 	NodeCidrMaskSize       int              `yaml:"nodeCidrMaskSize,omitempty" doc:"Prefix length of each node's pod range. Default 24."`
-	ProxyMode              string           `yaml:"proxyMode,omitempty" enum:"ipvs,iptables,nftables" doc:"kube-proxy mode. Default ipvs."`
+	ProxyMode              string           `yaml:"proxyMode,omitempty" enum:"ipvs,iptables,nftables" doc:"kube-proxy mode. Default iptables. ipvs needs the kernel's IPVS modules and runs on no test machine (their kernel has no IP_VS); nftables needs the nft command, which kubexm does not install."`
 	FeatureGates           map[string]bool  `yaml:"featureGates,omitempty" doc:"Feature gates for every component. Default none."`
 	KubeProxyConfiguration map[string]any   `yaml:"kubeProxyConfiguration,omitempty" doc:"Merged into the KubeProxyConfiguration."`
 	KubeletArgs            []string         `yaml:"kubeletArgs,omitempty" doc:"Extra kubelet flags, e.g. --root-dir=/var/lib/kubelet."`

@@ -411,7 +411,7 @@ spec:
     containerRuntime:
       type: containerd            # %s
     clusterName: cluster.local
-    proxyMode: ipvs               # %s
+    proxyMode: iptables           # %s
   etcd:
     type: kubexm                  # binaries on the etcd hosts; %s
   network:
@@ -432,7 +432,7 @@ spec:
 		others("spec.kubernetes.type", "kubexm"),
 		version, "supported: "+s.KubernetesRange(),
 		others("spec.kubernetes.containerRuntime.type", "containerd"),
-		others("spec.kubernetes.proxyMode", "ipvs"),
+		others("spec.kubernetes.proxyMode", "iptables"),
 		others("spec.etcd.type", "kubexm"),
 		others("spec.network.plugin", "flannel"),
 		others("spec.registry.type", "external"))

@@ -163,7 +163,7 @@ func TestGetClustersAndDescribe(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Name:               demo\n",
-		"Kubernetes:         v1.37.2 (type kubexm, proxy ipvs)\n",
+		"Kubernetes:         v1.37.2 (type kubexm, proxy iptables)\n",
 		"etcd:               v3.6.16 (type kubexm)\n",
 		"Container runtime:  containerd 2.4.2\n",
 		"Control plane:      https://lb.kubexm.local:6443 (the first master)\n",
