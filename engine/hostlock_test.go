@@ -15,18 +15,7 @@ import (
 // Two runs that change the same host do not overlap: the second is refused
 // naming the first; once the first ends, the host is free again.
 func TestHostLockRefusesASecondRun(t *testing.T) {
-	if _, err := exec.LookPath("flock"); err != nil {
-		t.Skip("no flock(1)")
-	}
-	dir := writeFiles(t, map[string]string{"playbook.yaml": `
-- hosts: r1
-  tasks:
-    - shell: "sleep {{ .nap }}"
-`})
-	pb, err := Load(context.Background(), dir, LoadOptions{Builtins: testRegistry(&calls{})})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pb := napPlaybook(t, "r1")
 	inv := &inventory.Inventory{Hosts: []inventory.Host{{Name: "r1", Address: "192.0.2.1"}}, Groups: map[string][]string{}}
 	run := func(nap string) (*Recap, error) {
 		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, LockWait: time.Second, ExtraVars: map[string]any{"nap": nap},
@@ -85,4 +74,67 @@ func TestHostLockFirstAndBreak(t *testing.T) {
 		t.Errorf("--break-lock took %s: it waited for the holder instead of ending it", took)
 	}
 	<-first
+}
+
+// napPlaybook is a play sleeping {{ .nap }} seconds on hosts, for the lock
+// tests (which need flock(1)).
+func napPlaybook(t *testing.T, hosts string) *Playbook {
+	t.Helper()
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip("no flock(1)")
+	}
+	dir := writeFiles(t, map[string]string{"playbook.yaml": "- hosts: " + hosts + "\n  tasks:\n    - shell: \"sleep {{ .nap }}\"\n"})
+	pb, err := Load(context.Background(), dir, LoadOptions{Builtins: testRegistry(&calls{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pb
+}
+
+// connection: local hosts are covered by the lock too (issue 45): they are
+// this machine, locked once for all of them, so a run whose hosts are all
+// local does not wait for itself, and a second run with any local host is
+// refused. localhost as a host releases the lock at the end as well.
+func TestHostLockCoversLocalHosts(t *testing.T) {
+	pb := napPlaybook(t, "all")
+	three := &inventory.Inventory{Hosts: []inventory.Host{{Name: "l1", Local: true}, {Name: "l2", Local: true}, {Name: "localhost", Local: true}},
+		Groups: map[string][]string{}}
+	other := &inventory.Inventory{Hosts: []inventory.Host{{Name: "l9", Local: true}}, Groups: map[string][]string{}}
+	run := func(inv *inventory.Inventory, nap string) (*Recap, error) {
+		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, LockWait: time.Second, ExtraVars: map[string]any{"nap": nap}})
+	}
+	// The lock file is this machine's: another test process may hold it for
+	// a few seconds (the other lock tests, in another package's run).
+	untilFree := func(inv *inventory.Inventory) error {
+		var err error
+		for range 20 {
+			if _, err = run(inv, "0"); err == nil {
+				return nil
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		return err
+	}
+	if err := untilFree(other); err != nil {
+		t.Fatalf("this machine's lock stays busy: %v", err)
+	}
+	first := make(chan error, 1)
+	start := time.Now()
+	go func() { _, err := run(three, "3"); first <- err }()
+	time.Sleep(1200 * time.Millisecond)
+	rc, err := run(other, "0")
+	if err == nil || !strings.Contains(rc.Hosts["l9"].Error, "in use by another kubexm run (kubexm run ") {
+		t.Errorf("a second run on this machine: %v, recap %+v", err, rc.Hosts["l9"])
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("a run of three local hosts: %v", err)
+	}
+	if took := time.Since(start); took > 6*time.Second {
+		t.Errorf("the run of three local hosts took %s: its hosts waited for each other's lock", took)
+	}
+	for _, inv := range []*inventory.Inventory{other, {Hosts: []inventory.Host{{Name: "localhost", Local: true}}, Groups: map[string][]string{}}, other} {
+		if err := untilFree(inv); err != nil {
+			t.Fatalf("after the first run ended (%s): %v", inv.Hosts[0].Name, err)
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,8 +44,9 @@ type RunOptions struct {
 	// ForceHandlers runs notified handlers on hosts that failed later, as
 	// the play keyword force_handlers does.
 	ForceHandlers bool
-	// HostLock takes a lock on every remote host for the whole run, so two
-	// runs that change the same host refuse to overlap.
+	// HostLock takes a lock on every host for the whole run, so two runs
+	// that change the same host refuse to overlap: each remote host's, and
+	// this machine's once for all its connection: local hosts.
 	HostLock bool
 	// LockFirst names the host whose lock is taken before any other and
 	// before the first play (a cluster's first master): two runs started at
@@ -92,7 +92,8 @@ type runner struct {
 	filesDir  string
 	aborted   string
 	startTime time.Time
-	orders    sync.Map // orderKey -> varOrder: renderOrder's cache
+	orders    sync.Map  // orderKey -> varOrder: renderOrder's cache
+	localLock localLock // the lock of this machine, for its connection: local hosts
 }
 
 // Run runs every play of pb against inv. The recap is returned even when the
@@ -388,12 +389,12 @@ func (r *runner) transportFor(ctx context.Context, name string) (transport.Trans
 		return nil, fmt.Errorf("host %q is not in the inventory", name)
 	}
 	h.connOnce.Do(func() {
-		if name == inventory.Localhost && (h.host == nil || h.host.Local) {
-			h.conn = connResult{t: r.control}
+		if h.host != nil && h.host.Local {
+			h.conn = r.localConn(ctx, h)
 			return
 		}
-		if h.host != nil && h.host.Local {
-			h.conn = connResult{t: local.New(name, local.WithBecomePassword(cmp.Or(h.host.BecomePassword, h.host.Password)))}
+		if name == inventory.Localhost && h.host == nil {
+			h.conn = connResult{t: r.control}
 			return
 		}
 		if r.opts.Connect == nil {
@@ -445,6 +446,10 @@ func (r *runner) closeHosts() {
 		}
 		if c := h.conn.(connResult); c.t != nil && c.t != r.control {
 			_ = c.Close()
+		} else if c.unlock != nil {
+			// localhost as a host: the control machine's transport stays
+			// open, the machine's lock does not.
+			c.unlock()
 		}
 	}
 }
