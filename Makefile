@@ -16,12 +16,30 @@ TESTFLAGS ?=
 
 export KUBEXM_TEST_CACHE
 
-.PHONY: build deps check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-ha e2e-kubeadm-ha e2e-vip e2e-nodes e2e-upgrade e2e-upgrade-chain e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
+.PHONY: build release deps check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-ha e2e-kubeadm-ha e2e-vip e2e-nodes e2e-upgrade e2e-upgrade-chain e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
 
 # Static (no cgo): autoRenewCerts copies this binary to the masters, whose
 # C library may be older than the build machine's.
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/kubexm
+
+# A release: static binaries for linux/amd64 and linux/arm64 that name their
+# version, commit and build date, each with its sha256, in $(DIST).
+# VERSION defaults to the version in cmd/kubexm/main.go.
+DIST ?= dist
+VERSION ?= $(shell sed -n 's/^var version = "\(.*\)"$$/\1/p' cmd/kubexm/main.go)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+release:
+	@mkdir -p '$(DIST)'
+	@for arch in amd64 arm64; do \
+	  out='$(DIST)'/kubexm-$(VERSION)-linux-$$arch; \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath \
+	    -ldflags "-s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILD_DATE)" \
+	    -o "$$out" ./cmd/kubexm || exit 1; \
+	  (cd '$(DIST)' && sha256sum "$${out##*/}" > "$${out##*/}.sha256") || exit 1; \
+	  echo "$$out"; \
+	done
 
 # The test machines need root: as a user, these targets run their scripts under sudo.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)

@@ -91,7 +91,13 @@ of a built-in playbook (kubexm playbook list). See docs/playbooks.md.`,
   kubexm play upgrade --syntax-check`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.play(cmd.Context(), cmd.OutOrStdout(), args[0], f)
+			if err := a.play(cmd.Context(), cmd.OutOrStdout(), args[0], f); err != nil {
+				return err
+			}
+			if filepath.Base(strings.TrimSuffix(args[0], "/")) == "create-cluster" && f.inventory != "" {
+				printAdminKubeconfig(cmd.ErrOrStderr(), f)
+			}
+			return nil
 		},
 	}
 	fl := cmd.Flags()

@@ -181,7 +181,7 @@ changes nothing; a failed run continues with --resume.`,
 			}
 			return nil
 		})
-	v.after = printAdminKubeconfig
+	v.after = func(cmd *cobra.Command, v *verbFlags) { printAdminKubeconfig(cmd.ErrOrStderr(), v.play) }
 	addOfflineBundleFlag(cmd.Flags(), &v.play)
 	cmd.Flags().BoolVar(&skipPreflight, "skip-preflight", false, "skip the preflight checks (--skip-tags preflight; for debugging)")
 	return cmd
@@ -190,17 +190,17 @@ changes nothing; a failed run continues with --resume.`,
 // printAdminKubeconfig says, after a create, where the cluster's admin
 // kubeconfig is and how to use it: the first thing a user wants next. On
 // standard error, so that -o json's events stay alone on standard output.
-func printAdminKubeconfig(cmd *cobra.Command, v *verbFlags) {
-	if v.play.check {
+func printAdminKubeconfig(w io.Writer, f playFlags) {
+	if f.check || f.listTasks || f.listHosts || f.listTags || f.syntax {
 		return
 	}
-	dir := v.play.workDir
+	dir := f.workDir
 	if dir == "" {
-		c, _, err := loadWith(v.play.inventory, v.play.rolesPath)
+		c, _, err := loadWith(f.inventory, f.rolesPath)
 		if err != nil {
 			return
 		}
-		dir = defaultWorkDir(c.Metadata.Name, v.play.inventory)
+		dir = defaultWorkDir(c.Metadata.Name, f.inventory)
 	}
 	kc := filepath.Join(dir, "kubeconfig")
 	if _, err := os.Stat(kc); err != nil {
@@ -210,8 +210,8 @@ func printAdminKubeconfig(cmd *cobra.Command, v *verbFlags) {
 	if err != nil {
 		abs = kc
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "\nThe cluster's admin kubeconfig is %s:\n  kubectl --kubeconfig %s get nodes\n  export KUBECONFIG=%s\n  kubexm get nodes -f %s\n",
-		kc, kc, abs, v.play.inventory)
+	fmt.Fprintf(w, "\nThe cluster's admin kubeconfig is %s:\n  kubectl --kubeconfig %s get nodes\n  export KUBECONFIG=%s\n  kubexm get nodes -f %s\n",
+		kc, kc, abs, f.inventory)
 }
 
 func newDeleteClusterCmd(a *app) *cobra.Command {

@@ -334,4 +334,14 @@ func TestCreateClusterNamesKubeconfig(t *testing.T) {
 	if out, err := runVerb(t, a, "", "create", "cluster", "--check"); err != nil || strings.Contains(out, "admin kubeconfig") {
 		t.Errorf("create cluster --check: %v\n%s", err, out)
 	}
+	// kubexm play create-cluster says the same.
+	root := &cobra.Command{Use: "kubexm", SilenceErrors: true, SilenceUsage: true}
+	root.AddCommand(newPlayCmd(a))
+	var buf bytes.Buffer
+	root.SetOut(&buf)
+	root.SetErr(&buf)
+	root.SetArgs([]string{"play", "create-cluster", "-i", "cluster.yaml"})
+	if err := root.ExecuteContext(context.Background()); err != nil || !strings.Contains(buf.String(), want) {
+		t.Errorf("after play create-cluster: %v\n%s", err, buf.String())
+	}
 }
