@@ -77,8 +77,8 @@ type SinkFunc func(Event)
 // Emit calls f.
 func (f SinkFunc) Emit(e Event) { f(e) }
 
-// HostStats counts a host's task outcomes. OK counts every successful task,
-// changed ones included, as Ansible does.
+// HostStats counts a host's task outcomes as Ansible does: OK counts every
+// task the host went past, changed and ignored ones included.
 type HostStats struct {
 	OK          int    `json:"ok"`
 	Changed     int    `json:"changed"`

@@ -326,7 +326,7 @@ func TestPlayKeywordsApplyToTasks(t *testing.T) {
 	if rr.err != nil {
 		t.Fatal(rr.err)
 	}
-	checkRecap(t, rr.recap, map[string]HostStats{"h1": {OK: 2, Changed: 1, Ignored: 1}})
+	checkRecap(t, rr.recap, map[string]HostStats{"h1": {OK: 3, Changed: 1, Ignored: 1}})
 	if got := rr.calls.sorted(); !slices.Equal(got, []string{"h1:a(check)", "h1:b(check)"}) {
 		t.Errorf("calls %v", got)
 	}

@@ -344,6 +344,17 @@ func (r *runner) warn(play string, format string, args ...any) {
 	r.emit(Event{Kind: EventWarning, Play: play, Message: fmt.Sprintf(format, args...)})
 }
 
+// countOutcome counts a task's outcome on h; an ignored failure that changed
+// the host counts as changed too, as in Ansible's recap.
+func (r *runner) countOutcome(h *hostState, out hostOutcome, msg string) {
+	r.count(h, out.status, msg)
+	if changed, _ := out.reg["changed"].(bool); changed && out.status == StatusIgnored {
+		r.mu.Lock()
+		r.recap.host(h.name).Changed++
+		r.mu.Unlock()
+	}
+}
+
 func (r *runner) count(h *hostState, st Status, msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -362,6 +373,9 @@ func (r *runner) count(h *hostState, st Status, msg string) {
 			s.Error = r.red.str(msg)
 		}
 	case StatusIgnored:
+		// As Ansible: the play goes on past an ignored failure, so it is
+		// ok as well as ignored.
+		s.OK++
 		s.Ignored++
 	case StatusRescued:
 		s.Rescued++

@@ -67,9 +67,15 @@ plays:
     - probe: {id: d, fail: true}
       failed_when: false
       changed_when: result.host == "h1"
+    - probe: {id: e}
+      changed_when: true
+      failed_when: true
+      ignore_errors: true
 `},
-			want:  map[string]HostStats{"h1": {OK: 2, Changed: 1, Ignored: 2}},
-			calls: []string{"h1:a", "h1:b", "h1:c", "h1:d"},
+			// As Ansible: an ignored failure is ok and ignored, and changed
+			// when it changed (e).
+			want:  map[string]HostStats{"h1": {OK: 5, Changed: 2, Ignored: 3}},
+			calls: []string{"h1:a", "h1:b", "h1:c", "h1:d", "h1:e"},
 		},
 		{
 			name: "block rescue always",

@@ -140,7 +140,7 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, ov *o
 	if out, ok := pr.resumed(t, h, key); ok {
 		ev.Status, ev.Resumed, ev.Message = out.status, true, "done in run "+r.jr.from
 		r.emit(ev)
-		r.count(h, out.status, "")
+		r.countOutcome(h, out, "")
 		return out
 	}
 	out, vars := pr.runTaskHostFresh(ctx, t, h, ov, hv, key, &ev)
@@ -171,7 +171,7 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, ov *o
 		ev.Message, ev.Stdout, ev.Stderr, ev.Diff = "output hidden by no_log", "", "", ""
 	}
 	r.emit(ev)
-	r.count(h, out.status, ev.Message)
+	r.countOutcome(h, out, ev.Message)
 	if out.failed {
 		pr.mu.Lock()
 		pr.failing[h] = true

@@ -362,9 +362,22 @@ func (ld *loader) actionArgs(t *Task, val, extra *ytree.Node) map[string]any {
 	case val.Kind == ytree.Map:
 		add(val)
 	case val.Kind == ytree.Scalar && spec.FreeForm != "":
-		args[spec.FreeForm] = val.Value()
-		argPos[spec.FreeForm] = val.Pos
 		ld.checkTemplates(val, t.Name)
+		text, isStr := val.Str()
+		if !isStr {
+			args[spec.FreeForm] = val.Value()
+			argPos[spec.FreeForm] = val.Pos
+			break
+		}
+		ff, err := freeFormArgs(spec, text)
+		if err != nil {
+			ld.taskErrorf(val.Pos, t.Name, "%s: %v", t.Action, err)
+			return args
+		}
+		for k, v := range ff {
+			args[k] = v
+			argPos[k] = val.Pos
+		}
 	default:
 		hint := ""
 		if len(spec.Args) > 0 {

@@ -394,7 +394,10 @@ func ParseAnsibleINI(name string, data []byte) (*Inventory, error) {
 			if !ok {
 				return nil, fmt.Errorf("%s: expected name=value in [%s:vars]", where, section)
 			}
-			b.vars(section, map[string]any{strings.TrimSpace(k): iniValue(strings.TrimSpace(v))})
+			// Ansible reads a [group:vars] value as the string written, quotes
+			// included, unlike a host line's values: http_port=80 is "80", so
+			// `when: http_port == "80"` holds as it does there.
+			b.vars(section, map[string]any{strings.TrimSpace(k): strings.TrimSpace(v)})
 		case "children":
 			b.child(section, fields[0])
 		default:
@@ -460,8 +463,9 @@ func iniFields(line string) ([]string, error) {
 	return out, nil
 }
 
-// iniValue reads a value as a YAML scalar (numbers and booleans keep their
-// type), without its quotes.
+// iniValue reads a host line's value as a YAML scalar (numbers and
+// booleans keep their type, as Ansible's Python literals do), without its
+// quotes.
 func iniValue(s string) any {
 	if len(s) >= 2 && (s[0] == '"' || s[0] == '\'') && s[len(s)-1] == s[0] {
 		return s[1 : len(s)-1]

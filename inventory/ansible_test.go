@@ -140,3 +140,21 @@ func TestHostRanges(t *testing.T) {
 		t.Errorf("%+v %v", inv, err)
 	}
 }
+
+// Ansible reads [group:vars] values as strings and host line values as
+// literals (issue 46: http_port=80 became 80 and `http_port == "80"` was false).
+func TestINIGroupVarsAreStrings(t *testing.T) {
+	inv, err := ParseAnsibleINI("h.ini", []byte("[web]\nweb1 http_port=8080 flag=true\nweb2\n[web:vars]\nhttp_port=80\nenabled=true\nname=\"a b\"\nansible_port=2222\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	web2, _ := inv.Host("web2")
+	group := web2.Vars
+	if group["http_port"] != "80" || group["enabled"] != "true" || group["name"] != `"a b"` {
+		t.Errorf("[web:vars] = %#v, want the strings as written", group)
+	}
+	h, _ := inv.Host("web1")
+	if h.Vars["http_port"] != 8080 || h.Vars["flag"] != true || h.Port != 2222 {
+		t.Errorf("web1 vars %#v port %d, want a typed host line and the group's port", h.Vars, h.Port)
+	}
+}

@@ -162,14 +162,41 @@ var conformanceCases = []conformanceCase{
       when: inventory_hostname != "h3"
     - debug: {msg: after}
 `}, recap: map[string]string{"h1": "0 0 0 1 0 0 0", "h2": "0 0 0 1 0 0 0", "h3": "0 0 1 0 0 0 0"}, exit: 2, err: "max_fail_percentage"},
-	{name: "ignore_errors counts the failure as ignored and goes on",
+	{name: "ignore_errors counts the failure as ok and ignored, and changed when it changed, and goes on",
 		files: map[string]string{"site.yaml": `
 - hosts: h1
   tasks:
     - fail: {msg: boom}
       ignore_errors: true
+    - command: "false"
+      ignore_errors: true
     - debug: {msg: after}
-`}, shown: map[string][]string{"h1": {"after"}}, recap: map[string]string{"h1": "1 0 0 0 0 1 0"}},
+`}, shown: map[string][]string{"h1": {"after"}}, recap: map[string]string{"h1": "3 1 0 0 0 2 0"}},
+	{name: "free-form name=value arguments are arguments, as in Ansible",
+		files: map[string]string{"site.yaml": `
+- hosts: h1
+  vars: {x: the-value}
+  tasks:
+    - command: pwd chdir=/
+      register: here
+    - debug: {msg: "{{ .here.stdout }}"}
+    - shell: echo hi > f creates=f
+    - shell: echo again > f creates=f
+    - command: cat f
+      register: f
+    - debug: {msg: "{{ .f.stdout }}"}
+    - debug: var=x
+    - debug: msg="two words"
+`}, shown: map[string][]string{"h1": {"/", "hi", "x: the-value", "two words"}}, recap: map[string]string{"h1": "8 3 0 0 0 0 0"}},
+	{name: "INI [group:vars] values are strings, host line values literals",
+		files: map[string]string{"hosts.ini": "[web]\nh1 n=80\n[web:vars]\nhttp_port=80\nansible_connection=local\n", "site.yaml": `
+- hosts: h1
+  tasks:
+    - debug: {msg: "group {{ .http_port }} is a string"}
+      when: http_port == "80"
+    - debug: {msg: "host {{ .n }} is a number"}
+      when: n == 80
+`}, shown: map[string][]string{"h1": {"group 80 is a string", "host 80 is a number"}}, recap: map[string]string{"h1": "2 0 0 0 0 0 0"}},
 	{name: "a failed host stops, the others go on",
 		files: map[string]string{"site.yaml": `
 - hosts: web
