@@ -59,8 +59,8 @@ func clusterListCmd[T any](use, short, example, route, empty, header string, row
 			if items == nil {
 				items = []T{}
 			}
-			if f.output == "json" {
-				return printJSON(cmd.OutOrStdout(), items)
+			if f.output != "text" {
+				return printDoc(cmd.OutOrStdout(), f.output, items)
 			}
 			if len(items) == 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), empty+"\n", cluster, c.base.Redacted())

@@ -59,8 +59,8 @@ Wants an operator token; the delete is audited.`,
 			if err := c.do(cmd.Context(), c.http, http.MethodDelete, "/api/v1/clusters/"+url.PathEscape(cluster)+"/bundles/"+url.PathEscape(args[0]), "", nil, http.StatusOK, &out); err != nil {
 				return err
 			}
-			if f.output == "json" {
-				return printJSON(cmd.OutOrStdout(), map[string]string{"cluster": cluster, "deleted": out.Deleted})
+			if f.output != "text" {
+				return printDoc(cmd.OutOrStdout(), f.output, map[string]string{"cluster": cluster, "deleted": out.Deleted})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted offline bundle %s of cluster %s on %s\n", out.Deleted, cluster, c.base.Redacted())
 			return nil

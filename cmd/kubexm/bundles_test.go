@@ -58,6 +58,9 @@ func TestBundleVerbsThroughServer(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 1 || listed[0].SHA256 != up.SHA256 || listed[0].Size != int64(len(data)) {
 		t.Fatalf("bundle list -o json with a read-only token: %v\n%s", err, out)
 	}
+	if out, err := run(append([]string{"bundle", "list", "-o", "yaml", "--token", reader}, srv...)...); err != nil || !strings.Contains(out, "sha256: "+up.SHA256) {
+		t.Errorf("bundle list -o yaml: %v\n%s", err, out)
+	}
 
 	var acc struct {
 		JobID string `json:"job_id"`

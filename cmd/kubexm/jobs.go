@@ -35,7 +35,7 @@ func addClientFlags(cmd *cobra.Command, f *clientFlags) {
 	fl.StringVar(&f.token, "token", "", "API token (default $KUBEXM_TOKEN)")
 	fl.StringVar(&f.ca, "ca", "", "CA certificate to trust the server with (its self-signed DATA-DIR/tls/cert.pem)")
 	fl.BoolVar(&f.insecure, "insecure-skip-tls-verify", false, "do not check the server's certificate")
-	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	fl.StringVarP(&f.output, "output", "o", "text", "output format: text, json or yaml")
 }
 
 // apiClient is the small client of the kubexm API the CLI verbs use.
@@ -49,8 +49,8 @@ func newAPIClient(f *clientFlags) (*apiClient, error) {
 	if f.server == "" {
 		return nil, errors.New("no server: give --server URL or set KUBEXM_SERVER")
 	}
-	if f.output != "text" && f.output != "json" {
-		return nil, fmt.Errorf("--output must be text or json, not %q", f.output)
+	if err := checkOutputFormat(f.output, "text"); err != nil {
+		return nil, err
 	}
 	u, err := url.Parse(f.server)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -81,6 +81,15 @@ func (c *apiClient) get(ctx context.Context, path string, query url.Values, v an
 		path += "?" + query.Encode()
 	}
 	return c.do(ctx, c.http, http.MethodGet, path, "", nil, http.StatusOK, v)
+}
+
+// printDoc prints v as -o asks for a document: indented JSON, or the same
+// document in YAML.
+func printDoc(w io.Writer, format string, v any) error {
+	if format == "yaml" {
+		return writeStructured(w, format, v)
+	}
+	return printJSON(w, v)
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -115,8 +124,8 @@ func newGetJobsCmds() []*cobra.Command {
 			if err := c.get(cmd.Context(), "/api/v1/jobs", q, &out); err != nil {
 				return err
 			}
-			if f.output == "json" {
-				return printJSON(cmd.OutOrStdout(), out.Jobs)
+			if f.output != "text" {
+				return printDoc(cmd.OutOrStdout(), f.output, out.Jobs)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tCLUSTER\tPLAYBOOK\tSTATUS\tTASK\tAGE")
@@ -144,8 +153,8 @@ func newGetJobsCmds() []*cobra.Command {
 			if err := c.get(cmd.Context(), "/api/v1/jobs/"+url.PathEscape(args[0]), nil, &j); err != nil {
 				return err
 			}
-			if jf.output == "json" {
-				return printJSON(cmd.OutOrStdout(), j)
+			if jf.output != "text" {
+				return printDoc(cmd.OutOrStdout(), jf.output, j)
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "Job:       %s\nCluster:   %s (config version %d)\nPlaybook:  %s\nStatus:    %s\n", j.ID, j.Cluster, j.ConfigVersion, j.Playbook, j.Status)

@@ -489,6 +489,9 @@ func testService(t *testing.T, dsn string) {
 	if !strings.Contains(out, acc.JobID) || !strings.Contains(out, "cancelled") || strings.Count(out, "\n") != 6 {
 		t.Fatalf("get jobs --cluster c2:\n%s", out)
 	}
+	if out := e.cli("get", "jobs", "--server", e.srv.URL, "--token", e.rec.token, "--cluster", "c2", "-o", "yaml"); !strings.Contains(out, "- id: "+acc.JobID) && !strings.Contains(out, "id: "+acc.JobID) {
+		t.Errorf("get jobs -o yaml:\n%s", out)
+	}
 	out = e.cli("get", "job", acc.JobID, "--server", e.srv.URL, "--token", e.rec.token)
 	if !strings.Contains(out, "Status:    cancelled") || !strings.Contains(out, "Playbook:  slow") || !strings.Contains(out, "job_end") {
 		t.Fatalf("get job:\n%s", out)
