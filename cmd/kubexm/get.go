@@ -422,7 +422,7 @@ type nodeRow struct {
 	APIPresent bool     `json:"in_api"`
 }
 
-func newGetNodesCmd() *cobra.Command {
+func newGetNodesCmd(a *app) *cobra.Command {
 	var f clusterFlags
 	var remote clientFlags
 	cmd := &cobra.Command{
@@ -441,6 +441,14 @@ not name shows "not in cluster file".`,
 			_, inv, dir, err := loadCluster(f)
 			if err != nil {
 				return err
+			}
+			// A directory with only cluster.yaml: the kubeconfig comes from
+			// the cluster (playbooks/kubeconfig, read-only), as get
+			// kubeconfig takes it.
+			if _, err := os.Stat(filepath.Join(dir, "kubeconfig")); errors.Is(err, os.ErrNotExist) && a != nil && a.builtinFS != nil {
+				if err := a.fetchKubeconfig(cmd.Context(), cmd.ErrOrStderr(), kubeconfigFlags{file: f.file, workDir: f.workDir, rolesPath: f.rolesPath}); err != nil {
+					return fmt.Errorf("no admin kubeconfig in %s, and taking it from the cluster failed: %w", dir, err)
+				}
 			}
 			nodes, err := listNodes(cmd.Context(), filepath.Join(dir, "kubeconfig"))
 			if err != nil {

@@ -47,13 +47,8 @@ func (a *app) getKubeconfig(ctx context.Context, w, errw io.Writer, f kubeconfig
 	if err != nil {
 		return err
 	}
-	// The run's log is shown only when it fails: what the user asked for is
-	// the kubeconfig.
-	var log bytes.Buffer
-	pf := playFlags{inventory: file, output: "text", forks: 50, workDir: f.workDir, rolesPath: f.rolesPath,
-		extraVars: f.extraVars, readOnly: true}
-	if err := a.play(ctx, &log, "kubeconfig", pf); err != nil {
-		_, _ = io.Copy(errw, &log)
+	f.file = file
+	if err := a.fetchKubeconfig(ctx, errw, f); err != nil {
 		return err
 	}
 	_, _, dir, err := loadCluster(clusterFlags{file: file, workDir: f.workDir, rolesPath: f.rolesPath, output: "text"})
@@ -63,7 +58,7 @@ func (a *app) getKubeconfig(ctx context.Context, w, errw io.Writer, f kubeconfig
 	path := filepath.Join(dir, "kubeconfig")
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("the kubeconfig playbook wrote no %s: %w; its log:\n%s", path, err, log.String())
+		return fmt.Errorf("the kubeconfig playbook wrote no %s: %w", path, err)
 	}
 	if f.to == "" {
 		_, err = w.Write(data)
@@ -77,5 +72,20 @@ func (a *app) getKubeconfig(ctx context.Context, w, errw io.Writer, f kubeconfig
 		return fmt.Errorf("--to: %w", err)
 	}
 	fmt.Fprintf(errw, "wrote %s (the cluster's admin kubeconfig; kubectl --kubeconfig %s get nodes)\n", f.to, f.to)
+	return nil
+}
+
+// fetchKubeconfig runs playbooks/kubeconfig, which writes the admin
+// kubeconfig into the work directory from the cluster itself; its log is
+// shown (on errw) only when it fails: what the user asked for is the
+// kubeconfig.
+func (a *app) fetchKubeconfig(ctx context.Context, errw io.Writer, f kubeconfigFlags) error {
+	var log bytes.Buffer
+	pf := playFlags{inventory: f.file, output: "text", forks: 50, workDir: f.workDir, rolesPath: f.rolesPath,
+		extraVars: f.extraVars, readOnly: true}
+	if err := a.play(ctx, &log, "kubeconfig", pf); err != nil {
+		_, _ = io.Copy(errw, &log)
+		return err
+	}
 	return nil
 }

@@ -53,7 +53,7 @@ func addVerbCmds(root *cobra.Command, a *app) {
 	verb("plan", "Show what a run would change").AddCommand(newPlanClusterCmd(a))
 	verb("run", "Run a command on hosts of a cluster").AddCommand(newRunCommandCmd(a))
 	get := verb("get", "List clusters and nodes")
-	get.AddCommand(newGetClustersCmd(), newGetNodesCmd(), newGetRunsCmd(), newGetKubeconfigCmd(a))
+	get.AddCommand(newGetClustersCmd(), newGetNodesCmd(a), newGetRunsCmd(), newGetKubeconfigCmd(a))
 	// kubectl users' `get pods`: the cluster's objects are kubectl's.
 	get.Annotations = map[string]string{unknownHint: "kubexm get shows the clusters kubexm made and their hosts; the objects in a cluster are kubectl's: kubectl --kubeconfig .kubexm/CLUSTER/kubeconfig get ..."}
 	verb("describe", "Describe a cluster").AddCommand(newDescribeClusterCmd())

@@ -369,4 +369,12 @@ func kubeconfigFromNothing(ctx context.Context, t *testing.T, kx kubexm, kubectl
 	if out, err := (kubectlRunner{bin: kubectl, kubeconfig: kc}).run(ctx, "", "get", "nodes"); err != nil {
 		t.Errorf("the kubeconfig of get kubeconfig: %v: %s", err, out)
 	}
+	// get nodes from another empty directory takes the kubeconfig itself.
+	other := t.TempDir()
+	nodes := exec.CommandContext(ctx, kx.bin, "get", "nodes", "-f", kx.inventory)
+	nodes.Dir = other
+	nodes.Env = append(os.Environ(), "KUBEXM_HOME="+filepath.Join(other, ".kubexm"))
+	if out, err := nodes.CombinedOutput(); err != nil || !strings.Contains(string(out), " Ready ") {
+		t.Errorf("get nodes from a directory with only cluster.yaml: %v:\n%s", err, out)
+	}
 }
