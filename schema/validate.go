@@ -340,7 +340,7 @@ func validateHosts(c *Cluster, ps *problems) []string {
 // gateway), as long as their internal addresses differ.
 func validateUniqueAddrs(c *Cluster, ps *problems) {
 	type target struct {
-		addr netip.Addr
+		addr string // an IP in its canonical form, or a DNS name in lower case
 		port int
 	}
 	byTarget := map[target]int{}
@@ -348,8 +348,13 @@ func validateUniqueAddrs(c *Cluster, ps *problems) {
 	for i := range c.Spec.Hosts {
 		h := &c.Spec.Hosts[i]
 		p := index("spec.hosts", i)
+		t := target{strings.ToLower(h.Address), h.Port}
 		if a, err := netip.ParseAddr(h.Address); err == nil {
-			t := target{a.Unmap(), h.Port}
+			t.addr = a.Unmap().String()
+		}
+		// localhost is the control machine, which several hosts may stand
+		// for in a test or a demo (connection local).
+		if t.addr != "" && !isLocalAddress(h.Address) {
 			if j, dup := byTarget[t]; dup {
 				ps.add(child(p, "address"), "each host is a machine of its own; list it once",
 					"address %s port %d is also hosts[%d] (%s)", t.addr, h.Port, j, c.Spec.Hosts[j].Name)
