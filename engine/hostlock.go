@@ -28,8 +28,8 @@ import (
 // session until TCP gives up). Its first line is "locked" once it holds the
 // lock ("locked, broke: <holder>" when it broke one), or "busy: <holder>"
 // before it exits 1.
-const hostLockScript = `f=/run/lock/kubexm.lock
-[ -d /run/lock ] || f=/var/lock/kubexm.lock
+const hostLockScript = `f=${4:-/run/lock/kubexm.lock}
+[ -n "$4" ] || [ -d /run/lock ] || f=/var/lock/kubexm.lock
 command -v flock >/dev/null 2>&1 || { echo "flock(1) is not installed"; exit 3; }
 exec 9>>"$f" || exit 2
 broke=
@@ -79,7 +79,7 @@ func (r *runner) lockHost(ctx context.Context, name string, t transport.Transpor
 	go func() {
 		defer close(done)
 		res, err = t.Run(context.WithoutCancel(ctx), transport.Command{
-			Argv:   []string{"/bin/sh", "-c", hostLockScript, "sh", holder, strconv.Itoa(int(cmp.Or(r.opts.LockWait, hostLockWait).Seconds())), breakArg},
+			Argv:   []string{"/bin/sh", "-c", hostLockScript, "sh", holder, strconv.Itoa(int(cmp.Or(r.opts.LockWait, hostLockWait).Seconds())), breakArg, r.opts.lockFile},
 			Become: true, Stdin: stdin, Stdout: out})
 	}()
 	release := func() {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,9 +17,11 @@ import (
 // naming the first; once the first ends, the host is free again.
 func TestHostLockRefusesASecondRun(t *testing.T) {
 	pb := napPlaybook(t, "r1")
+	// A lock file of the test's own: other packages' tests lock this machine.
+	lockFile := filepath.Join(t.TempDir(), "kubexm.lock")
 	inv := &inventory.Inventory{Hosts: []inventory.Host{{Name: "r1", Address: "192.0.2.1"}}, Groups: map[string][]string{}}
 	run := func(nap string) (*Recap, error) {
-		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, LockWait: time.Second, ExtraVars: map[string]any{"nap": nap},
+		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, LockWait: time.Second, lockFile: lockFile, ExtraVars: map[string]any{"nap": nap},
 			Connect: func(_ context.Context, h *inventory.Host) (transport.Transport, error) { return local.New(h.Name), nil }})
 	}
 	first := make(chan error, 1)
@@ -43,6 +46,7 @@ func TestHostLockFirstAndBreak(t *testing.T) {
 	if _, err := exec.LookPath("flock"); err != nil {
 		t.Skip("no flock(1)")
 	}
+	lockFile := filepath.Join(t.TempDir(), "kubexm.lock")
 	c := &calls{}
 	dir := writeFiles(t, map[string]string{"playbook.yaml": `
 - hosts: all
@@ -55,7 +59,7 @@ func TestHostLockFirstAndBreak(t *testing.T) {
 	}
 	inv := &inventory.Inventory{Hosts: []inventory.Host{{Name: "r1", Address: "192.0.2.1"}}, Groups: map[string][]string{}}
 	run := func(nap string, breakLock bool) (*Recap, error) {
-		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, LockFirst: "r1", LockWait: time.Second, BreakLock: breakLock,
+		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, LockFirst: "r1", LockWait: time.Second, lockFile: lockFile, BreakLock: breakLock,
 			ExtraVars: map[string]any{"nap": nap},
 			Connect:   func(_ context.Context, h *inventory.Host) (transport.Transport, error) { return local.New(h.Name), nil }})
 	}
@@ -97,11 +101,12 @@ func napPlaybook(t *testing.T, hosts string) *Playbook {
 // refused. localhost as a host releases the lock at the end as well.
 func TestHostLockCoversLocalHosts(t *testing.T) {
 	pb := napPlaybook(t, "all")
+	lockFile := filepath.Join(t.TempDir(), "kubexm.lock")
 	three := &inventory.Inventory{Hosts: []inventory.Host{{Name: "l1", Local: true}, {Name: "l2", Local: true}, {Name: "localhost", Local: true}},
 		Groups: map[string][]string{}}
 	other := &inventory.Inventory{Hosts: []inventory.Host{{Name: "l9", Local: true}}, Groups: map[string][]string{}}
 	run := func(inv *inventory.Inventory, nap string) (*Recap, error) {
-		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, LockWait: time.Second, ExtraVars: map[string]any{"nap": nap}})
+		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, LockWait: time.Second, lockFile: lockFile, ExtraVars: map[string]any{"nap": nap}})
 	}
 	// The lock file is this machine's: another test process may hold it for
 	// a few seconds (the other lock tests, in another package's run).

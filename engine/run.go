@@ -59,6 +59,10 @@ type RunOptions struct {
 	// host, which the holder's control machine may no longer be there to
 	// end) and takes the lock, saying whose it was.
 	BreakLock bool
+	// lockFile replaces the hosts' lock file: the engine's tests lock this
+	// machine, as its connection: local hosts do, and must not wait for
+	// other packages' tests that lock it at the same time.
+	lockFile string
 }
 
 // ErrFailed is returned (wrapped) when some host failed; the recap says which.
