@@ -63,6 +63,13 @@ var errHostBusy = errors.New("the host's kubexm lock is held")
 // lockHost takes the host's kubexm lock for a run that changes it, and
 // returns the function that releases it.
 func (r *runner) lockHost(ctx context.Context, name string, t transport.Transport) (func(), error) {
+	return r.lockHostAs(ctx, name, t, true)
+}
+
+// lockHostAs is lockHost with or without become: this machine's lock is
+// taken as the user kubexm runs as, since a user without root runs
+// connection: local hosts without sudo, and sudo -n would fail the run.
+func (r *runner) lockHostAs(ctx context.Context, name string, t transport.Transport, become bool) (func(), error) {
 	ctl, _ := os.Hostname()
 	holder := fmt.Sprintf("kubexm run %s (playbook %s) from %s pid %d, since %s",
 		r.runID, r.pb.Name, ctl, os.Getpid(), r.startTime.UTC().Format(time.RFC3339))
@@ -80,7 +87,7 @@ func (r *runner) lockHost(ctx context.Context, name string, t transport.Transpor
 		defer close(done)
 		res, err = t.Run(context.WithoutCancel(ctx), transport.Command{
 			Argv:   []string{"/bin/sh", "-c", hostLockScript, "sh", holder, strconv.Itoa(int(cmp.Or(r.opts.LockWait, hostLockWait).Seconds())), breakArg, r.opts.lockFile},
-			Become: true, Stdin: stdin, Stdout: out})
+			Become: become, Stdin: stdin, Stdout: out})
 	}()
 	release := func() {
 		hold.Close()
@@ -178,7 +185,7 @@ func (r *runner) localConn(ctx context.Context, h *hostState) connResult {
 		ll.first = h.name
 		// The lock's own transport: the control machine's may be closed
 		// with the run's other local work, and a test's is not a shell.
-		release, err := r.lockHost(ctx, h.name, local.New(h.name, become))
+		release, err := r.lockHostAs(ctx, h.name, local.New(h.name, become), false)
 		ll.err = err
 		if release != nil {
 			ll.release = sync.OnceFunc(release)
