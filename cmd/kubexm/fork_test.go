@@ -78,6 +78,11 @@ func TestPlaybookDiff(t *testing.T) {
 	if d.Playbook != "create-cluster" || len(d.Changed) != 2 || len(d.OnlyInFork) != 1 || len(d.OnlyInBuiltin) != 1 {
 		t.Errorf("json: %+v", d)
 	}
+	// The same document in YAML.
+	out, err = runCmd(t, a, "playbook", "diff", pb, "-o", "yaml")
+	if exitCode(err) != 1 || !strings.Contains(out, "playbook: create-cluster\n") || strings.Contains(out, "{") {
+		t.Errorf("yaml: exit %d\n%s", exitCode(err), out)
+	}
 	if _, err := runCmd(t, a, "playbook", "diff", "fork"); exitCode(err) != 2 || !strings.Contains(err.Error(), "not a playbook directory") {
 		t.Errorf("not a fork: exit %d %v", exitCode(err), err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -408,18 +407,16 @@ fork equals the built-ins, 1 when it differs, 2 on error (as diff).`,
   kubexm playbook diff ./site/playbooks/create-cluster --overlay ./overlays/dc1 -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if out != "text" && out != "json" {
-				return &exitError{err: fmt.Errorf("--output must be text or json, not %q", out), code: 2}
+			if err := checkOutputFormat(out, "text"); err != nil {
+				return &exitError{err: err, code: 2}
 			}
 			d, err := engine.DiffFork(args[0], engine.LoadOptions{BuiltinFS: a.builtinFS, Overlays: overlays})
 			if err != nil {
 				return &exitError{err: err, code: 2}
 			}
 			w := cmd.OutOrStdout()
-			if out == "json" {
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(d); err != nil {
+			if out != "text" {
+				if err := printDoc(w, out, d); err != nil {
 					return &exitError{err: err, code: 2}
 				}
 			} else {
@@ -433,7 +430,7 @@ fork equals the built-ins, 1 when it differs, 2 on error (as diff).`,
 		},
 	}
 	addOverlayFlag(cmd.Flags(), &overlays)
-	cmd.Flags().StringVarP(&out, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVarP(&out, "output", "o", "text", "output format: text, json or yaml")
 	return cmd
 }
 
