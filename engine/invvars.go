@@ -120,15 +120,31 @@ func appendTemplateRefs(refsOf func(string) []string, v any, refs []string) []st
 // inventory variable whose template reads a variable this task does not
 // have, or passes a bound of eval's, is left out and its reason recorded
 // under eval.Unrendered, as Ansible renders such a variable only where it
-// is used.
+// is used. The text the inventory's templates make for one task-host is
+// bounded as a whole too: each one's bound alone would let many variables
+// just under it take that much each, for every task running at once.
 func (r *runner) renderPending(v map[string]any, pending []*varDef, need func(string) bool) error {
 	var unrendered map[string]string
+	leave := func(name, why string) {
+		delete(v, name)
+		if unrendered == nil {
+			unrendered = map[string]string{}
+		}
+		unrendered[name] = why
+		v[eval.Unrendered] = unrendered
+	}
+	invText := 0
 	for _, d := range pending {
 		if need != nil && !need(d.name) {
 			continue
 		}
 		err := r.renderVar(v, d)
 		if err == nil {
+			if s, ok := v[d.name].(string); ok && d.inventory {
+				if invText += len(s); invText > eval.MaxOutput {
+					leave(d.name, fmt.Sprintf("with the other inventory variables it would make more than the %d MiB of text the inventory's templates may make for one host", eval.MaxOutput>>20))
+				}
+			}
 			continue
 		}
 		// A template bomb (eval.ErrLimit) in a variable nobody reads must not
@@ -137,12 +153,7 @@ func (r *runner) renderPending(v map[string]any, pending []*varDef, need func(st
 		if !d.inventory || !errors.As(err, &ee) || (ee.Missing == "" && !errors.Is(err, eval.ErrLimit)) {
 			return err
 		}
-		delete(v, d.name)
-		if unrendered == nil {
-			unrendered = map[string]string{}
-		}
-		unrendered[d.name] = ee.Error()
-		v[eval.Unrendered] = unrendered
+		leave(d.name, ee.Error())
 	}
 	return nil
 }

@@ -49,3 +49,29 @@ func TestUnusedTemplateBombIsHarmless(t *testing.T) {
 		t.Errorf("the task reading the bomb: %v, calls %q\n%s", rr.err, rr.calls.sorted(), events)
 	}
 }
+
+// TestInventoryTemplatesBoundedTogether: many inventory variables each under
+// the bound of one template are bounded together per task-host, or a
+// cluster.yaml of a hundred 15 MiB variables would take 1.5 GB for every
+// task running at once.
+func TestInventoryTemplatesBoundedTogether(t *testing.T) {
+	inv := &inventory.Inventory{
+		Hosts: []inventory.Host{{Name: "h1", Local: true, Vars: map[string]any{
+			"a": `{{ repeat 7000000 "x" }}`, "b": `{{ repeat 7000000 "x" }}`, "c": `{{ repeat 7000000 "x" }}`,
+		}}},
+		Source: "cluster.yaml",
+	}
+	files := map[string]string{"playbook.yaml": "- hosts: h1\n  tasks:\n" +
+		"    - probe: {id: none}\n" +
+		"    - probe: {id: two, msg: \"{{ add (len .a) (len .b) }}\"}\n" +
+		"    - probe: {id: all, msg: \"{{ add (len .a) (len .b) (len .c) }}\"}\n"}
+	rr := runFilesInv(t, files, inv, RunOptions{})
+	events := fmt.Sprintf("%+v", rr.events)
+	if got := rr.calls.sorted(); !slices.Equal(got, []string{"h1:none", "h1:two=14000000"}) {
+		t.Errorf("calls %q", got)
+	}
+	if rr.err == nil || !strings.Contains(events, `undefined variable "c"`) ||
+		!strings.Contains(events, "more than the 16 MiB of text the inventory's templates may make for one host") {
+		t.Errorf("the task reading all three: %v\n%.2000s", rr.err, events)
+	}
+}
