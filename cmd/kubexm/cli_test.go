@@ -125,8 +125,9 @@ func TestClusterFileDefault(t *testing.T) {
 		t.Errorf("config validate: exit %d:\n%s", code, out)
 	}
 	// get nodes read ./cluster.yaml: it went on to the work directory of
-	// its cluster.
-	if out, code := runMain(t, "get", "nodes"); code != 1 || !strings.Contains(out, ".kubexm/mycluster/kubeconfig") {
+	// its cluster, and without a kubeconfig there to the cluster, which
+	// has none to give (exit 2: a task of the kubeconfig playbook failed).
+	if out, code := runMain(t, "get", "nodes"); code != 2 || !strings.Contains(out, ".kubexm/mycluster/kubeconfig") || !strings.Contains(out, "no admin certificate to make a kubeconfig from") {
 		t.Errorf("get nodes: exit %d:\n%s", code, out)
 	}
 	if err := os.Rename("cluster.yaml", "other.yaml"); err != nil {

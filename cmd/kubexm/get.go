@@ -445,12 +445,17 @@ not name shows "not in cluster file".`,
 			// A directory with only cluster.yaml: the kubeconfig comes from
 			// the cluster (playbooks/kubeconfig, read-only), as get
 			// kubeconfig takes it.
-			if _, err := os.Stat(filepath.Join(dir, "kubeconfig")); errors.Is(err, os.ErrNotExist) && a != nil && a.builtinFS != nil {
-				if err := a.fetchKubeconfig(cmd.Context(), cmd.ErrOrStderr(), kubeconfigFlags{file: f.file, workDir: f.workDir, rolesPath: f.rolesPath}); err != nil {
-					return fmt.Errorf("no admin kubeconfig in %s, and taking it from the cluster failed: %w", dir, err)
+			kc := filepath.Join(dir, "kubeconfig")
+			if _, err := os.Stat(kc); errors.Is(err, os.ErrNotExist) && a != nil && a.builtinFS != nil {
+				file, err := clusterFile(f.file)
+				if err != nil {
+					return err
+				}
+				if err := a.fetchKubeconfig(cmd.Context(), cmd.ErrOrStderr(), kubeconfigFlags{file: file, workDir: f.workDir, rolesPath: f.rolesPath}); err != nil {
+					return fmt.Errorf("no admin kubeconfig %s, and taking it from the cluster failed: %w", kc, err)
 				}
 			}
-			nodes, err := listNodes(cmd.Context(), filepath.Join(dir, "kubeconfig"))
+			nodes, err := listNodes(cmd.Context(), kc)
 			if err != nil {
 				return err
 			}
