@@ -67,7 +67,7 @@ unit:
 	$(GO) test -count=1 $(TESTFLAGS) ./...
 
 lint-scripts:
-	shellcheck -x test/hosts/*.sh test/scale/*.sh test/artifacts/*.sh test/*.sh .ci/run roles/*/files/*.sh
+	shellcheck -x test/hosts/*.sh test/scale/*.sh test/artifacts/*.sh test/deps/*.sh test/*.sh .ci/run roles/*/files/*.sh
 
 hosts-rootfs:
 	test/hosts/prepare-rootfs.sh
