@@ -5,17 +5,11 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"io"
-	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,7 +120,7 @@ func clusterIdentity(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunn
 
 	// --- C: a directory holding another cluster's CA ------------------------
 	dirC := t.TempDir()
-	otherFP := writeOtherCA(t, filepath.Join(dirC, ".kubexm", name, "certs", "kubernetes"))
+	otherFP := writeTestCA(t, filepath.Join(dirC, ".kubexm", name, "certs", "kubernetes"), "kubernetes")
 	kxC := kx
 	kxC.dir = dirC
 	res = kxC.play(ctx, create, "--offline-bundle", bundle)
@@ -248,38 +242,6 @@ func hostFileSum(ctx context.Context, t *testing.T, set *testhosts.Set, host, pa
 		t.Fatalf("%s:%s: %v", host, path, err)
 	}
 	return strings.Fields(out)[0]
-}
-
-// writeOtherCA writes the ca.crt and ca.key of a CA no cluster has into
-// dir and returns its fingerprint.
-func writeOtherCA(t *testing.T, dir string) string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubernetes"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "ca.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(der)
-	return hex.EncodeToString(sum[:])
 }
 
 // hostChanges is what a run changed but its own work directory: the copy of
