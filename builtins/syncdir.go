@@ -181,12 +181,23 @@ func listTree(ctx context.Context, t transport.Transport, dir string, become boo
 	for sc.Scan() {
 		sum, name, ok := strings.Cut(sc.Text(), "  ")
 		name = strings.TrimPrefix(name, "./")
-		if !ok || len(sum) != 64 || !syncName.MatchString(name) {
-			return nil, false, fmt.Errorf("%s holds a file whose name sync_dir does not take (letters, digits and ._@+- only): %q", dir, sc.Text())
+		if !ok || len(sum) != 64 || !syncName.MatchString(name) || escapes(name) {
+			return nil, false, fmt.Errorf("%s holds a file whose name sync_dir does not take (letters, digits and ._@+- only, no . or .. component): %q", dir, sc.Text())
 		}
 		files[name] = sum
 	}
 	return files, true, sc.Err()
+}
+
+// escapes says whether a relative name climbs out of its tree or names it:
+// a host's reply is not trusted, and a pull writes where the name says.
+func escapes(name string) bool {
+	for _, part := range strings.Split(name, "/") {
+		if part == "." || part == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 type treeDiff struct{ onlyLocal, onlyRemote, differ []string }

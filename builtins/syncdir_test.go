@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/transport"
 )
 
 func syncArgs(dir, hostDir, direction string, extra map[string]any) step.Args {
@@ -149,5 +150,25 @@ func TestSyncDirAbsentHostDirAndRefusedNames(t *testing.T) {
 	}
 	if _, err := runBuiltin(context.Background(), env, syncDirBuiltin{}, syncArgs("certs", odd, "pull", map[string]any{"delete": true})); err == nil {
 		t.Error("delete with pull was taken")
+	}
+}
+
+// A host's reply naming a path that climbs out of the tree (a hostile or
+// broken host; find itself never prints one) is refused, and nothing is
+// written outside dir.
+func TestSyncDirRefusesNamesOutsideTheTree(t *testing.T) {
+	env, root := testEnv(t)
+	sum := strings.Repeat("a", 64)
+	for _, name := range []string{"../../escaped", "ok/../../escaped", "./.", "a/./b"} {
+		reply := "present\n" + sum + "  ./" + name + "\n"
+		host := newFake(func(cmd string) (transport.Result, bool) { return ok(reply) })
+		env.Target = host
+		_, err := runBuiltin(context.Background(), env, syncDirBuiltin{}, syncArgs("certs", "/var/lib/x", "pull", nil))
+		if err == nil || !strings.Contains(err.Error(), "does not take") {
+			t.Errorf("%q: %v", name, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "escaped")); !os.IsNotExist(err) {
+		t.Errorf("a file was written outside the work directory: %v", err)
 	}
 }
