@@ -27,11 +27,16 @@ import (
 // killed (a holder whose control machine froze or vanished keeps its
 // session until TCP gives up). Its first line is "locked" once it holds the
 // lock ("locked, broke: <holder>" when it broke one), or "busy: <holder>"
-// before it exits 1.
+// before it exits 1. The holder's files are created anew under the lock
+// with noclobber (O_EXCL), so a link planted beside the lock file (in
+// /run/lock, which every user may write) is never followed; a user without
+// root who cannot write a lock file root made still takes it (flock needs
+// only a read descriptor), without the holder's files.
 const hostLockScript = `f=${4:-/run/lock/kubexm.lock}
 [ -n "$4" ] || [ -d /run/lock ] || f=/var/lock/kubexm.lock
 command -v flock >/dev/null 2>&1 || { echo "flock(1) is not installed"; exit 3; }
-exec 9>>"$f" || exit 2
+[ -L "$f" ] && { echo "$f is a symbolic link: refusing to use it as kubexm's lock"; exit 2; }
+if [ -e "$f" ] && [ ! -w "$f" ]; then exec 9<"$f" || exit 2; else exec 9>>"$f" || exit 2; fi
 broke=
 if ! flock -w "$2" 9; then
   held=$(cat "$f.holder" 2>/dev/null)
@@ -43,8 +48,11 @@ if ! flock -w "$2" 9; then
   flock -w 10 9 || { echo "busy: $held (still held after ending process $pid)"; exit 1; }
   broke=", broke: $held"
 fi
-printf '%s\n' "$1" >"$f.holder"
-echo $$ >"$f.pid"
+rm -f "$f.holder" "$f.pid" 2>/dev/null
+set -C
+printf '%s\n' "$1" 2>/dev/null >"$f.holder"
+echo $$ 2>/dev/null >"$f.pid"
+set +C
 echo "locked$broke"
 cat >/dev/null
 rm -f "$f.holder" "$f.pid"`
