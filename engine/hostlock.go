@@ -65,8 +65,14 @@ const (
 	hostLockSlack = 40 * time.Second
 )
 
-// errHostBusy says that another run holds a host's lock.
+// errHostBusy says that another run holds a host's lock; busyError, which
+// the refusal is, matches it without adding its words to the message.
 var errHostBusy = errors.New("the host's kubexm lock is held")
+
+type busyError struct{ msg string }
+
+func (e busyError) Error() string      { return e.msg }
+func (busyError) Is(target error) bool { return target == errHostBusy }
 
 // lockHost takes the host's kubexm lock for a run that changes it, and
 // returns the function that releases it.
@@ -126,7 +132,7 @@ func (r *runner) lockHostAs(ctx context.Context, name string, t transport.Transp
 		return nil, fmt.Errorf("%s: taking the kubexm lock: %w", name, err)
 	}
 	if h, busy := strings.CutPrefix(out.line(), "busy: "); busy {
-		return nil, fmt.Errorf("%s is in use by another kubexm run (%s); wait for it to finish, or stop it; if its control machine is gone, --break-lock ends it: %w", name, cmp.Or(h, "holder unknown"), errHostBusy)
+		return nil, busyError{fmt.Sprintf("%s is in use by another kubexm run (%s); wait for it to finish, or stop it; if its control machine is gone, --break-lock ends it", name, cmp.Or(h, "holder unknown"))}
 	}
 	return nil, fmt.Errorf("%s: taking the kubexm lock (/run/lock/kubexm.lock) failed (exit %d): %s", name, res.ExitCode,
 		strings.TrimSpace(string(res.Stdout)+" "+string(res.Stderr)))
