@@ -430,7 +430,8 @@ func newGetNodesCmd(a *app) *cobra.Command {
 		Short: "The hosts of cluster.yaml and the cluster's nodes, side by side",
 		Long: `List every host of cluster.yaml with its roles, and what the API server says
 of it (status, age, kubelet version), asked with the admin kubeconfig of the
-work directory (no kubectl needed). A Kubernetes host without a Node object
+work directory (no kubectl needed; a work directory without one takes it from
+the cluster first, as kubexm get kubeconfig does, changing nothing there). A Kubernetes host without a Node object
 shows NotJoined (add nodes -f brings it in); a Node that cluster.yaml does
 not name shows "not in cluster file".`,
 		Args: cobra.NoArgs,
