@@ -56,6 +56,10 @@ func TestLayering(t *testing.T) {
 		{"internal/suggest", []string{""}},
 		{"internal/sysdirs", []string{""}},
 		{"internal/flock", []string{""}},
+		// The engine diffs forks with it: it must not pull the builtins up.
+		{"internal/textdiff", []string{""}},
+		// The engine is generic: it knows no builtin, command or Kubernetes bundle.
+		{"engine", []string{"builtins", "cmd", "bundle", "schema"}},
 		{"bundle", []string{"engine/eval", "builtins", "cmd", "schema"}},
 	} {
 		pkg := module + "/" + c.pkg

@@ -7,10 +7,10 @@ import (
 	"path"
 	"strings"
 
-	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/internal/sysdirs"
+	"github.com/mensylisir/kubexm/internal/textdiff"
 )
 
 type fileBuiltin struct{}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/goccy/go-yaml"
 
-	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/internal/textdiff"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/builtins.md")

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
+	"github.com/mensylisir/kubexm/internal/textdiff"
 )
 
 // attrs are the ownership and permissions a task asks for; zero values

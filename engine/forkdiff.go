@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mensylisir/kubexm/builtins/textdiff"
+	"github.com/mensylisir/kubexm/internal/textdiff"
 	"github.com/mensylisir/kubexm/internal/ytree"
 )
 

@@ -17,8 +17,8 @@ import (
 	"strings"
 
 	"github.com/goccy/go-yaml"
-	"github.com/mensylisir/kubexm/builtins/textdiff"
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/internal/textdiff"
 )
 
 // KubeConfig is the subset of client-go's kubeconfig (clientcmd/api/v1) that
