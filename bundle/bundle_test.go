@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mensylisir/kubexm/bundle/bundletest"
 )
 
 // testInputs writes a few artifacts under dir and returns them as pack
@@ -126,58 +128,6 @@ func TestBundleRoundTrip(t *testing.T) {
 	}
 }
 
-// rewriteBundle copies the bundle at p to a new file, passing every entry
-// through edit (which may change the header and data, or drop the entry).
-func rewriteBundle(t *testing.T, p string, edit func(h *tar.Header, data []byte) (*tar.Header, []byte)) string {
-	t.Helper()
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(gz)
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, data = edit(h, data)
-		if h == nil {
-			continue
-		}
-		if h.Typeflag == tar.TypeReg {
-			h.Size = int64(len(data))
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tw.Close()
-	zw.Close()
-	out := filepath.Join(t.TempDir(), "bad.tar.gz")
-	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 func editManifest(t *testing.T, data []byte, f func(m *Manifest)) []byte {
 	t.Helper()
 	var m Manifest
@@ -213,20 +163,20 @@ func TestBundleBad(t *testing.T) {
 		name, bundle string
 		want         []string
 	}{
-		{"a changed byte", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+		{"a changed byte", bundletest.Rewrite(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
 			if h.Name == kubelet {
 				d = append([]byte{}, d...)
 				d[1000] ^= 1
 			}
 			return h, d
 		}), []string{kubelet, "sha256", "corrupt"}},
-		{"a missing file", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+		{"a missing file", bundletest.Rewrite(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
 			if h.Name == kubelet {
 				return nil, nil
 			}
 			return h, d
 		}), []string{kubelet, "missing from the bundle"}},
-		{"a wrong sum in the manifest", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+		{"a wrong sum in the manifest", bundletest.Rewrite(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
 			if h.Name == "manifest.json" {
 				d = editManifest(t, d, func(m *Manifest) {
 					for i := range m.Artifacts {
@@ -238,50 +188,50 @@ func TestBundleBad(t *testing.T) {
 			}
 			return h, d
 		}), []string{kubelet, "sha256", "the manifest says 0000"}},
-		{"a shorter file", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+		{"a shorter file", bundletest.Rewrite(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
 			if h.Name == kubelet {
 				d = d[:100]
 			}
 			return h, d
 		}), []string{kubelet, "100 bytes, the manifest says"}},
-		{"a SHA256SUMS disagreeing", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+		{"a SHA256SUMS disagreeing", bundletest.Rewrite(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
 			if h.Name == "kubernetes/1.33.13/amd64/SHA256SUMS" {
 				d = []byte(strings.Repeat("1", 64) + "  kubelet\n")
 			}
 			return h, d
 		}), []string{"kubernetes/1.33.13/amd64/SHA256SUMS", "does not match manifest.json"}},
-		{"an unlisted file", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+		{"an unlisted file", bundletest.Rewrite(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
 			if h.Name == kubelet {
 				h.Name = "kubernetes/1.33.13/amd64/kubeadm"
 			}
 			return h, d
 		}), []string{"kubernetes/1.33.13/amd64/kubeadm", "not listed in manifest.json"}},
-		{"a path out of the bundle", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+		{"a path out of the bundle", bundletest.Rewrite(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
 			if h.Name == kubelet {
 				h.Name = "../../evil"
 			}
 			return h, d
 		}), []string{"../../evil", "not a relative path inside the bundle"}},
-		{"a symlink", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+		{"a symlink", bundletest.Rewrite(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
 			if h.Name == kubelet {
 				return &tar.Header{Name: kubelet, Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}, nil
 			}
 			return h, d
 		}), []string{kubelet, "only files and directories"}},
-		{"manifest not first", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+		{"manifest not first", bundletest.Rewrite(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
 			if h.Name == "manifest.json" {
 				h.Name = "etc/manifest.json"
 			}
 			return h, d
 		}), []string{"etc/manifest.json", "manifest.json, which must come first"}},
-		{"a newer format", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+		{"a newer format", bundletest.Rewrite(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
 			if h.Name == "manifest.json" {
 				d = editManifest(t, d, func(m *Manifest) { m.FormatVersion = 99 })
 			}
 			return h, d
 		}), []string{"manifest.json", "format version 99"}},
 		// More than any disk holds: refused before anything is written.
-		{"larger than the free space", rewriteBundle(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
+		{"larger than the free space", bundletest.Rewrite(t, good, func(h *tar.Header, d []byte) (*tar.Header, []byte) {
 			if h.Name == "manifest.json" {
 				d = editManifest(t, d, func(m *Manifest) { m.Artifacts[0].Size = 1 << 60 })
 			}
@@ -290,12 +240,18 @@ func TestBundleBad(t *testing.T) {
 		{"truncated", truncated, []string{"truncated or corrupt"}},
 		{"a damaged gzip trailer", tail, []string{"truncated or corrupt"}},
 		{"not gzip", notGzip, []string{"not a gzip file"}},
-		{"intact (control)", rewriteBundle(t, good, keep), nil},
+		{"intact (control)", bundletest.Rewrite(t, good, keep), nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			// Verify, which writes nothing, refuses what Open refuses (a
+			// bundle too large for the disk for what it holds instead).
+			_, verr := Verify(context.Background(), c.bundle)
 			work := t.TempDir()
 			_, _, err := Open(context.Background(), c.bundle, work, func(string, ...any) {})
+			if (verr == nil) != (err == nil) || verr != nil && verr.Error() != err.Error() && c.name != "larger than the free space" {
+				t.Errorf("Verify: %v; Open: %v", verr, err)
+			}
 			if c.want == nil {
 				if err != nil {
 					t.Fatalf("intact bundle refused: %v", err)

@@ -81,6 +81,15 @@ func Open(ctx context.Context, p, workDir string, logf func(string, ...any)) (st
 	return dir, m, nil
 }
 
+// Verify reads the bundle at p through once and checks it as Open does
+// (manifest.json first, every file's sha256 and size, nothing unlisted,
+// every SHA256SUMS, the gzip trailer) without writing anything: a bundle
+// from someone else (an upload to kubexm server) is known good before a
+// byte of it is unpacked.
+func Verify(ctx context.Context, p string) (*Manifest, error) {
+	return unpack(ctx, p, "")
+}
+
 // checkUnpacked accepts a directory that Open finished for the bundle
 // with this sum, when no file went missing or changed size since.
 func checkUnpacked(dir, sum string) (*Manifest, error) {
@@ -109,10 +118,10 @@ func checkUnpacked(dir, sum string) (*Manifest, error) {
 	return m, nil
 }
 
-// unpack reads the bundle once, writing its files under dir while
-// hashing them, and checks everything against manifest.json: every listed
-// file present with its sha256 and size, nothing unlisted, every
-// SHA256SUMS agreeing with the manifest.
+// unpack reads the bundle once, writing its files under dir (nowhere when
+// dir is "") while hashing them, and checks everything against
+// manifest.json: every listed file present with its sha256 and size,
+// nothing unlisted, every SHA256SUMS agreeing with the manifest.
 func unpack(ctx context.Context, p, dir string) (*Manifest, error) {
 	bad := func(file, format string, args ...any) error {
 		return &Error{Bundle: p, File: file, Msg: fmt.Sprintf(format, args...)}
@@ -188,7 +197,7 @@ func unpack(ctx context.Context, p, dir string) (*Manifest, error) {
 			}
 			// A full disk is found before the first byte is written, not
 			// halfway through gigabytes.
-			if free, err := FreeBytes(dir); err == nil && total > 0 && uint64(total) > free {
+			if free, err := FreeBytes(dir); dir != "" && err == nil && total > 0 && uint64(total) > free {
 				return nil, bad("", "unpacking needs %d MiB in %s, which has %d MiB free; free some space, or give --workdir on a larger disk",
 					total>>20, filepath.Dir(dir), free>>20)
 			}
@@ -275,8 +284,13 @@ func unpack(ctx context.Context, p, dir string) (*Manifest, error) {
 	return m, nil
 }
 
-// writeFileIn writes r to dir/name, creating the parents.
+// writeFileIn writes r to dir/name, creating the parents; with no dir it
+// only reads r.
 func writeFileIn(dir, name string, r io.Reader, mode os.FileMode) error {
+	if dir == "" {
+		_, err := io.Copy(io.Discard, r)
+		return err
+	}
 	dest := filepath.Join(dir, filepath.FromSlash(name))
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return err

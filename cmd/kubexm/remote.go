@@ -283,7 +283,7 @@ func (c *apiClient) ensureBundle(ctx context.Context, cluster, path string, errw
 	var up struct {
 		SHA256 string `json:"sha256"`
 	}
-	if err := c.do(ctx, c.streaming(), http.MethodPost, "/api/v1/clusters/"+cluster+"/bundles", "application/gzip", f, http.StatusCreated, &up); err != nil {
+	if err := c.do(ctx, c.streaming(), http.MethodPost, "/api/v1/clusters/"+cluster+"/bundles?sha256="+sum, "application/gzip", f, http.StatusCreated, &up); err != nil {
 		return "", err
 	}
 	if up.SHA256 != sum {

@@ -35,10 +35,22 @@ type Bundle struct {
 // refused now rather than when a job runs, and the job finds it unpacked.
 // The bundle goes to the data directory every worker reaches, not into the
 // database: it is hundreds of MiB that the engine reads as files.
+//
+// The body is kept under a hidden temporary name until it is known good:
+// its sha256 against the one the client gives (?sha256=, from the
+// .sha256 file export writes), then the whole bundle against its manifest
+// in a pass that writes nothing; only then is it unpacked and stored under
+// its sha256. A bad one leaves nothing behind, and no job or list sees it
+// meanwhile. The cost is a second decompression of a good bundle.
 func (s *Server) uploadBundle(w http.ResponseWriter, r *http.Request, tok jobstore.Token) {
 	name := r.PathValue("name")
 	if _, err := s.c.Store.Cluster(r.Context(), name); err != nil {
 		s.storeError(w, r, err)
+		return
+	}
+	want := r.URL.Query().Get("sha256")
+	if want != "" && worker.BundlePath(s.c.DataDir, name, want) == "" {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("offline bundle: sha256=%q: want the 64 lower-case hex digits of the bundle's sha256 (its .sha256 file)", want))
 		return
 	}
 	workDir := worker.WorkDir(s.c.DataDir, name)
@@ -81,21 +93,23 @@ func (s *Server) uploadBundle(w http.ResponseWriter, r *http.Request, tok jobsto
 		return
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
-	final := worker.BundlePath(s.c.DataDir, name, sum)
-	_, statErr := os.Stat(final)
-	existed := statErr == nil
-	if err := os.Rename(tmp.Name(), final); err != nil {
-		s.internal(w, r, err)
+	if want != "" && want != sum {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("offline bundle: the body's sha256 is %s, the client gave %s: it changed on the way or is another file; nothing was stored", sum, want))
 		return
 	}
-	_, m, err := bundle.Open(r.Context(), final, workDir, func(format string, args ...any) {
-		s.c.Log.Info(fmt.Sprintf(format, args...), "cluster", name)
+	if _, err := bundle.Verify(r.Context(), tmp.Name()); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error()+"; nothing was stored or unpacked")
+		return
+	}
+	_, m, err := bundle.Open(r.Context(), tmp.Name(), workDir, func(format string, args ...any) {
+		s.c.Log.Info(fmt.Sprintf(format, args...), "cluster", name, "sha256", sum)
 	})
 	if err != nil {
-		if !existed {
-			os.Remove(final)
-		}
 		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := os.Rename(tmp.Name(), worker.BundlePath(s.c.DataDir, name, sum)); err != nil {
+		s.internal(w, r, err)
 		return
 	}
 	s.audit(r, tok, "upload bundle", name, fmt.Sprintf("sha256 %s, %d bytes, %d artifacts", sum, n, len(m.Artifacts)))

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"archive/tar"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +15,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mensylisir/kubexm/bundle/bundletest"
 )
 
 // TestBundleInUseAcrossServers: two servers on one SQLite file and one data
@@ -187,5 +193,105 @@ func TestServiceUploadSpace(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(f.s.c.DataDir, "clusters", "c1", "bundles")); len(ents) != 0 {
 		t.Errorf("left in bundles/: %v", ents)
+	}
+}
+
+// TestServiceBundleVerifiedBeforeUnpack: an uploaded bundle is checked
+// whole (issue 45: a bundle was unpacked, and stored under its sha256,
+// before its files' checksums were checked): a bundle whose file does not
+// match its manifest, or a body whose sha256 is not the one the client
+// gave, is refused with nothing unpacked or stored, not even for a while,
+// and nothing is left behind.
+func TestServiceBundleVerifiedBeforeUnpack(t *testing.T) {
+	f := newFixture(t)
+	if code, body := f.call(t, "POST", "/api/v1/clusters", f.operator, testCluster); code != http.StatusCreated {
+		t.Fatalf("register: %d %s", code, body)
+	}
+	workDir := filepath.Join(f.s.c.DataDir, "clusters", "c1")
+	unpacked, stored := filepath.Join(workDir, "bundle"), filepath.Join(workDir, "bundles")
+	for _, d := range []string{unpacked, stored} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every file made in the two directories while the uploads run: only
+	// the hidden upload itself may appear.
+	in, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(in)
+	watched := map[int]string{}
+	for _, d := range []string{unpacked, stored} {
+		wd, err := unix.InotifyAddWatch(in, d, unix.IN_CREATE|unix.IN_MOVED_TO)
+		if err != nil {
+			t.Fatal(err)
+		}
+		watched[wd] = d
+	}
+	made := func() []string {
+		var out []string
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := unix.Read(in, buf)
+			if n <= 0 || err != nil {
+				return out
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				name := strings.TrimRight(string(buf[off+unix.SizeofInotifyEvent:off+unix.SizeofInotifyEvent+int(ev.Len)]), "\x00")
+				if !strings.HasPrefix(name, ".upload-") {
+					out = append(out, filepath.Join(watched[int(ev.Wd)], name))
+				}
+				off += unix.SizeofInotifyEvent + int(ev.Len)
+			}
+		}
+	}
+
+	good := testBundle(t)
+	goodSum := sha256.Sum256(good)
+	// The last byte of its one file changed: the sizes agree, the
+	// manifest's sha256 is found wrong only once the file was read whole.
+	src := filepath.Join(t.TempDir(), "good.tar.gz")
+	if err := os.WriteFile(src, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tampered, err := os.ReadFile(bundletest.Rewrite(t, src, func(h *tar.Header, data []byte) (*tar.Header, []byte) {
+		if strings.HasSuffix(h.Name, "/kubelet") {
+			data[len(data)-1] ^= 0xff
+		}
+		return h, data
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tamperedSum := sha256.Sum256(tampered)
+	for _, c := range []struct {
+		what, query, body, want string
+	}{
+		{"a file that does not match the manifest", "", string(tampered), "the manifest says"},
+		{"the same, with its own sha256", "?sha256=" + hex.EncodeToString(tamperedSum[:]), string(tampered), "the manifest says"},
+		{"a good bundle under another sha256", "?sha256=" + strings.Repeat("ab", 32), string(good), "the client gave " + strings.Repeat("ab", 32)},
+		{"a malformed sha256", "?sha256=../x", string(good), "64 lower-case hex digits"},
+	} {
+		code, body := f.call(t, "POST", "/api/v1/clusters/c1/bundles"+c.query, f.operator, c.body)
+		if code != http.StatusBadRequest || !strings.Contains(string(body), c.want) || !isJSONError(body) {
+			t.Errorf("%s: %d %s; want 400 saying %q", c.what, code, body, c.want)
+		}
+		if m := made(); len(m) > 0 {
+			t.Errorf("%s: made %v before it was refused", c.what, m)
+		}
+		for _, d := range []string{unpacked, stored} {
+			if ents, _ := os.ReadDir(d); len(ents) > 0 {
+				t.Errorf("%s: left in %s: %v", c.what, d, ents)
+			}
+		}
+	}
+	code, body := f.call(t, "POST", "/api/v1/clusters/c1/bundles?sha256="+hex.EncodeToString(goodSum[:]), f.operator, string(good))
+	if code != http.StatusCreated {
+		t.Fatalf("the good bundle with its sha256: %d %s", code, body)
+	}
+	if _, err := os.Stat(filepath.Join(stored, hex.EncodeToString(goodSum[:])+".tar.gz")); err != nil {
+		t.Fatalf("the good bundle was not stored: %v", err)
 	}
 }
