@@ -29,8 +29,8 @@ func SecretRef(v string) (string, bool) {
 // variable is refused at its line, without looking at the file or variable:
 // the answer is the same whether it exists or not. Secrets are given in
 // the file, or as ${secret:NAME}, a server secret; secret says whether one
-// of that name exists (nil: none does).
-func ParseConfined(data []byte, s *Support, secret func(name string) bool) (*Cluster, []Warning, error) {
+// of that name exists for the cluster of that name (nil: none does).
+func ParseConfined(data []byte, s *Support, secret func(cluster, name string) bool) (*Cluster, []Warning, error) {
 	if s == nil {
 		var err error
 		if s, err = BuiltinSupport(); err != nil {
@@ -66,12 +66,16 @@ func refusedProblems(paths []string) []Problem {
 	return out
 }
 
-const confinedHint = "through kubexm server a cluster file names no file or environment variable of the server: give the value itself, or ${secret:NAME} of a secret its administrator made (kubexm server secret create NAME)"
+// secretHint is the same for a secret that does not exist and one scoped
+// to other clusters: a cluster file does not learn which.
+const secretHint = "kubexm server secret list names the server's secrets and the clusters each is for; kubexm server secret create NAME --cluster CLUSTER makes one"
+
+const confinedHint = "through kubexm server a cluster file names no file or environment variable of the server: give the value itself, or ${secret:NAME} of a secret its administrator made (kubexm server secret create NAME --cluster CLUSTER)"
 
 // confine refuses and clears every reference to the parsing machine's files
 // and environment, and returns the paths refused; the first problem at
 // each path is the refusal.
-func confine(c *Cluster, ps *problems, secret func(string) bool) []string {
+func confine(c *Cluster, ps *problems, secret func(cluster, name string) bool) []string {
 	var refused []string
 	refuse := func(path, what string) {
 		ps.add(path, confinedHint, "%s is not allowed through the API", what)
@@ -80,8 +84,8 @@ func confine(c *Cluster, ps *problems, secret func(string) bool) []string {
 	// secretValue checks a secret field: a value, or a server secret.
 	secretValue := func(path string, v *string) {
 		if name, ok := SecretRef(*v); ok {
-			if secret == nil || !secret(name) {
-				ps.add(path, "kubexm server secret list names the server's secrets", "no server secret %q", name)
+			if secret == nil || !secret(c.Metadata.Name, name) {
+				ps.add(path, secretHint, "no server secret %q for cluster %s", name, c.Metadata.Name)
 				refused = append(refused, path)
 			}
 			return
@@ -103,8 +107,8 @@ func confine(c *Cluster, ps *problems, secret func(string) bool) []string {
 			return
 		}
 		if name, ok := SecretRef(*v); ok {
-			if secret == nil || !secret(name) {
-				ps.add(path, "kubexm server secret list names the server's secrets", "no server secret %q", name)
+			if secret == nil || !secret(c.Metadata.Name, name) {
+				ps.add(path, secretHint, "no server secret %q for cluster %s", name, c.Metadata.Name)
 				refused = append(refused, path)
 			}
 			// Not a file to look for: the worker hands the key to its run.

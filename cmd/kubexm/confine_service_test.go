@@ -134,13 +134,34 @@ func testServiceConfined(t *testing.T, dsn string) {
 	if err := os.WriteFile(pwFile, []byte("Zq8-server-held-pw"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	runKubexm(t, "server", "secret", "create", "pw", "--from-file", pwFile, "--data-dir", e.dataDir, "--db", e.dsn)
-	if got := strings.TrimSpace(runKubexm(t, "server", "secret", "list", "--data-dir", e.dataDir, "--db", e.dsn)); got != "pw" {
+	if out, err := execKubexm("server", "secret", "create", "pw", "--from-file", pwFile, "--data-dir", e.dataDir, "--db", e.dsn); err == nil || !strings.Contains(err.Error()+out, "--cluster NAME") {
+		t.Fatalf("a secret for no cluster: %v %s", err, out)
+	}
+	runKubexm(t, "server", "secret", "create", "pw", "--cluster", "refs", "--from-file", pwFile, "--data-dir", e.dataDir, "--db", e.dsn)
+	if got := strings.TrimSpace(runKubexm(t, "server", "secret", "list", "--data-dir", e.dataDir, "--db", e.dsn)); got != "pw\tcluster refs" {
 		t.Fatalf("secret list: %q", got)
 	}
 	ref := confinedCluster("refs", `  - {name: node1, address: 10.0.0.5, password: "${secret:pw}"}`)
 	if code := e.do("POST", "/api/v1/clusters", "application/yaml", []byte(ref), nil); code != 201 {
 		t.Fatalf("register with a server secret: %d", code)
+	}
+	// Another cluster's file naming refs' secret is refused as if it did
+	// not exist: registration tells nothing of other clusters' secrets.
+	var scoped, unknown struct{ Error string }
+	other := strings.Replace(ref, "name: refs", "name: other", 1)
+	codeScoped := e.do("POST", "/api/v1/clusters", "application/yaml", []byte(other), &scoped)
+	codeUnknown := e.do("POST", "/api/v1/clusters", "application/yaml", []byte(strings.ReplaceAll(other, "secret:pw", "secret:nope")), &unknown)
+	if codeScoped != 400 || codeUnknown != 400 || !strings.Contains(scoped.Error, `no server secret "pw" for cluster other`) ||
+		strings.ReplaceAll(scoped.Error, `"pw"`, `"NAME"`) != strings.ReplaceAll(unknown.Error, `"nope"`, `"NAME"`) {
+		t.Errorf("cluster other naming refs' secret: %d %s; an unknown secret: %d %s", codeScoped, scoped.Error, codeUnknown, unknown.Error)
+	}
+	if code := e.do("GET", "/api/v1/clusters/other", "", nil, nil); code != 404 {
+		t.Errorf("cluster other was registered: %d", code)
+	}
+	// --all-clusters: every cluster's file may name it.
+	runKubexm(t, "server", "secret", "create", "shared", "--all-clusters", "--from-file", pwFile, "--data-dir", e.dataDir, "--db", e.dsn)
+	if code := e.do("POST", "/api/v1/clusters", "application/yaml", []byte(strings.ReplaceAll(other, "secret:pw", "secret:shared")), nil); code != 201 {
+		t.Errorf("cluster other naming a secret for every cluster: %d", code)
 	}
 	var got struct{ Config string }
 	e.do("GET", "/api/v1/clusters/refs", "", nil, &got)

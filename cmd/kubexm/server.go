@@ -461,6 +461,17 @@ func newTokenCmd(a *app) *cobra.Command {
 	return cmd
 }
 
+// secretScope says which clusters' files may name sec.
+func secretScope(sec confine.Secret) string {
+	switch {
+	case sec.Unscoped:
+		return "every cluster (unscoped: made before secrets were scoped; create it again with --cluster)"
+	case len(sec.Clusters) == 0:
+		return "every cluster"
+	}
+	return "cluster " + strings.Join(sec.Clusters, ", ")
+}
+
 // newSecretCmd is `kubexm server secret`: the secrets a cluster.yaml sent
 // through the API names as ${secret:NAME}, made by whoever runs the server
 // (they read the data dir), never through the API.
@@ -468,13 +479,26 @@ func newSecretCmd(a *app) *cobra.Command {
 	var f serviceFlags
 	cmd := &cobra.Command{Use: "secret", Short: "Create, list and delete the server secrets cluster files name as ${secret:NAME} (stored encrypted)"}
 	var fromFile string
+	var clusters []string
+	var allClusters bool
 	create := &cobra.Command{
-		Use:   "create NAME",
-		Short: "Store a secret (from --from-file, else standard input), replacing one of the same name",
-		Example: `  kubexm server secret create lab-key --from-file ~/.ssh/id_ed25519   # privateKeyPath: ${secret:lab-key}
-  printf %s "$PW" | kubexm server secret create lab-pw                 # password: ${secret:lab-pw}`,
+		Use:   "create NAME --cluster CLUSTER...",
+		Short: "Store a secret (from --from-file, else standard input) for the clusters named, replacing one of the same name",
+		Long: `Store a secret for the cluster files of the clusters named by --cluster (their
+metadata.name; repeat it or give a list): a cluster file of another cluster that names it is
+refused as if it did not exist. --all-clusters makes one every cluster file may name. A secret
+made before secrets were scoped stays usable by every cluster: secret list shows it as
+"every cluster (unscoped)"; create it again with --cluster to scope it.`,
+		Example: `  kubexm server secret create lab-key --cluster lab --from-file ~/.ssh/id_ed25519   # privateKeyPath: ${secret:lab-key}
+  printf %s "$PW" | kubexm server secret create lab-pw --cluster lab,lab2            # password: ${secret:lab-pw}`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(clusters) == 0 && !allClusters {
+				return fmt.Errorf("secret %s: give the clusters whose files may name it (--cluster NAME, repeated or a list), or --all-clusters", args[0])
+			}
+			if len(clusters) > 0 && allClusters {
+				return fmt.Errorf("secret %s: --cluster and --all-clusters exclude each other", args[0])
+			}
 			var data []byte
 			var err error
 			if fromFile != "" {
@@ -495,28 +519,30 @@ func newSecretCmd(a *app) *cobra.Command {
 				return err
 			}
 			defer svc.store.Close()
-			if err := svc.secrets.Put(args[0], data); err != nil {
+			if err := svc.secrets.Put(args[0], data, clusters); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "secret %s stored; a cluster file names it as ${secret:%s}\n", args[0], args[0])
+			fmt.Fprintf(cmd.ErrOrStderr(), "secret %s stored for %s; a cluster file names it as ${secret:%s}\n", args[0], secretScope(confine.Secret{Clusters: clusters}), args[0])
 			return nil
 		},
 	}
 	create.Flags().StringVar(&fromFile, "from-file", "", "read the secret from this file (a private key); default: standard input")
+	create.Flags().StringSliceVar(&clusters, "cluster", nil, "the cluster (metadata.name) whose files may name the secret; repeat it or give a list")
+	create.Flags().BoolVar(&allClusters, "all-clusters", false, "let every cluster's file name the secret")
 	list := &cobra.Command{
-		Use: "list", Short: "List the secrets' names", Args: cobra.NoArgs,
+		Use: "list", Short: "List the secrets' names and the clusters each is for", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			svc, err := a.openService(cmd.Context(), &f, true)
 			if err != nil {
 				return err
 			}
 			defer svc.store.Close()
-			names, err := svc.secrets.List()
+			secrets, err := svc.secrets.List()
 			if err != nil {
 				return err
 			}
-			for _, n := range names {
-				fmt.Fprintln(cmd.OutOrStdout(), n)
+			for _, sec := range secrets {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", sec.Name, secretScope(sec))
 			}
 			return nil
 		},

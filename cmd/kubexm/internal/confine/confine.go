@@ -109,8 +109,8 @@ func (g *Guard) Register(ctx context.Context, data []byte) (*schema.Cluster, err
 	return c, nil
 }
 
-func (g *Guard) secretExists(name string) bool {
-	return g.secrets != nil && g.secrets.Exists(name)
+func (g *Guard) secretExists(cluster, name string) bool {
+	return g.secrets != nil && g.secrets.Usable(cluster, name)
 }
 
 // CheckJob checks a job's stored cluster.yaml again, and a command job's

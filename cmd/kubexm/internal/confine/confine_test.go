@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -169,10 +171,10 @@ func TestServiceFilesAndEnvRefused(t *testing.T) {
 func TestServiceSecretReferences(t *testing.T) {
 	g, sec := testGuard(t)
 	ctx := context.Background()
-	if err := sec.Put("pw", []byte(`p"w: Sekr1t`)); err != nil {
+	if err := sec.Put("pw", []byte(`p"w: Sekr1t`), []string{"c1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := sec.Put("key", []byte("-----BEGIN KEY-----\nabc\n")); err != nil {
+	if err := sec.Put("key", []byte("-----BEGIN KEY-----\nabc\n"), nil); err != nil {
 		t.Fatal(err)
 	}
 	data := cluster(`  - {name: node1, address: 10.0.0.5, password: "${secret:pw}", privateKeyPath: "${secret:key}"}
@@ -218,8 +220,89 @@ func TestServiceSecretReferences(t *testing.T) {
 	if _, err := g.Prepare(ctx, data, nil, nil, 5); err == nil {
 		t.Error("a job naming a deleted secret was prepared")
 	}
-	if names, _ := sec.List(); len(names) != 1 || names[0] != "key" {
-		t.Errorf("list: %v", names)
+	if list, _ := sec.List(); len(list) != 1 || list[0].Name != "key" || list[0].Value != nil {
+		t.Errorf("list: %+v", list)
+	}
+}
+
+// TestServiceSecretScopes: a secret is for the clusters it was made for. A
+// file of another cluster naming it is refused at registration and on the
+// worker with the words a secret that does not exist gets; a secret
+// re-scoped after a cluster registered is refused to that cluster's next
+// job; one made before scoping (sealed without clusters) stays usable by
+// every cluster, and says so.
+func TestServiceSecretScopes(t *testing.T) {
+	g, sec := testGuard(t)
+	ctx := context.Background()
+	named := func(name, secret string) []byte {
+		return []byte(strings.Replace(string(cluster(`  - {name: node1, address: 10.0.0.5, password: "${secret:`+secret+`}"}`)), "name: c1", "name: "+name, 1))
+	}
+	if err := sec.Put("lab-pw", []byte("Sekr1t-lab"), []string{"lab", "lab2", "lab"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sec.Put("bad", []byte("x"), []string{"../x"}); err == nil {
+		t.Error("a secret for cluster ../x was stored")
+	}
+	for _, c := range []string{"lab", "lab2"} {
+		if _, err := g.Register(ctx, named(c, "lab-pw")); err != nil {
+			t.Errorf("cluster %s naming its secret: %v", c, err)
+		}
+	}
+	_, outOfScope := g.Register(ctx, named("other", "lab-pw"))
+	_, missing := g.Register(ctx, named("other", "nope"))
+	if outOfScope == nil || missing == nil {
+		t.Fatalf("cluster other naming lab's secret: %v; an unknown one: %v", outOfScope, missing)
+	}
+	if a, b := strings.ReplaceAll(outOfScope.Error(), "lab-pw", "NAME"), strings.ReplaceAll(missing.Error(), "nope", "NAME"); a != b {
+		t.Errorf("a secret of other clusters and one that does not exist are told apart:\n%s\n%s", a, b)
+	}
+	if _, err := g.Prepare(ctx, named("other", "lab-pw"), nil, nil, 5); err == nil || strings.Contains(err.Error(), "Sekr1t") {
+		t.Errorf("the worker prepared another cluster's job naming lab's secret: %v", err)
+	}
+	p, err := g.Prepare(ctx, named("lab", "lab-pw"), nil, nil, 5)
+	if err != nil || !strings.Contains(string(p.Config), "Sekr1t-lab") {
+		t.Fatalf("lab's job: %v", err)
+	}
+	// Re-scoped to lab2 only: lab's stored file is refused at its next job.
+	if err := sec.Put("lab-pw", []byte("Sekr1t-lab"), []string{"lab2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Prepare(ctx, named("lab", "lab-pw"), nil, nil, 5); err == nil || !strings.Contains(err.Error(), `no server secret "lab-pw" for cluster lab`) {
+		t.Errorf("lab's job after the secret was re-scoped: %v", err)
+	}
+	// A secret of the format before scoping: every cluster.
+	box, _ := secretbox.New(bytes.Repeat([]byte{5}, 32))
+	sealed, err := box.Seal([]byte("old-pw"), []byte("secret/old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sec.dir, "old"), sealed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"lab", "other"} {
+		if p, err := g.Prepare(ctx, named(c, "old"), nil, nil, 5); err != nil || !strings.Contains(string(p.Config), "old-pw") {
+			t.Errorf("cluster %s naming a secret made before scoping: %v", c, err)
+		}
+	}
+	if err := sec.Put("shared", []byte("pw"), nil); err != nil {
+		t.Fatal(err)
+	}
+	list, err := sec.List()
+	if err != nil || len(list) != 3 {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	want := []Secret{{Name: "lab-pw", Clusters: []string{"lab2"}}, {Name: "old", Unscoped: true}, {Name: "shared"}}
+	for i, w := range want {
+		if l := list[i]; l.Name != w.Name || l.Unscoped != w.Unscoped || !slices.Equal(l.Clusters, w.Clusters) || l.Value != nil {
+			t.Errorf("list[%d] = %+v, want %+v", i, l, w)
+		}
+	}
+	// A sealed file copied under another name opens as neither.
+	if err := os.WriteFile(filepath.Join(sec.dir, "copy"), sealed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sec.Get("copy"); err == nil {
+		t.Error("a secret copied under another name opened")
 	}
 }
 

@@ -89,7 +89,7 @@ func (g *Guard) Prepare(ctx context.Context, data []byte, nodes, groups []string
 // no file or variable of the server), its server secrets left out (a
 // password as ******, a key as none): a view connects to no host.
 func (g *Guard) ForView(ctx context.Context, data []byte) ([]byte, error) {
-	c, _, err := schema.ParseConfined(data, g.support, func(string) bool { return true })
+	c, _, err := schema.ParseConfined(data, g.support, func(string, string) bool { return true })
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ func (g *Guard) substitute(data []byte, c *schema.Cluster, fields []secretField,
 			return Prepared{}, fmt.Errorf("%s: no server secret %q", f.path, f.name)
 		default:
 			var err error
-			if v, err = g.secrets.Get(f.name); err != nil {
+			if v, err = g.secrets.For(c.Metadata.Name, f.name); err != nil {
 				out.Close()
 				return Prepared{}, err
 			}
