@@ -150,6 +150,7 @@ func TestNodes(t *testing.T) {
 	if r := res.recap(); r == nil || r.Recap.Failed {
 		t.Fatalf("the job's event stream has no recap, or a failed one")
 	}
+	secondServerAdopts(ctx, t, kx, set, srv, "e2e-nodes", bundle, []string{name(0), name(1)}, filepath.Join(work, "server2"))
 	spread(ctx, t, k, 2)
 	before := spreadPods(ctx, t, k)
 	checkMembership(ctx, t, k, set, layout)

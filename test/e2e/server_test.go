@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
 // apiServer is a `kubexm server` a suite started on loopback: TLS with its
@@ -30,13 +32,23 @@ import (
 // in-process worker in a data directory of the suite's work directory.
 type apiServer struct {
 	url, token, dataDir, logPath string
-	client                       *http.Client
-	cmd                          *exec.Cmd
+	// flags are the service flags beside --data-dir (a shared database
+	// and key), for the server and its secret commands alike.
+	flags  []string
+	client *http.Client
+	cmd    *exec.Cmd
 }
 
 // startServer starts `kubexm server` with dataDir. Its jobs' `kubexm play`
 // children trust host keys in kx's KUBEXM_HOME, as the suite's own runs do.
 func startServer(ctx context.Context, t *testing.T, kx kubexm, dataDir string) *apiServer {
+	return startServerShared(ctx, t, kx, dataDir, nil)
+}
+
+// startServerShared starts `kubexm server` with dataDir; with shared, on
+// shared's database and secret key (a second server of the same service
+// with a data directory of its own), taking its operator token.
+func startServerShared(ctx context.Context, t *testing.T, kx kubexm, dataDir string, shared *apiServer) *apiServer {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -45,12 +57,16 @@ func startServer(ctx context.Context, t *testing.T, kx kubexm, dataDir string) *
 	addr := l.Addr().String()
 	l.Close()
 	s := &apiServer{url: "https://" + addr, dataDir: dataDir, logPath: dataDir + ".log"}
+	if shared != nil {
+		s.flags = []string{"--db", filepath.Join(shared.dataDir, "kubexm.db"), "--secret-key-file", filepath.Join(shared.dataDir, "secret.key")}
+		s.token = shared.token
+	}
 	logf, err := os.Create(s.logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	s.cmd = exec.Command(kx.bin, "server", "--listen", addr, "--data-dir", dataDir, "--workers", "1", "--poll", "200ms")
+	s.cmd = exec.Command(kx.bin, append([]string{"server", "--listen", addr, "--data-dir", dataDir, "--workers", "1", "--poll", "200ms"}, s.flags...)...)
 	s.cmd.Dir = kx.dir
 	s.cmd.Env = append(os.Environ(), "KUBEXM_HOME="+filepath.Join(kx.dir, ".kubexm"), "KUBEXM_SECRET_KEY=")
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
@@ -60,9 +76,11 @@ func startServer(ctx context.Context, t *testing.T, kx kubexm, dataDir string) *
 	}
 	t.Cleanup(func() { s.stop(t) })
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		tok, _ := os.ReadFile(filepath.Join(dataDir, "admin.token"))
-		if log, _ := os.ReadFile(s.logPath); len(tok) > 0 && bytes.Contains(log, []byte("kubexm server listening")) {
+		if s.token == "" {
+			tok, _ := os.ReadFile(filepath.Join(dataDir, "admin.token"))
 			s.token = strings.TrimSpace(string(tok))
+		}
+		if log, _ := os.ReadFile(s.logPath); s.token != "" && bytes.Contains(log, []byte("kubexm server listening")) {
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -147,7 +165,7 @@ func (s *apiServer) play(ctx context.Context, t *testing.T, kx kubexm, cluster, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if config, err = s.keysAsSecrets(ctx, kx, config); err != nil {
+	if config, err = s.keysAsSecrets(ctx, kx, cluster, config); err != nil {
 		return fail(err)
 	}
 	if err := s.call(ctx, "POST", "/api/v1/clusters", bytes.NewReader(config), http.StatusCreated, nil); err != nil {
@@ -164,8 +182,14 @@ func (s *apiServer) play(ctx context.Context, t *testing.T, kx kubexm, cluster, 
 			Size      int64  `json:"size"`
 			Artifacts int    `json:"artifacts"`
 		}
+		// The sum export wrote beside the bundle: the server checks the
+		// body against it before it keeps or unpacks anything.
+		sum, err := os.ReadFile(bundlePath + ".sha256")
+		if err != nil || len(strings.Fields(string(sum))) == 0 {
+			t.Fatalf("the bundle's .sha256: %v", err)
+		}
 		t0 := time.Now()
-		err = s.call(ctx, "POST", "/api/v1/clusters/"+cluster+"/bundles", f, http.StatusCreated, &up)
+		err = s.call(ctx, "POST", "/api/v1/clusters/"+cluster+"/bundles?sha256="+strings.Fields(string(sum))[0], f, http.StatusCreated, &up)
 		f.Close()
 		if err != nil {
 			return fail(err)
@@ -323,8 +347,8 @@ func (s *apiServer) stream(ctx context.Context, id string, last *int64, res *run
 
 // keysAsSecrets turns the private key files of config into server secrets,
 // made as the server's administrator makes them (kubexm server secret
-// create): the API takes no path of the server's files.
-func (s *apiServer) keysAsSecrets(ctx context.Context, kx kubexm, config []byte) ([]byte, error) {
+// create), for cluster only: the API takes no path of the server's files.
+func (s *apiServer) keysAsSecrets(ctx context.Context, kx kubexm, cluster string, config []byte) ([]byte, error) {
 	re := regexp.MustCompile(`privateKeyPath: "([^"]+)"`)
 	names := map[string]string{}
 	var ferr error
@@ -334,7 +358,7 @@ func (s *apiServer) keysAsSecrets(ctx context.Context, kx kubexm, config []byte)
 		if !ok {
 			name = fmt.Sprintf("e2e-key-%d", len(names)+1)
 			names[path] = name
-			cmd := exec.CommandContext(ctx, kx.bin, "server", "secret", "create", name, "--from-file", path, "--data-dir", s.dataDir)
+			cmd := exec.CommandContext(ctx, kx.bin, append([]string{"server", "secret", "create", name, "--cluster", cluster, "--from-file", path, "--data-dir", s.dataDir}, s.flags...)...)
 			cmd.Env = append(os.Environ(), "KUBEXM_SECRET_KEY=")
 			if out, err := cmd.CombinedOutput(); err != nil && ferr == nil {
 				ferr = fmt.Errorf("kubexm server secret create %s: %w: %s", name, err, out)
@@ -343,4 +367,55 @@ func (s *apiServer) keysAsSecrets(ctx context.Context, kx kubexm, config []byte)
 		return []byte(`privateKeyPath: "${secret:` + name + `}"`)
 	})
 	return out, ferr
+}
+
+// secondServerAdopts is issue 44's acceptance for the service: a second
+// kubexm server with its own data directory (dataDir) on first's database
+// and key runs create-cluster on the running cluster. Its work directory
+// of the cluster starts empty, so the job adopts the cluster's PKI from
+// the masters: no PKI file on any host changes, the CA and the
+// service-account key keep their fingerprints, and the second data
+// directory holds the cluster's CA, not one of its own.
+func secondServerAdopts(ctx context.Context, t *testing.T, kx kubexm, set *testhosts.Set, first *apiServer, cluster, bundle string, hosts []string, dataDir string) {
+	t.Helper()
+	master := hosts[0]
+	before := map[string]map[string]string{}
+	for _, h := range hosts {
+		before[h] = snapshot(ctx, t, set, h, identityPaths...)
+	}
+	caFP := hostCertFingerprint(ctx, t, set, master, "/etc/kubernetes/pki/ca-signer.crt")
+	saFP := hostFileSum(ctx, t, set, master, "/etc/kubernetes/pki/sa.pub")
+	firstCA, err := os.ReadFile(filepath.Join(first.workDir(cluster), "certs", "kubernetes", "ca.crt"))
+	if err != nil {
+		t.Fatalf("the first server's copy of the cluster CA: %v", err)
+	}
+	second := startServerShared(ctx, t, kx, dataDir, first)
+	res := second.play(ctx, t, kx, cluster, "create-cluster", bundle)
+	second.stop(t)
+	if res.err != nil {
+		t.Fatalf("create-cluster through a second kubexm server (data directory %s, the first's database) failed after %s: %v%s", dataDir, res.wall, res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster through a second kubexm server with an empty data directory on the same database (adopting the cluster's PKI): %s; slowest tasks:%s", res.wall.Round(time.Millisecond), res.slowest(6))
+	for _, h := range hosts {
+		if d := diffSnapshots(before[h], snapshot(ctx, t, set, h, identityPaths...)); len(d) > 0 {
+			t.Errorf("create-cluster through the second server changed the PKI of %s:\n  %s", h, strings.Join(d, "\n  "))
+		}
+	}
+	if got := hostCertFingerprint(ctx, t, set, master, "/etc/kubernetes/pki/ca-signer.crt"); got != caFP {
+		t.Errorf("the cluster CA changed under the second server: %s -> %s", caFP, got)
+	}
+	if got := hostFileSum(ctx, t, set, master, "/etc/kubernetes/pki/sa.pub"); got != saFP {
+		t.Errorf("the service-account key changed under the second server: %s -> %s", saFP, got)
+	}
+	secondCA, err := os.ReadFile(filepath.Join(second.workDir(cluster), "certs", "kubernetes", "ca.crt"))
+	if err != nil {
+		t.Fatalf("the second server's work directory has no cluster CA: %v", err)
+	}
+	if !bytes.Equal(firstCA, secondCA) {
+		t.Errorf("the second server's work directory holds another CA than the first's")
+	}
+	if changed := hostChanges(res); len(changed) > 0 {
+		t.Logf("create-cluster through the second server changed (besides its own work directory): %s", strings.Join(changed, "; "))
+	}
+	t.Logf("a second kubexm server on the same database, data directory %s: CA %s and sa.pub %s unchanged, no PKI file changed on %s", dataDir, caFP[:16], saFP[:16], strings.Join(hosts, ", "))
 }
