@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +34,8 @@ type connector struct {
 	sums        *transport.SumCache
 	// observe, when set, hears of every SSH connection (--conn-events-fd).
 	observe func(ssh.ConnEvent)
+	// dial, when set, makes the TCP connections (--confine-dial).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
@@ -63,7 +66,7 @@ func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.T
 	if c.khErr != nil {
 		return nil, c.khErr
 	}
-	t, err := ssh.Dial(ctx, h, ssh.Options{KnownHosts: c.knownHosts, UploadSlots: c.uploadSlots, Sums: c.sums, Observe: c.observe})
+	t, err := ssh.Dial(ctx, h, ssh.Options{KnownHosts: c.knownHosts, UploadSlots: c.uploadSlots, Sums: c.sums, Observe: c.observe, Dial: c.dial})
 	if err != nil {
 		// Not t: a nil *ssh.Transport in a non-nil interface would be closed.
 		return nil, err

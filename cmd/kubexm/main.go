@@ -17,6 +17,7 @@ import (
 
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/builtins"
+	"github.com/mensylisir/kubexm/cmd/kubexm/internal/confine"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport/ssh"
 	"github.com/mensylisir/kubexm/schema"
@@ -178,11 +179,20 @@ func newRootCmd() *cobra.Command {
 	var connEventsFD int
 	pf.IntVar(&connEventsFD, "conn-events-fd", 0, "write a JSON line for each SSH connection dialed, failed or closed to this file descriptor (for kubexm worker)")
 	_ = pf.MarkHidden("conn-events-fd")
-	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+	var confineDial []string
+	pf.StringSliceVar(&confineDial, "confine-dial", nil, "resolve each host's name once, refuse loopback, link-local and this machine's addresses but these networks, and connect to the checked address (for kubexm worker's jobs)")
+	_ = pf.MarkHidden("confine-dial")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		p, err := ssh.ParseHostKeyChecking(policy)
 		conn.policy = p
 		if err == nil && connEventsFD > 2 {
 			err = conn.reportConns(connEventsFD)
+		}
+		if err == nil && cmd.Flags().Changed("confine-dial") {
+			var g *confine.Guard
+			if g, err = confine.New(confine.Config{Allow: confineDial}); err == nil {
+				conn.dial = g.Dial
+			}
 		}
 		return err
 	}

@@ -268,7 +268,7 @@ func (a *app) serve(ctx context.Context, cmd *cobra.Command, f *serverFlags) err
 		for i := range f.workers {
 			w, err := worker.New(worker.Config{Store: svc.store, Box: svc.box, DataDir: svc.dataDir, Playbook: svc.playbook,
 				Name: fmt.Sprintf("%s:%d/%d", host, os.Getpid(), i+1), Poll: f.poll, Heartbeat: f.heartbeat, TTL: f.ttl, Metrics: m, Log: log,
-				GlobalArgs: globalArgs(cmd), Guard: svc.guard, MemoryLimit: svc.jobMemory, CPULimit: f.jobCPU})
+				GlobalArgs: globalArgs(cmd, f.allowNets), Guard: svc.guard, MemoryLimit: svc.jobMemory, CPULimit: f.jobCPU})
 			if err != nil {
 				ln.Close()
 				return err
@@ -338,15 +338,18 @@ func listenAddr(f *serverFlags, listenSet bool) string {
 }
 
 // globalArgs are the root flags a job's `kubexm play` child gets as set for
-// this process.
-func globalArgs(cmd *cobra.Command) []string {
+// this process, and the confinement of its dials with the networks allow.
+func globalArgs(cmd *cobra.Command, allow []string) []string {
 	var out []string
 	for _, name := range []string{"ssh-host-key-checking", "upload-forks"} {
 		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
 			out = append(out, "--"+name+"="+fl.Value.String())
 		}
 	}
-	return out
+	// The child resolves each host once and connects to the address it
+	// checked: the worker's check before the run resolved the names too,
+	// and a DNS answer may change in between.
+	return append(out, "--confine-dial="+strings.Join(allow, ","))
 }
 
 // bootstrapToken makes an operator token when there is none, written to a

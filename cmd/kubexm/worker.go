@@ -54,7 +54,7 @@ there on another) and secret key as the server.`,
 			var wg sync.WaitGroup
 			for i := range n {
 				w, err := worker.New(worker.Config{Store: svc.store, Box: svc.box, DataDir: svc.dataDir, Playbook: svc.playbook,
-					Name: fmt.Sprintf("%s/%d", name, i+1), Poll: f.poll, Heartbeat: f.heartbeat, TTL: f.ttl, Metrics: m, Log: log, GlobalArgs: globalArgs(cmd), Guard: svc.guard, MemoryLimit: svc.jobMemory, CPULimit: f.jobCPU})
+					Name: fmt.Sprintf("%s/%d", name, i+1), Poll: f.poll, Heartbeat: f.heartbeat, TTL: f.ttl, Metrics: m, Log: log, GlobalArgs: globalArgs(cmd, f.allowNets), Guard: svc.guard, MemoryLimit: svc.jobMemory, CPULimit: f.jobCPU})
 				if err != nil {
 					return err
 				}

@@ -54,6 +54,11 @@ type Options struct {
 	Sums *transport.SumCache
 	// AgentSocket is the ssh-agent socket; $SSH_AUTH_SOCK when empty.
 	AgentSocket string
+	// Dial, when set, makes the TCP connection to a host or bastion
+	// (host:port as the inventory gives it) instead of net.Dialer: service
+	// mode resolves the name once, checks the addresses and connects to a
+	// checked one. Host keys are still checked against the name.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Observe, when set, hears of every connection the transport makes:
 	// each dial (reconnects included) and each close of a connection that
 	// was up. Service mode counts them as metrics.
@@ -346,9 +351,16 @@ func (c *conn) abandon() {
 // readActivity tells when the server last sent anything.
 func (t *Transport) connect(ctx context.Context, nc net.Conn, addr string, cfg *gossh.ClientConfig) (*gossh.Client, *readActivity, error) {
 	if nc == nil {
-		d := net.Dialer{Timeout: t.opts.ConnectTimeout, KeepAlive: 30 * time.Second}
 		var err error
-		if nc, err = d.DialContext(ctx, "tcp", addr); err != nil {
+		if t.opts.Dial != nil {
+			dctx, cancel := context.WithTimeout(ctx, t.opts.ConnectTimeout)
+			nc, err = t.opts.Dial(dctx, "tcp", addr)
+			cancel()
+		} else {
+			d := net.Dialer{Timeout: t.opts.ConnectTimeout, KeepAlive: 30 * time.Second}
+			nc, err = d.DialContext(ctx, "tcp", addr)
+		}
+		if err != nil {
 			return nil, nil, err
 		}
 	}

@@ -11,11 +11,13 @@ package confine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/schema"
@@ -45,11 +47,16 @@ type Config struct {
 	Support *schema.Support
 	// Secrets are the server's secrets a cluster.yaml may name; nil: none.
 	Secrets *Secrets
+	// Lookup resolves a host name; nil: the system's resolver.
+	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 // New makes a Guard.
 func New(c Config) (*Guard, error) {
 	g := &Guard{support: c.Support, secrets: c.Secrets, own: interfaceAddrs, lookup: lookupHost}
+	if c.Lookup != nil {
+		g.lookup = c.Lookup
+	}
 	for _, a := range c.Allow {
 		a = strings.TrimSpace(a)
 		if a == "" {
@@ -216,6 +223,45 @@ func (g *Guard) CheckHosts(ctx context.Context, c *schema.Cluster) error {
 		return &r
 	}
 	return nil
+}
+
+// Dial connects to addr (host:port of a cluster's host or bastion) for a
+// job's SSH transport. The name is resolved once, here; every address it
+// resolves to is checked as CheckHosts checks them, and the connection goes
+// to a checked address, never to the name again: a DNS answer that changed
+// since the job was checked (rebinding) cannot point the run at the
+// server's machine.
+func (g *Guard) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	addrs, why := g.resolve(ctx, host)
+	if why != "" {
+		return nil, &Refused{Reasons: []string{fmt.Sprintf("address %q %s", host, why)}}
+	}
+	own, err := g.own()
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range addrs {
+		if g.allowed(a) {
+			continue
+		}
+		if why := forbidden(a, own); why != "" {
+			return nil, &Refused{Reasons: []string{fmt.Sprintf("address %q resolved to %s when the run connected, which is %s", host, a, why)}}
+		}
+	}
+	d := net.Dialer{KeepAlive: 30 * time.Second}
+	var errs []error
+	for _, a := range addrs {
+		c, err := d.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
 }
 
 func (g *Guard) allowed(a netip.Addr) bool {

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
@@ -331,4 +334,74 @@ func TestServiceCommandNodes(t *testing.T) {
 			t.Errorf("groups %v: %v", ok, err)
 		}
 	}
+}
+
+// TestServiceDialRebinding: a host name whose DNS answer changes between
+// the job's check and the SSH dial (rebinding: a permitted address, then
+// 127.0.0.1) is refused at the dial, before any connection; the dial
+// resolves once and connects to the address it checked.
+func TestServiceDialRebinding(t *testing.T) {
+	ctx := context.Background()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skip("no loopback:", err)
+	}
+	defer l.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+
+	g, _ := testGuard(t)
+	var lookups atomic.Int32
+	g.lookup = func(_ context.Context, host string) ([]netip.Addr, error) {
+		if host != "rebind.example" {
+			return nil, errors.New("no such host")
+		}
+		if lookups.Add(1) == 1 {
+			return []netip.Addr{netip.MustParseAddr("10.0.0.5")}, nil
+		}
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
+	if _, err := g.Register(ctx, cluster(`  - {name: node1, address: rebind.example, password: x}`)); err != nil {
+		t.Fatalf("the check, while the name answers 10.0.0.5: %v", err)
+	}
+	_, err = g.Dial(ctx, "tcp", net.JoinHostPort("rebind.example", port))
+	var r *Refused
+	if !errors.As(err, &r) || !strings.Contains(err.Error(), `"rebind.example" resolved to 127.0.0.1 when the run connected`) || !strings.Contains(err.Error(), "loopback") {
+		t.Fatalf("the dial, once the name answers 127.0.0.1: %v", err)
+	}
+	for _, a := range []string{"127.0.0.1", "localhost", "[::1]", "0.0.0.0"} {
+		if _, err := g.Dial(ctx, "tcp", a+":"+port); !errors.As(err, &r) {
+			t.Errorf("dial %s: %v, want refused", a, err)
+		}
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Fatalf("%d connections reached the server's machine", n)
+	}
+
+	// Allowed: the dial connects to the address it resolved and checked,
+	// resolving the name once.
+	allowed, _ := testGuard(t, "127.0.0.1/32")
+	lookups.Store(0)
+	allowed.lookup = func(_ context.Context, host string) ([]netip.Addr, error) {
+		lookups.Add(1)
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
+	c, err := allowed.Dial(ctx, "tcp", net.JoinHostPort("lab.example", port))
+	if err != nil {
+		t.Fatalf("dial of an allowed address: %v", err)
+	}
+	if got := c.RemoteAddr().String(); got != "127.0.0.1:"+port || lookups.Load() != 1 {
+		t.Errorf("connected to %s after %d lookups; want 127.0.0.1:%s after 1", got, lookups.Load(), port)
+	}
+	c.Close()
 }
