@@ -66,6 +66,8 @@ type loader struct {
 	// hookTags are added to the tags of the plays being loaded from a hook:
 	// the tags of the phase it hooks.
 	hookTags []string
+	// roleDirs are the directories of the roles loaded, by reference.
+	roleDirs map[string]source
 }
 
 // Load finds the playbook ref (a directory holding playbook.yaml, a YAML file,
@@ -121,10 +123,11 @@ func (ld *loader) extend(ctx context.Context, pb *Playbook) {
 	pb.overlays = ld.overlayDirs(pb.src)
 	ld.checkOverlays(pb.overlays)
 	ld.loadHooks(ctx, pb, pb.overlays)
+	pb.roleDirs = ld.roleDirs
 }
 
 func newLoader(opts LoadOptions) *loader {
-	return &loader{opts: opts, ev: eval.New(), hash: sha256.New(), seen: map[string]bool{}, handlerRoles: map[string]bool{}}
+	return &loader{opts: opts, ev: eval.New(), hash: sha256.New(), seen: map[string]bool{}, handlerRoles: map[string]bool{}, roleDirs: map[string]source{}}
 }
 
 func (ld *loader) err() error {

@@ -37,6 +37,9 @@ type Playbook struct {
 	// ev is shared by the loader and every run, so templates and
 	// expressions compile once.
 	ev *eval.Evaluator
+	// roleDirs are the directories of the roles the playbook uses, by
+	// reference (cni/flannel).
+	roleDirs map[string]source
 }
 
 // Play maps a host pattern to an ordered list of tasks.

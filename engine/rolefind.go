@@ -1,6 +1,11 @@
 package engine
 
-import "strings"
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
 
 // FindRoleFile reports whether a file of a role ("cni/custom/tasks/main.yaml")
 // is found where include_role looks for the role (for a name with a slash,
@@ -17,4 +22,31 @@ func (pb *Playbook) FindRoleFile(file string) (found bool, searched []string) {
 		}
 	}
 	return false, searched
+}
+
+// RoleFile is one file of a role a playbook uses.
+type RoleFile struct {
+	Role    string // the reference, e.g. cni/flannel
+	Where   string // for messages
+	Data    []byte
+	Builtin bool // from the built-in roles
+}
+
+// RoleFiles returns the file name (e.g. "meta/main.yaml") of every role the
+// playbook uses that has one, in role order, as the run reads them: a
+// fork's copy of a role, not the built-in one.
+func (pb *Playbook) RoleFiles(name string) ([]RoleFile, error) {
+	var out []RoleFile
+	for _, ref := range slices.Sorted(maps.Keys(pb.roleDirs)) {
+		f := pb.roleDirs[ref].join(name)
+		if !f.isFile() {
+			continue
+		}
+		data, err := f.read()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		out = append(out, RoleFile{Role: ref, Where: f.String(), Data: data, Builtin: f.builtin})
+	}
+	return out, nil
 }

@@ -819,6 +819,7 @@ func (ld *loader) roleBlock(name, tasksFrom string, params varList, at Pos, ctx 
 		return nil
 	}
 	ri := &roleInstance{name: path.Base(name), ref: path.Clean(name), dir: dir}
+	ld.roleDirs[ri.ref] = dir
 	sc := &scope{parent: ctx.scope, role: true}
 	for _, l := range []struct {
 		sub  string
@@ -843,8 +844,8 @@ func (ld *loader) roleBlock(name, tasksFrom string, params varList, at Pos, ctx 
 	if f, ok := dir.join("meta").yamlFile("main"); ok && tasksFrom == "" {
 		if n, ok := ld.readYAML(f); ok && n.Kind == ytree.Map {
 			for _, k := range n.Keys {
-				if ks := k.KeyString(); ks != "dependencies" && ks != "galaxy_info" && ks != "description" && ks != "allow_duplicates" {
-					ld.errorf(k.Pos, "role %s meta: unknown key %q; meta/main.yaml holds dependencies and allow_duplicates", name, ks)
+				if ks := k.KeyString(); ks != "dependencies" && ks != "galaxy_info" && ks != "description" && ks != "allow_duplicates" && ks != "variables" {
+					ld.errorf(k.Pos, "role %s meta: unknown key %q; meta/main.yaml holds description, dependencies, allow_duplicates and variables", name, ks)
 				}
 			}
 			if deps := n.Get("dependencies"); deps != nil {

@@ -51,6 +51,11 @@ func ParseConfined(data []byte, s *Support, secret func(cluster, name string) bo
 	SetDefaults(c)
 	validate(c, ps)
 	s.check(c, ps)
+	rv, err := s.RoleVars()
+	if err != nil {
+		return nil, nil, err
+	}
+	validateRoleVars(c, rv, true, ps)
 	// What validation says of a refused field is a consequence of the
 	// refusal.
 	failed := append(slices.Clone(decoded.list), refusedProblems(refused)...)

@@ -62,6 +62,11 @@ func parseWith(path string, data []byte, lookup func(string) (string, bool), s *
 	SetDefaults(c)
 	validate(c, ps)
 	s.check(c, ps)
+	rv, err := s.RoleVars()
+	if err != nil {
+		return nil, nil, err
+	}
+	validateRoleVars(c, rv, false, ps)
 	return finish(c, decoded, ps, slices.Clone(decoded.list))
 }
 

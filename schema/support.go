@@ -48,6 +48,9 @@ type Support struct {
 	// file (a "role/tasks/main.yaml" path), and names the directories it
 	// searched; choices with a role (custom plugins) are checked with it.
 	findRole RoleFinder
+	// roleVars are the declarations of the tree's role variables; nil
+	// is the built-in roles'.
+	roleVars RoleVars
 }
 
 // RoleFinder reports whether a role file (e.g. "custom-cni/tasks/main.yaml")
@@ -61,6 +64,23 @@ func (s *Support) WithRoles(find RoleFinder) *Support {
 	c := *s
 	c.findRole = find
 	return &c
+}
+
+// WithRoleVars returns the matrix checking cluster.yaml's variables
+// against rv (a fork's roles' declarations).
+func (s *Support) WithRoleVars(rv RoleVars) *Support {
+	c := *s
+	c.roleVars = rv
+	return &c
+}
+
+// RoleVars returns the declarations cluster.yaml's variables are checked
+// against.
+func (s *Support) RoleVars() (RoleVars, error) {
+	if s.roleVars != nil {
+		return s.roleVars, nil
+	}
+	return BuiltinRoleVars()
 }
 
 // ForPlaybook returns the matrix as the playbook named name applies it:

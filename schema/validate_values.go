@@ -42,24 +42,14 @@ var pathChars = regexp.MustCompile(`^[A-Za-z0-9._+@/-]+$`)
 // delete: then it must not be a system directory or a directory of another
 // component, nor hold one.
 func checkPath(ps *problems, p, v string, removed bool) {
-	switch {
-	case v == "":
+	if v == "" {
 		return
-	case !strings.HasPrefix(v, "/"):
-		ps.add(p, "write an absolute path such as /var/lib/etcd", "%q is not an absolute path", v)
-		return
-	case !pathChars.MatchString(v):
-		ps.add(p, "letters, digits and . _ + @ / - only", "path %q holds characters that a path here must not have", v)
-		return
-	case path.Clean(v) != v:
-		ps.add(p, fmt.Sprintf("write it as %s", path.Clean(v)), "path %q is not normalised", v)
+	}
+	if msg, hint := pathProblem(v, removed); msg != "" {
+		ps.add(p, hint, "%s", msg)
 		return
 	}
 	if !removed {
-		return
-	}
-	if sysdirs.Contains(v) {
-		ps.add(p, "delete removes this directory; give one of its own, e.g. /var/lib/<name>", "%s is a system directory or holds one", v)
 		return
 	}
 	for _, d := range clusterDirs {
@@ -68,6 +58,22 @@ func checkPath(ps *problems, p, v string, removed bool) {
 			return
 		}
 	}
+}
+
+// pathProblem says what is wrong with v as an absolute host path (and,
+// with system, as a directory that is not the system's), or "".
+func pathProblem(v string, system bool) (msg, hint string) {
+	switch {
+	case !strings.HasPrefix(v, "/"):
+		return fmt.Sprintf("%q is not an absolute path", v), "write an absolute path such as /var/lib/etcd"
+	case !pathChars.MatchString(v):
+		return fmt.Sprintf("path %q holds characters that a path here must not have", v), "letters, digits and . _ + @ / - only"
+	case path.Clean(v) != v:
+		return fmt.Sprintf("path %q is not normalised", v), fmt.Sprintf("write it as %s", path.Clean(v))
+	case system && sysdirs.Contains(v):
+		return fmt.Sprintf("%s is a system directory or holds one", v), "delete removes this directory; give one of its own, e.g. /var/lib/<name>"
+	}
+	return "", ""
 }
 
 // removedDirs are the data directories roles remove on delete, by field.

@@ -44,7 +44,8 @@ func loadVarsDirs(c *Cluster, ps *problems) {
 	for i, h := range c.Spec.Hosts {
 		hostIdx[h.Name] = i
 	}
-	for name, vars := range readVarsDir(filepath.Join(base, "group_vars"), ps) {
+	for name, vf := range readVarsDir(filepath.Join(base, "group_vars"), ps) {
+		vars := vf.vars
 		if c.Spec.RoleGroupVars == nil {
 			c.Spec.RoleGroupVars = map[string]VarMap{}
 		}
@@ -55,10 +56,11 @@ func loadVarsDirs(c *Cluster, ps *problems) {
 		maps.Copy(m, vars)
 		c.Spec.RoleGroupVars[name] = m
 		for k := range vars {
-			ps.src.pos["spec.roleGroupVars."+name+"."+k] = Pos{File: filepath.Join(base, "group_vars", name+".yaml")}
+			ps.src.pos["spec.roleGroupVars."+name+"."+k] = vf.pos[k]
 		}
 	}
-	for name, vars := range readVarsDir(filepath.Join(base, "host_vars"), ps) {
+	for name, vf := range readVarsDir(filepath.Join(base, "host_vars"), ps) {
+		vars := vf.vars
 		i, ok := hostIdx[name]
 		if !ok {
 			ps.add("", strings.TrimSpace("name the file after a host of spec.hosts; "+didYouMean(name, slices.Collect(maps.Keys(hostIdx)))),
@@ -71,14 +73,20 @@ func loadVarsDirs(c *Cluster, ps *problems) {
 		}
 		maps.Copy(h.Vars, vars)
 		for k := range vars {
-			ps.src.pos[fmt.Sprintf("spec.hosts[%d].vars.%s", i, k)] = Pos{File: filepath.Join(base, "host_vars", name+".yaml")}
+			ps.src.pos[fmt.Sprintf("spec.hosts[%d].vars.%s", i, k)] = vf.pos[k]
 		}
 	}
 }
 
+// varsFile is what the vars files of one group or host set, and where.
+type varsFile struct {
+	vars VarMap
+	pos  map[string]Pos
+}
+
 // readVarsDir reads dir/<name>.yaml (or .yml) files into variables by name.
 // A missing directory is no variables.
-func readVarsDir(dir string, ps *problems) map[string]VarMap {
+func readVarsDir(dir string, ps *problems) map[string]varsFile {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -87,7 +95,7 @@ func readVarsDir(dir string, ps *problems) map[string]VarMap {
 		ps.add("", "", "%s: %v", dir, err)
 		return nil
 	}
-	out := map[string]VarMap{}
+	out := map[string]varsFile{}
 	for _, e := range entries {
 		ext := filepath.Ext(e.Name())
 		if e.IsDir() || ext != ".yaml" && ext != ".yml" {
@@ -113,10 +121,15 @@ func readVarsDir(dir string, ps *problems) map[string]VarMap {
 		}
 		vars, _ := generic(root).(map[string]any)
 		name := strings.TrimSuffix(e.Name(), ext)
-		if out[name] == nil {
-			out[name] = VarMap{}
+		vf, ok := out[name]
+		if !ok {
+			vf = varsFile{vars: VarMap{}, pos: map[string]Pos{}}
+			out[name] = vf
 		}
-		maps.Copy(out[name], vars)
+		maps.Copy(vf.vars, vars)
+		for _, k := range root.Keys {
+			vf.pos[k.Text] = k.Pos
+		}
 	}
 	return out
 }

@@ -210,6 +210,9 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 	// Without -i only the control machine exists: enough for playbooks that
 	// prepare bundles or work on localhost.
 	inv := &inventory.Inventory{Groups: map[string][]string{"all": {}}, Vars: map[string]any{"cluster_name": "localhost"}}
+	// The role variables -e values are checked against: set for a
+	// cluster; an Ansible-style inventory's run is the user's own.
+	var roleVars schema.RoleVars
 	if f.inventory == "" {
 		if pb.NeedsCluster {
 			return fmt.Errorf("no inventory: playbook %s needs a cluster (its header says inventory: cluster); pass the cluster description with -i cluster.yaml", pb.Name)
@@ -232,6 +235,11 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 		if inv, err = a.loadInventory(f.inventory, s); err != nil {
 			return err
 		}
+		if inv.Cluster {
+			if roleVars, err = s.RoleVars(); err != nil {
+				return err
+			}
+		}
 		if pb.NeedsCluster && !inv.Cluster {
 			return fmt.Errorf("%s is an Ansible-style inventory, but playbook %s needs a cluster (its header says inventory: cluster): pass a cluster.yaml with -i (kubexm create config writes a sample)", f.inventory, pb.Name)
 		}
@@ -241,6 +249,9 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 	}
 	extra, err := engine.ParseExtraVars(f.extraVars)
 	if err != nil {
+		return err
+	}
+	if err := roleVars.CheckExtraVars(extra); err != nil {
 		return err
 	}
 	if f.backup != "" {

@@ -85,6 +85,23 @@ func supportFromRolesPath(dirs []string) (*schema.Support, error) {
 	if err != nil {
 		return nil, err
 	}
+	builtin, err := schema.BuiltinRoleVars()
+	if err != nil {
+		return nil, err
+	}
+	// The first directory holding a role wins, as when the roles run.
+	rv := maps.Clone(builtin)
+	for _, d := range slices.Backward(dirs) {
+		own, err := schema.ReadRoleVars(os.DirFS(d), ".")
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d, err)
+		}
+		maps.Copy(rv, own)
+	}
+	s = s.WithRoleVars(rv)
 	return s.WithRoles(func(file string) (bool, []string) {
 		var searched []string
 		for _, d := range dirs {
@@ -131,7 +148,40 @@ func supportForPlaybook(pb *engine.Playbook) (*schema.Support, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.ForPlaybook(pb.Name).WithRoles(pb.FindRoleFile), nil
+	rv, err := roleVarsForPlaybook(pb)
+	if err != nil {
+		return nil, err
+	}
+	return s.ForPlaybook(pb.Name).WithRoles(pb.FindRoleFile).WithRoleVars(rv), nil
+}
+
+// roleVarsForPlaybook returns the role variables cluster.yaml's variables
+// are checked against: the built-in roles', with those of a fork's roles
+// the playbook uses in their place.
+func roleVarsForPlaybook(pb *engine.Playbook) (schema.RoleVars, error) {
+	builtin, err := schema.BuiltinRoleVars()
+	if err != nil {
+		return nil, err
+	}
+	files, err := pb.RoleFiles("meta/main.yaml")
+	if err != nil {
+		return nil, err
+	}
+	rv := maps.Clone(builtin)
+	for _, f := range files {
+		if f.Builtin {
+			continue
+		}
+		decls, err := schema.ParseRoleVars(f.Where, f.Data)
+		if err != nil {
+			return nil, err
+		}
+		for name, d := range decls {
+			d.Role = f.Role
+			rv[name] = d
+		}
+	}
+	return rv, nil
 }
 
 // withoutEvidence is s without the tests behind each supported value:

@@ -506,7 +506,12 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, tok jobstore.Toke
 			return
 		}
 	}
-	if _, err := engine.ParseExtraVars(req.Options.ExtraVars); err != nil {
+	extra, err := engine.ParseExtraVars(req.Options.ExtraVars)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "extra vars: "+err.Error())
+		return
+	}
+	if err := s.checkRoleVars(extra); err != nil {
 		writeError(w, http.StatusBadRequest, "extra vars: "+err.Error())
 		return
 	}
@@ -903,4 +908,17 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range jobstore.Statuses {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[st]), string(st))
 	}
+}
+
+// checkRoleVars checks a job's extra vars against the role variables'
+// declarations before the job is queued (its run checks them again).
+func (s *Server) checkRoleVars(vars map[string]any) error {
+	rv, err := schema.BuiltinRoleVars()
+	if s.c.Support != nil {
+		rv, err = s.c.Support.RoleVars()
+	}
+	if err != nil {
+		return err
+	}
+	return rv.CheckJobVars(vars)
 }

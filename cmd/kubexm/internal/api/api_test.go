@@ -170,6 +170,15 @@ func TestClustersAndJobs(t *testing.T) {
 	if code != http.StatusBadRequest || !strings.Contains(string(body), "cluster.yaml:") {
 		t.Fatalf("bad cluster.yaml: %d %s", code, body)
 	}
+	// Role variables are checked as spec fields are (issue 45, item 6).
+	code, body = f.call(t, "POST", "/api/v1/clusters", f.operator, testCluster+"  roleGroupVars: {all: {os_packages_deb: [curl, '-o APT::Get::AllowUnauthenticated=true']}}\n")
+	if code != http.StatusBadRequest || !strings.Contains(string(body), "cluster.yaml:8:") || !strings.Contains(string(body), "is an option, not a package name") {
+		t.Fatalf("an apt option as a package: %d %s", code, body)
+	}
+	code, body = f.call(t, "POST", "/api/v1/clusters", f.operator, testCluster+"  roleGroupVars: {all: {images_local_dir: /var/lib/kubexm-server}}\n")
+	if code != http.StatusBadRequest || !strings.Contains(string(body), "cluster.yaml:8:") || !strings.Contains(string(body), "names a path on the control machine") {
+		t.Fatalf("a path on the server's machine: %d %s", code, body)
+	}
 	if code, body = f.call(t, "POST", "/api/v1/clusters", f.operator, testCluster); code != http.StatusCreated {
 		t.Fatalf("register: %d %s", code, body)
 	}
@@ -195,6 +204,15 @@ func TestClustersAndJobs(t *testing.T) {
 		`{"cluster": "c1", "playbook": "upgrade", "options": {"extra_vars": ["@/etc/shadow"]}}`, `{"cluster": "c1", "playbook": "upgrade", "x": 1}`} {
 		if code, body = f.call(t, "POST", "/api/v1/jobs", f.operator, bad); code != http.StatusBadRequest {
 			t.Errorf("%s: %d %s", bad, code, body)
+		}
+	}
+	for _, c := range [][2]string{
+		{"etcd_data_dir=/etc", "/etc is a system directory"},
+		{"etcd_local_dir=/root", "names a path on the control machine, which is the server's"},
+	} {
+		code, body = f.call(t, "POST", "/api/v1/jobs", f.operator, `{"cluster": "c1", "playbook": "upgrade", "options": {"extra_vars": ["`+c[0]+`"]}}`)
+		if code != http.StatusBadRequest || !strings.Contains(string(body), c[1]) {
+			t.Errorf("extra var %s: %d %s", c[0], code, body)
 		}
 	}
 	if code, _ = f.call(t, "POST", "/api/v1/jobs", f.operator, `{"cluster": "zz", "playbook": "upgrade"}`); code != http.StatusNotFound {
