@@ -163,6 +163,18 @@ func testServiceConfined(t *testing.T, dsn string) {
 	if code := e.do("POST", "/api/v1/clusters", "application/yaml", []byte(strings.ReplaceAll(other, "secret:pw", "secret:shared")), nil); code != 201 {
 		t.Errorf("cluster other naming a secret for every cluster: %d", code)
 	}
+	// Re-scoped away from refs: refs' registered file is refused at its
+	// next job, by the API and by the worker of a job queued past it.
+	runKubexm(t, "server", "secret", "create", "pw", "--cluster", "lab", "--from-file", pwFile, "--data-dir", e.dataDir, "--db", e.dsn)
+	if code := e.do("POST", "/api/v1/jobs", "application/json", []byte(`{"cluster": "refs", "playbook": "tiny"}`), &out); code != 400 || !strings.Contains(out.Error, `no server secret "pw" for cluster refs`) {
+		t.Errorf("a job of refs once its secret is for lab only: %d %s", code, out.Error)
+	}
+	if _, err := e.store.CreateJob(ctx, jobstore.Job{ID: "job-rescoped", Cluster: "refs", ConfigVersion: 1, Playbook: "tiny"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if j := e.waitJob("job-rescoped", time.Minute, "ended", func(j jobstore.Job) bool { return !j.Status.Active() }); j.Status != jobstore.Failed || !strings.Contains(j.Error, `no server secret "pw" for cluster refs`) {
+		t.Errorf("a job of refs queued past the API once its secret is for lab only: %+v", j)
+	}
 	var got struct{ Config string }
 	e.do("GET", "/api/v1/clusters/refs", "", nil, &got)
 	if strings.Contains(got.Config, "secret:pw") || !strings.Contains(got.Config, "******") {
