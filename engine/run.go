@@ -90,6 +90,7 @@ type runner struct {
 	order     []*hostState
 	recap     *Recap
 	started   bool // --start-at-task reached
+	sel       *selection
 	hostvars  hostvarsCache
 	filesMu   sync.Mutex
 	files     map[string]string // built-in files copied to disk for builtins
@@ -124,9 +125,14 @@ func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOp
 				opts.Limit, strings.Join(allHostNames(inv), ", "))
 		}
 	}
+	sel, err := selectTasks(pb, inv.Vars, opts)
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	r := &runner{
-		pb: pb, inv: inv, opts: opts, ev: pb.ev, out: opts.Output,
+		sel: sel,
+		pb:  pb, inv: inv, opts: opts, ev: pb.ev, out: opts.Output,
 		jobs:  make(chan func()),
 		runID: newRunID(now), hosts: map[string]*hostState{},
 		red: newRedactor(inv.Secrets()), files: map[string]string{},
@@ -169,11 +175,15 @@ func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOp
 		}
 	}
 
-	for _, p := range pb.Plays {
+	for i, p := range pb.Plays {
 		if ctx.Err() != nil || r.abortReason() != "" {
 			break
 		}
-		r.runPlay(ctx, p)
+		if r.playSelected(i, p) {
+			r.runPlay(ctx, p)
+		} else {
+			r.leaveOutPlay(p, r.leftOutWhy())
+		}
 	}
 	close(r.jobs)
 	r.workers.Wait()
@@ -529,23 +539,15 @@ func tagsSelected(tags, only, skip []string) bool {
 	return false
 }
 
-// startAtReached applies --start-at-task: tasks before the first one whose
-// name matches are not run. A role's task matches by its name alone and as
-// `--list-tasks` prints it, "role : name".
+// startAtReached applies --start-at-task: tasks before the one it names are
+// not run. The playbook says which task that is before the run
+// (selectTasks); when it cannot (the task may be in a file named at run
+// time), the first task whose name matches is.
 func (r *runner) startAtReached(t *Task) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.started {
-		return true
-	}
-	names := []string{t.Name}
-	if role := t.RoleName(); role != "" {
-		names = append(names, role+" : "+t.Name)
-	}
-	for _, name := range names {
-		if ok, _ := filepath.Match(r.opts.StartAt, name); ok || name == r.opts.StartAt {
-			r.started = true
-		}
+	if !r.started && (t == r.sel.start || (r.sel.start == nil && startMatches(r.opts.StartAt, t))) {
+		r.started = true
 	}
 	return r.started
 }

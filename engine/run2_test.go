@@ -331,7 +331,7 @@ func TestNothingMatchedIsAnError(t *testing.T) {
 		t.Errorf("limit: %v", err)
 	}
 	_, err = Run(context.Background(), pb, testInventory(), RunOptions{StartAt: "no such task", NoJournal: true})
-	if err == nil || !strings.Contains(err.Error(), `--start-at-task "no such task" matched no task`) {
+	if err == nil || !strings.Contains(err.Error(), `--start-at-task "no such task" names no task of playbook`) {
 		t.Errorf("start-at: %v", err)
 	}
 	if got := c.sorted(); len(got) != 0 {

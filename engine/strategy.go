@@ -363,13 +363,23 @@ func (pr *playRun) runList(ctx context.Context, tasks []*Task, hosts []*hostStat
 }
 
 func (pr *playRun) runTask(ctx context.Context, t *Task, hosts []*hostState, ov *overlay) []*hostState {
+	if t.Kind != KindAction && pr.r.beforeStart(t) {
+		pr.r.leaveOut([]*Task{t}, hosts, "before --start-at-task")
+		return nil
+	}
 	switch t.Kind {
 	case KindBlock:
 		return pr.runBlock(ctx, t, hosts, ov)
 	case KindMeta:
+		// As in Ansible, --tags selects meta tasks too: one left out is not
+		// looked at (its when: may read what the left-out tasks set).
+		if !pr.r.selected(t.Tags) {
+			return nil
+		}
 		return pr.runMeta(ctx, t, hosts, ov)
 	case KindInclude:
 		if !pr.r.selected(t.Tags) {
+			pr.r.leaveOut([]*Task{t}, hosts, "left out by --tags or --skip-tags")
 			return nil
 		}
 		return pr.runInclude(ctx, t, hosts, ov)
@@ -378,6 +388,7 @@ func (pr *playRun) runTask(ctx context.Context, t *Task, hosts []*hostState, ov 
 	// guard the run (the cluster's identity), and skipping them would let a
 	// partial re-run do what a whole one refuses.
 	if reached := pr.r.startAtReached(t); !pr.r.selected(t.Tags) || (!reached && !slices.Contains(t.Tags, "always")) {
+		pr.r.leaveOut([]*Task{t}, hosts, pr.r.leftOutWhy())
 		return nil
 	}
 	return pr.runAction(ctx, t, hosts, ov, false)

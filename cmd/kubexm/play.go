@@ -254,6 +254,9 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 	if err := roleVars.CheckExtraVars(extra); err != nil {
 		return err
 	}
+	if err := engine.CheckStartAt(pb, inv, f.startAt); err != nil {
+		return err
+	}
 	if f.backup != "" {
 		// Absolute: the playbook reads it on the control machine, where a
 		// relative path would be taken under the work directory.
