@@ -130,6 +130,11 @@ func TestClusterFileDefault(t *testing.T) {
 	if out, code := runMain(t, "get", "nodes"); code != 2 || !strings.Contains(out, ".kubexm/mycluster/kubeconfig") || !strings.Contains(out, "no admin certificate to make a kubeconfig from") {
 		t.Errorf("get nodes: exit %d:\n%s", code, out)
 	}
+	// describe cluster takes the kubeconfig from the cluster as get nodes
+	// does; that the API cannot be asked is reported, not an error.
+	if out, code := runMain(t, "describe", "cluster"); code != 0 || !strings.Contains(out, "taking it from the cluster failed") || !strings.Contains(out, "no admin certificate to make a kubeconfig from") {
+		t.Errorf("describe cluster: exit %d:\n%s", code, out)
+	}
 	if err := os.Rename("cluster.yaml", "other.yaml"); err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ type clusterDescription struct {
 	Runs             []runState   `json:"recent_runs"`
 }
 
-func newDescribeClusterCmd() *cobra.Command {
+func newDescribeClusterCmd(a *app) *cobra.Command {
 	var f clusterFlags
 	var remote clientFlags
 	cmd := &cobra.Command{
@@ -46,8 +46,10 @@ func newDescribeClusterCmd() *cobra.Command {
 defaults filled in), its hosts and their roles, the control-plane endpoint,
 the work directory's state (last runs, a run holding it now), the expiry of
 every certificate kept in the work directory, and the nodes as the API
-server reports them (asked with the work directory's admin kubeconfig; an
-API that does not answer is reported, not an error).`,
+server reports them (asked with the work directory's admin kubeconfig; a
+work directory without one takes it from the cluster first, as kubexm get
+kubeconfig does, changing nothing there; an API that does not answer is
+reported, not an error).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var d *clusterDescription
@@ -61,7 +63,8 @@ API that does not answer is reported, not an error).`,
 				if err != nil {
 					return err
 				}
-				d = describeWithNodes(cmd.Context(), c, inv, f.file, dir)
+				kc, err := a.adminKubeconfig(cmd.Context(), cmd.ErrOrStderr(), f, dir)
+				d = describeWithNodes(cmd.Context(), c, inv, f.file, dir, kc, err)
 			}
 			if f.output != "text" {
 				return writeStructured(cmd.OutOrStdout(), f.output, d)
@@ -75,11 +78,14 @@ API that does not answer is reported, not an error).`,
 }
 
 // describeWithNodes is describe cluster's view: describeCluster and the
-// nodes the API server reports (an API that does not answer is reported,
-// not an error).
-func describeWithNodes(ctx context.Context, c *schema.Cluster, inv *inventory.Inventory, file, dir string) *clusterDescription {
+// nodes the API server reports, asked with kubeconfig (an API that does not
+// answer, or no kubeconfig, kcErr, is reported, not an error).
+func describeWithNodes(ctx context.Context, c *schema.Cluster, inv *inventory.Inventory, file, dir, kubeconfig string, kcErr error) *clusterDescription {
 	d := describeCluster(c, inv, file, dir)
-	nodes, err := listNodes(ctx, filepath.Join(dir, "kubeconfig"))
+	nodes, err := []apiNode(nil), kcErr
+	if err == nil {
+		nodes, err = listNodes(ctx, kubeconfig)
+	}
 	if err != nil {
 		d.API = "no answer: " + err.Error()
 	} else {

@@ -443,18 +443,9 @@ not name shows "not in cluster file".`,
 			if err != nil {
 				return err
 			}
-			// A directory with only cluster.yaml: the kubeconfig comes from
-			// the cluster (playbooks/kubeconfig, read-only), as get
-			// kubeconfig takes it.
-			kc := filepath.Join(dir, "kubeconfig")
-			if _, err := os.Stat(kc); errors.Is(err, os.ErrNotExist) && a != nil && a.builtinFS != nil {
-				file, err := clusterFile(f.file)
-				if err != nil {
-					return err
-				}
-				if err := a.fetchKubeconfig(cmd.Context(), cmd.ErrOrStderr(), kubeconfigFlags{file: file, workDir: f.workDir, rolesPath: f.rolesPath}); err != nil {
-					return fmt.Errorf("no admin kubeconfig %s, and taking it from the cluster failed: %w", kc, err)
-				}
+			kc, err := a.adminKubeconfig(cmd.Context(), cmd.ErrOrStderr(), f, dir)
+			if err != nil {
+				return err
 			}
 			nodes, err := listNodes(cmd.Context(), kc)
 			if err != nil {
@@ -466,6 +457,24 @@ not name shows "not in cluster file".`,
 	addClusterFlags(cmd, &f)
 	addRemoteReadFlags(cmd, &f, &remote)
 	return cmd
+}
+
+// adminKubeconfig is the work directory's admin kubeconfig. A directory
+// with only cluster.yaml takes it from the cluster first
+// (playbooks/kubeconfig, read-only, no lock), as get kubeconfig does.
+func (a *app) adminKubeconfig(ctx context.Context, errw io.Writer, f clusterFlags, dir string) (string, error) {
+	kc := filepath.Join(dir, "kubeconfig")
+	if _, err := os.Stat(kc); !errors.Is(err, os.ErrNotExist) || a == nil || a.builtinFS == nil {
+		return kc, nil
+	}
+	file, err := clusterFile(f.file)
+	if err != nil {
+		return "", err
+	}
+	if err := a.fetchKubeconfig(ctx, errw, kubeconfigFlags{file: file, workDir: f.workDir, rolesPath: f.rolesPath}); err != nil {
+		return "", fmt.Errorf("no admin kubeconfig %s, and taking it from the cluster failed: %w", kc, err)
+	}
+	return kc, nil
 }
 
 // nodeRows joins the hosts of the file with the Nodes of the API; without

@@ -160,5 +160,5 @@ func (v verbViews) Describe(ctx context.Context, config []byte, workDir string) 
 	if err != nil {
 		return nil, err
 	}
-	return describeWithNodes(ctx, c, inv, "cluster.yaml", workDir), nil
+	return describeWithNodes(ctx, c, inv, "cluster.yaml", workDir, filepath.Join(workDir, "kubeconfig"), nil), nil
 }

@@ -56,7 +56,7 @@ func addVerbCmds(root *cobra.Command, a *app) {
 	get.AddCommand(newGetClustersCmd(), newGetNodesCmd(a), newGetRunsCmd(), newGetKubeconfigCmd(a))
 	// kubectl users' `get pods`: the cluster's objects are kubectl's.
 	get.Annotations = map[string]string{unknownHint: "kubexm get shows the clusters kubexm made and their hosts; the objects in a cluster are kubectl's: kubectl --kubeconfig .kubexm/CLUSTER/kubeconfig get ..."}
-	verb("describe", "Describe a cluster").AddCommand(newDescribeClusterCmd())
+	verb("describe", "Describe a cluster").AddCommand(newDescribeClusterCmd(a))
 	for _, n := range notYetVerbs() {
 		verb(n.verb, n.verbShort).AddCommand(newNotYetCmd(n))
 	}

@@ -167,6 +167,12 @@ func TestKubernetesCluster(t *testing.T) {
 	if c := hostChanges(res); len(c) > 0 {
 		t.Errorf("re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
+	// Parts of create-cluster re-run, and the reads from a directory with
+	// only cluster.yaml.
+	stepStart := time.Now()
+	partialRuns(ctx, t, kx, create, bundle)
+	readsFromAnywhere(ctx, t, kx, set, root, name)
+	t.Logf("PERF partial re-runs and reads from anywhere: %s", time.Since(stepStart).Round(time.Millisecond))
 
 	autoRenewTimer(ctx, t, set, k)
 	backupRestore(ctx, t, kx, k, root, work, name, "binary mode")

@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -346,16 +344,8 @@ func backupManifest(t *testing.T, archive string) (m struct {
 	} `json:"files"`
 }) {
 	t.Helper()
-	f, err := os.Open(archive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatalf("%s: %v", archive, err)
-	}
-	tr := tar.NewReader(zr)
+	tr, done := openTarGz(t, archive)
+	defer done()
 	h, err := tr.Next()
 	if err != nil || h.Name != "manifest.json" {
 		t.Fatalf("%s: first member %v, %v; want manifest.json", archive, h, err)
