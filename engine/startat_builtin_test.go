@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"regexp"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/mensylisir/kubexm"
@@ -159,15 +159,9 @@ func unsetReads(pb *Playbook, sel *selection, opts RunOptions) []string {
 }
 
 // guarded says whether text reads name only with a fallback for when it is
-// not set (`name ?? x`, `.name | default x`, `hasKey`, `default x .name`).
+// not set: `name ?? x`, `name.a ?? x`, `.name | default x`,
+// `.name.a | default x`.
 func guarded(text, name string) bool {
-	for _, g := range []string{name + " ??", "." + name + " | default", "." + name + " |default", "default", "hasKey . \"" + name + "\""} {
-		if g == "default" {
-			continue
-		}
-		if strings.Contains(text, g) {
-			return true
-		}
-	}
-	return false
+	q := regexp.QuoteMeta(name)
+	return regexp.MustCompile(`\b` + q + `(\.\w+)*\s*\?\?|\.` + q + `(\.\w+)*\s*\|\s*default\b`).MatchString(text)
 }
