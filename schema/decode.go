@@ -195,6 +195,7 @@ func (d *decoder) decode(n *ytree.Node, v reflect.Value, path string) {
 		if g := generic(n); g != nil {
 			v.Set(reflect.ValueOf(g))
 		}
+		d.itemPositions(n, path)
 	default:
 		d.ps.add(path, "", "internal: cannot decode into %s", v.Type())
 	}
@@ -239,6 +240,25 @@ func (d *decoder) decodeStruct(n *ytree.Node, v reflect.Value, path string) {
 // generic converts a tree to plain values. Unlike ytree's Value, keys are
 // the text as written (a key 1.0 stays "1.0"), as the typed decoder names
 // fields.
+// itemPositions records where the items of a free-form value are, so that
+// a problem of one (a role variable's list item) is reported at its line.
+func (d *decoder) itemPositions(n *ytree.Node, path string) {
+	switch n.Kind {
+	case ytree.List:
+		for i, it := range n.List {
+			p := index(path, i)
+			d.ps.src.pos[p] = it.TokPos
+			d.itemPositions(it, p)
+		}
+	case ytree.Map:
+		for i, k := range n.Keys {
+			p := key(path, k.Text)
+			d.ps.src.pos[p] = n.Vals[i].TokPos
+			d.itemPositions(n.Vals[i], p)
+		}
+	}
+}
+
 func generic(n *ytree.Node) any {
 	switch n.Kind {
 	case ytree.Map:

@@ -31,7 +31,7 @@ import (
 // VarDecl is one variable a role declares.
 type VarDecl struct {
 	// Type is str (one line), text (several), int, bool, list, dict, any,
-	// or a rule on a string: path, dir, relpath, filename, package, port,
+	// or a rule on a string: path, dir, file, relpath, filename, package, port,
 	// duration, url, endpoint, name, label, version, sha256, image, flag, module,
 	// host, ip, limit, sysctl.
 	Type string `yaml:"type"`
@@ -246,6 +246,9 @@ func validateRoleVars(c *Cluster, rv RoleVars, confined bool, ps *problems) {
 				msg, hint = rv.checkLocal(k)
 			}
 			if msg != "" {
+				if i := rv.badItem(k, vars[k]); i >= 0 {
+					kp = index(kp, i) // at the item where the file has its line
+				}
 				ps.add(kp, hint, "%s", msg)
 			} else if n := rv.Probable(k); n != "" {
 				ps.add(kp, fmt.Sprintf("did you mean %s (role %s)? A variable of your own playbooks needs a name no role variable is that close to", n, rv[n].Role),
@@ -259,6 +262,22 @@ func validateRoleVars(c *Cluster, rv RoleVars, confined bool, ps *problems) {
 	for i, h := range c.Spec.Hosts {
 		check(h.Vars, fmt.Sprintf("spec.hosts[%d].vars", i))
 	}
+}
+
+// badItem is the index of the first item of a declared list that fails
+// its item type, or -1.
+func (rv RoleVars) badItem(name string, v any) int {
+	d := rv[name]
+	l, ok := v.([]any)
+	if !ok || d.Type != "list" || d.Of == "" {
+		return -1
+	}
+	for i, e := range l {
+		if m, _ := checkVarType(d.Of, "", nil, e); m != "" {
+			return i
+		}
+	}
+	return -1
 }
 
 // varType checks one value; hint says what the type accepts.
@@ -301,6 +320,7 @@ func init() {
 		"dict":    {"a mapping", func(v any) bool { _, ok := asMap(v); return ok }},
 		"path":    {"an absolute, normalised path of letters, digits and . _ + @ / -", str(func(s string) bool { m, _ := pathProblem(s, false); return s != "" && m == "" })},
 		"dir":     {"an absolute, normalised directory of its own, not a system directory such as /etc, /var or /usr/local/bin", str(func(s string) bool { m, _ := pathProblem(s, true); return s != "" && m == "" })},
+		"file":    {"a path, absolute or relative to the current directory, of letters, digits and . _ + @ / -", str(func(s string) bool { return s != "" && pathChars.MatchString(s) && path.Clean(s) == s })},
 		"relpath": {"a path relative to the work directory, without ..", str(isRelPath)},
 		"filename": {"a file name: letters, digits and . _ + @ -, no /", str(func(s string) bool {
 			return s != "." && s != ".." && !strings.Contains(s, "/") && pathChars.MatchString(s)

@@ -184,7 +184,7 @@ func TestRoleVarsExtraVars(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rv.CheckExtraVars(map[string]any{"etcd_version": "v3.5.21", "nodes": "node3", "my_own": "{{ x }}", "containerd_pause_tag": "3.9"}); err != nil {
+	if err := rv.CheckExtraVars(map[string]any{"etcd_version": "v3.5.21", "nodes": "node3", "my_own": "{{ x }}", "containerd_pause_tag": "3.9", "backup_key_file": "backup.key"}); err != nil {
 		t.Errorf("legal -e refused: %v", err)
 	}
 	err = rv.CheckExtraVars(map[string]any{"etcd_data_dir": "/etc", "os_packages_deb": []any{"-o", "APT::Get::AllowUnauthenticated=1"}})
