@@ -163,7 +163,7 @@ func (rv RoleVars) Check(name string, v any, fromCluster bool) (msg, hint string
 		return who + " is computed by the roles or set by a playbook", "set the variables or spec fields it is computed from (roles/" + d.Role + "/defaults/main.yaml)"
 	}
 	if s, ok := v.(string); ok && strings.Contains(s, "{{") {
-		return fmt.Sprintf("%s: %q is a template", who, s), "a role variable is checked before the run, when a template has no value yet: write the value itself"
+		return fmt.Sprintf("%s: %q is a template", who, s), templateHint
 	}
 	if (v == "" || v == nil) && (d.Empty || d.Type == "str" || d.Type == "text") {
 		return "", ""
@@ -280,6 +280,8 @@ func (rv RoleVars) badItem(name string, v any) int {
 	return -1
 }
 
+const templateHint = "a role variable is checked before the run, when a template has no value yet: write the value itself"
+
 // varType checks one value; hint says what the type accepts.
 type varType struct {
 	hint string
@@ -360,6 +362,9 @@ func init() {
 // checkVarType checks v against a type (and a list's items, a str's
 // choices).
 func checkVarType(typ, of string, choices []string, v any) (msg, hint string) {
+	if s, ok := v.(string); ok && typ != "any" && strings.Contains(s, "{{") {
+		return fmt.Sprintf("%q is a template", s), templateHint
+	}
 	t := varTypes[typ]
 	if !t.ok(v) {
 		if s, isStr := v.(string); isStr {

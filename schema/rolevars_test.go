@@ -121,6 +121,7 @@ func TestRoleVarsRefusedAtTheirLine(t *testing.T) {
 		{"port out of range", "  roleGroupVars:\n    all:\n      etcd_client_port: 70000\n", "70000 is not a valid port", "1-65535"},
 		{"newline in a unit value", "  roleGroupVars:\n    all:\n      lb_haproxy_unit: \"x\\nExecStartPre=/bin/sh\"\n", "is not a valid name", "systemd unit"},
 		{"template", "  roleGroupVars:\n    all:\n      etcd_client_port: \"{{ .x }}\"\n", "is a template", "write the value itself"},
+		{"template item", "  roleGroupVars:\n    all:\n      os_kernel_modules: [overlay, \"{{ .m }}\"]\n", `item 2: "{{ .m }}" is a template`, "write the value itself"},
 		{"typo of a role variable", "  roleGroupVars:\n    all:\n      kubelet_extra_confg: {maxPods: 10}\n", `unknown variable "kubelet_extra_confg", close to role variable kubelet_extra_config`, "did you mean kubelet_extra_config"},
 	}
 	for _, c := range cases {
