@@ -87,6 +87,12 @@ func selectTasks(pb *Playbook, vars map[string]any, opts RunOptions) (*selection
 	dynamic := false
 	var names []string
 	for i, p := range pb.Plays {
+		// Without --tags or --skip-tags every play runs, a play of no tasks
+		// too; gathering facts is selected as if tagged always, as in
+		// Ansible, for the plays after it.
+		if len(opts.Tags) == 0 && len(opts.SkipTags) == 0 || p.GatherFacts {
+			sel.plays[p] = true
+		}
 		for _, sec := range p.Sections() {
 			walkTasks(sec, nil, func(t *Task, parents []*Task) bool {
 				if t.Kind == KindInclude && t.Include.static == nil && !dynamic {
@@ -177,14 +183,15 @@ func abs(n int) int {
 }
 
 // playSelected says whether play i runs at all: it has a task --tags and
-// --skip-tags select, and it is not wholly before the start point, or it
-// holds a task tagged always that runs there.
+// --skip-tags select (or gathers facts), and it is not wholly before the
+// start point, or it holds a task tagged always that runs there (or gathers
+// facts).
 func (r *runner) playSelected(i int, p *Play) bool {
 	sel := r.sel
 	if !sel.plays[p] {
 		return false
 	}
-	if sel.start == nil || i >= sel.startPlay || r.hasStarted() {
+	if sel.start == nil || i >= sel.startPlay || r.hasStarted() || p.GatherFacts {
 		return true
 	}
 	for _, sec := range p.Sections() {

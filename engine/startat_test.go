@@ -76,6 +76,13 @@ plays:
 	if got := strings.Join(rr.calls.sorted(), " "); got != want {
 		t.Errorf("--tags etcd ran %s, want %s", got, want)
 	}
+
+	// A play of no tasks still runs without --tags (it may only gather
+	// facts, or only notify its handlers' flush).
+	rr = runFilesInv(t, map[string]string{"playbook.yaml": "name: t\nplays:\n  - name: empty\n    hosts: web\n    tasks: []\n"}, inv, RunOptions{NoJournal: true})
+	if rr.err != nil || len(rr.eventsOf(EventPlayStart)) != 1 {
+		t.Errorf("a play of no tasks: %v, %d play starts", rr.err, len(rr.eventsOf(EventPlayStart)))
+	}
 }
 
 // A --start-at-task that names no task is refused before any host is
