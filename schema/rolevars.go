@@ -295,6 +295,7 @@ var (
 	unitNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@:-]*$`)
 	moduleRE   = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 	sysctlRE   = regexp.MustCompile(`^[a-z0-9_][a-z0-9_./-]*$`)
+	tagRE      = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
 	imageRE    = regexp.MustCompile(`^([a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?/)?[a-z0-9]+([._-]+[a-z0-9]+)*(/[a-z0-9]+([._-]+[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`)
 )
 
@@ -339,6 +340,7 @@ func init() {
 		"version":  {"a version such as v1.2.3, 1.2 or 3.6.16-0", str(versionRE.MatchString)},
 		"sha256":   {"64 lower-case hex digits, or empty", str(sha256RE.MatchString)},
 		"image":    {"an image reference such as registry.k8s.io/pause:3.10", str(imageRE.MatchString)},
+		"tag":      {"an image tag: letters, digits, _ . -, at most 128, not starting with . or -", str(tagRE.MatchString)},
 		"flag":     {"--flag=value: a lower-case flag name, a value without spaces, quotes, backslashes or $", str(kubeletArg.MatchString)},
 		"module":   {"a kernel module name: letters, digits, _ -", str(moduleRE.MatchString)},
 		"host":     {"a host name or an IP address", str(isHostOrIP)},

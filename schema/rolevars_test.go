@@ -122,6 +122,7 @@ func TestRoleVarsRefusedAtTheirLine(t *testing.T) {
 		{"newline in a unit value", "  roleGroupVars:\n    all:\n      lb_haproxy_unit: \"x\\nExecStartPre=/bin/sh\"\n", "is not a valid name", "systemd unit"},
 		{"template", "  roleGroupVars:\n    all:\n      etcd_client_port: \"{{ .x }}\"\n", "is a template", "write the value itself"},
 		{"template item", "  roleGroupVars:\n    all:\n      os_kernel_modules: [overlay, \"{{ .m }}\"]\n", `item 2: "{{ .m }}" is a template`, "write the value itself"},
+		{"an image tag with a space", "  roleGroupVars:\n    all:\n      nodelocaldns_version: \"1.25 --x\"\n", "is not a valid tag", "an image tag"},
 		{"typo of a role variable", "  roleGroupVars:\n    all:\n      kubelet_extra_confg: {maxPods: 10}\n", `unknown variable "kubelet_extra_confg", close to role variable kubelet_extra_config`, "did you mean kubelet_extra_config"},
 	}
 	for _, c := range cases {
@@ -152,7 +153,8 @@ func TestRoleVarsRefusedAtTheirLine(t *testing.T) {
 func TestRoleVarsLegalOverrides(t *testing.T) {
 	dir := t.TempDir()
 	f := writeClusterWith(t, dir, "  roleGroupVars:\n    all:\n      etcd_client_port: 12379\n      kubelet_extra_config: {maxPods: 150}\n"+
-		"      os_packages_deb: [curl, libc6:amd64]\n      lb_timeout_client: 30m\n      my_site_setting: \"{{ .anything }}\"\n")
+		"      os_packages_deb: [curl, libc6:amd64]\n      lb_timeout_client: 30m\n      my_site_setting: \"{{ .anything }}\"\n"+
+		"      nodelocaldns_version: coredns-v1.14.6\n")
 	c, _, err := Load(f)
 	if err != nil {
 		t.Fatal(err)
