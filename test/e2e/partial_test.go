@@ -64,18 +64,23 @@ func partialRuns(ctx context.Context, t *testing.T, kx kubexm, create, bundle st
 // certificate with its expiry, and the backup holds the cluster's PKI (the
 // same CA as the work directory that made the cluster).
 func readsFromAnywhere(ctx context.Context, t *testing.T, kx kubexm, set *testhosts.Set, root, name string) {
-	hosts := len(set.Hosts)
 	t.Helper()
-	dir := t.TempDir()
+	hosts := len(set.Hosts)
 	data, err := os.ReadFile(kx.inventory)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), data, 0o600); err != nil {
-		t.Fatal(err)
+	// bare is a new directory holding only cluster.yaml.
+	bare := func() (string, kubexm) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		k := kx
+		k.dir, k.inventory = dir, filepath.Join(dir, "cluster.yaml")
+		return dir, k
 	}
-	kxD := kx
-	kxD.dir, kxD.inventory = dir, filepath.Join(dir, "cluster.yaml")
+	dir, kxD := bare()
 	run := func(args ...string) ([]byte, time.Duration) {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, kx.bin, args...)
@@ -91,6 +96,30 @@ func readsFromAnywhere(ctx context.Context, t *testing.T, kx kubexm, set *testho
 		return out, time.Since(start)
 	}
 
+	// certs check first, while the directory holds only cluster.yaml: it
+	// only reads, so it neither takes the lock nor needs the work
+	// directory's PKI; every file on the hosts has its expiry.
+	start := time.Now()
+	r := certsCheck(ctx, t, kxD)
+	took := time.Since(start)
+	hostFiles, dated, local := 0, 0, 0
+	for _, c := range r.Certificates {
+		if c.Host == "localhost" {
+			// This directory has no admin kubeconfig: no row, no problem.
+			local++
+			continue
+		}
+		hostFiles++
+		if c.Status != "missing" && c.Status != "expired" && (c.DaysLeft != nil || c.Kind == "public-key") {
+			dated++
+		}
+	}
+	if want := len(expectedCertFiles(set, "")) - 1; hostFiles != want || dated != hostFiles || local != 0 {
+		t.Errorf("certs check from a directory with only cluster.yaml: %d files on the hosts (want %d), %d of them with an expiry, %d rows of this machine", hostFiles, want, dated, local)
+	}
+	t.Logf("PERF certs check from a directory with only cluster.yaml: %s (%d files on the hosts)", took.Round(time.Millisecond), hostFiles)
+
+	// describe cluster takes the admin kubeconfig from the cluster.
 	out, took := run("describe", "cluster", "-f", "cluster.yaml", "-o", "json")
 	var d struct {
 		API   string `json:"api"`
@@ -113,29 +142,10 @@ func readsFromAnywhere(ctx context.Context, t *testing.T, kx kubexm, set *testho
 	}
 	t.Logf("PERF describe cluster from a directory with only cluster.yaml: %s (API %s)", took.Round(time.Millisecond), d.API)
 
-	// certs check: read-only, so it neither takes the lock nor needs the
-	// work directory's PKI; every file on the hosts has its expiry.
-	start := time.Now()
-	r := certsCheck(ctx, t, kxD)
-	took = time.Since(start)
-	hostFiles, dated, local := 0, 0, 0
-	for _, c := range r.Certificates {
-		if c.Host == "localhost" {
-			// This directory has no admin kubeconfig: no row, no problem.
-			local++
-			continue
-		}
-		hostFiles++
-		if c.Status != "missing" && c.Status != "expired" && (c.DaysLeft != nil || c.Kind == "public-key") {
-			dated++
-		}
-	}
-	if want := len(expectedCertFiles(set, "")) - 1; hostFiles != want || dated != hostFiles || local != 0 {
-		t.Errorf("certs check from a directory with only cluster.yaml: %d files on the hosts (want %d), %d of them with an expiry, %d rows of this machine", hostFiles, want, dated, local)
-	}
-	t.Logf("PERF certs check from a directory with only cluster.yaml: %s (%d files on the hosts)", took.Round(time.Millisecond), hostFiles)
-
-	res := kxD.play(ctx, filepath.Join(root, "playbooks", "backup"))
+	// backup from another such directory: it takes the cluster's PKI from
+	// the masters before it packs it.
+	dir, kxE := bare()
+	res := kxE.play(ctx, filepath.Join(root, "playbooks", "backup"))
 	if res.err != nil {
 		t.Fatalf("backup from a directory with only cluster.yaml: %v%s", res.err, res.failures())
 	}
