@@ -108,8 +108,12 @@ func SetDefaults(c *Cluster) {
 		// kubeadm stacks an etcd member on every master.
 		s.RoleGroups.Etcd = slices.Clone(s.RoleGroups.Master)
 	}
+	// The settings of a member kubexm runs (validateEtcdMode refuses them
+	// with an external etcd); the stacked member's version is kubeadm's.
 	if e.Type != "external" {
-		setStr(&e.Version, DefaultEtcdVersion)
+		if e.Type != "kubeadm" {
+			setStr(&e.Version, DefaultEtcdVersion)
+		}
 		setStr(&e.DataDir, "/var/lib/etcd")
 		setInt(&e.HeartbeatInterval, 250)
 		setInt(&e.ElectionTimeout, 5000)
@@ -118,12 +122,13 @@ func SetDefaults(c *Cluster) {
 		setStr(&e.Metrics, "basic")
 		setInt64(&e.QuotaBackendBytes, 2*1024*1024*1024)
 		setInt64(&e.MaxRequestBytes, 1572864)
-		setIntPtr(&e.MaxSnapshots, 5)
 		setIntPtr(&e.MaxWals, 5)
 		setStr(&e.LogLevel, "info")
 	}
-	setStr(&e.BackupDir, "/var/backups/kube_etcd")
-	setInt(&e.KeepBackupNumber, 5)
+	if e.Type == "kubexm" {
+		setStr(&e.BackupDir, "/var/backups/kube_etcd")
+		setInt(&e.KeepBackupNumber, 5)
+	}
 
 	n := &s.Network
 	setStr(&n.Plugin, "flannel")
@@ -177,8 +182,6 @@ func SetDefaults(c *Cluster) {
 
 	r := &s.Registry
 	setStr(&r.ContainerdDataDir, "/var/lib/containerd")
-	setStr(&r.DockerDataDir, "/var/lib/docker")
-	setStr(&r.RegistryDataDir, "/mnt/registry")
 }
 
 // settings returns the block for the selected runtime, if written.

@@ -163,7 +163,7 @@ type RoleGroups struct {
 // ControlPlaneEndpoint is how clients reach the API servers.
 type ControlPlaneEndpoint struct {
 	ExternalLoadBalancer string `yaml:"externalLoadBalancer,omitempty" enum:",kubexm,external" doc:"external: your own LB at lb_address; kubexm: keepalived and haproxy on the loadbalancer hosts, lb_address their virtual IP; empty: none."`
-	InternalLoadbalancer string `yaml:"internalLoadbalancer,omitempty" enum:",haproxy,nginx,kube-vip" doc:"haproxy/nginx proxy on every worker, or kube-vip on the masters: not supported yet. Default none: nodes reach lb_address, else the first master."`
+	InternalLoadbalancer string `yaml:"internalLoadbalancer,omitempty" enum:",haproxy,nginx,kube-vip" doc:"haproxy/nginx proxy on every worker, or kube-vip on the masters. Default none: nodes reach lb_address, else the first master."`
 	ExternalDNS          bool   `yaml:"externalDNS,omitempty" doc:"The domain is resolved by your DNS; lb_address must then be empty unless kube-vip needs it."`
 	Domain               string `yaml:"domain,omitempty" doc:"Control-plane domain name. Default lb.kubexm.local."`
 	LBAddress            string `yaml:"lb_address,omitempty" doc:"Virtual IP of the load balancer (external and kubexm load balancers, kube-vip)."`
@@ -198,7 +198,7 @@ type Kubernetes struct {
 
 // ContainerRuntime selects and configures the CRI runtime.
 type ContainerRuntime struct {
-	Type       string           `yaml:"type,omitempty" enum:"containerd,docker,cri-o,isula,custom" doc:"Runtime; only containerd is installed yet (kubexm support); custom runs your own role (customRole). Default containerd."`
+	Type       string           `yaml:"type,omitempty" enum:"containerd,docker,cri-o,isula,custom" doc:"Runtime; custom runs your own role (customRole). Default containerd."`
 	CustomRole string           `yaml:"customRole,omitempty" doc:"With type custom: the role that installs the runtime (tasks/main.yaml) and removes it (tasks/delete.yaml), searched as include_role searches. Default custom-runtime."`
 	Version    string           `yaml:"version,omitempty" doc:"Runtime version. Default depends on type (containerd 2.4.2)."`
 	Containerd *RuntimeSettings `yaml:"containerd,omitempty" doc:"Settings when type is containerd."`
@@ -217,7 +217,7 @@ type RuntimeSettings struct {
 // Etcd configures the etcd cluster.
 type Etcd struct {
 	Type                    string        `yaml:"type,omitempty" enum:"kubexm,kubeadm,external" doc:"kubexm: binaries on the etcd hosts; external: an existing cluster; kubeadm: a stacked member on every master (kubernetes.type kubeadm). Default kubexm."`
-	Version                 string        `yaml:"version,omitempty" doc:"etcd version, a v3.6 release. Default v3.6.16."`
+	Version                 string        `yaml:"version,omitempty" doc:"etcd version, a v3.6 release (etcd.type kubexm; kubeadm's stacked member runs the image its Kubernetes version pins). Default v3.6.16."`
 	External                *EtcdExternal `yaml:"external,omitempty" doc:"Only with type external."`
 	DataDir                 string        `yaml:"dataDir,omitempty" doc:"Default /var/lib/etcd."`
 	HeartbeatInterval       int           `yaml:"heartbeatInterval,omitempty" doc:"Milliseconds. Default 250."`
@@ -227,7 +227,7 @@ type Etcd struct {
 	Metrics                 string        `yaml:"metrics,omitempty" enum:"basic,extensive" doc:"Default basic."`
 	QuotaBackendBytes       int64         `yaml:"quotaBackendBytes,omitempty" doc:"Default 2147483648 (2 GiB)."`
 	MaxRequestBytes         int64         `yaml:"maxRequestBytes,omitempty" doc:"Default 1572864."`
-	MaxSnapshots            *int          `yaml:"maxSnapshots,omitempty" doc:"0 is unlimited. Default 5."`
+	MaxSnapshots            *int          `yaml:"maxSnapshots,omitempty" doc:"KubeKey's limit of etcd v3.5's v2 snapshot files; etcd v3.6 keeps none, so only 5 (KubeKey's value, meaning nothing here) is accepted."`
 	MaxWals                 *int          `yaml:"maxWals,omitempty" doc:"0 is unlimited. Default 5."`
 	LogLevel                string        `yaml:"logLevel,omitempty" enum:"debug,info,warn,error,panic,fatal" doc:"Default info."`
 	BackupPeriod            int           `yaml:"backupPeriod,omitempty" doc:"Minutes between scheduled snapshots that a systemd timer takes on every etcd host (etcd.type kubexm); 0 schedules none. Default 0 (KubeKey's field, whose default was 1440)."`
@@ -245,7 +245,7 @@ type EtcdExternal struct {
 
 // Network configures the CNI plugin and address ranges.
 type Network struct {
-	Plugin          string   `yaml:"plugin,omitempty" enum:"calico,flannel,cilium,none,custom" doc:"CNI plugin; none installs nothing; custom runs your own role (customRole); calico and cilium: not supported yet. Default flannel."`
+	Plugin          string   `yaml:"plugin,omitempty" enum:"calico,flannel,cilium,none,custom" doc:"CNI plugin; none installs nothing; custom runs your own role (customRole). Default flannel."`
 	CustomRole      string   `yaml:"customRole,omitempty" doc:"With plugin custom: the role that installs the network (tasks/main.yaml) and removes it (tasks/delete.yaml), searched as include_role searches (the playbook's roles/, --roles-path, the built-in roles). Default custom-cni."`
 	Calico          *Calico  `yaml:"calico,omitempty"`
 	Flannel         *Flannel `yaml:"flannel,omitempty"`
@@ -290,13 +290,13 @@ type OpenEBS struct {
 
 // Registry is the image registry the cluster pulls from.
 type Registry struct {
-	Type              string                  `yaml:"type,omitempty" enum:"registry,harbor,external" doc:"external: an existing registry (privateRegistry); registry or harbor (deployed on the registry host): not supported yet. Default none."`
+	Type              string                  `yaml:"type,omitempty" enum:"registry,harbor,external" doc:"external: an existing registry (privateRegistry); registry or harbor: deployed on the registry host. Default none."`
 	PrivateRegistry   string                  `yaml:"privateRegistry,omitempty" doc:"Registry host name images are pulled from."`
 	NamespaceOverride string                  `yaml:"namespaceOverride,omitempty" doc:"Project/namespace replacing the images' own."`
 	Auths             map[string]RegistryAuth `yaml:"auths,omitempty" doc:"Credentials per registry host."`
 	ContainerdDataDir string                  `yaml:"containerdDataDir,omitempty" doc:"Default /var/lib/containerd."`
-	DockerDataDir     string                  `yaml:"dockerDataDir,omitempty" doc:"Default /var/lib/docker."`
-	RegistryDataDir   string                  `yaml:"registryDataDir,omitempty" doc:"Registry storage on the registry host. Default /mnt/registry."`
+	DockerDataDir     string                  `yaml:"dockerDataDir,omitempty" doc:"docker's data root (containerRuntime.type docker)."`
+	RegistryDataDir   string                  `yaml:"registryDataDir,omitempty" doc:"Registry storage on the registry host (registry.type registry)."`
 	HarborConfig      map[string]any          `yaml:"harborConfig,omitempty" doc:"Values rendered into harbor.yml (type harbor)."`
 }
 

@@ -574,9 +574,64 @@ func validateKubernetes(c *Cluster, ps *problems) {
 
 var semverish = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
 
+// etcdMemberSettings are spec.etcd's settings of a member kubexm runs
+// (SetDefaults fills them for etcd.type kubexm and kubeadm only), each
+// with whether the file sets it.
+func etcdMemberSettings(e *Etcd) []struct {
+	name string
+	set  bool
+} {
+	return []struct {
+		name string
+		set  bool
+	}{
+		{"version", e.Version != ""}, {"dataDir", e.DataDir != ""}, {"heartbeatInterval", e.HeartbeatInterval != 0},
+		{"electionTimeout", e.ElectionTimeout != 0}, {"snapshotCount", e.SnapshotCount != 0},
+		{"autoCompactionRetention", e.AutoCompactionRetention != nil}, {"metrics", e.Metrics != ""},
+		{"quotaBackendBytes", e.QuotaBackendBytes != 0}, {"maxRequestBytes", e.MaxRequestBytes != 0},
+		{"maxSnapshots", e.MaxSnapshots != nil}, {"maxWals", e.MaxWals != nil}, {"logLevel", e.LogLevel != ""},
+		{"backupDir", e.BackupDir != ""}, {"keepBackupNumber", e.KeepBackupNumber != 0},
+	}
+}
+
+// validateEtcdMode refuses the etcd settings nothing applies in the
+// file's etcd.type (issue 46: none is accepted and ignored): a member's
+// settings with an etcd kubexm does not run, the stacked member's version
+// (kubeadm runs the etcd image its Kubernetes version pins), the scheduled
+// snapshots' settings without roles/etcd's timer, external's settings
+// without an external etcd.
+func validateEtcdMode(c *Cluster, ps *problems) {
+	e := &c.Spec.Etcd
+	const base = "spec.etcd"
+	for _, f := range etcdMemberSettings(e) {
+		if !f.set {
+			continue
+		}
+		switch {
+		case e.Type == "external":
+			ps.add(child(base, f.name), "set it on your etcd's members, and remove it here",
+				"etcd.type external: kubexm runs no etcd member, so %s would not be applied", f.name)
+		case e.Type == "kubeadm" && f.name == "version":
+			ps.add(child(base, f.name), "remove it: kubeadm_etcd_image_version names the image (roles/artifacts' pin of each Kubernetes minor)",
+				"etcd.type kubeadm: the stacked member runs the etcd image kubeadm's Kubernetes version pins, not etcd.version %s", e.Version)
+		case e.Type != "kubexm" && (f.name == "backupDir" || f.name == "keepBackupNumber"):
+			ps.add(child(base, f.name), "take snapshots with `kubexm play backup`, or use etcd.type kubexm",
+				"etcd.type %s: %s is a setting of the scheduled snapshots, which run on the hosts of an etcd kubexm installs (etcd.type kubexm) only", e.Type, f.name)
+		case f.name == "maxSnapshots" && *e.MaxSnapshots != 5:
+			ps.add(child(base, f.name), "remove it (5, KubeKey's value, is accepted and means the same: nothing)",
+				"etcd v3.6 keeps no v2 snapshot files, so maxSnapshots %d would not be applied", *e.MaxSnapshots)
+		}
+	}
+	if x := e.External; e.Type != "external" && x != nil && (len(x.Endpoints) > 0 || x.CAFile != "" || x.CertFile != "" || x.KeyFile != "") {
+		ps.add(child(base, "external"), "remove it, or set etcd.type: external",
+			"etcd.type %s: kubexm's etcd is used, so external (endpoints, caFile, certFile, keyFile) would not be", e.Type)
+	}
+}
+
 func validateEtcd(c *Cluster, ps *problems) {
 	e := &c.Spec.Etcd
 	const base = "spec.etcd"
+	validateEtcdMode(c, ps)
 	if e.Type == "external" {
 		x := e.External
 		if x == nil || len(x.Endpoints) == 0 {
@@ -603,10 +658,7 @@ func validateEtcd(c *Cluster, ps *problems) {
 		}
 		return
 	}
-	if e.External != nil {
-		ps.warn(child(base, "external"), "ignored: etcd.type is %s", e.Type)
-	}
-	if !semverish.MatchString(e.Version) {
+	if !semverish.MatchString(e.Version) && e.Type != "kubeadm" {
 		ps.add(child(base, "version"), "e.g. "+DefaultEtcdVersion, "invalid etcd version %q", e.Version)
 	}
 	if e.HeartbeatInterval <= 0 {

@@ -111,7 +111,7 @@ func validatePaths(c *Cluster, ps *problems) {
 	}
 	// The scheduled snapshots stay after delete, but must not land in a
 	// system directory or in a directory delete removes.
-	if e := c.Spec.Etcd; e.BackupPeriod > 0 {
+	if e := c.Spec.Etcd; e.BackupPeriod > 0 && e.BackupDir != "" {
 		p := "spec.etcd.backupDir"
 		checkPath(ps, p, e.BackupDir, true)
 		for _, d := range dirs {

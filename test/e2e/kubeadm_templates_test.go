@@ -16,6 +16,7 @@ import (
 
 	"github.com/mensylisir/kubexm/builtins/pki"
 	"github.com/mensylisir/kubexm/engine/eval"
+	"github.com/mensylisir/kubexm/schema"
 )
 
 // kubeadmVars are kubeVars in kubeadm mode with a stacked etcd, the shared
@@ -23,10 +24,19 @@ import (
 // defaults.
 func kubeadmVars(t *testing.T, host string, extra map[string]any) map[string]any {
 	t.Helper()
+	return kubeadmVarsWith(t, host, nil, extra)
+}
+
+// kubeadmVarsWith is kubeadmVars with adjust changing the spec.
+func kubeadmVarsWith(t *testing.T, host string, adjust func(spec map[string]any), extra map[string]any) map[string]any {
+	t.Helper()
 	v := kubeVars(host, func(spec map[string]any) {
 		spec["kubernetes"].(map[string]any)["type"] = "kubeadm"
 		spec["kubernetes"].(map[string]any)["proxyMode"] = "iptables"
-		spec["etcd"].(map[string]any)["type"] = "kubeadm"
+		spec["etcd"] = defaultedEtcd(t, "kubeadm")
+		if adjust != nil {
+			adjust(spec)
+		}
 	})
 	v["images_refs"] = map[string]any{
 		"kube-apiserver": "registry.k8s.io/kube-apiserver:v1.37.2",
@@ -39,6 +49,24 @@ func kubeadmVars(t *testing.T, host string, extra map[string]any) map[string]any
 		v[k] = val
 	}
 	return withDefaults(t, "kubernetes/kubeadm", v)
+}
+
+// defaultedEtcd is spec.etcd of the given type as schema.SetDefaults fills
+// it, the way the inventory hands it to the roles.
+func defaultedEtcd(t *testing.T, etcdType string) map[string]any {
+	t.Helper()
+	var c schema.Cluster
+	c.Spec.Etcd.Type = etcdType
+	schema.SetDefaults(&c)
+	b, err := yaml.Marshal(c.Spec.Etcd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // kubeadmDocs splits a rendered multi-document file into its documents by kind.
@@ -103,7 +131,11 @@ func TestKubeadmInitConfigTemplate(t *testing.T) {
 		"imageRepository":      "registry.k8s.io",
 		"networking":           map[string]any{"dnsDomain": "cluster.local", "podSubnet": "10.233.64.0/18", "serviceSubnet": "10.233.0.0/18"},
 		"dns":                  map[string]any{"imageRepository": "registry.k8s.io/coredns", "imageTag": "v1.14.6"},
-		"etcd":                 map[string]any{"local": map[string]any{"imageRepository": "registry.k8s.io", "imageTag": "3.6.16-0", "dataDir": "/var/lib/etcd"}},
+	}
+	local := cc["etcd"].(map[string]any)["local"].(map[string]any)
+	delete(local, "extraArgs") // TestKubeadmSpecFields
+	if w := map[string]any{"imageRepository": "registry.k8s.io", "imageTag": "3.6.16-0", "dataDir": "/var/lib/etcd"}; !reflect.DeepEqual(local, w) {
+		t.Errorf("ClusterConfiguration etcd.local: %#v, want %#v", local, w)
 	}
 	for k, w := range want {
 		if !reflect.DeepEqual(cc[k], w) {
@@ -172,7 +204,7 @@ func TestKubeadmInitConfigExtraConfig(t *testing.T) {
 	for path, want := range map[string][]any{
 		// shutdown-delay-duration: kube_apiserver_shutdown_delay_seconds.
 		"apiServer":         {arg("audit-log-maxage", "7"), arg("profiling", "false"), arg("shutdown-delay-duration", "5s")},
-		"controllerManager": {arg("terminated-pod-gc-threshold", "100")},
+		"controllerManager": {arg("node-cidr-mask-size", "24"), arg("terminated-pod-gc-threshold", "100")},
 		"scheduler":         {arg("v", "4")},
 	} {
 		m, _ := cc[path].(map[string]any)
@@ -181,8 +213,8 @@ func TestKubeadmInitConfigExtraConfig(t *testing.T) {
 		}
 	}
 	local := cc["etcd"].(map[string]any)["local"].(map[string]any)
-	if want := []any{arg("cipher-suites", "A,B"), arg("log-level", "warn")}; !reflect.DeepEqual(local["extraArgs"], want) {
-		t.Errorf("etcd.local.extraArgs = %#v, want %#v", local["extraArgs"], want)
+	if got := extraArgs(local["extraArgs"]); got["cipher-suites"] != "A,B" || got["log-level"] != "warn" {
+		t.Errorf("etcd.local.extraArgs with etcd_extra_config = %#v, want cipher-suites A,B and log-level warn (the variable over spec.etcd.logLevel)", got)
 	}
 	if api := cc["apiServer"].(map[string]any); api["certSANs"] == nil {
 		t.Errorf("apiServer lost its certSANs: %#v", api)

@@ -176,6 +176,9 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 		checkKubeadmChoices(ctx, t, set, v)
 	}
 	if !v.binary && v.etcdType == "kubeadm" {
+		checkKubeadmSpecFields(ctx, t, set, v)
+	}
+	if !v.binary && v.etcdType == "kubeadm" {
 		kubeadmNodes(ctx, t, root, set, v)
 	}
 	if !v.binary {
@@ -584,6 +587,7 @@ func (v kubeadmVariant) clusterYAML(name string, set *testhosts.Set) string {
 	if v.etcdType == "kubeadm" {
 		// The renewal timer (kubeadmAutoRenew).
 		y = strings.Replace(y, "    type: kubeadm\n    version:", "    type: kubeadm\n    autoRenewCerts: true\n    version:", 1)
+		y = kubeadmSpecFieldsYAML(y)
 	}
 	if v.userLB != nil {
 		y = strings.Replace(y, "  kubernetes:\n",
@@ -655,5 +659,126 @@ func checkKubeadmChoices(ctx context.Context, t *testing.T, set *testhosts.Set, 
 		t.Errorf("etcd log level error on %s: want a journal with no debug, info or warn line: %v\n%s", member, err, out)
 	} else {
 		t.Logf("etcd log level error on %s: %s journal lines, none below error", member, lines[0])
+	}
+}
+
+// The stacked variant's settings that kubeadm mode ignored before issue 46
+// (checkKubeadmSpecFields reads each back from the machines).
+const (
+	e2eFeatureGates = "PodLogsQuerySplitStreams=false" // alpha in v1.37, false by default: known to every component, changes nothing
+	e2eNodeLabelArg = "--node-labels=kubexm.test/kubelet-args=yes"
+	e2eEtcHostsName = "kubexm-e2e-hosts.example"
+	e2eEtcHostsIP   = "192.0.2.77"
+)
+
+// kubeadmSpecFieldsYAML sets, in the stacked variant's cluster.yaml, the
+// fields of issue 46 that kubeadm mode now applies: spec.etcd's tuning,
+// nodeCidrMaskSize, featureGates, kubeletArgs, dns.dnsEtcHosts and
+// coredns.rewriteBlock.
+func kubeadmSpecFieldsYAML(y string) string {
+	y = strings.Replace(y, "    proxyMode: iptables\n", "    proxyMode: iptables\n    nodeCidrMaskSize: 25\n"+
+		"    featureGates: {PodLogsQuerySplitStreams: false}\n    kubeletArgs: [\""+e2eNodeLabelArg+"\"]\n", 1)
+	y = strings.Replace(y, "  etcd:\n    type: kubeadm\n", `  etcd:
+    type: kubeadm
+    heartbeatInterval: 300
+    electionTimeout: 3000
+    snapshotCount: 5000
+    autoCompactionRetention: 2
+    metrics: extensive
+    quotaBackendBytes: 4294967296
+    logLevel: warn
+`, 1)
+	return y + `  dns:
+    dnsEtcHosts: "` + e2eEtcHostsIP + ` ` + e2eEtcHostsName + `"
+    coredns:
+      rewriteBlock: "rewrite name kubexm-e2e-rewrite.example kubernetes.default.svc.cluster.local"
+`
+}
+
+// checkKubeadmSpecFields reads back from the machines what
+// kubeadmSpecFieldsYAML set: the stacked etcd member's, the control plane's
+// and every kubelet's running flags, the nodes' pod ranges and labels, the
+// kubelet's configuration, and kubeadm's coredns ConfigMap, which a pod's
+// lookup of the dnsEtcHosts name then proves CoreDNS serves.
+func checkKubeadmSpecFields(ctx context.Context, t *testing.T, set *testhosts.Set, v kubeadmVariant) {
+	t.Helper()
+	master := set.Hosts[0].Name
+	// A process's flags, one a line, by its (15-character) command name.
+	flags := func(host, comm string) string {
+		out, err := set.SSH(ctx, host, `tr '\0' '\n' < /proc/$(pgrep -o -x `+comm+`)/cmdline`)
+		if err != nil {
+			t.Errorf("%s's flags on %s: %v\n%s", comm, host, err, out)
+		}
+		return out
+	}
+	want := func(what, out string, lines ...string) {
+		got := map[string]bool{}
+		for _, l := range strings.Split(out, "\n") {
+			got[strings.TrimSpace(l)] = true
+		}
+		for _, l := range lines {
+			if !got[l] {
+				t.Errorf("%s lacks %s:\n%s", what, l, out)
+			}
+		}
+	}
+	want("the stacked etcd member's flags", flags(master, "etcd"),
+		"--data-dir=/var/lib/etcd", "--heartbeat-interval=300", "--election-timeout=3000", "--snapshot-count=5000",
+		"--auto-compaction-mode=periodic", "--auto-compaction-retention=2", "--metrics=extensive",
+		"--quota-backend-bytes=4294967296", "--log-level=warn")
+	want("kube-apiserver's flags", flags(master, "kube-apiserver"), "--feature-gates="+e2eFeatureGates)
+	want("kube-controller-manager's flags", flags(master, "kube-controller"), "--feature-gates="+e2eFeatureGates, "--node-cidr-mask-size=25")
+	want("kube-scheduler's flags", flags(master, "kube-scheduler"), "--feature-gates="+e2eFeatureGates)
+	for _, h := range set.Hosts {
+		want("the kubelet's flags on "+h.Name, flags(h.Name, "kubelet"), e2eNodeLabelArg)
+		out, err := set.SSH(ctx, h.Name, "grep -A1 '^featureGates:' /var/lib/kubelet/config.yaml")
+		if err != nil || !strings.Contains(out, "PodLogsQuerySplitStreams: false") {
+			t.Errorf("the kubelet's configuration on %s has not featureGates PodLogsQuerySplitStreams: false: %v\n%s", h.Name, err, out)
+		}
+	}
+	out, err := v.k.run(ctx, "", "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.spec.podCIDR} {.metadata.labels.kubexm\.test/kubelet-args}{"\n"}{end}`)
+	if err != nil {
+		t.Fatalf("the nodes' pod ranges: %v\n%s", err, out)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(l); len(f) != 3 || !strings.HasSuffix(f[1], "/25") || f[2] != "yes" {
+			t.Errorf("node %q: want a /25 pod range (nodeCidrMaskSize) and the label kubeletArgs gives", l)
+		}
+	}
+	t.Logf("nodes (pod range, label of kubeletArgs):\n%s", out)
+
+	corefile, err := v.k.run(ctx, "", "-n", "kube-system", "get", "configmap", "coredns", "-o", "jsonpath={.data.Corefile}")
+	if err != nil || !strings.Contains(corefile, e2eEtcHostsIP+" "+e2eEtcHostsName) || !strings.Contains(corefile, "rewrite name kubexm-e2e-rewrite.example") {
+		t.Errorf("kubeadm's coredns ConfigMap lacks dnsEtcHosts or rewriteBlock: %v\n%s", err, corefile)
+	}
+	pod := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: dns-fields, namespace: default}
+spec:
+  nodeName: %s
+  containers:
+  - {name: c, image: %s, imagePullPolicy: Never, command: [/bin/busybox, sleep, "3600"]}
+`, set.Hosts[1].Name, busyboxRef(t))
+	if out, err := v.k.run(ctx, pod, "apply", "-f", "-"); err != nil {
+		t.Fatalf("the DNS test pod: %v\n%s", err, out)
+	}
+	defer v.k.run(ctx, pod, "delete", "-f", "-", "--wait=true", "--grace-period=1")
+	if out, err := v.k.run(ctx, "", "wait", "--for=condition=Ready", "pod/dns-fields", "--timeout=180s"); err != nil {
+		t.Fatalf("the DNS test pod is not Ready: %v\n%s", err, out)
+	}
+	// CoreDNS's reload plugin reads the ConfigMap once the kubelet has
+	// updated its volume (a minute or two).
+	start := time.Now()
+	out, err = retry(ctx, 4*time.Minute, func() (string, error) {
+		o, err := v.k.run(ctx, "", "exec", "dns-fields", "--", "/bin/busybox", "nslookup", e2eEtcHostsName)
+		if err == nil && !strings.Contains(o, "Address: "+e2eEtcHostsIP) {
+			err = fmt.Errorf("no %s in the answer", e2eEtcHostsIP)
+		}
+		return o, err
+	})
+	if err != nil {
+		t.Errorf("a pod's lookup of %s (dnsEtcHosts): %v\n%s", e2eEtcHostsName, err, out)
+	} else {
+		t.Logf("a pod resolves %s to %s through CoreDNS (dnsEtcHosts) %s after the check began", e2eEtcHostsName, e2eEtcHostsIP, time.Since(start).Round(time.Second))
 	}
 }

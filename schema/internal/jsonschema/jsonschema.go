@@ -10,13 +10,21 @@ import (
 	"strings"
 )
 
+// Describe gives a field's description from its path (spec.hosts[*].arch:
+// [*] for the elements of a list or map) and its doc tag.
+type Describe func(path, doc string) string
+
 // Generate returns the indented JSON Schema of t, which must be a struct.
-// consts pins top-level string fields to one value (apiVersion, kind).
-func Generate(t reflect.Type, id, title string, consts map[string]string) ([]byte, error) {
+// consts pins top-level string fields to one value (apiVersion, kind);
+// describe (nil: the doc tag) gives each field's description.
+func Generate(t reflect.Type, id, title string, consts map[string]string, describe Describe) ([]byte, error) {
 	if t.Kind() != reflect.Struct {
 		return nil, fmt.Errorf("jsonschema: %s is not a struct", t)
 	}
-	root, err := schemaOf(t)
+	if describe == nil {
+		describe = func(_, doc string) string { return doc }
+	}
+	root, err := schemaOf(t, "", describe)
 	if err != nil {
 		return nil, err
 	}
@@ -38,10 +46,10 @@ func Generate(t reflect.Type, id, title string, consts map[string]string) ([]byt
 	return append(out, '\n'), nil
 }
 
-func schemaOf(t reflect.Type) (map[string]any, error) {
+func schemaOf(t reflect.Type, path string, describe Describe) (map[string]any, error) {
 	switch t.Kind() {
 	case reflect.Pointer:
-		return schemaOf(t.Elem())
+		return schemaOf(t.Elem(), path, describe)
 	case reflect.String:
 		return map[string]any{"type": "string"}, nil
 	case reflect.Bool:
@@ -51,7 +59,7 @@ func schemaOf(t reflect.Type) (map[string]any, error) {
 	case reflect.Interface:
 		return map[string]any{}, nil
 	case reflect.Slice:
-		items, err := schemaOf(t.Elem())
+		items, err := schemaOf(t.Elem(), path+"[*]", describe)
 		if err != nil {
 			return nil, err
 		}
@@ -67,7 +75,7 @@ func schemaOf(t reflect.Type) (map[string]any, error) {
 		}
 		s := map[string]any{"type": "object"}
 		if t.Elem().Kind() != reflect.Interface {
-			v, err := schemaOf(t.Elem())
+			v, err := schemaOf(t.Elem(), path+"[*]", describe)
 			if err != nil {
 				return nil, err
 			}
@@ -85,11 +93,15 @@ func schemaOf(t reflect.Type) (map[string]any, error) {
 			if name == "" || name == "-" {
 				continue
 			}
-			p, err := schemaOf(f.Type)
+			fp := name
+			if path != "" {
+				fp = path + "." + name
+			}
+			p, err := schemaOf(f.Type, fp, describe)
 			if err != nil {
 				return nil, fmt.Errorf("%s.%s: %w", t.Name(), f.Name, err)
 			}
-			if doc := f.Tag.Get("doc"); doc != "" {
+			if doc := describe(fp, f.Tag.Get("doc")); doc != "" {
 				p["description"] = doc
 			}
 			if enum, ok := f.Tag.Lookup("enum"); ok {
