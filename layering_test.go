@@ -61,6 +61,15 @@ func TestLayering(t *testing.T) {
 		// The engine is generic: it knows no builtin, command or Kubernetes bundle.
 		{"engine", []string{"builtins", "cmd", "bundle", "schema"}},
 		{"bundle", []string{"engine/eval", "builtins", "cmd", "schema"}},
+		// Service mode is a library the CLI (and the operator) wire up: it
+		// knows no command line, and the API and the workers share only the
+		// data directory's layout and the job store.
+		{"service/api", []string{"cmd", "service/worker"}},
+		{"service/worker", []string{"cmd", "service/api"}},
+		{"service/confine", []string{"cmd", "service/api", "service/worker"}},
+		{"service/jobstore", []string{"cmd", "service/api", "service/worker", "engine", "builtins"}},
+		{"service/datadir", []string{""}},
+		{"service/secretbox", []string{""}},
 	} {
 		pkg := module + "/" + c.pkg
 		for imp, chain := range moduleImports(t, pkg) {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/api"
+	"github.com/mensylisir/kubexm/service/api"
 )
 
 // `kubexm backup list` and `kubexm backup download` reach the backups a

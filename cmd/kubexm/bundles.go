@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/api"
+	"github.com/mensylisir/kubexm/service/api"
 )
 
 // `kubexm bundle list` and `kubexm bundle delete` reach the offline

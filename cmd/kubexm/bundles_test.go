@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/api"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/worker"
+	"github.com/mensylisir/kubexm/service/datadir"
+
+	"github.com/mensylisir/kubexm/service/api"
 )
 
 // TestBundleVerbsThroughServer: kubexm bundle list and bundle delete
@@ -91,7 +92,7 @@ func TestBundleVerbsThroughServer(t *testing.T) {
 			}
 		}
 	}
-	if _, err := os.Stat(worker.BundlePath(e.dataDir, "demo", up.SHA256)); err != nil {
+	if _, err := os.Stat(datadir.BundlePath(e.dataDir, "demo", up.SHA256)); err != nil {
 		t.Fatalf("a refused delete removed the bundle: %v", err)
 	}
 
@@ -102,7 +103,7 @@ func TestBundleVerbsThroughServer(t *testing.T) {
 	if err != nil || !strings.Contains(out, "deleted offline bundle "+up.SHA256+" of cluster demo") {
 		t.Fatalf("bundle delete once the job ended: %v\n%s", err, out)
 	}
-	if _, err := os.Stat(worker.BundlePath(e.dataDir, "demo", up.SHA256)); err == nil {
+	if _, err := os.Stat(datadir.BundlePath(e.dataDir, "demo", up.SHA256)); err == nil {
 		t.Error("the bundle is still there after the delete")
 	}
 	out, err = run(append([]string{"bundle", "list"}, ops...)...)

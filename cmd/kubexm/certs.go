@@ -18,8 +18,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/builtins/pki"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
 	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
 // certsCheckFlags are the flags of `kubexm certs check`.

@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/worker"
+	"github.com/mensylisir/kubexm/service/datadir"
+
+	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
 func TestServiceConfinedSQLite(t *testing.T) { testServiceConfined(t, "") }
@@ -105,7 +106,7 @@ func testServiceConfined(t *testing.T, dsn string) {
 	}
 	defer svc.store.Close()
 	old := []byte(confinedCluster("old", `  - {name: node1, address: 127.0.0.1, connection: local}`))
-	sealed, err := svc.box.Seal(old, worker.ConfigAAD("old"))
+	sealed, err := svc.box.Seal(old, datadir.ConfigAAD("old"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,9 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/confine"
 	"github.com/mensylisir/kubexm/engine/transport/ssh"
 	"github.com/mensylisir/kubexm/inventory"
+	"github.com/mensylisir/kubexm/service/confine"
 )
 
 // sshServer accepts SSH handshakes on 127.0.0.1 with the given host key and

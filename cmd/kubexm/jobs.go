@@ -17,7 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
+	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
 // clientFlags reach a kubexm server.

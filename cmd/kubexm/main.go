@@ -17,10 +17,10 @@ import (
 
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/builtins"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/confine"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport/ssh"
 	"github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/service/confine"
 )
 
 // version is the engine version playbooks declare in `requires:`; release

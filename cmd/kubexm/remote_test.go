@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
 	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
 // execKubexm runs the CLI in this process and returns what it printed.

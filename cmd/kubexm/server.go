@@ -22,11 +22,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/api"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/confine"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/worker"
+	"github.com/mensylisir/kubexm/service/api"
+	"github.com/mensylisir/kubexm/service/confine"
+	"github.com/mensylisir/kubexm/service/jobstore"
+	"github.com/mensylisir/kubexm/service/secretbox"
+	"github.com/mensylisir/kubexm/service/worker"
 )
 
 // serviceFlags are shared by kubexm server and kubexm worker.

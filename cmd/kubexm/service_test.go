@@ -30,11 +30,11 @@ import (
 
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/bundle"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/api"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/pgtest"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
 	"github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/service/api"
+	"github.com/mensylisir/kubexm/service/jobstore"
+	"github.com/mensylisir/kubexm/service/pgtest"
+	"github.com/mensylisir/kubexm/service/secretbox"
 )
 
 var pg = pgtest.New()

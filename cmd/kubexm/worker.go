@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/worker"
+	"github.com/mensylisir/kubexm/service/worker"
 )
 
 func newWorkerCmd(a *app) *cobra.Command {

@@ -21,16 +21,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mensylisir/kubexm/service/datadir"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mensylisir/kubexm/bundle"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/confine"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/worker"
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/service/confine"
+	"github.com/mensylisir/kubexm/service/jobstore"
+	"github.com/mensylisir/kubexm/service/secretbox"
 )
 
 // Roles a token may have.
@@ -400,7 +401,7 @@ func (s *Server) registerCluster(w http.ResponseWriter, r *http.Request, tok job
 		s.internal(w, r, err)
 		return
 	}
-	sealed, err := s.c.Box.Seal(data, worker.ConfigAAD(name))
+	sealed, err := s.c.Box.Seal(data, datadir.ConfigAAD(name))
 	if err != nil {
 		s.internal(w, r, err)
 		return
@@ -520,7 +521,7 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, tok jobstore.Toke
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("options.backup is for the restore playbook, not %s", req.Playbook))
 			return
 		}
-		p := worker.BackupPath(s.c.DataDir, req.Cluster, b)
+		p := datadir.BackupPath(s.c.DataDir, req.Cluster, b)
 		if p == "" {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("backup %q: give the name of a backup of the cluster (GET /api/v1/clusters/%s/backups), not a path", b, req.Cluster))
 			return
@@ -532,7 +533,7 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, tok jobstore.Toke
 	}
 	var check func() error
 	if b := req.Options.OfflineBundle; b != "" {
-		p := worker.BundlePath(s.c.DataDir, req.Cluster, b)
+		p := datadir.BundlePath(s.c.DataDir, req.Cluster, b)
 		if p == "" {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("offline_bundle %q: give the sha256 an upload answered with (POST /api/v1/clusters/%s/bundles)", b, req.Cluster))
 			return
@@ -554,7 +555,7 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, tok jobstore.Toke
 	}
 	// Again for the job: the version may predate the rules, and a
 	// command's nodes must be hosts of the cluster.
-	plain, err := s.c.Box.Open(cv.Sealed, worker.ConfigAAD(req.Cluster))
+	plain, err := s.c.Box.Open(cv.Sealed, datadir.ConfigAAD(req.Cluster))
 	if err != nil {
 		s.internal(w, r, err)
 		return
@@ -581,7 +582,7 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, tok jobstore.Toke
 			s.internal(w, r, err)
 			return
 		}
-		if job.SealedVars, err = s.c.Box.Seal(plainVars, worker.VarsAAD(id)); err != nil {
+		if job.SealedVars, err = s.c.Box.Seal(plainVars, datadir.VarsAAD(id)); err != nil {
 			s.internal(w, r, err)
 			return
 		}
@@ -760,7 +761,7 @@ func (s *Server) resumeJob(w http.ResponseWriter, r *http.Request, tok jobstore.
 	// its worker: refused here, holding the cluster as createJob does.
 	j, err := s.c.Store.Resume(r.Context(), r.PathValue("id"), func(j jobstore.Job) error {
 		if b := j.Options.OfflineBundle; b != "" {
-			if _, err := os.Stat(worker.BundlePath(s.c.DataDir, j.Cluster, b)); err != nil {
+			if _, err := os.Stat(datadir.BundlePath(s.c.DataDir, j.Cluster, b)); err != nil {
 				return &refusal{code: http.StatusConflict, msg: fmt.Sprintf("job %s installs from offline bundle %s, which cluster %s no longer has (GET /api/v1/clusters/%s/bundles): upload it again to resume the job", j.ID, b, j.Cluster, j.Cluster)}
 			}
 		}

@@ -12,9 +12,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/worker"
+	"github.com/mensylisir/kubexm/service/datadir"
+
 	"github.com/mensylisir/kubexm/engine/transport"
+	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
 // Backup is an archive the backup playbook made in a cluster's work
@@ -28,7 +29,7 @@ type Backup struct {
 }
 
 func backupsDir(dataDir, cluster string) string {
-	return filepath.Join(worker.WorkDir(dataDir, cluster), "backups")
+	return filepath.Join(datadir.WorkDir(dataDir, cluster), "backups")
 }
 
 // listBackups lists a cluster's backups, newest first.
@@ -45,7 +46,7 @@ func (s *Server) listBackups(w http.ResponseWriter, r *http.Request, _ jobstore.
 	}
 	out := []Backup{}
 	for _, e := range ents {
-		p := worker.BackupPath(s.c.DataDir, name, e.Name())
+		p := datadir.BackupPath(s.c.DataDir, name, e.Name())
 		if p == "" || !e.Type().IsRegular() {
 			continue // the staging directory of a backup going on, .sha256 files
 		}
@@ -87,7 +88,7 @@ func (s *Server) downloadBackup(w http.ResponseWriter, r *http.Request, tok jobs
 		s.storeError(w, r, err)
 		return
 	}
-	p := worker.BackupPath(s.c.DataDir, name, backup)
+	p := datadir.BackupPath(s.c.DataDir, name, backup)
 	if p == "" {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("backup %q: give the name of an archive of GET /api/v1/clusters/%s/backups", backup, name))
 		return

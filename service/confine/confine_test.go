@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
 	"github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/service/secretbox"
 )
 
 func cluster(hosts string) []byte {

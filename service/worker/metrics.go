@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
 	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
 // Metrics are what a worker measures of the jobs it runs. A nil *Metrics

@@ -14,10 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mensylisir/kubexm/service/datadir"
+
 	"github.com/mensylisir/kubexm/bundle"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/worker"
 	"github.com/mensylisir/kubexm/internal/flock"
+	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
 // Bundle is an offline bundle uploaded for a cluster; a job names it by
@@ -49,11 +50,11 @@ func (s *Server) uploadBundle(w http.ResponseWriter, r *http.Request, tok jobsto
 		return
 	}
 	want := r.URL.Query().Get("sha256")
-	if want != "" && worker.BundlePath(s.c.DataDir, name, want) == "" {
+	if want != "" && datadir.BundlePath(s.c.DataDir, name, want) == "" {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("offline bundle: sha256=%q: want the 64 lower-case hex digits of the bundle's sha256 (its .sha256 file)", want))
 		return
 	}
-	workDir := worker.WorkDir(s.c.DataDir, name)
+	workDir := datadir.WorkDir(s.c.DataDir, name)
 	dir := filepath.Join(workDir, "bundles")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		s.internal(w, r, err)
@@ -108,7 +109,7 @@ func (s *Server) uploadBundle(w http.ResponseWriter, r *http.Request, tok jobsto
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if err := os.Rename(tmp.Name(), worker.BundlePath(s.c.DataDir, name, sum)); err != nil {
+	if err := os.Rename(tmp.Name(), datadir.BundlePath(s.c.DataDir, name, sum)); err != nil {
 		s.internal(w, r, err)
 		return
 	}
@@ -186,7 +187,7 @@ func (s *Server) listBundles(w http.ResponseWriter, r *http.Request, _ jobstore.
 		s.storeError(w, r, err)
 		return
 	}
-	ents, err := os.ReadDir(filepath.Join(worker.WorkDir(s.c.DataDir, name), "bundles"))
+	ents, err := os.ReadDir(filepath.Join(datadir.WorkDir(s.c.DataDir, name), "bundles"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.internal(w, r, err)
 		return
@@ -194,7 +195,7 @@ func (s *Server) listBundles(w http.ResponseWriter, r *http.Request, _ jobstore.
 	out := []Bundle{}
 	for _, e := range ents {
 		sum, ok := strings.CutSuffix(e.Name(), ".tar.gz")
-		if !ok || worker.BundlePath(s.c.DataDir, name, sum) == "" {
+		if !ok || datadir.BundlePath(s.c.DataDir, name, sum) == "" {
 			continue
 		}
 		info, err := e.Info()
@@ -218,7 +219,7 @@ func (s *Server) deleteBundle(w http.ResponseWriter, r *http.Request, tok jobsto
 		s.storeError(w, r, err)
 		return
 	}
-	p := worker.BundlePath(s.c.DataDir, name, sum)
+	p := datadir.BundlePath(s.c.DataDir, name, sum)
 	if p == "" {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("bundle %q: give its sha256 (GET /api/v1/clusters/%s/bundles)", sum, name))
 		return
@@ -228,7 +229,7 @@ func (s *Server) deleteBundle(w http.ResponseWriter, r *http.Request, tok jobsto
 		s.storeError(w, r, notFound)
 		return
 	}
-	workDir := worker.WorkDir(s.c.DataDir, name)
+	workDir := datadir.WorkDir(s.c.DataDir, name)
 	// The unpacked copy goes under bundle.Open's lock: a kubexm play of
 	// the cluster run by hand may be unpacking or checking it.
 	if err := os.MkdirAll(filepath.Join(workDir, "bundle"), 0o755); err != nil {

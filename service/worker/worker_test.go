@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mensylisir/kubexm/service/datadir"
+
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/confine"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
+	"github.com/mensylisir/kubexm/service/confine"
+	"github.com/mensylisir/kubexm/service/jobstore"
+	"github.com/mensylisir/kubexm/service/secretbox"
 )
 
 // fakePlay stands in for `kubexm play -o json`: it records its arguments
@@ -58,7 +60,7 @@ func setup(t *testing.T) (jobstore.Store, *secretbox.Box, string, string) {
 	}
 	t.Cleanup(func() { store.Close() })
 	box, _ := secretbox.New(bytes.Repeat([]byte{9}, 32))
-	sealed, _ := box.Seal([]byte("metadata: {name: c1}\n"), ConfigAAD("c1"))
+	sealed, _ := box.Seal([]byte("metadata: {name: c1}\n"), datadir.ConfigAAD("c1"))
 	ctx := context.Background()
 	if _, err := store.PutCluster(ctx, "c1", sealed, "masked", "t"); err != nil {
 		t.Fatal(err)
@@ -306,7 +308,7 @@ func TestServiceChildEnvironment(t *testing.T) {
 // child starts.
 func TestServiceWorkDirWritableByOthers(t *testing.T) {
 	store, box, dir, exe := setup(t)
-	wd := WorkDir(filepath.Join(dir, "data"), "c1")
+	wd := datadir.WorkDir(filepath.Join(dir, "data"), "c1")
 	if err := os.MkdirAll(wd, 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
+	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
 // fakeViews stand in for the verbs' views (the main package's verbViews,

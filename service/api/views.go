@@ -13,10 +13,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/worker"
+	"github.com/mensylisir/kubexm/service/datadir"
+
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
 // Views compute what the read-only verbs (get clusters, get nodes,
@@ -56,7 +57,7 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request, _ jobstore
 	}
 	out := make([]withState, 0, len(cs))
 	for _, c := range cs {
-		st, err := s.c.Views.State(worker.WorkDir(s.c.DataDir, c.Name))
+		st, err := s.c.Views.State(datadir.WorkDir(s.c.DataDir, c.Name))
 		if err != nil {
 			s.internal(w, r, fmt.Errorf("cluster %s: %w", c.Name, err))
 			return
@@ -81,7 +82,7 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request, what string, fn fu
 		s.storeError(w, r, err)
 		return
 	}
-	plain, err := s.c.Box.Open(cv.Sealed, worker.ConfigAAD(name))
+	plain, err := s.c.Box.Open(cv.Sealed, datadir.ConfigAAD(name))
 	if err != nil {
 		s.internal(w, r, fmt.Errorf("cluster %s version %d: %w", name, cv.Version, err))
 		return
@@ -99,7 +100,7 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request, what string, fn fu
 		s.internal(w, r, fmt.Errorf("cluster %s version %d: %w", name, cv.Version, err))
 		return
 	}
-	v, err := fn(r.Context(), plain, worker.WorkDir(s.c.DataDir, name))
+	v, err := fn(r.Context(), plain, datadir.WorkDir(s.c.DataDir, name))
 	if err != nil {
 		// What failed is the cluster's API server or work directory, not
 		// this request.
@@ -167,7 +168,7 @@ func (s *Server) certsReport(w http.ResponseWriter, r *http.Request, _ jobstore.
 		s.storeError(w, r, err)
 		return
 	}
-	p := filepath.Join(worker.WorkDir(s.c.DataDir, name), "certs-check.json")
+	p := filepath.Join(datadir.WorkDir(s.c.DataDir, name), "certs-check.json")
 	data, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("cluster %s has no certificate report yet: queue the certs-check playbook (kubexm certs check --server)", name))

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
+	"github.com/mensylisir/kubexm/service/secretbox"
 )
 
 // Secrets are the server secrets its administrator makes (kubexm server

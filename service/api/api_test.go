@@ -27,10 +27,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mensylisir/kubexm/bundle"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/confine"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
 	"github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/service/confine"
+	"github.com/mensylisir/kubexm/service/jobstore"
+	"github.com/mensylisir/kubexm/service/secretbox"
 )
 
 const testCluster = `apiVersion: kubexm.mensylisir.io/v1alpha1

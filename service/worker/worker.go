@@ -21,7 +21,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -29,14 +28,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mensylisir/kubexm/service/datadir"
+
 	"golang.org/x/sys/unix"
 
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/confine"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/jobstore"
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/secretbox"
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/internal/flock"
 	"github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/service/confine"
+	"github.com/mensylisir/kubexm/service/jobstore"
+	"github.com/mensylisir/kubexm/service/secretbox"
 )
 
 // Config is what a worker needs.
@@ -193,12 +194,6 @@ func (w *Worker) finish(j *jobstore.Job, st jobstore.Status, msg string) {
 	w.c.Log.Info("job finished", "job", j.ID, "cluster", j.Cluster, "status", st, "error", msg)
 }
 
-// WorkDir is where the jobs of cluster keep their journal, PKI and
-// kubeconfigs.
-func WorkDir(dataDir, cluster string) string {
-	return filepath.Join(dataDir, "clusters", cluster)
-}
-
 func (w *Worker) runJob(ctx context.Context, j *jobstore.Job) {
 	log := w.c.Log.With("job", j.ID, "cluster", j.Cluster, "playbook", j.Playbook, "attempt", j.Attempts)
 	if j.Attempts > w.c.MaxAttempts {
@@ -212,7 +207,7 @@ func (w *Worker) runJob(ctx context.Context, j *jobstore.Job) {
 		w.finish(j, jobstore.Failed, fmt.Sprintf("cluster config: %v", err))
 		return
 	}
-	plain, err := w.c.Box.Open(cv.Sealed, ConfigAAD(j.Cluster))
+	plain, err := w.c.Box.Open(cv.Sealed, datadir.ConfigAAD(j.Cluster))
 	if err != nil {
 		w.finish(j, jobstore.Failed, fmt.Sprintf("cluster %s version %d: %v", j.Cluster, cv.Version, err))
 		return
@@ -263,35 +258,6 @@ func (w *Worker) runJob(ctx context.Context, j *jobstore.Job) {
 	w.finish(j, st, msg)
 }
 
-// ConfigAAD binds a sealed cluster.yaml to its cluster: sealed under
-// another name, it does not open.
-func ConfigAAD(cluster string) []byte {
-	return []byte("cluster/" + cluster)
-}
-
-// BundlePath is where the offline bundle of cluster with this sha256 is
-// kept once uploaded; "" when sum is not a sha256 (it names a file).
-func BundlePath(dataDir, cluster, sum string) string {
-	if !sha256RE.MatchString(sum) {
-		return ""
-	}
-	return filepath.Join(WorkDir(dataDir, cluster), "bundles", sum+".tar.gz")
-}
-
-var sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
-// BackupPath is where the backup archive name of cluster is kept, as the
-// backup playbook run by a job leaves it; "" when name is not a plain
-// archive name (it would name a file elsewhere).
-func BackupPath(dataDir, cluster, name string) string {
-	if !backupRE.MatchString(name) {
-		return ""
-	}
-	return filepath.Join(WorkDir(dataDir, cluster), "backups", name)
-}
-
-var backupRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,200}\.tar\.gz$`)
-
 // commandArgs are the arguments of `kubexm run command` for a command
 // job: one JSON line per host and a summary on stdout, as the worker
 // stores them.
@@ -328,17 +294,17 @@ func playArgs(j *jobstore.Job, ref, dataDir, varsFile string) ([]string, error) 
 	if j.Options.Command != nil {
 		return commandArgs(j.Options.Command), nil
 	}
-	args := []string{"play", ref, "-i", "/dev/fd/3", "--workdir", WorkDir(dataDir, j.Cluster), "-o", "json"}
+	args := []string{"play", ref, "-i", "/dev/fd/3", "--workdir", datadir.WorkDir(dataDir, j.Cluster), "-o", "json"}
 	o := j.Options
 	if o.OfflineBundle != "" {
-		p := BundlePath(dataDir, j.Cluster, o.OfflineBundle)
+		p := datadir.BundlePath(dataDir, j.Cluster, o.OfflineBundle)
 		if p == "" {
 			return nil, fmt.Errorf("offline bundle %q: not a sha256", o.OfflineBundle)
 		}
 		args = append(args, "--offline-bundle", p)
 	}
 	if o.Backup != "" {
-		p := BackupPath(dataDir, j.Cluster, o.Backup)
+		p := datadir.BackupPath(dataDir, j.Cluster, o.Backup)
 		if p == "" {
 			return nil, fmt.Errorf("backup %q: not the name of a backup archive", o.Backup)
 		}
@@ -388,7 +354,7 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 	if _, err := cfg.Write(config); err != nil {
 		return jobstore.Failed, fmt.Sprintf("memfd: %v", err)
 	}
-	workDir := WorkDir(w.c.DataDir, j.Cluster)
+	workDir := datadir.WorkDir(w.c.DataDir, j.Cluster)
 	if err := os.MkdirAll(workDir, 0o700); err != nil {
 		return jobstore.Failed, fmt.Sprintf("work dir: %v", err)
 	}
@@ -586,9 +552,6 @@ const (
 	firstKeyFD = 6
 )
 
-// VarsAAD binds a job's sealed extra vars to the job.
-func VarsAAD(jobID string) []byte { return []byte("job/" + jobID + "/extra-vars") }
-
 // extraVarsFile is the job's extra vars as one mapping in a memfd, for
 // --extra-vars @/dev/fd/5; nil for a job without sealed ones (none, or
 // made before they were sealed: those go on the command line as stored).
@@ -596,7 +559,7 @@ func (w *Worker) extraVarsFile(j *jobstore.Job) (*os.File, error) {
 	if len(j.SealedVars) == 0 {
 		return nil, nil
 	}
-	plain, err := w.c.Box.Open(j.SealedVars, VarsAAD(j.ID))
+	plain, err := w.c.Box.Open(j.SealedVars, datadir.VarsAAD(j.ID))
 	if err != nil {
 		return nil, fmt.Errorf("extra vars: %w", err)
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mensylisir/kubexm/cmd/kubexm/internal/pgtest"
+	"github.com/mensylisir/kubexm/service/pgtest"
 )
 
 var pg = pgtest.New()
