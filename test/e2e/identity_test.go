@@ -260,8 +260,9 @@ func hostChanges(res runResult) []string {
 // kubeadmIdentity: in kubeadm mode, a create-cluster from an empty directory
 // changes no PKI file on any host (kubeadm's own on the masters, etcd's with
 // etcd.type kubexm), and every host's record names the cluster and
-// kubeadm's CA as the first master holds it.
-func kubeadmIdentity(ctx context.Context, t *testing.T, create string, set *testhosts.Set, v kubeadmVariant) {
+// kubeadm's CA as the first master holds it. It returns the variant run
+// from that directory (B), for add-nodes and certs-renew from there.
+func kubeadmIdentity(ctx context.Context, t *testing.T, create string, set *testhosts.Set, v kubeadmVariant) kubeadmVariant {
 	t.Helper()
 	paths := []string{"/etc/kubernetes/pki", "/etc/kubexm/etcd/ssl", "/var/lib/kubexm/pki"}
 	before := map[string]map[string]string{}
@@ -302,6 +303,11 @@ func kubeadmIdentity(ctx context.Context, t *testing.T, create string, set *test
 			t.Errorf("%s's cluster record %+v, want kubeadm mode and the CA %s", h.Name, rec, ca)
 		}
 	}
+	vB := v
+	vB.kx = kxB
+	vB.dir = kxB.dir
+	vB.k.kubeconfig = filepath.Join(kxB.dir, ".kubexm", filepath.Base(filepath.Dir(v.k.kubeconfig)), "kubeconfig")
+	return vB
 }
 
 // kxArgs are the -e arguments of every run of k.

@@ -169,8 +169,11 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 
 	checkNodes(ctx, t, v.k, set)
 	checkWorkloads(ctx, t, v.k, set)
+	// vB: the variant run from a second, initially empty work directory
+	// (issue 44), for create-cluster, add-nodes and certs-renew.
+	vB := v
 	if !v.binary {
-		kubeadmIdentity(ctx, t, create, set, v)
+		vB = kubeadmIdentity(ctx, t, create, set, v)
 	}
 	if v.userLB != nil {
 		checkKubeadmChoices(ctx, t, set, v)
@@ -179,11 +182,16 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 		checkKubeadmSpecFields(ctx, t, set, v)
 	}
 	if !v.binary && v.etcdType == "kubeadm" {
-		kubeadmNodes(ctx, t, root, set, v)
+		kubeadmNodes(ctx, t, root, set, v, vB)
 	}
 	if !v.binary {
 		checkKubeadmCerts(ctx, t, set, set.Hosts[0].Name, v.etcdType == "kubeadm")
-		kubeadmRenew(ctx, t, root, set, v)
+		// From B: the renewal check on B's kubeconfig, kubeadm's CA kept.
+		ca := hostCertFingerprint(ctx, t, set, set.Hosts[0].Name, "/etc/kubernetes/pki/ca.crt")
+		kubeadmRenew(ctx, t, root, set, vB)
+		if now := hostCertFingerprint(ctx, t, set, set.Hosts[0].Name, "/etc/kubernetes/pki/ca.crt"); now != ca {
+			t.Errorf("certs-renew from an empty work directory changed kubeadm's CA: %s -> %s", ca, now)
+		}
 		if v.etcdType == "kubeadm" {
 			kubeadmAutoRenew(ctx, t, root, set, v)
 		}
@@ -362,9 +370,10 @@ func backupManifest(t *testing.T, archive string) (m struct {
 // kubeadmNodes takes the last worker out of the variant's cluster with
 // delete-nodes (drain, Node deleted, kubeadm reset and the cleanup of
 // delete on the host) and brings it back with add-nodes (a join with a
-// bootstrap token of its own); each re-run changes nothing. (kubeadm
-// masters added and removed: make e2e-kubeadm-ha.)
-func kubeadmNodes(ctx context.Context, t *testing.T, root string, set *testhosts.Set, v kubeadmVariant) {
+// bootstrap token of its own) run from vB's work directory (issue 44: no PKI
+// file of the nodes that stay changes); each re-run changes nothing.
+// (kubeadm masters added and removed: make e2e-kubeadm-ha.)
+func kubeadmNodes(ctx context.Context, t *testing.T, root string, set *testhosts.Set, v, vB kubeadmVariant) {
 	t.Helper()
 	pb := func(name string) string { return filepath.Join(root, "playbooks", name) }
 	worker := set.Hosts[len(set.Hosts)-1].Name
@@ -389,11 +398,19 @@ true`)
 
 	first, second := set.Hosts[0].Name, set.Hosts[1].Name
 	units := map[string]string{first: unitStarts(ctx, t, set, first), second: unitStarts(ctx, t, set, second)}
-	res = v.kx.play(ctx, pb("add-nodes"), "--offline-bundle", v.bundle)
+	pkiBefore := map[string]map[string]string{first: snapshot(ctx, t, set, first, identityPaths...), second: snapshot(ctx, t, set, second, identityPaths...)}
+	res = vB.kx.play(ctx, pb("add-nodes"), "--offline-bundle", v.bundle)
 	if res.err != nil {
-		t.Fatalf("add-nodes %s (kubeadm) failed after %s: %v%s", worker, res.wall, res.err, res.failures())
+		t.Fatalf("add-nodes %s (kubeadm) from a second work directory failed after %s: %v%s", worker, res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF add-nodes (kubeadm), 1 worker joined: %s (%d changed)", res.wall.Round(time.Millisecond), len(res.changed()))
+	t.Logf("PERF add-nodes (kubeadm) from a second work directory, 1 worker joined: %s (%d changed)", res.wall.Round(time.Millisecond), len(res.changed()))
+	for name, before := range pkiBefore {
+		if d := diffSnapshots(before, snapshot(ctx, t, set, name, identityPaths...)); len(d) > 0 {
+			t.Errorf("add-nodes from a second work directory changed the PKI of %s:\n  %s", name, strings.Join(d, "\n  "))
+		} else {
+			t.Logf("add-nodes from a second work directory: %s's PKI unchanged (%d entries)", name, len(before))
+		}
+	}
 	for _, c := range res.changed() {
 		if strings.HasPrefix(c, first+":") || strings.HasPrefix(c, second+":") {
 			t.Errorf("add-nodes changed an existing node: %s", c)
