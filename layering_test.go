@@ -61,6 +61,9 @@ func TestLayering(t *testing.T) {
 		// The engine is generic: it knows no builtin, command or Kubernetes bundle.
 		{"engine", []string{"builtins", "cmd", "bundle", "schema"}},
 		{"bundle", []string{"engine/eval", "builtins", "cmd", "schema"}},
+		// "Run this playbook against this cluster" is a library the CLI,
+		// the worker's child and the operator call: it knows no command line.
+		{"lifecycle", []string{"cmd", "service"}},
 		// Service mode is a library the CLI (and the operator) wire up: it
 		// knows no command line, and the API and the workers share only the
 		// data directory's layout and the job store.

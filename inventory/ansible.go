@@ -253,6 +253,23 @@ func IsAnsibleYAML(data []byte) bool {
 	return true
 }
 
+// LooksLikeINI says whether data is no YAML mapping but has INI sections or
+// host lines: what Ansible's INI inventories look like.
+func LooksLikeINI(data []byte) bool {
+	var m map[string]any
+	if yaml.Unmarshal(data, &m) == nil && m != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		return strings.HasPrefix(line, "[") || !strings.Contains(line, ":")
+	}
+	return false
+}
+
 // ParseAnsibleYAML reads an Ansible YAML inventory; name is used in
 // messages and as the inventory's Source.
 func ParseAnsibleYAML(name string, data []byte) (*Inventory, error) {

@@ -13,9 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/bundle"
-	"github.com/mensylisir/kubexm/engine/step"
 )
 
 // exportPlaybook fetches what a cluster needs and writes the list of it;
@@ -159,23 +157,4 @@ func plural(s string, n int) string {
 		return s[:len(s)-1] + "ies"
 	}
 	return s + "s"
-}
-
-// play.go reaches the offline guard and the bundle through these two
-// names.
-func offlineBuiltins(reg map[string]step.Builtin) map[string]step.Builtin {
-	return builtins.Offline(reg)
-}
-
-func openBundle(ctx context.Context, p, workDir string, logf func(string, ...any)) (string, *bundle.Manifest, error) {
-	return bundle.Open(ctx, p, workDir, logf)
-}
-
-// bundleLogf prints bundle messages with the run's output; JSON output
-// keeps stdout to events, so they go to stderr then.
-func bundleLogf(w io.Writer, output string) func(string, ...any) {
-	if output == "json" {
-		w = os.Stderr
-	}
-	return func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 }

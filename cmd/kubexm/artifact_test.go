@@ -336,7 +336,7 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
 	}
 
 	work := filepath.Join(fx.dir, "offline-work")
-	dir, m, err := openBundle(context.Background(), "bundle.tar.gz", work, func(string, ...any) {})
+	dir, m, err := bundle.Open(context.Background(), "bundle.tar.gz", work, func(string, ...any) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,7 +601,7 @@ func TestArtifactExportExtra(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	_, m, err := openBundle(context.Background(), "bundle.tar.gz", filepath.Join(fx.dir, "unpacked"), func(string, ...any) {})
+	_, m, err := bundle.Open(context.Background(), "bundle.tar.gz", filepath.Join(fx.dir, "unpacked"), func(string, ...any) {})
 	if err != nil {
 		t.Fatal(err)
 	}

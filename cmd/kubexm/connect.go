@@ -11,8 +11,6 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/goccy/go-yaml"
-
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/engine/transport/ssh"
 	"github.com/mensylisir/kubexm/inventory"
@@ -98,7 +96,7 @@ func loadInventory(path string, s *schema.Support) (*inventory.Inventory, error)
 	switch {
 	case inventory.IsAnsibleYAML(data):
 		return inventory.ParseAnsibleYAML(path, data)
-	case strings.HasSuffix(path, ".ini") || looksLikeINI(data):
+	case strings.HasSuffix(path, ".ini") || inventory.LooksLikeINI(data):
 		return inventory.ParseAnsibleINI(path, data)
 	}
 	c, warnings, err := schema.LoadWith(path, s)
@@ -109,23 +107,6 @@ func loadInventory(path string, s *schema.Support) (*inventory.Inventory, error)
 		return nil, err
 	}
 	return schema.Inventory(c, path)
-}
-
-// looksLikeINI says whether data is no YAML mapping but has INI sections or
-// host lines: what Ansible's INI inventories look like.
-func looksLikeINI(data []byte) bool {
-	var m map[string]any
-	if yaml.Unmarshal(data, &m) == nil && m != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || line[0] == '#' || line[0] == ';' {
-			continue
-		}
-		return strings.HasPrefix(line, "[") || !strings.Contains(line, ":")
-	}
-	return false
 }
 
 // connEvent is a line of --conn-events-fd: the host and what happened to

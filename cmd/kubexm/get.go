@@ -22,8 +22,8 @@ import (
 
 	"github.com/mensylisir/kubexm/builtins/pki"
 	"github.com/mensylisir/kubexm/engine"
-	"github.com/mensylisir/kubexm/internal/flock"
 	"github.com/mensylisir/kubexm/inventory"
+	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/schema"
 )
 
@@ -82,7 +82,7 @@ func readClusterState(dir string) (clusterState, bool, error) {
 		return s, false, err
 	}
 	s.Runs = len(runs)
-	s.Running = lockHolderOf(dir)
+	s.Running = lifecycle.LockHolder(dir)
 	if n := len(runs); n > 0 {
 		last := toRunState(runs[n-1], s.Running != "")
 		s.Last = &last
@@ -95,20 +95,6 @@ func readClusterState(dir string) (clusterState, bool, error) {
 	}
 	_, certsErr := os.Stat(filepath.Join(dir, "certs"))
 	return s, s.Kubeconfig || s.Runs > 0 || certsErr == nil, nil
-}
-
-// lockHolderOf says who holds the work directory's lock (a run going on),
-// "" when nobody does. It never creates the lock file.
-func lockHolderOf(dir string) string {
-	f, err := os.Open(filepath.Join(dir, "lock"))
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if !flock.Held(f) {
-		return ""
-	}
-	return describeHolder(f)
 }
 
 func readCert(path string) (*x509.Certificate, error) {
@@ -259,7 +245,7 @@ func loadCluster(f clusterFlags) (*schema.Cluster, *inventory.Inventory, string,
 	}
 	dir := f.workDir
 	if dir == "" {
-		dir = defaultWorkDir(c.Metadata.Name, f.file)
+		dir = lifecycle.DefaultWorkDir(c.Metadata.Name, f.file)
 	}
 	return c, inv, dir, nil
 }

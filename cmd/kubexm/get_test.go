@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mensylisir/kubexm/lifecycle"
 )
 
 // clientCert makes a self-signed client certificate and key, PEM.
@@ -147,12 +149,12 @@ func TestGetClustersAndDescribe(t *testing.T) {
 	}
 
 	// A run holding the work directory turns its open journal into running.
-	lock, err := lockWorkDir(filepath.Join(".kubexm", "demo"), "play upgrade")
+	lock, err := lifecycle.LockWorkDir(filepath.Join(".kubexm", "demo"), "play upgrade")
 	if err != nil {
 		t.Fatal(err)
 	}
 	out, _ = runRoot(t, "get", "clusters", "-o", "json")
-	lock.release()
+	lock.Release()
 	if !strings.Contains(out, `"outcome":"running"`) || !strings.Contains(out, `"running":"pid `) {
 		t.Errorf("get clusters while locked: %s", out)
 	}

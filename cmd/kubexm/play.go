@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/inventory"
+	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/schema"
 )
 
@@ -140,37 +140,6 @@ func addOverlayFlag(fl *pflag.FlagSet, dirs *[]string) {
 	fl.StringArrayVar(dirs, "overlay", nil, "a directory whose roles/<role>/templates|files/<file> replace a role's file and whose hooks/<playbook>/ add hook plays; repeatable, a later one wins")
 }
 
-// loadOptions are the loader's options of a run: where roles, overlays and
-// the hooks of the cluster file come from.
-func (a *app) loadOptions(f playFlags, reg map[string]step.Builtin) engine.LoadOptions {
-	return engine.LoadOptions{Builtins: reg, BuiltinFS: a.builtinFS, RolesPath: f.rolesPath, Version: version,
-		Overlays: f.overlays, Hooks: clusterHooks(f.inventory)}
-}
-
-// clusterHooks reads spec.hooks of a cluster file for the loader, which
-// needs them before the inventory is loaded. An Ansible-style inventory has
-// none; a cluster file that does not decode has its problems reported when
-// the inventory is loaded.
-func clusterHooks(path string) []engine.Hook {
-	if path == "" {
-		return nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil || inventory.IsAnsibleYAML(data) || strings.HasSuffix(path, ".ini") || looksLikeINI(data) {
-		return nil
-	}
-	c, _, err := schema.Decode(path, data)
-	if err != nil {
-		return nil
-	}
-	var out []engine.Hook
-	for i, h := range c.Spec.Hooks {
-		file, at := c.HookFile(i)
-		out = append(out, engine.Hook{Playbook: h.Playbook, Phase: h.Phase, When: h.When, File: file, From: at.String()})
-	}
-	return out
-}
-
 func addOfflineBundleFlag(fl *pflag.FlagSet, f *playFlags) {
 	fl.StringVar(&f.offlineBundle, "offline-bundle", "", "install from this bundle of kubexm artifact export: verified, unpacked into the work directory, and no download reaches the network")
 }
@@ -186,174 +155,27 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 func (e *exitError) ExitCode() int { return e.code }
 
-func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) error {
-	if f.output != "text" && f.output != "json" {
-		return fmt.Errorf("--output must be text or json, not %q", f.output)
-	}
-	reg := a.builtins
-	if f.offlineBundle != "" {
-		reg = offlineBuiltins(reg)
-	}
-	pb, err := engine.Load(ctx, ref, a.loadOptions(f, reg))
-	if err != nil {
-		return err
-	}
-	switch {
-	case f.syntax:
-		fmt.Fprintf(w, "playbook: %s (%s): syntax OK, %d plays\n", pb.Name, pb.Path, len(pb.Plays))
-		return nil
-	case f.listTasks:
-		return pb.ListTasks(w, f.tags, f.skipTags)
-	case f.listTags:
-		return pb.ListTags(w)
-	}
-	// Without -i only the control machine exists: enough for playbooks that
-	// prepare bundles or work on localhost.
-	inv := &inventory.Inventory{Groups: map[string][]string{"all": {}}, Vars: map[string]any{"cluster_name": "localhost"}}
-	// The role variables -e values are checked against: set for a
-	// cluster; an Ansible-style inventory's run is the user's own.
-	var roleVars schema.RoleVars
-	if f.inventory == "" {
-		if pb.NeedsCluster {
-			return fmt.Errorf("no inventory: playbook %s needs a cluster (its header says inventory: cluster); pass the cluster description with -i cluster.yaml", pb.Name)
-		}
-		for _, p := range pb.Plays {
-			if p.Hosts != inventory.Localhost {
-				return fmt.Errorf("no inventory: play %q targets %q; pass -i cluster.yaml, or -i with an Ansible-style inventory (YAML or INI) for a playbook that is not about a cluster", p.Name, p.Hosts)
-			}
-		}
-	} else {
-		if a.loadInventory == nil {
-			return errors.New("this kubexm was built without an inventory loader")
-		}
-		// The cluster file is checked against the matrix of the tree the
-		// roles come from, before any task runs (also under --check).
-		s, err := supportForPlaybook(pb)
-		if err != nil {
-			return err
-		}
-		if inv, err = a.loadInventory(f.inventory, s); err != nil {
-			return err
-		}
-		if inv.Cluster {
-			if roleVars, err = s.RoleVars(); err != nil {
-				return err
-			}
-		}
-		if pb.NeedsCluster && !inv.Cluster {
-			return fmt.Errorf("%s is an Ansible-style inventory, but playbook %s needs a cluster (its header says inventory: cluster): pass a cluster.yaml with -i (kubexm create config writes a sample)", f.inventory, pb.Name)
-		}
-	}
-	if f.listHosts {
-		return pb.ListHosts(w, inv, f.limit)
-	}
-	extra, err := engine.ParseExtraVars(f.extraVars)
-	if err != nil {
-		return err
-	}
-	if err := roleVars.CheckExtraVars(extra); err != nil {
-		return err
-	}
-	if err := engine.CheckStartAt(pb, inv, f.startAt); err != nil {
-		return err
-	}
-	if f.backup != "" {
-		// Absolute: the playbook reads it on the control machine, where a
-		// relative path would be taken under the work directory.
-		abs, err := filepath.Abs(f.backup)
-		if err != nil {
-			return fmt.Errorf("--backup: %w", err)
-		}
-		if _, ok := extra["backup_file"]; ok {
-			return fmt.Errorf("--backup and -e backup_file both name the backup; give one")
-		}
-		extra["backup_file"] = abs
-	}
-	workDir := f.workDir
-	if workDir == "" {
-		name, _ := inv.Vars["cluster_name"].(string)
-		workDir = defaultWorkDir(name, f.inventory)
-	}
-	// Absolute, so that `{{ .work_dir }}` means the same in a command run on
-	// localhost as in a builtin, whatever directory a task runs in.
-	workDir, err = filepath.Abs(workDir)
-	if err != nil {
-		return fmt.Errorf("work dir: %w", err)
-	}
-	// A run that changes the cluster holds its work directory: two at once
-	// would interleave their changes and their journals.
-	if !f.check && !f.readOnly {
-		lock, err := lockWorkDir(workDir, "play "+ref)
-		if err != nil {
-			return err
-		}
-		defer lock.release()
-	}
-	if f.offlineBundle != "" {
-		// Verified (and unpacked once) before anything runs.
-		dir, _, err := openBundle(ctx, f.offlineBundle, workDir, bundleLogf(w, f.output))
-		if err != nil {
-			return err
-		}
-		extra["offline_bundle_dir"] = dir
-	}
-	// A signal that came while the files were read stops here, before
-	// anything runs.
-	if ctx.Err() != nil {
-		return &exitError{err: fmt.Errorf("stopped before the run began: %w", context.Cause(ctx)), code: 130}
-	}
-	if f.output != "json" && f.sink == nil {
-		// What a run keeps (its journal, the cluster's PKI, the admin
-		// kubeconfig) is there: say where, since it follows the directory.
-		fmt.Fprintf(w, "work directory: %s\n", workDir)
-	}
-	sink := f.sink
-	switch {
-	case sink != nil:
-	case f.output == "json":
-		sink = output.NewJSON(w)
-	default:
-		var stop func()
-		sink, stop = textSink(w, f.verbose)
-		defer stop()
-	}
-	// The running binary, for plays that install kubexm itself on a host
-	// (the autoRenewCerts timer); "" when the system cannot say.
-	exe, _ := os.Executable()
-	rc, err := engine.Run(ctx, pb, inv, engine.RunOptions{
-		Defaults: map[string]any{"kubexm_executable": exe, "kubexm_os": runtime.GOOS, "kubexm_arch": runtime.GOARCH},
-		Connect:  a.connect, Forks: f.forks, Check: f.check, Diff: f.diff, Tags: f.tags, SkipTags: f.skipTags,
-		StartAt: f.startAt, Limit: f.limit, ExtraVars: extra, WorkDir: workDir, Resume: f.resume,
-		Output: sink, Verbosity: f.verbose, Version: version, NoJournal: f.noJournal || f.check || f.readOnly, HostLock: !f.check && !f.readOnly,
-		LockFirst: firstOf(inv.Groups["master"]), LockWait: f.lockWait, BreakLock: f.breakLock,
-		ForceHandlers: f.forceHandlers,
-	})
-	if err == nil {
-		return nil
-	}
-	switch {
-	case rc != nil && rc.Cancelled:
-		return &exitError{err: err, code: 130}
-	case errors.Is(err, engine.ErrFailed):
-		code := 2
-		for _, s := range rc.Hosts {
-			if s.Unreachable > 0 && s.Failed == 0 {
-				code = 4
-			}
-		}
-		return &exitError{err: err, code: code}
-	}
-	return err
+// runner is the lifecycle of a run, wired to this program's builtins,
+// transports and views.
+func (a *app) runner() lifecycle.Runner {
+	return lifecycle.Runner{LoadInventory: a.loadInventory, Builtins: a.builtins, Connect: a.connect,
+		BuiltinFS: a.builtinFS, Version: version, TextSink: textSink}
 }
 
-// defaultWorkDir is a cluster's work directory when --workdir is not given:
-// .kubexm/<cluster name>, or .kubexm/<inventory file name> for an inventory
-// that names no cluster.
-func defaultWorkDir(clusterName, inventoryPath string) string {
-	if clusterName == "" {
-		clusterName = strings.TrimSuffix(filepath.Base(inventoryPath), filepath.Ext(inventoryPath))
+func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) error {
+	_, err := a.runner().Run(ctx, lifecycle.Request{
+		Playbook: ref, Inventory: f.inventory, Tags: f.tags, SkipTags: f.skipTags, StartAt: f.startAt,
+		Limit: f.limit, Check: f.check, Diff: f.diff, ExtraVars: f.extraVars, Forks: f.forks,
+		ListTasks: f.listTasks, ListHosts: f.listHosts, ListTags: f.listTags, Syntax: f.syntax,
+		Resume: f.resume, Output: f.output, Verbose: f.verbose, RolesPath: f.rolesPath, Overlays: f.overlays,
+		WorkDir: f.workDir, NoJournal: f.noJournal, LockWait: f.lockWait, BreakLock: f.breakLock,
+		ReadOnly: f.readOnly, ForceHandlers: f.forceHandlers, OfflineBundle: f.offlineBundle, Backup: f.backup,
+		Sink: f.sink, Stdout: w, Stderr: os.Stderr,
+	})
+	if ee, ok := err.(*lifecycle.ExitError); ok {
+		return &exitError{err: ee.Err, code: ee.Code}
 	}
-	return filepath.Join(".kubexm", clusterName)
+	return err
 }
 
 func newPlaybookCmd(a *app) *cobra.Command {
@@ -527,13 +349,4 @@ func textSink(w io.Writer, verbosity int) (engine.Sink, func()) {
 		}
 	}
 	return output.NewText(w, verbosity), func() {}
-}
-
-// firstOf is a list's first element, or "" for none: the host whose lock a
-// cluster's run takes first (its first master).
-func firstOf(hosts []string) string {
-	if len(hosts) == 0 {
-		return ""
-	}
-	return hosts[0]
 }

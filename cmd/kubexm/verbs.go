@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/lifecycle"
 )
 
 // The verb-noun commands of seeds/002 (create cluster, delete nodes, ...)
@@ -200,7 +201,7 @@ func printAdminKubeconfig(w io.Writer, f playFlags) {
 		if err != nil {
 			return
 		}
-		dir = defaultWorkDir(c.Metadata.Name, f.inventory)
+		dir = lifecycle.DefaultWorkDir(c.Metadata.Name, f.inventory)
 	}
 	kc := filepath.Join(dir, "kubeconfig")
 	if _, err := os.Stat(kc); err != nil {

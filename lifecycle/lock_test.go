@@ -1,4 +1,4 @@
-package main
+package lifecycle
 
 import (
 	"encoding/json"
@@ -13,23 +13,23 @@ import (
 // and start time; a lock file left by a dead run does not block.
 func TestWorkDirLock(t *testing.T) {
 	work := filepath.Join(t.TempDir(), "c1")
-	l, err := lockWorkDir(work, "play create-cluster")
+	l, err := LockWorkDir(work, "play create-cluster")
 	if err != nil {
 		t.Fatal(err)
 	}
 	host, _ := os.Hostname()
-	_, err = lockWorkDir(work, "play delete")
+	_, err = LockWorkDir(work, "play delete")
 	for _, want := range []string{"in use by another kubexm run", "pid " + strconv.Itoa(os.Getpid()), "on " + host, "since 20", "play create-cluster"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("second lock: %v, want it to say %q", err, want)
 		}
 	}
-	l.release()
-	l2, err := lockWorkDir(work, "play delete")
+	l.Release()
+	l2, err := LockWorkDir(work, "play delete")
 	if err != nil {
 		t.Fatalf("after release: %v", err)
 	}
-	l2.release()
+	l2.Release()
 
 	// A run killed with SIGKILL leaves its holder record behind, but not
 	// the flock: the next run takes over.
@@ -37,11 +37,11 @@ func TestWorkDirLock(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(work, "lock"), stale, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l3, err := lockWorkDir(work, "play create-cluster")
+	l3, err := LockWorkDir(work, "play create-cluster")
 	if err != nil {
 		t.Fatalf("stale lock of a dead run blocked: %v", err)
 	}
-	l3.release()
+	l3.Release()
 }
 
 // A work directory others may write could hold a planted lock (a link to
@@ -54,16 +54,16 @@ func TestLockWorkDirRefusesAnOpenDirectory(t *testing.T) {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if l, err := lockWorkDir(dir, "play x"); err == nil {
-		l.release()
+	if l, err := LockWorkDir(dir, "play x"); err == nil {
+		l.Release()
 		t.Fatal("a work directory writable by others was locked")
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	l, err := lockWorkDir(dir, "play x")
+	l, err := LockWorkDir(dir, "play x")
 	if err != nil {
 		t.Fatalf("a private work directory: %v", err)
 	}
-	l.release()
+	l.Release()
 }

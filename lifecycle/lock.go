@@ -1,4 +1,4 @@
-package main
+package lifecycle
 
 import (
 	"encoding/json"
@@ -11,11 +11,11 @@ import (
 	"github.com/mensylisir/kubexm/internal/flock"
 )
 
-// workLock is an flock(2) (package flock) on a file in a cluster's work
+// WorkLock is an flock(2) (package flock) on a file in a cluster's work
 // directory. The kernel drops it when its holder dies, however it dies, so a
 // lock left by a killed run is never mistaken for a live one; the file's
 // content only says who holds it, for the message a second run prints.
-type workLock struct {
+type WorkLock struct {
 	f *os.File
 }
 
@@ -26,9 +26,9 @@ type lockHolder struct {
 	Command string `json:"command"`
 }
 
-// lockWorkDir takes the lock of workDir for a run that changes the cluster.
+// LockWorkDir takes the lock of workDir for a run that changes the cluster.
 // It fails at once, naming the holder, when another run holds it.
-func lockWorkDir(workDir, command string) (*workLock, error) {
+func LockWorkDir(workDir, command string) (*WorkLock, error) {
 	if err := os.MkdirAll(workDir, 0o700); err != nil {
 		return nil, fmt.Errorf("work dir: %w", err)
 	}
@@ -56,7 +56,7 @@ func lockWorkDir(workDir, command string) (*workLock, error) {
 	if f.Truncate(0) == nil {
 		_, _ = f.WriteAt(append(info, '\n'), 0)
 	}
-	return &workLock{f: f}, nil
+	return &WorkLock{f: f}, nil
 }
 
 func describeHolder(f *os.File) string {
@@ -68,11 +68,25 @@ func describeHolder(f *os.File) string {
 	return fmt.Sprintf("pid %d on %s since %s: %s", h.PID, h.Host, h.Start, h.Command)
 }
 
-// release ends the lock; the file stays, without content.
-func (l *workLock) release() {
+// Release ends the lock; the file stays, without content.
+func (l *WorkLock) Release() {
 	if l == nil {
 		return
 	}
 	_ = l.f.Truncate(0)
 	_ = l.f.Close()
+}
+
+// LockHolder says who holds the work directory's lock (a run going on),
+// "" when nobody does. It never creates the lock file.
+func LockHolder(dir string) string {
+	f, err := os.Open(filepath.Join(dir, "lock"))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if !flock.Held(f) {
+		return ""
+	}
+	return describeHolder(f)
 }

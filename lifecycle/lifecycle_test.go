@@ -1,0 +1,30 @@
+package lifecycle
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The work directory follows the cluster's name, else the inventory file's.
+func TestDefaultWorkDir(t *testing.T) {
+	for _, c := range []struct{ name, inv, want string }{
+		{"prod", "clusters/a.yaml", filepath.Join(".kubexm", "prod")},
+		{"", "clusters/hosts.ini", filepath.Join(".kubexm", "hosts")},
+	} {
+		if got := DefaultWorkDir(c.name, c.inv); got != c.want {
+			t.Errorf("DefaultWorkDir(%q, %q) = %q, want %q", c.name, c.inv, got, c.want)
+		}
+	}
+}
+
+// An output format the run cannot write is refused before anything loads.
+func TestRunRefusesOutput(t *testing.T) {
+	var out bytes.Buffer
+	rc, err := Runner{}.Run(context.Background(), Request{Playbook: "create-cluster", Output: "yaml", Stdout: &out})
+	if rc != nil || err == nil || !strings.Contains(err.Error(), `--output must be text or json, not "yaml"`) || out.Len() != 0 {
+		t.Errorf("Run -o yaml: %v, %v, %q", rc, err, out.String())
+	}
+}
