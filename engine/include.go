@@ -38,7 +38,7 @@ func (pr *playRun) runInclude(ctx context.Context, t *Task, hosts []*hostState, 
 			continue
 		}
 		if !ok {
-			r.emit(Event{Kind: EventHostResult, Play: pr.p.Name, Role: t.RoleName(), Task: t.Name, Pos: t.Pos.String(), Host: h.name, Status: StatusSkipped})
+			r.emit(Event{Kind: EventHostResult, Play: pr.p.Name, Role: t.RoleName(), Task: pr.nameWith(t, vars), Pos: t.Pos.String(), Host: h.name, Status: StatusSkipped})
 			r.count(h, StatusSkipped, "")
 			continue
 		}

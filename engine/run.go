@@ -482,11 +482,11 @@ func (r *runner) closeHosts() {
 	}
 }
 
-// interrupted records that a signal stopped task t on host.
-func (r *runner) interrupted(host string, t *Task) {
+// interrupted records that a signal stopped task t, named name, on host.
+func (r *runner) interrupted(host, name string, t *Task) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.recap.Interrupted = append(r.recap.Interrupted, Interruption{Host: host, Task: r.red.str(t.Name), Pos: t.where()})
+	r.recap.Interrupted = append(r.recap.Interrupted, Interruption{Host: host, Task: r.red.str(name), Pos: t.where()})
 }
 
 // abort stops the run for the given reason; the first reason wins.

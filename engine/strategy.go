@@ -29,6 +29,9 @@ type playRun struct {
 	playVars map[*hostState]map[string]any
 	runOnce  map[*Task]*onceResult
 	incCache map[string][]*Task
+	// names are the tasks' names with their templates rendered
+	// (renderName), as events and the journal show them.
+	names map[*Task]string
 	// lastFail is each host's latest failure, which a rescue sees as
 	// failed_task and failed_result.
 	lastFail map[*hostState]failure
@@ -100,7 +103,7 @@ func (r *runner) runPlay(ctx context.Context, p *Play) {
 		}
 		pr := &playRun{r: r, p: p, hosts: batch, ended: map[*hostState]bool{}, failing: map[*hostState]bool{},
 			notified: map[*Task]map[*hostState]bool{}, playVars: map[*hostState]map[string]any{},
-			runOnce: map[*Task]*onceResult{}, incCache: map[string][]*Task{}, lastFail: map[*hostState]failure{}}
+			runOnce: map[*Task]*onceResult{}, incCache: map[string][]*Task{}, names: map[*Task]string{}, lastFail: map[*hostState]failure{}}
 		pr.run(ctx)
 		allFailed := true
 		for _, h := range batch {
@@ -592,7 +595,7 @@ func (pr *playRun) exposeFailure(h *hostState) {
 		return
 	}
 	t := f.task
-	task := map[string]any{"name": t.Name, "action": t.Action, "role": t.RoleName(), "pos": t.Pos.String()}
+	task := map[string]any{"name": pr.taskName(t), "action": t.Action, "role": t.RoleName(), "pos": t.Pos.String()}
 	result := f.reg
 	if t.NoLog {
 		result = map[string]any{"failed": true, "changed": false, "msg": "output hidden by no_log"}
@@ -605,7 +608,7 @@ func (pr *playRun) exposeFailure(h *hostState) {
 func (pr *playRun) fail(h *hostState, t *Task, msg string) {
 	e := Event{Kind: EventHostResult, Play: pr.p.Name, Host: h.name, Status: StatusFailed, Message: msg}
 	if t != nil {
-		e.Task, e.Role, e.Pos = t.Name, t.RoleName(), t.Pos.String()
+		e.Task, e.Role, e.Pos = pr.taskName(t), t.RoleName(), t.Pos.String()
 	}
 	pr.r.emit(e)
 	pr.r.count(h, StatusFailed, msg)
@@ -624,7 +627,7 @@ func (pr *playRun) checkFailLimits(t *Task, failed []*hostState) {
 	p := pr.p
 	r := pr.r
 	if p.AnyErrorsFatal {
-		r.abort("any_errors_fatal: task %q failed on %s", t.Name, failed[0].name)
+		r.abort("any_errors_fatal: task %q failed on %s", pr.taskName(t), failed[0].name)
 		return
 	}
 	if p.MaxFailPercentage >= 0 {

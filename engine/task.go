@@ -30,9 +30,13 @@ type hostOutcome struct {
 func (pr *playRun) runAction(ctx context.Context, t *Task, hosts []*hostState, ov *overlay, handler bool) []*hostState {
 	r := pr.r
 	start := time.Now()
-	r.emit(Event{Kind: EventTaskStart, Play: pr.p.Name, Role: t.RoleName(), Task: t.Name, Pos: t.Pos.String(), Total: len(hosts), Handler: handler})
-	outcomes := make([]hostOutcome, len(hosts))
 	hv := r.hostvars.get()
+	name := t.Name
+	if len(hosts) > 0 {
+		name = pr.renderName(t, hosts[0], ov, hv)
+	}
+	r.emit(Event{Kind: EventTaskStart, Play: pr.p.Name, Role: t.RoleName(), Task: name, Pos: t.Pos.String(), Total: len(hosts), Handler: handler})
+	outcomes := make([]hostOutcome, len(hosts))
 	if t.RunOnce {
 		pr.runOnceTask(ctx, t, hosts, ov, outcomes, hv)
 	} else {
@@ -61,7 +65,7 @@ func (pr *playRun) runAction(ctx context.Context, t *Task, hosts []*hostState, o
 		}
 	}
 	r.jr.sync()
-	r.emit(Event{Kind: EventTaskEnd, Play: pr.p.Name, Role: t.RoleName(), Task: t.Name, Pos: t.Pos.String(),
+	r.emit(Event{Kind: EventTaskEnd, Play: pr.p.Name, Role: t.RoleName(), Task: name, Pos: t.Pos.String(),
 		Done: len(hosts), Total: max(len(hosts), pr.freeHosts), Counts: counts, DurationMS: since(start), Handler: handler})
 	if ctx.Value(rescuable{}) == nil {
 		pr.checkFailLimits(t, failed)
@@ -136,7 +140,8 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, ov *o
 	r := pr.r
 	start := time.Now()
 	key := pr.journalKey(t, h)
-	ev := Event{Kind: EventHostResult, Play: pr.p.Name, Role: t.RoleName(), Task: t.Name, Pos: t.where(), Host: h.name, Report: t.spec.Report && !t.NoLog}
+	name := pr.taskName(t)
+	ev := Event{Kind: EventHostResult, Play: pr.p.Name, Role: t.RoleName(), Task: name, Pos: t.where(), Host: h.name, Report: t.spec.Report && !t.NoLog}
 	if out, ok := pr.resumed(t, h, key); ok {
 		ev.Status, ev.Resumed, ev.Message = out.status, true, "done in run "+r.jr.from
 		r.emit(ev)
@@ -147,14 +152,14 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, ov *o
 	if ctx.Err() != nil && out.failed {
 		// Say where the run was when it was stopped, not only "context
 		// canceled": the recap lists these.
-		out.msg = fmt.Sprintf("interrupted (%v) during task %q at %s: %s", context.Cause(ctx), t.Name, t.where(), out.msg)
-		r.interrupted(h.name, t)
+		out.msg = fmt.Sprintf("interrupted (%v) during task %q at %s: %s", context.Cause(ctx), name, t.where(), out.msg)
+		r.interrupted(h.name, name, t)
 	}
 	pr.applyOutcome(t, h, out)
 	if out.status == StatusChanged && len(t.Notify) > 0 {
 		pr.notify(ctx, t, h, vars)
 	}
-	rec := journalRecord{Type: "result", Key: key, Task: t.Name, Host: h.name, Status: out.status, Register: t.Register,
+	rec := journalRecord{Type: "result", Key: key, Task: name, Host: h.name, Status: out.status, Register: t.Register,
 		Role: t.RoleName(), Pos: t.where(), DurationMS: since(start)}
 	facts := out.facts
 	if t.Action == "setup" {
@@ -381,7 +386,7 @@ func (pr *playRun) runBatched(ctx context.Context, t *Task, h *hostState, key st
 // itemRecord journals one loop item, so a resumed run skips the items that
 // finished even when the task as a whole did not.
 func (pr *playRun) itemRecord(t *Task, h *hostState, key string, o hostOutcome) journalRecord {
-	rec := journalRecord{Type: "result", Key: key, Task: t.Name, Host: h.name, Status: o.status, Role: t.RoleName(), Pos: t.where()}
+	rec := journalRecord{Type: "result", Key: key, Task: pr.taskName(t), Host: h.name, Status: o.status, Role: t.RoleName(), Pos: t.where()}
 	pr.r.journalValues(&rec, t, o.reg, o.facts)
 	pr.r.journalLog(&rec, t, o)
 	return rec
@@ -628,7 +633,7 @@ func (pr *playRun) prepare(ctx context.Context, t *Task, h *hostState, vars map[
 		Verbosity: r.opts.Verbosity,
 		Logf: func(format string, a ...any) {
 			if r.opts.Verbosity >= 1 && !t.NoLog {
-				r.emit(Event{Kind: EventLog, Play: pr.p.Name, Task: t.Name, Host: h.name, Message: fmt.Sprintf(format, a...)})
+				r.emit(Event{Kind: EventLog, Play: pr.p.Name, Task: pr.taskName(t), Host: h.name, Message: fmt.Sprintf(format, a...)})
 			}
 		},
 	}
@@ -748,7 +753,7 @@ func (pr *playRun) callBatch(ctx context.Context, t *Task, h *hostState, b step.
 		}
 		failAll(fmt.Errorf("%s: builtin %s failed with an internal error (a bug in kubexm: please report it; -vvv prints the stack): %v", t.Pos, t.Action, p))
 		if pr.r.opts.Verbosity >= 3 {
-			pr.r.emit(Event{Kind: EventLog, Play: pr.p.Name, Task: t.Name, Host: h.name,
+			pr.r.emit(Event{Kind: EventLog, Play: pr.p.Name, Task: pr.taskName(t), Host: h.name,
 				Message: fmt.Sprintf("panic in builtin %s: %v\n%s", t.Action, p, debug.Stack())})
 		}
 	}()
@@ -771,7 +776,7 @@ func (pr *playRun) callBuiltin(ctx context.Context, t *Task, h *hostState, env *
 		res = step.Result{}
 		err = fmt.Errorf("%s: builtin %s failed with an internal error (a bug in kubexm: please report it; -vvv prints the stack): %v", t.Pos, t.Action, p)
 		if pr.r.opts.Verbosity >= 3 {
-			pr.r.emit(Event{Kind: EventLog, Play: pr.p.Name, Task: t.Name, Host: h.name,
+			pr.r.emit(Event{Kind: EventLog, Play: pr.p.Name, Task: pr.taskName(t), Host: h.name,
 				Message: fmt.Sprintf("panic in builtin %s: %v\n%s", t.Action, p, debug.Stack())})
 		}
 	}()
