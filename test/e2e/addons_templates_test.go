@@ -596,6 +596,12 @@ func TestAddonTemplateMetricsServer(t *testing.T) {
 			if got := kinds(objs); !slices.Equal(got, want) {
 				t.Fatalf("objects %v, want %v", got, want)
 			}
+			// Without the type the API server defaults, kubectl apply sends
+			// {"spec":{"strategy":{"$retainKeys":["rollingUpdate"]}}} on
+			// every run and reports the Deployment configured (TestNodes).
+			if typ := find(t, objs, "Deployment").get("spec", "strategy", "type"); typ != "RollingUpdate" {
+				t.Errorf("the Deployment's strategy type is %v, want RollingUpdate written out", typ)
+			}
 			c := k8sObject(containersOf(find(t, objs, "Deployment"))[0].(map[string]any))
 			if c.get("image") != "registry.k8s.io/metrics-server/metrics-server:v0.8.0" {
 				t.Errorf("image %v", c.get("image"))
