@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mensylisir/kubexm/engine"
@@ -34,6 +35,13 @@ type Guard struct {
 	// a test wants refused.
 	own    func() ([]netip.Addr, error)
 	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+
+	// dialed are the checked addresses of each name Dial resolved: a
+	// bastion many hosts share, and every reconnect, is resolved and
+	// checked once per process, and a reconnect goes to the addresses
+	// checked the first time.
+	dialMu sync.Mutex
+	dialed map[string][]netip.Addr
 }
 
 // Config is what a Guard needs.
@@ -236,6 +244,32 @@ func (g *Guard) Dial(ctx context.Context, network, addr string) (net.Conn, error
 	if err != nil {
 		return nil, err
 	}
+	addrs, err := g.dialAddrs(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	d := net.Dialer{KeepAlive: 30 * time.Second}
+	var errs []error
+	for _, a := range addrs {
+		c, err := d.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// dialAddrs resolves host for Dial and checks every address, once per
+// name: a failure is not kept, so a name that did not resolve is asked
+// again on the next dial.
+func (g *Guard) dialAddrs(ctx context.Context, host string) ([]netip.Addr, error) {
+	g.dialMu.Lock()
+	addrs, ok := g.dialed[host]
+	g.dialMu.Unlock()
+	if ok {
+		return addrs, nil
+	}
 	addrs, why := g.resolve(ctx, host)
 	if why != "" {
 		return nil, &Refused{Reasons: []string{fmt.Sprintf("address %q %s", host, why)}}
@@ -252,16 +286,18 @@ func (g *Guard) Dial(ctx context.Context, network, addr string) (net.Conn, error
 			return nil, &Refused{Reasons: []string{fmt.Sprintf("address %q resolved to %s when the run connected, which is %s", host, a, why)}}
 		}
 	}
-	d := net.Dialer{KeepAlive: 30 * time.Second}
-	var errs []error
-	for _, a := range addrs {
-		c, err := d.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
-		if err == nil {
-			return c, nil
-		}
-		errs = append(errs, err)
+	g.dialMu.Lock()
+	defer g.dialMu.Unlock()
+	if prev, ok := g.dialed[host]; ok {
+		// Another dial of the name checked it meanwhile: every
+		// connection goes to the first answer checked.
+		return prev, nil
 	}
-	return nil, errors.Join(errs...)
+	if g.dialed == nil {
+		g.dialed = map[string][]netip.Addr{}
+	}
+	g.dialed[host] = addrs
+	return addrs, nil
 }
 
 func (g *Guard) allowed(a netip.Addr) bool {

@@ -404,4 +404,13 @@ func TestServiceDialRebinding(t *testing.T) {
 		t.Errorf("connected to %s after %d lookups; want 127.0.0.1:%s after 1", got, lookups.Load(), port)
 	}
 	c.Close()
+	// A reconnect, or another host behind the same bastion, dials the
+	// name again: no second lookup.
+	if c, err = allowed.Dial(ctx, "tcp", net.JoinHostPort("lab.example", port)); err != nil {
+		t.Fatalf("second dial: %v", err)
+	}
+	c.Close()
+	if n := lookups.Load(); n != 1 {
+		t.Errorf("%d lookups for two dials of one name, want 1", n)
+	}
 }
