@@ -3,12 +3,10 @@ package bundle
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -315,29 +313,13 @@ func TestPackRefusesBadInputs(t *testing.T) {
 
 func tarNames(t *testing.T, p string) []string {
 	t.Helper()
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(gz)
 	var names []string
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return names
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	bundletest.Each(t, p, func(h *tar.Header, _ []byte) {
 		if h.Typeflag == tar.TypeReg {
 			names = append(names, h.Name)
 		}
-	}
+	})
+	return names
 }
 
 func contains(l []string, s string) bool {

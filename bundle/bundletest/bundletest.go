@@ -12,9 +12,8 @@ import (
 	"testing"
 )
 
-// Rewrite copies the bundle at p to a new file, passing every entry
-// through edit (which may change the header and data, or drop the entry).
-func Rewrite(t testing.TB, p string, edit func(h *tar.Header, data []byte) (*tar.Header, []byte)) string {
+// Each calls fn with every entry of the bundle at p, in order.
+func Each(t testing.TB, p string, fn func(h *tar.Header, data []byte)) {
 	t.Helper()
 	f, err := os.Open(p)
 	if err != nil {
@@ -26,13 +25,10 @@ func Rewrite(t testing.TB, p string, edit func(h *tar.Header, data []byte) (*tar
 		t.Fatal(err)
 	}
 	tr := tar.NewReader(gz)
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			break
+			return
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -41,9 +37,21 @@ func Rewrite(t testing.TB, p string, edit func(h *tar.Header, data []byte) (*tar
 		if err != nil {
 			t.Fatal(err)
 		}
+		fn(h, data)
+	}
+}
+
+// Rewrite copies the bundle at p to a new file, passing every entry
+// through edit (which may change the header and data, or drop the entry).
+func Rewrite(t testing.TB, p string, edit func(h *tar.Header, data []byte) (*tar.Header, []byte)) string {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	Each(t, p, func(h *tar.Header, data []byte) {
 		h, data = edit(h, data)
 		if h == nil {
-			continue
+			return
 		}
 		if h.Typeflag == tar.TypeReg {
 			h.Size = int64(len(data))
@@ -54,7 +62,7 @@ func Rewrite(t testing.TB, p string, edit func(h *tar.Header, data []byte) (*tar
 		if _, err := tw.Write(data); err != nil {
 			t.Fatal(err)
 		}
-	}
+	})
 	tw.Close()
 	zw.Close()
 	out := filepath.Join(t.TempDir(), "bad.tar.gz")
