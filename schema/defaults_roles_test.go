@@ -20,6 +20,18 @@ func TestRolesHaveNoSecondDefaultOfSpec(t *testing.T) {
 		"kubernetes.proxyMode": c.Spec.Kubernetes.ProxyMode != "",
 		"kubernetes.type":      c.Spec.Kubernetes.Type != "",
 		"network.plugin":       c.Spec.Network.Plugin != "",
+		// Filled whatever else the file says (the etcd ones for etcd.type
+		// kubexm, the only type whose etcd.conf.yml the etcd role writes).
+		"registry.containerdDataDir": c.Spec.Registry.ContainerdDataDir != "",
+		"kubernetes.maxPods":         c.Spec.Kubernetes.MaxPods != 0,
+		"kubernetes.podPidsLimit":    c.Spec.Kubernetes.PodPidsLimit != 0,
+		"etcd.heartbeatInterval":     c.Spec.Etcd.HeartbeatInterval != 0,
+		"etcd.electionTimeout":       c.Spec.Etcd.ElectionTimeout != 0,
+		"etcd.snapshotCount":         c.Spec.Etcd.SnapshotCount != 0,
+		"etcd.metrics":               c.Spec.Etcd.Metrics != "",
+		"etcd.quotaBackendBytes":     c.Spec.Etcd.QuotaBackendBytes != 0,
+		"etcd.maxRequestBytes":       c.Spec.Etcd.MaxRequestBytes != 0,
+		"etcd.logLevel":              c.Spec.Etcd.LogLevel != "",
 	}
 	re := regexp.MustCompile(`\.spec\.([A-Za-z.]+)\s*\|\s*default\b`)
 	root := filepath.Join("..", "roles")

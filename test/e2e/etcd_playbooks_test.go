@@ -103,7 +103,10 @@ func sampleVars(addrs [3]string) map[string]any {
 		"groups":       map[string]any{"all": []any{"n1", "n2", "n3"}, "etcd": []any{"n1", "n2", "n3"}},
 		"hostvars":     hostvars,
 		"spec": map[string]any{
-			"etcd":   map[string]any{"dataDir": "/data/etcd", "heartbeatInterval": 300, "electionTimeout": 3000, "maxSnapshots": 0},
+			// As schema.SetDefaults leaves it for etcd.type kubexm, but
+			// for the values this test sets.
+			"etcd": map[string]any{"dataDir": "/data/etcd", "heartbeatInterval": 300, "electionTimeout": 3000, "maxSnapshots": 0,
+				"snapshotCount": 10000, "metrics": "basic", "quotaBackendBytes": 2147483648, "maxRequestBytes": 1572864, "logLevel": "info"},
 			"system": map[string]any{"ntpServers": []any{"n1", "pool.example.org"}},
 		},
 		"etcd_address": strings.Split(addrs[0], ",")[0], "etcd_client_port": 2379, "etcd_peer_port": 2380,

@@ -51,7 +51,8 @@ func kubeVars(host string, adjust func(spec map[string]any)) map[string]any {
 			"type":     "kubexm",
 			"external": map[string]any{"endpoints": []any{}, "caFile": "", "certFile": "", "keyFile": ""},
 		},
-		"network": map[string]any{"kubePodsCIDR": "10.233.64.0/18", "kubeServiceCIDR": "10.233.0.0/18"},
+		"network":  map[string]any{"kubePodsCIDR": "10.233.64.0/18", "kubeServiceCIDR": "10.233.0.0/18"},
+		"registry": map[string]any{"containerdDataDir": "/var/lib/containerd"},
 	}
 	if adjust != nil {
 		adjust(spec)
