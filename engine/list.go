@@ -60,10 +60,8 @@ func listTasks(w io.Writer, ts []*Task, tags, skip []string, indent string) {
 		if !tagsSelected(t.Tags, tags, skip) {
 			continue
 		}
-		name := t.Name
-		if r := t.RoleName(); r != "" {
-			name = r + " : " + name
-		}
+		names := taskNames(t)
+		name := names[len(names)-1]
 		fmt.Fprintf(w, "%s%s\tTAGS: [%s]\n", indent, name, strings.Join(t.Tags, ", "))
 		if t.Kind == KindInclude && t.Include.static != nil {
 			listTasks(w, t.Include.static, tags, skip, indent+"  ")
@@ -76,22 +74,13 @@ func (pb *Playbook) ListTags(w io.Writer) error {
 	pb.header(w)
 	for i, p := range pb.Plays {
 		set := map[string]bool{}
-		var walk func([]*Task)
-		walk = func(ts []*Task) {
-			for _, t := range ts {
+		for _, s := range p.Sections() {
+			walkTasks(s, nil, func(t *Task, _ []*Task) bool {
 				for _, tag := range t.Tags {
 					set[tag] = true
 				}
-				walk(t.Block)
-				walk(t.Rescue)
-				walk(t.Always)
-				if t.Include != nil {
-					walk(t.Include.static)
-				}
-			}
-		}
-		for _, s := range p.Sections() {
-			walk(s)
+				return true
+			})
 		}
 		for _, tag := range p.Tags {
 			set[tag] = true

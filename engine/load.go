@@ -624,26 +624,18 @@ func (ld *loader) checkNotify(p *Play) {
 			names[l] = true
 		}
 	}
-	var walk func([]*Task)
-	walk = func(ts []*Task) {
-		for _, t := range ts {
-			for _, n := range t.Notify {
-				if !names[n] && !strings.Contains(n, "{{") {
-					ld.taskErrorf(t.Pos, t.Name, "notify %q: no handler of that name%s", n, didYouMean(n, keysOf(names)))
-				}
-			}
-			walk(t.Block)
-			walk(t.Rescue)
-			walk(t.Always)
-			if t.Include != nil {
-				walk(t.Include.static)
+	check := func(t *Task, _ []*Task) bool {
+		for _, n := range t.Notify {
+			if !names[n] && !strings.Contains(n, "{{") {
+				ld.taskErrorf(t.Pos, t.Name, "notify %q: no handler of that name%s", n, didYouMean(n, keysOf(names)))
 			}
 		}
+		return true
 	}
 	for _, s := range p.Sections() {
-		walk(s)
+		walkTasks(s, nil, check)
 	}
-	walk(p.Handlers)
+	walkTasks(p.Handlers, nil, check)
 }
 
 func checkStrategy(s string) error {
