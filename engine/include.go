@@ -24,6 +24,9 @@ func (pr *playRun) runInclude(ctx context.Context, t *Task, hosts []*hostState, 
 	var insts []*includeInstance
 	byKey := map[string]*includeInstance{}
 	var failed []*hostState
+	// The name of the include where it is skipped: rendered once, with the
+	// first such host's variables, as runAction names a task.
+	skippedName := ""
 	for _, h := range hosts {
 		vars, err := pr.vars(h, t, ov, nil)
 		if err != nil {
@@ -38,7 +41,10 @@ func (pr *playRun) runInclude(ctx context.Context, t *Task, hosts []*hostState, 
 			continue
 		}
 		if !ok {
-			r.emit(Event{Kind: EventHostResult, Play: pr.p.Name, Role: t.RoleName(), Task: pr.nameWith(t, vars), Pos: t.Pos.String(), Host: h.name, Status: StatusSkipped})
+			if skippedName == "" {
+				skippedName = pr.nameWith(t, vars)
+			}
+			r.emit(Event{Kind: EventHostResult, Play: pr.p.Name, Role: t.RoleName(), Task: skippedName, Pos: t.Pos.String(), Host: h.name, Status: StatusSkipped})
 			r.count(h, StatusSkipped, "")
 			continue
 		}

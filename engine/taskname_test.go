@@ -11,6 +11,7 @@ import (
 // the task's variables (a role's include vars here, as roles/kubectl-apply
 // names its tasks) in every event and journal record of the task, and a
 // name that cannot render, or would show a secret, is never shown raw.
+// Each is rendered once per task, a skipped include's included.
 func TestTaskNameRendered(t *testing.T) {
 	work := t.TempDir()
 	files := map[string]string{
@@ -24,6 +25,11 @@ func TestTaskNameRendered(t *testing.T) {
       probe: {id: undefined}
     - name: "password {{ .token }}"
       probe: {id: secret}
+    - name: "skipped on {{ .inventory_hostname }}"
+      include_role:
+        name: apply
+        vars: {what: nothing}
+      when: false
 `,
 		"roles/apply/tasks/main.yaml": `
 - name: "{{ .what }} - apply"
@@ -62,6 +68,8 @@ func TestTaskNameRendered(t *testing.T) {
 		"deployment/metrics-server on h1 - loop": {EventTaskStart: 1, EventHostResult: 6, EventTaskEnd: 1},
 		"… - undefined":                          {EventTaskStart: 1, EventHostResult: 2, EventTaskEnd: 1},
 		"password …":                             {EventTaskStart: 1, EventHostResult: 2, EventTaskEnd: 1},
+		// A skipped include too: named once, with the first host's.
+		"skipped on h1": {EventHostResult: 2},
 	} {
 		for k, n := range want {
 			if seen[name][k] != n {
