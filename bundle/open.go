@@ -35,6 +35,17 @@ func Open(ctx context.Context, p, workDir string, logf func(string, ...any)) (st
 	if err != nil {
 		return "", nil, fmt.Errorf("offline bundle: %w", err)
 	}
+	return open(ctx, p, sum, workDir, start, logf)
+}
+
+// OpenHashed is Open for a caller that has just computed the sha256 of the
+// bundle at p (an upload hashes the body as it stores it), so that the
+// file, gigabytes, is not read once more for it.
+func OpenHashed(ctx context.Context, p, sum, workDir string, logf func(string, ...any)) (string, *Manifest, error) {
+	return open(ctx, p, sum, workDir, time.Now(), logf)
+}
+
+func open(ctx context.Context, p, sum, workDir string, start time.Time, logf func(string, ...any)) (string, *Manifest, error) {
 	root := filepath.Join(workDir, "bundle")
 	dir := filepath.Join(root, sum)
 	if err := os.MkdirAll(root, 0o755); err != nil {

@@ -102,7 +102,7 @@ func (s *Server) uploadBundle(w http.ResponseWriter, r *http.Request, tok jobsto
 		writeError(w, http.StatusBadRequest, err.Error()+"; nothing was stored or unpacked")
 		return
 	}
-	_, m, err := bundle.Open(r.Context(), tmp.Name(), workDir, func(format string, args ...any) {
+	_, m, err := bundle.OpenHashed(r.Context(), tmp.Name(), sum, workDir, func(format string, args ...any) {
 		s.c.Log.Info(fmt.Sprintf(format, args...), "cluster", name, "sha256", sum)
 	})
 	if err != nil {
