@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/lifecycle"
 )
 
 // conformanceInventory is three local hosts: web = h1, h2; db = h3.
@@ -431,9 +432,9 @@ func TestConformance(t *testing.T) {
 			args := append([]string{"site.yaml", "-i", "hosts.ini", "--output", "json", "--no-journal"}, tc.args...)
 			out, err := runCmd(t, realApp(), args...)
 			exit := 0
-			var ee *exitError
+			var ee *lifecycle.ExitError
 			if errors.As(err, &ee) {
-				exit = ee.code
+				exit = ee.Code
 			} else if err != nil {
 				t.Fatalf("run: %v\n%s", err, out)
 			}

@@ -10,15 +10,16 @@ import (
 
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/lifecycle"
 )
 
 func exitCode(err error) int {
-	var e *exitError
+	var e *lifecycle.ExitError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &e):
-		return e.code
+		return e.Code
 	}
 	return 1
 }

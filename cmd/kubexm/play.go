@@ -144,17 +144,6 @@ func addOfflineBundleFlag(fl *pflag.FlagSet, f *playFlags) {
 	fl.StringVar(&f.offlineBundle, "offline-bundle", "", "install from this bundle of kubexm artifact export: verified, unpacked into the work directory, and no download reaches the network")
 }
 
-// exitError carries the process exit status: 2 when hosts failed, 4 when
-// some were unreachable, 130 when interrupted.
-type exitError struct {
-	err  error
-	code int
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-func (e *exitError) ExitCode() int { return e.code }
-
 // runner is the lifecycle of a run, wired to this program's builtins,
 // transports and views.
 func (a *app) runner() lifecycle.Runner {
@@ -172,9 +161,6 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 		ReadOnly: f.readOnly, ForceHandlers: f.forceHandlers, OfflineBundle: f.offlineBundle, Backup: f.backup,
 		Sink: f.sink, Stdout: w, Stderr: os.Stderr,
 	})
-	if ee, ok := err.(*lifecycle.ExitError); ok {
-		return &exitError{err: ee.Err, code: ee.Code}
-	}
 	return err
 }
 
@@ -244,16 +230,16 @@ fork equals the built-ins, 1 when it differs, 2 on error (as diff).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutputFormat(out, "text"); err != nil {
-				return &exitError{err: err, code: 2}
+				return &lifecycle.ExitError{Err: err, Code: 2}
 			}
 			d, err := engine.DiffFork(args[0], engine.LoadOptions{BuiltinFS: a.builtinFS, Overlays: overlays})
 			if err != nil {
-				return &exitError{err: err, code: 2}
+				return &lifecycle.ExitError{Err: err, Code: 2}
 			}
 			w := cmd.OutOrStdout()
 			if out != "text" {
 				if err := printDoc(w, out, d); err != nil {
-					return &exitError{err: err, code: 2}
+					return &lifecycle.ExitError{Err: err, Code: 2}
 				}
 			} else {
 				writeForkDiff(w, d)
@@ -261,8 +247,8 @@ fork equals the built-ins, 1 when it differs, 2 on error (as diff).`,
 			if d.Identical() {
 				return nil
 			}
-			return &exitError{err: fmt.Errorf("%s differs from the built-in playbook %s: %d files changed, %d only in the fork, %d only in the built-in roles",
-				args[0], d.Playbook, len(d.Changed), len(d.OnlyInFork), len(d.OnlyInBuiltin)), code: 1}
+			return &lifecycle.ExitError{Err: fmt.Errorf("%s differs from the built-in playbook %s: %d files changed, %d only in the fork, %d only in the built-in roles",
+				args[0], d.Playbook, len(d.Changed), len(d.OnlyInFork), len(d.OnlyInBuiltin)), Code: 1}
 		},
 	}
 	addOverlayFlag(cmd.Flags(), &overlays)

@@ -17,6 +17,7 @@ import (
 	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/inventory"
+	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/schema"
 )
 
@@ -118,7 +119,7 @@ func TestPlayCommand(t *testing.T) {
 	// A failure exits 2 and can be resumed.
 	calls = nil
 	out, err = runCmd(t, a, "demo", "-i", "cluster.yaml", "-e", "x=2", "-e", "bad=true")
-	var ee *exitError
+	var ee *lifecycle.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Fatalf("failed run: err %v, want exit code 2\n%s", err, out)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/engine/output"
+	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
@@ -317,7 +318,7 @@ func (c *apiClient) followEvents(ctx context.Context, id string, show func([]byt
 		case ended && err == nil:
 			return j, nil
 		case ctx.Err() != nil:
-			return j, &exitError{err: fmt.Errorf("stopped following; job %s goes on on the server (kubexm get job %s --server %s)", id, id, c.base.String()), code: 130}
+			return j, &lifecycle.ExitError{Err: fmt.Errorf("stopped following; job %s goes on on the server (kubexm get job %s --server %s)", id, id, c.base.String()), Code: 130}
 		case failures == 5:
 			return j, fmt.Errorf("event stream of job %s: %w (kubexm get job %s --server %s shows it)", id, err, id, c.base.String())
 		}
@@ -335,9 +336,9 @@ func jobResult(j jobstore.Job) error {
 	case jobstore.Succeeded:
 		return nil
 	case jobstore.Cancelled:
-		return &exitError{err: fmt.Errorf("job %s was cancelled", j.ID), code: 130}
+		return &lifecycle.ExitError{Err: fmt.Errorf("job %s was cancelled", j.ID), Code: 130}
 	}
-	return &exitError{err: fmt.Errorf("job %s %s: %s", j.ID, j.Status, j.Error), code: 2}
+	return &lifecycle.ExitError{Err: fmt.Errorf("job %s %s: %s", j.ID, j.Status, j.Error), Code: 2}
 }
 
 // streamOnce reads one connection of the job's event stream; ended says

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
@@ -116,8 +117,8 @@ func TestVerbsThroughServer(t *testing.T) {
 
 	// A failed job fails the command as a failed run does.
 	out, err = execKubexm(append([]string{"add", "nodes", "-f", cluster}, remote...)...)
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(err.Error(), "failed") {
+	var ee *lifecycle.ExitError
+	if !errors.As(err, &ee) || ee.Code != 2 || !strings.Contains(err.Error(), "failed") {
 		t.Errorf("add nodes --server of a failing playbook: %v, want exit 2\n%s", err, out)
 	}
 	if !strings.Contains(out, "no room for nodes") {

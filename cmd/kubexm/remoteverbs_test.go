@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mensylisir/kubexm/lifecycle"
 )
 
 // execKubexmIn runs the CLI in this process with stdin and returns what
@@ -283,8 +285,8 @@ func TestRunCommandThroughServer(t *testing.T) {
 		}
 	}
 	out, err := execKubexm(withRemote([]string{"run", "command", "-f", cluster, "--nodes", "node1", "--shell", "--", "echo " + serviceSecret + "; exit 3"})...)
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(out, "node1 | FAILED | rc=3 >>") || !strings.Contains(out, "******") || strings.Contains(out, serviceSecret) {
+	var ee *lifecycle.ExitError
+	if !errors.As(err, &ee) || ee.Code != 2 || !strings.Contains(out, "node1 | FAILED | rc=3 >>") || !strings.Contains(out, "******") || strings.Contains(out, serviceSecret) {
 		t.Errorf("a failing command with the secret: %v\n%s", err, out)
 	}
 	failed := e.mustLatest("r1")

@@ -18,6 +18,7 @@ import (
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/engine/transport/local"
 	"github.com/mensylisir/kubexm/inventory"
+	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
@@ -287,9 +288,9 @@ func runSummary(w io.Writer, format string, results []hostRun) error {
 	}
 	switch {
 	case len(failed) > 0:
-		return &exitError{err: fmt.Errorf("the command failed on %s", strings.Join(failed, ", ")), code: 2}
+		return &lifecycle.ExitError{Err: fmt.Errorf("the command failed on %s", strings.Join(failed, ", ")), Code: 2}
 	case len(unreachable) > 0:
-		return &exitError{err: fmt.Errorf("not reached: %s", strings.Join(unreachable, ", ")), code: 4}
+		return &lifecycle.ExitError{Err: fmt.Errorf("not reached: %s", strings.Join(unreachable, ", ")), Code: 4}
 	}
 	return nil
 }

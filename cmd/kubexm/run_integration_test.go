@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mensylisir/kubexm/lifecycle"
 )
 
 // run command over SSH on two test machines: every argument arrives as it
@@ -43,8 +45,8 @@ func TestRunCommandOverSSH(t *testing.T) {
 	}
 
 	out, err = run("--group", "worker", "--shell", "--", "echo on $(hostname); exit 7")
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(out, "n2 | FAILED | rc=7 >>\non ") || strings.Contains(out, "n1 |") {
+	var ee *lifecycle.ExitError
+	if !errors.As(err, &ee) || ee.Code != 2 || !strings.Contains(out, "n2 | FAILED | rc=7 >>\non ") || strings.Contains(out, "n1 |") {
 		t.Errorf("failing command: %v\n%s", err, out)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/inventory"
+	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/schema"
 )
 
@@ -76,8 +77,8 @@ func TestRunCommand(t *testing.T) {
 
 	// A non-zero exit on a remote host: its output and code, exit status 2.
 	out, err = runCommandCmd(t, a, "--nodes", "worker", "--", "true")
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(err.Error(), "r1") {
+	var ee *lifecycle.ExitError
+	if !errors.As(err, &ee) || ee.Code != 2 || !strings.Contains(err.Error(), "r1") {
 		t.Errorf("failed host: %v\n%s", err, out)
 	}
 	if !strings.Contains(out, "r1 | FAILED | rc=5 >>\nremote out\n") || !strings.Contains(out, "n2 | ok") || strings.Join(remote, ",") != "true" {
@@ -86,7 +87,7 @@ func TestRunCommand(t *testing.T) {
 
 	// An unreachable host alone: exit status 4, the reason per host; JSON lines.
 	out, err = runCommandCmd(t, a, "--nodes", "dead,n1", "-o", "json", "--", "true")
-	if !errors.As(err, &ee) || ee.code != 4 {
+	if !errors.As(err, &ee) || ee.Code != 4 {
 		t.Errorf("unreachable: %v\n%s", err, out)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
