@@ -234,10 +234,11 @@ func fieldClaims() map[string][]fieldClaim {
 			setPath(spec, "registry.auths", map[string]any{"sentinel.example": map[string]any{"username": "u", k: v}})
 		})}
 	}
-	addon := func(needle string) []fieldClaim {
-		return read("roles/addons/tasks/main.yaml", needle, "TestAddonsRefused")
+	addon := func(file, needle string) []fieldClaim {
+		return read("roles/addons/tasks/"+file, needle, "TestAddonsRefused")
 	}
-	hook := read("schema/hooks.go", "Hooks", "TestHooks")
+	// cluster.yaml's hooks reach the engine as its load options.
+	hook := func(needle string) []fieldClaim { return read("lifecycle/lifecycle.go", needle, "TestHooks") }
 	return map[string][]fieldClaim{
 		"apiVersion":    refused("kubexm.example/v0"),
 		"kind":          refused("Clusters"),
@@ -271,9 +272,9 @@ func fieldClaims() map[string][]fieldClaim {
 		"spec.bastion.password":                      specBastion("password", "sb-pw", "sb-pw"),
 		"spec.bastion.privateKeyPath":                specBastion("privateKeyPath", "/etc/hostname", "/etc/hostname"),
 		"spec.bastion.privateKeyPassphrase":          specBastion("privateKeyPassphrase", "sb-pp", "sb-pp"),
-		"spec.roleGroups.etcd":                       read("schema/inventory.go", "c.groups()", "TestInventoryFromFullExample"),
-		"spec.roleGroups.master":                     read("schema/inventory.go", "c.groups()", "TestInventoryFromFullExample"),
-		"spec.roleGroups.worker":                     read("schema/inventory.go", "c.groups()", "TestInventoryFromFullExample"),
+		"spec.roleGroups.etcd":                       read("schema/validate.go", `{"etcd", &rg.Etcd}`, "TestInventoryFromFullExample"),
+		"spec.roleGroups.master":                     read("schema/validate.go", `{"master", &rg.Master}`, "TestInventoryFromFullExample"),
+		"spec.roleGroups.worker":                     read("schema/validate.go", `{"worker", &rg.Worker}`, "TestInventoryFromFullExample"),
 		"spec.roleGroups.registry":                   refused([]any{"w1"}),
 		"spec.roleGroups.loadbalancer":               read("playbooks/create-cluster/playbook.yaml", "hosts: loadbalancer", "TestVIPClusterYAML"),
 		"spec.roleGroupVars":                         inv(map[string]any{"worker": map[string]any{"sentinel_gv": 1}}, "sentinel_gv"),
@@ -418,7 +419,7 @@ func fieldClaims() map[string][]fieldClaim {
 		})},
 		"spec.storage.openebs.basePath": {refusedWith(inAll, "/sentinel/openebs").naming("spec.storage.openebs")},
 
-		"spec.registry.type":                   read("roles/containerd/defaults/main.yaml", "registry", "TestContainerdConfigTemplate"),
+		"spec.registry.type":                   read("schema/validate.go", "registry.type external deploys nothing", "TestValidationRules"),
 		"spec.registry.privateRegistry":        containerd("reg.sentinel.example", "reg.sentinel.example"),
 		"spec.registry.namespaceOverride":      read("roles/artifacts/defaults/main.yaml", "namespaceOverride", "TestContainerdConfigTemplate"),
 		"spec.registry.auths[*].username":      auth("username", "sentinel-user", "sentinel.example"),
@@ -437,15 +438,15 @@ func fieldClaims() map[string][]fieldClaim {
 			setPath(spec, "registry.harborConfig", map[string]any{"a": 1})
 		})},
 
-		"spec.addons[*].name":                     read("roles/metrics-server/tasks/main.yaml", "metrics-server", "TestAddonTemplateMetricsServer"),
-		"spec.addons[*].namespace":                addon("namespace"),
-		"spec.addons[*].sources.yaml.path":        addon("yaml"),
-		"spec.addons[*].sources.chart.name":       addon("chart"),
-		"spec.addons[*].sources.chart.repo":       read("schema/types.go", "informative; kubexm installs from path", "TestAddonsRefused"),
-		"spec.addons[*].sources.chart.path":       addon("chart"),
-		"spec.addons[*].sources.chart.version":    addon("chart"),
-		"spec.addons[*].sources.chart.valuesFile": addon("chart"),
-		"spec.addons[*].sources.chart.values":     addon("chart"),
+		"spec.addons[*].name":                     addon("main.yaml", "release: \"{{ .item.name }}\""),
+		"spec.addons[*].namespace":                addon("main.yaml", ".item.namespace"),
+		"spec.addons[*].sources.yaml.path":        addon("yaml.yaml", ".addon.sources.yaml.path"),
+		"spec.addons[*].sources.chart.name":       addon("main.yaml", ".item.sources.chart.name"),
+		"spec.addons[*].sources.chart.repo":       read("schema/types.go", "The chart repository it was pulled from (informative; kubexm installs from path", "TestAddonsRefused"),
+		"spec.addons[*].sources.chart.path":       addon("main.yaml", ".item.sources.chart.path"),
+		"spec.addons[*].sources.chart.version":    addon("main.yaml", ".item.sources.chart.version"),
+		"spec.addons[*].sources.chart.valuesFile": addon("main.yaml", ".item.sources.chart.valuesFile"),
+		"spec.addons[*].sources.chart.values":     addon("main.yaml", ".item.sources.chart.values }}"),
 
 		"spec.dns.dnsEtcHosts":                          dns("192.0.2.88 sentinel-hosts.example", "192.0.2.88 sentinel-hosts.example"),
 		"spec.dns.coredns.additionalConfigs":            dns("sentinelplugin", "sentinelplugin"),
@@ -477,10 +478,10 @@ func fieldClaims() map[string][]fieldClaim {
 				setPath(spec, "extra.resolves", []any{map[string]any{"address": "192.0.2.151"}})
 			})},
 
-		"spec.hooks[*].playbook": hook,
-		"spec.hooks[*].phase":    hook,
-		"spec.hooks[*].when":     hook,
-		"spec.hooks[*].file":     hook,
+		"spec.hooks[*].playbook": hook("Playbook: h.Playbook"),
+		"spec.hooks[*].phase":    hook("Phase: h.Phase"),
+		"spec.hooks[*].when":     hook("When: h.When"),
+		"spec.hooks[*].file":     hook("file, at := c.HookFile(i)"),
 	}
 }
 
@@ -513,7 +514,7 @@ func (c fieldClaim) external(endpoints []any) fieldClaim {
 // etcd kubexm or kubeadm runs.
 func externalFile(k string) []fieldClaim {
 	return []fieldClaim{
-		readBy(inExternal, "roles/kubernetes/pki/tasks/etcd-client.yaml", "spec.etcd.external", "TestKubeadmInitConfigExternalEtcd"),
+		readBy(inExternal, "roles/kubernetes/pki/tasks/etcd-client.yaml", ".spec.etcd.external."+k+" }}", "TestKubeadmInitConfigExternalEtcd"),
 		refusedWith(inNotExtern, nil).setBy(func(spec map[string]any) {
 			setPath(spec, "etcd.external."+k, "sentinel.pem")
 		}),
@@ -795,6 +796,11 @@ func checkClaim(t *testing.T, root, field string, m fieldMode, c fieldClaim) str
 			return fmt.Sprintf("the mode's cluster.yaml is refused without the field too: %v", err)
 		}
 	case "read":
+		// The needle must name the field, so that a claim cannot point at a
+		// file that merely mentions something near it.
+		if last := strings.TrimSuffix(field[strings.LastIndex(field, ".")+1:], "[*]"); !strings.Contains(strings.ToLower(c.needle), strings.ToLower(last)) {
+			return fmt.Sprintf("the needle %q does not name the field (%s): not a proof that %s reads it", c.needle, last, c.file)
+		}
 		data, err := os.ReadFile(filepath.Join(root, c.file))
 		if err != nil || !strings.Contains(string(data), c.needle) {
 			return fmt.Sprintf("%s does not read it (no %q): %v", c.file, c.needle, err)
