@@ -92,13 +92,13 @@ func (a *app) exportBundle(ctx context.Context, w io.Writer, f exportFlags) erro
 	// The export runs as `kubexm play` would run it; the list variable goes
 	// last so that it wins.
 	pf := playFlags{
-		inventory: f.file,
-		extraVars: append(append([]string{}, f.extraVars...), string(setList)),
-		forks:     50,
-		output:    "text",
-		verbose:   f.verbose,
-		rolesPath: f.rolesPath,
-		workDir:   f.workDir,
+		Inventory: f.file,
+		ExtraVars: append(append([]string{}, f.extraVars...), string(setList)),
+		Forks:     50,
+		Output:    "text",
+		Verbose:   f.verbose,
+		RolesPath: f.rolesPath,
+		WorkDir:   f.workDir,
 	}
 	if err := a.play(ctx, w, f.playbook, pf); err != nil {
 		return fmt.Errorf("fetching the artifacts: %w", err)

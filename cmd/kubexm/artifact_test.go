@@ -62,7 +62,7 @@ func hexSum(data []byte) string {
 func recapOf(t *testing.T, a *app, ref string, f playFlags) (*engine.Recap, string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	f.output, f.forks = "json", 10
+	f.Output, f.Forks = "json", 10
 	err := a.play(context.Background(), &out, ref, f)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	var ev struct {
@@ -153,7 +153,7 @@ func TestDownloadRoleChecksumFiles(t *testing.T) {
 	extra, _ := json.Marshal(map[string]any{"cases": cases})
 	work := t.TempDir()
 	a := realApp()
-	rc, out, err := recapOf(t, a, pb, playFlags{workDir: work, extraVars: []string{string(extra)}})
+	rc, out, err := recapOf(t, a, pb, playFlags{WorkDir: work, ExtraVars: []string{string(extra)}})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -169,7 +169,7 @@ func TestDownloadRoleChecksumFiles(t *testing.T) {
 		t.Errorf("first run changed %d, want 6 downloads", changed(rc))
 	}
 	// A second run finds every file with its sum.
-	if rc, out, err = recapOf(t, a, pb, playFlags{workDir: work, extraVars: []string{string(extra)}}); err != nil || changed(rc) != 0 {
+	if rc, out, err = recapOf(t, a, pb, playFlags{WorkDir: work, ExtraVars: []string{string(extra)}}); err != nil || changed(rc) != 0 {
 		t.Fatalf("second run: changed %v, %v\n%s", rc, err, out)
 	}
 
@@ -184,7 +184,7 @@ func TestDownloadRoleChecksumFiles(t *testing.T) {
 		{map[string]any{"component": "x", "file": "kubelet", "sums": "kubectl.sha256x", "mirrors": mirrors}, "kubectl.sha256x was not found"},
 	} {
 		extra, _ := json.Marshal(map[string]any{"cases": []any{c.cs}})
-		_, out, err := recapOf(t, a, pb, playFlags{workDir: t.TempDir(), extraVars: []string{string(extra)}})
+		_, out, err := recapOf(t, a, pb, playFlags{WorkDir: t.TempDir(), ExtraVars: []string{string(extra)}})
 		if err == nil || !strings.Contains(out, c.want) {
 			t.Errorf("%v: error %v, want %q in\n%s", c.cs, err, c.want, out)
 		}
@@ -417,7 +417,7 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
       when: bypass ?? false
 `))
 	offWork := filepath.Join(fx.dir, "w-offline")
-	rc, out, err := recapOf(t, a, filepath.Dir(pb), playFlags{inventory: fx.cluster, workDir: offWork, offlineBundle: "bundle.tar.gz", extraVars: []string{"x=1"}})
+	rc, out, err := recapOf(t, a, filepath.Dir(pb), playFlags{Inventory: fx.cluster, WorkDir: offWork, OfflineBundle: "bundle.tar.gz", ExtraVars: []string{"x=1"}})
 	if err != nil {
 		t.Fatalf("offline play: %v\n%s", err, out)
 	}
@@ -429,19 +429,19 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
 			t.Errorf("not fetched from the bundle: %v", err)
 		}
 	}
-	_, out, err = recapOf(t, a, filepath.Dir(pb), playFlags{inventory: fx.cluster, workDir: offWork, offlineBundle: "bundle.tar.gz", extraVars: []string{"bypass=true"}})
+	_, out, err = recapOf(t, a, filepath.Dir(pb), playFlags{Inventory: fx.cluster, WorkDir: offWork, OfflineBundle: "bundle.tar.gz", ExtraVars: []string{"bypass=true"}})
 	if err == nil || !strings.Contains(out, "--offline-bundle: refusing to download from "+dead.URL+"/kubelet") {
 		t.Errorf("a network download under --offline-bundle: %v\n%s", err, out)
 	}
 	// A file the bundle lacks is named, with the bundle directory.
-	_, out, err = recapOf(t, a, filepath.Dir(pb), playFlags{inventory: fx.cluster, workDir: offWork, offlineBundle: "bundle.tar.gz", extraVars: []string{"kubernetes_version=v1.36.1"}})
+	_, out, err = recapOf(t, a, filepath.Dir(pb), playFlags{Inventory: fx.cluster, WorkDir: offWork, OfflineBundle: "bundle.tar.gz", ExtraVars: []string{"kubernetes_version=v1.36.1"}})
 	if err == nil || !strings.Contains(out, "the offline bundle has no kubelet for kubernetes v1.36.1 amd64") {
 		t.Errorf("a file missing from the bundle: %v\n%s", err, out)
 	}
 	// A corrupt bundle stops the run before anything runs.
 	raw, _ := os.ReadFile("bundle.tar.gz")
 	os.WriteFile("cut.tar.gz", raw[:len(raw)*2/3], 0o644)
-	rc, out, err = recapOf(t, a, filepath.Dir(pb), playFlags{inventory: fx.cluster, workDir: t.TempDir(), offlineBundle: "cut.tar.gz"})
+	rc, out, err = recapOf(t, a, filepath.Dir(pb), playFlags{Inventory: fx.cluster, WorkDir: t.TempDir(), OfflineBundle: "cut.tar.gz"})
 	if err == nil || rc != nil || !strings.Contains(err.Error(), "offline bundle cut.tar.gz") || !strings.Contains(err.Error(), "truncated") {
 		t.Errorf("truncated bundle: %v\n%s", err, out)
 	}
@@ -514,10 +514,10 @@ esac
 		vars[k] = v
 	}
 	ev, _ := json.Marshal(vars)
-	flags := playFlags{inventory: fx.cluster, workDir: filepath.Join(fx.dir, "w-images"), offlineBundle: "bundle.tar.gz", extraVars: []string{string(ev)}}
+	flags := playFlags{Inventory: fx.cluster, WorkDir: filepath.Join(fx.dir, "w-images"), OfflineBundle: "bundle.tar.gz", ExtraVars: []string{string(ev)}}
 
 	check := flags
-	check.check = true
+	check.Check = true
 	if rc, out, err := recapOf(t, a, filepath.Dir(pb), check); err != nil || rc.Hosts["node1"].Failed > 0 {
 		t.Fatalf("--check on a fresh host: %v\n%s", err, out)
 	}
@@ -540,7 +540,7 @@ esac
 	for _, again := range []playFlags{flags, check} {
 		rc, out, err = recapOf(t, a, filepath.Dir(pb), again)
 		if err != nil || rc.Hosts["node1"].Changed != 0 {
-			t.Fatalf("re-run (check %v): changed %d, %v\n%s", again.check, rc.Hosts["node1"].Changed, err, out)
+			t.Fatalf("re-run (check %v): changed %d, %v\n%s", again.Check, rc.Hosts["node1"].Changed, err, out)
 		}
 	}
 	if imports2, _ := os.ReadFile(state + ".imports"); !bytes.Equal(imports, imports2) {

@@ -139,8 +139,8 @@ func (a *app) certsCheck(ctx context.Context, w, errw io.Writer, f certsCheckFla
 	// only when it fails.
 	var log bytes.Buffer
 	err = a.play(ctx, &log, "certs-check", playFlags{
-		inventory: f.inventory, check: true, output: "text", forks: 50, workDir: f.workDir, rolesPath: f.rolesPath,
-		extraVars: append(append([]string{}, f.extraVars...), string(vars)),
+		Inventory: f.inventory, Check: true, Output: "text", Forks: 50, WorkDir: f.workDir, RolesPath: f.rolesPath,
+		ExtraVars: append(append([]string{}, f.extraVars...), string(vars)),
 	})
 	if err != nil {
 		_, _ = io.Copy(errw, &log)
@@ -221,8 +221,8 @@ func certsCheckRemote(cmd *cobra.Command, f certsCheckFlags, remote clientFlags)
 		return err
 	}
 	ctx := cmd.Context()
-	c, id, err := queueRemote(cmd, "certs-check", playFlags{inventory: f.inventory, check: true, output: f.output,
-		extraVars: append(append([]string{}, f.extraVars...), string(vars))}, remote)
+	c, id, err := queueRemote(cmd, "certs-check", playFlags{Inventory: f.inventory, Check: true, Output: f.output,
+		ExtraVars: append(append([]string{}, f.extraVars...), string(vars))}, remote)
 	if err != nil {
 		return err
 	}

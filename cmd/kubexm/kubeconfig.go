@@ -81,8 +81,8 @@ func (a *app) getKubeconfig(ctx context.Context, w, errw io.Writer, f kubeconfig
 // kubeconfig.
 func (a *app) fetchKubeconfig(ctx context.Context, errw io.Writer, f kubeconfigFlags) error {
 	var log bytes.Buffer
-	pf := playFlags{inventory: f.file, output: "text", forks: 50, workDir: f.workDir, rolesPath: f.rolesPath,
-		extraVars: f.extraVars, readOnly: true}
+	pf := playFlags{Inventory: f.file, Output: "text", Forks: 50, WorkDir: f.workDir, RolesPath: f.rolesPath,
+		ExtraVars: f.extraVars, ReadOnly: true}
 	if err := a.play(ctx, &log, "kubeconfig", pf); err != nil {
 		_, _ = io.Copy(errw, &log)
 		return err

@@ -33,7 +33,7 @@ yet) is counted as skipped. Nothing is changed on any host.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if f.inventory, err = clusterFile(f.inventory); err != nil {
+			if f.Inventory, err = clusterFile(f.Inventory); err != nil {
 				return err
 			}
 			if remote.server != "" {
@@ -45,15 +45,15 @@ yet) is counted as skipped. Nothing is changed on any host.
 		},
 	}
 	fl := cmd.Flags()
-	addClusterFileFlag(fl, &f.inventory)
-	fl.StringSliceVarP(&f.tags, "tags", "t", nil, "plan only tasks with these tags")
-	fl.StringSliceVar(&f.skipTags, "skip-tags", nil, "leave out tasks with these tags")
-	fl.StringVarP(&f.limit, "limit", "l", "", "plan only for these hosts (pattern)")
-	fl.StringArrayVarP(&f.extraVars, "extra-vars", "e", nil, "set a variable: name=value, @file.yaml or a {...} mapping (repeatable)")
-	fl.StringVarP(&f.output, "output", "o", "text", "text or json")
-	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles before the built-in ones")
-	addOverlayFlag(fl, &f.overlays)
-	fl.StringVar(&f.workDir, "workdir", "", "work directory (default .kubexm/<cluster name>)")
+	addClusterFileFlag(fl, &f.Inventory)
+	fl.StringSliceVarP(&f.Tags, "tags", "t", nil, "plan only tasks with these tags")
+	fl.StringSliceVar(&f.SkipTags, "skip-tags", nil, "leave out tasks with these tags")
+	fl.StringVarP(&f.Limit, "limit", "l", "", "plan only for these hosts (pattern)")
+	fl.StringArrayVarP(&f.ExtraVars, "extra-vars", "e", nil, "set a variable: name=value, @file.yaml or a {...} mapping (repeatable)")
+	fl.StringVarP(&f.Output, "output", "o", "text", "text or json")
+	fl.StringSliceVar(&f.RolesPath, "roles-path", nil, "directories searched for roles before the built-in ones")
+	addOverlayFlag(fl, &f.Overlays)
+	fl.StringVar(&f.WorkDir, "workdir", "", "work directory (default .kubexm/<cluster name>)")
 	addOfflineBundleFlag(fl, &f)
 	addServerFlags(fl, &remote, "plan on this kubexm server (URL): the file is registered there and the check run is a job of its workers (docs/server.md)", "an operator's (the plan is a job)")
 	return cmd
@@ -126,15 +126,15 @@ func taskName(e engine.Event) string {
 }
 
 func (a *app) planCluster(cmd *cobra.Command, f playFlags, remote clientFlags) error {
-	if f.output != "text" && f.output != "json" {
-		return fmt.Errorf("--output must be text or json, not %q", f.output)
+	if f.Output != "text" && f.Output != "json" {
+		return fmt.Errorf("--output must be text or json, not %q", f.Output)
 	}
 	w := cmd.OutOrStdout()
 	p := &plan{hosts: map[string]*hostPlan{}, warn: cmd.ErrOrStderr()}
-	if f.output == "json" {
+	if f.Output == "json" {
 		p.next = output.NewJSON(w)
 	}
-	f.check, f.diff = true, true
+	f.Check, f.Diff = true, true
 	var runErr error
 	if remote.server != "" {
 		// The same check run as a job: its events come back through the
@@ -146,7 +146,7 @@ func (a *app) planCluster(cmd *cobra.Command, f playFlags, remote clientFlags) e
 		}
 		runErr = c.followJob(cmd.Context(), id, p, cmd.ErrOrStderr())
 	} else {
-		f.sink, f.forks = p, 50
+		f.Sink, f.Forks = p, 50
 		runErr = a.play(cmd.Context(), w, "create-cluster", f)
 	}
 	hosts := make([]*hostPlan, 0, len(p.hosts))
@@ -160,7 +160,7 @@ func (a *app) planCluster(cmd *cobra.Command, f playFlags, remote clientFlags) e
 		same += h.Unchanged
 		skipped += h.Skipped
 	}
-	if f.output == "json" {
+	if f.Output == "json" {
 		data, err := json.Marshal(struct {
 			Kind      string      `json:"kind"`
 			ToChange  int         `json:"to_change"`

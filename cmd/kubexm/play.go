@@ -35,47 +35,9 @@ type app struct {
 	builtinFS     fs.FS // holds playbooks/ and roles/
 }
 
-type playFlags struct {
-	inventory string
-	tags      []string
-	skipTags  []string
-	startAt   string
-	limit     string
-	check     bool
-	diff      bool
-	extraVars []string
-	forks     int
-	listTasks bool
-	listHosts bool
-	listTags  bool
-	syntax    bool
-	resume    string
-	output    string
-	verbose   int
-	rolesPath []string
-	// overlays replace single files of roles and add hook plays
-	// (docs/playbooks.md#forking-for-your-site).
-	overlays  []string
-	workDir   string
-	noJournal bool
-	// lockWait and breakLock: how long to wait for the hosts' kubexm lock,
-	// and whether to end a run that holds it.
-	lockWait  time.Duration
-	breakLock bool
-	// readOnly runs a playbook that changes no host (get kubeconfig): no
-	// lock, no journal, as --check, but its writes to the work directory
-	// are made.
-	readOnly bool
-	// forceHandlers runs notified handlers on hosts that failed.
-	forceHandlers bool
-	// offlineBundle is a bundle of `kubexm artifact export` to install from.
-	offlineBundle string
-	// backup is the archive the restore playbook reads (backup_file).
-	backup string
-	// sink, when set, receives the run's events instead of the view -o
-	// chooses: for verbs that present a run their own way (plan cluster).
-	sink engine.Sink
-}
+// playFlags are the options of `kubexm play` and the verbs: the flags bind
+// into the run's request.
+type playFlags = lifecycle.Request
 
 func newPlayCmd(a *app) *cobra.Command {
 	var f playFlags
@@ -93,21 +55,21 @@ of a built-in playbook (kubexm playbook list). See docs/playbooks.md.`,
 			if err := a.play(cmd.Context(), cmd.OutOrStdout(), args[0], f); err != nil {
 				return err
 			}
-			if filepath.Base(strings.TrimSuffix(args[0], "/")) == "create-cluster" && f.inventory != "" {
+			if filepath.Base(strings.TrimSuffix(args[0], "/")) == "create-cluster" && f.Inventory != "" {
 				printAdminKubeconfig(cmd.ErrOrStderr(), f)
 			}
 			return nil
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&f.inventory, "inventory", "i", "", "cluster.yaml describing the hosts")
+	fl.StringVarP(&f.Inventory, "inventory", "i", "", "cluster.yaml describing the hosts")
 	addRunFlags(fl, &f, "f")
-	fl.BoolVar(&f.listTasks, "list-tasks", false, "list the tasks that would run, and exit")
-	fl.BoolVar(&f.listHosts, "list-hosts", false, "list the hosts each play would run on, and exit")
-	fl.BoolVar(&f.listTags, "list-tags", false, "list the tags of each play, and exit")
-	fl.BoolVar(&f.syntax, "syntax-check", false, "load and check the playbook, and exit")
-	fl.BoolVar(&f.forceHandlers, "force-handlers", false, "run notified handlers even on hosts that failed afterwards (as the play keyword force_handlers)")
-	fl.StringVar(&f.backup, "backup", "", "the backup archive a restore reads: sets -e backup_file to its absolute path")
+	fl.BoolVar(&f.ListTasks, "list-tasks", false, "list the tasks that would run, and exit")
+	fl.BoolVar(&f.ListHosts, "list-hosts", false, "list the hosts each play would run on, and exit")
+	fl.BoolVar(&f.ListTags, "list-tags", false, "list the tags of each play, and exit")
+	fl.BoolVar(&f.Syntax, "syntax-check", false, "load and check the playbook, and exit")
+	fl.BoolVar(&f.ForceHandlers, "force-handlers", false, "run notified handlers even on hosts that failed afterwards (as the play keyword force_handlers)")
+	fl.StringVar(&f.Backup, "backup", "", "the backup archive a restore reads: sets -e backup_file to its absolute path")
 	addOfflineBundleFlag(fl, &f)
 	return cmd
 }
@@ -116,24 +78,24 @@ of a built-in playbook (kubexm playbook list). See docs/playbooks.md.`,
 // the verbs (create cluster, upgrade cluster, ...) share; forksShort is the
 // shorthand of --forks ("" for none: the verbs use -f for the cluster file).
 func addRunFlags(fl *pflag.FlagSet, f *playFlags, forksShort string) {
-	fl.StringSliceVarP(&f.tags, "tags", "t", nil, "run only tasks with these tags (comma separated)")
-	fl.StringSliceVar(&f.skipTags, "skip-tags", nil, "skip tasks with these tags")
-	fl.StringVar(&f.startAt, "start-at-task", "", "start at the first task with this name (exact or glob)")
-	fl.StringVarP(&f.limit, "limit", "l", "", "further limit hosts to this pattern (e.g. master1,etcd:!etcd3)")
-	fl.BoolVarP(&f.check, "check", "C", false, "dry run: report what would change, change nothing")
-	fl.BoolVarP(&f.diff, "diff", "D", false, "show the differences of changed files")
-	fl.StringArrayVarP(&f.extraVars, "extra-vars", "e", nil, "set a variable: name=value, @file.yaml or a {...} mapping (repeatable)")
-	fl.IntVarP(&f.forks, "forks", forksShort, 50, "how many hosts work at once")
-	fl.StringVar(&f.resume, "resume", "", "continue a failed run, skipping what succeeded: the last run, or --resume=RUN-ID")
+	fl.StringSliceVarP(&f.Tags, "tags", "t", nil, "run only tasks with these tags (comma separated)")
+	fl.StringSliceVar(&f.SkipTags, "skip-tags", nil, "skip tasks with these tags")
+	fl.StringVar(&f.StartAt, "start-at-task", "", "start at the first task with this name (exact or glob)")
+	fl.StringVarP(&f.Limit, "limit", "l", "", "further limit hosts to this pattern (e.g. master1,etcd:!etcd3)")
+	fl.BoolVarP(&f.Check, "check", "C", false, "dry run: report what would change, change nothing")
+	fl.BoolVarP(&f.Diff, "diff", "D", false, "show the differences of changed files")
+	fl.StringArrayVarP(&f.ExtraVars, "extra-vars", "e", nil, "set a variable: name=value, @file.yaml or a {...} mapping (repeatable)")
+	fl.IntVarP(&f.Forks, "forks", forksShort, 50, "how many hosts work at once")
+	fl.StringVar(&f.Resume, "resume", "", "continue a failed run, skipping what succeeded: the last run, or --resume=RUN-ID")
 	fl.Lookup("resume").NoOptDefVal = "last"
-	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
-	fl.CountVarP(&f.verbose, "verbose", "v", "show stdout/stderr of every task (-vv: also progress)")
-	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles before the built-in ones")
-	addOverlayFlag(fl, &f.overlays)
-	fl.StringVar(&f.workDir, "workdir", "", "work directory holding run journals (default .kubexm/<cluster name>)")
-	fl.BoolVar(&f.noJournal, "no-journal", false, "do not write a run journal (such a run cannot be resumed)")
-	fl.DurationVar(&f.lockWait, "lock-wait", 15*time.Second, "how long to wait for another kubexm run's lock on the hosts before giving up")
-	fl.BoolVar(&f.breakLock, "break-lock", false, "end the kubexm run that holds the hosts' lock (one whose control machine is gone) and take it; says whose it was")
+	fl.StringVarP(&f.Output, "output", "o", "text", "output format: text or json")
+	fl.CountVarP(&f.Verbose, "verbose", "v", "show stdout/stderr of every task (-vv: also progress)")
+	fl.StringSliceVar(&f.RolesPath, "roles-path", nil, "directories searched for roles before the built-in ones")
+	addOverlayFlag(fl, &f.Overlays)
+	fl.StringVar(&f.WorkDir, "workdir", "", "work directory holding run journals (default .kubexm/<cluster name>)")
+	fl.BoolVar(&f.NoJournal, "no-journal", false, "do not write a run journal (such a run cannot be resumed)")
+	fl.DurationVar(&f.LockWait, "lock-wait", 15*time.Second, "how long to wait for another kubexm run's lock on the hosts before giving up")
+	fl.BoolVar(&f.BreakLock, "break-lock", false, "end the kubexm run that holds the hosts' lock (one whose control machine is gone) and take it; says whose it was")
 }
 
 func addOverlayFlag(fl *pflag.FlagSet, dirs *[]string) {
@@ -141,7 +103,7 @@ func addOverlayFlag(fl *pflag.FlagSet, dirs *[]string) {
 }
 
 func addOfflineBundleFlag(fl *pflag.FlagSet, f *playFlags) {
-	fl.StringVar(&f.offlineBundle, "offline-bundle", "", "install from this bundle of kubexm artifact export: verified, unpacked into the work directory, and no download reaches the network")
+	fl.StringVar(&f.OfflineBundle, "offline-bundle", "", "install from this bundle of kubexm artifact export: verified, unpacked into the work directory, and no download reaches the network")
 }
 
 // runner is the lifecycle of a run, wired to this program's builtins,
@@ -152,15 +114,8 @@ func (a *app) runner() lifecycle.Runner {
 }
 
 func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) error {
-	_, err := a.runner().Run(ctx, lifecycle.Request{
-		Playbook: ref, Inventory: f.inventory, Tags: f.tags, SkipTags: f.skipTags, StartAt: f.startAt,
-		Limit: f.limit, Check: f.check, Diff: f.diff, ExtraVars: f.extraVars, Forks: f.forks,
-		ListTasks: f.listTasks, ListHosts: f.listHosts, ListTags: f.listTags, Syntax: f.syntax,
-		Resume: f.resume, Output: f.output, Verbose: f.verbose, RolesPath: f.rolesPath, Overlays: f.overlays,
-		WorkDir: f.workDir, NoJournal: f.noJournal, LockWait: f.lockWait, BreakLock: f.breakLock,
-		ReadOnly: f.readOnly, ForceHandlers: f.forceHandlers, OfflineBundle: f.offlineBundle, Backup: f.backup,
-		Sink: f.sink, Stdout: w, Stderr: os.Stderr,
-	})
+	f.Playbook, f.Stdout, f.Stderr = ref, w, os.Stderr
+	_, err := a.runner().Run(ctx, f)
 	return err
 }
 

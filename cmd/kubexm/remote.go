@@ -159,10 +159,10 @@ func playRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags
 	if err != nil {
 		return err
 	}
-	if f.output == "json" {
+	if f.Output == "json" {
 		return c.followJob(cmd.Context(), id, output.NewJSON(cmd.OutOrStdout()), cmd.ErrOrStderr())
 	}
-	sink, stop := textSink(cmd.OutOrStdout(), f.verbose)
+	sink, stop := textSink(cmd.OutOrStdout(), f.Verbose)
 	defer stop()
 	return c.followJob(cmd.Context(), id, sink, cmd.ErrOrStderr())
 }
@@ -181,19 +181,19 @@ func queueRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlag
 			return nil, "", fmt.Errorf("--%s does not go to a kubexm server (a job carries --tags, --skip-tags, --limit, --check, --diff, -e and --offline-bundle); run without --server to use it", name)
 		}
 	}
-	if strings.ContainsRune(f.backup, '/') {
-		return nil, "", fmt.Errorf("--backup %s: with --server it names a backup the server made (kubexm backup list --server %s --cluster NAME), not a file here", f.backup, cf.server)
+	if strings.ContainsRune(f.Backup, '/') {
+		return nil, "", fmt.Errorf("--backup %s: with --server it names a backup the server made (kubexm backup list --server %s --cluster NAME), not a file here", f.Backup, cf.server)
 	}
-	cf.output = f.output
+	cf.output = f.Output
 	c, err := newAPIClient(&cf)
 	if err != nil {
 		return nil, "", err
 	}
-	extra, err := remoteExtraVars(f.extraVars)
+	extra, err := remoteExtraVars(f.ExtraVars)
 	if err != nil {
 		return nil, "", err
 	}
-	data, err := os.ReadFile(f.inventory)
+	data, err := os.ReadFile(f.Inventory)
 	if err != nil {
 		return nil, "", err
 	}
@@ -202,12 +202,12 @@ func queueRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlag
 	if err := c.do(ctx, c.http, http.MethodPost, "/api/v1/clusters", "application/yaml", bytes.NewReader(data), http.StatusCreated, &cv); err != nil {
 		return nil, "", err
 	}
-	opts := jobstore.Options{Tags: f.tags, SkipTags: f.skipTags, Limit: f.limit, Check: f.check, Diff: f.diff, ExtraVars: extra, Backup: f.backup}
+	opts := jobstore.Options{Tags: f.Tags, SkipTags: f.SkipTags, Limit: f.Limit, Check: f.Check, Diff: f.Diff, ExtraVars: extra, Backup: f.Backup}
 	for _, m := range more {
 		m(&opts)
 	}
-	if f.offlineBundle != "" {
-		if opts.OfflineBundle, err = c.ensureBundle(ctx, cv.Cluster, f.offlineBundle, errw); err != nil {
+	if f.OfflineBundle != "" {
+		if opts.OfflineBundle, err = c.ensureBundle(ctx, cv.Cluster, f.OfflineBundle, errw); err != nil {
 			return nil, "", err
 		}
 	}

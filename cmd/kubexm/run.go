@@ -309,7 +309,7 @@ func (a *app) runCommandRemote(cmd *cobra.Command, f runCommandFlags, args []str
 	if f.timeout > 0 {
 		jc.Timeout = f.timeout.String()
 	}
-	c, id, err := queueRemote(cmd, jobstore.CommandPlaybook, playFlags{inventory: f.file, output: f.output}, remote, func(o *jobstore.Options) { o.Command = jc })
+	c, id, err := queueRemote(cmd, jobstore.CommandPlaybook, playFlags{Inventory: f.file, Output: f.output}, remote, func(o *jobstore.Options) { o.Command = jc })
 	if err != nil {
 		return err
 	}

@@ -121,7 +121,7 @@ func TestPlayRefusesUnsupportedBeforeAnyTask(t *testing.T) {
 			return nil, errors.New("no hosts in this test")
 		}}
 	var out bytes.Buffer
-	err := a.play(context.Background(), &out, "create-cluster", playFlags{inventory: "cluster.yaml", check: true, output: "text", forks: 1})
+	err := a.play(context.Background(), &out, "create-cluster", playFlags{Inventory: "cluster.yaml", Check: true, Output: "text", Forks: 1})
 	if err == nil {
 		t.Fatal("play accepted docker and calico")
 	}
@@ -151,7 +151,7 @@ func TestForkedMatrixOverrides(t *testing.T) {
 	}
 	a := realApp()
 	list := func() error {
-		return a.play(context.Background(), &bytes.Buffer{}, filepath.Join("site", "playbooks", "create-cluster"), playFlags{inventory: "cluster.yaml", listHosts: true, output: "text"})
+		return a.play(context.Background(), &bytes.Buffer{}, filepath.Join("site", "playbooks", "create-cluster"), playFlags{Inventory: "cluster.yaml", ListHosts: true, Output: "text"})
 	}
 	if err := list(); err == nil || !strings.Contains(err.Error(), "calico is not supported yet") {
 		t.Fatalf("fork with the built-in matrix: %v", err)
@@ -211,13 +211,13 @@ func TestDeleteOnlyWarns(t *testing.T) {
 	}
 	a := realApp()
 	var out bytes.Buffer
-	if err := a.play(context.Background(), &out, "delete", playFlags{inventory: "cluster.yaml", listHosts: true, output: "text"}); err != nil {
+	if err := a.play(context.Background(), &out, "delete", playFlags{Inventory: "cluster.yaml", ListHosts: true, Output: "text"}); err != nil {
 		t.Fatalf("delete refused: %v", err)
 	}
 	if !strings.Contains(out.String(), "n1") {
 		t.Errorf("list-hosts: %s", out.String())
 	}
-	if err := a.play(context.Background(), &out, "create-cluster", playFlags{inventory: "cluster.yaml", listHosts: true, output: "text"}); err == nil ||
+	if err := a.play(context.Background(), &out, "create-cluster", playFlags{Inventory: "cluster.yaml", ListHosts: true, Output: "text"}); err == nil ||
 		!strings.Contains(err.Error(), "Kubernetes v1.33.13 is not supported") {
 		t.Errorf("create-cluster: %v", err)
 	}

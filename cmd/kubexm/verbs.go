@@ -76,7 +76,7 @@ func verbCmd(a *app, use, playbook, short, long, example string, v *verbFlags, p
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if v.play.inventory, err = clusterFile(v.play.inventory); err != nil {
+			if v.play.Inventory, err = clusterFile(v.play.Inventory); err != nil {
 				return err
 			}
 			if prepare != nil {
@@ -95,10 +95,10 @@ func verbCmd(a *app, use, playbook, short, long, example string, v *verbFlags, p
 		},
 	}
 	fl := cmd.Flags()
-	addClusterFileFlag(fl, &v.play.inventory)
+	addClusterFileFlag(fl, &v.play.Inventory)
 	addRunFlags(fl, &v.play, "")
 	addRemoteFlags(fl, &remote)
-	fl.BoolVar(&v.play.check, "dry-run", false, "same as --check")
+	fl.BoolVar(&v.play.Check, "dry-run", false, "same as --check")
 	return cmd
 }
 
@@ -109,7 +109,7 @@ func addYesFlag(fl *pflag.FlagSet, v *verbFlags) {
 // setVar passes a verb's flag to the playbook as variable name; the same
 // variable given with -e too is an error rather than a silent choice.
 func setVar(f *playFlags, flag, name string, value any) error {
-	extra, err := engine.ParseExtraVars(f.extraVars)
+	extra, err := engine.ParseExtraVars(f.ExtraVars)
 	if err != nil {
 		return err
 	}
@@ -120,7 +120,7 @@ func setVar(f *playFlags, flag, name string, value any) error {
 	if err != nil {
 		return err
 	}
-	f.extraVars = append(f.extraVars, string(data))
+	f.ExtraVars = append(f.ExtraVars, string(data))
 	return nil
 }
 
@@ -144,7 +144,7 @@ func confirm(in io.Reader, errw io.Writer, question string) error {
 // askUnlessYes asks question before a run that changes the cluster, unless
 // --yes or --check says there is nothing to ask.
 func askUnlessYes(cmd *cobra.Command, v *verbFlags, question string) error {
-	if v.yes || v.play.check {
+	if v.yes || v.play.Check {
 		return nil
 	}
 	return confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), question)
@@ -153,7 +153,7 @@ func askUnlessYes(cmd *cobra.Command, v *verbFlags, question string) error {
 // clusterSummary names the cluster of the file and its hosts, for
 // confirmation questions.
 func clusterSummary(v *verbFlags) (string, error) {
-	c, _, err := loadWith(v.play.inventory, v.play.rolesPath)
+	c, _, err := loadWith(v.play.Inventory, v.play.RolesPath)
 	if err != nil {
 		return "", err
 	}
@@ -178,7 +178,7 @@ changes nothing; a failed run continues with --resume.`,
   kubexm create cluster -f cluster.yaml --resume`,
 		v, func(*cobra.Command, *verbFlags) error {
 			if skipPreflight {
-				v.play.skipTags = append(v.play.skipTags, "preflight")
+				v.play.SkipTags = append(v.play.SkipTags, "preflight")
 			}
 			return nil
 		})
@@ -192,16 +192,16 @@ changes nothing; a failed run continues with --resume.`,
 // kubeconfig is and how to use it: the first thing a user wants next. On
 // standard error, so that -o json's events stay alone on standard output.
 func printAdminKubeconfig(w io.Writer, f playFlags) {
-	if f.check || f.listTasks || f.listHosts || f.listTags || f.syntax {
+	if f.Check || f.ListTasks || f.ListHosts || f.ListTags || f.Syntax {
 		return
 	}
-	dir := f.workDir
+	dir := f.WorkDir
 	if dir == "" {
-		c, _, err := loadWith(f.inventory, f.rolesPath)
+		c, _, err := loadWith(f.Inventory, f.RolesPath)
 		if err != nil {
 			return
 		}
-		dir = lifecycle.DefaultWorkDir(c.Metadata.Name, f.inventory)
+		dir = lifecycle.DefaultWorkDir(c.Metadata.Name, f.Inventory)
 	}
 	kc := filepath.Join(dir, "kubeconfig")
 	if _, err := os.Stat(kc); err != nil {
@@ -212,7 +212,7 @@ func printAdminKubeconfig(w io.Writer, f playFlags) {
 		abs = kc
 	}
 	fmt.Fprintf(w, "\nThe cluster's admin kubeconfig is %s:\n  kubectl --kubeconfig %s get nodes\n  export KUBECONFIG=%s\n  kubexm get nodes -f %s\n",
-		kc, kc, abs, f.inventory)
+		kc, kc, abs, f.Inventory)
 }
 
 func newDeleteClusterCmd(a *app) *cobra.Command {
@@ -258,10 +258,10 @@ cluster.yaml first; --nodes only narrows which of them are considered.`,
 			if len(nodes) == 0 {
 				return nil
 			}
-			if v.play.limit != "" {
+			if v.play.Limit != "" {
 				return errors.New("--nodes and --limit both choose the hosts; give one")
 			}
-			v.play.limit = strings.Join(nodes, ",")
+			v.play.Limit = strings.Join(nodes, ",")
 			return nil
 		})
 	addOfflineBundleFlag(cmd.Flags(), &v.play)
@@ -332,14 +332,14 @@ upgrade cluster --to-version vX.Y.Z. One minor at a time.`,
 			if to == "" {
 				return errors.New("--to-version is required: the version cluster.yaml's spec.kubernetes.version names")
 			}
-			c, _, err := loadWith(v.play.inventory, v.play.rolesPath)
+			c, _, err := loadWith(v.play.Inventory, v.play.RolesPath)
 			if err != nil {
 				return err
 			}
 			want, spec := "v"+strings.TrimPrefix(to, "v"), c.Spec.Kubernetes.Version
 			if want != "v"+strings.TrimPrefix(spec, "v") {
 				return fmt.Errorf("--to-version %s, but spec.kubernetes.version of %s is %s: the upgrade installs what the cluster file says; set spec.kubernetes.version: %s in %s and run again",
-					want, v.play.inventory, spec, want, v.play.inventory)
+					want, v.play.Inventory, spec, want, v.play.Inventory)
 			}
 			if serial > 0 {
 				return setVar(&v.play, "node-concurrency", "upgrade_serial", serial)
@@ -391,17 +391,17 @@ Asks for confirmation unless --yes.`,
 		`  kubexm restore cluster -f cluster.yaml --backup .kubexm/demo/backups/demo-20260101-000000.tar.gz
   kubexm restore cluster -f cluster.yaml --backup demo-20260101-000000.tar.gz --server https://kubexm.example:8443`,
 		v, func(cmd *cobra.Command, v *verbFlags) error {
-			if v.play.backup == "" {
+			if v.play.Backup == "" {
 				return errors.New("--backup is required: the archive of backup cluster to restore")
 			}
 			what, err := clusterSummary(v)
 			if err != nil {
 				return err
 			}
-			return askUnlessYes(cmd, v, fmt.Sprintf("This puts %s back to %s: what was written since is lost.", what, v.play.backup))
+			return askUnlessYes(cmd, v, fmt.Sprintf("This puts %s back to %s: what was written since is lost.", what, v.play.Backup))
 		})
 	addYesFlag(cmd.Flags(), v)
-	cmd.Flags().StringVar(&v.play.backup, "backup", "", "the archive to restore (required); with --server the name of a backup the server made (kubexm backup list --server URL --cluster NAME)")
+	cmd.Flags().StringVar(&v.play.Backup, "backup", "", "the archive to restore (required); with --server the name of a backup the server made (kubexm backup list --server URL --cluster NAME)")
 	return cmd
 }
 
