@@ -1,5 +1,6 @@
-// Command gen writes cluster.schema.json from the schema package's types.
-// It runs through `go generate ./schema`.
+// Command gen writes cluster.schema.json, or with -crd the Cluster
+// resource's CustomResourceDefinition, from the schema package's types. It
+// runs through `go generate ./schema`.
 package main
 
 import (
@@ -11,14 +12,19 @@ import (
 )
 
 func main() {
-	out := flag.String("o", "cluster.schema.json", "output file")
+	out := flag.String("o", "cluster.schema.json", "where the JSON Schema goes")
+	crd := flag.String("crd", "", "write the CustomResourceDefinition to this file instead")
 	flag.Parse()
-	data, err := schema.JSONSchema()
+	gen, path := schema.JSONSchema, *out
+	if *crd != "" {
+		gen, path = schema.CRD, *crd
+	}
+	data, err := gen()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if err := os.WriteFile(*out, data, 0o644); err != nil {
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -46,10 +46,39 @@ func Generate(t reflect.Type, id, title string, consts map[string]string, descri
 	return append(out, '\n'), nil
 }
 
+// Structural returns the OpenAPI v3 schema of t as a CustomResourceDefinition
+// needs it (Kubernetes' "structural schema"): one type per node, no
+// additionalProperties: false (the API server prunes unknown fields), values
+// of any type kept with x-kubernetes-preserve-unknown-fields. Lists and
+// objects the loader also takes as a lone string are lists and objects here:
+// a resource holds the decoded, normalised form.
+func Structural(t reflect.Type, describe Describe) (map[string]any, error) {
+	if t.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("jsonschema: %s is not a struct", t)
+	}
+	if describe == nil {
+		describe = func(_, doc string) string { return doc }
+	}
+	g := generator{describe: describe, structural: true}
+	return g.schemaOf(t, "")
+}
+
+// generator holds what every node of one schema is generated with.
+type generator struct {
+	describe   Describe
+	structural bool
+}
+
 func schemaOf(t reflect.Type, path string, describe Describe) (map[string]any, error) {
+	g := generator{describe: describe}
+	return g.schemaOf(t, path)
+}
+
+func (g generator) schemaOf(t reflect.Type, path string) (map[string]any, error) {
+	describe := g.describe
 	switch t.Kind() {
 	case reflect.Pointer:
-		return schemaOf(t.Elem(), path, describe)
+		return g.schemaOf(t.Elem(), path)
 	case reflect.String:
 		return map[string]any{"type": "string"}, nil
 	case reflect.Bool:
@@ -57,14 +86,17 @@ func schemaOf(t reflect.Type, path string, describe Describe) (map[string]any, e
 	case reflect.Int, reflect.Int64:
 		return map[string]any{"type": "integer"}, nil
 	case reflect.Interface:
+		if g.structural {
+			return map[string]any{"x-kubernetes-preserve-unknown-fields": true}, nil
+		}
 		return map[string]any{}, nil
 	case reflect.Slice:
-		items, err := schemaOf(t.Elem(), path+"[*]", describe)
+		items, err := g.schemaOf(t.Elem(), path+"[*]")
 		if err != nil {
 			return nil, err
 		}
 		s := map[string]any{"type": "array", "items": items}
-		if t.Elem().Kind() == reflect.String {
+		if t.Elem().Kind() == reflect.String && !g.structural {
 			// The loader accepts a lone string as a one-element list.
 			s["type"] = []string{"array", "string"}
 		}
@@ -74,8 +106,11 @@ func schemaOf(t reflect.Type, path string, describe Describe) (map[string]any, e
 			return nil, fmt.Errorf("jsonschema: map key %s is not a string", t.Key())
 		}
 		s := map[string]any{"type": "object"}
+		if t.Elem().Kind() == reflect.Interface && g.structural {
+			s["x-kubernetes-preserve-unknown-fields"] = true
+		}
 		if t.Elem().Kind() != reflect.Interface {
-			v, err := schemaOf(t.Elem(), path+"[*]", describe)
+			v, err := g.schemaOf(t.Elem(), path+"[*]")
 			if err != nil {
 				return nil, err
 			}
@@ -97,7 +132,7 @@ func schemaOf(t reflect.Type, path string, describe Describe) (map[string]any, e
 			if path != "" {
 				fp = path + "." + name
 			}
-			p, err := schemaOf(f.Type, fp, describe)
+			p, err := g.schemaOf(f.Type, fp)
 			if err != nil {
 				return nil, fmt.Errorf("%s.%s: %w", t.Name(), f.Name, err)
 			}
@@ -109,9 +144,12 @@ func schemaOf(t reflect.Type, path string, describe Describe) (map[string]any, e
 			}
 			props[name] = p
 		}
-		s := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+		s := map[string]any{"type": "object", "properties": props}
+		if !g.structural {
+			s["additionalProperties"] = false
+		}
 		for i := range t.NumField() {
-			if t.Field(i).Tag.Get("scalar") == "true" {
+			if t.Field(i).Tag.Get("scalar") == "true" && !g.structural {
 				// The loader takes a plain string for that field alone.
 				s["type"] = []string{"object", "string"}
 			}

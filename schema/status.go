@@ -1,0 +1,50 @@
+package schema
+
+// ClusterStatus is the status of a Cluster resource in operator mode: what
+// the kubexm controller last observed of the cluster and did to it. It is
+// not part of cluster.yaml; the CustomResourceDefinition (CRD) carries it as
+// the status subresource.
+type ClusterStatus struct {
+	ObservedGeneration int64              `yaml:"observedGeneration,omitempty" doc:"The metadata.generation of the spec this status describes."`
+	Phase              string             `yaml:"phase,omitempty" enum:"Pending,Progressing,Ready,Degraded" doc:"Pending until the first run; Progressing while a run changes the cluster; Ready when the cluster matches the spec; Degraded when a run failed or the spec asks what cannot be applied (the conditions say why)."`
+	Conditions         []Condition        `yaml:"conditions,omitempty" doc:"Ready, Progressing and Degraded, with the reason and a message."`
+	KubernetesVersion  string             `yaml:"kubernetesVersion,omitempty" doc:"The lowest kubelet version among the nodes."`
+	ReadyNodes         string             `yaml:"readyNodes,omitempty" doc:"Ready nodes out of the nodes the spec names, as 2/3."`
+	Nodes              []NodeStatus       `yaml:"nodes,omitempty" doc:"Each node the spec names, as the API server reports it."`
+	Certificates       *CertificateStatus `yaml:"certificates,omitempty" doc:"When the cluster's certificates expire."`
+	LastRun            *RunStatus         `yaml:"lastRun,omitempty" doc:"The last playbook run against the cluster."`
+}
+
+// Condition follows the Kubernetes API conventions for conditions.
+type Condition struct {
+	Type               string `yaml:"type" enum:"Ready,Progressing,Degraded" doc:"What the condition is about."`
+	Status             string `yaml:"status" enum:"True,False,Unknown" doc:"Whether it holds."`
+	ObservedGeneration int64  `yaml:"observedGeneration,omitempty" doc:"The metadata.generation it was set for."`
+	LastTransitionTime string `yaml:"lastTransitionTime,omitempty" doc:"When status last changed (RFC 3339)."`
+	Reason             string `yaml:"reason,omitempty" doc:"A CamelCase word for programs."`
+	Message            string `yaml:"message,omitempty" doc:"What a person needs to know, with the field or host it concerns."`
+}
+
+// NodeStatus is one node of the cluster.
+type NodeStatus struct {
+	Name              string   `yaml:"name" doc:"The host's name in spec.hosts."`
+	Roles             []string `yaml:"roles,omitempty" doc:"Its role groups (etcd, master, worker...)."`
+	KubernetesVersion string   `yaml:"kubernetesVersion,omitempty" doc:"Its kubelet's version."`
+	Ready             bool     `yaml:"ready" doc:"Whether its Ready condition is True."`
+}
+
+// CertificateStatus says when the cluster's certificates expire.
+type CertificateStatus struct {
+	EarliestExpiry string `yaml:"earliestExpiry,omitempty" doc:"The earliest notAfter of the leaf certificates (RFC 3339)."`
+	CAExpiry       string `yaml:"caExpiry,omitempty" doc:"The earliest notAfter of the certificate authorities (RFC 3339)."`
+}
+
+// RunStatus is one playbook run against the cluster.
+type RunStatus struct {
+	ID         string `yaml:"id,omitempty" doc:"The run's id in its journal."`
+	Playbook   string `yaml:"playbook,omitempty" doc:"The playbook it ran (create-cluster, upgrade, add-nodes...)."`
+	Result     string `yaml:"result,omitempty" enum:"Succeeded,Failed,Interrupted" doc:"How it ended."`
+	StartedAt  string `yaml:"startedAt,omitempty" doc:"When it started (RFC 3339)."`
+	FinishedAt string `yaml:"finishedAt,omitempty" doc:"When it ended (RFC 3339)."`
+	Message    string `yaml:"message,omitempty" doc:"The failed task and host, when it failed."`
+}
