@@ -231,20 +231,18 @@ func TestDefaultsAreSupported(t *testing.T) {
 // an error at its field, all of them in one report, with what is supported.
 func TestUnsupportedChoicesRefused(t *testing.T) {
 	y := edit(t,
-		"domain: lb.kubexm.local", "domain: lb.kubexm.local\n    internalLoadbalancer: kube-vip\n    lb_address: 192.168.1.100",
 		"version: v1.37.2", "type: kubeadm\n    version: v1.37.2\n    autoRenewCerts: true\n    containerRuntime: {type: docker}",
 		"plugin: calico", "plugin: calico\n  storage: {openebs: {basePath: /x}}\n  addons: [metallb]\n  registry:\n    type: harbor\n    auths: {r.local: {certsPath: /etc/r}}",
 		"worker: [w1]", "worker: [w1]\n    registry: [lb1]")
 	ps := supportProblems(t, y)
 	want := map[string]string{
-		"spec.controlPlaneEndpoint.internalLoadbalancer": "kube-vip is not supported yet",
-		"spec.kubernetes.containerRuntime.type":          "docker is not supported yet",
-		"spec.network.plugin":                            "calico is not supported yet",
-		"spec.storage.openebs":                           "setting openebs is not supported yet",
-		"spec.addons[0]":                                 "metallb is not supported yet",
-		"spec.registry.type":                             "harbor is not supported yet",
-		`spec.registry.auths["r.local"].certsPath`:       "setting certsPath is not supported yet",
-		"spec.roleGroups.registry":                       "setting registry is not supported yet",
+		"spec.kubernetes.containerRuntime.type":    "docker is not supported yet",
+		"spec.network.plugin":                      "calico is not supported yet",
+		"spec.storage.openebs":                     "setting openebs is not supported yet",
+		"spec.addons[0]":                           "metallb is not supported yet",
+		"spec.registry.type":                       "harbor is not supported yet",
+		`spec.registry.auths["r.local"].certsPath`: "setting certsPath is not supported yet",
+		"spec.roleGroups.registry":                 "setting registry is not supported yet",
 	}
 	got := map[string]Problem{}
 	for _, p := range ps {

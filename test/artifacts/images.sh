@@ -10,6 +10,7 @@
 #   $OUT/images/metrics-server-$METRICS_SERVER_VERSION-$ARCH.tar
 #                                                   registry.k8s.io/metrics-server/metrics-server:$METRICS_SERVER_VERSION
 #   $OUT/images/node-cache-$NODE_CACHE_TAG-$ARCH.tar registry.k8s.io/dns/k8s-dns-node-cache:$NODE_CACHE_TAG
+#   $OUT/images/kube-vip-$KUBE_VIP_VERSION-$ARCH.tar ghcr.io/kube-vip/kube-vip:$KUBE_VIP_VERSION
 #   and, for kubernetes.type kubeadm (asked by name, or all five as "kubeadm"):
 #   $OUT/images/kube-apiserver-$KUBE_VERSION-$ARCH.tar registry.k8s.io/kube-apiserver:$KUBE_VERSION
 #     (kube-controller-manager, kube-scheduler, kube-proxy the same way)
@@ -30,12 +31,13 @@
 #   $OUT/images/SHA256SUMS                            sha256sum format, every *.tar
 #   $OUT/images/images.txt                            "<file> <image reference>" per line
 #
-# Usage: images.sh [pause|coredns|flannel|busybox|metrics-server|node-cache|kube-apiserver|
+# Usage: images.sh [pause|coredns|flannel|busybox|metrics-server|node-cache|kube-vip|kube-apiserver|
 #                  kube-controller-manager|kube-scheduler|kube-proxy|etcd|kubeadm|
 #                  e2e-...|conformance ...]
 #   (default: pause coredns flannel busybox; kubeadm = the five kubeadm images;
 #   conformance = the e2e-* images; metrics-server and node-cache only when
-#   asked: make e2e-nodes asks for them)
+#   asked: make e2e-nodes asks for them; kube-vip when asked: the VIP suite's
+#   kube-vip mode asks for it)
 #
 # Each image is a single layer assembled by imgtool (test/artifacts/imgtool,
 # go-containerregistry; built from this repository) from:
@@ -81,6 +83,11 @@
 #            Corefile templating (__PILLAR__ variables from -upstreamsvc;
 #            kubexm renders the Corefile itself), its metrics of the setup, and
 #            the health-port check that restarts the interface.
+#   kube-vip kube-vip.sh's build of the kube-vip release source archive
+#            (../shared/sources, its sha256 checked) at /kube-vip, entrypoint
+#            /kube-vip, as upstream's image (FROM scratch). Upstream's also
+#            has CA certificates, which the control-plane VIP does not use
+#            (it verifies the API server with its kubeconfig's CA).
 #   kube-apiserver, kube-controller-manager, kube-scheduler
 #            the binary kubernetes.sh built for $KUBE_VERSION at
 #            /usr/local/bin/<name>, PATH set, as upstream's distroless images
@@ -153,6 +160,7 @@
 #   METRICS_SERVER_VERSION (v0.8.0), NODE_CACHE_COREDNS_VERSION (= COREDNS_VERSION),
 #   NODE_CACHE_TAG (coredns-$NODE_CACHE_COREDNS_VERSION),
 #   KUBE_VERSION (v1.37.2), ETCD_VERSION (v3.6.16), ETCD_IMAGE_TAG (3.6.16-0),
+#   KUBE_VIP_VERSION (v1.2.3; kube-vip.sh's other variables pass through),
 #   E2E_IMAGE_REGISTRY (e2e.kubexm.local),
 #   IPTABLES_BACKEND (nft), KUBEXM_TEST_CACHE (/var/cache/kubexm-test),
 #   KUBEXM_TEST_RELEASE_DIR = $OUT ($KUBEXM_TEST_CACHE/release), FORCE=1.
@@ -175,6 +183,7 @@ iptables_backend=${IPTABLES_BACKEND:-nft}
 kube_version=${KUBE_VERSION:-v1.37.2}
 etcd_version=${ETCD_VERSION:-v3.6.16}
 etcd_image_tag=${ETCD_IMAGE_TAG:-${etcd_version#v}-0}
+kube_vip_version=${KUBE_VIP_VERSION:-v1.2.3}
 cache=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
 out=${KUBEXM_TEST_RELEASE_DIR:-${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}/release}
 dest=$out/images
@@ -202,6 +211,8 @@ file[metrics-server]=metrics-server-$metrics_server_version-$arch.tar
 ref[metrics-server]=registry.k8s.io/metrics-server/metrics-server:$metrics_server_version
 file[node-cache]=node-cache-$node_cache_tag-$arch.tar
 ref[node-cache]=registry.k8s.io/dns/k8s-dns-node-cache:$node_cache_tag
+file[kube-vip]=kube-vip-$kube_vip_version-$arch.tar
+ref[kube-vip]=ghcr.io/kube-vip/kube-vip:$kube_vip_version
 kubeadm_images=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd)
 for i in kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
 	file[$i]=$i-$kube_version-$arch.tar
@@ -245,7 +256,7 @@ if [[ ${#images[@]} -eq 0 ]]; then
 fi
 for i in "${images[@]}"; do
 	if [[ -z ${file[$i]:-} ]]; then
-		echo "images.sh: unknown image \"$i\"; want some of: pause coredns flannel busybox metrics-server node-cache ${kubeadm_images[*]} kubeadm ${conformance_images[*]} conformance" >&2
+		echo "images.sh: unknown image \"$i\"; want some of: pause coredns flannel busybox metrics-server node-cache kube-vip ${kubeadm_images[*]} kubeadm ${conformance_images[*]} conformance" >&2
 		exit 2
 	fi
 done
@@ -771,6 +782,13 @@ build_e2e-glibc-dns-testing() {
 	install -m 0755 "$bin" "$root/coredns"
 	echo "images.sh: chroot: $(chroot "$root" /bin/sh -c 'dig -v 2>&1; getent --version | head -n1; /coredns -version | head -n1' | tr '\n' ' ')" >&2
 	image e2e-glibc-dns-testing -dir "$root" -env "$e2e_path"
+}
+
+build_kube-vip() {
+	local dir
+	dir=$(env -u FORCE KUBE_VIP_VERSION="$kube_vip_version" GOARCH="$arch" KUBEXM_TEST_CACHE="$cache" nice -n 10 "$here/kube-vip.sh" | tail -n1)
+	echo "images.sh: kube-vip $("$dir/kube-vip" version 2>&1 | tr '\n' ' ')" >&2
+	image kube-vip -file "$dir/kube-vip:/kube-vip:0755" -entrypoint '["/kube-vip"]'
 }
 
 build_e2e-etcd() {

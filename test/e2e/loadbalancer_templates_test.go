@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goccy/go-yaml"
+
 	"github.com/mensylisir/kubexm/schema"
 	"github.com/mensylisir/kubexm/test/testhosts"
 )
@@ -39,6 +41,9 @@ func lbVars(t *testing.T, host string, adjust func(cpe map[string]any)) map[stri
 	for k, val := range hv[host].(map[string]any) {
 		v[k] = val
 	}
+	// images_refs' entry (the image list needs more of cluster.yaml than
+	// kubeVars has).
+	v["kube_vip_image"] = "ghcr.io/kube-vip/kube-vip:v1.2.3"
 	return withDefaults(t, "loadbalancer", v)
 }
 
@@ -215,5 +220,87 @@ func TestVIPClusterYAML(t *testing.T) {
 	rg, cpe := c.Spec.RoleGroups, c.Spec.ControlPlaneEndpoint
 	if got := strings.TrimSpace(fmt.Sprintln(rg.Master, rg.Etcd, rg.Worker, rg.Loadbalancer, cpe.ExternalLoadBalancer, cpe.InternalLoadbalancer, cpe.LBAddress)); got != "[n1 n2 n3] [n1 n2 n3] [n4] [n5 n6] kubexm  10.77.9.250" {
 		t.Errorf("masters, etcd, workers, loadbalancer hosts, external and internal mode, VIP: %q", got)
+	}
+}
+
+// TestLoadBalancerKubeVIPTemplate: kube-vip's static pod announces
+// lb_address by ARP on the interface the role found, elects through the
+// Lease, reaches its own master's API server, and has the Service load
+// balancer off; the masters' domain resolves to themselves, the other
+// nodes' to the VIP; the pod is valid YAML of a Pod.
+func TestLoadBalancerKubeVIPTemplate(t *testing.T) {
+	kubeVIP := func(c map[string]any) { c["internalLoadbalancer"], c["lb_address"] = "kube-vip", "10.0.0.100" }
+	v := lbVars(t, "n4", kubeVIP)
+	v["lb_kube_vip_iface"] = "eth0" // set by the role from the host's interfaces
+	pod := renderRoleTemplate(t, "loadbalancer", "kube-vip.yaml.tmpl", v)
+	var m struct {
+		Kind string
+		Spec struct {
+			HostNetwork bool `yaml:"hostNetwork"`
+			HostAliases []struct {
+				IP        string
+				Hostnames []string
+			} `yaml:"hostAliases"`
+			Containers []struct {
+				Image string
+				Args  []string
+				Env   []struct{ Name, Value string }
+			}
+			Volumes []struct {
+				HostPath struct{ Path, Type string } `yaml:"hostPath"`
+			}
+		}
+	}
+	if err := yaml.Unmarshal([]byte(pod), &m); err != nil {
+		t.Fatalf("kube-vip.yaml: %v\n%s", err, pod)
+	}
+	if m.Kind != "Pod" || !m.Spec.HostNetwork || len(m.Spec.Containers) != 1 || len(m.Spec.HostAliases) != 1 ||
+		m.Spec.HostAliases[0].IP != "127.0.0.1" || len(m.Spec.Volumes) != 1 {
+		t.Fatalf("kube-vip.yaml is not one host-network container with the kubernetes alias:\n%s", pod)
+	}
+	c := m.Spec.Containers[0]
+	if c.Image != "ghcr.io/kube-vip/kube-vip:v1.2.3" || strings.Join(c.Args, " ") != "manager" {
+		t.Errorf("image %q args %v", c.Image, c.Args)
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	for k, want := range map[string]string{
+		"address": "10.0.0.100", "port": "6443", "vip_interface": "eth0", "vip_arp": "true", "cp_enable": "true",
+		"svc_enable": "false", "vip_leaderelection": "true", "vip_leasename": "plndr-cp-lock", "vip_leaseduration": "5",
+		"vip_renewdeadline": "3", "vip_retryperiod": "1", "kubernetes_addr": "kubernetes:6443",
+		"k8s_config_file": "/etc/kube-vip/kubeconfig",
+	} {
+		if env[k] != want {
+			t.Errorf("env %s = %q, want %q", k, env[k], want)
+		}
+	}
+	if got := m.Spec.Volumes[0].HostPath; got.Path != "/etc/kubernetes/admin.kubeconfig" || got.Type != "File" {
+		t.Errorf("the kubeconfig volume %+v, want binary mode's admin.kubeconfig", got)
+	}
+	if got := v["kube_control_plane_host_address"]; got != "10.0.0.4" {
+		t.Errorf("master n4's domain resolves to %v, want its own address", got)
+	}
+	if got := lbVars(t, "n2", kubeVIP)["kube_control_plane_host_address"]; got != "10.0.0.100" {
+		t.Errorf("worker n2's domain resolves to %v, want the VIP", got)
+	}
+	if got := v["lb_vip"]; got != "10.0.0.100" {
+		t.Errorf("lb_vip %v", got)
+	}
+}
+
+func TestKubeVIPClusterYAML(t *testing.T) {
+	set := &testhosts.Set{KeyPath: "/k", Gateway: "10.77.9.1"}
+	for i := 1; i <= 4; i++ {
+		set.Hosts = append(set.Hosts, testhosts.Host{Name: fmt.Sprintf("n%d", i), Address: fmt.Sprintf("10.77.9.%d", 10+i), Port: 22})
+	}
+	c, _, err := schema.Decode("cluster.yaml", []byte(kubeVIPClusterYAML("e2e-kube-vip", set, "10.77.9.250")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg, cpe := c.Spec.RoleGroups, c.Spec.ControlPlaneEndpoint
+	if got := strings.TrimSpace(fmt.Sprintln(rg.Master, rg.Etcd, rg.Worker, cpe.InternalLoadbalancer, cpe.LBAddress, c.Spec.Kubernetes.Type)); got != "[n1 n2 n3] [n1 n2 n3] [n4] kube-vip 10.77.9.250 kubexm" {
+		t.Errorf("masters, etcd, workers, mode, VIP, kubernetes.type: %q", got)
 	}
 }

@@ -37,8 +37,15 @@ import (
 //   - a re-run changes nothing; delete -e delete_packages=true leaves every
 //     host's files and package set as they were; a second delete changes
 //     nothing.
+//
+// KUBEXM_E2E_VIP=kube-vip runs the other VIP shape instead, kube-vip on the
+// masters (kubeVIPSuite, `make e2e-vip-kube-vip`).
 func TestVIPControlPlane(t *testing.T) {
 	parallelSuite(t)
+	if os.Getenv("KUBEXM_E2E_VIP") == "kube-vip" {
+		kubeVIPSuite(t)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
 	defer cancel()
 	suiteStart := time.Now()
