@@ -115,6 +115,21 @@ func kubeVIPSuite(t *testing.T) {
 		t.Errorf("the Lease kube-system/plndr-cp-lock is held by %q (%v), want %s", out, err, holder.Name)
 	}
 	checkMasterEtcd(ctx, t, set, etcdctl, masters, masters[1])
+	// The Lease lives in etcd: when the holder is etcd's leader too, no
+	// master can take the Lease before etcd has elected another leader
+	// (spec.etcd.electionTimeout, 5 s by default, randomised up to twice
+	// that). Which one it is goes into the log beside the gap.
+	var eps []string
+	for _, m := range masters {
+		eps = append(eps, "https://"+m.Address+":2379")
+	}
+	etcdLeader := "unknown"
+	if out, err := etcdctl(ctx, set, masters[0].Name, strings.Join(eps, ","), "endpoint status -w fields"); err == nil {
+		etcdLeader = etcdLeaderName(out, masters)
+	} else {
+		t.Logf("etcd's leader unknown: %v\n%s", err, tail(out, 10))
+	}
+	t.Logf("etcd's leader before the cut: %s (the VIP holder: %s)", etcdLeader, holder.Name)
 
 	// --- failover: the VIP holder loses its power while n4 polls ----------
 	// poweroff.sh keeps the machine's network namespace, whose kernel would
@@ -163,6 +178,9 @@ func kubeVIPSuite(t *testing.T) {
 	}
 	if stats.tailFailed > 0 {
 		t.Errorf("%d of the last 25 requests failed: the VIP did not recover", stats.tailFailed)
+	}
+	if out, err := k.run(ctx, "", "logs", "-n", "kube-system", "kube-vip-"+moved.Name, "--timestamps", "--tail=15"); err == nil {
+		t.Logf("kube-vip on %s (the cut at %s):\n%s", moved.Name, cut.UTC().Format("15:04:05.000"), out)
 	}
 	if out, err := k.run(ctx, "", "wait", "--for=condition=Ready=Unknown", "node/"+holder.Name, "--timeout=180s"); err != nil {
 		t.Fatalf("%s not marked unreachable: %v\n%s", holder.Name, err, out)
@@ -252,4 +270,38 @@ func kubeVIPHolder(ctx context.Context, t *testing.T, set *testhosts.Set, master
 		t.Fatalf("%d masters hold %s, want 1: %v", len(holders), vip, holders)
 	}
 	return holders[0]
+}
+
+// etcdLeaderName reads etcdctl's `endpoint status -w fields` and names the
+// master whose member is the leader.
+func etcdLeaderName(out string, masters []testhosts.Host) string {
+	var member, leader, endpoint string
+	var found []string
+	for _, line := range strings.Split(out, "\n") {
+		k, v, ok := strings.Cut(line, " : ")
+		if !ok {
+			continue
+		}
+		k, v = strings.Trim(strings.TrimSpace(k), `"`), strings.Trim(strings.TrimSpace(v), `"`)
+		switch k {
+		case "MemberID":
+			member = v
+		case "Leader":
+			leader = v
+		case "Endpoint":
+			endpoint = v
+			if member != "" && member == leader {
+				for _, m := range masters {
+					if strings.Contains(endpoint, "//"+m.Address+":") {
+						found = append(found, m.Name)
+					}
+				}
+			}
+			member, leader = "", ""
+		}
+	}
+	if len(found) == 0 {
+		return "unknown"
+	}
+	return found[0]
 }
