@@ -69,10 +69,10 @@ func TestPlaybooksLoad(t *testing.T) {
 			{"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "node"},
 			{"kubernetes", "kubeadm"}, {"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "kubeadm", "node"},
 			{"network", "cni"}, {"finalize"}, {"health"}, {"always"}},
-		// The checks, the masters out of the proxies' backends, the API
-		// servers off the etcd members named, the removals, then the
-		// cleanup.
-		"delete-nodes": {{"always"}, {"always"}, {"always"}, {"always"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"}, {"loadbalancer"},
+		// The checks, the masters out of the proxies' backends and out of
+		// kube-vip's election, the API servers off the etcd members named,
+		// the removals, then the cleanup.
+		"delete-nodes": {{"always"}, {"always"}, {"always"}, {"always"}, {"always"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"}, {"loadbalancer"},
 			{"kubernetes", "control-plane"}, {"kubernetes", "pki"}, {"images", "runtime"}, {"containerd", "runtime"},
 			{"nodelocaldns", "dns", "addons"}, {"network", "cni"}, {"etcd"}, {"os"}},
 	} {
