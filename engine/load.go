@@ -412,14 +412,6 @@ func (ld *loader) importPlaybook(ctx context.Context, pb *Playbook, pn, imp *ytr
 	ld.loadPlaybookFile(ctx, pb, target, false)
 }
 
-var playKeys = map[string]bool{
-	"name": true, "hosts": true, "vars": true, "vars_files": true, "roles": true, "pre_tasks": true,
-	"tasks": true, "post_tasks": true, "handlers": true, "serial": true, "strategy": true,
-	"any_errors_fatal": true, "max_fail_percentage": true, "gather_facts": true, "tags": true,
-	"when": true, "become": true, "force_handlers": true, "phase": true,
-	"environment": true, "ignore_errors": true, "no_log": true, "check_mode": true, "connection": true,
-}
-
 // varsFiles reads the variables of a list of YAML files named relative to
 // src's directory, later files over earlier ones.
 // underRoles returns the part of a relative path after its roles/
@@ -469,11 +461,41 @@ func (ld *loader) parsePlay(pn *ytree.Node, src source, headerVars varList) *Pla
 		return nil
 	}
 	name, _ := pn.Get("name").Str()
+	ld.checkPlayKeys(pn, name)
+	p := &Play{Name: name, Pos: pn.Pos, src: src, MaxFailPercentage: -1, Strategy: "linear"}
+	ld.play = p
+	ld.handlerRoles = map[string]bool{}
+	ld.seenRoles = map[string]bool{}
+	ld.playHosts(p, pn)
+	p.Vars = append(append(varList{}, headerVars...), ld.varsNode(pn.Get("vars"))...)
+	p.Vars = append(p.Vars, ld.varsFiles(pn.Get("vars_files"), src, "vars_files")...)
+	for _, kw := range playKeywords {
+		if v := pn.Get(kw.name); v != nil && kw.parse != nil {
+			kw.parse(ld, p, v)
+		}
+	}
+	for _, t := range ld.hookTags {
+		if !slices.Contains(p.Tags, t) {
+			p.Tags = append(p.Tags, t)
+		}
+	}
+	// What every task of the play inherits, as from a block around them.
+	base := &Task{Tags: p.Tags, When: p.When, Become: p.Become}
+	ld.playDefaults(base, pn)
+	ld.playTasks(p, pn, taskCtx{src: src, parent: base, play: p})
+	ld.checkNotify(p)
+	return p
+}
+
+// checkPlayKeys reports the keys a play does not know, with a hint for a
+// task keyword or builtin written on the play.
+func (ld *loader) checkPlayKeys(pn *ytree.Node, name string) {
+	keys := playKeys()
 	for _, k := range pn.Keys {
-		if ks := k.KeyString(); !playKeys[ks] {
+		if ks := k.KeyString(); !keys[ks] {
 			hint := ansibleHint(ks)
 			if hint == "" {
-				hint = didYouMean(ks, keysOf(playKeys))
+				hint = didYouMean(ks, keysOf(keys))
 			}
 			if _, isTask := taskKeys[ks]; isTask || ld.opts.Builtins[ks] != nil {
 				hint = "; tasks go under tasks:"
@@ -481,14 +503,15 @@ func (ld *loader) parsePlay(pn *ytree.Node, src source, headerVars varList) *Pla
 			ld.errorf(k.Pos, "play %q: unknown play key %q%s", name, ks, hint)
 		}
 	}
-	p := &Play{Name: name, Pos: pn.Pos, src: src, MaxFailPercentage: -1, Strategy: "linear"}
-	ld.play = p
-	ld.handlerRoles = map[string]bool{}
-	ld.seenRoles = map[string]bool{}
+}
+
+// playHosts reads the play's host pattern; an unnamed play is called by it,
+// as in Ansible.
+func (ld *loader) playHosts(p *Play, pn *ytree.Node) {
 	hn := pn.Get("hosts")
 	switch {
 	case hn == nil:
-		ld.errorf(pn.Pos, "play %q has no hosts", name)
+		ld.errorf(pn.Pos, "play %q has no hosts", p.Name)
 	case hn.Kind == ytree.List:
 		var parts []string
 		for _, e := range hn.List {
@@ -510,90 +533,12 @@ func (ld *loader) parsePlay(pn *ytree.Node, src source, headerVars varList) *Pla
 		ld.errorf(hn.Pos, "hosts: %v", err)
 	}
 	if p.Name == "" {
-		// As in Ansible, an unnamed play is called by its host pattern.
 		p.Name = p.Hosts
 	}
-	p.Vars = append(append(varList{}, headerVars...), ld.varsNode(pn.Get("vars"))...)
-	p.Vars = append(p.Vars, ld.varsFiles(pn.Get("vars_files"), src, "vars_files")...)
-	p.Tags = ld.tags(pn.Get("tags"))
-	for _, t := range ld.hookTags {
-		if !slices.Contains(p.Tags, t) {
-			p.Tags = append(p.Tags, t)
-		}
-	}
-	if ph := pn.Get("phase"); ph != nil {
-		p.Phase = scalarString(ph)
-		if !phaseRe.MatchString(p.Phase) {
-			ld.errorf(ph.Pos, "phase %q is not a phase name (lowercase letters, digits, - and _), such as os or control-plane", p.Phase)
-		}
-	}
-	p.When = ld.conds(pn.Get("when"), "")
-	p.Become = ld.boolField(pn.Get("become"), "become")
-	p.AnyErrorsFatal = ld.boolField(pn.Get("any_errors_fatal"), "any_errors_fatal")
-	p.ForceHandlers = ld.boolField(pn.Get("force_handlers"), "force_handlers")
-	if c := pn.Get("connection"); c != nil {
-		switch p.Connection = scalarString(c); p.Connection {
-		case "local", "ssh":
-		default:
-			ld.errorf(c.Pos, "connection must be local (run on the control machine) or ssh, not %q; the inventory says how each host is reached otherwise", p.Connection)
-		}
-	}
-	p.GatherFacts = ld.boolField(pn.Get("gather_facts"), "gather_facts")
-	if p.GatherFacts && ld.opts.Builtins["setup"] == nil {
-		ld.errorf(pn.Get("gather_facts").Pos, "gather_facts needs the setup builtin, and none is registered")
-	}
-	if s := pn.Get("strategy"); s != nil {
-		v, _ := s.Str()
-		// A template is rendered when the play starts, with its variables.
-		if !ld.checkTemplates(s, "") {
-			if err := checkStrategy(v); err != nil {
-				ld.errorf(s.Pos, "%v", err)
-			}
-		}
-		p.Strategy = v
-	}
-	if m := pn.Get("max_fail_percentage"); m != nil {
-		f, err := percent(m.Value())
-		if err != nil {
-			ld.errorf(m.Pos, "max_fail_percentage: %v", err)
-		}
-		p.MaxFailPercentage = f
-	}
-	if s := pn.Get("serial"); s != nil {
-		vals := []*ytree.Node{s}
-		if s.Kind == ytree.List {
-			vals = s.List
-		}
-		for _, v := range vals {
-			// A template is rendered when the play starts (serialSizes).
-			if t, ok := v.Value().(string); ok && strings.Contains(t, "{{") {
-				p.Serial = append(p.Serial, t)
-				continue
-			}
-			if _, err := batchSize(v.Value(), 100); err != nil {
-				ld.errorf(v.Pos, "serial: %v", err)
-				continue
-			}
-			p.Serial = append(p.Serial, v.Value())
-		}
-	}
-	// What every task of the play inherits, as from a block around them.
-	base := &Task{Tags: p.Tags, When: p.When, Become: p.Become}
-	base.IgnoreErrs = ld.boolField(pn.Get("ignore_errors"), "ignore_errors")
-	base.NoLog = ld.boolField(pn.Get("no_log"), "no_log")
-	if c := pn.Get("check_mode"); c != nil {
-		v := ld.boolField(c, "check_mode")
-		base.CheckMode = &v
-	}
-	if e := pn.Get("environment"); e != nil {
-		if e.Kind != ytree.Map {
-			ld.errorf(e.Pos, "environment must be a mapping of variable names to values")
-		} else {
-			base.Environment = e.Value().(map[string]any)
-			ld.checkTemplates(e, "")
-		}
-	}
-	ctxt := taskCtx{src: src, parent: base, play: p}
+}
+
+// playTasks reads the play's task lists, its roles and its handlers.
+func (ld *loader) playTasks(p *Play, pn *ytree.Node, ctxt taskCtx) {
 	p.PreTasks = ld.taskList(pn.Get("pre_tasks"), ctxt, "pre_tasks")
 	if rn := pn.Get("roles"); rn != nil {
 		if rn.Kind != ytree.List {
@@ -611,8 +556,6 @@ func (ld *loader) parsePlay(pn *ytree.Node, src source, headerVars varList) *Pla
 	hctx := ctxt
 	hctx.handler = true
 	p.Handlers = append(ld.taskList(pn.Get("handlers"), hctx, "handlers"), p.Handlers...)
-	ld.checkNotify(p)
-	return p
 }
 
 // checkNotify makes sure every notify names a handler.

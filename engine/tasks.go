@@ -22,21 +22,6 @@ type taskCtx struct {
 	roles   []string // role names being expanded, for dependency cycles
 }
 
-var taskKeys = map[string]bool{
-	"name": true, "when": true, "loop": true, "loop_control": true, "register": true,
-	"changed_when": true, "failed_when": true, "ignore_errors": true, "retries": true,
-	"until": true, "delay": true, "run_once": true, "delegate_to": true, "notify": true,
-	"tags": true, "vars": true, "environment": true, "become": true, "timeout": true,
-	"no_log": true, "check_mode": true, "args": true, "listen": true, "block": true, "rescue": true, "always": true,
-}
-
-// blockKeys are the keywords a block accepts besides block/rescue/always.
-var blockKeys = map[string]bool{
-	"name": true, "when": true, "tags": true, "vars": true, "environment": true, "become": true,
-	"ignore_errors": true, "no_log": true, "check_mode": true, "delegate_to": true, "timeout": true, "run_once": true,
-	"block": true, "rescue": true, "always": true,
-}
-
 // anyArg, as the name of a builtin's argument, lets the builtin take
 // arguments of any name (set_fact: the names are the variables to set).
 const anyArg = "*"
@@ -70,14 +55,14 @@ func (ld *loader) task(n *ytree.Node, ctx taskCtx) *Task {
 		return nil
 	}
 	name, _ := n.Get("name").Str()
-	t := &Task{Name: name, Pos: n.Pos, pos: n.Pos.String(), Role: ctx.role, scope: ctx.scope, play: ctx.play, LoopVar: "item",
+	t := &Task{Name: name, Pos: n.Pos, pos: n.Pos.String(), Role: ctx.role, scope: ctx.scope, play: ctx.play, LoopVar: "item", Delay: defaultDelay,
 		key: fmt.Sprintf("%s:%d:%d", ld.stable(ctx.src), n.Pos.Line, n.Pos.Col)}
 	var actions []*ytree.Node
 	for _, k := range n.Keys {
 		ks := k.KeyString()
 		if taskKeys[ks] {
-			if ks == "listen" && !ctx.handler {
-				ld.taskErrorf(k.Pos, name, "listen is only valid on handlers")
+			if handlerOnly[ks] && !ctx.handler {
+				ld.taskErrorf(k.Pos, name, "%s is only valid on handlers", ks)
 			}
 			continue
 		}
@@ -178,158 +163,11 @@ func (ld *loader) task(n *ytree.Node, ctx taskCtx) *Task {
 	return t
 }
 
-// taskCommon reads the keywords every task kind shares and applies what the
-// task inherits from its parent.
-func (ld *loader) taskCommon(t *Task, n *ytree.Node, ctx taskCtx) {
-	p := ctx.parent
-	name := t.Name
-	t.When = append(slices.Clone(p.When), ld.conds(n.Get("when"), name)...)
-	t.Tags = mergeTags(p.Tags, ld.tags(n.Get("tags")))
-	t.Become = p.Become
-	if b := n.Get("become"); b != nil {
-		t.Become = ld.boolField(b, "become")
-	}
-	t.NoLog = p.NoLog
-	if b := n.Get("no_log"); b != nil {
-		t.NoLog = ld.boolField(b, "no_log")
-	}
-	t.CheckMode = p.CheckMode
-	if b := n.Get("check_mode"); b != nil {
-		v := ld.boolField(b, "check_mode")
-		t.CheckMode = &v
-	}
-	t.IgnoreErrs = p.IgnoreErrs
-	if b := n.Get("ignore_errors"); b != nil {
-		t.IgnoreErrs = ld.boolField(b, "ignore_errors")
-	}
-	t.RunOnce = p.RunOnce
-	if b := n.Get("run_once"); b != nil {
-		t.RunOnce = ld.boolField(b, "run_once")
-	}
-	t.DelegateTo = p.DelegateTo
-	if d := n.Get("delegate_to"); d != nil {
-		s, ok := d.Str()
-		if !ok || s == "" {
-			ld.taskErrorf(d.Pos, name, "delegate_to needs a host name")
-		}
-		ld.checkTemplates(d, name)
-		t.DelegateTo = s
-	}
-	t.Timeout = p.Timeout
-	if d := n.Get("timeout"); d != nil {
-		dur, err := step.ToDuration(d.Value())
-		if err != nil || dur < 0 {
-			ld.taskErrorf(d.Pos, name, "timeout: %v", err)
-		}
-		t.Timeout = dur
-	}
-	t.Environment = maps.Clone(p.Environment)
-	if e := n.Get("environment"); e != nil {
-		if e.Kind != ytree.Map {
-			ld.taskErrorf(e.Pos, name, "environment must be a mapping of variable names to values")
-		} else {
-			if t.Environment == nil {
-				t.Environment = map[string]any{}
-			}
-			maps.Copy(t.Environment, e.Value().(map[string]any))
-			ld.checkTemplates(e, name)
-		}
-	}
-	t.Vars = ld.varsNode(n.Get("vars"))
-	if r := n.Get("register"); r != nil {
-		s, _ := r.Str()
-		if !identRe.MatchString(s) {
-			ld.taskErrorf(r.Pos, name, "register needs a variable name (letters, digits, _), got %q", scalarString(r))
-		}
-		t.Register = s
-	}
-	t.ChangedWhen = ld.conds(n.Get("changed_when"), name)
-	t.FailedWhen = ld.conds(n.Get("failed_when"), name)
-	if u := n.Get("until"); u != nil {
-		if cs := ld.conds(u, name); len(cs) > 0 {
-			c := cs[0]
-			if len(cs) > 1 {
-				var parts []string
-				for _, x := range cs {
-					parts = append(parts, "("+x.expr+")")
-				}
-				c.expr = strings.Join(parts, " and ")
-			}
-			t.Until = &c
-		}
-	}
-	if r := n.Get("retries"); r != nil {
-		v, err := step.ToInt(r.Value())
-		if err != nil || v < 0 {
-			ld.taskErrorf(r.Pos, name, "retries must be a whole number ≥ 0")
-		}
-		t.Retries = v
-	}
-	if t.Until != nil && n.Get("retries") == nil {
-		t.Retries = 3
-	}
-	t.Delay = defaultDelay
-	if d := n.Get("delay"); d != nil {
-		dur, err := step.ToDuration(d.Value())
-		if err != nil || dur < 0 {
-			ld.taskErrorf(d.Pos, name, "delay: %v", err)
-		}
-		t.Delay = dur
-	}
-	if l := n.Get("loop"); l != nil {
-		t.HasLoop = true
-		t.Loop = l.Value()
-		switch l.Kind {
-		case ytree.List:
-			ld.checkTemplates(l, name)
-		case ytree.Scalar:
-			s, ok := l.Str()
-			if !ok || !strings.Contains(s, "{{") {
-				ld.taskErrorf(l.Pos, name, "loop needs a list, or a template giving one such as \"{{ .groups.etcd }}\"")
-			}
-			ld.checkTemplates(l, name)
-		default:
-			ld.taskErrorf(l.Pos, name, "loop needs a list, not %s", l.KindName())
-		}
-	}
-	if lc := n.Get("loop_control"); lc != nil {
-		if lc.Kind != ytree.Map {
-			ld.taskErrorf(lc.Pos, name, "loop_control must be a mapping")
-		} else {
-			for i, k := range lc.Keys {
-				v, _ := lc.Vals[i].Str()
-				switch k.KeyString() {
-				case "loop_var":
-					if !identRe.MatchString(v) {
-						ld.taskErrorf(lc.Vals[i].Pos, name, "loop_var needs a variable name")
-					}
-					t.LoopVar = v
-				case "index_var":
-					if !identRe.MatchString(v) {
-						ld.taskErrorf(lc.Vals[i].Pos, name, "index_var needs a variable name")
-					}
-					t.IndexVar = v
-				case "label":
-					t.Label = v
-					ld.checkTemplates(lc.Vals[i], name)
-				default:
-					ld.taskErrorf(k.Pos, name, "unknown loop_control key %q%s", k.KeyString(), didYouMean(k.KeyString(), []string{"loop_var", "index_var", "label"}))
-				}
-			}
-		}
-		if !t.HasLoop {
-			ld.taskErrorf(lc.Pos, name, "loop_control without loop")
-		}
-	}
-	for _, c := range ld.stringList(n.Get("notify"), "notify") {
-		t.Notify = append(t.Notify, c.expr)
-	}
-	for _, c := range ld.stringList(n.Get("listen"), "listen") {
-		t.Listen = append(t.Listen, c.expr)
-	}
-}
-
-const defaultDelay = 5e9 // 5s between retries, as in Ansible
+// Between retries 5s, and 3 retries of an until, as in Ansible.
+const (
+	defaultDelay   = 5e9
+	defaultRetries = 3
+)
 
 func mergeTags(parent, own []string) []string {
 	if len(own) == 0 {
@@ -834,8 +672,7 @@ func (ld *loader) roleBlock(name, tasksFrom string, params varList, at Pos, ctx 
 	sc.params = params
 	t := &Task{Kind: KindBlock, Implicit: true, Name: "role " + ri.name, Pos: at, Role: ri, scope: sc, play: ctx.play}
 	p := ctx.parent
-	t.When, t.Tags, t.Become, t.NoLog, t.IgnoreErrs, t.Environment, t.CheckMode = p.When, p.Tags, p.Become, p.NoLog, p.IgnoreErrs, p.Environment, p.CheckMode
-	t.DelegateTo, t.Timeout, t.RunOnce = p.DelegateTo, p.Timeout, p.RunOnce
+	inherit(t, p)
 	child := ctx
 	child.parent, child.role, child.scope = t, ri, sc
 	child.roles = append(slices.Clone(ctx.roles), name)
