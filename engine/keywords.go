@@ -353,3 +353,22 @@ func (ld *loader) serial(p *Play, s *ytree.Node) {
 		p.Serial = append(p.Serial, v.Value())
 	}
 }
+
+// Between retries 5s, and 3 retries of an until, as in Ansible.
+const (
+	defaultDelay   = 5e9
+	defaultRetries = 3
+)
+
+func mergeTags(parent, own []string) []string {
+	if len(own) == 0 {
+		return parent
+	}
+	out := slices.Clone(parent)
+	for _, t := range own {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}

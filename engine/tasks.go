@@ -57,65 +57,12 @@ func (ld *loader) task(n *ytree.Node, ctx taskCtx) *Task {
 	name, _ := n.Get("name").Str()
 	t := &Task{Name: name, Pos: n.Pos, pos: n.Pos.String(), Role: ctx.role, scope: ctx.scope, play: ctx.play, LoopVar: "item", Delay: defaultDelay,
 		key: fmt.Sprintf("%s:%d:%d", ld.stable(ctx.src), n.Pos.Line, n.Pos.Col)}
-	var actions []*ytree.Node
-	for _, k := range n.Keys {
-		ks := k.KeyString()
-		if taskKeys[ks] {
-			if handlerOnly[ks] && !ctx.handler {
-				ld.taskErrorf(k.Pos, name, "%s is only valid on handlers", ks)
-			}
-			continue
-		}
-		actions = append(actions, k)
-	}
+	actions := ld.actionKeys(n, name, ctx.handler)
 	isBlock := n.Get("block") != nil
 	if isBlock {
-		for _, k := range n.Keys {
-			if ks := k.KeyString(); !blockKeys[ks] {
-				hint := ansibleHint(ks)
-				if hint == "" {
-					hint = didYouMean(ks, keysOf(blockKeys))
-				}
-				ld.taskErrorf(k.Pos, name, "%q is not valid on a block%s", ks, hint)
-			}
-		}
-	} else {
-		for _, k := range []string{"rescue", "always"} {
-			if kn := n.Get(k); kn != nil {
-				ld.taskErrorf(kn.Pos, name, "%s without block", k)
-			}
-		}
-		switch len(actions) {
-		case 0:
-			ld.taskErrorf(n.Pos, name, "no action: a task needs exactly one builtin (such as command) or block/include")
-			return nil
-		case 1:
-		default:
-			// A key that is neither a builtin nor an engine keyword is most
-			// likely a misspelt task key (regster:): say so, instead of
-			// calling it a second action.
-			unknown := false
-			for _, a := range actions {
-				ks := a.KeyString()
-				if _, ok := ld.opts.Builtins[ks]; !ok && !engineActions[ks] {
-					hint := ansibleHint(ks)
-					if hint == "" {
-						hint = didYouMean(ks, append(keysOf(taskKeys), keysOf(ld.opts.Builtins)...))
-					}
-					ld.taskErrorf(a.Pos, name, "unknown task key or builtin %q%s", ks, hint)
-					unknown = true
-				}
-			}
-			if unknown {
-				return nil
-			}
-			var names []string
-			for _, a := range actions {
-				names = append(names, a.KeyString())
-			}
-			ld.taskErrorf(actions[1].Pos, name, "several actions (%s): a task runs exactly one; split it into several tasks", strings.Join(names, ", "))
-			return nil
-		}
+		ld.checkBlockKeys(n, name)
+	} else if !ld.oneAction(n, name, actions) {
+		return nil
 	}
 	ld.taskCommon(t, n, ctx)
 	child := ctx
@@ -140,46 +87,101 @@ func (ld *loader) task(n *ytree.Node, ctx taskCtx) *Task {
 		t.Vars = nil // moved into the children's scope
 		return t
 	}
-	an := actions[0]
-	action := an.KeyString()
-	val := n.Get(action)
+	action := actions[0].KeyString()
 	if engineActions[action] {
-		return ld.engineTask(t, n, action, val, ctx, child)
+		return ld.engineTask(t, n, action, n.Get(action), ctx, child)
 	}
+	return ld.builtinTask(t, n, actions[0])
+}
+
+// actionKeys returns a task's keys that are no task keyword: its action,
+// or what a misspelt keyword looks like.
+func (ld *loader) actionKeys(n *ytree.Node, name string, handler bool) []*ytree.Node {
+	var actions []*ytree.Node
+	for _, k := range n.Keys {
+		ks := k.KeyString()
+		if taskKeys[ks] {
+			if handlerOnly[ks] && !handler {
+				ld.taskErrorf(k.Pos, name, "%s is only valid on handlers", ks)
+			}
+			continue
+		}
+		actions = append(actions, k)
+	}
+	return actions
+}
+
+func (ld *loader) checkBlockKeys(n *ytree.Node, name string) {
+	for _, k := range n.Keys {
+		if ks := k.KeyString(); !blockKeys[ks] {
+			hint := ansibleHint(ks)
+			if hint == "" {
+				hint = didYouMean(ks, keysOf(blockKeys))
+			}
+			ld.taskErrorf(k.Pos, name, "%q is not valid on a block%s", ks, hint)
+		}
+	}
+}
+
+// oneAction reports whether a task that is no block has exactly one
+// action, saying what is wrong when it does not.
+func (ld *loader) oneAction(n *ytree.Node, name string, actions []*ytree.Node) bool {
+	for _, k := range []string{"rescue", "always"} {
+		if kn := n.Get(k); kn != nil {
+			ld.taskErrorf(kn.Pos, name, "%s without block", k)
+		}
+	}
+	switch len(actions) {
+	case 0:
+		ld.taskErrorf(n.Pos, name, "no action: a task needs exactly one builtin (such as command) or block/include")
+		return false
+	case 1:
+		return true
+	}
+	// A key that is neither a builtin nor an engine keyword is most likely a
+	// misspelt task key (regster:): say so, instead of calling it a second
+	// action.
+	unknown := false
+	for _, a := range actions {
+		ks := a.KeyString()
+		if _, ok := ld.opts.Builtins[ks]; !ok && !engineActions[ks] {
+			hint := ansibleHint(ks)
+			if hint == "" {
+				hint = didYouMean(ks, append(keysOf(taskKeys), keysOf(ld.opts.Builtins)...))
+			}
+			ld.taskErrorf(a.Pos, name, "unknown task key or builtin %q%s", ks, hint)
+			unknown = true
+		}
+	}
+	if unknown {
+		return false
+	}
+	var names []string
+	for _, a := range actions {
+		names = append(names, a.KeyString())
+	}
+	ld.taskErrorf(actions[1].Pos, name, "several actions (%s): a task runs exactly one; split it into several tasks", strings.Join(names, ", "))
+	return false
+}
+
+// builtinTask makes t run the builtin its action key names.
+func (ld *loader) builtinTask(t *Task, n, an *ytree.Node) *Task {
+	action := an.KeyString()
 	b, ok := ld.opts.Builtins[action]
 	if !ok {
 		hint := ansibleHint(action)
 		if hint == "" {
 			hint = didYouMean(action, append(keysOf(ld.opts.Builtins), keysOf(taskKeys)...))
 		}
-		ld.taskErrorf(an.Pos, name, "unknown builtin or keyword %q%s", action, hint)
+		ld.taskErrorf(an.Pos, t.Name, "unknown builtin or keyword %q%s", action, hint)
 		return nil
 	}
 	t.Kind, t.Action, t.impl, t.spec = KindAction, action, b, b.Spec()
 	if t.Name == "" {
 		t.Name = action
 	}
-	t.Args = ld.actionArgs(t, val, n.Get("args"))
+	t.Args = ld.actionArgs(t, n.Get(action), n.Get("args"))
 	return t
-}
-
-// Between retries 5s, and 3 retries of an until, as in Ansible.
-const (
-	defaultDelay   = 5e9
-	defaultRetries = 3
-)
-
-func mergeTags(parent, own []string) []string {
-	if len(own) == 0 {
-		return parent
-	}
-	out := slices.Clone(parent)
-	for _, t := range own {
-		if !slices.Contains(out, t) {
-			out = append(out, t)
-		}
-	}
-	return out
 }
 
 // actionArgs turns the value of a builtin key (a mapping, or a string for a
@@ -366,81 +368,98 @@ func (ld *loader) engineTask(t *Task, n *ytree.Node, action string, val *ytree.N
 	}
 	switch action {
 	case "meta":
-		s, _ := val.Str()
-		if !metaActions[s] {
-			ld.taskErrorf(val.Pos, name, "meta: unknown action %q%s; one of %s", s, didYouMean(s, keysOf(metaActions)), strings.Join(keysOf(metaActions), ", "))
-		}
-		t.Kind, t.Action = KindMeta, s
-		if t.Name == "" {
-			t.Name = "meta: " + s
-		}
-		return t
+		return ld.metaTask(t, val)
 	case "import_tasks", "include_tasks":
-		file, vars := ld.includeArgs(val, name, "file")
-		if file == "" {
-			ld.taskErrorf(val.Pos, name, "%s needs a file name", action)
-			return nil
-		}
-		if t.Name == "" {
-			t.Name = action + ": " + file
-		}
-		if len(vars) > 0 {
-			child.scope = &scope{parent: child.scope, params: vars}
-		}
-		if static {
-			if strings.Contains(file, "{{") {
-				ld.taskErrorf(val.Pos, name, "import_tasks is static; a templated file name needs include_tasks")
-				return nil
-			}
-			t.Kind, t.Implicit, t.Vars = KindBlock, true, nil
-			t.Block = ld.tasksFile(file, val.Pos, child)
-			return t
-		}
-		t.Kind = KindInclude
-		t.Action = action
-		t.Include = &include{file: file, vars: vars, ctx: child, opts: ld.opts, pbDir: ld.pbDir}
-		if !strings.Contains(file, "{{") {
-			t.Include.static = ld.tasksFile(file, val.Pos, child)
-		}
-		return t
+		return ld.tasksInclude(t, action, val, static, child)
 	case "import_role", "include_role":
-		role, vars := ld.includeArgs(val, name, "name")
-		tasksFrom := ""
-		if val.Kind == ytree.Map {
-			tasksFrom, _ = val.Get("tasks_from").Str()
-			for _, k := range val.Keys {
-				switch k.KeyString() {
-				case "name", "tasks_from", "vars":
-				default:
-					ld.taskErrorf(k.Pos, name, "%s: unknown key %q%s", action, k.KeyString(), didYouMean(k.KeyString(), []string{"name", "tasks_from", "vars"}))
-				}
-			}
-		}
-		if role == "" {
-			ld.taskErrorf(val.Pos, name, "%s needs a role name", action)
-			return nil
-		}
-		if t.Name == "" {
-			t.Name = action + ": " + role
-		}
-		if static || !strings.Contains(role, "{{") {
-			rt := ld.roleBlock(role, tasksFrom, vars, val.Pos, child)
-			if rt == nil {
-				return nil
-			}
-			if static {
-				t.Kind, t.Implicit, t.Vars = KindBlock, true, nil
-				t.Block = []*Task{rt}
-				return t
-			}
-			t.Include = &include{role: role, tasks: tasksFrom, vars: vars, static: []*Task{rt}, ctx: child, opts: ld.opts, pbDir: ld.pbDir}
-		} else {
-			t.Include = &include{role: role, tasks: tasksFrom, vars: vars, ctx: child, opts: ld.opts, pbDir: ld.pbDir}
-		}
-		t.Kind, t.Action = KindInclude, action
-		return t
+		return ld.roleInclude(t, action, val, static, child)
 	}
 	return nil
+}
+
+func (ld *loader) metaTask(t *Task, val *ytree.Node) *Task {
+	s, _ := val.Str()
+	if !metaActions[s] {
+		ld.taskErrorf(val.Pos, t.Name, "meta: unknown action %q%s; one of %s", s, didYouMean(s, keysOf(metaActions)), strings.Join(keysOf(metaActions), ", "))
+	}
+	t.Kind, t.Action = KindMeta, s
+	if t.Name == "" {
+		t.Name = "meta: " + s
+	}
+	return t
+}
+
+// tasksInclude makes t an import_tasks (an implicit block, loaded now) or
+// an include_tasks (loaded when it runs, unless its file is no template).
+func (ld *loader) tasksInclude(t *Task, action string, val *ytree.Node, static bool, child taskCtx) *Task {
+	name := t.Name
+	file, vars := ld.includeArgs(val, name, "file")
+	if file == "" {
+		ld.taskErrorf(val.Pos, name, "%s needs a file name", action)
+		return nil
+	}
+	if t.Name == "" {
+		t.Name = action + ": " + file
+	}
+	if len(vars) > 0 {
+		child.scope = &scope{parent: child.scope, params: vars}
+	}
+	if static {
+		if strings.Contains(file, "{{") {
+			ld.taskErrorf(val.Pos, name, "import_tasks is static; a templated file name needs include_tasks")
+			return nil
+		}
+		t.Kind, t.Implicit, t.Vars = KindBlock, true, nil
+		t.Block = ld.tasksFile(file, val.Pos, child)
+		return t
+	}
+	t.Kind = KindInclude
+	t.Action = action
+	t.Include = &include{file: file, vars: vars, ctx: child, opts: ld.opts, pbDir: ld.pbDir}
+	if !strings.Contains(file, "{{") {
+		t.Include.static = ld.tasksFile(file, val.Pos, child)
+	}
+	return t
+}
+
+// roleInclude makes t an import_role (an implicit block) or an
+// include_role (preloaded unless the role's name is a template).
+func (ld *loader) roleInclude(t *Task, action string, val *ytree.Node, static bool, child taskCtx) *Task {
+	name := t.Name
+	role, vars := ld.includeArgs(val, name, "name")
+	tasksFrom := ""
+	if val.Kind == ytree.Map {
+		tasksFrom, _ = val.Get("tasks_from").Str()
+		for _, k := range val.Keys {
+			switch k.KeyString() {
+			case "name", "tasks_from", "vars":
+			default:
+				ld.taskErrorf(k.Pos, name, "%s: unknown key %q%s", action, k.KeyString(), didYouMean(k.KeyString(), []string{"name", "tasks_from", "vars"}))
+			}
+		}
+	}
+	if role == "" {
+		ld.taskErrorf(val.Pos, name, "%s needs a role name", action)
+		return nil
+	}
+	if t.Name == "" {
+		t.Name = action + ": " + role
+	}
+	t.Include = &include{role: role, tasks: tasksFrom, vars: vars, ctx: child, opts: ld.opts, pbDir: ld.pbDir}
+	if static || !strings.Contains(role, "{{") {
+		rt := ld.roleBlock(role, tasksFrom, vars, val.Pos, child)
+		if rt == nil {
+			return nil
+		}
+		if static {
+			t.Kind, t.Implicit, t.Vars, t.Include = KindBlock, true, nil, nil
+			t.Block = []*Task{rt}
+			return t
+		}
+		t.Include.static = []*Task{rt}
+	}
+	t.Kind, t.Action = KindInclude, action
+	return t
 }
 
 // includeArgs reads `include_tasks: file.yaml` or `{file: ..., vars: ...}`.
@@ -644,6 +663,56 @@ func (ld *loader) findRole(name string) (source, bool) {
 	return source{}, false
 }
 
+// roleDeps expands the dependencies of a role's meta/main.yaml.
+func (ld *loader) roleDeps(name string, dir source, child taskCtx) []*Task {
+	f, ok := dir.join("meta").yamlFile("main")
+	if !ok {
+		return nil
+	}
+	n, ok := ld.readYAML(f)
+	if !ok || n.Kind != ytree.Map {
+		return nil
+	}
+	for _, k := range n.Keys {
+		if ks := k.KeyString(); ks != "dependencies" && ks != "galaxy_info" && ks != "description" && ks != "allow_duplicates" && ks != "variables" {
+			ld.errorf(k.Pos, "role %s meta: unknown key %q; meta/main.yaml holds description, dependencies, allow_duplicates and variables", name, ks)
+		}
+	}
+	deps := n.Get("dependencies")
+	if deps == nil {
+		return nil
+	}
+	if deps.Kind != ytree.List {
+		ld.errorf(deps.Pos, "dependencies must be a list of roles")
+		return nil
+	}
+	var out []*Task
+	dctx := child
+	dctx.src = f
+	for _, d := range deps.List {
+		if dt := ld.roleRef(d, dctx); dt != nil {
+			out = append(out, dt)
+		}
+	}
+	return out
+}
+
+// roleHandlers adds a role's handlers to the play, once per play.
+func (ld *loader) roleHandlers(ri *roleInstance, dir source, child taskCtx, p *Task) {
+	if ld.play == nil || ld.handlerRoles[ri.name] {
+		return
+	}
+	ld.handlerRoles[ri.name] = true
+	if f, ok := dir.join("handlers").yamlFile("main"); ok {
+		if n, ok := ld.readYAML(f); ok {
+			hctx := child
+			hctx.src, hctx.handler = f, true
+			hctx.parent = &Task{Tags: p.Tags, Become: p.Become}
+			ld.play.Handlers = append(ld.play.Handlers, ld.taskList(n, hctx, "handlers")...)
+		}
+	}
+}
+
 // roleBlock expands a role reference into an implicit block: its
 // dependencies, then its tasks, with the role's variables in scope.
 func (ld *loader) roleBlock(name, tasksFrom string, params varList, at Pos, ctx taskCtx) *Task {
@@ -678,27 +747,8 @@ func (ld *loader) roleBlock(name, tasksFrom string, params varList, at Pos, ctx 
 	child.roles = append(slices.Clone(ctx.roles), name)
 	// A role's dependencies run with its main tasks; tasks_from picks one
 	// file of an already set up role.
-	if f, ok := dir.join("meta").yamlFile("main"); ok && tasksFrom == "" {
-		if n, ok := ld.readYAML(f); ok && n.Kind == ytree.Map {
-			for _, k := range n.Keys {
-				if ks := k.KeyString(); ks != "dependencies" && ks != "galaxy_info" && ks != "description" && ks != "allow_duplicates" && ks != "variables" {
-					ld.errorf(k.Pos, "role %s meta: unknown key %q; meta/main.yaml holds description, dependencies, allow_duplicates and variables", name, ks)
-				}
-			}
-			if deps := n.Get("dependencies"); deps != nil {
-				if deps.Kind != ytree.List {
-					ld.errorf(deps.Pos, "dependencies must be a list of roles")
-				} else {
-					dctx := child
-					dctx.src = f
-					for _, d := range deps.List {
-						if dt := ld.roleRef(d, dctx); dt != nil {
-							t.Block = append(t.Block, dt)
-						}
-					}
-				}
-			}
-		}
+	if tasksFrom == "" {
+		t.Block = ld.roleDeps(name, dir, child)
 	}
 	file := "main"
 	if tasksFrom != "" {
@@ -713,16 +763,6 @@ func (ld *loader) roleBlock(name, tasksFrom string, params varList, at Pos, ctx 
 	} else if tasksFrom != "" {
 		ld.errorf(at, "role %s has no tasks/%s.yaml", name, tasksFrom)
 	}
-	if ld.play != nil && !ld.handlerRoles[ri.name] {
-		ld.handlerRoles[ri.name] = true
-		if f, ok := dir.join("handlers").yamlFile("main"); ok {
-			if n, ok := ld.readYAML(f); ok {
-				hctx := child
-				hctx.src, hctx.handler = f, true
-				hctx.parent = &Task{Tags: p.Tags, Become: p.Become}
-				ld.play.Handlers = append(ld.play.Handlers, ld.taskList(n, hctx, "handlers")...)
-			}
-		}
-	}
+	ld.roleHandlers(ri, dir, child, p)
 	return t
 }
