@@ -16,111 +16,128 @@ type includeInstance struct {
 	perHost map[*hostState]map[string]any
 }
 
+// includeRun is what a dynamic include resolves to on its hosts.
+type includeRun struct {
+	insts  []*includeInstance
+	byKey  map[string]*includeInstance
+	failed []*hostState
+	// skippedName is the name of the include where it is skipped: rendered
+	// once, with the first such host's variables, as runAction names a task.
+	skippedName string
+}
+
 // runInclude evaluates include_tasks/include_role per host (when, loop, the
 // templated name), then runs each resulting task list on its hosts.
 func (pr *playRun) runInclude(ctx context.Context, t *Task, hosts []*hostState, ov *overlay) []*hostState {
-	r := pr.r
-	inc := t.Include
-	var insts []*includeInstance
-	byKey := map[string]*includeInstance{}
-	var failed []*hostState
-	// The name of the include where it is skipped: rendered once, with the
-	// first such host's variables, as runAction names a task.
-	skippedName := ""
+	ir := &includeRun{byKey: map[string]*includeInstance{}}
 	for _, h := range hosts {
-		vars, err := pr.vars(h, t, ov, nil)
-		if err != nil {
-			pr.fail(h, t, err.Error())
-			failed = append(failed, h)
-			continue
-		}
-		ok, err := pr.conds(t.When, vars)
-		if err != nil {
-			pr.fail(h, t, err.Error())
-			failed = append(failed, h)
-			continue
-		}
-		if !ok {
-			if skippedName == "" {
-				skippedName = pr.nameWith(t, vars)
-			}
-			r.emit(Event{Kind: EventHostResult, Play: pr.p.Name, Role: t.RoleName(), Task: skippedName, Pos: t.Pos.String(), Host: h.name, Status: StatusSkipped})
-			r.count(h, StatusSkipped, "")
-			continue
-		}
-		items := []any{nil}
-		if t.HasLoop {
-			if items, err = pr.loopItems(t, vars); err != nil {
-				pr.fail(h, t, err.Error())
-				failed = append(failed, h)
-				continue
-			}
-		}
-		for i, item := range items {
-			iv := vars
-			lv := map[string]any{}
-			if t.HasLoop {
-				iv = make(map[string]any, len(vars)+2)
-				maps.Copy(iv, vars)
-				lv[t.LoopVar] = item
-				if t.IndexVar != "" {
-					lv[t.IndexVar] = i
-				}
-				maps.Copy(iv, lv)
-			}
-			name := inc.file
-			if inc.role != "" {
-				name = inc.role
-			}
-			if strings.Contains(name, "{{") {
-				if name, err = r.ev.RenderString(name, iv); err != nil {
-					pr.fail(h, t, fmt.Sprintf("%s: %v", t.Pos, err))
-					failed = append(failed, h)
-					break
-				}
-			}
-			key := name + "\x00" + strconv.Itoa(i)
-			in, ok := byKey[key]
-			if !ok {
-				in = &includeInstance{name: name, perHost: map[*hostState]map[string]any{}}
-				byKey[key] = in
-				insts = append(insts, in)
-			}
-			in.hosts = append(in.hosts, h)
-			in.perHost[h] = lv
-		}
+		pr.resolveInclude(t, h, ov, ir)
 	}
-	for _, in := range insts {
+	for _, in := range ir.insts {
 		if pr.halted(ctx) {
 			break
 		}
-		tasks, err := pr.includeTasks(t, in.name)
-		if err != nil {
-			for _, h := range in.hosts {
-				if !containsHost(failed, h) {
-					pr.fail(h, t, err.Error())
-					failed = append(failed, h)
-				}
-			}
-			continue
+		pr.runInstance(ctx, t, in, ov, ir)
+	}
+	return ir.failed
+}
+
+func (ir *includeRun) fail(pr *playRun, h *hostState, t *Task, msg string) {
+	pr.fail(h, t, msg)
+	ir.failed = append(ir.failed, h)
+}
+
+// resolveInclude finds what the include names on one host, for each item
+// of its loop.
+func (pr *playRun) resolveInclude(t *Task, h *hostState, ov *overlay, ir *includeRun) {
+	r := pr.r
+	inc := t.Include
+	vars, err := pr.vars(h, t, ov, nil)
+	if err != nil {
+		ir.fail(pr, h, t, err.Error())
+		return
+	}
+	ok, err := pr.conds(t.When, vars)
+	if err != nil {
+		ir.fail(pr, h, t, err.Error())
+		return
+	}
+	if !ok {
+		if ir.skippedName == "" {
+			ir.skippedName = pr.nameWith(t, vars)
 		}
-		sub := ov
-		if t.HasLoop {
-			sub = &overlay{parent: ov, perHost: in.perHost}
-		}
-		var run []*hostState
-		for _, h := range in.hosts {
-			if !containsHost(failed, h) {
-				run = append(run, h)
-			}
-		}
-		for _, h := range pr.runList(ctx, tasks, run, sub) {
-			if !containsHost(failed, h) {
-				failed = append(failed, h)
-			}
+		r.emit(Event{Kind: EventHostResult, Play: pr.p.Name, Role: t.RoleName(), Task: ir.skippedName, Pos: t.Pos.String(), Host: h.name, Status: StatusSkipped})
+		r.count(h, StatusSkipped, "")
+		return
+	}
+	items := []any{nil}
+	if t.HasLoop {
+		if items, err = pr.loopItems(t, vars); err != nil {
+			ir.fail(pr, h, t, err.Error())
+			return
 		}
 	}
-	return failed
+	for i, item := range items {
+		iv := vars
+		lv := map[string]any{}
+		if t.HasLoop {
+			iv = make(map[string]any, len(vars)+2)
+			maps.Copy(iv, vars)
+			lv[t.LoopVar] = item
+			if t.IndexVar != "" {
+				lv[t.IndexVar] = i
+			}
+			maps.Copy(iv, lv)
+		}
+		name := inc.file
+		if inc.role != "" {
+			name = inc.role
+		}
+		if strings.Contains(name, "{{") {
+			if name, err = r.ev.RenderString(name, iv); err != nil {
+				ir.fail(pr, h, t, fmt.Sprintf("%s: %v", t.Pos, err))
+				return
+			}
+		}
+		key := name + "\x00" + strconv.Itoa(i)
+		in, ok := ir.byKey[key]
+		if !ok {
+			in = &includeInstance{name: name, perHost: map[*hostState]map[string]any{}}
+			ir.byKey[key] = in
+			ir.insts = append(ir.insts, in)
+		}
+		in.hosts = append(in.hosts, h)
+		in.perHost[h] = lv
+	}
+}
+
+// runInstance loads what one instance of the include names and runs it on
+// the instance's hosts that have not failed.
+func (pr *playRun) runInstance(ctx context.Context, t *Task, in *includeInstance, ov *overlay, ir *includeRun) {
+	tasks, err := pr.includeTasks(t, in.name)
+	if err != nil {
+		for _, h := range in.hosts {
+			if !containsHost(ir.failed, h) {
+				ir.fail(pr, h, t, err.Error())
+			}
+		}
+		return
+	}
+	sub := ov
+	if t.HasLoop {
+		sub = &overlay{parent: ov, perHost: in.perHost}
+	}
+	var run []*hostState
+	for _, h := range in.hosts {
+		if !containsHost(ir.failed, h) {
+			run = append(run, h)
+		}
+	}
+	for _, h := range pr.runList(ctx, tasks, run, sub) {
+		if !containsHost(ir.failed, h) {
+			ir.failed = append(ir.failed, h)
+		}
+	}
 }
 
 // includeTasks returns the tasks a dynamic include names, loading files

@@ -114,17 +114,58 @@ func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOp
 	if opts.Output == nil {
 		opts.Output = SinkFunc(func(Event) {})
 	}
-	if opts.Limit != "" {
-		if err := checkPattern(opts.Limit); err != nil {
-			return nil, fmt.Errorf("--limit: %w", err)
-		}
-		if hosts, _, err := matchHosts(inv, opts.Limit); err != nil {
-			return nil, fmt.Errorf("--limit: %w", err)
-		} else if len(hosts) == 0 {
-			return nil, fmt.Errorf("--limit %q matches no host of the inventory (hosts: %s); `--list-hosts` shows what each play targets",
-				opts.Limit, strings.Join(allHostNames(inv), ", "))
+	if err := checkLimit(inv, opts.Limit); err != nil {
+		return nil, err
+	}
+	r, err := newRunner(pb, inv, opts)
+	if err != nil {
+		return nil, err
+	}
+	r.startWorkers()
+	r.emit(Event{Kind: EventRunStart, Message: fmt.Sprintf("playbook %s (%s)", pb.Name, pb.Path)})
+	// Only a lock held by another run ends the run here: a host that cannot
+	// be reached is reported by the plays, as every other host is.
+	if opts.HostLock && opts.LockFirst != "" {
+		if _, err := r.transportFor(ctx, opts.LockFirst); errors.Is(err, errHostBusy) {
+			r.stopWorkers()
+			_ = r.jr.close("failed")
+			return nil, fmt.Errorf("the lock of the cluster: %w", err)
 		}
 	}
+	for i, p := range pb.Plays {
+		if ctx.Err() != nil || r.abortReason() != "" {
+			break
+		}
+		if r.playSelected(i, p) {
+			r.runPlay(ctx, p)
+		} else {
+			r.leaveOutPlay(p, r.leftOutWhy())
+		}
+	}
+	r.stopWorkers()
+	r.cleanupFiles()
+	return r.finish(ctx)
+}
+
+// checkLimit refuses a --limit pattern that is malformed or matches no host.
+func checkLimit(inv *inventory.Inventory, limit string) error {
+	if limit == "" {
+		return nil
+	}
+	if err := checkPattern(limit); err != nil {
+		return fmt.Errorf("--limit: %w", err)
+	}
+	if hosts, _, err := matchHosts(inv, limit); err != nil {
+		return fmt.Errorf("--limit: %w", err)
+	} else if len(hosts) == 0 {
+		return fmt.Errorf("--limit %q matches no host of the inventory (hosts: %s); `--list-hosts` shows what each play targets",
+			limit, strings.Join(allHostNames(inv), ", "))
+	}
+	return nil
+}
+
+// newRunner sets a run up: the selected tasks, the hosts and the journal.
+func newRunner(pb *Playbook, inv *inventory.Inventory, opts RunOptions) (*runner, error) {
 	sel, err := selectTasks(pb, inv.Vars, opts)
 	if err != nil {
 		return nil, err
@@ -153,7 +194,12 @@ func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOp
 	if err := r.openJournal(); err != nil {
 		return nil, err
 	}
-	for range min(opts.Forks, len(r.order)) {
+	return r, nil
+}
+
+// startWorkers starts the run's workers, at most --forks of them.
+func (r *runner) startWorkers() {
+	for range min(r.opts.Forks, len(r.order)) {
 		r.workers.Add(1)
 		go func() {
 			defer r.workers.Done()
@@ -162,34 +208,18 @@ func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOp
 			}
 		}()
 	}
-	r.emit(Event{Kind: EventRunStart, Message: fmt.Sprintf("playbook %s (%s)", pb.Name, pb.Path)})
-	// Only a lock held by another run ends the run here: a host that cannot
-	// be reached is reported by the plays, as every other host is.
-	if opts.HostLock && opts.LockFirst != "" {
-		if _, err := r.transportFor(ctx, opts.LockFirst); errors.Is(err, errHostBusy) {
-			close(r.jobs)
-			r.workers.Wait()
-			r.closeHosts()
-			_ = r.jr.close("failed")
-			return nil, fmt.Errorf("the lock of the cluster: %w", err)
-		}
-	}
+}
 
-	for i, p := range pb.Plays {
-		if ctx.Err() != nil || r.abortReason() != "" {
-			break
-		}
-		if r.playSelected(i, p) {
-			r.runPlay(ctx, p)
-		} else {
-			r.leaveOutPlay(p, r.leftOutWhy())
-		}
-	}
+// stopWorkers waits for the workers to finish and closes the connections.
+func (r *runner) stopWorkers() {
 	close(r.jobs)
 	r.workers.Wait()
 	r.closeHosts()
-	r.cleanupFiles()
+}
 
+// finish completes the recap, closes the journal, reports the recap and
+// says why the run failed.
+func (r *runner) finish(ctx context.Context) (*Recap, error) {
 	rc := r.recap
 	slices.Sort(rc.Order)
 	rc.Duration = time.Since(r.startTime)

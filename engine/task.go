@@ -218,30 +218,12 @@ func (pr *playRun) resumed(t *Task, h *hostState, key string) (hostOutcome, bool
 }
 
 func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, ov *overlay, hv map[string]any, key string, ev *Event) (hostOutcome, map[string]any) {
-	r := pr.r
 	vars, err := pr.vars(h, t, ov, hv)
 	if err != nil {
 		return pr.failure(t, err.Error()), vars
 	}
 	if !t.HasLoop {
-		ok, err := pr.conds(t.When, vars)
-		if err != nil {
-			return pr.failure(t, err.Error()), vars
-		}
-		if !ok {
-			return hostOutcome{status: StatusSkipped, reg: map[string]any{"changed": false, "failed": false, "skipped": true, "msg": "condition false"}}, vars
-		}
-		out, stdout, stderr, diff := pr.execute(ctx, t, h, vars)
-		if r.opts.Verbosity >= 1 {
-			ev.Stdout, ev.Stderr = stdout, stderr
-		}
-		if r.opts.Diff {
-			ev.Diff = diff
-		}
-		if d, ok := out.reg["delegate_to"].(string); ok {
-			ev.Delegate = d
-		}
-		return out, vars
+		return pr.runOnHost(ctx, t, h, vars, ev), vars
 	}
 	// A condition that does not name the loop variable is the same for
 	// every item: false, the task is skipped before its loop is rendered.
@@ -255,10 +237,43 @@ func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, 
 	if err != nil {
 		return pr.failure(t, err.Error()), vars
 	}
-	results := make([]any, 0, len(items))
-	agg := hostOutcome{status: StatusSkipped, facts: map[string]any{}}
-	changed, failed, anyRun := false, false, false
-	var msgs []string
+	return pr.runLoop(ctx, t, h, key, ev, items, vars), vars
+}
+
+// runOnHost runs a task without a loop on one host, if its when holds.
+func (pr *playRun) runOnHost(ctx context.Context, t *Task, h *hostState, vars map[string]any, ev *Event) hostOutcome {
+	ok, err := pr.conds(t.When, vars)
+	if err != nil {
+		return pr.failure(t, err.Error())
+	}
+	if !ok {
+		return hostOutcome{status: StatusSkipped, reg: map[string]any{"changed": false, "failed": false, "skipped": true, "msg": "condition false"}}
+	}
+	out, stdout, stderr, diff := pr.execute(ctx, t, h, vars)
+	if pr.r.opts.Verbosity >= 1 {
+		ev.Stdout, ev.Stderr = stdout, stderr
+	}
+	if pr.r.opts.Diff {
+		ev.Diff = diff
+	}
+	if d, ok := out.reg["delegate_to"].(string); ok {
+		ev.Delegate = d
+	}
+	return out
+}
+
+// loopRun sums up the items of a looped task on one host.
+type loopRun struct {
+	results                 []any
+	facts                   map[string]any
+	changed, failed, anyRun bool
+	msgs                    []string
+}
+
+// runLoop runs a looped task's items on one host, batched where the
+// builtin can, and sums their outcomes up.
+func (pr *playRun) runLoop(ctx context.Context, t *Task, h *hostState, key string, ev *Event, items []any, vars map[string]any) hostOutcome {
+	lr := loopRun{results: make([]any, 0, len(items)), facts: map[string]any{}}
 	ivs := make([]map[string]any, len(items))
 	for i, item := range items {
 		ivs[i] = make(map[string]any, len(vars)+2)
@@ -271,81 +286,100 @@ func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, 
 	batched := pr.runBatched(ctx, t, h, key, ivs)
 	for i, item := range items {
 		if ctx.Err() != nil {
-			failed = true
-			msgs = append(msgs, "cancelled")
+			lr.failed = true
+			lr.msgs = append(lr.msgs, "cancelled")
 			break
 		}
-		iv := ivs[i]
-		label := pr.itemLabel(t, item, iv)
-		ok, err := pr.conds(t.When, iv)
-		var o hostOutcome
-		var stdout, stderr string
-		switch {
-		case err != nil:
-			o = pr.failure(t, err.Error())
-			o.reg = map[string]any{"failed": true, "changed": false, "msg": err.Error()}
-		case !ok:
-			o = hostOutcome{status: StatusSkipped, reg: map[string]any{"changed": false, "failed": false, "skipped": true}}
-		default:
-			anyRun = true
-			ikey := key + "#" + strconv.Itoa(i)
-			if rec, done := r.jr.lookup(ikey); done && !rec.Omitted {
-				// The item finished in the run being resumed.
-				o = hostOutcome{status: rec.Status, reg: rec.Result, facts: rec.Facts}
-				if o.reg == nil {
-					o.reg = map[string]any{"changed": rec.Status == StatusChanged, "failed": false, "skipped": rec.Status == StatusSkipped}
-				}
-				r.jr.write(rec)
-				break
-			}
-			if br, ok := batched[i]; ok {
-				o, stdout, stderr = br.o, br.stdout, br.stderr
-			} else {
-				o, stdout, stderr, _ = pr.execute(ctx, t, h, iv)
-			}
-			r.jr.write(pr.itemRecord(t, h, ikey, o))
-		}
+		label := pr.itemLabel(t, item, ivs[i])
+		o, stdout, stderr := pr.runItem(ctx, t, h, key, i, ivs[i], batched, &lr)
 		o.reg[t.LoopVar] = item
 		if t.IndexVar != "" {
 			o.reg[t.IndexVar] = i
 		}
-		results = append(results, o.reg)
-		maps.Copy(agg.facts, o.facts)
+		lr.results = append(lr.results, o.reg)
+		maps.Copy(lr.facts, o.facts)
 		if o.status == StatusChanged {
-			changed = true
+			lr.changed = true
 		}
 		if o.status == StatusFailed || o.status == StatusIgnored {
-			failed = true
-			msgs = append(msgs, fmt.Sprintf("item %s: %s", label, o.msg))
+			lr.failed = true
+			lr.msgs = append(lr.msgs, fmt.Sprintf("item %s: %s", label, o.msg))
 		}
-		ie := *ev
-		ie.Kind, ie.Item, ie.Status, ie.Message = EventHostResult, label, o.status, o.msg
-		if r.opts.Verbosity >= 1 && !t.NoLog {
-			ie.Stdout, ie.Stderr = stdout, stderr
-		}
-		if t.NoLog {
-			ie.Item, ie.Message = "(hidden by no_log)", ""
-		}
-		if r.opts.Verbosity >= 1 || o.status == StatusFailed || (ie.Report && o.status != StatusSkipped) {
-			r.emit(ie)
-		}
+		pr.emitItem(t, ev, label, o, stdout, stderr)
 	}
-	agg.reg = map[string]any{"changed": changed, "failed": failed, "skipped": !anyRun && !failed, "results": results, "msg": strings.Join(msgs, "; ")}
+	return lr.outcome(t, len(items))
+}
+
+// runItem runs one item of a loop, if its when holds: from the journal of
+// the run being resumed, from the batch, or on its own.
+func (pr *playRun) runItem(ctx context.Context, t *Task, h *hostState, key string, i int, iv map[string]any, batched map[int]itemResult, lr *loopRun) (o hostOutcome, stdout, stderr string) {
+	r := pr.r
+	ok, err := pr.conds(t.When, iv)
 	switch {
-	case failed && t.IgnoreErrs:
+	case err != nil:
+		o = pr.failure(t, err.Error())
+		o.reg = map[string]any{"failed": true, "changed": false, "msg": err.Error()}
+		return o, "", ""
+	case !ok:
+		return hostOutcome{status: StatusSkipped, reg: map[string]any{"changed": false, "failed": false, "skipped": true}}, "", ""
+	}
+	lr.anyRun = true
+	ikey := key + "#" + strconv.Itoa(i)
+	if rec, done := r.jr.lookup(ikey); done && !rec.Omitted {
+		// The item finished in the run being resumed.
+		o = hostOutcome{status: rec.Status, reg: rec.Result, facts: rec.Facts}
+		if o.reg == nil {
+			o.reg = map[string]any{"changed": rec.Status == StatusChanged, "failed": false, "skipped": rec.Status == StatusSkipped}
+		}
+		r.jr.write(rec)
+		return o, "", ""
+	}
+	if br, ok := batched[i]; ok {
+		o, stdout, stderr = br.o, br.stdout, br.stderr
+	} else {
+		o, stdout, stderr, _ = pr.execute(ctx, t, h, iv)
+	}
+	r.jr.write(pr.itemRecord(t, h, ikey, o))
+	return o, stdout, stderr
+}
+
+// emitItem reports an item's outcome: always when verbose or failed, and
+// when the task reports and the item ran.
+func (pr *playRun) emitItem(t *Task, ev *Event, label string, o hostOutcome, stdout, stderr string) {
+	r := pr.r
+	ie := *ev
+	ie.Kind, ie.Item, ie.Status, ie.Message = EventHostResult, label, o.status, o.msg
+	if r.opts.Verbosity >= 1 && !t.NoLog {
+		ie.Stdout, ie.Stderr = stdout, stderr
+	}
+	if t.NoLog {
+		ie.Item, ie.Message = "(hidden by no_log)", ""
+	}
+	if r.opts.Verbosity >= 1 || o.status == StatusFailed || (ie.Report && o.status != StatusSkipped) {
+		r.emit(ie)
+	}
+}
+
+// outcome is the looped task's outcome on the host, from its items'.
+func (lr *loopRun) outcome(t *Task, items int) hostOutcome {
+	agg := hostOutcome{status: StatusSkipped, facts: lr.facts}
+	msg := strings.Join(lr.msgs, "; ")
+	agg.reg = map[string]any{"changed": lr.changed, "failed": lr.failed, "skipped": !lr.anyRun && !lr.failed, "results": lr.results, "msg": msg}
+	switch {
+	case lr.failed && t.IgnoreErrs:
 		agg.status = StatusIgnored
-	case failed:
+	case lr.failed:
 		agg.status, agg.failed = StatusFailed, true
-	case changed:
+	case lr.changed:
 		agg.status = StatusChanged
-	case anyRun:
+	case lr.anyRun:
 		agg.status = StatusOK
 	}
-	agg.msg = strings.Join(msgs, "; ")
-	if !anyRun && !failed {
-		agg.msg = fmt.Sprintf("all %d items skipped", len(items))
+	agg.msg = msg
+	if !lr.anyRun && !lr.failed {
+		agg.msg = fmt.Sprintf("all %d items skipped", items)
 	}
-	return agg, vars
+	return agg
 }
 
 // runBatched runs, when t's builtin takes batches, the loop items that the
