@@ -241,21 +241,8 @@ func boundedFuncs(fm template.FuncMap) {
 		}
 		return strings.Repeat(str, count), nil
 	}
-	indent := func(name string, lead string) func(int, string) (string, error) {
-		return func(spaces int, v string) (string, error) {
-			if spaces < 0 {
-				return "", fmt.Errorf("%s: negative count %d", name, spaces)
-			}
-			lines := int64(strings.Count(v, "\n")) + 1
-			if n := int64(len(v)) + int64(len(lead)) + int64(spaces)*lines; n > MaxOutput || int64(spaces) > MaxOutput {
-				return "", tooLong(name, n)
-			}
-			pad := strings.Repeat(" ", spaces)
-			return lead + pad + strings.ReplaceAll(v, "\n", "\n"+pad), nil
-		}
-	}
-	fm["indent"] = indent("indent", "")
-	fm["nindent"] = indent("nindent", "\n")
+	fm["indent"] = boundedIndent("indent", "")
+	fm["nindent"] = boundedIndent("nindent", "\n")
 	fm["until"] = func(count int) ([]int, error) {
 		step := 1
 		if count < 0 {
@@ -266,24 +253,7 @@ func boundedFuncs(fm template.FuncMap) {
 	fm["untilStep"] = func(start, stop, step int) ([]int, error) {
 		return untilStep("untilStep", start, stop, step)
 	}
-	fm["seq"] = func(params ...int) (string, error) {
-		start, stop, step, ok := seqArgs(params)
-		if !ok {
-			return "", nil
-		}
-		if len(params) == 3 && params[2] < params[0] && step > 0 {
-			return "", nil
-		}
-		l, err := untilStep("seq", start, stop, step)
-		if err != nil {
-			return "", err
-		}
-		parts := make([]string, len(l))
-		for i, x := range l {
-			parts[i] = fmt.Sprint(x)
-		}
-		return strings.Join(parts, " "), nil
-	}
+	fm["seq"] = boundedSeq
 	fm["replace"] = func(old, replacement, src string) (string, error) {
 		count := int64(strings.Count(src, old))
 		if n := int64(len(src)) + count*(int64(len(replacement))-int64(len(old))); n > MaxOutput {
@@ -299,6 +269,51 @@ func boundedFuncs(fm template.FuncMap) {
 			return wrapWith(l, sep, str), nil
 		}
 	}
+	boundedRandFuncs(fm)
+	boundedRegexFuncs(fm)
+	boundedListFuncs(fm)
+	boundedPrintFuncs(fm)
+	boundedEncodeFuncs(fm)
+}
+
+// boundedIndent is sprig's indent (lead "") or nindent (lead "\n"),
+// refusing to pass MaxOutput.
+func boundedIndent(name string, lead string) func(int, string) (string, error) {
+	return func(spaces int, v string) (string, error) {
+		if spaces < 0 {
+			return "", fmt.Errorf("%s: negative count %d", name, spaces)
+		}
+		lines := int64(strings.Count(v, "\n")) + 1
+		if n := int64(len(v)) + int64(len(lead)) + int64(spaces)*lines; n > MaxOutput || int64(spaces) > MaxOutput {
+			return "", tooLong(name, n)
+		}
+		pad := strings.Repeat(" ", spaces)
+		return lead + pad + strings.ReplaceAll(v, "\n", "\n"+pad), nil
+	}
+}
+
+// boundedSeq is sprig's seq, refusing more than maxItems numbers.
+func boundedSeq(params ...int) (string, error) {
+	start, stop, step, ok := seqArgs(params)
+	if !ok {
+		return "", nil
+	}
+	if len(params) == 3 && params[2] < params[0] && step > 0 {
+		return "", nil
+	}
+	l, err := untilStep("seq", start, stop, step)
+	if err != nil {
+		return "", err
+	}
+	parts := make([]string, len(l))
+	for i, x := range l {
+		parts[i] = fmt.Sprint(x)
+	}
+	return strings.Join(parts, " "), nil
+}
+
+// boundedRandFuncs bounds the random strings' length.
+func boundedRandFuncs(fm template.FuncMap) {
 	for _, name := range []string{"randAlphaNum", "randAlpha", "randAscii", "randNumeric"} {
 		if f, ok := fm[name].(func(int) string); ok {
 			fm[name] = func(count int) (string, error) {
@@ -317,9 +332,6 @@ func boundedFuncs(fm template.FuncMap) {
 			return f(count)
 		}
 	}
-	boundedRegexFuncs(fm)
-	boundedListFuncs(fm)
-	boundedPrintFuncs(fm)
 }
 
 func untilStep(name string, start, stop, step int) ([]int, error) {
@@ -531,23 +543,28 @@ func boundedPrintFuncs(fm template.FuncMap) {
 	for name, f := range map[string]func(...any) string{
 		"html": template.HTMLEscaper, "js": template.JSEscaper, "urlquery": template.URLQueryEscaper,
 	} {
-		fm[name] = func(args ...any) (string, error) {
-			if err := checkPrintable(name, args...); err != nil {
-				return "", err
-			}
-			return checkText(name, f(args...))
-		}
+		fm[name] = boundedPrint(name, f)
 	}
 	for _, name := range []string{"cat", "quote", "squote"} {
 		if f, ok := fm[name].(func(...any) string); ok {
-			fm[name] = func(args ...any) (string, error) {
-				if err := checkPrintable(name, args...); err != nil {
-					return "", err
-				}
-				return checkText(name, f(args...))
-			}
+			fm[name] = boundedPrint(name, f)
 		}
 	}
+}
+
+// boundedPrint is f, refusing what cannot be printed or is too long.
+func boundedPrint(name string, f func(...any) string) func(...any) (string, error) {
+	return func(args ...any) (string, error) {
+		if err := checkPrintable(name, args...); err != nil {
+			return "", err
+		}
+		return checkText(name, f(args...))
+	}
+}
+
+// boundedEncodeFuncs replaces, in fm, the functions that encode or copy a
+// value by versions that refuse what cannot be printed or is too long.
+func boundedEncodeFuncs(fm template.FuncMap) {
 	for _, name := range []string{"toString", "toJson", "toPrettyJson", "toRawJson", "deepCopy"} {
 		switch f := fm[name].(type) {
 		case func(any) string:

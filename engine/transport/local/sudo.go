@@ -67,6 +67,36 @@ func (t *Transport) runSudo(ctx context.Context, c transport.Command, argv []str
 	if err != nil {
 		return fail, fmt.Errorf("%s: %w", t.name, err)
 	}
+	sr, err := t.startSudo(c, argv, full)
+	if err != nil {
+		return fail, err
+	}
+	defer sr.closeStdin()
+	return t.awaitSudo(ctx, c, argv, control, sr)
+}
+
+// sudoRun is a started sudo: its output so far, the write end of its stdin
+// and its become header, and where its end is reported.
+type sudoRun struct {
+	stdout, stderr *transport.CappedBuffer
+	stdin          *os.File
+	closeStdin     func()
+	hdr            *transport.BecomeHeader
+	waited         chan error
+	pid            int
+}
+
+func (sr *sudoRun) result() transport.Result {
+	return transport.Result{Stdout: sr.stdout.Bytes(), Stderr: sr.stderr.Bytes(), ExitCode: -1,
+		Truncated: sr.stdout.Truncated() || sr.stderr.Truncated()}
+}
+
+// kill kills sudo's process group.
+func (sr *sudoRun) kill() { syscall.Kill(-sr.pid, syscall.SIGKILL) }
+
+// startSudo starts the sudo command line full, its stdin a pipe kubexm
+// writes.
+func (t *Transport) startSudo(c transport.Command, argv, full []string) (*sudoRun, error) {
 	cmd := exec.Command(full[0], full[1:]...)
 	// sudo leads a process group of its own: signals for it stay away from
 	// kubexm, and a failed authentication is killed with its group.
@@ -77,33 +107,35 @@ func (t *Transport) runSudo(ctx context.Context, c transport.Command, argv []str
 	if limit <= 0 {
 		limit = transport.DefaultOutputCap
 	}
-	stdout := &transport.CappedBuffer{Cap: limit}
-	stderr := &transport.CappedBuffer{Cap: limit}
-	cmd.Stdout = transport.Tee(stdout, c.Stdout)
-	hdr := transport.NewBecomeHeader(t.marker, t.prompt, transport.Tee(stderr, c.Stderr))
-	cmd.Stderr = hdr
+	sr := &sudoRun{stdout: &transport.CappedBuffer{Cap: limit}, stderr: &transport.CappedBuffer{Cap: limit}}
+	cmd.Stdout = transport.Tee(sr.stdout, c.Stdout)
+	sr.hdr = transport.NewBecomeHeader(t.marker, t.prompt, transport.Tee(sr.stderr, c.Stderr))
+	cmd.Stderr = sr.hdr
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return fail, fmt.Errorf("%s: %w", t.name, err)
+		return nil, fmt.Errorf("%s: %w", t.name, err)
 	}
 	cmd.Stdin = pr
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
-		return fail, fmt.Errorf("%s: start %s: %w", t.name, describe(argv), err)
+		return nil, fmt.Errorf("%s: start %s: %w", t.name, describe(argv), err)
 	}
 	pr.Close()
 	var closeOnce sync.Once
-	closeStdin := func() { closeOnce.Do(func() { pw.Close() }) }
-	defer closeStdin()
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	sudoPid := cmd.Process.Pid
-	killSudo := func() { syscall.Kill(-sudoPid, syscall.SIGKILL) }
-	result := func() transport.Result {
-		return transport.Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: -1,
-			Truncated: stdout.Truncated() || stderr.Truncated()}
-	}
+	sr.stdin = pw
+	sr.closeStdin = func() { closeOnce.Do(func() { pw.Close() }) }
+	sr.waited = make(chan error, 1)
+	go func() { sr.waited <- cmd.Wait() }()
+	sr.pid = cmd.Process.Pid
+	return sr, nil
+}
+
+// awaitSudo answers sudo's password prompt, forwards stdin once the
+// command has started, and waits for the command's end or the context's.
+func (t *Transport) awaitSudo(ctx context.Context, c transport.Command, argv []string, control bool, sr *sudoRun) (transport.Result, error) {
+	fail := transport.Result{ExitCode: -1}
+	hdr, waited := sr.hdr, sr.waited
 	me := currentUser()
 	pid := 0
 	stdinFailed := make(chan error, 1)
@@ -112,18 +144,18 @@ func (t *Transport) runSudo(ctx context.Context, c transport.Command, argv []str
 		case pid = <-hdr.Started():
 			// Authentication (if any) is over: what is on stdin now belongs
 			// to the command.
-			go transport.ForwardStdin(ctx, c.Stdin, pw, closeStdin, stdinFailed)
+			go transport.ForwardStdin(ctx, c.Stdin, sr.stdin, sr.closeStdin, stdinFailed)
 		case err := <-stdinFailed:
 			if ctx.Err() == nil {
-				t.killCommand(pid, sudoPid, c.BecomeUser, waited, control)
-				return result(), fmt.Errorf("%s: %s: read stdin: %w", t.name, describe(argv), err)
+				t.killCommand(pid, sr.pid, c.BecomeUser, waited, control)
+				return sr.result(), fmt.Errorf("%s: %s: read stdin: %w", t.name, describe(argv), err)
 			}
 		case n := <-hdr.Prompted():
 			if t.becomePassword == "" || n > 1 {
 				// A second prompt means the password was refused; sudo
 				// would keep asking until it gives up.
-				killSudo()
-				closeStdin()
+				sr.kill()
+				sr.closeStdin()
 				<-waited
 				msg := "sudo asked for a password and no become password is set"
 				if t.becomePassword != "" {
@@ -131,37 +163,41 @@ func (t *Transport) runSudo(ctx context.Context, c transport.Command, argv []str
 				}
 				return fail, &transport.BecomeError{Host: t.name, User: me, Msg: msg, Output: hdr.Preamble()}
 			}
-			io.WriteString(pw, t.becomePassword+"\n")
+			io.WriteString(sr.stdin, t.becomePassword+"\n")
 		case err := <-waited:
-			res := result()
-			var exitErr *exec.ExitError
-			switch {
-			case err == nil:
-				res.ExitCode = 0
-			case errors.As(err, &exitErr):
-				res.ExitCode = exitErr.ExitCode()
-			default:
-				return res, fmt.Errorf("%s: %s: %w", t.name, describe(argv), err)
-			}
-			if !hdr.IsStarted() {
-				msg := "sudo failed"
-				if t.becomePassword == "" {
-					msg = "sudo failed (no become password is set, so sudo ran with -n)"
-				}
-				return fail, &transport.BecomeError{Host: t.name, User: me, Msg: msg, Output: hdr.Preamble()}
-			}
-			return res, nil
+			return t.sudoEnded(argv, me, sr, err)
 		case <-ctx.Done():
 			if control {
-				killSudo()
+				sr.kill()
 				<-waited
 			} else {
-				t.killCommand(pid, sudoPid, c.BecomeUser, waited, false)
+				t.killCommand(pid, sr.pid, c.BecomeUser, waited, false)
 			}
-			res := result()
-			return res, fmt.Errorf("%s: %s: %w", t.name, describe(argv), ctx.Err())
+			return sr.result(), fmt.Errorf("%s: %s: %w", t.name, describe(argv), ctx.Err())
 		}
 	}
+}
+
+// sudoEnded turns sudo's end into the command's result.
+func (t *Transport) sudoEnded(argv []string, me string, sr *sudoRun, err error) (transport.Result, error) {
+	res := sr.result()
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+		res.ExitCode = 0
+	case errors.As(err, &exitErr):
+		res.ExitCode = exitErr.ExitCode()
+	default:
+		return res, fmt.Errorf("%s: %s: %w", t.name, describe(argv), err)
+	}
+	if !sr.hdr.IsStarted() {
+		msg := "sudo failed"
+		if t.becomePassword == "" {
+			msg = "sudo failed (no become password is set, so sudo ran with -n)"
+		}
+		return transport.Result{ExitCode: -1}, &transport.BecomeError{Host: t.name, User: me, Msg: msg, Output: sr.hdr.Preamble()}
+	}
+	return res, nil
 }
 
 // killCommand stops a command running as another user and waits for sudo.

@@ -75,33 +75,59 @@ func (t *Transport) run(ctx context.Context, c transport.Command, mode runMode) 
 	}
 	defer sess.Close()
 
-	stdout := &transport.CappedBuffer{Cap: t.opts.OutputCap}
-	stderr := &transport.CappedBuffer{Cap: t.opts.OutputCap}
+	st, err := t.start(sess, cn, c, mode, cmdline)
+	if err != nil {
+		return fail, err
+	}
+	return t.await(ctx, c, mode, sudo, sess, cn, st)
+}
+
+// started is a command started in a session: its output so far, its stdin
+// and its become header, and where its end is reported.
+type started struct {
+	stdout, stderr *transport.CappedBuffer
+	stdin          io.WriteCloser
+	hdr            *transport.BecomeHeader
+	waited         chan error
+}
+
+func (st *started) result() transport.Result {
+	return transport.Result{Stdout: st.stdout.Bytes(), Stderr: st.stderr.Bytes(), ExitCode: -1,
+		Truncated: st.stdout.Truncated() || st.stderr.Truncated()}
+}
+
+// start wires the session's output and starts cmdline in it.
+func (t *Transport) start(sess *gossh.Session, cn *conn, c transport.Command, mode runMode, cmdline string) (*started, error) {
+	st := &started{stdout: &transport.CappedBuffer{Cap: t.opts.OutputCap}, stderr: &transport.CappedBuffer{Cap: t.opts.OutputCap}}
 	switch {
 	case mode.capture:
-		sess.Stdout = transport.Tee(stdout, c.Stdout)
+		sess.Stdout = transport.Tee(st.stdout, c.Stdout)
 	case c.Stdout != nil:
 		sess.Stdout = c.Stdout
 	}
 	stdin, err := sess.StdinPipe()
 	if err != nil {
-		return fail, fmt.Errorf("%s: %w", t.name, err)
+		return nil, fmt.Errorf("%s: %w", t.name, err)
 	}
-	hdr := transport.NewBecomeHeader(t.marker, t.prompt, transport.Tee(stderr, c.Stderr))
-	sess.Stderr = hdr
+	st.stdin = stdin
+	st.hdr = transport.NewBecomeHeader(t.marker, t.prompt, transport.Tee(st.stderr, c.Stderr))
+	sess.Stderr = st.hdr
 	if err := sess.Start(cmdline); err != nil {
 		if !cn.alive() {
 			t.drop(cn)
 		}
-		return fail, fmt.Errorf("host %s (%s): start %s: %w", t.name, t.addr, describe(c), err)
+		return nil, fmt.Errorf("host %s (%s): start %s: %w", t.name, t.addr, describe(c), err)
 	}
-	waited := make(chan error, 1)
-	go func() { waited <- sess.Wait() }()
+	st.waited = make(chan error, 1)
+	go func() { st.waited <- sess.Wait() }()
+	return st, nil
+}
 
-	result := func() transport.Result {
-		return transport.Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: -1,
-			Truncated: stdout.Truncated() || stderr.Truncated()}
-	}
+// await answers sudo's password prompt, forwards stdin once the command
+// has started, and waits for the command's end or the context's.
+func (t *Transport) await(ctx context.Context, c transport.Command, mode runMode, sudo bool, sess *gossh.Session, cn *conn, st *started) (transport.Result, error) {
+	fail := transport.Result{ExitCode: -1}
+	hdr, stdin, waited := st.hdr, st.stdin, st.waited
 	pid := 0
 	stdinFailed := make(chan error, 1)
 	for {
@@ -115,7 +141,7 @@ func (t *Transport) run(ctx context.Context, c transport.Command, mode runMode) 
 				t.kill(pid, sudo, c.BecomeUser)
 				sess.Close()
 				<-waited
-				return result(), fmt.Errorf("%s: %s: read stdin: %w", t.name, describe(c), err)
+				return st.result(), fmt.Errorf("%s: %s: read stdin: %w", t.name, describe(c), err)
 			}
 		case n := <-hdr.Prompted():
 			pw := t.becomePassword()
@@ -130,28 +156,33 @@ func (t *Transport) run(ctx context.Context, c transport.Command, mode runMode) 
 			}
 			io.WriteString(stdin, pw+"\n")
 		case err := <-waited:
-			res := result()
-			var ee *gossh.ExitError
-			switch {
-			case err == nil:
-				res.ExitCode = 0
-			case errors.As(err, &ee):
-				res.ExitCode = ee.ExitStatus()
-			default:
-				t.drop(cn)
-				return res, fmt.Errorf("host %s (%s): connection lost while running %s: %w", t.name, t.addr, describe(c), err)
-			}
-			if !hdr.IsStarted() {
-				if sudo {
-					return fail, &transport.BecomeError{Host: t.name, User: t.user, Msg: "sudo failed", Output: hdr.Preamble()}
-				}
-				return res, fmt.Errorf("host %s: %s did not start: %s", t.name, describe(c), hdr.Preamble())
-			}
-			return res, nil
+			return t.ended(c, sudo, cn, st, err)
 		case <-ctx.Done():
-			return result(), t.stop(ctx, c, pid, sudo, mode, sess, cn, waited)
+			return st.result(), t.stop(ctx, c, pid, sudo, mode, sess, cn, waited)
 		}
 	}
+}
+
+// ended turns the session's end into the command's result.
+func (t *Transport) ended(c transport.Command, sudo bool, cn *conn, st *started, err error) (transport.Result, error) {
+	res := st.result()
+	var ee *gossh.ExitError
+	switch {
+	case err == nil:
+		res.ExitCode = 0
+	case errors.As(err, &ee):
+		res.ExitCode = ee.ExitStatus()
+	default:
+		t.drop(cn)
+		return res, fmt.Errorf("host %s (%s): connection lost while running %s: %w", t.name, t.addr, describe(c), err)
+	}
+	if !st.hdr.IsStarted() {
+		if sudo {
+			return transport.Result{ExitCode: -1}, &transport.BecomeError{Host: t.name, User: t.user, Msg: "sudo failed", Output: st.hdr.Preamble()}
+		}
+		return res, fmt.Errorf("host %s: %s did not start: %s", t.name, describe(c), st.hdr.Preamble())
+	}
+	return res, nil
 }
 
 // stopWait bounds how long a cancelled command's kill may take: the kill
