@@ -61,22 +61,9 @@ func DiffFork(dir string, opts LoadOptions) (*ForkDiff, error) {
 	if !pbDir.isDir() || !ok {
 		return nil, fmt.Errorf("%s: not a playbook directory (a directory holding playbook.yaml, as kubexm playbook export writes under playbooks/)", dir)
 	}
-	builtinRoot := source{fsys: opts.BuiltinFS, name: "playbooks", builtin: true}
-	names := []string{pbDir.base()}
-	if n, err := parseYAMLFile(pbFile); err == nil && n.Kind == ytree.Map {
-		if s, ok := n.Get("name").Str(); ok && s != pbDir.base() {
-			names = append(names, s)
-		}
-	}
-	var bpDir source
-	for _, n := range names {
-		if d := builtinRoot.join(n); d.isDir() {
-			bpDir = d
-			break
-		}
-	}
-	if bpDir.fsys == nil {
-		return nil, fmt.Errorf("%s: no built-in playbook named %s%s; playbook diff compares a fork of a built-in playbook (kubexm playbook list)", dir, strings.Join(names, " or "), didYouMean(names[0], builtinPlaybooks(opts.BuiltinFS)))
+	bpDir, err := forkedFrom(dir, pbDir, pbFile, opts.BuiltinFS)
+	if err != nil {
+		return nil, err
 	}
 	d := &ForkDiff{Playbook: bpDir.base(), Changed: []FileDiff{}, OnlyInFork: []string{}, OnlyInBuiltin: []string{}}
 	builtinRoles := source{fsys: opts.BuiltinFS, name: "roles", builtin: true}
@@ -91,6 +78,37 @@ func DiffFork(dir string, opts LoadOptions) (*ForkDiff, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := d.compareRoles(pbDir, builtinRoles); err != nil {
+		return nil, err
+	}
+	if err := d.compareOverlays(pbFile, opts.Overlays, builtinRoles); err != nil {
+		return nil, err
+	}
+	d.sortDiff()
+	return d, nil
+}
+
+// forkedFrom finds the built-in playbook a fork was copied from: the one of
+// the fork directory's name, else of its name: header.
+func forkedFrom(dir string, pbDir, pbFile source, builtin fs.FS) (source, error) {
+	builtinRoot := source{fsys: builtin, name: "playbooks", builtin: true}
+	names := []string{pbDir.base()}
+	if n, err := parseYAMLFile(pbFile); err == nil && n.Kind == ytree.Map {
+		if s, ok := n.Get("name").Str(); ok && s != pbDir.base() {
+			names = append(names, s)
+		}
+	}
+	for _, n := range names {
+		if d := builtinRoot.join(n); d.isDir() {
+			return d, nil
+		}
+	}
+	return source{}, fmt.Errorf("%s: no built-in playbook named %s%s; playbook diff compares a fork of a built-in playbook (kubexm playbook list)", dir, strings.Join(names, " or "), didYouMean(names[0], builtinPlaybooks(builtin)))
+}
+
+// compareRoles compares the roles the fork finds in its roles/
+// directories with the built-in ones.
+func (d *ForkDiff) compareRoles(pbDir, builtinRoles source) error {
 	builtinDirs := roleDirs(builtinRoles)
 	for _, root := range roleRoots(pbDir, LoadOptions{}) {
 		if !root.isDir() {
@@ -100,7 +118,7 @@ func DiffFork(dir string, opts LoadOptions) (*ForkDiff, error) {
 			return d.compare(f, builtinRoles.join(rel), "roles/"+rel)
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		// What a copied role lacks: a built-in file of a role the fork has.
 		err = walkFiles(builtinRoles, func(rel string, b source) error {
@@ -110,14 +128,20 @@ func DiffFork(dir string, opts LoadOptions) (*ForkDiff, error) {
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
+
+// compareOverlays compares the files of the fork's site/ directories and
+// of the --overlay directories with the built-in roles' files.
+func (d *ForkDiff) compareOverlays(pbFile source, extra []string, builtinRoles source) error {
 	overlays := siteDirs(pbFile)
-	for _, o := range opts.Overlays {
+	for _, o := range extra {
 		s, err := diskSource(o)
 		if err != nil || !s.isDir() {
-			return nil, fmt.Errorf("--overlay %s: not a directory", o)
+			return fmt.Errorf("--overlay %s: not a directory", o)
 		}
 		overlays = append(overlays, s)
 	}
@@ -130,11 +154,10 @@ func DiffFork(dir string, opts LoadOptions) (*ForkDiff, error) {
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	d.sortDiff()
-	return d, nil
+	return nil
 }
 
 // compare adds fork file f to d against the built-in file b; label names
