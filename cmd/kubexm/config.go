@@ -345,37 +345,53 @@ func sampleConfig(s *schema.Support, name, version, ip string) string {
 	if ip != "" {
 		internal = fmt.Sprintf("    internalAddress: %s   # detected; the IP other nodes reach this machine on\n", ip)
 	}
-	// others lists a choice's values: the supported ones besides the one
-	// written, and those not supported yet.
-	others := func(field, written string) string {
-		ch := s.Choice(field)
-		if ch == nil {
-			return ""
-		}
-		var alt []string
-		for _, v := range ch.Supported() {
-			if v != written && !strings.HasPrefix(v, "(") {
-				alt = append(alt, v)
-			}
-		}
-		var out []string
-		if len(alt) > 0 {
-			out = append(out, "or "+strings.Join(alt, ", "))
-		}
-		var ns []string
-		for _, v := range ch.NotSupported() {
-			if !strings.HasPrefix(v, "(") {
-				ns = append(ns, v)
-			}
-		}
-		if len(ns) > 0 {
-			out = append(out, "not supported yet: "+strings.Join(ns, ", "))
-		}
-		return strings.Join(out, "; ")
+	others := func(field, written string) string { return otherChoices(s, field, written) }
+	return fmt.Sprintf(sampleConfigText, schema.APIVersion, schema.Kind, name, internal,
+		others("spec.controlPlaneEndpoint.externalLoadBalancer", ""),
+		others("spec.controlPlaneEndpoint.internalLoadbalancer", ""),
+		others("spec.kubernetes.type", "kubexm"),
+		version, "supported: "+s.KubernetesRange(),
+		others("spec.kubernetes.containerRuntime.type", "containerd"),
+		others("spec.kubernetes.proxyMode", "iptables"),
+		others("spec.etcd.type", "kubexm"),
+		others("spec.network.plugin", "flannel"),
+		others("spec.registry.type", "external"))
+}
+
+// otherChoices lists a choice's values: the supported ones besides the one
+// written, and those not supported yet.
+func otherChoices(s *schema.Support, field, written string) string {
+	ch := s.Choice(field)
+	if ch == nil {
+		return ""
 	}
-	return fmt.Sprintf(`# kubexm cluster file: an all-in-one cluster on this machine.
-# Every default is shown by `+"`kubexm config view -f <this file>`"+`;
-# what this kubexm installs by `+"`kubexm support`"+`;
+	var alt []string
+	for _, v := range ch.Supported() {
+		if v != written && !strings.HasPrefix(v, "(") {
+			alt = append(alt, v)
+		}
+	}
+	var out []string
+	if len(alt) > 0 {
+		out = append(out, "or "+strings.Join(alt, ", "))
+	}
+	var ns []string
+	for _, v := range ch.NotSupported() {
+		if !strings.HasPrefix(v, "(") {
+			ns = append(ns, v)
+		}
+	}
+	if len(ns) > 0 {
+		out = append(out, "not supported yet: "+strings.Join(ns, ", "))
+	}
+	return strings.Join(out, "; ")
+}
+
+// sampleConfigText is the cluster file of `kubexm config create`, its
+// choices and their alternatives filled in by sampleConfig.
+const sampleConfigText = `# kubexm cluster file: an all-in-one cluster on this machine.
+# Every default is shown by ` + "`kubexm config view -f <this file>`" + `;
+# what this kubexm installs by ` + "`kubexm support`" + `;
 # editors can complete and check it with schema/cluster.schema.json.
 apiVersion: %s
 kind: %s
@@ -426,14 +442,4 @@ spec:
   # extra:
   #   hosts: [{domain: git.example.local, address: 192.168.0.20}]
   #   resolves: [{address: 192.168.0.53}]
-`, schema.APIVersion, schema.Kind, name, internal,
-		others("spec.controlPlaneEndpoint.externalLoadBalancer", ""),
-		others("spec.controlPlaneEndpoint.internalLoadbalancer", ""),
-		others("spec.kubernetes.type", "kubexm"),
-		version, "supported: "+s.KubernetesRange(),
-		others("spec.kubernetes.containerRuntime.type", "containerd"),
-		others("spec.kubernetes.proxyMode", "iptables"),
-		others("spec.etcd.type", "kubexm"),
-		others("spec.network.plugin", "flannel"),
-		others("spec.registry.type", "external"))
-}
+`

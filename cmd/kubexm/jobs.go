@@ -100,6 +100,11 @@ func printJSON(w io.Writer, v any) error {
 
 // newGetJobsCmds are `kubexm get jobs` and `kubexm get job ID`.
 func newGetJobsCmds() []*cobra.Command {
+	return []*cobra.Command{newGetJobsCmd(), newGetJobCmd()}
+}
+
+// newGetJobsCmd is `kubexm get jobs`.
+func newGetJobsCmd() *cobra.Command {
 	var f clientFlags
 	var cluster, status string
 	jobs := &cobra.Command{
@@ -138,7 +143,11 @@ func newGetJobsCmds() []*cobra.Command {
 	addClientFlags(jobs, &f)
 	jobs.Flags().StringVar(&cluster, "cluster", "", "only this cluster's jobs")
 	jobs.Flags().StringVar(&status, "status", "", "only jobs in this status (queued, running, interrupted, succeeded, failed, cancelled)")
+	return jobs
+}
 
+// newGetJobCmd is `kubexm get job ID`.
+func newGetJobCmd() *cobra.Command {
 	var jf clientFlags
 	job := &cobra.Command{
 		Use:   "job ID",
@@ -184,7 +193,7 @@ func newGetJobsCmds() []*cobra.Command {
 		},
 	}
 	addClientFlags(job, &jf)
-	return []*cobra.Command{jobs, job}
+	return job
 }
 
 func orDash(s string) string {

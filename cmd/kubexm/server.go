@@ -233,52 +233,17 @@ func (a *app) serve(ctx context.Context, cmd *cobra.Command, f *serverFlags) err
 	if f.maxConns < 1 {
 		return fmt.Errorf("--max-connections %d: give at least 1", f.maxConns)
 	}
-	ln, err := net.Listen("tcp", listenAddr(f, cmd.Flags().Changed("listen")))
+	ln, scheme, err := serverListener(cmd, f, svc, log)
 	if err != nil {
 		return err
-	}
-	ln = api.LimitListener(ln, f.maxConns)
-	scheme := "https"
-	if f.insecureHTTP {
-		scheme = "http"
-	} else {
-		var cert tls.Certificate
-		if f.tlsCert != "" {
-			cert, err = tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
-		} else {
-			var fp string
-			cert, fp, err = api.SelfSigned(filepath.Join(svc.dataDir, "tls"), f.tlsHosts)
-			if err == nil {
-				log.Info("self-signed TLS certificate: give clients --ca "+filepath.Join(svc.dataDir, "tls", "cert.pem"), "sha256", fp)
-			}
-		}
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	}
 	hs := srv.HTTPServer()
 	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWorkers()
 	var wg sync.WaitGroup
-	if f.workers > 0 {
-		m := worker.NewMetrics(reg)
-		host, _ := os.Hostname()
-		for i := range f.workers {
-			w, err := worker.New(worker.Config{Store: svc.store, Box: svc.box, DataDir: svc.dataDir, Playbook: svc.playbook,
-				Name: fmt.Sprintf("%s:%d/%d", host, os.Getpid(), i+1), Poll: f.poll, Heartbeat: f.heartbeat, TTL: f.ttl, Metrics: m, Log: log,
-				GlobalArgs: globalArgs(cmd, f.allowNets), Guard: svc.guard, MemoryLimit: svc.jobMemory, CPULimit: f.jobCPU})
-			if err != nil {
-				ln.Close()
-				return err
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_ = w.Run(wctx)
-			}()
-		}
+	if err := startWorkers(wctx, &wg, cmd, f, svc, reg, log); err != nil {
+		ln.Close()
+		return err
 	}
 	log.Info("kubexm server listening", "url", scheme+"://"+ln.Addr().String(), "db", svc.store.Dialect(), "data_dir", svc.dataDir, "workers", f.workers)
 	errc := make(chan error, 1)
@@ -297,6 +262,62 @@ func (a *app) serve(ctx context.Context, cmd *cobra.Command, f *serverFlags) err
 		err = nil
 	}
 	return err
+}
+
+// serverListener listens where --listen says, with TLS unless
+// --insecure-http: the given certificate, else a self-signed one kept in
+// the data directory.
+func serverListener(cmd *cobra.Command, f *serverFlags, svc *service, log *slog.Logger) (net.Listener, string, error) {
+	ln, err := net.Listen("tcp", listenAddr(f, cmd.Flags().Changed("listen")))
+	if err != nil {
+		return nil, "", err
+	}
+	ln = api.LimitListener(ln, f.maxConns)
+	scheme := "https"
+	if f.insecureHTTP {
+		scheme = "http"
+	} else {
+		var cert tls.Certificate
+		if f.tlsCert != "" {
+			cert, err = tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		} else {
+			var fp string
+			cert, fp, err = api.SelfSigned(filepath.Join(svc.dataDir, "tls"), f.tlsHosts)
+			if err == nil {
+				log.Info("self-signed TLS certificate: give clients --ca "+filepath.Join(svc.dataDir, "tls", "cert.pem"), "sha256", fp)
+			}
+		}
+		if err != nil {
+			ln.Close()
+			return nil, "", err
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
+	return ln, scheme, nil
+}
+
+// startWorkers starts --workers workers on wg, each running jobs until wctx
+// ends.
+func startWorkers(wctx context.Context, wg *sync.WaitGroup, cmd *cobra.Command, f *serverFlags, svc *service, reg *prometheus.Registry, log *slog.Logger) error {
+	if f.workers <= 0 {
+		return nil
+	}
+	m := worker.NewMetrics(reg)
+	host, _ := os.Hostname()
+	for i := range f.workers {
+		w, err := worker.New(worker.Config{Store: svc.store, Box: svc.box, DataDir: svc.dataDir, Playbook: svc.playbook,
+			Name: fmt.Sprintf("%s:%d/%d", host, os.Getpid(), i+1), Poll: f.poll, Heartbeat: f.heartbeat, TTL: f.ttl, Metrics: m, Log: log,
+			GlobalArgs: globalArgs(cmd, f.allowNets), Guard: svc.guard, MemoryLimit: svc.jobMemory, CPULimit: f.jobCPU})
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = w.Run(wctx)
+		}()
+	}
+	return nil
 }
 
 const defaultListen = ":8443"
@@ -378,6 +399,36 @@ func bootstrapToken(ctx context.Context, svc *service, log *slog.Logger) error {
 func newTokenCmd(a *app) *cobra.Command {
 	var f serviceFlags
 	cmd := &cobra.Command{Use: "token", Short: "Create, list and delete API tokens (stored hashed)"}
+	list := &cobra.Command{
+		Use: "list", Short: "List the tokens: name, role, created, expires", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withService(cmd, &f, func(svc *service) error { return listTokens(cmd, svc) })
+		},
+	}
+	del := &cobra.Command{
+		Use: "delete NAME", Short: "Delete a token", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withService(cmd, &f, func(svc *service) error { return svc.store.DeleteToken(cmd.Context(), args[0]) })
+		},
+	}
+	for _, c := range []*cobra.Command{newTokenCreateCmd(a, &f), list, del} {
+		addServiceFlags(c, &f)
+		cmd.AddCommand(c)
+	}
+	return cmd
+}
+
+// withService runs fn with the service the flags open, and closes it.
+func (a *app) withService(cmd *cobra.Command, f *serviceFlags, fn func(*service) error) error {
+	svc, err := a.openService(cmd.Context(), f, true)
+	if err != nil {
+		return err
+	}
+	defer svc.store.Close()
+	return fn(svc)
+}
+
+func newTokenCreateCmd(a *app, f *serviceFlags) *cobra.Command {
 	var role string
 	var ttl time.Duration
 	create := &cobra.Command{
@@ -397,71 +448,46 @@ func newTokenCmd(a *app) *cobra.Command {
 			if ttl > 0 {
 				expires = time.Now().Add(ttl)
 			}
-			svc, err := a.openService(cmd.Context(), &f, true)
-			if err != nil {
-				return err
-			}
-			defer svc.store.Close()
-			tok, err := api.NewToken()
-			if err != nil {
-				return err
-			}
-			if err := svc.store.AddToken(cmd.Context(), args[0], api.HashToken(tok), role, expires); err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), tok)
-			if !expires.IsZero() {
-				fmt.Fprintf(cmd.ErrOrStderr(), "token %s expires at %s\n", args[0], expires.UTC().Format(time.RFC3339))
-			}
-			return nil
+			return a.withService(cmd, f, func(svc *service) error {
+				tok, err := api.NewToken()
+				if err != nil {
+					return err
+				}
+				if err := svc.store.AddToken(cmd.Context(), args[0], api.HashToken(tok), role, expires); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), tok)
+				if !expires.IsZero() {
+					fmt.Fprintf(cmd.ErrOrStderr(), "token %s expires at %s\n", args[0], expires.UTC().Format(time.RFC3339))
+				}
+				return nil
+			})
 		},
 	}
 	create.Flags().StringVar(&role, "role", api.RoleReadOnly, "read-only (GET only) or operator (may register clusters and run, cancel, resume jobs)")
 	create.Flags().DurationVar(&ttl, "ttl", 0, "the token stops working after this long (24h, 90m; 0: never)")
-	list := &cobra.Command{
-		Use: "list", Short: "List the tokens: name, role, created, expires", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			svc, err := a.openService(cmd.Context(), &f, true)
-			if err != nil {
-				return err
-			}
-			defer svc.store.Close()
-			toks, err := svc.store.Tokens(cmd.Context())
-			if err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tROLE\tCREATED\tEXPIRES")
-			now := time.Now()
-			for _, t := range toks {
-				exp := "never"
-				switch {
-				case t.Expired(now):
-					exp = "expired " + t.ExpiresAt.Format(time.RFC3339)
-				case !t.ExpiresAt.IsZero():
-					exp = t.ExpiresAt.Format(time.RFC3339)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Role, t.CreatedAt.Format(time.RFC3339), exp)
-			}
-			return tw.Flush()
-		},
+	return create
+}
+
+func listTokens(cmd *cobra.Command, svc *service) error {
+	toks, err := svc.store.Tokens(cmd.Context())
+	if err != nil {
+		return err
 	}
-	del := &cobra.Command{
-		Use: "delete NAME", Short: "Delete a token", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			svc, err := a.openService(cmd.Context(), &f, true)
-			if err != nil {
-				return err
-			}
-			defer svc.store.Close()
-			return svc.store.DeleteToken(cmd.Context(), args[0])
-		},
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tROLE\tCREATED\tEXPIRES")
+	now := time.Now()
+	for _, t := range toks {
+		exp := "never"
+		switch {
+		case t.Expired(now):
+			exp = "expired " + t.ExpiresAt.Format(time.RFC3339)
+		case !t.ExpiresAt.IsZero():
+			exp = t.ExpiresAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Role, t.CreatedAt.Format(time.RFC3339), exp)
 	}
-	for _, c := range []*cobra.Command{create, list, del} {
-		addServiceFlags(c, &f)
-		cmd.AddCommand(c)
-	}
-	return cmd
+	return tw.Flush()
 }
 
 // secretScope says which clusters' files may name sec.
@@ -481,6 +507,35 @@ func secretScope(sec confine.Secret) string {
 func newSecretCmd(a *app) *cobra.Command {
 	var f serviceFlags
 	cmd := &cobra.Command{Use: "secret", Short: "Create, list and delete the server secrets cluster files name as ${secret:NAME} (stored encrypted)"}
+	list := &cobra.Command{
+		Use: "list", Short: "List the secrets' names and the clusters each is for", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withService(cmd, &f, func(svc *service) error {
+				secrets, err := svc.secrets.List()
+				if err != nil {
+					return err
+				}
+				for _, sec := range secrets {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", sec.Name, secretScope(sec))
+				}
+				return nil
+			})
+		},
+	}
+	del := &cobra.Command{
+		Use: "delete NAME", Short: "Delete a secret (jobs of clusters naming it then fail)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withService(cmd, &f, func(svc *service) error { return svc.secrets.Delete(args[0]) })
+		},
+	}
+	for _, c := range []*cobra.Command{newSecretCreateCmd(a, &f), list, del} {
+		addServiceFlags(c, &f)
+		cmd.AddCommand(c)
+	}
+	return cmd
+}
+
+func newSecretCreateCmd(a *app, f *serviceFlags) *cobra.Command {
 	var fromFile string
 	var clusters []string
 	var allClusters bool
@@ -502,68 +557,35 @@ made before secrets were scoped stays usable by every cluster: secret list shows
 			if len(clusters) > 0 && allClusters {
 				return fmt.Errorf("secret %s: --cluster and --all-clusters exclude each other", args[0])
 			}
-			var data []byte
-			var err error
-			if fromFile != "" {
-				data, err = os.ReadFile(fromFile)
-			} else {
-				data, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), 1<<20))
-			}
+			data, err := readSecret(cmd, fromFile)
 			if err != nil {
 				return fmt.Errorf("secret %s: %w", args[0], err)
 			}
-			// A password piped with echo ends with a newline that is not
-			// part of it; a key keeps its own.
-			if fromFile == "" {
-				data = []byte(strings.TrimRight(string(data), "\r\n"))
-			}
-			svc, err := a.openService(cmd.Context(), &f, true)
-			if err != nil {
-				return err
-			}
-			defer svc.store.Close()
-			if err := svc.secrets.Put(args[0], data, clusters); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "secret %s stored for %s; a cluster file names it as ${secret:%s}\n", args[0], secretScope(confine.Secret{Clusters: clusters}), args[0])
-			return nil
+			return a.withService(cmd, f, func(svc *service) error {
+				if err := svc.secrets.Put(args[0], data, clusters); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "secret %s stored for %s; a cluster file names it as ${secret:%s}\n", args[0], secretScope(confine.Secret{Clusters: clusters}), args[0])
+				return nil
+			})
 		},
 	}
 	create.Flags().StringVar(&fromFile, "from-file", "", "read the secret from this file (a private key); default: standard input")
 	create.Flags().StringSliceVar(&clusters, "cluster", nil, "the cluster (metadata.name) whose files may name the secret; repeat it or give a list")
 	create.Flags().BoolVar(&allClusters, "all-clusters", false, "let every cluster's file name the secret")
-	list := &cobra.Command{
-		Use: "list", Short: "List the secrets' names and the clusters each is for", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			svc, err := a.openService(cmd.Context(), &f, true)
-			if err != nil {
-				return err
-			}
-			defer svc.store.Close()
-			secrets, err := svc.secrets.List()
-			if err != nil {
-				return err
-			}
-			for _, sec := range secrets {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", sec.Name, secretScope(sec))
-			}
-			return nil
-		},
+	return create
+}
+
+// readSecret reads a secret from fromFile, else from standard input.
+func readSecret(cmd *cobra.Command, fromFile string) ([]byte, error) {
+	if fromFile != "" {
+		return os.ReadFile(fromFile)
 	}
-	del := &cobra.Command{
-		Use: "delete NAME", Short: "Delete a secret (jobs of clusters naming it then fail)", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			svc, err := a.openService(cmd.Context(), &f, true)
-			if err != nil {
-				return err
-			}
-			defer svc.store.Close()
-			return svc.secrets.Delete(args[0])
-		},
+	data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), 1<<20))
+	if err != nil {
+		return nil, err
 	}
-	for _, c := range []*cobra.Command{create, list, del} {
-		addServiceFlags(c, &f)
-		cmd.AddCommand(c)
-	}
-	return cmd
+	// A password piped with echo ends with a newline that is not part of
+	// it; a key keeps its own.
+	return []byte(strings.TrimRight(string(data), "\r\n")), nil
 }
