@@ -28,16 +28,16 @@ type includeRun struct {
 
 // runInclude evaluates include_tasks/include_role per host (when, loop, the
 // templated name), then runs each resulting task list on its hosts.
-func (pr *playRun) runInclude(ctx context.Context, t *Task, hosts []*hostState, ov *overlay) []*hostState {
+func (pr *playRun) runInclude(ctx context.Context, t *Task, hosts []*hostState, il *includeLoop) []*hostState {
 	ir := &includeRun{byKey: map[string]*includeInstance{}}
 	for _, h := range hosts {
-		pr.resolveInclude(t, h, ov, ir)
+		pr.resolveInclude(t, h, il, ir)
 	}
 	for _, in := range ir.insts {
 		if pr.halted(ctx) {
 			break
 		}
-		pr.runInstance(ctx, t, in, ov, ir)
+		pr.runInstance(ctx, t, in, il, ir)
 	}
 	return ir.failed
 }
@@ -49,10 +49,10 @@ func (ir *includeRun) fail(pr *playRun, h *hostState, t *Task, msg string) {
 
 // resolveInclude finds what the include names on one host, for each item
 // of its loop.
-func (pr *playRun) resolveInclude(t *Task, h *hostState, ov *overlay, ir *includeRun) {
+func (pr *playRun) resolveInclude(t *Task, h *hostState, il *includeLoop, ir *includeRun) {
 	r := pr.r
 	inc := t.Include
-	vars, err := pr.vars(h, t, ov, nil)
+	vars, err := pr.vars(h, t, il, nil)
 	if err != nil {
 		ir.fail(pr, h, t, err.Error())
 		return
@@ -113,7 +113,7 @@ func (pr *playRun) resolveInclude(t *Task, h *hostState, ov *overlay, ir *includ
 
 // runInstance loads what one instance of the include names and runs it on
 // the instance's hosts that have not failed.
-func (pr *playRun) runInstance(ctx context.Context, t *Task, in *includeInstance, ov *overlay, ir *includeRun) {
+func (pr *playRun) runInstance(ctx context.Context, t *Task, in *includeInstance, il *includeLoop, ir *includeRun) {
 	tasks, err := pr.includeTasks(t, in.name)
 	if err != nil {
 		for _, h := range in.hosts {
@@ -123,9 +123,9 @@ func (pr *playRun) runInstance(ctx context.Context, t *Task, in *includeInstance
 		}
 		return
 	}
-	sub := ov
+	sub := il
 	if t.HasLoop {
-		sub = &overlay{parent: ov, perHost: in.perHost}
+		sub = &includeLoop{parent: il, perHost: in.perHost}
 	}
 	var run []*hostState
 	for _, h := range in.hosts {
@@ -154,17 +154,8 @@ func (pr *playRun) includeTasks(t *Task, name string) ([]*Task, error) {
 	if ok {
 		return cached, nil
 	}
-	ld := newLoader(inc.opts)
-	ld.pbDir = inc.pbDir
-	var tasks []*Task
-	if inc.role != "" {
-		if rt := ld.roleBlock(name, inc.tasks, inc.vars, t.Pos, inc.ctx); rt != nil {
-			tasks = []*Task{rt}
-		}
-	} else {
-		tasks = ld.tasksFile(name, t.Pos, inc.ctx)
-	}
-	if err := ld.err(); err != nil {
+	tasks, err := inc.load(name)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %s %s: %w", t.Pos, t.Action, name, err)
 	}
 	pr.mu.Lock()

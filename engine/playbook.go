@@ -204,12 +204,12 @@ type scope struct {
 type include struct {
 	file   string // include_tasks: file, may be templated
 	role   string // include_role: role name
-	tasks  string // include_role: tasks_from
 	vars   varList
 	static []*Task // preloaded when the reference has no template
-	ctx    taskCtx // where the include was written, to load it at run time
-	opts   LoadOptions
-	pbDir  source
+	// load loads the file or role the include names once it is rendered,
+	// where the include was written: the run reaches the loader through
+	// it alone.
+	load func(name string) ([]*Task, error)
 }
 
 type roleInstance struct {

@@ -44,10 +44,10 @@ type playRun struct {
 	locals map[string]transport.Transport
 }
 
-// overlay carries per-host loop variables of dynamic includes down to the
+// includeLoop carries per-host loop variables of dynamic includes down to the
 // included tasks.
-type overlay struct {
-	parent  *overlay
+type includeLoop struct {
+	parent  *includeLoop
 	perHost map[*hostState]map[string]any
 }
 
@@ -344,7 +344,7 @@ func (pr *playRun) alive(hosts []*hostState, failed map[*hostState]bool) []*host
 
 // runList runs tasks in order and returns the hosts that failed in it; a
 // failed host runs no further task of the list.
-func (pr *playRun) runList(ctx context.Context, tasks []*Task, hosts []*hostState, ov *overlay) []*hostState {
+func (pr *playRun) runList(ctx context.Context, tasks []*Task, hosts []*hostState, il *includeLoop) []*hostState {
 	failedSet := map[*hostState]bool{}
 	var failed []*hostState
 	for _, t := range tasks {
@@ -355,7 +355,7 @@ func (pr *playRun) runList(ctx context.Context, tasks []*Task, hosts []*hostStat
 		if len(active) == 0 {
 			break
 		}
-		for _, h := range pr.runTask(ctx, t, active, ov) {
+		for _, h := range pr.runTask(ctx, t, active, il) {
 			if !failedSet[h] {
 				failedSet[h] = true
 				failed = append(failed, h)
@@ -365,27 +365,27 @@ func (pr *playRun) runList(ctx context.Context, tasks []*Task, hosts []*hostStat
 	return failed
 }
 
-func (pr *playRun) runTask(ctx context.Context, t *Task, hosts []*hostState, ov *overlay) []*hostState {
+func (pr *playRun) runTask(ctx context.Context, t *Task, hosts []*hostState, il *includeLoop) []*hostState {
 	if t.Kind != KindAction && pr.r.beforeStart(t) {
 		pr.r.leaveOut([]*Task{t}, hosts, "before --start-at-task")
 		return nil
 	}
 	switch t.Kind {
 	case KindBlock:
-		return pr.runBlock(ctx, t, hosts, ov)
+		return pr.runBlock(ctx, t, hosts, il)
 	case KindMeta:
 		// As in Ansible, --tags selects meta tasks too: one left out is not
 		// looked at (its when: may read what the left-out tasks set).
 		if !pr.r.selected(t.Tags) {
 			return nil
 		}
-		return pr.runMeta(ctx, t, hosts, ov)
+		return pr.runMeta(ctx, t, hosts, il)
 	case KindInclude:
 		if !pr.r.selected(t.Tags) {
 			pr.r.leaveOut([]*Task{t}, hosts, "left out by --tags or --skip-tags")
 			return nil
 		}
-		return pr.runInclude(ctx, t, hosts, ov)
+		return pr.runInclude(ctx, t, hosts, il)
 	}
 	// A task tagged always runs before --start-at-task's task too: such tasks
 	// guard the run (the cluster's identity), and skipping them would let a
@@ -394,19 +394,19 @@ func (pr *playRun) runTask(ctx context.Context, t *Task, hosts []*hostState, ov 
 		pr.r.leaveOut([]*Task{t}, hosts, pr.r.leftOutWhy())
 		return nil
 	}
-	return pr.runAction(ctx, t, hosts, ov, false)
+	return pr.runAction(ctx, t, hosts, il, false)
 }
 
 // rescuable marks a context whose failures a rescue may still recover, so
 // any_errors_fatal and max_fail_percentage wait for the rescue's outcome.
 type rescuable struct{}
 
-func (pr *playRun) runBlock(ctx context.Context, t *Task, hosts []*hostState, ov *overlay) []*hostState {
+func (pr *playRun) runBlock(ctx context.Context, t *Task, hosts []*hostState, il *includeLoop) []*hostState {
 	bctx := ctx
 	if len(t.Rescue) > 0 {
 		bctx = context.WithValue(ctx, rescuable{}, true)
 	}
-	failed := pr.runList(bctx, t.Block, hosts, ov)
+	failed := pr.runList(bctx, t.Block, hosts, il)
 	if len(t.Rescue) > 0 && len(failed) > 0 && !pr.halted(ctx) {
 		pr.mu.Lock()
 		for _, h := range failed {
@@ -416,7 +416,7 @@ func (pr *playRun) runBlock(ctx context.Context, t *Task, hosts []*hostState, ov
 		for _, h := range failed {
 			pr.exposeFailure(h)
 		}
-		still := pr.runList(ctx, t.Rescue, failed, ov)
+		still := pr.runList(ctx, t.Rescue, failed, il)
 		stillSet := map[*hostState]bool{}
 		for _, h := range still {
 			stillSet[h] = true
@@ -433,7 +433,7 @@ func (pr *playRun) runBlock(ctx context.Context, t *Task, hosts []*hostState, ov
 	}
 	if len(t.Always) > 0 && ctx.Err() == nil {
 		// always runs on the hosts that failed in the block too.
-		failedAlways := pr.runList(ctx, t.Always, pr.alive(hosts, nil), ov)
+		failedAlways := pr.runList(ctx, t.Always, pr.alive(hosts, nil), il)
 		for _, h := range failedAlways {
 			if !containsHost(failed, h) {
 				failed = append(failed, h)
@@ -452,11 +452,11 @@ func containsHost(l []*hostState, h *hostState) bool {
 	return false
 }
 
-func (pr *playRun) runMeta(ctx context.Context, t *Task, hosts []*hostState, ov *overlay) []*hostState {
+func (pr *playRun) runMeta(ctx context.Context, t *Task, hosts []*hostState, il *includeLoop) []*hostState {
 	var matching []*hostState
 	var failed []*hostState
 	for _, h := range hosts {
-		vars, err := pr.vars(h, t, ov, nil)
+		vars, err := pr.vars(h, t, il, nil)
 		ok := err == nil
 		if ok {
 			ok, err = pr.conds(t.When, vars)

@@ -27,25 +27,25 @@ type hostOutcome struct {
 
 // runAction runs a builtin task on hosts, at most Forks at a time, and
 // returns the hosts that failed.
-func (pr *playRun) runAction(ctx context.Context, t *Task, hosts []*hostState, ov *overlay, handler bool) []*hostState {
+func (pr *playRun) runAction(ctx context.Context, t *Task, hosts []*hostState, il *includeLoop, handler bool) []*hostState {
 	r := pr.r
 	start := time.Now()
 	hv := r.hostvars.get()
 	name := t.Name
 	if len(hosts) > 0 {
-		name = pr.renderName(t, hosts[0], ov, hv)
+		name = pr.renderName(t, hosts[0], il, hv)
 	}
 	r.emit(Event{Kind: EventTaskStart, Play: pr.p.Name, Role: t.RoleName(), Task: name, Pos: t.Pos.String(), Total: len(hosts), Handler: handler})
 	outcomes := make([]hostOutcome, len(hosts))
 	if t.RunOnce {
-		pr.runOnceTask(ctx, t, hosts, ov, outcomes, hv)
+		pr.runOnceTask(ctx, t, hosts, il, outcomes, hv)
 	} else {
 		var wg sync.WaitGroup
 		for i, h := range hosts {
 			wg.Add(1)
 			job := func() {
 				defer wg.Done()
-				outcomes[i] = pr.runTaskHost(ctx, t, h, ov, hv)
+				outcomes[i] = pr.runTaskHost(ctx, t, h, il, hv)
 			}
 			select {
 			case r.jobs <- job:
@@ -74,7 +74,7 @@ func (pr *playRun) runAction(ctx context.Context, t *Task, hosts []*hostState, o
 }
 
 // runOnceTask runs t on the first host and gives its result to all hosts.
-func (pr *playRun) runOnceTask(ctx context.Context, t *Task, hosts []*hostState, ov *overlay, outcomes []hostOutcome, hv map[string]any) {
+func (pr *playRun) runOnceTask(ctx context.Context, t *Task, hosts []*hostState, il *includeLoop, outcomes []hostOutcome, hv map[string]any) {
 	pr.mu.Lock()
 	o, exists := pr.runOnce[t]
 	owner := !exists || pr.strategy != "free"
@@ -84,7 +84,7 @@ func (pr *playRun) runOnceTask(ctx context.Context, t *Task, hosts []*hostState,
 	}
 	pr.mu.Unlock()
 	if owner {
-		o.out = pr.runTaskHost(ctx, t, hosts[0], ov, hv)
+		o.out = pr.runTaskHost(ctx, t, hosts[0], il, hv)
 		close(o.done)
 	} else {
 		select {
@@ -136,7 +136,7 @@ func (pr *playRun) journalKey(t *Task, h *hostState) string {
 	return base + "|" + h.name + "|" + strconv.Itoa(n)
 }
 
-func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, ov *overlay, hv map[string]any) hostOutcome {
+func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, il *includeLoop, hv map[string]any) hostOutcome {
 	r := pr.r
 	start := time.Now()
 	key := pr.journalKey(t, h)
@@ -148,7 +148,7 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, ov *o
 		r.countOutcome(h, out, "")
 		return out
 	}
-	out, vars := pr.runTaskHostFresh(ctx, t, h, ov, hv, key, &ev)
+	out, vars := pr.runTaskHostFresh(ctx, t, h, il, hv, key, &ev)
 	if ctx.Err() != nil && out.failed {
 		// Say where the run was when it was stopped, not only "context
 		// canceled": the recap lists these.
@@ -217,8 +217,8 @@ func (pr *playRun) resumed(t *Task, h *hostState, key string) (hostOutcome, bool
 	return out, true
 }
 
-func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, ov *overlay, hv map[string]any, key string, ev *Event) (hostOutcome, map[string]any) {
-	vars, err := pr.vars(h, t, ov, hv)
+func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, il *includeLoop, hv map[string]any, key string, ev *Event) (hostOutcome, map[string]any) {
+	vars, err := pr.vars(h, t, il, hv)
 	if err != nil {
 		return pr.failure(t, err.Error()), vars
 	}
@@ -967,7 +967,7 @@ func (pr *playRun) condsWith(cs []cond, vars map[string]any, register string, re
 // vars builds the variables a task sees on a host; t nil gives the play
 // level. hv is the task's hostvars snapshot, nil to take the current one.
 // The layers go on lowest first, in Ansible's order (see vars.go).
-func (pr *playRun) vars(h *hostState, t *Task, ov *overlay, hv map[string]any) (map[string]any, error) {
+func (pr *playRun) vars(h *hostState, t *Task, il *includeLoop, hv map[string]any) (map[string]any, error) {
 	r := pr.r
 	if hv == nil {
 		hv = r.hostvars.get()
@@ -1003,8 +1003,8 @@ func (pr *playRun) vars(h *hostState, t *Task, ov *overlay, hv map[string]any) (
 	pending = setMap(v, dyn, pending)
 	// role params, then include params
 	pending = setScopes(v, chain, func(s *scope) varList { return s.params }, pending)
-	var ovs []*overlay
-	for o := ov; o != nil; o = o.parent {
+	var ovs []*includeLoop
+	for o := il; o != nil; o = o.parent {
 		ovs = append(ovs, o)
 	}
 	for i := len(ovs) - 1; i >= 0; i-- {

@@ -14,11 +14,11 @@ var templateAction = regexp.MustCompile(`\{\{.*?\}\}`)
 // not render (a variable h does not have) or would hold a secret (it goes
 // to events, the journal and the recap) shows each of its actions as "…",
 // never the template itself.
-func (pr *playRun) renderName(t *Task, h *hostState, ov *overlay, hv map[string]any) string {
+func (pr *playRun) renderName(t *Task, h *hostState, il *includeLoop, hv map[string]any) string {
 	if !strings.Contains(t.Name, "{{") {
 		return t.Name
 	}
-	vars, err := pr.vars(h, t, ov, hv)
+	vars, err := pr.vars(h, t, il, hv)
 	if err != nil {
 		vars = nil
 	}

@@ -415,7 +415,9 @@ func (ld *loader) tasksInclude(t *Task, action string, val *ytree.Node, static b
 	}
 	t.Kind = KindInclude
 	t.Action = action
-	t.Include = &include{file: file, vars: vars, ctx: child, opts: ld.opts, pbDir: ld.pbDir}
+	t.Include = &include{file: file, vars: vars, load: ld.dynamicLoad(func(l *loader, name string) []*Task {
+		return l.tasksFile(name, t.Pos, child)
+	})}
 	if !strings.Contains(file, "{{") {
 		t.Include.static = ld.tasksFile(file, val.Pos, child)
 	}
@@ -445,7 +447,12 @@ func (ld *loader) roleInclude(t *Task, action string, val *ytree.Node, static bo
 	if t.Name == "" {
 		t.Name = action + ": " + role
 	}
-	t.Include = &include{role: role, tasks: tasksFrom, vars: vars, ctx: child, opts: ld.opts, pbDir: ld.pbDir}
+	t.Include = &include{role: role, vars: vars, load: ld.dynamicLoad(func(l *loader, name string) []*Task {
+		if rt := l.roleBlock(name, tasksFrom, vars, t.Pos, child); rt != nil {
+			return []*Task{rt}
+		}
+		return nil
+	})}
 	if static || !strings.Contains(role, "{{") {
 		rt := ld.roleBlock(role, tasksFrom, vars, val.Pos, child)
 		if rt == nil {
@@ -460,6 +467,22 @@ func (ld *loader) roleInclude(t *Task, action string, val *ytree.Node, static bo
 	}
 	t.Kind, t.Action = KindInclude, action
 	return t
+}
+
+// dynamicLoad returns how a dynamic include loads what it names when it
+// runs: expand, with a fresh loader of this one's options, the name it
+// rendered.
+func (ld *loader) dynamicLoad(expand func(l *loader, name string) []*Task) func(string) ([]*Task, error) {
+	opts, pbDir := ld.opts, ld.pbDir
+	return func(name string) ([]*Task, error) {
+		l := newLoader(opts)
+		l.pbDir = pbDir
+		tasks := expand(l, name)
+		if err := l.err(); err != nil {
+			return nil, err
+		}
+		return tasks, nil
+	}
 }
 
 // includeArgs reads `include_tasks: file.yaml` or `{file: ..., vars: ...}`.
