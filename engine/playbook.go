@@ -2,6 +2,17 @@
 // the loader turns YAML into checked plays and tasks, the executor runs them
 // on hosts in parallel, journals every outcome for --resume, and reports
 // typed events to an output sink.
+//
+// Its files sit in three rooms, which meet only through the model:
+//   - the model: playbook.go (playbook, play, task), events.go;
+//   - loading: load.go, keywords.go (the keyword tables), taskload.go,
+//     include loading (dynamicLoad), hooks.go, overlay.go, source.go,
+//     list.go, rolefind.go, forkdiff.go, freeform.go, ynode.go;
+//   - running: run.go, strategy.go, taskrun.go, taskname.go, include.go,
+//     vars.go, invvars.go (variables and their precedence), journal.go,
+//     runlog.go, hostlock.go, startat.go, hosts.go, adhoc.go, redact.go.
+//
+// The run reaches the loader only through an include's load function.
 package engine
 
 import (
