@@ -279,6 +279,12 @@ func TestLoadBalancerKubeVIPTemplate(t *testing.T) {
 	if got := m.Spec.Volumes[0].HostPath; got.Path != "/etc/kubernetes/admin.kubeconfig" || got.Type != "File" {
 		t.Errorf("the kubeconfig volume %+v, want binary mode's admin.kubeconfig", got)
 	}
+	// A master added or removed must not restart every kube-vip (the VIP
+	// would blink): the manifest is the same whatever the masters are.
+	v["groups"].(map[string]any)["master"] = []any{"n1", "n4"}
+	if again := renderRoleTemplate(t, "loadbalancer", "kube-vip.yaml.tmpl", v); again != pod {
+		t.Errorf("kube-vip.yaml changes with the set of masters:\n%s\n---\n%s", pod, again)
+	}
 	if got := v["kube_control_plane_host_address"]; got != "10.0.0.4" {
 		t.Errorf("master n4's domain resolves to %v, want its own address", got)
 	}
