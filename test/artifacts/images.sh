@@ -28,12 +28,20 @@
 #     e2e-sample-apiserver sample-apiserver:1.29.2, e2e-glibc-dns-testing
 #     glibc-dns-testing:2.1.1 the same way;
 #     e2e-etcd $E2E_IMAGE_REGISTRY/etcd:3.7.0-0)
+#   and calico's (asked by name, or all four as "calico"; calico.sh runs
+#   images.sh calico), from calico.sh's binaries of $CALICO_VERSION:
+#   $OUT/images/calico-node-$CALICO_VERSION-$ARCH.tar docker.io/calico/node:$CALICO_VERSION
+#   $OUT/images/calico-cni-$CALICO_VERSION-$ARCH.tar  docker.io/calico/cni:$CALICO_VERSION
+#   $OUT/images/calico-kube-controllers-$CALICO_VERSION-$ARCH.tar
+#                                                   docker.io/calico/kube-controllers:$CALICO_VERSION
+#   $OUT/images/calico-typha-$CALICO_VERSION-$ARCH.tar docker.io/calico/typha:$CALICO_VERSION
 #   $OUT/images/SHA256SUMS                            sha256sum format, every *.tar
 #   $OUT/images/images.txt                            "<file> <image reference>" per line
 #
 # Usage: images.sh [pause|coredns|flannel|busybox|metrics-server|node-cache|kube-vip|kube-apiserver|
 #                  kube-controller-manager|kube-scheduler|kube-proxy|etcd|kubeadm|
-#                  e2e-...|conformance ...]
+#                  e2e-...|conformance|calico-node|calico-cni|calico-kube-controllers|
+#                  calico-typha|calico ...]
 #   (default: pause coredns flannel busybox; kubeadm = the five kubeadm images;
 #   conformance = the e2e-* images; metrics-server and node-cache only when
 #   asked: make e2e-nodes asks for them; kube-vip when asked: the VIP suite's
@@ -146,6 +154,31 @@
 #   e2e-etcd etcd.sh's $ETCD_VERSION under the tag the suite asks for
 #            (3.7.0-0, an etcd the tests do not build); the aggregator spec
 #            only runs it as the sample-apiserver's storage.
+#   calico-node
+#            calico.sh's calico-node (felix, confd, startup) and BIRD
+#            (bird, bird6, birdcl, birdcl6) in /bin, calico's node/filesystem
+#            and confd templates from the release archive (the runit services
+#            and rc.local that start_runit runs, as upstream's image), on the
+#            flannel image's root file system (iptables with the same backend,
+#            nft) plus what upstream's image has that calico-node calls:
+#            ipset, iproute2 (ip, tc), conntrack and Debian's runit
+#            (runsvdir, sv, svlogd); cmd start_runit, SVDIR as upstream.
+#            Without upstream's bpftool, BPF object files and libbpf (the
+#            eBPF dataplane; calico.sh builds calico-node without cgo), its
+#            iptables-legacy build (Debian's iptables has both backends) and
+#            kmod, net-tools, procps and which (busybox's applets serve).
+#   calico-cni
+#            install, calico and calico-ipam in /opt/cni/bin, PATH and workdir
+#            there, cmd install, as upstream's calico/cni; without the
+#            containernetworking plugins upstream also ships (kubexm's
+#            containerd role installs those, and the role skips them).
+#   calico-kube-controllers
+#            kube-controllers, check-status and wrapper in /usr/bin,
+#            /status/status.json and /profiles owned by 999, user 999,
+#            entrypoint wrapper kube-controllers, as upstream.
+#   calico-typha
+#            calico-typha in /usr/bin and typha.cfg in /etc/calico, user 999,
+#            cmd calico-typha, as upstream.
 #
 # Every image is reproducible: the same inputs give the same tarball (files
 # owned 0:0 with mtime 0, sorted; created 1970-01-01). A tarball that is
@@ -161,7 +194,7 @@
 #   NODE_CACHE_TAG (coredns-$NODE_CACHE_COREDNS_VERSION),
 #   KUBE_VERSION (v1.37.2), ETCD_VERSION (v3.6.16), ETCD_IMAGE_TAG (3.6.16-0),
 #   KUBE_VIP_VERSION (v1.2.3; kube-vip.sh's other variables pass through),
-#   E2E_IMAGE_REGISTRY (e2e.kubexm.local),
+#   E2E_IMAGE_REGISTRY (e2e.kubexm.local), CALICO_VERSION (v3.32.1; see calico.sh),
 #   IPTABLES_BACKEND (nft), KUBEXM_TEST_CACHE (/var/cache/kubexm-test),
 #   KUBEXM_TEST_RELEASE_DIR = $OUT ($KUBEXM_TEST_CACHE/release), FORCE=1.
 # Only the host's architecture (Debian packages and gcc of this machine).
@@ -184,6 +217,7 @@ kube_version=${KUBE_VERSION:-v1.37.2}
 etcd_version=${ETCD_VERSION:-v3.6.16}
 etcd_image_tag=${ETCD_IMAGE_TAG:-${etcd_version#v}-0}
 kube_vip_version=${KUBE_VIP_VERSION:-v1.2.3}
+calico_version=${CALICO_VERSION:-v3.32.1}
 cache=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
 out=${KUBEXM_TEST_RELEASE_DIR:-${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}/release}
 dest=$out/images
@@ -220,6 +254,11 @@ for i in kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
 done
 file[etcd]=etcd-$etcd_image_tag-$arch.tar
 ref[etcd]=registry.k8s.io/etcd:$etcd_image_tag
+calico_images=(calico-node calico-cni calico-kube-controllers calico-typha)
+for i in "${calico_images[@]}"; do
+	file[$i]=$i-$calico_version-$arch.tar
+	ref[$i]=docker.io/calico/${i#calico-}:$calico_version
+done
 # The conformance suite's images, named as e2e.test $KUBE_VERSION (v1.37.2)
 # names them, under the registry TestConformance gives it in KUBE_TEST_REPO_LIST.
 e2e_registry=${E2E_IMAGE_REGISTRY:-e2e.kubexm.local}
@@ -247,6 +286,8 @@ for i in "$@"; do
 		images+=("${kubeadm_images[@]}")
 	elif [[ $i == conformance ]]; then
 		images+=("${conformance_images[@]}")
+	elif [[ $i == calico ]]; then
+		images+=("${calico_images[@]}")
 	else
 		images+=("$i")
 	fi
@@ -256,7 +297,7 @@ if [[ ${#images[@]} -eq 0 ]]; then
 fi
 for i in "${images[@]}"; do
 	if [[ -z ${file[$i]:-} ]]; then
-		echo "images.sh: unknown image \"$i\"; want some of: pause coredns flannel busybox metrics-server node-cache kube-vip ${kubeadm_images[*]} kubeadm ${conformance_images[*]} conformance" >&2
+		echo "images.sh: unknown image \"$i\"; want some of: pause coredns flannel busybox metrics-server node-cache kube-vip ${kubeadm_images[*]} kubeadm ${conformance_images[*]} conformance ${calico_images[*]} calico" >&2
 		exit 2
 	fi
 done
@@ -440,6 +481,15 @@ check_libs() {
 	fi
 }
 
+# deb_closure <package...>: the packages and everything they depend on
+# (apt's view of this host; not Recommends, and not what only dpkg and
+# debconf need on a full system), one a line, sorted.
+deb_closure() {
+	apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces \
+		--no-enhances "$@" | grep -v '^[ <]' | sort -u |
+		grep -vxE 'base-files|cdebconf|debconf|debianutils|dpkg|install-info|libdebian-installer4|libnewt0\.52|libslang2|libtextwrap1|gawk|mawk|original-awk|libsigsegv2|libmpfr6|tar|readline-common'
+}
+
 # debian_rootfs <rootfs> <package...>: a root file system of the packages and
 # everything they depend on (apt's view of this host; not Recommends, and not
 # what only dpkg and debconf need on a full system), busybox-static's applets
@@ -449,9 +499,7 @@ debian_rootfs() {
 	shift
 	mkdir -p "$root"
 	local pkgs
-	mapfile -t pkgs < <(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces \
-		--no-enhances busybox-static "$@" | grep -v '^[ <]' | sort -u |
-		grep -vxE 'base-files|cdebconf|debconf|debianutils|dpkg|install-info|libdebian-installer4|libnewt0\.52|libslang2|libtextwrap1|gawk|mawk|original-awk|libsigsegv2|libmpfr6|tar|readline-common')
+	mapfile -t pkgs < <(deb_closure busybox-static "$@")
 	for deb in $(fetch_debs "${pkgs[@]}"); do
 		dpkg-deb -x "$deb" "$root"
 	done
@@ -479,12 +527,13 @@ finish_rootfs() {
 # postinst does), nft, netbase, busybox's applets and the packages named,
 # every ELF file's libraries checked with the dynamic loader inside it.
 netfilter_rootfs() {
-	local root=$1 deb f
+	local root=$1 deb f pkgs
 	shift
 	mkdir -p "$root"
-	for deb in $(fetch_debs libc6 libgcc-s1 iptables libxtables12 libip4tc2 libip6tc2 libnftnl11 libmnl0 \
+	mapfile -t pkgs < <(printf '%s\n' libc6 libgcc-s1 iptables libxtables12 libip4tc2 libip6tc2 libnftnl11 libmnl0 \
 		libnetfilter-conntrack3 libnfnetlink0 nftables libnftables1 libjansson4 libedit2 libbsd0 libmd0 \
-		libtinfo6 libgmp10 netbase busybox-static "$@"); do
+		libtinfo6 libgmp10 netbase busybox-static "$@" | sort -u)
+	for deb in $(fetch_debs "${pkgs[@]}"); do
 		dpkg-deb -x "$deb" "$root"
 		echo "images.sh: rootfs $(basename "$root"): $(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version)" >&2
 	done
@@ -797,6 +846,78 @@ build_e2e-etcd() {
 	echo "images.sh: etcd $("$dir/etcd" --version 2>&1 | head -n1) as ${ref[e2e-etcd]}" >&2
 	image e2e-etcd -file "$dir/etcd:/usr/local/bin/etcd:0755" -file "$dir/etcdctl:/usr/local/bin/etcdctl:0755" \
 		-entrypoint '["/usr/local/bin/etcd"]' -env "$e2e_path"
+}
+
+# calico_bin: the directory calico.sh built $calico_version's binaries in.
+calico_bin() {
+	env -u FORCE CALICO_VERSION="$calico_version" GOARCH="$arch" KUBEXM_TEST_CACHE="$cache" \
+		"$here/calico.sh" binaries | tail -n1
+}
+
+build_calico-node() {
+	local bins root=$stage/calico-node-rootfs f extra
+	bins=$(calico_bin)
+	# What calico-node and felix run besides iptables and nft; runit alone,
+	# without the user management its maintainer scripts pull in.
+	mapfile -t extra < <(deb_closure ipset iproute2 conntrack | grep -vxE 'passwd|libpam.*|libsemanage.*|libaudit.*|libcap-ng0|libselinux1|libsepol2|libcrypt1|libdb5\.3|libpcre2-8-0|libbz2-1\.0|libzstd1|liblzma5|libacl1|libcap2-bin|libgssapi-krb5-2|libk5crypto3|libkeyutils1|libkrb5-3|libkrb5support0|libcom-err2|libssl3|libtirpc3|libtirpc-common|libreadline8')
+	netfilter_rootfs "$root" "${extra[@]}" runit
+	# Debian's runit makes /etc/service a link into its own runsvdir;
+	# calico's services are a directory there.
+	rm -rf "$root/etc/service" "$root/etc/runit" "$root/etc/sv"
+	cp -a "$bins/filesystem/etc/." "$root/etc/"
+	mkdir -p "$root/usr/sbin" "$root/usr/bin"
+	cp -a "$bins/filesystem/sbin/." "$root/usr/sbin/"
+	for f in calico-node bird bird6 birdcl birdcl6; do
+		install -m 0755 "$bins/$f" "$root/bin/$f"
+	done
+	# start_runit finds runsvdir with /usr/bin/which.
+	[[ -e $root/usr/bin/which ]] || ln -s /bin/busybox "$root/usr/bin/which"
+	check_libs "$root"
+	echo "images.sh: chroot: $(chroot "$root" /bin/calico-node -v 2>&1 | head -n1)" >&2
+	echo "images.sh: chroot: $(chroot "$root" /bin/bird --version 2>&1) $(chroot "$root" /bin/bird6 --version 2>&1)" >&2
+	echo "images.sh: chroot: $(chroot "$root" /bin/sh -c 'ipset --version; /bin/ip -V; conntrack --version; which runsvdir sv svlogd' 2>&1 | tr '\n' ' ')" >&2
+	image calico-node -dir "$root" -cmd '["start_runit"]' -env SVDIR=/etc/service/enabled \
+		-env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+}
+
+build_calico-cni() {
+	local bins root=$stage/calico-cni-root f
+	bins=$(calico_bin)
+	mkdir -p "$root/opt/cni/bin" "$root/tmp"
+	chmod 1777 "$root/tmp"
+	for f in install calico calico-ipam; do
+		install -m 0755 "$bins/$f" "$root/opt/cni/bin/$f"
+	done
+	echo "images.sh: $("$root/opt/cni/bin/calico" -v 2>&1 | head -n1)" >&2
+	image calico-cni -dir "$root" -cmd '["/opt/cni/bin/install"]' -workdir /opt/cni/bin \
+		-env PATH=/opt/cni/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+}
+
+build_calico-kube-controllers() {
+	local bins root=$stage/calico-kc-root f
+	bins=$(calico_bin)
+	mkdir -p "$root/usr/bin" "$root/status" "$root/profiles" "$root/tmp"
+	chmod 1777 "$root/tmp"
+	for f in kube-controllers check-status wrapper; do
+		install -m 0755 "$bins/$f" "$root/usr/bin/$f"
+	done
+	: >"$root/status/status.json"
+	: >"$root/profiles/mem.pprof"
+	: >"$root/profiles/cpu.pprof"
+	chmod 0644 "$root/status/status.json" "$root/profiles/mem.pprof" "$root/profiles/cpu.pprof"
+	image calico-kube-controllers -dir "$root" -user 999 \
+		-entrypoint '["/usr/bin/wrapper", "/usr/bin/kube-controllers"]' \
+		-chown /status:999:0 -chown /status/status.json:999:0 -chown /profiles/mem.pprof:999:0 -chown /profiles/cpu.pprof:999:0
+}
+
+build_calico-typha() {
+	local bins root=$stage/calico-typha-root
+	bins=$(calico_bin)
+	mkdir -p "$root/usr/bin" "$root/etc/calico" "$root/tmp"
+	chmod 1777 "$root/tmp"
+	install -m 0755 "$bins/calico-typha" "$root/usr/bin/calico-typha"
+	install -m 0644 "$bins/typha.cfg" "$root/etc/calico/typha.cfg"
+	image calico-typha -dir "$root" -user 999 -cmd '["/usr/bin/calico-typha"]'
 }
 
 for i in "${todo[@]}"; do

@@ -17,6 +17,8 @@
 //	-dir SRC[:DEST]         put the tree under host directory SRC below DEST (default /);
 //	                        modes, symlinks and hard links are kept; repeatable
 //	-symlink DEST:TARGET    make DEST a symbolic link to TARGET; repeatable
+//	-chown DEST:UID:GID     give DEST (already in the layer) the numeric owner UID:GID,
+//	                        for an image whose user must write it; repeatable
 //	-entrypoint JSON        the entrypoint as a JSON array, e.g. '["/pause"]'
 //	-cmd JSON               the command (arguments) as a JSON array
 //	-env KEY=VALUE          an environment variable; repeatable
@@ -27,7 +29,7 @@
 //	-created TIME           creation time, RFC 3339 or seconds since the epoch; also the
 //	                        mtime of every file in the layer (default $SOURCE_DATE_EPOCH, else 0)
 //
-// Every file in the layer is owned by 0:0 and has the same mtime, and the
+// Every file in the layer is owned by 0:0 (unless -chown says otherwise) and has the same mtime, and the
 // entries are sorted, so the same inputs give the same tarball byte for byte.
 // Parent directories that are not given are added with mode 0755.
 package main
@@ -70,6 +72,8 @@ type entry struct {
 	src    string // host file for TypeReg
 	target string // link target for TypeSymlink and TypeLink
 	origin string // what put it here, for error messages
+	uid    int    // numeric owner, 0 unless -chown
+	gid    int
 }
 
 type layer map[string]*entry
@@ -222,6 +226,30 @@ func (l layer) addSymlink(spec string) error {
 	return l.add(p, &entry{typ: tar.TypeSymlink, mode: 0o777, target: target, origin: "-symlink " + spec})
 }
 
+// chown handles -chown DEST:UID:GID for an entry -file, -dir or -symlink put
+// in the layer (or a parent directory they made).
+func (l layer) chown(spec string) error {
+	parts := strings.Split(spec, ":")
+	if len(parts) != 3 || parts[0] == "" {
+		return fmt.Errorf("-chown %q: want DEST:UID:GID", spec)
+	}
+	p, err := clean(parts[0])
+	if err != nil {
+		return err
+	}
+	e, ok := l[p]
+	if !ok {
+		return fmt.Errorf("-chown %q: /%s is not in the image", spec, p)
+	}
+	uid, err1 := strconv.ParseUint(parts[1], 10, 31)
+	gid, err2 := strconv.ParseUint(parts[2], 10, 31)
+	if err1 != nil || err2 != nil {
+		return fmt.Errorf("-chown %q: want numeric UID and GID", spec)
+	}
+	e.uid, e.gid = int(uid), int(gid)
+	return nil
+}
+
 // addParents adds the missing parent directories of every entry.
 func (l layer) addParents() error {
 	for p := range l {
@@ -254,6 +282,8 @@ func (l layer) write(w io.Writer, mtime time.Time) error {
 			Name:     p,
 			Mode:     e.mode,
 			ModTime:  mtime,
+			Uid:      e.uid,
+			Gid:      e.gid,
 		}
 		switch e.typ {
 		case tar.TypeDir:
@@ -275,7 +305,7 @@ func (l layer) write(w io.Writer, mtime time.Time) error {
 			h.Size = fi.Size()
 		}
 		// No Format: archive/tar writes USTAR, and PAX only for a name
-		// too long for USTAR; uid, gid and names stay 0 and empty.
+		// too long for USTAR; names stay empty, uid and gid are 0 but for -chown.
 		if err := tw.WriteHeader(h); err != nil {
 			if f != nil {
 				f.Close()
@@ -328,13 +358,14 @@ func run() error {
 	var (
 		out, ref, entrypoint, cmd, workdir, user, created string
 		platform                                          = "linux/amd64"
-		files, dirs, symlinks, envs, labels               listFlag
+		files, dirs, symlinks, chowns, envs, labels       listFlag
 	)
 	flag.StringVar(&out, "o", "", "the docker-archive tarball to write")
 	flag.StringVar(&ref, "t", "", "the image reference to tag it with")
 	flag.Var(&files, "file", "SRC:DEST[:MODE]: a host file at DEST in the image (repeatable)")
 	flag.Var(&dirs, "dir", "SRC[:DEST]: a host directory tree below DEST (default /) (repeatable)")
 	flag.Var(&symlinks, "symlink", "DEST:TARGET: a symbolic link (repeatable)")
+	flag.Var(&chowns, "chown", "DEST:UID:GID: the numeric owner of DEST, which is in the image (repeatable)")
 	flag.StringVar(&entrypoint, "entrypoint", "", `entrypoint as a JSON array, e.g. '["/pause"]'`)
 	flag.StringVar(&cmd, "cmd", "", "command as a JSON array")
 	flag.Var(&envs, "env", "KEY=VALUE environment variable (repeatable)")
@@ -408,6 +439,11 @@ func run() error {
 	}
 	if err := l.addParents(); err != nil {
 		return err
+	}
+	for _, c := range chowns {
+		if err := l.chown(c); err != nil {
+			return err
+		}
 	}
 
 	// The uncompressed layer goes to a temporary file next to the output;
