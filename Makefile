@@ -177,11 +177,10 @@ e2e-upgrade:
 e2e-upgrade-chain:
 	KUBEXM_E2E_UPGRADE_FROM=v1.35.4 $(GO) test -tags e2e -count=1 -timeout 120m -run '^TestUpgrade$$' -v $(TESTFLAGS) ./test/e2e/
 
-# Issue 23's calico, as far as it runs without calico images (which cannot
-# be built from the module proxy: roles/cni/calico/README.md): the manifest,
-# pool, encapsulation and MTU (template tests), and on one machine
-# preflight's refusal of ipip, the MTU probe and delete's cleanup. Also part
-# of `make e2e` (about a minute).
+# Issue 23's calico without a cluster (make e2e-kubeadm runs a calico
+# cluster, issue 49): the manifest, pool, encapsulation, MTU and Typha
+# (template tests), and on one machine preflight's refusal of ipip, the MTU
+# probe and delete's cleanup. Also part of `make e2e` (about a minute).
 e2e-calico:
 	$(GO) test -tags e2e -count=1 -timeout 20m -run '^TestCalico' -v $(TESTFLAGS) ./test/e2e/
 

@@ -83,7 +83,7 @@ func TestCalicoTemplate(t *testing.T) {
 		override                        map[string]any
 		pool, block, ipip, vxlan, encap string
 		mtu                             string
-		bird                            bool
+		bird, typha                     bool
 	}{
 		{name: "defaults: vxlan, MTU of the smallest interface less 50", network: `  network:
     plugin: calico
@@ -101,6 +101,9 @@ func TestCalicoTemplate(t *testing.T) {
     plugin: calico
     calico: {ipipMode: Never, vxlanMode: Never, vethMTU: 1300}
 `, pool: "10.233.64.0/18", block: "26", ipip: "Never", vxlan: "Never", encap: "none", mtu: "1300", bird: true},
+		{name: "typha from the threshold up", network: `  network:
+    plugin: calico
+`, override: map[string]any{"calico_typha_threshold": 3}, pool: "10.233.64.0/18", block: "26", ipip: "Never", vxlan: "Always", encap: "vxlan", mtu: "1400", typha: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vars := calicoVars(t, tc.network, mtus, tc.override)
@@ -110,13 +113,18 @@ func TestCalicoTemplate(t *testing.T) {
 			objs := parseManifest(t, renderRoleTemplate(t, "cni/calico", "calico.yaml.tmpl", vars))
 			want := []string{"ServiceAccount/calico-kube-controllers", "ServiceAccount/calico-node", "ServiceAccount/calico-cni-plugin",
 				"ConfigMap/calico-config", "ClusterRole/calico-kube-controllers", "ClusterRole/calico-node", "ClusterRole/calico-cni-plugin",
+				"ClusterRole/calico-tier-getter",
 				"ClusterRoleBinding/calico-kube-controllers", "ClusterRoleBinding/calico-node", "ClusterRoleBinding/calico-cni-plugin",
-				"DaemonSet/calico-node", "PodDisruptionBudget/calico-kube-controllers", "Deployment/calico-kube-controllers"}
+				"ClusterRoleBinding/calico-tier-getter"}
+			if tc.typha {
+				want = append(want, "Service/calico-typha", "PodDisruptionBudget/calico-typha", "Deployment/calico-typha")
+			}
+			want = append(want, "DaemonSet/calico-node", "PodDisruptionBudget/calico-kube-controllers", "Deployment/calico-kube-controllers")
 			if got := kinds(objs); !slices.Equal(got, want) {
 				t.Fatalf("objects %v, want %v", got, want)
 			}
 			for _, o := range objs {
-				if b := o; b.kind() == "ClusterRoleBinding" &&
+				if b := o; b.kind() == "ClusterRoleBinding" && b.name() != "calico-tier-getter" &&
 					(b.get("roleRef", "name") != b.name() || b.get("subjects", 0, "name") != b.name() || b.get("subjects", 0, "namespace") != "kube-system") {
 					t.Errorf("binding %s: roleRef %v subjects %v", b.name(), b.get("roleRef"), b.get("subjects"))
 				}
@@ -155,7 +163,7 @@ func TestCalicoTemplate(t *testing.T) {
 			}
 			install := k8sObject(inits[0].(map[string]any))
 			ienv := envOf(install)
-			if install.get("image") != "docker.io/calico/cni:v3.28.5" || install.get("command", 0) != "/opt/cni/bin/install" ||
+			if install.get("image") != "docker.io/calico/cni:v3.32.1" || install.get("command", 0) != "/opt/cni/bin/install" ||
 				ienv["CNI_CONF_NAME"] != "10-calico.conflist" || ienv["CNI_MTU"] != "configMap:veth_mtu" || ienv["SLEEP"] != "false" {
 				t.Errorf("install-cni %v %v env %v", install.get("image"), install.get("command"), ienv)
 			}
@@ -188,7 +196,7 @@ func TestCalicoTemplate(t *testing.T) {
 					t.Errorf("calico-node %s = %q, want %q", k, env[k], v)
 				}
 			}
-			if node.get("image") != "docker.io/calico/node:v3.28.5" || node.get("securityContext", "privileged") != true {
+			if node.get("image") != "docker.io/calico/node:v3.32.1" || node.get("securityContext", "privileged") != true {
 				t.Errorf("calico-node image %v securityContext %v", node.get("image"), node.get("securityContext"))
 			}
 			ready := node.get("readinessProbe", "exec", "command").([]any)
@@ -196,9 +204,29 @@ func TestCalicoTemplate(t *testing.T) {
 				t.Errorf("readiness %v (bird %v)", ready, tc.bird)
 			}
 
-			kc := find(t, objs, "Deployment")
+			var kc, typha k8sObject
+			for _, o := range objs {
+				if o.kind() == "Deployment" && o.name() == "calico-kube-controllers" {
+					kc = o
+				}
+				if o.kind() == "Deployment" && o.name() == "calico-typha" {
+					typha = o
+				}
+			}
+			wantTypha := "none"
+			if tc.typha {
+				wantTypha = "calico-typha"
+				tc := k8sObject(containersOf(typha)[0].(map[string]any))
+				if typha.get("spec", "replicas") != uint64(3) || tc.get("image") != "docker.io/calico/typha:v3.32.1" ||
+					typha.get("spec", "template", "spec", "serviceAccountName") != "calico-node" {
+					t.Errorf("calico-typha replicas %#v image %v", typha.get("spec", "replicas"), tc.get("image"))
+				}
+			}
+			if cm.get("data", "typha_service_name") != wantTypha || (env["FELIX_TYPHAK8SSERVICENAME"] != "") != tc.typha {
+				t.Errorf("typha_service_name %v, FELIX_TYPHAK8SSERVICENAME %q, want typha %v", cm.get("data", "typha_service_name"), env["FELIX_TYPHAK8SSERVICENAME"], tc.typha)
+			}
 			kcc := k8sObject(containersOf(kc)[0].(map[string]any))
-			if kcc.get("image") != "docker.io/calico/kube-controllers:v3.28.5" || envOf(kcc)["ENABLED_CONTROLLERS"] != "node" {
+			if kcc.get("image") != "docker.io/calico/kube-controllers:v3.32.1" || envOf(kcc)["ENABLED_CONTROLLERS"] != "node" {
 				t.Errorf("calico-kube-controllers %v env %v", kcc.get("image"), envOf(kcc))
 			}
 		})
@@ -236,26 +264,33 @@ func calicoDefault(t *testing.T, name string) any {
 	return d[name]
 }
 
-// The CRDs file is calico's 18 CustomResourceDefinitions, and every
-// crd.projectcalico.org resource the manifest's RBAC grants is one of them
-// (globalfelixconfigs and globalbgpconfigs are upstream's legacy names,
-// granted though no longer defined).
+// The CRDs file is calico's 22 crd.projectcalico.org CustomResourceDefinitions
+// and policy.networking.k8s.io's ClusterNetworkPolicy, and every resource
+// of those groups the manifest's RBAC grants is one of them (the
+// projectcalico.org names are the same resources served by calico's API
+// server, which kubexm does not run; globalfelixconfigs, globalbgpconfigs
+// and ipamconfigurations are upstream's other names, granted though not
+// defined here).
 func TestCalicoCRDs(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "cni", "calico", "files", "calico-crds-v3.28.5.yaml"))
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "cni", "calico", "files", "calico-crds-v3.32.1.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	plurals := map[string]bool{}
+	n := 0
 	for _, o := range parseManifest(t, string(data)) {
-		if o.kind() != "CustomResourceDefinition" || o.get("spec", "group") != "crd.projectcalico.org" {
+		g := o.get("spec", "group")
+		if o.kind() != "CustomResourceDefinition" || (g != "crd.projectcalico.org" && g != "policy.networking.k8s.io") {
 			t.Errorf("%s/%s in the CRDs file", o.kind(), o.name())
 			continue
 		}
+		n++
 		plurals[o.get("spec", "names", "plural").(string)] = true
 	}
-	if len(plurals) != 18 {
-		t.Errorf("%d CRDs, want 18: %v", len(plurals), plurals)
+	if n != 23 {
+		t.Errorf("%d CRDs, want 23: %v", n, plurals)
 	}
+	legacy := map[string]bool{"globalfelixconfigs": true, "globalbgpconfigs": true, "ipamconfigurations": true, "*": true}
 	vars := calicoVars(t, "  network:\n    plugin: calico\n", map[string]int{"m1": 1500, "w1": 1500, "mw": 1500}, nil)
 	for _, o := range parseManifest(t, renderRoleTemplate(t, "cni/calico", "calico.yaml.tmpl", vars)) {
 		if o.kind() != "ClusterRole" {
@@ -263,11 +298,14 @@ func TestCalicoCRDs(t *testing.T) {
 		}
 		for _, r := range o.get("rules").([]any) {
 			rule := k8sObject(r.(map[string]any))
-			if !slices.Contains(rule.get("apiGroups").([]any), any("crd.projectcalico.org")) {
+			groups := rule.get("apiGroups").([]any)
+			if !slices.Contains(groups, any("crd.projectcalico.org")) && !slices.Contains(groups, any("policy.networking.k8s.io")) &&
+				!slices.Contains(groups, any("projectcalico.org")) {
 				continue
 			}
 			for _, res := range rule.get("resources").([]any) {
-				if s := res.(string); !plurals[s] && s != "globalfelixconfigs" && s != "globalbgpconfigs" {
+				s, _, _ := strings.Cut(res.(string), "/")
+				if !plurals[s] && !legacy[s] {
 					t.Errorf("ClusterRole %s grants %s, which no CRD defines", o.name(), s)
 				}
 			}
