@@ -18,15 +18,15 @@ CACHE=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
 RELEASE=${KUBEXM_TEST_RELEASE_DIR:-$CACHE/release}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 KUBE_VERSION=v1.37.2
-CONTAINERD_VERSION=2.4.2 RUNC_VERSION=1.5.2 CNI_VERSION=1.9.1
+CONTAINERD_VERSION=2.4.2 RUNC_VERSION=1.5.2 CNI_VERSION=1.9.1 CRICTL_VERSION=1.37.0
 
 [ "$(id -u)" -eq 0 ] || { echo "demo: run as root (make demo runs it under sudo): it starts systemd-nspawn machines" >&2; exit 1; }
 go build -o bin/kubexm ./cmd/kubexm
 test/hosts/prepare-rootfs.sh
 echo "== the releases, built once and cached in $CACHE"
-for script in release.sh containerd.sh kubernetes-release.sh flannel.sh images.sh; do
+for script in release.sh containerd.sh crictl.sh kubernetes-release.sh flannel.sh images.sh; do
   ETCD_VERSION=$ETCD_VERSION KUBE_VERSION=$KUBE_VERSION CONTAINERD_VERSION=$CONTAINERD_VERSION \
-    RUNC_VERSION=$RUNC_VERSION CNI_VERSION=$CNI_VERSION test/artifacts/$script >/dev/null
+    RUNC_VERSION=$RUNC_VERSION CNI_VERSION=$CNI_VERSION CRICTL_VERSION=$CRICTL_VERSION test/artifacts/$script >/dev/null
 done
 KUBELET=1 N=3 PREFIX=$PREFIX test/hosts/up.sh
 # shellcheck source=/dev/null
@@ -55,6 +55,7 @@ etcd_local_dir: $RELEASE/etcd-io/etcd/releases/download/$ETCD_VERSION
 containerd_local_dir: $RELEASE/containerd/containerd/releases/download/v$CONTAINERD_VERSION
 runc_local_dir: $RELEASE/opencontainers/runc/releases/download/v$RUNC_VERSION
 cni_plugins_local_dir: $RELEASE/containernetworking/plugins/releases/download/v$CNI_VERSION
+crictl_local_dir: $RELEASE/kubernetes-sigs/cri-tools/releases/download/v$CRICTL_VERSION
 kubernetes_local_dir: $RELEASE/kubernetes/release/$KUBE_VERSION/bin/linux/amd64
 flannel_cni_plugin_local_dir: $RELEASE/flannel-io/cni-plugin/releases/download/v0.9.1
 images_local_dir: $RELEASE/images

@@ -264,6 +264,7 @@ spec:
 		"containerd": {{"containerd-2.4.2-linux-amd64.tar.gz", "containerd-2.4.2-linux-amd64.tar.gz.sha256sum"}},
 		"runc":       {{"runc.amd64", "runc.sha256sum"}},
 		"cni":        {{"cni-plugins-linux-amd64-v1.9.1.tgz", "cni-plugins-linux-amd64-v1.9.1.tgz.sha256"}},
+		"crictl":     {{"crictl-v1.37.0-linux-amd64.tar.gz", "crictl-v1.37.0-linux-amd64.tar.gz.sha256"}},
 		"flannel":    {{"cni-plugin-flannel-linux-amd64-v1.6.2-flannel1.tgz", "cni-plugin-flannel-linux-amd64-v1.6.2-flannel1.tgz.sha256"}},
 	} {
 		for _, f := range files {
@@ -276,7 +277,7 @@ spec:
 		putFile(t, filepath.Join(src("k8s"), b+".sha256"), []byte(hexSum(content(b)))) // bare digests
 	}
 	for k, sub := range map[string]string{"etcd_local_dir": "etcd", "containerd_local_dir": "containerd", "runc_local_dir": "runc",
-		"cni_plugins_local_dir": "cni", "kubernetes_local_dir": "k8s", "flannel_cni_plugin_local_dir": "flannel"} {
+		"cni_plugins_local_dir": "cni", "crictl_local_dir": "crictl", "kubernetes_local_dir": "k8s", "flannel_cni_plugin_local_dir": "flannel"} {
 		fx.vars[k] = src(sub)
 	}
 	// The images come from a registry on 127.0.0.1 instead of upstream's.
@@ -327,7 +328,7 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if !strings.Contains(out, "wrote bundle.tar.gz: 15 files (7 binaries, 5 archives, 3 images) for cluster offline") {
+	if !strings.Contains(out, "wrote bundle.tar.gz: 16 files (7 binaries, 6 archives, 3 images) for cluster offline") {
 		t.Errorf("summary:\n%s", out)
 	}
 	sumFile, err := os.ReadFile("bundle.tar.gz.sha256")
@@ -350,6 +351,7 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
 		"containerd/2.4.2/amd64/containerd-2.4.2-linux-amd64.tar.gz",
 		"runc/1.5.2/amd64/runc.amd64",
 		"cni-plugins/1.9.1/amd64/cni-plugins-linux-amd64-v1.9.1.tgz",
+		"crictl/1.37.0/amd64/crictl-v1.37.0-linux-amd64.tar.gz",
 		"kubernetes/v1.37.2/amd64/kubelet",
 		"kubernetes/v1.37.2/amd64/kubectl",
 		"flannel-cni-plugin/v1.6.2-flannel1/amd64/cni-plugin-flannel-linux-amd64-v1.6.2-flannel1.tgz",
@@ -360,8 +362,8 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
 			t.Errorf("bundle lacks %s", want)
 		}
 	}
-	if len(paths) != 15 {
-		t.Errorf("%d artifacts, want 15: %v", len(paths), paths)
+	if len(paths) != 16 {
+		t.Errorf("%d artifacts, want 16: %v", len(paths), paths)
 	}
 	// Images are named as the cluster pulls them: in the private registry.
 	pause := paths["images/pause/3.10/amd64/pause-3.10-amd64.tar"]
@@ -377,7 +379,7 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
 
 	// A second export fetches nothing again and packs the same files.
 	out, err = runArtifactCmd(t, a, append(args[:3:3], "-o", "again.tar.gz", "-e", fx.extraVars(t)[0])...)
-	if err != nil || !strings.Contains(out, "15 files") || strings.Contains(out, "changed=") && !strings.Contains(out, "list for kubexm artifact export hosts=1/1 elapsed") {
+	if err != nil || !strings.Contains(out, "16 files") || strings.Contains(out, "changed=") && !strings.Contains(out, "list for kubexm artifact export hosts=1/1 elapsed") {
 		t.Fatalf("second export: %v\n%s", err, out)
 	}
 	if n := strings.Count(out, "changed=1"); n != 1 { // only the list file

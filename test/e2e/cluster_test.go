@@ -146,6 +146,10 @@ func TestKubernetesCluster(t *testing.T) {
 	t.Logf("PERF create-cluster (binary mode, offline bundle) on 3 fresh machines: %s (%d changed); slowest tasks:%s", res.wall.Round(time.Millisecond), len(res.changed()), res.slowest(15))
 
 	checkNodes(ctx, t, k, set)
+	// crictl from the bundle on every node, listing the node's flannel pod.
+	for _, h := range set.Hosts {
+		checkCrictl(ctx, t, set, h.Name, "unix:///run/containerd/containerd.sock", "kube-flannel")
+	}
 	pinnedImages(ctx, t, kx, set, create, bundle)
 	checkWorkloads(ctx, t, k, set)
 	checkUserLoadBalancer(ctx, t, set, userLB, kubeconfig)
@@ -206,7 +210,7 @@ func checkDeleted(ctx context.Context, t *testing.T, set *testhosts.Set, paths .
 		out, err := set.SSH(ctx, h.Name, `for u in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy etcd containerd; do
   [ -e /etc/systemd/system/$u.service ] && echo "unit $u"
 done
-for p in /etc/kubernetes /var/lib/kubelet /etc/cni/net.d/10-flannel.conflist /run/flannel /usr/local/bin/kubelet /usr/local/bin/kube-proxy /usr/local/bin/kube-apiserver /var/lib/etcd `+strings.Join(paths, " ")+`; do
+for p in /etc/kubernetes /var/lib/kubelet /etc/cni/net.d/10-flannel.conflist /run/flannel /usr/local/bin/kubelet /usr/local/bin/kube-proxy /usr/local/bin/kube-apiserver /var/lib/etcd /usr/local/bin/crictl /etc/crictl.yaml `+strings.Join(paths, " ")+`; do
   [ -e $p ] && echo "left $p"
 done
 ip -o link show | grep -oE ' (flannel\.1|cni0):' || true
@@ -292,7 +296,7 @@ func brokenKubeProxy(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunn
 func clusterArtifacts(ctx context.Context, t *testing.T, root string) string {
 	t.Helper()
 	var dir string
-	for _, script := range []string{"release.sh", "containerd.sh", "kubernetes-release.sh", "flannel.sh", "images.sh"} {
+	for _, script := range []string{"release.sh", "containerd.sh", "crictl.sh", "kubernetes-release.sh", "flannel.sh", "images.sh"} {
 		cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "artifacts", script))
 		cmd.Env = append(os.Environ(), "ETCD_VERSION="+etcdVersion, "GOARCH=amd64")
 		cmd.Stderr = os.Stderr
@@ -369,10 +373,11 @@ func artifactSources(server string) string {
 		` "containerd_mirrors": ["%[1]s/containerd/containerd/releases/download/v%[3]s"],`+
 		` "runc_mirrors": ["%[1]s/opencontainers/runc/releases/download/v%[4]s"],`+
 		` "cni_plugins_mirrors": ["%[1]s/containernetworking/plugins/releases/download/v%[5]s"],`+
+		` "crictl_mirrors": ["%[1]s/kubernetes-sigs/cri-tools/releases/download/v%[7]s"],`+
 		` "kubernetes_mirrors": ["%[1]s/kubernetes/release/%[6]s/bin/linux/amd64"],`+
 		` "flannel_cni_plugin_mirrors": ["%[1]s/flannel-io/cni-plugin/releases/download/v0.9.1"],`+
 		` "images_mirrors": ["%[1]s/images"]}`,
-		server, etcdVersion, containerdVersion, runcVersion, cniVersion, kubernetesVersion)
+		server, etcdVersion, containerdVersion, runcVersion, cniVersion, kubernetesVersion, crictlVersion)
 }
 
 // serveDirStoppable is serveDir with a way to stop serving before the test ends.

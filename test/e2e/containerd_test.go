@@ -32,6 +32,8 @@ const (
 	containerdVersion = "2.4.2"
 	runcVersion       = "1.5.2"
 	cniVersion        = "1.9.1"
+	// test/artifacts/crictl.sh builds it from sigs.k8s.io/cri-tools.
+	crictlVersion = "1.37.0"
 )
 
 // TestContainerd is the containerd part of issue 9 on two fresh machines:
@@ -43,6 +45,9 @@ const (
 //   - --check before it changes nothing; running it again reports 0 changed;
 //   - a changed config.toml restarts the daemon (the handler);
 //   - a busybox image built here is imported and `ctr run` prints hello;
+//   - crictl is on every machine with /etc/crictl.yaml naming containerd's
+//     socket: `crictl ps` lists the running container, on the machine and
+//     through `kubexm run command -- crictl ps`;
 //   - playbooks/delete --tags containerd, with a container still running,
 //     removes the containers, the unit, the binaries and the data, and a
 //     second delete changes nothing.
@@ -79,8 +84,9 @@ func TestContainerd(t *testing.T) {
 			// The artifact sources: the local stand-in for github.com.
 			fmt.Sprintf(`{"containerd_mirrors": ["%s/containerd/containerd/releases/download/v%s"],`+
 				` "runc_mirrors": ["%s/opencontainers/runc/releases/download/v%s"],`+
-				` "cni_plugins_mirrors": ["%s/containernetworking/plugins/releases/download/v%s"]}`,
-				server, containerdVersion, server, runcVersion, server, cniVersion),
+				` "cni_plugins_mirrors": ["%s/containernetworking/plugins/releases/download/v%s"],`+
+				` "crictl_mirrors": ["%s/kubernetes-sigs/cri-tools/releases/download/v%s"]}`,
+				server, containerdVersion, server, runcVersion, server, cniVersion, server, crictlVersion),
 		),
 	}
 	create := filepath.Join(root, "playbooks", "create-cluster")
@@ -177,6 +183,14 @@ func TestContainerd(t *testing.T) {
 		t.Fatalf("%s: start a long-running container: %v\n%s", first, err, out)
 	}
 
+	// crictl answers through containerd's CRI plugin on every machine,
+	// directly and through kubexm run command (the containers ctr started
+	// are in ctr's namespace, not the CRI's k8s.io: it lists none here).
+	for _, h := range set.Hosts {
+		checkCrictl(ctx, t, set, h.Name, "unix:///run/containerd/containerd.sock", "")
+	}
+	checkRunCrictl(ctx, t, bin, work, inventory, set)
+
 	res = kx.play(ctx, del, tags)
 	if res.err != nil {
 		t.Fatalf("delete --tags containerd failed: %v%s", res.err, res.failures())
@@ -186,6 +200,7 @@ func TestContainerd(t *testing.T) {
 		"/etc/systemd/system/containerd.service", "/etc/containerd",
 		"/usr/local/bin/containerd", "/usr/local/bin/containerd-shim-runc-v2", "/usr/local/bin/ctr",
 		"/usr/local/sbin/runc", "/opt/cni/bin/bridge", "/opt/cni", "/run/containerd",
+		"/usr/local/bin/crictl", "/etc/crictl.yaml",
 	}
 	for _, h := range set.Hosts {
 		out, err := set.SSH(ctx, h.Name, fmt.Sprintf(`for p in %s; do [ ! -e "$p" ] || echo "left: $p"; done
@@ -205,6 +220,57 @@ ls -A /var/lib/containerd`, strings.Join(gone, " ")))
 	}
 	if c := res.changed(); len(c) > 0 {
 		t.Errorf("a second delete changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+}
+
+// checkCrictl wants crictl at crictlVersion on host, its configuration
+// naming endpoint, and `crictl ps` and `crictl version` answering through it
+// without flags; with running set, `crictl ps` lists a running container of
+// that name.
+func checkCrictl(ctx context.Context, t *testing.T, set *testhosts.Set, host, endpoint, running string) {
+	t.Helper()
+	out, err := set.SSH(ctx, host, "crictl --version && cat /etc/crictl.yaml && crictl version && crictl ps -a")
+	if err != nil {
+		t.Errorf("%s: crictl: %v\n%s", host, err, out)
+		return
+	}
+	for _, want := range []string{
+		"crictl version v" + crictlVersion + "\n",
+		"runtime-endpoint: \"" + endpoint + "\"\n",
+		"RuntimeApiVersion:  v1\n",
+		"CONTAINER ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s: crictl's output has no %q:\n%s", host, want, out)
+		}
+	}
+	if running == "" {
+		return
+	}
+	if out, err := set.SSH(ctx, host, "crictl ps --state running --name "+running+" -q"); err != nil || strings.TrimSpace(out) == "" {
+		t.Errorf("%s: crictl ps lists no running %s container: %q %v", host, running, out, err)
+	}
+}
+
+// checkRunCrictl runs `kubexm run command -- crictl ps` on every machine of
+// inventory and wants each machine's listing.
+func checkRunCrictl(ctx context.Context, t *testing.T, bin, dir, inventory string, set *testhosts.Set) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, "run", "command", "-f", inventory, "--group", "k8s_cluster", "--", "crictl", "ps")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "KUBEXM_HOME="+filepath.Join(dir, ".kubexm"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("kubexm run command --group k8s_cluster -- crictl ps: %v\n%s", err, out)
+		return
+	}
+	for _, h := range set.Hosts {
+		if !strings.Contains(string(out), h.Name) {
+			t.Errorf("kubexm run command -- crictl ps does not show %s:\n%s", h.Name, out)
+		}
+	}
+	if n := strings.Count(string(out), "CONTAINER "); n != len(set.Hosts) {
+		t.Errorf("kubexm run command -- crictl ps: %d listings, want %d:\n%s", n, len(set.Hosts), out)
 	}
 }
 
@@ -248,15 +314,20 @@ func mainPID(ctx context.Context, t *testing.T, set *testhosts.Set, host string)
 // serves as https://github.com.
 func containerdRelease(ctx context.Context, t *testing.T, root string) string {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "artifacts", "containerd.sh"))
-	cmd.Env = append(os.Environ(), "CONTAINERD_VERSION="+containerdVersion, "RUNC_VERSION="+runcVersion, "CNI_VERSION="+cniVersion)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("test/artifacts/containerd.sh: %v", err)
+	var dir string
+	for _, script := range []string{"containerd.sh", "crictl.sh"} {
+		cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "artifacts", script))
+		cmd.Env = append(os.Environ(), "CONTAINERD_VERSION="+containerdVersion, "RUNC_VERSION="+runcVersion, "CNI_VERSION="+cniVersion,
+			"CRICTL_VERSION="+crictlVersion)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("test/artifacts/%s: %v", script, err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		dir = lines[len(lines)-1]
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return lines[len(lines)-1]
+	return dir
 }
 
 // busyboxImage writes a docker-archive (what `docker save` makes) of a
