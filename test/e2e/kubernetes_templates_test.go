@@ -128,8 +128,9 @@ func withDefaults(t *testing.T, role string, vars map[string]any) map[string]any
 // artifact lists need more of cluster.yaml than kubeVars has).
 func sharedKubeName(name string) bool {
 	// kubelet_cluster_dns reads the node-local cache's switch and address
-	// and the kube-dns Service's address.
-	return strings.HasPrefix(name, "kube") || name == "pause_version" || name == "coredns_version" ||
+	// and the kube-dns Service's address; kubelet and kubeadm name the
+	// node's CRI socket, cri_endpoint.
+	return strings.HasPrefix(name, "kube") || name == "pause_version" || name == "coredns_version" || name == "cri_endpoint" ||
 		slices.Contains([]string{"nodelocaldns_enabled", "nodelocaldns_ip", "coredns_service_cidr", "coredns_cluster_ip"}, name)
 }
 
