@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/mensylisir/kubexm/engine/step"
 )
 
@@ -37,7 +39,7 @@ func TestBuiltinDefaultsAfterTemplating(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(context.Background(), pb, testInventory(), RunOptions{Output: SinkFunc(func(Event) {})}); err != nil {
+	if _, err := Run(context.Background(), pb, testInventory(), RunOptions{Output: model.SinkFunc(func(model.Event) {})}); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"left-out": "/etc/default.conf", "rendered-empty": "/etc/default.conf", "given": "/etc/mine.conf"}

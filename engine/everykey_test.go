@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mensylisir/kubexm/engine/model"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -18,12 +20,12 @@ func TestEveryKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var events []Event
-	rc, err := Run(context.Background(), pb, testInventory(), RunOptions{WorkDir: t.TempDir(), Output: SinkFunc(func(e Event) { events = append(events, e) })})
+	var events []model.Event
+	rc, err := Run(context.Background(), pb, testInventory(), RunOptions{WorkDir: t.TempDir(), Output: model.SinkFunc(func(e model.Event) { events = append(events, e) })})
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	checkRecap(t, rc, map[string]HostStats{"localhost": {OK: 24, Changed: 2, Skipped: 1, Ignored: 1, Rescued: 1}})
+	checkRecap(t, rc, map[string]model.HostStats{"localhost": {OK: 24, Changed: 2, Skipped: 1, Ignored: 1, Rescued: 1}})
 	got := strings.Join(c.sorted(), "\n")
 	for _, want := range []string{
 		"localhost:imported", "localhost:pre=from-header vf", "localhost:common", "localhost:web=8080 d v",
@@ -45,7 +47,7 @@ func TestEveryKey(t *testing.T) {
 		t.Errorf("common ran %d times, want 3 (dependency, import_role, include_role)", strings.Count(got, "localhost:common"))
 	}
 	for _, e := range events {
-		if e.Task == "ignored failure" && e.Kind == EventHostResult && e.Message != "output hidden by no_log" {
+		if e.Task == "ignored failure" && e.Kind == model.EventHostResult && e.Message != "output hidden by no_log" {
 			t.Errorf("no_log task message shown: %q", e.Message)
 		}
 	}

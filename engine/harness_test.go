@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/model"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/inventory"
@@ -176,14 +177,14 @@ func writeFiles(t testing.TB, files map[string]string) string {
 }
 
 type runResult struct {
-	recap  *Recap
+	recap  *model.Recap
 	err    error
-	events []Event
+	events []model.Event
 	calls  *calls
 }
 
-func (rr *runResult) eventsOf(kind EventKind) []Event {
-	var out []Event
+func (rr *runResult) eventsOf(kind model.EventKind) []model.Event {
+	var out []model.Event
 	for _, e := range rr.events {
 		if e.Kind == kind {
 			out = append(out, e)
@@ -214,7 +215,7 @@ func runFilesInv(t testing.TB, files map[string]string, inv *inventory.Inventory
 func runLoaded(pb *Playbook, inv *inventory.Inventory, c *calls, opts RunOptions) *runResult {
 	rr := &runResult{calls: c}
 	var mu sync.Mutex
-	opts.Output = SinkFunc(func(e Event) {
+	opts.Output = model.SinkFunc(func(e model.Event) {
 		mu.Lock()
 		rr.events = append(rr.events, e)
 		mu.Unlock()
@@ -223,11 +224,11 @@ func runLoaded(pb *Playbook, inv *inventory.Inventory, c *calls, opts RunOptions
 	return rr
 }
 
-func stats(ok, changed, skipped, failed int) HostStats {
-	return HostStats{OK: ok, Changed: changed, Skipped: skipped, Failed: failed}
+func stats(ok, changed, skipped, failed int) model.HostStats {
+	return model.HostStats{OK: ok, Changed: changed, Skipped: skipped, Failed: failed}
 }
 
-func checkRecap(t *testing.T, rc *Recap, want map[string]HostStats) {
+func checkRecap(t *testing.T, rc *model.Recap, want map[string]model.HostStats) {
 	t.Helper()
 	for h, w := range want {
 		got, ok := rc.Hosts[h]

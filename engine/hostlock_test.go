@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/engine/transport/local"
 	"github.com/mensylisir/kubexm/inventory"
@@ -20,7 +22,7 @@ func TestHostLockRefusesASecondRun(t *testing.T) {
 	// A lock file of the test's own: other packages' tests lock this machine.
 	lockFile := filepath.Join(t.TempDir(), "kubexm.lock")
 	inv := &inventory.Inventory{Hosts: []inventory.Host{{Name: "r1", Address: "192.0.2.1"}}, Groups: map[string][]string{}}
-	run := func(nap string) (*Recap, error) {
+	run := func(nap string) (*model.Recap, error) {
 		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, LockWait: time.Second, lockFile: lockFile, ExtraVars: map[string]any{"nap": nap},
 			Connect: func(_ context.Context, h *inventory.Host) (transport.Transport, error) { return local.New(h.Name), nil }})
 	}
@@ -58,7 +60,7 @@ func TestHostLockFirstAndBreak(t *testing.T) {
 		t.Fatal(err)
 	}
 	inv := &inventory.Inventory{Hosts: []inventory.Host{{Name: "r1", Address: "192.0.2.1"}}, Groups: map[string][]string{}}
-	run := func(nap string, breakLock bool) (*Recap, error) {
+	run := func(nap string, breakLock bool) (*model.Recap, error) {
 		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, LockFirst: "r1", LockWait: time.Second, lockFile: lockFile, BreakLock: breakLock,
 			ExtraVars: map[string]any{"nap": nap},
 			Connect:   func(_ context.Context, h *inventory.Host) (transport.Transport, error) { return local.New(h.Name), nil }})
@@ -105,7 +107,7 @@ func TestHostLockCoversLocalHosts(t *testing.T) {
 	three := &inventory.Inventory{Hosts: []inventory.Host{{Name: "l1", Local: true}, {Name: "l2", Local: true}, {Name: "localhost", Local: true}},
 		Groups: map[string][]string{}}
 	other := &inventory.Inventory{Hosts: []inventory.Host{{Name: "l9", Local: true}}, Groups: map[string][]string{}}
-	run := func(inv *inventory.Inventory, nap string) (*Recap, error) {
+	run := func(inv *inventory.Inventory, nap string) (*model.Recap, error) {
 		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, LockWait: time.Second, lockFile: lockFile, ExtraVars: map[string]any{"nap": nap}})
 	}
 	first := make(chan error, 1)

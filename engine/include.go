@@ -6,6 +6,8 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+
+	"github.com/mensylisir/kubexm/engine/model"
 )
 
 // includeInstance is one file (or role) a dynamic include resolved to, with
@@ -66,8 +68,8 @@ func (pr *playRun) resolveInclude(t *Task, h *hostState, il *includeLoop, ir *in
 		if ir.skippedName == "" {
 			ir.skippedName = pr.nameWith(t, vars)
 		}
-		r.emit(Event{Kind: EventHostResult, Play: pr.p.Name, Role: t.RoleName(), Task: ir.skippedName, Pos: t.Pos.String(), Host: h.name, Status: StatusSkipped})
-		r.count(h, StatusSkipped, "")
+		r.emit(model.Event{Kind: model.EventHostResult, Play: pr.p.Name, Role: t.RoleName(), Task: ir.skippedName, Pos: t.Pos.String(), Host: h.name, Status: model.StatusSkipped})
+		r.count(h, model.StatusSkipped, "")
 		return
 	}
 	items := []any{nil}

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/mensylisir/kubexm/inventory"
 )
 
@@ -39,7 +41,7 @@ type journalRecord struct {
 	Key      string         `json:"key,omitempty"`
 	Task     string         `json:"task,omitempty"`
 	Host     string         `json:"host,omitempty"`
-	Status   Status         `json:"status,omitempty"`
+	Status   model.Status   `json:"status,omitempty"`
 	Register string         `json:"register,omitempty"`
 	Result   map[string]any `json:"result,omitempty"`
 	Facts    map[string]any `json:"facts,omitempty"`
@@ -169,7 +171,7 @@ func loadJournal(workDir, id, pbName, pbHash, invHash string) (map[string]journa
 				return nil, fmt.Errorf("resume: run %s was made with another inventory (hosts or variables changed since); start a new run without --resume", id)
 			}
 		case "result":
-			if rec.Status == StatusOK || rec.Status == StatusChanged || rec.Status == StatusSkipped {
+			if rec.Status == model.StatusOK || rec.Status == model.StatusChanged || rec.Status == model.StatusSkipped {
 				done[rec.Key] = rec
 			}
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/inventory"
 )
@@ -195,7 +197,7 @@ func TestRunEndMessages(t *testing.T) {
 	}
 	// An unnamed play is called by its host pattern.
 	rr = runFiles(t, map[string]string{"playbook.yaml": "- hosts: web:db\n  tasks:\n    - probe: a\n"}, RunOptions{})
-	if ps := rr.eventsOf(EventPlayStart); len(ps) != 1 || ps[0].Play != "web:db" {
+	if ps := rr.eventsOf(model.EventPlayStart); len(ps) != 1 || ps[0].Play != "web:db" {
 		t.Errorf("play start events %+v", ps)
 	}
 }
@@ -290,7 +292,7 @@ func TestStrategyTemplate(t *testing.T) {
 `}
 	perHost := func(rr *runResult) int {
 		n := 0
-		for _, e := range rr.eventsOf(EventTaskEnd) {
+		for _, e := range rr.eventsOf(model.EventTaskEnd) {
 			if e.Done == 1 && e.Total == 3 {
 				n++
 			}
@@ -326,7 +328,7 @@ func TestPlayKeywordsApplyToTasks(t *testing.T) {
 	if rr.err != nil {
 		t.Fatal(rr.err)
 	}
-	checkRecap(t, rr.recap, map[string]HostStats{"h1": {OK: 3, Changed: 1, Ignored: 1}})
+	checkRecap(t, rr.recap, map[string]model.HostStats{"h1": {OK: 3, Changed: 1, Ignored: 1}})
 	if got := rr.calls.sorted(); !slices.Equal(got, []string{"h1:a(check)", "h1:b(check)"}) {
 		t.Errorf("calls %v", got)
 	}

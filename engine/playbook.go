@@ -4,7 +4,8 @@
 // typed events to an output sink.
 //
 // Its files sit in three rooms, which meet only through the model:
-//   - the model: playbook.go (playbook, play, task), events.go;
+//   - the model: playbook.go (playbook, play, task), and engine/model
+//     (the events, statuses and recap a run reports);
 //   - loading: load.go, keywords.go (the keyword tables), taskload.go,
 //     include loading (dynamicLoad), hooks.go, overlay.go, source.go,
 //     list.go, rolefind.go, forkdiff.go, freeform.go, ynode.go;

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/mensylisir/kubexm/engine/model"
 )
 
 // TestSecretsMaskedWhenEscapedTwice: issue 45 found `printf "%q" (toJson
@@ -39,10 +41,10 @@ func TestSecretsMaskedWhenEscapedTwice(t *testing.T) {
 	}
 	inv := testInventory()
 	inv.OtherSecrets = []string{pw}
-	var events []Event
+	var events []model.Event
 	var mu sync.Mutex
 	_, err = Run(context.Background(), pb, inv, RunOptions{Verbosity: 2, ExtraVars: map[string]any{"pw": pw},
-		Output: SinkFunc(func(e Event) { mu.Lock(); events = append(events, e); mu.Unlock() })})
+		Output: model.SinkFunc(func(e model.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })})
 	if err != nil {
 		t.Fatal(err)
 	}

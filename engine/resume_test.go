@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/mensylisir/kubexm/inventory"
 )
 
@@ -318,14 +320,14 @@ plays:
 		got[e.Host+" "+e.Task] = e
 	}
 	fine, boom, leak := got["h1 fine"], got["h1 boom"], got["h2 leak"]
-	if fine.Status != StatusChanged || fine.RC == nil || *fine.RC != 0 || fine.Message != "" || fine.Pos == "" || fine.Time.IsZero() {
+	if fine.Status != model.StatusChanged || fine.RC == nil || *fine.RC != 0 || fine.Message != "" || fine.Pos == "" || fine.Time.IsZero() {
 		t.Errorf("fine: %+v", fine)
 	}
-	if boom.Status != StatusIgnored || boom.RC == nil || *boom.RC != 3 || !strings.Contains(boom.Message, "3") ||
+	if boom.Status != model.StatusIgnored || boom.RC == nil || *boom.RC != 3 || !strings.Contains(boom.Message, "3") ||
 		boom.StderrTail != "oops" || !strings.HasPrefix(boom.StdoutTail, "line 3\n") || !strings.HasSuffix(boom.StdoutTail, "line 22") {
 		t.Errorf("boom: %+v", boom)
 	}
-	if leak.Status != StatusFailed || !leak.Hidden || leak.Message != "" || leak.StdoutTail != "" {
+	if leak.Status != model.StatusFailed || !leak.Hidden || leak.Message != "" || leak.StdoutTail != "" {
 		t.Errorf("leak: %+v", leak)
 	}
 	data, err := os.ReadFile(filepath.Join(work, "runs", rc.RunID, "journal.jsonl"))

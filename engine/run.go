@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/mensylisir/kubexm/engine/eval"
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/engine/transport/local"
@@ -36,7 +38,7 @@ type RunOptions struct {
 	ExtraVars map[string]any
 	WorkDir   string // the cluster's work directory; the journal goes to runs/
 	Resume    string // "" for a fresh run, "last", or a run id
-	Output    Sink
+	Output    model.Sink
 	Verbosity int
 	Version   string         // kubexm version, exposed as kubexm_version
 	Defaults  map[string]any // built-in defaults, the lowest variables
@@ -73,7 +75,7 @@ type runner struct {
 	inv   *inventory.Inventory
 	opts  RunOptions
 	ev    *eval.Evaluator
-	out   Sink
+	out   model.Sink
 	outMu sync.Mutex
 	jr    *journal
 	red   *redactor
@@ -88,7 +90,7 @@ type runner struct {
 	mu        sync.Mutex
 	hosts     map[string]*hostState
 	order     []*hostState
-	recap     *Recap
+	recap     *model.Recap
 	started   bool // --start-at-task reached
 	sel       *selection
 	hostvars  hostvarsCache
@@ -104,7 +106,7 @@ type runner struct {
 // Run runs every play of pb against inv. The recap is returned even when the
 // run fails; the error wraps ErrFailed when a host failed, or says why the
 // run could not start or was cancelled.
-func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOptions) (*Recap, error) {
+func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOptions) (*model.Recap, error) {
 	if pb == nil || inv == nil {
 		return nil, errors.New("engine.Run: playbook and inventory are required")
 	}
@@ -112,7 +114,7 @@ func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOp
 		opts.Forks = 50
 	}
 	if opts.Output == nil {
-		opts.Output = SinkFunc(func(Event) {})
+		opts.Output = model.SinkFunc(func(model.Event) {})
 	}
 	if err := checkLimit(inv, opts.Limit); err != nil {
 		return nil, err
@@ -122,7 +124,7 @@ func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOp
 		return nil, err
 	}
 	r.startWorkers()
-	r.emit(Event{Kind: EventRunStart, Message: fmt.Sprintf("playbook %s (%s)", pb.Name, pb.Path)})
+	r.emit(model.Event{Kind: model.EventRunStart, Message: fmt.Sprintf("playbook %s (%s)", pb.Name, pb.Path)})
 	// Only a lock held by another run ends the run here: a host that cannot
 	// be reached is reported by the plays, as every other host is.
 	if opts.HostLock && opts.LockFirst != "" {
@@ -183,7 +185,7 @@ func newRunner(pb *Playbook, inv *inventory.Inventory, opts RunOptions) (*runner
 	if r.ev == nil {
 		r.ev = eval.New()
 	}
-	r.recap = &Recap{RunID: r.runID, Hosts: map[string]*HostStats{}}
+	r.recap = &model.Recap{RunID: r.runID, Hosts: map[string]*model.HostStats{}}
 	r.control = opts.Control
 	if r.control == nil {
 		r.control = local.New(inventory.Localhost, local.WithSums(&transport.SumCache{}))
@@ -219,7 +221,7 @@ func (r *runner) stopWorkers() {
 
 // finish completes the recap, closes the journal, reports the recap and
 // says why the run failed.
-func (r *runner) finish(ctx context.Context) (*Recap, error) {
+func (r *runner) finish(ctx context.Context) (*model.Recap, error) {
 	rc := r.recap
 	slices.Sort(rc.Order)
 	rc.Duration = time.Since(r.startTime)
@@ -241,7 +243,7 @@ func (r *runner) finish(ctx context.Context) (*Recap, error) {
 		outcome = "failed"
 	}
 	jerr := r.jr.close(outcome)
-	r.emit(Event{Kind: EventRecap, Recap: rc, DurationMS: rc.Duration.Milliseconds(), Status: Status(outcome)})
+	r.emit(model.Event{Kind: model.EventRecap, Recap: rc, DurationMS: rc.Duration.Milliseconds(), Status: model.Status(outcome)})
 	switch {
 	case rc.Cancelled:
 		return rc, fmt.Errorf("run %s cancelled: %w", r.runID, context.Cause(ctx))
@@ -263,7 +265,7 @@ func (r *runner) finish(ctx context.Context) (*Recap, error) {
 }
 
 // failedHosts says which hosts failed and which were unreachable.
-func failedHosts(rc *Recap) string {
+func failedHosts(rc *model.Recap) string {
 	var failed, unreachable []string
 	for _, h := range rc.Order {
 		s := rc.Hosts[h]
@@ -369,7 +371,7 @@ func (r *runner) openJournal() error {
 	return nil
 }
 
-func (r *runner) emit(e Event) {
+func (r *runner) emit(e model.Event) {
 	e.Time = time.Now()
 	e.Run = r.runID
 	e.Task = r.red.str(e.Task)
@@ -385,43 +387,43 @@ func (r *runner) emit(e Event) {
 }
 
 func (r *runner) warn(play string, format string, args ...any) {
-	r.emit(Event{Kind: EventWarning, Play: play, Message: fmt.Sprintf(format, args...)})
+	r.emit(model.Event{Kind: model.EventWarning, Play: play, Message: fmt.Sprintf(format, args...)})
 }
 
 // countOutcome counts a task's outcome on h; an ignored failure that changed
 // the host counts as changed too, as in Ansible's recap.
 func (r *runner) countOutcome(h *hostState, out hostOutcome, msg string) {
 	r.count(h, out.status, msg)
-	if changed, _ := out.reg["changed"].(bool); changed && out.status == StatusIgnored {
+	if changed, _ := out.reg["changed"].(bool); changed && out.status == model.StatusIgnored {
 		r.mu.Lock()
-		r.recap.host(h.name).Changed++
+		hostStats(r.recap, h.name).Changed++
 		r.mu.Unlock()
 	}
 }
 
-func (r *runner) count(h *hostState, st Status, msg string) {
+func (r *runner) count(h *hostState, st model.Status, msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := r.recap.host(h.name)
+	s := hostStats(r.recap, h.name)
 	switch st {
-	case StatusOK:
+	case model.StatusOK:
 		s.OK++
-	case StatusChanged:
+	case model.StatusChanged:
 		s.OK++
 		s.Changed++
-	case StatusSkipped:
+	case model.StatusSkipped:
 		s.Skipped++
-	case StatusFailed:
+	case model.StatusFailed:
 		s.Failed++
 		if s.Error == "" {
 			s.Error = r.red.str(msg)
 		}
-	case StatusIgnored:
+	case model.StatusIgnored:
 		// As Ansible: the play goes on past an ignored failure, so it is
 		// ok as well as ignored.
 		s.OK++
 		s.Ignored++
-	case StatusRescued:
+	case model.StatusRescued:
 		s.Rescued++
 		// A rescued failure no longer fails the host.
 		if s.Failed > 0 {
@@ -430,7 +432,7 @@ func (r *runner) count(h *hostState, st Status, msg string) {
 				s.Error = ""
 			}
 		}
-	case StatusUnreachable:
+	case model.StatusUnreachable:
 		s.Unreachable++
 		if s.Error == "" {
 			s.Error = r.red.str(msg)
@@ -516,7 +518,7 @@ func (r *runner) closeHosts() {
 func (r *runner) interrupted(host, name string, t *Task) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.recap.Interrupted = append(r.recap.Interrupted, Interruption{Host: host, Task: r.red.str(name), Pos: t.where()})
+	r.recap.Interrupted = append(r.recap.Interrupted, model.Interruption{Host: host, Task: r.red.str(name), Pos: t.where()})
 }
 
 // abort stops the run for the given reason; the first reason wins.
@@ -652,4 +654,16 @@ func (r *runner) cleanupFiles() {
 	if r.filesDir != "" {
 		_ = os.RemoveAll(r.filesDir)
 	}
+}
+
+// hostStats returns the recap's counts of a host, adding the host to the
+// recap's order the first time.
+func hostStats(rc *model.Recap, name string) *model.HostStats {
+	s, ok := rc.Hosts[name]
+	if !ok {
+		s = &model.HostStats{}
+		rc.Hosts[name] = s
+		rc.Order = append(rc.Order, name)
+	}
+	return s
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/inventory"
@@ -50,7 +52,7 @@ func TestUnreachableHost(t *testing.T) {
 	if !errors.Is(err, ErrFailed) {
 		t.Fatalf("err = %v, want ErrFailed", err)
 	}
-	checkRecap(t, rc, map[string]HostStats{"h1": stats(3, 0, 0, 0), "h2": {Unreachable: 1}, "h3": stats(3, 0, 0, 0)})
+	checkRecap(t, rc, map[string]model.HostStats{"h1": stats(3, 0, 0, 0), "h2": {Unreachable: 1}, "h3": stats(3, 0, 0, 0)})
 	if !strings.Contains(rc.Hosts["h2"].Error, "connection refused") {
 		t.Errorf("h2 error = %q", rc.Hosts["h2"].Error)
 	}
@@ -224,9 +226,9 @@ func TestJSONEvents(t *testing.T) {
     - name: t1
       probe: {id: a, changed: true}
 `}, RunOptions{})
-	var host *Event
+	var host *model.Event
 	for i, e := range rr.events {
-		if e.Kind == EventHostResult {
+		if e.Kind == model.EventHostResult {
 			host = &rr.events[i]
 		}
 	}
@@ -250,7 +252,7 @@ func TestJSONEvents(t *testing.T) {
 		t.Errorf("event = %s", b)
 	}
 	last := rr.events[len(rr.events)-1]
-	if last.Kind != EventRecap || last.Recap == nil {
+	if last.Kind != model.EventRecap || last.Recap == nil {
 		t.Errorf("last event = %+v, want the recap", last)
 	}
 }
@@ -283,10 +285,10 @@ func TestRuntimeErrorsNameTheTaskAndHost(t *testing.T) {
 	if !errors.Is(rr.err, ErrFailed) {
 		t.Fatalf("err = %v", rr.err)
 	}
-	checkRecap(t, rr.recap, map[string]HostStats{"h1": {Failed: 1}, "h2": {Skipped: 1, Failed: 1}, "h3": {Failed: 1}, "localhost": {OK: 1, Ignored: 1, Failed: 1}})
+	checkRecap(t, rr.recap, map[string]model.HostStats{"h1": {Failed: 1}, "h2": {Skipped: 1, Failed: 1}, "h3": {Failed: 1}, "localhost": {OK: 1, Ignored: 1, Failed: 1}})
 	msgs := map[string]string{}
-	for _, e := range rr.eventsOf(EventHostResult) {
-		if e.Status == StatusFailed || e.Status == StatusIgnored {
+	for _, e := range rr.eventsOf(model.EventHostResult) {
+		if e.Status == model.StatusFailed || e.Status == model.StatusIgnored {
 			msgs[e.Host] = e.Pos + " " + e.Message
 		}
 	}
@@ -303,7 +305,7 @@ func TestRuntimeErrorsNameTheTaskAndHost(t *testing.T) {
 		}
 	}
 	warned := false
-	for _, e := range rr.eventsOf(EventWarning) {
+	for _, e := range rr.eventsOf(model.EventWarning) {
 		if strings.Contains(e.Message, `"nosuchgroup"`) {
 			warned = true
 		}
@@ -375,10 +377,10 @@ func TestSecretsMaskedInEveryEncoding(t *testing.T) {
 	}
 	inv := testInventory()
 	inv.OtherSecrets = []string{pw, plain}
-	var events []Event
+	var events []model.Event
 	var mu sync.Mutex
 	_, err = Run(context.Background(), pb, inv, RunOptions{Verbosity: 2, ExtraVars: map[string]any{"pw": pw, "plain": plain},
-		Output: SinkFunc(func(e Event) { mu.Lock(); events = append(events, e); mu.Unlock() })})
+		Output: model.SinkFunc(func(e model.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,8 +424,8 @@ func TestUntilSaysWhatItLastSaw(t *testing.T) {
 		t.Fatalf("err = %v", rr.err)
 	}
 	msgs := map[string]string{}
-	for _, e := range rr.eventsOf(EventHostResult) {
-		if e.Status == StatusFailed {
+	for _, e := range rr.eventsOf(model.EventHostResult) {
+		if e.Status == model.StatusFailed {
 			msgs[e.Host] = e.Message
 		}
 	}
@@ -458,10 +460,10 @@ func TestBuiltinPanicFailsOnlyThatTaskHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var events []Event
+	var events []model.Event
 	var mu sync.Mutex
 	rc, err := Run(context.Background(), pb, testInventory(), RunOptions{Verbosity: 3,
-		Output: SinkFunc(func(e Event) { mu.Lock(); events = append(events, e); mu.Unlock() })})
+		Output: model.SinkFunc(func(e model.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })})
 	if !errors.Is(err, ErrFailed) {
 		t.Fatalf("err = %v", err)
 	}
@@ -473,7 +475,7 @@ func TestBuiltinPanicFailsOnlyThatTaskHost(t *testing.T) {
 	}
 	stack := false
 	for _, e := range events {
-		if e.Kind == EventLog && strings.Contains(e.Message, "goroutine") {
+		if e.Kind == model.EventLog && strings.Contains(e.Message, "goroutine") {
 			stack = true
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mensylisir/kubexm/engine/model"
 )
 
 func TestRunFeatures(t *testing.T) {
@@ -12,7 +14,7 @@ func TestRunFeatures(t *testing.T) {
 		name    string
 		files   map[string]string
 		opts    RunOptions
-		want    map[string]HostStats
+		want    map[string]model.HostStats
 		calls   []string // sorted probe records, when set
 		wantErr string
 	}{
@@ -36,7 +38,7 @@ plays:
         loop_control: {loop_var: it, index_var: i}
         when: it != "h2"
 `},
-			want:  map[string]HostStats{"h1": stats(4, 1, 0, 0), "h2": stats(3, 1, 1, 0)},
+			want:  map[string]model.HostStats{"h1": stats(4, 1, 0, 0), "h2": stats(3, 1, 1, 0)},
 			calls: []string{"h1:a=h1-80", "h1:b=x", "h1:b=y", "h1:c", "h1:d=h1/0", "h2:a=h2-80", "h2:b=x", "h2:b=y", "h2:d=h1/0"},
 		},
 		{
@@ -47,7 +49,7 @@ plays:
     - probe: {id: a, fail: "{{ eq .inventory_hostname \"h2\" }}"}
     - probe: b
 `},
-			want:    map[string]HostStats{"h1": stats(2, 0, 0, 0), "h2": stats(0, 0, 0, 1), "h3": stats(2, 0, 0, 0)},
+			want:    map[string]model.HostStats{"h1": stats(2, 0, 0, 0), "h2": stats(0, 0, 0, 1), "h3": stats(2, 0, 0, 0)},
 			calls:   []string{"h1:a", "h1:b", "h2:a", "h3:a", "h3:b"},
 			wantErr: "failed on h2",
 		},
@@ -74,7 +76,7 @@ plays:
 `},
 			// As Ansible: an ignored failure is ok and ignored, and changed
 			// when it changed (e).
-			want:  map[string]HostStats{"h1": {OK: 5, Changed: 2, Ignored: 3}},
+			want:  map[string]model.HostStats{"h1": {OK: 5, Changed: 2, Ignored: 3}},
 			calls: []string{"h1:a", "h1:b", "h1:c", "h1:d", "h1:e"},
 		},
 		{
@@ -92,7 +94,7 @@ plays:
         - probe: always
     - probe: after
 `},
-			want:  map[string]HostStats{"h1": {OK: 3, Rescued: 1}, "h2": stats(4, 0, 0, 0)},
+			want:  map[string]model.HostStats{"h1": {OK: 3, Rescued: 1}, "h2": stats(4, 0, 0, 0)},
 			calls: []string{"h1:a", "h1:after", "h1:always", "h1:rescue", "h2:a", "h2:after", "h2:always", "h2:b"},
 		},
 		{
@@ -108,7 +110,7 @@ plays:
         - probe: always
     - probe: after
 `},
-			want:    map[string]HostStats{"h1": {OK: 1, Failed: 2}},
+			want:    map[string]model.HostStats{"h1": {OK: 1, Failed: 2}},
 			calls:   []string{"h1:a", "h1:always", "h1:r"},
 			wantErr: "failed on h1",
 		},
@@ -129,7 +131,7 @@ plays:
       retries: 1
       delay: 0
 `},
-			want:    map[string]HostStats{"h1": {OK: 3, Failed: 1}},
+			want:    map[string]model.HostStats{"h1": {OK: 3, Failed: 1}},
 			calls:   []string{"h1:a", "h1:a", "h1:a", "h1:b=3", "h1:c", "h1:c"},
 			wantErr: "failed",
 		},
@@ -149,7 +151,7 @@ plays:
     - probe: {id: dh, msg: "{{ .d.delegate_to }}"}
       when: inventory_hostname == "h3"
 `},
-			want:  map[string]HostStats{"h1": stats(2, 0, 2, 0), "h2": stats(1, 0, 2, 0), "h3": stats(3, 0, 0, 0)},
+			want:  map[string]model.HostStats{"h1": stats(2, 0, 2, 0), "h2": stats(1, 0, 2, 0), "h3": stats(3, 0, 0, 0)},
 			calls: []string{"h1:got=h1", "h1:once=h1", "h2:got=h1", "h3:del", "h3:dh=localhost", "h3:got=h1"},
 		},
 		{
@@ -175,7 +177,7 @@ plays:
       probe: {id: late}
       listen: later
 `},
-			want:  map[string]HostStats{"h1": stats(4, 2, 1, 0), "h2": stats(4, 2, 1, 0), "h3": stats(1, 0, 2, 0)},
+			want:  map[string]model.HostStats{"h1": stats(4, 2, 1, 0), "h2": stats(4, 2, 1, 0), "h3": stats(1, 0, 2, 0)},
 			calls: []string{"h1:a", "h1:b", "h1:reload", "h1:restart", "h2:a", "h2:c", "h2:late", "h2:restart", "h3:a"},
 		},
 		{
@@ -195,7 +197,7 @@ plays:
   tasks:
     - probe: c
 `},
-			want:  map[string]HostStats{"h1": stats(3, 0, 0, 0), "h2": stats(1, 0, 0, 0), "h3": stats(2, 0, 0, 0)},
+			want:  map[string]model.HostStats{"h1": stats(3, 0, 0, 0), "h2": stats(1, 0, 0, 0), "h3": stats(2, 0, 0, 0)},
 			calls: []string{"h1:a", "h1:b", "h1:c", "h2:b", "h3:a", "h3:b"},
 		},
 		{
@@ -217,7 +219,7 @@ plays:
       tags: [x]
 `},
 			opts:  RunOptions{Tags: []string{"x"}},
-			want:  map[string]HostStats{"h1": stats(3, 0, 0, 0)},
+			want:  map[string]model.HostStats{"h1": stats(3, 0, 0, 0)},
 			calls: []string{"h1:a", "h1:c", "h1:e"},
 		},
 		{
@@ -232,7 +234,7 @@ plays:
       tags: [never, debug]
 `},
 			opts:  RunOptions{Tags: []string{"debug", "untagged"}, SkipTags: []string{"x"}},
-			want:  map[string]HostStats{"h1": stats(2, 0, 0, 0)},
+			want:  map[string]model.HostStats{"h1": stats(2, 0, 0, 0)},
 			calls: []string{"h1:b", "h1:d"},
 		},
 		{
@@ -245,7 +247,7 @@ plays:
     - {name: three, probe: c}
 `},
 			opts:  RunOptions{StartAt: "install*"},
-			want:  map[string]HostStats{"h1": stats(2, 0, 0, 0)},
+			want:  map[string]model.HostStats{"h1": stats(2, 0, 0, 0)},
 			calls: []string{"h1:b", "h1:c"},
 		},
 		{
@@ -265,7 +267,7 @@ plays:
     - {name: three, probe: c}
 `},
 			opts:  RunOptions{StartAt: "install*"},
-			want:  map[string]HostStats{"h1": stats(3, 0, 0, 0)},
+			want:  map[string]model.HostStats{"h1": stats(3, 0, 0, 0)},
 			calls: []string{"h1:b", "h1:c", "h1:g"},
 		},
 		{
@@ -280,7 +282,7 @@ plays:
 - {name: Check etcd, probe: c}
 `},
 			opts:  RunOptions{StartAt: "etcd : Start*"},
-			want:  map[string]HostStats{"h1": stats(2, 0, 0, 0)},
+			want:  map[string]model.HostStats{"h1": stats(2, 0, 0, 0)},
 			calls: []string{"h1:b", "h1:c"},
 		},
 		{
@@ -297,7 +299,7 @@ plays:
     - probe: c
 `},
 			opts:  RunOptions{Limit: "h1,localhost"},
-			want:  map[string]HostStats{"h1": stats(2, 0, 0, 0), "localhost": stats(1, 0, 0, 0)},
+			want:  map[string]model.HostStats{"h1": stats(2, 0, 0, 0), "localhost": stats(1, 0, 0, 0)},
 			calls: []string{"h1:a", "h1:b", "localhost:c"},
 		},
 		{
@@ -312,7 +314,7 @@ plays:
   tasks:
     - probe: c
 `},
-			want:    map[string]HostStats{"h1": stats(0, 0, 0, 1), "h2": stats(1, 0, 0, 0), "h3": stats(1, 0, 0, 0)},
+			want:    map[string]model.HostStats{"h1": stats(0, 0, 0, 1), "h2": stats(1, 0, 0, 0), "h3": stats(1, 0, 0, 0)},
 			calls:   []string{"h1:a", "h2:a", "h3:a"},
 			wantErr: "any_errors_fatal",
 		},
@@ -326,7 +328,7 @@ plays:
     - probe: {id: a, fail: "{{ eq .inventory_hostname \"h2\" }}"}
     - probe: b
 `},
-			want:    map[string]HostStats{"h1": stats(2, 0, 0, 0), "h2": stats(0, 0, 0, 1)},
+			want:    map[string]model.HostStats{"h1": stats(2, 0, 0, 0), "h2": stats(0, 0, 0, 1)},
 			calls:   []string{"h1:a", "h1:b", "h2:a"},
 			wantErr: "max_fail_percentage",
 		},
@@ -341,7 +343,7 @@ plays:
     - probe: b
 `},
 			opts:    RunOptions{ExtraVars: map[string]any{"batch": 2}},
-			want:    map[string]HostStats{"h1": stats(2, 0, 0, 0), "h2": stats(2, 0, 0, 0), "h3": stats(0, 0, 0, 1)},
+			want:    map[string]model.HostStats{"h1": stats(2, 0, 0, 0), "h2": stats(2, 0, 0, 0), "h3": stats(0, 0, 0, 1)},
 			calls:   []string{"h1:a", "h1:b", "h2:a", "h2:b", "h3:a"},
 			wantErr: "max_fail_percentage",
 		},
@@ -354,7 +356,7 @@ plays:
     - probe: a
 `},
 			opts:    RunOptions{ExtraVars: map[string]any{"batch": "many"}},
-			want:    map[string]HostStats{},
+			want:    map[string]model.HostStats{},
 			wantErr: `serial: "many" is not a number of hosts`,
 		},
 		{
@@ -366,7 +368,7 @@ plays:
     - probe: {id: a, sleep: "{{ if eq .inventory_hostname \"h1\" }}50ms{{ else }}0s{{ end }}"}
     - probe: b
 `},
-			want:  map[string]HostStats{"h1": stats(2, 0, 0, 0), "h2": stats(2, 0, 0, 0), "h3": stats(2, 0, 0, 0)},
+			want:  map[string]model.HostStats{"h1": stats(2, 0, 0, 0), "h2": stats(2, 0, 0, 0), "h3": stats(2, 0, 0, 0)},
 			calls: []string{"h1:a", "h1:b", "h2:a", "h2:b", "h3:a", "h3:b"},
 		},
 		{
@@ -389,7 +391,7 @@ plays:
       vars: {bv: "{{ .x }}-b"}
 `},
 			opts:  RunOptions{ExtraVars: map[string]any{"e": "extra", "port": 9}},
-			want:  map[string]HostStats{"h1": stats(6, 0, 0, 0)},
+			want:  map[string]model.HostStats{"h1": stats(6, 0, 0, 0)},
 			calls: []string{"h1:a=test web web 9 h1 play", "h1:b=fact play-t", "h1:c=extra fact", "h1:d=fact-b", "h1:setup"},
 		},
 		{
@@ -403,7 +405,7 @@ plays:
     - probe: {id: x, msg: "{{ .a }} {{ .b }}"}
 `},
 			opts:  RunOptions{ExtraVars: map[string]any{"a": "two"}},
-			want:  map[string]HostStats{"h1": stats(1, 0, 0, 0)},
+			want:  map[string]model.HostStats{"h1": stats(1, 0, 0, 0)},
 			calls: []string{"h1:x=two two-derived"},
 		},
 		{
@@ -414,7 +416,7 @@ plays:
     - probe: a
 `},
 			opts:  RunOptions{Check: true},
-			want:  map[string]HostStats{"h1": stats(1, 0, 0, 0)},
+			want:  map[string]model.HostStats{"h1": stats(1, 0, 0, 0)},
 			calls: []string{"h1:a(check)"},
 		},
 		{
@@ -429,7 +431,7 @@ plays:
       until: out.rc == 0
       retries: 3
 `},
-			want:  map[string]HostStats{"h1": stats(0, 0, 1, 0)},
+			want:  map[string]model.HostStats{"h1": stats(0, 0, 1, 0)},
 			calls: []string{"h1:a"},
 		},
 		{
@@ -447,7 +449,7 @@ plays:
       check_mode: true
 `},
 			opts:  RunOptions{Check: true},
-			want:  map[string]HostStats{"h1": stats(4, 0, 0, 0)},
+			want:  map[string]model.HostStats{"h1": stats(4, 0, 0, 0)},
 			calls: []string{"h1:a", "h1:b", "h1:c(check)", "h1:d(check)"},
 		},
 		{
@@ -466,7 +468,7 @@ plays:
 				"web.yaml":    "- probe: {id: web, msg: \"{{ .inventory_hostname }}\"}\n",
 				"loop.yaml":   "- probe: {id: loop, msg: \"{{ .pre }}{{ .item }}\"}\n",
 			},
-			want:  map[string]HostStats{"h1": stats(5, 0, 0, 0), "h2": stats(3, 0, 2, 0)},
+			want:  map[string]model.HostStats{"h1": stats(5, 0, 0, 0), "h2": stats(3, 0, 2, 0)},
 			calls: []string{"h1:common", "h1:common2", "h1:loop=p1", "h1:loop=p2", "h1:web=h1", "h2:loop=p1", "h2:loop=p2", "h2:web=h2"},
 		},
 		{
@@ -490,7 +492,7 @@ plays:
 				"roles/app/handlers/main.yaml": "- name: app restarted\n  probe: handler\n",
 				"roles/base/tasks/main.yml":    "- probe: base\n",
 			},
-			want:  map[string]HostStats{"h1": stats(5, 1, 0, 0)},
+			want:  map[string]model.HostStats{"h1": stats(5, 1, 0, 0)},
 			calls: []string{"h1:app=play p1 rolevar", "h1:base", "h1:base", "h1:extra=app", "h1:handler"},
 		},
 		{
@@ -506,7 +508,7 @@ plays:
 				"roles/inner/defaults/main.yaml": "a: \"{{ .base }}-inner\"\n",
 				"roles/inner/tasks/main.yaml":    "- probe: {id: p, msg: \"{{ .a }} {{ .b }}\"}\n",
 			},
-			want:  map[string]HostStats{"h1": stats(1, 0, 0, 0)},
+			want:  map[string]model.HostStats{"h1": stats(1, 0, 0, 0)},
 			calls: []string{"h1:p=x-inner x-inner-b"},
 		},
 		{
@@ -522,7 +524,7 @@ plays:
       register: bad
       failed_when: bad.rc != 3
 `},
-			want:  map[string]HostStats{"localhost": stats(3, 2, 0, 0)},
+			want:  map[string]model.HostStats{"localhost": stats(3, 2, 0, 0)},
 			calls: []string{"localhost:out=hello localhost rc=0"},
 		},
 	}

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/mensylisir/kubexm/engine/model"
 )
 
 // RunInfo is what a run's journal says about the run as a whole.
@@ -85,17 +87,17 @@ func readRunInfo(path string) (RunInfo, bool) {
 
 // LogEntry is one task on one host as a run's journal keeps it.
 type LogEntry struct {
-	Time       time.Time `json:"time"`
-	Host       string    `json:"host"`
-	Role       string    `json:"role,omitempty"`
-	Task       string    `json:"task"`
-	Pos        string    `json:"pos,omitempty"`
-	Status     Status    `json:"status"`
-	DurationMS int64     `json:"duration_ms"`
-	RC         *int      `json:"rc,omitempty"`
-	Message    string    `json:"msg,omitempty"`
-	StdoutTail string    `json:"stdout_tail,omitempty"`
-	StderrTail string    `json:"stderr_tail,omitempty"`
+	Time       time.Time    `json:"time"`
+	Host       string       `json:"host"`
+	Role       string       `json:"role,omitempty"`
+	Task       string       `json:"task"`
+	Pos        string       `json:"pos,omitempty"`
+	Status     model.Status `json:"status"`
+	DurationMS int64        `json:"duration_ms"`
+	RC         *int         `json:"rc,omitempty"`
+	Message    string       `json:"msg,omitempty"`
+	StdoutTail string       `json:"stdout_tail,omitempty"`
+	StderrTail string       `json:"stderr_tail,omitempty"`
 	// Hidden: the task's output held a secret or was no_log, so the journal
 	// keeps none of it.
 	Hidden bool `json:"hidden,omitempty"`

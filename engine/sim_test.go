@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/engine/step"
@@ -134,7 +136,7 @@ func BenchmarkSimulatedFleet(b *testing.B) {
 		b.Run(fmt.Sprintf("hosts=%d", hosts), func(b *testing.B) {
 			inv := simInventory(hosts)
 			var trips atomic.Int64
-			opts := engine.RunOptions{WorkDir: b.TempDir(), Output: engine.SinkFunc(func(engine.Event) {}),
+			opts := engine.RunOptions{WorkDir: b.TempDir(), Output: model.SinkFunc(func(model.Event) {}),
 				Connect: func(_ context.Context, h *inventory.Host) (transport.Transport, error) {
 					return simHost{name: h.Name, rtt: 5 * time.Millisecond, trips: &trips}, nil
 				}}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/inventory"
 )
@@ -80,8 +82,8 @@ plays:
 	// A play of no tasks still runs without --tags (it may only gather
 	// facts, or only notify its handlers' flush).
 	rr = runFilesInv(t, map[string]string{"playbook.yaml": "name: t\nplays:\n  - name: empty\n    hosts: web\n    tasks: []\n"}, inv, RunOptions{NoJournal: true})
-	if rr.err != nil || len(rr.eventsOf(EventPlayStart)) != 1 {
-		t.Errorf("a play of no tasks: %v, %d play starts", rr.err, len(rr.eventsOf(EventPlayStart)))
+	if rr.err != nil || len(rr.eventsOf(model.EventPlayStart)) != 1 {
+		t.Errorf("a play of no tasks: %v, %d play starts", rr.err, len(rr.eventsOf(model.EventPlayStart)))
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/engine/transport/local"
 	"github.com/mensylisir/kubexm/inventory"
@@ -52,8 +54,8 @@ type includeLoop struct {
 }
 
 func (r *runner) runPlay(ctx context.Context, p *Play) {
-	r.emit(Event{Kind: EventPlayStart, Play: p.Name, Pos: p.Pos.String(), Message: "hosts: " + p.Hosts})
-	defer r.emit(Event{Kind: EventPlayEnd, Play: p.Name, Pos: p.Pos.String()})
+	r.emit(model.Event{Kind: model.EventPlayStart, Play: p.Name, Pos: p.Pos.String(), Message: "hosts: " + p.Hosts})
+	defer r.emit(model.Event{Kind: model.EventPlayEnd, Play: p.Name, Pos: p.Pos.String()})
 	names, unknown, err := matchHosts(r.inv, p.Hosts)
 	if err != nil {
 		r.warn(p.Name, "play %q: %v", p.Name, err)
@@ -423,7 +425,7 @@ func (pr *playRun) runBlock(ctx context.Context, t *Task, hosts []*hostState, il
 		}
 		for _, h := range failed {
 			if !stillSet[h] {
-				pr.r.count(h, StatusRescued, "")
+				pr.r.count(h, model.StatusRescued, "")
 			}
 		}
 		failed = still
@@ -606,12 +608,12 @@ func (pr *playRun) exposeFailure(h *hostState) {
 // fail records a failure that happened outside a builtin (a bad template,
 // a condition that does not evaluate).
 func (pr *playRun) fail(h *hostState, t *Task, msg string) {
-	e := Event{Kind: EventHostResult, Play: pr.p.Name, Host: h.name, Status: StatusFailed, Message: msg}
+	e := model.Event{Kind: model.EventHostResult, Play: pr.p.Name, Host: h.name, Status: model.StatusFailed, Message: msg}
 	if t != nil {
 		e.Task, e.Role, e.Pos = pr.taskName(t), t.RoleName(), t.Pos.String()
 	}
 	pr.r.emit(e)
-	pr.r.count(h, StatusFailed, msg)
+	pr.r.count(h, model.StatusFailed, msg)
 	pr.mu.Lock()
 	pr.failing[h] = true
 	pr.mu.Unlock()

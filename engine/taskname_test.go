@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mensylisir/kubexm/engine/model"
 )
 
 // TestTaskNameRendered: a task name with a template is shown rendered with
@@ -47,7 +49,7 @@ func TestTaskNameRendered(t *testing.T) {
 	if rr.err != nil {
 		t.Fatal(rr.err)
 	}
-	seen := map[string]map[EventKind]int{}
+	seen := map[string]map[model.EventKind]int{}
 	for _, e := range rr.events {
 		if e.Task == "" {
 			continue
@@ -56,20 +58,20 @@ func TestTaskNameRendered(t *testing.T) {
 			t.Errorf("%s event names task %q", e.Kind, e.Task)
 		}
 		if seen[e.Task] == nil {
-			seen[e.Task] = map[EventKind]int{}
+			seen[e.Task] = map[model.EventKind]int{}
 		}
 		seen[e.Task][e.Kind]++
 	}
-	for name, want := range map[string]map[EventKind]int{
+	for name, want := range map[string]map[model.EventKind]int{
 		// run_once: one result, on the first host.
-		"deployment/metrics-server - apply": {EventTaskStart: 1, EventHostResult: 1, EventTaskEnd: 1},
+		"deployment/metrics-server - apply": {model.EventTaskStart: 1, model.EventHostResult: 1, model.EventTaskEnd: 1},
 		// Named once with the first host's variables, as Ansible does;
 		// verbosity 1 shows each item besides each host's result.
-		"deployment/metrics-server on h1 - loop": {EventTaskStart: 1, EventHostResult: 6, EventTaskEnd: 1},
-		"… - undefined":                          {EventTaskStart: 1, EventHostResult: 2, EventTaskEnd: 1},
-		"password …":                             {EventTaskStart: 1, EventHostResult: 2, EventTaskEnd: 1},
+		"deployment/metrics-server on h1 - loop": {model.EventTaskStart: 1, model.EventHostResult: 6, model.EventTaskEnd: 1},
+		"… - undefined":                          {model.EventTaskStart: 1, model.EventHostResult: 2, model.EventTaskEnd: 1},
+		"password …":                             {model.EventTaskStart: 1, model.EventHostResult: 2, model.EventTaskEnd: 1},
 		// A skipped include too: named once, with the first host's.
-		"skipped on h1": {EventHostResult: 2},
+		"skipped on h1": {model.EventHostResult: 2},
 	} {
 		for k, n := range want {
 			if seen[name][k] != n {
@@ -78,8 +80,8 @@ func TestTaskNameRendered(t *testing.T) {
 		}
 	}
 	var changed []string
-	for _, e := range rr.eventsOf(EventHostResult) {
-		if e.Status == StatusChanged {
+	for _, e := range rr.eventsOf(model.EventHostResult) {
+		if e.Status == model.StatusChanged {
 			changed = append(changed, e.Host+": "+e.Task)
 		}
 	}

@@ -13,12 +13,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/mensylisir/kubexm/engine/step"
 )
 
 // hostOutcome is what one task did on one host.
 type hostOutcome struct {
-	status Status
+	status model.Status
 	msg    string
 	reg    map[string]any
 	facts  map[string]any
@@ -35,7 +37,7 @@ func (pr *playRun) runAction(ctx context.Context, t *Task, hosts []*hostState, i
 	if len(hosts) > 0 {
 		name = pr.renderName(t, hosts[0], il, hv)
 	}
-	r.emit(Event{Kind: EventTaskStart, Play: pr.p.Name, Role: t.RoleName(), Task: name, Pos: t.Pos.String(), Total: len(hosts), Handler: handler})
+	r.emit(model.Event{Kind: model.EventTaskStart, Play: pr.p.Name, Role: t.RoleName(), Task: name, Pos: t.Pos.String(), Total: len(hosts), Handler: handler})
 	outcomes := make([]hostOutcome, len(hosts))
 	if t.RunOnce {
 		pr.runOnceTask(ctx, t, hosts, il, outcomes, hv)
@@ -51,12 +53,12 @@ func (pr *playRun) runAction(ctx context.Context, t *Task, hosts []*hostState, i
 			case r.jobs <- job:
 			case <-ctx.Done():
 				wg.Done()
-				outcomes[i] = hostOutcome{status: StatusFailed, msg: "cancelled", failed: true}
+				outcomes[i] = hostOutcome{status: model.StatusFailed, msg: "cancelled", failed: true}
 			}
 		}
 		wg.Wait()
 	}
-	counts := map[Status]int{}
+	counts := map[model.Status]int{}
 	var failed []*hostState
 	for i, o := range outcomes {
 		counts[o.status]++
@@ -65,7 +67,7 @@ func (pr *playRun) runAction(ctx context.Context, t *Task, hosts []*hostState, i
 		}
 	}
 	r.jr.sync()
-	r.emit(Event{Kind: EventTaskEnd, Play: pr.p.Name, Role: t.RoleName(), Task: name, Pos: t.Pos.String(),
+	r.emit(model.Event{Kind: model.EventTaskEnd, Play: pr.p.Name, Role: t.RoleName(), Task: name, Pos: t.Pos.String(),
 		Done: len(hosts), Total: max(len(hosts), pr.freeHosts), Counts: counts, DurationMS: since(start), Handler: handler})
 	if ctx.Value(rescuable{}) == nil {
 		pr.checkFailLimits(t, failed)
@@ -100,7 +102,7 @@ func (pr *playRun) runOnceTask(ctx context.Context, t *Task, hosts []*hostState,
 		}
 		pr.applyOutcome(t, h, o.out)
 		if o.out.failed {
-			pr.r.count(h, StatusFailed, o.out.msg)
+			pr.r.count(h, model.StatusFailed, o.out.msg)
 			pr.noteFailure(h, t, o.out.reg)
 		}
 	}
@@ -141,7 +143,7 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, il *i
 	start := time.Now()
 	key := pr.journalKey(t, h)
 	name := pr.taskName(t)
-	ev := Event{Kind: EventHostResult, Play: pr.p.Name, Role: t.RoleName(), Task: name, Pos: t.where(), Host: h.name, Report: t.spec.Report && !t.NoLog}
+	ev := model.Event{Kind: model.EventHostResult, Play: pr.p.Name, Role: t.RoleName(), Task: name, Pos: t.where(), Host: h.name, Report: t.spec.Report && !t.NoLog}
 	if out, ok := pr.resumed(t, h, key); ok {
 		ev.Status, ev.Resumed, ev.Message = out.status, true, "done in run "+r.jr.from
 		r.emit(ev)
@@ -156,7 +158,7 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, il *i
 		r.interrupted(h.name, name, t)
 	}
 	pr.applyOutcome(t, h, out)
-	if out.status == StatusChanged && len(t.Notify) > 0 {
+	if out.status == model.StatusChanged && len(t.Notify) > 0 {
 		pr.notify(ctx, t, h, vars)
 	}
 	rec := journalRecord{Type: "result", Key: key, Task: name, Host: h.name, Status: out.status, Register: t.Register,
@@ -183,7 +185,7 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, il *i
 		pr.mu.Unlock()
 		pr.noteFailure(h, t, out.reg)
 	}
-	if out.status == StatusUnreachable {
+	if out.status == model.StatusUnreachable {
 		r.mu.Lock()
 		h.unreachable = true
 		r.mu.Unlock()
@@ -207,7 +209,7 @@ func (pr *playRun) resumed(t *Task, h *hostState, key string) (hostOutcome, bool
 	pr.applyOutcome(t, h, out)
 	// The handlers of a change made before the interruption may never
 	// have run.
-	if rec.Status == StatusChanged && len(t.Notify) > 0 {
+	if rec.Status == model.StatusChanged && len(t.Notify) > 0 {
 		if vars, err := pr.vars(h, t, nil, nil); err == nil {
 			pr.notify(context.Background(), t, h, vars)
 		}
@@ -217,7 +219,7 @@ func (pr *playRun) resumed(t *Task, h *hostState, key string) (hostOutcome, bool
 	return out, true
 }
 
-func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, il *includeLoop, hv map[string]any, key string, ev *Event) (hostOutcome, map[string]any) {
+func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, il *includeLoop, hv map[string]any, key string, ev *model.Event) (hostOutcome, map[string]any) {
 	vars, err := pr.vars(h, t, il, hv)
 	if err != nil {
 		return pr.failure(t, err.Error()), vars
@@ -230,7 +232,7 @@ func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, 
 	// So `role: r, when: ...` skips a looped task whose loop names what an
 	// earlier, skipped task of the role would have registered.
 	if ok, decided := pr.loopFreeConds(t, vars); decided && !ok {
-		return hostOutcome{status: StatusSkipped, reg: map[string]any{"changed": false, "failed": false, "skipped": true,
+		return hostOutcome{status: model.StatusSkipped, reg: map[string]any{"changed": false, "failed": false, "skipped": true,
 			"results": []any{}, "msg": "condition false"}}, vars
 	}
 	items, err := pr.loopItems(t, vars)
@@ -241,13 +243,13 @@ func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, 
 }
 
 // runOnHost runs a task without a loop on one host, if its when holds.
-func (pr *playRun) runOnHost(ctx context.Context, t *Task, h *hostState, vars map[string]any, ev *Event) hostOutcome {
+func (pr *playRun) runOnHost(ctx context.Context, t *Task, h *hostState, vars map[string]any, ev *model.Event) hostOutcome {
 	ok, err := pr.conds(t.When, vars)
 	if err != nil {
 		return pr.failure(t, err.Error())
 	}
 	if !ok {
-		return hostOutcome{status: StatusSkipped, reg: map[string]any{"changed": false, "failed": false, "skipped": true, "msg": "condition false"}}
+		return hostOutcome{status: model.StatusSkipped, reg: map[string]any{"changed": false, "failed": false, "skipped": true, "msg": "condition false"}}
 	}
 	out, stdout, stderr, diff := pr.execute(ctx, t, h, vars)
 	if pr.r.opts.Verbosity >= 1 {
@@ -272,7 +274,7 @@ type loopRun struct {
 
 // runLoop runs a looped task's items on one host, batched where the
 // builtin can, and sums their outcomes up.
-func (pr *playRun) runLoop(ctx context.Context, t *Task, h *hostState, key string, ev *Event, items []any, vars map[string]any) hostOutcome {
+func (pr *playRun) runLoop(ctx context.Context, t *Task, h *hostState, key string, ev *model.Event, items []any, vars map[string]any) hostOutcome {
 	lr := loopRun{results: make([]any, 0, len(items)), facts: map[string]any{}}
 	ivs := make([]map[string]any, len(items))
 	for i, item := range items {
@@ -298,10 +300,10 @@ func (pr *playRun) runLoop(ctx context.Context, t *Task, h *hostState, key strin
 		}
 		lr.results = append(lr.results, o.reg)
 		maps.Copy(lr.facts, o.facts)
-		if o.status == StatusChanged {
+		if o.status == model.StatusChanged {
 			lr.changed = true
 		}
-		if o.status == StatusFailed || o.status == StatusIgnored {
+		if o.status == model.StatusFailed || o.status == model.StatusIgnored {
 			lr.failed = true
 			lr.msgs = append(lr.msgs, fmt.Sprintf("item %s: %s", label, o.msg))
 		}
@@ -321,7 +323,7 @@ func (pr *playRun) runItem(ctx context.Context, t *Task, h *hostState, key strin
 		o.reg = map[string]any{"failed": true, "changed": false, "msg": err.Error()}
 		return o, "", ""
 	case !ok:
-		return hostOutcome{status: StatusSkipped, reg: map[string]any{"changed": false, "failed": false, "skipped": true}}, "", ""
+		return hostOutcome{status: model.StatusSkipped, reg: map[string]any{"changed": false, "failed": false, "skipped": true}}, "", ""
 	}
 	lr.anyRun = true
 	ikey := key + "#" + strconv.Itoa(i)
@@ -329,7 +331,7 @@ func (pr *playRun) runItem(ctx context.Context, t *Task, h *hostState, key strin
 		// The item finished in the run being resumed.
 		o = hostOutcome{status: rec.Status, reg: rec.Result, facts: rec.Facts}
 		if o.reg == nil {
-			o.reg = map[string]any{"changed": rec.Status == StatusChanged, "failed": false, "skipped": rec.Status == StatusSkipped}
+			o.reg = map[string]any{"changed": rec.Status == model.StatusChanged, "failed": false, "skipped": rec.Status == model.StatusSkipped}
 		}
 		r.jr.write(rec)
 		return o, "", ""
@@ -345,35 +347,35 @@ func (pr *playRun) runItem(ctx context.Context, t *Task, h *hostState, key strin
 
 // emitItem reports an item's outcome: always when verbose or failed, and
 // when the task reports and the item ran.
-func (pr *playRun) emitItem(t *Task, ev *Event, label string, o hostOutcome, stdout, stderr string) {
+func (pr *playRun) emitItem(t *Task, ev *model.Event, label string, o hostOutcome, stdout, stderr string) {
 	r := pr.r
 	ie := *ev
-	ie.Kind, ie.Item, ie.Status, ie.Message = EventHostResult, label, o.status, o.msg
+	ie.Kind, ie.Item, ie.Status, ie.Message = model.EventHostResult, label, o.status, o.msg
 	if r.opts.Verbosity >= 1 && !t.NoLog {
 		ie.Stdout, ie.Stderr = stdout, stderr
 	}
 	if t.NoLog {
 		ie.Item, ie.Message = "(hidden by no_log)", ""
 	}
-	if r.opts.Verbosity >= 1 || o.status == StatusFailed || (ie.Report && o.status != StatusSkipped) {
+	if r.opts.Verbosity >= 1 || o.status == model.StatusFailed || (ie.Report && o.status != model.StatusSkipped) {
 		r.emit(ie)
 	}
 }
 
 // outcome is the looped task's outcome on the host, from its items'.
 func (lr *loopRun) outcome(t *Task, items int) hostOutcome {
-	agg := hostOutcome{status: StatusSkipped, facts: lr.facts}
+	agg := hostOutcome{status: model.StatusSkipped, facts: lr.facts}
 	msg := strings.Join(lr.msgs, "; ")
 	agg.reg = map[string]any{"changed": lr.changed, "failed": lr.failed, "skipped": !lr.anyRun && !lr.failed, "results": lr.results, "msg": msg}
 	switch {
 	case lr.failed && t.IgnoreErrs:
-		agg.status = StatusIgnored
+		agg.status = model.StatusIgnored
 	case lr.failed:
-		agg.status, agg.failed = StatusFailed, true
+		agg.status, agg.failed = model.StatusFailed, true
 	case lr.changed:
-		agg.status = StatusChanged
+		agg.status = model.StatusChanged
 	case lr.anyRun:
-		agg.status = StatusOK
+		agg.status = model.StatusOK
 	}
 	agg.msg = msg
 	if !lr.anyRun && !lr.failed {
@@ -464,7 +466,7 @@ func (r *runner) journalLog(rec *journalRecord, t *Task, out hostOutcome) {
 		rec.RC = &rc
 	}
 	switch out.status {
-	case StatusOK, StatusChanged, StatusSkipped:
+	case model.StatusOK, model.StatusChanged, model.StatusSkipped:
 		return
 	}
 	msg := out.msg
@@ -491,9 +493,9 @@ func lastLines(s string, n int) string {
 }
 
 func (pr *playRun) failure(t *Task, msg string) hostOutcome {
-	o := hostOutcome{status: StatusFailed, msg: msg, failed: true, reg: map[string]any{"changed": false, "failed": true, "msg": msg}}
+	o := hostOutcome{status: model.StatusFailed, msg: msg, failed: true, reg: map[string]any{"changed": false, "failed": true, "msg": msg}}
 	if t.IgnoreErrs {
-		o.status, o.failed = StatusIgnored, false
+		o.status, o.failed = model.StatusIgnored, false
 	}
 	return o
 }
@@ -644,7 +646,7 @@ func (pr *playRun) prepare(ctx context.Context, t *Task, h *hostState, vars map[
 	tr, err := pr.transportFor(ctx, target)
 	if err != nil {
 		if target == h.name {
-			return failed(hostOutcome{status: StatusUnreachable, msg: err.Error(), failed: true, reg: map[string]any{"unreachable": true, "failed": true, "changed": false, "msg": err.Error()}})
+			return failed(hostOutcome{status: model.StatusUnreachable, msg: err.Error(), failed: true, reg: map[string]any{"unreachable": true, "failed": true, "changed": false, "msg": err.Error()}})
 		}
 		return failed(pr.failure(t, fmt.Sprintf("delegate_to %s: %v", target, err)))
 	}
@@ -667,7 +669,7 @@ func (pr *playRun) prepare(ctx context.Context, t *Task, h *hostState, vars map[
 		Verbosity: r.opts.Verbosity,
 		Logf: func(format string, a ...any) {
 			if r.opts.Verbosity >= 1 && !t.NoLog {
-				r.emit(Event{Kind: EventLog, Play: pr.p.Name, Task: pr.taskName(t), Host: h.name, Message: fmt.Sprintf(format, a...)})
+				r.emit(model.Event{Kind: model.EventLog, Play: pr.p.Name, Task: pr.taskName(t), Host: h.name, Message: fmt.Sprintf(format, a...)})
 			}
 		},
 	}
@@ -709,15 +711,15 @@ func (pr *playRun) judge(t *Task, vars map[string]any, res step.Result, reg map[
 	skipped, _ := reg["skipped"].(bool)
 	switch {
 	case failed && t.IgnoreErrs:
-		out.status = StatusIgnored
+		out.status = model.StatusIgnored
 	case failed:
-		out.status, out.failed = StatusFailed, true
+		out.status, out.failed = model.StatusFailed, true
 	case skipped:
-		out.status = StatusSkipped
+		out.status = model.StatusSkipped
 	case changed:
-		out.status = StatusChanged
+		out.status = model.StatusChanged
 	default:
-		out.status = StatusOK
+		out.status = model.StatusOK
 	}
 	if failed {
 		out.facts = nil
@@ -787,7 +789,7 @@ func (pr *playRun) callBatch(ctx context.Context, t *Task, h *hostState, b step.
 		}
 		failAll(fmt.Errorf("%s: builtin %s failed with an internal error (a bug in kubexm: please report it; -vvv prints the stack): %v", t.Pos, t.Action, p))
 		if pr.r.opts.Verbosity >= 3 {
-			pr.r.emit(Event{Kind: EventLog, Play: pr.p.Name, Task: pr.taskName(t), Host: h.name,
+			pr.r.emit(model.Event{Kind: model.EventLog, Play: pr.p.Name, Task: pr.taskName(t), Host: h.name,
 				Message: fmt.Sprintf("panic in builtin %s: %v\n%s", t.Action, p, debug.Stack())})
 		}
 	}()
@@ -810,7 +812,7 @@ func (pr *playRun) callBuiltin(ctx context.Context, t *Task, h *hostState, env *
 		res = step.Result{}
 		err = fmt.Errorf("%s: builtin %s failed with an internal error (a bug in kubexm: please report it; -vvv prints the stack): %v", t.Pos, t.Action, p)
 		if pr.r.opts.Verbosity >= 3 {
-			pr.r.emit(Event{Kind: EventLog, Play: pr.p.Name, Task: pr.taskName(t), Host: h.name,
+			pr.r.emit(model.Event{Kind: model.EventLog, Play: pr.p.Name, Task: pr.taskName(t), Host: h.name,
 				Message: fmt.Sprintf("panic in builtin %s: %v\n%s", t.Action, p, debug.Stack())})
 		}
 	}()

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/bundle"
 	"github.com/mensylisir/kubexm/engine"
@@ -38,7 +40,7 @@ type Runner struct {
 	Version string
 	// TextSink is the human view of a run on w (-o text), made only when
 	// the run begins; stop ends it.
-	TextSink func(w io.Writer, verbosity int) (sink engine.Sink, stop func())
+	TextSink func(w io.Writer, verbosity int) (sink model.Sink, stop func())
 }
 
 // Request is one run: the playbook, the cluster and every option of
@@ -86,7 +88,7 @@ type Request struct {
 	Backup string
 	// Sink, when set, receives the run's events instead of the view Output
 	// chooses: for callers that present a run their own way.
-	Sink engine.Sink
+	Sink model.Sink
 	// Stdout receives the listings, the events and the messages of the
 	// run; Stderr the bundle's messages under -o json (os.Stderr if nil).
 	Stdout io.Writer
@@ -106,7 +108,7 @@ func (e *ExitError) ExitCode() int { return e.Code }
 
 // Run loads req's playbook and, unless req only asks to check or list it,
 // runs it against req's inventory. The recap is nil when nothing ran.
-func (r Runner) Run(ctx context.Context, req Request) (*engine.Recap, error) {
+func (r Runner) Run(ctx context.Context, req Request) (*model.Recap, error) {
 	w := req.Stdout
 	if req.Output != "text" && req.Output != "json" {
 		return nil, fmt.Errorf("--output must be text or json, not %q", req.Output)
@@ -165,7 +167,7 @@ func (r Runner) Run(ctx context.Context, req Request) (*engine.Recap, error) {
 
 // run runs the loaded playbook with the sink req asks for, and gives its
 // failure the exit status it means.
-func (r Runner) run(ctx context.Context, pb *engine.Playbook, inv *inventory.Inventory, extra map[string]any, workDir string, req Request) (*engine.Recap, error) {
+func (r Runner) run(ctx context.Context, pb *engine.Playbook, inv *inventory.Inventory, extra map[string]any, workDir string, req Request) (*model.Recap, error) {
 	w := req.Stdout
 	// A signal that came while the files were read stops here, before
 	// anything runs.

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -25,7 +27,6 @@ import (
 
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/bundle"
-	"github.com/mensylisir/kubexm/engine"
 )
 
 // realApp is kubexm as main builds it: the real builtins, the built-in
@@ -59,15 +60,15 @@ func hexSum(data []byte) string {
 }
 
 // recapOf runs a playbook with JSON output and returns the recap.
-func recapOf(t *testing.T, a *app, ref string, f playFlags) (*engine.Recap, string, error) {
+func recapOf(t *testing.T, a *app, ref string, f playFlags) (*model.Recap, string, error) {
 	t.Helper()
 	var out bytes.Buffer
 	f.Output, f.Forks = "json", 10
 	err := a.play(context.Background(), &out, ref, f)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	var ev struct {
-		Kind  string        `json:"kind"`
-		Recap *engine.Recap `json:"recap"`
+		Kind  string       `json:"kind"`
+		Recap *model.Recap `json:"recap"`
 	}
 	if json.Unmarshal([]byte(lines[len(lines)-1]), &ev) != nil || ev.Recap == nil {
 		return nil, out.String(), err
@@ -75,7 +76,7 @@ func recapOf(t *testing.T, a *app, ref string, f playFlags) (*engine.Recap, stri
 	return ev.Recap, out.String(), err
 }
 
-func changed(rc *engine.Recap) int {
+func changed(rc *model.Recap) int {
 	n := 0
 	for _, h := range rc.Hosts {
 		n += h.Changed

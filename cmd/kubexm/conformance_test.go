@@ -12,7 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/mensylisir/kubexm/lifecycle"
 )
 
@@ -443,19 +444,19 @@ func TestConformance(t *testing.T) {
 			}
 			shown := map[string][]string{}
 			var order []string
-			var recap *engine.Recap
+			var recap *model.Recap
 			sc := bufio.NewScanner(strings.NewReader(out))
 			sc.Buffer(nil, 1<<20)
 			for sc.Scan() {
-				var e engine.Event
+				var e model.Event
 				if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 					t.Fatalf("not JSON: %s", sc.Text())
 				}
-				if e.Kind == engine.EventHostResult && e.Report && (e.Status == engine.StatusOK || e.Status == engine.StatusChanged) {
+				if e.Kind == model.EventHostResult && e.Report && (e.Status == model.StatusOK || e.Status == model.StatusChanged) {
 					shown[e.Host] = append(shown[e.Host], e.Message)
 					order = append(order, e.Host+": "+e.Message)
 				}
-				if e.Kind == engine.EventRecap {
+				if e.Kind == model.EventRecap {
 					recap = e.Recap
 				}
 			}

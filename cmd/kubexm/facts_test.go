@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/engine/facts"
 	"github.com/mensylisir/kubexm/engine/transport/local"
@@ -79,8 +81,8 @@ func TestDocumentedFacts(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var failures []string
-	sink := engine.SinkFunc(func(e engine.Event) {
-		if e.Kind == engine.EventHostResult && e.Status == engine.StatusFailed {
+	sink := model.SinkFunc(func(e model.Event) {
+		if e.Kind == model.EventHostResult && e.Status == model.StatusFailed {
 			mu.Lock()
 			failures = append(failures, e.Message)
 			mu.Unlock()

@@ -7,9 +7,10 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/spf13/cobra"
 
-	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/engine/output"
 )
 
@@ -78,26 +79,26 @@ type planChange struct {
 // plan collects the host results of a check run.
 type plan struct {
 	hosts map[string]*hostPlan
-	next  engine.Sink // the JSON lines, with -o json
-	warn  io.Writer   // progress and warnings without -o json
+	next  model.Sink // the JSON lines, with -o json
+	warn  io.Writer  // progress and warnings without -o json
 }
 
-func (p *plan) Emit(e engine.Event) {
+func (p *plan) Emit(e model.Event) {
 	if p.next != nil {
 		p.next.Emit(e)
 	} else {
 		// The plan is printed at the end; meanwhile stderr says how far
 		// the check run is.
 		switch e.Kind {
-		case engine.EventWarning:
+		case model.EventWarning:
 			fmt.Fprintf(p.warn, "warning: %s\n", e.Message)
-		case engine.EventPlayStart:
+		case model.EventPlayStart:
 			fmt.Fprintf(p.warn, "checking: %s\n", e.Play)
 		}
 	}
 	// A looped task reports once per host besides its items; the items are
 	// in that report's diff.
-	if e.Kind != engine.EventHostResult || e.Item != "" || e.Host == "" {
+	if e.Kind != model.EventHostResult || e.Item != "" || e.Host == "" {
 		return
 	}
 	h, ok := p.hosts[e.Host]
@@ -107,18 +108,18 @@ func (p *plan) Emit(e engine.Event) {
 	}
 	c := planChange{Task: taskName(e), Pos: e.Pos, Message: e.Message, Diff: e.Diff}
 	switch e.Status {
-	case engine.StatusChanged:
+	case model.StatusChanged:
 		h.Changes = append(h.Changes, c)
-	case engine.StatusOK:
+	case model.StatusOK:
 		h.Unchanged++
-	case engine.StatusSkipped:
+	case model.StatusSkipped:
 		h.Skipped++
-	case engine.StatusFailed, engine.StatusUnreachable:
+	case model.StatusFailed, model.StatusUnreachable:
 		h.Failed = append(h.Failed, c)
 	}
 }
 
-func taskName(e engine.Event) string {
+func taskName(e model.Event) string {
 	if e.Role != "" {
 		return e.Role + " : " + e.Task
 	}

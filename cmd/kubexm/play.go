@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
@@ -274,7 +276,7 @@ func exportFS(fsys fs.FS, dir string, force bool) (int, error) {
 // (the log lines, and below them the running tasks and each host's last
 // result, redrawn in place), else plain lines. TERM=dumb asks for plain
 // lines on a terminal too. stop ends the live view's redrawing.
-func textSink(w io.Writer, verbosity int) (engine.Sink, func()) {
+func textSink(w io.Writer, verbosity int) (model.Sink, func()) {
 	if f, ok := w.(*os.File); ok && os.Getenv("TERM") != "dumb" {
 		fd := int(f.Fd())
 		if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -299,7 +301,7 @@ func (c *apiClient) ensureBundle(ctx context.Context, cluster, path string, errw
 // interrupted and resumed) as lines on errw. A dropped connection is
 // picked up where it broke (Last-Event-ID). The error says how the job
 // ended, with the exit status kubexm play would have.
-func (c *apiClient) followJob(ctx context.Context, id string, sink engine.Sink, errw io.Writer) error {
+func (c *apiClient) followJob(ctx context.Context, id string, sink model.Sink, errw io.Writer) error {
 	j, err := c.followEvents(ctx, id, func(data []byte) { showEvent(data, sink, errw) }, errw)
 	if err != nil {
 		return err
@@ -396,12 +398,12 @@ func (c *apiClient) streamOnce(ctx context.Context, hc *http.Client, id string, 
 
 // showEvent shows one stored event: an engine event through sink, one of
 // the service's own as a line.
-func showEvent(data []byte, sink engine.Sink, errw io.Writer) {
+func showEvent(data []byte, sink model.Sink, errw io.Writer) {
 	stored, ok := serviceEvent(data, errw)
 	if !ok {
 		return
 	}
-	var e engine.Event
+	var e model.Event
 	if err := json.Unmarshal(stored.Data, &e); err != nil {
 		fmt.Fprintf(errw, "event %d does not decode: %v\n", stored.ID, err)
 		return

@@ -11,7 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/service/jobstore"
 )
@@ -94,15 +95,15 @@ func TestVerbsThroughServer(t *testing.T) {
 	if !strings.Contains(out, "the server has it") || strings.Contains(out, "uploading") {
 		t.Errorf("the second run uploaded the bundle again:\n%s", out)
 	}
-	kinds := map[engine.EventKind]int{}
+	kinds := map[model.EventKind]int{}
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
-		var ev engine.Event
+		var ev model.Event
 		if strings.HasPrefix(sc.Text(), "{") && json.Unmarshal(sc.Bytes(), &ev) == nil {
 			kinds[ev.Kind]++
 		}
 	}
-	if kinds[engine.EventRecap] != 1 || kinds[engine.EventHostResult] < 2 {
+	if kinds[model.EventRecap] != 1 || kinds[model.EventHostResult] < 2 {
 		t.Errorf("-o json: event kinds %v, want a recap and the host results:\n%s", kinds, out)
 	}
 

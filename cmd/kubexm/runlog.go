@@ -7,6 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/engine"
@@ -104,7 +106,7 @@ Output that held a secret is not kept, not even masked: it shows as hidden.`,
 				if f.host != "" && e.Host != f.host {
 					continue
 				}
-				if f.failed && e.Status != engine.StatusFailed && e.Status != engine.StatusUnreachable && e.Status != engine.StatusIgnored {
+				if f.failed && e.Status != model.StatusFailed && e.Status != model.StatusUnreachable && e.Status != model.StatusIgnored {
 					continue
 				}
 				shown = append(shown, e)

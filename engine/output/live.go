@@ -9,7 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/engine/model"
 )
 
 // Live is the text view for a terminal: the lines of Text scroll as usual,
@@ -45,7 +45,7 @@ type liveTask struct {
 }
 
 type liveHost struct {
-	status engine.Status
+	status model.Status
 	task   string
 }
 
@@ -69,13 +69,13 @@ func NewLive(out io.Writer, verbosity int, width func() int) *Live {
 // Emit updates the block with e and prints e as Text does, above the
 // block. Text writes whole lines for an event, so the block is erased
 // before and drawn after, under the lock the redraws take too.
-func (l *Live) Emit(e engine.Event) {
+func (l *Live) Emit(e model.Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.update(e)
 	l.erase()
 	l.text.Emit(e)
-	if e.Kind == engine.EventRecap {
+	if e.Kind == model.EventRecap {
 		l.finished = true
 	}
 	if !l.finished {
@@ -119,11 +119,11 @@ func (l *Live) tick(every time.Duration) {
 
 // taskKey names a task across its events (a host result's position may
 // name the include it came through, not the task's own).
-func taskKey(e engine.Event) string { return e.Play + "\x00" + e.Role + "\x00" + e.Task }
+func taskKey(e model.Event) string { return e.Play + "\x00" + e.Role + "\x00" + e.Task }
 
-func (l *Live) update(e engine.Event) {
+func (l *Live) update(e model.Event) {
 	switch e.Kind {
-	case engine.EventTaskStart:
+	case model.EventTaskStart:
 		k := taskKey(e)
 		t := l.tasks[k]
 		if t == nil {
@@ -133,7 +133,7 @@ func (l *Live) update(e engine.Event) {
 		}
 		t.starts++
 		t.total += e.Total
-	case engine.EventHostResult:
+	case model.EventHostResult:
 		if t := l.tasks[taskKey(e)]; t != nil {
 			t.hostsReporting[e.Host] = true
 		}
@@ -144,7 +144,7 @@ func (l *Live) update(e engine.Event) {
 			l.hostIDs = append(l.hostIDs, e.Host)
 		}
 		h.status, h.task = e.Status, taskTitle(e)
-	case engine.EventTaskEnd:
+	case model.EventTaskEnd:
 		k := taskKey(e)
 		if t := l.tasks[k]; t != nil {
 			if t.ends++; t.ends >= t.starts {
@@ -152,7 +152,7 @@ func (l *Live) update(e engine.Event) {
 				l.taskIDs = slices.DeleteFunc(l.taskIDs, func(id string) bool { return id == k })
 			}
 		}
-	case engine.EventPlayEnd:
+	case model.EventPlayEnd:
 		// A play that stopped early (every host failed) ends its tasks.
 		clear(l.tasks)
 		l.taskIDs = nil

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/engine/model"
 )
 
 // screen is a terminal of the few escapes Live uses: cursor up, carriage
@@ -70,23 +70,23 @@ func (s *screen) text() string {
 // the run ends the screen holds exactly what Text prints, no block left.
 func TestLive(t *testing.T) {
 	now := time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC)
-	evs := []engine.Event{
-		{Time: now, Kind: engine.EventPlayStart, Run: "r1", Play: "install", Message: "hosts: all"},
-		{Time: now, Kind: engine.EventTaskStart, Run: "r1", Play: "install", Role: "etcd", Task: "unpack", Total: 3},
-		{Time: now, Kind: engine.EventHostResult, Run: "r1", Play: "install", Role: "etcd", Task: "unpack", Host: "n1", Status: engine.StatusChanged},
-		{Time: now, Kind: engine.EventHostResult, Run: "r1", Play: "install", Role: "etcd", Task: "unpack", Host: "n2", Status: engine.StatusOK},
-		{Time: now, Kind: engine.EventHostResult, Run: "r1", Play: "install", Role: "etcd", Task: "unpack", Host: "n3", Status: engine.StatusOK},
-		{Time: now, Kind: engine.EventTaskEnd, Run: "r1", Play: "install", Role: "etcd", Task: "unpack", Done: 3, Total: 3, DurationMS: 900, Counts: map[engine.Status]int{engine.StatusChanged: 1, engine.StatusOK: 2}},
-		{Time: now, Kind: engine.EventTaskStart, Run: "r1", Play: "install", Role: "etcd", Task: "start", Total: 3},
-		{Time: now, Kind: engine.EventHostResult, Run: "r1", Play: "install", Role: "etcd", Task: "start", Host: "n1", Status: engine.StatusChanged},
-		{Time: now, Kind: engine.EventHostResult, Run: "r1", Play: "install", Role: "etcd", Task: "start", Host: "n3", Status: engine.StatusChanged},
+	evs := []model.Event{
+		{Time: now, Kind: model.EventPlayStart, Run: "r1", Play: "install", Message: "hosts: all"},
+		{Time: now, Kind: model.EventTaskStart, Run: "r1", Play: "install", Role: "etcd", Task: "unpack", Total: 3},
+		{Time: now, Kind: model.EventHostResult, Run: "r1", Play: "install", Role: "etcd", Task: "unpack", Host: "n1", Status: model.StatusChanged},
+		{Time: now, Kind: model.EventHostResult, Run: "r1", Play: "install", Role: "etcd", Task: "unpack", Host: "n2", Status: model.StatusOK},
+		{Time: now, Kind: model.EventHostResult, Run: "r1", Play: "install", Role: "etcd", Task: "unpack", Host: "n3", Status: model.StatusOK},
+		{Time: now, Kind: model.EventTaskEnd, Run: "r1", Play: "install", Role: "etcd", Task: "unpack", Done: 3, Total: 3, DurationMS: 900, Counts: map[model.Status]int{model.StatusChanged: 1, model.StatusOK: 2}},
+		{Time: now, Kind: model.EventTaskStart, Run: "r1", Play: "install", Role: "etcd", Task: "start", Total: 3},
+		{Time: now, Kind: model.EventHostResult, Run: "r1", Play: "install", Role: "etcd", Task: "start", Host: "n1", Status: model.StatusChanged},
+		{Time: now, Kind: model.EventHostResult, Run: "r1", Play: "install", Role: "etcd", Task: "start", Host: "n3", Status: model.StatusChanged},
 	}
-	rest := []engine.Event{
-		{Time: now, Kind: engine.EventHostResult, Run: "r1", Play: "install", Role: "etcd", Task: "start", Host: "n2", Status: engine.StatusChanged},
-		{Time: now, Kind: engine.EventTaskEnd, Run: "r1", Play: "install", Role: "etcd", Task: "start", Done: 3, Total: 3, DurationMS: 1200, Counts: map[engine.Status]int{engine.StatusChanged: 3}},
-		{Time: now, Kind: engine.EventPlayEnd, Run: "r1", Play: "install"},
-		{Time: now, Kind: engine.EventRecap, Run: "r1", Recap: &engine.Recap{RunID: "r1", Order: []string{"n1", "n2", "n3"}, Duration: 3 * time.Second,
-			Hosts: map[string]*engine.HostStats{"n1": {OK: 2, Changed: 2}, "n2": {OK: 2, Changed: 1}, "n3": {OK: 2, Changed: 1}}}},
+	rest := []model.Event{
+		{Time: now, Kind: model.EventHostResult, Run: "r1", Play: "install", Role: "etcd", Task: "start", Host: "n2", Status: model.StatusChanged},
+		{Time: now, Kind: model.EventTaskEnd, Run: "r1", Play: "install", Role: "etcd", Task: "start", Done: 3, Total: 3, DurationMS: 1200, Counts: map[model.Status]int{model.StatusChanged: 3}},
+		{Time: now, Kind: model.EventPlayEnd, Run: "r1", Play: "install"},
+		{Time: now, Kind: model.EventRecap, Run: "r1", Recap: &model.Recap{RunID: "r1", Order: []string{"n1", "n2", "n3"}, Duration: 3 * time.Second,
+			Hosts: map[string]*model.HostStats{"n1": {OK: 2, Changed: 2}, "n2": {OK: 2, Changed: 1}, "n3": {OK: 2, Changed: 1}}}},
 	}
 	var scr screen
 	l := NewLive(&scr, 0, func() int { return 60 })

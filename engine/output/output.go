@@ -12,10 +12,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/charmbracelet/log"
 	"github.com/muesli/termenv"
-
-	"github.com/mensylisir/kubexm/engine"
 )
 
 // JSON writes one JSON object per event per line.
@@ -29,7 +29,7 @@ func NewJSON(w io.Writer) *JSON { return &JSON{enc: json.NewEncoder(w)} }
 
 // Emit writes e. Write errors are dropped: the run must not stop because
 // its output pipe closed.
-func (j *JSON) Emit(e engine.Event) {
+func (j *JSON) Emit(e model.Event) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	_ = j.enc.Encode(e)
@@ -47,7 +47,7 @@ type Text struct {
 	// Under the free strategy every host ends a task on its own; the view
 	// adds them up and prints the task's line when the last host is done,
 	// or at the end of the play for the hosts that never got there.
-	partial map[string]*engine.Event
+	partial map[string]*model.Event
 	order   []string
 }
 
@@ -81,28 +81,28 @@ func colorProfile(w io.Writer) termenv.Profile {
 }
 
 // Emit prints e.
-func (t *Text) Emit(e engine.Event) {
+func (t *Text) Emit(e model.Event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l := t.log
 	switch e.Kind {
-	case engine.EventRunStart:
+	case model.EventRunStart:
 		l.Info("RUN "+e.Run, "playbook", e.Message)
-	case engine.EventPlayStart:
+	case model.EventPlayStart:
 		l.Info("PLAY "+e.Play, "hosts", strings.TrimPrefix(e.Message, "hosts: "))
-	case engine.EventTaskStart:
+	case model.EventTaskStart:
 		if t.verbosity >= 2 {
 			l.Info("TASK "+taskTitle(e)+" ...", "hosts", e.Total)
 		}
-	case engine.EventTaskEnd:
+	case model.EventTaskEnd:
 		if e.Done < e.Total {
 			t.addPartial(e)
 			return
 		}
 		t.taskLine(e)
-	case engine.EventPlayEnd:
+	case model.EventPlayEnd:
 		t.flushPartial()
-	case engine.EventHostResult:
+	case model.EventHostResult:
 		kv := []any{"host", e.Host}
 		if e.Item != "" {
 			kv = append(kv, "item", e.Item)
@@ -111,7 +111,7 @@ func (t *Text) Emit(e engine.Event) {
 			kv = append(kv, "delegate_to", e.Delegate)
 		}
 		switch e.Status {
-		case engine.StatusFailed, engine.StatusUnreachable:
+		case model.StatusFailed, model.StatusUnreachable:
 			kv = append(kv, "task", e.Task)
 			if e.Pos != "" {
 				kv = append(kv, "at", e.Pos)
@@ -119,11 +119,11 @@ func (t *Text) Emit(e engine.Event) {
 			kv = append(kv, "reason", e.Message)
 			l.Error(strings.ToUpper(string(e.Status)), kv...)
 			t.streams(e)
-		case engine.StatusIgnored:
+		case model.StatusIgnored:
 			kv = append(kv, "task", e.Task, "reason", e.Message)
 			l.Warn("FAILED (ignored)", kv...)
 		default:
-			if t.verbosity >= 1 || (e.Report && e.Status != engine.StatusSkipped && e.Message != "") {
+			if t.verbosity >= 1 || (e.Report && e.Status != model.StatusSkipped && e.Message != "") {
 				if e.Resumed {
 					kv = append(kv, "resumed", e.Message)
 				} else if e.Message != "" {
@@ -136,27 +136,27 @@ func (t *Text) Emit(e engine.Event) {
 		if e.Diff != "" {
 			fmt.Fprintln(t.w, e.Diff)
 		}
-	case engine.EventLog:
+	case model.EventLog:
 		if t.verbosity >= 2 {
 			l.Info("  "+e.Message, "host", e.Host)
 		}
-	case engine.EventWarning:
+	case model.EventWarning:
 		l.Warn(e.Message)
-	case engine.EventRecap:
+	case model.EventRecap:
 		t.flushPartial()
 		t.recap(e)
 	}
 }
 
 // taskLine prints a task's line: hosts done/total, time, counts.
-func (t *Text) taskLine(e engine.Event) {
+func (t *Text) taskLine(e model.Event) {
 	kv := []any{"hosts", fmt.Sprintf("%d/%d", e.Done, e.Total), "elapsed", (time.Duration(e.DurationMS) * time.Millisecond).String()}
-	for _, s := range []engine.Status{engine.StatusChanged, engine.StatusOK, engine.StatusSkipped, engine.StatusFailed, engine.StatusIgnored, engine.StatusUnreachable} {
+	for _, s := range []model.Status{model.StatusChanged, model.StatusOK, model.StatusSkipped, model.StatusFailed, model.StatusIgnored, model.StatusUnreachable} {
 		if n := e.Counts[s]; n > 0 {
 			kv = append(kv, string(s), n)
 		}
 	}
-	if e.Counts[engine.StatusFailed]+e.Counts[engine.StatusUnreachable] > 0 {
+	if e.Counts[model.StatusFailed]+e.Counts[model.StatusUnreachable] > 0 {
 		t.log.Error("TASK "+taskTitle(e), kv...)
 	} else {
 		t.log.Info("TASK "+taskTitle(e), kv...)
@@ -165,15 +165,15 @@ func (t *Text) taskLine(e engine.Event) {
 
 // addPartial adds one host's end of a task; the line is printed when every
 // host of the play has ended it. The elapsed time is the slowest host's.
-func (t *Text) addPartial(e engine.Event) {
+func (t *Text) addPartial(e model.Event) {
 	key := fmt.Sprintf("%s\x00%s\x00%s\x00%v", e.Play, e.Pos, e.Task, e.Handler)
 	sum, ok := t.partial[key]
 	if !ok {
 		if t.partial == nil {
-			t.partial = map[string]*engine.Event{}
+			t.partial = map[string]*model.Event{}
 		}
 		first := e
-		first.Counts = map[engine.Status]int{}
+		first.Counts = map[model.Status]int{}
 		first.Done, first.DurationMS = 0, 0
 		sum = &first
 		t.partial[key] = sum
@@ -201,7 +201,7 @@ func (t *Text) flushPartial() {
 	t.partial, t.order = nil, nil
 }
 
-func (t *Text) streams(e engine.Event) {
+func (t *Text) streams(e model.Event) {
 	for _, s := range []struct{ name, text string }{{"stdout", e.Stdout}, {"stderr", e.Stderr}} {
 		if s.text == "" {
 			continue
@@ -213,7 +213,7 @@ func (t *Text) streams(e engine.Event) {
 	}
 }
 
-func taskTitle(e engine.Event) string {
+func taskTitle(e model.Event) string {
 	title := e.Task
 	if e.Role != "" {
 		title = e.Role + " : " + title
@@ -224,7 +224,7 @@ func taskTitle(e engine.Event) string {
 	return title
 }
 
-func (t *Text) recap(e engine.Event) {
+func (t *Text) recap(e model.Event) {
 	rc := e.Recap
 	if rc == nil {
 		return

@@ -7,21 +7,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/engine/model"
 )
 
-func events() []engine.Event {
+func events() []model.Event {
 	now := time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC)
-	rc := &engine.Recap{RunID: "r1", Order: []string{"n1", "n2"}, Duration: 1500 * time.Millisecond, Failed: true, Journal: "/tmp/j",
-		Hosts: map[string]*engine.HostStats{"n1": {OK: 2, Changed: 1}, "n2": {OK: 1, Failed: 1, Error: "rc=1"}}}
-	return []engine.Event{
-		{Time: now, Kind: engine.EventPlayStart, Run: "r1", Play: "install", Message: "hosts: all"},
-		{Time: now, Kind: engine.EventTaskStart, Run: "r1", Play: "install", Task: "copy", Total: 2},
-		{Time: now, Kind: engine.EventHostResult, Run: "r1", Task: "copy", Host: "n1", Status: engine.StatusChanged, Stdout: "copied\n"},
-		{Time: now, Kind: engine.EventHostResult, Run: "r1", Task: "copy", Role: "etcd", Host: "n2", Status: engine.StatusFailed, Message: "rc=1", Stderr: "boom"},
-		{Time: now, Kind: engine.EventTaskEnd, Run: "r1", Play: "install", Task: "copy", Role: "etcd", Done: 2, Total: 2, DurationMS: 1200,
-			Counts: map[engine.Status]int{engine.StatusChanged: 1, engine.StatusFailed: 1}},
-		{Time: now, Kind: engine.EventRecap, Run: "r1", Recap: rc},
+	rc := &model.Recap{RunID: "r1", Order: []string{"n1", "n2"}, Duration: 1500 * time.Millisecond, Failed: true, Journal: "/tmp/j",
+		Hosts: map[string]*model.HostStats{"n1": {OK: 2, Changed: 1}, "n2": {OK: 1, Failed: 1, Error: "rc=1"}}}
+	return []model.Event{
+		{Time: now, Kind: model.EventPlayStart, Run: "r1", Play: "install", Message: "hosts: all"},
+		{Time: now, Kind: model.EventTaskStart, Run: "r1", Play: "install", Task: "copy", Total: 2},
+		{Time: now, Kind: model.EventHostResult, Run: "r1", Task: "copy", Host: "n1", Status: model.StatusChanged, Stdout: "copied\n"},
+		{Time: now, Kind: model.EventHostResult, Run: "r1", Task: "copy", Role: "etcd", Host: "n2", Status: model.StatusFailed, Message: "rc=1", Stderr: "boom"},
+		{Time: now, Kind: model.EventTaskEnd, Run: "r1", Play: "install", Task: "copy", Role: "etcd", Done: 2, Total: 2, DurationMS: 1200,
+			Counts: map[model.Status]int{model.StatusChanged: 1, model.StatusFailed: 1}},
+		{Time: now, Kind: model.EventRecap, Run: "r1", Recap: rc},
 	}
 }
 
@@ -88,20 +88,20 @@ func TestJSON(t *testing.T) {
 func TestTextFreeStrategyOneLinePerTask(t *testing.T) {
 	var buf bytes.Buffer
 	s := NewText(&buf, 0)
-	end := func(task string, ms int64, st engine.Status) engine.Event {
-		return engine.Event{Kind: engine.EventTaskEnd, Play: "p", Task: task, Pos: "pb.yaml:" + task, Done: 1, Total: 3,
-			DurationMS: ms, Counts: map[engine.Status]int{st: 1}}
+	end := func(task string, ms int64, st model.Status) model.Event {
+		return model.Event{Kind: model.EventTaskEnd, Play: "p", Task: task, Pos: "pb.yaml:" + task, Done: 1, Total: 3,
+			DurationMS: ms, Counts: map[model.Status]int{st: 1}}
 	}
-	s.Emit(engine.Event{Kind: engine.EventPlayStart, Play: "p", Message: "hosts: all"})
-	s.Emit(end("a", 100, engine.StatusOK))
-	s.Emit(end("a", 300, engine.StatusChanged))
+	s.Emit(model.Event{Kind: model.EventPlayStart, Play: "p", Message: "hosts: all"})
+	s.Emit(end("a", 100, model.StatusOK))
+	s.Emit(end("a", 300, model.StatusChanged))
 	if strings.Contains(buf.String(), "TASK a") {
 		t.Fatalf("a line before every host ended the task:\n%s", buf.String())
 	}
-	s.Emit(end("b", 50, engine.StatusOK)) // a fast host runs ahead
-	s.Emit(end("a", 200, engine.StatusFailed))
-	s.Emit(end("b", 70, engine.StatusOK)) // the host that failed a never gets to b
-	s.Emit(engine.Event{Kind: engine.EventPlayEnd, Play: "p"})
+	s.Emit(end("b", 50, model.StatusOK)) // a fast host runs ahead
+	s.Emit(end("a", 200, model.StatusFailed))
+	s.Emit(end("b", 70, model.StatusOK)) // the host that failed a never gets to b
+	s.Emit(model.Event{Kind: model.EventPlayEnd, Play: "p"})
 	out := buf.String()
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	var tasks []string
@@ -130,8 +130,8 @@ func TestTextFreeStrategyOneLinePerTask(t *testing.T) {
 func TestTextShowsDebugByDefault(t *testing.T) {
 	var buf bytes.Buffer
 	s := NewText(&buf, 0)
-	s.Emit(engine.Event{Kind: engine.EventHostResult, Task: "debug", Host: "n1", Status: engine.StatusOK, Message: "value is 42", Report: true})
-	s.Emit(engine.Event{Kind: engine.EventHostResult, Task: "copy", Host: "n1", Status: engine.StatusOK, Message: "copied"})
+	s.Emit(model.Event{Kind: model.EventHostResult, Task: "debug", Host: "n1", Status: model.StatusOK, Message: "value is 42", Report: true})
+	s.Emit(model.Event{Kind: model.EventHostResult, Task: "copy", Host: "n1", Status: model.StatusOK, Message: "copied"})
 	if out := buf.String(); !strings.Contains(out, "value is 42") || strings.Contains(out, "copied") {
 		t.Errorf("output:\n%s", out)
 	}

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"io"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
@@ -50,14 +51,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) event(j *jobstore.Job, e engine.Event) {
+func (m *Metrics) event(j *jobstore.Job, e model.Event) {
 	if m == nil {
 		return
 	}
 	switch {
-	case e.Kind == engine.EventTaskEnd:
+	case e.Kind == model.EventTaskEnd:
 		m.taskDuration.WithLabelValues(j.Playbook).Observe(float64(e.DurationMS) / 1000)
-	case e.Kind == engine.EventHostResult && (e.Status == engine.StatusFailed || e.Status == engine.StatusUnreachable):
+	case e.Kind == model.EventHostResult && (e.Status == model.StatusFailed || e.Status == model.StatusUnreachable):
 		m.hostFailures.WithLabelValues(j.Cluster, e.Host, string(e.Status)).Inc()
 	}
 }

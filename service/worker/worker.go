@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/mensylisir/kubexm/service/datadir"
 
 	"golang.org/x/sys/unix"
@@ -624,7 +626,7 @@ func (w *Worker) follow(j *jobstore.Job, r io.Reader, log *slog.Logger) {
 	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
 	for sc.Scan() {
 		line := sc.Bytes()
-		var e engine.Event
+		var e model.Event
 		if err := json.Unmarshal(line, &e); err != nil {
 			log.Warn("child printed a line that is no event", "err", err)
 			continue
@@ -635,12 +637,12 @@ func (w *Worker) follow(j *jobstore.Job, r io.Reader, log *slog.Logger) {
 			log.Error("store event", "err", err)
 		}
 		switch e.Kind {
-		case engine.EventRunStart:
+		case model.EventRunStart:
 			j.RunID = e.Run
 			if err := w.c.Store.SetProgress(sctx, j.ID, w.c.Name, e.Run, ""); err != nil {
 				log.Warn("record run id", "err", err)
 			}
-		case engine.EventTaskStart:
+		case model.EventTaskStart:
 			if err := w.c.Store.SetProgress(sctx, j.ID, w.c.Name, "", e.Task); err != nil {
 				log.Warn("record progress", "err", err)
 			}

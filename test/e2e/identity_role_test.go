@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/model"
+
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/schema"
 )
@@ -104,8 +106,8 @@ spec:
 	}
 	var failed []string
 	_, err = engine.Run(context.Background(), h.pb, inv, engine.RunOptions{WorkDir: h.work, NoJournal: true,
-		Output: engine.SinkFunc(func(e engine.Event) {
-			if e.Kind == engine.EventHostResult && e.Status == engine.StatusFailed {
+		Output: model.SinkFunc(func(e model.Event) {
+			if e.Kind == model.EventHostResult && e.Status == model.StatusFailed {
 				failed = append(failed, e.Message)
 			}
 		}),

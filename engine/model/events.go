@@ -1,4 +1,6 @@
-package engine
+// Package model holds what the loader and the run share and what they
+// report: the events a run emits, with their statuses, and the recap.
+package model
 
 import (
 	"time"
@@ -113,14 +115,4 @@ type Interruption struct {
 	Host string `json:"host"`
 	Task string `json:"task"`
 	Pos  string `json:"pos"`
-}
-
-func (r *Recap) host(name string) *HostStats {
-	s, ok := r.Hosts[name]
-	if !ok {
-		s = &HostStats{}
-		r.Hosts[name] = s
-		r.Order = append(r.Order, name)
-	}
-	return s
 }
