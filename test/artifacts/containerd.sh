@@ -130,13 +130,8 @@ if [[ $arch == "$(go env GOHOSTARCH)" ]]; then
 	fi
 fi
 
-# pack <dir> <archive> <members...>: a reproducible tar.gz of dir's members.
-pack() {
-	local dir=$1 archive=$2
-	shift 2
-	tar -C "$dir" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - "$@" |
-		gzip -n -9 >"$archive"
-}
+# shellcheck source=test/artifacts/pack.sh
+. "$(dirname "$0")/pack.sh"
 
 # publish <dir> <file> <checksum file name>: move file into dir with its
 # upstream-named checksum file, then list every file in SHA256SUMS.

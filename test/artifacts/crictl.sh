@@ -59,16 +59,10 @@ if [[ $arch == "$(go env GOHOSTARCH)" ]]; then
 	"$bin/crictl" --version >&2
 fi
 
-mkdir -p "$stage/tar" "$dir"
+# shellcheck source=test/artifacts/pack.sh
+. "$(dirname "$0")/pack.sh"
+mkdir -p "$stage/tar"
 install -m 0755 "$bin/crictl" "$stage/tar/crictl"
-tar -C "$stage/tar" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - crictl |
-	gzip -n -9 >"$stage/$name"
-touch -d @0 "$stage/$name"
-mv -f "$stage/$name" "$dir/$name"
-(
-	cd "$dir"
-	sha256sum -- "$name" | cut -d' ' -f1 >"$name.sha256.tmp" && mv -f "$name.sha256.tmp" "$name.sha256"
-	sha256sum -- "$name" >SHA256SUMS.tmp && mv -f SHA256SUMS.tmp SHA256SUMS
-)
-echo "crictl.sh: $name $(cat "$dir/$name.sha256")" >&2
+pack "$stage/tar" "$stage/$name" crictl
+publish_digest crictl.sh "$dir" "$stage/$name"
 echo "$out"
