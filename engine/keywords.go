@@ -129,7 +129,7 @@ func inherit(t, parent *Task) {
 // every task of the play inherits.
 func (ld *loader) playDefaults(base *Task, pn *ytree.Node) {
 	for _, kw := range taskKeywords {
-		if v := pn.Get(kw.name); v != nil && kw.onPlay {
+		if v := pn.Get(kw.name); v != nil && kw.onPlay && kw.parse != nil {
 			kw.parse(ld, base, v)
 		}
 	}
