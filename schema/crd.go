@@ -148,3 +148,25 @@ func dropProperty(node map[string]any, path string) error {
 	}
 	return dropProperty(child, rest)
 }
+
+// Resource returns the cluster as its Cluster resource holds it: Masked,
+// and without the fields the resource's schema leaves out (crdSecretFields),
+// which an API server refuses in a server-side apply.
+func (c *Cluster) Resource() *Cluster {
+	m := c.Masked()
+	for i := range m.Spec.Hosts {
+		h := &m.Spec.Hosts[i]
+		h.Password, h.Passphrase, h.SudoPassword = "", "", ""
+		if h.Bastion != nil {
+			h.Bastion.Password, h.Bastion.Passphrase = "", ""
+		}
+	}
+	if m.Spec.Bastion != nil {
+		m.Spec.Bastion.Password, m.Spec.Bastion.Passphrase = "", ""
+	}
+	for k, a := range m.Spec.Registry.Auths {
+		a.Password = ""
+		m.Spec.Registry.Auths[k] = a
+	}
+	return m
+}

@@ -130,29 +130,52 @@ func TestCRDTakesClusterYAML(t *testing.T) {
 	}
 }
 
-// TestCRDTakesConfigView: what `kubexm config view` prints (every default
-// filled in, secrets masked) is a valid Cluster resource, so
-// `kubexm config view | kubectl apply -f -` works.
+// TestCRDTakesConfigView: what `kubexm config view --resource` prints (every
+// default filled in, secrets left out) is a valid Cluster resource with no
+// field outside the schema, so a server-side apply takes it; the plain
+// `config view` of a cluster with passwords is not (they are masked, not
+// left out).
 func TestCRDTakesConfigView(t *testing.T) {
 	_, props := crdForTest(t)
-	c, _, err := Parse("cluster.yaml", []byte(MinimalCluster))
+	structural, err := structuralschema.NewStructural(props)
 	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := Marshal(c.Masked())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var obj map[string]any
-	if err := sigsyaml.Unmarshal(out, &obj); err != nil {
 		t.Fatal(err)
 	}
 	validator, _, err := objvalidation.NewSchemaValidator(props)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if errs := objvalidation.ValidateCustomResource(field.NewPath(""), obj, validator); len(errs) > 0 {
-		t.Fatalf("config view's output is refused by the resource's schema: %v\n%s", errs.ToAggregate(), out)
+	withSecrets := strings.Replace(MinimalCluster, "address: 192.0.2.1}", "address: 192.0.2.1, password: Pw-1, sudoPassword: Pw-2, bastion: {address: 192.0.2.9, password: Pw-3}}", 1) +
+		"  registry:\n    auths: {\"reg.local\": {username: u, password: Pw-4}}\n"
+	c, _, err := Parse("cluster.yaml", []byte(withSecrets))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		c       *Cluster
+		outside bool
+	}{{"config view --resource", c.Resource(), false}, {"config view", c.Masked(), true}} {
+		out, err := Marshal(tc.c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var obj map[string]any
+		if err := sigsyaml.Unmarshal(out, &obj); err != nil {
+			t.Fatal(err)
+		}
+		if errs := objvalidation.ValidateCustomResource(field.NewPath(""), obj, validator); len(errs) > 0 {
+			t.Fatalf("%s: refused by the resource's schema: %v\n%s", tc.name, errs.ToAggregate(), out)
+		}
+		before, _ := sigsyaml.Marshal(obj)
+		pruning.PruneWithOptions(obj, structural, true, structuralschema.UnknownFieldPathOptions{})
+		after, _ := sigsyaml.Marshal(obj)
+		if outside := !bytes.Equal(before, after); outside != tc.outside {
+			t.Errorf("%s: fields outside the schema: %v, want %v\n%s", tc.name, outside, tc.outside, out)
+		}
+		if strings.Contains(string(out), "Pw-") {
+			t.Errorf("%s: a secret in clear:\n%s", tc.name, out)
+		}
 	}
 }
 

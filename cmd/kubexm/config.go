@@ -146,6 +146,7 @@ func writeValidation(w io.Writer, format, file string, c *schema.Cluster, warnin
 func newConfigViewCmd() *cobra.Command {
 	var file, output string
 	var rolesPath []string
+	var resource bool
 	cmd := &cobra.Command{
 		Use:          "view",
 		Short:        "Print the cluster file with every default filled in and secrets masked",
@@ -164,7 +165,11 @@ func newConfigViewCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out, err := schema.Marshal(c.Masked())
+			shown := c.Masked()
+			if resource {
+				shown = c.Resource()
+			}
+			out, err := schema.Marshal(shown)
 			if err != nil {
 				return err
 			}
@@ -181,6 +186,7 @@ func newConfigViewCmd() *cobra.Command {
 	}
 	addClusterFileFlag(cmd.Flags(), &file)
 	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "yaml or json")
+	cmd.Flags().BoolVar(&resource, "resource", false, "print the Cluster resource for kubectl apply --server-side: passwords and passphrases left out, not masked (deploy/crd)")
 	addRolesPathFlag(cmd, &rolesPath)
 	return cmd
 }

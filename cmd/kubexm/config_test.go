@@ -113,6 +113,14 @@ func TestConfigValidateAndView(t *testing.T) {
 			t.Errorf("view lacks default %q:\n%s", want, out)
 		}
 	}
+	// --resource: the Cluster resource, which has no password field at all.
+	res, _, err := run(t, newConfigCmd(), "view", "-f", file, "--resource")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(res, "password") || !strings.Contains(res, "port: 22") {
+		t.Errorf("view --resource keeps a password field or lacks the defaults:\n%s", res)
+	}
 }
 
 func TestConfigValidateReportsAllProblems(t *testing.T) {
