@@ -45,7 +45,7 @@ func CRD() ([]byte, error) {
 			return nil, err
 		}
 	}
-	spec["description"] = "The desired cluster: the spec of cluster.yaml. Its passwords and passphrases are not part of the resource (the API server drops them): the controller reads them from a Secret."
+	spec["description"] = "The desired cluster: the spec of cluster.yaml. Its passwords and passphrases are not part of the resource (an API server refuses them; kubexm config view --resource leaves them out): the controller reads them from a Secret."
 	status, err := jsonschema.Structural(reflect.TypeFor[ClusterStatus](), nil)
 	if err != nil {
 		return nil, err
@@ -112,9 +112,10 @@ func CRD() ([]byte, error) {
 }
 
 // crdSecretFields are the spec's password and passphrase fields, left out of
-// the resource's schema so that the API server prunes them from any object
-// applied with them: the resource is read by whoever may read the cluster's
-// configuration, a secret is not.
+// the resource's schema so that an API server never stores one (a
+// server-side apply refuses the field, a client-side one prunes it): the
+// resource is read by whoever may read the cluster's configuration, a secret
+// is not.
 var crdSecretFields = []string{
 	"hosts[*].password", "hosts[*].privateKeyPassphrase", "hosts[*].sudoPassword",
 	"hosts[*].bastion.password", "hosts[*].bastion.privateKeyPassphrase",
