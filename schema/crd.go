@@ -113,7 +113,7 @@ func CRD() ([]byte, error) {
 
 // crdSecretFields are the spec's password and passphrase fields, left out of
 // the resource's schema so that an API server never stores one (a
-// server-side apply refuses the field, a client-side one prunes it): the
+// strictly validated apply refuses the field, an unvalidated one prunes it): the
 // resource is read by whoever may read the cluster's configuration, a secret
 // is not.
 var crdSecretFields = []string{
