@@ -515,12 +515,6 @@ func validateEndpoint(c *Cluster, ps *problems) {
 		if cpe.LBAddress == "" {
 			ps.add(child(base, "lb_address"), "kube-vip announces this virtual IP", "internalLoadbalancer kube-vip needs lb_address")
 		}
-		// roles/loadbalancer writes kube-vip's static pod after the
-		// masters' joins in kubeadm mode too, but no suite has run it there.
-		if c.Spec.Kubernetes.Type == "kubeadm" {
-			ps.add(child(base, "internalLoadbalancer"), "use internalLoadbalancer haproxy, or kubernetes.type kubexm",
-				"internalLoadbalancer kube-vip with kubernetes.type kubeadm is not supported yet: no suite has run it (binary mode's has: make e2e-vip-kube-vip)")
-		}
 		if cpe.ExternalLoadBalancer == "external" {
 			ps.add(child(base, "internalLoadbalancer"), "leave externalLoadBalancer out: kube-vip on the masters is the load balancer",
 				"internalLoadbalancer kube-vip holds lb_address itself; externalLoadBalancer external says your load balancer does")

@@ -40,6 +40,12 @@ import (
 //     member), the workers' haproxy gets it back; a re-run changes nothing;
 //   - a re-run of create-cluster changes nothing; delete -e
 //     delete_packages=true leaves every host as it was.
+//
+// KUBEXM_E2E_KUBEADM_LB=kube-vip runs the same steps with
+// internalLoadbalancer kube-vip instead (`make e2e-kubeadm-ha-kube-vip`):
+// kube-vip's static pod on the masters holding the VIP .250, which the
+// workers' domain names; the failover powers off the VIP holder (its link
+// down too); delete-nodes takes n3 out of the election first.
 func TestKubeadmHA(t *testing.T) {
 	parallelSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 75*time.Minute)
@@ -48,8 +54,12 @@ func TestKubeadmHA(t *testing.T) {
 	root := moduleRoot(t)
 	work := t.TempDir()
 
+	kubeVIP := os.Getenv("KUBEXM_E2E_KUBEADM_LB") == "kube-vip"
 	releaseRoot := clusterArtifacts(ctx, t, root)
 	kubeadmArtifacts(ctx, t, root, kubernetesVersion)
+	if kubeVIP {
+		kubeVIPArtifacts(ctx, t, root)
+	}
 	bin := buildKubexm(ctx, t, root, work)
 	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
 
@@ -59,10 +69,14 @@ func TestKubeadmHA(t *testing.T) {
 		t.Fatalf("want %d machines, have %d", machines, len(set.Hosts))
 	}
 	masters, workers := set.Hosts[:3], set.Hosts[3:]
+	vip := "" // the workers' haproxy
+	if kubeVIP {
+		vip = set.Gateway[:strings.LastIndex(set.Gateway, ".")] + ".250"
+	}
 
 	const name = "e2e-kubeadm-ha"
 	inventory := filepath.Join(work, "cluster.yaml")
-	if err := os.WriteFile(inventory, []byte(kubeadmHAClusterYAML(name, set)), 0o600); err != nil {
+	if err := os.WriteFile(inventory, []byte(kubeadmHAClusterYAML(name, set, vip)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	vars := append(clusterTestVars(),
@@ -84,7 +98,11 @@ func TestKubeadmHA(t *testing.T) {
 
 	// The bundle holds the mode's package, haproxy, with its closure.
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
-	bundle := exportBundle(ctx, t, kx, server, " (kubeadm, stacked etcd, haproxy)")
+	lbName := "internal haproxy"
+	if kubeVIP {
+		lbName = "kube-vip"
+	}
+	bundle := exportBundle(ctx, t, kx, server, " (kubeadm, stacked etcd, "+lbName+")")
 	stop()
 
 	pb := func(p string) string { return filepath.Join(root, "playbooks", p) }
@@ -92,27 +110,41 @@ func TestKubeadmHA(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF create-cluster (kubeadm, 3 masters with stacked etcd, 2 workers, internal haproxy, offline bundle) on %d fresh machines: %s (%d changed)",
-		machines, res.wall.Round(time.Millisecond), len(res.changed()))
+	t.Logf("PERF create-cluster (kubeadm, 3 masters with stacked etcd, 2 workers, %s, offline bundle) on %d fresh machines: %s (%d changed)",
+		lbName, machines, res.wall.Round(time.Millisecond), len(res.changed()))
 
-	checkKubeadmEndpointWiring(ctx, t, set, masters, masters, workers)
+	checkKubeadmEndpointWiring(ctx, t, set, masters, masters, workers, vip)
 	checkNodes(ctx, t, k, set)
 	checkMasterEtcd(ctx, t, set, kubeadmEtcdctl, masters, masters[1])
 
-	// --- failover: n1 loses its power while the worker's client polls -----
+	// --- failover: n1 (the VIP holder with kube-vip) loses its power while
+	// the worker's client polls --------------------------------------------
 	victim, survivor, poller := masters[0], masters[1], workers[0]
-	cut := failover(ctx, t, set, victim, poller, "kubeadm failover")
-
-	// The control machine's kubeconfig names n1: talk to a survivor.
-	k2 := survivorKubectl(t, kubectl, k.kubeconfig, work, victim, survivor)
-	diag.cluster(k2)
+	var cut time.Time
+	var moved testhosts.Host
+	k2 := k // with kube-vip the control machine's kubeconfig names the VIP
+	if kubeVIP {
+		victim = kubeVIPHolder(ctx, t, set, masters, vip)
+		cut, moved = kubeVIPFailover(ctx, t, set, masters, victim, poller, vip)
+	} else {
+		cut = failover(ctx, t, set, victim, poller, "kubeadm failover")
+		// The control machine's kubeconfig names n1: talk to a survivor.
+		k2 = survivorKubectl(t, kubectl, k.kubeconfig, work, victim, survivor)
+		diag.cluster(k2)
+	}
 	if out, err := k2.run(ctx, "", "wait", "--for=condition=Ready=Unknown", "node/"+victim.Name, "--timeout=180s"); err != nil {
 		t.Fatalf("%s not marked unreachable: %v\n%s", victim.Name, err, out)
 	}
 	t.Logf("PERF %s NotReady (Unknown) %s after its power-off", victim.Name, time.Since(cut).Round(time.Second))
 	deployAfterFailover(ctx, t, k2, "kubeadm failover")
 
+	if kubeVIP {
+		kubeVIPLinkUp(ctx, t, set, victim, vip)
+	}
 	powerOnConverges(ctx, t, set, machines, k2, kubeadmEtcdctl, masters, victim)
+	if kubeVIP {
+		kubeVIPBack(ctx, t, set, k, masters, victim, moved, vip)
+	}
 	if out, err := k.run(ctx, "", "wait", "--for=delete", "pod", "-l", "app=after-failover", "-n", "default", "--timeout=180s"); err != nil {
 		t.Fatalf("the pods of the deleted Deployment are still there: %v\n%s", err, out)
 	}
@@ -126,7 +158,13 @@ func TestKubeadmHA(t *testing.T) {
 	}
 	t.Logf("PERF delete-nodes, 1 kubeadm master with its stacked etcd member: %s", res.wall.Round(time.Millisecond))
 	checkKubeadmMembers(ctx, t, k, set, staying, workers)
-	checkKubeadmEndpointWiring(ctx, t, set, staying, staying, workers)
+	checkKubeadmEndpointWiring(ctx, t, set, staying, staying, workers, vip)
+	if kubeVIP {
+		kubeVIPHolder(ctx, t, set, staying, vip)
+		if out, err := set.SSH(ctx, gone.Name, "test ! -e /etc/kubernetes/manifests/kube-vip.yaml && ! pgrep -x kube-vip && ! ip -o addr show | grep -F ' "+vip+"/'"); err != nil {
+			t.Errorf("%s still takes part in kube-vip's election after delete-nodes: %v\n%s", gone.Name, err, out)
+		}
+	}
 	out, err := set.SSH(ctx, gone.Name, `test -e /etc/kubernetes/kubelet.conf && echo kubelet.conf; test -d /var/lib/etcd && echo etcd-data; systemctl is-active kubelet || true`)
 	if err != nil || strings.TrimSpace(out) != "inactive" {
 		t.Errorf("%s after delete-nodes: %v\n%s\nwant no kubelet.conf, no etcd data, kubelet inactive", gone.Name, err, out)
@@ -139,20 +177,33 @@ func TestKubeadmHA(t *testing.T) {
 	}
 	t.Logf("PERF add-nodes, 1 kubeadm master (join --control-plane, stacked etcd member): %s (%d changed)", res.wall.Round(time.Millisecond), len(res.changed()))
 	checkKubeadmMembers(ctx, t, k, set, masters, workers)
-	checkKubeadmEndpointWiring(ctx, t, set, masters, masters, workers)
+	checkKubeadmEndpointWiring(ctx, t, set, masters, masters, workers, vip)
 	checkMasterEtcd(ctx, t, set, kubeadmEtcdctl, masters, gone)
+	if kubeVIP {
+		kubeVIPHolder(ctx, t, set, masters, vip)
+	}
 	rerun(ctx, t, kx, "add-nodes (kubeadm master)", pb("add-nodes"), "--offline-bundle", bundle)
 
 	rerun(ctx, t, kx, "create-cluster (kubeadm HA)", pb("create-cluster"), "--offline-bundle", bundle)
 	checkDeleteRestores(ctx, t, set, kx, pb("delete"), fresh)
+	for _, h := range masters {
+		if out, err := set.SSH(ctx, h.Name, "ip -o addr show"); err != nil || (vip != "" && strings.Contains(out, " "+vip+"/")) {
+			t.Errorf("%s still holds the VIP after the delete: %v\n%s", h.Name, err, out)
+		}
+	}
 	t.Logf("PERF the kubeadm HA suite on %d machines: %s", machines, time.Since(suiteStart).Round(time.Second))
 }
 
 // kubeadmHAClusterYAML: haClusterYAML's cluster in kubeadm mode with the
-// stacked etcd: n1-n3 masters, n4 and n5 workers.
-func kubeadmHAClusterYAML(name string, set *testhosts.Set) string {
+// stacked etcd: n1-n3 masters, n4 and n5 workers; behind the workers'
+// haproxy, or with vip kube-vip on the masters holding it.
+func kubeadmHAClusterYAML(name string, set *testhosts.Set, vip string) string {
 	y := haClusterYAML(name, set)
 	y = strings.Replace(y, "    type: kubexm\n    version:", "    type: kubeadm\n    version:", 1)
+	if vip != "" {
+		y = strings.Replace(y, "  controlPlaneEndpoint:\n    internalLoadbalancer: haproxy\n",
+			"  controlPlaneEndpoint:\n    internalLoadbalancer: kube-vip\n    lb_address: "+vip+"\n", 1)
+	}
 	return strings.Replace(y, "  etcd:\n    type: kubexm\n", "  etcd:\n    type: kubeadm\n", 1)
 }
 
@@ -167,8 +218,9 @@ func kubeadmEtcdctl(ctx context.Context, set *testhosts.Set, host, endpoints str
 // checkKubeadmEndpointWiring: every worker's kubelet.conf and every
 // master's admin.conf names the endpoint; the domain resolves to 127.0.0.1 on the
 // workers, where kubexm's haproxy listens with exactly backends as its
-// backends, and to the master itself on the masters, which run no proxy.
-func checkKubeadmEndpointWiring(ctx context.Context, t *testing.T, set *testhosts.Set, masters, backends, workers []testhosts.Host) {
+// backends (with kube-vip, vip not "": to the VIP, no haproxy), and to the
+// master itself on the masters, which run no proxy.
+func checkKubeadmEndpointWiring(ctx context.Context, t *testing.T, set *testhosts.Set, masters, backends, workers []testhosts.Host, vip string) {
 	t.Helper()
 	check := func(h testhosts.Host, files string, want []string) {
 		out, err := set.SSH(ctx, h.Name, `grep -h '^ *server:' `+files+` | sort -u
@@ -191,6 +243,10 @@ systemctl is-active kubexm-haproxy.service 2>/dev/null || true`)
 		check(m, "/etc/kubernetes/kubelet.conf /etc/kubernetes/admin.conf", []string{"server: https://" + net.JoinHostPort(m.Address, "6443"), "server: " + haEndpoint, "resolves " + m.Address, "inactive"})
 	}
 	for _, w := range workers {
+		if vip != "" {
+			check(w, "/etc/kubernetes/kubelet.conf", []string{"server: " + haEndpoint, "resolves " + vip, "inactive"})
+			continue
+		}
 		check(w, "/etc/kubernetes/kubelet.conf", []string{"server: " + haEndpoint, "resolves 127.0.0.1", "active"})
 		cfg, err := set.SSH(ctx, w.Name, "cat /etc/kubexm/haproxy/haproxy.cfg")
 		if err != nil {
