@@ -139,7 +139,7 @@ func TestKubeadmHA(t *testing.T) {
 	deployAfterFailover(ctx, t, k2, "kubeadm failover")
 
 	if kubeVIP {
-		kubeVIPLinkUp(ctx, t, set, victim, vip)
+		plugBack(ctx, t, set, victim, vip)
 	}
 	powerOnConverges(ctx, t, set, machines, k2, kubeadmEtcdctl, masters, victim)
 	if kubeVIP {
