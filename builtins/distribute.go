@@ -63,14 +63,25 @@ func (d distributeBuiltin) Run(ctx context.Context, env *step.Env, args step.Arg
 	}
 	data := map[string]any{"dest": dest, "checksum": want}
 	a := attrsFrom(args)
-	if env.Check {
-		have, err := env.Target.Sha256(ctx, dest, env.Become)
+	if a.Mode == 0 {
+		a.Mode = 0o644
+	}
+	large := false
+	if d.relay != nil && args.Bool("relay") {
+		fi, err := env.Control.Stat(ctx, src, false)
 		if err != nil {
-			return step.Result{}, err
+			return step.Result{}, fmt.Errorf("distribute: %w", err)
 		}
-		if have != want {
-			return step.Result{Changed: true, Msg: "would send " + src + " to " + dest, Data: data}, nil
-		}
+		large = fi.Size >= relayMinSize
+	}
+	// One sum on the host (from the transport's record of it when the file
+	// is unchanged since): a host that has the file gets only its attributes
+	// fixed, and serves it to others.
+	have, err := env.Target.Sha256(ctx, dest, env.Become)
+	if err != nil {
+		return step.Result{}, err
+	}
+	if have == want {
 		fi, err := env.Target.Stat(ctx, dest, env.Become)
 		if err != nil {
 			return step.Result{}, err
@@ -79,21 +90,22 @@ func (d distributeBuiltin) Run(ctx context.Context, env *step.Env, args step.Arg
 		if err != nil {
 			return step.Result{}, err
 		}
+		if large && !env.Check {
+			d.relay.hold(want, &holder{host: env.Target.Host(), addr: relayAddr(env), path: dest, t: env.Target, become: env.Become})
+		}
 		return done(env, changes, data, ""), nil
 	}
-	mode := a.Mode
-	if mode == 0 {
-		mode = 0o644
+	if env.Check {
+		return step.Result{Changed: true, Msg: "would send " + src + " to " + dest, Data: data}, nil
 	}
-	opts := transport.PutOptions{Mode: mode, Owner: a.Owner, Group: a.Group, Become: env.Become}
-	if d.relay != nil && args.Bool("relay") {
-		fi, err := env.Control.Stat(ctx, src, false)
+	opts := transport.PutOptions{Mode: a.Mode, Owner: a.Owner, Group: a.Group, Become: env.Become}
+	if large {
+		from, err := d.relay.sendRelayed(ctx, env, src, want, dest, opts)
 		if err != nil {
-			return step.Result{}, fmt.Errorf("distribute: %w", err)
+			return step.Result{}, err
 		}
-		if fi.Size >= relayMinSize {
-			return d.sendLarge(ctx, env, src, want, dest, opts, data)
-		}
+		data["from"] = from
+		return step.Result{Changed: true, Msg: "sent " + src + " to " + dest + " (from " + from + ")", Data: data}, nil
 	}
 	changed, err := env.Target.PutFile(ctx, src, dest, opts)
 	if err != nil {
@@ -104,32 +116,4 @@ func (d distributeBuiltin) Run(ctx context.Context, env *step.Env, args step.Arg
 		res.Msg = "sent " + src + " to " + dest
 	}
 	return res, nil
-}
-
-// sendLarge is Run for a file worth passing host to host: a host that has
-// it already only gets its attributes fixed and serves it to others.
-func (d distributeBuiltin) sendLarge(ctx context.Context, env *step.Env, src, want, dest string, opts transport.PutOptions, data map[string]any) (step.Result, error) {
-	have, err := env.Target.Sha256(ctx, dest, env.Become)
-	if err != nil {
-		return step.Result{}, err
-	}
-	if have == want {
-		// PutFile finds the same sum and fixes only mode and owner.
-		changed, err := env.Target.PutFile(ctx, src, dest, opts)
-		if err != nil {
-			return step.Result{}, err
-		}
-		d.relay.hold(want, &holder{host: env.Target.Host(), addr: relayAddr(env), path: dest, t: env.Target, become: env.Become})
-		res := step.Result{Changed: changed, Data: data}
-		if changed {
-			res.Msg = "attributes of " + dest
-		}
-		return res, nil
-	}
-	from, err := d.relay.sendRelayed(ctx, env, src, want, dest, opts)
-	if err != nil {
-		return step.Result{}, err
-	}
-	data["from"] = from
-	return step.Result{Changed: true, Msg: "sent " + src + " to " + dest + " (from " + from + ")", Data: data}, nil
 }

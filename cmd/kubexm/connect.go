@@ -64,13 +64,18 @@ func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.T
 	if c.khErr != nil {
 		return nil, c.khErr
 	}
-	t, err := ssh.Dial(ctx, h, ssh.Options{KnownHosts: c.knownHosts, UploadSlots: c.uploadSlots, Sums: c.sums, Observe: c.observe, Dial: c.dial})
+	t, err := ssh.Dial(ctx, h, ssh.Options{KnownHosts: c.knownHosts, UploadSlots: c.uploadSlots, Sums: c.sums, SumRecords: hostSumRecords, Observe: c.observe, Dial: c.dial})
 	if err != nil {
 		// Not t: a nil *ssh.Transport in a non-nil interface would be closed.
 		return nil, err
 	}
 	return t, nil
 }
+
+// hostSumRecords is where a host keeps the sha256 sums of the files kubexm
+// compared, with their stat (engine/transport/ssh's sumFunc): under kubexm's
+// state directory on the host, which delete-cluster removes.
+const hostSumRecords = "/var/lib/kubexm/sums"
 
 // stateDir is where kubexm keeps what belongs to the user rather than to
 // one directory (the SSH host keys it trusts): $KUBEXM_HOME, else ~/.kubexm.

@@ -52,6 +52,10 @@ type Options struct {
 	UploadSlots chan struct{}
 	// Sums caches sha256 of local files across hosts; one per Transport when nil.
 	Sums *transport.SumCache
+	// SumRecords is a directory on the host where Sha256 and PutFile record
+	// the sums they compute with the stat of the file they read (see
+	// sumFunc), so an unchanged file is not read again; empty: none.
+	SumRecords string
 	// AgentSocket is the ssh-agent socket; $SSH_AUTH_SOCK when empty.
 	AgentSocket string
 	// Dial, when set, makes the TCP connection to a host or bastion
