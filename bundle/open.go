@@ -27,11 +27,14 @@ import (
 // <workDir>/bundle/<sha256 of the bundle>/ and returns that directory. A
 // bundle unpacked and verified before is not unpacked again (the sizes and
 // SHA256SUMS are checked against its manifest; the download role checks
-// each file's sum when it uses it). Nothing is left behind when the bundle
+// each file's sum when it uses it). The bundle's own sum is read from the
+// work directory's record while the file is unchanged (transport.SumCache). Nothing is left behind when the bundle
 // is bad.
 func Open(ctx context.Context, p, workDir string, logf func(string, ...any)) (string, *Manifest, error) {
 	start := time.Now()
-	sum, _, err := hashFile(ctx, p)
+	// Recorded with the bundle's stat in the work directory: a re-run with
+	// the same bundle file does not read it again.
+	sum, err := transport.WorkDirSums(workDir).Sum(p)
 	if err != nil {
 		return "", nil, fmt.Errorf("offline bundle: %w", err)
 	}

@@ -188,7 +188,9 @@ func newRunner(pb *Playbook, inv *inventory.Inventory, opts RunOptions) (*runner
 	r.recap = &model.Recap{RunID: r.runID, Hosts: map[string]*model.HostStats{}}
 	r.control = opts.Control
 	if r.control == nil {
-		r.control = local.New(inventory.Localhost, local.WithSums(&transport.SumCache{}))
+		// The work directory keeps the sums of the artifacts in it, so a
+		// re-run does not read hundreds of MB again (transport.SumCache).
+		r.control = local.New(inventory.Localhost, local.WithSums(transport.WorkDirSums(opts.WorkDir)))
 	}
 	if err := r.initHosts(); err != nil {
 		return nil, err

@@ -1,25 +1,44 @@
 package transport
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
 
-// SumCache remembers sha256 sums of control-machine files, keyed by path,
-// size and modification time, so a file sent to many hosts is read once.
-// Safe for concurrent use; share one per run (ssh.Options.Sums,
-// local.WithSums).
+// SumCache remembers sha256 sums of control-machine files, keyed by path and
+// stat (size, modification and change times, inode, device), so a file sent
+// to many hosts is read once. With Dir, a sum is also recorded in a file
+// there and a later run whose stat of the file is the same takes it from
+// the record instead of reading the file again: any write to the file
+// changes its ctime, which only the kernel sets. Safe for concurrent use;
+// share one per run (ssh.Options.Sums, local.WithSums).
 type SumCache struct {
+	// Dir holds the records (one file per path, named by the path's sha256);
+	// empty: sums live only as long as the cache.
+	Dir string
+
 	mu sync.Mutex
 	m  map[sumKey]*sumEntry
 }
 
+// WorkDirSums is the cache of a run from the cluster's work directory
+// workDir: its records in workDir/sums ("" workDir: none).
+func WorkDirSums(workDir string) *SumCache {
+	if workDir == "" {
+		return &SumCache{}
+	}
+	return &SumCache{Dir: filepath.Join(workDir, "sums")}
+}
+
 type sumKey struct {
-	path  string
-	size  int64
-	mtime time.Time
+	path string
+	stat string
 }
 
 type sumEntry struct {
@@ -37,7 +56,8 @@ func (c *SumCache) Sum(p string) (string, error) {
 	if !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("source %s is not a regular file", p)
 	}
-	key := sumKey{p, fi.Size(), fi.ModTime()}
+	st, ctime := statKey(fi)
+	key := sumKey{p, st}
 	c.mu.Lock()
 	if c.m == nil {
 		c.m = map[sumKey]*sumEntry{}
@@ -52,7 +72,7 @@ func (c *SumCache) Sum(p string) (string, error) {
 		<-e.done
 		return e.sum, e.err
 	}
-	e.sum, e.err = hashFile(p)
+	e.sum, e.err = c.hash(p, st, ctime)
 	close(e.done)
 	if e.err != nil {
 		c.mu.Lock()
@@ -62,10 +82,50 @@ func (c *SumCache) Sum(p string) (string, error) {
 	return e.sum, e.err
 }
 
-func hashFile(p string) (string, error) {
+// hash reads the record of p when its stat is st, else the file. A sum is
+// recorded only when the stat did not move while the file was read and the
+// ctime is 2 s old: a write in the same timestamp tick as the recorded
+// ctime would otherwise go unseen. ctime is zero where the platform does
+// not give it; nothing is recorded then.
+func (c *SumCache) hash(p, st string, ctime time.Time) (string, error) {
+	rec := c.record(p)
+	if rec != "" && !ctime.IsZero() {
+		if b, err := os.ReadFile(rec); err == nil {
+			if line, sum, ok := strings.Cut(strings.TrimSuffix(string(b), "\n"), "\n"); ok && line == st && len(sum) == 64 {
+				return sum, nil
+			}
+		}
+	}
 	sum, err := FileSha256(p)
 	if err == nil && sum == "" {
 		err = fmt.Errorf("source %s does not exist", p)
 	}
-	return sum, err
+	if err != nil || rec == "" || ctime.IsZero() {
+		return sum, err
+	}
+	fi, serr := os.Stat(p)
+	if after, _ := statKey(fi); serr != nil || after != st || time.Since(ctime) < 2*time.Second {
+		_ = os.Remove(rec)
+		return sum, nil
+	}
+	// A record that cannot be written costs the next run a read, nothing else.
+	if os.MkdirAll(c.Dir, 0o700) == nil {
+		tmp := fmt.Sprintf("%s.%d", rec, os.Getpid())
+		if os.WriteFile(tmp, []byte(st+"\n"+sum+"\n"), 0o600) != nil || os.Rename(tmp, rec) != nil {
+			_ = os.Remove(tmp)
+		}
+	}
+	return sum, nil
+}
+
+func (c *SumCache) record(p string) string {
+	if c.Dir == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return ""
+	}
+	h := sha256.Sum256([]byte(abs))
+	return filepath.Join(c.Dir, hex.EncodeToString(h[:]))
 }
