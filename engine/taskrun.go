@@ -16,6 +16,7 @@ import (
 	"github.com/mensylisir/kubexm/engine/model"
 
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/transport"
 )
 
 // hostOutcome is what one task did on one host.
@@ -793,6 +794,9 @@ func (pr *playRun) callBatch(ctx context.Context, t *Task, h *hostState, b step.
 				Message: fmt.Sprintf("panic in builtin %s: %v\n%s", t.Action, p, debug.Stack())})
 		}
 	}()
+	if len(items) > 0 && items[0].Env.Check {
+		ctx = transport.ReadOnly(ctx)
+	}
 	results, errs = b.RunBatch(ctx, items)
 	if len(results) != len(items) || len(errs) != len(items) {
 		failAll(fmt.Errorf("%s: builtin %s returned %d results for %d items (a bug in kubexm: please report it)", t.Pos, t.Action, len(results), len(items)))
@@ -816,6 +820,9 @@ func (pr *playRun) callBuiltin(ctx context.Context, t *Task, h *hostState, env *
 				Message: fmt.Sprintf("panic in builtin %s: %v\n%s", t.Action, p, debug.Stack())})
 		}
 	}()
+	if env.Check {
+		ctx = transport.ReadOnly(ctx)
+	}
 	return t.impl.Run(ctx, env, t.spec.WithDefaults(args))
 }
 

@@ -86,3 +86,17 @@ type Transport interface {
 	// Close releases the connection.
 	Close() error
 }
+
+type readOnlyKey struct{}
+
+// ReadOnly marks ctx as a run that leaves the hosts as they are (--check):
+// a transport may read what it recorded on a host but writes no record.
+func ReadOnly(ctx context.Context) context.Context {
+	return context.WithValue(ctx, readOnlyKey{}, true)
+}
+
+// IsReadOnly reports whether ctx was marked by ReadOnly.
+func IsReadOnly(ctx context.Context) bool {
+	ro, _ := ctx.Value(readOnlyKey{}).(bool)
+	return ro
+}

@@ -155,8 +155,8 @@ func (t *Transport) PutFile(ctx context.Context, localPath, dst string, opts tra
 	if opts.Mode == 0 {
 		opts.Mode = 0o644
 	}
-	script := sumFunc + `kxsum "$1" "$2"; s=$?; [ $s = 4 ] && s=3; [ $s = 0 ] || exit $s; stat -c '%a %U %G %u %g' -- "$1"`
-	res, err := t.Run(ctx, transport.Command{Argv: []string{"/bin/sh", "-c", script, "sh", dst, t.sumRecord(dst, opts.Become)}, Become: opts.Become})
+	script := sumFunc + `kxsum "$1" "$2" "$3"; s=$?; [ $s = 4 ] && s=3; [ $s = 0 ] || exit $s; stat -c '%a %U %G %u %g' -- "$1"`
+	res, err := t.Run(ctx, transport.Command{Argv: append([]string{"/bin/sh", "-c", script, "sh"}, t.sumArgs(ctx, dst, opts.Become)...), Become: opts.Become})
 	if err != nil {
 		return false, err
 	}
@@ -333,8 +333,8 @@ func (t *Transport) statSFTP(ctx context.Context, cl *sftp.Client, p string) (tr
 
 // Sha256 implements transport.Transport.
 func (t *Transport) Sha256(ctx context.Context, p string, become bool) (string, error) {
-	script := sumFunc + `kxsum "$1" "$2"`
-	res, err := t.Run(ctx, transport.Command{Argv: []string{"/bin/sh", "-c", script, "sh", p, t.sumRecord(p, become)}, Become: become})
+	script := sumFunc + `kxsum "$1" "$2" "$3"`
+	res, err := t.Run(ctx, transport.Command{Argv: append([]string{"/bin/sh", "-c", script, "sh"}, t.sumArgs(ctx, p, become)...), Become: become})
 	if err != nil {
 		return "", err
 	}

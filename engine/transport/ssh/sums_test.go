@@ -1,6 +1,7 @@
 package ssh
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -10,13 +11,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mensylisir/kubexm/engine/transport"
 )
 
 // kxsum runs sumFunc's kxsum as the hosts do (with /bin/sh) and returns the
 // sum it printed and its status.
-func kxsum(t *testing.T, file, record string) (string, int) {
+func kxsum(t *testing.T, file, record string, ro ...string) (string, int) {
 	t.Helper()
-	out, err := exec.Command("/bin/sh", "-c", sumFunc+`kxsum "$1" "$2"`, "sh", file, record).Output()
+	out, err := exec.Command("/bin/sh", "-c", sumFunc+`kxsum "$1" "$2" "$3"`, "sh", file, record, strings.Join(ro, "")).Output()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		return "", ee.ExitCode()
@@ -52,6 +55,13 @@ func TestSumRecord(t *testing.T) {
 		t.Fatalf("a file changed less than 2 s ago was recorded (a write in the same tick would go unseen): %v", err)
 	}
 	time.Sleep(2100 * time.Millisecond)
+	// A --check run (transport.ReadOnly) leaves the host as it is.
+	if sum, st := kxsum(t, file, record, "ro"); st != 0 || sum != hexSum(content) {
+		t.Fatalf("read-only: %q %d", sum, st)
+	}
+	if _, err := os.Stat(filepath.Dir(record)); !os.IsNotExist(err) {
+		t.Fatalf("a read-only sum wrote on the host: %v", err)
+	}
 	if sum, st := kxsum(t, file, record); st != 0 || sum != hexSum(content) {
 		t.Fatalf("settled file: %q %d", sum, st)
 	}
@@ -71,6 +81,9 @@ func TestSumRecord(t *testing.T) {
 	}
 	if sum, _ := kxsum(t, file, record); sum != forged {
 		t.Fatalf("the record was not used: %q", sum)
+	}
+	if sum, _ := kxsum(t, file, record, "ro"); sum != forged {
+		t.Fatalf("a read-only sum did not use the record: %q", sum)
 	}
 	// One byte changed in place, size kept: ctime moves, the file is hashed.
 	f, err := os.OpenFile(file, os.O_WRONLY, 0)
@@ -102,6 +115,12 @@ func TestSumRecord(t *testing.T) {
 
 func TestSumRecordOnlyAsRoot(t *testing.T) {
 	tr := &Transport{user: "admin", opts: Options{SumRecords: "/var/lib/kubexm/sums"}}
+	if a := tr.sumArgs(transport.ReadOnly(context.Background()), "/x", true); len(a) != 3 || a[2] == "" {
+		t.Errorf("a --check run's arguments %q do not say read-only", a)
+	}
+	if a := tr.sumArgs(context.Background(), "/x", true); len(a) != 3 || a[2] != "" {
+		t.Errorf("arguments %q say read-only", a)
+	}
 	if r := tr.sumRecord("/usr/local/bin/kubelet", false); r != "" {
 		t.Errorf("a command run as the login user admin got record %q", r)
 	}
