@@ -87,6 +87,11 @@ func testRegistry(c *calls) map[string]step.Builtin {
 				if env.Check {
 					rec += "(check)"
 				}
+				// A check-mode builtin's transports write nothing on the host
+				// (transport.ReadOnly), and only a check-mode one's.
+				if transport.IsReadOnly(ctx) != env.Check {
+					rec += "(read-only is not check mode)"
+				}
 				c.add(rec)
 				if d := a.Duration("sleep"); d > 0 {
 					select {
