@@ -22,6 +22,8 @@ func (distributeBuiltin) Spec() step.Spec {
 		Name:    "distribute",
 		Summary: "Send one control-machine file (a binary, an image tarball) to the host, skipped where the checksum matches.",
 		Doc: "Meant for large artifacts: the file is streamed without being read into memory and without a diff. " +
+			"The host's sha256 comes from the transport's record of it while the file's stat is unchanged (see the guide), so a " +
+			"re-run does not read an unchanged file again. " +
 			"The engine runs the task on all hosts in parallel. A relative src is looked up in the work directory " +
 			"(where `download` puts artifacts), then in the role's files/. " +
 			"With `relay` (the default) a file of 8 MiB or more is passed host to host: the control machine uploads it " +
