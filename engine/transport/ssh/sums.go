@@ -18,7 +18,10 @@ import (
 // the kernel sets, so a changed file is hashed again. A sum is recorded only
 // when the file's stat was the same before and after hashing and its ctime
 // is at least two seconds old: a write in the same timestamp tick as the
-// recorded ctime would otherwise go unseen (git's "racy" entries). With
+// recorded ctime would otherwise go unseen (git's "racy" entries). The
+// record directory is made only inside an existing parent (kubexm's state
+// directory, which roles/os makes and delete removes): a host kubexm does
+// not manage, or no longer does, gets nothing written. With
 // RO non-empty (a --check run: transport.ReadOnly) records are read, never
 // written or removed.
 const sumFunc = `kxsum() {
@@ -33,7 +36,7 @@ out=$(sha256sum -- "$p") || return 5
 printf '%s\n' "$out"
 [ -n "$r" ] && [ -z "$ro" ] || return 0
 c=$(stat -L -c '%Z' -- "$p") && [ "$(stat -L -c '%s %i %d %y %z' -- "$p")" = "$s" ] && [ "$(date +%s)" -ge $((c + 2)) ] || { rm -f -- "$r"; return 0; }
-{ mkdir -p -m 0700 -- "${r%/*}" && printf '%s\n%.64s\n' "$s" "$out" >"$r.$$" && mv -f -- "$r.$$" "$r"; } 2>/dev/null || rm -f -- "$r.$$"
+{ { [ -d "${r%/*}" ] || mkdir -m 0700 -- "${r%/*}"; } && printf '%s\n%.64s\n' "$s" "$out" >"$r.$$" && mv -f -- "$r.$$" "$r"; } 2>/dev/null || rm -f -- "$r.$$"
 return 0
 }
 `

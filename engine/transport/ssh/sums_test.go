@@ -105,6 +105,19 @@ func TestSumRecord(t *testing.T) {
 	if sum, st := kxsum(t, file, ""); st != 0 || sum != hexSum(content) {
 		t.Fatalf("no record: %q %d", sum, st)
 	}
+	// No state directory (a host before create-cluster or after delete):
+	// nothing is written.
+	orphan := filepath.Join(dir, "no-state-dir", "sums", "rec")
+	if sum, st := kxsum(t, file, orphan); st != 0 || sum != hexSum(content) {
+		t.Fatalf("without a state directory: %q %d", sum, st)
+	}
+	time.Sleep(2100 * time.Millisecond)
+	if sum, st := kxsum(t, file, orphan); st != 0 || sum != hexSum(content) {
+		t.Fatalf("without a state directory: %q %d", sum, st)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "no-state-dir")); !os.IsNotExist(err) {
+		t.Fatalf("a record made the state directory: %v", err)
+	}
 	if _, st := kxsum(t, filepath.Join(dir, "absent"), record); st != 3 {
 		t.Fatalf("absent file: status %d, want 3", st)
 	}
