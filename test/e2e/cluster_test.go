@@ -155,6 +155,7 @@ func TestKubernetesCluster(t *testing.T) {
 	}
 	pinnedImages(ctx, t, kx, set, create, bundle)
 	checkWorkloads(ctx, t, k, set)
+	clusterResource(ctx, t, k, bin, root, inventory, name)
 	checkUserLoadBalancer(ctx, t, set, userLB, kubeconfig)
 	scheduledSnapshots(ctx, t, set)
 	brokenKubeProxy(ctx, t, kx, k, set, diag, create, bundle)
