@@ -17,7 +17,7 @@ var stepTags = map[string]map[string]string{
 	"preflight": {
 		"check-hardware": "Hardware - ", "check-kernel": "Kernel - ", "check-hostname": "Hostname - ",
 		"check-time": "Time - ", "check-existing": "Existing installation - ", "check-ports": "Ports - ",
-		"check-dns": "resolv.conf - ", "check-selinux": "SELinux - ", "check-firewall": "Firewall - ", "check-swap": "Swap - ",
+		"check-runtime": "Container runtime - ", "check-dns": "resolv.conf - ", "check-selinux": "SELinux - ", "check-firewall": "Firewall - ", "check-swap": "Swap - ",
 	},
 }
 

@@ -48,6 +48,8 @@ const (
 //   - crictl is on every machine with /etc/crictl.yaml naming containerd's
 //     socket: `crictl ps` lists the running container, on the machine and
 //     through `kubexm run command -- crictl ps`;
+//   - preflight refuses a machine that runs another runtime (a process named
+//     dockerd) than cluster.yaml's containerd, naming it;
 //   - playbooks/delete --tags containerd, with a container still running,
 //     removes the containers, the unit, the binaries and the data, and a
 //     second delete changes nothing.
@@ -190,6 +192,7 @@ func TestContainerd(t *testing.T) {
 		checkCrictl(ctx, t, set, h.Name, "unix:///run/containerd/containerd.sock", "")
 	}
 	checkRunCrictl(ctx, t, bin, work, inventory, set)
+	refusesOtherRuntime(ctx, t, kx, set, create)
 
 	res = kx.play(ctx, del, tags)
 	if res.err != nil {
@@ -249,6 +252,34 @@ func checkCrictl(ctx context.Context, t *testing.T, set *testhosts.Set, host, en
 	}
 	if out, err := set.SSH(ctx, host, "crictl ps --state running --name "+running+" -q"); err != nil || strings.TrimSpace(out) == "" {
 		t.Errorf("%s: crictl ps lists no running %s container: %q %v", host, running, out, err)
+	}
+}
+
+// refusesOtherRuntime: with a process named dockerd on the first machine,
+// preflight's runtime check refuses it, naming docker and the way to
+// migrate, and passes the other machine, which runs only containerd.
+func refusesOtherRuntime(ctx context.Context, t *testing.T, kx kubexm, set *testhosts.Set, create string) {
+	t.Helper()
+	first := set.Hosts[0].Name
+	pid, err := set.SSH(ctx, first, "cp /bin/sleep /tmp/dockerd || exit 1; /tmp/dockerd 600 >/dev/null 2>&1 </dev/null & echo $!")
+	if err != nil || strings.TrimSpace(pid) == "" {
+		t.Fatalf("%s: start a process named dockerd: %v %q", first, err, pid)
+	}
+	defer func() {
+		if out, err := set.SSH(ctx, first, "kill "+strings.TrimSpace(pid)+"; rm -f /tmp/dockerd"); err != nil {
+			t.Errorf("%s: stop the dockerd stand-in: %v\n%s", first, err, out)
+		}
+	}()
+	res := kx.play(ctx, create, "--tags=check-runtime")
+	failures := res.failures()
+	if res.err == nil || !strings.Contains(failures, "already runs docker, and spec.kubernetes.containerRuntime.type is containerd") ||
+		!strings.Contains(failures, "drain it") {
+		t.Errorf("preflight with dockerd running on %s: want it refused naming docker: %v%s", first, res.err, failures)
+	}
+	for _, h := range set.Hosts[1:] {
+		if strings.Contains(failures, h.Name+" ") {
+			t.Errorf("preflight refused %s, which runs only containerd:%s", h.Name, failures)
+		}
 	}
 }
 
