@@ -129,7 +129,11 @@ func withDefaults(t *testing.T, role string, vars map[string]any) map[string]any
 func sharedKubeName(name string) bool {
 	// kubelet_cluster_dns reads the node-local cache's switch and address
 	// and the kube-dns Service's address; kubelet and kubeadm name the
-	// node's CRI socket, cri_endpoint.
+	// node's CRI socket, cri_endpoint. kube-vip's image is the load
+	// balancer role's (it reads images_refs, which these tests leave out).
+	if strings.HasPrefix(name, "kube_vip_") {
+		return false
+	}
 	return strings.HasPrefix(name, "kube") || name == "pause_version" || name == "coredns_version" || name == "cri_endpoint" ||
 		slices.Contains([]string{"nodelocaldns_enabled", "nodelocaldns_ip", "coredns_service_cidr", "coredns_cluster_ip"}, name)
 }
