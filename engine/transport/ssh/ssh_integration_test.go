@@ -240,11 +240,6 @@ func TestCancelKillsRemoteProcess(t *testing.T) {
 	pgrepGone(t, "sleep 600.201")
 }
 
-func hexSum(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
 func TestPutFileSkipsByChecksum(t *testing.T) {
 	const size = 200 << 20
 	src := filepath.Join(t.TempDir(), "big")
