@@ -635,6 +635,18 @@ func takeHostState(ctx context.Context, t *testing.T, set *testhosts.Set, dirs .
 // checkDeleteRestores runs delete -e delete_packages=true twice: the first
 // must leave every host's files and package set as fresh had them, the
 // second must change nothing.
+// deleteLeavesNoVIP runs checkDeleteRestores, then wants vip (when set) on
+// none of holders.
+func deleteLeavesNoVIP(ctx context.Context, t *testing.T, set *testhosts.Set, kx kubexm, del string, fresh hostState, holders []testhosts.Host, vip string) {
+	t.Helper()
+	checkDeleteRestores(ctx, t, set, kx, del, fresh)
+	for _, h := range holders {
+		if out, err := set.SSH(ctx, h.Name, "ip -o addr show"); err != nil || (vip != "" && strings.Contains(out, " "+vip+"/")) {
+			t.Errorf("%s still holds the VIP after the delete: %v\n%s", h.Name, err, out)
+		}
+	}
+}
+
 func checkDeleteRestores(ctx context.Context, t *testing.T, set *testhosts.Set, kx kubexm, del string, fresh hostState) {
 	t.Helper()
 	res := kx.play(ctx, del, "-e", "delete_packages=true")

@@ -147,21 +147,8 @@ func kubeVIPSuite(t *testing.T) {
 	powerOnConverges(ctx, t, set, machines, k, etcdctl, masters, holder)
 	kubeVIPBack(ctx, t, set, k, masters, holder, moved, vip)
 
-	res = kx.play(ctx, create, "--offline-bundle", bundle)
-	if res.err != nil {
-		t.Fatalf("re-run failed: %v%s", res.err, res.failures())
-	}
-	t.Logf("PERF create-cluster re-run (nothing to change): %s", res.wall.Round(time.Millisecond))
-	if c := res.changed(); len(c) > 0 {
-		t.Errorf("re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
-	}
-
-	checkDeleteRestores(ctx, t, set, kx, del, fresh)
-	for _, h := range masters {
-		if out, err := set.SSH(ctx, h.Name, "ip -o addr show"); err != nil || strings.Contains(out, " "+vip+"/") {
-			t.Errorf("%s still holds the VIP after the delete: %v\n%s", h.Name, err, out)
-		}
-	}
+	rerun(ctx, t, kx, "create-cluster", create, "--offline-bundle", bundle)
+	deleteLeavesNoVIP(ctx, t, set, kx, del, fresh, masters, vip)
 	t.Logf("PERF the kube-vip suite on %d machines: %s", machines, time.Since(suiteStart).Round(time.Second))
 }
 
