@@ -12,15 +12,11 @@ import (
 
 //go:generate go run ./internal/gen -crd ../deploy/crd/kubexm.mensylisir.io_clusters.yaml
 
-// The Cluster resource's names in the API: cluster.yaml's apiVersion split
-// into group and version, so a cluster.yaml applied with kubectl is a
-// Cluster resource as it stands.
+// The Cluster resource's names in the API besides cluster.yaml's own
+// apiVersion and kind.
 const (
-	Group    = "kubexm.mensylisir.io"
-	Version  = "v1alpha1"
-	Plural   = "clusters"
-	CRDName  = Plural + "." + Group
-	crdShort = "kxc"
+	crdPlural = "clusters"
+	crdShort  = "kxc"
 )
 
 // CRD returns the CustomResourceDefinition of the Cluster resource as YAML:
@@ -77,19 +73,19 @@ func CRD() ([]byte, error) {
 	crd := yaml.MapSlice{
 		{Key: "apiVersion", Value: "apiextensions.k8s.io/v1"},
 		{Key: "kind", Value: "CustomResourceDefinition"},
-		{Key: "metadata", Value: yaml.MapSlice{{Key: "name", Value: CRDName}}},
+		{Key: "metadata", Value: yaml.MapSlice{{Key: "name", Value: crdPlural + "." + crdGroup}}},
 		{Key: "spec", Value: yaml.MapSlice{
-			{Key: "group", Value: Group},
+			{Key: "group", Value: crdGroup},
 			{Key: "names", Value: yaml.MapSlice{
 				{Key: "kind", Value: Kind},
 				{Key: "listKind", Value: Kind + "List"},
-				{Key: "plural", Value: Plural},
+				{Key: "plural", Value: crdPlural},
 				{Key: "singular", Value: strings.ToLower(Kind)},
 				{Key: "shortNames", Value: []string{crdShort}},
 			}},
 			{Key: "scope", Value: "Cluster"},
 			{Key: "versions", Value: []yaml.MapSlice{{
-				{Key: "name", Value: Version},
+				{Key: "name", Value: crdVersion},
 				{Key: "served", Value: true},
 				{Key: "storage", Value: true},
 				{Key: "subresources", Value: yaml.MapSlice{{Key: "status", Value: map[string]any{}}}},

@@ -64,7 +64,7 @@ func TestCRDValid(t *testing.T) {
 	crd, _ := crdForTest(t)
 	// Status conditions as the API server expects: the create path fills
 	// these before validating.
-	crd.Status.StoredVersions = []string{Version}
+	crd.Status.StoredVersions = []string{crdVersion}
 	if errs := crdvalidation.ValidateCustomResourceDefinition(context.Background(), crd); len(errs) > 0 {
 		t.Fatalf("the API server would refuse the CRD: %v", errs.ToAggregate())
 	}

@@ -7,9 +7,12 @@
 // documentation as `kubexm config view`.
 package schema
 
-// APIVersion and Kind identify a kubexm cluster file.
+// APIVersion and Kind identify a kubexm cluster file, and the Cluster
+// resource in the API (crdGroup, crdVersion: see CRD).
 const (
-	APIVersion = "kubexm.mensylisir.io/v1alpha1"
+	crdGroup   = "kubexm.mensylisir.io"
+	crdVersion = "v1alpha1"
+	APIVersion = crdGroup + "/" + crdVersion
 	Kind       = "Cluster"
 )
 
