@@ -76,6 +76,21 @@ func (d distributeBuiltin) Run(ctx context.Context, env *step.Env, args step.Arg
 		}
 		large = fi.Size >= relayMinSize
 	}
+	opts := transport.PutOptions{Mode: a.Mode, Owner: a.Owner, Group: a.Group, Become: env.Become}
+	if !large && !env.Check {
+		// PutFile compares the sum (from the transport's record while the
+		// file is unchanged) and the attributes in one round trip, and sends
+		// the file only when they differ.
+		changed, err := env.Target.PutFile(ctx, src, dest, opts)
+		if err != nil {
+			return step.Result{}, err
+		}
+		res := step.Result{Changed: changed, Data: data}
+		if changed {
+			res.Msg = "sent " + src + " to " + dest
+		}
+		return res, nil
+	}
 	// One sum on the host (from the transport's record of it when the file
 	// is unchanged since): a host that has the file gets only its attributes
 	// fixed, and serves it to others.
@@ -100,22 +115,10 @@ func (d distributeBuiltin) Run(ctx context.Context, env *step.Env, args step.Arg
 	if env.Check {
 		return step.Result{Changed: true, Msg: "would send " + src + " to " + dest, Data: data}, nil
 	}
-	opts := transport.PutOptions{Mode: a.Mode, Owner: a.Owner, Group: a.Group, Become: env.Become}
-	if large {
-		from, err := d.relay.sendRelayed(ctx, env, src, want, dest, opts)
-		if err != nil {
-			return step.Result{}, err
-		}
-		data["from"] = from
-		return step.Result{Changed: true, Msg: "sent " + src + " to " + dest + " (from " + from + ")", Data: data}, nil
-	}
-	changed, err := env.Target.PutFile(ctx, src, dest, opts)
+	from, err := d.relay.sendRelayed(ctx, env, src, want, dest, opts)
 	if err != nil {
 		return step.Result{}, err
 	}
-	res := step.Result{Changed: changed, Data: data}
-	if changed {
-		res.Msg = "sent " + src + " to " + dest
-	}
-	return res, nil
+	data["from"] = from
+	return step.Result{Changed: true, Msg: "sent " + src + " to " + dest + " (from " + from + ")", Data: data}, nil
 }
