@@ -66,6 +66,9 @@ func TestLayering(t *testing.T) {
 		{"engine/model", []string{""}},
 		{"engine/output", []string{"engine$", "engine/eval", "engine/step", "engine/transport", "builtins", "cmd", "schema", "lifecycle", "service"}},
 		{"bundle", []string{"engine/eval", "builtins", "cmd", "schema"}},
+		// Pushing images knows the bundle, not cluster.yaml: the caller
+		// says where to push.
+		{"imagepush", []string{"engine$", "engine/eval", "engine/step", "builtins", "cmd", "schema", "lifecycle", "service"}},
 		// "Run this playbook against this cluster" is a library the CLI,
 		// the worker's child and the operator call: it knows no command line.
 		{"lifecycle", []string{"cmd", "service"}},

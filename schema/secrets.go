@@ -96,6 +96,15 @@ func (c *Cluster) resolvePath(p string) string {
 	return filepath.Join(filepath.Dir(c.src.abs), p)
 }
 
+// RegistryCertsDir is registry.auths[name].certsPath as a path on this
+// machine (relative to the cluster file), "" when it is not set.
+func (c *Cluster) RegistryCertsDir(name string) string {
+	if p := c.Spec.Registry.Auths[name].CertsPath; p != "" {
+		return c.resolvePath(p)
+	}
+	return ""
+}
+
 // Masked returns a copy of the cluster with every password replaced by
 // Mask, for printing.
 func (c *Cluster) Masked() *Cluster {

@@ -66,7 +66,7 @@ Sources can be changed as for the installation (-e etcd_mirrors=...,
 	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles before the built-in ones")
 	fl.CountVarP(&f.verbose, "verbose", "v", "show stdout/stderr of every task (-vv: also progress)")
 	fl.StringVar(&f.playbook, "playbook", exportPlaybook, "the playbook that fetches the artifacts (a fork of artifact-export)")
-	cmd.AddCommand(export)
+	cmd.AddCommand(export, newArtifactImagesCmd())
 	return cmd
 }
 
