@@ -102,7 +102,7 @@ func TestSeedExampleVerbatimIsReportedNotCrashed(t *testing.T) {
 		`spec.controlPlaneEndpoint.internalLoadbalancer: invalid value "haproxy| nginx | kube-vip"`,
 		`spec.controlPlaneEndpoint.lb_address: externalLoadBalancer kubexm needs lb_address`,
 		`spec.kubernetes.version: Kubernetes v1.32.4 is not supported by this kubexm (hint: supported: v1.35 to v1.37`,
-		`spec.network.plugin: calico is not supported yet`,
+		`spec.network.calico.ipipMode: Always is not supported yet`,
 		`spec.roleGroups.worker[2]: host "node9" is not in spec.hosts`,
 	} {
 		if !strings.Contains(err.Error(), want) {

@@ -232,12 +232,12 @@ func TestDefaultsAreSupported(t *testing.T) {
 func TestUnsupportedChoicesRefused(t *testing.T) {
 	y := edit(t,
 		"version: v1.37.2", "type: kubeadm\n    version: v1.37.2\n    autoRenewCerts: true\n    containerRuntime: {type: docker}",
-		"plugin: calico", "plugin: calico\n  storage: {openebs: {basePath: /x}}\n  addons: [metallb]\n  registry:\n    type: harbor\n    auths: {r.local: {certsPath: /etc/r}}",
+		"plugin: calico", "plugin: calico\n    calico: {ipipMode: Always, vxlanMode: Never}\n  storage: {openebs: {basePath: /x}}\n  addons: [metallb]\n  registry:\n    type: harbor\n    auths: {r.local: {certsPath: /etc/r}}",
 		"worker: [w1]", "worker: [w1]\n    registry: [lb1]")
 	ps := supportProblems(t, y)
 	want := map[string]string{
 		"spec.kubernetes.containerRuntime.type":    "docker is not supported yet",
-		"spec.network.plugin":                      "calico is not supported yet",
+		"spec.network.calico.ipipMode":             "Always is not supported yet",
 		"spec.storage.openebs":                     "setting openebs is not supported yet",
 		"spec.addons[0]":                           "metallb is not supported yet",
 		"spec.registry.type":                       "harbor is not supported yet",
@@ -265,11 +265,9 @@ func TestUnsupportedChoicesRefused(t *testing.T) {
 	if p, ok := got["spec.kubernetes.type"]; ok {
 		t.Errorf("kubernetes.type kubeadm refused: %v", p)
 	}
-	// calico's own settings are not reported again while calico is refused.
-	for _, p := range ps {
-		if strings.HasPrefix(p.Path, "spec.network.calico") {
-			t.Errorf("calico settings reported although calico is refused: %v", p)
-		}
+	// calico is installed (make e2e-kubeadm).
+	if p, ok := got["spec.network.plugin"]; ok {
+		t.Errorf("network.plugin calico refused: %v", p)
 	}
 }
 
@@ -461,13 +459,13 @@ func TestWarnOnlyPlaybook(t *testing.T) {
 	if s.ForPlaybook("create-cluster") != s {
 		t.Error("create-cluster is warn-only")
 	}
-	y := edit(t, "version: v1.37.2", "version: v1.33.13")
+	y := edit(t, "version: v1.37.2", "version: v1.33.13", "plugin: calico", "plugin: calico\n    calico: {ipipMode: Always, vxlanMode: Never}")
 	_, warnings, err := parseWith("c.yaml", []byte(y), noEnv, s.ForPlaybook("delete"))
 	if err != nil {
 		t.Fatalf("delete refused: %v", err)
 	}
 	w := warningText(warnings)
-	for _, want := range []string{"c.yaml:18:14: spec.kubernetes.version: Kubernetes v1.33.13 is not supported by this kubexm (ignored: this playbook installs nothing)", "calico is not supported yet"} {
+	for _, want := range []string{"c.yaml:18:14: spec.kubernetes.version: Kubernetes v1.33.13 is not supported by this kubexm (ignored: this playbook installs nothing)", "ipipMode: Always is not supported yet"} {
 		if !strings.Contains(w, want) {
 			t.Errorf("warnings lack %q:\n%s", want, w)
 		}
@@ -526,7 +524,7 @@ func TestCustomRoleChoices(t *testing.T) {
 			`role "cni/nodelete" has no tasks/delete.yaml`},
 		"runtime default role missing": {edit(t, "plugin: calico", "plugin: flannel", "version: v1.37.2", "version: v1.37.2\n    containerRuntime: {type: custom}"),
 			"spec.kubernetes.containerRuntime.customRole", `role "custom-runtime" has no tasks/main.yaml`},
-		"calico still refused": {edit(t, "plugin: calico", "plugin: calico"), "spec.network.plugin", "calico is not supported yet"},
+		"calico ipip still refused": {edit(t, "plugin: calico", "plugin: calico\n    calico: {ipipMode: Always, vxlanMode: Never}"), "spec.network.calico.ipipMode", "Always is not supported yet"},
 	} {
 		_, ps := parse(tc.y)
 		found := false

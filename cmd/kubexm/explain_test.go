@@ -15,7 +15,7 @@ func TestExplainCommand(t *testing.T) {
 		}
 	}
 	out, code = runMain(t, "explain", "spec.network.plugin")
-	if code != 0 || !strings.Contains(out, "calico   not supported yet: ") {
+	if code != 0 || !strings.Contains(out, "cilium   not supported yet: ") {
 		t.Errorf("explain spec.network.plugin (exit %d):\n%s", code, out)
 	}
 	out, code = runMain(t, "explain", "spec.etcd")

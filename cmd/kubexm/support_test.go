@@ -46,7 +46,7 @@ func TestSupportCommand(t *testing.T) {
 		t.Fatalf("json: %v\n%s", err, out)
 	}
 	ch := s.Choice("spec.network.plugin")
-	if ch == nil || ch.Value("calico") == nil || ch.Value("calico").Status != schema.StatusNotSupported || s.Kubernetes.Default != schema.DefaultKubernetesVersion {
+	if ch == nil || ch.Value("cilium") == nil || ch.Value("cilium").Status != schema.StatusNotSupported || s.Kubernetes.Default != schema.DefaultKubernetesVersion {
 		t.Errorf("json matrix: %+v", s)
 	}
 	if strings.Contains(out, `"tested"`) {
@@ -103,7 +103,7 @@ spec:
     type: kubeadm
     containerRuntime: {type: docker}
   network:
-    plugin: calico
+    plugin: cilium
 `
 
 // TestPlayRefusesUnsupportedBeforeAnyTask: play stops before connecting to
@@ -123,9 +123,9 @@ func TestPlayRefusesUnsupportedBeforeAnyTask(t *testing.T) {
 	var out bytes.Buffer
 	err := a.play(context.Background(), &out, "create-cluster", playFlags{Inventory: "cluster.yaml", Check: true, Output: "text", Forks: 1})
 	if err == nil {
-		t.Fatal("play accepted docker and calico")
+		t.Fatal("play accepted docker and cilium")
 	}
-	for _, want := range []string{"2 problems", "spec.kubernetes.containerRuntime.type: docker is not supported yet", "cluster.yaml:12:13: spec.network.plugin: calico is not supported yet"} {
+	for _, want := range []string{"2 problems", "spec.kubernetes.containerRuntime.type: docker is not supported yet", "cluster.yaml:12:13: spec.network.plugin: cilium is not supported yet"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
@@ -153,30 +153,30 @@ func TestForkedMatrixOverrides(t *testing.T) {
 	list := func() error {
 		return a.play(context.Background(), &bytes.Buffer{}, filepath.Join("site", "playbooks", "create-cluster"), playFlags{Inventory: "cluster.yaml", ListHosts: true, Output: "text"})
 	}
-	if err := list(); err == nil || !strings.Contains(err.Error(), "calico is not supported yet") {
+	if err := list(); err == nil || !strings.Contains(err.Error(), "cilium is not supported yet") {
 		t.Fatalf("fork with the built-in matrix: %v", err)
 	}
 	if _, _, err := run(t, newConfigCmd(), "validate", "-f", "cluster.yaml", "--roles-path", "site/roles"); err == nil {
-		t.Fatal("config validate accepted calico")
+		t.Fatal("config validate accepted cilium")
 	}
 	m := filepath.Join("site", "roles", "support.yaml")
 	data, err := os.ReadFile(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The fork installs calico and its modes (says its matrix).
-	forked := regexp.MustCompile(`calico: \{status: not supported yet, reason: "[^"]*"\}`).
-		ReplaceAllString(string(data), `calico: {status: supported, tested: "the fork's e2e"}`)
-	forked = regexp.MustCompile(`\{status: not supported yet, reason: "calico is not supported yet[^"]*"\}`).
+	// The fork installs cilium and its modes (says its matrix).
+	forked := regexp.MustCompile(`cilium: \{status: not supported yet, reason: "[^"]*"\}`).
+		ReplaceAllString(string(data), `cilium: {status: supported, tested: "the fork's e2e"}`)
+	forked = regexp.MustCompile(`\{status: not supported yet, reason: "cilium is not installed"\}`).
 		ReplaceAllString(forked, `{status: supported, tested: "the fork's e2e"}`)
-	if forked == string(data) || strings.Contains(forked, "calico is not supported yet") {
-		t.Fatal("matrix has no calico line to flip")
+	if forked == string(data) || strings.Contains(forked, "cilium is not installed") {
+		t.Fatal("matrix has no cilium line to flip")
 	}
 	if err := os.WriteFile(m, []byte(forked), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := list(); err != nil {
-		t.Errorf("fork whose matrix supports calico: %v", err)
+		t.Errorf("fork whose matrix supports cilium: %v", err)
 	}
 	if out, _, err := run(t, newConfigCmd(), "validate", "-f", "cluster.yaml", "--roles-path", "site/roles"); err != nil || !strings.Contains(out, "valid") {
 		t.Errorf("config validate --roles-path: %q %v", out, err)

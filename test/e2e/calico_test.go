@@ -5,16 +5,20 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
 // TestCalicoNodeParts runs, on one test machine, the parts of calico that
-// need no calico image (the tests cannot build them: see roles/support.yaml):
+// need no cluster (the kubeadm suite runs calico itself: checkCalico):
 //
 //   - preflight refuses ipipMode Always on the test kernel, which has no
 //     ipip module, naming the node and the setting; vxlan passes;
@@ -27,8 +31,9 @@ import (
 //     else (another chain, route and CNI plugin stay); a second delete
 //     changes nothing.
 //
-// The playbooks run from a fork whose matrix has calico supported, since
-// the built-in one refuses it until an e2e suite runs calico itself.
+// The playbooks run from a fork whose matrix has every calico mode
+// supported, since the built-in one refuses the modes no suite has run
+// (ipip among them).
 func TestCalicoNodeParts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -171,8 +176,9 @@ done`)
 	t.Logf("TestCalicoNodeParts took %s", time.Since(start).Round(time.Second))
 }
 
-// calicoSupportedMatrix is roles/support.yaml with spec.network.plugin
-// calico and every value of spec.network.calico.* supported.
+// calicoSupportedMatrix is roles/support.yaml with every value of
+// spec.network.calico.* supported (calico itself, vxlanMode Always and
+// ipipMode Never are already).
 func calicoSupportedMatrix(t *testing.T, root string) []byte {
 	t.Helper()
 	f, err := os.Open(filepath.Join(root, "roles", "support.yaml"))
@@ -201,8 +207,87 @@ func calicoSupportedMatrix(t *testing.T, root string) []byte {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if flipped != 7 {
-		t.Fatalf("flipped %d entries of roles/support.yaml for calico, want 7 (plugin, 3 ipipMode, 3 vxlanMode)", flipped)
+	if flipped != 4 {
+		t.Fatalf("flipped %d entries of roles/support.yaml for calico, want 4 (ipipMode Always and CrossSubnet, vxlanMode CrossSubnet and Never)", flipped)
 	}
 	return []byte(b.String())
+}
+
+// checkCalico checks a calico cluster the kubeadm suite made (issue 49):
+// calico-node Ready on every machine and calico-kube-controllers available;
+// the pool calico-node made is the cluster's kubePodsCIDR (the default,
+// 10.233.64.0/18) in /26 blocks with vxlan; each node's vxlan.calico has its
+// interface's MTU less 50. It logs, as PERF, the time from the DaemonSet's
+// creation until the last calico-node became Ready.
+func checkCalico(ctx context.Context, t *testing.T, set *testhosts.Set, k kubectlRunner) {
+	t.Helper()
+	out, err := k.run(ctx, "", "-n", "kube-system", "get", "daemonset/calico-node", "pods", "-l", "k8s-app=calico-node", "-o", "json")
+	if err != nil {
+		t.Fatalf("calico-node: %v\n%s", err, out)
+	}
+	var list struct {
+		Items []struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name    string    `json:"name"`
+				Created time.Time `json:"creationTimestamp"`
+			} `json:"metadata"`
+			Spec struct {
+				NodeName string `json:"nodeName"`
+			} `json:"spec"`
+			Status struct {
+				Conditions []struct {
+					Type   string    `json:"type"`
+					Status string    `json:"status"`
+					Since  time.Time `json:"lastTransitionTime"`
+				} `json:"conditions"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("calico-node: %v\n%s", err, out)
+	}
+	var created, lastReady time.Time
+	ready := map[string]bool{}
+	for _, it := range list.Items {
+		if it.Kind == "DaemonSet" {
+			created = it.Metadata.Created
+			continue
+		}
+		for _, c := range it.Status.Conditions {
+			if c.Type == "Ready" && c.Status == "True" {
+				ready[it.Spec.NodeName] = true
+				if c.Since.After(lastReady) {
+					lastReady = c.Since
+				}
+			}
+		}
+	}
+	for _, h := range set.Hosts {
+		if !ready[h.Name] {
+			t.Errorf("calico-node is not Ready on %s", h.Name)
+		}
+	}
+	t.Logf("PERF calico-node Ready on all %d nodes %s after its DaemonSet was created", len(ready), lastReady.Sub(created).Round(time.Second))
+	if out, err := k.run(ctx, "", "-n", "kube-system", "rollout", "status", "deployment/calico-kube-controllers", "--timeout=60s"); err != nil {
+		t.Errorf("calico-kube-controllers: %v\n%s", err, out)
+	}
+
+	pool, err := k.run(ctx, "", "get", "ippools.crd.projectcalico.org", "default-ipv4-ippool", "-o",
+		"jsonpath={.spec.cidr} {.spec.blockSize} {.spec.vxlanMode} {.spec.ipipMode} {.spec.natOutgoing}")
+	if err != nil || strings.TrimSpace(pool) != "10.233.64.0/18 26 Always Never true" {
+		t.Errorf("calico's pool: %v %q, want 10.233.64.0/18 26 Always Never true", err, pool)
+	}
+	for _, h := range set.Hosts {
+		out, err := set.SSH(ctx, h.Name, `dev=$(ip -o addr show to `+h.Address+` | awk '{print $2; exit}')
+echo $(cat /sys/class/net/$dev/mtu) $(cat /sys/class/net/vxlan.calico/mtu)`)
+		f := strings.Fields(out)
+		mtu := 0
+		if len(f) == 2 {
+			mtu, _ = strconv.Atoi(f[0])
+		}
+		if err != nil || len(f) != 2 || strconv.Itoa(mtu-50) != f[1] {
+			t.Errorf("%s: interface and vxlan.calico MTUs %q (%v), want the second 50 less", h.Name, strings.TrimSpace(out), err)
+		}
+	}
 }

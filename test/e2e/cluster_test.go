@@ -530,6 +530,18 @@ spec:
 		} else {
 			t.Logf("%s resolves kubernetes.default:\n%s", client, strings.TrimSpace(out))
 		}
+		// Pod to pod across nodes, by the other web pod's own address.
+		podIP, err := k.run(ctx, "", "get", "pod", "web-"+other, "-o", "jsonpath={.status.podIP}")
+		if err != nil || podIP == "" {
+			t.Fatalf("the address of pod web-%s: %v\n%s", other, err, podIP)
+		}
+		out, err = retry(ctx, 2*time.Minute, func() (string, error) {
+			return k.run(ctx, "", "exec", client, "--", "/bin/busybox", "sh", "-c",
+				`printf 'GET / HTTP/1.0\r\n\r\n' | /bin/busybox nc -w 5 `+podIP+` 8080`)
+		})
+		if err != nil || !strings.HasSuffix(strings.TrimSpace(out), "\nhello-from-"+other) {
+			t.Errorf("%s: pod web-%s on %s at %s:8080: %v\n%s", client, other, other, podIP, err, out)
+		}
 		// By the service's address.
 		ip, err := k.run(ctx, "", "get", "service", "web-"+other, "-o", "jsonpath={.spec.clusterIP}")
 		if err != nil {

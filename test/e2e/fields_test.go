@@ -217,8 +217,9 @@ func fieldClaims() map[string][]fieldClaim {
 			})}
 		}
 	}
-	calico := func(k string, v any) []fieldClaim {
-		return []fieldClaim{refusedWith(inAll, nil).naming("spec.network.plugin").setBy(func(spec map[string]any) {
+	// calico (supported with vxlan): a setting rendered into its manifest.
+	calico := func(k string, v any, want string) []fieldClaim {
+		return []fieldClaim{rendered(inAll, "cni/calico", "calico.yaml.tmpl", nil, want).setBy(func(spec map[string]any) {
 			setPath(spec, "network.plugin", "calico")
 			setPath(spec, "network.calico", map[string]any{k: v})
 		})}
@@ -394,11 +395,16 @@ func fieldClaims() map[string][]fieldClaim {
 		"spec.etcd.backupDir":        backupSetting("backupDir", "/sentinel/backups", "/sentinel/backups"),
 		"spec.etcd.keepBackupNumber": backupSetting("keepBackupNumber", 17, "17"),
 
-		"spec.network.plugin":           read("roles/cni/tasks/main.yaml", "spec.network.plugin", "TestAddonTemplateFlannel"),
-		"spec.network.customRole":       read("roles/cni/tasks/main.yaml", "spec.network.customRole", "TestCustomNetworkRole"),
-		"spec.network.calico.ipipMode":  calico("ipipMode", "Always"),
-		"spec.network.calico.vxlanMode": calico("vxlanMode", "Always"),
-		"spec.network.calico.vethMTU":   calico("vethMTU", 1400),
+		"spec.network.plugin":     read("roles/cni/tasks/main.yaml", "spec.network.plugin", "TestAddonTemplateFlannel"),
+		"spec.network.customRole": read("roles/cni/tasks/main.yaml", "spec.network.customRole", "TestCustomNetworkRole"),
+		// ipip is refused (no suite has run it); vxlanMode Always is the
+		// default, so its reading is the proof.
+		"spec.network.calico.ipipMode": {refusedWith(inAll, nil).naming("spec.network.calico.ipipMode").setBy(func(spec map[string]any) {
+			setPath(spec, "network.plugin", "calico")
+			setPath(spec, "network.calico", map[string]any{"ipipMode": "Always"})
+		})},
+		"spec.network.calico.vxlanMode": read("roles/cni/calico/defaults/main.yaml", "calico_vxlan_mode: \"{{ .spec.network.calico.vxlanMode", "TestCalicoTemplate"),
+		"spec.network.calico.vethMTU":   calico("vethMTU", 1300, `veth_mtu: "1300"`),
 		"spec.network.flannel.backendMode": {rendered(inAll, "cni/flannel", "kube-flannel.yaml.tmpl", nil, "host-gw").setBy(func(spec map[string]any) {
 			setPath(spec, "network.flannel", map[string]any{"backendMode": "host-gw"})
 		})},
@@ -412,8 +418,8 @@ func fieldClaims() map[string][]fieldClaim {
 			kadm("10.96.0.0/16", "serviceSubnet: \"10.96.0.0/16\""),
 			api("10.96.0.0/16", "--service-cluster-ip-range=10.96.0.0/16"),
 		},
-		// calico's block size: refused with calico.
-		"spec.network.ippool.blockSize": {refusedWith(inAll, nil).naming("spec.network.plugin").setBy(func(spec map[string]any) {
+		// calico's block size.
+		"spec.network.ippool.blockSize": {rendered(inAll, "cni/calico", "calico.yaml.tmpl", nil, `CALICO_IPV4POOL_BLOCK_SIZE, value: "27"`).setBy(func(spec map[string]any) {
 			setPath(spec, "network.plugin", "calico")
 			setPath(spec, "network.ippool.blockSize", 27)
 		})},

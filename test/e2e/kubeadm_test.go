@@ -32,14 +32,16 @@ var kubeadmEtcdImageTag = strings.TrimPrefix(etcdVersion, "v") + "-0"
 //
 //   - `kubexm artifact export` gathers containerd, the CNI plugins, kubeadm,
 //     kubelet, kubectl and every image kubeadm runs (the control plane,
-//     kube-proxy, etcd, CoreDNS, pause) plus flannel, and etcd's release for
+//     kube-proxy, etcd, CoreDNS, pause) plus calico's (the stacked variant)
+//     or flannel (the other), and etcd's release for
 //     the second variant, into one bundle per variant; the file server is
 //     then shut down;
 //   - create-cluster --check on the fresh machines changes nothing on them;
 //   - create-cluster --offline-bundle: `kubeadm init` on n1, the workers
-//     join, flannel, labels, health;
+//     join, calico (vxlan; checkCalico: its pool, MTU and the time until
+//     every calico-node is Ready) or flannel, labels, health;
 //   - the nodes are Ready at v1.37.2, pods on both workers resolve
-//     kubernetes.default and reach a ClusterIP service across nodes
+//     kubernetes.default and reach a pod and a ClusterIP service across nodes
 //     (checkNodes, checkWorkloads);
 //   - the etcd.type kubexm variant runs behind the user's load balancer
 //     (externalLoadBalancer external: a TCP proxy in the test at
@@ -79,11 +81,12 @@ func TestKubeadmCluster(t *testing.T) {
 		// configuration and the hosts run cgroup v1 (SystemVerification).
 		`{"kubeadm_ignore_preflight_errors": ["SystemVerification"]}`)
 
-	variants := []kubeadmVariant{{etcdType: "kubeadm", desc: "stacked etcd"}, {etcdType: "kubexm", desc: "etcd.type kubexm"}}
+	// The stacked variant (CI's) runs calico (issue 49), the other flannel.
+	variants := []kubeadmVariant{{etcdType: "kubeadm", desc: "stacked etcd", cni: "calico"}, {etcdType: "kubexm", desc: "etcd.type kubexm", cni: "flannel"}}
 	// docs/perf.md's comparison of the two modes on the same machines in the
 	// same run; CI has binary mode's own suite.
 	if os.Getenv("KUBEXM_E2E_COMPARE_BINARY") == "1" {
-		variants = append([]kubeadmVariant{{binary: true, etcdType: "kubexm", desc: "binary mode"}}, variants...)
+		variants = append([]kubeadmVariant{{binary: true, etcdType: "kubexm", desc: "binary mode", cni: "flannel"}}, variants...)
 	}
 	// KUBEXM_E2E_KUBEADM_ONLY=kubeadm (or kubexm) runs one etcd variant.
 	if only := os.Getenv("KUBEXM_E2E_KUBEADM_ONLY"); only != "" {
@@ -134,6 +137,7 @@ func TestKubeadmCluster(t *testing.T) {
 type kubeadmVariant struct {
 	binary                 bool // kubernetes.type kubexm, for the comparison
 	etcdType, desc         string
+	cni                    string // spec.network.plugin: calico or flannel
 	dir, inventory, bundle string
 	kx                     kubexm
 	k                      kubectlRunner
@@ -165,9 +169,12 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 	if res.err != nil {
 		t.Fatalf("create-cluster (%s) failed after %s: %v%s", v.desc, res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF create-cluster (kubeadm, %s, offline bundle) on 3 fresh machines: %s (%d changed)", v.desc, res.wall.Round(time.Millisecond), len(res.changed()))
+	t.Logf("PERF create-cluster (kubeadm, %s, %s, offline bundle) on 3 fresh machines: %s (%d changed)", v.desc, v.cni, res.wall.Round(time.Millisecond), len(res.changed()))
 
 	checkNodes(ctx, t, v.k, set)
+	if v.cni == "calico" {
+		checkCalico(ctx, t, set, v.k)
+	}
 	checkWorkloads(ctx, t, v.k, set)
 	// vB: the variant run from a second, initially empty work directory
 	// (issue 44), for create-cluster, add-nodes and certs-renew.
@@ -224,8 +231,13 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 		}
 		// Beside the snapshot's directories: what a restore leaves (the
 		// data it put aside, its working directory) goes with the cluster.
-		out, err := set.SSH(ctx, h.Name, `ip -o link show | grep -oE ' (flannel\.1|cni0):' || true
-pgrep -x 'kubelet|kube-proxy|kube-apiserver|etcd|flanneld|coredns|containerd-shim' || true
+		out, err := set.SSH(ctx, h.Name, `ip -o link show | grep -oE ' (flannel\.1|cni0|vxlan\.calico|cali[0-9a-f]+)[:@]' || true
+pgrep -x 'kubelet|kube-proxy|kube-apiserver|etcd|flanneld|coredns|containerd-shim|calico-node|bird|bird6' || true
+ip route show proto 80
+iptables-save 2>/dev/null | grep -m1 -E '^:cali-' || true
+for p in /var/lib/calico /var/run/calico /var/log/calico /var/run/nodeagent; do
+  [ -e $p ] && echo "left $p"
+done
 for p in /var/lib/etcd.before-restore /var/lib/etcd.restoring /var/lib/kubexm-backup /usr/local/lib/kubexm \
          /var/lib/kubexm/certs-renew /etc/systemd/system/kubexm-certs-renew.timer /etc/systemd/system/kubexm-certs-renew.service; do
   [ -e $p ] && echo "left $p"
@@ -386,8 +398,9 @@ func kubeadmNodes(ctx context.Context, t *testing.T, root string, set *testhosts
 	if out, err := v.k.run(ctx, "", "get", "node", worker, "--ignore-not-found", "-o", "name"); err != nil || strings.TrimSpace(out) != "" {
 		t.Errorf("node %s after delete-nodes: %q, %v", worker, out, err)
 	}
-	out, err := set.SSH(ctx, worker, `pgrep -x 'kubelet|kube-proxy|containerd|flanneld' || true
-for p in /etc/kubernetes /var/lib/kubelet /usr/local/bin/kubelet /usr/local/bin/kubeadm /etc/cni/net.d/10-flannel.conflist /etc/systemd/system/kubelet.service; do
+	out, err := set.SSH(ctx, worker, `pgrep -x 'kubelet|kube-proxy|containerd|flanneld|calico-node|bird' || true
+for p in /etc/kubernetes /var/lib/kubelet /usr/local/bin/kubelet /usr/local/bin/kubeadm /etc/cni/net.d/10-flannel.conflist \
+         /etc/cni/net.d/10-calico.conflist /var/lib/calico /etc/systemd/system/kubelet.service; do
   [ -e $p ] && echo "left $p"
 done
 true`)
@@ -585,7 +598,7 @@ grep -h 'kubexm.io/restarted-at' /etc/kubernetes/manifests/kube-apiserver.yaml /
 func kubeadmArtifacts(ctx context.Context, t *testing.T, root, version string) {
 	t.Helper()
 	pins := minorPins(t, version)
-	for _, c := range [][]string{{"kubernetes-release.sh", "kubeadm"}, {"images.sh", "kubeadm", "pause", "coredns"}} {
+	for _, c := range [][]string{{"kubernetes-release.sh", "kubeadm"}, {"images.sh", "kubeadm", "pause", "coredns"}, {"calico.sh", "images"}} {
 		cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(root, "test", "artifacts", c[0])}, c[1:]...)...)
 		cmd.Env = append(os.Environ(), "ETCD_VERSION="+etcdVersion, "ETCD_IMAGE_TAG="+kubeadmEtcdImageTag,
 			"KUBE_VERSION="+version, "PAUSE_VERSION="+pins.pause, "COREDNS_VERSION="+pins.coredns, "GOARCH=amd64")
@@ -601,6 +614,7 @@ func (v kubeadmVariant) clusterYAML(name string, set *testhosts.Set) string {
 		return kubernetesClusterYAML(name, set)
 	}
 	y := kubeadmClusterYAML(name, set, v.etcdType)
+	y = strings.Replace(y, "    plugin: flannel\n", "    plugin: "+v.cni+"\n", 1)
 	if v.etcdType == "kubeadm" {
 		// The renewal timer (kubeadmAutoRenew).
 		y = strings.Replace(y, "    type: kubeadm\n    version:", "    type: kubeadm\n    autoRenewCerts: true\n    version:", 1)
