@@ -221,17 +221,20 @@ func calicoSupportedMatrix(t *testing.T, root string) []byte {
 // creation until the last calico-node became Ready.
 func checkCalico(ctx context.Context, t *testing.T, set *testhosts.Set, k kubectlRunner) {
 	t.Helper()
-	out, err := k.run(ctx, "", "-n", "kube-system", "get", "daemonset/calico-node", "pods", "-l", "k8s-app=calico-node", "-o", "json")
+	dsCreated, err := k.run(ctx, "", "-n", "kube-system", "get", "daemonset/calico-node", "-o", "jsonpath={.metadata.creationTimestamp}")
+	if err != nil {
+		t.Fatalf("calico-node's DaemonSet: %v\n%s", err, dsCreated)
+	}
+	created, err := time.Parse(time.RFC3339, strings.TrimSpace(dsCreated))
+	if err != nil {
+		t.Fatalf("calico-node's DaemonSet created %q: %v", dsCreated, err)
+	}
+	out, err := k.run(ctx, "", "-n", "kube-system", "get", "pods", "-l", "k8s-app=calico-node", "-o", "json")
 	if err != nil {
 		t.Fatalf("calico-node: %v\n%s", err, out)
 	}
 	var list struct {
 		Items []struct {
-			Kind     string `json:"kind"`
-			Metadata struct {
-				Name    string    `json:"name"`
-				Created time.Time `json:"creationTimestamp"`
-			} `json:"metadata"`
 			Spec struct {
 				NodeName string `json:"nodeName"`
 			} `json:"spec"`
@@ -247,13 +250,9 @@ func checkCalico(ctx context.Context, t *testing.T, set *testhosts.Set, k kubect
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatalf("calico-node: %v\n%s", err, out)
 	}
-	var created, lastReady time.Time
+	var lastReady time.Time
 	ready := map[string]bool{}
 	for _, it := range list.Items {
-		if it.Kind == "DaemonSet" {
-			created = it.Metadata.Created
-			continue
-		}
 		for _, c := range it.Status.Conditions {
 			if c.Type == "Ready" && c.Status == "True" {
 				ready[it.Spec.NodeName] = true
