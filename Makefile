@@ -16,7 +16,7 @@ TESTFLAGS ?=
 
 export KUBEXM_TEST_CACHE
 
-.PHONY: build release deps check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-ha e2e-kubeadm-ha e2e-vip e2e-vip-kube-vip e2e-kubeadm-ha-kube-vip e2e-ha-all e2e-nodes e2e-upgrade e2e-upgrade-chain e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
+.PHONY: build release deps check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-kubeadm-calico e2e-ha e2e-kubeadm-ha e2e-vip e2e-vip-kube-vip e2e-kubeadm-ha-kube-vip e2e-ha-all e2e-nodes e2e-upgrade e2e-upgrade-chain e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
 
 # Static (no cgo): autoRenewCerts copies this binary to the masters, whose
 # C library may be older than the build machine's.
@@ -138,6 +138,11 @@ e2e-ha:
 # Issue 19's and 20's kubeadm mode: 3 masters (stacked etcd) and a worker
 # behind a local haproxy from the offline bundle, a master powered off and
 # back, a master removed and added again.
+# The kubeadm suite's stacked-etcd variant on calico v3.32.1 (issue 49; its
+# images from ../shared/sources, test/artifacts/calico.sh). Not in CI yet.
+e2e-kubeadm-calico:
+	KUBEXM_E2E_KUBEADM_CNI=calico KUBEXM_E2E_KUBEADM_ONLY=kubeadm $(GO) test -tags e2e -count=1 -timeout 60m -run '^TestKubeadmCluster$$' -v $(TESTFLAGS) ./test/e2e/
+
 e2e-kubeadm-ha:
 	$(GO) test -tags e2e -count=1 -timeout 80m -run '^TestKubeadmHA$$' -v $(TESTFLAGS) ./test/e2e/
 
