@@ -86,16 +86,6 @@ commit[calico-v3.31.7]=94bd1d5b0e04459d4d1c83653e0335a9201248b8
 sum[bird-v0.3.3-208-g1e2ff99d]=fe297b26ddbe14a46788868425bed3ef534c6f5102a70d2aab0e1188d7b17bbd
 
 calico_source=calico-$calico_version
-for s in "$calico_source" "$bird_source"; do
-	if [[ -z ${sum[$s]:-} ]]; then
-		echo "calico.sh: no known sha256 for $s.tar.gz; this script knows: ${!sum[*]}" >&2
-		exit 2
-	fi
-	if [[ ! -f $sources/$s.tar.gz ]]; then
-		echo "calico.sh: $sources/$s.tar.gz is missing (set KUBEXM_SOURCES_DIR to the directory of the release sources)" >&2
-		exit 1
-	fi
-done
 
 export CGO_ENABLED=0 GOARCH=$arch GOOS=linux GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
 dest=$cache/artifacts/calico/$calico_version/$arch
@@ -109,6 +99,18 @@ if [[ ${FORCE:-0} != 1 && -f $dest/VERSION ]]; then
 	echo "$dest"
 	exit 0
 fi
+
+# Only a build needs the archives: a cached build is used without them.
+for s in "$calico_source" "$bird_source"; do
+	if [[ -z ${sum[$s]:-} ]]; then
+		echo "calico.sh: no known sha256 for $s.tar.gz; this script knows: ${!sum[*]}" >&2
+		exit 2
+	fi
+	if [[ ! -f $sources/$s.tar.gz ]]; then
+		echo "calico.sh: $sources/$s.tar.gz is missing (set KUBEXM_SOURCES_DIR to the directory of the release sources)" >&2
+		exit 1
+	fi
+done
 
 # unpack <archive name>: the archive, checked, under $cache/build/src/<name>
 # (its top directory); kept while its checksum holds.
