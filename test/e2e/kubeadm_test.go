@@ -28,7 +28,8 @@ var kubeadmEtcdImageTag = strings.TrimPrefix(etcdVersion, "v") + "-0"
 // but the test bridge, twice on the same machines: with kubeadm's stacked
 // etcd (etcd.type kubeadm), then with roles/etcd's etcd on n1 as kubeadm's
 // external etcd (etcd.type kubexm). `make e2e` (CI) runs the first only
-// (KUBEXM_E2E_KUBEADM_ONLY=kubeadm), `make e2e-kubeadm` both.
+// (KUBEXM_E2E_KUBEADM_ONLY=kubeadm), on calico (KUBEXM_E2E_KUBEADM_CNI);
+// `make e2e-kubeadm` both, on flannel.
 //
 //   - `kubexm artifact export` gathers containerd, the CNI plugins, kubeadm,
 //     kubelet, kubectl and every image kubeadm runs (the control plane,
@@ -81,9 +82,9 @@ func TestKubeadmCluster(t *testing.T) {
 		// configuration and the hosts run cgroup v1 (SystemVerification).
 		`{"kubeadm_ignore_preflight_errors": ["SystemVerification"]}`)
 
-	// KUBEXM_E2E_KUBEADM_CNI=calico (make e2e-kubeadm-calico) runs the
-	// stacked variant on calico (issue 49); CI runs both on flannel until
-	// calico's run has passed more than once.
+	// KUBEXM_E2E_KUBEADM_CNI=calico (make e2e and CI, make
+	// e2e-kubeadm-calico) runs the stacked variant on calico (issue 49);
+	// the etcd.type kubexm variant and the other suites run flannel.
 	stackedCNI := "flannel"
 	if os.Getenv("KUBEXM_E2E_KUBEADM_CNI") == "calico" {
 		stackedCNI = "calico"
