@@ -126,9 +126,11 @@ type VersionSkew struct {
 	KubectlMaxMinors           int `yaml:"kubectl_max_minors" json:"kubectlMaxMinors"`
 }
 
-// Component is a component's release line, and where the roles keep its
+// Component is a component's release lines, and where the roles keep its
 // exact default version and download URLs ("FILE VARIABLE").
 type Component struct {
+	// Versions is one release line (v3.6) or several, comma-separated
+	// (v3.6, v3.7).
 	Name     string `yaml:"name" json:"name"`
 	Versions string `yaml:"versions" json:"versions"`
 	Field    string `yaml:"field,omitempty" json:"field,omitempty"`
@@ -441,8 +443,8 @@ func (s *Support) checkAll(c *Cluster, ps *problems) {
 			if v == "" {
 				continue
 			}
-			if !inRelease(v, comp.Versions) {
-				ps.add(m.path, fmt.Sprintf("this kubexm installs %s %s.x; leave the version out for its default", comp.Name, strings.TrimPrefix(comp.Versions, "v")),
+			if !comp.InRelease(v) {
+				ps.add(m.path, fmt.Sprintf("this kubexm installs %s %s; leave the version out for its default", comp.Name, comp.ReleaseLines()),
 					"%s %s is not supported", comp.Name, v)
 			}
 		}
@@ -578,11 +580,32 @@ func (s *Support) applies(c *Cluster, cond string) bool {
 	return true
 }
 
-// inRelease reports whether version v (v3.6.16, 2.4.2) is on release line
-// (v3.6, 2): its leading numbers equal the line's.
-func inRelease(v, line string) bool {
-	v, line = strings.TrimPrefix(v, "v"), strings.TrimPrefix(line, "v")
-	return v == line || strings.HasPrefix(v, line+".")
+// inRelease reports whether version v (v3.6.16, 2.4.2) is on one of the
+// release lines (v3.6, 2, or "v3.6, v3.7"): its leading numbers equal the
+// line's.
+func inRelease(v, lines string) bool {
+	v = strings.TrimPrefix(v, "v")
+	for _, line := range strings.Split(lines, ",") {
+		line = strings.TrimPrefix(strings.TrimSpace(line), "v")
+		if v == line || strings.HasPrefix(v, line+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// InRelease reports whether version v is on one of the component's release
+// lines.
+func (c Component) InRelease(v string) bool { return inRelease(v, c.Versions) }
+
+// ReleaseLines is the component's release lines as users read them:
+// "v3.6.x, v3.7.x".
+func (c Component) ReleaseLines() string {
+	var out []string
+	for _, line := range strings.Split(c.Versions, ",") {
+		out = append(out, strings.TrimSpace(line)+".x")
+	}
+	return strings.Join(out, ", ")
 }
 
 func (s *Support) checkKubernetes(c *Cluster, ps *problems) {

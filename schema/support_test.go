@@ -365,11 +365,17 @@ func TestComponentVersions(t *testing.T) {
 		"type: kubexm", "type: kubexm\n    version: v3.5.21",
 		"version: v1.37.2", "version: v1.37.2\n    containerRuntime: {type: containerd, version: 1.7.27}"))
 	if len(ps) != 2 || !strings.Contains(ps[0].Message, "containerd 1.7.27 is not supported") || !strings.Contains(ps[0].Hint, "containerd 2.x") ||
-		!strings.Contains(ps[1].Message, "etcd v3.5.21 is not supported") || !strings.Contains(ps[1].Hint, "etcd 3.6.x") {
+		!strings.Contains(ps[1].Message, "etcd v3.5.21 is not supported") || !strings.Contains(ps[1].Hint, "etcd v3.6.x, v3.7.x") {
 		t.Errorf("%v", ps)
 	}
 	if ps := supportProblems(t, edit(t, "plugin: calico", "plugin: flannel", "type: kubexm", "type: kubexm\n    version: v3.6.0")); ps != nil {
 		t.Errorf("etcd v3.6.0 refused: %v", ps)
+	}
+	if ps := supportProblems(t, edit(t, "plugin: calico", "plugin: flannel", "type: kubexm", "type: kubexm\n    version: v3.7.3")); ps != nil {
+		t.Errorf("etcd v3.7.3 refused: %v", ps)
+	}
+	if ps := supportProblems(t, edit(t, "plugin: calico", "plugin: flannel", "type: kubexm", "type: kubexm\n    version: v3.8.0")); len(ps) != 1 || !strings.Contains(ps[0].Message, "etcd v3.8.0 is not supported") {
+		t.Errorf("etcd v3.8.0: %v", ps)
 	}
 }
 

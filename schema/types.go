@@ -220,7 +220,7 @@ type RuntimeSettings struct {
 // Etcd configures the etcd cluster.
 type Etcd struct {
 	Type                    string        `yaml:"type,omitempty" enum:"kubexm,kubeadm,external" doc:"kubexm: binaries on the etcd hosts; external: an existing cluster; kubeadm: a stacked member on every master (kubernetes.type kubeadm). Default kubexm."`
-	Version                 string        `yaml:"version,omitempty" doc:"etcd version, a v3.6 release (etcd.type kubexm; kubeadm's stacked member runs the image its Kubernetes version pins). Default v3.6.16."`
+	Version                 string        `yaml:"version,omitempty" doc:"etcd version, a v3.6 or v3.7 release (etcd.type kubexm; kubeadm's stacked member runs the image its Kubernetes version pins). Default v3.6.16."`
 	External                *EtcdExternal `yaml:"external,omitempty" doc:"Only with type external."`
 	DataDir                 string        `yaml:"dataDir,omitempty" doc:"Default /var/lib/etcd."`
 	HeartbeatInterval       int           `yaml:"heartbeatInterval,omitempty" doc:"Milliseconds. Default 250."`

@@ -177,7 +177,7 @@ func writeSupportText(w io.Writer, s *schema.Support, components []about.Compone
 		if i < len(components) && components[i].Name == c.Name {
 			def = components[i].Default
 		}
-		fmt.Fprintf(w, "  %-12s %-6s default %-9s mirrors: %s\n", c.Name, releaseLine(c.Versions), def, mirrorVar(c.Mirrors))
+		fmt.Fprintf(w, "  %-12s %-6s default %-9s mirrors: %s\n", c.Name, c.ReleaseLines(), def, mirrorVar(c.Mirrors))
 	}
 	fmt.Fprintf(w, "  checksums: %s\n", s.Checksums)
 	fmt.Fprintln(w, "\nChoices (cluster.yaml):")
@@ -228,16 +228,13 @@ func onlyWith(ch schema.Choice) string {
 	return " (with " + ch.OnlyWith + ")"
 }
 
-// releaseLine shows a release line as users write versions: v3.6.x, 2.x.
-func releaseLine(v string) string { return v + ".x" }
-
 // supportMarkdown is README.md's "what works" table of cluster.yaml choices.
 func supportMarkdown(s *schema.Support) string {
 	var b strings.Builder
 	b.WriteString(fmt.Sprintf("Kubernetes %s; ", s.KubernetesRange()))
 	var comps []string
 	for _, c := range s.Components {
-		comps = append(comps, c.Name+" "+releaseLine(c.Versions))
+		comps = append(comps, c.Name+" "+c.ReleaseLines())
 	}
 	b.WriteString(strings.Join(comps, ", ") + ".\n\n")
 	b.WriteString("| cluster.yaml choice | installed | not supported yet (refused by `config validate` and `play`) |\n|---|---|---|\n")

@@ -28,7 +28,7 @@ func TestSupportCommand(t *testing.T) {
 		"checked with: v1.35.4, v1.36.3, v1.37.2 (a newer patch is accepted with a warning)",
 		"feature gates removed by v1.36: ",
 		"feature gates introduced by v1.37 (older minors refuse them): ",
-		"etcd         v3.6.x default " + schema.DefaultEtcdVersion + "   mirrors: -e etcd_mirrors",
+		"etcd         v3.6.x, v3.7.x default " + schema.DefaultEtcdVersion + "   mirrors: -e etcd_mirrors",
 		"containerd   2.x    default 2.",
 		"spec.kubernetes.type\n    kubexm     supported\n    kubeadm    supported\n",
 		"checksums: from each release's checksum file",

@@ -69,7 +69,7 @@ func Collect(b Build, s *schema.Support, content fs.FS) (Info, error) {
 		return info, err
 	}
 	for _, c := range s.Components {
-		info.Components = append(info.Components, Component{Name: c.Name, ReleaseLine: c.Versions + ".x", Default: defaults[c.Name]})
+		info.Components = append(info.Components, Component{Name: c.Name, ReleaseLine: c.ReleaseLines(), Default: defaults[c.Name]})
 	}
 	return info, nil
 }

@@ -6,7 +6,7 @@
 # module roots and builds them (see /work/shared/notes/test-artifacts.md §2).
 #
 # Environment:
-#   ETCD_VERSION          v3.5.x or v3.6.x to build (default v3.6.16)
+#   ETCD_VERSION          v3.5.x, v3.6.x or v3.7.x to build (default v3.6.16)
 #   GOARCH                target architecture (default: the host's)
 #   KUBEXM_TEST_ETCD_DIR  where the binaries go
 #                         (default /var/cache/kubexm-test/artifacts/etcd/$ETCD_VERSION/$GOARCH)
@@ -23,17 +23,20 @@ cache=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
 out=${KUBEXM_TEST_ETCD_DIR:-$cache/artifacts/etcd/$version/$arch}
 
 # The module set differs per minor: 3.5 has client/v2 (numbered
-# v2.30<minor>.<patch>) and raft inside etcd; 3.6 dropped client/v2 and
-# moved raft to go.etcd.io/raft/v3, which the server's go.mod pins.
+# v2.30<minor>.<patch>) and raft inside etcd; 3.6 and 3.7 dropped client/v2
+# and moved raft to go.etcd.io/raft/v3, which the server's go.mod pins.
+# The modules' replace directives point into etcd's own tree and are ignored
+# for a dependency; 3.7's go.mod wants Go 1.26.0 (`go mod tidy` raises this
+# module's go line to it).
 case $version in
 v3.5.*) extra=$'\tgo.etcd.io/etcd/client/v2 v2.305.'"${version##*.}"$'\n\tgo.etcd.io/etcd/raft/v3 '"$version" ;;
-v3.6.*) extra= ;;
+v3.6.* | v3.7.*) extra= ;;
 *)
-	echo "etcd.sh: ETCD_VERSION=$version: only v3.5.x and v3.6.x are supported" >&2
+	echo "etcd.sh: ETCD_VERSION=$version: only v3.5.x, v3.6.x and v3.7.x are supported" >&2
 	exit 2
 	;;
 esac
-if [[ ! $version =~ ^v3\.[56]\.[0-9]+$ ]]; then
+if [[ ! $version =~ ^v3\.[567]\.[0-9]+$ ]]; then
 	echo "etcd.sh: ETCD_VERSION=$version: want v3.<minor>.<patch>" >&2
 	exit 2
 fi

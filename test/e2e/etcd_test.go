@@ -4,15 +4,22 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
 const etcdVersion = "v3.6.16"
+
+// etcdUpgradeVersion is the minor TestEtcdCluster upgrades its cluster to.
+const etcdUpgradeVersion = "v3.7.3"
 
 // TestEtcdCluster is issue 8's acceptance on three fresh test machines:
 //
@@ -25,9 +32,11 @@ const etcdVersion = "v3.6.16"
 //   - playbooks/delete leaves /etc/hosts, /etc/sysctl.d, /etc/modules-load.d
 //     and the systemd units as they were before the install (in fact all of
 //     /etc, /usr/local/bin and /var/lib, and the unit files systemd lists);
-//   - a create killed during the etcd role completes with --resume.
+//   - a create killed during the etcd role completes with --resume;
+//   - playbooks/upgrade-etcd moves the v3.6 cluster to v3.7 (etcdUpgrade).
 //
-// It prints the wall time of the create and of the re-run (PERF lines).
+// It prints the wall time of the create, of the re-run and of the upgrade
+// (PERF lines).
 func TestEtcdCluster(t *testing.T) {
 	parallelSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -36,6 +45,9 @@ func TestEtcdCluster(t *testing.T) {
 	work := t.TempDir()
 
 	releaseRoot := etcdRelease(ctx, t, root, etcdVersion)
+	if r := etcdRelease(ctx, t, root, etcdUpgradeVersion); r != releaseRoot {
+		t.Fatalf("the releases of %s and %s are laid out under %s and %s, want one root", etcdVersion, etcdUpgradeVersion, releaseRoot, r)
+	}
 	bin := buildKubexm(ctx, t, root, work)
 
 	set, diag := suiteMachines(ctx, t, 3, "e")
@@ -180,4 +192,219 @@ func TestEtcdCluster(t *testing.T) {
 	}
 	t.Logf("killed during the etcd role, resumed in %s (%d outcomes from the journal)", res.wall.Round(time.Millisecond), resumed)
 	checkEtcd(ctx, t, set)
+
+	// The upgrade fetches etcdUpgradeVersion's release from the same server.
+	up := kx
+	up.extra = append([]string{`{"etcd_mirrors": ["` + server + `/etcd-io/etcd/releases/download/` + etcdUpgradeVersion + `"]}`}, kx.extra[1:]...)
+	etcdUpgrade(ctx, t, root, set, up)
+}
+
+// etcdUpgrade is issue 53's etcd acceptance on the running v3.6 cluster:
+// keys written, cluster.yaml set to v3.7, playbooks/upgrade-etcd run while
+// a client on the last machine writes through all three members every
+// 200 ms (failed requests and the longest gap between two answers
+// counted); then every member runs v3.7 with the keys intact, a re-run
+// changes nothing, and a downgrade and a skipped minor are refused before
+// anything changes, naming the versions.
+func etcdUpgrade(ctx context.Context, t *testing.T, root string, set *testhosts.Set, kx kubexm) {
+	t.Helper()
+	var eps []string
+	for _, h := range set.Hosts {
+		eps = append(eps, "https://"+net.JoinHostPort(h.Address, "2379"))
+	}
+	first, last := set.Hosts[0].Name, set.Hosts[len(set.Hosts)-1].Name
+	const keys = 100
+	ssl := "/etc/kubexm/etcd/ssl"
+	if out, err := set.SSH(ctx, first, fmt.Sprintf(`set -e
+for i in $(seq 1 %d); do
+  ETCDCTL_API=3 /usr/local/bin/etcdctl --endpoints=%s --cacert=%s/ca.pem --cert=%s/admin-%s.pem --key=%s/admin-%s-key.pem put "/kubexm-e2e/upgrade/k$i" "v$i" >/dev/null
+done`, keys, eps[0], ssl, ssl, first, ssl, first)); err != nil {
+		t.Fatalf("writing %d keys: %v\n%s", keys, err, out)
+	}
+	setEtcdVersion(t, kx.inventory, etcdUpgradeVersion)
+	upgrade := filepath.Join(root, "playbooks", "upgrade-etcd")
+
+	poll := startEtcdPoller(ctx, t, set, last, strings.Join(eps, ","))
+	res := kx.play(ctx, upgrade)
+	stats := poll.stop(t)
+	if res.err != nil {
+		t.Fatalf("upgrade-etcd to %s failed after %s: %v%s", etcdUpgradeVersion, res.wall, res.err, res.failures())
+	}
+	handovers := 0
+	for _, e := range res.events {
+		if e.Kind == "host_result" && e.Status == "changed" && strings.HasPrefix(e.Task, "etcd - hand the leadership over") {
+			handovers++
+		}
+	}
+	t.Logf("PERF upgrade-etcd %s -> %s on 3 members: %s (%d changed, leadership handed over %d time(s)); "+
+		"a client writing every 200 ms: %d requests, %d failed, longest gap between answers %s; slowest tasks:\n%s",
+		etcdVersion, etcdUpgradeVersion, res.wall.Round(time.Millisecond), len(res.changed()), handovers,
+		stats.total, stats.failed, stats.longestGap.Round(time.Millisecond), res.slowest(5))
+	for _, o := range stats.outages {
+		t.Logf("  client outage: %s", o)
+	}
+	if stats.failed*100 > stats.total {
+		t.Errorf("%d of %d writes failed during the upgrade, want at most 1%%", stats.failed, stats.total)
+	}
+	if handovers > 1 {
+		t.Errorf("the leadership was handed over %d times, want at most once (the leader restarts last)", handovers)
+	}
+	if len(backupArchives(t, kx)) == 0 {
+		t.Error("the upgrade took no backup before it changed etcd")
+	}
+
+	// Every member runs the new version, with the keys written before.
+	out, err := etcdctl(ctx, set, first, strings.Join(eps, ","), "endpoint status -w json")
+	if err != nil {
+		t.Fatalf("etcdctl endpoint status: %v\n%s", err, out)
+	}
+	var status []struct {
+		Endpoint string `json:"Endpoint"`
+		Status   struct {
+			Version string `json:"version"`
+		} `json:"Status"`
+	}
+	if err := json.Unmarshal([]byte(out), &status); err != nil {
+		t.Fatalf("endpoint status output %q: %v", out, err)
+	}
+	if len(status) != len(set.Hosts) {
+		t.Errorf("%d members answered endpoint status, want %d: %s", len(status), len(set.Hosts), out)
+	}
+	for _, st := range status {
+		if "v"+st.Status.Version != etcdUpgradeVersion {
+			t.Errorf("%s runs etcd %s after the upgrade, want %s", st.Endpoint, st.Status.Version, etcdUpgradeVersion)
+		}
+	}
+	got, err := etcdctl(ctx, set, last, eps[len(eps)-1], "get --prefix /kubexm-e2e/upgrade/ --print-value-only")
+	if n := strings.Count(got, "\n"); err != nil || n != keys || !strings.Contains(got, fmt.Sprintf("v%d\n", keys)) {
+		t.Errorf("after the upgrade %d of the %d keys read back (%v):\n%s", n, keys, err, got)
+	}
+	checkEtcd(ctx, t, set)
+
+	// At the target: nothing to do, and no second backup.
+	before := len(backupArchives(t, kx))
+	res = kx.play(ctx, upgrade)
+	if res.err != nil {
+		t.Fatalf("upgrade-etcd re-run failed: %v%s", res.err, res.failures())
+	}
+	t.Logf("PERF upgrade-etcd re-run at %s (nothing to change): %s", etcdUpgradeVersion, res.wall.Round(time.Millisecond))
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("upgrade-etcd re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+	if n := len(backupArchives(t, kx)); n != before {
+		t.Errorf("the re-run at the target took a backup (%d archives, %d before)", n, before)
+	}
+
+	// Refused before anything changes: back to 3.6, and a minor skipped
+	// (-e etcd_version: cluster.yaml's matrix refuses v3.9 itself).
+	setEtcdVersion(t, kx.inventory, etcdVersion)
+	res = kx.play(ctx, upgrade)
+	want := fmt.Sprintf("etcd downgrade refused: member %s runs etcd %s, cluster.yaml asks for %s", first, etcdUpgradeVersion, etcdVersion)
+	if res.err == nil || !strings.Contains(res.failures(), want) {
+		t.Errorf("upgrade-etcd to %s: %v, want a refusal with %q:%s", etcdVersion, res.err, want, res.failures())
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("the refused downgrade changed things:\n  %s", strings.Join(c, "\n  "))
+	}
+	setEtcdVersion(t, kx.inventory, etcdUpgradeVersion)
+	res = kx.play(ctx, upgrade, "-e", "etcd_version=v3.9.0")
+	want = fmt.Sprintf("etcd member %s runs %s: %s to v3.9.0 skips a minor; etcd upgrades one minor at a time (to v3.8 first)", first, etcdUpgradeVersion, etcdUpgradeVersion)
+	if res.err == nil || !strings.Contains(res.failures(), want) {
+		t.Errorf("upgrade-etcd to v3.9.0: %v, want a refusal with %q:%s", res.err, want, res.failures())
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("the refused skip of a minor changed things:\n  %s", strings.Join(c, "\n  "))
+	}
+	checkEtcd(ctx, t, set)
+}
+
+// setEtcdVersion writes spec.etcd.version into the test's cluster.yaml.
+func setEtcdVersion(t *testing.T, inventory, version string) {
+	t.Helper()
+	data, err := os.ReadFile(inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	var out []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "    version: v3.") {
+			continue
+		}
+		out = append(out, l)
+		if l == "    type: kubexm" {
+			out = append(out, "    version: "+version)
+		}
+	}
+	if err := os.WriteFile(inventory, []byte(strings.Join(out, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// backupArchives are the backups in the test cluster's work directory.
+func backupArchives(t *testing.T, kx kubexm) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(kx.dir, ".kubexm", "*", "backups", "*.tar.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// etcdPoller is a client on a test machine writing a key through the given
+// endpoints every 200 ms until stopped, with a copy of etcdctl (the upgrade
+// replaces /usr/local/bin/etcdctl under it). It prints pollScript's
+// "<unix ms> <code>" lines for parsePoll: 200 for an answer, 000:<exit code>
+// for a failed write.
+type etcdPoller struct {
+	set  *testhosts.Set
+	host string
+	done chan struct{}
+	out  string
+	err  error
+}
+
+func startEtcdPoller(ctx context.Context, t *testing.T, set *testhosts.Set, host, endpoints string) *etcdPoller {
+	t.Helper()
+	ssl := "/etc/kubexm/etcd/ssl"
+	if _, err := set.SSH(ctx, host, "rm -f /tmp/kubexm-etcd-poll.stop"); err != nil {
+		t.Fatal(err)
+	}
+	p := &etcdPoller{set: set, host: host, done: make(chan struct{})}
+	script := fmt.Sprintf(`set -u
+d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
+cp /usr/local/bin/etcdctl "$d/etcdctl"
+i=0
+while [ ! -e /tmp/kubexm-etcd-poll.stop ] && [ $i -lt 6000 ]; do
+  i=$((i + 1))
+  if ETCDCTL_API=3 "$d/etcdctl" --endpoints=%s --cacert=%s/ca.pem --cert=%s/admin-%s.pem --key=%s/admin-%s-key.pem \
+      --dial-timeout=2s --command-timeout=5s put /kubexm-e2e/poll "$i" >/dev/null 2>&1; then
+    echo "$(date +%%s%%3N) 200"
+  else
+    echo "$(date +%%s%%3N) 000:$?"
+  fi
+  sleep 0.2
+done`, endpoints, ssl, ssl, host, ssl, host)
+	go func() {
+		defer close(p.done)
+		p.out, p.err = set.SSH(ctx, host, script)
+	}()
+	return p
+}
+
+// stop ends the poll and reads what it saw.
+func (p *etcdPoller) stop(t *testing.T) pollStats {
+	t.Helper()
+	if _, err := p.set.SSH(context.Background(), p.host, "touch /tmp/kubexm-etcd-poll.stop"); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	if p.err != nil {
+		t.Fatalf("the etcd poller on %s: %v\n%s", p.host, p.err, p.out)
+	}
+	s, err := parsePoll(p.out, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

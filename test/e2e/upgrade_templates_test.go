@@ -293,7 +293,7 @@ func precheckTasks(t *testing.T) []map[string]any {
 func healthyVerdictVars() map[string]any {
 	return map[string]any{
 		"spec":                    map[string]any{"etcd": map[string]any{"type": "kubeadm"}},
-		"upgrade_target_conflict": "", "upgrade_backup": true, "upgrade_needed": true,
+		"upgrade_target_conflict": "", "upgrade_backup": true, "upgrade_needed": true, "etcd_upgrade_problems": "",
 		"upgrade_current_version": "v1.36.3", "upgrade_skew_problems": "", "upgrade_node_versions": map[string]any{},
 		"upgrade_not_ready": []any{}, "upgrade_etcd": map[string]any{"rc": 0}, "upgrade_removed": map[string]any{},
 		"upgrade_allow_removed_apis": false, "upgrade_min_free_mib": 0, "kube_bin_dir": "/usr/local/bin", "kubectl_host": "n1",

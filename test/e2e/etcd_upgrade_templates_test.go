@@ -1,0 +1,152 @@
+//go:build e2e
+
+package e2e
+
+// etcd's upgrade rules and the parsing of etcdctl's status table, without
+// machines (the e2e tag only for the helpers it shares with the template tests).
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/mensylisir/kubexm/engine/eval"
+)
+
+// etcdUpgradeVars is the etcd role's defaults over kubeVars with
+// cluster.yaml asking for target and the members running versions.
+func etcdUpgradeVars(t *testing.T, target string, versions map[string]any, extra map[string]any) map[string]any {
+	t.Helper()
+	vars := kubeVars("n1", func(s map[string]any) {
+		s["network"].(map[string]any)["plugin"] = "flannel"
+		s["etcd"].(map[string]any)["version"] = target
+		s["etcd"].(map[string]any)["dataDir"] = "/var/lib/etcd"
+	})
+	override := map[string]any{"etcd_member_versions": versions}
+	if extra != nil {
+		override["etcd_extra_config"] = extra
+	}
+	return withRoleDefaults(t, "etcd", vars, override)
+}
+
+// TestEtcdUpgradeRules: etcd's rules for a rolling upgrade, as the
+// pre-checks of playbooks/upgrade and playbooks/upgrade-etcd apply them.
+func TestEtcdUpgradeRules(t *testing.T) {
+	for _, c := range []struct {
+		name, target string
+		versions     map[string]any
+		extra        map[string]any
+		needed       bool
+		want         []string // substrings, one per problem; none: allowed
+	}{
+		{name: "one minor up", target: "v3.7.3", versions: map[string]any{"n1": "3.6.16", "n2": "3.6.16", "n3": "3.6.16"}, needed: true},
+		{name: "a patch up", target: "v3.6.16", versions: map[string]any{"n1": "3.6.15", "n2": "3.6.16", "n3": "3.6.16"}, needed: true},
+		{name: "resumed: some members at the target", target: "v3.7.3", versions: map[string]any{"n1": "3.7.3", "n2": "3.6.16", "n3": "3.6.16"}, needed: true},
+		{name: "a re-run at the target", target: "v3.7.3", versions: map[string]any{"n1": "3.7.3", "n2": "3.7.3", "n3": "3.7.3"}},
+		{name: "two minors", target: "v3.7.3", versions: map[string]any{"n1": "3.5.21", "n2": "3.6.16", "n3": "3.6.16"}, needed: true,
+			want: []string{"etcd member n1 runs v3.5.21: v3.5.21 to v3.7.3 skips a minor; etcd upgrades one minor at a time (to v3.6 first)"}},
+		{name: "downgrade", target: "v3.6.16", versions: map[string]any{"n1": "3.7.3", "n2": "3.7.3", "n3": "3.7.3"}, needed: true,
+			want: []string{"etcd downgrade refused: member n1 runs etcd v3.7.3, cluster.yaml asks for v3.6.16", "member n2 runs etcd v3.7.3", "member n3 runs etcd v3.7.3"}},
+		{name: "a patch down", target: "v3.7.1", versions: map[string]any{"n1": "3.7.3", "n2": "3.7.1", "n3": "3.7.1"}, needed: true,
+			want: []string{"etcd downgrade refused: member n1 runs etcd v3.7.3, cluster.yaml asks for v3.7.1"}},
+		{name: "a member not healthy", target: "v3.7.3", versions: map[string]any{"n1": "3.6.16", "n2": "", "n3": "3.6.16"}, needed: true,
+			want: []string{"etcd member n2 does not answer healthy"}},
+		{name: "a setting 3.7 removed", target: "v3.7.3", versions: map[string]any{"n1": "3.6.16", "n2": "3.6.16", "n3": "3.6.16"}, needed: true,
+			extra: map[string]any{"experimental-initial-corrupt-check": true, "log-level": "warn"},
+			want:  []string{"etcd_extra_config sets experimental-initial-corrupt-check, which etcd v3.7.3 no longer reads (3.6 deprecated the experimental- settings, 3.7 removed them): use feature-gates: InitialCorruptCheck=true"}},
+		{name: "the same setting on 3.6", target: "v3.6.16", versions: map[string]any{"n1": "3.6.16", "n2": "3.6.16", "n3": "3.6.16"},
+			extra: map[string]any{"experimental-initial-corrupt-check": true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := etcdUpgradeVars(t, c.target, c.versions, c.extra)
+			got := strings.TrimSpace(v["etcd_upgrade_problems"].(string))
+			var lines []string
+			if got != "" {
+				lines = strings.Split(got, "\n")
+			}
+			if len(lines) != len(c.want) {
+				t.Fatalf("problems:\n%s\nwant %d: %q", got, len(c.want), c.want)
+			}
+			for i, w := range c.want {
+				if !strings.Contains(lines[i], w) {
+					t.Errorf("problem %d = %q, want %q", i, lines[i], w)
+				}
+			}
+			if needed := strings.TrimSpace(v["etcd_upgrade_needed"].(string)) == "true"; needed != c.needed {
+				t.Errorf("etcd_upgrade_needed = %v, want %v", v["etcd_upgrade_needed"], c.needed)
+			}
+		})
+	}
+}
+
+// TestUpgradeVerdictNamesEtcdProblems: playbooks/upgrade's verdict
+// refuses what etcd's rules refuse (etcd.type kubexm), with the rest.
+func TestUpgradeVerdictNamesEtcdProblems(t *testing.T) {
+	var problems string
+	for _, task := range precheckTasks(t) {
+		if task["name"] == "upgrade - every pre-check passed" {
+			problems = task["vars"].(map[string]any)["upgrade_problems"].(string)
+		}
+	}
+	const refusal = "etcd downgrade refused: member n1 runs etcd v3.7.3, cluster.yaml asks for v3.6.16"
+	for _, etcdType := range []string{"kubexm", "kubeadm"} {
+		vars := healthyVerdictVars()
+		vars["spec"] = map[string]any{"etcd": map[string]any{"type": etcdType}}
+		vars["etcd_upgrade_problems"] = refusal + "\nanother"
+		got, err := eval.New().RenderString(problems, vars)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if named := strings.Contains(got, refusal) && strings.Contains(got, "another"); named != (etcdType == "kubexm") {
+			t.Errorf("etcd.type %s: problems %q", etcdType, got)
+		}
+	}
+}
+
+// TestEtcdStatusAwk runs etcd_status_awk on `etcdctl endpoint status -w
+// table` as etcdctl 3.6 (| borders) and 3.7 (│ borders) print it: the
+// leader hand-over of the rolling restart, the version checks and
+// delete-nodes read its columns.
+func TestEtcdStatusAwk(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "etcd", "defaults", "main.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defaults map[string]any
+	if err := yaml.Unmarshal(data, &defaults); err != nil {
+		t.Fatal(err)
+	}
+	program := defaults["etcd_status_awk"].(string)
+	v36 := `+------------------------+------------------+---------+-----------------+---------+--------+-----------------------+--------+-----------+------------+-----------+------------+--------------------+--------+--------------------------+-------------------+
+|        ENDPOINT        |        ID        | VERSION | STORAGE VERSION | DB SIZE | IN USE | PERCENTAGE NOT IN USE | QUOTA  | IS LEADER | IS LEARNER | RAFT TERM | RAFT INDEX | RAFT APPLIED INDEX | ERRORS | DOWNGRADE TARGET VERSION | DOWNGRADE ENABLED |
++------------------------+------------------+---------+-----------------+---------+--------+-----------------------+--------+-----------+------------+-----------+------------+--------------------+--------+--------------------------+-------------------+
+| https://10.0.0.1:2379 | e0a123b3b0169fcd |  3.6.16 |           3.6.0 |   20 kB |  16 kB |                   20% | 2.1 GB |      true |      false |         2 |          4 |                  4 |        |                          |             false |
+| https://10.0.0.2:2379 | 8211f1d0f64f3269 |  3.6.16 |           3.6.0 |   20 kB |  16 kB |                   20% | 2.1 GB |     false |      false |         2 |          4 |                  4 |        |                          |             false |
++------------------------+------------------+---------+-----------------+---------+--------+-----------------------+--------+-----------+------------+-----------+------------+--------------------+--------+--------------------------+-------------------+
+`
+	v37 := `┌────────────────────────┬──────────────────┬─────────┬─────────────────┬─────────┬────────┬───────────────────────┬────────┬───────────┬────────────┬───────────┬────────────┬────────────────────┬────────┬──────────────────────────┬───────────────────┐
+│        ENDPOINT        │        ID        │ VERSION │ STORAGE VERSION │ DB SIZE │ IN USE │ PERCENTAGE NOT IN USE │ QUOTA  │ IS LEADER │ IS LEARNER │ RAFT TERM │ RAFT INDEX │ RAFT APPLIED INDEX │ ERRORS │ DOWNGRADE TARGET VERSION │ DOWNGRADE ENABLED │
+├────────────────────────┼──────────────────┼─────────┼─────────────────┼─────────┼────────┼───────────────────────┼────────┼───────────┼────────────┼───────────┼────────────┼────────────────────┼────────┼──────────────────────────┼───────────────────┤
+│ https://10.0.0.1:2379 │ e0a123b3b0169fcd │   3.7.3 │           3.7.0 │   20 kB │  16 kB │                   20% │ 2.1 GB │      false │      false │         2 │          4 │                  4 │        │                          │             false │
+│ https://10.0.0.2:2379 │ 8211f1d0f64f3269 │   3.6.16 │           3.6.0 │   20 kB │  16 kB │                   20% │ 2.1 GB │      true │      false │         2 │          4 │                  4 │        │                          │             false │
+└────────────────────────┴──────────────────┴─────────┴─────────────────┴─────────┴────────┴───────────────────────┴────────┴───────────┴────────────┴───────────┴────────────┴────────────────────┴────────┴──────────────────────────┴───────────────────┘
+`
+	for _, c := range []struct{ name, table, want string }{
+		{"etcdctl 3.6", v36, "e0a123b3b0169fcd https://10.0.0.1:2379 3.6.16 true false\n8211f1d0f64f3269 https://10.0.0.2:2379 3.6.16 false false\n"},
+		{"etcdctl 3.7", v37, "e0a123b3b0169fcd https://10.0.0.1:2379 3.7.3 false false\n8211f1d0f64f3269 https://10.0.0.2:2379 3.6.16 true false\n"},
+	} {
+		cmd := exec.Command("awk", "-F|", program)
+		cmd.Stdin = strings.NewReader(c.table)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: awk: %v", c.name, err)
+		}
+		if string(out) != c.want {
+			t.Errorf("%s: got\n%s\nwant\n%s", c.name, out, c.want)
+		}
+	}
+}
