@@ -6,6 +6,7 @@ package e2e
 // machines (the e2e tag only for the helpers it shares with the template tests).
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,5 +149,62 @@ func TestEtcdStatusAwk(t *testing.T) {
 		if string(out) != c.want {
 			t.Errorf("%s: got\n%s\nwant\n%s", c.name, out, c.want)
 		}
+	}
+}
+
+// TestEtcdUpgradeCheckReadsTheMembers renders the pre-check's set_facts on
+// what the members answered: a version per member, "" for one whose
+// `endpoint health` failed and for one that has no result (unreachable).
+func TestEtcdUpgradeCheckReadsTheMembers(t *testing.T) {
+	ev := eval.New()
+	vars := map[string]any{
+		"groups": map[string]any{"etcd": []any{"n1", "n2", "n3"}},
+		"hostvars": map[string]any{
+			"n1": map[string]any{"etcd_running": map[string]any{"rc": 0, "stdout": "3.6.16\n"}},
+			"n2": map[string]any{"etcd_running": map[string]any{"rc": 1, "stdout": "", "stderr": "context deadline exceeded"}},
+			"n3": map[string]any{},
+		},
+	}
+	for _, name := range []string{"etcd upgrade - the versions the members run", "etcd upgrade - the versions as values"} {
+		for k, v := range roleTask(t, "etcd", "upgrade-check.yaml", name)["set_fact"].(map[string]any) {
+			r, err := ev.Render(v.(string), vars)
+			if err != nil {
+				t.Fatalf("%s: %v", k, err)
+			}
+			vars[k] = r
+		}
+	}
+	got, ok := vars["etcd_member_versions"].(map[string]any)
+	if !ok || len(got) != 3 || got["n1"] != "3.6.16" || got["n2"] != "" || got["n3"] != "" {
+		t.Errorf("etcd_member_versions = %#v", vars["etcd_member_versions"])
+	}
+}
+
+// TestEtcdRestartOrder: the members to restart, the leader last, as the
+// looped include reads them.
+func TestEtcdRestartOrder(t *testing.T) {
+	ev := eval.New()
+	vars := map[string]any{
+		"groups": map[string]any{"etcd": []any{"n1", "n2", "n3", "n4"}},
+		"hostvars": map[string]any{
+			"n1": map[string]any{"etcd_restart_needed": true, "etcd_leads": map[string]any{"stdout": "true\n"}},
+			"n2": map[string]any{"etcd_restart_needed": "true", "etcd_leads": map[string]any{"stdout": "false\n"}},
+			"n3": map[string]any{"etcd_restart_needed": "false"},
+			"n4": map[string]any{"etcd_restart_needed": true, "etcd_leads": map[string]any{"stdout": "false\n"}},
+		},
+	}
+	task := roleTask(t, "etcd", "main.yaml", "etcd - the members to restart, the leader last")
+	r, err := ev.Render(task["set_fact"].(map[string]any)["etcd_restart_order"].(string), vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars["etcd_restart_order"] = r
+	loop := roleTask(t, "etcd", "main.yaml", "etcd - restart changed members one at a time, the leader last")["loop"].(string)
+	order, err := ev.Render(loop, vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(order); got != "[n2 n4 n1]" {
+		t.Errorf("restart order %s, want [n2 n4 n1] (the leader n1 last, n3 unchanged)", got)
 	}
 }
