@@ -226,9 +226,16 @@ done`, keys, eps[0], ssl, ssl, first, ssl, first)); err != nil {
 
 	poll := startEtcdPoller(ctx, t, set, last, strings.Join(eps, ","))
 	res := kx.play(ctx, upgrade)
-	stats := poll.stop(t)
+	// parsePoll wants 50 requests: a quick upgrade is polled on a while.
+	if rest := time.Until(poll.started.Add(15 * time.Second)); rest > 0 {
+		time.Sleep(rest)
+	}
+	stats, pollErr := poll.stop()
 	if res.err != nil {
 		t.Fatalf("upgrade-etcd to %s failed after %s: %v%s", etcdUpgradeVersion, res.wall, res.err, res.failures())
+	}
+	if pollErr != nil {
+		t.Fatal(pollErr)
 	}
 	handovers := 0
 	for _, e := range res.events {
@@ -357,11 +364,12 @@ func backupArchives(t *testing.T, kx kubexm) []string {
 // "<unix ms> <code>" lines for parsePoll: 200 for an answer, 000:<exit code>
 // for a failed write.
 type etcdPoller struct {
-	set  *testhosts.Set
-	host string
-	done chan struct{}
-	out  string
-	err  error
+	set     *testhosts.Set
+	host    string
+	started time.Time
+	done    chan struct{}
+	out     string
+	err     error
 }
 
 func startEtcdPoller(ctx context.Context, t *testing.T, set *testhosts.Set, host, endpoints string) *etcdPoller {
@@ -370,7 +378,7 @@ func startEtcdPoller(ctx context.Context, t *testing.T, set *testhosts.Set, host
 	if _, err := set.SSH(ctx, host, "rm -f /tmp/kubexm-etcd-poll.stop"); err != nil {
 		t.Fatal(err)
 	}
-	p := &etcdPoller{set: set, host: host, done: make(chan struct{})}
+	p := &etcdPoller{set: set, host: host, started: time.Now(), done: make(chan struct{})}
 	script := fmt.Sprintf(`set -u
 d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
 cp /usr/local/bin/etcdctl "$d/etcdctl"
@@ -393,18 +401,13 @@ done`, endpoints, ssl, ssl, host, ssl, host)
 }
 
 // stop ends the poll and reads what it saw.
-func (p *etcdPoller) stop(t *testing.T) pollStats {
-	t.Helper()
-	if _, err := p.set.SSH(context.Background(), p.host, "touch /tmp/kubexm-etcd-poll.stop"); err != nil {
-		t.Fatal(err)
+func (p *etcdPoller) stop() (pollStats, error) {
+	if out, err := p.set.SSH(context.Background(), p.host, "touch /tmp/kubexm-etcd-poll.stop"); err != nil {
+		return pollStats{}, fmt.Errorf("stopping the etcd poller on %s: %w\n%s", p.host, err, out)
 	}
 	<-p.done
 	if p.err != nil {
-		t.Fatalf("the etcd poller on %s: %v\n%s", p.host, p.err, p.out)
+		return pollStats{}, fmt.Errorf("the etcd poller on %s: %w\n%s", p.host, p.err, p.out)
 	}
-	s, err := parsePoll(p.out, time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return parsePoll(p.out, time.Time{})
 }
