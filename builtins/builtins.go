@@ -24,7 +24,7 @@ func All() []step.Builtin {
 		systemdBuiltin{}, sysctlBuiltin{}, modprobeBuiltin{}, hostnameBuiltin{}, timezoneBuiltin{},
 		userBuiltin{}, groupBuiltin{},
 		packageBuiltin{},
-		newDownload(), unarchiveBuiltin{}, newDistribute(), newImageSave(),
+		newDownload(), unarchiveBuiltin{}, newDistribute(), newImageSave(), imagePushBuiltin{}, registryCheckBuiltin{},
 		packBuiltin{}, unpackBuiltin{}, syncDirBuiltin{},
 		waitForBuiltin{}, uriBuiltin{}, dnsQueryBuiltin{},
 		setupBuiltin{},

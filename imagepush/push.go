@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -53,6 +54,9 @@ type Image struct {
 type Options struct {
 	// Jobs is how many images are pushed at once (default 4).
 	Jobs int
+	// DryRun stops at finding out which images the registry lacks: they
+	// are in the result with Pending set, nothing is sent.
+	DryRun bool
 	// Progress, when set, is called (from several goroutines, never at
 	// once) as bytes go out and as each image is done.
 	Progress func(Event)
@@ -73,9 +77,11 @@ type Pushed struct {
 	Target string
 	Digest string
 	Archs  []string
-	// Sent is the bytes of blobs and manifests sent; Skipped the bytes
-	// the registry already had.
+	// Sent is the bytes of blobs sent; Skipped the bytes the registry
+	// already had.
 	Sent, Skipped int64
+	// Pending: DryRun found the tag missing or naming another digest.
+	Pending bool
 }
 
 // Result is the outcome of Push: only images whose manifest the registry
@@ -200,7 +206,7 @@ func Push(ctx context.Context, t Target, images []Image, opt Options) (*Result, 
 		go func(g group) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			p, err := c.pushGroup(ctx, g, func(n int64) { report(Event{Sent: sent.Add(n)}) })
+			p, err := c.pushGroup(ctx, g, opt.DryRun, func(n int64) { report(Event{Sent: sent.Add(n)}) })
 			if err != nil {
 				mu.Lock()
 				if firstErr == nil {
@@ -301,7 +307,7 @@ func (c *client) check(ctx context.Context) error {
 	return nil
 }
 
-func (c *client) pushGroup(ctx context.Context, g group, progress func(int64)) (Pushed, error) {
+func (c *client) pushGroup(ctx context.Context, g group, dryRun bool, progress func(int64)) (Pushed, error) {
 	p := Pushed{Target: g.target}
 	ref, err := name.NewTag(g.target, name.StrictValidation)
 	if err != nil {
@@ -310,11 +316,7 @@ func (c *client) pushGroup(ctx context.Context, g group, progress func(int64)) (
 	var imgs []v1.Image
 	var total int64
 	for _, im := range g.images {
-		tag, err := name.NewTag(im.Ref, name.WeakValidation)
-		if err != nil {
-			return p, fmt.Errorf("image %s: %w", im.Ref, err)
-		}
-		img, err := tarball.ImageFromPath(im.File, &tag)
+		img, err := loadTarball(im)
 		if err != nil {
 			return p, fmt.Errorf("image %s (%s): %w", im.Ref, im.File, err)
 		}
@@ -349,6 +351,10 @@ func (c *client) pushGroup(ctx context.Context, g group, progress func(int64)) (
 		return p, nil
 	} else if err != nil && !isNotFound(err) {
 		return p, c.explain(g.target, err)
+	}
+	if dryRun {
+		p.Pending = true
+		return p, nil
 	}
 	if idx != nil {
 		err = remote.WriteIndex(ref, idx, opts...)
@@ -474,4 +480,48 @@ func isNotFound(err error) bool {
 	}
 	code := httpStatus(err)
 	return code == http.StatusNotFound
+}
+
+// Missing lists the refs (names in the target registry) the registry does
+// not serve, after logging in: what a cluster pulling from it would miss.
+func Missing(ctx context.Context, t Target, refs []string) ([]string, error) {
+	c, err := newClient(t)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.check(ctx); err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, r := range refs {
+		ref, err := name.ParseReference(r, name.StrictValidation)
+		if err != nil {
+			return nil, fmt.Errorf("image %q: %w", r, err)
+		}
+		if _, err := remote.Head(ref, c.options(ctx, c.base)...); err != nil {
+			if !isNotFound(err) {
+				return nil, c.explain(r, err)
+			}
+			missing = append(missing, r)
+		}
+	}
+	return missing, nil
+}
+
+// loadTarball reads the image of a docker-archive: the one image it holds
+// (a bundle exported before privateRegistry was set names it upstream's
+// way), else the one tagged im.Ref.
+func loadTarball(im Image) (v1.Image, error) {
+	m, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(im.File) })
+	if err != nil {
+		return nil, err
+	}
+	if len(m) == 1 {
+		return tarball.ImageFromPath(im.File, nil)
+	}
+	tag, err := name.NewTag(im.Ref, name.WeakValidation)
+	if err != nil {
+		return nil, err
+	}
+	return tarball.ImageFromPath(im.File, &tag)
 }

@@ -139,6 +139,10 @@ func TestPush(t *testing.T) {
 	if err := Check(ctx, tgt); err != nil {
 		t.Fatalf("check: %v", err)
 	}
+	dry, err := Push(ctx, tgt, images, Options{DryRun: true})
+	if err != nil || len(dry.Images) != 2 || !dry.Images[0].Pending || !dry.Images[1].Pending || dry.Sent != 0 {
+		t.Fatalf("dry run on an empty registry: %+v, %v; want both pending, nothing sent", dry, err)
+	}
 	var events, done int
 	res, err := Push(ctx, tgt, images, Options{Jobs: 2, Progress: func(ev Event) {
 		events++
@@ -201,6 +205,17 @@ func TestPush(t *testing.T) {
 		if p.Target == pause && (len(p.Archs) != 2 || p.Digest != desc.Digest.String()) {
 			t.Errorf("result for %s: %+v, want both archs and digest %s", pause, p, desc.Digest)
 		}
+	}
+
+	// The registry serves every image; one it lacks is named.
+	missing, err := Missing(ctx, tgt, []string{pause, calico, host + "/kubexm/coredns:v1"})
+	if err != nil || len(missing) != 1 || missing[0] != host+"/kubexm/coredns:v1" {
+		t.Errorf("Missing = %v, %v; want the coredns image only", missing, err)
+	}
+	// A dry run against a full registry has nothing pending.
+	dry, err = Push(ctx, tgt, images, Options{DryRun: true})
+	if err != nil || len(dry.Images) != 2 || dry.Images[0].Pending || dry.Images[1].Pending {
+		t.Errorf("dry run after the push: %+v, %v; want nothing pending", dry, err)
 	}
 
 	// Again: the registry has everything and nothing is sent.

@@ -215,6 +215,14 @@ func (c *Cluster) specVars() map[string]any {
 		ch := src["chart"].(map[string]any)
 		ch["path"], ch["valuesFile"] = chart, valuesFile
 	}
+	// The roles copy certsPath from the control machine.
+	if auths, ok := m["registry"].(map[string]any)["auths"].(map[string]any); ok {
+		for name, a := range auths {
+			if am, ok := a.(map[string]any); ok && am["certsPath"] != nil && am["certsPath"] != "" {
+				am["certsPath"] = c.RegistryCertsDir(name)
+			}
+		}
+	}
 	return m
 }
 

@@ -53,7 +53,7 @@ func TestFullExampleParsesValidatesRoundTrips(t *testing.T) {
 	if s.Etcd.QuotaBackendBytes != 2147483648 || *s.Etcd.MaxWals != 5 || s.Network.IPPool.BlockSize != 26 {
 		t.Errorf("etcd/network: %+v %+v", s.Etcd, s.Network)
 	}
-	if s.Registry.Auths["dockerhub.kubexm.local"].CertsPath != "/etc/docker/certs.d/dockerhub.kubexm.local" {
+	if s.Registry.Auths["dockerhub.kubexm.local"].CertsPath != "certs/dockerhub.kubexm.local" {
 		t.Errorf("auths: %+v", s.Registry.Auths)
 	}
 	ipvs := s.Kubernetes.KubeProxyConfiguration["ipvs"].(map[string]any)
@@ -65,7 +65,7 @@ func TestFullExampleParsesValidatesRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, _, err := ParseWith("roundtrip.yaml", out, permissive)
+	c2, _, err := ParseWith("testdata/roundtrip.yaml", out, permissive)
 	if err != nil {
 		t.Fatalf("marshalled form does not parse: %v\n%s", err, out)
 	}

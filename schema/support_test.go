@@ -232,17 +232,16 @@ func TestDefaultsAreSupported(t *testing.T) {
 func TestUnsupportedChoicesRefused(t *testing.T) {
 	y := edit(t,
 		"version: v1.37.2", "type: kubeadm\n    version: v1.37.2\n    autoRenewCerts: true\n    containerRuntime: {type: docker}",
-		"plugin: calico", "plugin: calico\n    calico: {ipipMode: Always, vxlanMode: Never}\n  storage: {openebs: {basePath: /x}}\n  addons: [metallb]\n  registry:\n    type: harbor\n    auths: {r.local: {certsPath: /etc/r}}",
+		"plugin: calico", "plugin: calico\n    calico: {ipipMode: Always, vxlanMode: Never}\n  storage: {openebs: {basePath: /x}}\n  addons: [metallb]\n  registry:\n    type: harbor",
 		"worker: [w1]", "worker: [w1]\n    registry: [lb1]")
 	ps := supportProblems(t, y)
 	want := map[string]string{
-		"spec.kubernetes.containerRuntime.type":    "docker is not supported yet",
-		"spec.network.calico.ipipMode":             "Always is not supported yet",
-		"spec.storage.openebs":                     "setting openebs is not supported yet",
-		"spec.addons[0]":                           "metallb is not supported yet",
-		"spec.registry.type":                       "harbor is not supported yet",
-		`spec.registry.auths["r.local"].certsPath`: "setting certsPath is not supported yet",
-		"spec.roleGroups.registry":                 "setting registry is not supported yet",
+		"spec.kubernetes.containerRuntime.type": "docker is not supported yet",
+		"spec.network.calico.ipipMode":          "Always is not supported yet",
+		"spec.storage.openebs":                  "setting openebs is not supported yet",
+		"spec.addons[0]":                        "metallb is not supported yet",
+		"spec.registry.type":                    "harbor is not supported yet",
+		"spec.roleGroups.registry":              "setting registry is not supported yet",
 	}
 	got := map[string]Problem{}
 	for _, p := range ps {

@@ -310,7 +310,7 @@ type RegistryAuth struct {
 	PasswordFile  string `yaml:"passwordFile,omitempty" doc:"File holding the password (relative to cluster.yaml)."`
 	SkipTLSVerify bool   `yaml:"skipTLSVerify,omitempty"`
 	PlainHTTP     bool   `yaml:"plainHTTP,omitempty"`
-	CertsPath     string `yaml:"certsPath,omitempty" doc:"Directory with *.crt, *.cert, *.key for this registry."`
+	CertsPath     string `yaml:"certsPath,omitempty" doc:"Directory of the control machine (relative to cluster.yaml) with the registry's CA (*.crt) and a client certificate (*.cert, *.key); the nodes get it as containerd's certs.d/<host>/."`
 }
 
 // DNS configures CoreDNS and NodeLocal DNSCache.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"os"
 	"path"
 	"regexp"
 	"slices"
@@ -124,6 +125,14 @@ func validatePaths(c *Cluster, ps *problems) {
 		p := child(key(child("spec.registry", "auths"), name), "certsPath")
 		if a.CertsPath != "" && !pathChars.MatchString(a.CertsPath) {
 			ps.add(p, "letters, digits and . _ + @ / - only", "path %q holds characters that a path here must not have", a.CertsPath)
+		}
+		if a.CertsPath != "" && pathChars.MatchString(a.CertsPath) {
+			if st, err := os.Stat(c.resolvePath(a.CertsPath)); err != nil || !st.IsDir() {
+				ps.add(p, "a directory of this machine (relative to the cluster file) holding the registry's CA as *.crt", "certsPath %s is not a directory", c.resolvePath(a.CertsPath))
+			}
+		}
+		if a.CertsPath != "" && (a.SkipTLSVerify || a.PlainHTTP) {
+			ps.add(p, "keep certsPath to verify the registry, or drop it to skip verification", "certsPath names a CA, but skipTLSVerify or plainHTTP says not to verify one")
 		}
 	}
 }

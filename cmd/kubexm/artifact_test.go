@@ -512,7 +512,9 @@ esac
   roles: [images]
 `))
 	hostDir := filepath.Join(fx.dir, "host-images")
-	vars := map[string]any{"images_ctr": ctr, "images_dir": hostDir, "images_containerd_address": "/nonexistent.sock"}
+	// The cluster names a private registry; side-loading its images as
+	// well is asked for (the nodes would otherwise pull them from it).
+	vars := map[string]any{"images_ctr": ctr, "images_dir": hostDir, "images_containerd_address": "/nonexistent.sock", "images_distribute": true}
 	for k, v := range fx.vars {
 		vars[k] = v
 	}

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goccy/go-yaml"
+
 	"github.com/mensylisir/kubexm/engine/eval"
 	"github.com/mensylisir/kubexm/test/testhosts"
 	toml "github.com/pelletier/go-toml/v2"
@@ -50,6 +52,9 @@ const (
 //     through `kubexm run command -- crictl ps`;
 //   - preflight refuses a machine that runs another runtime (a process named
 //     dockerd) than cluster.yaml's containerd, naming it;
+//   - a private registry the test runs (checkRegistryPull): kubexm artifact
+//     images push fills it, the nodes pull from it with its CA and
+//     credentials, a wrong password is refused at preflight;
 //   - playbooks/delete --tags containerd, with a container still running,
 //     removes the containers, the unit, the binaries and the data, and a
 //     second delete changes nothing.
@@ -57,7 +62,7 @@ const (
 // It prints the wall time of the create and of the re-run (PERF lines).
 func TestContainerd(t *testing.T) {
 	parallelSuite(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	root := moduleRoot(t)
 	work := t.TempDir()
@@ -193,6 +198,7 @@ func TestContainerd(t *testing.T) {
 	}
 	checkRunCrictl(ctx, t, bin, work, inventory, set)
 	refusesOtherRuntime(ctx, t, kx, set, create)
+	checkRegistryPull(ctx, t, kx, set, root, cluster, image, create)
 
 	res = kx.play(ctx, del, tags)
 	if res.err != nil {
@@ -523,19 +529,22 @@ func upload(ctx context.Context, set *testhosts.Set, host, local, path string) e
 	return nil
 }
 
-// TestContainerdConfigTemplate renders config.toml with a private registry,
-// mirrors, insecure and plain-HTTP registries and credentials.
+// TestContainerdConfigTemplate renders config.toml and the registries'
+// hosts.toml files with a private registry, mirrors, insecure and
+// plain-HTTP registries, credentials and a certsPath.
 func TestContainerdConfigTemplate(t *testing.T) {
 	vars := map[string]any{
 		"containerd_data_dir": "/data/containerd", "containerd_state_dir": "/run/containerd",
 		"containerd_sandbox_image": "reg.local/kx/pause:3.10", "runc_bin": "/usr/local/sbin/runc",
 		"cni_bin_dir": "/opt/cni/bin", "containerd_restrict_oom_score_adj": true,
+		"containerd_certs_dir":           "/etc/containerd/certs.d",
 		"containerd_registry_mirrors":    []any{"mirror.example.com", "http://m2.example.com:5000"},
 		"containerd_insecure_registries": []any{"insecure.example.com", "reg.local"},
 		"containerd_registry_auths": map[string]any{
 			"reg.local":         map[string]any{"username": "u", "password": `p"w`},
 			"plain.example.com": map[string]any{"plainHTTP": true},
 			"tls.example.com":   map[string]any{"skipTLSVerify": true},
+			"ca.example.com":    map[string]any{"username": "ci", "password": "x", "certsPath": "/home/me/certs/ca.example.com"},
 		},
 		"containerd_extra_config": map[string]any{},
 	}
@@ -549,28 +558,53 @@ func TestContainerdConfigTemplate(t *testing.T) {
 		"grpc.address":                     "/run/containerd/containerd.sock",
 		runtime + "restrict_oom_score_adj": true,
 		runtime + "cni.bin_dirs":           []any{"/opt/cni/bin"},
-		runtime + "containerd.runtimes.runc.options":             map[string]any{"BinaryName": "/usr/local/sbin/runc", "SystemdCgroup": true},
-		images + "pinned_images.sandbox":                         "reg.local/kx/pause:3.10",
-		images + `registry.mirrors."docker.io".endpoint`:         []any{"https://mirror.example.com", "http://m2.example.com:5000", "https://registry-1.docker.io"},
-		images + `registry.mirrors."plain.example.com".endpoint`: []any{"http://plain.example.com"},
-		images + `registry.configs."insecure.example.com"`:       map[string]any{"tls": map[string]any{"insecure_skip_verify": true}},
-		images + `registry.configs."tls.example.com"`:            map[string]any{"tls": map[string]any{"insecure_skip_verify": true}},
-		images + `registry.configs."reg.local"`: map[string]any{
-			"auth": map[string]any{"username": "u", "password": `p"w`},
-			"tls":  map[string]any{"insecure_skip_verify": true},
+		runtime + "containerd.runtimes.runc.options": map[string]any{"BinaryName": "/usr/local/sbin/runc", "SystemdCgroup": true},
+		images + "pinned_images.sandbox":             "reg.local/kx/pause:3.10",
+		images + "registry.config_path":              "/etc/containerd/certs.d",
+		// Only credentials stay in config.toml: containerd 2 refuses
+		// mirrors and configs.tls beside config_path.
+		images + "registry.configs": map[string]any{
+			"reg.local":      map[string]any{"auth": map[string]any{"username": "u", "password": `p"w`}},
+			"ca.example.com": map[string]any{"auth": map[string]any{"username": "ci", "password": "x"}},
 		},
+		images + "registry.mirrors": nil,
 	} {
 		if got := tomlPath(cfg, path); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s = %#v, want %#v", path, got, want)
 		}
 	}
-	// plain.example.com has no credentials and is not insecure: no configs entry.
-	if got := tomlPath(cfg, images+`registry.configs."plain.example.com"`); got != nil {
-		t.Errorf("plain.example.com has a configs entry: %#v", got)
-	}
 	// containerd 2 reads version 3 only under the split CRI plugins.
-	if tomlPath(cfg, `plugins."io.containerd.grpc.v1.cri"`) != nil {
+	if tomlPath(cfg, `plugins."io.containerd.cri.v1.images"`) == nil || tomlPath(cfg, `plugins."io.containerd.grpc.v1.cri"`) != nil {
 		t.Errorf("config.toml has containerd 1.x settings: %#v", cfg)
+	}
+
+	// One hosts.toml per registry that needs one; certsPath is copied as
+	// docker's certs.d (no hosts.toml, so containerd reads its *.crt).
+	hosts := map[string]map[string]any{}
+	for _, h := range roleDefaultList(t, "containerd", "containerd_registry_hosts_json", vars) {
+		item := h.(map[string]any)
+		with := map[string]any{"item": item}
+		for k, v := range vars {
+			with[k] = v
+		}
+		hosts[item["host"].(string)] = containerdConfig(t, renderRoleTemplate(t, "containerd", "hosts.toml.tmpl", with))
+	}
+	wantHosts := map[string]map[string]any{
+		"docker.io": {"server": "https://registry-1.docker.io", "host": map[string]any{
+			"https://mirror.example.com": map[string]any{"capabilities": []any{"pull", "resolve"}},
+			"http://m2.example.com:5000": map[string]any{"capabilities": []any{"pull", "resolve"}},
+		}},
+		"plain.example.com":    {"server": "http://plain.example.com"},
+		"tls.example.com":      {"server": "https://tls.example.com", "skip_verify": true},
+		"insecure.example.com": {"server": "https://insecure.example.com", "skip_verify": true},
+		"reg.local":            {"server": "https://reg.local", "skip_verify": true},
+	}
+	if !reflect.DeepEqual(hosts, wantHosts) {
+		t.Errorf("hosts.toml files:\n%#v\nwant\n%#v", hosts, wantHosts)
+	}
+	certs := roleDefaultList(t, "containerd", "containerd_registry_certs_json", vars)
+	if want := []any{map[string]any{"host": "ca.example.com", "dir": "/home/me/certs/ca.example.com"}}; !reflect.DeepEqual(certs, want) {
+		t.Errorf("certsPath copies: %#v, want %#v", certs, want)
 	}
 
 	// containerd_extra_config is merged: a nested key added and one
@@ -583,7 +617,7 @@ func TestContainerdConfigTemplate(t *testing.T) {
 				"containerd": map[string]any{"runtimes": map[string]any{"runc": map[string]any{"options": map[string]any{"SystemdCgroup": false}}}},
 				"enable_cdi": true,
 			},
-			"io.containerd.cri.v1.images": map[string]any{"registry": map[string]any{"config_path": "/etc/containerd/certs.d"}},
+			"io.containerd.cri.v1.images": map[string]any{"registry": map[string]any{"config_path": "/etc/containerd/etc-certs.d"}},
 		},
 		"state": nil,
 	}
@@ -594,9 +628,8 @@ func TestContainerdConfigTemplate(t *testing.T) {
 		"state":                            nil,
 		runtime + "enable_cdi":             true,
 		runtime + "restrict_oom_score_adj": true,
-		runtime + "containerd.runtimes.runc.options":             map[string]any{"BinaryName": "/usr/local/sbin/runc", "SystemdCgroup": false},
-		images + "registry.config_path":                          "/etc/containerd/certs.d",
-		images + `registry.mirrors."plain.example.com".endpoint`: []any{"http://plain.example.com"},
+		runtime + "containerd.runtimes.runc.options": map[string]any{"BinaryName": "/usr/local/sbin/runc", "SystemdCgroup": false},
+		images + "registry.config_path":              "/etc/containerd/etc-certs.d",
 	} {
 		if got := tomlPath(cfg, path); !reflect.DeepEqual(got, want) {
 			t.Errorf("with containerd_extra_config: %s = %#v, want %#v", path, got, want)
@@ -612,6 +645,33 @@ func TestContainerdConfigTemplate(t *testing.T) {
 	if _, err := eval.New().RenderString(string(src), vars); err == nil || !strings.Contains(err.Error(), "containerd_extra_config must be a mapping") {
 		t.Errorf("a list as containerd_extra_config: %v", err)
 	}
+}
+
+// roleDefaultList renders a role default that is a JSON list (the roles'
+// *_json variables) with vars.
+func roleDefaultList(t *testing.T, role, name string, vars map[string]any) []any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", role, "defaults", "main.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defaults map[string]any
+	if err := yaml.Unmarshal(data, &defaults); err != nil {
+		t.Fatal(err)
+	}
+	src, ok := defaults[name].(string)
+	if !ok {
+		t.Fatalf("roles/%s: no default %s", role, name)
+	}
+	out, err := eval.New().RenderString(src, vars)
+	if err != nil {
+		t.Fatalf("roles/%s %s: %v", role, name, err)
+	}
+	var list []any
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("roles/%s %s is not a JSON list: %v\n%s", role, name, err, out)
+	}
+	return list
 }
 
 // containerdConfig parses a rendered config.toml.

@@ -235,6 +235,14 @@ func fieldClaims() map[string][]fieldClaim {
 			setPath(spec, "registry.auths", map[string]any{"sentinel.example": map[string]any{"username": "u", k: v}})
 		})}
 	}
+	// The loop's list holds the field's effect; the task's own
+	// parameters render for an item of it.
+	loopItem := map[string]any{"item": map[string]any{"host": "h", "dir": "/d"}}
+	hostsToml := func(k string, v any, want string) []fieldClaim {
+		return []fieldClaim{task(inAll, "containerd", "main.yaml", "containerd - hosts.toml of the registries", nil, want).with(nil, loopItem).setBy(func(spec map[string]any) {
+			setPath(spec, "registry.auths", map[string]any{"sentinel.example": map[string]any{"username": "u", k: v}})
+		})}
+	}
 	addon := func(file, needle string) []fieldClaim {
 		return read("roles/addons/tasks/"+file, needle, "TestAddonsRefused")
 	}
@@ -310,10 +318,10 @@ func fieldClaims() map[string][]fieldClaim {
 		"spec.kubernetes.containerRuntime.customRole":         read("roles/runtime/tasks/main.yaml", "customRole", "TestCustomNetworkRole"),
 		"spec.kubernetes.containerRuntime.version":            read("roles/containerd/defaults/main.yaml", "spec.kubernetes.containerRuntime.version", "TestContainerdConfigTemplate"),
 		"spec.kubernetes.containerRuntime.containerd.version": read("schema/defaults.go", "setStr(&cr.Version, rs.Version)", "TestValidationRules"),
-		"spec.kubernetes.containerRuntime.containerd.registryMirrors": {rendered(inAll, "containerd", "config.toml.tmpl", nil, "mirror.sentinel.example").setBy(func(spec map[string]any) {
+		"spec.kubernetes.containerRuntime.containerd.registryMirrors": {task(inAll, "containerd", "main.yaml", "containerd - hosts.toml of the registries", nil, "mirror.sentinel.example").with(nil, loopItem).setBy(func(spec map[string]any) {
 			setPath(spec, "kubernetes.containerRuntime.containerd", map[string]any{"registryMirrors": []any{"https://mirror.sentinel.example"}})
 		})},
-		"spec.kubernetes.containerRuntime.containerd.insecureRegistries": {rendered(inAll, "containerd", "config.toml.tmpl", nil, "insecure.sentinel.example").setBy(func(spec map[string]any) {
+		"spec.kubernetes.containerRuntime.containerd.insecureRegistries": {task(inAll, "containerd", "main.yaml", "containerd - hosts.toml of the registries", nil, "insecure.sentinel.example").with(nil, loopItem).setBy(func(spec map[string]any) {
 			setPath(spec, "kubernetes.containerRuntime.containerd", map[string]any{"insecureRegistries": []any{"insecure.sentinel.example"}})
 		})},
 		"spec.kubernetes.containerRuntime.docker.version":            other("docker")(map[string]any{"version": "24.0.9"}),
@@ -431,10 +439,12 @@ func fieldClaims() map[string][]fieldClaim {
 		"spec.registry.auths[*].username":      auth("username", "sentinel-user", "sentinel.example"),
 		"spec.registry.auths[*].password":      auth("password", "sentinel-pw", "sentinel.example"),
 		"spec.registry.auths[*].passwordFile":  read("schema/secrets.go", "PasswordFile", "TestSecrets"),
-		"spec.registry.auths[*].skipTLSVerify": auth("skipTLSVerify", true, "insecure_skip_verify = true"),
-		"spec.registry.auths[*].plainHTTP":     auth("plainHTTP", true, "http://sentinel.example"),
-		"spec.registry.auths[*].certsPath": {refusedWith(inAll, nil).setBy(func(spec map[string]any) {
-			setPath(spec, "registry.auths", map[string]any{"sentinel.example": map[string]any{"certsPath": "/sentinel/certs"}})
+		"spec.registry.auths[*].skipTLSVerify": hostsToml("skipTLSVerify", true, "skip_verify: true"),
+		"spec.registry.auths[*].plainHTTP":     hostsToml("plainHTTP", true, "server: http://sentinel.example"),
+		// A directory of the control machine, relative to the cluster file
+		// (test/e2e), copied to the nodes' certs.d.
+		"spec.registry.auths[*].certsPath": {task(inAll, "containerd", "main.yaml", "containerd - CA and client certificates of the registries (certsPath)", nil, "schema/testdata/certs/dockerhub.kubexm.local").with(nil, loopItem).setBy(func(spec map[string]any) {
+			setPath(spec, "registry.auths", map[string]any{"sentinel.example": map[string]any{"certsPath": "../../schema/testdata/certs/dockerhub.kubexm.local"}})
 		})},
 		"spec.registry.containerdDataDir": containerd("/data/sentinel-containerd", "/data/sentinel-containerd"),
 		"spec.registry.dockerDataDir":     refused("/data/sentinel-docker"),

@@ -1,0 +1,259 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/mensylisir/kubexm/test/testhosts"
+)
+
+// registryVersion is what test/artifacts/registry.sh builds.
+const registryVersion = "3.1.2"
+
+// testRegistry is a CNCF distribution registry the test runs on the test
+// bridge's gateway: TLS from a CA of its own, htpasswd (bcrypt) auth.
+type testRegistry struct {
+	host   string // address:port
+	caDir  string // a certs.d directory with the CA as ca.crt
+	user   string
+	passwd string
+}
+
+// startRegistry builds (or takes from the cache) the registry with
+// test/artifacts/registry.sh and runs it until the test ends.
+func startRegistry(ctx context.Context, t *testing.T, root, gateway, dir string) testRegistry {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "artifacts", "registry.sh"))
+	cmd.Env = append(os.Environ(), "REGISTRY_VERSION="+registryVersion)
+	cmd.Stderr = os.Stderr
+	if _, err := cmd.Output(); err != nil {
+		t.Fatalf("test/artifacts/registry.sh: %v", err)
+	}
+	cache := os.Getenv("KUBEXM_TEST_CACHE")
+	if cache == "" {
+		cache = "/var/cache/kubexm-test"
+	}
+	bin := filepath.Join(cache, "artifacts", "registry", registryVersion, "amd64", "registry")
+
+	l, err := net.Listen("tcp", net.JoinHostPort(gateway, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := l.Addr().String()
+	l.Close()
+	reg := testRegistry{host: host, caDir: filepath.Join(dir, "registry-ca"), user: "pusher", passwd: "e2e-Registry-4"}
+	caPEM, certPEM, keyPEM := registryCerts(t, gateway)
+	if err := os.MkdirAll(reg.caDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(reg.passwd), bcrypt.DefaultCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{
+		filepath.Join(reg.caDir, "ca.crt"):      caPEM,
+		filepath.Join(dir, "registry.crt"):      certPEM,
+		filepath.Join(dir, "registry.key"):      keyPEM,
+		filepath.Join(dir, "registry.htpasswd"): []byte(reg.user + ":" + string(hash) + "\n"),
+		filepath.Join(dir, "registry.yml"): []byte(fmt.Sprintf(`version: 0.1
+log: {level: warn}
+storage:
+  filesystem: {rootdirectory: %q}
+  delete: {enabled: true}
+http:
+  addr: %q
+  tls: {certificate: %q, key: %q}
+auth:
+  htpasswd: {realm: kubexm-e2e, path: %q}
+`, filepath.Join(dir, "registry-data"), host, filepath.Join(dir, "registry.crt"), filepath.Join(dir, "registry.key"), filepath.Join(dir, "registry.htpasswd"))),
+	}
+	for p, b := range files {
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := exec.Command(bin, "serve", filepath.Join(dir, "registry.yml"))
+	var log strings.Builder
+	srv.Stdout, srv.Stderr = &log, &log
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = srv.Process.Kill()
+		_ = srv.Wait()
+		if t.Failed() {
+			t.Logf("registry log:\n%s", tail(log.String(), 40))
+		}
+	})
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", host, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if i == 100 {
+			t.Fatalf("the registry does not listen on %s: %v\n%s", host, err, log.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return reg
+}
+
+// registryCerts makes a CA and a server certificate for ip, both PEM.
+func registryCerts(t *testing.T, ip string) (caPEM, certPEM, keyPEM []byte) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubexm e2e registry CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: ip},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IPAddresses: []net.IP{net.ParseIP(ip)},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+}
+
+// checkRegistryPull is issue 50's existing-registry path on the containerd
+// machines: `kubexm artifact images push` fills a registry the test runs
+// (its own CA, htpasswd), a second push sends nothing, a wrong password is
+// refused by the push and by create-cluster's preflight before any host
+// changes; create-cluster --tags containerd gives every node the CA
+// (certsPath) and the credentials, a re-run changes nothing, and every node
+// pulls the image through the CRI plugin with the digest the push printed.
+func checkRegistryPull(ctx context.Context, t *testing.T, kx kubexm, set *testhosts.Set, root, cluster, image, create string) {
+	t.Helper()
+	work := kx.dir
+	reg := startRegistry(ctx, t, root, set.Gateway, work)
+	pwFile := filepath.Join(work, "registry-password")
+	inventory := filepath.Join(work, "cluster-registry.yaml")
+	cluster = strings.TrimRight(cluster, "\n") + fmt.Sprintf(`
+  registry:
+    privateRegistry: %q
+    auths:
+      %q: {username: %s, passwordFile: %q, certsPath: %q}
+`, reg.host, reg.host, reg.user, pwFile, reg.caDir)
+	if err := os.WriteFile(inventory, []byte(cluster), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	setPassword := func(pw string) {
+		if err := os.WriteFile(pwFile, []byte(pw+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The work directory's layout: images/<name>/<tag>/<arch>/<file>.
+	pushDir := filepath.Join(work, "push")
+	tarball := filepath.Join(pushDir, "images", "busybox", "latest", "amd64", "busybox-latest-amd64.tar")
+	if err := os.MkdirAll(filepath.Dir(tarball), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tarball, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	push := func() (string, error) {
+		cmd := exec.CommandContext(ctx, kx.bin, "artifact", "images", "push", "-f", inventory, "--workdir", pushDir)
+		cmd.Dir = work
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+
+	setPassword("not-the-password-9")
+	if out, err := push(); err == nil || !strings.Contains(out, "registry "+reg.host) || !strings.Contains(out, "username or password is wrong") {
+		t.Errorf("push with a wrong password: %v\n%s", err, out)
+	}
+	kxReg := kx
+	kxReg.inventory = inventory
+	res := kxReg.play(ctx, create, "--tags=preflight")
+	if res.err == nil || !strings.Contains(res.failures(), "username or password is wrong") {
+		t.Errorf("preflight with a wrong registry password: %v%s", res.err, res.failures())
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("the refused preflight changed %d things", len(c))
+	}
+
+	setPassword(reg.passwd)
+	start := time.Now()
+	out, err := push()
+	if err != nil {
+		t.Fatalf("kubexm artifact images push: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`(?m)^pushed +` + regexp.QuoteMeta(reg.host) + `/e2e/busybox:latest@(sha256:[0-9a-f]{64}) \(amd64; ([0-9.]+) MiB sent\)$`).FindStringSubmatch(out)
+	if m == nil || m[2] == "0.0" {
+		t.Fatalf("the push did not print the image with its digest and the bytes sent:\n%s", out)
+	}
+	digest := m[1]
+	t.Logf("PERF kubexm artifact images push (1 image, %s MiB) to the distribution registry %s: %s", m[2], registryVersion, time.Since(start).Round(time.Millisecond))
+	if out, err := push(); err != nil || !strings.Contains(out, "1 images in "+reg.host+": 0.0 MiB sent") {
+		t.Errorf("a second push: %v\n%s", err, out)
+	}
+
+	res = kxReg.play(ctx, create, "--tags=containerd")
+	if res.err != nil {
+		t.Fatalf("create-cluster --tags containerd with the registry: %v%s", res.err, res.failures())
+	}
+	res = kxReg.play(ctx, create, "--tags=containerd")
+	if res.err != nil {
+		t.Fatalf("re-run with the registry: %v%s", res.err, res.failures())
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("re-run with the registry changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+	ref := reg.host + "/e2e/busybox:latest"
+	for _, h := range set.Hosts {
+		out, err := set.SSH(ctx, h.Name, fmt.Sprintf(`set -e
+stat -c '%%a %%n' /etc/containerd/certs.d/%[1]s/ca.crt
+[ ! -e /etc/containerd/certs.d/%[1]s/hosts.toml ] || echo "hosts.toml for %[1]s"
+crictl pull %[2]s >/dev/null
+ctr -n k8s.io images ls name==%[2]s | awk 'NR > 1 {print $3}'`, reg.host, ref))
+		if err != nil {
+			t.Fatalf("%s: pull %s from the registry: %v\n%s", h.Name, ref, err, out)
+		}
+		want := fmt.Sprintf("600 /etc/containerd/certs.d/%s/ca.crt\n%s\n", reg.host, digest)
+		if out != want {
+			t.Errorf("%s: after the pull:\n%s\nwant\n%s", h.Name, out, want)
+		}
+	}
+}
