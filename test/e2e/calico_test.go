@@ -290,3 +290,44 @@ echo $(cat /sys/class/net/$dev/mtu) $(cat /sys/class/net/vxlan.calico/mtu)`)
 		}
 	}
 }
+
+// calicoRepair: an edit by hand of a field calico's manifest sets is a
+// change the next run finds, reports and undoes (roles/cni/calico applies a
+// manifest when kubectl diff finds a change): calico-config's
+// typha_service_name (read by felix only when Typha runs, which it does not
+// below calico_typha_threshold nodes) set to another value, then
+// `create-cluster --tags cni` changes exactly the manifest's apply and puts
+// the value back, and a second such run changes nothing.
+func calicoRepair(ctx context.Context, t *testing.T, create, master string, v kubeadmVariant) {
+	t.Helper()
+	field := func() string {
+		out, err := v.k.run(ctx, "", "-n", "kube-system", "get", "configmap", "calico-config", "-o", "jsonpath={.data.typha_service_name}")
+		if err != nil {
+			t.Fatalf("calico-config: %v\n%s", err, out)
+		}
+		return out
+	}
+	want := field()
+	if out, err := v.k.run(ctx, "", "-n", "kube-system", "patch", "configmap", "calico-config", "--type", "merge",
+		"-p", `{"data":{"typha_service_name":"edited-by-hand"}}`); err != nil {
+		t.Fatalf("edit calico-config: %v\n%s", err, out)
+	}
+	res := v.kx.play(ctx, create, "--offline-bundle", v.bundle, "--tags", "cni")
+	if res.err != nil {
+		t.Fatalf("create-cluster --tags cni after calico-config was edited failed: %v%s", res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster --tags cni undoing an edit of calico-config: %s", res.wall.Round(time.Millisecond))
+	if c := res.changed(); len(c) != 1 || c[0] != master+": calico - kubectl apply calico.yaml" {
+		t.Errorf("create-cluster --tags cni after calico-config was edited changed %q, want only calico's apply of calico.yaml", c)
+	}
+	if got := field(); got != want {
+		t.Errorf("calico-config's typha_service_name after the run: %q, want %q", got, want)
+	}
+	res = v.kx.play(ctx, create, "--offline-bundle", v.bundle, "--tags", "cni")
+	if res.err != nil {
+		t.Fatalf("create-cluster --tags cni re-run failed: %v%s", res.err, res.failures())
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("create-cluster --tags cni re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+}
