@@ -12,8 +12,9 @@ import (
 
 // inventoryData are the inventory variables that hold the cluster's own
 // data, never templates: the spec (whose strings, passwords among them, are
-// the user's values as written) and the cluster's name and file.
-var inventoryData = []string{"spec", "cluster_name", "cluster_file"}
+// the user's values as written), the cluster's name and file, and its
+// Cluster resource.
+var inventoryData = []string{"spec", "cluster_name", "cluster_file", "cluster_resource"}
 
 // orderKey keys renderOrder's cache: the task (or play) and the host's set
 // of templated inventory variables, since that set is part of the queue.

@@ -10,7 +10,7 @@ import (
 	"github.com/mensylisir/kubexm/schema/internal/jsonschema"
 )
 
-//go:generate go run ./internal/gen -crd ../deploy/crd/kubexm.mensylisir.io_clusters.yaml
+//go:generate go run ./internal/gen -crd ../roles/cluster-resource/files/crd.yaml
 
 // The Cluster resource's names in the API besides cluster.yaml's own
 // apiVersion and kind.

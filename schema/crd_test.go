@@ -18,7 +18,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
-const crdFile = "../deploy/crd/kubexm.mensylisir.io_clusters.yaml"
+const crdFile = "../roles/cluster-resource/files/crd.yaml"
 
 // TestCRDCommitted: the committed CRD is what the types generate.
 func TestCRDCommitted(t *testing.T) {

@@ -25,6 +25,10 @@ func Inventory(c *Cluster, source string) (*inventory.Inventory, error) {
 	if source == "" {
 		source = c.File()
 	}
+	resource, err := Marshal(c.Resource())
+	if err != nil {
+		return nil, err
+	}
 	inv := &inventory.Inventory{
 		Groups:    groups,
 		GroupVars: map[string]map[string]any{},
@@ -37,6 +41,9 @@ func Inventory(c *Cluster, source string) (*inventory.Inventory, error) {
 			"cluster_name": c.Metadata.Name,
 			"cluster_file": c.File(),
 			"spec":         c.specVars(),
+			// The Cluster resource (YAML) that roles/cluster-resource applies
+			// to the API server: secrets left out.
+			"cluster_resource": string(resource),
 			// Below every host's own arch: what localhost, which cluster.yaml
 			// does not list, runs with.
 			"arch": DefaultArch,

@@ -13,6 +13,7 @@ type ClusterStatus struct {
 	Nodes              []NodeStatus       `yaml:"nodes,omitempty" doc:"Each node the spec names, as the API server reports it."`
 	Certificates       *CertificateStatus `yaml:"certificates,omitempty" doc:"When the cluster's certificates expire."`
 	LastRun            *RunStatus         `yaml:"lastRun,omitempty" doc:"The last playbook run against the cluster."`
+	Settings           map[string]string  `yaml:"settings,omitempty" doc:"The settings no run changes once the cluster exists (kubernetes.type, etcd.type, network.plugin, the pod and service ranges, the DNS domain, the control-plane domain), as the cluster record on the hosts holds them: a spec that asks another value is Degraded, nothing run."`
 }
 
 // Condition follows the Kubernetes API conventions for conditions.

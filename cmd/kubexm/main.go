@@ -203,7 +203,7 @@ func newRootCmd() *cobra.Command {
 		builtinFS:     kubexm.Content(),
 	}
 	root.AddCommand(newConfigCmd(), newCreateCmd(), newPlayCmd(a), newPlaybookCmd(a), newDocCmd(a), newArtifactCmd(a), newSupportCmd(), newCertsCmd(a), newVersionCmd(), newExplainCmd())
-	root.AddCommand(newServerCmd(a), newWorkerCmd(a), newGetCmd(), newBundleCmd(), newLogsCmd())
+	root.AddCommand(newServerCmd(a), newWorkerCmd(a), newGetCmd(), newBundleCmd(), newLogsCmd(), newControllerCmd(a))
 	// After them: the verbs join the get command of the server's jobs.
 	addVerbCmds(root, a)
 	addPlaybookListOutput(root, a)

@@ -46,6 +46,10 @@ const (
 //     with failCgroupV1: false from the cgroup_version fact);
 //   - a busybox pod on each worker resolves kubernetes.default and fetches a
 //     page through a ClusterIP service backed by a pod on the other worker;
+//   - issue 52's handoff: the Cluster CRD and object, with the status
+//     create-cluster wrote (clusterResource); then `kubexm controller` run
+//     from the control machine reconciles changes applied with kubectl
+//     (operatorMode);
 //   - issue 22's scheduled snapshots: the timer runs on the etcd member,
 //     three runs of its service leave the two newest snapshots, each one
 //     etcdutl reads (scheduledSnapshots); delete removes the timer and
@@ -155,7 +159,8 @@ func TestKubernetesCluster(t *testing.T) {
 	}
 	pinnedImages(ctx, t, kx, set, create, bundle)
 	checkWorkloads(ctx, t, k, set)
-	clusterResource(ctx, t, k, bin, root, inventory, name)
+	clusterResource(ctx, t, k, bin, inventory, name, set)
+	operatorMode(ctx, t, k, kx, set, kubeconfig, name, bundle)
 	checkUserLoadBalancer(ctx, t, set, userLB, kubeconfig)
 	scheduledSnapshots(ctx, t, set)
 	brokenKubeProxy(ctx, t, kx, k, set, diag, create, bundle)

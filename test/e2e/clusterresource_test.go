@@ -4,33 +4,35 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
-// clusterResource proves the Cluster resource's CRD (deploy/crd, generated
-// from the schema's types) on the suite's real API server: it is accepted
-// and Established; what `kubexm config view --resource` prints applies as a
-// Cluster (server-side, so no last-applied annotation keeps a copy of what
-// was sent); the same object with a host's password is refused, naming the
-// field; `kubectl get kxc` shows the printer columns. It removes both
-// afterwards, so the cluster is left as the suite made it.
-func clusterResource(ctx context.Context, t *testing.T, k kubectlRunner, bin, root, inventory, name string) {
+// clusterResource proves the handoff at the end of create-cluster
+// (roles/cluster-resource) on the suite's real API server: the CRD
+// (generated from the schema's types) is Established; the Cluster object is
+// there, with its status written through the status subresource (the
+// generation it describes, phase Ready, the conditions, every node at the
+// cluster's version, the certificates' expiry, the settings of the cluster
+// record, the run); what `kubexm config view --resource` prints applies over
+// it unchanged (server-side, so no last-applied annotation keeps a copy of
+// what was sent); the same object with a host's password is refused, naming
+// the field; `kubectl get kxc` shows the printer columns. The resource stays:
+// the suite's re-run of create-cluster reports 0 changed with it.
+func clusterResource(ctx context.Context, t *testing.T, k kubectlRunner, bin, inventory, name string, set *testhosts.Set) {
 	t.Helper()
-	crd := filepath.Join(root, "deploy", "crd", "kubexm.mensylisir.io_clusters.yaml")
-	if out, err := k.run(ctx, "", "apply", "--server-side", "-f", crd); err != nil {
-		t.Fatalf("the Cluster CRD is refused by the API server: %v\n%s", err, out)
-	}
 	if out, err := k.run(ctx, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/clusters.kubexm.mensylisir.io"); err != nil {
-		t.Fatalf("the Cluster CRD is not Established: %v\n%s", err, out)
+		t.Fatalf("create-cluster left no Established Cluster CRD: %v\n%s", err, out)
 	}
-	defer func() {
-		if out, err := k.run(ctx, "", "delete", "--ignore-not-found", "--wait=true", "-f", crd); err != nil {
-			t.Errorf("delete the Cluster CRD: %v\n%s", err, out)
-		}
-	}()
+	checkClusterStatus(ctx, t, k, name, set, "create-cluster")
 	view, err := exec.CommandContext(ctx, bin, "config", "view", "--resource", "-f", inventory).Output()
 	if err != nil {
 		t.Fatalf("kubexm config view --resource: %v", err)
@@ -47,6 +49,10 @@ func clusterResource(ctx context.Context, t *testing.T, k kubectlRunner, bin, ro
 	}
 	if out, err := k.run(ctx, string(view), "apply", "--server-side", "-f", "-"); err != nil {
 		t.Fatalf("config view --resource's output is refused as a Cluster resource: %v\n%s", err, out)
+	}
+	// The handoff applied the same object: applying it again is no change.
+	if c, raw := getClusterStatus(ctx, t, k, name); c.Metadata.Generation != c.Status.ObservedGeneration {
+		t.Errorf("config view --resource's output changed the Cluster the handoff applied (generation %d, observed %d):\n%s", c.Metadata.Generation, c.Status.ObservedGeneration, raw)
 	}
 	stored, err := k.run(ctx, "", "get", "clusters.kubexm.mensylisir.io", name, "-o", "yaml")
 	if err != nil {
@@ -72,4 +78,245 @@ func clusterResource(ctx context.Context, t *testing.T, k kubectlRunner, bin, ro
 		t.Errorf("kubectl get kxc does not list %s at %s:\n%s", name, kubernetesVersion, table)
 	}
 	t.Logf("the Cluster resource on the API server:\n%s", table)
+}
+
+// clusterStatus is the part of a Cluster's status the suite checks.
+type clusterStatus struct {
+	Metadata struct {
+		Generation int64 `json:"generation"`
+	} `json:"metadata"`
+	Status struct {
+		ObservedGeneration int64  `json:"observedGeneration"`
+		Phase              string `json:"phase"`
+		ReadyNodes         string `json:"readyNodes"`
+		KubernetesVersion  string `json:"kubernetesVersion"`
+		Conditions         []struct {
+			Type, Status, Reason, Message string
+		} `json:"conditions"`
+		Nodes []struct {
+			Name              string `json:"name"`
+			KubernetesVersion string `json:"kubernetesVersion"`
+			Ready             bool   `json:"ready"`
+		} `json:"nodes"`
+		Certificates *struct {
+			EarliestExpiry string `json:"earliestExpiry"`
+			CAExpiry       string `json:"caExpiry"`
+		} `json:"certificates"`
+		Settings map[string]string `json:"settings"`
+		LastRun  *struct {
+			ID, Playbook, Result string
+		} `json:"lastRun"`
+	} `json:"status"`
+}
+
+func getClusterStatus(ctx context.Context, t *testing.T, k kubectlRunner, name string) (clusterStatus, string) {
+	t.Helper()
+	out, err := k.run(ctx, "", "get", "clusters.kubexm.mensylisir.io", name, "-o", "json")
+	if err != nil {
+		t.Fatalf("kubectl get the Cluster %s: %v\n%s", name, err, out)
+	}
+	var c clusterStatus
+	if err := json.Unmarshal([]byte(out), &c); err != nil {
+		t.Fatalf("the Cluster %s: %v\n%s", name, err, out)
+	}
+	return c, out
+}
+
+// checkClusterStatus wants the Cluster's status to say that playbook's run
+// left every machine a Ready node at the suite's version.
+func checkClusterStatus(ctx context.Context, t *testing.T, k kubectlRunner, name string, set *testhosts.Set, playbook string) {
+	t.Helper()
+	c, raw := getClusterStatus(ctx, t, k, name)
+	st := c.Status
+	want := fmt.Sprintf("%d/%d", len(set.Hosts), len(set.Hosts))
+	if st.ObservedGeneration != c.Metadata.Generation || st.Phase != "Ready" || st.ReadyNodes != want || st.KubernetesVersion != "v"+kubernetesVersion {
+		t.Errorf("the Cluster's status after %s: want observedGeneration %d, phase Ready, %s nodes at v%s:\n%s", playbook, c.Metadata.Generation, want, kubernetesVersion, raw)
+	}
+	conds := map[string]string{}
+	for _, cd := range st.Conditions {
+		conds[cd.Type] = cd.Status
+	}
+	if conds["Ready"] != "True" || conds["Progressing"] != "False" || conds["Degraded"] != "False" {
+		t.Errorf("the Cluster's conditions after %s: want Ready True, Progressing and Degraded False, have %v", playbook, conds)
+	}
+	if len(st.Nodes) != len(set.Hosts) {
+		t.Errorf("the Cluster's status lists %d nodes, want %d:\n%s", len(st.Nodes), len(set.Hosts), raw)
+	}
+	for _, n := range st.Nodes {
+		if !n.Ready || n.KubernetesVersion != "v"+kubernetesVersion {
+			t.Errorf("node %s in the Cluster's status: ready %v at %q, want Ready at v%s", n.Name, n.Ready, n.KubernetesVersion, kubernetesVersion)
+		}
+	}
+	if st.Certificates == nil || st.Certificates.EarliestExpiry == "" || st.Certificates.CAExpiry == "" {
+		t.Errorf("the Cluster's status has no certificate expiry:\n%s", raw)
+	}
+	if st.Settings["kubernetes.type"] != "kubexm" || st.Settings["network.plugin"] == "" {
+		t.Errorf("the Cluster's status has not the cluster record's settings: %v", st.Settings)
+	}
+	if st.LastRun == nil || st.LastRun.Playbook != playbook || st.LastRun.Result != "Succeeded" || st.LastRun.ID == "" {
+		t.Errorf("the Cluster's last run: want %s Succeeded, have %+v", playbook, st.LastRun)
+	}
+}
+
+// operatorMode is issue 52's controller on the suite's cluster: `kubexm
+// controller` runs on the control machine (out of the cluster, with the
+// admin kubeconfig and the suite's work directory, so it shares the CLI's
+// lock and PKI), the Cluster names a Secret holding the machines' SSH key,
+// and changes are applied with kubectl:
+//   - with nothing to change, the controller records the spec as applied
+//     and the status stays Ready, nothing run;
+//   - an immutable field (network.kubePodsCIDR) changed: Degraded, the
+//     reason naming the field and both values, a Warning Event, no run and
+//     no host touched; put back, Ready again;
+//   - the renewal annotation: certs-renew runs through the same engine
+//     over SSH with the Secret's key; the annotation is removed, the status
+//     has the run and a later certificate expiry, Events say the run began
+//     and succeeded.
+//
+// The suite has no spare machine, so adding and removing a worker through
+// the resource is left to the unit tests of the decisions
+// (operator/controller_test.go). The controller is stopped at the end, so
+// the CLI's steps after it run alone.
+func operatorMode(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm, set *testhosts.Set, kubeconfig, name, bundle string) {
+	t.Helper()
+	start := time.Now()
+	const secret = "kubexm-e2e-ssh"
+	if out, err := k.run(ctx, "", "-n", "kube-system", "create", "secret", "generic", secret, "--type=kubernetes.io/ssh-auth",
+		"--from-file=ssh-privatekey="+set.KeyPath); err != nil {
+		t.Fatalf("create the credentials Secret: %v\n%s", err, out)
+	}
+	defer k.run(context.WithoutCancel(ctx), "", "-n", "kube-system", "delete", "secret", secret, "--ignore-not-found")
+	cluster := "clusters.kubexm.mensylisir.io/" + name
+	if out, err := k.run(ctx, "", "annotate", "--overwrite", cluster, "kubexm.mensylisir.io/credentials=kube-system/"+secret); err != nil {
+		t.Fatalf("annotate the Cluster: %v\n%s", err, out)
+	}
+	args := []string{"controller", "--kubeconfig", kubeconfig, "--workdir", filepath.Join(kx.dir, ".kubexm"), "--offline-bundle", bundle,
+		"--leader-election-namespace", "kube-system"}
+	for _, e := range kx.extra {
+		args = append(args, "-e", e)
+	}
+	logFile := filepath.Join(kx.dir, "controller.log")
+	log, err := os.Create(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := exec.Command(kx.bin, args...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = kx.dir, log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("kubexm controller: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			data, _ := os.ReadFile(logFile)
+			t.Logf("kubexm controller's output:\n%s", tail(string(data), 80))
+		}
+	}()
+	// waitFor polls the Cluster until ok, the controller's exit or the
+	// timeout.
+	waitFor := func(what string, timeout time.Duration, ok func(c clusterStatus, raw string) bool) (clusterStatus, string) {
+		t.Helper()
+		deadline := time.Now().Add(timeout)
+		for {
+			c, raw := getClusterStatus(ctx, t, k, name)
+			if ok(c, raw) {
+				return c, raw
+			}
+			select {
+			case err := <-exited:
+				data, _ := os.ReadFile(logFile)
+				t.Fatalf("kubexm controller exited (%v) while waiting for %s:\n%s", err, what, tail(string(data), 80))
+			case <-time.After(2 * time.Second):
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the Cluster after %s, waiting for %s:\n%s", timeout, what, raw)
+			}
+		}
+	}
+	condition := func(c clusterStatus, typ string) (status, reason, msg string) {
+		for _, cd := range c.Status.Conditions {
+			if cd.Type == typ {
+				return cd.Status, cd.Reason, cd.Message
+			}
+		}
+		return "", "", ""
+	}
+	before, _ := getClusterStatus(ctx, t, k, name)
+	waitFor("the applied spec recorded", 2*time.Minute, func(c clusterStatus, raw string) bool {
+		_, reason, _ := condition(c, "Progressing")
+		return strings.Contains(raw, "kubexm.mensylisir.io/applied-spec") && reason == "AsSpecified"
+	})
+	checkClusterStatus(ctx, t, k, name, set, "create-cluster")
+
+	// An immutable field: Degraded, nothing run, no host touched.
+	snaps := map[string]map[string]string{}
+	for _, h := range set.Hosts {
+		snaps[h.Name] = snapshot(ctx, t, set, h.Name, "/etc/kubernetes", "/etc/systemd/system")
+	}
+	if out, err := k.run(ctx, `{"spec":{"network":{"kubePodsCIDR":"10.244.0.0/16"}}}`, "patch", cluster, "--type=merge", "--patch-file=/dev/stdin"); err != nil {
+		t.Fatalf("change spec.network.kubePodsCIDR: %v\n%s", err, out)
+	}
+	c, raw := waitFor("Degraded", 2*time.Minute, func(c clusterStatus, _ string) bool {
+		return c.Status.Phase == "Degraded" && c.Status.ObservedGeneration == c.Metadata.Generation
+	})
+	if st, reason, msg := condition(c, "Degraded"); st != "True" || reason != "ImmutableFieldChanged" ||
+		!strings.Contains(msg, "network.kubePodsCIDR is 10.233.64.0/18, the spec asks 10.244.0.0/16") {
+		t.Errorf("Degraded after an immutable change: %s %s %q\n%s", st, reason, msg, raw)
+	}
+	if c.Status.LastRun == nil || before.Status.LastRun == nil || c.Status.LastRun.ID != before.Status.LastRun.ID {
+		t.Errorf("a run after an immutable change: last run %+v, before %+v", c.Status.LastRun, before.Status.LastRun)
+	}
+	for _, h := range set.Hosts {
+		if d := diffSnapshots(snaps[h.Name], snapshot(ctx, t, set, h.Name, "/etc/kubernetes", "/etc/systemd/system")); len(d) > 0 {
+			t.Errorf("the immutable change touched %s:\n  %s", h.Name, strings.Join(d, "\n  "))
+		}
+	}
+	if out, _ := k.run(ctx, "", "get", "events", "-A", "--field-selector", "reason=ImmutableFieldChanged", "-o", "name"); strings.TrimSpace(out) == "" {
+		t.Errorf("no ImmutableFieldChanged Event")
+	}
+	if out, err := k.run(ctx, `{"spec":{"network":{"kubePodsCIDR":"10.233.64.0/18"}}}`, "patch", cluster, "--type=merge", "--patch-file=/dev/stdin"); err != nil {
+		t.Fatalf("put spec.network.kubePodsCIDR back: %v\n%s", err, out)
+	}
+	waitFor("Ready again", 2*time.Minute, func(c clusterStatus, _ string) bool {
+		st, _, _ := condition(c, "Degraded")
+		return c.Status.Phase == "Ready" && st == "False" && c.Status.ObservedGeneration == c.Metadata.Generation
+	})
+
+	// The renewal annotation: certs-renew through the engine with the
+	// Secret's key.
+	renewStart := time.Now()
+	if out, err := k.run(ctx, "", "annotate", cluster, "kubexm.mensylisir.io/renew-certificates="+time.Now().UTC().Format("20060102T150405")); err != nil {
+		t.Fatalf("annotate the renewal: %v\n%s", err, out)
+	}
+	c, raw = waitFor("certs-renew to finish", 10*time.Minute, func(c clusterStatus, raw string) bool {
+		return c.Status.LastRun != nil && c.Status.LastRun.Playbook == "certs-renew" && c.Status.LastRun.Result != "" &&
+			!strings.Contains(raw, "kubexm.mensylisir.io/renew-certificates")
+	})
+	if c.Status.LastRun.Result != "Succeeded" {
+		t.Fatalf("certs-renew through the Cluster resource: %+v\n%s", c.Status.LastRun, raw)
+	}
+	t.Logf("PERF certs-renew through the Cluster resource (annotation to status): %s", time.Since(renewStart).Round(time.Millisecond))
+	c, raw = waitFor("Ready after the renewal", 2*time.Minute, func(c clusterStatus, _ string) bool {
+		_, reason, _ := condition(c, "Progressing")
+		return c.Status.Phase == "Ready" && reason == "AsSpecified"
+	})
+	if c.Status.Certificates == nil || before.Status.Certificates == nil || c.Status.Certificates.EarliestExpiry <= before.Status.Certificates.EarliestExpiry {
+		t.Errorf("the certificates' expiry after the renewal: %+v, before %+v\n%s", c.Status.Certificates, before.Status.Certificates, raw)
+	}
+	for _, reason := range []string{"RunStarted", "RunSucceeded"} {
+		if out, _ := k.run(ctx, "", "get", "events", "-A", "--field-selector", "reason="+reason, "-o", "name"); strings.TrimSpace(out) == "" {
+			t.Errorf("no %s Event", reason)
+		}
+	}
+	checkNodes(ctx, t, k, set)
+	t.Logf("PERF operator mode step: %s", time.Since(start).Round(time.Millisecond))
 }
