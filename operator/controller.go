@@ -326,7 +326,11 @@ func ApplyPlan(st *kxschema.ClusterStatus, obj *unstructured.Unstructured, plan 
 		setCondition(st, gen, now, "Progressing", "False", plan.Reason, plan.Message)
 		return
 	case Refuse:
-		st.ObservedGeneration = gen
+		// A spec that cannot be applied is observed; one whose run failed,
+		// or could not start, is not yet: the next reconcile tries again.
+		if plan.Reason != "RunFailed" && plan.Reason != "CredentialsMissing" {
+			st.ObservedGeneration = gen
+		}
 		st.Phase = "Degraded"
 		setCondition(st, gen, now, "Progressing", "False", plan.Reason, plan.Message)
 		setCondition(st, gen, now, "Degraded", "True", plan.Reason, plan.Message)
