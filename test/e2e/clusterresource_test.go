@@ -129,8 +129,8 @@ func checkClusterStatus(ctx context.Context, t *testing.T, k kubectlRunner, name
 	c, raw := getClusterStatus(ctx, t, k, name)
 	st := c.Status
 	want := fmt.Sprintf("%d/%d", len(set.Hosts), len(set.Hosts))
-	if st.ObservedGeneration != c.Metadata.Generation || st.Phase != "Ready" || st.ReadyNodes != want || st.KubernetesVersion != "v"+kubernetesVersion {
-		t.Errorf("the Cluster's status after %s: want observedGeneration %d, phase Ready, %s nodes at v%s:\n%s", playbook, c.Metadata.Generation, want, kubernetesVersion, raw)
+	if st.ObservedGeneration != c.Metadata.Generation || st.Phase != "Ready" || st.ReadyNodes != want || st.KubernetesVersion != kubernetesVersion {
+		t.Errorf("the Cluster's status after %s: want observedGeneration %d, phase Ready, %s nodes at %s:\n%s", playbook, c.Metadata.Generation, want, kubernetesVersion, raw)
 	}
 	conds := map[string]string{}
 	for _, cd := range st.Conditions {
@@ -143,8 +143,8 @@ func checkClusterStatus(ctx context.Context, t *testing.T, k kubectlRunner, name
 		t.Errorf("the Cluster's status lists %d nodes, want %d:\n%s", len(st.Nodes), len(set.Hosts), raw)
 	}
 	for _, n := range st.Nodes {
-		if !n.Ready || n.KubernetesVersion != "v"+kubernetesVersion {
-			t.Errorf("node %s in the Cluster's status: ready %v at %q, want Ready at v%s", n.Name, n.Ready, n.KubernetesVersion, kubernetesVersion)
+		if !n.Ready || n.KubernetesVersion != kubernetesVersion {
+			t.Errorf("node %s in the Cluster's status: ready %v at %q, want Ready at %s", n.Name, n.Ready, n.KubernetesVersion, kubernetesVersion)
 		}
 	}
 	if st.Certificates == nil || st.Certificates.EarliestExpiry == "" || st.Certificates.CAExpiry == "" {
