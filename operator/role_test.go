@@ -150,3 +150,99 @@ func statusTemplate(t *testing.T) string {
 	t.Fatal("no cluster_resource_status in the status task")
 	return ""
 }
+
+// fakeKubectl answers as kubectl does what roles/cluster-resource asks:
+// diff says "differs" (exit 1) until something was applied, then 0.
+const fakeKubectl = `#!/bin/sh
+echo "$*" >> "$FAKE/calls"
+case " $* " in
+  *" diff "*) [ -e "$FAKE/applied" ] && exit 0; echo "-old +new"; exit 1 ;;
+  *" apply "*) touch "$FAKE/applied"; echo "serverside-applied" ;;
+  *" wait "*) echo "condition met" ;;
+  *" get clusters"*) echo '{"metadata":{"generation":1},"status":{}}' ;;
+  *" get nodes "*) echo '{"items":[{"metadata":{"name":"n1"},"status":{"nodeInfo":{"kubeletVersion":"v1.37.2"},"conditions":[{"type":"Ready","status":"True"}]}}]}' ;;
+  *" patch "*) echo patched ;;
+esac
+`
+
+// The whole role on the control machine with a fake kubectl: under --check
+// on fresh hosts it applies nothing; the first run applies the CRD and the
+// object and writes the status; a re-run and a --check report 0 changed.
+func TestRoleRuns(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("FAKE", dir)
+	roles, err := filepath.Abs("../roles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"kubectl":     fakeKubectl,
+		"record.json": `{"settings":{"kubernetes.type":"kubexm"}}`,
+		"inv.ini":     "[master]\nn1 ansible_connection=local\n[etcd]\nn1 ansible_connection=local\n[worker]\n[k8s_cluster:children]\nmaster\n",
+		"pb.yaml": `name: t
+plays:
+  - name: t
+    hosts: master
+    gather_facts: false
+    vars:
+      kubectl_bin: ` + dir + `/kubectl
+      kubernetes_admin_kubeconfig: /dev/null
+      kube_cert_dir: ` + dir + `/pki
+      cluster_resource_dir: ` + dir + `/resource
+      cluster_resource_record_file: ` + dir + `/record.json
+      cluster_resource: "apiVersion: kubexm.mensylisir.io/v1alpha1\n"
+      cluster_name: c1
+    roles:
+      - cluster-resource
+`}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := map[string]step.Builtin{}
+	for _, b := range builtins.All() {
+		reg[b.Spec().Name] = b
+	}
+	r := lifecycle.Runner{Builtins: reg, Version: "0.1.0", LoadInventory: func(path string, _ *kxschema.Support) (*inventory.Inventory, error) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return inventory.ParseAnsibleINI(path, data)
+	}}
+	play := func(check bool) (changed []string, calls string) {
+		t.Helper()
+		os.Remove(filepath.Join(dir, "calls"))
+		var out bytes.Buffer
+		_, err := r.Run(context.Background(), lifecycle.Request{Playbook: filepath.Join(dir, "pb.yaml"), Inventory: filepath.Join(dir, "inv.ini"),
+			RolesPath: []string{roles}, WorkDir: filepath.Join(dir, "w"), NoJournal: true, Check: check, Output: "json", Stdout: &out})
+		if err != nil {
+			t.Fatalf("check %v: %v\n%s", check, err, out.String())
+		}
+		for _, line := range strings.Split(out.String(), "\n") {
+			var ev struct{ Kind, Task, Status string }
+			if json.Unmarshal([]byte(line), &ev) == nil && ev.Kind == "host_result" && ev.Status == "changed" {
+				changed = append(changed, ev.Task)
+			}
+		}
+		data, _ := os.ReadFile(filepath.Join(dir, "calls"))
+		return changed, string(data)
+	}
+	if _, calls := play(true); strings.Contains(calls, " apply ") || strings.Contains(calls, " patch ") {
+		t.Errorf("--check applied or wrote:\n%s", calls)
+	}
+	changed, calls := play(false)
+	if !strings.Contains(calls, "apply --server-side --field-manager=kubexm --force-conflicts -f "+dir+"/resource/crd.yaml") ||
+		!strings.Contains(calls, "patch clusters.kubexm.mensylisir.io c1 --subresource=status --type=merge --patch {\"status\":") {
+		t.Errorf("the first run's kubectl calls:\n%s", calls)
+	}
+	if len(changed) == 0 {
+		t.Error("the first run changed nothing")
+	}
+	for _, check := range []bool{false, true} {
+		if changed, calls := play(check); len(changed) > 0 || strings.Contains(calls, " apply ") {
+			t.Errorf("re-run (check %v) changed %v:\n%s", check, changed, calls)
+		}
+	}
+}
