@@ -20,7 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/mensylisir/kubexm/inventory"
@@ -62,8 +64,15 @@ type Reconciler struct {
 
 // SetupWithManager registers the reconciler for Cluster objects.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(NewCluster()).Named("kubexm-cluster").Complete(r)
+	// A change of the spec or of the annotations is reconciled; the
+	// status, which the controller and the runs write, is not.
+	changed := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{})
+	return ctrl.NewControllerManagedBy(mgr).For(NewCluster(), builder.WithPredicates(changed)).Named("kubexm-cluster").Complete(r)
 }
+
+// refresh is how often a cluster with nothing to run is looked at again:
+// its nodes' readiness and versions in the status, a node gone.
+const refresh = 5 * time.Minute
 
 // Reconcile makes one step towards the spec of one Cluster: it runs at most
 // one playbook, then asks to be called again.
@@ -91,12 +100,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	plan := Decide(in)
 	switch plan.Action {
 	case Paused, Refuse:
-		return ctrl.Result{}, r.finish(ctx, obj, plan, in)
+		return ctrl.Result{RequeueAfter: refresh}, r.finish(ctx, obj, plan, in)
 	case Converged:
 		if err := r.setAppliedSpec(ctx, obj); err != nil {
 			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, r.finish(ctx, obj, plan, in)
+		return ctrl.Result{RequeueAfter: refresh}, r.finish(ctx, obj, plan, in)
 	}
 	if plan.OnApplied {
 		file = in.appliedFile
@@ -297,7 +306,8 @@ func (r *Reconciler) setAppliedSpec(ctx context.Context, obj *unstructured.Unstr
 // generation observed, the phase and the conditions of the plan, the nodes.
 func (r *Reconciler) finish(ctx context.Context, obj *unstructured.Unstructured, plan Plan, in Input, last ...*kxschema.RunStatus) error {
 	now := r.now()
-	if plan.Action == Refuse {
+	// Once per refusal, not at every look.
+	if prev := conditionOf(in.Status, "Degraded"); plan.Action == Refuse && (prev.Status != "True" || prev.Reason != plan.Reason || prev.Message != plan.Message) {
 		r.event(obj, corev1.EventTypeWarning, plan.Reason, "Reconcile", "%s", plan.Message)
 	}
 	return r.writeStatus(ctx, obj, func(st *kxschema.ClusterStatus) {
@@ -347,6 +357,15 @@ func ApplyPlan(st *kxschema.ClusterStatus, obj *unstructured.Unstructured, plan 
 			setCondition(st, gen, now, "Degraded", "True", "NodesNotReady", st.ReadyNodes+" nodes Ready")
 		}
 	}
+}
+
+func conditionOf(st kxschema.ClusterStatus, typ string) kxschema.Condition {
+	for _, c := range st.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return kxschema.Condition{}
 }
 
 func readyAll(st *kxschema.ClusterStatus) bool {

@@ -165,21 +165,12 @@ func (h *harness) eventList() string {
 	}
 }
 
-func condition(st kxschema.ClusterStatus, typ string) kxschema.Condition {
-	for _, c := range st.Conditions {
-		if c.Type == typ {
-			return c
-		}
-	}
-	return kxschema.Condition{}
-}
-
 // A spec the cluster is already as: the generation is observed, the nodes
 // listed from the API server, the spec recorded as applied; nothing runs.
 func TestReconcileConverged(t *testing.T) {
 	h := newHarness(t, nil)
-	if res := h.reconcile(t); res.RequeueAfter != 0 {
-		t.Errorf("requeue %v after converging", res.RequeueAfter)
+	if res := h.reconcile(t); res.RequeueAfter != refresh {
+		t.Errorf("requeue %v after converging, want the refresh %v", res.RequeueAfter, refresh)
 	}
 	u, st := h.get(t)
 	if st.ObservedGeneration != 2 || st.Phase != "Ready" || st.ReadyNodes != "2/2" || st.KubernetesVersion != "v1.37.2" || len(st.Nodes) != 2 {
@@ -188,10 +179,10 @@ func TestReconcileConverged(t *testing.T) {
 	if st.Nodes[0].Name != "n1" || strings.Join(st.Nodes[0].Roles, ",") != "etcd,master" || !st.Nodes[0].Ready {
 		t.Errorf("node n1: %+v", st.Nodes[0])
 	}
-	if c := condition(st, "Ready"); c.Status != "True" || c.ObservedGeneration != 2 {
+	if c := conditionOf(st, "Ready"); c.Status != "True" || c.ObservedGeneration != 2 {
 		t.Errorf("Ready: %+v", c)
 	}
-	if c := condition(st, "Degraded"); c.Status != "False" {
+	if c := conditionOf(st, "Degraded"); c.Status != "False" {
 		t.Errorf("Degraded: %+v", c)
 	}
 	var applied map[string]any
@@ -214,7 +205,7 @@ func TestReconcileImmutable(t *testing.T) {
 	})
 	h.reconcile(t)
 	_, st := h.get(t)
-	c := condition(st, "Degraded")
+	c := conditionOf(st, "Degraded")
 	if st.Phase != "Degraded" || st.ObservedGeneration != 2 || c.Status != "True" || c.Reason != "ImmutableFieldChanged" ||
 		!strings.Contains(c.Message, "network.kubePodsCIDR is 10.233.64.0/18, the spec asks 10.244.0.0/16") {
 		t.Errorf("status %+v", st)
@@ -222,13 +213,18 @@ func TestReconcileImmutable(t *testing.T) {
 	if ev := h.eventList(); !strings.Contains(ev, "Warning ImmutableFieldChanged") {
 		t.Errorf("events: %q", ev)
 	}
+	// Looked at again: the same refusal is no new Event.
+	h.reconcile(t)
+	if ev := h.eventList(); ev != "" {
+		t.Errorf("a second Event for the same refusal: %q", ev)
+	}
 	if *h.loads != 0 || st.LastRun != nil {
 		t.Errorf("a run for an immutable change: %d loads, last run %+v", *h.loads, st.LastRun)
 	}
 	// Put back: Ready again, Degraded False with a new transition time.
 	h2 := newHarness(t, nil)
 	h2.reconcile(t)
-	if _, st := h2.get(t); condition(st, "Degraded").Status != "False" || st.Phase != "Ready" {
+	if _, st := h2.get(t); conditionOf(st, "Degraded").Status != "False" || st.Phase != "Ready" {
 		t.Errorf("after putting the value back: %+v", st)
 	}
 }
@@ -240,7 +236,7 @@ func TestReconcilePaused(t *testing.T) {
 	})
 	h.reconcile(t)
 	_, st := h.get(t)
-	if c := condition(st, "Progressing"); c.Reason != "Paused" || *h.loads != 0 || st.ObservedGeneration != 2 || st.LastRun != nil {
+	if c := conditionOf(st, "Progressing"); c.Reason != "Paused" || *h.loads != 0 || st.ObservedGeneration != 2 || st.LastRun != nil {
 		t.Errorf("paused: %+v, %d loads", st, *h.loads)
 	}
 }
@@ -280,7 +276,7 @@ func TestReconcileRenewal(t *testing.T) {
 	if st.LastRun == nil || st.LastRun.Playbook != "certs-renew" || st.LastRun.Result != "Succeeded" || st.LastRun.ID == "" || st.LastRun.StartedAt == "" {
 		t.Errorf("last run: %+v", st.LastRun)
 	}
-	if c := condition(st, "Progressing"); c.Status != "False" || c.Reason != "RunSucceeded" {
+	if c := conditionOf(st, "Progressing"); c.Status != "False" || c.Reason != "RunSucceeded" {
 		t.Errorf("Progressing: %+v", c)
 	}
 	ev := h.eventList()
@@ -328,7 +324,7 @@ func TestReconcileNoCredentials(t *testing.T) {
 	})
 	h.reconcile(t)
 	_, st := h.get(t)
-	if c := condition(st, "Degraded"); c.Reason != "CredentialsMissing" || !strings.Contains(c.Message, AnnotationCredentials) || *h.loads != 0 {
+	if c := conditionOf(st, "Degraded"); c.Reason != "CredentialsMissing" || !strings.Contains(c.Message, AnnotationCredentials) || *h.loads != 0 {
 		t.Errorf("Degraded: %+v, %d loads", c, *h.loads)
 	}
 }
@@ -342,7 +338,7 @@ func TestReconcileRunFails(t *testing.T) {
 	h.r.ExtraVars = []string{"fail_it=true"}
 	h.reconcile(t)
 	u, st := h.get(t)
-	if c := condition(st, "Degraded"); c.Status != "True" || c.Reason != "RunFailed" || st.LastRun == nil || st.LastRun.Result != "Failed" {
+	if c := conditionOf(st, "Degraded"); c.Status != "True" || c.Reason != "RunFailed" || st.LastRun == nil || st.LastRun.Result != "Failed" {
 		t.Errorf("status after a failed run: %+v", st)
 	}
 	if _, ok := u.GetAnnotations()[AnnotationRenewCertificates]; !ok {
@@ -360,11 +356,11 @@ func TestStatusWriter(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	setCondition(&st, 1, t0, "Ready", "True", "NodesReady", "2/2")
 	setCondition(&st, 2, t0.Add(time.Hour), "Ready", "True", "NodesReady", "3/3")
-	if c := condition(st, "Ready"); c.LastTransitionTime != "2026-01-01T00:00:00Z" || c.Message != "3/3" || c.ObservedGeneration != 2 {
+	if c := conditionOf(st, "Ready"); c.LastTransitionTime != "2026-01-01T00:00:00Z" || c.Message != "3/3" || c.ObservedGeneration != 2 {
 		t.Errorf("same status: %+v", c)
 	}
 	setCondition(&st, 3, t0.Add(2*time.Hour), "Ready", "False", "NodesNotReady", "2/3")
-	if c := condition(st, "Ready"); c.LastTransitionTime != "2026-01-01T02:00:00Z" || len(st.Conditions) != 1 {
+	if c := conditionOf(st, "Ready"); c.LastTransitionTime != "2026-01-01T02:00:00Z" || len(st.Conditions) != 1 {
 		t.Errorf("changed status: %+v", st.Conditions)
 	}
 	st.ObservedGeneration = 3
@@ -374,11 +370,16 @@ func TestStatusWriter(t *testing.T) {
 	if err := SetStatus(u, st); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := json.Marshal(u.DeepCopy().Object); err != nil {
+	js, err := json.Marshal(u.DeepCopy().Object)
+	if err != nil {
 		t.Fatal(err)
 	}
+	// Strings stay strings on the way through YAML ("False" is no bool).
+	if !strings.Contains(string(js), `"status":"False"`) || !strings.Contains(string(js), `"observedGeneration":3`) {
+		t.Errorf("the status as the API server gets it: %s", js)
+	}
 	back, err := StatusOf(u)
-	if err != nil || back.ObservedGeneration != 3 || back.Nodes[0].Name != "n1" || back.Settings["etcd.type"] != "kubexm" || condition(back, "Ready").Reason != "NodesNotReady" {
+	if err != nil || back.ObservedGeneration != 3 || back.Nodes[0].Name != "n1" || back.Settings["etcd.type"] != "kubexm" || conditionOf(back, "Ready").Reason != "NodesNotReady" {
 		t.Errorf("round trip: %+v %v", back, err)
 	}
 }
