@@ -203,6 +203,9 @@ func operatorMode(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm,
 	defer log.Close()
 	cmd := exec.Command(kx.bin, args...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = kx.dir, log, log
+	// The machines' host keys are trusted in the suite's directory, as
+	// kubexm play's runs do (kubexm.command).
+	cmd.Env = append(os.Environ(), "KUBEXM_HOME="+filepath.Join(kx.dir, ".kubexm"))
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("kubexm controller: %v", err)
 	}
