@@ -209,8 +209,11 @@ func operatorMode(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm,
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("kubexm controller: %v", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// Closed when the controller has exited, with waitErr set: every
+	// waiter sees it.
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	defer func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		select {
@@ -235,9 +238,9 @@ func operatorMode(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm,
 				return c, raw
 			}
 			select {
-			case err := <-exited:
+			case <-exited:
 				data, _ := os.ReadFile(logFile)
-				t.Fatalf("kubexm controller exited (%v) while waiting for %s:\n%s", err, what, tail(string(data), 80))
+				t.Fatalf("kubexm controller exited (%v) while waiting for %s:\n%s", waitErr, what, tail(string(data), 80))
 			case <-time.After(2 * time.Second):
 			}
 			if time.Now().After(deadline) {
