@@ -56,7 +56,8 @@ func TestPlaybooksLoad(t *testing.T) {
 			{"kubernetes", "loadbalancer"}, {"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"},
 			{"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "auto-renew"},
 			{"kubernetes", "loadbalancer"}, {"kubernetes", "node"}, {"kubernetes", "kubeadm", "node"},
-			{"network", "cni"}, {"coredns", "dns"}, {"finalize"}, {"nodelocaldns", "dns", "addons"}, {"metrics-server", "addons"}, {"user-addons", "addons"}, {"health"}, {"always"}},
+			{"network", "cni"}, {"coredns", "dns"}, {"finalize"}, {"nodelocaldns", "dns", "addons"}, {"metrics-server", "addons"}, {"user-addons", "addons"}, {"health"}, {"always"},
+			{"cluster-resource"}},
 		"delete": {{"user-addons", "addons"}, {"metrics-server", "addons"}, {"nodelocaldns", "dns", "addons"}, {"coredns", "dns"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"},
 			{"loadbalancer"}, {"kubernetes", "control-plane"}, {"kubernetes", "pki"}, {"images", "runtime"}, {"containerd", "runtime"},
 			{"nodelocaldns", "dns", "addons"}, {"network", "cni"}, {"etcd"}, {"os"}},
@@ -68,13 +69,13 @@ func TestPlaybooksLoad(t *testing.T) {
 		"add-nodes": {{"always"}, {"always"}, {"preflight"}, {"os"}, {"etcd"}, {"etcd", "kubernetes", "control-plane"}, {"containerd", "runtime"}, {"images", "runtime"},
 			{"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "node"},
 			{"kubernetes", "kubeadm"}, {"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "kubeadm", "node"},
-			{"network", "cni"}, {"finalize"}, {"health"}, {"always"}},
+			{"network", "cni"}, {"finalize"}, {"health"}, {"always"}, {"cluster-resource"}},
 		// The checks, the masters out of the proxies' backends and out of
 		// kube-vip's election, the API servers off the etcd members named,
 		// the removals, then the cleanup.
 		"delete-nodes": {{"always"}, {"always"}, {"always"}, {"always"}, {"always"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"}, {"loadbalancer"},
 			{"kubernetes", "control-plane"}, {"kubernetes", "pki"}, {"images", "runtime"}, {"containerd", "runtime"},
-			{"nodelocaldns", "dns", "addons"}, {"network", "cni"}, {"etcd"}, {"os"}},
+			{"nodelocaldns", "dns", "addons"}, {"network", "cni"}, {"etcd"}, {"os"}, {"cluster-resource"}},
 	} {
 		pb, err := engine.Load(context.Background(), filepath.Join(root, "playbooks", name), loadOptions())
 		if err != nil {
