@@ -111,15 +111,23 @@ type clusterStatus struct {
 
 func getClusterStatus(ctx context.Context, t *testing.T, k kubectlRunner, name string) (clusterStatus, string) {
 	t.Helper()
-	out, err := k.run(ctx, "", "get", "clusters.kubexm.mensylisir.io", name, "-o", "json")
+	c, out, err := readCluster(ctx, k, name)
 	if err != nil {
-		t.Fatalf("kubectl get the Cluster %s: %v\n%s", name, err, out)
-	}
-	var c clusterStatus
-	if err := json.Unmarshal([]byte(out), &c); err != nil {
-		t.Fatalf("the Cluster %s: %v\n%s", name, err, out)
+		t.Fatal(err)
 	}
 	return c, out
+}
+
+func readCluster(ctx context.Context, k kubectlRunner, name string) (clusterStatus, string, error) {
+	var c clusterStatus
+	out, err := k.run(ctx, "", "get", "clusters.kubexm.mensylisir.io", name, "-o", "json")
+	if err != nil {
+		return c, out, fmt.Errorf("kubectl get the Cluster %s: %v\n%s", name, err, out)
+	}
+	if err := json.Unmarshal([]byte(out), &c); err != nil {
+		return c, out, fmt.Errorf("the Cluster %s: %v\n%s", name, err, out)
+	}
+	return c, out, nil
 }
 
 // checkClusterStatus wants the Cluster's status to say that playbook's run
@@ -233,9 +241,14 @@ func operatorMode(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm,
 		t.Helper()
 		deadline := time.Now().Add(timeout)
 		for {
-			c, raw := getClusterStatus(ctx, t, k, name)
-			if ok(c, raw) {
+			// A run restarts the API server (certs-renew): a failed read
+			// is tried again until the deadline.
+			c, raw, err := readCluster(ctx, k, name)
+			if err == nil && ok(c, raw) {
 				return c, raw
+			}
+			if err != nil {
+				raw = err.Error()
 			}
 			select {
 			case <-exited:
