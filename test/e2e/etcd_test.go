@@ -224,8 +224,21 @@ done`, keys, eps[0], ssl, ssl, first, ssl, first)); err != nil {
 	setEtcdVersion(t, kx.inventory, etcdUpgradeVersion)
 	upgrade := filepath.Join(root, "playbooks", "upgrade-etcd")
 
+	// --check: the pre-checks pass, nothing is backed up or restarted.
+	res := kx.play(ctx, upgrade, "--check")
+	if res.err != nil {
+		t.Fatalf("upgrade-etcd --check failed: %v%s", res.err, res.failures())
+	}
+	if n := len(backupArchives(t, kx)); n != 0 {
+		t.Errorf("upgrade-etcd --check wrote %d backups", n)
+	}
+	if v := etcdVersions(ctx, t, set, first, eps); !allAt(v, etcdVersion, len(set.Hosts)) {
+		t.Errorf("after upgrade-etcd --check the members run %v, want %s everywhere", v, etcdVersion)
+	}
+	t.Logf("upgrade-etcd --check: %s, %d tasks would change something", res.wall.Round(time.Millisecond), len(res.changed()))
+
 	poll := startEtcdPoller(ctx, t, set, last, strings.Join(eps, ","))
-	res := kx.play(ctx, upgrade)
+	res = kx.play(ctx, upgrade)
 	// parsePoll wants 50 requests: a quick upgrade is polled on a while.
 	if rest := time.Until(poll.started.Add(15 * time.Second)); rest > 0 {
 		time.Sleep(rest)
@@ -261,26 +274,8 @@ done`, keys, eps[0], ssl, ssl, first, ssl, first)); err != nil {
 	}
 
 	// Every member runs the new version, with the keys written before.
-	out, err := etcdctl(ctx, set, first, strings.Join(eps, ","), "endpoint status -w json")
-	if err != nil {
-		t.Fatalf("etcdctl endpoint status: %v\n%s", err, out)
-	}
-	var status []struct {
-		Endpoint string `json:"Endpoint"`
-		Status   struct {
-			Version string `json:"version"`
-		} `json:"Status"`
-	}
-	if err := json.Unmarshal([]byte(out), &status); err != nil {
-		t.Fatalf("endpoint status output %q: %v", out, err)
-	}
-	if len(status) != len(set.Hosts) {
-		t.Errorf("%d members answered endpoint status, want %d: %s", len(status), len(set.Hosts), out)
-	}
-	for _, st := range status {
-		if "v"+st.Status.Version != etcdUpgradeVersion {
-			t.Errorf("%s runs etcd %s after the upgrade, want %s", st.Endpoint, st.Status.Version, etcdUpgradeVersion)
-		}
+	if v := etcdVersions(ctx, t, set, first, eps); !allAt(v, etcdUpgradeVersion, len(set.Hosts)) {
+		t.Errorf("after the upgrade the members run %v, want %s everywhere", v, etcdUpgradeVersion)
 	}
 	got, err := etcdctl(ctx, set, last, eps[len(eps)-1], "get --prefix /kubexm-e2e/upgrade/ --print-value-only")
 	if n := strings.Count(got, "\n"); err != nil || n != keys || !strings.Contains(got, fmt.Sprintf("v%d\n", keys)) {
@@ -410,4 +405,41 @@ func (p *etcdPoller) stop() (pollStats, error) {
 		return pollStats{}, fmt.Errorf("the etcd poller on %s: %w\n%s", p.host, p.err, p.out)
 	}
 	return parsePoll(p.out, time.Time{})
+}
+
+// etcdVersions is the version of each member that answers `etcdctl
+// endpoint status`, by endpoint.
+func etcdVersions(ctx context.Context, t *testing.T, set *testhosts.Set, host string, eps []string) map[string]string {
+	t.Helper()
+	out, err := etcdctl(ctx, set, host, strings.Join(eps, ","), "endpoint status -w json")
+	if err != nil {
+		t.Fatalf("etcdctl endpoint status: %v\n%s", err, out)
+	}
+	var status []struct {
+		Endpoint string `json:"Endpoint"`
+		Status   struct {
+			Version string `json:"version"`
+		} `json:"Status"`
+	}
+	if err := json.Unmarshal([]byte(out), &status); err != nil {
+		t.Fatalf("endpoint status output %q: %v", out, err)
+	}
+	versions := map[string]string{}
+	for _, st := range status {
+		versions[st.Endpoint] = st.Status.Version
+	}
+	return versions
+}
+
+// allAt reports whether n members answered, each at version.
+func allAt(versions map[string]string, version string, n int) bool {
+	if len(versions) != n {
+		return false
+	}
+	for _, v := range versions {
+		if "v"+v != version {
+			return false
+		}
+	}
+	return true
 }
