@@ -17,9 +17,10 @@ var registryArgs = []step.Arg{
 	{Name: "registry", Type: step.String, Required: true, Doc: "The registry: host[:port] (spec.registry.privateRegistry)."},
 	{Name: "namespace", Type: step.String, Doc: "Path replacing each image's own but its last element (spec.registry.namespaceOverride)."},
 	{Name: "auths", Type: step.Map, Doc: "Credentials and connection settings per registry host, as spec.registry.auths (username, password, certsPath, skipTLSVerify, plainHTTP)."},
+	{Name: "ca_file", Type: step.String, Doc: "One more CA to trust (PEM, on the control machine, under the work directory unless absolute): the cluster CA of the registry kubexm deploys."},
 }
 
-func registryTarget(args step.Args) imagepush.Target {
+func registryTarget(env *step.Env, args step.Args) imagepush.Target {
 	reg := args.String("registry")
 	host := strings.SplitN(reg, "/", 2)[0]
 	a := args.Map("auths")[host]
@@ -33,8 +34,16 @@ func registryTarget(args step.Args) imagepush.Target {
 			CertsDir:      str(m["certsPath"]),
 			SkipTLSVerify: truthy(m["skipTLSVerify"]),
 			PlainHTTP:     truthy(m["plainHTTP"]),
+			CAFile:        underWorkDir(env, args.String("ca_file")),
 		},
 	}
+}
+
+func underWorkDir(env *step.Env, p string) string {
+	if p == "" || filepath.IsAbs(p) || env.WorkDir == "" {
+		return p
+	}
+	return filepath.Join(env.WorkDir, p)
 }
 
 // imagePushBuiltin pushes image tarballs of the control machine to a
@@ -80,7 +89,7 @@ func (imagePushBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) 
 		}
 		images = append(images, imagepush.Image{Ref: str(m["ref"]), Arch: str(m["arch"]), File: f})
 	}
-	tgt := registryTarget(args)
+	tgt := registryTarget(env, args)
 	if err := imagepush.Check(ctx, tgt); err != nil {
 		return step.Result{}, fmt.Errorf("image_push: %w", err)
 	}
@@ -127,7 +136,7 @@ func (registryCheckBuiltin) Spec() step.Spec {
 }
 
 func (registryCheckBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step.Result, error) {
-	tgt := registryTarget(args)
+	tgt := registryTarget(env, args)
 	missing, err := imagepush.Missing(ctx, tgt, args.Strings("images"))
 	if err != nil {
 		return step.Result{}, fmt.Errorf("registry_check: %w", err)

@@ -25,7 +25,10 @@ type Auth struct {
 	// CertsDir holds the registry's CA (*.crt) and a client certificate
 	// (*.cert with the *.key of the same name), as docker's and
 	// containerd's certs.d directories do.
-	CertsDir      string
+	CertsDir string
+	// CAFile is one more CA (PEM), e.g. the cluster CA of the registry
+	// kubexm deploys.
+	CAFile        string
 	SkipTLSVerify bool
 	PlainHTTP     bool
 }
@@ -56,6 +59,20 @@ func (a Auth) transport() (http.RoundTripper, error) {
 		}
 		cfg.RootCAs = pool
 		cfg.Certificates = certs
+	}
+	if a.CAFile != "" {
+		data, err := os.ReadFile(a.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("CA: %w", err)
+		}
+		if cfg.RootCAs == nil {
+			if cfg.RootCAs, err = x509.SystemCertPool(); err != nil || cfg.RootCAs == nil {
+				cfg.RootCAs = x509.NewCertPool()
+			}
+		}
+		if !cfg.RootCAs.AppendCertsFromPEM(data) {
+			return nil, fmt.Errorf("CA: %s holds no PEM certificate", a.CAFile)
+		}
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = cfg

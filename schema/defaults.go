@@ -182,6 +182,9 @@ func SetDefaults(c *Cluster) {
 
 	r := &s.Registry
 	setStr(&r.ContainerdDataDir, "/var/lib/containerd")
+	if r.Type == "registry" {
+		setStr(&r.RegistryDataDir, "/var/lib/kubexm-registry")
+	}
 }
 
 // settings returns the block for the selected runtime, if written.

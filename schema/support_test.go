@@ -241,7 +241,6 @@ func TestUnsupportedChoicesRefused(t *testing.T) {
 		"spec.storage.openebs":                  "setting openebs is not supported yet",
 		"spec.addons[0]":                        "metallb is not supported yet",
 		"spec.registry.type":                    "harbor is not supported yet",
-		"spec.roleGroups.registry":              "setting registry is not supported yet",
 	}
 	got := map[string]Problem{}
 	for _, p := range ps {

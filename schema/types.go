@@ -299,7 +299,7 @@ type Registry struct {
 	Auths             map[string]RegistryAuth `yaml:"auths,omitempty" doc:"Credentials per registry host."`
 	ContainerdDataDir string                  `yaml:"containerdDataDir,omitempty" doc:"Default /var/lib/containerd."`
 	DockerDataDir     string                  `yaml:"dockerDataDir,omitempty" doc:"docker's data root (containerRuntime.type docker)."`
-	RegistryDataDir   string                  `yaml:"registryDataDir,omitempty" doc:"Registry storage on the registry host (registry.type registry)."`
+	RegistryDataDir   string                  `yaml:"registryDataDir,omitempty" doc:"Registry storage on the registry host (registry.type registry); default /var/lib/kubexm-registry."`
 	HarborConfig      map[string]any          `yaml:"harborConfig,omitempty" doc:"Values rendered into harbor.yml (type harbor)."`
 }
 

@@ -778,6 +778,19 @@ func validateRegistry(c *Cluster, ps *problems) {
 		if r.PrivateRegistry == "" {
 			ps.add(child(base, "privateRegistry"), "the host name of your registry", "registry.type external needs privateRegistry")
 		}
+	case "":
+		if hosts > 0 {
+			ps.add("spec.roleGroups.registry", "set registry.type: registry to deploy one there, or remove it", "a registry host is listed, but registry.type does not deploy a registry")
+		}
+	case "registry":
+		if hosts == 0 {
+			ps.add("spec.roleGroups.registry", "list the host that runs the registry", "registry.type registry needs a registry host")
+		}
+		if r.PrivateRegistry == "" {
+			ps.add(child(base, "privateRegistry"), "the name the nodes reach the registry host by, e.g. registry.example.local:5000", "registry.type registry needs privateRegistry")
+		} else if a := r.Auths[r.PrivateRegistry]; a.Username == "" || a.Password == "" && a.PasswordFile == "" {
+			ps.add(child(base, "auths"), fmt.Sprintf("add auths: {%q: {username: ..., password: ${ENV}}}", r.PrivateRegistry), "registry.type registry needs the account the registry is given, as auths[privateRegistry] with username and password")
+		}
 	case "harbor":
 		if hosts == 0 {
 			ps.add("spec.roleGroups.registry", "list the host that runs Harbor", "registry.type harbor needs a registry host")

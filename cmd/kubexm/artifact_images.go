@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -93,6 +94,11 @@ func pushImages(ctx context.Context, w io.Writer, f pushFlags) error {
 	workDir := f.workDir
 	if workDir == "" {
 		workDir = lifecycle.DefaultWorkDir(c.Metadata.Name, f.file)
+	}
+	if c.Spec.Registry.Type == "registry" {
+		// The registry kubexm deploys presents a certificate of the
+		// cluster CA, which the work directory holds.
+		tgt.Auth.CAFile = filepath.Join(workDir, "certs", "kubernetes", "ca.crt")
 	}
 	var images []imagepush.Image
 	if f.bundle != "" {

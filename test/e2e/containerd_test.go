@@ -54,7 +54,9 @@ const (
 //     dockerd) than cluster.yaml's containerd, naming it;
 //   - a private registry the test runs (checkRegistryPull): kubexm artifact
 //     images push fills it, the nodes pull from it with its CA and
-//     credentials, a wrong password is refused at preflight;
+//     credentials, a wrong password is refused at preflight; then
+//     registry.type registry (checkRegistryRole): the registry deployed on
+//     the first machine, filled and pulled from the same way;
 //   - playbooks/delete --tags containerd, with a container still running,
 //     removes the containers, the unit, the binaries and the data, and a
 //     second delete changes nothing.
@@ -199,6 +201,7 @@ func TestContainerd(t *testing.T) {
 	checkRunCrictl(ctx, t, bin, work, inventory, set)
 	refusesOtherRuntime(ctx, t, kx, set, create)
 	checkRegistryPull(ctx, t, kx, set, root, cluster, image, create)
+	checkRegistryRole(ctx, t, kx, set, cluster, image, server, create, del)
 
 	res = kx.play(ctx, del, tags)
 	if res.err != nil {

@@ -52,14 +52,14 @@ func TestPlaybooksLoad(t *testing.T) {
 	root := moduleRoot(t)
 	for name, wantTags := range map[string][][]string{
 		// One phase after the other; each mode's plays inside their phase.
-		"create-cluster": {{"preflight"}, {"always"}, {"os"}, {"etcd"}, {"containerd", "runtime"}, {"images", "runtime"},
+		"create-cluster": {{"preflight"}, {"always"}, {"os"}, {"etcd"}, {"registry", "runtime"}, {"containerd", "runtime"}, {"images", "runtime"},
 			{"kubernetes", "loadbalancer"}, {"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"},
 			{"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "auto-renew"},
 			{"kubernetes", "loadbalancer"}, {"kubernetes", "node"}, {"kubernetes", "kubeadm", "node"},
 			{"network", "cni"}, {"coredns", "dns"}, {"finalize"}, {"nodelocaldns", "dns", "addons"}, {"metrics-server", "addons"}, {"user-addons", "addons"}, {"health"}, {"always"},
 			{"cluster-resource"}},
 		"delete": {{"user-addons", "addons"}, {"metrics-server", "addons"}, {"nodelocaldns", "dns", "addons"}, {"coredns", "dns"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"},
-			{"loadbalancer"}, {"kubernetes", "control-plane"}, {"kubernetes", "pki"}, {"images", "runtime"}, {"containerd", "runtime"},
+			{"loadbalancer"}, {"kubernetes", "control-plane"}, {"kubernetes", "pki"}, {"images", "runtime"}, {"registry", "runtime"}, {"containerd", "runtime"},
 			{"nodelocaldns", "dns", "addons"}, {"network", "cni"}, {"etcd"}, {"os"}},
 		// A new master's control plane, then every node's proxy, before
 		// the new kubelets use the endpoint.

@@ -448,7 +448,13 @@ func fieldClaims() map[string][]fieldClaim {
 		})},
 		"spec.registry.containerdDataDir": containerd("/data/sentinel-containerd", "/data/sentinel-containerd"),
 		"spec.registry.dockerDataDir":     refused("/data/sentinel-docker"),
-		"spec.registry.registryDataDir":   refused("/data/sentinel-registry"),
+		"spec.registry.registryDataDir": {rendered(inAll, "registry", "config.yml.tmpl", "/data/sentinel-registry", "/data/sentinel-registry").setBy(func(spec map[string]any) {
+			setPath(spec, "registry.registryDataDir", "/data/sentinel-registry")
+			setPath(spec, "registry.type", "registry")
+			setPath(spec, "registry.privateRegistry", "reg.sentinel.example:5443")
+			setPath(spec, "registry.auths", map[string]any{"reg.sentinel.example:5443": map[string]any{"username": "u", "password": "p"}})
+			setPath(spec, "roleGroups.registry", []any{"w1"})
+		})},
 		"spec.registry.harborConfig": {refusedWith(inAll, nil).naming("spec.registry.type").setBy(func(spec map[string]any) {
 			setPath(spec, "registry.type", "harbor")
 			setPath(spec, "registry.harborConfig", map[string]any{"a": 1})

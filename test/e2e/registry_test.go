@@ -180,19 +180,8 @@ func checkRegistryPull(ctx context.Context, t *testing.T, kx kubexm, set *testho
 			t.Fatal(err)
 		}
 	}
-	// The work directory's layout: images/<name>/<tag>/<arch>/<file>.
 	pushDir := filepath.Join(work, "push")
-	tarball := filepath.Join(pushDir, "images", "busybox", "latest", "amd64", "busybox-latest-amd64.tar")
-	if err := os.MkdirAll(filepath.Dir(tarball), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(image)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(tarball, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	placeImage(t, image, pushDir)
 	push := func() (string, error) {
 		cmd := exec.CommandContext(ctx, kx.bin, "artifact", "images", "push", "-f", inventory, "--workdir", pushDir)
 		cmd.Dir = work
@@ -255,5 +244,102 @@ ctr -n k8s.io images ls name==%[2]s | awk 'NR > 1 {print $3}'`, reg.host, ref))
 		if out != want {
 			t.Errorf("%s: after the pull:\n%s\nwant\n%s", h.Name, out, want)
 		}
+	}
+}
+
+// checkRegistryRole is issue 50's registry.type registry on the containerd
+// machines: create-cluster --tags registry,containerd deploys the
+// distribution registry on the first machine (TLS from the cluster CA,
+// htpasswd from registry.auths), `kubexm artifact images push` fills it,
+// every machine pulls from it through the CRI plugin, a re-run changes
+// nothing, and delete --tags registry removes the service, binary and
+// configuration and keeps the stored images.
+func checkRegistryRole(ctx context.Context, t *testing.T, kx kubexm, set *testhosts.Set, cluster, image, server, create, del string) {
+	t.Helper()
+	work := kx.dir
+	first := set.Hosts[0]
+	name := first.Address + ":5443"
+	pwFile := filepath.Join(work, "registry-role-password")
+	if err := os.WriteFile(pwFile, []byte("e2e-Role-Registry-7\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cluster = strings.Replace(cluster, "  roleGroups:\n", "  roleGroups:\n    registry:\n    - "+first.Name+"\n", 1)
+	cluster = strings.TrimRight(cluster, "\n") + fmt.Sprintf(`
+  registry:
+    type: registry
+    privateRegistry: %q
+    auths:
+      %q: {username: pusher, passwordFile: %q}
+`, name, name, pwFile)
+	inventory := filepath.Join(work, "cluster-registry-role.yaml")
+	if err := os.WriteFile(inventory, []byte(cluster), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kxReg := kx
+	kxReg.inventory = inventory
+	kxReg.extra = append(append([]string{}, kx.extra...),
+		fmt.Sprintf(`{"registry_mirrors": ["%s/distribution/distribution/releases/download/v%s"]}`, server, registryVersion))
+	tags := "--tags=registry,containerd"
+	res := kxReg.play(ctx, create, tags)
+	if res.err != nil {
+		t.Fatalf("create-cluster %s with registry.type registry: %v%s", tags, res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster %s (the registry on %s, containerd on 2 machines): %s (%d changed)", tags, first.Name, res.wall.Round(time.Millisecond), len(res.changed()))
+
+	// The work directory of cluster e2e-containerd holds the cluster CA the
+	// push trusts; its images/ the tarball.
+	workDir := filepath.Join(work, ".kubexm", "e2e-containerd")
+	placeImage(t, image, workDir)
+	cmd := exec.CommandContext(ctx, kx.bin, "artifact", "images", "push", "-f", inventory, "--workdir", workDir)
+	cmd.Dir = work
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "1 images in "+name+":") {
+		t.Fatalf("push to the registry kubexm deployed: %v\n%s", err, out)
+	}
+
+	res = kxReg.play(ctx, create, tags)
+	if res.err != nil {
+		t.Fatalf("re-run with registry.type registry: %v%s", res.err, res.failures())
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("re-run with registry.type registry changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+	ref := name + "/e2e/busybox:latest"
+	for _, h := range set.Hosts {
+		if out, err := set.SSH(ctx, h.Name, "crictl pull "+ref); err != nil {
+			t.Errorf("%s: pull %s from the registry kubexm deployed: %v\n%s", h.Name, ref, err, out)
+		}
+	}
+
+	res = kxReg.play(ctx, del, "--tags=registry")
+	if res.err != nil {
+		t.Fatalf("delete --tags registry: %v%s", res.err, res.failures())
+	}
+	out2, err := set.SSH(ctx, first.Name, `for p in /etc/systemd/system/kubexm-registry.service /usr/local/bin/registry /etc/kubexm/registry; do [ ! -e "$p" ] || echo "left: $p"; done
+[ -d /var/lib/kubexm-registry/docker ] || echo "the stored images are gone"
+systemctl is-active kubexm-registry.service || true`)
+	if err != nil || strings.TrimSpace(out2) != "inactive" {
+		t.Errorf("%s after delete --tags registry: %v\n%s", first.Name, err, out2)
+	}
+	if _, err := set.SSH(ctx, first.Name, "rm -rf /var/lib/kubexm-registry"); err != nil {
+		t.Error(err)
+	}
+}
+
+// placeImage copies the busybox tarball into a work directory's layout,
+// images/<name>/<tag>/<arch>/<file>, where kubexm artifact images push
+// finds it.
+func placeImage(t *testing.T, image, workDir string) {
+	t.Helper()
+	tarball := filepath.Join(workDir, "images", "busybox", "latest", "amd64", "busybox-latest-amd64.tar")
+	if err := os.MkdirAll(filepath.Dir(tarball), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tarball, data, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
