@@ -23,6 +23,7 @@ func newControllerCmd(a *app) *cobra.Command {
 	var extra []string
 	var leaderElect bool
 	var lockWait time.Duration
+	leaseDuration, renewDeadline, retryPeriod := 3*time.Minute, 2*time.Minute, 10*time.Second
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Reconcile Cluster resources (operator mode): run the playbooks their changes need",
@@ -55,7 +56,12 @@ See docs/guide.md, "Operator mode".`,
 				// A leader that stops leading ends the process, so a run
 				// never goes on beside the new leader's.
 				LeaderElectionReleaseOnCancel: true,
-				Metrics:                       metricsserver.Options{BindAddress: metricsAddr},
+				// Long enough to outlast the API server's restarts a run
+				// makes (certs-renew, upgrade: a single master's API server
+				// is away for tens of seconds): the default 10 s renewal
+				// deadline ended the leader, and its run, in the middle.
+				LeaseDuration: &leaseDuration, RenewDeadline: &renewDeadline, RetryPeriod: &retryPeriod,
+				Metrics: metricsserver.Options{BindAddress: metricsAddr},
 				// Secrets are read when a run starts, never cached: the
 				// controller needs only the one each Cluster names.
 				Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
