@@ -253,7 +253,8 @@ ctr -n k8s.io images ls name==%[2]s | awk 'NR > 1 {print $3}'`, reg.host, ref))
 // htpasswd from registry.auths), `kubexm artifact images push` fills it,
 // every machine pulls from it through the CRI plugin, a re-run changes
 // nothing, and delete --tags registry removes the service, binary and
-// configuration and keeps the stored images.
+// configuration and keeps the stored images: without them the host is as
+// it was before.
 func checkRegistryRole(ctx context.Context, t *testing.T, kx kubexm, set *testhosts.Set, cluster, image, server, create, del string) {
 	t.Helper()
 	work := kx.dir
@@ -275,6 +276,10 @@ func checkRegistryRole(ctx context.Context, t *testing.T, kx kubexm, set *testho
 	if err := os.WriteFile(inventory, []byte(cluster), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// What the registry host looks like before the role, except
+	// containerd's certs.d, which the containerd role keeps.
+	wide := []string{"/etc/systemd/system", "/usr/local/bin", "/etc/kubexm", "/var/lib/kubexm-registry"}
+	before := snapshot(ctx, t, set, first.Name, wide...)
 	kxReg := kx
 	kxReg.inventory = inventory
 	kxReg.extra = append(append([]string{}, kx.extra...),
@@ -323,6 +328,10 @@ systemctl is-active kubexm-registry.service || true`)
 	}
 	if _, err := set.SSH(ctx, first.Name, "rm -rf /var/lib/kubexm-registry"); err != nil {
 		t.Error(err)
+	}
+	// With the kept images removed, the host is as it was.
+	if d := diffSnapshots(before, snapshot(ctx, t, set, first.Name, wide...)); len(d) > 0 {
+		t.Errorf("%s after delete --tags registry differs from before the create:\n  %s", first.Name, strings.Join(d, "\n  "))
 	}
 }
 
