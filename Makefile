@@ -16,7 +16,7 @@ TESTFLAGS ?=
 
 export KUBEXM_TEST_CACHE
 
-.PHONY: build release deps check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-kubeadm-calico e2e-ha e2e-kubeadm-ha e2e-vip e2e-vip-kube-vip e2e-kubeadm-ha-kube-vip e2e-ha-all e2e-nodes e2e-upgrade e2e-upgrade-chain e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
+.PHONY: build release deps check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-kubeadm-calico e2e-ha e2e-kubeadm-ha e2e-vip e2e-vip-kube-vip e2e-kubeadm-ha-kube-vip e2e-ha-all e2e-nodes e2e-nodes-docker e2e-upgrade e2e-upgrade-chain e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
 
 # Static (no cgo): autoRenewCerts copies this binary to the masters, whose
 # C library may be older than the build machine's.
@@ -185,6 +185,11 @@ e2e-ha-all:
 # Issue 20's acceptance alone: add and remove workers and etcd members.
 e2e-nodes:
 	$(GO) test -tags e2e -count=1 -timeout 60m -run '^TestNodes$$' -v $(TESTFLAGS) ./test/e2e/
+
+# The same suite with every node on docker and cri-dockerd (issue 54; CI
+# runs it on containerd).
+e2e-nodes-docker:
+	KUBEXM_E2E_NODES_RUNTIME=docker $(GO) test -tags e2e -count=1 -timeout 60m -run '^TestNodes$$' -v $(TESTFLAGS) ./test/e2e/
 
 # Issue 21's acceptance alone: v1.36 to v1.37, killed and resumed (builds v1.36 first).
 e2e-upgrade:

@@ -152,7 +152,7 @@ func TestInjectionContainerdDelete(t *testing.T) {
 			"containerd_state_dir": filepath.Join(dir, "state"), "containerd_config_dir": filepath.Join(dir, "etc"),
 			"runc_bin": filepath.Join(dir, "runc"), "cni_bin_dir": filepath.Join(dir, "cni", "bin"),
 			"containerd_data_dir": data,
-			"spec":                map[string]any{"kubernetes": map[string]any{"containerRuntime": map[string]any{"version": "1.7.27"}}, "registry": map[string]any{}},
+			"spec":                map[string]any{"kubernetes": map[string]any{"containerRuntime": map[string]any{"type": "containerd", "version": "1.7.27"}}, "registry": map[string]any{}},
 		}
 	}
 	pb := "- hosts: all\n  gather_facts: false\n  tasks:\n    - include_role: {name: containerd, tasks_from: delete}\n"

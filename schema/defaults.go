@@ -38,7 +38,8 @@ func defaultRuntimeVersion(runtime string) string {
 	case "containerd":
 		return "2.4.2"
 	case "docker":
-		return "24.0.9"
+		// The static release roles/docker installs (test/artifacts/docker.sh).
+		return "29.9.3"
 	case "cri-o":
 		return "1.33.0"
 	case "isula":
@@ -184,6 +185,9 @@ func SetDefaults(c *Cluster) {
 	setStr(&r.ContainerdDataDir, "/var/lib/containerd")
 	if r.Type == "registry" {
 		setStr(&r.RegistryDataDir, "/var/lib/kubexm-registry")
+	}
+	if cr.Type == "docker" {
+		setStr(&r.DockerDataDir, "/var/lib/docker")
 	}
 }
 

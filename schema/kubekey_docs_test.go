@@ -64,7 +64,6 @@ func TestKubeKeyConfigExample(t *testing.T) {
 	msg := err.Error()
 	for _, want := range []string{
 		file + ":35:14: spec.kubernetes.version: Kubernetes v1.23.15 is not supported by this kubexm (hint: supported: v1.35 to v1.37",
-		file + ":36:23: spec.kubernetes.containerRuntime.type: docker is not supported yet",
 		file + ":66:17: spec.network.calico.ipipMode: Always is not supported yet",
 		"spec.registry.type: harbor is not supported yet",
 	} {

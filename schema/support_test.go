@@ -231,12 +231,12 @@ func TestDefaultsAreSupported(t *testing.T) {
 // an error at its field, all of them in one report, with what is supported.
 func TestUnsupportedChoicesRefused(t *testing.T) {
 	y := edit(t,
-		"version: v1.37.2", "type: kubeadm\n    version: v1.37.2\n    autoRenewCerts: true\n    containerRuntime: {type: docker}",
+		"version: v1.37.2", "type: kubeadm\n    version: v1.37.2\n    autoRenewCerts: true\n    containerRuntime: {type: cri-o}",
 		"plugin: calico", "plugin: calico\n    calico: {ipipMode: Always, vxlanMode: Never}\n  storage: {openebs: {basePath: /x}}\n  addons: [metallb]\n  registry:\n    type: harbor",
 		"worker: [w1]", "worker: [w1]\n    registry: [lb1]")
 	ps := supportProblems(t, y)
 	want := map[string]string{
-		"spec.kubernetes.containerRuntime.type": "docker is not supported yet",
+		"spec.kubernetes.containerRuntime.type": "cri-o is not supported yet",
 		"spec.network.calico.ipipMode":          "Always is not supported yet",
 		"spec.storage.openebs":                  "setting openebs is not supported yet",
 		"spec.addons[0]":                        "metallb is not supported yet",
@@ -413,7 +413,7 @@ func TestDefaultVersionsOnTheirReleaseLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	schemaDefaults := map[string]string{"etcd": DefaultEtcdVersion, "containerd": defaultRuntimeVersion("containerd")}
+	schemaDefaults := map[string]string{"etcd": DefaultEtcdVersion, "containerd": defaultRuntimeVersion("containerd"), "docker": defaultRuntimeVersion("docker")}
 	for _, c := range s.Components {
 		v := schemaDefaults[c.Name]
 		if v == "" {

@@ -203,7 +203,7 @@ type Kubernetes struct {
 type ContainerRuntime struct {
 	Type       string           `yaml:"type,omitempty" enum:"containerd,docker,cri-o,isula,custom" doc:"Runtime; custom runs your own role (customRole). Default containerd."`
 	CustomRole string           `yaml:"customRole,omitempty" doc:"With type custom: the role that installs the runtime (tasks/main.yaml) and removes it (tasks/delete.yaml), searched as include_role searches. Default custom-runtime."`
-	Version    string           `yaml:"version,omitempty" doc:"Runtime version. Default depends on type (containerd 2.4.2)."`
+	Version    string           `yaml:"version,omitempty" doc:"Runtime version. Default depends on type (containerd 2.4.2, docker 29.9.3)."`
 	Containerd *RuntimeSettings `yaml:"containerd,omitempty" doc:"Settings when type is containerd."`
 	Docker     *RuntimeSettings `yaml:"docker,omitempty" doc:"Settings when type is docker."`
 	Crio       *RuntimeSettings `yaml:"crio,omitempty" doc:"Settings when type is cri-o."`
@@ -298,7 +298,7 @@ type Registry struct {
 	NamespaceOverride string                  `yaml:"namespaceOverride,omitempty" doc:"Project/namespace replacing the images' own."`
 	Auths             map[string]RegistryAuth `yaml:"auths,omitempty" doc:"Credentials per registry host."`
 	ContainerdDataDir string                  `yaml:"containerdDataDir,omitempty" doc:"Default /var/lib/containerd."`
-	DockerDataDir     string                  `yaml:"dockerDataDir,omitempty" doc:"docker's data root (containerRuntime.type docker)."`
+	DockerDataDir     string                  `yaml:"dockerDataDir,omitempty" doc:"docker's data root (containerRuntime.type docker). Default /var/lib/docker with docker."`
 	RegistryDataDir   string                  `yaml:"registryDataDir,omitempty" doc:"Registry storage on the registry host (registry.type registry); default /var/lib/kubexm-registry."`
 	HarborConfig      map[string]any          `yaml:"harborConfig,omitempty" doc:"Values rendered into harbor.yml (type harbor)."`
 }

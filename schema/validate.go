@@ -571,6 +571,9 @@ func validateKubernetes(c *Cluster, ps *problems) {
 			ps.add(child(child(crPath, name), "version"), "set the version in one place", "version %q differs from containerRuntime.version %q", rs.Version, cr.Version)
 		}
 	}
+	if c.Spec.Registry.DockerDataDir != "" && cr.Type != "docker" {
+		ps.warn("spec.registry.dockerDataDir", "ignored: containerRuntime.type is %s, not docker", cr.Type)
+	}
 	if cr.CustomRole != "" && cr.Type != "custom" {
 		ps.warn(child(crPath, "customRole"), "ignored: containerRuntime.type is %s, not custom", cr.Type)
 	}
@@ -796,9 +799,20 @@ func validateRegistry(c *Cluster, ps *problems) {
 			ps.add("spec.roleGroups.registry", "list the host that runs Harbor", "registry.type harbor needs a registry host")
 		}
 	}
-	for name := range r.Auths {
+	for name, a := range r.Auths {
 		if name == "" {
 			ps.add(child(base, "auths"), "", "empty registry name")
+		}
+		// roles/docker writes mirrors and insecure registries into
+		// daemon.json; dockerd has no credentials or CA files of kubexm's.
+		if c.Spec.Kubernetes.ContainerRuntime.Type == "docker" && name != "" {
+			const hint = "with docker give pods imagePullSecrets and put the CA in /etc/docker/certs.d/<host>/ yourself, or use containerRuntime.type containerd"
+			if a.Username != "" || a.Password != "" || a.PasswordFile != "" {
+				ps.add(key(child(base, "auths"), name), hint, "registry credentials are not given to dockerd yet (containerRuntime.type docker)")
+			}
+			if a.CertsPath != "" {
+				ps.add(child(key(child(base, "auths"), name), "certsPath"), hint, "certsPath is not installed for dockerd yet (containerRuntime.type docker)")
+			}
 		}
 	}
 }

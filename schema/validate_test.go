@@ -141,6 +141,8 @@ func TestValidationRules(t *testing.T) {
 		{"kubelet arg", edit(t, "version: v1.37.2", "version: v1.37.2\n    kubeletArgs: [root-dir=/x]"), "spec.kubernetes.kubeletArgs[0]", "not a kubelet flag", 0},
 		{"external registry without name", edit(t, "plugin: calico", "plugin: calico\n  registry: {type: external}"), "spec.registry.privateRegistry", "needs privateRegistry", 0},
 		{"certsPath not a directory", edit(t, "plugin: calico", "plugin: calico\n  registry:\n    auths: {r.local: {certsPath: /nonexistent/kubexm-certs}}"), `spec.registry.auths["r.local"].certsPath`, "is not a directory", 0},
+		{"docker with registry credentials", edit(t, "version: v1.37.2", "version: v1.37.2\n    containerRuntime: {type: docker}", "plugin: calico", "plugin: calico\n  registry:\n    auths: {r.local: {username: u, password: p}}"), `spec.registry.auths["r.local"]`, "not given to dockerd", 0},
+		{"docker with certsPath", edit(t, "version: v1.37.2", "version: v1.37.2\n    containerRuntime: {type: docker}", "plugin: calico", "plugin: calico\n  registry:\n    auths: {r.local: {certsPath: /}}"), `spec.registry.auths["r.local"].certsPath`, "not installed for dockerd", 0},
 		{"certsPath with skipTLSVerify", edit(t, "plugin: calico", "plugin: calico\n  registry:\n    auths: {r.local: {certsPath: /, skipTLSVerify: true}}"), `spec.registry.auths["r.local"].certsPath`, "says not to verify", 0},
 		{"harbor without host", edit(t, "plugin: calico", "plugin: calico\n  registry: {type: harbor}"), "spec.roleGroups.registry", "needs a registry host", 0},
 		{"extra host address", edit(t, "plugin: calico", "plugin: calico\n  extra: {hosts: [{domain: git.local, address: nope}]}"), "spec.extra.hosts[0].address", "not an IP", 0},

@@ -62,7 +62,7 @@ func TestCreateConfigSampleIsValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"type: kubexm ", "plugin: flannel ", "type: containerd ", "not supported yet: cilium", "not supported yet: docker, cri-o, isula"} {
+	for _, want := range []string{"type: kubexm ", "plugin: flannel ", "type: containerd ", "not supported yet: cilium", "or docker, custom; not supported yet: cri-o, isula"} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("sample lacks %q:\n%s", want, data)
 		}

@@ -101,7 +101,7 @@ spec:
   roleGroups: {etcd: [n1], master: [n1], worker: [n1]}
   kubernetes:
     type: kubeadm
-    containerRuntime: {type: docker}
+    containerRuntime: {type: cri-o}
   network:
     plugin: cilium
 `
@@ -123,9 +123,9 @@ func TestPlayRefusesUnsupportedBeforeAnyTask(t *testing.T) {
 	var out bytes.Buffer
 	err := a.play(context.Background(), &out, "create-cluster", playFlags{Inventory: "cluster.yaml", Check: true, Output: "text", Forks: 1})
 	if err == nil {
-		t.Fatal("play accepted docker and cilium")
+		t.Fatal("play accepted cri-o and cilium")
 	}
-	for _, want := range []string{"2 problems", "spec.kubernetes.containerRuntime.type: docker is not supported yet", "cluster.yaml:12:13: spec.network.plugin: cilium is not supported yet"} {
+	for _, want := range []string{"2 problems", "spec.kubernetes.containerRuntime.type: cri-o is not supported yet", "cluster.yaml:12:13: spec.network.plugin: cilium is not supported yet"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
@@ -146,7 +146,7 @@ func TestForkedMatrixOverrides(t *testing.T) {
 	if _, err := exportFS(kubexm.Content(), "site", false); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile("cluster.yaml", []byte(strings.Replace(unsupportedCluster, "    containerRuntime: {type: docker}\n", "", 1)), 0o600); err != nil {
+	if err := os.WriteFile("cluster.yaml", []byte(strings.Replace(unsupportedCluster, "    containerRuntime: {type: cri-o}\n", "", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	a := realApp()

@@ -105,32 +105,58 @@ func fromBuildInfo(info *Info, bi *debug.BuildInfo) {
 // componentDefaults renders each component's default variable (the
 // matrix's "FILE VARIABLE") as the roles do for a cluster.yaml that sets
 // nothing, so that the versions are the roles' own, never written twice.
+// A component installed only with a choice (only_with, e.g. docker with
+// containerRuntime.type docker) is rendered for a cluster.yaml making it.
 func componentDefaults(s *schema.Support, content fs.FS) (map[string]string, error) {
-	c, _, err := schema.ParseWith("defaults.yaml", []byte(schema.MinimalCluster), s)
+	out := map[string]string{}
+	for _, comp := range s.Components {
+		v, err := componentDefault(s, content, comp)
+		if err != nil {
+			return nil, err
+		}
+		out[comp.Name] = v
+	}
+	return out, nil
+}
+
+// componentDefault renders one component's default variable.
+func componentDefault(s *schema.Support, content fs.FS, comp schema.Component) (string, error) {
+	text := schema.MinimalCluster
+	if comp.OnlyWith != "" {
+		// spec.a.b=v becomes "  a: {b: v}" under MinimalCluster's spec.
+		field, value, _ := strings.Cut(comp.OnlyWith, "=")
+		keys := strings.Split(strings.TrimPrefix(field, "spec."), ".")
+		line := value
+		for i := len(keys) - 1; i > 0; i-- {
+			line = "{" + keys[i] + ": " + line + "}"
+		}
+		text += "  " + keys[0] + ": " + line + "\n"
+	}
+	c, _, err := schema.ParseWith("defaults.yaml", []byte(text), s)
 	if err != nil {
-		return nil, fmt.Errorf("the default cluster: %w", err)
+		return "", fmt.Errorf("the default cluster of %s: %w", comp.Name, err)
 	}
 	inv, err := schema.Inventory(c, "defaults.yaml")
 	if err != nil {
-		return nil, fmt.Errorf("the default cluster: %w", err)
+		return "", fmt.Errorf("the default cluster of %s: %w", comp.Name, err)
 	}
 	r := &resolver{ev: eval.New(), vars: inv.Vars, raw: map[string]any{}, resolving: map[string]bool{}}
 	// Every defaults file a component names: their variables refer to
 	// each other (the Kubernetes version, its pins).
 	read := map[string]bool{}
-	for _, comp := range s.Components {
-		file, _, _ := strings.Cut(comp.Default, " ")
+	for _, other := range s.Components {
+		file, _, _ := strings.Cut(other.Default, " ")
 		if read[file] {
 			continue
 		}
 		read[file] = true
 		data, err := fs.ReadFile(content, file)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", comp.Name, err)
+			return "", fmt.Errorf("%s: %w", other.Name, err)
 		}
 		var vars map[string]any
 		if err := yaml.Unmarshal(data, &vars); err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
+			return "", fmt.Errorf("%s: %w", file, err)
 		}
 		for k, v := range vars {
 			if _, ok := r.raw[k]; !ok {
@@ -138,16 +164,12 @@ func componentDefaults(s *schema.Support, content fs.FS) (map[string]string, err
 			}
 		}
 	}
-	out := map[string]string{}
-	for _, comp := range s.Components {
-		_, variable, _ := strings.Cut(comp.Default, " ")
-		v, err := r.resolve(variable)
-		if err != nil {
-			return nil, fmt.Errorf("%s's default (%s): %w", comp.Name, comp.Default, err)
-		}
-		out[comp.Name] = strings.TrimSpace(fmt.Sprint(v))
+	_, variable, _ := strings.Cut(comp.Default, " ")
+	v, err := r.resolve(variable)
+	if err != nil {
+		return "", fmt.Errorf("%s's default (%s): %w", comp.Name, comp.Default, err)
 	}
-	return out, nil
+	return strings.TrimSpace(fmt.Sprint(v)), nil
 }
 
 // resolver renders role variables on demand, the ones a template uses

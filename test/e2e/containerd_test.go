@@ -270,15 +270,7 @@ func checkCrictl(ctx context.Context, t *testing.T, set *testhosts.Set, host, en
 func refusesOtherRuntime(ctx context.Context, t *testing.T, kx kubexm, set *testhosts.Set, create string) {
 	t.Helper()
 	first := set.Hosts[0].Name
-	pid, err := set.SSH(ctx, first, "cp /bin/sleep /tmp/dockerd || exit 1; /tmp/dockerd 600 >/dev/null 2>&1 </dev/null & echo $!")
-	if err != nil || strings.TrimSpace(pid) == "" {
-		t.Fatalf("%s: start a process named dockerd: %v %q", first, err, pid)
-	}
-	defer func() {
-		if out, err := set.SSH(ctx, first, "kill "+strings.TrimSpace(pid)+"; rm -f /tmp/dockerd"); err != nil {
-			t.Errorf("%s: stop the dockerd stand-in: %v\n%s", first, err, out)
-		}
-	}()
+	defer dockerdStandIn(ctx, t, set, first)()
 	res := kx.play(ctx, create, "--tags=check-runtime")
 	failures := res.failures()
 	if res.err == nil || !strings.Contains(failures, "already runs docker, and spec.kubernetes.containerRuntime.type is containerd") ||
@@ -288,6 +280,21 @@ func refusesOtherRuntime(ctx context.Context, t *testing.T, kx kubexm, set *test
 	for _, h := range set.Hosts[1:] {
 		if strings.Contains(failures, h.Name+" ") {
 			t.Errorf("preflight refused %s, which runs only containerd:%s", h.Name, failures)
+		}
+	}
+}
+
+// dockerdStandIn runs a process named dockerd (a copy of sleep) on host,
+// for preflight's runtime check to find; the function returned stops it.
+func dockerdStandIn(ctx context.Context, t *testing.T, set *testhosts.Set, host string) func() {
+	t.Helper()
+	pid, err := set.SSH(ctx, host, "cp /bin/sleep /tmp/dockerd || exit 1; /tmp/dockerd 600 >/dev/null 2>&1 </dev/null & echo $!")
+	if err != nil || strings.TrimSpace(pid) == "" {
+		t.Fatalf("%s: start a process named dockerd: %v %q", host, err, pid)
+	}
+	return func() {
+		if out, err := set.SSH(ctx, host, "kill "+strings.TrimSpace(pid)+"; rm -f /tmp/dockerd"); err != nil {
+			t.Errorf("%s: stop the dockerd stand-in: %v\n%s", host, err, out)
 		}
 	}
 }

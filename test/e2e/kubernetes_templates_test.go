@@ -45,7 +45,8 @@ func kubeVars(host string, adjust func(spec map[string]any)) map[string]any {
 			"apiserverCertExtraSans": []any{"192.168.8.8", "api.example.org"},
 			"maxPods":                110, "podPidsLimit": 10000, "nodeCidrMaskSize": 24, "proxyMode": "ipvs",
 			"masqueradeAll": false, "featureGates": map[string]any{}, "kubeProxyConfiguration": map[string]any{},
-			"kubeletArgs": []any{},
+			"kubeletArgs":      []any{},
+			"containerRuntime": map[string]any{"type": "containerd", "version": "2.4.2"},
 		},
 		"etcd": map[string]any{
 			"type":     "kubexm",

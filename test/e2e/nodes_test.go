@@ -103,6 +103,10 @@ func TestNodes(t *testing.T) {
 
 	releaseRoot := clusterArtifacts(ctx, t, root)
 	addonArtifacts(ctx, t, root)
+	runtime := nodesRuntime(t)
+	if runtime == "docker" {
+		dockerArtifacts(ctx, t, root)
+	}
 	bin := buildKubexm(ctx, t, root, work)
 	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
 
@@ -111,7 +115,7 @@ func TestNodes(t *testing.T) {
 	inventory := filepath.Join(work, "cluster.yaml")
 	write := func(l nodesLayout) {
 		t.Helper()
-		if err := os.WriteFile(inventory, []byte(nodesClusterYAML("e2e-nodes", set, l)), 0o600); err != nil {
+		if err := os.WriteFile(inventory, []byte(nodesClusterYAML("e2e-nodes", set, l, runtime)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -120,6 +124,10 @@ func TestNodes(t *testing.T) {
 	// no dummy interfaces (CONFIG_DUMMY), which preflight reports for
 	// upstream's node-cache; the test image uses a bridge without ports.
 	vars := append(clusterTestVars(), `{"nodelocaldns_version": "`+nodeCacheTestTag+`"}`, "preflight_ignore=nodelocaldns")
+	if runtime == "docker" {
+		installTestRunc(ctx, t, set)
+		vars = append(vars, dockerTestVars()...)
+	}
 	// The cluster is created through a kubexm server (step 1); every later
 	// kubexm play works in the server's work directory of the cluster.
 	dataDir := filepath.Join(work, "server")
@@ -135,7 +143,11 @@ func TestNodes(t *testing.T) {
 	layout := nodesLayout{hosts: []int{0, 1}, etcd: []int{0}, master: []int{0}, worker: []int{1}}
 	write(layout)
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
-	bundle := exportBundle(ctx, t, kx, server, " with haproxy's packages")
+	var exportFlags []string
+	if runtime == "docker" {
+		exportFlags = append(exportFlags, "-e", dockerSources(server))
+	}
+	bundle := exportBundle(ctx, t, kx, server, " with haproxy's packages", exportFlags...)
 	stop()
 	srv := startServer(ctx, t, kx, dataDir)
 	if srv.workDir("e2e-nodes") != clusterDir {
@@ -162,6 +174,9 @@ func TestNodes(t *testing.T) {
 	}
 	layout = nodesLayout{hosts: []int{0, 1, 2, 3}, etcd: []int{0, 3}, master: []int{0}, worker: []int{1, 2, 3}}
 	write(layout)
+	if runtime == "docker" {
+		refusesForeignDocker(ctx, t, kx, set, pb("create-cluster"), name(2), []string{name(0), name(1), name(3)})
+	}
 	res = playPolled(ctx, t, kx, k.kubeconfig, "add-nodes, a new etcd member: the only master's API server restarted on it", pb("add-nodes"), "--offline-bundle", bundle)
 	if res.err != nil {
 		t.Fatalf("add-nodes failed after %s: %v%s", res.wall, res.err, res.failures())
@@ -187,11 +202,17 @@ func TestNodes(t *testing.T) {
 	}
 	checkNodesChoices(ctx, t, k, set, layout)
 	checkAddons(ctx, t, k, set, layout)
+	if runtime == "docker" {
+		checkDockerNodes(ctx, t, k, set, layout.k8sNodes(set))
+		// add-nodes' re-run leaves the existing nodes' runtime alone: the
+		// runtime and images plays run again on every node.
+		rerun(ctx, t, kx, "create-cluster --tags runtime (docker, cri-dockerd, images)", pb("create-cluster"), "--offline-bundle", bundle, "--tags", "runtime")
+	}
 	// The add-ons of cluster.yaml's own (a manifest and a local chart),
 	// installed, re-run, changed and removed on this cluster.
 	withAddons := func(extra string) {
 		t.Helper()
-		text := strings.Replace(nodesClusterYAML("e2e-nodes", set, layout), "  addons: [metrics-server]\n", extra, 1)
+		text := strings.Replace(nodesClusterYAML("e2e-nodes", set, layout, runtime), "  addons: [metrics-server]\n", extra, 1)
 		if err := os.WriteFile(inventory, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -348,7 +369,9 @@ func checkCleaned(ctx context.Context, t *testing.T, set *testhosts.Set, host st
 	t.Helper()
 	out, err := set.SSH(ctx, host, `for p in /etc/kubernetes /var/lib/kubelet /var/lib/etcd /etc/kubexm /usr/local/bin/kubelet /usr/local/bin/kube-apiserver /etc/systemd/system/containerd.service /etc/systemd/system/kube-apiserver.service /etc/systemd/system/kubexm-haproxy.service; do [ -e $p ] && echo "left $p"; done; pgrep -x 'kubelet|etcd|containerd|kube-apiserver|haproxy|coredns' || true; `+
 		// NodeLocal DNSCache's interface and rules.
-		`ip link show nodelocaldns 2>/dev/null; iptables-save | grep -F `+nodeLocalDNSIP+` || true`)
+		`ip link show nodelocaldns 2>/dev/null; iptables-save | grep -F `+nodeLocalDNSIP+` || true; `+
+		// docker's and cri-dockerd's, when the suite runs on docker.
+		dockerLeftovers)
 	if err != nil || strings.TrimSpace(out) != "" {
 		t.Errorf("delete-nodes left on %s: %v\n%s", host, err, out)
 	}
@@ -632,7 +655,7 @@ func checkBackends(ctx context.Context, t *testing.T, set *testhosts.Set, worker
 // (checkNodesChoices): kube-proxy's masqueradeAll, etcd's log level warn
 // and extensive metrics, flannel's host-gw backend; and metrics-server and
 // NodeLocal DNSCache at its default address (checkAddons).
-func nodesClusterYAML(name string, set *testhosts.Set, l nodesLayout) string {
+func nodesClusterYAML(name string, set *testhosts.Set, l nodesLayout, runtime string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: kubexm.mensylisir.io/v1alpha1\nkind: Cluster\nmetadata:\n  name: %s\nspec:\n  hosts:\n", name)
 	for _, i := range l.hosts {
@@ -655,7 +678,7 @@ func nodesClusterYAML(name string, set *testhosts.Set, l nodesLayout) string {
     version: %s
     proxyMode: iptables
     masqueradeAll: true
-    containerRuntime: {type: containerd, version: %s}
+    containerRuntime: %s
   etcd:
     type: kubexm
     logLevel: warn
@@ -666,7 +689,7 @@ func nodesClusterYAML(name string, set *testhosts.Set, l nodesLayout) string {
   dns:
     nodelocaldns: {}
   addons: [metrics-server]
-`, kubernetesVersion, containerdVersion)
+`, kubernetesVersion, runtimeYAML(runtime))
 	return b.String()
 }
 
@@ -749,7 +772,7 @@ func checkMembershipWith(ctx context.Context, t *testing.T, k kubectlRunner, set
 func unitStarts(ctx context.Context, t *testing.T, set *testhosts.Set, host string) string {
 	t.Helper()
 	// haproxy keeps its main process (and its start time) over a reload.
-	out, err := set.SSH(ctx, host, "for u in etcd containerd kube-apiserver kubelet kube-proxy kubexm-haproxy; do [ -e /etc/systemd/system/$u.service ] && echo \"$u $(systemctl show -P ActiveEnterTimestampMonotonic $u) $(systemctl show -P MainPID $u)\"; done; true")
+	out, err := set.SSH(ctx, host, "for u in etcd containerd docker cri-docker kube-apiserver kubelet kube-proxy kubexm-haproxy; do [ -e /etc/systemd/system/$u.service ] && echo \"$u $(systemctl show -P ActiveEnterTimestampMonotonic $u) $(systemctl show -P MainPID $u)\"; done; true")
 	if err != nil {
 		t.Fatalf("unit start times on %s: %v", host, err)
 	}
