@@ -312,8 +312,9 @@ func operatorMode(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm,
 	})
 
 	// The renewal annotation: certs-renew through the engine with the
-	// Secret's key. Not yet in make e2e: it has not passed on the suite
-	// (docs/guide.md, operator mode); KUBEXM_E2E_OPERATOR_RENEWAL=1 runs it.
+	// Secret's key. Not yet in make e2e: the suite's later steps have not
+	// run after it (docs/guide.md, operator mode);
+	// KUBEXM_E2E_OPERATOR_RENEWAL=1 runs it.
 	if os.Getenv("KUBEXM_E2E_OPERATOR_RENEWAL") != "1" {
 		t.Logf("the renewal through the Cluster resource is left out (KUBEXM_E2E_OPERATOR_RENEWAL=1 runs it)")
 		t.Logf("PERF operator mode step: %s", time.Since(start).Round(time.Millisecond))
