@@ -217,6 +217,14 @@ func fieldClaims() map[string][]fieldClaim {
 			})}
 		}
 	}
+	// docker's settings (containerRuntime.type docker): rendered into
+	// roles/docker's daemon.json.
+	dockerConf := func(set func(spec map[string]any), want string) []fieldClaim {
+		return []fieldClaim{rendered(inAll, "docker", "daemon.json.tmpl", nil, want).setBy(func(spec map[string]any) {
+			setPath(spec, "kubernetes.containerRuntime.type", "docker")
+			set(spec)
+		})}
+	}
 	// calico (supported with vxlan): a setting rendered into its manifest.
 	calico := func(k string, v any, want string) []fieldClaim {
 		return []fieldClaim{rendered(inAll, "cni/calico", "calico.yaml.tmpl", nil, want).setBy(func(spec map[string]any) {
@@ -324,15 +332,19 @@ func fieldClaims() map[string][]fieldClaim {
 		"spec.kubernetes.containerRuntime.containerd.insecureRegistries": {task(inAll, "containerd", "main.yaml", "containerd - hosts.toml of the registries", nil, "insecure.sentinel.example").with(nil, loopItem).setBy(func(spec map[string]any) {
 			setPath(spec, "kubernetes.containerRuntime.containerd", map[string]any{"insecureRegistries": []any{"insecure.sentinel.example"}})
 		})},
-		"spec.kubernetes.containerRuntime.docker.version":            other("docker")(map[string]any{"version": "24.0.9"}),
-		"spec.kubernetes.containerRuntime.docker.registryMirrors":    other("docker")(map[string]any{"registryMirrors": []any{"https://m.example"}}),
-		"spec.kubernetes.containerRuntime.docker.insecureRegistries": other("docker")(map[string]any{"insecureRegistries": []any{"i.example"}}),
-		"spec.kubernetes.containerRuntime.crio.version":              other("cri-o")(map[string]any{"version": "1.33.0"}),
-		"spec.kubernetes.containerRuntime.crio.registryMirrors":      other("cri-o")(map[string]any{"registryMirrors": []any{"https://m.example"}}),
-		"spec.kubernetes.containerRuntime.crio.insecureRegistries":   other("cri-o")(map[string]any{"insecureRegistries": []any{"i.example"}}),
-		"spec.kubernetes.containerRuntime.isula.version":             other("isula")(map[string]any{"version": "2.1.5"}),
-		"spec.kubernetes.containerRuntime.isula.registryMirrors":     other("isula")(map[string]any{"registryMirrors": []any{"https://m.example"}}),
-		"spec.kubernetes.containerRuntime.isula.insecureRegistries":  other("isula")(map[string]any{"insecureRegistries": []any{"i.example"}}),
+		"spec.kubernetes.containerRuntime.docker.version": read("schema/defaults.go", "setStr(&cr.Version, rs.Version)", "TestDockerTemplates"),
+		"spec.kubernetes.containerRuntime.docker.registryMirrors": dockerConf(func(spec map[string]any) {
+			setPath(spec, "kubernetes.containerRuntime.docker", map[string]any{"registryMirrors": []any{"https://mirror.sentinel.example"}})
+		}, "mirror.sentinel.example"),
+		"spec.kubernetes.containerRuntime.docker.insecureRegistries": dockerConf(func(spec map[string]any) {
+			setPath(spec, "kubernetes.containerRuntime.docker", map[string]any{"insecureRegistries": []any{"insecure.sentinel.example"}})
+		}, "insecure.sentinel.example"),
+		"spec.kubernetes.containerRuntime.crio.version":             other("cri-o")(map[string]any{"version": "1.33.0"}),
+		"spec.kubernetes.containerRuntime.crio.registryMirrors":     other("cri-o")(map[string]any{"registryMirrors": []any{"https://m.example"}}),
+		"spec.kubernetes.containerRuntime.crio.insecureRegistries":  other("cri-o")(map[string]any{"insecureRegistries": []any{"i.example"}}),
+		"spec.kubernetes.containerRuntime.isula.version":            other("isula")(map[string]any{"version": "2.1.5"}),
+		"spec.kubernetes.containerRuntime.isula.registryMirrors":    other("isula")(map[string]any{"registryMirrors": []any{"https://m.example"}}),
+		"spec.kubernetes.containerRuntime.isula.insecureRegistries": other("isula")(map[string]any{"insecureRegistries": []any{"i.example"}}),
 		"spec.kubernetes.clusterName": {
 			kadm("sentinel.local", "dnsDomain: \"sentinel.local\""),
 			kubelet(inBinary, "sentinel.local", "clusterDomain: sentinel.local"),
@@ -447,7 +459,9 @@ func fieldClaims() map[string][]fieldClaim {
 			setPath(spec, "registry.auths", map[string]any{"sentinel.example": map[string]any{"certsPath": "../../schema/testdata/certs/dockerhub.kubexm.local"}})
 		})},
 		"spec.registry.containerdDataDir": containerd("/data/sentinel-containerd", "/data/sentinel-containerd"),
-		"spec.registry.dockerDataDir":     refused("/data/sentinel-docker"),
+		"spec.registry.dockerDataDir": dockerConf(func(spec map[string]any) {
+			setPath(spec, "registry.dockerDataDir", "/data/sentinel-docker")
+		}, "/data/sentinel-docker"),
 		"spec.registry.registryDataDir": {rendered(inAll, "registry", "config.yml.tmpl", "/data/sentinel-registry", "/data/sentinel-registry").setBy(func(spec map[string]any) {
 			setPath(spec, "registry.registryDataDir", "/data/sentinel-registry")
 			setPath(spec, "registry.type", "registry")
