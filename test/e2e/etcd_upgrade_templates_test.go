@@ -65,18 +65,7 @@ func TestEtcdUpgradeRules(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			v := etcdUpgradeVars(t, c.target, c.versions, c.extra)
 			got := strings.TrimSpace(v["etcd_upgrade_problems"].(string))
-			var lines []string
-			if got != "" {
-				lines = strings.Split(got, "\n")
-			}
-			if len(lines) != len(c.want) {
-				t.Fatalf("problems:\n%s\nwant %d: %q", got, len(c.want), c.want)
-			}
-			for i, w := range c.want {
-				if !strings.Contains(lines[i], w) {
-					t.Errorf("problem %d = %q, want %q", i, lines[i], w)
-				}
-			}
+			wantProblems(t, got, c.want)
 			if needed := strings.TrimSpace(v["etcd_upgrade_needed"].(string)) == "true"; needed != c.needed {
 				t.Errorf("etcd_upgrade_needed = %v, want %v", v["etcd_upgrade_needed"], c.needed)
 			}

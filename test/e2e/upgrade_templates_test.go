@@ -55,18 +55,7 @@ func TestUpgradeSkewRules(t *testing.T) {
 				"upgrade_node_versions":   c.nodes,
 			})
 			got := strings.TrimSpace(v["upgrade_skew_problems"].(string))
-			var lines []string
-			if got != "" {
-				lines = strings.Split(got, "\n")
-			}
-			if len(lines) != len(c.want) {
-				t.Fatalf("problems:\n%s\nwant %d: %q", got, len(c.want), c.want)
-			}
-			for i, w := range c.want {
-				if !strings.Contains(lines[i], w) {
-					t.Errorf("problem %d = %q, want %q", i, lines[i], w)
-				}
-			}
+			wantProblems(t, got, c.want)
 		})
 	}
 }
@@ -298,5 +287,23 @@ func healthyVerdictVars() map[string]any {
 		"upgrade_not_ready": []any{}, "upgrade_etcd": map[string]any{"rc": 0}, "upgrade_removed": map[string]any{},
 		"upgrade_allow_removed_apis": false, "upgrade_min_free_mib": 0, "kube_bin_dir": "/usr/local/bin", "kubectl_host": "n1",
 		"kubernetes_version": "v1.37.2", "groups": map[string]any{"master": []any{}, "k8s_cluster": []any{}}, "hostvars": map[string]any{},
+	}
+}
+
+// wantProblems checks a pre-check's problem list, one line each, in order:
+// line i contains want[i], and there are no others.
+func wantProblems(t *testing.T, got string, want []string) {
+	t.Helper()
+	var lines []string
+	if got != "" {
+		lines = strings.Split(got, "\n")
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("problems:\n%s\nwant %d: %q", got, len(want), want)
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Errorf("problem %d = %q, want %q", i, lines[i], w)
+		}
 	}
 }
