@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mensylisir/kubexm/clusterview"
 	"github.com/mensylisir/kubexm/service/api"
 )
 
@@ -30,7 +31,7 @@ func newBackupListCmd() *cobra.Command {
 		`  kubexm backup list --server https://kubexm.example:8443 --ca cert.pem --cluster demo`,
 		"backups", "no backups of cluster %[1]s on %[2]s (kubexm backup cluster -f cluster.yaml --server %[2]s makes one)",
 		"NAME\tSIZE\tAGE\tSHA256", func(b api.Backup) string {
-			return fmt.Sprintf("%s\t%d MiB\t%s\t%s", b.Name, b.Size>>20, age(b.CreatedAt), orDash(b.SHA256))
+			return fmt.Sprintf("%s\t%d MiB\t%s\t%s", b.Name, b.Size>>20, clusterview.Age(b.CreatedAt), orDash(b.SHA256))
 		})
 }
 

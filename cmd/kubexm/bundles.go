@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mensylisir/kubexm/clusterview"
 	"github.com/mensylisir/kubexm/service/api"
 )
 
@@ -29,7 +30,7 @@ func newBundleListCmd() *cobra.Command {
 		`  kubexm bundle list --server https://kubexm.example:8443 --ca cert.pem --cluster demo`,
 		"bundles", "no offline bundles of cluster %[1]s on %[2]s (a verb with --offline-bundle FILE --server %[2]s uploads one)",
 		"SHA256\tSIZE\tAGE", func(b api.Bundle) string {
-			return fmt.Sprintf("%s\t%d MiB\t%s", b.SHA256, b.Size>>20, age(b.UploadedAt))
+			return fmt.Sprintf("%s\t%d MiB\t%s", b.SHA256, b.Size>>20, clusterview.Age(b.UploadedAt))
 		})
 }
 

@@ -2,39 +2,16 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"path/filepath"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
-	"github.com/mensylisir/kubexm/engine"
-	"github.com/mensylisir/kubexm/inventory"
-	"github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/clusterview"
 )
-
-// clusterDescription is describe cluster's view: the file's choices, the
-// work directory's state, the certificates kept there and, when the API
-// answers, the nodes.
-type clusterDescription struct {
-	Name             string       `json:"name"`
-	File             string       `json:"file"`
-	Kubernetes       string       `json:"kubernetes"`
-	Etcd             string       `json:"etcd"`
-	ContainerRuntime string       `json:"container_runtime"`
-	Network          string       `json:"network"`
-	Endpoint         string       `json:"control_plane_endpoint"`
-	Hosts            []nodeRow    `json:"hosts"`
-	State            clusterState `json:"work_dir_state"`
-	Certificates     []certState  `json:"certificates"`
-	API              string       `json:"api"` // how the API server answered
-	Runs             []runState   `json:"recent_runs"`
-}
 
 func newDescribeClusterCmd(a *app) *cobra.Command {
 	var f clusterFlags
@@ -52,7 +29,7 @@ kubeconfig does, changing nothing there; an API that does not answer is
 reported, not an error).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var d *clusterDescription
+			var d *clusterview.Description
 			if remote.server != "" {
 				var err error
 				if d, err = describeRemote(cmd, f, remote); err != nil {
@@ -64,7 +41,7 @@ reported, not an error).`,
 					return err
 				}
 				kc, err := a.adminKubeconfig(cmd.Context(), cmd.ErrOrStderr(), f, dir)
-				d = describeWithNodes(cmd.Context(), c, inv, f.file, dir, kc, err)
+				d = clusterview.Describe(cmd.Context(), c, inv, f.file, dir, kc, err)
 			}
 			if f.output != "text" {
 				return writeStructured(cmd.OutOrStdout(), f.output, d)
@@ -77,84 +54,7 @@ reported, not an error).`,
 	return cmd
 }
 
-// describeWithNodes is describe cluster's view: describeCluster and the
-// nodes the API server reports, asked with kubeconfig (an API that does not
-// answer, or no kubeconfig, kcErr, is reported, not an error).
-func describeWithNodes(ctx context.Context, c *schema.Cluster, inv *inventory.Inventory, file, dir, kubeconfig string, kcErr error) *clusterDescription {
-	d := describeCluster(c, inv, file, dir)
-	nodes, err := []apiNode(nil), kcErr
-	if err == nil {
-		nodes, err = listNodes(ctx, kubeconfig)
-	}
-	if err != nil {
-		d.API = "no answer: " + err.Error()
-	} else {
-		d.API = fmt.Sprintf("answered: %d nodes", len(nodes))
-	}
-	d.Hosts = nodeRows(inv, nodes, err == nil)
-	return d
-}
-
-func describeCluster(c *schema.Cluster, inv *inventory.Inventory, file, dir string) *clusterDescription {
-	s := &c.Spec
-	d := &clusterDescription{Name: c.Metadata.Name, File: file}
-	d.Kubernetes = fmt.Sprintf("%s (type %s, proxy %s)", s.Kubernetes.Version, s.Kubernetes.Type, s.Kubernetes.ProxyMode)
-	d.Etcd = fmt.Sprintf("%s (type %s)", s.Etcd.Version, s.Etcd.Type)
-	d.ContainerRuntime = strings.TrimSpace(s.Kubernetes.ContainerRuntime.Type + " " + s.Kubernetes.ContainerRuntime.Version)
-	d.Network = s.Network.Plugin
-	if s.Network.Plugin == "flannel" && s.Network.Flannel != nil && s.Network.Flannel.BackendMode != "" {
-		d.Network += " (" + s.Network.Flannel.BackendMode + ")"
-	}
-	d.Network += fmt.Sprintf(", pods %s, services %s", s.Network.KubePodsCIDR, s.Network.KubeServiceCIDR)
-	cpe := s.ControlPlaneEndpoint
-	domain := cpe.Domain
-	if domain == "" {
-		domain = "lb.kubexm.local"
-	}
-	port := cpe.Port
-	if port == 0 {
-		port = 6443
-	}
-	served := "the first master"
-	switch {
-	case cpe.ExternalLoadBalancer != "":
-		served = cpe.ExternalLoadBalancer + " load balancer at " + cpe.LBAddress
-	case cpe.InternalLoadbalancer != "":
-		served = cpe.InternalLoadbalancer + " on every node that is not a master"
-	}
-	d.Endpoint = fmt.Sprintf("https://%s:%d (%s)", domain, port, served)
-	d.State, _, _ = readClusterState(dir)
-	// The newest five runs, newest first.
-	runs, _ := engine.Runs(dir)
-	for i := len(runs) - 1; i >= 0 && len(d.Runs) < 5; i-- {
-		d.Runs = append(d.Runs, toRunState(runs[i], i == len(runs)-1 && d.State.Running != ""))
-	}
-	d.Certificates = workDirCerts(dir)
-	return d
-}
-
-// workDirCerts lists every certificate under the work directory's certs/
-// with its expiry, soonest first.
-func workDirCerts(dir string) []certState {
-	root := filepath.Join(dir, "certs")
-	var out []certState
-	_ = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() || !strings.HasSuffix(p, ".crt") {
-			return nil
-		}
-		c, err := readCert(p)
-		if err != nil {
-			return nil
-		}
-		rel, _ := filepath.Rel(dir, p)
-		out = append(out, certState{File: rel, Subject: c.Subject.CommonName, NotAfter: c.NotAfter, DaysLeft: daysLeft(c.NotAfter)})
-		return nil
-	})
-	sort.SliceStable(out, func(i, j int) bool { return out[i].NotAfter.Before(out[j].NotAfter) })
-	return out
-}
-
-func writeDescription(w io.Writer, d *clusterDescription) error {
+func writeDescription(w io.Writer, d *clusterview.Description) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "Name:\t%s\n", d.Name)
 	fmt.Fprintf(tw, "File:\t%s\n", d.File)
@@ -185,7 +85,7 @@ func writeDescription(w io.Writer, d *clusterDescription) error {
 	}
 	fmt.Fprintf(w, "  runs: %d\n", st.Runs)
 	for _, r := range d.Runs {
-		fmt.Fprintf(w, "    %s  %-16s %-12s %s ago\n", r.ID, r.Playbook, r.Outcome, age(r.Start))
+		fmt.Fprintf(w, "    %s  %-16s %-12s %s ago\n", r.ID, r.Playbook, r.Outcome, clusterview.Age(r.Start))
 	}
 	if len(d.Certificates) == 0 {
 		fmt.Fprintln(w, "Certificates: none in the work directory")

@@ -54,7 +54,9 @@ func apiFixture(t *testing.T) {
 			return
 		}
 		created := time.Now().Add(-50 * time.Hour).UTC().Format(time.RFC3339)
-		fmt.Fprintf(w, `{"kind":"NodeList","items":[
+		// As the API server answers client-go: JSON, saying so.
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"kind":"NodeList","apiVersion":"v1","items":[
 {"metadata":{"name":"n1","creationTimestamp":%q},"status":{"conditions":[{"type":"Ready","status":"True"}],"nodeInfo":{"kubeletVersion":"v1.37.2"}}},
 {"metadata":{"name":"n7","creationTimestamp":%q},"spec":{"unschedulable":true},"status":{"conditions":[{"type":"Ready","status":"False"}],"addresses":[{"type":"InternalIP","address":"192.0.2.7"}],"nodeInfo":{"kubeletVersion":"v1.36.3"}}}]}`, created, created)
 	}))

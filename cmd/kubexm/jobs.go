@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mensylisir/kubexm/clusterview"
 	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
@@ -135,7 +136,7 @@ func newGetJobsCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tCLUSTER\tPLAYBOOK\tSTATUS\tTASK\tAGE")
 			for _, j := range out.Jobs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Cluster, j.Playbook, j.Status, orDash(j.CurrentTask), age(j.CreatedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Cluster, j.Playbook, j.Status, orDash(j.CurrentTask), clusterview.Age(j.CreatedAt))
 			}
 			return tw.Flush()
 		},

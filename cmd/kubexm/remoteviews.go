@@ -1,16 +1,13 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/url"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
-	"github.com/mensylisir/kubexm/inventory"
-	"github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/clusterview"
 )
 
 // The read-only verbs (get clusters, get nodes, describe cluster) given
@@ -70,13 +67,13 @@ func getClustersRemote(cmd *cobra.Command, format string, remote clientFlags) er
 	}
 	var out struct {
 		Clusters []struct {
-			State clusterState `json:"state"`
+			State clusterview.State `json:"state"`
 		} `json:"clusters"`
 	}
 	if err := c.get(cmd.Context(), "/api/v1/clusters", url.Values{"state": {"true"}}, &out); err != nil {
 		return err
 	}
-	states := make([]clusterState, 0, len(out.Clusters))
+	states := make([]clusterview.State, 0, len(out.Clusters))
 	for _, cl := range out.Clusters {
 		states = append(states, cl.State)
 	}
@@ -92,14 +89,14 @@ func getNodesRemote(cmd *cobra.Command, f clusterFlags, remote clientFlags) erro
 	if err != nil {
 		return err
 	}
-	var rows []nodeRow
+	var rows []clusterview.NodeRow
 	if err := c.get(cmd.Context(), "/api/v1/clusters/"+url.PathEscape(name)+"/nodes", nil, &rows); err != nil {
 		return err
 	}
 	return writeNodes(cmd.OutOrStdout(), f.output, rows)
 }
 
-func describeRemote(cmd *cobra.Command, f clusterFlags, remote clientFlags) (*clusterDescription, error) {
+func describeRemote(cmd *cobra.Command, f clusterFlags, remote clientFlags) (*clusterview.Description, error) {
 	name, err := remoteCluster(cmd, f)
 	if err != nil {
 		return nil, err
@@ -108,7 +105,7 @@ func describeRemote(cmd *cobra.Command, f clusterFlags, remote clientFlags) (*cl
 	if err != nil {
 		return nil, err
 	}
-	var d clusterDescription
+	var d clusterview.Description
 	if err := c.get(cmd.Context(), "/api/v1/clusters/"+url.PathEscape(name)+"/describe", nil, &d); err != nil {
 		return nil, err
 	}
@@ -119,46 +116,4 @@ func describeRemote(cmd *cobra.Command, f clusterFlags, remote clientFlags) (*cl
 		d.File = "cluster.yaml"
 	}
 	return &d, nil
-}
-
-// verbViews are the read-only verbs' views that kubexm server serves
-// (api.Views), computed by the verbs' own code from the server's work
-// directory of a cluster and its registered config.
-type verbViews struct{ support *schema.Support }
-
-func (verbViews) State(workDir string) (any, error) {
-	s, _, err := readClusterState(workDir)
-	return s, err
-}
-
-func (v verbViews) parse(config []byte) (*schema.Cluster, *inventory.Inventory, error) {
-	c, _, err := schema.ParseWith("cluster.yaml", config, v.support)
-	if err != nil {
-		return nil, nil, err
-	}
-	inv, err := schema.Inventory(c, "")
-	if err != nil {
-		return nil, nil, err
-	}
-	return c, inv, nil
-}
-
-func (v verbViews) Nodes(ctx context.Context, config []byte, workDir string) (any, error) {
-	_, inv, err := v.parse(config)
-	if err != nil {
-		return nil, err
-	}
-	nodes, err := listNodes(ctx, filepath.Join(workDir, "kubeconfig"))
-	if err != nil {
-		return nil, err
-	}
-	return nodeRows(inv, nodes, true), nil
-}
-
-func (v verbViews) Describe(ctx context.Context, config []byte, workDir string) (any, error) {
-	c, inv, err := v.parse(config)
-	if err != nil {
-		return nil, err
-	}
-	return describeWithNodes(ctx, c, inv, "cluster.yaml", workDir, filepath.Join(workDir, "kubeconfig"), nil), nil
 }

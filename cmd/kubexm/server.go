@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
+	"github.com/mensylisir/kubexm/clusterview"
 	"github.com/mensylisir/kubexm/service/api"
 	"github.com/mensylisir/kubexm/service/confine"
 	"github.com/mensylisir/kubexm/service/jobstore"
@@ -226,7 +227,7 @@ func (a *app) serve(ctx context.Context, cmd *cobra.Command, f *serverFlags) err
 	if err != nil {
 		return err
 	}
-	srv, err := api.New(api.Config{Store: svc.store, Box: svc.box, Support: support, Playbook: svc.playbook, Registry: reg, Log: log, DataDir: svc.dataDir, Views: verbViews{support: support}, Guard: svc.guard})
+	srv, err := api.New(api.Config{Store: svc.store, Box: svc.box, Support: support, Playbook: svc.playbook, Registry: reg, Log: log, DataDir: svc.dataDir, Views: clusterview.Views{Support: support}, Guard: svc.guard})
 	if err != nil {
 		return err
 	}

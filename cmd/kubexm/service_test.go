@@ -30,6 +30,7 @@ import (
 
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/bundle"
+	"github.com/mensylisir/kubexm/clusterview"
 	"github.com/mensylisir/kubexm/schema"
 	"github.com/mensylisir/kubexm/service/api"
 	"github.com/mensylisir/kubexm/service/jobstore"
@@ -212,7 +213,7 @@ func newServiceEnvAllowing(t *testing.T, dsn string, allow []string) *serviceEnv
 		t.Fatal(err)
 	}
 	srv, err := api.New(api.Config{Store: svc.store, Box: svc.box, Support: support, Playbook: svc.playbook, Registry: prometheus.NewRegistry(),
-		Log: slog.New(slog.NewTextHandler(e.log, nil)), EventPoll: 100 * time.Millisecond, DataDir: e.dataDir, Views: verbViews{support: support}, Guard: svc.guard})
+		Log: slog.New(slog.NewTextHandler(e.log, nil)), EventPoll: 100 * time.Millisecond, DataDir: e.dataDir, Views: clusterview.Views{Support: support}, Guard: svc.guard})
 	if err != nil {
 		t.Fatal(err)
 	}
