@@ -1,10 +1,16 @@
 package lifecycle
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
+	"os"
+	"path"
 	"path/filepath"
+	"slices"
 
+	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/schema"
 )
@@ -60,4 +66,58 @@ func roleVarsForPlaybook(pb *engine.Playbook) (schema.RoleVars, error) {
 		}
 	}
 	return rv, nil
+}
+
+// SupportFromRolesPath returns the matrix of the first directory holding
+// support.yaml, else the built-in one; a role a choice names (a custom
+// network plugin's) is looked for in dirs, then in the built-in roles.
+func SupportFromRolesPath(dirs []string) (*schema.Support, error) {
+	s, err := readSupportFromRolesPath(dirs)
+	if err != nil {
+		return nil, err
+	}
+	builtin, err := schema.BuiltinRoleVars()
+	if err != nil {
+		return nil, err
+	}
+	// The first directory holding a role wins, as when the roles run.
+	rv := maps.Clone(builtin)
+	for _, d := range slices.Backward(dirs) {
+		own, err := schema.ReadRoleVars(os.DirFS(d), ".")
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d, err)
+		}
+		maps.Copy(rv, own)
+	}
+	s = s.WithRoleVars(rv)
+	return s.WithRoles(func(file string) (bool, []string) {
+		var searched []string
+		for _, d := range dirs {
+			searched = append(searched, d)
+			if st, err := os.Stat(filepath.Join(d, filepath.FromSlash(file))); err == nil && !st.IsDir() {
+				return true, searched
+			}
+		}
+		searched = append(searched, "the built-in roles")
+		_, err := fs.Stat(kubexm.Content(), path.Join("roles", file))
+		return err == nil, searched
+	}), nil
+}
+
+func readSupportFromRolesPath(dirs []string) (*schema.Support, error) {
+	for _, d := range dirs {
+		p := filepath.Join(d, filepath.Base(schema.SupportFile))
+		data, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("support matrix: %w", err)
+		}
+		return schema.ParseSupport(p, data)
+	}
+	return schema.BuiltinSupport()
 }

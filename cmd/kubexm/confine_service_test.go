@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/service/datadir"
+	"github.com/mensylisir/kubexm/service/server"
 
 	"github.com/mensylisir/kubexm/service/jobstore"
 )
@@ -104,9 +105,9 @@ func testServiceConfined(t *testing.T, dsn string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer svc.store.Close()
+	defer svc.Store.Close()
 	old := []byte(confinedCluster("old", `  - {name: node1, address: 127.0.0.1, connection: local}`))
-	sealed, err := svc.box.Seal(old, datadir.ConfigAAD("old"))
+	sealed, err := svc.Box.Seal(old, datadir.ConfigAAD("old"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,14 +198,14 @@ func TestServiceInsecureHTTPListensOnLoopback(t *testing.T) {
 	if err := cmd.ParseFlags([]string{"--insecure-http"}); err != nil {
 		t.Fatal(err)
 	}
-	f := &serverFlags{insecureHTTP: true, listen: defaultListen}
-	if got := listenAddr(f, cmd.Flags().Changed("listen")); got != "127.0.0.1:8443" {
+	c := server.ServeConfig{InsecureHTTP: true, Listen: server.DefaultListen, ListenSet: cmd.Flags().Changed("listen")}
+	if got := c.ListenAddr(); got != "127.0.0.1:8443" {
 		t.Errorf("--insecure-http alone listens on %s", got)
 	}
-	if got := listenAddr(&serverFlags{insecureHTTP: true, listen: ":9000"}, true); got != ":9000" {
+	if got := (server.ServeConfig{InsecureHTTP: true, Listen: ":9000", ListenSet: true}).ListenAddr(); got != ":9000" {
 		t.Errorf("--insecure-http --listen :9000 listens on %s", got)
 	}
-	if got := listenAddr(&serverFlags{listen: defaultListen}, false); got != defaultListen {
+	if got := (server.ServeConfig{Listen: server.DefaultListen}).ListenAddr(); got != server.DefaultListen {
 		t.Errorf("TLS listens on %s", got)
 	}
 }
@@ -256,19 +257,5 @@ func testServiceExtraVarsSealed(t *testing.T, dsn string) {
 	}
 	if strings.Contains(opts, value) {
 		t.Errorf("jobs.options: %s", opts)
-	}
-}
-
-// TestServiceJobMemoryFlag: --job-memory sizes.
-func TestServiceJobMemoryFlag(t *testing.T) {
-	for in, want := range map[string]int64{"4GiB": 4 << 30, "512MiB": 512 << 20, "2G": 2 << 30, "1000": 1000, "0": 0, " 3 GB": 3 << 30} {
-		if got, err := parseBytes(in); err != nil || got != want {
-			t.Errorf("%q: %d %v, want %d", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "x", "-1GiB", "4PiB", "1.5GiB", "99999999999TiB"} {
-		if _, err := parseBytes(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
 	}
 }

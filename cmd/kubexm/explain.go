@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/internal/explain"
+	"github.com/mensylisir/kubexm/lifecycle"
 )
 
 // newExplainCmd is `kubexm explain FIELD`: kubectl explain for cluster.yaml.
@@ -32,7 +33,7 @@ all), and the fields under it. Lists and maps are entered with a dot or
 			if err := checkOutputFormat(output, "text"); err != nil {
 				return err
 			}
-			s, err := supportFromRolesPath(rolesPath)
+			s, err := lifecycle.SupportFromRolesPath(rolesPath)
 			if err != nil {
 				return err
 			}

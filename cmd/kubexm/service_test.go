@@ -206,21 +206,21 @@ func newServiceEnvAllowing(t *testing.T, dsn string, allow []string) *serviceEnv
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.store = svc.store
-	t.Cleanup(func() { svc.store.Close() })
+	e.store = svc.Store
+	t.Cleanup(func() { svc.Store.Close() })
 	support, err := schema.BuiltinSupport()
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := api.New(api.Config{Store: svc.store, Box: svc.box, Support: support, Playbook: svc.playbook, Registry: prometheus.NewRegistry(),
-		Log: slog.New(slog.NewTextHandler(e.log, nil)), EventPoll: 100 * time.Millisecond, DataDir: e.dataDir, Views: clusterview.Views{Support: support}, Guard: svc.guard})
+	srv, err := api.New(api.Config{Store: svc.Store, Box: svc.Box, Support: support, Playbook: svc.Playbook, Registry: prometheus.NewRegistry(),
+		Log: slog.New(slog.NewTextHandler(e.log, nil)), EventPoll: 100 * time.Millisecond, DataDir: e.dataDir, Views: clusterview.Views{Support: support}, Guard: svc.Guard})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.srv = httptest.NewServer(srv)
 	t.Cleanup(e.srv.Close)
 	tok, _ := api.NewToken()
-	if err := svc.store.AddToken(ctx, "ops", api.HashToken(tok), api.RoleOperator, time.Time{}); err != nil {
+	if err := svc.Store.AddToken(ctx, "ops", api.HashToken(tok), api.RoleOperator, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	e.rec = &recorder{base: http.DefaultTransport, token: tok}

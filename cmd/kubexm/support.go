@@ -1,14 +1,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
-	"os"
-	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -16,6 +11,7 @@ import (
 
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/internal/about"
+	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/schema"
 )
 
@@ -40,7 +36,7 @@ that showed it working.`,
   kubexm support --roles-path ./site/roles`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := supportFromRolesPath(rolesPath)
+			s, err := lifecycle.SupportFromRolesPath(rolesPath)
 			if err != nil {
 				return err
 			}
@@ -74,60 +70,6 @@ that showed it working.`,
 
 func addRolesPathFlag(cmd *cobra.Command, dirs *[]string) {
 	cmd.Flags().StringSliceVar(dirs, "roles-path", nil, "role directories of a forked playbook tree; the first holding support.yaml gives the support matrix (default: the built-in one)")
-}
-
-// supportFromRolesPath returns the matrix of the first directory holding
-// support.yaml, else the built-in one; a role a choice names (a custom
-// network plugin's) is looked for in dirs, then in the built-in roles.
-func supportFromRolesPath(dirs []string) (*schema.Support, error) {
-	s, err := readSupportFromRolesPath(dirs)
-	if err != nil {
-		return nil, err
-	}
-	builtin, err := schema.BuiltinRoleVars()
-	if err != nil {
-		return nil, err
-	}
-	// The first directory holding a role wins, as when the roles run.
-	rv := maps.Clone(builtin)
-	for _, d := range slices.Backward(dirs) {
-		own, err := schema.ReadRoleVars(os.DirFS(d), ".")
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", d, err)
-		}
-		maps.Copy(rv, own)
-	}
-	s = s.WithRoleVars(rv)
-	return s.WithRoles(func(file string) (bool, []string) {
-		var searched []string
-		for _, d := range dirs {
-			searched = append(searched, d)
-			if st, err := os.Stat(filepath.Join(d, filepath.FromSlash(file))); err == nil && !st.IsDir() {
-				return true, searched
-			}
-		}
-		searched = append(searched, "the built-in roles")
-		_, err := fs.Stat(kubexm.Content(), path.Join("roles", file))
-		return err == nil, searched
-	}), nil
-}
-
-func readSupportFromRolesPath(dirs []string) (*schema.Support, error) {
-	for _, d := range dirs {
-		p := filepath.Join(d, filepath.Base(schema.SupportFile))
-		data, err := os.ReadFile(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("support matrix: %w", err)
-		}
-		return schema.ParseSupport(p, data)
-	}
-	return schema.BuiltinSupport()
 }
 
 // withoutEvidence is s without the tests behind each supported value:

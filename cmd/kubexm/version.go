@@ -9,6 +9,7 @@ import (
 
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/internal/about"
+	"github.com/mensylisir/kubexm/lifecycle"
 )
 
 // commit and buildDate are set by release builds with
@@ -31,7 +32,7 @@ func newVersionCmd() *cobra.Command {
 			if err := checkOutputFormat(output, "text"); err != nil {
 				return err
 			}
-			s, err := supportFromRolesPath(rolesPath)
+			s, err := lifecycle.SupportFromRolesPath(rolesPath)
 			if err != nil {
 				return err
 			}

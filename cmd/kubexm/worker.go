@@ -35,7 +35,7 @@ there on another) and secret key as the server.`,
 			if err != nil {
 				return err
 			}
-			defer svc.store.Close()
+			defer svc.Store.Close()
 			reg := prometheus.NewRegistry()
 			m := worker.NewMetrics(reg)
 			if metrics != "" {
@@ -52,17 +52,9 @@ there on another) and secret key as the server.`,
 				name = fmt.Sprintf("%s:%d", host, os.Getpid())
 			}
 			var wg sync.WaitGroup
-			for i := range n {
-				w, err := worker.New(worker.Config{Store: svc.store, Box: svc.box, DataDir: svc.dataDir, Playbook: svc.playbook,
-					Name: fmt.Sprintf("%s/%d", name, i+1), Poll: f.poll, Heartbeat: f.heartbeat, TTL: f.ttl, Metrics: m, Log: log, GlobalArgs: globalArgs(cmd, f.allowNets), Guard: svc.guard, MemoryLimit: svc.jobMemory, CPULimit: f.jobCPU})
-				if err != nil {
-					return err
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					_ = w.Run(ctx)
-				}()
+			workerName := func(i int) string { return fmt.Sprintf("%s/%d", name, i+1) }
+			if err := svc.StartWorkers(ctx, &wg, n, workerName, globalArgs(cmd, f.allowNets), m, log); err != nil {
+				return err
 			}
 			wg.Wait()
 			return nil
