@@ -1,17 +1,12 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -53,7 +48,7 @@ func clusterListCmd[T any](use, short, example, route, empty, header string, row
 				return err
 			}
 			var out map[string][]T
-			if err := c.get(cmd.Context(), "/api/v1/clusters/"+url.PathEscape(cluster)+"/"+route, nil, &out); err != nil {
+			if err := c.Get(cmd.Context(), "/api/v1/clusters/"+url.PathEscape(cluster)+"/"+route, nil, &out); err != nil {
 				return err
 			}
 			items := out[route]
@@ -64,7 +59,7 @@ func clusterListCmd[T any](use, short, example, route, empty, header string, row
 				return printDoc(cmd.OutOrStdout(), f.output, items)
 			}
 			if len(items) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), empty+"\n", cluster, c.base.Redacted())
+				fmt.Fprintf(cmd.OutOrStdout(), empty+"\n", cluster, c.Base.Redacted())
 				return nil
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -119,7 +114,7 @@ never overwritten.`,
 				return err
 			}
 			start := time.Now()
-			n, sum, err := c.download(cmd, "/api/v1/clusters/"+url.PathEscape(cluster)+"/backups/"+url.PathEscape(name), to)
+			n, sum, err := c.Download(cmd.Context(), "/api/v1/clusters/"+url.PathEscape(cluster)+"/backups/"+url.PathEscape(name), to)
 			if err != nil {
 				return err
 			}
@@ -131,51 +126,4 @@ never overwritten.`,
 	cmd.Flags().StringVar(&cluster, "cluster", "", "the registered cluster (required)")
 	cmd.Flags().StringVar(&to, "to", "", "the file to write (default: NAME in this directory)")
 	return cmd
-}
-
-// download writes the answer of GET path to the file to, through a
-// temporary file beside it that is renamed only when its size and sha256
-// are the ones the server sent (Content-Length, X-Kubexm-Sha256).
-func (c *apiClient) download(cmd *cobra.Command, path, to string) (int64, string, error) {
-	resp, err := c.send(cmd.Context(), c.streaming(), http.MethodGet, path, "", nil, http.StatusOK)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	want := strings.ToLower(resp.Header.Get("X-Kubexm-Sha256"))
-	if len(want) != 64 {
-		return 0, "", fmt.Errorf("kubexm server %s: GET %s: the answer carries no sha256 (X-Kubexm-Sha256) to check the download against", c.base.Redacted(), path)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(to), "."+filepath.Base(to)+".part-*")
-	if err != nil {
-		return 0, "", err
-	}
-	defer os.Remove(tmp.Name()) // after the rename, a no-op
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return 0, "", err
-	}
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), resp.Body)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return n, "", fmt.Errorf("download %s: %w", path, err)
-	}
-	if resp.ContentLength >= 0 && n != resp.ContentLength {
-		return n, "", fmt.Errorf("download %s: %d bytes received of %d; nothing was written", path, n, resp.ContentLength)
-	}
-	got := hex.EncodeToString(h.Sum(nil))
-	if got != want {
-		return n, "", fmt.Errorf("download %s: sha256 %s, the server says %s; nothing was written", path, got, want)
-	}
-	// Link rather than rename: an existing file is never replaced.
-	if err := os.Link(tmp.Name(), to); err != nil {
-		return n, "", err
-	}
-	return n, got, nil
 }

@@ -57,13 +57,13 @@ Wants an operator token; the delete is audited.`,
 			var out struct {
 				Deleted string `json:"deleted"`
 			}
-			if err := c.do(cmd.Context(), c.http, http.MethodDelete, "/api/v1/clusters/"+url.PathEscape(cluster)+"/bundles/"+url.PathEscape(args[0]), "", nil, http.StatusOK, &out); err != nil {
+			if err := c.Do(cmd.Context(), c.HTTP, http.MethodDelete, "/api/v1/clusters/"+url.PathEscape(cluster)+"/bundles/"+url.PathEscape(args[0]), "", nil, http.StatusOK, &out); err != nil {
 				return err
 			}
 			if f.output != "text" {
 				return printDoc(cmd.OutOrStdout(), f.output, map[string]string{"cluster": cluster, "deleted": out.Deleted})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "deleted offline bundle %s of cluster %s on %s\n", out.Deleted, cluster, c.base.Redacted())
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted offline bundle %s of cluster %s on %s\n", out.Deleted, cluster, c.Base.Redacted())
 			return nil
 		},
 	}

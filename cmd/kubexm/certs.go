@@ -228,25 +228,25 @@ func certsCheckRemote(cmd *cobra.Command, f certsCheckFlags, remote clientFlags)
 	}
 	var log bytes.Buffer
 	sink, stop := textSink(&log, 0)
-	err = c.followJob(ctx, id, sink, &log)
+	err = c.FollowJob(ctx, id, sink, &log)
 	stop()
 	if err != nil {
 		_, _ = io.Copy(cmd.ErrOrStderr(), &log)
 		return err
 	}
 	var j jobstore.Job
-	if err := c.get(ctx, "/api/v1/jobs/"+url.PathEscape(id), nil, &j); err != nil {
+	if err := c.Get(ctx, "/api/v1/jobs/"+url.PathEscape(id), nil, &j); err != nil {
 		return err
 	}
 	path := "/api/v1/clusters/" + url.PathEscape(j.Cluster) + "/certs-report"
-	resp, err := c.send(ctx, c.http, http.MethodGet, path, "", nil, http.StatusOK)
+	resp, err := c.Send(ctx, c.HTTP, http.MethodGet, path, "", nil, http.StatusOK)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("kubexm server %s: %s: %w", c.base.Redacted(), path, err)
+		return fmt.Errorf("kubexm server %s: %s: %w", c.Base.Redacted(), path, err)
 	}
 	// One job runs on a cluster at a time, so the report is this job's
 	// unless it was written before the job started (a playbook of the
@@ -254,7 +254,7 @@ func certsCheckRemote(cmd *cobra.Command, f certsCheckFlags, remote clientFlags)
 	written, err := time.Parse(time.RFC3339Nano, resp.Header.Get("X-Kubexm-Report-Time"))
 	if err != nil || (!j.StartedAt.IsZero() && written.Before(j.StartedAt.Add(-time.Minute))) {
 		return fmt.Errorf("kubexm server %s: the certificate report of cluster %s was written %s, before job %s started (%s): the job wrote none; its log:\n%s",
-			c.base.Redacted(), j.Cluster, resp.Header.Get("X-Kubexm-Report-Time"), id, j.StartedAt.Format(time.RFC3339), log.String())
+			c.Base.Redacted(), j.Cluster, resp.Header.Get("X-Kubexm-Report-Time"), id, j.StartedAt.Format(time.RFC3339), log.String())
 	}
 	return writeCertsReport(cmd.OutOrStdout(), f.output, "of the server", data)
 }

@@ -8,11 +8,11 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"strings"
 
 	"github.com/goccy/go-yaml"
 	"github.com/spf13/cobra"
 
+	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/schema"
 )
 
@@ -36,7 +36,7 @@ func printWarnings(w io.Writer, warnings []schema.Warning) {
 // loadWith loads a cluster file against the support matrix of the role
 // directories given (else the built-in one).
 func loadWith(file string, rolesPath []string) (*schema.Cluster, []schema.Warning, error) {
-	s, err := supportFromRolesPath(rolesPath)
+	s, err := lifecycle.SupportFromRolesPath(rolesPath)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -301,7 +301,7 @@ func newCreateConfigCmd() *cobra.Command {
 			if err := schema.CheckClusterName(name); err != nil {
 				return fmt.Errorf("--name: %w", err)
 			}
-			sample := sampleConfig(s, name, version, localIPv4())
+			sample := schema.SampleConfig(s, name, version, localIPv4())
 			if output == "" || output == "-" {
 				_, err := io.WriteString(cmd.OutOrStdout(), sample)
 				return err
@@ -343,109 +343,3 @@ func localIPv4() string {
 	}
 	return ""
 }
-
-// sampleConfig writes only choices the matrix s supports; the comments list
-// the other values, from the matrix, so they cannot drift from it.
-func sampleConfig(s *schema.Support, name, version, ip string) string {
-	internal := "    # internalAddress: 192.168.0.10  # this machine's cluster IP; set it for a real cluster\n"
-	if ip != "" {
-		internal = fmt.Sprintf("    internalAddress: %s   # detected; the IP other nodes reach this machine on\n", ip)
-	}
-	others := func(field, written string) string { return otherChoices(s, field, written) }
-	return fmt.Sprintf(sampleConfigText, schema.APIVersion, schema.Kind, name, internal,
-		others("spec.controlPlaneEndpoint.externalLoadBalancer", ""),
-		others("spec.controlPlaneEndpoint.internalLoadbalancer", ""),
-		others("spec.kubernetes.type", "kubexm"),
-		version, "supported: "+s.KubernetesRange(),
-		others("spec.kubernetes.containerRuntime.type", "containerd"),
-		others("spec.kubernetes.proxyMode", "iptables"),
-		others("spec.etcd.type", "kubexm"),
-		others("spec.network.plugin", "flannel"),
-		others("spec.registry.type", "external"))
-}
-
-// otherChoices lists a choice's values: the supported ones besides the one
-// written, and those not supported yet.
-func otherChoices(s *schema.Support, field, written string) string {
-	ch := s.Choice(field)
-	if ch == nil {
-		return ""
-	}
-	var alt []string
-	for _, v := range ch.Supported() {
-		if v != written && !strings.HasPrefix(v, "(") {
-			alt = append(alt, v)
-		}
-	}
-	var out []string
-	if len(alt) > 0 {
-		out = append(out, "or "+strings.Join(alt, ", "))
-	}
-	var ns []string
-	for _, v := range ch.NotSupported() {
-		if !strings.HasPrefix(v, "(") {
-			ns = append(ns, v)
-		}
-	}
-	if len(ns) > 0 {
-		out = append(out, "not supported yet: "+strings.Join(ns, ", "))
-	}
-	return strings.Join(out, "; ")
-}
-
-// sampleConfigText is the cluster file of `kubexm config create`, its
-// choices and their alternatives filled in by sampleConfig.
-const sampleConfigText = `# kubexm cluster file: an all-in-one cluster on this machine.
-# Every default is shown by ` + "`kubexm config view -f <this file>`" + `;
-# what this kubexm installs by ` + "`kubexm support`" + `;
-# editors can complete and check it with schema/cluster.schema.json.
-apiVersion: %s
-kind: %s
-metadata:
-  name: %s
-spec:
-  hosts:
-  # address: localhost runs commands on this machine without SSH.
-  # A remote host: {name: node2, address: 192.168.0.11, user: root, privateKeyPath: ~/.ssh/id_rsa}
-  # A password may be written as ${ENV_VAR} or read from passwordFile: <path>.
-  - name: node1
-    address: localhost
-%s    # arch: amd64                 # or arm64
-    # labels: {disk: ssd}
-  roleGroups:
-    # Members are host names; node[1:3] stands for node1, node2, node3.
-    etcd: [node1]
-    master: [node1]
-    worker: [node1]
-  controlPlaneEndpoint:
-    # Nodes reach the API servers at lb_address:port when set (your own load
-    # balancer: externalLoadBalancer: external), else at the first master.
-    # externalLoadBalancer: %s
-    # internalLoadbalancer: %s
-    domain: lb.kubexm.local
-    port: 6443
-  system:
-    # ntpServers: [ntp.aliyun.com]
-    # timezone: Asia/Shanghai
-  kubernetes:
-    type: kubexm                  # binaries under systemd; %s
-    version: %s               # %s
-    containerRuntime:
-      type: containerd            # %s
-    clusterName: cluster.local
-    proxyMode: iptables           # %s
-  etcd:
-    type: kubexm                  # binaries on the etcd hosts; %s
-  network:
-    plugin: flannel               # %s
-    kubePodsCIDR: 10.233.64.0/18
-    kubeServiceCIDR: 10.233.0.0/18
-  registry:
-    # type: external              # %s
-    # privateRegistry: dockerhub.kubexm.local
-    # auths:
-    #   dockerhub.kubexm.local: {username: admin, password: ${REGISTRY_PASSWORD}}
-  # extra:
-  #   hosts: [{domain: git.example.local, address: 192.168.0.20}]
-  #   resolves: [{address: 192.168.0.53}]
-`

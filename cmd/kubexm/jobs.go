@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -18,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/clusterview"
+	"github.com/mensylisir/kubexm/service/client"
 	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
@@ -39,13 +36,10 @@ func addClientFlags(cmd *cobra.Command, f *clientFlags) {
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text, json or yaml")
 }
 
-// apiClient is the small client of the kubexm API the CLI verbs use.
-type apiClient struct {
-	base  *url.URL
-	token string
-	http  *http.Client
-}
+// apiClient is the client of the kubexm API the verbs with --server use.
+type apiClient = client.Client
 
+// newAPIClient is the client of the server f names, for output f.output.
 func newAPIClient(f *clientFlags) (*apiClient, error) {
 	if f.server == "" {
 		return nil, errors.New("no server: give --server URL or set KUBEXM_SERVER")
@@ -53,35 +47,7 @@ func newAPIClient(f *clientFlags) (*apiClient, error) {
 	if err := checkOutputFormat(f.output, "text"); err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(f.server)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--server %q: want http(s)://host:port", f.server)
-	}
-	tok := f.token
-	if tok == "" {
-		tok = os.Getenv("KUBEXM_TOKEN")
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: f.insecure} //nolint:gosec // only when asked for
-	if f.ca != "" {
-		pem, err := os.ReadFile(f.ca)
-		if err != nil {
-			return nil, fmt.Errorf("--ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca %s: no PEM certificate in it", f.ca)
-		}
-		tc.RootCAs = pool
-	}
-	return &apiClient{base: u, token: tok, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}}, nil
-}
-
-// get decodes the JSON answer of GET path into v.
-func (c *apiClient) get(ctx context.Context, path string, query url.Values, v any) error {
-	if len(query) > 0 {
-		path += "?" + query.Encode()
-	}
-	return c.do(ctx, c.http, http.MethodGet, path, "", nil, http.StatusOK, v)
+	return client.New(client.Options{Server: f.server, Token: f.token, CA: f.ca, Insecure: f.insecure})
 }
 
 // printDoc prints v as -o asks for a document: indented JSON, or the same
@@ -127,7 +93,7 @@ func newGetJobsCmd() *cobra.Command {
 			var out struct {
 				Jobs []jobstore.Job `json:"jobs"`
 			}
-			if err := c.get(cmd.Context(), "/api/v1/jobs", q, &out); err != nil {
+			if err := c.Get(cmd.Context(), "/api/v1/jobs", q, &out); err != nil {
 				return err
 			}
 			if f.output != "text" {
@@ -160,7 +126,7 @@ func newGetJobCmd() *cobra.Command {
 				return err
 			}
 			var j jobstore.Job
-			if err := c.get(cmd.Context(), "/api/v1/jobs/"+url.PathEscape(args[0]), nil, &j); err != nil {
+			if err := c.Get(cmd.Context(), "/api/v1/jobs/"+url.PathEscape(args[0]), nil, &j); err != nil {
 				return err
 			}
 			if jf.output != "text" {
@@ -181,7 +147,7 @@ func newGetJobCmd() *cobra.Command {
 			var evs struct {
 				Events []jobstore.Event `json:"events"`
 			}
-			if err := c.get(cmd.Context(), "/api/v1/jobs/"+url.PathEscape(args[0])+"/events", nil, &evs); err != nil {
+			if err := c.Get(cmd.Context(), "/api/v1/jobs/"+url.PathEscape(args[0])+"/events", nil, &evs); err != nil {
 				return err
 			}
 			if n := len(evs.Events); n > 0 {

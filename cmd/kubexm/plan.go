@@ -145,7 +145,7 @@ func (a *app) planCluster(cmd *cobra.Command, f playFlags, remote clientFlags) e
 		if c, id, runErr = queueRemote(cmd, "create-cluster", f, remote); runErr != nil {
 			return runErr
 		}
-		runErr = c.followJob(cmd.Context(), id, p, cmd.ErrOrStderr())
+		runErr = c.FollowJob(cmd.Context(), id, p, cmd.ErrOrStderr())
 	} else {
 		f.Sink, f.Forks = p, 50
 		runErr = a.play(cmd.Context(), w, "create-cluster", f)

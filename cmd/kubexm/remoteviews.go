@@ -70,14 +70,14 @@ func getClustersRemote(cmd *cobra.Command, format string, remote clientFlags) er
 			State clusterview.State `json:"state"`
 		} `json:"clusters"`
 	}
-	if err := c.get(cmd.Context(), "/api/v1/clusters", url.Values{"state": {"true"}}, &out); err != nil {
+	if err := c.Get(cmd.Context(), "/api/v1/clusters", url.Values{"state": {"true"}}, &out); err != nil {
 		return err
 	}
 	states := make([]clusterview.State, 0, len(out.Clusters))
 	for _, cl := range out.Clusters {
 		states = append(states, cl.State)
 	}
-	return writeClusters(cmd.OutOrStdout(), format, states, fmt.Sprintf("no clusters registered on %s (kubexm create cluster -f cluster.yaml --server %s registers one)", c.base.Redacted(), c.base.Redacted()))
+	return writeClusters(cmd.OutOrStdout(), format, states, fmt.Sprintf("no clusters registered on %s (kubexm create cluster -f cluster.yaml --server %s registers one)", c.Base.Redacted(), c.Base.Redacted()))
 }
 
 func getNodesRemote(cmd *cobra.Command, f clusterFlags, remote clientFlags) error {
@@ -90,7 +90,7 @@ func getNodesRemote(cmd *cobra.Command, f clusterFlags, remote clientFlags) erro
 		return err
 	}
 	var rows []clusterview.NodeRow
-	if err := c.get(cmd.Context(), "/api/v1/clusters/"+url.PathEscape(name)+"/nodes", nil, &rows); err != nil {
+	if err := c.Get(cmd.Context(), "/api/v1/clusters/"+url.PathEscape(name)+"/nodes", nil, &rows); err != nil {
 		return err
 	}
 	return writeNodes(cmd.OutOrStdout(), f.output, rows)
@@ -106,7 +106,7 @@ func describeRemote(cmd *cobra.Command, f clusterFlags, remote clientFlags) (*cl
 		return nil, err
 	}
 	var d clusterview.Description
-	if err := c.get(cmd.Context(), "/api/v1/clusters/"+url.PathEscape(name)+"/describe", nil, &d); err != nil {
+	if err := c.Get(cmd.Context(), "/api/v1/clusters/"+url.PathEscape(name)+"/describe", nil, &d); err != nil {
 		return nil, err
 	}
 	// The file is the server's registered one: the hints name the file

@@ -19,6 +19,7 @@ import (
 	"github.com/mensylisir/kubexm/engine/transport/local"
 	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/lifecycle"
+	"github.com/mensylisir/kubexm/service/client"
 	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
@@ -115,7 +116,7 @@ func (a *app) prepareCommand(f runCommandFlags, args []string) (transport.Comman
 	case len(args) == 1 && strings.ContainsAny(args[0], " \t\n"):
 		return c, nil, nil, fmt.Errorf("the command %q is one argument with spaces, which no program is named: split it (-- %s) or add --shell to run it with /bin/sh -c", args[0], args[0])
 	}
-	s, err := supportFromRolesPath(f.rolesPath)
+	s, err := lifecycle.SupportFromRolesPath(f.rolesPath)
 	if err != nil {
 		return c, nil, nil, err
 	}
@@ -316,8 +317,8 @@ func (a *app) runCommandRemote(cmd *cobra.Command, f runCommandFlags, args []str
 	w, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	var results []hostRun
 	summary := false
-	j, err := c.followEvents(cmd.Context(), id, func(data []byte) {
-		stored, ok := serviceEvent(data, errw)
+	j, err := c.FollowEvents(cmd.Context(), id, func(data []byte) {
+		stored, ok := client.ServiceEvent(data, errw)
 		switch {
 		case !ok:
 		case stored.Kind == "summary":
@@ -339,7 +340,7 @@ func (a *app) runCommandRemote(cmd *cobra.Command, f runCommandFlags, args []str
 	// so with the exit status of a local run. A job that ended without
 	// one (cancelled, or the command never ran) says why itself.
 	if !summary {
-		if err := jobResult(j); err != nil {
+		if err := client.JobResult(j); err != nil {
 			return err
 		}
 	}
