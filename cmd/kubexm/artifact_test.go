@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/mensylisir/kubexm/engine/model"
+	"github.com/mensylisir/kubexm/lifecycle"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -32,8 +33,8 @@ import (
 // realApp is kubexm as main builds it: the real builtins, the built-in
 // roles and playbooks, cluster.yaml inventories, local hosts.
 func realApp() *app {
-	c := &connector{}
-	return &app{loadInventory: loadInventory, builtins: builtinRegistry(), connect: c.connect, builtinFS: kubexm.Content()}
+	c := &lifecycle.Connector{}
+	return &app{loadInventory: lifecycle.LoadInventory, builtins: builtinRegistry(), connect: c.Connect, builtinFS: kubexm.Content()}
 }
 
 // repoRoot is the repository's top directory (roles/ and playbooks/).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/lifecycle"
 )
 
 // TestClusterVarsOverRoleDefaults: a role default is changed per group by
@@ -59,7 +60,7 @@ func clusterDir(t *testing.T, name, spec string) string {
 
 // fakeStepApp runs playbooks whose only builtin is fake, recording calls.
 func fakeStepApp(calls *[]string) *app {
-	return &app{loadInventory: loadInventory, builtins: map[string]step.Builtin{"fake": newFakeStep(calls)}, builtinFS: kubexm.Content()}
+	return &app{loadInventory: lifecycle.LoadInventory, builtins: map[string]step.Builtin{"fake": newFakeStep(calls)}, builtinFS: kubexm.Content()}
 }
 
 // TestClusterTemplateBomb is issue 45's reproduction end to end: a

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mensylisir/kubexm/engine/transport/ssh"
 	"github.com/mensylisir/kubexm/inventory"
+	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/service/confine"
 )
 
@@ -68,8 +69,8 @@ func TestHostKeysDoNotDependOnTheCurrentDirectory(t *testing.T) {
 	h := &inventory.Host{Name: "n1", Address: "127.0.0.1", Port: port, User: "root", Password: "x"}
 
 	t.Chdir(t.TempDir())
-	c := &connector{policy: ssh.AcceptNew}
-	if tr, err := c.connect(context.Background(), h); err == nil {
+	c := &lifecycle.Connector{Policy: ssh.AcceptNew}
+	if tr, err := c.Connect(context.Background(), h); err == nil {
 		tr.Close()
 	}
 	kh := filepath.Join(home, ".kubexm", "known_hosts")
@@ -87,8 +88,8 @@ func TestHostKeysDoNotDependOnTheCurrentDirectory(t *testing.T) {
 	defer l2.Close()
 	sshServer(t, l2, key2)
 	t.Chdir(t.TempDir())
-	c2 := &connector{policy: ssh.AcceptNew}
-	_, err = c2.connect(context.Background(), h)
+	c2 := &lifecycle.Connector{Policy: ssh.AcceptNew}
+	_, err = c2.Connect(context.Background(), h)
 	var de *ssh.DialError
 	if !errors.As(err, &de) || de.Cause != ssh.CauseHostKeyChanged {
 		t.Fatalf("changed key from another directory: %v, want refused as changed", err)
@@ -129,8 +130,8 @@ func TestConfinedDialPinsTheCheckedAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &connector{policy: ssh.AcceptNew, dial: lab.Dial}
-	tr, err := c.connect(context.Background(), h)
+	c := &lifecycle.Connector{Policy: ssh.AcceptNew, Dial: lab.Dial}
+	tr, err := c.Connect(context.Background(), h)
 	if err != nil {
 		t.Fatalf("connect through the confined dial: %v", err)
 	}
@@ -149,8 +150,8 @@ func TestConfinedDialPinsTheCheckedAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c = &connector{policy: ssh.AcceptNew, dial: strict.Dial}
-	_, err = c.connect(context.Background(), h)
+	c = &lifecycle.Connector{Policy: ssh.AcceptNew, Dial: strict.Dial}
+	_, err = c.Connect(context.Background(), h)
 	var r *confine.Refused
 	if !errors.As(err, &r) || !strings.Contains(err.Error(), "resolved to 127.0.0.1 when the run connected") {
 		t.Fatalf("a name resolving to loopback at the dial: %v, want refused", err)

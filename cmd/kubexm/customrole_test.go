@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mensylisir/kubexm"
+	"github.com/mensylisir/kubexm/lifecycle"
 )
 
 // TestCustomNetworkRole: network.plugin custom runs the fork's custom-cni
@@ -46,7 +47,7 @@ spec:
 	var calls []string
 	reg := builtinRegistry()
 	reg["fake"] = newFakeStep(&calls)
-	a := &app{loadInventory: loadInventory, builtins: reg, builtinFS: kubexm.Content()}
+	a := &app{loadInventory: lifecycle.LoadInventory, builtins: reg, builtinFS: kubexm.Content()}
 	out, err := runCmd(t, a, pb, "-i", cluster(""))
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out)

@@ -111,7 +111,7 @@ spec:
 // play's tags; a hook of a phase create-cluster lacks is refused.
 func TestCreateClusterSiteHooks(t *testing.T) {
 	t.Chdir(t.TempDir())
-	a := &app{loadInventory: loadInventory, builtins: builtinRegistry(), builtinFS: kubexm.Content()}
+	a := &app{loadInventory: lifecycle.LoadInventory, builtins: builtinRegistry(), builtinFS: kubexm.Content()}
 	putFile(t, "cluster.yaml", []byte(hookCluster))
 	putFile(t, filepath.Join("hooks", "label-nodes.yaml"), []byte("- name: Label the nodes (cluster.yaml hook)\n  hosts: master\n  tasks:\n    - name: label\n      command: {argv: [kubectl, label, nodes, --all, site=dc1, --overwrite]}\n"))
 	putFile(t, filepath.Join("site", "hooks", "create-cluster", "after-network.yaml"), []byte("- name: Site check after the network\n  hosts: k8s_cluster\n  tasks:\n    - name: site check\n      command: {argv: [true]}\n"))

@@ -19,6 +19,7 @@ import (
 	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport/ssh"
+	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/schema"
 	"github.com/mensylisir/kubexm/service/confine"
 )
@@ -170,12 +171,12 @@ func newRootCmd() *cobra.Command {
 	if s, err := schema.BuiltinSupport(); err == nil {
 		root.SetVersionTemplate("{{.Name}} version {{.Version}}\ninstalls Kubernetes " + s.KubernetesRange() + "; `kubexm support` lists every choice\n")
 	}
-	conn := &connector{}
+	conn := &lifecycle.Connector{}
 	var policy string
 	pf := root.PersistentFlags()
 	pf.StringVar(&policy, "ssh-host-key-checking", string(ssh.AcceptNew),
 		"strict (only hosts in known_hosts), accept-new (record new hosts in ~/.kubexm/known_hosts, or $KUBEXM_HOME/known_hosts) or off; a changed key is always refused")
-	pf.IntVar(&conn.uploadForks, "upload-forks", 10, "how many file transfers run at once across all hosts")
+	pf.IntVar(&conn.UploadForks, "upload-forks", 10, "how many file transfers run at once across all hosts")
 	var connEventsFD int
 	pf.IntVar(&connEventsFD, "conn-events-fd", 0, "write a JSON line for each SSH connection dialed, failed or closed to this file descriptor (for kubexm worker)")
 	_ = pf.MarkHidden("conn-events-fd")
@@ -184,22 +185,22 @@ func newRootCmd() *cobra.Command {
 	_ = pf.MarkHidden("confine-dial")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		p, err := ssh.ParseHostKeyChecking(policy)
-		conn.policy = p
+		conn.Policy = p
 		if err == nil && connEventsFD > 2 {
-			err = conn.reportConns(connEventsFD)
+			err = conn.ReportConns(connEventsFD)
 		}
 		if err == nil && cmd.Flags().Changed("confine-dial") {
 			var g *confine.Guard
 			if g, err = confine.New(confine.Config{Allow: confineDial}); err == nil {
-				conn.dial = g.Dial
+				conn.Dial = g.Dial
 			}
 		}
 		return err
 	}
 	a := &app{
-		loadInventory: loadInventory,
+		loadInventory: lifecycle.LoadInventory,
 		builtins:      builtinRegistry(),
-		connect:       conn.connect,
+		connect:       conn.Connect,
 		builtinFS:     kubexm.Content(),
 	}
 	root.AddCommand(newConfigCmd(), newCreateCmd(), newPlayCmd(a), newPlaybookCmd(a), newDocCmd(a), newArtifactCmd(a), newSupportCmd(), newCertsCmd(a), newVersionCmd(), newExplainCmd())

@@ -4,14 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
-
-	"github.com/mensylisir/kubexm/engine/model"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/engine/output"
+	"github.com/mensylisir/kubexm/lifecycle"
 )
 
 // newPlanClusterCmd is `kubexm plan cluster`: create-cluster under --check
@@ -60,80 +58,14 @@ yet) is counted as skipped. Nothing is changed on any host.
 	return cmd
 }
 
-// hostPlan is what one host would see.
-type hostPlan struct {
-	Host      string       `json:"host"`
-	Changes   []planChange `json:"changes"`
-	Unchanged int          `json:"unchanged"`
-	Skipped   int          `json:"skipped"`
-	Failed    []planChange `json:"failed,omitempty"`
-}
-
-type planChange struct {
-	Task    string `json:"task"`
-	Pos     string `json:"pos,omitempty"`
-	Message string `json:"message,omitempty"`
-	Diff    string `json:"diff,omitempty"`
-}
-
-// plan collects the host results of a check run.
-type plan struct {
-	hosts map[string]*hostPlan
-	next  model.Sink // the JSON lines, with -o json
-	warn  io.Writer  // progress and warnings without -o json
-}
-
-func (p *plan) Emit(e model.Event) {
-	if p.next != nil {
-		p.next.Emit(e)
-	} else {
-		// The plan is printed at the end; meanwhile stderr says how far
-		// the check run is.
-		switch e.Kind {
-		case model.EventWarning:
-			fmt.Fprintf(p.warn, "warning: %s\n", e.Message)
-		case model.EventPlayStart:
-			fmt.Fprintf(p.warn, "checking: %s\n", e.Play)
-		}
-	}
-	// A looped task reports once per host besides its items; the items are
-	// in that report's diff.
-	if e.Kind != model.EventHostResult || e.Item != "" || e.Host == "" {
-		return
-	}
-	h, ok := p.hosts[e.Host]
-	if !ok {
-		h = &hostPlan{Host: e.Host}
-		p.hosts[e.Host] = h
-	}
-	c := planChange{Task: taskName(e), Pos: e.Pos, Message: e.Message, Diff: e.Diff}
-	switch e.Status {
-	case model.StatusChanged:
-		h.Changes = append(h.Changes, c)
-	case model.StatusOK:
-		h.Unchanged++
-	case model.StatusSkipped:
-		h.Skipped++
-	case model.StatusFailed, model.StatusUnreachable:
-		h.Failed = append(h.Failed, c)
-	}
-}
-
-func taskName(e model.Event) string {
-	if e.Role != "" {
-		return e.Role + " : " + e.Task
-	}
-	return e.Task
-}
-
 func (a *app) planCluster(cmd *cobra.Command, f playFlags, remote clientFlags) error {
 	if f.Output != "text" && f.Output != "json" {
 		return fmt.Errorf("--output must be text or json, not %q", f.Output)
 	}
 	w := cmd.OutOrStdout()
-	p := &plan{hosts: map[string]*hostPlan{}, warn: cmd.ErrOrStderr()}
+	p := lifecycle.NewPlan(cmd.ErrOrStderr())
 	if f.Output == "json" {
-		p.next = output.NewJSON(w)
+		p.Next = output.NewJSON(w)
 	}
 	f.Check, f.Diff = true, true
 	var runErr error
@@ -150,11 +82,7 @@ func (a *app) planCluster(cmd *cobra.Command, f playFlags, remote clientFlags) e
 		f.Sink, f.Forks = p, 50
 		runErr = a.play(cmd.Context(), w, "create-cluster", f)
 	}
-	hosts := make([]*hostPlan, 0, len(p.hosts))
-	for _, h := range p.hosts {
-		hosts = append(hosts, h)
-	}
-	sort.Slice(hosts, func(i, j int) bool { return hosts[i].Host < hosts[j].Host })
+	hosts := p.Hosts()
 	var change, same, skipped int
 	for _, h := range hosts {
 		change += len(h.Changes)
@@ -163,11 +91,11 @@ func (a *app) planCluster(cmd *cobra.Command, f playFlags, remote clientFlags) e
 	}
 	if f.Output == "json" {
 		data, err := json.Marshal(struct {
-			Kind      string      `json:"kind"`
-			ToChange  int         `json:"to_change"`
-			Unchanged int         `json:"unchanged"`
-			Skipped   int         `json:"skipped"`
-			Hosts     []*hostPlan `json:"hosts"`
+			Kind      string                `json:"kind"`
+			ToChange  int                   `json:"to_change"`
+			Unchanged int                   `json:"unchanged"`
+			Skipped   int                   `json:"skipped"`
+			Hosts     []*lifecycle.HostPlan `json:"hosts"`
 		}{"plan", change, same, skipped, hosts})
 		if err != nil {
 			return err
@@ -187,7 +115,7 @@ func (a *app) planCluster(cmd *cobra.Command, f playFlags, remote clientFlags) e
 	return nil
 }
 
-func writePlan(w io.Writer, hosts []*hostPlan) {
+func writePlan(w io.Writer, hosts []*lifecycle.HostPlan) {
 	for _, h := range hosts {
 		if len(h.Changes) == 0 && len(h.Failed) == 0 {
 			fmt.Fprintf(w, "%s: no changes (%d unchanged)\n", h.Host, h.Unchanged)

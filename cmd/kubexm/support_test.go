@@ -14,6 +14,7 @@ import (
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/inventory"
+	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/schema"
 )
 
@@ -115,7 +116,7 @@ func TestPlayRefusesUnsupportedBeforeAnyTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	connected := false
-	a := &app{loadInventory: loadInventory, builtins: builtinRegistry(), builtinFS: kubexm.Content(),
+	a := &app{loadInventory: lifecycle.LoadInventory, builtins: builtinRegistry(), builtinFS: kubexm.Content(),
 		connect: func(context.Context, *inventory.Host) (transport.Transport, error) {
 			connected = true
 			return nil, errors.New("no hosts in this test")

@@ -1,4 +1,4 @@
-package main
+package lifecycle
 
 import (
 	"context"
@@ -17,26 +17,29 @@ import (
 	"github.com/mensylisir/kubexm/schema"
 )
 
-// connector opens the SSH transport of a host; the engine itself runs the
+// Connector opens the SSH transport of a host; the engine itself runs the
 // control machine and the inventory's local hosts on the local transport.
 // Host keys and upload slots are shared by every host of the run, so it is
 // built once per process.
-type connector struct {
-	policy      ssh.HostKeyChecking
-	uploadForks int
+type Connector struct {
+	// Policy is how host keys are checked; UploadForks how many file
+	// transfers run at once across all hosts (0: 10).
+	Policy      ssh.HostKeyChecking
+	UploadForks int
+	// Observe, when set, hears of every SSH connection (--conn-events-fd).
+	Observe func(ssh.ConnEvent)
+	// Dial, when set, makes the TCP connections (--confine-dial).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	once        sync.Once
 	knownHosts  *ssh.KnownHosts
 	khErr       error
 	uploadSlots chan struct{}
 	sums        *transport.SumCache
-	// observe, when set, hears of every SSH connection (--conn-events-fd).
-	observe func(ssh.ConnEvent)
-	// dial, when set, makes the TCP connections (--confine-dial).
-	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
+// Connect opens h's SSH transport.
+func (c *Connector) Connect(ctx context.Context, h *inventory.Host) (transport.Transport, error) {
 	c.once.Do(func() {
 		home, _ := os.UserHomeDir()
 		var read []string
@@ -45,7 +48,7 @@ func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.T
 		}
 		// The host keys kubexm trusts must not depend on the directory it
 		// runs from: a run from elsewhere would accept a changed key as new.
-		dir, err := stateDir()
+		dir, err := StateDir()
 		if err != nil {
 			c.khErr = err
 			return
@@ -53,8 +56,8 @@ func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.T
 		if c.khErr = os.MkdirAll(dir, 0o700); c.khErr != nil {
 			return
 		}
-		c.knownHosts, c.khErr = ssh.NewKnownHosts(c.policy, read, filepath.Join(dir, "known_hosts"))
-		forks := c.uploadForks
+		c.knownHosts, c.khErr = ssh.NewKnownHosts(c.Policy, read, filepath.Join(dir, "known_hosts"))
+		forks := c.UploadForks
 		if forks <= 0 {
 			forks = 10
 		}
@@ -64,7 +67,7 @@ func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.T
 	if c.khErr != nil {
 		return nil, c.khErr
 	}
-	t, err := ssh.Dial(ctx, h, ssh.Options{KnownHosts: c.knownHosts, UploadSlots: c.uploadSlots, Sums: c.sums, SumRecords: hostSumRecords, Observe: c.observe, Dial: c.dial})
+	t, err := ssh.Dial(ctx, h, ssh.Options{KnownHosts: c.knownHosts, UploadSlots: c.uploadSlots, Sums: c.sums, SumRecords: hostSumRecords, Observe: c.Observe, Dial: c.Dial})
 	if err != nil {
 		// Not t: a nil *ssh.Transport in a non-nil interface would be closed.
 		return nil, err
@@ -77,9 +80,9 @@ func (c *connector) connect(ctx context.Context, h *inventory.Host) (transport.T
 // state directory on the host, which delete-cluster removes.
 const hostSumRecords = "/var/lib/kubexm/sums"
 
-// stateDir is where kubexm keeps what belongs to the user rather than to
+// StateDir is where kubexm keeps what belongs to the user rather than to
 // one directory (the SSH host keys it trusts): $KUBEXM_HOME, else ~/.kubexm.
-func stateDir() (string, error) {
+func StateDir() (string, error) {
 	if d := os.Getenv("KUBEXM_HOME"); d != "" {
 		return filepath.Abs(d)
 	}
@@ -90,10 +93,10 @@ func stateDir() (string, error) {
 	return filepath.Join(home, ".kubexm"), nil
 }
 
-// loadInventory reads -i: a cluster.yaml (or KubeKey v3 file), or an
+// LoadInventory reads -i: a cluster.yaml (or KubeKey v3 file), or an
 // Ansible-style inventory in YAML or INI for playbooks that are not about a
 // cluster.
-func loadInventory(path string, s *schema.Support) (*inventory.Inventory, error) {
+func LoadInventory(path string, s *schema.Support) (*inventory.Inventory, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("inventory: %w", err)
@@ -122,9 +125,9 @@ type connEvent struct {
 	Event string `json:"event"`
 }
 
-// reportConns makes c write a connEvent line to the file descriptor fd for
+// ReportConns makes c write a connEvent line to the file descriptor fd for
 // each SSH connection event.
-func (c *connector) reportConns(fd int) error {
+func (c *Connector) ReportConns(fd int) error {
 	f := os.NewFile(uintptr(fd), "conn-events")
 	if _, err := f.Stat(); err != nil {
 		return fmt.Errorf("--conn-events-fd %d: %w", fd, err)
@@ -134,7 +137,7 @@ func (c *connector) reportConns(fd int) error {
 	syscall.CloseOnExec(fd)
 	var mu sync.Mutex
 	enc := json.NewEncoder(f)
-	c.observe = func(e ssh.ConnEvent) {
+	c.Observe = func(e ssh.ConnEvent) {
 		mu.Lock()
 		defer mu.Unlock()
 		_ = enc.Encode(connEvent{Host: e.Host, Event: string(e.Kind)})
