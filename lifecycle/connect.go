@@ -93,28 +93,64 @@ func StateDir() (string, error) {
 	return filepath.Join(home, ".kubexm"), nil
 }
 
-// LoadInventory reads -i: a cluster.yaml (or KubeKey v3 file), or an
-// Ansible-style inventory in YAML or INI for playbooks that are not about a
-// cluster.
-func LoadInventory(path string, s *schema.Support) (*inventory.Inventory, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("inventory: %w", err)
+// ClusterFile is the -i file of a run, read and decoded once: the loader
+// takes the hooks of a cluster file from it, and LoadInventory checks it
+// against the playbook's support matrix.
+type ClusterFile struct {
+	Path string
+	data []byte
+	err  error // reading it
+	// decoded is a cluster file's decoding; nil for an Ansible-style
+	// inventory and for a file with no tree to decode (LoadInventory
+	// reports why).
+	decoded *schema.Decoded
+}
+
+// ReadClusterFile reads -i once. A file that cannot be read is reported
+// by LoadInventory: a listing of the playbook needs no inventory.
+func ReadClusterFile(path string) *ClusterFile {
+	f := &ClusterFile{Path: path}
+	if f.data, f.err = os.ReadFile(path); f.err != nil || f.ansible() {
+		return f
+	}
+	f.decoded, _ = schema.DecodeFile(path, f.data)
+	return f
+}
+
+// ansible says the file is an Ansible-style inventory, in YAML or INI.
+func (f *ClusterFile) ansible() bool {
+	return inventory.IsAnsibleYAML(f.data) || strings.HasSuffix(f.Path, ".ini") || inventory.LooksLikeINI(f.data)
+}
+
+// LoadInventory makes the inventory of -i: a cluster.yaml (or KubeKey v3
+// file) checked against the support matrix s, or an Ansible-style
+// inventory in YAML or INI for playbooks that are not about a cluster.
+func LoadInventory(f *ClusterFile, s *schema.Support) (*inventory.Inventory, error) {
+	if f.err != nil {
+		return nil, fmt.Errorf("inventory: %w", f.err)
 	}
 	switch {
-	case inventory.IsAnsibleYAML(data):
-		return inventory.ParseAnsibleYAML(path, data)
-	case strings.HasSuffix(path, ".ini") || inventory.LooksLikeINI(data):
-		return inventory.ParseAnsibleINI(path, data)
+	case inventory.IsAnsibleYAML(f.data):
+		return inventory.ParseAnsibleYAML(f.Path, f.data)
+	case strings.HasSuffix(f.Path, ".ini") || inventory.LooksLikeINI(f.data):
+		return inventory.ParseAnsibleINI(f.Path, f.data)
 	}
-	c, warnings, err := schema.LoadWith(path, s)
+	var c *schema.Cluster
+	var warnings []schema.Warning
+	var err error
+	if f.decoded != nil {
+		c, warnings, err = f.decoded.Check(s)
+		f.decoded = nil // Check changes what it checked: a second load parses again
+	} else {
+		c, warnings, err = schema.ParseWith(f.Path, f.data, s)
+	}
 	for _, w := range warnings {
 		os.Stderr.WriteString("warning: " + w.String() + "\n")
 	}
 	if err != nil {
 		return nil, err
 	}
-	return schema.Inventory(c, path)
+	return schema.Inventory(c, f.Path)
 }
 
 // connEvent is a line of --conn-events-fd: the host and what happened to

@@ -32,7 +32,7 @@ import (
 type Runner struct {
 	// LoadInventory reads a cluster file, refusing the choices the support
 	// matrix s (of the playbook's tree) marks as not supported yet.
-	LoadInventory func(path string, s *schema.Support) (*inventory.Inventory, error)
+	LoadInventory func(f *ClusterFile, s *schema.Support) (*inventory.Inventory, error)
 	Builtins      map[string]step.Builtin
 	Connect       func(ctx context.Context, h *inventory.Host) (transport.Transport, error)
 	BuiltinFS     fs.FS // holds playbooks/ and roles/
@@ -117,7 +117,13 @@ func (r Runner) Run(ctx context.Context, req Request) (*model.Recap, error) {
 	if req.OfflineBundle != "" {
 		reg = builtins.Offline(reg)
 	}
-	pb, err := engine.Load(ctx, req.Playbook, r.LoadOptions(req.Inventory, req.RolesPath, req.Overlays, reg))
+	// The cluster file is read and decoded once: its hooks load with the
+	// playbook, and the playbook's support matrix then checks it.
+	var file *ClusterFile
+	if req.Inventory != "" {
+		file = ReadClusterFile(req.Inventory)
+	}
+	pb, err := engine.Load(ctx, req.Playbook, r.LoadOptions(file, req.RolesPath, req.Overlays, reg))
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +136,7 @@ func (r Runner) Run(ctx context.Context, req Request) (*model.Recap, error) {
 	case req.ListTags:
 		return nil, pb.ListTags(w)
 	}
-	inv, roleVars, err := r.inventory(pb, req)
+	inv, roleVars, err := r.inventory(pb, file, req)
 	if err != nil {
 		return nil, err
 	}
@@ -223,11 +229,11 @@ func (r Runner) run(ctx context.Context, pb *engine.Playbook, inv *inventory.Inv
 // inventory is the run's inventory and the role variables -e values are
 // checked against (set for a cluster; an Ansible-style inventory's run is
 // the user's own).
-func (r Runner) inventory(pb *engine.Playbook, req Request) (*inventory.Inventory, schema.RoleVars, error) {
+func (r Runner) inventory(pb *engine.Playbook, file *ClusterFile, req Request) (*inventory.Inventory, schema.RoleVars, error) {
 	// Without -i only the control machine exists: enough for playbooks that
 	// prepare bundles or work on localhost.
 	inv := &inventory.Inventory{Groups: map[string][]string{"all": {}}, Vars: map[string]any{"cluster_name": "localhost"}}
-	if req.Inventory == "" {
+	if file == nil {
 		if pb.NeedsCluster {
 			return nil, nil, fmt.Errorf("no inventory: playbook %s needs a cluster (its header says inventory: cluster); pass the cluster description with -i cluster.yaml", pb.Name)
 		}
@@ -247,7 +253,7 @@ func (r Runner) inventory(pb *engine.Playbook, req Request) (*inventory.Inventor
 	if err != nil {
 		return nil, nil, err
 	}
-	if inv, err = r.LoadInventory(req.Inventory, s); err != nil {
+	if inv, err = r.LoadInventory(file, s); err != nil {
 		return nil, nil, err
 	}
 	var roleVars schema.RoleVars
@@ -318,27 +324,23 @@ func bundleLogf(req Request) func(string, ...any) {
 	return func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 }
 
-// LoadOptions are the loader's options of a run: where roles, overlays
-// and the hooks of the cluster file (inventoryPath) come from.
-func (r Runner) LoadOptions(inventoryPath string, rolesPath, overlays []string, reg map[string]step.Builtin) engine.LoadOptions {
+// LoadOptions are the loader's options of a run: where roles and
+// overlays come from, and the hooks of the cluster file (nil: none).
+func (r Runner) LoadOptions(file *ClusterFile, rolesPath, overlays []string, reg map[string]step.Builtin) engine.LoadOptions {
 	return engine.LoadOptions{Builtins: reg, BuiltinFS: r.BuiltinFS, RolesPath: rolesPath, Version: r.Version,
-		Overlays: overlays, Hooks: clusterHooks(inventoryPath)}
+		Overlays: overlays, Hooks: file.hooks()}
 }
 
-// clusterHooks reads spec.hooks of a cluster file for the loader, which
-// needs them before the inventory is loaded. An Ansible-style inventory has
-// none; a cluster file that does not decode has its problems reported when
-// the inventory is loaded.
-func clusterHooks(path string) []engine.Hook {
-	if path == "" {
+// hooks are spec.hooks of a cluster file for the loader, which needs them
+// before the inventory is loaded. An Ansible-style inventory has none; a
+// cluster file that does not decode has its problems reported when the
+// inventory is loaded.
+func (f *ClusterFile) hooks() []engine.Hook {
+	if f == nil || f.decoded == nil {
 		return nil
 	}
-	data, err := os.ReadFile(path)
-	if err != nil || inventory.IsAnsibleYAML(data) || strings.HasSuffix(path, ".ini") || inventory.LooksLikeINI(data) {
-		return nil
-	}
-	c, _, err := schema.Decode(path, data)
-	if err != nil {
+	c := f.decoded.Cluster()
+	if c == nil {
 		return nil
 	}
 	var out []engine.Hook

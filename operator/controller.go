@@ -226,8 +226,8 @@ func (r *Reconciler) run(ctx context.Context, obj *unstructured.Unstructured, pl
 	r.event(obj, corev1.EventTypeNormal, "RunStarted", plan.Playbook, "%s: %s", plan.Playbook, plan.Message)
 	runner := r.Runner
 	base := runner.LoadInventory
-	runner.LoadInventory = func(path string, s *kxschema.Support) (*inventory.Inventory, error) {
-		inv, err := base(path, s)
+	runner.LoadInventory = func(f *lifecycle.ClusterFile, s *kxschema.Support) (*inventory.Inventory, error) {
+		inv, err := base(f, s)
 		if err != nil {
 			return nil, err
 		}

@@ -118,7 +118,8 @@ func newHarness(t *testing.T, edit func(string) string, objs ...client.Object) *
 		Now: func() time.Time { return time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC) },
 		Runner: lifecycle.Runner{
 			Builtins: reg, BuiltinFS: fakePlaybooks, Version: "0.1.0",
-			LoadInventory: func(path string, _ *kxschema.Support) (*inventory.Inventory, error) {
+			LoadInventory: func(f *lifecycle.ClusterFile, _ *kxschema.Support) (*inventory.Inventory, error) {
+				path := f.Path
 				loads++
 				c, _, err := kxschema.Load(path)
 				if err != nil {
@@ -255,12 +256,12 @@ func TestReconcileRenewal(t *testing.T) {
 			AnnotationCredentials+": kube-system/ssh\n", 1)
 	}, credentialsSecret())
 	base := h.r.Runner.LoadInventory
-	h.r.Runner.LoadInventory = func(path string, s *kxschema.Support) (*inventory.Inventory, error) {
-		data, _ := os.ReadFile(path)
+	h.r.Runner.LoadInventory = func(f *lifecycle.ClusterFile, s *kxschema.Support) (*inventory.Inventory, error) {
+		data, _ := os.ReadFile(f.Path)
 		if strings.Contains(string(data), "privateKeyPath") || strings.Contains(string(data), "not-a-real-key") {
 			t.Errorf("the run's cluster file holds a key or its path:\n%s", data)
 		}
-		return base(path, s)
+		return base(f, s)
 	}
 	res := h.reconcile(t)
 	if res.RequeueAfter == 0 {

@@ -60,7 +60,8 @@ plays:
 		reg[b.Spec().Name] = b
 	}
 	var out bytes.Buffer
-	r := lifecycle.Runner{Builtins: reg, Version: "0.1.0", LoadInventory: func(path string, _ *kxschema.Support) (*inventory.Inventory, error) {
+	r := lifecycle.Runner{Builtins: reg, Version: "0.1.0", LoadInventory: func(f *lifecycle.ClusterFile, _ *kxschema.Support) (*inventory.Inventory, error) {
+		path := f.Path
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return nil, err
@@ -204,7 +205,8 @@ plays:
 	for _, b := range builtins.All() {
 		reg[b.Spec().Name] = b
 	}
-	r := lifecycle.Runner{Builtins: reg, Version: "0.1.0", LoadInventory: func(path string, _ *kxschema.Support) (*inventory.Inventory, error) {
+	r := lifecycle.Runner{Builtins: reg, Version: "0.1.0", LoadInventory: func(f *lifecycle.ClusterFile, _ *kxschema.Support) (*inventory.Inventory, error) {
+		path := f.Path
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return nil, err

@@ -42,15 +42,57 @@ func ParseWith(path string, data []byte, s *Support) (*Cluster, []Warning, error
 }
 
 func parseWith(path string, data []byte, lookup func(string) (string, bool), s *Support) (*Cluster, []Warning, error) {
+	c, decoded, err := decode(path, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return check(c, decoded, lookup, s)
+}
+
+// Decoded is a cluster file decoded (and converted from KubeKey), not yet
+// expanded, defaulted or validated: what a run reads before it knows the
+// support matrix to check the file against (its playbook's, which is
+// loaded with the hooks the file names). Check finishes it, so that the
+// file is parsed once.
+type Decoded struct {
+	c  *Cluster
+	ps *problems
+}
+
+// DecodeFile decodes data, read from path, for Check; an error means there
+// was no tree to decode (ParseWith reports it the same way).
+func DecodeFile(path string, data []byte) (*Decoded, error) {
+	c, ps, err := decode(path, data)
+	if err != nil {
+		return nil, err
+	}
+	return &Decoded{c: c, ps: ps}, nil
+}
+
+// Cluster is the file as decoded, before Check (its hooks, its name); nil
+// when decoding found problems, which Check reports.
+func (d *Decoded) Cluster() *Cluster {
+	if len(d.ps.list) > 0 {
+		return nil
+	}
+	return d.c
+}
+
+// Check is ParseWith for the decoded file: secrets expanded, defaults set,
+// everything validated and every choice checked against s (nil: the
+// built-in matrix). It changes the decoded cluster: call it once.
+func (d *Decoded) Check(s *Support) (*Cluster, []Warning, error) {
+	return check(d.c, d.ps, os.LookupEnv, s)
+}
+
+// check expands, defaults and validates a decoded cluster c, whose
+// decoding found the problems decoded.
+func check(c *Cluster, decoded *problems, lookup func(string) (string, bool), s *Support) (*Cluster, []Warning, error) {
 	if s == nil {
 		var err error
 		if s, err = BuiltinSupport(); err != nil {
 			return nil, nil, err
 		}
-	}
-	c, decoded, err := decode(path, data)
-	if err != nil {
-		return nil, nil, err
 	}
 	// Validation runs even when decoding found problems, so one run reports
 	// everything; its findings under a field that failed to decode are

@@ -31,7 +31,7 @@ import (
 type app struct {
 	// loadInventory reads a cluster file, refusing the choices the support
 	// matrix s (of the playbook's tree) marks as not supported yet.
-	loadInventory func(path string, s *schema.Support) (*inventory.Inventory, error)
+	loadInventory func(f *lifecycle.ClusterFile, s *schema.Support) (*inventory.Inventory, error)
 	builtins      map[string]step.Builtin
 	connect       func(ctx context.Context, h *inventory.Host) (transport.Transport, error)
 	builtinFS     fs.FS // holds playbooks/ and roles/

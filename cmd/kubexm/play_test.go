@@ -42,7 +42,8 @@ func (f fakeStep) Run(_ context.Context, env *step.Env, a step.Args) (step.Resul
 
 func testApp(calls *[]string) *app {
 	return &app{
-		loadInventory: func(path string, _ *schema.Support) (*inventory.Inventory, error) {
+		loadInventory: func(f *lifecycle.ClusterFile, _ *schema.Support) (*inventory.Inventory, error) {
+			path := f.Path
 			if path != "cluster.yaml" {
 				return nil, errors.New("no such inventory " + path)
 			}

@@ -120,7 +120,7 @@ func (a *app) prepareCommand(f runCommandFlags, args []string) (transport.Comman
 	if err != nil {
 		return c, nil, nil, err
 	}
-	inv, err := a.loadInventory(f.file, s)
+	inv, err := a.loadInventory(lifecycle.ReadClusterFile(f.file), s)
 	if err != nil {
 		return c, nil, nil, err
 	}

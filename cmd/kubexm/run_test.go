@@ -30,7 +30,7 @@ func (t exitTransport) Run(_ context.Context, c transport.Command) (transport.Re
 
 func runApp(remote *[]string) *app {
 	return &app{
-		loadInventory: func(string, *schema.Support) (*inventory.Inventory, error) {
+		loadInventory: func(*lifecycle.ClusterFile, *schema.Support) (*inventory.Inventory, error) {
 			return &inventory.Inventory{
 				Hosts: []inventory.Host{
 					{Name: "n1", Local: true, Password: "s3cret-pw"},
