@@ -23,8 +23,8 @@ import (
 // Views compute what the read-only verbs (get clusters, get nodes,
 // describe cluster) show, from a cluster's work directory on the server
 // and its registered cluster.yaml, as those verbs do on a machine that
-// ran the cluster's playbooks. kubexm's main package supplies them: they
-// are its verbs' own code.
+// ran the cluster's playbooks. clusterview.Views is the one the verbs
+// print from (an interface here so that the API does not import it).
 type Views interface {
 	// State is what get clusters shows of one work directory.
 	State(workDir string) (any, error)
