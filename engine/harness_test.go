@@ -226,6 +226,7 @@ func runLoaded(pb *Playbook, inv *inventory.Inventory, c *calls, opts RunOptions
 		mu.Unlock()
 	})
 	rr.recap, rr.err = Run(context.Background(), pb, inv, opts)
+	logEvents(rr.events)
 	return rr
 }
 
