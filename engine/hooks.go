@@ -25,20 +25,6 @@ import (
 // A hook's plays inherit the tags of its phase's plays (all of them), so
 // --tags and --skip-tags select a phase together with its hooks.
 
-// Hook is a hook playbook declared outside the playbook's tree.
-type Hook struct {
-	// Playbook is the name of the playbook whose phase is hooked; a hook of
-	// another playbook is ignored, "" hooks every playbook.
-	Playbook string
-	Phase    string
-	// When is "before" or "after".
-	When string
-	// File is the hook playbook's path on disk.
-	File string
-	// From says where the hook was declared (file:line:col), for messages.
-	From string
-}
-
 var (
 	phaseRe    = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 	hookFileRe = regexp.MustCompile(`^(before|after)-(.+)\.ya?ml$`)
@@ -82,17 +68,6 @@ func (ld *loader) phases(pb *Playbook) []*phaseSpan {
 			if !slices.Contains(s.tags, t) {
 				s.tags = append(s.tags, t)
 			}
-		}
-	}
-	return out
-}
-
-// Phases returns the phase names of the playbook in the order they run.
-func (pb *Playbook) Phases() []string {
-	var out []string
-	for _, p := range pb.Plays {
-		if p.Phase != "" && !slices.Contains(out, p.Phase) {
-			out = append(out, p.Phase)
 		}
 	}
 	return out

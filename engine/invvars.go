@@ -95,28 +95,6 @@ func (r *runner) inventoryTemplates(v any, secrets map[string]bool) (bool, error
 	return false, nil
 }
 
-// appendTemplateRefs adds to refs the names that the templates in v read,
-// as refsOf finds them in one string.
-func appendTemplateRefs(refsOf func(string) []string, v any, refs []string) []string {
-	switch x := v.(type) {
-	case string:
-		for _, name := range refsOf(x) {
-			if !slices.Contains(refs, name) {
-				refs = append(refs, name)
-			}
-		}
-	case []any:
-		for _, e := range x {
-			refs = appendTemplateRefs(refsOf, e, refs)
-		}
-	case map[string]any:
-		for _, k := range slices.Sorted(maps.Keys(x)) {
-			refs = appendTemplateRefs(refsOf, x[k], refs)
-		}
-	}
-	return refs
-}
-
 // renderPending renders the queued templated variables into v in order. An
 // inventory variable whose template reads a variable this task does not
 // have, or passes a bound of eval's, is left out and its reason recorded

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -21,26 +20,6 @@ import (
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/internal/ytree"
 )
-
-// LoadOptions says where playbooks, roles and builtins come from.
-type LoadOptions struct {
-	// Builtins are the step types tasks may call, by name.
-	Builtins map[string]step.Builtin
-	// BuiltinFS holds the embedded playbooks/ and roles/ directories.
-	BuiltinFS fs.FS
-	// RolesPath lists directories searched for roles after the playbook's
-	// own roles/ and before the built-in roles.
-	RolesPath []string
-	// Version is the running kubexm version, checked against a playbook's
-	// `requires: {kubexm: ...}`; empty skips the check.
-	Version string
-	// Overlays are directories whose roles/<role>/templates/ and files/
-	// replace single files of roles (a later one wins; see overlay.go), and
-	// whose hooks/<playbook>/ add hook plays (see hooks.go).
-	Overlays []string
-	// Hooks are hook playbooks declared outside the playbook's tree.
-	Hooks []Hook
-}
 
 // maxErrors bounds how many load errors one report lists.
 const maxErrors = 20
@@ -580,66 +559,6 @@ func (ld *loader) checkNotify(p *Play) {
 	}
 	walkTasks(p.Handlers, nil, check)
 }
-
-func checkStrategy(s string) error {
-	if s != "linear" && s != "free" {
-		return fmt.Errorf("strategy must be linear or free, not %q", s)
-	}
-	return nil
-}
-
-func percent(v any) (float64, error) {
-	switch x := v.(type) {
-	case int:
-		if x < 0 || x > 100 {
-			return 0, fmt.Errorf("%d is not between 0 and 100", x)
-		}
-		return float64(x), nil
-	case float64:
-		if x < 0 || x > 100 {
-			return 0, fmt.Errorf("%v is not between 0 and 100", x)
-		}
-		return x, nil
-	case string:
-		var f float64
-		if _, err := fmt.Sscanf(strings.TrimSuffix(x, "%"), "%g", &f); err != nil || f < 0 || f > 100 {
-			return 0, fmt.Errorf("%q is not a percentage", x)
-		}
-		return f, nil
-	}
-	return 0, fmt.Errorf("%v is not a percentage", v)
-}
-
-// batchSize turns a serial entry into a number of hosts out of total.
-func batchSize(v any, total int) (int, error) {
-	switch x := v.(type) {
-	case int:
-		if x < 1 {
-			return 0, fmt.Errorf("%d: a batch needs at least one host", x)
-		}
-		return x, nil
-	case string:
-		if strings.HasSuffix(x, "%") {
-			f, err := percent(x)
-			if err != nil || f <= 0 {
-				return 0, fmt.Errorf("%q is not a percentage above 0", x)
-			}
-			n := int(float64(total) * f / 100)
-			if n < 1 {
-				n = 1
-			}
-			return n, nil
-		}
-		n, err := step.ToInt(x)
-		if err != nil || n < 1 {
-			return 0, fmt.Errorf("%q is not a number of hosts or a percentage", x)
-		}
-		return n, nil
-	}
-	return 0, fmt.Errorf("%v is not a number of hosts or a percentage", v)
-}
-
-var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // templateRefs adds to refs the variables the templates in v read.
 func (ld *loader) templateRefs(v any, refs []string) []string {

@@ -166,14 +166,3 @@ func (ld *loader) roleNames() []string {
 	}
 	return keysOf(set)
 }
-
-// overlayFile returns the highest-precedence overlay of a role's
-// kind/name file.
-func (pb *Playbook) overlayFile(role *roleInstance, kind, name string) (source, bool) {
-	for _, o := range pb.overlays {
-		if c := o.join("roles").join(role.ref).join(kind).join(name); c.isFile() {
-			return c, true
-		}
-	}
-	return source{}, false
-}

@@ -17,6 +17,7 @@
 package engine
 
 import (
+	"slices"
 	"time"
 
 	"github.com/mensylisir/kubexm/engine/eval"
@@ -230,4 +231,99 @@ type roleInstance struct {
 	// where an overlay keeps its files.
 	ref string
 	dir source
+}
+
+// Phases returns the phase names of the playbook in the order they run.
+func (pb *Playbook) Phases() []string {
+	var out []string
+	for _, p := range pb.Plays {
+		if p.Phase != "" && !slices.Contains(out, p.Phase) {
+			out = append(out, p.Phase)
+		}
+	}
+	return out
+}
+
+// overlayFile returns the highest-precedence overlay of a role's
+// kind/name file.
+func (pb *Playbook) overlayFile(role *roleInstance, kind, name string) (source, bool) {
+	for _, o := range pb.overlays {
+		if c := o.join("roles").join(role.ref).join(kind).join(name); c.isFile() {
+			return c, true
+		}
+	}
+	return source{}, false
+}
+
+// batchable says whether a looped task's items may go to its builtin's
+// RunBatch: until, timeout and delegate_to are decided per item.
+func (t *Task) batchable() (step.Batcher, bool) {
+	b, ok := t.impl.(step.Batcher)
+	if !ok || t.Until != nil || t.Timeout > 0 || t.DelegateTo != "" {
+		return nil, false
+	}
+	return b, true
+}
+
+// walkTasks calls visit for every task of ts in the order they run (a
+// block's own tasks, then its rescue, then its always; an include's tasks
+// when the include names a file or role without a template), with the
+// tasks that hold it. visit returns false to stop the walk; walkTasks then
+// returns false too.
+func walkTasks(ts []*Task, parents []*Task, visit func(t *Task, parents []*Task) bool) bool {
+	for _, t := range ts {
+		if !visit(t, parents) {
+			return false
+		}
+		inner := append(slices.Clone(parents), t)
+		for _, sub := range [][]*Task{t.Block, t.Rescue, t.Always} {
+			if !walkTasks(sub, inner, visit) {
+				return false
+			}
+		}
+		if t.Include != nil && !walkTasks(t.Include.static, inner, visit) {
+			return false
+		}
+	}
+	return true
+}
+
+// taskNames are the names --start-at-task matches a task by: its own, and
+// for a role's task "role : name", as --list-tasks prints it.
+func taskNames(t *Task) []string {
+	names := []string{t.Name}
+	if role := t.RoleName(); role != "" {
+		names = append(names, role+" : "+t.Name)
+	}
+	return names
+}
+
+// tagsSelected says whether a task with tags runs under --tags only and
+// --skip-tags skip. "always" runs unless skipped by name, "never" only when
+// asked for; "tagged", "untagged" and "all" work as in Ansible.
+func tagsSelected(tags, only, skip []string) bool {
+	has := func(t string) bool { return slices.Contains(tags, t) }
+	for _, s := range skip {
+		if has(s) || (s == "tagged" && len(tags) > 0) || (s == "untagged" && len(tags) == 0) {
+			return false
+		}
+	}
+	if has("never") {
+		for _, t := range only {
+			if has(t) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(only) == 0 || has("always") {
+		return true
+	}
+	for _, t := range only {
+		switch {
+		case t == "all", t == "tagged" && len(tags) > 0, t == "untagged" && len(tags) == 0, has(t):
+			return true
+		}
+	}
+	return false
 }

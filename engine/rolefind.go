@@ -50,3 +50,59 @@ func (pb *Playbook) RoleFiles(name string) ([]RoleFile, error) {
 	}
 	return out, nil
 }
+
+// RolesFile reads the file name from the first role directory holding it,
+// searched as roles are, so that a fork's copy of a file shared by its
+// roles wins over the built-in one. where names the file for messages; ok
+// is false when no directory has it.
+func (pb *Playbook) RolesFile(name string) (data []byte, where string, ok bool, err error) {
+	f, ok := rolesFile(pb.src.dir(), pb.opts, name)
+	if !ok {
+		return nil, "", false, nil
+	}
+	if data, err = f.read(); err != nil {
+		return nil, f.String(), true, fmt.Errorf("%s: %w", f, err)
+	}
+	return data, f.String(), true, nil
+}
+
+// rolesFile finds a file relative to the role directories, as roleRoots
+// lists them.
+func rolesFile(pbDir source, opts LoadOptions, name string) (source, bool) {
+	for _, d := range roleRoots(pbDir, opts) {
+		if f := d.join(name); f.isFile() {
+			return f, true
+		}
+	}
+	return source{}, false
+}
+
+// roleRoots lists the directories roles are looked for in, first match
+// wins: the playbook's roles/, the roles/ beside its playbooks/ directory,
+// --roles-path, then the built-in roles.
+func roleRoots(pbDir source, opts LoadOptions) []source {
+	var dirs []source
+	dirs = append(dirs, pbDir.join("roles"))
+	if pbDir.dir().base() == "playbooks" && !pbDir.builtin {
+		dirs = append(dirs, pbDir.dir().dir().join("roles"))
+	}
+	for _, p := range opts.RolesPath {
+		if s, err := diskSource(p); err == nil {
+			dirs = append(dirs, s)
+		}
+	}
+	if opts.BuiltinFS != nil {
+		dirs = append(dirs, source{fsys: opts.BuiltinFS, name: "roles", builtin: true})
+	}
+	return dirs
+}
+
+// roleSearchDirs lists where a role of this name is looked for: roleRoots, after
+// the playbook's own directory for a name with a slash (cni/flannel).
+func roleSearchDirs(pbDir source, opts LoadOptions, name string) []source {
+	dirs := roleRoots(pbDir, opts)
+	if strings.Contains(name, "/") {
+		dirs = append([]source{pbDir}, dirs...)
+	}
+	return dirs
+}

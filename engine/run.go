@@ -543,36 +543,6 @@ func (r *runner) selected(tags []string) bool {
 	return tagsSelected(tags, r.opts.Tags, r.opts.SkipTags)
 }
 
-// tagsSelected says whether a task with tags runs under --tags only and
-// --skip-tags skip. "always" runs unless skipped by name, "never" only when
-// asked for; "tagged", "untagged" and "all" work as in Ansible.
-func tagsSelected(tags, only, skip []string) bool {
-	has := func(t string) bool { return slices.Contains(tags, t) }
-	for _, s := range skip {
-		if has(s) || (s == "tagged" && len(tags) > 0) || (s == "untagged" && len(tags) == 0) {
-			return false
-		}
-	}
-	if has("never") {
-		for _, t := range only {
-			if has(t) {
-				return true
-			}
-		}
-		return false
-	}
-	if len(only) == 0 || has("always") {
-		return true
-	}
-	for _, t := range only {
-		switch {
-		case t == "all", t == "tagged" && len(tags) > 0, t == "untagged" && len(tags) == 0, has(t):
-			return true
-		}
-	}
-	return false
-}
-
 // startAtReached applies --start-at-task: tasks before the one it names are
 // not run. The playbook says which task that is before the run
 // (selectTasks); when it cannot (the task may be in a file named at run

@@ -34,16 +34,6 @@ type selection struct {
 	plays map[*Play]bool
 }
 
-// taskNames are the names --start-at-task matches a task by: its own, and
-// for a role's task "role : name", as --list-tasks prints it.
-func taskNames(t *Task) []string {
-	names := []string{t.Name}
-	if role := t.RoleName(); role != "" {
-		names = append(names, role+" : "+t.Name)
-	}
-	return names
-}
-
 // startMatches says whether pattern (a name or a glob) names t.
 func startMatches(pattern string, t *Task) bool {
 	for _, name := range taskNames(t) {
@@ -52,29 +42,6 @@ func startMatches(pattern string, t *Task) bool {
 		}
 	}
 	return false
-}
-
-// walkTasks calls visit for every task of ts in the order they run (a
-// block's own tasks, then its rescue, then its always; an include's tasks
-// when the include names a file or role without a template), with the
-// tasks that hold it. visit returns false to stop the walk; walkTasks then
-// returns false too.
-func walkTasks(ts []*Task, parents []*Task, visit func(t *Task, parents []*Task) bool) bool {
-	for _, t := range ts {
-		if !visit(t, parents) {
-			return false
-		}
-		inner := append(slices.Clone(parents), t)
-		for _, sub := range [][]*Task{t.Block, t.Rescue, t.Always} {
-			if !walkTasks(sub, inner, visit) {
-				return false
-			}
-		}
-		if t.Include != nil && !walkTasks(t.Include.static, inner, visit) {
-			return false
-		}
-	}
-	return true
 }
 
 // selectTasks works out opts' --start-at-task, --tags and --skip-tags on

@@ -290,68 +290,6 @@ func (ld *loader) checkArgs(t *Task, args map[string]any, argPos map[string]Pos,
 	return out
 }
 
-// checkArgType checks a literal argument value; templated strings are
-// checked after rendering, at run time.
-func checkArgType(a step.Arg, v any) error {
-	if s, ok := v.(string); ok && strings.Contains(s, "{{") {
-		return nil
-	}
-	if v == nil {
-		return nil
-	}
-	var err error
-	switch a.Type {
-	case step.String:
-		switch v.(type) {
-		case map[string]any, []any:
-			err = fmt.Errorf("want a string, got %s", typeName(v))
-		}
-	case step.Int:
-		_, err = step.ToInt(v)
-	case step.Bool:
-		_, err = step.ToBool(v)
-	case step.List:
-		// A single value is taken as a list of one (Args.List).
-		if _, isMap := v.(map[string]any); isMap {
-			err = fmt.Errorf("want a list, got a mapping")
-		}
-	case step.Map:
-		if _, ok := v.(map[string]any); !ok {
-			err = fmt.Errorf("want a mapping, got %s", typeName(v))
-		}
-	case step.Mode:
-		_, err = step.ToMode(v)
-	case step.Duration:
-		_, err = step.ToDuration(v)
-	}
-	if err != nil {
-		return err
-	}
-	if len(a.Choices) > 0 {
-		s := fmt.Sprint(v)
-		if !slices.Contains(a.Choices, s) {
-			return fmt.Errorf("%q is not one of %s%s", s, strings.Join(a.Choices, ", "), didYouMean(s, a.Choices))
-		}
-	}
-	return nil
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case map[string]any:
-		return "a mapping"
-	case []any:
-		return "a list"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case int, int64, float64:
-		return "a number"
-	}
-	return fmt.Sprintf("%T", v)
-}
-
 // engineTask handles the actions the engine implements itself.
 func (ld *loader) engineTask(t *Task, n *ytree.Node, action string, val *ytree.Node, ctx, child taskCtx) *Task {
 	name := t.Name
@@ -618,62 +556,6 @@ func (ld *loader) duplicateRole(name, tasksFrom string, params varList) bool {
 	}
 	ld.seenRoles[key.String()] = true
 	return false
-}
-
-// roleRoots lists the directories roles are looked for in, first match
-// wins: the playbook's roles/, the roles/ beside its playbooks/ directory,
-// --roles-path, then the built-in roles.
-func roleRoots(pbDir source, opts LoadOptions) []source {
-	var dirs []source
-	dirs = append(dirs, pbDir.join("roles"))
-	if pbDir.dir().base() == "playbooks" && !pbDir.builtin {
-		dirs = append(dirs, pbDir.dir().dir().join("roles"))
-	}
-	for _, p := range opts.RolesPath {
-		if s, err := diskSource(p); err == nil {
-			dirs = append(dirs, s)
-		}
-	}
-	if opts.BuiltinFS != nil {
-		dirs = append(dirs, source{fsys: opts.BuiltinFS, name: "roles", builtin: true})
-	}
-	return dirs
-}
-
-// RolesFile reads the file name from the first role directory holding it,
-// searched as roles are, so that a fork's copy of a file shared by its
-// roles wins over the built-in one. where names the file for messages; ok
-// is false when no directory has it.
-func (pb *Playbook) RolesFile(name string) (data []byte, where string, ok bool, err error) {
-	f, ok := rolesFile(pb.src.dir(), pb.opts, name)
-	if !ok {
-		return nil, "", false, nil
-	}
-	if data, err = f.read(); err != nil {
-		return nil, f.String(), true, fmt.Errorf("%s: %w", f, err)
-	}
-	return data, f.String(), true, nil
-}
-
-// rolesFile finds a file relative to the role directories, as roleRoots
-// lists them.
-func rolesFile(pbDir source, opts LoadOptions, name string) (source, bool) {
-	for _, d := range roleRoots(pbDir, opts) {
-		if f := d.join(name); f.isFile() {
-			return f, true
-		}
-	}
-	return source{}, false
-}
-
-// roleSearchDirs lists where a role of this name is looked for: roleRoots, after
-// the playbook's own directory for a name with a slash (cni/flannel).
-func roleSearchDirs(pbDir source, opts LoadOptions, name string) []source {
-	dirs := roleRoots(pbDir, opts)
-	if strings.Contains(name, "/") {
-		dirs = append([]source{pbDir}, dirs...)
-	}
-	return dirs
 }
 
 // findRole looks for a role as roleSearchDirs lists the directories.

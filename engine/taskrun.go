@@ -730,16 +730,6 @@ func (pr *playRun) judge(t *Task, vars map[string]any, res step.Result, reg map[
 	return out, stdout, stderr, res.Diff
 }
 
-// batchable says whether a looped task's items may go to its builtin's
-// RunBatch: until, timeout and delegate_to are decided per item.
-func (t *Task) batchable() (step.Batcher, bool) {
-	b, ok := t.impl.(step.Batcher)
-	if !ok || t.Until != nil || t.Timeout > 0 || t.DelegateTo != "" {
-		return nil, false
-	}
-	return b, true
-}
-
 // itemResult is what one loop item did, as execute returns it.
 type itemResult struct {
 	o              hostOutcome
