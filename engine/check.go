@@ -13,14 +13,14 @@ import (
 	"github.com/mensylisir/kubexm/engine/step"
 )
 
-func checkStrategy(s string) error {
+func CheckStrategy(s string) error {
 	if s != "linear" && s != "free" {
 		return fmt.Errorf("strategy must be linear or free, not %q", s)
 	}
 	return nil
 }
 
-func percent(v any) (float64, error) {
+func Percent(v any) (float64, error) {
 	switch x := v.(type) {
 	case int:
 		if x < 0 || x > 100 {
@@ -43,7 +43,7 @@ func percent(v any) (float64, error) {
 }
 
 // batchSize turns a serial entry into a number of hosts out of total.
-func batchSize(v any, total int) (int, error) {
+func BatchSize(v any, total int) (int, error) {
 	switch x := v.(type) {
 	case int:
 		if x < 1 {
@@ -52,7 +52,7 @@ func batchSize(v any, total int) (int, error) {
 		return x, nil
 	case string:
 		if strings.HasSuffix(x, "%") {
-			f, err := percent(x)
+			f, err := Percent(x)
 			if err != nil || f <= 0 {
 				return 0, fmt.Errorf("%q is not a percentage above 0", x)
 			}
@@ -71,9 +71,9 @@ func batchSize(v any, total int) (int, error) {
 	return 0, fmt.Errorf("%v is not a number of hosts or a percentage", v)
 }
 
-var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var IdentRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-func typeName(v any) string {
+func TypeName(v any) string {
 	switch v.(type) {
 	case map[string]any:
 		return "a mapping"
@@ -91,7 +91,7 @@ func typeName(v any) string {
 
 // checkArgType checks a literal argument value; templated strings are
 // checked after rendering, at run time.
-func checkArgType(a step.Arg, v any) error {
+func CheckArgType(a step.Arg, v any) error {
 	if s, ok := v.(string); ok && strings.Contains(s, "{{") {
 		return nil
 	}
@@ -103,7 +103,7 @@ func checkArgType(a step.Arg, v any) error {
 	case step.String:
 		switch v.(type) {
 		case map[string]any, []any:
-			err = fmt.Errorf("want a string, got %s", typeName(v))
+			err = fmt.Errorf("want a string, got %s", TypeName(v))
 		}
 	case step.Int:
 		_, err = step.ToInt(v)
@@ -116,7 +116,7 @@ func checkArgType(a step.Arg, v any) error {
 		}
 	case step.Map:
 		if _, ok := v.(map[string]any); !ok {
-			err = fmt.Errorf("want a mapping, got %s", typeName(v))
+			err = fmt.Errorf("want a mapping, got %s", TypeName(v))
 		}
 	case step.Mode:
 		_, err = step.ToMode(v)
@@ -129,7 +129,7 @@ func checkArgType(a step.Arg, v any) error {
 	if len(a.Choices) > 0 {
 		s := fmt.Sprint(v)
 		if !slices.Contains(a.Choices, s) {
-			return fmt.Errorf("%q is not one of %s%s", s, strings.Join(a.Choices, ", "), didYouMean(s, a.Choices))
+			return fmt.Errorf("%q is not one of %s%s", s, strings.Join(a.Choices, ", "), DidYouMean(s, a.Choices))
 		}
 	}
 	return nil
@@ -137,7 +137,7 @@ func checkArgType(a step.Arg, v any) error {
 
 // appendTemplateRefs adds to refs the names that the templates in v read,
 // as refsOf finds them in one string.
-func appendTemplateRefs(refsOf func(string) []string, v any, refs []string) []string {
+func AppendTemplateRefs(refsOf func(string) []string, v any, refs []string) []string {
 	switch x := v.(type) {
 	case string:
 		for _, name := range refsOf(x) {
@@ -147,11 +147,11 @@ func appendTemplateRefs(refsOf func(string) []string, v any, refs []string) []st
 		}
 	case []any:
 		for _, e := range x {
-			refs = appendTemplateRefs(refsOf, e, refs)
+			refs = AppendTemplateRefs(refsOf, e, refs)
 		}
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(x)) {
-			refs = appendTemplateRefs(refsOf, x[k], refs)
+			refs = AppendTemplateRefs(refsOf, x[k], refs)
 		}
 	}
 	return refs

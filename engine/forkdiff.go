@@ -53,27 +53,27 @@ func DiffFork(dir string, opts LoadOptions) (*ForkDiff, error) {
 	if opts.BuiltinFS == nil {
 		return nil, errors.New("this kubexm has no built-in playbooks to compare with")
 	}
-	pbDir, err := diskSource(dir)
+	pbDir, err := DiskSource(dir)
 	if err != nil {
 		return nil, err
 	}
-	pbFile, ok := pbDir.yamlFile("playbook")
-	if !pbDir.isDir() || !ok {
+	pbFile, ok := pbDir.YAMLFile("playbook")
+	if !pbDir.IsDir() || !ok {
 		return nil, fmt.Errorf("%s: not a playbook directory (a directory holding playbook.yaml, as kubexm playbook export writes under playbooks/)", dir)
 	}
 	bpDir, err := forkedFrom(dir, pbDir, pbFile, opts.BuiltinFS)
 	if err != nil {
 		return nil, err
 	}
-	d := &ForkDiff{Playbook: bpDir.base(), Changed: []FileDiff{}, OnlyInFork: []string{}, OnlyInBuiltin: []string{}}
-	builtinRoles := source{fsys: opts.BuiltinFS, name: "roles", builtin: true}
+	d := &ForkDiff{Playbook: bpDir.Base(), Changed: []FileDiff{}, OnlyInFork: []string{}, OnlyInBuiltin: []string{}}
+	builtinRoles := Source{Fsys: opts.BuiltinFS, Name: "roles", Builtin: true}
 	// The playbook's own files; roles/ and site/ below it are compared as
 	// the role roots and overlays they are.
-	err = walkFiles(pbDir, func(rel string, f source) error {
+	err = walkFiles(pbDir, func(rel string, f Source) error {
 		if top, _, _ := strings.Cut(rel, "/"); (top == "roles" || top == "site") && strings.Contains(rel, "/") {
 			return nil
 		}
-		return d.compare(f, bpDir.join(rel), rel)
+		return d.compare(f, bpDir.Join(rel), rel)
 	})
 	if err != nil {
 		return nil, err
@@ -90,39 +90,39 @@ func DiffFork(dir string, opts LoadOptions) (*ForkDiff, error) {
 
 // forkedFrom finds the built-in playbook a fork was copied from: the one of
 // the fork directory's name, else of its name: header.
-func forkedFrom(dir string, pbDir, pbFile source, builtin fs.FS) (source, error) {
-	builtinRoot := source{fsys: builtin, name: "playbooks", builtin: true}
-	names := []string{pbDir.base()}
+func forkedFrom(dir string, pbDir, pbFile Source, builtin fs.FS) (Source, error) {
+	builtinRoot := Source{Fsys: builtin, Name: "playbooks", Builtin: true}
+	names := []string{pbDir.Base()}
 	if n, err := parseYAMLFile(pbFile); err == nil && n.Kind == ytree.Map {
-		if s, ok := n.Get("name").Str(); ok && s != pbDir.base() {
+		if s, ok := n.Get("name").Str(); ok && s != pbDir.Base() {
 			names = append(names, s)
 		}
 	}
 	for _, n := range names {
-		if d := builtinRoot.join(n); d.isDir() {
+		if d := builtinRoot.Join(n); d.IsDir() {
 			return d, nil
 		}
 	}
-	return source{}, fmt.Errorf("%s: no built-in playbook named %s%s; playbook diff compares a fork of a built-in playbook (kubexm playbook list)", dir, strings.Join(names, " or "), didYouMean(names[0], builtinPlaybooks(builtin)))
+	return Source{}, fmt.Errorf("%s: no built-in playbook named %s%s; playbook diff compares a fork of a built-in playbook (kubexm playbook list)", dir, strings.Join(names, " or "), DidYouMean(names[0], builtinPlaybooks(builtin)))
 }
 
 // compareRoles compares the roles the fork finds in its roles/
 // directories with the built-in ones.
-func (d *ForkDiff) compareRoles(pbDir, builtinRoles source) error {
+func (d *ForkDiff) compareRoles(pbDir, builtinRoles Source) error {
 	builtinDirs := roleDirs(builtinRoles)
-	for _, root := range roleRoots(pbDir, LoadOptions{}) {
-		if !root.isDir() {
+	for _, root := range RoleRoots(pbDir, LoadOptions{}) {
+		if !root.IsDir() {
 			continue
 		}
-		err := walkFiles(root, func(rel string, f source) error {
-			return d.compare(f, builtinRoles.join(rel), "roles/"+rel)
+		err := walkFiles(root, func(rel string, f Source) error {
+			return d.compare(f, builtinRoles.Join(rel), "roles/"+rel)
 		})
 		if err != nil {
 			return err
 		}
 		// What a copied role lacks: a built-in file of a role the fork has.
-		err = walkFiles(builtinRoles, func(rel string, b source) error {
-			if owner := roleOf(rel, builtinDirs); owner != "" && root.join(owner).isDir() && !root.join(rel).isFile() {
+		err = walkFiles(builtinRoles, func(rel string, b Source) error {
+			if owner := roleOf(rel, builtinDirs); owner != "" && root.Join(owner).IsDir() && !root.Join(rel).IsFile() {
 				d.OnlyInBuiltin = append(d.OnlyInBuiltin, b.String())
 			}
 			return nil
@@ -136,19 +136,19 @@ func (d *ForkDiff) compareRoles(pbDir, builtinRoles source) error {
 
 // compareOverlays compares the files of the fork's site/ directories and
 // of the --overlay directories with the built-in roles' files.
-func (d *ForkDiff) compareOverlays(pbFile source, extra []string, builtinRoles source) error {
+func (d *ForkDiff) compareOverlays(pbFile Source, extra []string, builtinRoles Source) error {
 	overlays := siteDirs(pbFile)
 	for _, o := range extra {
-		s, err := diskSource(o)
-		if err != nil || !s.isDir() {
+		s, err := DiskSource(o)
+		if err != nil || !s.IsDir() {
 			return fmt.Errorf("--overlay %s: not a directory", o)
 		}
 		overlays = append(overlays, s)
 	}
 	for _, o := range overlays {
-		err := walkFiles(o, func(rel string, f source) error {
+		err := walkFiles(o, func(rel string, f Source) error {
 			if r, ok := strings.CutPrefix(rel, "roles/"); ok {
-				return d.compare(f, builtinRoles.join(r), rel)
+				return d.compare(f, builtinRoles.Join(r), rel)
 			}
 			d.OnlyInFork = append(d.OnlyInFork, f.String())
 			return nil
@@ -162,16 +162,16 @@ func (d *ForkDiff) compareOverlays(pbFile source, extra []string, builtinRoles s
 
 // compare adds fork file f to d against the built-in file b; label names
 // the file in the diff's header.
-func (d *ForkDiff) compare(f, b source, label string) error {
-	if !b.isFile() {
+func (d *ForkDiff) compare(f, b Source, label string) error {
+	if !b.IsFile() {
 		d.OnlyInFork = append(d.OnlyInFork, f.String())
 		return nil
 	}
-	mine, err := f.read()
+	mine, err := f.Read()
 	if err != nil {
 		return err
 	}
-	theirs, err := b.read()
+	theirs, err := b.Read()
 	if err != nil {
 		return err
 	}
@@ -185,25 +185,25 @@ func (d *ForkDiff) compare(f, b source, label string) error {
 
 // walkFiles calls fn for every regular file under dir, with its path
 // relative to dir, in lexical order.
-func walkFiles(dir source, fn func(rel string, f source) error) error {
-	return fs.WalkDir(dir.fsys, dir.name, func(p string, e fs.DirEntry, err error) error {
+func walkFiles(dir Source, fn func(rel string, f Source) error) error {
+	return fs.WalkDir(dir.Fsys, dir.Name, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if e.IsDir() || !e.Type().IsRegular() {
 			return nil
 		}
-		return fn(strings.TrimPrefix(p, dir.name+"/"), source{fsys: dir.fsys, name: p, builtin: dir.builtin})
+		return fn(strings.TrimPrefix(p, dir.Name+"/"), Source{Fsys: dir.Fsys, Name: p, Builtin: dir.Builtin})
 	})
 }
 
 // roleDirs lists the role directories under roles (those with a tasks/
 // directory), by their path under it.
-func roleDirs(roles source) []string {
+func roleDirs(roles Source) []string {
 	var out []string
-	_ = fs.WalkDir(roles.fsys, roles.name, func(p string, e fs.DirEntry, err error) error {
+	_ = fs.WalkDir(roles.Fsys, roles.Name, func(p string, e fs.DirEntry, err error) error {
 		if err == nil && e.IsDir() && e.Name() == "tasks" {
-			out = append(out, strings.TrimPrefix(path.Dir(p), roles.name+"/"))
+			out = append(out, strings.TrimPrefix(path.Dir(p), roles.Name+"/"))
 			return fs.SkipDir
 		}
 		return nil
@@ -223,12 +223,12 @@ func roleOf(rel string, dirs []string) string {
 }
 
 // parseYAMLFile reads and parses one file, outside any loader.
-func parseYAMLFile(src source) (*ytree.Node, error) {
-	data, err := src.read()
+func parseYAMLFile(src Source) (*ytree.Node, error) {
+	data, err := src.Read()
 	if err != nil {
 		return nil, err
 	}
-	return parseYAML(src.String(), data)
+	return ParseYAML(src.String(), data)
 }
 
 // sortDiff orders each list, for stable output.

@@ -95,7 +95,7 @@ func unquote(v string) string {
 //
 // A string of several lines is a script (shell: |), whose comments and
 // quoting are the shell's, not Ansible's words: it is taken as written.
-func freeFormArgs(spec step.Spec, s string) (map[string]any, error) {
+func FreeFormArgs(spec step.Spec, s string) (map[string]any, error) {
 	if strings.Contains(strings.TrimRight(s, "\n"), "\n") {
 		return map[string]any{spec.FreeForm: s}, nil
 	}

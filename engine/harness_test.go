@@ -265,7 +265,7 @@ func specNamed(n string) step.Spec { return step.Spec{Name: n} }
 
 func readJournal(t testing.TB, dir string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, journalFile))
+	b, err := os.ReadFile(filepath.Join(dir, File))
 	if err != nil {
 		t.Fatal(err)
 	}

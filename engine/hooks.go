@@ -33,7 +33,7 @@ var (
 // hookFile is one hook found or declared, before it is loaded.
 type hookFile struct {
 	when, phase string
-	src         source
+	src         Source
 	from        string // where it was declared, or "" for a found file
 }
 
@@ -75,15 +75,15 @@ func (ld *loader) phases(pb *Playbook) []*phaseSpan {
 
 // findHooks lists the hook files of pb's directory, of the overlay
 // directories and of the options.
-func (ld *loader) findHooks(pb *Playbook, overlays []source) []hookFile {
+func (ld *loader) findHooks(pb *Playbook, overlays []Source) []hookFile {
 	var out []hookFile
-	if ownsDir(pb.src) {
-		out = append(out, ld.hookDir(ld.pbDir.join("hooks"))...)
+	if ownsDir(pb.Src) {
+		out = append(out, ld.hookDir(ld.pbDir.Join("hooks"))...)
 	}
 	// overlays is highest precedence first; hooks run lowest first, so a
 	// later --overlay's hook runs after an earlier one's.
 	for _, o := range slices.Backward(overlays) {
-		out = append(out, ld.hookDir(o.join("hooks").join(pb.Name))...)
+		out = append(out, ld.hookDir(o.Join("hooks").Join(pb.Name))...)
 	}
 	for _, h := range ld.opts.Hooks {
 		if h.Playbook != "" && h.Playbook != pb.Name {
@@ -93,8 +93,8 @@ func (ld *loader) findHooks(pb *Playbook, overlays []source) []hookFile {
 			ld.errs = append(ld.errs, fmt.Errorf("%s: hook when must be before or after, not %q", h.From, h.When))
 			continue
 		}
-		src, err := diskSource(h.File)
-		if err != nil || !src.isFile() {
+		src, err := DiskSource(h.File)
+		if err != nil || !src.IsFile() {
 			ld.errs = append(ld.errs, fmt.Errorf("%s: hook playbook %s not found", h.From, h.File))
 			continue
 		}
@@ -105,11 +105,11 @@ func (ld *loader) findHooks(pb *Playbook, overlays []source) []hookFile {
 
 // hookDir reads the before-/after- files of one hooks directory; any other
 // YAML file there is a misnamed hook (helper files go in subdirectories).
-func (ld *loader) hookDir(dir source) []hookFile {
-	if !dir.isDir() {
+func (ld *loader) hookDir(dir Source) []hookFile {
+	if !dir.IsDir() {
 		return nil
 	}
-	ents, err := fs.ReadDir(dir.fsys, dir.name)
+	ents, err := fs.ReadDir(dir.Fsys, dir.Name)
 	if err != nil {
 		ld.errs = append(ld.errs, fmt.Errorf("%s: %w", dir, err))
 		return nil
@@ -122,17 +122,17 @@ func (ld *loader) hookDir(dir source) []hookFile {
 		m := hookFileRe.FindStringSubmatch(e.Name())
 		if m == nil {
 			if strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml") {
-				ld.errs = append(ld.errs, fmt.Errorf("%s: a hook file is named before-<phase>.yaml or after-<phase>.yaml; files a hook includes go in a subdirectory", dir.join(e.Name())))
+				ld.errs = append(ld.errs, fmt.Errorf("%s: a hook file is named before-<phase>.yaml or after-<phase>.yaml; files a hook includes go in a subdirectory", dir.Join(e.Name())))
 			}
 			continue
 		}
-		out = append(out, hookFile{when: m[1], phase: m[2], src: dir.join(e.Name())})
+		out = append(out, hookFile{when: m[1], phase: m[2], src: dir.Join(e.Name())})
 	}
 	return out
 }
 
 // loadHooks loads every hook and splices its plays in beside its phase.
-func (ld *loader) loadHooks(ctx context.Context, pb *Playbook, overlays []source) {
+func (ld *loader) loadHooks(ctx context.Context, pb *Playbook, overlays []Source) {
 	spans := ld.phases(pb)
 	hooks := ld.findHooks(pb, overlays)
 	if len(hooks) == 0 {
@@ -156,7 +156,7 @@ func (ld *loader) loadHooks(ctx context.Context, pb *Playbook, overlays []source
 			if len(names) > 0 {
 				known = "its phases are " + strings.Join(names, ", ")
 			}
-			ld.errs = append(ld.errs, fmt.Errorf("%s: hook of phase %q, which playbook %s does not have%s; %s", where, h.phase, pb.Name, didYouMean(h.phase, names), known))
+			ld.errs = append(ld.errs, fmt.Errorf("%s: hook of phase %q, which playbook %s does not have%s; %s", where, h.phase, pb.Name, DidYouMean(h.phase, names), known))
 			continue
 		}
 		plays := ld.hookPlays(ctx, pb, h, s)
@@ -181,7 +181,7 @@ func (ld *loader) loadHooks(ctx context.Context, pb *Playbook, overlays []source
 		}
 	}
 	for i, p := range out {
-		p.index = i
+		p.Index = i
 	}
 	pb.Plays = out
 }
@@ -189,12 +189,12 @@ func (ld *loader) loadHooks(ctx context.Context, pb *Playbook, overlays []source
 // hookPlays loads one hook file as a playbook of its own (its relative
 // paths resolve from its directory) and marks its plays as the phase's.
 func (ld *loader) hookPlays(ctx context.Context, pb *Playbook, h hookFile, s *phaseSpan) []*Play {
-	sub := &Playbook{Name: pb.Name, src: h.src, opts: pb.opts}
+	sub := &Playbook{Name: pb.Name, Src: h.src, Options: pb.Options}
 	saved := ld.opts
 	// Roles of the hook's own (roles/ beside it) are found after the
 	// playbook's and before --roles-path.
-	if r := h.src.dir().join("roles"); r.isDir() && !r.builtin {
-		ld.opts.RolesPath = append([]string{"/" + r.name}, ld.opts.RolesPath...)
+	if r := h.src.Dir().Join("roles"); r.IsDir() && !r.Builtin {
+		ld.opts.RolesPath = append([]string{"/" + r.Name}, ld.opts.RolesPath...)
 	}
 	ld.hookTags = s.tags
 	ld.loadPlaybookFile(ctx, sub, h.src, false)

@@ -100,7 +100,7 @@ func (r *runner) lockHostAs(ctx context.Context, name string, t transport.Transp
 	go func() {
 		defer close(done)
 		res, err = t.Run(context.WithoutCancel(ctx), transport.Command{
-			Argv:   []string{"/bin/sh", "-c", hostLockScript, "sh", holder, strconv.Itoa(int(cmp.Or(r.opts.LockWait, hostLockWait).Seconds())), breakArg, r.opts.lockFile},
+			Argv:   []string{"/bin/sh", "-c", hostLockScript, "sh", holder, strconv.Itoa(int(cmp.Or(r.opts.LockWait, hostLockWait).Seconds())), breakArg, r.opts.LockFile},
 			Become: become, Stdin: stdin, Stdout: out})
 	}()
 	release := func() {

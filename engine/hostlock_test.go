@@ -23,7 +23,7 @@ func TestHostLockRefusesASecondRun(t *testing.T) {
 	lockFile := filepath.Join(t.TempDir(), "kubexm.lock")
 	inv := &inventory.Inventory{Hosts: []inventory.Host{{Name: "r1", Address: "192.0.2.1"}}, Groups: map[string][]string{}}
 	run := func(nap string) (*model.Recap, error) {
-		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, LockWait: time.Second, lockFile: lockFile, ExtraVars: map[string]any{"nap": nap},
+		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, LockWait: time.Second, LockFile: lockFile, ExtraVars: map[string]any{"nap": nap},
 			Connect: func(_ context.Context, h *inventory.Host) (transport.Transport, error) { return local.New(h.Name), nil }})
 	}
 	first := make(chan error, 1)
@@ -61,7 +61,7 @@ func TestHostLockFirstAndBreak(t *testing.T) {
 	}
 	inv := &inventory.Inventory{Hosts: []inventory.Host{{Name: "r1", Address: "192.0.2.1"}}, Groups: map[string][]string{}}
 	run := func(nap string, breakLock bool) (*model.Recap, error) {
-		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, LockFirst: "r1", LockWait: time.Second, lockFile: lockFile, BreakLock: breakLock,
+		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, LockFirst: "r1", LockWait: time.Second, LockFile: lockFile, BreakLock: breakLock,
 			ExtraVars: map[string]any{"nap": nap},
 			Connect:   func(_ context.Context, h *inventory.Host) (transport.Transport, error) { return local.New(h.Name), nil }})
 	}
@@ -108,7 +108,7 @@ func TestHostLockCoversLocalHosts(t *testing.T) {
 		Groups: map[string][]string{}}
 	other := &inventory.Inventory{Hosts: []inventory.Host{{Name: "l9", Local: true}}, Groups: map[string][]string{}}
 	run := func(inv *inventory.Inventory, nap string) (*model.Recap, error) {
-		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, LockWait: time.Second, lockFile: lockFile, ExtraVars: map[string]any{"nap": nap}})
+		return Run(context.Background(), pb, inv, RunOptions{HostLock: true, LockWait: time.Second, LockFile: lockFile, ExtraVars: map[string]any{"nap": nap}})
 	}
 	first := make(chan error, 1)
 	start := time.Now()

@@ -72,7 +72,7 @@ func subscript(hosts []string, from, colon, to string) []string {
 	return hosts[a:b]
 }
 
-func checkPattern(p string) error {
+func CheckPattern(p string) error {
 	parts := splitPattern(p)
 	if len(parts) == 0 {
 		return fmt.Errorf("empty host pattern")
@@ -94,11 +94,11 @@ func checkPattern(p string) error {
 
 // matchHosts resolves a pattern to host names in inventory order. Names that
 // are neither hosts nor groups are returned in unknown, so callers can warn.
-func matchHosts(inv *inventory.Inventory, pattern string) (hosts, unknown []string, err error) {
-	if err := checkPattern(pattern); err != nil {
+func MatchHosts(inv *inventory.Inventory, pattern string) (hosts, unknown []string, err error) {
+	if err := CheckPattern(pattern); err != nil {
 		return nil, nil, err
 	}
-	all := allHostNames(inv)
+	all := AllHostNames(inv)
 	var union []string
 	inUnion := map[string]bool{}
 	var inter []map[string]bool
@@ -157,7 +157,7 @@ func matchHosts(inv *inventory.Inventory, pattern string) (hosts, unknown []stri
 
 // allHostNames lists the inventory hosts, plus localhost, which is always
 // addressable.
-func allHostNames(inv *inventory.Inventory) []string {
+func AllHostNames(inv *inventory.Inventory) []string {
 	out := make([]string, 0, len(inv.Hosts)+1)
 	hasLocal := false
 	for _, h := range inv.Hosts {

@@ -91,9 +91,9 @@ func (pr *playRun) resolveInclude(t *Task, h *hostState, il *includeLoop, ir *in
 			}
 			maps.Copy(iv, lv)
 		}
-		name := inc.file
-		if inc.role != "" {
-			name = inc.role
+		name := inc.File
+		if inc.Role != "" {
+			name = inc.Role
 		}
 		if strings.Contains(name, "{{") {
 			if name, err = r.ev.RenderString(name, iv); err != nil {
@@ -146,8 +146,8 @@ func (pr *playRun) runInstance(ctx context.Context, t *Task, in *includeInstance
 // whose names were only known at run time.
 func (pr *playRun) includeTasks(t *Task, name string) ([]*Task, error) {
 	inc := t.Include
-	if inc.static != nil && (name == inc.file || name == inc.role) {
-		return inc.static, nil
+	if inc.Static != nil && (name == inc.File || name == inc.Role) {
+		return inc.Static, nil
 	}
 	key := fmt.Sprintf("%p\x00%s", t, name)
 	pr.mu.Lock()
@@ -156,7 +156,7 @@ func (pr *playRun) includeTasks(t *Task, name string) ([]*Task, error) {
 	if ok {
 		return cached, nil
 	}
-	tasks, err := inc.load(name)
+	tasks, err := inc.Load(name)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s %s: %w", t.Pos, t.Action, name, err)
 	}

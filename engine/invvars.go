@@ -33,7 +33,7 @@ type orderKey struct {
 // is data too: it is used as written, and a "{{" in it never reaches an
 // error message.
 func (r *runner) splitInventory(h *hostState, secrets map[string]bool) error {
-	var tmpl varList
+	var tmpl VarList
 	var sig strings.Builder
 	for _, name := range slices.Sorted(maps.Keys(h.inv)) {
 		if slices.Contains(inventoryData, name) {
@@ -47,7 +47,7 @@ func (r *runner) splitInventory(h *hostState, secrets map[string]bool) error {
 		if !found {
 			continue
 		}
-		d := varDef{name: name, val: v, pos: Pos{File: r.inv.Source}, template: true, inventory: true, refs: appendTemplateRefs(r.ev.Refs, v, nil)}
+		d := VarDef{Name: name, Val: v, Pos: Pos{File: r.inv.Source}, Template: true, Inventory: true, Refs: AppendTemplateRefs(r.ev.Refs, v, nil)}
 		tmpl = append(tmpl, d)
 		fmt.Fprintf(&sig, "%s=%#v\n", name, v)
 	}
@@ -56,7 +56,7 @@ func (r *runner) splitInventory(h *hostState, secrets map[string]bool) error {
 	}
 	plain := maps.Clone(h.inv)
 	for _, d := range tmpl {
-		delete(plain, d.name)
+		delete(plain, d.Name)
 	}
 	h.inv, h.invTmpl, h.invKey = plain, tmpl, sig.String()
 	return nil
@@ -102,7 +102,7 @@ func (r *runner) inventoryTemplates(v any, secrets map[string]bool) (bool, error
 // is used. The text the inventory's templates make for one task-host is
 // bounded as a whole too: each one's bound alone would let many variables
 // just under it take that much each, for every task running at once.
-func (r *runner) renderPending(v map[string]any, pending []*varDef, need func(string) bool) error {
+func (r *runner) renderPending(v map[string]any, pending []*VarDef, need func(string) bool) error {
 	var unrendered map[string]string
 	leave := func(name, why string) {
 		delete(v, name)
@@ -114,14 +114,14 @@ func (r *runner) renderPending(v map[string]any, pending []*varDef, need func(st
 	}
 	invText := 0
 	for _, d := range pending {
-		if need != nil && !need(d.name) {
+		if need != nil && !need(d.Name) {
 			continue
 		}
 		err := r.renderVar(v, d)
 		if err == nil {
-			if s, ok := v[d.name].(string); ok && d.inventory {
+			if s, ok := v[d.Name].(string); ok && d.Inventory {
 				if invText += len(s); invText > eval.MaxOutput {
-					leave(d.name, fmt.Sprintf("with the other inventory variables it would make more than the %d MiB of text the inventory's templates may make for one host", eval.MaxOutput>>20))
+					leave(d.Name, fmt.Sprintf("with the other inventory variables it would make more than the %d MiB of text the inventory's templates may make for one host", eval.MaxOutput>>20))
 				}
 			}
 			continue
@@ -129,10 +129,10 @@ func (r *runner) renderPending(v map[string]any, pending []*varDef, need func(st
 		// A template bomb (eval.ErrLimit) in a variable nobody reads must not
 		// stop the run either: it fails the task that reads it.
 		var ee *eval.Error
-		if !d.inventory || !errors.As(err, &ee) || (ee.Missing == "" && !errors.Is(err, eval.ErrLimit)) {
+		if !d.Inventory || !errors.As(err, &ee) || (ee.Missing == "" && !errors.Is(err, eval.ErrLimit)) {
 			return err
 		}
-		leave(d.name, ee.Error())
+		leave(d.Name, ee.Error())
 	}
 	return nil
 }

@@ -26,9 +26,9 @@ import (
 // the end of every task, which keeps a 1000-host run from paying one fsync
 // per host.
 
-const journalFile = "journal.jsonl"
+const File = "journal.jsonl"
 
-type journalRecord struct {
+type Record struct {
 	Type string `json:"type"` // header, result, end
 	Time string `json:"time,omitempty"`
 	// header
@@ -64,18 +64,18 @@ type journalRecord struct {
 	Outcome string `json:"outcome,omitempty"`
 }
 
-type journal struct {
+type Journal struct {
 	mu   sync.Mutex
-	dir  string
+	Dir  string
 	f    *os.File
 	w    *bufio.Writer
 	err  error
-	done map[string]journalRecord // successful results of the run being resumed
-	from string
+	Done map[string]Record // successful results of the run being resumed
+	From string
 }
 
 // newRunID returns a sortable, unique run id.
-func newRunID(now time.Time) string {
+func NewRunID(now time.Time) string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return now.UTC().Format("20060102-150405.000") + "-" + hex.EncodeToString(b[:])
@@ -85,7 +85,7 @@ func newRunID(now time.Time) string {
 // an unsalted hash over a password lets anyone who reads the journal test
 // guesses against it, and a changed password changes nothing a resumed run
 // would skip.
-func inventoryHash(inv *inventory.Inventory, red *redactor) string {
+func InventoryHash(inv *inventory.Inventory, red *Masker) string {
 	var buf strings.Builder
 	enc := json.NewEncoder(&buf)
 	// Encoding errors cannot happen for these plain types except for
@@ -98,14 +98,14 @@ func inventoryHash(inv *inventory.Inventory, red *redactor) string {
 	}{inv.Hosts, inv.Groups, inv.GroupVars, inv.Vars}); err != nil {
 		buf.WriteString(err.Error())
 	}
-	sum := sha256.Sum256([]byte(red.str(buf.String())))
+	sum := sha256.Sum256([]byte(red.Str(buf.String())))
 	return hex.EncodeToString(sum[:])
 }
 
 func runsDir(workDir string) string { return filepath.Join(workDir, "runs") }
 
 // lastRun returns the newest run id under workDir.
-func lastRun(workDir string) (string, error) {
+func LastRun(workDir string) (string, error) {
 	ents, err := os.ReadDir(runsDir(workDir))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -120,7 +120,7 @@ func lastRun(workDir string) (string, error) {
 		if !e.IsDir() {
 			continue
 		}
-		st, err := os.Stat(filepath.Join(runsDir(workDir), e.Name(), journalFile))
+		st, err := os.Stat(filepath.Join(runsDir(workDir), e.Name(), File))
 		if err != nil {
 			continue
 		}
@@ -136,8 +136,8 @@ func lastRun(workDir string) (string, error) {
 
 // loadJournal reads an earlier run and checks it belongs to the same
 // playbook and inventory.
-func loadJournal(workDir, id, pbName, pbHash, invHash string) (map[string]journalRecord, error) {
-	path := filepath.Join(runsDir(workDir), id, journalFile)
+func Read(workDir, id, pbName, pbHash, invHash string) (map[string]Record, error) {
+	path := filepath.Join(runsDir(workDir), id, File)
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -148,12 +148,12 @@ func loadJournal(workDir, id, pbName, pbHash, invHash string) (map[string]journa
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 64*1024*1024)
-	done := map[string]journalRecord{}
+	done := map[string]Record{}
 	line := 0
 	header := false
 	for sc.Scan() {
 		line++
-		var rec journalRecord
+		var rec Record
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 			// The last line of a killed run may be cut short.
 			continue
@@ -185,23 +185,23 @@ func loadJournal(workDir, id, pbName, pbHash, invHash string) (map[string]journa
 	return done, nil
 }
 
-func openJournal(workDir, id string, hdr journalRecord) (*journal, error) {
+func Open(workDir, id string, hdr Record) (*Journal, error) {
 	dir := filepath.Join(runsDir(workDir), id)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, journalFile), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(filepath.Join(dir, File), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
-	j := &journal{dir: dir, f: f, w: bufio.NewWriterSize(f, 64*1024)}
+	j := &Journal{Dir: dir, f: f, w: bufio.NewWriterSize(f, 64*1024)}
 	hdr.Type = "header"
-	j.write(hdr)
-	j.sync()
+	j.Write(hdr)
+	j.Sync()
 	return j, j.err
 }
 
-func (j *journal) write(rec journalRecord) {
+func (j *Journal) Write(rec Record) {
 	if j == nil {
 		return
 	}
@@ -227,7 +227,7 @@ func (j *journal) write(rec journalRecord) {
 }
 
 // sync makes everything written so far durable.
-func (j *journal) sync() {
+func (j *Journal) Sync() {
 	if j == nil {
 		return
 	}
@@ -241,36 +241,36 @@ func (j *journal) sync() {
 	}
 }
 
-func (j *journal) close(outcome string) error {
+func (j *Journal) Close(outcome string) error {
 	if j == nil {
 		return nil
 	}
-	j.write(journalRecord{Type: "end", Outcome: outcome})
-	j.sync()
+	j.Write(Record{Type: "end", Outcome: outcome})
+	j.Sync()
 	cerr := j.f.Close()
 	if j.err != nil {
-		return fmt.Errorf("journal %s: %w", j.dir, j.err)
+		return fmt.Errorf("journal %s: %w", j.Dir, j.err)
 	}
 	return cerr
 }
 
 // lookup returns the earlier outcome of key, if it succeeded.
-func (j *journal) lookup(key string) (journalRecord, bool) {
-	if j == nil || j.done == nil {
-		return journalRecord{}, false
+func (j *Journal) Lookup(key string) (Record, bool) {
+	if j == nil || j.Done == nil {
+		return Record{}, false
 	}
-	rec, ok := j.done[key]
+	rec, ok := j.Done[key]
 	return rec, ok
 }
 
 // redactor masks secrets in text and values.
-type redactor struct {
+type Masker struct {
 	r *strings.Replacer
 }
 
-const mask = "********"
+const Mask = "********"
 
-func newRedactor(secrets []string) *redactor {
+func NewMasker(secrets []string) *Masker {
 	var pairs []string
 	seen := map[string]bool{}
 	add := func(form, masked string) {
@@ -285,12 +285,12 @@ func newRedactor(secrets []string) *redactor {
 			continue
 		}
 		for _, f := range secretForms(s) {
-			add(f, mask)
+			add(f, Mask)
 			// Messages are cut short after a prefix ("PlainS3..."): a
 			// prefix of a secret followed by an ellipsis is masked too.
 			for n := 2; n < len(f); n++ {
 				for _, ell := range []string{"...", " ...", "…"} {
-					truncated = append(truncated, f[:n]+ell, mask+ell)
+					truncated = append(truncated, f[:n]+ell, Mask+ell)
 				}
 			}
 		}
@@ -301,12 +301,12 @@ func newRedactor(secrets []string) *redactor {
 	for _, s := range secrets {
 		if s != "" {
 			for _, f := range nestedForms(s) {
-				add(f, mask)
+				add(f, Mask)
 			}
 		}
 	}
 	if len(pairs) == 0 {
-		return &redactor{}
+		return &Masker{}
 	}
 	// The replacer takes the first pair that matches at a position: longer
 	// forms first, so a secret that contains another is masked whole.
@@ -320,7 +320,7 @@ func newRedactor(secrets []string) *redactor {
 	for _, p := range ps {
 		pairs = append(pairs, p.from, p.to)
 	}
-	return &redactor{r: strings.NewReplacer(pairs...)}
+	return &Masker{r: strings.NewReplacer(pairs...)}
 }
 
 // secretForms lists the ways a secret can appear in what kubexm emits: as
@@ -335,7 +335,7 @@ func secretForms(s string) []string {
 	return append(forms, base64Forms(s)...)
 }
 
-func (rd *redactor) str(s string) string {
+func (rd *Masker) Str(s string) string {
 	if rd.r == nil || s == "" {
 		return s
 	}
@@ -343,7 +343,7 @@ func (rd *redactor) str(s string) string {
 }
 
 // holds says whether a secret appears anywhere in v.
-func (rd *redactor) holds(v any) bool {
+func (rd *Masker) Holds(v any) bool {
 	if rd.r == nil {
 		return false
 	}
@@ -352,26 +352,26 @@ func (rd *redactor) holds(v any) bool {
 		return rd.r.Replace(x) != x
 	case map[string]any:
 		for k, e := range x {
-			if rd.holds(k) || rd.holds(e) {
+			if rd.Holds(k) || rd.Holds(e) {
 				return true
 			}
 		}
 	case []any:
 		for _, e := range x {
-			if rd.holds(e) {
+			if rd.Holds(e) {
 				return true
 			}
 		}
 	case []string:
 		for _, e := range x {
-			if rd.holds(e) {
+			if rd.Holds(e) {
 				return true
 			}
 		}
 	case nil, bool, int, int64, float64:
 	default:
 		// Any other value is judged by how it prints.
-		return rd.holds(fmt.Sprint(x))
+		return rd.Holds(fmt.Sprint(x))
 	}
 	return false
 }

@@ -135,10 +135,10 @@ func (ld *loader) playDefaults(base *Task, pn *ytree.Node) {
 	}
 }
 
-func exprs(cs []cond) []string {
+func exprs(cs []Cond) []string {
 	var out []string
 	for _, c := range cs {
-		out = append(out, c.expr)
+		out = append(out, c.Expr)
 	}
 	return out
 }
@@ -174,7 +174,7 @@ func (ld *loader) environment(t *Task, e *ytree.Node) {
 
 func (ld *loader) register(t *Task, r *ytree.Node) {
 	s, _ := r.Str()
-	if !identRe.MatchString(s) {
+	if !IdentRe.MatchString(s) {
 		ld.taskErrorf(r.Pos, t.Name, "register needs a variable name (letters, digits, _), got %q", scalarString(r))
 	}
 	t.Register = s
@@ -191,9 +191,9 @@ func (ld *loader) until(t *Task, u *ytree.Node) {
 	if len(cs) > 1 {
 		var parts []string
 		for _, x := range cs {
-			parts = append(parts, "("+x.expr+")")
+			parts = append(parts, "("+x.Expr+")")
 		}
-		c.expr = strings.Join(parts, " and ")
+		c.Expr = strings.Join(parts, " and ")
 	}
 	t.Until = &c
 	t.Retries = defaultRetries
@@ -233,12 +233,12 @@ func (ld *loader) loopControl(t *Task, lc *ytree.Node) {
 			v, _ := lc.Vals[i].Str()
 			switch k.KeyString() {
 			case "loop_var":
-				if !identRe.MatchString(v) {
+				if !IdentRe.MatchString(v) {
 					ld.taskErrorf(lc.Vals[i].Pos, name, "loop_var needs a variable name")
 				}
 				t.LoopVar = v
 			case "index_var":
-				if !identRe.MatchString(v) {
+				if !IdentRe.MatchString(v) {
 					ld.taskErrorf(lc.Vals[i].Pos, name, "index_var needs a variable name")
 				}
 				t.IndexVar = v
@@ -246,7 +246,7 @@ func (ld *loader) loopControl(t *Task, lc *ytree.Node) {
 				t.Label = v
 				ld.checkTemplates(lc.Vals[i], name)
 			default:
-				ld.taskErrorf(k.Pos, name, "unknown loop_control key %q%s", k.KeyString(), didYouMean(k.KeyString(), []string{"loop_var", "index_var", "label"}))
+				ld.taskErrorf(k.Pos, name, "unknown loop_control key %q%s", k.KeyString(), DidYouMean(k.KeyString(), []string{"loop_var", "index_var", "label"}))
 			}
 		}
 	}
@@ -320,7 +320,7 @@ func (ld *loader) strategy(p *Play, s *ytree.Node) {
 	v, _ := s.Str()
 	// A template is rendered when the play starts, with its variables.
 	if !ld.checkTemplates(s, "") {
-		if err := checkStrategy(v); err != nil {
+		if err := CheckStrategy(v); err != nil {
 			ld.errorf(s.Pos, "%v", err)
 		}
 	}
@@ -328,7 +328,7 @@ func (ld *loader) strategy(p *Play, s *ytree.Node) {
 }
 
 func (ld *loader) maxFailPercentage(p *Play, m *ytree.Node) {
-	f, err := percent(m.Value())
+	f, err := Percent(m.Value())
 	if err != nil {
 		ld.errorf(m.Pos, "max_fail_percentage: %v", err)
 	}
@@ -346,7 +346,7 @@ func (ld *loader) serial(p *Play, s *ytree.Node) {
 			p.Serial = append(p.Serial, t)
 			continue
 		}
-		if _, err := batchSize(v.Value(), 100); err != nil {
+		if _, err := BatchSize(v.Value(), 100); err != nil {
 			ld.errorf(v.Pos, "serial: %v", err)
 			continue
 		}

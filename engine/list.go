@@ -39,7 +39,7 @@ func (pb *Playbook) header(w io.Writer) {
 func (p *Play) phaseNote() string {
 	switch {
 	case p.Hook != "":
-		return fmt.Sprintf("\tPHASE: %s (hook %s, %s)", p.Phase, p.Hook, p.src)
+		return fmt.Sprintf("\tPHASE: %s (hook %s, %s)", p.Phase, p.Hook, p.Src)
 	case p.Phase != "":
 		return "\tPHASE: " + p.Phase
 	}
@@ -57,14 +57,14 @@ func listTasks(w io.Writer, ts []*Task, tags, skip []string, indent string) {
 		case KindMeta:
 			continue
 		}
-		if !tagsSelected(t.Tags, tags, skip) {
+		if !TagsSelected(t.Tags, tags, skip) {
 			continue
 		}
-		names := taskNames(t)
+		names := TaskNames(t)
 		name := names[len(names)-1]
 		fmt.Fprintf(w, "%s%s\tTAGS: [%s]\n", indent, name, strings.Join(t.Tags, ", "))
-		if t.Kind == KindInclude && t.Include.static != nil {
-			listTasks(w, t.Include.static, tags, skip, indent+"  ")
+		if t.Kind == KindInclude && t.Include.Static != nil {
+			listTasks(w, t.Include.Static, tags, skip, indent+"  ")
 		}
 	}
 }
@@ -75,7 +75,7 @@ func (pb *Playbook) ListTags(w io.Writer) error {
 	for i, p := range pb.Plays {
 		set := map[string]bool{}
 		for _, s := range p.Sections() {
-			walkTasks(s, nil, func(t *Task, _ []*Task) bool {
+			WalkTasks(s, nil, func(t *Task, _ []*Task) bool {
 				for _, tag := range t.Tags {
 					set[tag] = true
 				}
@@ -85,7 +85,7 @@ func (pb *Playbook) ListTags(w io.Writer) error {
 		for _, tag := range p.Tags {
 			set[tag] = true
 		}
-		fmt.Fprintf(w, "\n  play #%d (%s): %s%s\tTASK TAGS: [%s]\n", i+1, p.Hosts, p.Name, p.phaseNote(), strings.Join(keysOf(set), ", "))
+		fmt.Fprintf(w, "\n  play #%d (%s): %s%s\tTASK TAGS: [%s]\n", i+1, p.Hosts, p.Name, p.phaseNote(), strings.Join(KeysOf(set), ", "))
 	}
 	return nil
 }
@@ -95,14 +95,14 @@ func (pb *Playbook) ListHosts(w io.Writer, inv *inventory.Inventory, limit strin
 	pb.header(w)
 	var lim []string
 	if limit != "" {
-		l, _, err := matchHosts(inv, limit)
+		l, _, err := MatchHosts(inv, limit)
 		if err != nil {
 			return fmt.Errorf("--limit: %w", err)
 		}
 		lim = l
 	}
 	for i, p := range pb.Plays {
-		hosts, _, err := matchHosts(inv, p.Hosts)
+		hosts, _, err := MatchHosts(inv, p.Hosts)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.Pos, err)
 		}

@@ -34,7 +34,7 @@ type loader struct {
 	seen  map[string]bool // files already hashed
 	errs  []error
 	stack []string // files being imported, for cycle detection
-	pbDir source
+	pbDir Source
 	// handlerRoles records which roles already contributed handlers to the
 	// current play.
 	handlerRoles map[string]bool
@@ -46,7 +46,7 @@ type loader struct {
 	// the tags of the phase it hooks.
 	hookTags []string
 	// roleDirs are the directories of the roles loaded, by reference.
-	roleDirs map[string]source
+	roleDirs map[string]Source
 }
 
 // Load finds the playbook ref (a directory holding playbook.yaml, a YAML file,
@@ -59,15 +59,15 @@ func Load(ctx context.Context, ref string, opts LoadOptions) (*Playbook, error) 
 		return nil, err
 	}
 	ld := newLoader(opts)
-	ld.pbDir = src.dir()
-	pb := &Playbook{Path: src.String(), src: src, opts: opts}
+	ld.pbDir = src.Dir()
+	pb := &Playbook{Path: src.String(), Src: src, Options: opts}
 	ld.loadPlaybookFile(ctx, pb, src, true)
 	ld.extend(ctx, pb)
 	if err := ld.err(); err != nil {
 		return nil, err
 	}
 	pb.Hash = hex.EncodeToString(ld.hash.Sum(nil))
-	pb.ev = ld.ev
+	pb.Eval = ld.ev
 	return pb, nil
 }
 
@@ -75,13 +75,13 @@ func Load(ctx context.Context, ref string, opts LoadOptions) (*Playbook, error) 
 // paths resolve against dir on disk. It serves tests and fuzzing.
 func LoadBytes(ctx context.Context, name string, data []byte, opts LoadOptions) (*Playbook, error) {
 	ld := newLoader(opts)
-	src, err := diskSource(name)
+	src, err := DiskSource(name)
 	if err != nil {
 		return nil, err
 	}
-	ld.pbDir = src.dir()
-	pb := &Playbook{Path: name, src: src, opts: opts}
-	root, err := parseYAML(name, data)
+	ld.pbDir = src.Dir()
+	pb := &Playbook{Path: name, Src: src, Options: opts}
+	root, err := ParseYAML(name, data)
 	if err != nil {
 		return nil, err
 	}
@@ -92,21 +92,21 @@ func LoadBytes(ctx context.Context, name string, data []byte, opts LoadOptions) 
 		return nil, err
 	}
 	pb.Hash = hex.EncodeToString(ld.hash.Sum(nil))
-	pb.ev = ld.ev
+	pb.Eval = ld.ev
 	return pb, nil
 }
 
 // extend adds what lies beside the playbook: overlays, checked and hashed,
 // and hook plays.
 func (ld *loader) extend(ctx context.Context, pb *Playbook) {
-	pb.overlays = ld.overlayDirs(pb.src)
-	ld.checkOverlays(pb.overlays)
-	ld.loadHooks(ctx, pb, pb.overlays)
-	pb.roleDirs = ld.roleDirs
+	pb.Overlays = ld.overlayDirs(pb.Src)
+	ld.checkOverlays(pb.Overlays)
+	ld.loadHooks(ctx, pb, pb.Overlays)
+	pb.RoleDirs = ld.roleDirs
 }
 
 func newLoader(opts LoadOptions) *loader {
-	return &loader{opts: opts, ev: eval.New(), hash: sha256.New(), seen: map[string]bool{}, handlerRoles: map[string]bool{}, roleDirs: map[string]source{}}
+	return &loader{opts: opts, ev: eval.New(), hash: sha256.New(), seen: map[string]bool{}, handlerRoles: map[string]bool{}, roleDirs: map[string]Source{}}
 }
 
 func (ld *loader) err() error {
@@ -133,36 +133,36 @@ func (ld *loader) taskErrorf(p Pos, task, format string, args ...any) {
 }
 
 // resolvePlaybook turns a reference into a playbook file.
-func resolvePlaybook(ref string, builtin fs.FS) (source, error) {
+func resolvePlaybook(ref string, builtin fs.FS) (Source, error) {
 	if ref == "" {
-		return source{}, errors.New("no playbook given")
+		return Source{}, errors.New("no playbook given")
 	}
 	if st, err := os.Stat(ref); err == nil {
-		src, err := diskSource(ref)
+		src, err := DiskSource(ref)
 		if err != nil {
-			return source{}, err
+			return Source{}, err
 		}
 		if !st.IsDir() {
 			return src, nil
 		}
-		if f, ok := src.yamlFile("playbook"); ok {
+		if f, ok := src.YAMLFile("playbook"); ok {
 			return f, nil
 		}
-		return source{}, fmt.Errorf("%s: directory has no playbook.yaml", ref)
+		return Source{}, fmt.Errorf("%s: directory has no playbook.yaml", ref)
 	}
 	if builtin != nil {
 		name := strings.TrimPrefix(path.Clean(filepath.ToSlash(ref)), "playbooks/")
-		root := source{fsys: builtin, name: "playbooks", builtin: true}
-		if dir := root.join(name); dir.isDir() {
-			if f, ok := dir.yamlFile("playbook"); ok {
+		root := Source{Fsys: builtin, Name: "playbooks", Builtin: true}
+		if dir := root.Join(name); dir.IsDir() {
+			if f, ok := dir.YAMLFile("playbook"); ok {
 				return f, nil
 			}
 		}
-		if f, ok := root.yamlFile(name); ok {
+		if f, ok := root.YAMLFile(name); ok {
 			return f, nil
 		}
 	}
-	return source{}, fmt.Errorf("playbook %q not found: no such file or directory, and no built-in playbook of that name%s", ref, didYouMean(ref, builtinPlaybooks(builtin)))
+	return Source{}, fmt.Errorf("playbook %q not found: no such file or directory, and no built-in playbook of that name%s", ref, DidYouMean(ref, builtinPlaybooks(builtin)))
 }
 
 // builtinPlaybooks lists the names of the embedded playbooks.
@@ -182,8 +182,8 @@ func builtinPlaybooks(builtin fs.FS) []string {
 }
 
 // readYAML reads and parses a file and adds it to the playbook hash.
-func (ld *loader) readYAML(src source) (*ytree.Node, bool) {
-	data, err := src.read()
+func (ld *loader) readYAML(src Source) (*ytree.Node, bool) {
+	data, err := src.Read()
 	if err != nil {
 		ld.errs = append(ld.errs, fmt.Errorf("%s: %w", src, err))
 		return nil, false
@@ -194,7 +194,7 @@ func (ld *loader) readYAML(src source) (*ytree.Node, bool) {
 		ld.hash.Write([]byte{0})
 		ld.hash.Write(data)
 	}
-	n, err := parseYAML(src.String(), data)
+	n, err := ParseYAML(src.String(), data)
 	if err != nil {
 		ld.errs = append(ld.errs, err)
 		return nil, false
@@ -205,19 +205,19 @@ func (ld *loader) readYAML(src source) (*ytree.Node, bool) {
 // stable names a file independently of the current directory, for the
 // playbook hash and journal keys: relative to the playbook's directory when
 // under it.
-func (ld *loader) stable(src source) string {
-	if src.builtin {
-		return "builtin:" + src.name
+func (ld *loader) stable(src Source) string {
+	if src.Builtin {
+		return "builtin:" + src.Name
 	}
-	if ld.pbDir.fsys != nil && !ld.pbDir.builtin {
-		if rel, ok := strings.CutPrefix(src.name, ld.pbDir.name+"/"); ok {
+	if ld.pbDir.Fsys != nil && !ld.pbDir.Builtin {
+		if rel, ok := strings.CutPrefix(src.Name, ld.pbDir.Name+"/"); ok {
 			return rel
 		}
 	}
-	return "/" + src.name
+	return "/" + src.Name
 }
 
-func (ld *loader) push(src source, at Pos) bool {
+func (ld *loader) push(src Source, at Pos) bool {
 	key := src.String()
 	for _, s := range ld.stack {
 		if s == key {
@@ -235,7 +235,7 @@ func (ld *loader) push(src source, at Pos) bool {
 
 func (ld *loader) pop() { ld.stack = ld.stack[:len(ld.stack)-1] }
 
-func (ld *loader) loadPlaybookFile(ctx context.Context, pb *Playbook, src source, top bool) {
+func (ld *loader) loadPlaybookFile(ctx context.Context, pb *Playbook, src Source, top bool) {
 	root, ok := ld.readYAML(src)
 	if !ok {
 		return
@@ -251,16 +251,16 @@ var headerKeys = map[string]bool{"name": true, "version": true, "requires": true
 
 // playbookNode reads either the kubexm form (a mapping with a header and
 // plays) or the Ansible form (a plain list of plays).
-func (ld *loader) playbookNode(ctx context.Context, pb *Playbook, root *ytree.Node, src source, top bool) {
+func (ld *loader) playbookNode(ctx context.Context, pb *Playbook, root *ytree.Node, src Source, top bool) {
 	var plays *ytree.Node
-	var headerVars, defaults varList
+	var headerVars, defaults VarList
 	switch root.Kind {
 	case ytree.List:
 		plays = root
 	case ytree.Map:
 		for _, k := range root.Keys {
 			if ks := k.KeyString(); !headerKeys[ks] {
-				ld.errorf(k.Pos, "unknown playbook key %q%s; a playbook is {name, version, description, requires, inventory, vars, defaults_files, plays}", ks, didYouMean(ks, keysOf(headerKeys)))
+				ld.errorf(k.Pos, "unknown playbook key %q%s; a playbook is {name, version, description, requires, inventory, vars, defaults_files, plays}", ks, DidYouMean(ks, KeysOf(headerKeys)))
 			}
 		}
 		name, _ := root.Get("name").Str()
@@ -322,16 +322,16 @@ func (ld *loader) playbookNode(ctx context.Context, pb *Playbook, root *ytree.No
 		}
 		if p := ld.parsePlay(pn, src, headerVars); p != nil {
 			p.Defaults = defaults
-			p.index = len(pb.Plays)
+			p.Index = len(pb.Plays)
 			pb.Plays = append(pb.Plays, p)
 		}
 	}
 }
 
-func playbookName(src source) string {
-	b := src.base()
+func playbookName(src Source) string {
+	b := src.Base()
 	if b == "playbook.yaml" || b == "playbook.yml" {
-		return src.dir().base()
+		return src.Dir().Base()
 	}
 	return strings.TrimSuffix(strings.TrimSuffix(b, ".yaml"), ".yml")
 }
@@ -360,7 +360,7 @@ func (ld *loader) checkRequire(prog string, n *ytree.Node) {
 	}
 }
 
-func (ld *loader) importPlaybook(ctx context.Context, pb *Playbook, pn, imp *ytree.Node, from source) {
+func (ld *loader) importPlaybook(ctx context.Context, pb *Playbook, pn, imp *ytree.Node, from Source) {
 	for _, k := range pn.Keys {
 		if ks := k.KeyString(); ks != "import_playbook" && ks != "name" {
 			ld.errorf(k.Pos, "import_playbook takes no other key than name, got %q", ks)
@@ -371,16 +371,16 @@ func (ld *loader) importPlaybook(ctx context.Context, pb *Playbook, pn, imp *ytr
 		ld.errorf(imp.Pos, "import_playbook needs a playbook path or name")
 		return
 	}
-	var target source
+	var target Source
 	found := false
-	cand := from.dir().join(ref)
-	if cand.isDir() {
-		target, found = cand.yamlFile("playbook")
-	} else if cand.isFile() {
+	cand := from.Dir().Join(ref)
+	if cand.IsDir() {
+		target, found = cand.YAMLFile("playbook")
+	} else if cand.IsFile() {
 		target, found = cand, true
 	}
 	if !found && ld.opts.BuiltinFS != nil {
-		if s, err := resolvePlaybook(ref, ld.opts.BuiltinFS); err == nil && s.builtin {
+		if s, err := resolvePlaybook(ref, ld.opts.BuiltinFS); err == nil && s.Builtin {
 			target, found = s, true
 		}
 	}
@@ -406,18 +406,18 @@ func underRoles(p string) (string, bool) {
 	return "", false
 }
 
-func (ld *loader) varsFiles(list *ytree.Node, src source, key string) varList {
+func (ld *loader) varsFiles(list *ytree.Node, src Source, key string) VarList {
 	if list == nil {
 		return nil
 	}
-	var out varList
+	var out VarList
 	for _, f := range ld.stringList(list, key) {
-		file := src.dir().join(f.expr)
+		file := src.Dir().Join(f.Expr)
 		// A fork of one playbook has no copy of the roles its
 		// defaults_files name (../../roles/...): such a file is found
 		// where the roles are, the fork's roles/ first, then the built-ins.
-		if rel, ok := underRoles(f.expr); ok && !file.isFile() {
-			if c, ok := rolesFile(ld.pbDir, ld.opts, rel); ok {
+		if rel, ok := underRoles(f.Expr); ok && !file.IsFile() {
+			if c, ok := RolesFile(ld.pbDir, ld.opts, rel); ok {
 				file = c
 			}
 		}
@@ -434,19 +434,19 @@ func (ld *loader) varsFiles(list *ytree.Node, src source, key string) varList {
 	return out
 }
 
-func (ld *loader) parsePlay(pn *ytree.Node, src source, headerVars varList) *Play {
+func (ld *loader) parsePlay(pn *ytree.Node, src Source, headerVars VarList) *Play {
 	if pn.Kind != ytree.Map {
 		ld.errorf(pn.Pos, "a play must be a mapping with hosts and tasks, not %s", pn.KindName())
 		return nil
 	}
 	name, _ := pn.Get("name").Str()
 	ld.checkPlayKeys(pn, name)
-	p := &Play{Name: name, Pos: pn.Pos, src: src, MaxFailPercentage: -1, Strategy: "linear"}
+	p := &Play{Name: name, Pos: pn.Pos, Src: src, MaxFailPercentage: -1, Strategy: "linear"}
 	ld.play = p
 	ld.handlerRoles = map[string]bool{}
 	ld.seenRoles = map[string]bool{}
 	ld.playHosts(p, pn)
-	p.Vars = append(append(varList{}, headerVars...), ld.varsNode(pn.Get("vars"))...)
+	p.Vars = append(append(VarList{}, headerVars...), ld.varsNode(pn.Get("vars"))...)
 	p.Vars = append(p.Vars, ld.varsFiles(pn.Get("vars_files"), src, "vars_files")...)
 	for _, kw := range playKeywords {
 		if v := pn.Get(kw.name); v != nil && kw.parse != nil {
@@ -472,9 +472,9 @@ func (ld *loader) checkPlayKeys(pn *ytree.Node, name string) {
 	keys := playKeys()
 	for _, k := range pn.Keys {
 		if ks := k.KeyString(); !keys[ks] {
-			hint := ansibleHint(ks)
+			hint := AnsibleHint(ks)
 			if hint == "" {
-				hint = didYouMean(ks, keysOf(keys))
+				hint = DidYouMean(ks, KeysOf(keys))
 			}
 			if _, isTask := taskKeys[ks]; isTask || ld.opts.Builtins[ks] != nil {
 				hint = "; tasks go under tasks:"
@@ -508,7 +508,7 @@ func (ld *loader) playHosts(p *Play, pn *ytree.Node) {
 		}
 		p.Hosts = s
 	}
-	if err := checkPattern(p.Hosts); err != nil && hn != nil {
+	if err := CheckPattern(p.Hosts); err != nil && hn != nil {
 		ld.errorf(hn.Pos, "hosts: %v", err)
 	}
 	if p.Name == "" {
@@ -549,23 +549,23 @@ func (ld *loader) checkNotify(p *Play) {
 	check := func(t *Task, _ []*Task) bool {
 		for _, n := range t.Notify {
 			if !names[n] && !strings.Contains(n, "{{") {
-				ld.taskErrorf(t.Pos, t.Name, "notify %q: no handler of that name%s", n, didYouMean(n, keysOf(names)))
+				ld.taskErrorf(t.Pos, t.Name, "notify %q: no handler of that name%s", n, DidYouMean(n, KeysOf(names)))
 			}
 		}
 		return true
 	}
 	for _, s := range p.Sections() {
-		walkTasks(s, nil, check)
+		WalkTasks(s, nil, check)
 	}
-	walkTasks(p.Handlers, nil, check)
+	WalkTasks(p.Handlers, nil, check)
 }
 
 // templateRefs adds to refs the variables the templates in v read.
 func (ld *loader) templateRefs(v any, refs []string) []string {
-	return appendTemplateRefs(ld.ev.Refs, v, refs)
+	return AppendTemplateRefs(ld.ev.Refs, v, refs)
 }
 
-func (ld *loader) varsNode(n *ytree.Node) varList {
+func (ld *loader) varsNode(n *ytree.Node) VarList {
 	if n.IsNull() {
 		return nil
 	}
@@ -573,18 +573,18 @@ func (ld *loader) varsNode(n *ytree.Node) varList {
 		ld.errorf(n.Pos, "vars must be a mapping, not %s", n.KindName())
 		return nil
 	}
-	var out varList
+	var out VarList
 	for i, k := range n.Keys {
 		name := k.KeyString()
-		if !identRe.MatchString(name) {
+		if !IdentRe.MatchString(name) {
 			ld.errorf(k.Pos, "variable name %q is not an identifier (letters, digits, _)", name)
 			continue
 		}
 		v := n.Vals[i].Value()
 		tmpl := ld.checkTemplates(n.Vals[i], "")
-		d := varDef{name: name, val: v, pos: k.Pos, template: tmpl}
+		d := VarDef{Name: name, Val: v, Pos: k.Pos, Template: tmpl}
 		if tmpl {
-			d.refs = ld.templateRefs(v, nil)
+			d.Refs = ld.templateRefs(v, nil)
 		}
 		out = append(out, d)
 	}
@@ -625,7 +625,7 @@ func (ld *loader) checkTemplates(n *ytree.Node, task string) bool {
 	return strings.Contains(s, "{{")
 }
 
-func (ld *loader) stringList(n *ytree.Node, what string) []cond {
+func (ld *loader) stringList(n *ytree.Node, what string) []Cond {
 	if n == nil {
 		return nil
 	}
@@ -633,13 +633,13 @@ func (ld *loader) stringList(n *ytree.Node, what string) []cond {
 	if n.Kind == ytree.List {
 		vals = n.List
 	}
-	var out []cond
+	var out []Cond
 	for _, v := range vals {
 		if v.Kind != ytree.Scalar || v.Scalar == nil {
 			ld.errorf(v.Pos, "%s: expected a string or a list of strings, got %s", what, v.KindName())
 			continue
 		}
-		out = append(out, cond{expr: scalarString(v), pos: v.Pos})
+		out = append(out, Cond{Expr: scalarString(v), Pos: v.Pos})
 	}
 	return out
 }
@@ -647,7 +647,7 @@ func (ld *loader) stringList(n *ytree.Node, what string) []cond {
 func (ld *loader) tags(n *ytree.Node) []string {
 	var out []string
 	for _, c := range ld.stringList(n, "tags") {
-		for _, t := range strings.Split(c.expr, ",") {
+		for _, t := range strings.Split(c.Expr, ",") {
 			if t = strings.TrimSpace(t); t != "" {
 				out = append(out, t)
 			}
@@ -659,15 +659,15 @@ func (ld *loader) tags(n *ytree.Node) []string {
 // conds reads when/changed_when/failed_when: an expression, a list of them
 // (all must hold) or a boolean. task names the task in errors ("" for a
 // play's when).
-func (ld *loader) conds(n *ytree.Node, task string) []cond {
+func (ld *loader) conds(n *ytree.Node, task string) []Cond {
 	out := ld.stringList(n, "condition")
 	for _, c := range out {
-		if strings.Contains(c.expr, "{{") {
-			ld.taskErrorf(c.pos, task, "conditions are expressions, not templates: write %q without {{ }}", strings.TrimSpace(strings.Trim(strings.TrimSpace(c.expr), "{}")))
+		if strings.Contains(c.Expr, "{{") {
+			ld.taskErrorf(c.Pos, task, "conditions are expressions, not templates: write %q without {{ }}", strings.TrimSpace(strings.Trim(strings.TrimSpace(c.Expr), "{}")))
 			continue
 		}
-		if err := ld.ev.CheckExpr(c.expr); err != nil {
-			ld.taskErrorf(c.pos, task, "%v", err)
+		if err := ld.ev.CheckExpr(c.Expr); err != nil {
+			ld.taskErrorf(c.Pos, task, "%v", err)
 		}
 	}
 	return out

@@ -198,7 +198,7 @@ func TestMatchHosts(t *testing.T) {
 		{"h[12]", "h1 h2"},
 	}
 	for _, tc := range cases {
-		got, _, err := matchHosts(inv, tc.pattern)
+		got, _, err := MatchHosts(inv, tc.pattern)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.pattern, err)
 		}

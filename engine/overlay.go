@@ -24,17 +24,17 @@ var overlayKinds = []string{"templates", "files"}
 // Only a playbook directory (NAME/playbook.yaml) has them: a single-file
 // playbook's directory is often the working directory, whose site/ may be
 // anything (an export, say).
-func siteDirs(pbFile source) []source {
+func siteDirs(pbFile Source) []Source {
 	if !ownsDir(pbFile) {
 		return nil
 	}
-	pbDir := pbFile.dir()
-	var out []source
-	if d := pbDir.join("site"); d.isDir() {
+	pbDir := pbFile.Dir()
+	var out []Source
+	if d := pbDir.Join("site"); d.IsDir() {
 		out = append(out, d)
 	}
-	if pbDir.dir().base() == "playbooks" {
-		if d := pbDir.dir().dir().join("site"); d.isDir() {
+	if pbDir.Dir().Base() == "playbooks" {
+		if d := pbDir.Dir().Dir().Join("site"); d.IsDir() {
 			out = append(out, d)
 		}
 	}
@@ -43,18 +43,18 @@ func siteDirs(pbFile source) []source {
 
 // ownsDir says whether the playbook file is a playbook directory's
 // playbook.yaml on disk, whose directory holds only what belongs to it.
-func ownsDir(pbFile source) bool {
-	b := pbFile.base()
-	return !pbFile.builtin && pbFile.fsys != nil && (b == "playbook.yaml" || b == "playbook.yml")
+func ownsDir(pbFile Source) bool {
+	b := pbFile.Base()
+	return !pbFile.Builtin && pbFile.Fsys != nil && (b == "playbook.yaml" || b == "playbook.yml")
 }
 
 // overlayDirs returns the overlay directories, highest precedence first:
 // the --overlay ones last to first, then the site/ directories.
-func (ld *loader) overlayDirs(pbFile source) []source {
-	var out []source
+func (ld *loader) overlayDirs(pbFile Source) []Source {
+	var out []Source
 	for _, d := range slices.Backward(ld.opts.Overlays) {
-		s, err := diskSource(d)
-		if err != nil || !s.isDir() {
+		s, err := DiskSource(d)
+		if err != nil || !s.IsDir() {
 			ld.errs = append(ld.errs, fmt.Errorf("--overlay %s: not a directory", d))
 			continue
 		}
@@ -67,13 +67,13 @@ func (ld *loader) overlayDirs(pbFile source) []source {
 // file the role really has (a typo would otherwise be ignored silently),
 // and adds each file to the playbook hash, so that --resume sees a changed
 // overlay as it sees a changed role.
-func (ld *loader) checkOverlays(dirs []source) {
+func (ld *loader) checkOverlays(dirs []Source) {
 	for _, o := range dirs {
-		roles := o.join("roles")
-		if !roles.isDir() {
+		roles := o.Join("roles")
+		if !roles.IsDir() {
 			continue
 		}
-		_ = fs.WalkDir(roles.fsys, roles.name, func(p string, d fs.DirEntry, err error) error {
+		_ = fs.WalkDir(roles.Fsys, roles.Name, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				ld.errs = append(ld.errs, fmt.Errorf("overlay %s: %w", o, err))
 				return nil
@@ -81,8 +81,8 @@ func (ld *loader) checkOverlays(dirs []source) {
 			if d.IsDir() {
 				return nil
 			}
-			rel := strings.TrimPrefix(p, roles.name+"/")
-			ld.checkOverlayFile(o, source{fsys: roles.fsys, name: p}, rel)
+			rel := strings.TrimPrefix(p, roles.Name+"/")
+			ld.checkOverlayFile(o, Source{Fsys: roles.Fsys, Name: p}, rel)
 			return nil
 		})
 	}
@@ -90,7 +90,7 @@ func (ld *loader) checkOverlays(dirs []source) {
 
 // checkOverlayFile checks one overlay file, rel being its path under the
 // overlay's roles/ (e.g. containerd/templates/config.toml.tmpl).
-func (ld *loader) checkOverlayFile(o, f source, rel string) {
+func (ld *loader) checkOverlayFile(o, f Source, rel string) {
 	parts := strings.Split(rel, "/")
 	k := slices.IndexFunc(parts, func(s string) bool { return slices.Contains(overlayKinds, s) })
 	if k < 1 || k == len(parts)-1 {
@@ -100,11 +100,11 @@ func (ld *loader) checkOverlayFile(o, f source, rel string) {
 	role, kind, name := path.Join(parts[:k]...), parts[k], path.Join(parts[k+1:]...)
 	dir, ok := ld.findRole(role)
 	if !ok {
-		ld.errs = append(ld.errs, fmt.Errorf("overlay %s: there is no role %q to overlay%s", f, role, didYouMean(role, ld.roleNames())))
+		ld.errs = append(ld.errs, fmt.Errorf("overlay %s: there is no role %q to overlay%s", f, role, DidYouMean(role, ld.roleNames())))
 		return
 	}
-	if !dir.join(kind).join(name).isFile() {
-		real := roleFiles(dir.join(kind))
+	if !dir.Join(kind).Join(name).IsFile() {
+		real := roleFiles(dir.Join(kind))
 		list := "it has none"
 		if len(real) > 0 {
 			list = "it has " + strings.Join(real, ", ")
@@ -112,7 +112,7 @@ func (ld *loader) checkOverlayFile(o, f source, rel string) {
 		ld.errs = append(ld.errs, fmt.Errorf("overlay %s shadows nothing: role %s (%s) has no %s/%s%s; %s", f, role, dir, kind, name, fileHint(name, real), list))
 		return
 	}
-	data, err := f.read()
+	data, err := f.Read()
 	if err != nil {
 		ld.errs = append(ld.errs, fmt.Errorf("overlay %s: %w", f, err))
 		return
@@ -126,7 +126,7 @@ func (ld *loader) checkOverlayFile(o, f source, rel string) {
 // (config.tml for config.toml.tmpl) is too many edits for a name, so a file
 // of the same stem is suggested too.
 func fileHint(name string, files []string) string {
-	if h := didYouMean(name, files); h != "" {
+	if h := DidYouMean(name, files); h != "" {
 		return h
 	}
 	stem := func(s string) string { b, _, _ := strings.Cut(s, "."); return b }
@@ -139,14 +139,14 @@ func fileHint(name string, files []string) string {
 }
 
 // roleFiles lists the files under dir, relative to it.
-func roleFiles(dir source) []string {
-	if !dir.isDir() {
+func roleFiles(dir Source) []string {
+	if !dir.IsDir() {
 		return nil
 	}
 	var out []string
-	_ = fs.WalkDir(dir.fsys, dir.name, func(p string, d fs.DirEntry, err error) error {
+	_ = fs.WalkDir(dir.Fsys, dir.Name, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
-			out = append(out, strings.TrimPrefix(p, dir.name+"/"))
+			out = append(out, strings.TrimPrefix(p, dir.Name+"/"))
 		}
 		return nil
 	})
@@ -157,12 +157,12 @@ func roleFiles(dir source) []string {
 // by their path under the root, for suggestions.
 func (ld *loader) roleNames() []string {
 	set := map[string]bool{}
-	for _, root := range roleRoots(ld.pbDir, ld.opts) {
-		if root.isDir() {
+	for _, root := range RoleRoots(ld.pbDir, ld.opts) {
+		if root.IsDir() {
 			for _, r := range roleDirs(root) {
 				set[r] = true
 			}
 		}
 	}
-	return keysOf(set)
+	return KeysOf(set)
 }

@@ -49,7 +49,7 @@ func loadRun(t *testing.T, ref string, builtin fstest.MapFS, lo LoadOptions) ([]
 		t.Fatal(err)
 	}
 	if rc, err := Run(context.Background(), pb, testInventory(), RunOptions{NoJournal: true}); err != nil {
-		t.Fatal(err, failedHosts(rc), rc.Hosts["localhost"])
+		t.Fatal(err, FailedHosts(rc), rc.Hosts["localhost"])
 	}
 	return c.log, pb
 }

@@ -42,17 +42,17 @@ type Playbook struct {
 	// a resume journal is tied to it.
 	Hash string
 
-	src  source
-	opts LoadOptions
+	Src     Source
+	Options LoadOptions
 	// overlays are the directories searched first for a role's templates
 	// and files, highest precedence first.
-	overlays []source
+	Overlays []Source
 	// ev is shared by the loader and every run, so templates and
 	// expressions compile once.
-	ev *eval.Evaluator
+	Eval *eval.Evaluator
 	// roleDirs are the directories of the roles the playbook uses, by
 	// reference (cni/flannel).
-	roleDirs map[string]source
+	RoleDirs map[string]Source
 }
 
 // Play maps a host pattern to an ordered list of tasks.
@@ -60,10 +60,10 @@ type Play struct {
 	Name  string
 	Pos   Pos
 	Hosts string
-	Vars  varList
+	Vars  VarList
 	// Defaults are the playbook header's defaults_files: shared defaults
 	// below every role's own, the lowest level a playbook can set.
-	Defaults       varList
+	Defaults       VarList
 	PreTasks       []*Task
 	Roles          []*Task // one implicit block per role reference
 	Tasks          []*Task
@@ -80,7 +80,7 @@ type Play struct {
 	MaxFailPercentage float64 // < 0: not set
 	GatherFacts       bool
 	Tags              []string
-	When              []cond
+	When              []Cond
 	Become            bool
 	// Phase names the part of the playbook the play belongs to (os,
 	// network, ...), which hook playbooks run before and after.
@@ -89,8 +89,8 @@ type Play struct {
 	// playbook, "" otherwise.
 	Hook string
 
-	index int
-	src   source
+	Index int
+	Src   Source
 }
 
 // Sections returns the play's task lists in the order they run, each followed
@@ -122,24 +122,24 @@ type Task struct {
 	Action string // builtin name, or the meta action
 	Args   map[string]any
 
-	When        []cond // own and inherited conditions, all must hold
+	When        []Cond // own and inherited conditions, all must hold
 	Loop        any
 	HasLoop     bool
 	LoopVar     string
 	IndexVar    string
 	Label       string
 	Register    string
-	ChangedWhen []cond
-	FailedWhen  []cond
+	ChangedWhen []Cond
+	FailedWhen  []Cond
 	IgnoreErrs  bool
 	Retries     int
 	Delay       time.Duration
-	Until       *cond
+	Until       *Cond
 	RunOnce     bool
 	DelegateTo  string
 	Notify      []string
 	Tags        []string // own and inherited
-	Vars        varList
+	Vars        VarList
 	Environment map[string]any
 	Become      bool
 	Timeout     time.Duration
@@ -154,23 +154,23 @@ type Task struct {
 	// own and are not listed.
 	Implicit bool
 
-	Include *include
+	Include *Include
 
-	Role  *roleInstance
-	pos   string // Pos.String(), computed once
-	key   string // file:line:col with the file named independently of the working directory
-	scope *scope
-	spec  step.Spec
-	impl  step.Builtin
-	play  *Play
+	Role    *RoleInstance
+	PosText string // Pos.String(), computed once
+	Key     string // file:line:col with the file named independently of the working directory
+	Scope   *Scope
+	Spec    step.Spec
+	Impl    step.Builtin
+	Play    *Play
 }
 
 // where returns file:line:col of the task.
-func (t *Task) where() string {
-	if t.pos == "" {
+func (t *Task) Where() string {
+	if t.PosText == "" {
 		return t.Pos.String()
 	}
-	return t.pos
+	return t.PosText
 }
 
 // RoleName returns the name of the role the task belongs to, or "".
@@ -178,59 +178,59 @@ func (t *Task) RoleName() string {
 	if t.Role == nil {
 		return ""
 	}
-	return t.Role.name
+	return t.Role.Name
 }
 
 // cond is an expression with where it was written.
-type cond struct {
-	expr string
-	pos  Pos
+type Cond struct {
+	Expr string
+	Pos  Pos
 }
 
 // varDef is one variable assignment in file order.
-type varDef struct {
-	name     string
-	val      any
-	pos      Pos
-	template bool // the value holds {{ }} somewhere
+type VarDef struct {
+	Name     string
+	Val      any
+	Pos      Pos
+	Template bool // the value holds {{ }} somewhere
 	// inventory: set by the inventory (group_vars, host vars...). Its
 	// template may read a variable only some plays have (a playbook's
 	// shared defaults); where that is missing it is left out, not an error.
-	inventory bool
-	refs      []string // the names its templates may read (.name), for rendering order
+	Inventory bool
+	Refs      []string // the names its templates may read (.name), for rendering order
 }
 
-type varList []varDef
+type VarList []VarDef
 
 // scope is a level of variables: a role (defaults, vars, params), a block
 // (vars) or an include_tasks (params). Each kind of list sits at its own
 // Ansible precedence level; see (*playRun).vars.
-type scope struct {
-	parent   *scope
-	role     bool
-	defaults varList // role defaults/main.yaml
-	vars     varList // role vars/main.yaml, or block vars
-	params   varList // role parameters, or include_tasks/import_tasks vars
+type Scope struct {
+	Parent   *Scope
+	Role     bool
+	Defaults VarList // role defaults/main.yaml
+	Vars     VarList // role vars/main.yaml, or block vars
+	Params   VarList // role parameters, or include_tasks/import_tasks vars
 }
 
 // include is a dynamic include_tasks or include_role.
-type include struct {
-	file   string // include_tasks: file, may be templated
-	role   string // include_role: role name
-	vars   varList
-	static []*Task // preloaded when the reference has no template
+type Include struct {
+	File   string // include_tasks: file, may be templated
+	Role   string // include_role: role name
+	Vars   VarList
+	Static []*Task // preloaded when the reference has no template
 	// load loads the file or role the include names once it is rendered,
 	// where the include was written: the run reaches the loader through
 	// it alone.
-	load func(name string) ([]*Task, error)
+	Load func(name string) ([]*Task, error)
 }
 
-type roleInstance struct {
-	name string
+type RoleInstance struct {
+	Name string
 	// ref is the role's path under its roles directory (kubernetes/node),
 	// where an overlay keeps its files.
-	ref string
-	dir source
+	Ref string
+	Dir Source
 }
 
 // Phases returns the phase names of the playbook in the order they run.
@@ -246,19 +246,19 @@ func (pb *Playbook) Phases() []string {
 
 // overlayFile returns the highest-precedence overlay of a role's
 // kind/name file.
-func (pb *Playbook) overlayFile(role *roleInstance, kind, name string) (source, bool) {
-	for _, o := range pb.overlays {
-		if c := o.join("roles").join(role.ref).join(kind).join(name); c.isFile() {
+func (pb *Playbook) OverlayFile(role *RoleInstance, kind, name string) (Source, bool) {
+	for _, o := range pb.Overlays {
+		if c := o.Join("roles").Join(role.Ref).Join(kind).Join(name); c.IsFile() {
 			return c, true
 		}
 	}
-	return source{}, false
+	return Source{}, false
 }
 
 // batchable says whether a looped task's items may go to its builtin's
 // RunBatch: until, timeout and delegate_to are decided per item.
-func (t *Task) batchable() (step.Batcher, bool) {
-	b, ok := t.impl.(step.Batcher)
+func (t *Task) Batchable() (step.Batcher, bool) {
+	b, ok := t.Impl.(step.Batcher)
 	if !ok || t.Until != nil || t.Timeout > 0 || t.DelegateTo != "" {
 		return nil, false
 	}
@@ -270,18 +270,18 @@ func (t *Task) batchable() (step.Batcher, bool) {
 // when the include names a file or role without a template), with the
 // tasks that hold it. visit returns false to stop the walk; walkTasks then
 // returns false too.
-func walkTasks(ts []*Task, parents []*Task, visit func(t *Task, parents []*Task) bool) bool {
+func WalkTasks(ts []*Task, parents []*Task, visit func(t *Task, parents []*Task) bool) bool {
 	for _, t := range ts {
 		if !visit(t, parents) {
 			return false
 		}
 		inner := append(slices.Clone(parents), t)
 		for _, sub := range [][]*Task{t.Block, t.Rescue, t.Always} {
-			if !walkTasks(sub, inner, visit) {
+			if !WalkTasks(sub, inner, visit) {
 				return false
 			}
 		}
-		if t.Include != nil && !walkTasks(t.Include.static, inner, visit) {
+		if t.Include != nil && !WalkTasks(t.Include.Static, inner, visit) {
 			return false
 		}
 	}
@@ -290,7 +290,7 @@ func walkTasks(ts []*Task, parents []*Task, visit func(t *Task, parents []*Task)
 
 // taskNames are the names --start-at-task matches a task by: its own, and
 // for a role's task "role : name", as --list-tasks prints it.
-func taskNames(t *Task) []string {
+func TaskNames(t *Task) []string {
 	names := []string{t.Name}
 	if role := t.RoleName(); role != "" {
 		names = append(names, role+" : "+t.Name)
@@ -301,7 +301,7 @@ func taskNames(t *Task) []string {
 // tagsSelected says whether a task with tags runs under --tags only and
 // --skip-tags skip. "always" runs unless skipped by name, "never" only when
 // asked for; "tagged", "untagged" and "all" work as in Ansible.
-func tagsSelected(tags, only, skip []string) bool {
+func TagsSelected(tags, only, skip []string) bool {
 	has := func(t string) bool { return slices.Contains(tags, t) }
 	for _, s := range skip {
 		if has(s) || (s == "tagged" && len(tags) > 0) || (s == "untagged" && len(tags) == 0) {

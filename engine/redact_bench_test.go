@@ -13,11 +13,11 @@ func BenchmarkRedactor(b *testing.B) {
 	for i := range 10 {
 		secrets = append(secrets, fmt.Sprintf("secret-%d-%s", i, strings.Repeat("x", 20)))
 	}
-	rd := newRedactor(secrets)
+	rd := NewMasker(secrets)
 	text := strings.Repeat("some ordinary command output, no secrets here; ", 200)
 	b.SetBytes(int64(len(text)))
 	for b.Loop() {
-		rd.str(text)
+		rd.Str(text)
 	}
 }
 
@@ -27,6 +27,6 @@ func BenchmarkNewRedactor(b *testing.B) {
 		secrets = append(secrets, fmt.Sprintf("secret-%d-%s", i, strings.Repeat("x", 20)))
 	}
 	for b.Loop() {
-		newRedactor(secrets)
+		NewMasker(secrets)
 	}
 }

@@ -65,7 +65,7 @@ func TestSecretsMaskedWhenEscapedTwice(t *testing.T) {
 			t.Errorf("%q leaks:\n%s", leak, text.String())
 		}
 	}
-	if n := strings.Count(text.String(), mask); n < len(msgs) {
+	if n := strings.Count(text.String(), Mask); n < len(msgs) {
 		t.Errorf("masked %d times, want at least %d:\n%s", n, len(msgs), text.String())
 	}
 }

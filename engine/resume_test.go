@@ -272,7 +272,7 @@ func TestInventoryHashLeavesSecretsOut(t *testing.T) {
 		inv.Hosts[2].Address = addr
 		inv.OtherSecrets = []string{"reg-" + pw}
 		inv.Vars["registry_password"] = "reg-" + pw
-		return inventoryHash(inv, newRedactor(inv.Secrets()))
+		return InventoryHash(inv, NewMasker(inv.Secrets()))
 	}
 	if hash("first-password", "10.0.0.3") != hash("other-password", "10.0.0.3") {
 		t.Error("the hash depends on the passwords")

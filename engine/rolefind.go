@@ -15,9 +15,9 @@ import (
 // task runs.
 func (pb *Playbook) FindRoleFile(file string) (found bool, searched []string) {
 	role, _, _ := strings.Cut(file, "/tasks/")
-	for _, d := range roleSearchDirs(pb.src.dir(), pb.opts, role) {
+	for _, d := range RoleSearchDirs(pb.Src.Dir(), pb.Options, role) {
 		searched = append(searched, d.String())
-		if d.join(file).isFile() {
+		if d.Join(file).IsFile() {
 			return true, searched
 		}
 	}
@@ -37,16 +37,16 @@ type RoleFile struct {
 // fork's copy of a role, not the built-in one.
 func (pb *Playbook) RoleFiles(name string) ([]RoleFile, error) {
 	var out []RoleFile
-	for _, ref := range slices.Sorted(maps.Keys(pb.roleDirs)) {
-		f := pb.roleDirs[ref].join(name)
-		if !f.isFile() {
+	for _, ref := range slices.Sorted(maps.Keys(pb.RoleDirs)) {
+		f := pb.RoleDirs[ref].Join(name)
+		if !f.IsFile() {
 			continue
 		}
-		data, err := f.read()
+		data, err := f.Read()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
-		out = append(out, RoleFile{Role: ref, Where: f.String(), Data: data, Builtin: f.builtin})
+		out = append(out, RoleFile{Role: ref, Where: f.String(), Data: data, Builtin: f.Builtin})
 	}
 	return out, nil
 }
@@ -56,11 +56,11 @@ func (pb *Playbook) RoleFiles(name string) ([]RoleFile, error) {
 // roles wins over the built-in one. where names the file for messages; ok
 // is false when no directory has it.
 func (pb *Playbook) RolesFile(name string) (data []byte, where string, ok bool, err error) {
-	f, ok := rolesFile(pb.src.dir(), pb.opts, name)
+	f, ok := RolesFile(pb.Src.Dir(), pb.Options, name)
 	if !ok {
 		return nil, "", false, nil
 	}
-	if data, err = f.read(); err != nil {
+	if data, err = f.Read(); err != nil {
 		return nil, f.String(), true, fmt.Errorf("%s: %w", f, err)
 	}
 	return data, f.String(), true, nil
@@ -68,41 +68,41 @@ func (pb *Playbook) RolesFile(name string) (data []byte, where string, ok bool, 
 
 // rolesFile finds a file relative to the role directories, as roleRoots
 // lists them.
-func rolesFile(pbDir source, opts LoadOptions, name string) (source, bool) {
-	for _, d := range roleRoots(pbDir, opts) {
-		if f := d.join(name); f.isFile() {
+func RolesFile(pbDir Source, opts LoadOptions, name string) (Source, bool) {
+	for _, d := range RoleRoots(pbDir, opts) {
+		if f := d.Join(name); f.IsFile() {
 			return f, true
 		}
 	}
-	return source{}, false
+	return Source{}, false
 }
 
 // roleRoots lists the directories roles are looked for in, first match
 // wins: the playbook's roles/, the roles/ beside its playbooks/ directory,
 // --roles-path, then the built-in roles.
-func roleRoots(pbDir source, opts LoadOptions) []source {
-	var dirs []source
-	dirs = append(dirs, pbDir.join("roles"))
-	if pbDir.dir().base() == "playbooks" && !pbDir.builtin {
-		dirs = append(dirs, pbDir.dir().dir().join("roles"))
+func RoleRoots(pbDir Source, opts LoadOptions) []Source {
+	var dirs []Source
+	dirs = append(dirs, pbDir.Join("roles"))
+	if pbDir.Dir().Base() == "playbooks" && !pbDir.Builtin {
+		dirs = append(dirs, pbDir.Dir().Dir().Join("roles"))
 	}
 	for _, p := range opts.RolesPath {
-		if s, err := diskSource(p); err == nil {
+		if s, err := DiskSource(p); err == nil {
 			dirs = append(dirs, s)
 		}
 	}
 	if opts.BuiltinFS != nil {
-		dirs = append(dirs, source{fsys: opts.BuiltinFS, name: "roles", builtin: true})
+		dirs = append(dirs, Source{Fsys: opts.BuiltinFS, Name: "roles", Builtin: true})
 	}
 	return dirs
 }
 
 // roleSearchDirs lists where a role of this name is looked for: roleRoots, after
 // the playbook's own directory for a name with a slash (cni/flannel).
-func roleSearchDirs(pbDir source, opts LoadOptions, name string) []source {
-	dirs := roleRoots(pbDir, opts)
+func RoleSearchDirs(pbDir Source, opts LoadOptions, name string) []Source {
+	dirs := RoleRoots(pbDir, opts)
 	if strings.Contains(name, "/") {
-		dirs = append([]source{pbDir}, dirs...)
+		dirs = append([]Source{pbDir}, dirs...)
 	}
 	return dirs
 }

@@ -64,7 +64,7 @@ type RunOptions struct {
 	// lockFile replaces the hosts' lock file: the engine's tests lock this
 	// machine, as its connection: local hosts do, and must not wait for
 	// other packages' tests that lock it at the same time.
-	lockFile string
+	LockFile string
 }
 
 // ErrFailed is returned (wrapped) when some host failed; the recap says which.
@@ -77,8 +77,8 @@ type runner struct {
 	ev    *eval.Evaluator
 	out   model.Sink
 	outMu sync.Mutex
-	jr    *journal
-	red   *redactor
+	jr    *Journal
+	red   *Masker
 	// jobs feeds the Forks long-lived workers that run task-hosts; reusing
 	// goroutines keeps their grown stacks, which matters at 1000 hosts.
 	jobs    chan func()
@@ -92,7 +92,7 @@ type runner struct {
 	order     []*hostState
 	recap     *model.Recap
 	started   bool // --start-at-task reached
-	sel       *selection
+	sel       *Selection
 	hostvars  hostvarsCache
 	filesMu   sync.Mutex
 	files     map[string]string // built-in files copied to disk for builtins
@@ -130,7 +130,7 @@ func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOp
 	if opts.HostLock && opts.LockFirst != "" {
 		if _, err := r.transportFor(ctx, opts.LockFirst); errors.Is(err, errHostBusy) {
 			r.stopWorkers()
-			_ = r.jr.close("failed")
+			_ = r.jr.Close("failed")
 			return nil, fmt.Errorf("the lock of the cluster: %w", err)
 		}
 	}
@@ -154,31 +154,31 @@ func checkLimit(inv *inventory.Inventory, limit string) error {
 	if limit == "" {
 		return nil
 	}
-	if err := checkPattern(limit); err != nil {
+	if err := CheckPattern(limit); err != nil {
 		return fmt.Errorf("--limit: %w", err)
 	}
-	if hosts, _, err := matchHosts(inv, limit); err != nil {
+	if hosts, _, err := MatchHosts(inv, limit); err != nil {
 		return fmt.Errorf("--limit: %w", err)
 	} else if len(hosts) == 0 {
 		return fmt.Errorf("--limit %q matches no host of the inventory (hosts: %s); `--list-hosts` shows what each play targets",
-			limit, strings.Join(allHostNames(inv), ", "))
+			limit, strings.Join(AllHostNames(inv), ", "))
 	}
 	return nil
 }
 
 // newRunner sets a run up: the selected tasks, the hosts and the journal.
 func newRunner(pb *Playbook, inv *inventory.Inventory, opts RunOptions) (*runner, error) {
-	sel, err := selectTasks(pb, inv.Vars, opts)
+	sel, err := SelectTasks(pb, inv.Vars, opts)
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
 	r := &runner{
 		sel: sel,
-		pb:  pb, inv: inv, opts: opts, ev: pb.ev, out: opts.Output,
+		pb:  pb, inv: inv, opts: opts, ev: pb.Eval, out: opts.Output,
 		jobs:  make(chan func()),
-		runID: newRunID(now), hosts: map[string]*hostState{},
-		red: newRedactor(inv.Secrets()), files: map[string]string{},
+		runID: NewRunID(now), hosts: map[string]*hostState{},
+		red: NewMasker(inv.Secrets()), files: map[string]string{},
 		startTime: now,
 		started:   opts.StartAt == "",
 	}
@@ -244,7 +244,7 @@ func (r *runner) finish(ctx context.Context) (*model.Recap, error) {
 	case rc.Failed:
 		outcome = "failed"
 	}
-	jerr := r.jr.close(outcome)
+	jerr := r.jr.Close(outcome)
 	r.emit(model.Event{Kind: model.EventRecap, Recap: rc, DurationMS: rc.Duration.Milliseconds(), Status: model.Status(outcome)})
 	switch {
 	case rc.Cancelled:
@@ -254,7 +254,7 @@ func (r *runner) finish(ctx context.Context) (*model.Recap, error) {
 	case rc.Failed:
 		why := r.aborted
 		if why == "" {
-			why = failedHosts(rc)
+			why = FailedHosts(rc)
 		}
 		if r.jr == nil {
 			// No journal was written (--no-journal, --check): there is
@@ -267,7 +267,7 @@ func (r *runner) finish(ctx context.Context) (*model.Recap, error) {
 }
 
 // failedHosts says which hosts failed and which were unreachable.
-func failedHosts(rc *model.Recap) string {
+func FailedHosts(rc *model.Recap) string {
 	var failed, unreachable []string
 	for _, h := range rc.Order {
 		s := rc.Hosts[h]
@@ -299,7 +299,7 @@ func (r *runner) initHosts() error {
 	defaults["work_dir"] = r.opts.WorkDir
 	// What the cluster record on the hosts says the cluster was last run
 	// with (roles/identity): the inventory's hash, secrets masked.
-	defaults["inventory_sha256"] = inventoryHash(r.inv, r.red)
+	defaults["inventory_sha256"] = InventoryHash(r.inv, r.red)
 	for i := range r.inv.Hosts {
 		h := &r.inv.Hosts[i]
 		hs := newHostState(h.Name, h, r.inv, defaults)
@@ -346,43 +346,43 @@ func (r *runner) openJournal() error {
 		}
 		return nil
 	}
-	invHash := inventoryHash(r.inv, r.red)
-	hdr := journalRecord{Run: r.runID, Playbook: r.pb.Name, PlaybookHash: r.pb.Hash, InventoryHash: invHash}
-	var done map[string]journalRecord
+	invHash := InventoryHash(r.inv, r.red)
+	hdr := Record{Run: r.runID, Playbook: r.pb.Name, PlaybookHash: r.pb.Hash, InventoryHash: invHash}
+	var done map[string]Record
 	if r.opts.Resume != "" {
 		id := r.opts.Resume
 		if id == "last" {
 			var err error
-			if id, err = lastRun(r.opts.WorkDir); err != nil {
+			if id, err = LastRun(r.opts.WorkDir); err != nil {
 				return err
 			}
 		}
 		var err error
-		if done, err = loadJournal(r.opts.WorkDir, id, r.pb.Name, r.pb.Hash, invHash); err != nil {
+		if done, err = Read(r.opts.WorkDir, id, r.pb.Name, r.pb.Hash, invHash); err != nil {
 			return err
 		}
 		hdr.ResumedFrom = id
 	}
-	j, err := openJournal(r.opts.WorkDir, r.runID, hdr)
+	j, err := Open(r.opts.WorkDir, r.runID, hdr)
 	if err != nil {
 		return err
 	}
-	j.done, j.from = done, hdr.ResumedFrom
+	j.Done, j.From = done, hdr.ResumedFrom
 	r.jr = j
-	r.recap.Journal = j.dir
+	r.recap.Journal = j.Dir
 	return nil
 }
 
 func (r *runner) emit(e model.Event) {
 	e.Time = time.Now()
 	e.Run = r.runID
-	e.Task = r.red.str(e.Task)
-	e.Item = r.red.str(e.Item)
-	e.Delegate = r.red.str(e.Delegate)
-	e.Message = r.red.str(e.Message)
-	e.Stdout = r.red.str(e.Stdout)
-	e.Stderr = r.red.str(e.Stderr)
-	e.Diff = r.red.str(e.Diff)
+	e.Task = r.red.Str(e.Task)
+	e.Item = r.red.Str(e.Item)
+	e.Delegate = r.red.Str(e.Delegate)
+	e.Message = r.red.Str(e.Message)
+	e.Stdout = r.red.Str(e.Stdout)
+	e.Stderr = r.red.Str(e.Stderr)
+	e.Diff = r.red.Str(e.Diff)
 	r.outMu.Lock()
 	defer r.outMu.Unlock()
 	r.out.Emit(e)
@@ -418,7 +418,7 @@ func (r *runner) count(h *hostState, st model.Status, msg string) {
 	case model.StatusFailed:
 		s.Failed++
 		if s.Error == "" {
-			s.Error = r.red.str(msg)
+			s.Error = r.red.Str(msg)
 		}
 	case model.StatusIgnored:
 		// As Ansible: the play goes on past an ignored failure, so it is
@@ -437,7 +437,7 @@ func (r *runner) count(h *hostState, st model.Status, msg string) {
 	case model.StatusUnreachable:
 		s.Unreachable++
 		if s.Error == "" {
-			s.Error = r.red.str(msg)
+			s.Error = r.red.Str(msg)
 		}
 	}
 }
@@ -520,7 +520,7 @@ func (r *runner) closeHosts() {
 func (r *runner) interrupted(host, name string, t *Task) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.recap.Interrupted = append(r.recap.Interrupted, model.Interruption{Host: host, Task: r.red.str(name), Pos: t.where()})
+	r.recap.Interrupted = append(r.recap.Interrupted, model.Interruption{Host: host, Task: r.red.Str(name), Pos: t.Where()})
 }
 
 // abort stops the run for the given reason; the first reason wins.
@@ -540,7 +540,7 @@ func (r *runner) abortReason() string {
 
 // selected applies --tags and --skip-tags to a task's tags.
 func (r *runner) selected(tags []string) bool {
-	return tagsSelected(tags, r.opts.Tags, r.opts.SkipTags)
+	return TagsSelected(tags, r.opts.Tags, r.opts.SkipTags)
 }
 
 // startAtReached applies --start-at-task: tasks before the one it names are
@@ -550,7 +550,7 @@ func (r *runner) selected(tags []string) bool {
 func (r *runner) startAtReached(t *Task) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.started && (t == r.sel.start || (r.sel.start == nil && startMatches(r.opts.StartAt, t))) {
+	if !r.started && (t == r.sel.Start || (r.sel.Start == nil && startMatches(r.opts.StartAt, t))) {
 		r.started = true
 	}
 	return r.started
@@ -562,28 +562,28 @@ func (r *runner) findFile(t *Task) func(kind, name string) (string, error) {
 		if filepath.IsAbs(name) {
 			return name, nil
 		}
-		var cands []source
+		var cands []Source
 		if t.Role != nil {
-			if o, ok := r.pb.overlayFile(t.Role, kind, name); ok {
+			if o, ok := r.pb.OverlayFile(t.Role, kind, name); ok {
 				cands = append(cands, o)
 			}
-			cands = append(cands, t.Role.dir.join(kind).join(name), t.Role.dir.join(name))
+			cands = append(cands, t.Role.Dir.Join(kind).Join(name), t.Role.Dir.Join(name))
 		}
-		pbDir := r.pb.src.dir()
+		pbDir := r.pb.Src.Dir()
 		// A hook play's own files are beside it.
-		if t.play != nil && t.play.src.fsys != nil && !t.play.src.dir().same(pbDir) {
-			d := t.play.src.dir()
-			cands = append(cands, d.join(kind).join(name), d.join(name))
+		if t.Play != nil && t.Play.Src.Fsys != nil && !t.Play.Src.Dir().Same(pbDir) {
+			d := t.Play.Src.Dir()
+			cands = append(cands, d.Join(kind).Join(name), d.Join(name))
 		}
-		cands = append(cands, pbDir.join(kind).join(name), pbDir.join(name))
+		cands = append(cands, pbDir.Join(kind).Join(name), pbDir.Join(name))
 		for _, c := range cands {
-			if c.isFile() {
+			if c.IsFile() {
 				return r.materialize(c)
 			}
 		}
 		where := pbDir.String()
 		if t.Role != nil {
-			where = "role " + t.Role.name + " and " + where
+			where = "role " + t.Role.Name + " and " + where
 		}
 		return "", fmt.Errorf("%s %q not found in %s", strings.TrimSuffix(kind, "s"), name, where)
 	}
@@ -591,13 +591,13 @@ func (r *runner) findFile(t *Task) func(kind, name string) (string, error) {
 
 // materialize returns a path on disk for a file, copying embedded files out
 // once per run.
-func (r *runner) materialize(s source) (string, error) {
-	if !s.builtin {
-		return "/" + s.name, nil
+func (r *runner) materialize(s Source) (string, error) {
+	if !s.Builtin {
+		return "/" + s.Name, nil
 	}
 	r.filesMu.Lock()
 	defer r.filesMu.Unlock()
-	if p, ok := r.files[s.name]; ok {
+	if p, ok := r.files[s.Name]; ok {
 		return p, nil
 	}
 	if r.filesDir == "" {
@@ -607,18 +607,18 @@ func (r *runner) materialize(s source) (string, error) {
 		}
 		r.filesDir = d
 	}
-	data, err := s.read()
+	data, err := s.Read()
 	if err != nil {
 		return "", err
 	}
-	p := filepath.Join(r.filesDir, filepath.FromSlash(s.name))
+	p := filepath.Join(r.filesDir, filepath.FromSlash(s.Name))
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return "", err
 	}
 	if err := os.WriteFile(p, data, 0o600); err != nil {
 		return "", err
 	}
-	r.files[s.name] = p
+	r.files[s.Name] = p
 	return p, nil
 }
 

@@ -40,7 +40,7 @@ func Runs(workDir string) ([]RunInfo, error) {
 		if !e.IsDir() {
 			continue
 		}
-		if ri, ok := readRunInfo(filepath.Join(runsDir(workDir), e.Name(), journalFile)); ok {
+		if ri, ok := readRunInfo(filepath.Join(runsDir(workDir), e.Name(), File)); ok {
 			ri.ID = e.Name()
 			out = append(out, ri)
 		}
@@ -59,7 +59,7 @@ func readRunInfo(path string) (RunInfo, bool) {
 	defer f.Close()
 	var ri RunInfo
 	line, err := bufio.NewReader(f).ReadBytes('\n')
-	var hdr journalRecord
+	var hdr Record
 	if (err != nil && len(line) == 0) || json.Unmarshal(line, &hdr) != nil || hdr.Type != "header" {
 		return RunInfo{}, false
 	}
@@ -77,7 +77,7 @@ func readRunInfo(path string) (RunInfo, bool) {
 	}
 	tail = bytes.TrimRight(tail, "\n")
 	last := tail[bytes.LastIndexByte(tail, '\n')+1:]
-	var end journalRecord
+	var end Record
 	if json.Unmarshal(last, &end) == nil && end.Type == "end" {
 		ri.Outcome = end.Outcome
 		ri.End, _ = time.Parse(time.RFC3339Nano, end.Time)
@@ -107,14 +107,14 @@ type LogEntry struct {
 func RunLog(workDir, id string) (RunInfo, []LogEntry, error) {
 	if id == "last" {
 		var err error
-		if id, err = lastRun(workDir); err != nil {
+		if id, err = LastRun(workDir); err != nil {
 			return RunInfo{}, nil, err
 		}
 	}
 	if id == "" || id != filepath.Base(id) || id == "." || id == ".." {
 		return RunInfo{}, nil, fmt.Errorf("%q is not a run id (kubexm get runs lists them)", id)
 	}
-	path := filepath.Join(runsDir(workDir), id, journalFile)
+	path := filepath.Join(runsDir(workDir), id, File)
 	ri, ok := readRunInfo(path)
 	if !ok {
 		return RunInfo{}, nil, fmt.Errorf("no run %s in %s (kubexm get runs lists them)", id, runsDir(workDir))
@@ -129,7 +129,7 @@ func RunLog(workDir, id string) (RunInfo, []LogEntry, error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	for sc.Scan() {
-		var rec journalRecord
+		var rec Record
 		if json.Unmarshal(sc.Bytes(), &rec) != nil || rec.Type != "result" {
 			continue
 		}

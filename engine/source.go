@@ -10,30 +10,30 @@ import (
 
 // source is a file or directory either on disk or in the built-in FS, so
 // forked playbooks on disk and embedded ones load the same way.
-type source struct {
-	fsys    fs.FS
-	name    string // slash path inside fsys
-	builtin bool
+type Source struct {
+	Fsys    fs.FS
+	Name    string // slash path inside fsys
+	Builtin bool
 }
 
-func diskSource(p string) (source, error) {
+func DiskSource(p string) (Source, error) {
 	abs, err := filepath.Abs(p)
 	if err != nil {
-		return source{}, err
+		return Source{}, err
 	}
-	return source{fsys: os.DirFS("/"), name: strings.TrimPrefix(filepath.ToSlash(abs), "/")}, nil
+	return Source{Fsys: os.DirFS("/"), Name: strings.TrimPrefix(filepath.ToSlash(abs), "/")}, nil
 }
 
 // String is the path shown in messages: the real path on disk, or
 // "builtin:<path>" for an embedded file.
-func (s source) String() string {
-	if s.builtin {
-		return "builtin:" + s.name
+func (s Source) String() string {
+	if s.Builtin {
+		return "builtin:" + s.Name
 	}
-	if rel, err := filepath.Rel(cwd(), "/"+s.name); err == nil && !strings.HasPrefix(rel, "..") {
+	if rel, err := filepath.Rel(cwd(), "/"+s.Name); err == nil && !strings.HasPrefix(rel, "..") {
 		return rel
 	}
-	return "/" + s.name
+	return "/" + s.Name
 }
 
 func cwd() string {
@@ -44,61 +44,61 @@ func cwd() string {
 	return d
 }
 
-func (s source) dir() source {
-	return source{fsys: s.fsys, name: path.Dir(s.name), builtin: s.builtin}
+func (s Source) Dir() Source {
+	return Source{Fsys: s.Fsys, Name: path.Dir(s.Name), Builtin: s.Builtin}
 }
 
-func (s source) join(rel string) source {
-	if path.IsAbs(rel) && !s.builtin {
-		return source{fsys: s.fsys, name: strings.TrimPrefix(path.Clean(rel), "/")}
+func (s Source) Join(rel string) Source {
+	if path.IsAbs(rel) && !s.Builtin {
+		return Source{Fsys: s.Fsys, Name: strings.TrimPrefix(path.Clean(rel), "/")}
 	}
-	return source{fsys: s.fsys, name: path.Join(s.name, rel), builtin: s.builtin}
+	return Source{Fsys: s.Fsys, Name: path.Join(s.Name, rel), Builtin: s.Builtin}
 }
 
 // same says whether s and o name the same file; an fs.FS may not be
 // comparable, and every disk source shares one.
-func (s source) same(o source) bool { return s.builtin == o.builtin && s.name == o.name }
+func (s Source) Same(o Source) bool { return s.Builtin == o.Builtin && s.Name == o.Name }
 
-func (s source) base() string { return path.Base(s.name) }
+func (s Source) Base() string { return path.Base(s.Name) }
 
-func (s source) valid() bool { return s.fsys != nil && fs.ValidPath(s.name) }
+func (s Source) valid() bool { return s.Fsys != nil && fs.ValidPath(s.Name) }
 
-func (s source) read() ([]byte, error) {
+func (s Source) Read() ([]byte, error) {
 	if !s.valid() {
 		return nil, &fs.PathError{Op: "open", Path: s.String(), Err: fs.ErrInvalid}
 	}
-	return fs.ReadFile(s.fsys, s.name)
+	return fs.ReadFile(s.Fsys, s.Name)
 }
 
-func (s source) isFile() bool {
+func (s Source) IsFile() bool {
 	if !s.valid() {
 		return false
 	}
-	st, err := fs.Stat(s.fsys, s.name)
+	st, err := fs.Stat(s.Fsys, s.Name)
 	return err == nil && !st.IsDir()
 }
 
-func (s source) isDir() bool {
+func (s Source) IsDir() bool {
 	if !s.valid() {
 		return false
 	}
-	st, err := fs.Stat(s.fsys, s.name)
+	st, err := fs.Stat(s.Fsys, s.Name)
 	return err == nil && st.IsDir()
 }
 
 // firstFile returns the first of names (relative to s) that is a file.
-func (s source) firstFile(names ...string) (source, bool) {
+func (s Source) firstFile(names ...string) (Source, bool) {
 	for _, n := range names {
-		if c := s.join(n); c.isFile() {
+		if c := s.Join(n); c.IsFile() {
 			return c, true
 		}
 	}
-	return source{}, false
+	return Source{}, false
 }
 
 // yamlFile finds base.yaml or base.yml (or base itself when it has an
 // extension) under s.
-func (s source) yamlFile(base string) (source, bool) {
+func (s Source) YAMLFile(base string) (Source, bool) {
 	if ext := path.Ext(base); ext == ".yaml" || ext == ".yml" {
 		return s.firstFile(base)
 	}

@@ -17,26 +17,26 @@ import (
 // never evaluated: a task before the start point is pruned before its
 // when: or loop is looked at (its variables may come from tasks that did
 // not run), and so is a play with no selected task.
-type selection struct {
+type Selection struct {
 	// start is the task --start-at-task names, nil when the playbook does
 	// not say where it is (no --start-at-task, or the task may be in a
 	// file whose name is only known at run time).
-	start *Task
+	Start *Task
 	// path holds start and every block and include that leads to it: these
 	// run before the start point, so that the run can get there.
-	path map[*Task]bool
+	Path map[*Task]bool
 	// startPlay is the index in Plays of the play holding start.
-	startPlay int
+	StartPlay int
 	// always holds every task that runs before the start point as tagged
 	// always, and the blocks and includes that hold one.
-	always map[*Task]bool
+	Always map[*Task]bool
 	// plays holds the plays with a task that --tags and --skip-tags select.
-	plays map[*Play]bool
+	Plays map[*Play]bool
 }
 
 // startMatches says whether pattern (a name or a glob) names t.
 func startMatches(pattern string, t *Task) bool {
-	for _, name := range taskNames(t) {
+	for _, name := range TaskNames(t) {
 		if ok, _ := filepath.Match(pattern, name); ok || name == pattern {
 			return true
 		}
@@ -49,8 +49,8 @@ func startMatches(pattern string, t *Task) bool {
 // task names, unless the task may be in a file known only at run time: an
 // include whose templated name the inventory's variables (vars) give a
 // value, as a site's own role named in cluster.yaml.
-func selectTasks(pb *Playbook, vars map[string]any, opts RunOptions) (*selection, error) {
-	sel := &selection{plays: map[*Play]bool{}, path: map[*Task]bool{}, always: map[*Task]bool{}}
+func SelectTasks(pb *Playbook, vars map[string]any, opts RunOptions) (*Selection, error) {
+	sel := &Selection{Plays: map[*Play]bool{}, Path: map[*Task]bool{}, Always: map[*Task]bool{}}
 	dynamic := false
 	var names []string
 	for i, p := range pb.Plays {
@@ -58,42 +58,42 @@ func selectTasks(pb *Playbook, vars map[string]any, opts RunOptions) (*selection
 		// too; gathering facts is selected as if tagged always, as in
 		// Ansible, for the plays after it.
 		if len(opts.Tags) == 0 && len(opts.SkipTags) == 0 || p.GatherFacts {
-			sel.plays[p] = true
+			sel.Plays[p] = true
 		}
 		for _, sec := range p.Sections() {
-			walkTasks(sec, nil, func(t *Task, parents []*Task) bool {
-				if t.Kind == KindInclude && t.Include.static == nil && !dynamic {
+			WalkTasks(sec, nil, func(t *Task, parents []*Task) bool {
+				if t.Kind == KindInclude && t.Include.Static == nil && !dynamic {
 					dynamic = includeNamed(pb, t, vars)
 				}
-				if t.Kind == KindAction || (t.Kind == KindInclude && t.Include.static == nil) {
-					if tagsSelected(t.Tags, opts.Tags, opts.SkipTags) {
-						sel.plays[p] = true
+				if t.Kind == KindAction || (t.Kind == KindInclude && t.Include.Static == nil) {
+					if TagsSelected(t.Tags, opts.Tags, opts.SkipTags) {
+						sel.Plays[p] = true
 					}
 				}
-				if t.Kind != KindAction || opts.StartAt == "" || sel.start != nil {
+				if t.Kind != KindAction || opts.StartAt == "" || sel.Start != nil {
 					return true
 				}
-				if slices.Contains(t.Tags, "always") && tagsSelected(t.Tags, opts.Tags, opts.SkipTags) {
-					sel.always[t] = true
+				if slices.Contains(t.Tags, "always") && TagsSelected(t.Tags, opts.Tags, opts.SkipTags) {
+					sel.Always[t] = true
 					for _, up := range parents {
-						sel.always[up] = true
+						sel.Always[up] = true
 					}
 				}
 				if startMatches(opts.StartAt, t) {
-					sel.start, sel.startPlay = t, i
-					sel.path[t] = true
+					sel.Start, sel.StartPlay = t, i
+					sel.Path[t] = true
 					for _, up := range parents {
-						sel.path[up] = true
+						sel.Path[up] = true
 					}
 					return true
 				}
-				ns := taskNames(t)
+				ns := TaskNames(t)
 				names = append(names, ns[len(ns)-1])
 				return true
 			})
 		}
 	}
-	if opts.StartAt != "" && sel.start == nil && !dynamic {
+	if opts.StartAt != "" && sel.Start == nil && !dynamic {
 		return nil, fmt.Errorf("--start-at-task %q names no task of playbook %s%s; `kubexm play %s --list-tasks` lists them",
 			opts.StartAt, pb.Name, nearestTasks(opts.StartAt, names), pb.Name)
 	}
@@ -104,8 +104,8 @@ func selectTasks(pb *Playbook, vars map[string]any, opts RunOptions) (*selection
 // name renders to a value with the inventory's variables. One that does not
 // render (the role a cluster.yaml does not choose) includes nothing.
 func includeNamed(pb *Playbook, t *Task, vars map[string]any) bool {
-	name := cmp.Or(t.Include.role, t.Include.file)
-	ev := pb.ev
+	name := cmp.Or(t.Include.Role, t.Include.File)
+	ev := pb.Eval
 	if ev == nil {
 		ev = eval.New()
 	}
@@ -155,15 +155,15 @@ func abs(n int) int {
 // facts).
 func (r *runner) playSelected(i int, p *Play) bool {
 	sel := r.sel
-	if !sel.plays[p] {
+	if !sel.Plays[p] {
 		return false
 	}
-	if sel.start == nil || i >= sel.startPlay || r.hasStarted() || p.GatherFacts {
+	if sel.Start == nil || i >= sel.StartPlay || r.hasStarted() || p.GatherFacts {
 		return true
 	}
 	for _, sec := range p.Sections() {
 		for _, t := range sec {
-			if sel.always[t] {
+			if sel.Always[t] {
 				return true
 			}
 		}
@@ -181,7 +181,7 @@ func (r *runner) hasStarted() bool {
 // the start task, does not lead to it, and holds no task tagged always.
 func (r *runner) beforeStart(t *Task) bool {
 	sel := r.sel
-	if sel.start == nil || sel.path[t] || sel.always[t] {
+	if sel.Start == nil || sel.Path[t] || sel.Always[t] {
 		return false
 	}
 	return !r.hasStarted()
@@ -191,7 +191,7 @@ func (r *runner) beforeStart(t *Task) bool {
 // does, for a caller with slow work to do before the run (an offline
 // bundle to unpack).
 func CheckStartAt(pb *Playbook, inv *inventory.Inventory, startAt string) error {
-	_, err := selectTasks(pb, inv.Vars, RunOptions{StartAt: startAt})
+	_, err := SelectTasks(pb, inv.Vars, RunOptions{StartAt: startAt})
 	return err
 }
 
@@ -202,7 +202,7 @@ func CheckStartAt(pb *Playbook, inv *inventory.Inventory, startAt string) error 
 // value the host already has is kept.
 func (r *runner) leaveOut(ts []*Task, hosts []*hostState, why string) {
 	var regs []string
-	walkTasks(ts, nil, func(t *Task, _ []*Task) bool {
+	WalkTasks(ts, nil, func(t *Task, _ []*Task) bool {
 		if t.Kind == KindAction && t.Register != "" && !slices.Contains(regs, t.Register) {
 			regs = append(regs, t.Register)
 		}
@@ -225,7 +225,7 @@ func (r *runner) leaveOut(ts []*Task, hosts []*hostState, why string) {
 
 // leaveOutPlay is leaveOut for a play that does not run, on its hosts.
 func (r *runner) leaveOutPlay(p *Play, why string) {
-	names, _, err := matchHosts(r.inv, p.Hosts)
+	names, _, err := MatchHosts(r.inv, p.Hosts)
 	if err != nil {
 		return
 	}
@@ -242,7 +242,7 @@ func (r *runner) leaveOutPlay(p *Play, why string) {
 
 // leftOutWhy says why a task or play did not run.
 func (r *runner) leftOutWhy() string {
-	if r.sel.start != nil && !r.hasStarted() {
+	if r.sel.Start != nil && !r.hasStarted() {
 		return "before --start-at-task"
 	}
 	return "left out by --tags or --skip-tags"

@@ -64,10 +64,10 @@ spec:
 			}
 			first := true
 			for _, sec := range p.Sections() {
-				walkTasks(sec, nil, func(t *Task, _ []*Task) bool {
+				WalkTasks(sec, nil, func(t *Task, _ []*Task) bool {
 					if first && t.Kind == KindAction && !slices.Contains(t.Tags, "always") {
 						first = false
-						ns := taskNames(t)
+						ns := TaskNames(t)
 						runs = append(runs, RunOptions{StartAt: ns[len(ns)-1]})
 					}
 					return true
@@ -78,7 +78,7 @@ spec:
 			runs = append(runs, RunOptions{StartAt: "etcd : etcd - member address"}, RunOptions{StartAt: "control-plane : *"})
 		}
 		for _, opts := range runs {
-			sel, err := selectTasks(pb, inv.Vars, opts)
+			sel, err := SelectTasks(pb, inv.Vars, opts)
 			if err != nil {
 				t.Errorf("%s %+v: %v", d.Name(), opts, err)
 				continue
@@ -94,23 +94,23 @@ spec:
 
 // unsetReads walks pb as a run with sel does and lists each task that runs
 // and reads a fact only a left-out task sets.
-func unsetReads(pb *Playbook, sel *selection, opts RunOptions) []string {
+func unsetReads(pb *Playbook, sel *Selection, opts RunOptions) []string {
 	var out []string
 	skippedSets := map[string]string{} // fact -> the left-out task setting it
 	set := map[string]bool{}
-	started := sel.start == nil
+	started := sel.Start == nil
 	for i, p := range pb.Plays {
-		playRuns := sel.plays[p] && (started || i >= sel.startPlay || slices.ContainsFunc(p.Roles, func(t *Task) bool { return sel.always[t] }) ||
-			slices.ContainsFunc(p.Tasks, func(t *Task) bool { return sel.always[t] }))
+		playRuns := sel.Plays[p] && (started || i >= sel.StartPlay || slices.ContainsFunc(p.Roles, func(t *Task) bool { return sel.Always[t] }) ||
+			slices.ContainsFunc(p.Tasks, func(t *Task) bool { return sel.Always[t] }))
 		for _, sec := range p.Sections() {
-			walkTasks(sec, nil, func(t *Task, parents []*Task) bool {
-				if t == sel.start {
+			WalkTasks(sec, nil, func(t *Task, parents []*Task) bool {
+				if t == sel.Start {
 					started = true
 				}
-				runs := playRuns && tagsSelected(t.Tags, opts.Tags, opts.SkipTags) &&
-					(started || sel.path[t] || sel.always[t] && t.Kind != KindAction || slices.Contains(t.Tags, "always"))
+				runs := playRuns && TagsSelected(t.Tags, opts.Tags, opts.SkipTags) &&
+					(started || sel.Path[t] || sel.Always[t] && t.Kind != KindAction || slices.Contains(t.Tags, "always"))
 				for _, up := range parents {
-					if up.Kind == KindInclude && !(playRuns && tagsSelected(up.Tags, opts.Tags, opts.SkipTags) && (started || sel.path[up] || sel.always[up])) {
+					if up.Kind == KindInclude && !(playRuns && TagsSelected(up.Tags, opts.Tags, opts.SkipTags) && (started || sel.Path[up] || sel.Always[up])) {
 						runs = false
 					}
 				}
@@ -119,7 +119,7 @@ func unsetReads(pb *Playbook, sel *selection, opts RunOptions) []string {
 				}
 				var sets []string
 				if t.Action == "set_fact" {
-					sets = keysOf(t.Args)
+					sets = KeysOf(t.Args)
 				}
 				if t.Register != "" {
 					sets = append(sets, t.Register)
@@ -131,21 +131,21 @@ func unsetReads(pb *Playbook, sel *selection, opts RunOptions) []string {
 					}
 					for _, s := range sets {
 						if _, ok := skippedSets[s]; !ok {
-							skippedSets[s] = fmt.Sprintf("%q (%s)", t.Name, t.where())
+							skippedSets[s] = fmt.Sprintf("%q (%s)", t.Name, t.Where())
 						}
 					}
 					return true
 				}
 				text := fmt.Sprint(t.Args, t.Loop, t.Vars)
 				for _, c := range t.When {
-					text += " " + c.expr
+					text += " " + c.Expr
 				}
 				if t.Include != nil {
-					text += fmt.Sprint(t.Include.vars)
+					text += fmt.Sprint(t.Include.Vars)
 				}
 				for name, by := range skippedSets {
-					if !set[name] && !slices.Contains(sets, name) && namesVar(text, name) && !guarded(text, name) {
-						out = append(out, fmt.Sprintf("task %q (%s) reads %s, which only %s sets, and that task is left out", t.Name, t.where(), name, by))
+					if !set[name] && !slices.Contains(sets, name) && NamesVar(text, name) && !guarded(text, name) {
+						out = append(out, fmt.Sprintf("task %q (%s) reads %s, which only %s sets, and that task is left out", t.Name, t.Where(), name, by))
 					}
 				}
 				for _, s := range sets {

@@ -56,16 +56,16 @@ type includeLoop struct {
 func (r *runner) runPlay(ctx context.Context, p *Play) {
 	r.emit(model.Event{Kind: model.EventPlayStart, Play: p.Name, Pos: p.Pos.String(), Message: "hosts: " + p.Hosts})
 	defer r.emit(model.Event{Kind: model.EventPlayEnd, Play: p.Name, Pos: p.Pos.String()})
-	names, unknown, err := matchHosts(r.inv, p.Hosts)
+	names, unknown, err := MatchHosts(r.inv, p.Hosts)
 	if err != nil {
 		r.warn(p.Name, "play %q: %v", p.Name, err)
 		return
 	}
 	for _, u := range unknown {
-		r.warn(p.Name, "play %q: no host or group named %q in the inventory%s", p.Name, u, didYouMean(u, append(keysOf(r.inv.Groups), allHostNames(r.inv)...)))
+		r.warn(p.Name, "play %q: no host or group named %q in the inventory%s", p.Name, u, DidYouMean(u, append(KeysOf(r.inv.Groups), AllHostNames(r.inv)...)))
 	}
 	if r.opts.Limit != "" {
-		limited, _, _ := matchHosts(r.inv, r.opts.Limit)
+		limited, _, _ := MatchHosts(r.inv, r.opts.Limit)
 		keep := map[string]bool{}
 		for _, h := range limited {
 			keep[h] = true
@@ -133,7 +133,7 @@ func (r *runner) serialSizes(p *Play, first *hostState) ([]any, error) {
 			}
 			s = strings.TrimSpace(v)
 		}
-		if _, err := batchSize(s, 100); err != nil {
+		if _, err := BatchSize(s, 100); err != nil {
 			return nil, err
 		}
 		out = append(out, s)
@@ -155,7 +155,7 @@ func batches(hosts []*hostState, serial []any) [][]*hostState {
 	var out [][]*hostState
 	for i := 0; len(hosts) > 0; i++ {
 		spec := serial[min(i, len(serial)-1)]
-		n, err := batchSize(spec, len(hosts)+countHosts(out))
+		n, err := BatchSize(spec, len(hosts)+countHosts(out))
 		if err != nil || n < 1 {
 			n = len(hosts)
 		}
@@ -213,7 +213,7 @@ func (pr *playRun) run(ctx context.Context) {
 		// the play variables (-e and play vars are the same for all).
 		s, err := pr.playString(hosts[0], p.Strategy)
 		if err == nil {
-			err = checkStrategy(s)
+			err = CheckStrategy(s)
 		}
 		if err != nil {
 			for _, h := range hosts {
@@ -647,7 +647,7 @@ func (pr *playRun) checkFailLimits(t *Task, failed []*hostState) {
 // under `facts`.
 func (pr *playRun) gather(ctx context.Context, hosts []*hostState) []*hostState {
 	r := pr.r
-	setup, ok := r.pb.opts.Builtins["setup"]
+	setup, ok := r.pb.Options.Builtins["setup"]
 	if !ok {
 		// Load refuses gather_facts without setup; a Playbook built some
 		// other way just has no facts.
@@ -655,7 +655,7 @@ func (pr *playRun) gather(ctx context.Context, hosts []*hostState) []*hostState 
 		return hosts
 	}
 	spec := setup.Spec()
-	t := &Task{Name: "Gathering facts", Pos: pr.p.Pos, Kind: KindAction, Action: "setup", impl: setup, spec: spec, Args: spec.WithDefaults(nil), play: pr.p, LoopVar: "item"}
+	t := &Task{Name: "Gathering facts", Pos: pr.p.Pos, Kind: KindAction, Action: "setup", Impl: setup, Spec: spec, Args: spec.WithDefaults(nil), Play: pr.p, LoopVar: "item"}
 	var need []*hostState
 	for _, h := range hosts {
 		h.mu.Lock()

@@ -9,7 +9,7 @@ import (
 
 // didYouMean returns ` (did you mean "x"?)` for the closest candidate, or ""
 // when nothing is close.
-func didYouMean(got string, candidates []string) string {
+func DidYouMean(got string, candidates []string) string {
 	best := suggest.Closest(got, candidates)
 	if best == "" {
 		return ""
@@ -17,7 +17,7 @@ func didYouMean(got string, candidates []string) string {
 	return fmt.Sprintf(" (did you mean %q?)", best)
 }
 
-func keysOf[V any](m map[string]V) []string {
+func KeysOf[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
@@ -63,7 +63,7 @@ var ansibleKeys = map[string]string{
 
 // ansibleHint returns "; HINT" for an Ansible keyword kubexm does not
 // have, or "".
-func ansibleHint(key string) string {
+func AnsibleHint(key string) string {
 	if h, ok := ansibleKeys[key]; ok {
 		return "; " + h
 	}

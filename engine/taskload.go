@@ -13,11 +13,11 @@ import (
 
 // taskCtx is what a task list inherits from where it is written.
 type taskCtx struct {
-	src     source // the file holding the tasks
+	src     Source // the file holding the tasks
 	parent  *Task  // attributes inherited by the tasks: when, tags, become...
 	play    *Play
-	role    *roleInstance
-	scope   *scope
+	role    *RoleInstance
+	scope   *Scope
 	handler bool
 	roles   []string // role names being expanded, for dependency cycles
 }
@@ -55,8 +55,8 @@ func (ld *loader) task(n *ytree.Node, ctx taskCtx) *Task {
 		return nil
 	}
 	name, _ := n.Get("name").Str()
-	t := &Task{Name: name, Pos: n.Pos, pos: n.Pos.String(), Role: ctx.role, scope: ctx.scope, play: ctx.play, LoopVar: "item", Delay: defaultDelay,
-		key: fmt.Sprintf("%s:%d:%d", ld.stable(ctx.src), n.Pos.Line, n.Pos.Col)}
+	t := &Task{Name: name, Pos: n.Pos, PosText: n.Pos.String(), Role: ctx.role, Scope: ctx.scope, Play: ctx.play, LoopVar: "item", Delay: defaultDelay,
+		Key: fmt.Sprintf("%s:%d:%d", ld.stable(ctx.src), n.Pos.Line, n.Pos.Col)}
 	actions := ld.actionKeys(n, name, ctx.handler)
 	isBlock := n.Get("block") != nil
 	if isBlock {
@@ -71,9 +71,9 @@ func (ld *loader) task(n *ytree.Node, ctx taskCtx) *Task {
 		// As in Ansible, vars: on an include or import are include
 		// parameters, above set_fact; on a block they are block vars.
 		if len(actions) == 1 && actions[0].KeyString() != "meta" && engineActions[actions[0].KeyString()] {
-			child.scope = &scope{parent: ctx.scope, params: t.Vars}
+			child.scope = &Scope{Parent: ctx.scope, Params: t.Vars}
 		} else {
-			child.scope = &scope{parent: ctx.scope, vars: t.Vars}
+			child.scope = &Scope{Parent: ctx.scope, Vars: t.Vars}
 		}
 	}
 	if isBlock {
@@ -114,9 +114,9 @@ func (ld *loader) actionKeys(n *ytree.Node, name string, handler bool) []*ytree.
 func (ld *loader) checkBlockKeys(n *ytree.Node, name string) {
 	for _, k := range n.Keys {
 		if ks := k.KeyString(); !blockKeys[ks] {
-			hint := ansibleHint(ks)
+			hint := AnsibleHint(ks)
 			if hint == "" {
-				hint = didYouMean(ks, keysOf(blockKeys))
+				hint = DidYouMean(ks, KeysOf(blockKeys))
 			}
 			ld.taskErrorf(k.Pos, name, "%q is not valid on a block%s", ks, hint)
 		}
@@ -145,9 +145,9 @@ func (ld *loader) oneAction(n *ytree.Node, name string, actions []*ytree.Node) b
 	for _, a := range actions {
 		ks := a.KeyString()
 		if _, ok := ld.opts.Builtins[ks]; !ok && !engineActions[ks] {
-			hint := ansibleHint(ks)
+			hint := AnsibleHint(ks)
 			if hint == "" {
-				hint = didYouMean(ks, append(keysOf(taskKeys), keysOf(ld.opts.Builtins)...))
+				hint = DidYouMean(ks, append(KeysOf(taskKeys), KeysOf(ld.opts.Builtins)...))
 			}
 			ld.taskErrorf(a.Pos, name, "unknown task key or builtin %q%s", ks, hint)
 			unknown = true
@@ -169,14 +169,14 @@ func (ld *loader) builtinTask(t *Task, n, an *ytree.Node) *Task {
 	action := an.KeyString()
 	b, ok := ld.opts.Builtins[action]
 	if !ok {
-		hint := ansibleHint(action)
+		hint := AnsibleHint(action)
 		if hint == "" {
-			hint = didYouMean(action, append(keysOf(ld.opts.Builtins), keysOf(taskKeys)...))
+			hint = DidYouMean(action, append(KeysOf(ld.opts.Builtins), KeysOf(taskKeys)...))
 		}
 		ld.taskErrorf(an.Pos, t.Name, "unknown builtin or keyword %q%s", action, hint)
 		return nil
 	}
-	t.Kind, t.Action, t.impl, t.spec = KindAction, action, b, b.Spec()
+	t.Kind, t.Action, t.Impl, t.Spec = KindAction, action, b, b.Spec()
 	if t.Name == "" {
 		t.Name = action
 	}
@@ -187,7 +187,7 @@ func (ld *loader) builtinTask(t *Task, n, an *ytree.Node) *Task {
 // actionArgs turns the value of a builtin key (a mapping, or a string for a
 // free-form builtin) plus `args:` into checked arguments with defaults.
 func (ld *loader) actionArgs(t *Task, val, extra *ytree.Node) map[string]any {
-	spec := t.spec
+	spec := t.Spec
 	args := map[string]any{}
 	argPos := map[string]Pos{}
 	add := func(m *ytree.Node) {
@@ -209,7 +209,7 @@ func (ld *loader) actionArgs(t *Task, val, extra *ytree.Node) map[string]any {
 			argPos[spec.FreeForm] = val.Pos
 			break
 		}
-		ff, err := freeFormArgs(spec, text)
+		ff, err := FreeFormArgs(spec, text)
 		if err != nil {
 			ld.taskErrorf(val.Pos, t.Name, "%s: %v", t.Action, err)
 			return args
@@ -237,7 +237,7 @@ func (ld *loader) actionArgs(t *Task, val, extra *ytree.Node) map[string]any {
 }
 
 func (ld *loader) checkArgs(t *Task, args map[string]any, argPos map[string]Pos, val *ytree.Node) map[string]any {
-	spec := t.spec
+	spec := t.Spec
 	byName := map[string]*step.Arg{}
 	var names []string
 	for i := range spec.Args {
@@ -254,14 +254,14 @@ func (ld *loader) checkArgs(t *Task, args map[string]any, argPos map[string]Pos,
 		p := argPos[v]
 		if !ok && byName[anyArg] != nil {
 			// A builtin taking any names (set_fact) gets them as they are.
-			if !identRe.MatchString(v) {
+			if !IdentRe.MatchString(v) {
 				ld.taskErrorf(p, t.Name, "%s: %q is not a variable name (letters, digits, _)", t.Action, v)
 			}
 			out[v] = args[v]
 			continue
 		}
 		if !ok {
-			ld.taskErrorf(p, t.Name, "%s has no argument %q%s; it takes %s", t.Action, v, didYouMean(v, names), strings.Join(names, ", "))
+			ld.taskErrorf(p, t.Name, "%s has no argument %q%s; it takes %s", t.Action, v, DidYouMean(v, names), strings.Join(names, ", "))
 			continue
 		}
 		x := args[v]
@@ -269,7 +269,7 @@ func (ld *loader) checkArgs(t *Task, args map[string]any, argPos map[string]Pos,
 			ld.taskErrorf(p, t.Name, "argument %s given twice (through an alias)", a.Name)
 		}
 		out[a.Name] = x
-		if err := checkArgType(*a, x); err != nil {
+		if err := CheckArgType(*a, x); err != nil {
 			ld.taskErrorf(p, t.Name, "%s: argument %s: %v", t.Action, a.Name, err)
 		}
 	}
@@ -318,7 +318,7 @@ func (ld *loader) engineTask(t *Task, n *ytree.Node, action string, val *ytree.N
 func (ld *loader) metaTask(t *Task, val *ytree.Node) *Task {
 	s, _ := val.Str()
 	if !metaActions[s] {
-		ld.taskErrorf(val.Pos, t.Name, "meta: unknown action %q%s; one of %s", s, didYouMean(s, keysOf(metaActions)), strings.Join(keysOf(metaActions), ", "))
+		ld.taskErrorf(val.Pos, t.Name, "meta: unknown action %q%s; one of %s", s, DidYouMean(s, KeysOf(metaActions)), strings.Join(KeysOf(metaActions), ", "))
 	}
 	t.Kind, t.Action = KindMeta, s
 	if t.Name == "" {
@@ -340,7 +340,7 @@ func (ld *loader) tasksInclude(t *Task, action string, val *ytree.Node, static b
 		t.Name = action + ": " + file
 	}
 	if len(vars) > 0 {
-		child.scope = &scope{parent: child.scope, params: vars}
+		child.scope = &Scope{Parent: child.scope, Params: vars}
 	}
 	if static {
 		if strings.Contains(file, "{{") {
@@ -353,11 +353,11 @@ func (ld *loader) tasksInclude(t *Task, action string, val *ytree.Node, static b
 	}
 	t.Kind = KindInclude
 	t.Action = action
-	t.Include = &include{file: file, vars: vars, load: ld.dynamicLoad(func(l *loader, name string) []*Task {
+	t.Include = &Include{File: file, Vars: vars, Load: ld.dynamicLoad(func(l *loader, name string) []*Task {
 		return l.tasksFile(name, t.Pos, child)
 	})}
 	if !strings.Contains(file, "{{") {
-		t.Include.static = ld.tasksFile(file, val.Pos, child)
+		t.Include.Static = ld.tasksFile(file, val.Pos, child)
 	}
 	return t
 }
@@ -374,7 +374,7 @@ func (ld *loader) roleInclude(t *Task, action string, val *ytree.Node, static bo
 			switch k.KeyString() {
 			case "name", "tasks_from", "vars":
 			default:
-				ld.taskErrorf(k.Pos, name, "%s: unknown key %q%s", action, k.KeyString(), didYouMean(k.KeyString(), []string{"name", "tasks_from", "vars"}))
+				ld.taskErrorf(k.Pos, name, "%s: unknown key %q%s", action, k.KeyString(), DidYouMean(k.KeyString(), []string{"name", "tasks_from", "vars"}))
 			}
 		}
 	}
@@ -385,7 +385,7 @@ func (ld *loader) roleInclude(t *Task, action string, val *ytree.Node, static bo
 	if t.Name == "" {
 		t.Name = action + ": " + role
 	}
-	t.Include = &include{role: role, vars: vars, load: ld.dynamicLoad(func(l *loader, name string) []*Task {
+	t.Include = &Include{Role: role, Vars: vars, Load: ld.dynamicLoad(func(l *loader, name string) []*Task {
 		if rt := l.roleBlock(name, tasksFrom, vars, t.Pos, child); rt != nil {
 			return []*Task{rt}
 		}
@@ -401,7 +401,7 @@ func (ld *loader) roleInclude(t *Task, action string, val *ytree.Node, static bo
 			t.Block = []*Task{rt}
 			return t
 		}
-		t.Include.static = []*Task{rt}
+		t.Include.Static = []*Task{rt}
 	}
 	t.Kind, t.Action = KindInclude, action
 	return t
@@ -424,7 +424,7 @@ func (ld *loader) dynamicLoad(expand func(l *loader, name string) []*Task) func(
 }
 
 // includeArgs reads `include_tasks: file.yaml` or `{file: ..., vars: ...}`.
-func (ld *loader) includeArgs(val *ytree.Node, task, key string) (string, varList) {
+func (ld *loader) includeArgs(val *ytree.Node, task, key string) (string, VarList) {
 	if s, ok := val.Str(); ok {
 		ld.checkTemplates(val, task)
 		return s, nil
@@ -468,23 +468,23 @@ func (ld *loader) tasksFile(file string, at Pos, ctx taskCtx) []*Task {
 
 func roleHint(ctx taskCtx) string {
 	if ctx.role != nil {
-		return " nor in role " + ctx.role.name + "'s tasks/"
+		return " nor in role " + ctx.role.Name + "'s tasks/"
 	}
 	return ""
 }
 
-func (ld *loader) findTasksFile(file string, ctx taskCtx) (source, bool) {
-	dirs := []source{ctx.src.dir()}
+func (ld *loader) findTasksFile(file string, ctx taskCtx) (Source, bool) {
+	dirs := []Source{ctx.src.Dir()}
 	if ctx.role != nil {
-		dirs = append(dirs, ctx.role.dir.join("tasks"))
+		dirs = append(dirs, ctx.role.Dir.Join("tasks"))
 	}
 	dirs = append(dirs, ld.pbDir)
 	for _, d := range dirs {
-		if s, ok := d.yamlFile(file); ok {
+		if s, ok := d.YAMLFile(file); ok {
 			return s, true
 		}
 	}
-	return source{}, false
+	return Source{}, false
 }
 
 // roleRef reads one entry of a play's roles: a name or {role, vars, tags, when}.
@@ -513,7 +513,7 @@ func (ld *loader) roleRef(n *ytree.Node, ctx taskCtx) *Task {
 		switch ks := k.KeyString(); ks {
 		case "role", "name", "vars", "tags", "when", "become", "tasks_from":
 		default:
-			ld.errorf(k.Pos, "role %s: unknown key %q%s", name, ks, didYouMean(ks, []string{"role", "vars", "tags", "when", "become", "tasks_from"}))
+			ld.errorf(k.Pos, "role %s: unknown key %q%s", name, ks, DidYouMean(ks, []string{"role", "vars", "tags", "when", "become", "tasks_from"}))
 		}
 	}
 	ld.taskCommon(holder, n, ctx)
@@ -531,7 +531,7 @@ func (ld *loader) roleRef(n *ytree.Node, ctx taskCtx) *Task {
 // meta/main.yaml says allow_duplicates: true or it is given other
 // parameters (or another tasks_from). when and tags do not make a reference
 // different. include_role and import_role always run.
-func (ld *loader) duplicateRole(name, tasksFrom string, params varList) bool {
+func (ld *loader) duplicateRole(name, tasksFrom string, params VarList) bool {
 	if ld.play == nil {
 		return false
 	}
@@ -539,7 +539,7 @@ func (ld *loader) duplicateRole(name, tasksFrom string, params varList) bool {
 	if !ok {
 		return false // roleBlock reports it
 	}
-	if f, ok := dir.join("meta").yamlFile("main"); ok {
+	if f, ok := dir.Join("meta").YAMLFile("main"); ok {
 		if n, ok := ld.readYAML(f); ok && n.Kind == ytree.Map {
 			if a := n.Get("allow_duplicates"); a != nil && ld.boolField(a, "allow_duplicates") {
 				return false
@@ -549,7 +549,7 @@ func (ld *loader) duplicateRole(name, tasksFrom string, params varList) bool {
 	var key strings.Builder
 	key.WriteString(dir.String() + "\x00" + tasksFrom)
 	for _, d := range params {
-		fmt.Fprintf(&key, "\x00%s=%v", d.name, d.val)
+		fmt.Fprintf(&key, "\x00%s=%v", d.Name, d.Val)
 	}
 	if ld.seenRoles[key.String()] {
 		return true
@@ -559,18 +559,18 @@ func (ld *loader) duplicateRole(name, tasksFrom string, params varList) bool {
 }
 
 // findRole looks for a role as roleSearchDirs lists the directories.
-func (ld *loader) findRole(name string) (source, bool) {
-	for _, d := range roleSearchDirs(ld.pbDir, ld.opts, name) {
-		if r := d.join(name); r.isDir() {
+func (ld *loader) findRole(name string) (Source, bool) {
+	for _, d := range RoleSearchDirs(ld.pbDir, ld.opts, name) {
+		if r := d.Join(name); r.IsDir() {
 			return r, true
 		}
 	}
-	return source{}, false
+	return Source{}, false
 }
 
 // roleDeps expands the dependencies of a role's meta/main.yaml.
-func (ld *loader) roleDeps(name string, dir source, child taskCtx) []*Task {
-	f, ok := dir.join("meta").yamlFile("main")
+func (ld *loader) roleDeps(name string, dir Source, child taskCtx) []*Task {
+	f, ok := dir.Join("meta").YAMLFile("main")
 	if !ok {
 		return nil
 	}
@@ -603,12 +603,12 @@ func (ld *loader) roleDeps(name string, dir source, child taskCtx) []*Task {
 }
 
 // roleHandlers adds a role's handlers to the play, once per play.
-func (ld *loader) roleHandlers(ri *roleInstance, dir source, child taskCtx, p *Task) {
-	if ld.play == nil || ld.handlerRoles[ri.name] {
+func (ld *loader) roleHandlers(ri *RoleInstance, dir Source, child taskCtx, p *Task) {
+	if ld.play == nil || ld.handlerRoles[ri.Name] {
 		return
 	}
-	ld.handlerRoles[ri.name] = true
-	if f, ok := dir.join("handlers").yamlFile("main"); ok {
+	ld.handlerRoles[ri.Name] = true
+	if f, ok := dir.Join("handlers").YAMLFile("main"); ok {
 		if n, ok := ld.readYAML(f); ok {
 			hctx := child
 			hctx.src, hctx.handler = f, true
@@ -620,7 +620,7 @@ func (ld *loader) roleHandlers(ri *roleInstance, dir source, child taskCtx, p *T
 
 // roleBlock expands a role reference into an implicit block: its
 // dependencies, then its tasks, with the role's variables in scope.
-func (ld *loader) roleBlock(name, tasksFrom string, params varList, at Pos, ctx taskCtx) *Task {
+func (ld *loader) roleBlock(name, tasksFrom string, params VarList, at Pos, ctx taskCtx) *Task {
 	if slices.Contains(ctx.roles, name) {
 		ld.errorf(at, "role %s depends on itself (%s)", name, strings.Join(append(ctx.roles, name), " -> "))
 		return nil
@@ -630,21 +630,21 @@ func (ld *loader) roleBlock(name, tasksFrom string, params varList, at Pos, ctx 
 		ld.errorf(at, "role %q not found in %s/roles, --roles-path or the built-in roles", name, ld.pbDir)
 		return nil
 	}
-	ri := &roleInstance{name: path.Base(name), ref: path.Clean(name), dir: dir}
-	ld.roleDirs[ri.ref] = dir
-	sc := &scope{parent: ctx.scope, role: true}
+	ri := &RoleInstance{Name: path.Base(name), Ref: path.Clean(name), Dir: dir}
+	ld.roleDirs[ri.Ref] = dir
+	sc := &Scope{Parent: ctx.scope, Role: true}
 	for _, l := range []struct {
 		sub  string
-		into *varList
-	}{{"defaults", &sc.defaults}, {"vars", &sc.vars}} {
-		if f, ok := dir.join(l.sub).yamlFile("main"); ok {
+		into *VarList
+	}{{"defaults", &sc.Defaults}, {"vars", &sc.Vars}} {
+		if f, ok := dir.Join(l.sub).YAMLFile("main"); ok {
 			if n, ok := ld.readYAML(f); ok {
 				*l.into = ld.varsNode(n)
 			}
 		}
 	}
-	sc.params = params
-	t := &Task{Kind: KindBlock, Implicit: true, Name: "role " + ri.name, Pos: at, Role: ri, scope: sc, play: ctx.play}
+	sc.Params = params
+	t := &Task{Kind: KindBlock, Implicit: true, Name: "role " + ri.Name, Pos: at, Role: ri, Scope: sc, Play: ctx.play}
 	p := ctx.parent
 	inherit(t, p)
 	child := ctx
@@ -659,7 +659,7 @@ func (ld *loader) roleBlock(name, tasksFrom string, params varList, at Pos, ctx 
 	if tasksFrom != "" {
 		file = tasksFrom
 	}
-	if f, ok := dir.join("tasks").yamlFile(file); ok {
+	if f, ok := dir.Join("tasks").YAMLFile(file); ok {
 		if n, ok := ld.readYAML(f); ok && ld.push(f, at) {
 			child.src = f
 			t.Block = append(t.Block, ld.taskList(n, child, "tasks")...)

@@ -34,7 +34,7 @@ func (pr *playRun) nameWith(t *Task, vars map[string]any) string {
 	if vars != nil {
 		// A name that would hold a secret is not shown rendered, not even
 		// masked: the journal holds neither.
-		if s, err := pr.r.ev.RenderString(t.Name, vars); err == nil && !pr.r.red.holds(s) {
+		if s, err := pr.r.ev.RenderString(t.Name, vars); err == nil && !pr.r.red.Holds(s) {
 			name = s
 		}
 	}

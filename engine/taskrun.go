@@ -67,7 +67,7 @@ func (pr *playRun) runAction(ctx context.Context, t *Task, hosts []*hostState, i
 			failed = append(failed, hosts[i])
 		}
 	}
-	r.jr.sync()
+	r.jr.Sync()
 	r.emit(model.Event{Kind: model.EventTaskEnd, Play: pr.p.Name, Role: t.RoleName(), Task: name, Pos: t.Pos.String(),
 		Done: len(hosts), Total: max(len(hosts), pr.freeHosts), Counts: counts, DurationMS: since(start), Handler: handler})
 	if ctx.Value(rescuable{}) == nil {
@@ -127,11 +127,11 @@ func (pr *playRun) applyOutcome(t *Task, h *hostState, o hostOutcome) {
 }
 
 func (pr *playRun) journalKey(t *Task, h *hostState) string {
-	id := t.key
+	id := t.Key
 	if id == "" {
-		id = t.where()
+		id = t.Where()
 	}
-	base := strconv.Itoa(pr.p.index) + "|" + id
+	base := strconv.Itoa(pr.p.Index) + "|" + id
 	h.mu.Lock()
 	n := h.occ[base]
 	h.occ[base] = n + 1
@@ -144,9 +144,9 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, il *i
 	start := time.Now()
 	key := pr.journalKey(t, h)
 	name := pr.taskName(t)
-	ev := model.Event{Kind: model.EventHostResult, Play: pr.p.Name, Role: t.RoleName(), Task: name, Pos: t.where(), Host: h.name, Report: t.spec.Report && !t.NoLog}
+	ev := model.Event{Kind: model.EventHostResult, Play: pr.p.Name, Role: t.RoleName(), Task: name, Pos: t.Where(), Host: h.name, Report: t.Spec.Report && !t.NoLog}
 	if out, ok := pr.resumed(t, h, key); ok {
-		ev.Status, ev.Resumed, ev.Message = out.status, true, "done in run "+r.jr.from
+		ev.Status, ev.Resumed, ev.Message = out.status, true, "done in run "+r.jr.From
 		r.emit(ev)
 		r.countOutcome(h, out, "")
 		return out
@@ -155,22 +155,22 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, il *i
 	if ctx.Err() != nil && out.failed {
 		// Say where the run was when it was stopped, not only "context
 		// canceled": the recap lists these.
-		out.msg = fmt.Sprintf("interrupted (%v) during task %q at %s: %s", context.Cause(ctx), name, t.where(), out.msg)
+		out.msg = fmt.Sprintf("interrupted (%v) during task %q at %s: %s", context.Cause(ctx), name, t.Where(), out.msg)
 		r.interrupted(h.name, name, t)
 	}
 	pr.applyOutcome(t, h, out)
 	if out.status == model.StatusChanged && len(t.Notify) > 0 {
 		pr.notify(ctx, t, h, vars)
 	}
-	rec := journalRecord{Type: "result", Key: key, Task: name, Host: h.name, Status: out.status, Register: t.Register,
-		Role: t.RoleName(), Pos: t.where(), DurationMS: since(start)}
+	rec := Record{Type: "result", Key: key, Task: name, Host: h.name, Status: out.status, Register: t.Register,
+		Role: t.RoleName(), Pos: t.Where(), DurationMS: since(start)}
 	facts := out.facts
 	if t.Action == "setup" {
 		facts = nil // gathered again on resume, never restored
 	}
 	r.journalValues(&rec, t, out.reg, facts)
 	r.journalLog(&rec, t, out)
-	r.jr.write(rec)
+	r.jr.Write(rec)
 	ev.Status, ev.DurationMS = out.status, since(start)
 	if ev.Message == "" {
 		ev.Message = out.msg
@@ -197,7 +197,7 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, il *i
 // resumed returns the outcome an earlier run journaled for key, restoring
 // what the task registered.
 func (pr *playRun) resumed(t *Task, h *hostState, key string) (hostOutcome, bool) {
-	rec, ok := pr.r.jr.lookup(key)
+	rec, ok := pr.r.jr.Lookup(key)
 	if !ok || t.Action == "setup" {
 		return hostOutcome{}, false
 	}
@@ -216,7 +216,7 @@ func (pr *playRun) resumed(t *Task, h *hostState, key string) (hostOutcome, bool
 		}
 	}
 	rec.Time = ""
-	pr.r.jr.write(rec)
+	pr.r.jr.Write(rec)
 	return out, true
 }
 
@@ -328,13 +328,13 @@ func (pr *playRun) runItem(ctx context.Context, t *Task, h *hostState, key strin
 	}
 	lr.anyRun = true
 	ikey := key + "#" + strconv.Itoa(i)
-	if rec, done := r.jr.lookup(ikey); done && !rec.Omitted {
+	if rec, done := r.jr.Lookup(ikey); done && !rec.Omitted {
 		// The item finished in the run being resumed.
 		o = hostOutcome{status: rec.Status, reg: rec.Result, facts: rec.Facts}
 		if o.reg == nil {
 			o.reg = map[string]any{"changed": rec.Status == model.StatusChanged, "failed": false, "skipped": rec.Status == model.StatusSkipped}
 		}
-		r.jr.write(rec)
+		r.jr.Write(rec)
 		return o, "", ""
 	}
 	if br, ok := batched[i]; ok {
@@ -342,7 +342,7 @@ func (pr *playRun) runItem(ctx context.Context, t *Task, h *hostState, key strin
 	} else {
 		o, stdout, stderr, _ = pr.execute(ctx, t, h, iv)
 	}
-	r.jr.write(pr.itemRecord(t, h, ikey, o))
+	r.jr.Write(pr.itemRecord(t, h, ikey, o))
 	return o, stdout, stderr
 }
 
@@ -391,7 +391,7 @@ func (lr *loopRun) outcome(t *Task, items int) hostOutcome {
 // Nothing is returned when fewer than two items would run: one item is run
 // by execute as before.
 func (pr *playRun) runBatched(ctx context.Context, t *Task, h *hostState, key string, ivs []map[string]any) map[int]itemResult {
-	b, ok := t.batchable()
+	b, ok := t.Batchable()
 	if !ok || len(ivs) < 2 {
 		return nil
 	}
@@ -400,7 +400,7 @@ func (pr *playRun) runBatched(ctx context.Context, t *Task, h *hostState, key st
 		if ok, err := pr.conds(t.When, iv); err != nil || !ok {
 			continue
 		}
-		if rec, done := pr.r.jr.lookup(key + "#" + strconv.Itoa(i)); done && !rec.Omitted {
+		if rec, done := pr.r.jr.Lookup(key + "#" + strconv.Itoa(i)); done && !rec.Omitted {
 			continue
 		}
 		run = append(run, i)
@@ -422,8 +422,8 @@ func (pr *playRun) runBatched(ctx context.Context, t *Task, h *hostState, key st
 
 // itemRecord journals one loop item, so a resumed run skips the items that
 // finished even when the task as a whole did not.
-func (pr *playRun) itemRecord(t *Task, h *hostState, key string, o hostOutcome) journalRecord {
-	rec := journalRecord{Type: "result", Key: key, Task: pr.taskName(t), Host: h.name, Status: o.status, Role: t.RoleName(), Pos: t.where()}
+func (pr *playRun) itemRecord(t *Task, h *hostState, key string, o hostOutcome) Record {
+	rec := Record{Type: "result", Key: key, Task: pr.taskName(t), Host: h.name, Status: o.status, Role: t.RoleName(), Pos: t.Where()}
 	pr.r.journalValues(&rec, t, o.reg, o.facts)
 	pr.r.journalLog(&rec, t, o)
 	return rec
@@ -434,14 +434,14 @@ func (pr *playRun) itemRecord(t *Task, h *hostState, key string, o hostOutcome) 
 // never journaled, not even masked: restoring "********" would write the
 // mask into real files. Such a record is marked Omitted and the task runs
 // again on resume, as under no_log.
-func (r *runner) journalValues(rec *journalRecord, t *Task, reg, facts map[string]any) {
+func (r *runner) journalValues(rec *Record, t *Task, reg, facts map[string]any) {
 	if t.Register == "" {
 		reg = nil
 	}
 	if reg == nil && len(facts) == 0 {
 		return
 	}
-	if t.NoLog || r.red.holds(reg) || r.red.holds(facts) {
+	if t.NoLog || r.red.Holds(reg) || r.red.Holds(facts) {
 		rec.Omitted = true
 		return
 	}
@@ -458,7 +458,7 @@ const logTailLines = 20
 // command, and for an outcome other than ok, changed or skipped its message
 // and the ends of its output. no_log hides them; so does a secret in them,
 // since a journal never holds one, not even masked.
-func (r *runner) journalLog(rec *journalRecord, t *Task, out hostOutcome) {
+func (r *runner) journalLog(rec *Record, t *Task, out hostOutcome) {
 	if t.NoLog {
 		rec.Hidden = out.msg != "" || out.reg["stdout"] != nil
 		return
@@ -473,7 +473,7 @@ func (r *runner) journalLog(rec *journalRecord, t *Task, out hostOutcome) {
 	msg := out.msg
 	stdout, _ := out.reg["stdout"].(string)
 	stderr, _ := out.reg["stderr"].(string)
-	if r.red.holds(msg) || r.red.holds(stdout) || r.red.holds(stderr) {
+	if r.red.Holds(msg) || r.red.Holds(stdout) || r.red.Holds(stderr) {
 		rec.Hidden = true
 		return
 	}
@@ -505,19 +505,19 @@ func (pr *playRun) itemLabel(t *Task, item any, vars map[string]any) string {
 	red := pr.r.red
 	if t.Label != "" {
 		if s, err := pr.r.ev.RenderString(t.Label, vars); err == nil {
-			return red.str(s)
+			return red.Str(s)
 		}
 	}
 	switch x := item.(type) {
 	case string:
-		return red.str(x)
+		return red.Str(x)
 	case map[string]any:
 		if n, ok := x["name"]; ok {
-			return red.str(fmt.Sprint(n))
+			return red.Str(fmt.Sprint(n))
 		}
 	}
 	// Masked before it is cut short, so no prefix of a secret remains.
-	s := red.str(fmt.Sprint(item))
+	s := red.Str(fmt.Sprint(item))
 	if len(s) > 60 {
 		s = s[:57] + "..."
 	}
@@ -559,7 +559,7 @@ func (pr *playRun) loopItems(t *Task, vars map[string]any) ([]any, error) {
 	if rv.Kind() == reflect.Map {
 		hint = "; to loop over a mapping use a list of its keys, e.g. {{ keys .m | sortAlpha }}"
 	}
-	return nil, fmt.Errorf("%s: loop: got %s, not a list%s", t.Pos, typeName(v), hint)
+	return nil, fmt.Errorf("%s: loop: got %s, not a list%s", t.Pos, TypeName(v), hint)
 }
 
 // execute runs the builtin once for one host (and one loop item), with
@@ -598,7 +598,7 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 		if t.Until == nil || ctx.Err() != nil || res.Skipped {
 			break
 		}
-		ok, err := pr.condsWith([]cond{*t.Until}, vars, t.Register, reg)
+		ok, err := pr.condsWith([]Cond{*t.Until}, vars, t.Register, reg)
 		if err != nil {
 			reg["failed"], reg["msg"] = true, err.Error()
 			break
@@ -610,10 +610,10 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 		if attempt == attempts {
 			reg["failed"] = true
 			reg["msg"] = fmt.Sprintf("until %q still false after %d attempts in %s; last seen: %s",
-				t.Until.expr, attempts, time.Since(untilStart).Round(time.Second), lastSeen(reg))
+				t.Until.Expr, attempts, time.Since(untilStart).Round(time.Second), lastSeen(reg))
 			break
 		}
-		env.Logf("until %q false, retrying in %s (%d left)", t.Until.expr, t.Delay, attempts-attempt)
+		env.Logf("until %q false, retrying in %s (%d left)", t.Until.Expr, t.Delay, attempts-attempt)
 		select {
 		case <-time.After(t.Delay):
 		case <-ctx.Done():
@@ -748,7 +748,7 @@ func (pr *playRun) executeBatch(ctx context.Context, t *Task, h *hostState, b st
 			out[i].o = *fail
 			continue
 		}
-		batch = append(batch, step.BatchItem{Env: env, Args: t.spec.WithDefaults(step.Args(args))})
+		batch = append(batch, step.BatchItem{Env: env, Args: t.Spec.WithDefaults(step.Args(args))})
 		at = append(at, i)
 	}
 	if len(batch) == 0 {
@@ -813,18 +813,18 @@ func (pr *playRun) callBuiltin(ctx context.Context, t *Task, h *hostState, env *
 	if env.Check {
 		ctx = transport.ReadOnly(ctx)
 	}
-	return t.impl.Run(ctx, env, t.spec.WithDefaults(args))
+	return t.Impl.Run(ctx, env, t.Spec.WithDefaults(args))
 }
 
 // checkRendered checks the arguments that were templates, now that they have
 // values.
 func (pr *playRun) checkRendered(t *Task, args map[string]any) error {
-	for _, a := range t.spec.Args {
+	for _, a := range t.Spec.Args {
 		orig, ok := t.Args[a.Name].(string)
 		if !ok || !strings.Contains(orig, "{{") {
 			continue
 		}
-		if err := checkArgType(a, args[a.Name]); err != nil {
+		if err := CheckArgType(a, args[a.Name]); err != nil {
 			return fmt.Errorf("%s: %s: argument %s = %q: %v", t.Pos, t.Action, a.Name, orig, err)
 		}
 	}
@@ -899,11 +899,11 @@ func lines(s string) []any {
 }
 
 // conds evaluates conditions that must all hold.
-func (pr *playRun) conds(cs []cond, vars map[string]any) (bool, error) {
+func (pr *playRun) conds(cs []Cond, vars map[string]any) (bool, error) {
 	for _, c := range cs {
-		ok, err := pr.r.ev.EvalBool(c.expr, vars)
+		ok, err := pr.r.ev.EvalBool(c.Expr, vars)
 		if err != nil {
-			return false, fmt.Errorf("%s: %w", c.pos, err)
+			return false, fmt.Errorf("%s: %w", c.Pos, err)
 		}
 		if !ok {
 			return false, nil
@@ -918,10 +918,10 @@ func (pr *playRun) conds(cs []cond, vars map[string]any) (bool, error) {
 // per-item evaluation then reports it as before.
 func (pr *playRun) loopFreeConds(t *Task, vars map[string]any) (ok, decided bool) {
 	for _, c := range t.When {
-		if namesVar(c.expr, t.LoopVar) || (t.IndexVar != "" && namesVar(c.expr, t.IndexVar)) {
+		if NamesVar(c.Expr, t.LoopVar) || (t.IndexVar != "" && NamesVar(c.Expr, t.IndexVar)) {
 			continue
 		}
-		ok, err := pr.r.ev.EvalBool(c.expr, vars)
+		ok, err := pr.r.ev.EvalBool(c.Expr, vars)
 		if err != nil {
 			return false, false
 		}
@@ -933,7 +933,7 @@ func (pr *playRun) loopFreeConds(t *Task, vars map[string]any) (ok, decided bool
 }
 
 // namesVar reports whether expr mentions name as an identifier.
-func namesVar(expr, name string) bool {
+func NamesVar(expr, name string) bool {
 	for i := 0; ; {
 		j := strings.Index(expr[i:], name)
 		if j < 0 {
@@ -953,7 +953,7 @@ func isIdentByte(b byte) bool {
 
 // condsWith evaluates conditions with the task's result visible under its
 // register name and as `result`.
-func (pr *playRun) condsWith(cs []cond, vars map[string]any, register string, reg map[string]any) (bool, error) {
+func (pr *playRun) condsWith(cs []Cond, vars map[string]any, register string, reg map[string]any) (bool, error) {
 	v := make(map[string]any, len(vars)+2)
 	maps.Copy(v, vars)
 	v["result"] = reg
@@ -976,9 +976,9 @@ func (pr *playRun) vars(h *hostState, t *Task, il *includeLoop, hv map[string]an
 	if err != nil {
 		return nil, err
 	}
-	var chain []*scope
+	var chain []*Scope
 	if t != nil {
-		chain = scopeChain(t.scope)
+		chain = scopeChain(t.Scope)
 	}
 	v := make(map[string]any, len(h.base)+len(pv)+len(dyn)+len(r.opts.ExtraVars)+8)
 	maps.Copy(v, h.builtin)
@@ -988,7 +988,7 @@ func (pr *playRun) vars(h *hostState, t *Task, il *includeLoop, hv map[string]an
 	// dropped from the queue when a higher layer sets its name.
 	pending := setLayer(v, pr.p.Defaults, nil)
 	for _, s := range chain {
-		pending = setLayer(v, s.defaults, pending)
+		pending = setLayer(v, s.Defaults, pending)
 	}
 	pending = setMap(v, h.inv, pending)
 	pending = setLayer(v, h.invTmpl, pending)
@@ -996,12 +996,12 @@ func (pr *playRun) vars(h *hostState, t *Task, il *includeLoop, hv map[string]an
 	pending = setMap(v, pv, pending)
 	if t != nil {
 		// role vars, then block vars
-		pending = setScopes(v, chain, func(s *scope) varList { return s.vars }, pending)
+		pending = setScopes(v, chain, func(s *Scope) VarList { return s.Vars }, pending)
 		pending = setLayer(v, t.Vars, pending)
 	}
 	pending = setMap(v, dyn, pending)
 	// role params, then include params
-	pending = setScopes(v, chain, func(s *scope) varList { return s.params }, pending)
+	pending = setScopes(v, chain, func(s *Scope) VarList { return s.Params }, pending)
 	var ovs []*includeLoop
 	for o := il; o != nil; o = o.parent {
 		ovs = append(ovs, o)
@@ -1023,12 +1023,12 @@ func (pr *playRun) vars(h *hostState, t *Task, il *includeLoop, hv map[string]an
 }
 
 // renderVar renders one templated variable into v.
-func (r *runner) renderVar(v map[string]any, d *varDef) error {
-	val, err := r.ev.RenderValue(d.val, v)
+func (r *runner) renderVar(v map[string]any, d *VarDef) error {
+	val, err := r.ev.RenderValue(d.Val, v)
 	if err != nil {
-		return fmt.Errorf("%s: variable %s: %w", d.pos, d.name, err)
+		return fmt.Errorf("%s: variable %s: %w", d.Pos, d.Name, err)
 	}
-	v[d.name] = val
+	v[d.Name] = val
 	return nil
 }
 
@@ -1039,7 +1039,7 @@ func (r *runner) renderVar(v map[string]any, d *varDef) error {
 // The queue depends only on the task (or play), so the order is computed
 // once. A cycle through a variable that set_fact, register or -e replaces
 // (over) is no cycle: those are ordered again without it.
-func (r *runner) renderOrder(key any, pending []*varDef, over func(name string) bool) ([]*varDef, error) {
+func (r *runner) renderOrder(key any, pending []*VarDef, over func(name string) bool) ([]*VarDef, error) {
 	var o varOrder
 	if cached, ok := r.orders.Load(key); ok {
 		o = cached.(varOrder)
@@ -1050,9 +1050,9 @@ func (r *runner) renderOrder(key any, pending []*varDef, over func(name string) 
 	if o.err == nil {
 		return o.defs, nil
 	}
-	kept := slices.DeleteFunc(slices.Clone(pending), func(d *varDef) bool {
-		_, extra := r.opts.ExtraVars[d.name]
-		return extra || (over != nil && over(d.name))
+	kept := slices.DeleteFunc(slices.Clone(pending), func(d *VarDef) bool {
+		_, extra := r.opts.ExtraVars[d.Name]
+		return extra || (over != nil && over(d.Name))
 	})
 	if len(kept) == len(pending) {
 		return nil, o.err
@@ -1061,7 +1061,7 @@ func (r *runner) renderOrder(key any, pending []*varDef, over func(name string) 
 }
 
 type varOrder struct {
-	defs []*varDef
+	defs []*VarDef
 	err  error
 }
 
@@ -1069,17 +1069,17 @@ type varOrder struct {
 // reads, whatever the order they were written in. Variables that read each
 // other, directly or through others, have no value: that is an error naming
 // the cycle, as in Ansible.
-func orderVars(pending []*varDef) ([]*varDef, error) {
-	byName := make(map[string]*varDef, len(pending))
+func orderVars(pending []*VarDef) ([]*VarDef, error) {
+	byName := make(map[string]*VarDef, len(pending))
 	for _, d := range pending {
-		byName[d.name] = d
+		byName[d.Name] = d
 	}
 	const visiting, done = 1, 2
-	state := make(map[*varDef]int, len(pending))
-	out := make([]*varDef, 0, len(pending))
-	var stack []*varDef
-	var visit func(d *varDef) error
-	visit = func(d *varDef) error {
+	state := make(map[*VarDef]int, len(pending))
+	out := make([]*VarDef, 0, len(pending))
+	var stack []*VarDef
+	var visit func(d *VarDef) error
+	visit = func(d *VarDef) error {
 		switch state[d] {
 		case done:
 			return nil
@@ -1087,15 +1087,15 @@ func orderVars(pending []*varDef) ([]*varDef, error) {
 			i := slices.Index(stack, d)
 			var names []string
 			for _, s := range stack[i:] {
-				names = append(names, s.name)
+				names = append(names, s.Name)
 			}
-			names = append(names, d.name)
+			names = append(names, d.Name)
 			return fmt.Errorf("%s: variable %s refers to itself (%s): a variable cannot be defined in terms of itself; give the value another name",
-				d.pos, d.name, strings.Join(names, " -> "))
+				d.Pos, d.Name, strings.Join(names, " -> "))
 		}
 		state[d] = visiting
 		stack = append(stack, d)
-		for _, name := range d.refs {
+		for _, name := range d.Refs {
 			if dep, ok := byName[name]; ok {
 				if err := visit(dep); err != nil {
 					return err
@@ -1117,16 +1117,16 @@ func orderVars(pending []*varDef) ([]*varDef, error) {
 
 // setLayer sets a layer's plain values and queues its templated ones; a
 // later layer's value replaces a queued template of the same name.
-func setLayer(v map[string]any, vl varList, pending []*varDef) []*varDef {
+func setLayer(v map[string]any, vl VarList, pending []*VarDef) []*VarDef {
 	for i := range vl {
 		d := &vl[i]
-		pending = slices.DeleteFunc(pending, func(p *varDef) bool { return p.name == d.name })
-		if d.template {
-			v[d.name] = d.val
+		pending = slices.DeleteFunc(pending, func(p *VarDef) bool { return p.Name == d.Name })
+		if d.Template {
+			v[d.Name] = d.Val
 			pending = append(pending, d)
 			continue
 		}
-		v[d.name] = d.val
+		v[d.Name] = d.Val
 	}
 	return pending
 }
@@ -1134,10 +1134,10 @@ func setLayer(v map[string]any, vl varList, pending []*varDef) []*varDef {
 // setScopes sets one kind of list of every scope: the roles' (outer to
 // inner) below the blocks' and includes' (outer to inner), as Ansible ranks
 // role vars below block vars and role params below include params.
-func setScopes(v map[string]any, chain []*scope, list func(*scope) varList, pending []*varDef) []*varDef {
+func setScopes(v map[string]any, chain []*Scope, list func(*Scope) VarList, pending []*VarDef) []*VarDef {
 	for _, role := range []bool{true, false} {
 		for _, s := range chain {
-			if s.role == role {
+			if s.Role == role {
 				pending = setLayer(v, list(s), pending)
 			}
 		}
@@ -1147,13 +1147,13 @@ func setScopes(v map[string]any, chain []*scope, list func(*scope) varList, pend
 
 // setMap sets a layer of plain values; each replaces a queued template of
 // the same name.
-func setMap(v, m map[string]any, pending []*varDef) []*varDef {
+func setMap(v, m map[string]any, pending []*VarDef) []*VarDef {
 	if len(m) == 0 {
 		return pending
 	}
 	maps.Copy(v, m)
-	return slices.DeleteFunc(pending, func(p *varDef) bool {
-		_, ok := m[p.name]
+	return slices.DeleteFunc(pending, func(p *VarDef) bool {
+		_, ok := m[p.Name]
 		return ok
 	})
 }
@@ -1164,7 +1164,7 @@ func (pr *playRun) magic(v map[string]any, h *hostState, t *Task, hv map[string]
 	v["hostvars"] = hv
 	v["play_name"] = pr.p.Name
 	if t != nil && t.Role != nil {
-		v["role_name"] = t.Role.name
+		v["role_name"] = t.Role.Name
 	}
 }
 
@@ -1197,11 +1197,11 @@ func (pr *playRun) playVarsFor(h *hostState, hv map[string]any) (map[string]any,
 	// variables they may read are in scope.
 	need := map[string]bool{}
 	for _, d := range pr.p.Vars {
-		need[d.name] = true
+		need[d.Name] = true
 	}
 	for i := len(pending) - 1; i >= 0; i-- {
-		if need[pending[i].name] {
-			for _, n := range pending[i].refs {
+		if need[pending[i].Name] {
+			for _, n := range pending[i].Refs {
 				need[n] = true
 			}
 		}
@@ -1211,7 +1211,7 @@ func (pr *playRun) playVarsFor(h *hostState, hv map[string]any) (map[string]any,
 	}
 	pv = make(map[string]any, len(pr.p.Vars))
 	for _, d := range pr.p.Vars {
-		pv[d.name] = v[d.name]
+		pv[d.Name] = v[d.Name]
 	}
 	pr.mu.Lock()
 	pr.playVars[h] = pv

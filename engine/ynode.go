@@ -16,13 +16,13 @@ const maxYAMLNodes = 1_000_000
 // parseYAML parses one YAML document of a file into a node tree. The loader
 // works on nodes rather than decoded values so every error can point at a
 // line.
-func parseYAML(file string, data []byte) (*ytree.Node, error) {
-	return parseYAMLLimited(file, data, maxYAMLNodes)
+func ParseYAML(file string, data []byte) (*ytree.Node, error) {
+	return ParseYAMLLimited(file, data, maxYAMLNodes)
 }
 
 // parseYAMLLimited is parseYAML with a bound on the values the document
 // expands to (aliases counted in full).
-func parseYAMLLimited(file string, data []byte, maxNodes int) (*ytree.Node, error) {
+func ParseYAMLLimited(file string, data []byte, maxNodes int) (*ytree.Node, error) {
 	docs, err := ytree.Parse(file, data, maxNodes)
 	switch {
 	case err != nil:
