@@ -60,6 +60,15 @@ func TestLayering(t *testing.T) {
 		{"internal/textdiff", []string{""}},
 		// The engine is generic: it knows no builtin, command or Kubernetes bundle.
 		{"engine", []string{"builtins", "cmd", "bundle", "schema"}},
+		// The engine's rooms (docs/architecture.md): the model of a
+		// playbook imports no other room; the loader builds it and the run
+		// runs it, and neither imports the other (a dynamic include reaches
+		// the loader through the load function it carries); the journal
+		// knows neither; only the front door (engine) imports them all.
+		{"engine/playbook", []string{"engine$", "engine/load", "engine/run", "engine/journal", "engine/model", "engine/output", "lifecycle", "service"}},
+		{"engine/load", []string{"engine$", "engine/run", "engine/journal", "engine/model", "engine/output", "lifecycle", "service"}},
+		{"engine/run", []string{"engine$", "engine/load", "engine/output", "lifecycle", "service"}},
+		{"engine/journal", []string{"engine$", "engine/playbook", "engine/load", "engine/run", "engine/eval", "engine/output", "engine/transport", "lifecycle", "service"}},
 		// The model the loader and the run share (events, statuses, the
 		// recap) depends on nothing; the output prints it and knows nothing
 		// of the interpreter ("engine$": that package, not its children).

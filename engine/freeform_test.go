@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/engine/load"
 	"github.com/mensylisir/kubexm/engine/step"
 )
 
@@ -35,7 +36,7 @@ func TestFreeFormArgs(t *testing.T) {
 		{debug, "var=x and more", "error: \"var=x and more\" mixes name=value arguments (var=x) with other text (and more)"},
 		{debug, "verbosity=high", "error: verbosity=high: verbosity is a number"},
 	} {
-		got, err := FreeFormArgs(tc.spec, tc.in)
+		got, err := load.FreeFormArgs(tc.spec, tc.in)
 		s := fmt.Sprint(got)
 		if err != nil {
 			s = "error: " + err.Error()

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/mensylisir/kubexm/engine/run"
 )
 
 func FuzzLoad(f *testing.F) {
@@ -51,7 +53,7 @@ func FuzzExtraVars(f *testing.F) {
 		if err := os.WriteFile(file, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		m, err := ParseExtraVars([]string{"@" + file})
+		m, err := run.ParseExtraVars([]string{"@" + file})
 		if err == nil && m == nil {
 			t.Fatal("nil mapping without error")
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/journal"
 	"github.com/mensylisir/kubexm/engine/model"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
@@ -265,7 +266,7 @@ func specNamed(n string) step.Spec { return step.Spec{Name: n} }
 
 func readJournal(t testing.TB, dir string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, File))
+	b, err := os.ReadFile(filepath.Join(dir, journal.File))
 	if err != nil {
 		t.Fatal(err)
 	}

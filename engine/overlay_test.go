@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/mensylisir/kubexm/engine/run"
 )
 
 // overlayBuiltin is a built-in tree with a nested role whose template and
@@ -49,7 +51,7 @@ func loadRun(t *testing.T, ref string, builtin fstest.MapFS, lo LoadOptions) ([]
 		t.Fatal(err)
 	}
 	if rc, err := Run(context.Background(), pb, testInventory(), RunOptions{NoJournal: true}); err != nil {
-		t.Fatal(err, FailedHosts(rc), rc.Hosts["localhost"])
+		t.Fatal(err, run.FailedHosts(rc), rc.Hosts["localhost"])
 	}
 	return c.log, pb
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/mensylisir/kubexm/engine/journal"
 )
 
 // The redactor runs on every event and journal record: its cost with ten
@@ -13,7 +15,7 @@ func BenchmarkRedactor(b *testing.B) {
 	for i := range 10 {
 		secrets = append(secrets, fmt.Sprintf("secret-%d-%s", i, strings.Repeat("x", 20)))
 	}
-	rd := NewMasker(secrets)
+	rd := journal.NewMasker(secrets)
 	text := strings.Repeat("some ordinary command output, no secrets here; ", 200)
 	b.SetBytes(int64(len(text)))
 	for b.Loop() {
@@ -27,6 +29,6 @@ func BenchmarkNewRedactor(b *testing.B) {
 		secrets = append(secrets, fmt.Sprintf("secret-%d-%s", i, strings.Repeat("x", 20)))
 	}
 	for b.Loop() {
-		NewMasker(secrets)
+		journal.NewMasker(secrets)
 	}
 }

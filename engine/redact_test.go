@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mensylisir/kubexm/engine/journal"
 	"github.com/mensylisir/kubexm/engine/model"
 )
 
@@ -65,7 +66,7 @@ func TestSecretsMaskedWhenEscapedTwice(t *testing.T) {
 			t.Errorf("%q leaks:\n%s", leak, text.String())
 		}
 	}
-	if n := strings.Count(text.String(), Mask); n < len(msgs) {
+	if n := strings.Count(text.String(), journal.Mask); n < len(msgs) {
 		t.Errorf("masked %d times, want at least %d:\n%s", n, len(msgs), text.String())
 	}
 }

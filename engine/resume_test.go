@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/journal"
 	"github.com/mensylisir/kubexm/engine/model"
+	"github.com/mensylisir/kubexm/engine/run"
 
 	"github.com/mensylisir/kubexm/inventory"
 )
@@ -42,7 +44,7 @@ func TestResumeAfterFailure(t *testing.T) {
 	}
 	ev := map[string]any{"broken": "h2", "sleep3": "0s"}
 	rc, err := Run(context.Background(), pb, testInventory(), RunOptions{WorkDir: work, ExtraVars: ev})
-	if !errors.Is(err, ErrFailed) {
+	if !errors.Is(err, run.ErrFailed) {
 		t.Fatalf("first run: %v", err)
 	}
 	if c.count("h2:t4") != 0 || c.count("h1:t4") != 2 {
@@ -185,7 +187,7 @@ func TestResumeSkipsFinishedLoopItems(t *testing.T) {
 	c := &calls{}
 	pb, _ := Load(context.Background(), dir, LoadOptions{Builtins: testRegistry(c)})
 	rc, err := Run(context.Background(), pb, testInventory(), RunOptions{WorkDir: work, ExtraVars: map[string]any{"bad": 2}})
-	if !errors.Is(err, ErrFailed) {
+	if !errors.Is(err, run.ErrFailed) {
 		t.Fatal(err)
 	}
 	if got := strings.Join(c.sorted(), " "); got != "h1:i1 h1:i2 h1:i3" {
@@ -272,7 +274,7 @@ func TestInventoryHashLeavesSecretsOut(t *testing.T) {
 		inv.Hosts[2].Address = addr
 		inv.OtherSecrets = []string{"reg-" + pw}
 		inv.Vars["registry_password"] = "reg-" + pw
-		return InventoryHash(inv, NewMasker(inv.Secrets()))
+		return journal.InventoryHash(inv, journal.NewMasker(inv.Secrets()))
 	}
 	if hash("first-password", "10.0.0.3") != hash("other-password", "10.0.0.3") {
 		t.Error("the hash depends on the passwords")
@@ -305,17 +307,17 @@ plays:
 		t.Fatal(err)
 	}
 	rc, err := Run(context.Background(), pb, testInventory(), RunOptions{WorkDir: work, ExtraVars: map[string]any{"pw": "s3cr3t-pass"}})
-	if !errors.Is(err, ErrFailed) {
+	if !errors.Is(err, run.ErrFailed) {
 		t.Fatalf("run: %v", err)
 	}
-	info, log, err := RunLog(work, "last")
+	info, log, err := journal.RunLog(work, "last")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info.ID != rc.RunID || info.Playbook != "logged" || info.Outcome != "failed" {
 		t.Errorf("run info %+v", info)
 	}
-	got := map[string]LogEntry{}
+	got := map[string]journal.LogEntry{}
 	for _, e := range log {
 		got[e.Host+" "+e.Task] = e
 	}
@@ -334,7 +336,7 @@ plays:
 	if err != nil || strings.Contains(string(data), "s3cr3t-pass") || strings.Contains(string(data), "********") {
 		t.Errorf("the journal holds the secret or its mask (%v)", err)
 	}
-	if _, _, err := RunLog(work, "../x"); err == nil {
+	if _, _, err := journal.RunLog(work, "../x"); err == nil {
 		t.Error("a path as run id was taken")
 	}
 }

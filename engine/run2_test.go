@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/engine/model"
+	"github.com/mensylisir/kubexm/engine/run"
 
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
@@ -49,7 +50,7 @@ func TestUnreachableHost(t *testing.T) {
 			return none, fmt.Errorf("dial tcp %s:22: connection refused", h.Address)
 		},
 	})
-	if !errors.Is(err, ErrFailed) {
+	if !errors.Is(err, run.ErrFailed) {
 		t.Fatalf("err = %v, want ErrFailed", err)
 	}
 	checkRecap(t, rc, map[string]model.HostStats{"h1": stats(3, 0, 0, 0), "h2": {Unreachable: 1}, "h3": stats(3, 0, 0, 0)})
@@ -282,7 +283,7 @@ func TestRuntimeErrorsNameTheTaskAndHost(t *testing.T) {
     - name: templated argument of the wrong type
       probe: {id: x, count: "{{ .spec.name }}"}
 `}, RunOptions{})
-	if !errors.Is(rr.err, ErrFailed) {
+	if !errors.Is(rr.err, run.ErrFailed) {
 		t.Fatalf("err = %v", rr.err)
 	}
 	checkRecap(t, rr.recap, map[string]model.HostStats{"h1": {Failed: 1}, "h2": {Skipped: 1, Failed: 1}, "h3": {Failed: 1}, "localhost": {OK: 1, Ignored: 1, Failed: 1}})
@@ -420,7 +421,7 @@ func TestUntilSaysWhatItLastSaw(t *testing.T) {
       retries: 1
       delay: 0
 `}, RunOptions{})
-	if !errors.Is(rr.err, ErrFailed) {
+	if !errors.Is(rr.err, run.ErrFailed) {
 		t.Fatalf("err = %v", rr.err)
 	}
 	msgs := map[string]string{}
@@ -464,7 +465,7 @@ func TestBuiltinPanicFailsOnlyThatTaskHost(t *testing.T) {
 	var mu sync.Mutex
 	rc, err := Run(context.Background(), pb, testInventory(), RunOptions{Verbosity: 3,
 		Output: model.SinkFunc(func(e model.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })})
-	if !errors.Is(err, ErrFailed) {
+	if !errors.Is(err, run.ErrFailed) {
 		t.Fatalf("err = %v", err)
 	}
 	if rc.Hosts["h1"].Failed != 1 || !strings.Contains(rc.Hosts["h1"].Error, "internal error") || !strings.Contains(rc.Hosts["h1"].Error, "assignment to entry in nil map") {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mensylisir/kubexm/engine/model"
+	"github.com/mensylisir/kubexm/engine/run"
 )
 
 func TestRunFeatures(t *testing.T) {
@@ -538,7 +539,7 @@ plays:
 				if rr.err == nil || !strings.Contains(rr.err.Error(), tc.wantErr) {
 					t.Fatalf("run error = %v, want it to contain %q", rr.err, tc.wantErr)
 				}
-				if !errors.Is(rr.err, ErrFailed) {
+				if !errors.Is(rr.err, run.ErrFailed) {
 					t.Errorf("run error %v does not wrap ErrFailed", rr.err)
 				}
 			}

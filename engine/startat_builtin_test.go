@@ -11,6 +11,8 @@ import (
 
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/builtins"
+	"github.com/mensylisir/kubexm/engine/playbook"
+	"github.com/mensylisir/kubexm/engine/run"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/schema"
 )
@@ -64,10 +66,10 @@ spec:
 			}
 			first := true
 			for _, sec := range p.Sections() {
-				WalkTasks(sec, nil, func(t *Task, _ []*Task) bool {
-					if first && t.Kind == KindAction && !slices.Contains(t.Tags, "always") {
+				playbook.WalkTasks(sec, nil, func(t *Task, _ []*Task) bool {
+					if first && t.Kind == playbook.KindAction && !slices.Contains(t.Tags, "always") {
 						first = false
-						ns := TaskNames(t)
+						ns := playbook.TaskNames(t)
 						runs = append(runs, RunOptions{StartAt: ns[len(ns)-1]})
 					}
 					return true
@@ -78,7 +80,7 @@ spec:
 			runs = append(runs, RunOptions{StartAt: "etcd : etcd - member address"}, RunOptions{StartAt: "control-plane : *"})
 		}
 		for _, opts := range runs {
-			sel, err := SelectTasks(pb, inv.Vars, opts)
+			sel, err := run.SelectTasks(pb, inv.Vars, opts)
 			if err != nil {
 				t.Errorf("%s %+v: %v", d.Name(), opts, err)
 				continue
@@ -94,7 +96,7 @@ spec:
 
 // unsetReads walks pb as a run with sel does and lists each task that runs
 // and reads a fact only a left-out task sets.
-func unsetReads(pb *Playbook, sel *Selection, opts RunOptions) []string {
+func unsetReads(pb *Playbook, sel *run.Selection, opts RunOptions) []string {
 	var out []string
 	skippedSets := map[string]string{} // fact -> the left-out task setting it
 	set := map[string]bool{}
@@ -103,23 +105,23 @@ func unsetReads(pb *Playbook, sel *Selection, opts RunOptions) []string {
 		playRuns := sel.Plays[p] && (started || i >= sel.StartPlay || slices.ContainsFunc(p.Roles, func(t *Task) bool { return sel.Always[t] }) ||
 			slices.ContainsFunc(p.Tasks, func(t *Task) bool { return sel.Always[t] }))
 		for _, sec := range p.Sections() {
-			WalkTasks(sec, nil, func(t *Task, parents []*Task) bool {
+			playbook.WalkTasks(sec, nil, func(t *Task, parents []*Task) bool {
 				if t == sel.Start {
 					started = true
 				}
-				runs := playRuns && TagsSelected(t.Tags, opts.Tags, opts.SkipTags) &&
-					(started || sel.Path[t] || sel.Always[t] && t.Kind != KindAction || slices.Contains(t.Tags, "always"))
+				runs := playRuns && playbook.TagsSelected(t.Tags, opts.Tags, opts.SkipTags) &&
+					(started || sel.Path[t] || sel.Always[t] && t.Kind != playbook.KindAction || slices.Contains(t.Tags, "always"))
 				for _, up := range parents {
-					if up.Kind == KindInclude && !(playRuns && TagsSelected(up.Tags, opts.Tags, opts.SkipTags) && (started || sel.Path[up] || sel.Always[up])) {
+					if up.Kind == playbook.KindInclude && !(playRuns && playbook.TagsSelected(up.Tags, opts.Tags, opts.SkipTags) && (started || sel.Path[up] || sel.Always[up])) {
 						runs = false
 					}
 				}
-				if t.Kind == KindBlock {
+				if t.Kind == playbook.KindBlock {
 					return true
 				}
 				var sets []string
 				if t.Action == "set_fact" {
-					sets = KeysOf(t.Args)
+					sets = playbook.KeysOf(t.Args)
 				}
 				if t.Register != "" {
 					sets = append(sets, t.Register)
@@ -144,7 +146,7 @@ func unsetReads(pb *Playbook, sel *Selection, opts RunOptions) []string {
 					text += fmt.Sprint(t.Include.Vars)
 				}
 				for name, by := range skippedSets {
-					if !set[name] && !slices.Contains(sets, name) && NamesVar(text, name) && !guarded(text, name) {
+					if !set[name] && !slices.Contains(sets, name) && run.NamesVar(text, name) && !guarded(text, name) {
 						out = append(out, fmt.Sprintf("task %q (%s) reads %s, which only %s sets, and that task is left out", t.Name, t.Where(), name, by))
 					}
 				}

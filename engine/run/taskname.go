@@ -1,6 +1,7 @@
-package engine
+package run
 
 import (
+	"github.com/mensylisir/kubexm/engine/playbook"
 	"regexp"
 	"strings"
 )
@@ -14,7 +15,7 @@ var templateAction = regexp.MustCompile(`\{\{.*?\}\}`)
 // not render (a variable h does not have) or would hold a secret (it goes
 // to events, the journal and the recap) shows each of its actions as "…",
 // never the template itself.
-func (pr *playRun) renderName(t *Task, h *hostState, il *includeLoop, hv map[string]any) string {
+func (pr *playRun) renderName(t *playbook.Task, h *hostState, il *includeLoop, hv map[string]any) string {
 	if !strings.Contains(t.Name, "{{") {
 		return t.Name
 	}
@@ -26,7 +27,7 @@ func (pr *playRun) renderName(t *Task, h *hostState, il *includeLoop, hv map[str
 }
 
 // nameWith is renderName with the variables at hand (nil: none).
-func (pr *playRun) nameWith(t *Task, vars map[string]any) string {
+func (pr *playRun) nameWith(t *playbook.Task, vars map[string]any) string {
 	if !strings.Contains(t.Name, "{{") {
 		return t.Name
 	}
@@ -50,7 +51,7 @@ func (pr *playRun) nameWith(t *Task, vars map[string]any) string {
 // taskName is t's name as its latest run on this play named it
 // (renderName), or, before any, its name with the actions of a template
 // shown as "…".
-func (pr *playRun) taskName(t *Task) string {
+func (pr *playRun) taskName(t *playbook.Task) string {
 	if !strings.Contains(t.Name, "{{") {
 		return t.Name
 	}

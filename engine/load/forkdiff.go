@@ -1,4 +1,4 @@
-package engine
+package load
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mensylisir/kubexm/engine/playbook"
 	"github.com/mensylisir/kubexm/internal/textdiff"
 	"github.com/mensylisir/kubexm/internal/ytree"
 )
@@ -49,11 +50,11 @@ func (d *ForkDiff) Identical() bool {
 // the playbook's own files, the roles it finds in its roles/ directories
 // (as roleRoots does), and the files of its site/ directories and of
 // opts.Overlays.
-func DiffFork(dir string, opts LoadOptions) (*ForkDiff, error) {
+func DiffFork(dir string, opts playbook.LoadOptions) (*ForkDiff, error) {
 	if opts.BuiltinFS == nil {
 		return nil, errors.New("this kubexm has no built-in playbooks to compare with")
 	}
-	pbDir, err := DiskSource(dir)
+	pbDir, err := playbook.DiskSource(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -66,10 +67,10 @@ func DiffFork(dir string, opts LoadOptions) (*ForkDiff, error) {
 		return nil, err
 	}
 	d := &ForkDiff{Playbook: bpDir.Base(), Changed: []FileDiff{}, OnlyInFork: []string{}, OnlyInBuiltin: []string{}}
-	builtinRoles := Source{Fsys: opts.BuiltinFS, Name: "roles", Builtin: true}
+	builtinRoles := playbook.Source{Fsys: opts.BuiltinFS, Name: "roles", Builtin: true}
 	// The playbook's own files; roles/ and site/ below it are compared as
 	// the role roots and overlays they are.
-	err = walkFiles(pbDir, func(rel string, f Source) error {
+	err = walkFiles(pbDir, func(rel string, f playbook.Source) error {
 		if top, _, _ := strings.Cut(rel, "/"); (top == "roles" || top == "site") && strings.Contains(rel, "/") {
 			return nil
 		}
@@ -90,8 +91,8 @@ func DiffFork(dir string, opts LoadOptions) (*ForkDiff, error) {
 
 // forkedFrom finds the built-in playbook a fork was copied from: the one of
 // the fork directory's name, else of its name: header.
-func forkedFrom(dir string, pbDir, pbFile Source, builtin fs.FS) (Source, error) {
-	builtinRoot := Source{Fsys: builtin, Name: "playbooks", Builtin: true}
+func forkedFrom(dir string, pbDir, pbFile playbook.Source, builtin fs.FS) (playbook.Source, error) {
+	builtinRoot := playbook.Source{Fsys: builtin, Name: "playbooks", Builtin: true}
 	names := []string{pbDir.Base()}
 	if n, err := parseYAMLFile(pbFile); err == nil && n.Kind == ytree.Map {
 		if s, ok := n.Get("name").Str(); ok && s != pbDir.Base() {
@@ -103,25 +104,25 @@ func forkedFrom(dir string, pbDir, pbFile Source, builtin fs.FS) (Source, error)
 			return d, nil
 		}
 	}
-	return Source{}, fmt.Errorf("%s: no built-in playbook named %s%s; playbook diff compares a fork of a built-in playbook (kubexm playbook list)", dir, strings.Join(names, " or "), DidYouMean(names[0], builtinPlaybooks(builtin)))
+	return playbook.Source{}, fmt.Errorf("%s: no built-in playbook named %s%s; playbook diff compares a fork of a built-in playbook (kubexm playbook list)", dir, strings.Join(names, " or "), playbook.DidYouMean(names[0], builtinPlaybooks(builtin)))
 }
 
 // compareRoles compares the roles the fork finds in its roles/
 // directories with the built-in ones.
-func (d *ForkDiff) compareRoles(pbDir, builtinRoles Source) error {
+func (d *ForkDiff) compareRoles(pbDir, builtinRoles playbook.Source) error {
 	builtinDirs := roleDirs(builtinRoles)
-	for _, root := range RoleRoots(pbDir, LoadOptions{}) {
+	for _, root := range playbook.RoleRoots(pbDir, playbook.LoadOptions{}) {
 		if !root.IsDir() {
 			continue
 		}
-		err := walkFiles(root, func(rel string, f Source) error {
+		err := walkFiles(root, func(rel string, f playbook.Source) error {
 			return d.compare(f, builtinRoles.Join(rel), "roles/"+rel)
 		})
 		if err != nil {
 			return err
 		}
 		// What a copied role lacks: a built-in file of a role the fork has.
-		err = walkFiles(builtinRoles, func(rel string, b Source) error {
+		err = walkFiles(builtinRoles, func(rel string, b playbook.Source) error {
 			if owner := roleOf(rel, builtinDirs); owner != "" && root.Join(owner).IsDir() && !root.Join(rel).IsFile() {
 				d.OnlyInBuiltin = append(d.OnlyInBuiltin, b.String())
 			}
@@ -136,17 +137,17 @@ func (d *ForkDiff) compareRoles(pbDir, builtinRoles Source) error {
 
 // compareOverlays compares the files of the fork's site/ directories and
 // of the --overlay directories with the built-in roles' files.
-func (d *ForkDiff) compareOverlays(pbFile Source, extra []string, builtinRoles Source) error {
+func (d *ForkDiff) compareOverlays(pbFile playbook.Source, extra []string, builtinRoles playbook.Source) error {
 	overlays := siteDirs(pbFile)
 	for _, o := range extra {
-		s, err := DiskSource(o)
+		s, err := playbook.DiskSource(o)
 		if err != nil || !s.IsDir() {
 			return fmt.Errorf("--overlay %s: not a directory", o)
 		}
 		overlays = append(overlays, s)
 	}
 	for _, o := range overlays {
-		err := walkFiles(o, func(rel string, f Source) error {
+		err := walkFiles(o, func(rel string, f playbook.Source) error {
 			if r, ok := strings.CutPrefix(rel, "roles/"); ok {
 				return d.compare(f, builtinRoles.Join(r), rel)
 			}
@@ -162,7 +163,7 @@ func (d *ForkDiff) compareOverlays(pbFile Source, extra []string, builtinRoles S
 
 // compare adds fork file f to d against the built-in file b; label names
 // the file in the diff's header.
-func (d *ForkDiff) compare(f, b Source, label string) error {
+func (d *ForkDiff) compare(f, b playbook.Source, label string) error {
 	if !b.IsFile() {
 		d.OnlyInFork = append(d.OnlyInFork, f.String())
 		return nil
@@ -185,7 +186,7 @@ func (d *ForkDiff) compare(f, b Source, label string) error {
 
 // walkFiles calls fn for every regular file under dir, with its path
 // relative to dir, in lexical order.
-func walkFiles(dir Source, fn func(rel string, f Source) error) error {
+func walkFiles(dir playbook.Source, fn func(rel string, f playbook.Source) error) error {
 	return fs.WalkDir(dir.Fsys, dir.Name, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -193,13 +194,13 @@ func walkFiles(dir Source, fn func(rel string, f Source) error) error {
 		if e.IsDir() || !e.Type().IsRegular() {
 			return nil
 		}
-		return fn(strings.TrimPrefix(p, dir.Name+"/"), Source{Fsys: dir.Fsys, Name: p, Builtin: dir.Builtin})
+		return fn(strings.TrimPrefix(p, dir.Name+"/"), playbook.Source{Fsys: dir.Fsys, Name: p, Builtin: dir.Builtin})
 	})
 }
 
 // roleDirs lists the role directories under roles (those with a tasks/
 // directory), by their path under it.
-func roleDirs(roles Source) []string {
+func roleDirs(roles playbook.Source) []string {
 	var out []string
 	_ = fs.WalkDir(roles.Fsys, roles.Name, func(p string, e fs.DirEntry, err error) error {
 		if err == nil && e.IsDir() && e.Name() == "tasks" {
@@ -223,12 +224,12 @@ func roleOf(rel string, dirs []string) string {
 }
 
 // parseYAMLFile reads and parses one file, outside any loader.
-func parseYAMLFile(src Source) (*ytree.Node, error) {
+func parseYAMLFile(src playbook.Source) (*ytree.Node, error) {
 	data, err := src.Read()
 	if err != nil {
 		return nil, err
 	}
-	return ParseYAML(src.String(), data)
+	return playbook.ParseYAML(src.String(), data)
 }
 
 // sortDiff orders each list, for stable output.

@@ -1,4 +1,4 @@
-package engine
+package run
 
 import (
 	"context"
@@ -12,7 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/journal"
 	"github.com/mensylisir/kubexm/engine/model"
+	"github.com/mensylisir/kubexm/engine/playbook"
 
 	"github.com/mensylisir/kubexm/engine/eval"
 	"github.com/mensylisir/kubexm/engine/transport"
@@ -71,14 +73,14 @@ type RunOptions struct {
 var ErrFailed = errors.New("run failed")
 
 type runner struct {
-	pb    *Playbook
+	pb    *playbook.Playbook
 	inv   *inventory.Inventory
 	opts  RunOptions
 	ev    *eval.Evaluator
 	out   model.Sink
 	outMu sync.Mutex
-	jr    *Journal
-	red   *Masker
+	jr    *journal.Journal
+	red   *journal.Masker
 	// jobs feeds the Forks long-lived workers that run task-hosts; reusing
 	// goroutines keeps their grown stacks, which matters at 1000 hosts.
 	jobs    chan func()
@@ -106,7 +108,7 @@ type runner struct {
 // Run runs every play of pb against inv. The recap is returned even when the
 // run fails; the error wraps ErrFailed when a host failed, or says why the
 // run could not start or was cancelled.
-func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOptions) (*model.Recap, error) {
+func Run(ctx context.Context, pb *playbook.Playbook, inv *inventory.Inventory, opts RunOptions) (*model.Recap, error) {
 	if pb == nil || inv == nil {
 		return nil, errors.New("engine.Run: playbook and inventory are required")
 	}
@@ -154,20 +156,20 @@ func checkLimit(inv *inventory.Inventory, limit string) error {
 	if limit == "" {
 		return nil
 	}
-	if err := CheckPattern(limit); err != nil {
+	if err := playbook.CheckPattern(limit); err != nil {
 		return fmt.Errorf("--limit: %w", err)
 	}
-	if hosts, _, err := MatchHosts(inv, limit); err != nil {
+	if hosts, _, err := playbook.MatchHosts(inv, limit); err != nil {
 		return fmt.Errorf("--limit: %w", err)
 	} else if len(hosts) == 0 {
 		return fmt.Errorf("--limit %q matches no host of the inventory (hosts: %s); `--list-hosts` shows what each play targets",
-			limit, strings.Join(AllHostNames(inv), ", "))
+			limit, strings.Join(playbook.AllHostNames(inv), ", "))
 	}
 	return nil
 }
 
 // newRunner sets a run up: the selected tasks, the hosts and the journal.
-func newRunner(pb *Playbook, inv *inventory.Inventory, opts RunOptions) (*runner, error) {
+func newRunner(pb *playbook.Playbook, inv *inventory.Inventory, opts RunOptions) (*runner, error) {
 	sel, err := SelectTasks(pb, inv.Vars, opts)
 	if err != nil {
 		return nil, err
@@ -177,8 +179,8 @@ func newRunner(pb *Playbook, inv *inventory.Inventory, opts RunOptions) (*runner
 		sel: sel,
 		pb:  pb, inv: inv, opts: opts, ev: pb.Eval, out: opts.Output,
 		jobs:  make(chan func()),
-		runID: NewRunID(now), hosts: map[string]*hostState{},
-		red: NewMasker(inv.Secrets()), files: map[string]string{},
+		runID: journal.NewRunID(now), hosts: map[string]*hostState{},
+		red: journal.NewMasker(inv.Secrets()), files: map[string]string{},
 		startTime: now,
 		started:   opts.StartAt == "",
 	}
@@ -299,7 +301,7 @@ func (r *runner) initHosts() error {
 	defaults["work_dir"] = r.opts.WorkDir
 	// What the cluster record on the hosts says the cluster was last run
 	// with (roles/identity): the inventory's hash, secrets masked.
-	defaults["inventory_sha256"] = InventoryHash(r.inv, r.red)
+	defaults["inventory_sha256"] = journal.InventoryHash(r.inv, r.red)
 	for i := range r.inv.Hosts {
 		h := &r.inv.Hosts[i]
 		hs := newHostState(h.Name, h, r.inv, defaults)
@@ -346,24 +348,24 @@ func (r *runner) openJournal() error {
 		}
 		return nil
 	}
-	invHash := InventoryHash(r.inv, r.red)
-	hdr := Record{Run: r.runID, Playbook: r.pb.Name, PlaybookHash: r.pb.Hash, InventoryHash: invHash}
-	var done map[string]Record
+	invHash := journal.InventoryHash(r.inv, r.red)
+	hdr := journal.Record{Run: r.runID, Playbook: r.pb.Name, PlaybookHash: r.pb.Hash, InventoryHash: invHash}
+	var done map[string]journal.Record
 	if r.opts.Resume != "" {
 		id := r.opts.Resume
 		if id == "last" {
 			var err error
-			if id, err = LastRun(r.opts.WorkDir); err != nil {
+			if id, err = journal.LastRun(r.opts.WorkDir); err != nil {
 				return err
 			}
 		}
 		var err error
-		if done, err = Read(r.opts.WorkDir, id, r.pb.Name, r.pb.Hash, invHash); err != nil {
+		if done, err = journal.Read(r.opts.WorkDir, id, r.pb.Name, r.pb.Hash, invHash); err != nil {
 			return err
 		}
 		hdr.ResumedFrom = id
 	}
-	j, err := Open(r.opts.WorkDir, r.runID, hdr)
+	j, err := journal.Open(r.opts.WorkDir, r.runID, hdr)
 	if err != nil {
 		return err
 	}
@@ -517,7 +519,7 @@ func (r *runner) closeHosts() {
 }
 
 // interrupted records that a signal stopped task t, named name, on host.
-func (r *runner) interrupted(host, name string, t *Task) {
+func (r *runner) interrupted(host, name string, t *playbook.Task) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.recap.Interrupted = append(r.recap.Interrupted, model.Interruption{Host: host, Task: r.red.Str(name), Pos: t.Where()})
@@ -540,14 +542,14 @@ func (r *runner) abortReason() string {
 
 // selected applies --tags and --skip-tags to a task's tags.
 func (r *runner) selected(tags []string) bool {
-	return TagsSelected(tags, r.opts.Tags, r.opts.SkipTags)
+	return playbook.TagsSelected(tags, r.opts.Tags, r.opts.SkipTags)
 }
 
 // startAtReached applies --start-at-task: tasks before the one it names are
 // not run. The playbook says which task that is before the run
 // (selectTasks); when it cannot (the task may be in a file named at run
 // time), the first task whose name matches is.
-func (r *runner) startAtReached(t *Task) bool {
+func (r *runner) startAtReached(t *playbook.Task) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.started && (t == r.sel.Start || (r.sel.Start == nil && startMatches(r.opts.StartAt, t))) {
@@ -557,12 +559,12 @@ func (r *runner) startAtReached(t *Task) bool {
 }
 
 // findFile resolves a builtin's relative files/ or templates/ name.
-func (r *runner) findFile(t *Task) func(kind, name string) (string, error) {
+func (r *runner) findFile(t *playbook.Task) func(kind, name string) (string, error) {
 	return func(kind, name string) (string, error) {
 		if filepath.IsAbs(name) {
 			return name, nil
 		}
-		var cands []Source
+		var cands []playbook.Source
 		if t.Role != nil {
 			if o, ok := r.pb.OverlayFile(t.Role, kind, name); ok {
 				cands = append(cands, o)
@@ -591,7 +593,7 @@ func (r *runner) findFile(t *Task) func(kind, name string) (string, error) {
 
 // materialize returns a path on disk for a file, copying embedded files out
 // once per run.
-func (r *runner) materialize(s Source) (string, error) {
+func (r *runner) materialize(s playbook.Source) (string, error) {
 	if !s.Builtin {
 		return "/" + s.Name, nil
 	}

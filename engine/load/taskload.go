@@ -1,4 +1,4 @@
-package engine
+package load
 
 import (
 	"fmt"
@@ -7,17 +7,18 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mensylisir/kubexm/engine/playbook"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/internal/ytree"
 )
 
 // taskCtx is what a task list inherits from where it is written.
 type taskCtx struct {
-	src     Source // the file holding the tasks
-	parent  *Task  // attributes inherited by the tasks: when, tags, become...
-	play    *Play
-	role    *RoleInstance
-	scope   *Scope
+	src     playbook.Source // the file holding the tasks
+	parent  *playbook.Task  // attributes inherited by the tasks: when, tags, become...
+	play    *playbook.Play
+	role    *playbook.RoleInstance
+	scope   *playbook.Scope
 	handler bool
 	roles   []string // role names being expanded, for dependency cycles
 }
@@ -32,7 +33,7 @@ var engineActions = map[string]bool{
 
 var metaActions = map[string]bool{"flush_handlers": true, "end_play": true, "end_host": true, "clear_facts": true, "noop": true}
 
-func (ld *loader) taskList(n *ytree.Node, ctx taskCtx, what string) []*Task {
+func (ld *loader) taskList(n *ytree.Node, ctx taskCtx, what string) []*playbook.Task {
 	if n.IsNull() {
 		return nil
 	}
@@ -40,7 +41,7 @@ func (ld *loader) taskList(n *ytree.Node, ctx taskCtx, what string) []*Task {
 		ld.errorf(n.Pos, "%s must be a list of tasks, not %s", what, n.KindName())
 		return nil
 	}
-	var out []*Task
+	var out []*playbook.Task
 	for _, tn := range n.List {
 		if t := ld.task(tn, ctx); t != nil {
 			out = append(out, t)
@@ -49,13 +50,13 @@ func (ld *loader) taskList(n *ytree.Node, ctx taskCtx, what string) []*Task {
 	return out
 }
 
-func (ld *loader) task(n *ytree.Node, ctx taskCtx) *Task {
+func (ld *loader) task(n *ytree.Node, ctx taskCtx) *playbook.Task {
 	if n.Kind != ytree.Map {
 		ld.errorf(n.Pos, "a task must be a mapping such as {name: ..., command: ...}, not %s", n.KindName())
 		return nil
 	}
 	name, _ := n.Get("name").Str()
-	t := &Task{Name: name, Pos: n.Pos, PosText: n.Pos.String(), Role: ctx.role, Scope: ctx.scope, Play: ctx.play, LoopVar: "item", Delay: defaultDelay,
+	t := &playbook.Task{Name: name, Pos: n.Pos, PosText: n.Pos.String(), Role: ctx.role, Scope: ctx.scope, Play: ctx.play, LoopVar: "item", Delay: defaultDelay,
 		Key: fmt.Sprintf("%s:%d:%d", ld.stable(ctx.src), n.Pos.Line, n.Pos.Col)}
 	actions := ld.actionKeys(n, name, ctx.handler)
 	isBlock := n.Get("block") != nil
@@ -71,13 +72,13 @@ func (ld *loader) task(n *ytree.Node, ctx taskCtx) *Task {
 		// As in Ansible, vars: on an include or import are include
 		// parameters, above set_fact; on a block they are block vars.
 		if len(actions) == 1 && actions[0].KeyString() != "meta" && engineActions[actions[0].KeyString()] {
-			child.scope = &Scope{Parent: ctx.scope, Params: t.Vars}
+			child.scope = &playbook.Scope{Parent: ctx.scope, Params: t.Vars}
 		} else {
-			child.scope = &Scope{Parent: ctx.scope, Vars: t.Vars}
+			child.scope = &playbook.Scope{Parent: ctx.scope, Vars: t.Vars}
 		}
 	}
 	if isBlock {
-		t.Kind = KindBlock
+		t.Kind = playbook.KindBlock
 		if t.Name == "" {
 			t.Name = "block"
 		}
@@ -114,9 +115,9 @@ func (ld *loader) actionKeys(n *ytree.Node, name string, handler bool) []*ytree.
 func (ld *loader) checkBlockKeys(n *ytree.Node, name string) {
 	for _, k := range n.Keys {
 		if ks := k.KeyString(); !blockKeys[ks] {
-			hint := AnsibleHint(ks)
+			hint := playbook.AnsibleHint(ks)
 			if hint == "" {
-				hint = DidYouMean(ks, KeysOf(blockKeys))
+				hint = playbook.DidYouMean(ks, playbook.KeysOf(blockKeys))
 			}
 			ld.taskErrorf(k.Pos, name, "%q is not valid on a block%s", ks, hint)
 		}
@@ -145,9 +146,9 @@ func (ld *loader) oneAction(n *ytree.Node, name string, actions []*ytree.Node) b
 	for _, a := range actions {
 		ks := a.KeyString()
 		if _, ok := ld.opts.Builtins[ks]; !ok && !engineActions[ks] {
-			hint := AnsibleHint(ks)
+			hint := playbook.AnsibleHint(ks)
 			if hint == "" {
-				hint = DidYouMean(ks, append(KeysOf(taskKeys), KeysOf(ld.opts.Builtins)...))
+				hint = playbook.DidYouMean(ks, append(playbook.KeysOf(taskKeys), playbook.KeysOf(ld.opts.Builtins)...))
 			}
 			ld.taskErrorf(a.Pos, name, "unknown task key or builtin %q%s", ks, hint)
 			unknown = true
@@ -165,18 +166,18 @@ func (ld *loader) oneAction(n *ytree.Node, name string, actions []*ytree.Node) b
 }
 
 // builtinTask makes t run the builtin its action key names.
-func (ld *loader) builtinTask(t *Task, n, an *ytree.Node) *Task {
+func (ld *loader) builtinTask(t *playbook.Task, n, an *ytree.Node) *playbook.Task {
 	action := an.KeyString()
 	b, ok := ld.opts.Builtins[action]
 	if !ok {
-		hint := AnsibleHint(action)
+		hint := playbook.AnsibleHint(action)
 		if hint == "" {
-			hint = DidYouMean(action, append(KeysOf(ld.opts.Builtins), KeysOf(taskKeys)...))
+			hint = playbook.DidYouMean(action, append(playbook.KeysOf(ld.opts.Builtins), playbook.KeysOf(taskKeys)...))
 		}
 		ld.taskErrorf(an.Pos, t.Name, "unknown builtin or keyword %q%s", action, hint)
 		return nil
 	}
-	t.Kind, t.Action, t.Impl, t.Spec = KindAction, action, b, b.Spec()
+	t.Kind, t.Action, t.Impl, t.Spec = playbook.KindAction, action, b, b.Spec()
 	if t.Name == "" {
 		t.Name = action
 	}
@@ -186,10 +187,10 @@ func (ld *loader) builtinTask(t *Task, n, an *ytree.Node) *Task {
 
 // actionArgs turns the value of a builtin key (a mapping, or a string for a
 // free-form builtin) plus `args:` into checked arguments with defaults.
-func (ld *loader) actionArgs(t *Task, val, extra *ytree.Node) map[string]any {
+func (ld *loader) actionArgs(t *playbook.Task, val, extra *ytree.Node) map[string]any {
 	spec := t.Spec
 	args := map[string]any{}
-	argPos := map[string]Pos{}
+	argPos := map[string]playbook.Pos{}
 	add := func(m *ytree.Node) {
 		for i, k := range m.Keys {
 			args[k.KeyString()] = m.Vals[i].Value()
@@ -236,7 +237,7 @@ func (ld *loader) actionArgs(t *Task, val, extra *ytree.Node) map[string]any {
 	return ld.checkArgs(t, args, argPos, val)
 }
 
-func (ld *loader) checkArgs(t *Task, args map[string]any, argPos map[string]Pos, val *ytree.Node) map[string]any {
+func (ld *loader) checkArgs(t *playbook.Task, args map[string]any, argPos map[string]playbook.Pos, val *ytree.Node) map[string]any {
 	spec := t.Spec
 	byName := map[string]*step.Arg{}
 	var names []string
@@ -254,14 +255,14 @@ func (ld *loader) checkArgs(t *Task, args map[string]any, argPos map[string]Pos,
 		p := argPos[v]
 		if !ok && byName[anyArg] != nil {
 			// A builtin taking any names (set_fact) gets them as they are.
-			if !IdentRe.MatchString(v) {
+			if !playbook.IdentRe.MatchString(v) {
 				ld.taskErrorf(p, t.Name, "%s: %q is not a variable name (letters, digits, _)", t.Action, v)
 			}
 			out[v] = args[v]
 			continue
 		}
 		if !ok {
-			ld.taskErrorf(p, t.Name, "%s has no argument %q%s; it takes %s", t.Action, v, DidYouMean(v, names), strings.Join(names, ", "))
+			ld.taskErrorf(p, t.Name, "%s has no argument %q%s; it takes %s", t.Action, v, playbook.DidYouMean(v, names), strings.Join(names, ", "))
 			continue
 		}
 		x := args[v]
@@ -269,7 +270,7 @@ func (ld *loader) checkArgs(t *Task, args map[string]any, argPos map[string]Pos,
 			ld.taskErrorf(p, t.Name, "argument %s given twice (through an alias)", a.Name)
 		}
 		out[a.Name] = x
-		if err := CheckArgType(*a, x); err != nil {
+		if err := playbook.CheckArgType(*a, x); err != nil {
 			ld.taskErrorf(p, t.Name, "%s: argument %s: %v", t.Action, a.Name, err)
 		}
 	}
@@ -291,7 +292,7 @@ func (ld *loader) checkArgs(t *Task, args map[string]any, argPos map[string]Pos,
 }
 
 // engineTask handles the actions the engine implements itself.
-func (ld *loader) engineTask(t *Task, n *ytree.Node, action string, val *ytree.Node, ctx, child taskCtx) *Task {
+func (ld *loader) engineTask(t *playbook.Task, n *ytree.Node, action string, val *ytree.Node, ctx, child taskCtx) *playbook.Task {
 	name := t.Name
 	static := action == "import_tasks" || action == "import_role"
 	if !static && action != "meta" {
@@ -315,12 +316,12 @@ func (ld *loader) engineTask(t *Task, n *ytree.Node, action string, val *ytree.N
 	return nil
 }
 
-func (ld *loader) metaTask(t *Task, val *ytree.Node) *Task {
+func (ld *loader) metaTask(t *playbook.Task, val *ytree.Node) *playbook.Task {
 	s, _ := val.Str()
 	if !metaActions[s] {
-		ld.taskErrorf(val.Pos, t.Name, "meta: unknown action %q%s; one of %s", s, DidYouMean(s, KeysOf(metaActions)), strings.Join(KeysOf(metaActions), ", "))
+		ld.taskErrorf(val.Pos, t.Name, "meta: unknown action %q%s; one of %s", s, playbook.DidYouMean(s, playbook.KeysOf(metaActions)), strings.Join(playbook.KeysOf(metaActions), ", "))
 	}
-	t.Kind, t.Action = KindMeta, s
+	t.Kind, t.Action = playbook.KindMeta, s
 	if t.Name == "" {
 		t.Name = "meta: " + s
 	}
@@ -329,7 +330,7 @@ func (ld *loader) metaTask(t *Task, val *ytree.Node) *Task {
 
 // tasksInclude makes t an import_tasks (an implicit block, loaded now) or
 // an include_tasks (loaded when it runs, unless its file is no template).
-func (ld *loader) tasksInclude(t *Task, action string, val *ytree.Node, static bool, child taskCtx) *Task {
+func (ld *loader) tasksInclude(t *playbook.Task, action string, val *ytree.Node, static bool, child taskCtx) *playbook.Task {
 	name := t.Name
 	file, vars := ld.includeArgs(val, name, "file")
 	if file == "" {
@@ -340,20 +341,20 @@ func (ld *loader) tasksInclude(t *Task, action string, val *ytree.Node, static b
 		t.Name = action + ": " + file
 	}
 	if len(vars) > 0 {
-		child.scope = &Scope{Parent: child.scope, Params: vars}
+		child.scope = &playbook.Scope{Parent: child.scope, Params: vars}
 	}
 	if static {
 		if strings.Contains(file, "{{") {
 			ld.taskErrorf(val.Pos, name, "import_tasks is static; a templated file name needs include_tasks")
 			return nil
 		}
-		t.Kind, t.Implicit, t.Vars = KindBlock, true, nil
+		t.Kind, t.Implicit, t.Vars = playbook.KindBlock, true, nil
 		t.Block = ld.tasksFile(file, val.Pos, child)
 		return t
 	}
-	t.Kind = KindInclude
+	t.Kind = playbook.KindInclude
 	t.Action = action
-	t.Include = &Include{File: file, Vars: vars, Load: ld.dynamicLoad(func(l *loader, name string) []*Task {
+	t.Include = &playbook.Include{File: file, Vars: vars, Load: ld.dynamicLoad(func(l *loader, name string) []*playbook.Task {
 		return l.tasksFile(name, t.Pos, child)
 	})}
 	if !strings.Contains(file, "{{") {
@@ -364,7 +365,7 @@ func (ld *loader) tasksInclude(t *Task, action string, val *ytree.Node, static b
 
 // roleInclude makes t an import_role (an implicit block) or an
 // include_role (preloaded unless the role's name is a template).
-func (ld *loader) roleInclude(t *Task, action string, val *ytree.Node, static bool, child taskCtx) *Task {
+func (ld *loader) roleInclude(t *playbook.Task, action string, val *ytree.Node, static bool, child taskCtx) *playbook.Task {
 	name := t.Name
 	role, vars := ld.includeArgs(val, name, "name")
 	tasksFrom := ""
@@ -374,7 +375,7 @@ func (ld *loader) roleInclude(t *Task, action string, val *ytree.Node, static bo
 			switch k.KeyString() {
 			case "name", "tasks_from", "vars":
 			default:
-				ld.taskErrorf(k.Pos, name, "%s: unknown key %q%s", action, k.KeyString(), DidYouMean(k.KeyString(), []string{"name", "tasks_from", "vars"}))
+				ld.taskErrorf(k.Pos, name, "%s: unknown key %q%s", action, k.KeyString(), playbook.DidYouMean(k.KeyString(), []string{"name", "tasks_from", "vars"}))
 			}
 		}
 	}
@@ -385,9 +386,9 @@ func (ld *loader) roleInclude(t *Task, action string, val *ytree.Node, static bo
 	if t.Name == "" {
 		t.Name = action + ": " + role
 	}
-	t.Include = &Include{Role: role, Vars: vars, Load: ld.dynamicLoad(func(l *loader, name string) []*Task {
+	t.Include = &playbook.Include{Role: role, Vars: vars, Load: ld.dynamicLoad(func(l *loader, name string) []*playbook.Task {
 		if rt := l.roleBlock(name, tasksFrom, vars, t.Pos, child); rt != nil {
-			return []*Task{rt}
+			return []*playbook.Task{rt}
 		}
 		return nil
 	})}
@@ -397,22 +398,22 @@ func (ld *loader) roleInclude(t *Task, action string, val *ytree.Node, static bo
 			return nil
 		}
 		if static {
-			t.Kind, t.Implicit, t.Vars, t.Include = KindBlock, true, nil, nil
-			t.Block = []*Task{rt}
+			t.Kind, t.Implicit, t.Vars, t.Include = playbook.KindBlock, true, nil, nil
+			t.Block = []*playbook.Task{rt}
 			return t
 		}
-		t.Include.Static = []*Task{rt}
+		t.Include.Static = []*playbook.Task{rt}
 	}
-	t.Kind, t.Action = KindInclude, action
+	t.Kind, t.Action = playbook.KindInclude, action
 	return t
 }
 
 // dynamicLoad returns how a dynamic include loads what it names when it
 // runs: expand, with a fresh loader of this one's options, the name it
 // rendered.
-func (ld *loader) dynamicLoad(expand func(l *loader, name string) []*Task) func(string) ([]*Task, error) {
+func (ld *loader) dynamicLoad(expand func(l *loader, name string) []*playbook.Task) func(string) ([]*playbook.Task, error) {
 	opts, pbDir := ld.opts, ld.pbDir
-	return func(name string) ([]*Task, error) {
+	return func(name string) ([]*playbook.Task, error) {
 		l := newLoader(opts)
 		l.pbDir = pbDir
 		tasks := expand(l, name)
@@ -424,7 +425,7 @@ func (ld *loader) dynamicLoad(expand func(l *loader, name string) []*Task) func(
 }
 
 // includeArgs reads `include_tasks: file.yaml` or `{file: ..., vars: ...}`.
-func (ld *loader) includeArgs(val *ytree.Node, task, key string) (string, VarList) {
+func (ld *loader) includeArgs(val *ytree.Node, task, key string) (string, playbook.VarList) {
 	if s, ok := val.Str(); ok {
 		ld.checkTemplates(val, task)
 		return s, nil
@@ -448,7 +449,7 @@ func (ld *loader) includeArgs(val *ytree.Node, task, key string) (string, VarLis
 
 // tasksFile loads a task file relative to the including file, then the
 // role's tasks/ directory, then the playbook directory.
-func (ld *loader) tasksFile(file string, at Pos, ctx taskCtx) []*Task {
+func (ld *loader) tasksFile(file string, at playbook.Pos, ctx taskCtx) []*playbook.Task {
 	src, ok := ld.findTasksFile(file, ctx)
 	if !ok {
 		ld.errorf(at, "task file %q not found beside %s%s", file, ctx.src, roleHint(ctx))
@@ -473,8 +474,8 @@ func roleHint(ctx taskCtx) string {
 	return ""
 }
 
-func (ld *loader) findTasksFile(file string, ctx taskCtx) (Source, bool) {
-	dirs := []Source{ctx.src.Dir()}
+func (ld *loader) findTasksFile(file string, ctx taskCtx) (playbook.Source, bool) {
+	dirs := []playbook.Source{ctx.src.Dir()}
 	if ctx.role != nil {
 		dirs = append(dirs, ctx.role.Dir.Join("tasks"))
 	}
@@ -484,11 +485,11 @@ func (ld *loader) findTasksFile(file string, ctx taskCtx) (Source, bool) {
 			return s, true
 		}
 	}
-	return Source{}, false
+	return playbook.Source{}, false
 }
 
 // roleRef reads one entry of a play's roles: a name or {role, vars, tags, when}.
-func (ld *loader) roleRef(n *ytree.Node, ctx taskCtx) *Task {
+func (ld *loader) roleRef(n *ytree.Node, ctx taskCtx) *playbook.Task {
 	if s, ok := n.Str(); ok {
 		if ld.duplicateRole(s, "", nil) {
 			return nil
@@ -508,12 +509,12 @@ func (ld *loader) roleRef(n *ytree.Node, ctx taskCtx) *Task {
 		ld.errorf(n.Pos, "a role reference needs role: NAME")
 		return nil
 	}
-	holder := &Task{Pos: n.Pos, Name: "role " + name}
+	holder := &playbook.Task{Pos: n.Pos, Name: "role " + name}
 	for _, k := range n.Keys {
 		switch ks := k.KeyString(); ks {
 		case "role", "name", "vars", "tags", "when", "become", "tasks_from":
 		default:
-			ld.errorf(k.Pos, "role %s: unknown key %q%s", name, ks, DidYouMean(ks, []string{"role", "vars", "tags", "when", "become", "tasks_from"}))
+			ld.errorf(k.Pos, "role %s: unknown key %q%s", name, ks, playbook.DidYouMean(ks, []string{"role", "vars", "tags", "when", "become", "tasks_from"}))
 		}
 	}
 	ld.taskCommon(holder, n, ctx)
@@ -531,7 +532,7 @@ func (ld *loader) roleRef(n *ytree.Node, ctx taskCtx) *Task {
 // meta/main.yaml says allow_duplicates: true or it is given other
 // parameters (or another tasks_from). when and tags do not make a reference
 // different. include_role and import_role always run.
-func (ld *loader) duplicateRole(name, tasksFrom string, params VarList) bool {
+func (ld *loader) duplicateRole(name, tasksFrom string, params playbook.VarList) bool {
 	if ld.play == nil {
 		return false
 	}
@@ -559,17 +560,17 @@ func (ld *loader) duplicateRole(name, tasksFrom string, params VarList) bool {
 }
 
 // findRole looks for a role as roleSearchDirs lists the directories.
-func (ld *loader) findRole(name string) (Source, bool) {
-	for _, d := range RoleSearchDirs(ld.pbDir, ld.opts, name) {
+func (ld *loader) findRole(name string) (playbook.Source, bool) {
+	for _, d := range playbook.RoleSearchDirs(ld.pbDir, ld.opts, name) {
 		if r := d.Join(name); r.IsDir() {
 			return r, true
 		}
 	}
-	return Source{}, false
+	return playbook.Source{}, false
 }
 
 // roleDeps expands the dependencies of a role's meta/main.yaml.
-func (ld *loader) roleDeps(name string, dir Source, child taskCtx) []*Task {
+func (ld *loader) roleDeps(name string, dir playbook.Source, child taskCtx) []*playbook.Task {
 	f, ok := dir.Join("meta").YAMLFile("main")
 	if !ok {
 		return nil
@@ -591,7 +592,7 @@ func (ld *loader) roleDeps(name string, dir Source, child taskCtx) []*Task {
 		ld.errorf(deps.Pos, "dependencies must be a list of roles")
 		return nil
 	}
-	var out []*Task
+	var out []*playbook.Task
 	dctx := child
 	dctx.src = f
 	for _, d := range deps.List {
@@ -603,7 +604,7 @@ func (ld *loader) roleDeps(name string, dir Source, child taskCtx) []*Task {
 }
 
 // roleHandlers adds a role's handlers to the play, once per play.
-func (ld *loader) roleHandlers(ri *RoleInstance, dir Source, child taskCtx, p *Task) {
+func (ld *loader) roleHandlers(ri *playbook.RoleInstance, dir playbook.Source, child taskCtx, p *playbook.Task) {
 	if ld.play == nil || ld.handlerRoles[ri.Name] {
 		return
 	}
@@ -612,7 +613,7 @@ func (ld *loader) roleHandlers(ri *RoleInstance, dir Source, child taskCtx, p *T
 		if n, ok := ld.readYAML(f); ok {
 			hctx := child
 			hctx.src, hctx.handler = f, true
-			hctx.parent = &Task{Tags: p.Tags, Become: p.Become}
+			hctx.parent = &playbook.Task{Tags: p.Tags, Become: p.Become}
 			ld.play.Handlers = append(ld.play.Handlers, ld.taskList(n, hctx, "handlers")...)
 		}
 	}
@@ -620,7 +621,7 @@ func (ld *loader) roleHandlers(ri *RoleInstance, dir Source, child taskCtx, p *T
 
 // roleBlock expands a role reference into an implicit block: its
 // dependencies, then its tasks, with the role's variables in scope.
-func (ld *loader) roleBlock(name, tasksFrom string, params VarList, at Pos, ctx taskCtx) *Task {
+func (ld *loader) roleBlock(name, tasksFrom string, params playbook.VarList, at playbook.Pos, ctx taskCtx) *playbook.Task {
 	if slices.Contains(ctx.roles, name) {
 		ld.errorf(at, "role %s depends on itself (%s)", name, strings.Join(append(ctx.roles, name), " -> "))
 		return nil
@@ -630,12 +631,12 @@ func (ld *loader) roleBlock(name, tasksFrom string, params VarList, at Pos, ctx 
 		ld.errorf(at, "role %q not found in %s/roles, --roles-path or the built-in roles", name, ld.pbDir)
 		return nil
 	}
-	ri := &RoleInstance{Name: path.Base(name), Ref: path.Clean(name), Dir: dir}
+	ri := &playbook.RoleInstance{Name: path.Base(name), Ref: path.Clean(name), Dir: dir}
 	ld.roleDirs[ri.Ref] = dir
-	sc := &Scope{Parent: ctx.scope, Role: true}
+	sc := &playbook.Scope{Parent: ctx.scope, Role: true}
 	for _, l := range []struct {
 		sub  string
-		into *VarList
+		into *playbook.VarList
 	}{{"defaults", &sc.Defaults}, {"vars", &sc.Vars}} {
 		if f, ok := dir.Join(l.sub).YAMLFile("main"); ok {
 			if n, ok := ld.readYAML(f); ok {
@@ -644,7 +645,7 @@ func (ld *loader) roleBlock(name, tasksFrom string, params VarList, at Pos, ctx 
 		}
 	}
 	sc.Params = params
-	t := &Task{Kind: KindBlock, Implicit: true, Name: "role " + ri.Name, Pos: at, Role: ri, Scope: sc, Play: ctx.play}
+	t := &playbook.Task{Kind: playbook.KindBlock, Implicit: true, Name: "role " + ri.Name, Pos: at, Role: ri, Scope: sc, Play: ctx.play}
 	p := ctx.parent
 	inherit(t, p)
 	child := ctx

@@ -1,4 +1,4 @@
-package engine
+package run
 
 import (
 	"context"
@@ -13,7 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/journal"
 	"github.com/mensylisir/kubexm/engine/model"
+	"github.com/mensylisir/kubexm/engine/playbook"
 
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
@@ -30,7 +32,7 @@ type hostOutcome struct {
 
 // runAction runs a builtin task on hosts, at most Forks at a time, and
 // returns the hosts that failed.
-func (pr *playRun) runAction(ctx context.Context, t *Task, hosts []*hostState, il *includeLoop, handler bool) []*hostState {
+func (pr *playRun) runAction(ctx context.Context, t *playbook.Task, hosts []*hostState, il *includeLoop, handler bool) []*hostState {
 	r := pr.r
 	start := time.Now()
 	hv := r.hostvars.get()
@@ -77,7 +79,7 @@ func (pr *playRun) runAction(ctx context.Context, t *Task, hosts []*hostState, i
 }
 
 // runOnceTask runs t on the first host and gives its result to all hosts.
-func (pr *playRun) runOnceTask(ctx context.Context, t *Task, hosts []*hostState, il *includeLoop, outcomes []hostOutcome, hv map[string]any) {
+func (pr *playRun) runOnceTask(ctx context.Context, t *playbook.Task, hosts []*hostState, il *includeLoop, outcomes []hostOutcome, hv map[string]any) {
 	pr.mu.Lock()
 	o, exists := pr.runOnce[t]
 	owner := !exists || pr.strategy != "free"
@@ -110,7 +112,7 @@ func (pr *playRun) runOnceTask(ctx context.Context, t *Task, hosts []*hostState,
 }
 
 // applyOutcome stores what a task registered and the facts it set.
-func (pr *playRun) applyOutcome(t *Task, h *hostState, o hostOutcome) {
+func (pr *playRun) applyOutcome(t *playbook.Task, h *hostState, o hostOutcome) {
 	if t.Register != "" && o.reg != nil {
 		h.setDyn(map[string]any{t.Register: o.reg})
 	}
@@ -126,7 +128,7 @@ func (pr *playRun) applyOutcome(t *Task, h *hostState, o hostOutcome) {
 	}
 }
 
-func (pr *playRun) journalKey(t *Task, h *hostState) string {
+func (pr *playRun) journalKey(t *playbook.Task, h *hostState) string {
 	id := t.Key
 	if id == "" {
 		id = t.Where()
@@ -139,7 +141,7 @@ func (pr *playRun) journalKey(t *Task, h *hostState) string {
 	return base + "|" + h.name + "|" + strconv.Itoa(n)
 }
 
-func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, il *includeLoop, hv map[string]any) hostOutcome {
+func (pr *playRun) runTaskHost(ctx context.Context, t *playbook.Task, h *hostState, il *includeLoop, hv map[string]any) hostOutcome {
 	r := pr.r
 	start := time.Now()
 	key := pr.journalKey(t, h)
@@ -162,7 +164,7 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, il *i
 	if out.status == model.StatusChanged && len(t.Notify) > 0 {
 		pr.notify(ctx, t, h, vars)
 	}
-	rec := Record{Type: "result", Key: key, Task: name, Host: h.name, Status: out.status, Register: t.Register,
+	rec := journal.Record{Type: "result", Key: key, Task: name, Host: h.name, Status: out.status, Register: t.Register,
 		Role: t.RoleName(), Pos: t.Where(), DurationMS: since(start)}
 	facts := out.facts
 	if t.Action == "setup" {
@@ -196,7 +198,7 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *Task, h *hostState, il *i
 
 // resumed returns the outcome an earlier run journaled for key, restoring
 // what the task registered.
-func (pr *playRun) resumed(t *Task, h *hostState, key string) (hostOutcome, bool) {
+func (pr *playRun) resumed(t *playbook.Task, h *hostState, key string) (hostOutcome, bool) {
 	rec, ok := pr.r.jr.Lookup(key)
 	if !ok || t.Action == "setup" {
 		return hostOutcome{}, false
@@ -220,7 +222,7 @@ func (pr *playRun) resumed(t *Task, h *hostState, key string) (hostOutcome, bool
 	return out, true
 }
 
-func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, il *includeLoop, hv map[string]any, key string, ev *model.Event) (hostOutcome, map[string]any) {
+func (pr *playRun) runTaskHostFresh(ctx context.Context, t *playbook.Task, h *hostState, il *includeLoop, hv map[string]any, key string, ev *model.Event) (hostOutcome, map[string]any) {
 	vars, err := pr.vars(h, t, il, hv)
 	if err != nil {
 		return pr.failure(t, err.Error()), vars
@@ -244,7 +246,7 @@ func (pr *playRun) runTaskHostFresh(ctx context.Context, t *Task, h *hostState, 
 }
 
 // runOnHost runs a task without a loop on one host, if its when holds.
-func (pr *playRun) runOnHost(ctx context.Context, t *Task, h *hostState, vars map[string]any, ev *model.Event) hostOutcome {
+func (pr *playRun) runOnHost(ctx context.Context, t *playbook.Task, h *hostState, vars map[string]any, ev *model.Event) hostOutcome {
 	ok, err := pr.conds(t.When, vars)
 	if err != nil {
 		return pr.failure(t, err.Error())
@@ -275,7 +277,7 @@ type loopRun struct {
 
 // runLoop runs a looped task's items on one host, batched where the
 // builtin can, and sums their outcomes up.
-func (pr *playRun) runLoop(ctx context.Context, t *Task, h *hostState, key string, ev *model.Event, items []any, vars map[string]any) hostOutcome {
+func (pr *playRun) runLoop(ctx context.Context, t *playbook.Task, h *hostState, key string, ev *model.Event, items []any, vars map[string]any) hostOutcome {
 	lr := loopRun{results: make([]any, 0, len(items)), facts: map[string]any{}}
 	ivs := make([]map[string]any, len(items))
 	for i, item := range items {
@@ -315,7 +317,7 @@ func (pr *playRun) runLoop(ctx context.Context, t *Task, h *hostState, key strin
 
 // runItem runs one item of a loop, if its when holds: from the journal of
 // the run being resumed, from the batch, or on its own.
-func (pr *playRun) runItem(ctx context.Context, t *Task, h *hostState, key string, i int, iv map[string]any, batched map[int]itemResult, lr *loopRun) (o hostOutcome, stdout, stderr string) {
+func (pr *playRun) runItem(ctx context.Context, t *playbook.Task, h *hostState, key string, i int, iv map[string]any, batched map[int]itemResult, lr *loopRun) (o hostOutcome, stdout, stderr string) {
 	r := pr.r
 	ok, err := pr.conds(t.When, iv)
 	switch {
@@ -348,7 +350,7 @@ func (pr *playRun) runItem(ctx context.Context, t *Task, h *hostState, key strin
 
 // emitItem reports an item's outcome: always when verbose or failed, and
 // when the task reports and the item ran.
-func (pr *playRun) emitItem(t *Task, ev *model.Event, label string, o hostOutcome, stdout, stderr string) {
+func (pr *playRun) emitItem(t *playbook.Task, ev *model.Event, label string, o hostOutcome, stdout, stderr string) {
 	r := pr.r
 	ie := *ev
 	ie.Kind, ie.Item, ie.Status, ie.Message = model.EventHostResult, label, o.status, o.msg
@@ -364,7 +366,7 @@ func (pr *playRun) emitItem(t *Task, ev *model.Event, label string, o hostOutcom
 }
 
 // outcome is the looped task's outcome on the host, from its items'.
-func (lr *loopRun) outcome(t *Task, items int) hostOutcome {
+func (lr *loopRun) outcome(t *playbook.Task, items int) hostOutcome {
 	agg := hostOutcome{status: model.StatusSkipped, facts: lr.facts}
 	msg := strings.Join(lr.msgs, "; ")
 	agg.reg = map[string]any{"changed": lr.changed, "failed": lr.failed, "skipped": !lr.anyRun && !lr.failed, "results": lr.results, "msg": msg}
@@ -390,7 +392,7 @@ func (lr *loopRun) outcome(t *Task, items int) hostOutcome {
 // the run being resumed) in one batch, and returns their results by index.
 // Nothing is returned when fewer than two items would run: one item is run
 // by execute as before.
-func (pr *playRun) runBatched(ctx context.Context, t *Task, h *hostState, key string, ivs []map[string]any) map[int]itemResult {
+func (pr *playRun) runBatched(ctx context.Context, t *playbook.Task, h *hostState, key string, ivs []map[string]any) map[int]itemResult {
 	b, ok := t.Batchable()
 	if !ok || len(ivs) < 2 {
 		return nil
@@ -422,8 +424,8 @@ func (pr *playRun) runBatched(ctx context.Context, t *Task, h *hostState, key st
 
 // itemRecord journals one loop item, so a resumed run skips the items that
 // finished even when the task as a whole did not.
-func (pr *playRun) itemRecord(t *Task, h *hostState, key string, o hostOutcome) Record {
-	rec := Record{Type: "result", Key: key, Task: pr.taskName(t), Host: h.name, Status: o.status, Role: t.RoleName(), Pos: t.Where()}
+func (pr *playRun) itemRecord(t *playbook.Task, h *hostState, key string, o hostOutcome) journal.Record {
+	rec := journal.Record{Type: "result", Key: key, Task: pr.taskName(t), Host: h.name, Status: o.status, Role: t.RoleName(), Pos: t.Where()}
 	pr.r.journalValues(&rec, t, o.reg, o.facts)
 	pr.r.journalLog(&rec, t, o)
 	return rec
@@ -434,7 +436,7 @@ func (pr *playRun) itemRecord(t *Task, h *hostState, key string, o hostOutcome) 
 // never journaled, not even masked: restoring "********" would write the
 // mask into real files. Such a record is marked Omitted and the task runs
 // again on resume, as under no_log.
-func (r *runner) journalValues(rec *Record, t *Task, reg, facts map[string]any) {
+func (r *runner) journalValues(rec *journal.Record, t *playbook.Task, reg, facts map[string]any) {
 	if t.Register == "" {
 		reg = nil
 	}
@@ -458,7 +460,7 @@ const logTailLines = 20
 // command, and for an outcome other than ok, changed or skipped its message
 // and the ends of its output. no_log hides them; so does a secret in them,
 // since a journal never holds one, not even masked.
-func (r *runner) journalLog(rec *Record, t *Task, out hostOutcome) {
+func (r *runner) journalLog(rec *journal.Record, t *playbook.Task, out hostOutcome) {
 	if t.NoLog {
 		rec.Hidden = out.msg != "" || out.reg["stdout"] != nil
 		return
@@ -493,7 +495,7 @@ func lastLines(s string, n int) string {
 	return s
 }
 
-func (pr *playRun) failure(t *Task, msg string) hostOutcome {
+func (pr *playRun) failure(t *playbook.Task, msg string) hostOutcome {
 	o := hostOutcome{status: model.StatusFailed, msg: msg, failed: true, reg: map[string]any{"changed": false, "failed": true, "msg": msg}}
 	if t.IgnoreErrs {
 		o.status, o.failed = model.StatusIgnored, false
@@ -501,7 +503,7 @@ func (pr *playRun) failure(t *Task, msg string) hostOutcome {
 	return o
 }
 
-func (pr *playRun) itemLabel(t *Task, item any, vars map[string]any) string {
+func (pr *playRun) itemLabel(t *playbook.Task, item any, vars map[string]any) string {
 	red := pr.r.red
 	if t.Label != "" {
 		if s, err := pr.r.ev.RenderString(t.Label, vars); err == nil {
@@ -525,7 +527,7 @@ func (pr *playRun) itemLabel(t *Task, item any, vars map[string]any) string {
 }
 
 // loopItems renders a task's loop into a list.
-func (pr *playRun) loopItems(t *Task, vars map[string]any) ([]any, error) {
+func (pr *playRun) loopItems(t *playbook.Task, vars map[string]any) ([]any, error) {
 	var v any
 	var err error
 	switch l := t.Loop.(type) {
@@ -559,12 +561,12 @@ func (pr *playRun) loopItems(t *Task, vars map[string]any) ([]any, error) {
 	if rv.Kind() == reflect.Map {
 		hint = "; to loop over a mapping use a list of its keys, e.g. {{ keys .m | sortAlpha }}"
 	}
-	return nil, fmt.Errorf("%s: loop: got %s, not a list%s", t.Pos, TypeName(v), hint)
+	return nil, fmt.Errorf("%s: loop: got %s, not a list%s", t.Pos, playbook.TypeName(v), hint)
 }
 
 // execute runs the builtin once for one host (and one loop item), with
 // retries, changed_when and failed_when.
-func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[string]any) (out hostOutcome, stdout, stderr, diff string) {
+func (pr *playRun) execute(ctx context.Context, t *playbook.Task, h *hostState, vars map[string]any) (out hostOutcome, stdout, stderr, diff string) {
 	env, args, target, fail := pr.prepare(ctx, t, h, vars)
 	if fail != nil {
 		return *fail, "", "", ""
@@ -598,7 +600,7 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 		if t.Until == nil || ctx.Err() != nil || res.Skipped {
 			break
 		}
-		ok, err := pr.condsWith([]Cond{*t.Until}, vars, t.Register, reg)
+		ok, err := pr.condsWith([]playbook.Cond{*t.Until}, vars, t.Register, reg)
 		if err != nil {
 			reg["failed"], reg["msg"] = true, err.Error()
 			break
@@ -625,7 +627,7 @@ func (pr *playRun) execute(ctx context.Context, t *Task, h *hostState, vars map[
 // prepare renders a task's arguments, target and environment for one host
 // (and one loop item) and builds the builtin's Env. fail is set when the
 // task already failed on this host.
-func (pr *playRun) prepare(ctx context.Context, t *Task, h *hostState, vars map[string]any) (env *step.Env, args map[string]any, target string, fail *hostOutcome) {
+func (pr *playRun) prepare(ctx context.Context, t *playbook.Task, h *hostState, vars map[string]any) (env *step.Env, args map[string]any, target string, fail *hostOutcome) {
 	r := pr.r
 	failed := func(o hostOutcome) (*step.Env, map[string]any, string, *hostOutcome) { return nil, nil, "", &o }
 	rendered, err := r.ev.RenderValue(t.Args, vars)
@@ -679,7 +681,7 @@ func (pr *playRun) prepare(ctx context.Context, t *Task, h *hostState, vars map[
 
 // judge applies changed_when and failed_when to what the builtin registered
 // and turns it into the outcome on the host.
-func (pr *playRun) judge(t *Task, vars map[string]any, res step.Result, reg map[string]any) (out hostOutcome, stdout, stderr, diff string) {
+func (pr *playRun) judge(t *playbook.Task, vars map[string]any, res step.Result, reg map[string]any) (out hostOutcome, stdout, stderr, diff string) {
 	if len(t.ChangedWhen) > 0 && !res.Skipped {
 		ok, err := pr.condsWith(t.ChangedWhen, vars, t.Register, reg)
 		if err != nil {
@@ -738,7 +740,7 @@ type itemResult struct {
 
 // executeBatch runs the loop items whose variables are ivs on one host in
 // one RunBatch call and judges each result as execute does.
-func (pr *playRun) executeBatch(ctx context.Context, t *Task, h *hostState, b step.Batcher, ivs []map[string]any) []itemResult {
+func (pr *playRun) executeBatch(ctx context.Context, t *playbook.Task, h *hostState, b step.Batcher, ivs []map[string]any) []itemResult {
 	out := make([]itemResult, len(ivs))
 	var batch []step.BatchItem
 	var at []int
@@ -766,7 +768,7 @@ func (pr *playRun) executeBatch(ctx context.Context, t *Task, h *hostState, b st
 
 // callBatch is callBuiltin for RunBatch: a panic or a builtin that returns
 // the wrong number of results fails every item of the batch on this host.
-func (pr *playRun) callBatch(ctx context.Context, t *Task, h *hostState, b step.Batcher, items []step.BatchItem) (results []step.Result, errs []error) {
+func (pr *playRun) callBatch(ctx context.Context, t *playbook.Task, h *hostState, b step.Batcher, items []step.BatchItem) (results []step.Result, errs []error) {
 	failAll := func(err error) {
 		results, errs = make([]step.Result, len(items)), make([]error, len(items))
 		for i := range errs {
@@ -797,7 +799,7 @@ func (pr *playRun) callBatch(ctx context.Context, t *Task, h *hostState, b step.
 // callBuiltin runs t's builtin with its Spec's defaults for what the task
 // left out or rendered empty. A panic in it fails this task on this host
 // only, like any error: the other hosts and the recap go on.
-func (pr *playRun) callBuiltin(ctx context.Context, t *Task, h *hostState, env *step.Env, args step.Args) (res step.Result, err error) {
+func (pr *playRun) callBuiltin(ctx context.Context, t *playbook.Task, h *hostState, env *step.Env, args step.Args) (res step.Result, err error) {
 	defer func() {
 		p := recover()
 		if p == nil {
@@ -818,13 +820,13 @@ func (pr *playRun) callBuiltin(ctx context.Context, t *Task, h *hostState, env *
 
 // checkRendered checks the arguments that were templates, now that they have
 // values.
-func (pr *playRun) checkRendered(t *Task, args map[string]any) error {
+func (pr *playRun) checkRendered(t *playbook.Task, args map[string]any) error {
 	for _, a := range t.Spec.Args {
 		orig, ok := t.Args[a.Name].(string)
 		if !ok || !strings.Contains(orig, "{{") {
 			continue
 		}
-		if err := CheckArgType(a, args[a.Name]); err != nil {
+		if err := playbook.CheckArgType(a, args[a.Name]); err != nil {
 			return fmt.Errorf("%s: %s: argument %s = %q: %v", t.Pos, t.Action, a.Name, orig, err)
 		}
 	}
@@ -899,7 +901,7 @@ func lines(s string) []any {
 }
 
 // conds evaluates conditions that must all hold.
-func (pr *playRun) conds(cs []Cond, vars map[string]any) (bool, error) {
+func (pr *playRun) conds(cs []playbook.Cond, vars map[string]any) (bool, error) {
 	for _, c := range cs {
 		ok, err := pr.r.ev.EvalBool(c.Expr, vars)
 		if err != nil {
@@ -916,7 +918,7 @@ func (pr *playRun) conds(cs []Cond, vars map[string]any) (bool, error) {
 // loop or index variable. decided is false when one of them cannot be
 // evaluated without an item (it may read one through a variable); the
 // per-item evaluation then reports it as before.
-func (pr *playRun) loopFreeConds(t *Task, vars map[string]any) (ok, decided bool) {
+func (pr *playRun) loopFreeConds(t *playbook.Task, vars map[string]any) (ok, decided bool) {
 	for _, c := range t.When {
 		if NamesVar(c.Expr, t.LoopVar) || (t.IndexVar != "" && NamesVar(c.Expr, t.IndexVar)) {
 			continue
@@ -953,7 +955,7 @@ func isIdentByte(b byte) bool {
 
 // condsWith evaluates conditions with the task's result visible under its
 // register name and as `result`.
-func (pr *playRun) condsWith(cs []Cond, vars map[string]any, register string, reg map[string]any) (bool, error) {
+func (pr *playRun) condsWith(cs []playbook.Cond, vars map[string]any, register string, reg map[string]any) (bool, error) {
 	v := make(map[string]any, len(vars)+2)
 	maps.Copy(v, vars)
 	v["result"] = reg
@@ -966,7 +968,7 @@ func (pr *playRun) condsWith(cs []Cond, vars map[string]any, register string, re
 // vars builds the variables a task sees on a host; t nil gives the play
 // level. hv is the task's hostvars snapshot, nil to take the current one.
 // The layers go on lowest first, in Ansible's order (see vars.go).
-func (pr *playRun) vars(h *hostState, t *Task, il *includeLoop, hv map[string]any) (map[string]any, error) {
+func (pr *playRun) vars(h *hostState, t *playbook.Task, il *includeLoop, hv map[string]any) (map[string]any, error) {
 	r := pr.r
 	if hv == nil {
 		hv = r.hostvars.get()
@@ -976,7 +978,7 @@ func (pr *playRun) vars(h *hostState, t *Task, il *includeLoop, hv map[string]an
 	if err != nil {
 		return nil, err
 	}
-	var chain []*Scope
+	var chain []*playbook.Scope
 	if t != nil {
 		chain = scopeChain(t.Scope)
 	}
@@ -996,12 +998,12 @@ func (pr *playRun) vars(h *hostState, t *Task, il *includeLoop, hv map[string]an
 	pending = setMap(v, pv, pending)
 	if t != nil {
 		// role vars, then block vars
-		pending = setScopes(v, chain, func(s *Scope) VarList { return s.Vars }, pending)
+		pending = setScopes(v, chain, func(s *playbook.Scope) playbook.VarList { return s.Vars }, pending)
 		pending = setLayer(v, t.Vars, pending)
 	}
 	pending = setMap(v, dyn, pending)
 	// role params, then include params
-	pending = setScopes(v, chain, func(s *Scope) VarList { return s.Params }, pending)
+	pending = setScopes(v, chain, func(s *playbook.Scope) playbook.VarList { return s.Params }, pending)
 	var ovs []*includeLoop
 	for o := il; o != nil; o = o.parent {
 		ovs = append(ovs, o)
@@ -1023,7 +1025,7 @@ func (pr *playRun) vars(h *hostState, t *Task, il *includeLoop, hv map[string]an
 }
 
 // renderVar renders one templated variable into v.
-func (r *runner) renderVar(v map[string]any, d *VarDef) error {
+func (r *runner) renderVar(v map[string]any, d *playbook.VarDef) error {
 	val, err := r.ev.RenderValue(d.Val, v)
 	if err != nil {
 		return fmt.Errorf("%s: variable %s: %w", d.Pos, d.Name, err)
@@ -1039,7 +1041,7 @@ func (r *runner) renderVar(v map[string]any, d *VarDef) error {
 // The queue depends only on the task (or play), so the order is computed
 // once. A cycle through a variable that set_fact, register or -e replaces
 // (over) is no cycle: those are ordered again without it.
-func (r *runner) renderOrder(key any, pending []*VarDef, over func(name string) bool) ([]*VarDef, error) {
+func (r *runner) renderOrder(key any, pending []*playbook.VarDef, over func(name string) bool) ([]*playbook.VarDef, error) {
 	var o varOrder
 	if cached, ok := r.orders.Load(key); ok {
 		o = cached.(varOrder)
@@ -1050,7 +1052,7 @@ func (r *runner) renderOrder(key any, pending []*VarDef, over func(name string) 
 	if o.err == nil {
 		return o.defs, nil
 	}
-	kept := slices.DeleteFunc(slices.Clone(pending), func(d *VarDef) bool {
+	kept := slices.DeleteFunc(slices.Clone(pending), func(d *playbook.VarDef) bool {
 		_, extra := r.opts.ExtraVars[d.Name]
 		return extra || (over != nil && over(d.Name))
 	})
@@ -1061,7 +1063,7 @@ func (r *runner) renderOrder(key any, pending []*VarDef, over func(name string) 
 }
 
 type varOrder struct {
-	defs []*VarDef
+	defs []*playbook.VarDef
 	err  error
 }
 
@@ -1069,17 +1071,17 @@ type varOrder struct {
 // reads, whatever the order they were written in. Variables that read each
 // other, directly or through others, have no value: that is an error naming
 // the cycle, as in Ansible.
-func orderVars(pending []*VarDef) ([]*VarDef, error) {
-	byName := make(map[string]*VarDef, len(pending))
+func orderVars(pending []*playbook.VarDef) ([]*playbook.VarDef, error) {
+	byName := make(map[string]*playbook.VarDef, len(pending))
 	for _, d := range pending {
 		byName[d.Name] = d
 	}
 	const visiting, done = 1, 2
-	state := make(map[*VarDef]int, len(pending))
-	out := make([]*VarDef, 0, len(pending))
-	var stack []*VarDef
-	var visit func(d *VarDef) error
-	visit = func(d *VarDef) error {
+	state := make(map[*playbook.VarDef]int, len(pending))
+	out := make([]*playbook.VarDef, 0, len(pending))
+	var stack []*playbook.VarDef
+	var visit func(d *playbook.VarDef) error
+	visit = func(d *playbook.VarDef) error {
 		switch state[d] {
 		case done:
 			return nil
@@ -1117,10 +1119,10 @@ func orderVars(pending []*VarDef) ([]*VarDef, error) {
 
 // setLayer sets a layer's plain values and queues its templated ones; a
 // later layer's value replaces a queued template of the same name.
-func setLayer(v map[string]any, vl VarList, pending []*VarDef) []*VarDef {
+func setLayer(v map[string]any, vl playbook.VarList, pending []*playbook.VarDef) []*playbook.VarDef {
 	for i := range vl {
 		d := &vl[i]
-		pending = slices.DeleteFunc(pending, func(p *VarDef) bool { return p.Name == d.Name })
+		pending = slices.DeleteFunc(pending, func(p *playbook.VarDef) bool { return p.Name == d.Name })
 		if d.Template {
 			v[d.Name] = d.Val
 			pending = append(pending, d)
@@ -1134,7 +1136,7 @@ func setLayer(v map[string]any, vl VarList, pending []*VarDef) []*VarDef {
 // setScopes sets one kind of list of every scope: the roles' (outer to
 // inner) below the blocks' and includes' (outer to inner), as Ansible ranks
 // role vars below block vars and role params below include params.
-func setScopes(v map[string]any, chain []*Scope, list func(*Scope) VarList, pending []*VarDef) []*VarDef {
+func setScopes(v map[string]any, chain []*playbook.Scope, list func(*playbook.Scope) playbook.VarList, pending []*playbook.VarDef) []*playbook.VarDef {
 	for _, role := range []bool{true, false} {
 		for _, s := range chain {
 			if s.Role == role {
@@ -1147,18 +1149,18 @@ func setScopes(v map[string]any, chain []*Scope, list func(*Scope) VarList, pend
 
 // setMap sets a layer of plain values; each replaces a queued template of
 // the same name.
-func setMap(v, m map[string]any, pending []*VarDef) []*VarDef {
+func setMap(v, m map[string]any, pending []*playbook.VarDef) []*playbook.VarDef {
 	if len(m) == 0 {
 		return pending
 	}
 	maps.Copy(v, m)
-	return slices.DeleteFunc(pending, func(p *VarDef) bool {
+	return slices.DeleteFunc(pending, func(p *playbook.VarDef) bool {
 		_, ok := m[p.Name]
 		return ok
 	})
 }
 
-func (pr *playRun) magic(v map[string]any, h *hostState, t *Task, hv map[string]any) {
+func (pr *playRun) magic(v map[string]any, h *hostState, t *playbook.Task, hv map[string]any) {
 	v["inventory_hostname"] = h.name
 	v["groups"] = pr.r.groups
 	v["hostvars"] = hv
@@ -1221,7 +1223,7 @@ func (pr *playRun) playVarsFor(h *hostState, hv map[string]any) (map[string]any,
 
 // checkMode is whether t runs as a dry run: --check, unless the task says
 // otherwise with check_mode.
-func (r *runner) checkMode(t *Task) bool {
+func (r *runner) checkMode(t *playbook.Task) bool {
 	if t.CheckMode != nil {
 		return *t.CheckMode
 	}

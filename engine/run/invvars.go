@@ -1,4 +1,4 @@
-package engine
+package run
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mensylisir/kubexm/engine/eval"
+	"github.com/mensylisir/kubexm/engine/playbook"
 )
 
 // inventoryData are the inventory variables that hold the cluster's own
@@ -33,7 +34,7 @@ type orderKey struct {
 // is data too: it is used as written, and a "{{" in it never reaches an
 // error message.
 func (r *runner) splitInventory(h *hostState, secrets map[string]bool) error {
-	var tmpl VarList
+	var tmpl playbook.VarList
 	var sig strings.Builder
 	for _, name := range slices.Sorted(maps.Keys(h.inv)) {
 		if slices.Contains(inventoryData, name) {
@@ -47,7 +48,7 @@ func (r *runner) splitInventory(h *hostState, secrets map[string]bool) error {
 		if !found {
 			continue
 		}
-		d := VarDef{Name: name, Val: v, Pos: Pos{File: r.inv.Source}, Template: true, Inventory: true, Refs: AppendTemplateRefs(r.ev.Refs, v, nil)}
+		d := playbook.VarDef{Name: name, Val: v, Pos: playbook.Pos{File: r.inv.Source}, Template: true, Inventory: true, Refs: playbook.AppendTemplateRefs(r.ev.Refs, v, nil)}
 		tmpl = append(tmpl, d)
 		fmt.Fprintf(&sig, "%s=%#v\n", name, v)
 	}
@@ -102,7 +103,7 @@ func (r *runner) inventoryTemplates(v any, secrets map[string]bool) (bool, error
 // is used. The text the inventory's templates make for one task-host is
 // bounded as a whole too: each one's bound alone would let many variables
 // just under it take that much each, for every task running at once.
-func (r *runner) renderPending(v map[string]any, pending []*VarDef, need func(string) bool) error {
+func (r *runner) renderPending(v map[string]any, pending []*playbook.VarDef, need func(string) bool) error {
 	var unrendered map[string]string
 	leave := func(name, why string) {
 		delete(v, name)

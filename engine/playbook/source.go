@@ -1,4 +1,4 @@
-package engine
+package playbook
 
 import (
 	"io/fs"

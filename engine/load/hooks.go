@@ -1,8 +1,9 @@
-package engine
+package load
 
 import (
 	"context"
 	"fmt"
+	"github.com/mensylisir/kubexm/engine/playbook"
 	"io/fs"
 	"regexp"
 	"slices"
@@ -33,7 +34,7 @@ var (
 // hookFile is one hook found or declared, before it is loaded.
 type hookFile struct {
 	when, phase string
-	src         Source
+	src         playbook.Source
 	from        string // where it was declared, or "" for a found file
 }
 
@@ -46,7 +47,7 @@ type phaseSpan struct {
 
 // phases lists the phases of pb in play order and reports a phase whose
 // plays are not consecutive.
-func (ld *loader) phases(pb *Playbook) []*phaseSpan {
+func (ld *loader) phases(pb *playbook.Playbook) []*phaseSpan {
 	var out []*phaseSpan
 	byName := map[string]*phaseSpan{}
 	for i, p := range pb.Plays {
@@ -75,7 +76,7 @@ func (ld *loader) phases(pb *Playbook) []*phaseSpan {
 
 // findHooks lists the hook files of pb's directory, of the overlay
 // directories and of the options.
-func (ld *loader) findHooks(pb *Playbook, overlays []Source) []hookFile {
+func (ld *loader) findHooks(pb *playbook.Playbook, overlays []playbook.Source) []hookFile {
 	var out []hookFile
 	if ownsDir(pb.Src) {
 		out = append(out, ld.hookDir(ld.pbDir.Join("hooks"))...)
@@ -93,7 +94,7 @@ func (ld *loader) findHooks(pb *Playbook, overlays []Source) []hookFile {
 			ld.errs = append(ld.errs, fmt.Errorf("%s: hook when must be before or after, not %q", h.From, h.When))
 			continue
 		}
-		src, err := DiskSource(h.File)
+		src, err := playbook.DiskSource(h.File)
 		if err != nil || !src.IsFile() {
 			ld.errs = append(ld.errs, fmt.Errorf("%s: hook playbook %s not found", h.From, h.File))
 			continue
@@ -105,7 +106,7 @@ func (ld *loader) findHooks(pb *Playbook, overlays []Source) []hookFile {
 
 // hookDir reads the before-/after- files of one hooks directory; any other
 // YAML file there is a misnamed hook (helper files go in subdirectories).
-func (ld *loader) hookDir(dir Source) []hookFile {
+func (ld *loader) hookDir(dir playbook.Source) []hookFile {
 	if !dir.IsDir() {
 		return nil
 	}
@@ -132,7 +133,7 @@ func (ld *loader) hookDir(dir Source) []hookFile {
 }
 
 // loadHooks loads every hook and splices its plays in beside its phase.
-func (ld *loader) loadHooks(ctx context.Context, pb *Playbook, overlays []Source) {
+func (ld *loader) loadHooks(ctx context.Context, pb *playbook.Playbook, overlays []playbook.Source) {
 	spans := ld.phases(pb)
 	hooks := ld.findHooks(pb, overlays)
 	if len(hooks) == 0 {
@@ -144,7 +145,7 @@ func (ld *loader) loadHooks(ctx context.Context, pb *Playbook, overlays []Source
 		names = append(names, s.name)
 		byName[s.name] = s
 	}
-	before, after := map[string][]*Play{}, map[string][]*Play{}
+	before, after := map[string][]*playbook.Play{}, map[string][]*playbook.Play{}
 	for _, h := range hooks {
 		where := h.src.String()
 		if h.from != "" {
@@ -156,7 +157,7 @@ func (ld *loader) loadHooks(ctx context.Context, pb *Playbook, overlays []Source
 			if len(names) > 0 {
 				known = "its phases are " + strings.Join(names, ", ")
 			}
-			ld.errs = append(ld.errs, fmt.Errorf("%s: hook of phase %q, which playbook %s does not have%s; %s", where, h.phase, pb.Name, DidYouMean(h.phase, names), known))
+			ld.errs = append(ld.errs, fmt.Errorf("%s: hook of phase %q, which playbook %s does not have%s; %s", where, h.phase, pb.Name, playbook.DidYouMean(h.phase, names), known))
 			continue
 		}
 		plays := ld.hookPlays(ctx, pb, h, s)
@@ -166,7 +167,7 @@ func (ld *loader) loadHooks(ctx context.Context, pb *Playbook, overlays []Source
 			after[s.name] = append(after[s.name], plays...)
 		}
 	}
-	var out []*Play
+	var out []*playbook.Play
 	for i, p := range pb.Plays {
 		for _, s := range spans {
 			if s.first == i {
@@ -188,8 +189,8 @@ func (ld *loader) loadHooks(ctx context.Context, pb *Playbook, overlays []Source
 
 // hookPlays loads one hook file as a playbook of its own (its relative
 // paths resolve from its directory) and marks its plays as the phase's.
-func (ld *loader) hookPlays(ctx context.Context, pb *Playbook, h hookFile, s *phaseSpan) []*Play {
-	sub := &Playbook{Name: pb.Name, Src: h.src, Options: pb.Options}
+func (ld *loader) hookPlays(ctx context.Context, pb *playbook.Playbook, h hookFile, s *phaseSpan) []*playbook.Play {
+	sub := &playbook.Playbook{Name: pb.Name, Src: h.src, Options: pb.Options}
 	saved := ld.opts
 	// Roles of the hook's own (roles/ beside it) are found after the
 	// playbook's and before --roles-path.

@@ -1,4 +1,4 @@
-package engine
+package load
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 
 	"github.com/mensylisir/kubexm/engine/eval"
+	"github.com/mensylisir/kubexm/engine/playbook"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/internal/ytree"
 )
@@ -28,39 +29,39 @@ const maxErrors = 20
 const maxIncludeDepth = 30
 
 type loader struct {
-	opts  LoadOptions
+	opts  playbook.LoadOptions
 	ev    *eval.Evaluator
 	hash  hash.Hash
 	seen  map[string]bool // files already hashed
 	errs  []error
 	stack []string // files being imported, for cycle detection
-	pbDir Source
+	pbDir playbook.Source
 	// handlerRoles records which roles already contributed handlers to the
 	// current play.
 	handlerRoles map[string]bool
 	// seenRoles holds the role references of the current play, for
 	// deduplication.
 	seenRoles map[string]bool
-	play      *Play
+	play      *playbook.Play
 	// hookTags are added to the tags of the plays being loaded from a hook:
 	// the tags of the phase it hooks.
 	hookTags []string
 	// roleDirs are the directories of the roles loaded, by reference.
-	roleDirs map[string]Source
+	roleDirs map[string]playbook.Source
 }
 
 // Load finds the playbook ref (a directory holding playbook.yaml, a YAML file,
 // or the name of a built-in playbook), parses and checks all of it, and
 // returns it ready to run. Every problem is reported with file:line:col
 // before anything runs.
-func Load(ctx context.Context, ref string, opts LoadOptions) (*Playbook, error) {
+func Load(ctx context.Context, ref string, opts playbook.LoadOptions) (*playbook.Playbook, error) {
 	src, err := resolvePlaybook(ref, opts.BuiltinFS)
 	if err != nil {
 		return nil, err
 	}
 	ld := newLoader(opts)
 	ld.pbDir = src.Dir()
-	pb := &Playbook{Path: src.String(), Src: src, Options: opts}
+	pb := &playbook.Playbook{Path: src.String(), Src: src, Options: opts}
 	ld.loadPlaybookFile(ctx, pb, src, true)
 	ld.extend(ctx, pb)
 	if err := ld.err(); err != nil {
@@ -73,15 +74,15 @@ func Load(ctx context.Context, ref string, opts LoadOptions) (*Playbook, error) 
 
 // LoadBytes loads a playbook from memory; name is used in messages and relative
 // paths resolve against dir on disk. It serves tests and fuzzing.
-func LoadBytes(ctx context.Context, name string, data []byte, opts LoadOptions) (*Playbook, error) {
+func LoadBytes(ctx context.Context, name string, data []byte, opts playbook.LoadOptions) (*playbook.Playbook, error) {
 	ld := newLoader(opts)
-	src, err := DiskSource(name)
+	src, err := playbook.DiskSource(name)
 	if err != nil {
 		return nil, err
 	}
 	ld.pbDir = src.Dir()
-	pb := &Playbook{Path: name, Src: src, Options: opts}
-	root, err := ParseYAML(name, data)
+	pb := &playbook.Playbook{Path: name, Src: src, Options: opts}
+	root, err := playbook.ParseYAML(name, data)
 	if err != nil {
 		return nil, err
 	}
@@ -98,15 +99,15 @@ func LoadBytes(ctx context.Context, name string, data []byte, opts LoadOptions) 
 
 // extend adds what lies beside the playbook: overlays, checked and hashed,
 // and hook plays.
-func (ld *loader) extend(ctx context.Context, pb *Playbook) {
+func (ld *loader) extend(ctx context.Context, pb *playbook.Playbook) {
 	pb.Overlays = ld.overlayDirs(pb.Src)
 	ld.checkOverlays(pb.Overlays)
 	ld.loadHooks(ctx, pb, pb.Overlays)
 	pb.RoleDirs = ld.roleDirs
 }
 
-func newLoader(opts LoadOptions) *loader {
-	return &loader{opts: opts, ev: eval.New(), hash: sha256.New(), seen: map[string]bool{}, handlerRoles: map[string]bool{}, roleDirs: map[string]Source{}}
+func newLoader(opts playbook.LoadOptions) *loader {
+	return &loader{opts: opts, ev: eval.New(), hash: sha256.New(), seen: map[string]bool{}, handlerRoles: map[string]bool{}, roleDirs: map[string]playbook.Source{}}
 }
 
 func (ld *loader) err() error {
@@ -120,11 +121,11 @@ func (ld *loader) err() error {
 	return errors.Join(errs...)
 }
 
-func (ld *loader) errorf(p Pos, format string, args ...any) {
+func (ld *loader) errorf(p playbook.Pos, format string, args ...any) {
 	ld.errs = append(ld.errs, fmt.Errorf("%s: %s", p, fmt.Sprintf(format, args...)))
 }
 
-func (ld *loader) taskErrorf(p Pos, task, format string, args ...any) {
+func (ld *loader) taskErrorf(p playbook.Pos, task, format string, args ...any) {
 	if task != "" {
 		format = "task %q: " + format
 		args = append([]any{task}, args...)
@@ -133,14 +134,14 @@ func (ld *loader) taskErrorf(p Pos, task, format string, args ...any) {
 }
 
 // resolvePlaybook turns a reference into a playbook file.
-func resolvePlaybook(ref string, builtin fs.FS) (Source, error) {
+func resolvePlaybook(ref string, builtin fs.FS) (playbook.Source, error) {
 	if ref == "" {
-		return Source{}, errors.New("no playbook given")
+		return playbook.Source{}, errors.New("no playbook given")
 	}
 	if st, err := os.Stat(ref); err == nil {
-		src, err := DiskSource(ref)
+		src, err := playbook.DiskSource(ref)
 		if err != nil {
-			return Source{}, err
+			return playbook.Source{}, err
 		}
 		if !st.IsDir() {
 			return src, nil
@@ -148,11 +149,11 @@ func resolvePlaybook(ref string, builtin fs.FS) (Source, error) {
 		if f, ok := src.YAMLFile("playbook"); ok {
 			return f, nil
 		}
-		return Source{}, fmt.Errorf("%s: directory has no playbook.yaml", ref)
+		return playbook.Source{}, fmt.Errorf("%s: directory has no playbook.yaml", ref)
 	}
 	if builtin != nil {
 		name := strings.TrimPrefix(path.Clean(filepath.ToSlash(ref)), "playbooks/")
-		root := Source{Fsys: builtin, Name: "playbooks", Builtin: true}
+		root := playbook.Source{Fsys: builtin, Name: "playbooks", Builtin: true}
 		if dir := root.Join(name); dir.IsDir() {
 			if f, ok := dir.YAMLFile("playbook"); ok {
 				return f, nil
@@ -162,7 +163,7 @@ func resolvePlaybook(ref string, builtin fs.FS) (Source, error) {
 			return f, nil
 		}
 	}
-	return Source{}, fmt.Errorf("playbook %q not found: no such file or directory, and no built-in playbook of that name%s", ref, DidYouMean(ref, builtinPlaybooks(builtin)))
+	return playbook.Source{}, fmt.Errorf("playbook %q not found: no such file or directory, and no built-in playbook of that name%s", ref, playbook.DidYouMean(ref, builtinPlaybooks(builtin)))
 }
 
 // builtinPlaybooks lists the names of the embedded playbooks.
@@ -182,7 +183,7 @@ func builtinPlaybooks(builtin fs.FS) []string {
 }
 
 // readYAML reads and parses a file and adds it to the playbook hash.
-func (ld *loader) readYAML(src Source) (*ytree.Node, bool) {
+func (ld *loader) readYAML(src playbook.Source) (*ytree.Node, bool) {
 	data, err := src.Read()
 	if err != nil {
 		ld.errs = append(ld.errs, fmt.Errorf("%s: %w", src, err))
@@ -194,7 +195,7 @@ func (ld *loader) readYAML(src Source) (*ytree.Node, bool) {
 		ld.hash.Write([]byte{0})
 		ld.hash.Write(data)
 	}
-	n, err := ParseYAML(src.String(), data)
+	n, err := playbook.ParseYAML(src.String(), data)
 	if err != nil {
 		ld.errs = append(ld.errs, err)
 		return nil, false
@@ -205,7 +206,7 @@ func (ld *loader) readYAML(src Source) (*ytree.Node, bool) {
 // stable names a file independently of the current directory, for the
 // playbook hash and journal keys: relative to the playbook's directory when
 // under it.
-func (ld *loader) stable(src Source) string {
+func (ld *loader) stable(src playbook.Source) string {
 	if src.Builtin {
 		return "builtin:" + src.Name
 	}
@@ -217,7 +218,7 @@ func (ld *loader) stable(src Source) string {
 	return "/" + src.Name
 }
 
-func (ld *loader) push(src Source, at Pos) bool {
+func (ld *loader) push(src playbook.Source, at playbook.Pos) bool {
 	key := src.String()
 	for _, s := range ld.stack {
 		if s == key {
@@ -235,12 +236,12 @@ func (ld *loader) push(src Source, at Pos) bool {
 
 func (ld *loader) pop() { ld.stack = ld.stack[:len(ld.stack)-1] }
 
-func (ld *loader) loadPlaybookFile(ctx context.Context, pb *Playbook, src Source, top bool) {
+func (ld *loader) loadPlaybookFile(ctx context.Context, pb *playbook.Playbook, src playbook.Source, top bool) {
 	root, ok := ld.readYAML(src)
 	if !ok {
 		return
 	}
-	if !ld.push(src, Pos{File: src.String()}) {
+	if !ld.push(src, playbook.Pos{File: src.String()}) {
 		return
 	}
 	defer ld.pop()
@@ -251,16 +252,16 @@ var headerKeys = map[string]bool{"name": true, "version": true, "requires": true
 
 // playbookNode reads either the kubexm form (a mapping with a header and
 // plays) or the Ansible form (a plain list of plays).
-func (ld *loader) playbookNode(ctx context.Context, pb *Playbook, root *ytree.Node, src Source, top bool) {
+func (ld *loader) playbookNode(ctx context.Context, pb *playbook.Playbook, root *ytree.Node, src playbook.Source, top bool) {
 	var plays *ytree.Node
-	var headerVars, defaults VarList
+	var headerVars, defaults playbook.VarList
 	switch root.Kind {
 	case ytree.List:
 		plays = root
 	case ytree.Map:
 		for _, k := range root.Keys {
 			if ks := k.KeyString(); !headerKeys[ks] {
-				ld.errorf(k.Pos, "unknown playbook key %q%s; a playbook is {name, version, description, requires, inventory, vars, defaults_files, plays}", ks, DidYouMean(ks, KeysOf(headerKeys)))
+				ld.errorf(k.Pos, "unknown playbook key %q%s; a playbook is {name, version, description, requires, inventory, vars, defaults_files, plays}", ks, playbook.DidYouMean(ks, playbook.KeysOf(headerKeys)))
 			}
 		}
 		name, _ := root.Get("name").Str()
@@ -328,7 +329,7 @@ func (ld *loader) playbookNode(ctx context.Context, pb *Playbook, root *ytree.No
 	}
 }
 
-func playbookName(src Source) string {
+func playbookName(src playbook.Source) string {
 	b := src.Base()
 	if b == "playbook.yaml" || b == "playbook.yml" {
 		return src.Dir().Base()
@@ -360,7 +361,7 @@ func (ld *loader) checkRequire(prog string, n *ytree.Node) {
 	}
 }
 
-func (ld *loader) importPlaybook(ctx context.Context, pb *Playbook, pn, imp *ytree.Node, from Source) {
+func (ld *loader) importPlaybook(ctx context.Context, pb *playbook.Playbook, pn, imp *ytree.Node, from playbook.Source) {
 	for _, k := range pn.Keys {
 		if ks := k.KeyString(); ks != "import_playbook" && ks != "name" {
 			ld.errorf(k.Pos, "import_playbook takes no other key than name, got %q", ks)
@@ -371,7 +372,7 @@ func (ld *loader) importPlaybook(ctx context.Context, pb *Playbook, pn, imp *ytr
 		ld.errorf(imp.Pos, "import_playbook needs a playbook path or name")
 		return
 	}
-	var target Source
+	var target playbook.Source
 	found := false
 	cand := from.Dir().Join(ref)
 	if cand.IsDir() {
@@ -406,18 +407,18 @@ func underRoles(p string) (string, bool) {
 	return "", false
 }
 
-func (ld *loader) varsFiles(list *ytree.Node, src Source, key string) VarList {
+func (ld *loader) varsFiles(list *ytree.Node, src playbook.Source, key string) playbook.VarList {
 	if list == nil {
 		return nil
 	}
-	var out VarList
+	var out playbook.VarList
 	for _, f := range ld.stringList(list, key) {
 		file := src.Dir().Join(f.Expr)
 		// A fork of one playbook has no copy of the roles its
 		// defaults_files name (../../roles/...): such a file is found
 		// where the roles are, the fork's roles/ first, then the built-ins.
 		if rel, ok := underRoles(f.Expr); ok && !file.IsFile() {
-			if c, ok := RolesFile(ld.pbDir, ld.opts, rel); ok {
+			if c, ok := playbook.RolesFile(ld.pbDir, ld.opts, rel); ok {
 				file = c
 			}
 		}
@@ -434,19 +435,19 @@ func (ld *loader) varsFiles(list *ytree.Node, src Source, key string) VarList {
 	return out
 }
 
-func (ld *loader) parsePlay(pn *ytree.Node, src Source, headerVars VarList) *Play {
+func (ld *loader) parsePlay(pn *ytree.Node, src playbook.Source, headerVars playbook.VarList) *playbook.Play {
 	if pn.Kind != ytree.Map {
 		ld.errorf(pn.Pos, "a play must be a mapping with hosts and tasks, not %s", pn.KindName())
 		return nil
 	}
 	name, _ := pn.Get("name").Str()
 	ld.checkPlayKeys(pn, name)
-	p := &Play{Name: name, Pos: pn.Pos, Src: src, MaxFailPercentage: -1, Strategy: "linear"}
+	p := &playbook.Play{Name: name, Pos: pn.Pos, Src: src, MaxFailPercentage: -1, Strategy: "linear"}
 	ld.play = p
 	ld.handlerRoles = map[string]bool{}
 	ld.seenRoles = map[string]bool{}
 	ld.playHosts(p, pn)
-	p.Vars = append(append(VarList{}, headerVars...), ld.varsNode(pn.Get("vars"))...)
+	p.Vars = append(append(playbook.VarList{}, headerVars...), ld.varsNode(pn.Get("vars"))...)
 	p.Vars = append(p.Vars, ld.varsFiles(pn.Get("vars_files"), src, "vars_files")...)
 	for _, kw := range playKeywords {
 		if v := pn.Get(kw.name); v != nil && kw.parse != nil {
@@ -459,7 +460,7 @@ func (ld *loader) parsePlay(pn *ytree.Node, src Source, headerVars VarList) *Pla
 		}
 	}
 	// What every task of the play inherits, as from a block around them.
-	base := &Task{Tags: p.Tags, When: p.When, Become: p.Become}
+	base := &playbook.Task{Tags: p.Tags, When: p.When, Become: p.Become}
 	ld.playDefaults(base, pn)
 	ld.playTasks(p, pn, taskCtx{src: src, parent: base, play: p})
 	ld.checkNotify(p)
@@ -472,9 +473,9 @@ func (ld *loader) checkPlayKeys(pn *ytree.Node, name string) {
 	keys := playKeys()
 	for _, k := range pn.Keys {
 		if ks := k.KeyString(); !keys[ks] {
-			hint := AnsibleHint(ks)
+			hint := playbook.AnsibleHint(ks)
 			if hint == "" {
-				hint = DidYouMean(ks, KeysOf(keys))
+				hint = playbook.DidYouMean(ks, playbook.KeysOf(keys))
 			}
 			if _, isTask := taskKeys[ks]; isTask || ld.opts.Builtins[ks] != nil {
 				hint = "; tasks go under tasks:"
@@ -486,7 +487,7 @@ func (ld *loader) checkPlayKeys(pn *ytree.Node, name string) {
 
 // playHosts reads the play's host pattern; an unnamed play is called by it,
 // as in Ansible.
-func (ld *loader) playHosts(p *Play, pn *ytree.Node) {
+func (ld *loader) playHosts(p *playbook.Play, pn *ytree.Node) {
 	hn := pn.Get("hosts")
 	switch {
 	case hn == nil:
@@ -508,7 +509,7 @@ func (ld *loader) playHosts(p *Play, pn *ytree.Node) {
 		}
 		p.Hosts = s
 	}
-	if err := CheckPattern(p.Hosts); err != nil && hn != nil {
+	if err := playbook.CheckPattern(p.Hosts); err != nil && hn != nil {
 		ld.errorf(hn.Pos, "hosts: %v", err)
 	}
 	if p.Name == "" {
@@ -517,7 +518,7 @@ func (ld *loader) playHosts(p *Play, pn *ytree.Node) {
 }
 
 // playTasks reads the play's task lists, its roles and its handlers.
-func (ld *loader) playTasks(p *Play, pn *ytree.Node, ctxt taskCtx) {
+func (ld *loader) playTasks(p *playbook.Play, pn *ytree.Node, ctxt taskCtx) {
 	p.PreTasks = ld.taskList(pn.Get("pre_tasks"), ctxt, "pre_tasks")
 	if rn := pn.Get("roles"); rn != nil {
 		if rn.Kind != ytree.List {
@@ -538,7 +539,7 @@ func (ld *loader) playTasks(p *Play, pn *ytree.Node, ctxt taskCtx) {
 }
 
 // checkNotify makes sure every notify names a handler.
-func (ld *loader) checkNotify(p *Play) {
+func (ld *loader) checkNotify(p *playbook.Play) {
 	names := map[string]bool{}
 	for _, h := range p.Handlers {
 		names[h.Name] = true
@@ -546,26 +547,26 @@ func (ld *loader) checkNotify(p *Play) {
 			names[l] = true
 		}
 	}
-	check := func(t *Task, _ []*Task) bool {
+	check := func(t *playbook.Task, _ []*playbook.Task) bool {
 		for _, n := range t.Notify {
 			if !names[n] && !strings.Contains(n, "{{") {
-				ld.taskErrorf(t.Pos, t.Name, "notify %q: no handler of that name%s", n, DidYouMean(n, KeysOf(names)))
+				ld.taskErrorf(t.Pos, t.Name, "notify %q: no handler of that name%s", n, playbook.DidYouMean(n, playbook.KeysOf(names)))
 			}
 		}
 		return true
 	}
 	for _, s := range p.Sections() {
-		WalkTasks(s, nil, check)
+		playbook.WalkTasks(s, nil, check)
 	}
-	WalkTasks(p.Handlers, nil, check)
+	playbook.WalkTasks(p.Handlers, nil, check)
 }
 
 // templateRefs adds to refs the variables the templates in v read.
 func (ld *loader) templateRefs(v any, refs []string) []string {
-	return AppendTemplateRefs(ld.ev.Refs, v, refs)
+	return playbook.AppendTemplateRefs(ld.ev.Refs, v, refs)
 }
 
-func (ld *loader) varsNode(n *ytree.Node) VarList {
+func (ld *loader) varsNode(n *ytree.Node) playbook.VarList {
 	if n.IsNull() {
 		return nil
 	}
@@ -573,16 +574,16 @@ func (ld *loader) varsNode(n *ytree.Node) VarList {
 		ld.errorf(n.Pos, "vars must be a mapping, not %s", n.KindName())
 		return nil
 	}
-	var out VarList
+	var out playbook.VarList
 	for i, k := range n.Keys {
 		name := k.KeyString()
-		if !IdentRe.MatchString(name) {
+		if !playbook.IdentRe.MatchString(name) {
 			ld.errorf(k.Pos, "variable name %q is not an identifier (letters, digits, _)", name)
 			continue
 		}
 		v := n.Vals[i].Value()
 		tmpl := ld.checkTemplates(n.Vals[i], "")
-		d := VarDef{Name: name, Val: v, Pos: k.Pos, Template: tmpl}
+		d := playbook.VarDef{Name: name, Val: v, Pos: k.Pos, Template: tmpl}
 		if tmpl {
 			d.Refs = ld.templateRefs(v, nil)
 		}
@@ -625,7 +626,7 @@ func (ld *loader) checkTemplates(n *ytree.Node, task string) bool {
 	return strings.Contains(s, "{{")
 }
 
-func (ld *loader) stringList(n *ytree.Node, what string) []Cond {
+func (ld *loader) stringList(n *ytree.Node, what string) []playbook.Cond {
 	if n == nil {
 		return nil
 	}
@@ -633,13 +634,13 @@ func (ld *loader) stringList(n *ytree.Node, what string) []Cond {
 	if n.Kind == ytree.List {
 		vals = n.List
 	}
-	var out []Cond
+	var out []playbook.Cond
 	for _, v := range vals {
 		if v.Kind != ytree.Scalar || v.Scalar == nil {
 			ld.errorf(v.Pos, "%s: expected a string or a list of strings, got %s", what, v.KindName())
 			continue
 		}
-		out = append(out, Cond{Expr: scalarString(v), Pos: v.Pos})
+		out = append(out, playbook.Cond{Expr: scalarString(v), Pos: v.Pos})
 	}
 	return out
 }
@@ -659,7 +660,7 @@ func (ld *loader) tags(n *ytree.Node) []string {
 // conds reads when/changed_when/failed_when: an expression, a list of them
 // (all must hold) or a boolean. task names the task in errors ("" for a
 // play's when).
-func (ld *loader) conds(n *ytree.Node, task string) []Cond {
+func (ld *loader) conds(n *ytree.Node, task string) []playbook.Cond {
 	out := ld.stringList(n, "condition")
 	for _, c := range out {
 		if strings.Contains(c.Expr, "{{") {

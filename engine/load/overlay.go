@@ -1,7 +1,8 @@
-package engine
+package load
 
 import (
 	"fmt"
+	"github.com/mensylisir/kubexm/engine/playbook"
 	"io/fs"
 	"path"
 	"slices"
@@ -24,12 +25,12 @@ var overlayKinds = []string{"templates", "files"}
 // Only a playbook directory (NAME/playbook.yaml) has them: a single-file
 // playbook's directory is often the working directory, whose site/ may be
 // anything (an export, say).
-func siteDirs(pbFile Source) []Source {
+func siteDirs(pbFile playbook.Source) []playbook.Source {
 	if !ownsDir(pbFile) {
 		return nil
 	}
 	pbDir := pbFile.Dir()
-	var out []Source
+	var out []playbook.Source
 	if d := pbDir.Join("site"); d.IsDir() {
 		out = append(out, d)
 	}
@@ -43,17 +44,17 @@ func siteDirs(pbFile Source) []Source {
 
 // ownsDir says whether the playbook file is a playbook directory's
 // playbook.yaml on disk, whose directory holds only what belongs to it.
-func ownsDir(pbFile Source) bool {
+func ownsDir(pbFile playbook.Source) bool {
 	b := pbFile.Base()
 	return !pbFile.Builtin && pbFile.Fsys != nil && (b == "playbook.yaml" || b == "playbook.yml")
 }
 
 // overlayDirs returns the overlay directories, highest precedence first:
 // the --overlay ones last to first, then the site/ directories.
-func (ld *loader) overlayDirs(pbFile Source) []Source {
-	var out []Source
+func (ld *loader) overlayDirs(pbFile playbook.Source) []playbook.Source {
+	var out []playbook.Source
 	for _, d := range slices.Backward(ld.opts.Overlays) {
-		s, err := DiskSource(d)
+		s, err := playbook.DiskSource(d)
 		if err != nil || !s.IsDir() {
 			ld.errs = append(ld.errs, fmt.Errorf("--overlay %s: not a directory", d))
 			continue
@@ -67,7 +68,7 @@ func (ld *loader) overlayDirs(pbFile Source) []Source {
 // file the role really has (a typo would otherwise be ignored silently),
 // and adds each file to the playbook hash, so that --resume sees a changed
 // overlay as it sees a changed role.
-func (ld *loader) checkOverlays(dirs []Source) {
+func (ld *loader) checkOverlays(dirs []playbook.Source) {
 	for _, o := range dirs {
 		roles := o.Join("roles")
 		if !roles.IsDir() {
@@ -82,7 +83,7 @@ func (ld *loader) checkOverlays(dirs []Source) {
 				return nil
 			}
 			rel := strings.TrimPrefix(p, roles.Name+"/")
-			ld.checkOverlayFile(o, Source{Fsys: roles.Fsys, Name: p}, rel)
+			ld.checkOverlayFile(o, playbook.Source{Fsys: roles.Fsys, Name: p}, rel)
 			return nil
 		})
 	}
@@ -90,7 +91,7 @@ func (ld *loader) checkOverlays(dirs []Source) {
 
 // checkOverlayFile checks one overlay file, rel being its path under the
 // overlay's roles/ (e.g. containerd/templates/config.toml.tmpl).
-func (ld *loader) checkOverlayFile(o, f Source, rel string) {
+func (ld *loader) checkOverlayFile(o, f playbook.Source, rel string) {
 	parts := strings.Split(rel, "/")
 	k := slices.IndexFunc(parts, func(s string) bool { return slices.Contains(overlayKinds, s) })
 	if k < 1 || k == len(parts)-1 {
@@ -100,7 +101,7 @@ func (ld *loader) checkOverlayFile(o, f Source, rel string) {
 	role, kind, name := path.Join(parts[:k]...), parts[k], path.Join(parts[k+1:]...)
 	dir, ok := ld.findRole(role)
 	if !ok {
-		ld.errs = append(ld.errs, fmt.Errorf("overlay %s: there is no role %q to overlay%s", f, role, DidYouMean(role, ld.roleNames())))
+		ld.errs = append(ld.errs, fmt.Errorf("overlay %s: there is no role %q to overlay%s", f, role, playbook.DidYouMean(role, ld.roleNames())))
 		return
 	}
 	if !dir.Join(kind).Join(name).IsFile() {
@@ -126,7 +127,7 @@ func (ld *loader) checkOverlayFile(o, f Source, rel string) {
 // (config.tml for config.toml.tmpl) is too many edits for a name, so a file
 // of the same stem is suggested too.
 func fileHint(name string, files []string) string {
-	if h := DidYouMean(name, files); h != "" {
+	if h := playbook.DidYouMean(name, files); h != "" {
 		return h
 	}
 	stem := func(s string) string { b, _, _ := strings.Cut(s, "."); return b }
@@ -139,7 +140,7 @@ func fileHint(name string, files []string) string {
 }
 
 // roleFiles lists the files under dir, relative to it.
-func roleFiles(dir Source) []string {
+func roleFiles(dir playbook.Source) []string {
 	if !dir.IsDir() {
 		return nil
 	}
@@ -157,12 +158,12 @@ func roleFiles(dir Source) []string {
 // by their path under the root, for suggestions.
 func (ld *loader) roleNames() []string {
 	set := map[string]bool{}
-	for _, root := range RoleRoots(ld.pbDir, ld.opts) {
+	for _, root := range playbook.RoleRoots(ld.pbDir, ld.opts) {
 		if root.IsDir() {
 			for _, r := range roleDirs(root) {
 				set[r] = true
 			}
 		}
 	}
-	return KeysOf(set)
+	return playbook.KeysOf(set)
 }

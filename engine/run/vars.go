@@ -1,4 +1,4 @@
-package engine
+package run
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/mensylisir/kubexm/engine/playbook"
 	"github.com/mensylisir/kubexm/inventory"
 )
 
@@ -49,7 +50,7 @@ type hostState struct {
 	// invTmpl are the inventory variables holding templates (rendered per
 	// task, like the other layers'); invKey names that set for
 	// renderOrder's cache ("" when there is none).
-	invTmpl VarList
+	invTmpl playbook.VarList
 	invKey  string
 
 	mu       sync.Mutex
@@ -78,7 +79,7 @@ func newHostState(name string, h *inventory.Host, inv *inventory.Inventory, defa
 	maps.Copy(iv, inv.Vars)
 	// Group vars apply in inventory group order sorted by name, so the
 	// result does not depend on map iteration.
-	for _, g := range KeysOf(inv.Groups) {
+	for _, g := range playbook.KeysOf(inv.Groups) {
 		for _, m := range inv.Groups[g] {
 			if m == name {
 				maps.Copy(iv, inv.GroupVars[g])
@@ -179,8 +180,8 @@ func (c *hostvarsCache) get() map[string]any {
 }
 
 // scopeChain lists a task's scopes outer to inner.
-func scopeChain(s *Scope) []*Scope {
-	var chain []*Scope
+func scopeChain(s *playbook.Scope) []*playbook.Scope {
+	var chain []*playbook.Scope
 	for ; s != nil; s = s.Parent {
 		chain = append(chain, s)
 	}
@@ -215,7 +216,7 @@ func ParseExtraVars(args []string) (map[string]any, error) {
 		default:
 			k, v, ok := strings.Cut(a, "=")
 			k = strings.TrimSpace(k)
-			if !ok || !IdentRe.MatchString(k) {
+			if !ok || !playbook.IdentRe.MatchString(k) {
 				return nil, fmt.Errorf("-e %q: expected name=value, @file.yaml or a {...} mapping", a)
 			}
 			var val any
@@ -236,7 +237,7 @@ const maxExtraVarsNodes = 100_000
 // extraVarsMapping parses an -e file or mapping with the bounds of playbook
 // files, and a lower bound on the values it expands to.
 func extraVarsMapping(file string, data []byte) (map[string]any, error) {
-	n, err := ParseYAMLLimited(file, data, maxExtraVarsNodes)
+	n, err := playbook.ParseYAMLLimited(file, data, maxExtraVarsNodes)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +247,7 @@ func extraVarsMapping(file string, data []byte) (map[string]any, error) {
 	case nil:
 		return map[string]any{}, nil
 	default:
-		return nil, fmt.Errorf("%s: the document is a %s, not a mapping of variable names to values", file, TypeName(v))
+		return nil, fmt.Errorf("%s: the document is a %s, not a mapping of variable names to values", file, playbook.TypeName(v))
 	}
 }
 

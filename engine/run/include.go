@@ -1,4 +1,4 @@
-package engine
+package run
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mensylisir/kubexm/engine/model"
+	"github.com/mensylisir/kubexm/engine/playbook"
 )
 
 // includeInstance is one file (or role) a dynamic include resolved to, with
@@ -30,7 +31,7 @@ type includeRun struct {
 
 // runInclude evaluates include_tasks/include_role per host (when, loop, the
 // templated name), then runs each resulting task list on its hosts.
-func (pr *playRun) runInclude(ctx context.Context, t *Task, hosts []*hostState, il *includeLoop) []*hostState {
+func (pr *playRun) runInclude(ctx context.Context, t *playbook.Task, hosts []*hostState, il *includeLoop) []*hostState {
 	ir := &includeRun{byKey: map[string]*includeInstance{}}
 	for _, h := range hosts {
 		pr.resolveInclude(t, h, il, ir)
@@ -44,14 +45,14 @@ func (pr *playRun) runInclude(ctx context.Context, t *Task, hosts []*hostState, 
 	return ir.failed
 }
 
-func (ir *includeRun) fail(pr *playRun, h *hostState, t *Task, msg string) {
+func (ir *includeRun) fail(pr *playRun, h *hostState, t *playbook.Task, msg string) {
 	pr.fail(h, t, msg)
 	ir.failed = append(ir.failed, h)
 }
 
 // resolveInclude finds what the include names on one host, for each item
 // of its loop.
-func (pr *playRun) resolveInclude(t *Task, h *hostState, il *includeLoop, ir *includeRun) {
+func (pr *playRun) resolveInclude(t *playbook.Task, h *hostState, il *includeLoop, ir *includeRun) {
 	r := pr.r
 	inc := t.Include
 	vars, err := pr.vars(h, t, il, nil)
@@ -115,7 +116,7 @@ func (pr *playRun) resolveInclude(t *Task, h *hostState, il *includeLoop, ir *in
 
 // runInstance loads what one instance of the include names and runs it on
 // the instance's hosts that have not failed.
-func (pr *playRun) runInstance(ctx context.Context, t *Task, in *includeInstance, il *includeLoop, ir *includeRun) {
+func (pr *playRun) runInstance(ctx context.Context, t *playbook.Task, in *includeInstance, il *includeLoop, ir *includeRun) {
 	tasks, err := pr.includeTasks(t, in.name)
 	if err != nil {
 		for _, h := range in.hosts {
@@ -144,7 +145,7 @@ func (pr *playRun) runInstance(ctx context.Context, t *Task, in *includeInstance
 
 // includeTasks returns the tasks a dynamic include names, loading files
 // whose names were only known at run time.
-func (pr *playRun) includeTasks(t *Task, name string) ([]*Task, error) {
+func (pr *playRun) includeTasks(t *playbook.Task, name string) ([]*playbook.Task, error) {
 	inc := t.Include
 	if inc.Static != nil && (name == inc.File || name == inc.Role) {
 		return inc.Static, nil

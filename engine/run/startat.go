@@ -1,4 +1,4 @@
-package engine
+package run
 
 import (
 	"cmp"
@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mensylisir/kubexm/engine/eval"
+	"github.com/mensylisir/kubexm/engine/playbook"
 	"github.com/mensylisir/kubexm/internal/suggest"
 	"github.com/mensylisir/kubexm/inventory"
 )
@@ -21,22 +22,22 @@ type Selection struct {
 	// start is the task --start-at-task names, nil when the playbook does
 	// not say where it is (no --start-at-task, or the task may be in a
 	// file whose name is only known at run time).
-	Start *Task
+	Start *playbook.Task
 	// path holds start and every block and include that leads to it: these
 	// run before the start point, so that the run can get there.
-	Path map[*Task]bool
+	Path map[*playbook.Task]bool
 	// startPlay is the index in Plays of the play holding start.
 	StartPlay int
 	// always holds every task that runs before the start point as tagged
 	// always, and the blocks and includes that hold one.
-	Always map[*Task]bool
+	Always map[*playbook.Task]bool
 	// plays holds the plays with a task that --tags and --skip-tags select.
-	Plays map[*Play]bool
+	Plays map[*playbook.Play]bool
 }
 
 // startMatches says whether pattern (a name or a glob) names t.
-func startMatches(pattern string, t *Task) bool {
-	for _, name := range TaskNames(t) {
+func startMatches(pattern string, t *playbook.Task) bool {
+	for _, name := range playbook.TaskNames(t) {
 		if ok, _ := filepath.Match(pattern, name); ok || name == pattern {
 			return true
 		}
@@ -49,8 +50,8 @@ func startMatches(pattern string, t *Task) bool {
 // task names, unless the task may be in a file known only at run time: an
 // include whose templated name the inventory's variables (vars) give a
 // value, as a site's own role named in cluster.yaml.
-func SelectTasks(pb *Playbook, vars map[string]any, opts RunOptions) (*Selection, error) {
-	sel := &Selection{Plays: map[*Play]bool{}, Path: map[*Task]bool{}, Always: map[*Task]bool{}}
+func SelectTasks(pb *playbook.Playbook, vars map[string]any, opts RunOptions) (*Selection, error) {
+	sel := &Selection{Plays: map[*playbook.Play]bool{}, Path: map[*playbook.Task]bool{}, Always: map[*playbook.Task]bool{}}
 	dynamic := false
 	var names []string
 	for i, p := range pb.Plays {
@@ -61,19 +62,19 @@ func SelectTasks(pb *Playbook, vars map[string]any, opts RunOptions) (*Selection
 			sel.Plays[p] = true
 		}
 		for _, sec := range p.Sections() {
-			WalkTasks(sec, nil, func(t *Task, parents []*Task) bool {
-				if t.Kind == KindInclude && t.Include.Static == nil && !dynamic {
+			playbook.WalkTasks(sec, nil, func(t *playbook.Task, parents []*playbook.Task) bool {
+				if t.Kind == playbook.KindInclude && t.Include.Static == nil && !dynamic {
 					dynamic = includeNamed(pb, t, vars)
 				}
-				if t.Kind == KindAction || (t.Kind == KindInclude && t.Include.Static == nil) {
-					if TagsSelected(t.Tags, opts.Tags, opts.SkipTags) {
+				if t.Kind == playbook.KindAction || (t.Kind == playbook.KindInclude && t.Include.Static == nil) {
+					if playbook.TagsSelected(t.Tags, opts.Tags, opts.SkipTags) {
 						sel.Plays[p] = true
 					}
 				}
-				if t.Kind != KindAction || opts.StartAt == "" || sel.Start != nil {
+				if t.Kind != playbook.KindAction || opts.StartAt == "" || sel.Start != nil {
 					return true
 				}
-				if slices.Contains(t.Tags, "always") && TagsSelected(t.Tags, opts.Tags, opts.SkipTags) {
+				if slices.Contains(t.Tags, "always") && playbook.TagsSelected(t.Tags, opts.Tags, opts.SkipTags) {
 					sel.Always[t] = true
 					for _, up := range parents {
 						sel.Always[up] = true
@@ -87,7 +88,7 @@ func SelectTasks(pb *Playbook, vars map[string]any, opts RunOptions) (*Selection
 					}
 					return true
 				}
-				ns := TaskNames(t)
+				ns := playbook.TaskNames(t)
 				names = append(names, ns[len(ns)-1])
 				return true
 			})
@@ -103,7 +104,7 @@ func SelectTasks(pb *Playbook, vars map[string]any, opts RunOptions) (*Selection
 // includeNamed says whether a templated include may name something: its
 // name renders to a value with the inventory's variables. One that does not
 // render (the role a cluster.yaml does not choose) includes nothing.
-func includeNamed(pb *Playbook, t *Task, vars map[string]any) bool {
+func includeNamed(pb *playbook.Playbook, t *playbook.Task, vars map[string]any) bool {
 	name := cmp.Or(t.Include.Role, t.Include.File)
 	ev := pb.Eval
 	if ev == nil {
@@ -153,7 +154,7 @@ func abs(n int) int {
 // --skip-tags select (or gathers facts), and it is not wholly before the
 // start point, or it holds a task tagged always that runs there (or gathers
 // facts).
-func (r *runner) playSelected(i int, p *Play) bool {
+func (r *runner) playSelected(i int, p *playbook.Play) bool {
 	sel := r.sel
 	if !sel.Plays[p] {
 		return false
@@ -179,7 +180,7 @@ func (r *runner) hasStarted() bool {
 
 // beforeStart says whether t is pruned as before the start point: it is not
 // the start task, does not lead to it, and holds no task tagged always.
-func (r *runner) beforeStart(t *Task) bool {
+func (r *runner) beforeStart(t *playbook.Task) bool {
 	sel := r.sel
 	if sel.Start == nil || sel.Path[t] || sel.Always[t] {
 		return false
@@ -190,7 +191,7 @@ func (r *runner) beforeStart(t *Task) bool {
 // CheckStartAt refuses a --start-at-task that names no task of pb, as Run
 // does, for a caller with slow work to do before the run (an offline
 // bundle to unpack).
-func CheckStartAt(pb *Playbook, inv *inventory.Inventory, startAt string) error {
+func CheckStartAt(pb *playbook.Playbook, inv *inventory.Inventory, startAt string) error {
 	_, err := SelectTasks(pb, inv.Vars, RunOptions{StartAt: startAt})
 	return err
 }
@@ -200,10 +201,10 @@ func CheckStartAt(pb *Playbook, inv *inventory.Inventory, startAt string) error 
 // so that a later task reading `result.changed` (restart when the files
 // changed) sees that nothing changed rather than an undefined variable. A
 // value the host already has is kept.
-func (r *runner) leaveOut(ts []*Task, hosts []*hostState, why string) {
+func (r *runner) leaveOut(ts []*playbook.Task, hosts []*hostState, why string) {
 	var regs []string
-	WalkTasks(ts, nil, func(t *Task, _ []*Task) bool {
-		if t.Kind == KindAction && t.Register != "" && !slices.Contains(regs, t.Register) {
+	playbook.WalkTasks(ts, nil, func(t *playbook.Task, _ []*playbook.Task) bool {
+		if t.Kind == playbook.KindAction && t.Register != "" && !slices.Contains(regs, t.Register) {
 			regs = append(regs, t.Register)
 		}
 		return true
@@ -224,8 +225,8 @@ func (r *runner) leaveOut(ts []*Task, hosts []*hostState, why string) {
 }
 
 // leaveOutPlay is leaveOut for a play that does not run, on its hosts.
-func (r *runner) leaveOutPlay(p *Play, why string) {
-	names, _, err := MatchHosts(r.inv, p.Hosts)
+func (r *runner) leaveOutPlay(p *playbook.Play, why string) {
+	names, _, err := playbook.MatchHosts(r.inv, p.Hosts)
 	if err != nil {
 		return
 	}

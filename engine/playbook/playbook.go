@@ -1,20 +1,11 @@
-// Package engine loads kubexm playbooks and runs them against an inventory:
-// the loader turns YAML into checked plays and tasks, the executor runs them
-// on hosts in parallel, journals every outcome for --resume, and reports
-// typed events to an output sink.
-//
-// Its files sit in three rooms, which meet only through the model:
-//   - the model: playbook.go (playbook, play, task), and engine/model
-//     (the events, statuses and recap a run reports);
-//   - loading: load.go, keywords.go (the keyword tables), taskload.go,
-//     include loading (dynamicLoad), hooks.go, overlay.go, source.go,
-//     list.go, rolefind.go, forkdiff.go, freeform.go, ynode.go;
-//   - running: run.go, strategy.go, taskrun.go, taskname.go, include.go,
-//     vars.go, invvars.go (variables and their precedence), journal.go,
-//     runlog.go, hostlock.go, startat.go, hosts.go, adhoc.go, redact.go.
-//
-// The run reaches the loader only through an include's load function.
-package engine
+// Package playbook is the engine's model of a loaded playbook: its plays,
+// tasks, variables as written, the files it was read from (source) and the
+// options it was loaded with, and what both the loader and the run ask of
+// it (host patterns, tag selection, role lookups, the keyword value rules).
+// It imports no other room of the engine: engine/load builds it, engine/run
+// runs it, and a dynamic include reaches the loader only through the load
+// function the loader left on it (Include.Load).
+package playbook
 
 import (
 	"slices"

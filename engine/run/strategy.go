@@ -1,4 +1,4 @@
-package engine
+package run
 
 import (
 	"cmp"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/engine/model"
+	"github.com/mensylisir/kubexm/engine/playbook"
 
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/engine/transport/local"
@@ -20,20 +21,20 @@ import (
 // playRun is the state of one batch of a play.
 type playRun struct {
 	r     *runner
-	p     *Play
+	p     *playbook.Play
 	hosts []*hostState
 
 	mu       sync.Mutex
 	ended    map[*hostState]bool // meta: end_host
 	failing  map[*hostState]bool // failed and not rescued, for max_fail_percentage
 	endPlay  bool
-	notified map[*Task]map[*hostState]bool
+	notified map[*playbook.Task]map[*hostState]bool
 	playVars map[*hostState]map[string]any
-	runOnce  map[*Task]*onceResult
-	incCache map[string][]*Task
+	runOnce  map[*playbook.Task]*onceResult
+	incCache map[string][]*playbook.Task
 	// names are the tasks' names with their templates rendered
 	// (renderName), as events and the journal show them.
-	names map[*Task]string
+	names map[*playbook.Task]string
 	// lastFail is each host's latest failure, which a rescue sees as
 	// failed_task and failed_result.
 	lastFail map[*hostState]failure
@@ -53,19 +54,19 @@ type includeLoop struct {
 	perHost map[*hostState]map[string]any
 }
 
-func (r *runner) runPlay(ctx context.Context, p *Play) {
+func (r *runner) runPlay(ctx context.Context, p *playbook.Play) {
 	r.emit(model.Event{Kind: model.EventPlayStart, Play: p.Name, Pos: p.Pos.String(), Message: "hosts: " + p.Hosts})
 	defer r.emit(model.Event{Kind: model.EventPlayEnd, Play: p.Name, Pos: p.Pos.String()})
-	names, unknown, err := MatchHosts(r.inv, p.Hosts)
+	names, unknown, err := playbook.MatchHosts(r.inv, p.Hosts)
 	if err != nil {
 		r.warn(p.Name, "play %q: %v", p.Name, err)
 		return
 	}
 	for _, u := range unknown {
-		r.warn(p.Name, "play %q: no host or group named %q in the inventory%s", p.Name, u, DidYouMean(u, append(KeysOf(r.inv.Groups), AllHostNames(r.inv)...)))
+		r.warn(p.Name, "play %q: no host or group named %q in the inventory%s", p.Name, u, playbook.DidYouMean(u, append(playbook.KeysOf(r.inv.Groups), playbook.AllHostNames(r.inv)...)))
 	}
 	if r.opts.Limit != "" {
-		limited, _, _ := MatchHosts(r.inv, r.opts.Limit)
+		limited, _, _ := playbook.MatchHosts(r.inv, r.opts.Limit)
 		keep := map[string]bool{}
 		for _, h := range limited {
 			keep[h] = true
@@ -104,8 +105,8 @@ func (r *runner) runPlay(ctx context.Context, p *Play) {
 			return
 		}
 		pr := &playRun{r: r, p: p, hosts: batch, ended: map[*hostState]bool{}, failing: map[*hostState]bool{},
-			notified: map[*Task]map[*hostState]bool{}, playVars: map[*hostState]map[string]any{},
-			runOnce: map[*Task]*onceResult{}, incCache: map[string][]*Task{}, names: map[*Task]string{}, lastFail: map[*hostState]failure{}}
+			notified: map[*playbook.Task]map[*hostState]bool{}, playVars: map[*hostState]map[string]any{},
+			runOnce: map[*playbook.Task]*onceResult{}, incCache: map[string][]*playbook.Task{}, names: map[*playbook.Task]string{}, lastFail: map[*hostState]failure{}}
 		pr.run(ctx)
 		allFailed := true
 		for _, h := range batch {
@@ -122,7 +123,7 @@ func (r *runner) runPlay(ctx context.Context, p *Play) {
 // serialSizes renders the play's serial entries that are templates (as
 // `serial: "{{ .upgrade_serial }}"`) with the first host's view of the play
 // variables (-e and play vars are the same for all) and checks them.
-func (r *runner) serialSizes(p *Play, first *hostState) ([]any, error) {
+func (r *runner) serialSizes(p *playbook.Play, first *hostState) ([]any, error) {
 	out := make([]any, 0, len(p.Serial))
 	for _, s := range p.Serial {
 		if t, ok := s.(string); ok && strings.Contains(t, "{{") {
@@ -133,7 +134,7 @@ func (r *runner) serialSizes(p *Play, first *hostState) ([]any, error) {
 			}
 			s = strings.TrimSpace(v)
 		}
-		if _, err := BatchSize(s, 100); err != nil {
+		if _, err := playbook.BatchSize(s, 100); err != nil {
 			return nil, err
 		}
 		out = append(out, s)
@@ -155,7 +156,7 @@ func batches(hosts []*hostState, serial []any) [][]*hostState {
 	var out [][]*hostState
 	for i := 0; len(hosts) > 0; i++ {
 		spec := serial[min(i, len(serial)-1)]
-		n, err := BatchSize(spec, len(hosts)+countHosts(out))
+		n, err := playbook.BatchSize(spec, len(hosts)+countHosts(out))
 		if err != nil || n < 1 {
 			n = len(hosts)
 		}
@@ -213,7 +214,7 @@ func (pr *playRun) run(ctx context.Context) {
 		// the play variables (-e and play vars are the same for all).
 		s, err := pr.playString(hosts[0], p.Strategy)
 		if err == nil {
-			err = CheckStrategy(s)
+			err = playbook.CheckStrategy(s)
 		}
 		if err != nil {
 			for _, h := range hosts {
@@ -346,7 +347,7 @@ func (pr *playRun) alive(hosts []*hostState, failed map[*hostState]bool) []*host
 
 // runList runs tasks in order and returns the hosts that failed in it; a
 // failed host runs no further task of the list.
-func (pr *playRun) runList(ctx context.Context, tasks []*Task, hosts []*hostState, il *includeLoop) []*hostState {
+func (pr *playRun) runList(ctx context.Context, tasks []*playbook.Task, hosts []*hostState, il *includeLoop) []*hostState {
 	failedSet := map[*hostState]bool{}
 	var failed []*hostState
 	for _, t := range tasks {
@@ -367,24 +368,24 @@ func (pr *playRun) runList(ctx context.Context, tasks []*Task, hosts []*hostStat
 	return failed
 }
 
-func (pr *playRun) runTask(ctx context.Context, t *Task, hosts []*hostState, il *includeLoop) []*hostState {
-	if t.Kind != KindAction && pr.r.beforeStart(t) {
-		pr.r.leaveOut([]*Task{t}, hosts, "before --start-at-task")
+func (pr *playRun) runTask(ctx context.Context, t *playbook.Task, hosts []*hostState, il *includeLoop) []*hostState {
+	if t.Kind != playbook.KindAction && pr.r.beforeStart(t) {
+		pr.r.leaveOut([]*playbook.Task{t}, hosts, "before --start-at-task")
 		return nil
 	}
 	switch t.Kind {
-	case KindBlock:
+	case playbook.KindBlock:
 		return pr.runBlock(ctx, t, hosts, il)
-	case KindMeta:
+	case playbook.KindMeta:
 		// As in Ansible, --tags selects meta tasks too: one left out is not
 		// looked at (its when: may read what the left-out tasks set).
 		if !pr.r.selected(t.Tags) {
 			return nil
 		}
 		return pr.runMeta(ctx, t, hosts, il)
-	case KindInclude:
+	case playbook.KindInclude:
 		if !pr.r.selected(t.Tags) {
-			pr.r.leaveOut([]*Task{t}, hosts, "left out by --tags or --skip-tags")
+			pr.r.leaveOut([]*playbook.Task{t}, hosts, "left out by --tags or --skip-tags")
 			return nil
 		}
 		return pr.runInclude(ctx, t, hosts, il)
@@ -393,7 +394,7 @@ func (pr *playRun) runTask(ctx context.Context, t *Task, hosts []*hostState, il 
 	// guard the run (the cluster's identity), and skipping them would let a
 	// partial re-run do what a whole one refuses.
 	if reached := pr.r.startAtReached(t); !pr.r.selected(t.Tags) || (!reached && !slices.Contains(t.Tags, "always")) {
-		pr.r.leaveOut([]*Task{t}, hosts, pr.r.leftOutWhy())
+		pr.r.leaveOut([]*playbook.Task{t}, hosts, pr.r.leftOutWhy())
 		return nil
 	}
 	return pr.runAction(ctx, t, hosts, il, false)
@@ -403,7 +404,7 @@ func (pr *playRun) runTask(ctx context.Context, t *Task, hosts []*hostState, il 
 // any_errors_fatal and max_fail_percentage wait for the rescue's outcome.
 type rescuable struct{}
 
-func (pr *playRun) runBlock(ctx context.Context, t *Task, hosts []*hostState, il *includeLoop) []*hostState {
+func (pr *playRun) runBlock(ctx context.Context, t *playbook.Task, hosts []*hostState, il *includeLoop) []*hostState {
 	bctx := ctx
 	if len(t.Rescue) > 0 {
 		bctx = context.WithValue(ctx, rescuable{}, true)
@@ -454,7 +455,7 @@ func containsHost(l []*hostState, h *hostState) bool {
 	return false
 }
 
-func (pr *playRun) runMeta(ctx context.Context, t *Task, hosts []*hostState, il *includeLoop) []*hostState {
+func (pr *playRun) runMeta(ctx context.Context, t *playbook.Task, hosts []*hostState, il *includeLoop) []*hostState {
 	var matching []*hostState
 	var failed []*hostState
 	for _, h := range hosts {
@@ -501,7 +502,7 @@ func (pr *playRun) runMeta(ctx context.Context, t *Task, hosts []*hostState, il 
 }
 
 // notify records that h changed something a handler listens to.
-func (pr *playRun) notify(ctx context.Context, t *Task, h *hostState, vars map[string]any) {
+func (pr *playRun) notify(ctx context.Context, t *playbook.Task, h *hostState, vars map[string]any) {
 	for _, n := range t.Notify {
 		name := n
 		if strings.Contains(n, "{{") {
@@ -560,7 +561,7 @@ func (pr *playRun) flushHandlers(ctx context.Context, hosts []*hostState) {
 			continue
 		}
 		var failed []*hostState
-		if hd.Kind == KindAction {
+		if hd.Kind == playbook.KindAction {
 			failed = pr.runAction(ctx, hd, run, nil, true)
 		} else {
 			failed = pr.runTask(ctx, hd, run, nil)
@@ -573,12 +574,12 @@ func (pr *playRun) flushHandlers(ctx context.Context, hosts []*hostState) {
 
 // failure is what a rescue learns about the task that failed.
 type failure struct {
-	task *Task
+	task *playbook.Task
 	reg  map[string]any
 }
 
 // noteFailure remembers h's latest failure for a rescue.
-func (pr *playRun) noteFailure(h *hostState, t *Task, reg map[string]any) {
+func (pr *playRun) noteFailure(h *hostState, t *playbook.Task, reg map[string]any) {
 	if t == nil {
 		return
 	}
@@ -607,7 +608,7 @@ func (pr *playRun) exposeFailure(h *hostState) {
 
 // fail records a failure that happened outside a builtin (a bad template,
 // a condition that does not evaluate).
-func (pr *playRun) fail(h *hostState, t *Task, msg string) {
+func (pr *playRun) fail(h *hostState, t *playbook.Task, msg string) {
 	e := model.Event{Kind: model.EventHostResult, Play: pr.p.Name, Host: h.name, Status: model.StatusFailed, Message: msg}
 	if t != nil {
 		e.Task, e.Role, e.Pos = pr.taskName(t), t.RoleName(), t.Pos.String()
@@ -622,7 +623,7 @@ func (pr *playRun) fail(h *hostState, t *Task, msg string) {
 
 // checkFailLimits applies any_errors_fatal and max_fail_percentage after a
 // task.
-func (pr *playRun) checkFailLimits(t *Task, failed []*hostState) {
+func (pr *playRun) checkFailLimits(t *playbook.Task, failed []*hostState) {
 	if len(failed) == 0 {
 		return
 	}
@@ -655,7 +656,7 @@ func (pr *playRun) gather(ctx context.Context, hosts []*hostState) []*hostState 
 		return hosts
 	}
 	spec := setup.Spec()
-	t := &Task{Name: "Gathering facts", Pos: pr.p.Pos, Kind: KindAction, Action: "setup", Impl: setup, Spec: spec, Args: spec.WithDefaults(nil), Play: pr.p, LoopVar: "item"}
+	t := &playbook.Task{Name: "Gathering facts", Pos: pr.p.Pos, Kind: playbook.KindAction, Action: "setup", Impl: setup, Spec: spec, Args: spec.WithDefaults(nil), Play: pr.p, LoopVar: "item"}
 	var need []*hostState
 	for _, h := range hosts {
 		h.mu.Lock()

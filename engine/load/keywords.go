@@ -1,4 +1,4 @@
-package engine
+package load
 
 import (
 	"maps"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/playbook"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/internal/ytree"
 )
@@ -23,64 +24,64 @@ type keyword struct {
 	handlerOnly bool
 	// inherit gives the task its parent's value before its own key is read;
 	// nil for a keyword a task does not inherit.
-	inherit func(t, parent *Task)
+	inherit func(t, parent *playbook.Task)
 	// parse reads the task's own key; nil for a key the loader reads
 	// itself (name, args, the block lists).
-	parse func(ld *loader, t *Task, v *ytree.Node)
+	parse func(ld *loader, t *playbook.Task, v *ytree.Node)
 }
 
 var taskKeywords = []keyword{
 	{name: "name", onBlock: true},
 	{name: "when", onBlock: true,
-		inherit: func(t, p *Task) { t.When = slices.Clone(p.When) },
-		parse:   func(ld *loader, t *Task, v *ytree.Node) { t.When = append(t.When, ld.conds(v, t.Name)...) }},
+		inherit: func(t, p *playbook.Task) { t.When = slices.Clone(p.When) },
+		parse:   func(ld *loader, t *playbook.Task, v *ytree.Node) { t.When = append(t.When, ld.conds(v, t.Name)...) }},
 	{name: "tags", onBlock: true,
-		inherit: func(t, p *Task) { t.Tags = p.Tags },
-		parse:   func(ld *loader, t *Task, v *ytree.Node) { t.Tags = mergeTags(t.Tags, ld.tags(v)) }},
+		inherit: func(t, p *playbook.Task) { t.Tags = p.Tags },
+		parse:   func(ld *loader, t *playbook.Task, v *ytree.Node) { t.Tags = mergeTags(t.Tags, ld.tags(v)) }},
 	{name: "become", onBlock: true,
-		inherit: func(t, p *Task) { t.Become = p.Become },
-		parse:   func(ld *loader, t *Task, v *ytree.Node) { t.Become = ld.boolField(v, "become") }},
+		inherit: func(t, p *playbook.Task) { t.Become = p.Become },
+		parse:   func(ld *loader, t *playbook.Task, v *ytree.Node) { t.Become = ld.boolField(v, "become") }},
 	{name: "no_log", onBlock: true, onPlay: true,
-		inherit: func(t, p *Task) { t.NoLog = p.NoLog },
-		parse:   func(ld *loader, t *Task, v *ytree.Node) { t.NoLog = ld.boolField(v, "no_log") }},
+		inherit: func(t, p *playbook.Task) { t.NoLog = p.NoLog },
+		parse:   func(ld *loader, t *playbook.Task, v *ytree.Node) { t.NoLog = ld.boolField(v, "no_log") }},
 	{name: "check_mode", onBlock: true, onPlay: true,
-		inherit: func(t, p *Task) { t.CheckMode = p.CheckMode },
-		parse: func(ld *loader, t *Task, v *ytree.Node) {
+		inherit: func(t, p *playbook.Task) { t.CheckMode = p.CheckMode },
+		parse: func(ld *loader, t *playbook.Task, v *ytree.Node) {
 			b := ld.boolField(v, "check_mode")
 			t.CheckMode = &b
 		}},
 	{name: "ignore_errors", onBlock: true, onPlay: true,
-		inherit: func(t, p *Task) { t.IgnoreErrs = p.IgnoreErrs },
-		parse:   func(ld *loader, t *Task, v *ytree.Node) { t.IgnoreErrs = ld.boolField(v, "ignore_errors") }},
+		inherit: func(t, p *playbook.Task) { t.IgnoreErrs = p.IgnoreErrs },
+		parse:   func(ld *loader, t *playbook.Task, v *ytree.Node) { t.IgnoreErrs = ld.boolField(v, "ignore_errors") }},
 	{name: "run_once", onBlock: true,
-		inherit: func(t, p *Task) { t.RunOnce = p.RunOnce },
-		parse:   func(ld *loader, t *Task, v *ytree.Node) { t.RunOnce = ld.boolField(v, "run_once") }},
+		inherit: func(t, p *playbook.Task) { t.RunOnce = p.RunOnce },
+		parse:   func(ld *loader, t *playbook.Task, v *ytree.Node) { t.RunOnce = ld.boolField(v, "run_once") }},
 	{name: "delegate_to", onBlock: true,
-		inherit: func(t, p *Task) { t.DelegateTo = p.DelegateTo },
+		inherit: func(t, p *playbook.Task) { t.DelegateTo = p.DelegateTo },
 		parse:   (*loader).delegateTo},
 	{name: "timeout", onBlock: true,
-		inherit: func(t, p *Task) { t.Timeout = p.Timeout },
-		parse:   func(ld *loader, t *Task, v *ytree.Node) { t.Timeout = ld.duration(t, v, "timeout") }},
+		inherit: func(t, p *playbook.Task) { t.Timeout = p.Timeout },
+		parse:   func(ld *loader, t *playbook.Task, v *ytree.Node) { t.Timeout = ld.duration(t, v, "timeout") }},
 	{name: "environment", onBlock: true, onPlay: true,
-		inherit: func(t, p *Task) { t.Environment = maps.Clone(p.Environment) },
+		inherit: func(t, p *playbook.Task) { t.Environment = maps.Clone(p.Environment) },
 		parse:   (*loader).environment},
 	{name: "vars", onBlock: true,
-		parse: func(ld *loader, t *Task, v *ytree.Node) { t.Vars = ld.varsNode(v) }},
+		parse: func(ld *loader, t *playbook.Task, v *ytree.Node) { t.Vars = ld.varsNode(v) }},
 	{name: "register", parse: (*loader).register},
 	{name: "changed_when",
-		parse: func(ld *loader, t *Task, v *ytree.Node) { t.ChangedWhen = ld.conds(v, t.Name) }},
+		parse: func(ld *loader, t *playbook.Task, v *ytree.Node) { t.ChangedWhen = ld.conds(v, t.Name) }},
 	{name: "failed_when",
-		parse: func(ld *loader, t *Task, v *ytree.Node) { t.FailedWhen = ld.conds(v, t.Name) }},
+		parse: func(ld *loader, t *playbook.Task, v *ytree.Node) { t.FailedWhen = ld.conds(v, t.Name) }},
 	{name: "until", parse: (*loader).until},
 	{name: "retries", parse: (*loader).retries},
 	{name: "delay",
-		parse: func(ld *loader, t *Task, v *ytree.Node) { t.Delay = ld.duration(t, v, "delay") }},
+		parse: func(ld *loader, t *playbook.Task, v *ytree.Node) { t.Delay = ld.duration(t, v, "delay") }},
 	{name: "loop", parse: (*loader).loop},
 	{name: "loop_control", parse: (*loader).loopControl},
 	{name: "notify",
-		parse: func(ld *loader, t *Task, v *ytree.Node) { t.Notify = exprs(ld.stringList(v, "notify")) }},
+		parse: func(ld *loader, t *playbook.Task, v *ytree.Node) { t.Notify = exprs(ld.stringList(v, "notify")) }},
 	{name: "listen", handlerOnly: true,
-		parse: func(ld *loader, t *Task, v *ytree.Node) { t.Listen = exprs(ld.stringList(v, "listen")) }},
+		parse: func(ld *loader, t *playbook.Task, v *ytree.Node) { t.Listen = exprs(ld.stringList(v, "listen")) }},
 	{name: "args"},
 	{name: "block", onBlock: true},
 	{name: "rescue", onBlock: true},
@@ -107,7 +108,7 @@ func keywordSets() (task, block, handler map[string]bool) {
 
 // taskCommon reads the keywords every task kind shares and applies what the
 // task inherits from its parent.
-func (ld *loader) taskCommon(t *Task, n *ytree.Node, ctx taskCtx) {
+func (ld *loader) taskCommon(t *playbook.Task, n *ytree.Node, ctx taskCtx) {
 	inherit(t, ctx.parent)
 	for _, kw := range taskKeywords {
 		if v := n.Get(kw.name); v != nil && kw.parse != nil {
@@ -117,7 +118,7 @@ func (ld *loader) taskCommon(t *Task, n *ytree.Node, ctx taskCtx) {
 }
 
 // inherit gives t what a task inherits from its parent.
-func inherit(t, parent *Task) {
+func inherit(t, parent *playbook.Task) {
 	for _, kw := range taskKeywords {
 		if kw.inherit != nil {
 			kw.inherit(t, parent)
@@ -127,7 +128,7 @@ func inherit(t, parent *Task) {
 
 // playDefaults reads the task keywords written on a play into base, what
 // every task of the play inherits.
-func (ld *loader) playDefaults(base *Task, pn *ytree.Node) {
+func (ld *loader) playDefaults(base *playbook.Task, pn *ytree.Node) {
 	for _, kw := range taskKeywords {
 		if v := pn.Get(kw.name); v != nil && kw.onPlay && kw.parse != nil {
 			kw.parse(ld, base, v)
@@ -135,7 +136,7 @@ func (ld *loader) playDefaults(base *Task, pn *ytree.Node) {
 	}
 }
 
-func exprs(cs []Cond) []string {
+func exprs(cs []playbook.Cond) []string {
 	var out []string
 	for _, c := range cs {
 		out = append(out, c.Expr)
@@ -143,7 +144,7 @@ func exprs(cs []Cond) []string {
 	return out
 }
 
-func (ld *loader) delegateTo(t *Task, d *ytree.Node) {
+func (ld *loader) delegateTo(t *playbook.Task, d *ytree.Node) {
 	s, ok := d.Str()
 	if !ok || s == "" {
 		ld.taskErrorf(d.Pos, t.Name, "delegate_to needs a host name")
@@ -152,7 +153,7 @@ func (ld *loader) delegateTo(t *Task, d *ytree.Node) {
 	t.DelegateTo = s
 }
 
-func (ld *loader) duration(t *Task, d *ytree.Node, key string) time.Duration {
+func (ld *loader) duration(t *playbook.Task, d *ytree.Node, key string) time.Duration {
 	dur, err := step.ToDuration(d.Value())
 	if err != nil || dur < 0 {
 		ld.taskErrorf(d.Pos, t.Name, "%s: %v", key, err)
@@ -160,7 +161,7 @@ func (ld *loader) duration(t *Task, d *ytree.Node, key string) time.Duration {
 	return dur
 }
 
-func (ld *loader) environment(t *Task, e *ytree.Node) {
+func (ld *loader) environment(t *playbook.Task, e *ytree.Node) {
 	if e.Kind != ytree.Map {
 		ld.taskErrorf(e.Pos, t.Name, "environment must be a mapping of variable names to values")
 		return
@@ -172,9 +173,9 @@ func (ld *loader) environment(t *Task, e *ytree.Node) {
 	ld.checkTemplates(e, t.Name)
 }
 
-func (ld *loader) register(t *Task, r *ytree.Node) {
+func (ld *loader) register(t *playbook.Task, r *ytree.Node) {
 	s, _ := r.Str()
-	if !IdentRe.MatchString(s) {
+	if !playbook.IdentRe.MatchString(s) {
 		ld.taskErrorf(r.Pos, t.Name, "register needs a variable name (letters, digits, _), got %q", scalarString(r))
 	}
 	t.Register = s
@@ -182,7 +183,7 @@ func (ld *loader) register(t *Task, r *ytree.Node) {
 
 // until joins several conditions into one; a task with until and no
 // retries of its own retries 3 times, as in Ansible.
-func (ld *loader) until(t *Task, u *ytree.Node) {
+func (ld *loader) until(t *playbook.Task, u *ytree.Node) {
 	cs := ld.conds(u, t.Name)
 	if len(cs) == 0 {
 		return
@@ -199,7 +200,7 @@ func (ld *loader) until(t *Task, u *ytree.Node) {
 	t.Retries = defaultRetries
 }
 
-func (ld *loader) retries(t *Task, r *ytree.Node) {
+func (ld *loader) retries(t *playbook.Task, r *ytree.Node) {
 	v, err := step.ToInt(r.Value())
 	if err != nil || v < 0 {
 		ld.taskErrorf(r.Pos, t.Name, "retries must be a whole number ≥ 0")
@@ -207,7 +208,7 @@ func (ld *loader) retries(t *Task, r *ytree.Node) {
 	t.Retries = v
 }
 
-func (ld *loader) loop(t *Task, l *ytree.Node) {
+func (ld *loader) loop(t *playbook.Task, l *ytree.Node) {
 	t.HasLoop = true
 	t.Loop = l.Value()
 	switch l.Kind {
@@ -224,7 +225,7 @@ func (ld *loader) loop(t *Task, l *ytree.Node) {
 	}
 }
 
-func (ld *loader) loopControl(t *Task, lc *ytree.Node) {
+func (ld *loader) loopControl(t *playbook.Task, lc *ytree.Node) {
 	name := t.Name
 	if lc.Kind != ytree.Map {
 		ld.taskErrorf(lc.Pos, name, "loop_control must be a mapping")
@@ -233,12 +234,12 @@ func (ld *loader) loopControl(t *Task, lc *ytree.Node) {
 			v, _ := lc.Vals[i].Str()
 			switch k.KeyString() {
 			case "loop_var":
-				if !IdentRe.MatchString(v) {
+				if !playbook.IdentRe.MatchString(v) {
 					ld.taskErrorf(lc.Vals[i].Pos, name, "loop_var needs a variable name")
 				}
 				t.LoopVar = v
 			case "index_var":
-				if !IdentRe.MatchString(v) {
+				if !playbook.IdentRe.MatchString(v) {
 					ld.taskErrorf(lc.Vals[i].Pos, name, "index_var needs a variable name")
 				}
 				t.IndexVar = v
@@ -246,7 +247,7 @@ func (ld *loader) loopControl(t *Task, lc *ytree.Node) {
 				t.Label = v
 				ld.checkTemplates(lc.Vals[i], name)
 			default:
-				ld.taskErrorf(k.Pos, name, "unknown loop_control key %q%s", k.KeyString(), DidYouMean(k.KeyString(), []string{"loop_var", "index_var", "label"}))
+				ld.taskErrorf(k.Pos, name, "unknown loop_control key %q%s", k.KeyString(), playbook.DidYouMean(k.KeyString(), []string{"loop_var", "index_var", "label"}))
 			}
 		}
 	}
@@ -260,17 +261,19 @@ func (ld *loader) loopControl(t *Task, lc *ytree.Node) {
 type playKeyword struct {
 	name string
 	// parse reads the key; nil for a key parsePlay reads itself.
-	parse func(ld *loader, p *Play, v *ytree.Node)
+	parse func(ld *loader, p *playbook.Play, v *ytree.Node)
 }
 
 var playKeywords = []playKeyword{
 	{name: "name"}, {name: "hosts"}, {name: "vars"}, {name: "vars_files"},
-	{name: "tags", parse: func(ld *loader, p *Play, v *ytree.Node) { p.Tags = ld.tags(v) }},
+	{name: "tags", parse: func(ld *loader, p *playbook.Play, v *ytree.Node) { p.Tags = ld.tags(v) }},
 	{name: "phase", parse: (*loader).phase},
-	{name: "when", parse: func(ld *loader, p *Play, v *ytree.Node) { p.When = ld.conds(v, "") }},
-	{name: "become", parse: func(ld *loader, p *Play, v *ytree.Node) { p.Become = ld.boolField(v, "become") }},
-	{name: "any_errors_fatal", parse: func(ld *loader, p *Play, v *ytree.Node) { p.AnyErrorsFatal = ld.boolField(v, "any_errors_fatal") }},
-	{name: "force_handlers", parse: func(ld *loader, p *Play, v *ytree.Node) { p.ForceHandlers = ld.boolField(v, "force_handlers") }},
+	{name: "when", parse: func(ld *loader, p *playbook.Play, v *ytree.Node) { p.When = ld.conds(v, "") }},
+	{name: "become", parse: func(ld *loader, p *playbook.Play, v *ytree.Node) { p.Become = ld.boolField(v, "become") }},
+	{name: "any_errors_fatal", parse: func(ld *loader, p *playbook.Play, v *ytree.Node) {
+		p.AnyErrorsFatal = ld.boolField(v, "any_errors_fatal")
+	}},
+	{name: "force_handlers", parse: func(ld *loader, p *playbook.Play, v *ytree.Node) { p.ForceHandlers = ld.boolField(v, "force_handlers") }},
 	{name: "connection", parse: (*loader).connection},
 	{name: "gather_facts", parse: (*loader).gatherFacts},
 	{name: "strategy", parse: (*loader).strategy},
@@ -294,14 +297,14 @@ func playKeys() map[string]bool {
 	return keys
 }
 
-func (ld *loader) phase(p *Play, ph *ytree.Node) {
+func (ld *loader) phase(p *playbook.Play, ph *ytree.Node) {
 	p.Phase = scalarString(ph)
 	if !phaseRe.MatchString(p.Phase) {
 		ld.errorf(ph.Pos, "phase %q is not a phase name (lowercase letters, digits, - and _), such as os or control-plane", p.Phase)
 	}
 }
 
-func (ld *loader) connection(p *Play, c *ytree.Node) {
+func (ld *loader) connection(p *playbook.Play, c *ytree.Node) {
 	switch p.Connection = scalarString(c); p.Connection {
 	case "local", "ssh":
 	default:
@@ -309,33 +312,33 @@ func (ld *loader) connection(p *Play, c *ytree.Node) {
 	}
 }
 
-func (ld *loader) gatherFacts(p *Play, g *ytree.Node) {
+func (ld *loader) gatherFacts(p *playbook.Play, g *ytree.Node) {
 	p.GatherFacts = ld.boolField(g, "gather_facts")
 	if p.GatherFacts && ld.opts.Builtins["setup"] == nil {
 		ld.errorf(g.Pos, "gather_facts needs the setup builtin, and none is registered")
 	}
 }
 
-func (ld *loader) strategy(p *Play, s *ytree.Node) {
+func (ld *loader) strategy(p *playbook.Play, s *ytree.Node) {
 	v, _ := s.Str()
 	// A template is rendered when the play starts, with its variables.
 	if !ld.checkTemplates(s, "") {
-		if err := CheckStrategy(v); err != nil {
+		if err := playbook.CheckStrategy(v); err != nil {
 			ld.errorf(s.Pos, "%v", err)
 		}
 	}
 	p.Strategy = v
 }
 
-func (ld *loader) maxFailPercentage(p *Play, m *ytree.Node) {
-	f, err := Percent(m.Value())
+func (ld *loader) maxFailPercentage(p *playbook.Play, m *ytree.Node) {
+	f, err := playbook.Percent(m.Value())
 	if err != nil {
 		ld.errorf(m.Pos, "max_fail_percentage: %v", err)
 	}
 	p.MaxFailPercentage = f
 }
 
-func (ld *loader) serial(p *Play, s *ytree.Node) {
+func (ld *loader) serial(p *playbook.Play, s *ytree.Node) {
 	vals := []*ytree.Node{s}
 	if s.Kind == ytree.List {
 		vals = s.List
@@ -346,7 +349,7 @@ func (ld *loader) serial(p *Play, s *ytree.Node) {
 			p.Serial = append(p.Serial, t)
 			continue
 		}
-		if _, err := BatchSize(v.Value(), 100); err != nil {
+		if _, err := playbook.BatchSize(v.Value(), 100); err != nil {
 			ld.errorf(v.Pos, "serial: %v", err)
 			continue
 		}

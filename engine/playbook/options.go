@@ -1,4 +1,4 @@
-package engine
+package playbook
 
 // What the loader is told: where playbooks, roles, builtins and hooks come
 // from. The playbook keeps them, to find its roles' files when it runs.

@@ -1,4 +1,4 @@
-package engine
+package playbook
 
 // The rules a keyword value must follow, which the loader checks where it
 // can and the run checks again once a template has rendered the value.
