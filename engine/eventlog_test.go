@@ -24,7 +24,10 @@ var eventLog struct {
 	runs []string
 }
 
-var tempPath = regexp.MustCompile(`/tmp/[^/\s"]+/[0-9]+`)
+var (
+	tempPath = regexp.MustCompile(`/tmp/[^/\s"]+/[0-9]+`)
+	runPath  = regexp.MustCompile(`runs/[0-9]{8}-[0-9.]+-[0-9a-f]+`)
+)
 
 func logEvents(events []model.Event) {
 	if os.Getenv("KUBEXM_EVENT_LOG") == "" {
@@ -42,7 +45,7 @@ func logEvents(events []model.Event) {
 		if err != nil {
 			panic(err)
 		}
-		lines = append(lines, tempPath.ReplaceAllString(string(b), "/tmp/T"))
+		lines = append(lines, runPath.ReplaceAllString(tempPath.ReplaceAllString(string(b), "/tmp/T"), "runs/ID"))
 	}
 	slices.Sort(lines)
 	eventLog.mu.Lock()
