@@ -568,6 +568,8 @@ func TestPlaybookChoices(t *testing.T) {
 	stacked := edit(t, append(flannel, "etcd: [m1]", "etcd: []", "type: kubexm", "type: kubeadm", "version: v1.37.2", "type: kubeadm\n    version: v1.37.2")...)
 	external := edit(t, append(flannel, "etcd: [m1]", "etcd: []", "type: kubexm", "type: external\n    external: {endpoints: [\"https://10.1.1.1:2379\"]}")...)
 	binary := edit(t, flannel...)
+	registry := edit(t, "worker: [w1]", "worker: [w1]\n    registry: [w1]", "plugin: calico", "plugin: flannel\n  registry: {type: registry, privateRegistry: r.local, auths: {r.local: {username: u, password: p}}}")
+	externalRegistry := edit(t, "plugin: calico", "plugin: flannel\n  registry: {type: external, privateRegistry: r.local, auths: {r.local: {username: u, password: p}}}")
 	for _, tc := range []struct {
 		name, yaml, playbook, want string
 	}{
@@ -580,6 +582,10 @@ func TestPlaybookChoices(t *testing.T) {
 		{"stacked etcd, backup", stacked, "backup", ""},
 		{"stacked etcd, restore", stacked, "restore", ""},
 		{"binary mode, restore", binary, "restore", ""},
+		{"registry kubexm deploys, rotate-ca", registry, "rotate-ca", "spec.registry.type: playbook rotate-ca does not support registry.type registry yet: rotate-ca does not yet reissue the certificate of the registry kubexm deploys"},
+		{"registry kubexm deploys, create-cluster", registry, "create-cluster", ""},
+		{"external registry, rotate-ca", externalRegistry, "rotate-ca", ""},
+		{"binary mode, rotate-ca", binary, "rotate-ca", ""},
 	} {
 		_, _, err := parseWith("c.yaml", []byte(tc.yaml), noEnv, s.ForPlaybook(tc.playbook))
 		switch {
