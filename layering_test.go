@@ -68,6 +68,7 @@ func TestLayering(t *testing.T) {
 		{"engine/playbook", []string{"engine$", "engine/load", "engine/run", "engine/journal", "engine/model", "engine/output", "lifecycle", "service"}},
 		{"engine/load", []string{"engine$", "engine/run", "engine/journal", "engine/model", "engine/output", "lifecycle", "service"}},
 		{"engine/run", []string{"engine$", "engine/load", "engine/output", "lifecycle", "service"}},
+		{"engine/variables", []string{"engine$", "engine/load", "engine/run", "engine/journal", "engine/model", "engine/output", "lifecycle", "service"}},
 		{"engine/journal", []string{"engine$", "engine/playbook", "engine/load", "engine/run", "engine/eval", "engine/output", "engine/transport", "lifecycle", "service"}},
 		// The model the loader and the run share (events, statuses, the
 		// recap) depends on nothing; the output prints it and knows nothing

@@ -11,8 +11,9 @@
 //   - loading, engine/load: parsing, the keyword tables, includes and roles,
 //     hooks, overlays, fork diffs;
 //   - running, engine/run: the strategies, task execution, variables and
-//     their precedence, host locks, --start-at-task; it reaches the loader
-//     only through the load function a dynamic include carries;
+//     their precedence (the levels and render order in engine/variables),
+//     host locks, --start-at-task; it reaches the loader only through the
+//     load function a dynamic include carries;
 //   - the journal, engine/journal: the run's records for --resume, the
 //     masking of secrets, and the runs a work directory holds.
 //
@@ -27,6 +28,7 @@ import (
 	"github.com/mensylisir/kubexm/engine/model"
 	"github.com/mensylisir/kubexm/engine/playbook"
 	"github.com/mensylisir/kubexm/engine/run"
+	"github.com/mensylisir/kubexm/engine/variables"
 	"github.com/mensylisir/kubexm/inventory"
 )
 
@@ -84,7 +86,7 @@ func CheckStartAt(pb *Playbook, inv *inventory.Inventory, startAt string) error 
 }
 
 // ParseExtraVars parses -e arguments (key=value, JSON or YAML, @file).
-func ParseExtraVars(args []string) (map[string]any, error) { return run.ParseExtraVars(args) }
+func ParseExtraVars(args []string) (map[string]any, error) { return variables.ParseExtraVars(args) }
 
 // Runs lists the runs of a work directory, newest first.
 func Runs(workDir string) ([]RunInfo, error) { return journal.Runs(workDir) }

@@ -5,8 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/mensylisir/kubexm/engine/run"
 )
 
 func FuzzLoad(f *testing.F) {
@@ -53,7 +51,7 @@ func FuzzExtraVars(f *testing.F) {
 		if err := os.WriteFile(file, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		m, err := run.ParseExtraVars([]string{"@" + file})
+		m, err := ParseExtraVars([]string{"@" + file})
 		if err == nil && m == nil {
 			t.Fatal("nil mapping without error")
 		}

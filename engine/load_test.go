@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/engine/playbook"
-	"github.com/mensylisir/kubexm/engine/run"
 )
 
 func TestLoadErrors(t *testing.T) {
@@ -156,7 +155,7 @@ func TestImportPlaybook(t *testing.T) {
 
 func TestParseExtraVars(t *testing.T) {
 	dir := writeFiles(t, map[string]string{"e.yaml": "a: 1\nb: {c: [x]}\n"})
-	got, err := run.ParseExtraVars([]string{"n=3", "s=hello world", "t=true", "@" + filepath.Join(dir, "e.yaml"), `{"j": 2}`, "l=[1,2]"})
+	got, err := ParseExtraVars([]string{"n=3", "s=hello world", "t=true", "@" + filepath.Join(dir, "e.yaml"), `{"j": 2}`, "l=[1,2]"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +163,7 @@ func TestParseExtraVars(t *testing.T) {
 		t.Errorf("extra vars = %#v", got)
 	}
 	for _, bad := range []string{"novalue", "@/nonexistent.yaml", "{bad"} {
-		if _, err := run.ParseExtraVars([]string{bad}); err == nil {
+		if _, err := ParseExtraVars([]string{bad}); err == nil {
 			t.Errorf("ParseExtraVars(%q) succeeded", bad)
 		}
 	}
@@ -252,7 +251,7 @@ func TestExtraVarsFileAliasBombRefused(t *testing.T) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		start := time.Now()
-		_, err := run.ParseExtraVars([]string{"@" + file})
+		_, err := ParseExtraVars([]string{"@" + file})
 		el := time.Since(start)
 		runtime.ReadMemStats(&after)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -265,7 +264,7 @@ func TestExtraVarsFileAliasBombRefused(t *testing.T) {
 	// Ordinary files still work, aliases included.
 	ok := filepath.Join(t.TempDir(), "ok.yaml")
 	os.WriteFile(ok, []byte("a: &a {x: 1}\nb: *a\nn: 3\n"), 0o644)
-	m, err := run.ParseExtraVars([]string{"@" + ok, `{c: [1, 2]}`})
+	m, err := ParseExtraVars([]string{"@" + ok, `{c: [1, 2]}`})
 	if err != nil || fmt.Sprint(m) != "map[a:map[x:1] b:map[x:1] c:[1 2] n:3]" {
 		t.Fatalf("got %v %v", m, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/mensylisir/kubexm/engine/playbook"
 	"github.com/mensylisir/kubexm/engine/run"
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/variables"
 	"github.com/mensylisir/kubexm/schema"
 )
 
@@ -146,7 +147,7 @@ func unsetReads(pb *Playbook, sel *run.Selection, opts RunOptions) []string {
 					text += fmt.Sprint(t.Include.Vars)
 				}
 				for name, by := range skippedSets {
-					if !set[name] && !slices.Contains(sets, name) && run.NamesVar(text, name) && !guarded(text, name) {
+					if !set[name] && !slices.Contains(sets, name) && variables.NamesVar(text, name) && !guarded(text, name) {
 						out = append(out, fmt.Sprintf("task %q (%s) reads %s, which only %s sets, and that task is left out", t.Name, t.Where(), name, by))
 					}
 				}

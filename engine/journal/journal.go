@@ -1,3 +1,7 @@
+// Package journal is what a run leaves in its work directory: the journal
+// of every outcome that --resume reads, the masking of secrets before
+// anything is written or shown, and the runs a work directory holds
+// (kubexm get runs, kubexm logs). It knows no other room of the engine.
 package journal
 
 import (
@@ -26,8 +30,10 @@ import (
 // the end of every task, which keeps a 1000-host run from paying one fsync
 // per host.
 
+// File is the journal's name in its run's directory.
 const File = "journal.jsonl"
 
+// Record is one line of the journal.
 type Record struct {
 	Type string `json:"type"` // header, result, end
 	Time string `json:"time,omitempty"`
@@ -64,6 +70,7 @@ type Record struct {
 	Outcome string `json:"outcome,omitempty"`
 }
 
+// Journal is an open journal a run appends to.
 type Journal struct {
 	mu   sync.Mutex
 	Dir  string
@@ -74,14 +81,14 @@ type Journal struct {
 	From string
 }
 
-// newRunID returns a sortable, unique run id.
+// NewRunID returns a sortable, unique run id.
 func NewRunID(now time.Time) string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return now.UTC().Format("20060102-150405.000") + "-" + hex.EncodeToString(b[:])
 }
 
-// inventoryHash identifies an inventory for resume. Secrets take no part:
+// InventoryHash identifies an inventory for resume. Secrets take no part:
 // an unsalted hash over a password lets anyone who reads the journal test
 // guesses against it, and a changed password changes nothing a resumed run
 // would skip.
@@ -104,7 +111,7 @@ func InventoryHash(inv *inventory.Inventory, red *Masker) string {
 
 func runsDir(workDir string) string { return filepath.Join(workDir, "runs") }
 
-// lastRun returns the newest run id under workDir.
+// LastRun returns the newest run id under workDir.
 func LastRun(workDir string) (string, error) {
 	ents, err := os.ReadDir(runsDir(workDir))
 	if err != nil {
@@ -134,7 +141,7 @@ func LastRun(workDir string) (string, error) {
 	return best, nil
 }
 
-// loadJournal reads an earlier run and checks it belongs to the same
+// Read reads an earlier run and checks it belongs to the same
 // playbook and inventory.
 func Read(workDir, id, pbName, pbHash, invHash string) (map[string]Record, error) {
 	path := filepath.Join(runsDir(workDir), id, File)
@@ -185,6 +192,7 @@ func Read(workDir, id, pbName, pbHash, invHash string) (map[string]Record, error
 	return done, nil
 }
 
+// Open creates the journal of run id under workDir and writes its header.
 func Open(workDir, id string, hdr Record) (*Journal, error) {
 	dir := filepath.Join(runsDir(workDir), id)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -226,7 +234,7 @@ func (j *Journal) Write(rec Record) {
 	j.err = j.w.Flush()
 }
 
-// sync makes everything written so far durable.
+// Sync makes everything written so far durable.
 func (j *Journal) Sync() {
 	if j == nil {
 		return
@@ -254,7 +262,7 @@ func (j *Journal) Close(outcome string) error {
 	return cerr
 }
 
-// lookup returns the earlier outcome of key, if it succeeded.
+// Lookup returns the earlier outcome of key, if it succeeded.
 func (j *Journal) Lookup(key string) (Record, bool) {
 	if j == nil || j.Done == nil {
 		return Record{}, false
@@ -263,13 +271,16 @@ func (j *Journal) Lookup(key string) (Record, bool) {
 	return rec, ok
 }
 
-// redactor masks secrets in text and values.
+// Masker masks secrets in text and values.
 type Masker struct {
 	r *strings.Replacer
 }
 
+// Mask is what a secret is replaced with.
 const Mask = "********"
 
+// NewMasker returns the masker of secrets and of their escaped, quoted and
+// encoded forms.
 func NewMasker(secrets []string) *Masker {
 	var pairs []string
 	seen := map[string]bool{}
@@ -342,7 +353,7 @@ func (rd *Masker) Str(s string) string {
 	return rd.r.Replace(s)
 }
 
-// holds says whether a secret appears anywhere in v.
+// Holds says whether a secret appears anywhere in v.
 func (rd *Masker) Holds(v any) bool {
 	if rd.r == nil {
 		return false

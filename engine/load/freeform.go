@@ -86,7 +86,7 @@ func unquote(v string) string {
 	return v
 }
 
-// freeFormArgs reads a free-form string of builtin spec. For command and
+// FreeFormArgs reads a free-form string of builtin spec. For command and
 // shell (whose free-form argument is the command line) the words of
 // commandKV become arguments and the rest, byte for byte, is the command.
 // For the others the string is either all name=value words of the

@@ -1,3 +1,9 @@
+// Package load turns playbook YAML into the checked model
+// (engine/playbook): plays, the keyword tables, tasks and their arguments
+// against each builtin's spec, includes, roles, hooks, overlays, and the
+// diff of a fork against the built-ins. It never runs anything; a dynamic
+// include gets from it the function that loads the include's file at run
+// time (playbook.Include.Load).
 package load
 
 import (

@@ -42,7 +42,7 @@ func Percent(v any) (float64, error) {
 	return 0, fmt.Errorf("%v is not a percentage", v)
 }
 
-// batchSize turns a serial entry into a number of hosts out of total.
+// BatchSize turns a serial entry into a number of hosts out of total.
 func BatchSize(v any, total int) (int, error) {
 	switch x := v.(type) {
 	case int:
@@ -89,7 +89,7 @@ func TypeName(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// checkArgType checks a literal argument value; templated strings are
+// CheckArgType checks a literal argument value; templated strings are
 // checked after rendering, at run time.
 func CheckArgType(a step.Arg, v any) error {
 	if s, ok := v.(string); ok && strings.Contains(s, "{{") {
@@ -135,7 +135,7 @@ func CheckArgType(a step.Arg, v any) error {
 	return nil
 }
 
-// appendTemplateRefs adds to refs the names that the templates in v read,
+// AppendTemplateRefs adds to refs the names that the templates in v read,
 // as refsOf finds them in one string.
 func AppendTemplateRefs(refsOf func(string) []string, v any, refs []string) []string {
 	switch x := v.(type) {

@@ -92,7 +92,7 @@ func CheckPattern(p string) error {
 	return nil
 }
 
-// matchHosts resolves a pattern to host names in inventory order. Names that
+// MatchHosts resolves a pattern to host names in inventory order. Names that
 // are neither hosts nor groups are returned in unknown, so callers can warn.
 func MatchHosts(inv *inventory.Inventory, pattern string) (hosts, unknown []string, err error) {
 	if err := CheckPattern(pattern); err != nil {
@@ -155,7 +155,7 @@ func MatchHosts(inv *inventory.Inventory, pattern string) (hosts, unknown []stri
 	return hosts, unknown, nil
 }
 
-// allHostNames lists the inventory hosts, plus localhost, which is always
+// AllHostNames lists the inventory hosts, plus localhost, which is always
 // addressable.
 func AllHostNames(inv *inventory.Inventory) []string {
 	out := make([]string, 0, len(inv.Hosts)+1)

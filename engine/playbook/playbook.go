@@ -35,13 +35,13 @@ type Playbook struct {
 
 	Src     Source
 	Options LoadOptions
-	// overlays are the directories searched first for a role's templates
+	// Overlays are the directories searched first for a role's templates
 	// and files, highest precedence first.
 	Overlays []Source
 	// ev is shared by the loader and every run, so templates and
 	// expressions compile once.
 	Eval *eval.Evaluator
-	// roleDirs are the directories of the roles the playbook uses, by
+	// RoleDirs are the directories of the roles the playbook uses, by
 	// reference (cni/flannel).
 	RoleDirs map[string]Source
 }
@@ -156,7 +156,7 @@ type Task struct {
 	Play    *Play
 }
 
-// where returns file:line:col of the task.
+// Where returns file:line:col of the task.
 func (t *Task) Where() string {
 	if t.PosText == "" {
 		return t.Pos.String()
@@ -172,19 +172,19 @@ func (t *Task) RoleName() string {
 	return t.Role.Name
 }
 
-// cond is an expression with where it was written.
+// Cond is an expression with where it was written.
 type Cond struct {
 	Expr string
 	Pos  Pos
 }
 
-// varDef is one variable assignment in file order.
+// VarDef is one variable assignment in file order.
 type VarDef struct {
 	Name     string
 	Val      any
 	Pos      Pos
 	Template bool // the value holds {{ }} somewhere
-	// inventory: set by the inventory (group_vars, host vars...). Its
+	// Inventory: set by the inventory (group_vars, host vars...). Its
 	// template may read a variable only some plays have (a playbook's
 	// shared defaults); where that is missing it is left out, not an error.
 	Inventory bool
@@ -193,7 +193,7 @@ type VarDef struct {
 
 type VarList []VarDef
 
-// scope is a level of variables: a role (defaults, vars, params), a block
+// Scope is a level of variables: a role (defaults, vars, params), a block
 // (vars) or an include_tasks (params). Each kind of list sits at its own
 // Ansible precedence level; see (*playRun).vars.
 type Scope struct {
@@ -204,13 +204,13 @@ type Scope struct {
 	Params   VarList // role parameters, or include_tasks/import_tasks vars
 }
 
-// include is a dynamic include_tasks or include_role.
+// Include is a dynamic include_tasks or include_role.
 type Include struct {
 	File   string // include_tasks: file, may be templated
 	Role   string // include_role: role name
 	Vars   VarList
 	Static []*Task // preloaded when the reference has no template
-	// load loads the file or role the include names once it is rendered,
+	// Load loads the file or role the include names once it is rendered,
 	// where the include was written: the run reaches the loader through
 	// it alone.
 	Load func(name string) ([]*Task, error)
@@ -218,7 +218,7 @@ type Include struct {
 
 type RoleInstance struct {
 	Name string
-	// ref is the role's path under its roles directory (kubernetes/node),
+	// Ref is the role's path under its roles directory (kubernetes/node),
 	// where an overlay keeps its files.
 	Ref string
 	Dir Source
@@ -235,7 +235,7 @@ func (pb *Playbook) Phases() []string {
 	return out
 }
 
-// overlayFile returns the highest-precedence overlay of a role's
+// OverlayFile returns the highest-precedence overlay of a role's
 // kind/name file.
 func (pb *Playbook) OverlayFile(role *RoleInstance, kind, name string) (Source, bool) {
 	for _, o := range pb.Overlays {
@@ -246,7 +246,7 @@ func (pb *Playbook) OverlayFile(role *RoleInstance, kind, name string) (Source, 
 	return Source{}, false
 }
 
-// batchable says whether a looped task's items may go to its builtin's
+// Batchable says whether a looped task's items may go to its builtin's
 // RunBatch: until, timeout and delegate_to are decided per item.
 func (t *Task) Batchable() (step.Batcher, bool) {
 	b, ok := t.Impl.(step.Batcher)
@@ -256,7 +256,7 @@ func (t *Task) Batchable() (step.Batcher, bool) {
 	return b, true
 }
 
-// walkTasks calls visit for every task of ts in the order they run (a
+// WalkTasks calls visit for every task of ts in the order they run (a
 // block's own tasks, then its rescue, then its always; an include's tasks
 // when the include names a file or role without a template), with the
 // tasks that hold it. visit returns false to stop the walk; walkTasks then
@@ -279,7 +279,7 @@ func WalkTasks(ts []*Task, parents []*Task, visit func(t *Task, parents []*Task)
 	return true
 }
 
-// taskNames are the names --start-at-task matches a task by: its own, and
+// TaskNames are the names --start-at-task matches a task by: its own, and
 // for a role's task "role : name", as --list-tasks prints it.
 func TaskNames(t *Task) []string {
 	names := []string{t.Name}
@@ -289,7 +289,7 @@ func TaskNames(t *Task) []string {
 	return names
 }
 
-// tagsSelected says whether a task with tags runs under --tags only and
+// TagsSelected says whether a task with tags runs under --tags only and
 // --skip-tags skip. "always" runs unless skipped by name, "never" only when
 // asked for; "tagged", "untagged" and "all" work as in Ansible.
 func TagsSelected(tags, only, skip []string) bool {

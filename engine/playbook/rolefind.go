@@ -66,7 +66,7 @@ func (pb *Playbook) RolesFile(name string) (data []byte, where string, ok bool, 
 	return data, f.String(), true, nil
 }
 
-// rolesFile finds a file relative to the role directories, as roleRoots
+// RolesFile finds a file relative to the role directories, as roleRoots
 // lists them.
 func RolesFile(pbDir Source, opts LoadOptions, name string) (Source, bool) {
 	for _, d := range RoleRoots(pbDir, opts) {
@@ -77,7 +77,7 @@ func RolesFile(pbDir Source, opts LoadOptions, name string) (Source, bool) {
 	return Source{}, false
 }
 
-// roleRoots lists the directories roles are looked for in, first match
+// RoleRoots lists the directories roles are looked for in, first match
 // wins: the playbook's roles/, the roles/ beside its playbooks/ directory,
 // --roles-path, then the built-in roles.
 func RoleRoots(pbDir Source, opts LoadOptions) []Source {
@@ -97,7 +97,7 @@ func RoleRoots(pbDir Source, opts LoadOptions) []Source {
 	return dirs
 }
 
-// roleSearchDirs lists where a role of this name is looked for: roleRoots, after
+// RoleSearchDirs lists where a role of this name is looked for: roleRoots, after
 // the playbook's own directory for a name with a slash (cni/flannel).
 func RoleSearchDirs(pbDir Source, opts LoadOptions, name string) []Source {
 	dirs := RoleRoots(pbDir, opts)

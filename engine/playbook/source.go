@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// source is a file or directory either on disk or in the built-in FS, so
+// Source is a file or directory either on disk or in the built-in FS, so
 // forked playbooks on disk and embedded ones load the same way.
 type Source struct {
 	Fsys    fs.FS
@@ -55,7 +55,7 @@ func (s Source) Join(rel string) Source {
 	return Source{Fsys: s.Fsys, Name: path.Join(s.Name, rel), Builtin: s.Builtin}
 }
 
-// same says whether s and o name the same file; an fs.FS may not be
+// Same says whether s and o name the same file; an fs.FS may not be
 // comparable, and every disk source shares one.
 func (s Source) Same(o Source) bool { return s.Builtin == o.Builtin && s.Name == o.Name }
 
@@ -96,7 +96,7 @@ func (s Source) firstFile(names ...string) (Source, bool) {
 	return Source{}, false
 }
 
-// yamlFile finds base.yaml or base.yml (or base itself when it has an
+// YAMLFile finds base.yaml or base.yml (or base itself when it has an
 // extension) under s.
 func (s Source) YAMLFile(base string) (Source, bool) {
 	if ext := path.Ext(base); ext == ".yaml" || ext == ".yml" {

@@ -7,7 +7,7 @@ import (
 	"github.com/mensylisir/kubexm/internal/suggest"
 )
 
-// didYouMean returns ` (did you mean "x"?)` for the closest candidate, or ""
+// DidYouMean returns ` (did you mean "x"?)` for the closest candidate, or ""
 // when nothing is close.
 func DidYouMean(got string, candidates []string) string {
 	best := suggest.Closest(got, candidates)
@@ -61,7 +61,7 @@ var ansibleKeys = map[string]string{
 	"gather_subset":      `setup gathers every fact in one round trip`,
 }
 
-// ansibleHint returns "; HINT" for an Ansible keyword kubexm does not
+// AnsibleHint returns "; HINT" for an Ansible keyword kubexm does not
 // have, or "".
 func AnsibleHint(key string) string {
 	if h, ok := ansibleKeys[key]; ok {

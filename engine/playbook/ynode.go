@@ -13,14 +13,14 @@ type Pos = ytree.Pos
 // "billion laughs" file fails instead of eating the memory.
 const maxYAMLNodes = 1_000_000
 
-// parseYAML parses one YAML document of a file into a node tree. The loader
+// ParseYAML parses one YAML document of a file into a node tree. The loader
 // works on nodes rather than decoded values so every error can point at a
 // line.
 func ParseYAML(file string, data []byte) (*ytree.Node, error) {
 	return ParseYAMLLimited(file, data, maxYAMLNodes)
 }
 
-// parseYAMLLimited is parseYAML with a bound on the values the document
+// ParseYAMLLimited is parseYAML with a bound on the values the document
 // expands to (aliases counted in full).
 func ParseYAMLLimited(file string, data []byte, maxNodes int) (*ytree.Node, error) {
 	docs, err := ytree.Parse(file, data, maxNodes)

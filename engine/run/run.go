@@ -1,3 +1,9 @@
+// Package run runs a loaded playbook (engine/playbook) on an inventory:
+// the strategies and batches, task execution on hosts in parallel,
+// variables and their precedence, handlers, host locks and
+// --start-at-task, reporting events (engine/model) and journaling outcomes
+// (engine/journal). It imports no loader: a dynamic include loads through
+// the function the loader left on it.
 package run
 
 import (
@@ -63,7 +69,7 @@ type RunOptions struct {
 	// host, which the holder's control machine may no longer be there to
 	// end) and takes the lock, saying whose it was.
 	BreakLock bool
-	// lockFile replaces the hosts' lock file: the engine's tests lock this
+	// LockFile replaces the hosts' lock file: the engine's tests lock this
 	// machine, as its connection: local hosts do, and must not wait for
 	// other packages' tests that lock it at the same time.
 	LockFile string
@@ -268,7 +274,7 @@ func (r *runner) finish(ctx context.Context) (*model.Recap, error) {
 	return rc, jerr
 }
 
-// failedHosts says which hosts failed and which were unreachable.
+// FailedHosts says which hosts failed and which were unreachable.
 func FailedHosts(rc *model.Recap) string {
 	var failed, unreachable []string
 	for _, h := range rc.Order {

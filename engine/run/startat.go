@@ -13,25 +13,25 @@ import (
 	"github.com/mensylisir/kubexm/inventory"
 )
 
-// selection is --start-at-task, --tags and --skip-tags worked out on the
+// Selection is --start-at-task, --tags and --skip-tags worked out on the
 // loaded playbook before anything runs, so that what they leave out is
 // never evaluated: a task before the start point is pruned before its
 // when: or loop is looked at (its variables may come from tasks that did
 // not run), and so is a play with no selected task.
 type Selection struct {
-	// start is the task --start-at-task names, nil when the playbook does
+	// Start is the task --start-at-task names, nil when the playbook does
 	// not say where it is (no --start-at-task, or the task may be in a
 	// file whose name is only known at run time).
 	Start *playbook.Task
-	// path holds start and every block and include that leads to it: these
+	// Path holds start and every block and include that leads to it: these
 	// run before the start point, so that the run can get there.
 	Path map[*playbook.Task]bool
-	// startPlay is the index in Plays of the play holding start.
+	// StartPlay is the index in Plays of the play holding start.
 	StartPlay int
-	// always holds every task that runs before the start point as tagged
+	// Always holds every task that runs before the start point as tagged
 	// always, and the blocks and includes that hold one.
 	Always map[*playbook.Task]bool
-	// plays holds the plays with a task that --tags and --skip-tags select.
+	// Plays holds the plays with a task that --tags and --skip-tags select.
 	Plays map[*playbook.Play]bool
 }
 
@@ -45,7 +45,7 @@ func startMatches(pattern string, t *playbook.Task) bool {
 	return false
 }
 
-// selectTasks works out opts' --start-at-task, --tags and --skip-tags on
+// SelectTasks works out opts' --start-at-task, --tags and --skip-tags on
 // pb. A start pattern that names no task is refused, listing the nearest
 // task names, unless the task may be in a file known only at run time: an
 // include whose templated name the inventory's variables (vars) give a

@@ -1,9 +1,10 @@
 package run
 
 import (
-	"github.com/mensylisir/kubexm/engine/playbook"
 	"regexp"
 	"strings"
+
+	"github.com/mensylisir/kubexm/engine/playbook"
 )
 
 // templateAction is one {{ }} action of a task name.

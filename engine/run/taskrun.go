@@ -16,6 +16,7 @@ import (
 	"github.com/mensylisir/kubexm/engine/journal"
 	"github.com/mensylisir/kubexm/engine/model"
 	"github.com/mensylisir/kubexm/engine/playbook"
+	"github.com/mensylisir/kubexm/engine/variables"
 
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
@@ -590,7 +591,7 @@ func (pr *playRun) execute(ctx context.Context, t *playbook.Task, h *hostState, 
 		if timedOut {
 			rerr = fmt.Errorf("timed out after %s: %w", t.Timeout, rerr)
 		}
-		reg = registered(res, rerr)
+		reg = variables.Registered(res, rerr)
 		reg["attempts"] = attempt
 		if target != h.name {
 			reg["delegate_to"] = target
@@ -612,7 +613,7 @@ func (pr *playRun) execute(ctx context.Context, t *playbook.Task, h *hostState, 
 		if attempt == attempts {
 			reg["failed"] = true
 			reg["msg"] = fmt.Sprintf("until %q still false after %d attempts in %s; last seen: %s",
-				t.Until.Expr, attempts, time.Since(untilStart).Round(time.Second), lastSeen(reg))
+				t.Until.Expr, attempts, time.Since(untilStart).Round(time.Second), variables.LastSeen(reg))
 			break
 		}
 		env.Logf("until %q false, retrying in %s (%d left)", t.Until.Expr, t.Delay, attempts-attempt)
@@ -758,7 +759,7 @@ func (pr *playRun) executeBatch(ctx context.Context, t *playbook.Task, h *hostSt
 	}
 	results, errs := pr.callBatch(ctx, t, h, b, batch)
 	for j, i := range at {
-		reg := registered(results[j], errs[j])
+		reg := variables.Registered(results[j], errs[j])
 		reg["attempts"] = 1
 		o, stdout, stderr, _ := pr.judge(t, ivs[i], results[j], reg)
 		out[i] = itemResult{o: o, stdout: stdout, stderr: stderr}
@@ -833,73 +834,6 @@ func (pr *playRun) checkRendered(t *playbook.Task, args map[string]any) error {
 	return nil
 }
 
-// registered is the map a task registers, built from the builtin's result.
-func registered(res step.Result, err error) map[string]any {
-	m := make(map[string]any, len(res.Data)+8)
-	maps.Copy(m, res.Data)
-	m["changed"] = res.Changed
-	m["failed"] = res.Failed || err != nil
-	m["skipped"] = res.Skipped
-	msg := res.Msg
-	if err != nil {
-		if msg == "" {
-			msg = err.Error()
-		} else {
-			msg += ": " + err.Error()
-		}
-	}
-	m["msg"] = msg
-	if res.Diff != "" {
-		m["diff"] = res.Diff
-	}
-	for _, k := range []string{"stdout", "stderr"} {
-		if s, ok := m[k].(string); ok {
-			if _, has := m[k+"_lines"]; !has {
-				m[k+"_lines"] = lines(s)
-			}
-		}
-	}
-	return m
-}
-
-// lastSeen describes a registered result for an until that gave up: its
-// message, or else its exit status and the end of its output.
-func lastSeen(reg map[string]any) string {
-	if msg, _ := reg["msg"].(string); msg != "" {
-		return msg
-	}
-	var parts []string
-	if rc, ok := reg["rc"]; ok {
-		parts = append(parts, fmt.Sprintf("rc=%v", rc))
-	}
-	for _, k := range []string{"stderr", "stdout"} {
-		if s, _ := reg[k].(string); strings.TrimSpace(s) != "" {
-			ls := strings.Split(strings.TrimSpace(s), "\n")
-			if len(ls) > 3 {
-				ls = ls[len(ls)-3:]
-			}
-			parts = append(parts, k+": "+strings.Join(ls, " | "))
-		}
-	}
-	if len(parts) == 0 {
-		return "no message and no output"
-	}
-	return strings.Join(parts, ", ")
-}
-
-func lines(s string) []any {
-	s = strings.TrimRight(s, "\n")
-	if s == "" {
-		return []any{}
-	}
-	parts := strings.Split(s, "\n")
-	out := make([]any, len(parts))
-	for i, p := range parts {
-		out[i] = p
-	}
-	return out
-}
-
 // conds evaluates conditions that must all hold.
 func (pr *playRun) conds(cs []playbook.Cond, vars map[string]any) (bool, error) {
 	for _, c := range cs {
@@ -920,7 +854,7 @@ func (pr *playRun) conds(cs []playbook.Cond, vars map[string]any) (bool, error) 
 // per-item evaluation then reports it as before.
 func (pr *playRun) loopFreeConds(t *playbook.Task, vars map[string]any) (ok, decided bool) {
 	for _, c := range t.When {
-		if NamesVar(c.Expr, t.LoopVar) || (t.IndexVar != "" && NamesVar(c.Expr, t.IndexVar)) {
+		if variables.NamesVar(c.Expr, t.LoopVar) || (t.IndexVar != "" && variables.NamesVar(c.Expr, t.IndexVar)) {
 			continue
 		}
 		ok, err := pr.r.ev.EvalBool(c.Expr, vars)
@@ -932,25 +866,6 @@ func (pr *playRun) loopFreeConds(t *playbook.Task, vars map[string]any) (ok, dec
 		}
 	}
 	return true, true
-}
-
-// namesVar reports whether expr mentions name as an identifier.
-func NamesVar(expr, name string) bool {
-	for i := 0; ; {
-		j := strings.Index(expr[i:], name)
-		if j < 0 {
-			return false
-		}
-		start, end := i+j, i+j+len(name)
-		if (start == 0 || !isIdentByte(expr[start-1])) && (end == len(expr) || !isIdentByte(expr[end])) {
-			return true
-		}
-		i = end
-	}
-}
-
-func isIdentByte(b byte) bool {
-	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
 }
 
 // condsWith evaluates conditions with the task's result visible under its
@@ -980,7 +895,7 @@ func (pr *playRun) vars(h *hostState, t *playbook.Task, il *includeLoop, hv map[
 	}
 	var chain []*playbook.Scope
 	if t != nil {
-		chain = scopeChain(t.Scope)
+		chain = variables.ScopeChain(t.Scope)
 	}
 	v := make(map[string]any, len(h.base)+len(pv)+len(dyn)+len(r.opts.ExtraVars)+8)
 	maps.Copy(v, h.builtin)
@@ -988,30 +903,30 @@ func (pr *playRun) vars(h *hostState, t *playbook.Task, il *includeLoop, hv map[
 	// Templated values are rendered last, against every layer, so `{{ .x }}`
 	// sees the highest-precedence x, as a lazy lookup would; a template is
 	// dropped from the queue when a higher layer sets its name.
-	pending := setLayer(v, pr.p.Defaults, nil)
+	pending := variables.SetLayer(v, pr.p.Defaults, nil)
 	for _, s := range chain {
-		pending = setLayer(v, s.Defaults, pending)
+		pending = variables.SetLayer(v, s.Defaults, pending)
 	}
-	pending = setMap(v, h.inv, pending)
-	pending = setLayer(v, h.invTmpl, pending)
+	pending = variables.SetMap(v, h.inv, pending)
+	pending = variables.SetLayer(v, h.invTmpl, pending)
 	v["facts"] = facts
-	pending = setMap(v, pv, pending)
+	pending = variables.SetMap(v, pv, pending)
 	if t != nil {
 		// role vars, then block vars
-		pending = setScopes(v, chain, func(s *playbook.Scope) playbook.VarList { return s.Vars }, pending)
-		pending = setLayer(v, t.Vars, pending)
+		pending = variables.SetScopes(v, chain, func(s *playbook.Scope) playbook.VarList { return s.Vars }, pending)
+		pending = variables.SetLayer(v, t.Vars, pending)
 	}
-	pending = setMap(v, dyn, pending)
+	pending = variables.SetMap(v, dyn, pending)
 	// role params, then include params
-	pending = setScopes(v, chain, func(s *playbook.Scope) playbook.VarList { return s.Params }, pending)
+	pending = variables.SetScopes(v, chain, func(s *playbook.Scope) playbook.VarList { return s.Params }, pending)
 	var ovs []*includeLoop
 	for o := il; o != nil; o = o.parent {
 		ovs = append(ovs, o)
 	}
 	for i := len(ovs) - 1; i >= 0; i-- {
-		pending = setMap(v, ovs[i].perHost[h], pending)
+		pending = variables.SetMap(v, ovs[i].perHost[h], pending)
 	}
-	pending = setMap(v, r.opts.ExtraVars, pending)
+	pending = variables.SetMap(v, r.opts.ExtraVars, pending)
 	pr.magic(v, h, t, hv)
 	if t != nil {
 		if pending, err = r.renderOrder(orderKey{t, h.invKey}, pending, func(name string) bool { _, ok := dyn[name]; return ok }); err != nil {
@@ -1042,122 +957,24 @@ func (r *runner) renderVar(v map[string]any, d *playbook.VarDef) error {
 // once. A cycle through a variable that set_fact, register or -e replaces
 // (over) is no cycle: those are ordered again without it.
 func (r *runner) renderOrder(key any, pending []*playbook.VarDef, over func(name string) bool) ([]*playbook.VarDef, error) {
-	var o varOrder
+	var o variables.VarOrder
 	if cached, ok := r.orders.Load(key); ok {
-		o = cached.(varOrder)
+		o = cached.(variables.VarOrder)
 	} else {
-		o.defs, o.err = orderVars(pending)
+		o.Defs, o.Err = variables.OrderVars(pending)
 		r.orders.Store(key, o)
 	}
-	if o.err == nil {
-		return o.defs, nil
+	if o.Err == nil {
+		return o.Defs, nil
 	}
 	kept := slices.DeleteFunc(slices.Clone(pending), func(d *playbook.VarDef) bool {
 		_, extra := r.opts.ExtraVars[d.Name]
 		return extra || (over != nil && over(d.Name))
 	})
 	if len(kept) == len(pending) {
-		return nil, o.err
+		return nil, o.Err
 	}
-	return orderVars(kept)
-}
-
-type varOrder struct {
-	defs []*playbook.VarDef
-	err  error
-}
-
-// orderVars sorts templated variables so that each comes after those it
-// reads, whatever the order they were written in. Variables that read each
-// other, directly or through others, have no value: that is an error naming
-// the cycle, as in Ansible.
-func orderVars(pending []*playbook.VarDef) ([]*playbook.VarDef, error) {
-	byName := make(map[string]*playbook.VarDef, len(pending))
-	for _, d := range pending {
-		byName[d.Name] = d
-	}
-	const visiting, done = 1, 2
-	state := make(map[*playbook.VarDef]int, len(pending))
-	out := make([]*playbook.VarDef, 0, len(pending))
-	var stack []*playbook.VarDef
-	var visit func(d *playbook.VarDef) error
-	visit = func(d *playbook.VarDef) error {
-		switch state[d] {
-		case done:
-			return nil
-		case visiting:
-			i := slices.Index(stack, d)
-			var names []string
-			for _, s := range stack[i:] {
-				names = append(names, s.Name)
-			}
-			names = append(names, d.Name)
-			return fmt.Errorf("%s: variable %s refers to itself (%s): a variable cannot be defined in terms of itself; give the value another name",
-				d.Pos, d.Name, strings.Join(names, " -> "))
-		}
-		state[d] = visiting
-		stack = append(stack, d)
-		for _, name := range d.Refs {
-			if dep, ok := byName[name]; ok {
-				if err := visit(dep); err != nil {
-					return err
-				}
-			}
-		}
-		stack = stack[:len(stack)-1]
-		state[d] = done
-		out = append(out, d)
-		return nil
-	}
-	for _, d := range pending {
-		if err := visit(d); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// setLayer sets a layer's plain values and queues its templated ones; a
-// later layer's value replaces a queued template of the same name.
-func setLayer(v map[string]any, vl playbook.VarList, pending []*playbook.VarDef) []*playbook.VarDef {
-	for i := range vl {
-		d := &vl[i]
-		pending = slices.DeleteFunc(pending, func(p *playbook.VarDef) bool { return p.Name == d.Name })
-		if d.Template {
-			v[d.Name] = d.Val
-			pending = append(pending, d)
-			continue
-		}
-		v[d.Name] = d.Val
-	}
-	return pending
-}
-
-// setScopes sets one kind of list of every scope: the roles' (outer to
-// inner) below the blocks' and includes' (outer to inner), as Ansible ranks
-// role vars below block vars and role params below include params.
-func setScopes(v map[string]any, chain []*playbook.Scope, list func(*playbook.Scope) playbook.VarList, pending []*playbook.VarDef) []*playbook.VarDef {
-	for _, role := range []bool{true, false} {
-		for _, s := range chain {
-			if s.Role == role {
-				pending = setLayer(v, list(s), pending)
-			}
-		}
-	}
-	return pending
-}
-
-// setMap sets a layer of plain values; each replaces a queued template of
-// the same name.
-func setMap(v, m map[string]any, pending []*playbook.VarDef) []*playbook.VarDef {
-	if len(m) == 0 {
-		return pending
-	}
-	maps.Copy(v, m)
-	return slices.DeleteFunc(pending, func(p *playbook.VarDef) bool {
-		_, ok := m[p.Name]
-		return ok
-	})
+	return variables.OrderVars(kept)
 }
 
 func (pr *playRun) magic(v map[string]any, h *hostState, t *playbook.Task, hv map[string]any) {
@@ -1184,12 +1001,12 @@ func (pr *playRun) playVarsFor(h *hostState, hv map[string]any) (map[string]any,
 	// Play variables may read each other and the shared defaults in any
 	// order, as task variables do: plain values first, then the templates,
 	// each after those it reads.
-	pending := setLayer(v, pr.p.Defaults, nil)
-	pending = setMap(v, h.inv, pending)
-	pending = setLayer(v, h.invTmpl, pending)
+	pending := variables.SetLayer(v, pr.p.Defaults, nil)
+	pending = variables.SetMap(v, h.inv, pending)
+	pending = variables.SetLayer(v, h.invTmpl, pending)
 	v["facts"] = facts
-	pending = setLayer(v, pr.p.Vars, pending)
-	pending = setMap(v, pr.r.opts.ExtraVars, pending)
+	pending = variables.SetLayer(v, pr.p.Vars, pending)
+	pending = variables.SetMap(v, pr.r.opts.ExtraVars, pending)
 	pending, err := pr.r.renderOrder(orderKey{pr.p, h.invKey}, pending, nil)
 	if err != nil {
 		return nil, err

@@ -1,42 +1,13 @@
 package run
 
 import (
-	"fmt"
 	"maps"
-	"os"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
-
-	"github.com/goccy/go-yaml"
 
 	"github.com/mensylisir/kubexm/engine/playbook"
 	"github.com/mensylisir/kubexm/inventory"
 )
-
-// Variable precedence follows Ansible's table, lowest to highest (the
-// numbers are Ansible's; levels kubexm has no counterpart for are left out):
-//
-//	     built-in defaults (kubexm_version, run_id, ...), below everything
-//	 2   role defaults: the playbook's defaults_files, then each role's
-//	     defaults/main.yaml, outer role to inner
-//	 3-7 inventory vars: the cluster.yaml spec, then group vars
-//	 8-10 host vars
-//	 11  facts
-//	 12  play vars (playbook header vars, then the play's vars)
-//	 14  play vars_files
-//	 15  role vars (vars/main.yaml), outer to inner
-//	 16  block vars, outer to inner
-//	 17  task vars
-//	 19  set_fact and register
-//	 20  role parameters (roles: [{role: r, vars: ...}], include_role vars)
-//	 21  include parameters (include_tasks/import_tasks vars, and the loop
-//	     variable of a looped include)
-//	 22  -e extra vars
-//
-// The magic names inventory_hostname, groups, hostvars, play_name,
-// role_name and the loop variables are always set by the engine.
 
 // hostState is what the run knows about one host.
 type hostState struct {
@@ -177,116 +148,4 @@ func (c *hostvarsCache) get() map[string]any {
 	}
 	c.m, c.built = m, v
 	return c.m
-}
-
-// scopeChain lists a task's scopes outer to inner.
-func scopeChain(s *playbook.Scope) []*playbook.Scope {
-	var chain []*playbook.Scope
-	for ; s != nil; s = s.Parent {
-		chain = append(chain, s)
-	}
-	slices.Reverse(chain)
-	return chain
-}
-
-// ParseExtraVars turns -e arguments into variables: `k=v` (v parsed as a YAML
-// scalar, so numbers and booleans keep their type), `@file.yaml`, or an
-// inline YAML/JSON mapping. Later arguments win.
-func ParseExtraVars(args []string) (map[string]any, error) {
-	out := map[string]any{}
-	for _, a := range args {
-		switch {
-		case strings.HasPrefix(a, "@"):
-			file := a[1:]
-			data, err := os.ReadFile(file)
-			if err != nil {
-				return nil, fmt.Errorf("-e %s: %w", a, err)
-			}
-			m, err := extraVarsMapping(file, data)
-			if err != nil {
-				return nil, fmt.Errorf("-e %s: %w", a, err)
-			}
-			maps.Copy(out, m)
-		case strings.HasPrefix(strings.TrimSpace(a), "{"):
-			m, err := extraVarsMapping("-e", []byte(a))
-			if err != nil {
-				return nil, fmt.Errorf("-e %q: not a valid mapping: %w", a, err)
-			}
-			maps.Copy(out, m)
-		default:
-			k, v, ok := strings.Cut(a, "=")
-			k = strings.TrimSpace(k)
-			if !ok || !playbook.IdentRe.MatchString(k) {
-				return nil, fmt.Errorf("-e %q: expected name=value, @file.yaml or a {...} mapping", a)
-			}
-			var val any
-			if err := yaml.Unmarshal([]byte(v), &val); err != nil || isCollection(val) {
-				val = v
-			}
-			out[k] = normalize(val)
-		}
-	}
-	return out, nil
-}
-
-// maxExtraVarsNodes bounds the values an -e file or mapping expands to:
-// aliases are expanded into plain values, so a few hundred bytes of nested
-// aliases could otherwise take gigabytes.
-const maxExtraVarsNodes = 100_000
-
-// extraVarsMapping parses an -e file or mapping with the bounds of playbook
-// files, and a lower bound on the values it expands to.
-func extraVarsMapping(file string, data []byte) (map[string]any, error) {
-	n, err := playbook.ParseYAMLLimited(file, data, maxExtraVarsNodes)
-	if err != nil {
-		return nil, err
-	}
-	switch v := normalize(n.Value()).(type) {
-	case map[string]any:
-		return v, nil
-	case nil:
-		return map[string]any{}, nil
-	default:
-		return nil, fmt.Errorf("%s: the document is a %s, not a mapping of variable names to values", file, playbook.TypeName(v))
-	}
-}
-
-func isCollection(v any) bool {
-	switch v.(type) {
-	case map[string]any, []any:
-		return true
-	}
-	return false
-}
-
-// normalize turns decoded YAML into the value shapes used everywhere:
-// map[string]any, []any, int, float64, string, bool.
-func normalize(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = normalize(e)
-		}
-		return out
-	case map[any]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[fmt.Sprint(k)] = normalize(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = normalize(e)
-		}
-		return out
-	case int64:
-		return int(x)
-	case uint64:
-		return int(x)
-	case float32:
-		return float64(x)
-	}
-	return v
 }
