@@ -69,6 +69,8 @@ func TestLayering(t *testing.T) {
 		{"engine/load", []string{"engine$", "engine/run", "engine/journal", "engine/model", "engine/output", "lifecycle", "service"}},
 		{"engine/run", []string{"engine$", "engine/load", "engine/output", "lifecycle", "service"}},
 		{"engine/variables", []string{"engine$", "engine/load", "engine/run", "engine/journal", "engine/model", "engine/output", "lifecycle", "service"}},
+		// A host's lock knows only the transport it takes the lock through.
+		{"engine/hostlock", []string{"engine$", "engine/playbook", "engine/load", "engine/run", "engine/journal", "engine/variables", "engine/eval", "engine/model", "engine/output", "lifecycle", "service"}},
 		{"engine/journal", []string{"engine$", "engine/playbook", "engine/load", "engine/run", "engine/eval", "engine/output", "engine/transport", "lifecycle", "service"}},
 		// The model the loader and the run share (events, statuses, the
 		// recap) depends on nothing; the output prints it and knows nothing

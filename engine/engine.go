@@ -12,8 +12,8 @@
 //     hooks, overlays, fork diffs;
 //   - running, engine/run: the strategies, task execution, variables and
 //     their precedence (the levels and render order in engine/variables),
-//     host locks, --start-at-task; it reaches the loader only through the
-//     load function a dynamic include carries;
+//     host locks (engine/hostlock), --start-at-task; it reaches the loader
+//     only through the load function a dynamic include carries;
 //   - the journal, engine/journal: the run's records for --resume, the
 //     masking of secrets, and the runs a work directory holds.
 //

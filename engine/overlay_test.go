@@ -9,7 +9,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/mensylisir/kubexm/engine/run"
+	"github.com/mensylisir/kubexm/engine/model"
 )
 
 // overlayBuiltin is a built-in tree with a nested role whose template and
@@ -51,7 +51,7 @@ func loadRun(t *testing.T, ref string, builtin fstest.MapFS, lo LoadOptions) ([]
 		t.Fatal(err)
 	}
 	if rc, err := Run(context.Background(), pb, testInventory(), RunOptions{NoJournal: true}); err != nil {
-		t.Fatal(err, run.FailedHosts(rc), rc.Hosts["localhost"])
+		t.Fatal(err, model.FailedHosts(rc), rc.Hosts["localhost"])
 	}
 	return c.log, pb
 }

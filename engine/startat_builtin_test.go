@@ -12,7 +12,6 @@ import (
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/engine/playbook"
-	"github.com/mensylisir/kubexm/engine/run"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/variables"
 	"github.com/mensylisir/kubexm/schema"
@@ -81,7 +80,7 @@ spec:
 			runs = append(runs, RunOptions{StartAt: "etcd : etcd - member address"}, RunOptions{StartAt: "control-plane : *"})
 		}
 		for _, opts := range runs {
-			sel, err := run.SelectTasks(pb, inv.Vars, opts)
+			sel, err := playbook.SelectTasks(pb, inv.Vars, playbook.SelectOptions{Tags: opts.Tags, SkipTags: opts.SkipTags, StartAt: opts.StartAt})
 			if err != nil {
 				t.Errorf("%s %+v: %v", d.Name(), opts, err)
 				continue
@@ -97,7 +96,7 @@ spec:
 
 // unsetReads walks pb as a run with sel does and lists each task that runs
 // and reads a fact only a left-out task sets.
-func unsetReads(pb *Playbook, sel *run.Selection, opts RunOptions) []string {
+func unsetReads(pb *Playbook, sel *playbook.Selection, opts RunOptions) []string {
 	var out []string
 	skippedSets := map[string]string{} // fact -> the left-out task setting it
 	set := map[string]bool{}

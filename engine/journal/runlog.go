@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/mensylisir/kubexm/engine/model"
@@ -139,4 +140,20 @@ func RunLog(workDir, id string) (RunInfo, []LogEntry, error) {
 		out = append(out, e)
 	}
 	return ri, out, sc.Err()
+}
+
+// LogTailLines is how much of a failed task's output its journal record keeps.
+const LogTailLines = 20
+
+// LastLines is the end of s, n lines at most.
+func LastLines(s string, n int) string {
+	s = strings.TrimRight(s, "\n")
+	for i, k := len(s), 0; i > 0; i-- {
+		if s[i-1] == '\n' {
+			if k++; k == n {
+				return s[i:]
+			}
+		}
+	}
+	return s
 }

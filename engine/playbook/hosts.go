@@ -218,3 +218,20 @@ func matchOne(inv *inventory.Inventory, all []string, part string) ([]string, bo
 	}
 	return nil, false
 }
+
+// CheckLimit refuses a --limit pattern that is malformed or matches no host.
+func CheckLimit(inv *inventory.Inventory, limit string) error {
+	if limit == "" {
+		return nil
+	}
+	if err := CheckPattern(limit); err != nil {
+		return fmt.Errorf("--limit: %w", err)
+	}
+	if hosts, _, err := MatchHosts(inv, limit); err != nil {
+		return fmt.Errorf("--limit: %w", err)
+	} else if len(hosts) == 0 {
+		return fmt.Errorf("--limit %q matches no host of the inventory (hosts: %s); `--list-hosts` shows what each play targets",
+			limit, strings.Join(AllHostNames(inv), ", "))
+	}
+	return nil
+}

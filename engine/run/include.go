@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -120,7 +121,7 @@ func (pr *playRun) runInstance(ctx context.Context, t *playbook.Task, in *includ
 	tasks, err := pr.includeTasks(t, in.name)
 	if err != nil {
 		for _, h := range in.hosts {
-			if !containsHost(ir.failed, h) {
+			if !slices.Contains(ir.failed, h) {
 				ir.fail(pr, h, t, err.Error())
 			}
 		}
@@ -132,12 +133,12 @@ func (pr *playRun) runInstance(ctx context.Context, t *playbook.Task, in *includ
 	}
 	var run []*hostState
 	for _, h := range in.hosts {
-		if !containsHost(ir.failed, h) {
+		if !slices.Contains(ir.failed, h) {
 			run = append(run, h)
 		}
 	}
 	for _, h := range pr.runList(ctx, tasks, run, sub) {
-		if !containsHost(ir.failed, h) {
+		if !slices.Contains(ir.failed, h) {
 			ir.failed = append(ir.failed, h)
 		}
 	}

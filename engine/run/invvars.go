@@ -9,20 +9,8 @@ import (
 
 	"github.com/mensylisir/kubexm/engine/eval"
 	"github.com/mensylisir/kubexm/engine/playbook"
+	"github.com/mensylisir/kubexm/engine/variables"
 )
-
-// inventoryData are the inventory variables that hold the cluster's own
-// data, never templates: the spec (whose strings, passwords among them, are
-// the user's values as written), the cluster's name and file, and its
-// Cluster resource.
-var inventoryData = []string{"spec", "cluster_name", "cluster_file", "cluster_resource"}
-
-// orderKey keys renderOrder's cache: the task (or play) and the host's set
-// of templated inventory variables, since that set is part of the queue.
-type orderKey struct {
-	key any
-	inv string
-}
 
 // splitInventory moves a host's templated inventory variables (group_vars,
 // host_vars, roleGroupVars, a host's vars: holding {{ }}) from h.inv into
@@ -37,7 +25,7 @@ func (r *runner) splitInventory(h *hostState, secrets map[string]bool) error {
 	var tmpl playbook.VarList
 	var sig strings.Builder
 	for _, name := range slices.Sorted(maps.Keys(h.inv)) {
-		if slices.Contains(inventoryData, name) {
+		if slices.Contains(variables.InventoryData, name) {
 			continue
 		}
 		v := h.inv[name]

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/hostlock"
 	"github.com/mensylisir/kubexm/engine/journal"
 	"github.com/mensylisir/kubexm/engine/model"
 	"github.com/mensylisir/kubexm/engine/playbook"
@@ -100,14 +101,14 @@ type runner struct {
 	order     []*hostState
 	recap     *model.Recap
 	started   bool // --start-at-task reached
-	sel       *Selection
+	sel       *playbook.Selection
 	hostvars  hostvarsCache
 	filesMu   sync.Mutex
 	files     map[string]string // built-in files copied to disk for builtins
 	filesDir  string
 	aborted   string
 	startTime time.Time
-	orders    sync.Map  // orderKey -> varOrder: renderOrder's cache
+	orders    sync.Map  // variables.OrderKey -> variables.VarOrder: renderOrder's cache
 	localLock localLock // the lock of this machine, for its connection: local hosts
 }
 
@@ -124,7 +125,7 @@ func Run(ctx context.Context, pb *playbook.Playbook, inv *inventory.Inventory, o
 	if opts.Output == nil {
 		opts.Output = model.SinkFunc(func(model.Event) {})
 	}
-	if err := checkLimit(inv, opts.Limit); err != nil {
+	if err := playbook.CheckLimit(inv, opts.Limit); err != nil {
 		return nil, err
 	}
 	r, err := newRunner(pb, inv, opts)
@@ -136,7 +137,7 @@ func Run(ctx context.Context, pb *playbook.Playbook, inv *inventory.Inventory, o
 	// Only a lock held by another run ends the run here: a host that cannot
 	// be reached is reported by the plays, as every other host is.
 	if opts.HostLock && opts.LockFirst != "" {
-		if _, err := r.transportFor(ctx, opts.LockFirst); errors.Is(err, errHostBusy) {
+		if _, err := r.transportFor(ctx, opts.LockFirst); errors.Is(err, hostlock.ErrBusy) {
 			r.stopWorkers()
 			_ = r.jr.Close("failed")
 			return nil, fmt.Errorf("the lock of the cluster: %w", err)
@@ -157,26 +158,9 @@ func Run(ctx context.Context, pb *playbook.Playbook, inv *inventory.Inventory, o
 	return r.finish(ctx)
 }
 
-// checkLimit refuses a --limit pattern that is malformed or matches no host.
-func checkLimit(inv *inventory.Inventory, limit string) error {
-	if limit == "" {
-		return nil
-	}
-	if err := playbook.CheckPattern(limit); err != nil {
-		return fmt.Errorf("--limit: %w", err)
-	}
-	if hosts, _, err := playbook.MatchHosts(inv, limit); err != nil {
-		return fmt.Errorf("--limit: %w", err)
-	} else if len(hosts) == 0 {
-		return fmt.Errorf("--limit %q matches no host of the inventory (hosts: %s); `--list-hosts` shows what each play targets",
-			limit, strings.Join(playbook.AllHostNames(inv), ", "))
-	}
-	return nil
-}
-
 // newRunner sets a run up: the selected tasks, the hosts and the journal.
 func newRunner(pb *playbook.Playbook, inv *inventory.Inventory, opts RunOptions) (*runner, error) {
-	sel, err := SelectTasks(pb, inv.Vars, opts)
+	sel, err := playbook.SelectTasks(pb, inv.Vars, playbook.SelectOptions{Tags: opts.Tags, SkipTags: opts.SkipTags, StartAt: opts.StartAt})
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +246,7 @@ func (r *runner) finish(ctx context.Context) (*model.Recap, error) {
 	case rc.Failed:
 		why := r.aborted
 		if why == "" {
-			why = FailedHosts(rc)
+			why = model.FailedHosts(rc)
 		}
 		if r.jr == nil {
 			// No journal was written (--no-journal, --check): there is
@@ -272,28 +256,6 @@ func (r *runner) finish(ctx context.Context) (*model.Recap, error) {
 		return rc, fmt.Errorf("%w: %s (resume with --resume=%s)", ErrFailed, why, r.runID)
 	}
 	return rc, jerr
-}
-
-// FailedHosts says which hosts failed and which were unreachable.
-func FailedHosts(rc *model.Recap) string {
-	var failed, unreachable []string
-	for _, h := range rc.Order {
-		s := rc.Hosts[h]
-		switch {
-		case s.Failed > 0:
-			failed = append(failed, h)
-		case s.Unreachable > 0:
-			unreachable = append(unreachable, h)
-		}
-	}
-	var parts []string
-	if len(failed) > 0 {
-		parts = append(parts, "failed on "+strings.Join(failed, ", "))
-	}
-	if len(unreachable) > 0 {
-		parts = append(parts, "unreachable: "+strings.Join(unreachable, ", "))
-	}
-	return strings.Join(parts, "; ")
 }
 
 func (r *runner) initHosts() error {
@@ -406,7 +368,7 @@ func (r *runner) countOutcome(h *hostState, out hostOutcome, msg string) {
 	r.count(h, out.status, msg)
 	if changed, _ := out.reg["changed"].(bool); changed && out.status == model.StatusIgnored {
 		r.mu.Lock()
-		hostStats(r.recap, h.name).Changed++
+		r.recap.HostStats(h.name).Changed++
 		r.mu.Unlock()
 	}
 }
@@ -414,7 +376,7 @@ func (r *runner) countOutcome(h *hostState, out hostOutcome, msg string) {
 func (r *runner) count(h *hostState, st model.Status, msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := hostStats(r.recap, h.name)
+	s := r.recap.HostStats(h.name)
 	switch st {
 	case model.StatusOK:
 		s.OK++
@@ -558,7 +520,7 @@ func (r *runner) selected(tags []string) bool {
 func (r *runner) startAtReached(t *playbook.Task) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.started && (t == r.sel.Start || (r.sel.Start == nil && startMatches(r.opts.StartAt, t))) {
+	if !r.started && (t == r.sel.Start || (r.sel.Start == nil && playbook.StartMatches(r.opts.StartAt, t))) {
 		r.started = true
 	}
 	return r.started
@@ -634,16 +596,4 @@ func (r *runner) cleanupFiles() {
 	if r.filesDir != "" {
 		_ = os.RemoveAll(r.filesDir)
 	}
-}
-
-// hostStats returns the recap's counts of a host, adding the host to the
-// recap's order the first time.
-func hostStats(rc *model.Recap, name string) *model.HostStats {
-	s, ok := rc.Hosts[name]
-	if !ok {
-		s = &model.HostStats{}
-		rc.Hosts[name] = s
-		rc.Order = append(rc.Order, name)
-	}
-	return s
 }

@@ -438,21 +438,12 @@ func (pr *playRun) runBlock(ctx context.Context, t *playbook.Task, hosts []*host
 		// always runs on the hosts that failed in the block too.
 		failedAlways := pr.runList(ctx, t.Always, pr.alive(hosts, nil), il)
 		for _, h := range failedAlways {
-			if !containsHost(failed, h) {
+			if !slices.Contains(failed, h) {
 				failed = append(failed, h)
 			}
 		}
 	}
 	return failed
-}
-
-func containsHost(l []*hostState, h *hostState) bool {
-	for _, x := range l {
-		if x == h {
-			return true
-		}
-	}
-	return false
 }
 
 func (pr *playRun) runMeta(ctx context.Context, t *playbook.Task, hosts []*hostState, il *includeLoop) []*hostState {
@@ -515,7 +506,7 @@ func (pr *playRun) notify(ctx context.Context, t *playbook.Task, h *hostState, v
 		}
 		found := false
 		for _, hd := range pr.p.Handlers {
-			if hd.Name == name || containsString(hd.Listen, name) {
+			if hd.Name == name || slices.Contains(hd.Listen, name) {
 				found = true
 				pr.mu.Lock()
 				if pr.notified[hd] == nil {
@@ -529,15 +520,6 @@ func (pr *playRun) notify(ctx context.Context, t *playbook.Task, h *hostState, v
 			pr.r.warn(pr.p.Name, "%s: notify %q: no handler of that name", t.Pos, name)
 		}
 	}
-}
-
-func containsString(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // flushHandlers runs, in declaration order, each handler notified by any of

@@ -454,9 +454,6 @@ func (r *runner) journalValues(rec *journal.Record, t *playbook.Task, reg, facts
 	}
 }
 
-// logTailLines is how much of a failed task's output its journal record keeps.
-const logTailLines = 20
-
 // journalLog adds what `kubexm logs` shows to rec: the exit status of a
 // command, and for an outcome other than ok, changed or skipped its message
 // and the ends of its output. no_log hides them; so does a secret in them,
@@ -480,20 +477,7 @@ func (r *runner) journalLog(rec *journal.Record, t *playbook.Task, out hostOutco
 		rec.Hidden = true
 		return
 	}
-	rec.Message, rec.StdoutTail, rec.StderrTail = msg, lastLines(stdout, logTailLines), lastLines(stderr, logTailLines)
-}
-
-// lastLines is the end of s, n lines at most.
-func lastLines(s string, n int) string {
-	s = strings.TrimRight(s, "\n")
-	for i, k := len(s), 0; i > 0; i-- {
-		if s[i-1] == '\n' {
-			if k++; k == n {
-				return s[i:]
-			}
-		}
-	}
-	return s
+	rec.Message, rec.StdoutTail, rec.StderrTail = msg, journal.LastLines(stdout, journal.LogTailLines), journal.LastLines(stderr, journal.LogTailLines)
 }
 
 func (pr *playRun) failure(t *playbook.Task, msg string) hostOutcome {
@@ -929,7 +913,7 @@ func (pr *playRun) vars(h *hostState, t *playbook.Task, il *includeLoop, hv map[
 	pending = variables.SetMap(v, r.opts.ExtraVars, pending)
 	pr.magic(v, h, t, hv)
 	if t != nil {
-		if pending, err = r.renderOrder(orderKey{t, h.invKey}, pending, func(name string) bool { _, ok := dyn[name]; return ok }); err != nil {
+		if pending, err = r.renderOrder(variables.OrderKey{Key: t, Inv: h.invKey}, pending, func(name string) bool { _, ok := dyn[name]; return ok }); err != nil {
 			return nil, err
 		}
 	}
@@ -1007,7 +991,7 @@ func (pr *playRun) playVarsFor(h *hostState, hv map[string]any) (map[string]any,
 	v["facts"] = facts
 	pending = variables.SetLayer(v, pr.p.Vars, pending)
 	pending = variables.SetMap(v, pr.r.opts.ExtraVars, pending)
-	pending, err := pr.r.renderOrder(orderKey{pr.p, h.invKey}, pending, nil)
+	pending, err := pr.r.renderOrder(variables.OrderKey{Key: pr.p, Inv: h.invKey}, pending, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -334,3 +334,16 @@ func lines(s string) []any {
 	}
 	return out
 }
+
+// InventoryData are the inventory variables that hold the cluster's own
+// data, never templates: the spec (whose strings, passwords among them, are
+// the user's values as written), the cluster's name and file, and its
+// Cluster resource.
+var InventoryData = []string{"spec", "cluster_name", "cluster_file", "cluster_resource"}
+
+// OrderKey keys renderOrder's cache: the task (or play) and the host's set
+// of templated inventory variables, since that set is part of the queue.
+type OrderKey struct {
+	Key any
+	Inv string
+}
