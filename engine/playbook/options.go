@@ -22,8 +22,8 @@ type LoadOptions struct {
 	// `requires: {kubexm: ...}`; empty skips the check.
 	Version string
 	// Overlays are directories whose roles/<role>/templates/ and files/
-	// replace single files of roles (a later one wins; see overlay.go), and
-	// whose hooks/<playbook>/ add hook plays (see hooks.go).
+	// replace single files of roles (a later one wins; see engine/load/overlay.go), and
+	// whose hooks/<playbook>/ add hook plays (see engine/load/hooks.go).
 	Overlays []string
 	// Hooks are hook playbooks declared outside the playbook's tree.
 	Hooks []Hook
