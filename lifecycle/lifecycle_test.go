@@ -28,3 +28,14 @@ func TestRunRefusesOutput(t *testing.T) {
 		t.Errorf("Run -o yaml: %v, %v, %q", rc, err, out.String())
 	}
 }
+
+// An export whose bundle cannot be written is refused before the playbook
+// fetches anything.
+func TestExportRefusesMissingDir(t *testing.T) {
+	var out bytes.Buffer
+	missing := filepath.Join(t.TempDir(), "no", "bundle.tar.gz")
+	e, err := Runner{}.Export(context.Background(), ExportRequest{Output: missing, Run: Request{Playbook: ExportPlaybook, Output: "text", Stdout: &out}})
+	if e != nil || err == nil || !strings.Contains(err.Error(), "does not exist") || out.Len() != 0 {
+		t.Errorf("Export to %s: %v, %v, %q", missing, e, err, out.String())
+	}
+}

@@ -2,23 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/bundle"
+	"github.com/mensylisir/kubexm/lifecycle"
 )
-
-// exportPlaybook fetches what a cluster needs and writes the list of it;
-// it holds all the knowledge of which files those are.
-const exportPlaybook = "artifact-export"
 
 type exportFlags struct {
 	file      string
@@ -65,76 +59,29 @@ Sources can be changed as for the installation (-e etcd_mirrors=...,
 	fl.StringArrayVarP(&f.extraVars, "extra-vars", "e", nil, "set a variable: name=value, @file.yaml or a {...} mapping (repeatable)")
 	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles before the built-in ones")
 	fl.CountVarP(&f.verbose, "verbose", "v", "show stdout/stderr of every task (-vv: also progress)")
-	fl.StringVar(&f.playbook, "playbook", exportPlaybook, "the playbook that fetches the artifacts (a fork of artifact-export)")
+	fl.StringVar(&f.playbook, "playbook", lifecycle.ExportPlaybook, "the playbook that fetches the artifacts (a fork of artifact-export)")
 	cmd.AddCommand(export, newArtifactImagesCmd())
 	return cmd
 }
 
 func (a *app) exportBundle(ctx context.Context, w io.Writer, f exportFlags) error {
-	start := time.Now()
-	out, err := filepath.Abs(f.output)
-	if err != nil {
-		return err
-	}
-	if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
-		return fmt.Errorf("-o %s: the directory %s does not exist", f.output, filepath.Dir(out))
-	}
-	tmp, err := os.MkdirTemp("", "kubexm-export-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	listFile := filepath.Join(tmp, "artifacts.json")
-	setList, err := json.Marshal(map[string]string{"artifacts_list_file": listFile})
-	if err != nil {
-		return err
-	}
-	// The export runs as `kubexm play` would run it; the list variable goes
-	// last so that it wins.
-	pf := playFlags{
-		Inventory: f.file,
-		ExtraVars: append(append([]string{}, f.extraVars...), string(setList)),
-		Forks:     50,
-		Output:    "text",
-		Verbose:   f.verbose,
-		RolesPath: f.rolesPath,
-		WorkDir:   f.workDir,
-	}
-	if err := a.play(ctx, w, f.playbook, pf); err != nil {
-		return fmt.Errorf("fetching the artifacts: %w", err)
-	}
-	data, err := os.ReadFile(listFile)
-	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("playbook %s wrote no artifact list (artifacts_list_file); nothing to pack", f.playbook)
-	} else if err != nil {
-		return err
-	}
-	list, in, err := bundle.ParseList(data)
-	if err != nil {
-		return fmt.Errorf("the artifact list of playbook %s: %w", f.playbook, err)
-	}
-	packStart := time.Now()
-	m, sum, err := bundle.Pack(ctx, out, bundle.Manifest{
-		Cluster:       list.Cluster,
-		KubexmVersion: version,
-		Created:       time.Now().UTC().Truncate(time.Second),
-	}, in)
-	if err != nil {
-		return fmt.Errorf("packing %s: %w", f.output, err)
-	}
-	st, err := os.Stat(out)
+	// The export runs as `kubexm play` would run it.
+	e, err := a.runner().Export(ctx, lifecycle.ExportRequest{Output: f.output, Run: playFlags{
+		Playbook: f.playbook, Inventory: f.file, ExtraVars: f.extraVars, Forks: 50, Output: "text",
+		Verbose: f.verbose, RolesPath: f.rolesPath, WorkDir: f.workDir, Stdout: w, Stderr: os.Stderr,
+	}})
 	if err != nil {
 		return err
 	}
 	var total int64
 	kinds := map[string]int{}
-	for _, art := range m.Artifacts {
+	for _, art := range e.Manifest.Artifacts {
 		total += art.Size
 		kinds[art.Kind]++
 	}
 	fmt.Fprintf(w, "\nwrote %s: %d files (%s) for cluster %s, %d MiB packed from %d MiB, sha256 %s (packed in %s, %s in all)\n",
-		f.output, len(m.Artifacts), kindSummary(kinds), m.Cluster, st.Size()>>20, total>>20, sum,
-		time.Since(packStart).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+		f.output, len(e.Manifest.Artifacts), kindSummary(kinds), e.Manifest.Cluster, e.Size>>20, total>>20, e.SHA256,
+		e.Packing.Round(time.Millisecond), e.Total.Round(time.Millisecond))
 	fmt.Fprintf(w, "install with: kubexm play create-cluster -i %s --offline-bundle %s\n", f.file, f.output)
 	return nil
 }

@@ -5,17 +5,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/mensylisir/kubexm/bundle"
 	"github.com/mensylisir/kubexm/imagepush"
 	"github.com/mensylisir/kubexm/lifecycle"
-	"github.com/mensylisir/kubexm/schema"
 )
 
 type pushFlags struct {
@@ -61,57 +58,13 @@ nothing.`,
 	return cmd
 }
 
-// registryTarget is where cluster.yaml's registry settings send images.
-func registryTarget(c *schema.Cluster) (imagepush.Target, error) {
-	r := c.Spec.Registry
-	if r.PrivateRegistry == "" {
-		return imagepush.Target{}, fmt.Errorf("%s: spec.registry.privateRegistry is not set: name the registry to push to", c.File())
-	}
-	host := strings.SplitN(r.PrivateRegistry, "/", 2)[0]
-	a := r.Auths[host]
-	return imagepush.Target{
-		Registry:  r.PrivateRegistry,
-		Namespace: r.NamespaceOverride,
-		Auth: imagepush.Auth{
-			Username:      a.Username,
-			Password:      a.Password,
-			CertsDir:      c.RegistryCertsDir(host),
-			SkipTLSVerify: a.SkipTLSVerify,
-			PlainHTTP:     a.PlainHTTP,
-		},
-	}, nil
-}
-
 func pushImages(ctx context.Context, w io.Writer, f pushFlags) error {
-	c, _, err := loadWith(f.file, f.rolesPath)
+	p, err := lifecycle.PlanPush(ctx, lifecycle.PushRequest{Inventory: f.file, OfflineBundle: f.bundle, WorkDir: f.workDir, RolesPath: f.rolesPath},
+		func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) })
 	if err != nil {
 		return err
 	}
-	tgt, err := registryTarget(c)
-	if err != nil {
-		return err
-	}
-	workDir := f.workDir
-	if workDir == "" {
-		workDir = lifecycle.DefaultWorkDir(c.Metadata.Name, f.file)
-	}
-	if c.Spec.Registry.Type == "registry" {
-		// The registry kubexm deploys presents a certificate of the
-		// cluster CA, which the work directory holds.
-		tgt.Auth.CAFile = filepath.Join(workDir, "certs", "kubernetes", "ca.crt")
-	}
-	var images []imagepush.Image
-	if f.bundle != "" {
-		dir, m, err := bundle.Open(ctx, f.bundle, workDir, func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) })
-		if err != nil {
-			return err
-		}
-		if images, err = imagepush.FromBundle(dir, m); err != nil {
-			return fmt.Errorf("%s: %w", f.bundle, err)
-		}
-	} else if images, err = imagepush.FromWorkDir(workDir); err != nil {
-		return err
-	}
+	tgt, images := p.Target, p.Images
 	if err := imagepush.Check(ctx, tgt); err != nil {
 		return err
 	}
