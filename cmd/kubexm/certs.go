@@ -7,10 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,7 +16,8 @@ import (
 
 	"github.com/mensylisir/kubexm/builtins/pki"
 	"github.com/mensylisir/kubexm/engine"
-	"github.com/mensylisir/kubexm/service/jobstore"
+	"github.com/mensylisir/kubexm/lifecycle"
+	"github.com/mensylisir/kubexm/service/client"
 )
 
 // certsCheckFlags are the flags of `kubexm certs check`.
@@ -124,33 +122,12 @@ func (a *app) certsCheck(ctx context.Context, w, errw io.Writer, f certsCheckFla
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "kubexm-certs-check-")
-	if err != nil {
-		return fmt.Errorf("temporary directory: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	reportPath := filepath.Join(tmp, "report.json")
-	vars, err := json.Marshal(map[string]any{"certs_warn_days": int(within / (24 * time.Hour)), "certs_report_path": reportPath})
+	data, err := a.runner().CertsCheck(ctx, playFlags{Inventory: f.inventory, Forks: 50, WorkDir: f.workDir,
+		RolesPath: f.rolesPath, ExtraVars: f.extraVars, Stderr: os.Stderr}, within, errw)
 	if err != nil {
 		return err
 	}
-	// The playbook only reads: as a check run it takes no lock and writes
-	// no journal, so it can run beside another kubexm run. Its log is shown
-	// only when it fails.
-	var log bytes.Buffer
-	err = a.play(ctx, &log, "certs-check", playFlags{
-		Inventory: f.inventory, Check: true, Output: "text", Forks: 50, WorkDir: f.workDir, RolesPath: f.rolesPath,
-		ExtraVars: append(append([]string{}, f.extraVars...), string(vars)),
-	})
-	if err != nil {
-		_, _ = io.Copy(errw, &log)
-		return err
-	}
-	data, err := os.ReadFile(reportPath)
-	if err != nil {
-		return fmt.Errorf("the certs-check playbook wrote no report (%w); its log:\n%s", err, log.String())
-	}
-	return writeCertsReport(w, f.output, reportPath, data)
+	return writeCertsReport(w, f.output, "of the playbook", data)
 }
 
 // writeCertsReport prints the report of the certs-check playbook (data,
@@ -205,7 +182,8 @@ func shortFingerprint(f string) string {
 
 // certsCheckRemote runs the certs-check playbook as a job of a kubexm
 // server and prints the report it left in the cluster's work directory
-// there. As locally, the run's log is shown only when it fails.
+// there (client.CertsReport). As locally, the run's log is shown only
+// when it fails.
 func certsCheckRemote(cmd *cobra.Command, f certsCheckFlags, remote clientFlags) error {
 	within, err := f.checkFlags()
 	if err != nil {
@@ -221,7 +199,7 @@ func certsCheckRemote(cmd *cobra.Command, f certsCheckFlags, remote clientFlags)
 		return err
 	}
 	ctx := cmd.Context()
-	c, id, err := queueRemote(cmd, "certs-check", playFlags{Inventory: f.inventory, Check: true, Output: f.output,
+	c, id, err := queueRemote(cmd, lifecycle.CertsCheckPlaybook, playFlags{Inventory: f.inventory, Check: true, Output: f.output,
 		ExtraVars: append(append([]string{}, f.extraVars...), string(vars))}, remote)
 	if err != nil {
 		return err
@@ -234,27 +212,11 @@ func certsCheckRemote(cmd *cobra.Command, f certsCheckFlags, remote clientFlags)
 		_, _ = io.Copy(cmd.ErrOrStderr(), &log)
 		return err
 	}
-	var j jobstore.Job
-	if err := c.Get(ctx, "/api/v1/jobs/"+url.PathEscape(id), nil, &j); err != nil {
+	data, err := c.CertsReport(ctx, id)
+	if errors.Is(err, client.ErrNoReport) {
+		return fmt.Errorf("%w; its log:\n%s", err, log.String())
+	} else if err != nil {
 		return err
-	}
-	path := "/api/v1/clusters/" + url.PathEscape(j.Cluster) + "/certs-report"
-	resp, err := c.Send(ctx, c.HTTP, http.MethodGet, path, "", nil, http.StatusOK)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("kubexm server %s: %s: %w", c.Base.Redacted(), path, err)
-	}
-	// One job runs on a cluster at a time, so the report is this job's
-	// unless it was written before the job started (a playbook of the
-	// server's that writes it elsewhere).
-	written, err := time.Parse(time.RFC3339Nano, resp.Header.Get("X-Kubexm-Report-Time"))
-	if err != nil || (!j.StartedAt.IsZero() && written.Before(j.StartedAt.Add(-time.Minute))) {
-		return fmt.Errorf("kubexm server %s: the certificate report of cluster %s was written %s, before job %s started (%s): the job wrote none; its log:\n%s",
-			c.Base.Redacted(), j.Cluster, resp.Header.Get("X-Kubexm-Report-Time"), id, j.StartedAt.Format(time.RFC3339), log.String())
 	}
 	return writeCertsReport(cmd.OutOrStdout(), f.output, "of the server", data)
 }

@@ -463,3 +463,34 @@ func (c *Client) Queue(ctx context.Context, config []byte, playbook string, opts
 	fmt.Fprintf(errw, "kubexm server %s: job %s runs %s on cluster %s (config version %d)\n", c.Base.Host, acc.JobID, playbook, cv.Cluster, cv.Version)
 	return acc.JobID, nil
 }
+
+// ErrNoReport says a job wrote no certificate report.
+var ErrNoReport = errors.New("the job wrote none")
+
+// CertsReport is the certificate report job id (a certs-check run) left
+// in its cluster's work directory on the server. One job runs on a
+// cluster at a time, so the report is this job's unless it was written
+// before the job started (a playbook of the server's that writes it
+// elsewhere): then the error is ErrNoReport.
+func (c *Client) CertsReport(ctx context.Context, id string) ([]byte, error) {
+	var j jobstore.Job
+	if err := c.Get(ctx, "/api/v1/jobs/"+url.PathEscape(id), nil, &j); err != nil {
+		return nil, err
+	}
+	path := "/api/v1/clusters/" + url.PathEscape(j.Cluster) + "/certs-report"
+	resp, err := c.Send(ctx, c.HTTP, http.MethodGet, path, "", nil, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("kubexm server %s: %s: %w", c.Base.Redacted(), path, err)
+	}
+	written, err := time.Parse(time.RFC3339Nano, resp.Header.Get("X-Kubexm-Report-Time"))
+	if err != nil || (!j.StartedAt.IsZero() && written.Before(j.StartedAt.Add(-time.Minute))) {
+		return nil, fmt.Errorf("kubexm server %s: the certificate report of cluster %s was written %s, before job %s started (%s): %w",
+			c.Base.Redacted(), j.Cluster, resp.Header.Get("X-Kubexm-Report-Time"), id, j.StartedAt.Format(time.RFC3339), ErrNoReport)
+	}
+	return data, nil
+}
