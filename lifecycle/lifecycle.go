@@ -86,6 +86,12 @@ type Request struct {
 	OfflineBundle string
 	// Backup is the archive the restore playbook reads (backup_file).
 	Backup string
+	// Loaded, when set, is told the cluster of the run once its file is
+	// loaded and checked, before the lock is taken and anything runs (not
+	// for a listing or a syntax check): a verb asks its confirmation
+	// there, from the run's own decoding of the file. An error stops the
+	// run with nothing changed.
+	Loaded func(Cluster) error
 	// Sink, when set, receives the run's events instead of the view Output
 	// chooses: for callers that present a run their own way.
 	Sink model.Sink
@@ -150,6 +156,11 @@ func (r Runner) Run(ctx context.Context, req Request) (*model.Recap, error) {
 	workDir, err := workDirOf(inv, req)
 	if err != nil {
 		return nil, err
+	}
+	if req.Loaded != nil {
+		if err := req.Loaded(clusterOf(inv, workDir)); err != nil {
+			return nil, err
+		}
 	}
 	// A run that changes the cluster holds its work directory: two at once
 	// would interleave their changes and their journals.

@@ -54,11 +54,13 @@ of a built-in playbook (kubexm playbook list). See docs/playbooks.md.`,
   kubexm play upgrade --syntax-check`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var ran lifecycle.Cluster
+			f.Loaded = func(c lifecycle.Cluster) error { ran = c; return nil }
 			if err := a.play(cmd.Context(), cmd.OutOrStdout(), args[0], f); err != nil {
 				return err
 			}
 			if filepath.Base(strings.TrimSuffix(args[0], "/")) == "create-cluster" && f.Inventory != "" {
-				printAdminKubeconfig(cmd.ErrOrStderr(), f)
+				printAdminKubeconfig(cmd.ErrOrStderr(), f, ran)
 			}
 			return nil
 		},

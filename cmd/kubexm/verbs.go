@@ -27,8 +27,12 @@ import (
 type verbFlags struct {
 	play playFlags
 	yes  bool
-	// after, if set, is told about a local run that succeeded.
-	after func(cmd *cobra.Command, v *verbFlags)
+	// loaded, if set, is told the cluster of the run before anything runs
+	// (lifecycle.Request.Loaded; with --server, before the job is queued):
+	// the confirmation questions. after, if set, is told about a local run
+	// that succeeded.
+	loaded func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error
+	after  func(cmd *cobra.Command, v *verbFlags)
 }
 
 // addVerbCmds adds the verb-noun commands to root, under the verbs that
@@ -85,7 +89,19 @@ func verbCmd(a *app, use, playbook, short, long, example string, v *verbFlags, p
 				}
 			}
 			if remote.server != "" {
+				if v.loaded != nil {
+					c, err := lifecycle.ReadCluster(v.play.Inventory, v.play.WorkDir, v.play.RolesPath)
+					if err != nil {
+						return err
+					}
+					if err := v.loaded(cmd, v, c); err != nil {
+						return err
+					}
+				}
 				return playRemote(cmd, playbook, v.play, remote)
+			}
+			if v.loaded != nil {
+				v.play.Loaded = func(c lifecycle.Cluster) error { return v.loaded(cmd, v, c) }
 			}
 			err = a.play(cmd.Context(), cmd.OutOrStdout(), playbook, v.play)
 			if err == nil && v.after != nil {
@@ -150,18 +166,10 @@ func askUnlessYes(cmd *cobra.Command, v *verbFlags, question string) error {
 	return confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), question)
 }
 
-// clusterSummary names the cluster of the file and its hosts, for
-// confirmation questions.
-func clusterSummary(v *verbFlags) (string, error) {
-	c, _, err := loadWith(v.play.Inventory, v.play.RolesPath)
-	if err != nil {
-		return "", err
-	}
-	var hosts []string
-	for _, h := range c.Spec.Hosts {
-		hosts = append(hosts, h.Name)
-	}
-	return fmt.Sprintf("cluster %s (hosts %s)", c.Metadata.Name, strings.Join(hosts, ", ")), nil
+// clusterSummary names the cluster and its hosts, for confirmation
+// questions.
+func clusterSummary(c lifecycle.Cluster) string {
+	return fmt.Sprintf("cluster %s (hosts %s)", c.Name, strings.Join(c.Hosts, ", "))
 }
 
 func newCreateClusterCmd(a *app) *cobra.Command {
@@ -182,7 +190,9 @@ changes nothing; a failed run continues with --resume.`,
 			}
 			return nil
 		})
-	v.after = func(cmd *cobra.Command, v *verbFlags) { printAdminKubeconfig(cmd.ErrOrStderr(), v.play) }
+	var ran lifecycle.Cluster
+	v.loaded = func(_ *cobra.Command, _ *verbFlags, c lifecycle.Cluster) error { ran = c; return nil }
+	v.after = func(cmd *cobra.Command, v *verbFlags) { printAdminKubeconfig(cmd.ErrOrStderr(), v.play, ran) }
 	addOfflineBundleFlag(cmd.Flags(), &v.play)
 	cmd.Flags().BoolVar(&skipPreflight, "skip-preflight", false, "skip the preflight checks (--skip-tags preflight; for debugging)")
 	return cmd
@@ -191,17 +201,16 @@ changes nothing; a failed run continues with --resume.`,
 // printAdminKubeconfig says, after a create, where the cluster's admin
 // kubeconfig is and how to use it: the first thing a user wants next. On
 // standard error, so that -o json's events stay alone on standard output.
-func printAdminKubeconfig(w io.Writer, f playFlags) {
-	if f.Check || f.ListTasks || f.ListHosts || f.ListTags || f.Syntax {
+// c is the cluster the run told (Request.Loaded): none when nothing ran.
+func printAdminKubeconfig(w io.Writer, f playFlags, c lifecycle.Cluster) {
+	if f.Check || f.ListTasks || f.ListHosts || f.ListTags || f.Syntax || c.WorkDir == "" {
 		return
 	}
+	// As the user named it, or the default relative one: the run's own
+	// is absolute.
 	dir := f.WorkDir
 	if dir == "" {
-		c, _, err := loadWith(f.Inventory, f.RolesPath)
-		if err != nil {
-			return
-		}
-		dir = lifecycle.DefaultWorkDir(c.Metadata.Name, f.Inventory)
+		dir = lifecycle.DefaultWorkDir(c.Name, f.Inventory)
 	}
 	kc := filepath.Join(dir, "kubeconfig")
 	if _, err := os.Stat(kc); err != nil {
@@ -232,12 +241,11 @@ journals) is kept. Asks for confirmation unless --yes (or --check).`,
 					return err
 				}
 			}
-			what, err := clusterSummary(v)
-			if err != nil {
-				return err
-			}
-			return askUnlessYes(cmd, v, "This deletes "+what+": its data in etcd and every workload are gone.")
+			return nil
 		})
+	v.loaded = func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error {
+		return askUnlessYes(cmd, v, "This deletes "+clusterSummary(c)+": its data in etcd and every workload are gone.")
+	}
 	addYesFlag(cmd.Flags(), v)
 	cmd.Flags().BoolVar(&packages, "delete-packages", false, "also remove the OS packages kubexm installed (-e delete_packages=true)")
 	return cmd
@@ -295,16 +303,15 @@ the hosts out of cluster.yaml afterwards. Asks for confirmation unless --yes.`,
 					return err
 				}
 			}
-			what, err := clusterSummary(v)
-			if err != nil {
-				return err
-			}
-			q := fmt.Sprintf("This drains %s and removes them from %s.", strings.Join(nodes, ", "), what)
-			if force {
-				q += " --force: pods no controller manages are deleted and PodDisruptionBudgets are bypassed."
-			}
-			return askUnlessYes(cmd, v, q)
+			return nil
 		})
+	v.loaded = func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error {
+		q := fmt.Sprintf("This drains %s and removes them from %s.", strings.Join(nodes, ", "), clusterSummary(c))
+		if force {
+			q += " --force: pods no controller manages are deleted and PodDisruptionBudgets are bypassed."
+		}
+		return askUnlessYes(cmd, v, q)
+	}
 	addYesFlag(cmd.Flags(), v)
 	cmd.Flags().StringSliceVar(&nodes, "nodes", nil, "the nodes to take out, by name (required)")
 	cmd.Flags().BoolVar(&force, "force", false, "remove even when the drain fails, and remove unreachable nodes without cleaning them (-e force=true)")
@@ -394,12 +401,11 @@ Asks for confirmation unless --yes.`,
 			if v.play.Backup == "" {
 				return errors.New("--backup is required: the archive of backup cluster to restore")
 			}
-			what, err := clusterSummary(v)
-			if err != nil {
-				return err
-			}
-			return askUnlessYes(cmd, v, fmt.Sprintf("This puts %s back to %s: what was written since is lost.", what, v.play.Backup))
+			return nil
 		})
+	v.loaded = func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error {
+		return askUnlessYes(cmd, v, fmt.Sprintf("This puts %s back to %s: what was written since is lost.", clusterSummary(c), v.play.Backup))
+	}
 	addYesFlag(cmd.Flags(), v)
 	cmd.Flags().StringVar(&v.play.Backup, "backup", "", "the archive to restore (required); with --server the name of a backup the server made (kubexm backup list --server URL --cluster NAME)")
 	return cmd
@@ -437,13 +443,10 @@ bundles; the components restart one host at a time in each phase and the
 service-account tokens keep working. An interrupted rotation is finished
 by running it again. Asks for confirmation unless --yes.`,
 		`  kubexm certs renew ca -f cluster.yaml --offline-bundle bundle.tar.gz --yes`,
-		v, func(cmd *cobra.Command, v *verbFlags) error {
-			what, err := clusterSummary(v)
-			if err != nil {
-				return err
-			}
-			return askUnlessYes(cmd, v, fmt.Sprintf("This replaces the CAs of %s: every certificate is reissued and every component restarts.", what))
-		})
+		v, nil)
+	v.loaded = func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error {
+		return askUnlessYes(cmd, v, fmt.Sprintf("This replaces the CAs of %s: every certificate is reissued and every component restarts.", clusterSummary(c)))
+	}
 	addYesFlag(cmd.Flags(), v)
 	return cmd
 }
