@@ -24,7 +24,7 @@ func All() []step.Builtin {
 		systemdBuiltin{}, sysctlBuiltin{}, modprobeBuiltin{}, hostnameBuiltin{}, timezoneBuiltin{},
 		userBuiltin{}, groupBuiltin{},
 		packageBuiltin{},
-		newDownload(), unarchiveBuiltin{}, newDistribute(), newImageSave(), imagePushBuiltin{}, registryCheckBuiltin{},
+		newDownload(), unarchiveBuiltin{}, newDistribute(), newImageSave(), imagePushBuiltin{}, registryCheckBuiltin{}, htpasswdBuiltin{},
 		packBuiltin{}, unpackBuiltin{}, syncDirBuiltin{},
 		waitForBuiltin{}, uriBuiltin{}, dnsQueryBuiltin{},
 		setupBuiltin{},

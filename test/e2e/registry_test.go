@@ -7,8 +7,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -315,6 +317,12 @@ func checkRegistryRole(ctx context.Context, t *testing.T, kx kubexm, set *testho
 			t.Errorf("%s: pull %s from the registry kubexm deployed: %v\n%s", h.Name, ref, err, out)
 		}
 	}
+	checkRegistryPasswordChange(ctx, t, kxReg, set, create, tags, pwFile, "e2e-Role-Registry-7", ref, func() (string, error) {
+		cmd := exec.CommandContext(ctx, kx.bin, "artifact", "images", "push", "-f", inventory, "--workdir", workDir)
+		cmd.Dir = work
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	})
 
 	res = kxReg.play(ctx, del, "--tags=registry")
 	if res.err != nil {
@@ -333,6 +341,117 @@ systemctl is-active kubexm-registry.service || true`)
 	if d := diffSnapshots(before, snapshot(ctx, t, set, first.Name, wide...)); len(d) > 0 {
 		t.Errorf("%s after delete --tags registry differs from before the create:\n  %s", first.Name, strings.Join(d, "\n  "))
 	}
+}
+
+// checkRegistryPasswordChange changes the password of the registry kubexm
+// deployed in cluster.yaml (its passwordFile) on a registry host that
+// still has the unsalted htpasswd.sha256 an older kubexm kept:
+// create-cluster --check --diff says htpasswd would change and changes
+// nothing, showing neither password nor hash; the run rewrites htpasswd
+// (bcrypt), removes htpasswd.sha256 and gives the nodes the new password; a
+// re-run changes nothing; the push logs in with the new password and every
+// node pulls again, while the old password is refused; no file on any host
+// and nothing in kubexm's work directory (journals, logs) holds either
+// password or the account's unsalted sha256.
+func checkRegistryPasswordChange(ctx context.Context, t *testing.T, kx kubexm, set *testhosts.Set, create, tags, pwFile, oldPW, ref string, push func() (string, error)) {
+	t.Helper()
+	const user, newPW = "pusher", "e2e-Role-Registry-8"
+	first := set.Hosts[0].Name
+	name, _, _ := strings.Cut(ref, "/")
+	unsalted := func(pw string) string {
+		sum := sha256.Sum256([]byte(user + ":" + pw))
+		return hex.EncodeToString(sum[:])
+	}
+	secrets := []string{oldPW, newPW, unsalted(oldPW), unsalted(newPW)}
+	// An older kubexm's fingerprint of the account.
+	if out, err := set.SSH(ctx, first, "printf '%s\\n' "+unsalted(oldPW)+" >/etc/kubexm/registry/htpasswd.sha256 && chmod 600 /etc/kubexm/registry/htpasswd.sha256"); err != nil {
+		t.Fatalf("%s: plant htpasswd.sha256: %v\n%s", first, err, out)
+	}
+	hashOf := func() string {
+		out, err := set.SSH(ctx, first, "cat /etc/kubexm/registry/htpasswd")
+		if err != nil {
+			t.Fatalf("%s: read htpasswd: %v", first, err)
+		}
+		return out
+	}
+	before := hashOf()
+	if err := os.WriteFile(pwFile, []byte(newPW+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := kx.command(ctx, create, tags, "--check", "--diff")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("create-cluster %s --check --diff with a new registry password: %v\n%s", tags, err, tail(string(out), 30))
+	}
+	if !strings.Contains(string(out), "+pusher:<a new bcrypt hash>") {
+		t.Errorf("--check --diff does not say htpasswd would change:\n%s", tail(string(out), 30))
+	}
+	_, hash, _ := strings.Cut(strings.TrimSpace(before), ":")
+	for _, s := range append([]string{hash}, secrets...) {
+		if strings.Contains(string(out), s) {
+			t.Errorf("--check --diff shows a secret form (%.6s...)", s)
+		}
+	}
+	if after := hashOf(); after != before {
+		t.Errorf("--check rewrote htpasswd")
+	}
+
+	res := kx.play(ctx, create, tags)
+	if res.err != nil {
+		t.Fatalf("create-cluster %s with a new registry password: %v%s", tags, res.err, res.failures())
+	}
+	changed := strings.Join(res.changed(), "\n")
+	for _, want := range []string{first + ": registry - htpasswd (bcrypt)", first + ": registry - no unsalted fingerprint of the account", "registry restarted"} {
+		if !strings.Contains(changed, want) {
+			t.Errorf("the run with a new password did not change %q; it changed:\n%s", want, changed)
+		}
+	}
+	after := hashOf()
+	_, newHash, _ := strings.Cut(strings.TrimSpace(after), ":")
+	if bcrypt.CompareHashAndPassword([]byte(newHash), []byte(newPW)) != nil || !strings.HasPrefix(after, user+":") || strings.Count(after, "\n") != 1 {
+		t.Errorf("htpasswd after the change is not one bcrypt entry of %s for the new password", user)
+	}
+	res = kx.play(ctx, create, tags)
+	if res.err != nil {
+		t.Fatalf("re-run after the password change: %v%s", res.err, res.failures())
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("re-run after the password change changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+
+	if out, err := push(); err != nil || !strings.Contains(out, "1 images in "+name+": 0.0 MiB sent") {
+		t.Errorf("push with the new password: %v\n%s", err, out)
+	}
+	for _, h := range set.Hosts {
+		out, err := set.SSH(ctx, h.Name, fmt.Sprintf(`crictl rmi %[1]s >/dev/null 2>&1
+crictl pull %[1]s >/dev/null || echo "the pull with the new password failed"
+crictl rmi %[1]s >/dev/null 2>&1
+crictl pull --creds %[2]s %[1]s >/dev/null 2>&1 && echo "the old password still pulls"
+crictl pull %[1]s >/dev/null || echo "the pull with the new password failed"
+[ ! -e /etc/kubexm/registry/htpasswd.sha256 ] || echo "htpasswd.sha256 is still there"
+grep -rlsF -e %[3]s -e %[4]s /etc /root /usr/local /opt /var/lib/kubexm /var/lib/kubexm-registry || true`,
+			ref, shellQuote(user+":"+oldPW), unsalted(oldPW), unsalted(newPW)))
+		if err != nil || strings.TrimSpace(out) != "" {
+			t.Errorf("%s after the password change: %v\n%s", h.Name, err, out)
+		}
+	}
+	// kubexm's own records: journals, run logs, the work directory.
+	_ = filepath.WalkDir(filepath.Join(kx.dir, ".kubexm"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		for _, s := range secrets {
+			if strings.Contains(string(b), s) {
+				t.Errorf("%s holds a secret form (%.6s...)", p, s)
+			}
+		}
+		return nil
+	})
 }
 
 // placeImage copies the busybox tarball into a work directory's layout,
