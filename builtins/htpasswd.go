@@ -73,7 +73,7 @@ func (htpasswdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (
 	}
 	res := step.Result{Changed: true, Data: data}
 	if env.Diff {
-		res.Diff = textdiff.Unified(path, htpasswdMasked(old), []byte(user+":<a new bcrypt hash>\n"), fi.Exists)
+		res.Diff = textdiff.Unified(path, htpasswdMasked(old), []byte(user+":(a new bcrypt hash)\n"), fi.Exists)
 	}
 	if env.Check {
 		res.Msg = "would write " + path + " (account " + user + ")"
@@ -114,9 +114,9 @@ func htpasswdMasked(content []byte) []byte {
 	var b strings.Builder
 	for _, l := range strings.Split(strings.TrimRight(string(content), "\n"), "\n") {
 		if name, _, ok := strings.Cut(l, ":"); ok {
-			l = name + ":<its old hash>"
+			l = name + ":(its old hash)"
 		} else {
-			l = "<a line that is not an entry>"
+			l = "(a line that is not an entry)"
 		}
 		b.WriteString(l + "\n")
 	}

@@ -43,7 +43,7 @@ func TestHtpasswd(t *testing.T) {
 	}
 	checkEntry(t, second, "pusher", "s3cret-Two")
 	noSecret(t, res, second, "s3cret-Two")
-	if !strings.Contains(res.Diff, "-pusher:<its old hash>") || !strings.Contains(res.Diff, "+pusher:<a new bcrypt hash>") {
+	if !strings.Contains(res.Diff, "-pusher:(its old hash)") || !strings.Contains(res.Diff, "+pusher:(a new bcrypt hash)") {
 		t.Errorf("diff %q", res.Diff)
 	}
 	if again := runB(t, htpasswdBuiltin{}, env, args); again.Changed {

@@ -384,7 +384,7 @@ func checkRegistryPasswordChange(ctx context.Context, t *testing.T, kx kubexm, s
 	if err != nil {
 		t.Fatalf("create-cluster %s --check --diff with a new registry password: %v\n%s", tags, err, tail(string(out), 30))
 	}
-	if !strings.Contains(string(out), "+pusher:<a new bcrypt hash>") {
+	if !strings.Contains(string(out), "+pusher:(a new bcrypt hash)") {
 		t.Errorf("--check --diff does not say htpasswd would change:\n%s", tail(string(out), 30))
 	}
 	_, hash, _ := strings.Cut(strings.TrimSpace(before), ":")
