@@ -1,12 +1,15 @@
 package builtins
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/transport"
 )
 
 func TestCopyContent(t *testing.T) {
@@ -108,5 +111,76 @@ func TestFetch(t *testing.T) {
 	}
 	if _, err := runBuiltin(t.Context(), env, fetchBuiltin{}, step.Args{"src": src + ".no", "dest": flat, "flat": true}); err == nil {
 		t.Error("missing src: want error")
+	}
+}
+
+// readCounter counts the reads and sums a builtin asks of the host.
+type readCounter struct {
+	transport.Transport
+	gets, sums int
+}
+
+func (c *readCounter) Get(ctx context.Context, p string, w io.Writer, become bool) error {
+	c.gets++
+	return c.Transport.Get(ctx, p, w, become)
+}
+
+func (c *readCounter) Sha256(ctx context.Context, p string, become bool) (string, error) {
+	c.sums++
+	return c.Transport.Sha256(ctx, p, become)
+}
+
+// TestCopyComparesWhatIsThere: a file already written is compared with the
+// content by reading it back (no sum on the host), one byte changed with
+// the size and mtime kept is found and put back, a file of another size is
+// rewritten without being read, and an empty file, a large one and a
+// symbolic link are compared by their sum.
+func TestCopyComparesWhatIsThere(t *testing.T) {
+	env, root := testEnv(t)
+	host := &readCounter{Transport: env.Target}
+	env.Target = host
+	dest := filepath.Join(root, "app.conf")
+	args := step.Args{"content": "a=1\nb=2\n", "dest": dest}
+	converge(t, copyBuiltin{}, env, args, root)
+	reset := func() { host.gets, host.sums = 0, 0 }
+
+	reset()
+	if res := runB(t, copyBuiltin{}, env, args); res.Changed || host.gets != 1 || host.sums != 0 {
+		t.Errorf("unchanged file: changed %v, %d reads, %d sums; want 1 read, no sum", res.Changed, host.gets, host.sums)
+	}
+	fi, _ := os.Stat(dest)
+	mustWrite(t, dest, "a=1\nb=3\n")
+	if err := os.Chtimes(dest, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if res := runB(t, copyBuiltin{}, env, args); !res.Changed || mustRead(t, dest) != "a=1\nb=2\n" {
+		t.Errorf("one byte changed, size and mtime kept: changed %v, content %q", res.Changed, mustRead(t, dest))
+	}
+	mustWrite(t, dest, "a=1\n")
+	reset()
+	if res := runB(t, copyBuiltin{}, env, args); !res.Changed || host.gets != 0 || host.sums != 0 || mustRead(t, dest) != "a=1\nb=2\n" {
+		t.Errorf("another size: changed %v, %d reads, %d sums, content %q", res.Changed, host.gets, host.sums, mustRead(t, dest))
+	}
+
+	empty := filepath.Join(root, "empty")
+	mustWrite(t, empty, "")
+	reset()
+	if res := runB(t, copyBuiltin{}, env, step.Args{"content": "", "dest": empty}); res.Changed || host.gets != 0 || host.sums != 1 {
+		t.Errorf("empty file: changed %v, %d reads, %d sums; want its sum", res.Changed, host.gets, host.sums)
+	}
+	large := strings.Repeat("x", readCompareMax+1)
+	big := filepath.Join(root, "big")
+	mustWrite(t, big, large)
+	reset()
+	if res := runB(t, copyBuiltin{}, env, step.Args{"content": large, "dest": big}); res.Changed || host.gets != 0 || host.sums != 1 {
+		t.Errorf("large file: changed %v, %d reads, %d sums; want its sum", res.Changed, host.gets, host.sums)
+	}
+	link := filepath.Join(root, "link")
+	if err := os.Symlink(dest, link); err != nil {
+		t.Fatal(err)
+	}
+	reset()
+	if res := runB(t, copyBuiltin{}, env, step.Args{"content": "a=1\nb=2\n", "dest": link}); res.Changed || host.gets != 0 || host.sums != 1 {
+		t.Errorf("symbolic link: changed %v, %d reads, %d sums; want the sum of its target", res.Changed, host.gets, host.sums)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/mensylisir/kubexm/engine/step"
@@ -62,8 +63,21 @@ func (systemdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (s
 		return step.Result{}, fmt.Errorf("systemd: nothing to do: give state, enabled, masked or daemon_reload")
 	}
 	data := map[string]any{"name": name, "daemon_reloaded": false}
+	// What the task reads of the unit (and, with daemon_reload, whether
+	// systemd must re-read its files) comes back in one command: a re-run
+	// that changes nothing costs one round trip.
+	var st unitAnswers
+	read := false
 	if args.Bool("daemon_reload") && !env.Check {
-		need, why, err := needDaemonReload(ctx, env, name)
+		var need bool
+		var why string
+		var err error
+		if wantsUnit {
+			need, why, st, err = probeUnit(ctx, env, name, true)
+			read = true
+		} else {
+			need, why, err = needDaemonReload(ctx, env, name)
+		}
 		if err != nil {
 			return step.Result{}, err
 		}
@@ -73,6 +87,8 @@ func (systemdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (s
 			}
 			data["daemon_reloaded"] = true
 			env.Logf("daemon-reload: %s", why)
+			// The reload may have loaded the unit: read it again.
+			read = false
 		}
 	}
 	if !wantsUnit {
@@ -87,10 +103,13 @@ func (systemdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (s
 		_, err := mustRun(ctx, env, argv...)
 		return err
 	}
-	enabledOut, err := systemctlQuery(ctx, env, "is-enabled", name)
-	if err != nil {
-		return step.Result{}, err
+	if !read {
+		var err error
+		if _, _, st, err = probeUnit(ctx, env, name, false); err != nil {
+			return step.Result{}, err
+		}
 	}
+	enabledOut := st.enabled
 	data["enabled_state"] = enabledOut
 	if enabledOut == "" || strings.Contains(enabledOut, "No such file") || strings.Contains(enabledOut, "not-found") {
 		if !env.Check {
@@ -114,6 +133,7 @@ func (systemdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (s
 				return step.Result{}, err
 			}
 			if !env.Check {
+				var err error
 				if enabledOut, err = systemctlQuery(ctx, env, "is-enabled", name); err != nil {
 					return step.Result{}, err
 				}
@@ -140,10 +160,9 @@ func (systemdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (s
 		}
 	}
 	if state != "" {
-		active, err := systemctlQuery(ctx, env, "is-active", name)
-		if err != nil {
-			return step.Result{}, err
-		}
+		// Read before enabling or masking, which do not start or stop
+		// the unit.
+		active := st.active
 		data["active_state"] = active
 		running := active == "active" || active == "activating" || active == "reloading"
 		var verb string
@@ -198,10 +217,7 @@ exit 0`
 // needDaemonReload says whether systemd has to re-read its unit files: the
 // named unit or a unit under /etc/systemd/system changed on disk since
 // systemd read it (NeedDaemonReload=yes), got a drop-in systemd does not
-// know of (systemd 252 reports no NeedDaemonReload for a new drop-in
-// directory), or the named unit is not loaded. Without a name (after
-// removing units) it is always yes: a removed unit's file is no longer there
-// to be found. When systemd cannot answer, yes.
+// know, or the named unit is not loaded. Without a name it always does.
 func needDaemonReload(ctx context.Context, env *step.Env, name string) (bool, string, error) {
 	if name == "" {
 		return true, "requested without a unit name", nil
@@ -210,8 +226,14 @@ func needDaemonReload(ctx context.Context, env *step.Env, name string) (bool, st
 	if err != nil {
 		return false, "", err
 	}
-	if res.ExitCode != 0 {
-		return true, "systemctl show failed, reloading to be safe: " + strings.TrimSpace(string(res.Stderr)), nil
+	need, why := reloadNeeded(name, res.ExitCode, string(res.Stdout), string(res.Stderr))
+	return need, why, nil
+}
+
+// reloadNeeded reads reloadProbe's exit status and output for unit name.
+func reloadNeeded(name string, code int, stdout, stderr string) (bool, string) {
+	if code != 0 {
+		return true, "systemctl show failed, reloading to be safe: " + strings.TrimSpace(stderr)
 	}
 	want := name
 	if !strings.Contains(want, ".") {
@@ -219,7 +241,7 @@ func needDaemonReload(ctx context.Context, env *step.Env, name string) (bool, st
 	}
 	dropins := map[string]map[string]bool{} // unit -> drop-in paths systemd read
 	var onDisk []string
-	for block := range strings.SplitSeq(strings.TrimSpace(string(res.Stdout)), "\n\n") {
+	for block := range strings.SplitSeq(strings.TrimSpace(stdout), "\n\n") {
 		props := map[string]string{}
 		for line := range strings.Lines(block) {
 			k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
@@ -232,10 +254,10 @@ func needDaemonReload(ctx context.Context, env *step.Env, name string) (bool, st
 			}
 		}
 		if props["NeedDaemonReload"] == "yes" {
-			return true, props["Id"] + " changed on disk", nil
+			return true, props["Id"] + " changed on disk"
 		}
 		if props["Id"] == want && props["LoadState"] != "loaded" && props["LoadState"] != "masked" {
-			return true, want + " is " + props["LoadState"], nil
+			return true, want + " is " + props["LoadState"]
 		}
 		if id := props["Id"]; id != "" && props["LoadState"] == "loaded" {
 			dropins[id] = map[string]bool{}
@@ -247,10 +269,64 @@ func needDaemonReload(ctx context.Context, env *step.Env, name string) (bool, st
 	for _, p := range onDisk {
 		unit := strings.TrimSuffix(path.Base(path.Dir(p)), ".d")
 		if known, ok := dropins[unit]; ok && !known[p] {
-			return true, "new drop-in " + p, nil
+			return true, "new drop-in " + p
 		}
 	}
-	return false, "", nil
+	return false, ""
+}
+
+// unitAnswers is what `systemctl is-enabled` and `is-active` answer for a
+// unit: one word each, or the message of a unit systemd does not know.
+type unitAnswers struct{ enabled, active string }
+
+// unitProbe prints is-enabled's and is-active's answers for unit $1 (a
+// query's stderr when its stdout is empty, as for a unit that does not
+// exist), each followed by a line holding only \036. Exit 127: no
+// systemctl on the host.
+const unitProbe = `command -v systemctl >/dev/null 2>&1 || exit 127
+for q in is-enabled is-active; do
+  o=$(systemctl "$q" "$1" 2>/dev/null)
+  [ -n "$o" ] || o=$(systemctl "$q" "$1" 2>&1)
+  printf '%s\n\036\n' "$o"
+done`
+
+// probeUnit reads unit name's state in one command; with reload it runs
+// reloadProbe in the same command and says whether a daemon-reload is
+// needed, as needDaemonReload does.
+func probeUnit(ctx context.Context, env *step.Env, name string, reload bool) (bool, string, unitAnswers, error) {
+	script := unitProbe
+	if reload {
+		// The probe runs in a subshell (it shifts and exits); its status
+		// ends its output, after a \037 line.
+		script = "command -v systemctl >/dev/null 2>&1 || exit 127\n(\n" + reloadProbe + "\n)\nprintf '\\n\\037%s\\n' \"$?\"\n" + unitProbe
+	}
+	res, err := runScript(ctx, env, script, name)
+	if err != nil {
+		return false, "", unitAnswers{}, err
+	}
+	if res.ExitCode == 127 {
+		return false, "", unitAnswers{}, fmt.Errorf("%s: systemctl not found: the host does not run systemd", env.Target.Host())
+	}
+	out := string(res.Stdout)
+	need, why := false, ""
+	if reload {
+		probe, rest, ok := strings.Cut(out, "\n\037")
+		code, after, ok2 := strings.Cut(rest, "\n")
+		if !ok || !ok2 {
+			return false, "", unitAnswers{}, fmt.Errorf("%s: reading unit %s: unexpected output %q", env.Target.Host(), name, out)
+		}
+		rc, convErr := strconv.Atoi(code)
+		if convErr != nil {
+			rc = 1
+		}
+		need, why = reloadNeeded(name, rc, probe, string(res.Stderr))
+		out = after
+	}
+	parts := strings.Split(out, "\n\036\n")
+	if res.ExitCode != 0 || len(parts) != 3 || parts[2] != "" {
+		return false, "", unitAnswers{}, fmt.Errorf("%s: reading unit %s (rc %d): %s", env.Target.Host(), name, res.ExitCode, strings.TrimSpace(string(res.Stderr)+" "+out))
+	}
+	return need, why, unitAnswers{enabled: strings.TrimSpace(parts[0]), active: strings.TrimSpace(parts[1])}, nil
 }
 
 // systemctlQuery returns the one-word answer of is-active/is-enabled, whose

@@ -1,6 +1,9 @@
 package builtins
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -8,9 +11,34 @@ import (
 	"github.com/mensylisir/kubexm/engine/transport"
 )
 
+// answerProbes answers probeUnit's one-command probes of unit svc from
+// the answers answer gives to the single commands they stand for
+// (`systemctl is-enabled svc`, `systemctl is-active svc` and reloadProbe).
+func answerProbes(answer func(cmd string) (transport.Result, bool)) func(cmd string) (transport.Result, bool) {
+	return func(cmd string) (transport.Result, bool) {
+		if !strings.HasPrefix(cmd, "/bin/sh -c ") || !strings.Contains(cmd, unitProbe) {
+			return answer(cmd)
+		}
+		var out strings.Builder
+		if strings.Contains(cmd, reloadProbe) {
+			res, _ := answer("/bin/sh -c " + reloadProbe + " sh svc")
+			fmt.Fprintf(&out, "%s\n\037%d\n", res.Stdout, res.ExitCode)
+		}
+		for _, q := range []string{"is-enabled", "is-active"} {
+			res, _ := answer("systemctl " + q + " svc")
+			o := strings.TrimSpace(string(res.Stdout))
+			if o == "" {
+				o = strings.TrimSpace(string(res.Stderr))
+			}
+			out.WriteString(o + "\n\036\n")
+		}
+		return ok(out.String())
+	}
+}
+
 // fakeSystemd models one unit's enabled and active state.
 func fakeSystemd(enabled, active string, startFails bool) *fakeHost {
-	return newFake(func(cmd string) (transport.Result, bool) {
+	return newFake(answerProbes(func(cmd string) (transport.Result, bool) {
 		switch cmd {
 		case "systemctl daemon-reload":
 			return ok("")
@@ -44,7 +72,7 @@ func fakeSystemd(enabled, active string, startFails bool) *fakeHost {
 			return ok("line1\nsvc: bad config at line 3\n")
 		}
 		return transport.Result{}, false
-	})
+	}))
 }
 
 func TestSystemdConverges(t *testing.T) {
@@ -130,17 +158,75 @@ func TestSystemdDaemonReloadOnlyWhenNeeded(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			units := fakeSystemd("enabled", "active", false)
-			h := newFake(func(cmd string) (transport.Result, bool) {
+			h := newFake(answerProbes(func(cmd string) (transport.Result, bool) {
 				if strings.HasPrefix(cmd, "/bin/sh -c "+reloadProbe[:10]) {
 					return rc(c.probeRC, c.probe, "")
 				}
 				return units.answer(cmd)
-			})
+			}))
 			res := runB(t, systemdBuiltin{}, fakeEnv(h), c.args)
 			got := len(h.ran("systemctl daemon-reload")) == 1
 			if got != c.want || res.Data["daemon_reloaded"] != c.want || res.Changed {
 				t.Errorf("daemon-reload ran %v (data %v, changed %v), want %v; ran %v", got, res.Data["daemon_reloaded"], res.Changed, c.want, h.cmds)
 			}
+			// Nothing to do is one command: the probes share it.
+			if !c.want && len(h.cmds) != 1 {
+				t.Errorf("a unit with nothing to do took %d commands, want 1: %q", len(h.cmds), h.cmds)
+			}
 		})
+	}
+}
+
+// TestSystemdProbeScripts runs the one-command probes in a real shell with
+// a stand-in systemctl: the unit's answers (stderr for a unit systemd does
+// not know) and, with daemon_reload, the reload probe's verdict come back
+// from one command, and a host without systemctl is named as such.
+func TestSystemdProbeScripts(t *testing.T) {
+	env, root := testEnv(t)
+	bin := filepath.Join(root, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fake := `#!/bin/sh
+case "$1 $2" in
+"is-enabled svc") echo enabled ;;
+"is-active svc") echo active ;;
+"is-enabled gone") echo "Failed to get unit file state for gone.service: No such file or directory" >&2; exit 1 ;;
+"is-active gone") echo inactive; exit 3 ;;
+show*) [ "$NDR" = fail ] && { echo "Failed to connect to bus" >&2; exit 1; }
+  printf 'Id=svc.service\nLoadState=loaded\nNeedDaemonReload=%s\nDropInPaths=\n' "$NDR" ;;
+*) echo "unexpected $*" >&2; exit 9 ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	withPath := func(ndr string) {
+		env.Environment = map[string]string{"PATH": bin + ":/usr/bin:/bin", "NDR": ndr}
+	}
+	withPath("no")
+	for _, c := range []struct {
+		unit    string
+		reload  bool
+		ndr     string
+		want    unitAnswers
+		need    bool
+		whyPart string
+	}{
+		{"svc", false, "no", unitAnswers{"enabled", "active"}, false, ""},
+		{"gone", false, "no", unitAnswers{"Failed to get unit file state for gone.service: No such file or directory", "inactive"}, false, ""},
+		{"svc", true, "no", unitAnswers{"enabled", "active"}, false, ""},
+		{"svc", true, "yes", unitAnswers{"enabled", "active"}, true, "svc.service changed on disk"},
+		{"svc", true, "fail", unitAnswers{"enabled", "active"}, true, "Failed to connect to bus"},
+	} {
+		withPath(c.ndr)
+		need, why, got, err := probeUnit(t.Context(), env, c.unit, c.reload)
+		if err != nil || got != c.want || need != c.need || !strings.Contains(why, c.whyPart) {
+			t.Errorf("%s reload=%v NeedDaemonReload=%s: need %v (%q), %+v, %v; want need %v (%q), %+v", c.unit, c.reload, c.ndr, need, why, got, err, c.need, c.whyPart, c.want)
+		}
+	}
+	env.Environment = map[string]string{"PATH": root}
+	if _, _, _, err := probeUnit(t.Context(), env, "svc", true); err == nil || !strings.Contains(err.Error(), "systemctl not found") {
+		t.Errorf("without systemctl: %v", err)
 	}
 }

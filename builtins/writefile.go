@@ -122,11 +122,13 @@ func writeContent(ctx context.Context, env *step.Env, dest string, content []byt
 	want := sha256Hex(content)
 	data := map[string]any{"dest": dest, "checksum": want, "size": len(content)}
 	if fi.Exists {
-		have, err := env.Target.Sha256(ctx, dest, env.Become)
-		if err != nil {
-			return step.Result{}, err
+		same := o.NoForce
+		if !same {
+			if same, err = sameContent(ctx, env, dest, fi, content, want); err != nil {
+				return step.Result{}, err
+			}
 		}
-		if have == want || o.NoForce {
+		if same {
 			changes, err := fixAttrs(ctx, env, dest, fi, o.attrs)
 			if err != nil {
 				return step.Result{}, err
@@ -189,4 +191,38 @@ func backupFile(ctx context.Context, env *step.Env, path string) (string, error)
 		return "", err
 	}
 	return bak, nil
+}
+
+// readCompareMax is the largest file writeContent compares by reading it
+// back rather than by its sha256 on the host: reading a configuration file
+// or a unit over the connection's SFTP session costs no process on the
+// host, while a sum is a command (a shell, stat and sha256sum).
+const readCompareMax = 256 << 10
+
+// sameContent says whether the regular file dest (fi, as Stat read it)
+// holds exactly content, whose sha256 is want: a file of another size
+// does not, and is not read; a small one is read back and compared byte
+// for byte. An empty one (an empty size is also what a device, a FIFO or a
+// socket shows: reading one could block, and replacing it must fail as it
+// did), a large one or a symbolic link is compared by the sha256 of what
+// it holds, which refuses what is not a regular file.
+func sameContent(ctx context.Context, env *step.Env, dest string, fi transport.FileInfo, content []byte, want string) (bool, error) {
+	if !fi.IsLink && fi.Size > 0 {
+		if fi.Size != int64(len(content)) {
+			return false, nil
+		}
+		if fi.Size <= readCompareMax {
+			var buf bytes.Buffer
+			buf.Grow(len(content))
+			if err := env.Target.Get(ctx, dest, &buf, env.Become); err != nil {
+				return false, err
+			}
+			return bytes.Equal(buf.Bytes(), content), nil
+		}
+	}
+	have, err := env.Target.Sha256(ctx, dest, env.Become)
+	if err != nil {
+		return false, err
+	}
+	return have == want, nil
 }

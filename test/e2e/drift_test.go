@@ -12,12 +12,16 @@ import (
 )
 
 // driftRepair is issue 55's drift test on a cluster create-cluster built:
-// on one worker, one byte of an installed binary is changed in place (its
-// size kept, so only its content and ctime tell), and a systemd unit and a
-// configuration file are edited; a re-run must find each one and put the
-// file back as it was. A re-run that trusted a record of what it installed
-// without noticing the change would report 0 changed here. The suite's next
-// re-run proves the repaired host then changes nothing.
+// on one worker, one byte of an installed binary is changed in place with
+// its size kept and its mtime put back (`touch -r`, as an accident or
+// attacker that restores the timestamp would), so only its content and
+// ctime tell; and a systemd unit and a configuration file are edited. The
+// host's sum record of the binary (/var/lib/kubexm/sums, written by the
+// earlier re-runs) must exist before the change, so the re-run below does
+// consult it. A re-run must find each change and put the file back as it
+// was: one that trusted the record's size and mtime would report 0 changed
+// here. The suite's next re-run proves the repaired host then changes
+// nothing.
 func driftRepair(ctx context.Context, t *testing.T, kx kubexm, set *testhosts.Set, create, bundle string) {
 	t.Helper()
 	const host = "n2"
@@ -32,15 +36,23 @@ func driftRepair(ctx context.Context, t *testing.T, kx kubexm, set *testhosts.Se
 	}
 	slices.Sort(paths)
 	before := snapshot(ctx, t, set, host, paths...)
-	// The byte at offset 4096 of the binary becomes another byte; the unit
-	// and the configuration get a line they did not have.
+	// The byte at offset 4096 of the binary becomes another byte, its size
+	// and mtime kept; the unit and the configuration get a line they did
+	// not have. The record is named by the sha256 of the binary's path
+	// (engine/transport/ssh/sums.go).
 	script := `set -e
 bin=/usr/local/bin/ctr
-size=$(stat -c %s "$bin")
+rec=/var/lib/kubexm/sums/$(printf %s "$bin" | sha256sum | cut -c1-64)
+[ -f "$rec" ] || { echo "no sum record $rec of $bin: the earlier re-runs did not record it" >&2; exit 1; }
+size=$(stat -c %s "$bin") mtime=$(stat -c %y "$bin")
+touch -r "$bin" /tmp/kubexm-drift-mtime
 old=$(dd if="$bin" bs=1 skip=4096 count=1 2>/dev/null | od -An -tu1 | tr -d ' ')
 new=$(( (old + 1) % 256 ))
 printf "\\$(printf %03o "$new")" | dd of="$bin" bs=1 seek=4096 count=1 conv=notrunc 2>/dev/null
-[ "$(stat -c %s "$bin")" = "$size" ]
+touch -r /tmp/kubexm-drift-mtime "$bin"
+rm -f /tmp/kubexm-drift-mtime
+[ "$(stat -c %s "$bin")" = "$size" ] || { echo "size of $bin changed" >&2; exit 1; }
+[ "$(stat -c %y "$bin")" = "$mtime" ] || { echo "mtime of $bin not restored" >&2; exit 1; }
 echo '# drift' >>/etc/systemd/system/kube-proxy.service
 echo '# drift' >>/var/lib/kubelet/config.yaml`
 	if out, err := set.SSH(ctx, host, script); err != nil {
