@@ -108,7 +108,7 @@ func TestHAControlPlane(t *testing.T) {
 	// The bundle, from the stand-ins for the download sites and Debian's
 	// packages for haproxy, and with KUBEXM_E2E_NGINX=1 nginx's too (the
 	// cluster then switches to internalLoadbalancer nginx at the end:
-	// kxNginx, the same cluster; not in CI until it has passed there);
+	// kxNginx, the same cluster; make e2e, and so CI, sets it);
 	// then the file server goes away.
 	lbPackages := []string{"haproxy"}
 	if withNginx {
