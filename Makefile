@@ -16,7 +16,7 @@ TESTFLAGS ?=
 
 export KUBEXM_TEST_CACHE
 
-.PHONY: build release deps check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-kubeadm-calico e2e-ha e2e-kubeadm-ha e2e-vip e2e-vip-kube-vip e2e-kubeadm-ha-kube-vip e2e-ha-all e2e-nodes e2e-nodes-docker e2e-upgrade e2e-upgrade-chain e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
+.PHONY: build release deps check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-kubeadm-calico e2e-ha e2e-kubeadm-ha e2e-vip e2e-vip-kube-vip e2e-kubeadm-ha-kube-vip e2e-kubeadm-ha-nginx e2e-ha-all e2e-nodes e2e-nodes-docker e2e-upgrade e2e-upgrade-chain e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
 
 # Static (no cgo): autoRenewCerts copies this binary to the masters, whose
 # C library may be older than the build machine's.
@@ -180,9 +180,17 @@ e2e-vip-kube-vip:
 e2e-kubeadm-ha-kube-vip:
 	KUBEXM_E2E_KUBEADM_LB=kube-vip $(GO) test -tags e2e -count=1 -timeout 80m -run '^TestKubeadmHA$$' -v $(TESTFLAGS) ./test/e2e/
 
+# kubeadm mode with internalLoadbalancer nginx: the kubeadm HA suite's
+# steps with nginx and its stream module from the bundle on the workers
+# instead of haproxy (a master powered off under the client, a master
+# removed and added back).
+e2e-kubeadm-ha-nginx:
+	KUBEXM_E2E_KUBEADM_LB=nginx $(GO) test -tags e2e -count=1 -timeout 80m -run '^TestKubeadmHA$$' -v $(TESTFLAGS) ./test/e2e/
+
 # Every HA shape, one after another (not in CI; each starts its own
 # machines): binary mode behind the workers' haproxy then nginx (e2e-ha with
-# KUBEXM_E2E_NGINX=1), kubeadm mode behind haproxy (e2e-kubeadm-ha),
+# KUBEXM_E2E_NGINX=1), kubeadm mode behind haproxy (e2e-kubeadm-ha) and
+# nginx (e2e-kubeadm-ha-nginx),
 # keepalived + haproxy on loadbalancer hosts (e2e-vip), kube-vip on the
 # masters in both modes (e2e-vip-kube-vip, e2e-kubeadm-ha-kube-vip).
 e2e-ha-all:
@@ -191,6 +199,7 @@ e2e-ha-all:
 	$(MAKE) --no-print-directory e2e-vip
 	$(MAKE) --no-print-directory e2e-vip-kube-vip
 	$(MAKE) --no-print-directory e2e-kubeadm-ha-kube-vip
+	$(MAKE) --no-print-directory e2e-kubeadm-ha-nginx
 
 # Issue 20's acceptance alone: add and remove workers and etcd members.
 e2e-nodes:

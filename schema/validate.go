@@ -504,13 +504,6 @@ func validateEndpoint(c *Cluster, ps *problems) {
 			ps.add("spec.roleGroups.loadbalancer", "set controlPlaneEndpoint.externalLoadBalancer: kubexm", "loadbalancer hosts are only used with externalLoadBalancer kubexm")
 		}
 	}
-	// kubeadm mode installs the workers' proxy before they join
-	// (roles/loadbalancer, make e2e-kubeadm-ha with haproxy); nginx shares
-	// those tasks but no suite has run it in kubeadm mode.
-	if cpe.InternalLoadbalancer == "nginx" && c.Spec.Kubernetes.Type == "kubeadm" {
-		ps.add(child(base, "internalLoadbalancer"), "use internalLoadbalancer haproxy, or kubernetes.type kubexm",
-			"internalLoadbalancer nginx with kubernetes.type kubeadm is not supported yet: no suite has run it (haproxy has: make e2e-kubeadm-ha)")
-	}
 	if cpe.InternalLoadbalancer == "kube-vip" {
 		if cpe.LBAddress == "" {
 			ps.add(child(base, "lb_address"), "kube-vip announces this virtual IP", "internalLoadbalancer kube-vip needs lb_address")

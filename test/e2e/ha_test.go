@@ -156,7 +156,7 @@ func TestHAControlPlane(t *testing.T) {
 
 	// --- failover: n1 loses its power while a worker's client polls ------
 	victim, survivor, poller := masters[0], masters[1], workers[0]
-	cut := failover(ctx, t, set, victim, poller, "failover")
+	cut := failover(ctx, t, set, victim, poller, "failover", false)
 
 	// The control machine's kubeconfig names n1 (it has no local proxy):
 	// from here on the test talks to a surviving master.
@@ -752,13 +752,21 @@ func powerOnConverges(ctx context.Context, t *testing.T, set *testhosts.Set, mac
 // every 200 ms for 80 s, logs the figures as PERF label, and wants the API
 // back through the endpoint within 15 s: the health checks take a dead
 // backend out within 2 checks of 1 s plus a connect timeout of 2 s, and
-// etcd elects a new leader within seconds. It returns when the power went.
-func failover(ctx context.Context, t *testing.T, set *testhosts.Set, victim, poller testhosts.Host, label string) time.Time {
+// etcd elects a new leader within seconds. With unplug its link goes down
+// too (pullPlug): connections to it then time out instead of being
+// refused by the network namespace's kernel, as for a machine that is
+// really off (plugBack before its power-on). It returns when the power
+// went.
+func failover(ctx context.Context, t *testing.T, set *testhosts.Set, victim, poller testhosts.Host, label string, unplug bool) time.Time {
 	t.Helper()
 	const samples, period = 400, 200 * time.Millisecond // 80 s
 	cut := time.Now()
 	stats := pollAcross(ctx, t, set, poller, samples, period, 5*time.Second, func() {
 		cut = time.Now()
+		if unplug {
+			pullPlug(ctx, t, set, victim)
+			return
+		}
 		if err := testhosts.PowerOff(ctx, set.Prefix, victim.Name); err != nil {
 			t.Fatal(err)
 		}

@@ -46,6 +46,11 @@ import (
 // kube-vip's static pod on the masters holding the VIP .250, which the
 // workers' domain names; the failover powers off the VIP holder (its link
 // down too); delete-nodes takes n3 out of the election first.
+// KUBEXM_E2E_KUBEADM_LB=nginx runs them with internalLoadbalancer nginx
+// (`make e2e-kubeadm-ha-nginx`): nginx and its stream module from the
+// bundle on the workers instead of haproxy, every step the same (nginx
+// has passive health checks only: a powered-off master costs a connect
+// timeout per try until it is marked failed).
 func TestKubeadmHA(t *testing.T) {
 	parallelSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 75*time.Minute)
@@ -54,7 +59,15 @@ func TestKubeadmHA(t *testing.T) {
 	root := moduleRoot(t)
 	work := t.TempDir()
 
-	kubeVIP := os.Getenv("KUBEXM_E2E_KUBEADM_LB") == "kube-vip"
+	lb := os.Getenv("KUBEXM_E2E_KUBEADM_LB")
+	switch lb {
+	case "":
+		lb = "haproxy"
+	case "haproxy", "nginx", "kube-vip":
+	default:
+		t.Fatalf("KUBEXM_E2E_KUBEADM_LB=%s: want haproxy (the default), nginx or kube-vip", lb)
+	}
+	kubeVIP := lb == "kube-vip"
 	releaseRoot := clusterArtifacts(ctx, t, root)
 	kubeadmArtifacts(ctx, t, root, kubernetesVersion)
 	if kubeVIP {
@@ -69,14 +82,14 @@ func TestKubeadmHA(t *testing.T) {
 		t.Fatalf("want %d machines, have %d", machines, len(set.Hosts))
 	}
 	masters, workers := set.Hosts[:3], set.Hosts[3:]
-	vip := "" // the workers' haproxy
+	vip := "" // the workers' haproxy or nginx
 	if kubeVIP {
 		vip = set.Gateway[:strings.LastIndex(set.Gateway, ".")] + ".250"
 	}
 
 	const name = "e2e-kubeadm-ha"
 	inventory := filepath.Join(work, "cluster.yaml")
-	if err := os.WriteFile(inventory, []byte(kubeadmHAClusterYAML(name, set, vip)), 0o600); err != nil {
+	if err := os.WriteFile(inventory, []byte(kubeadmHAClusterYAML(name, set, lb, vip)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	vars := append(clusterTestVars(),
@@ -91,14 +104,17 @@ func TestKubeadmHA(t *testing.T) {
 	wide := []string{"/etc", "/usr/local", "/usr/sbin", "/opt", "/var/lib/kubelet", "/var/lib/etcd", "/var/lib/kubexm"}
 	fresh := takeHostState(ctx, t, set, wide...)
 	for _, h := range set.Hosts {
-		if strings.Contains(fresh.pkgs[h.Name], "\nhaproxy ") {
-			t.Fatalf("%s has haproxy before the create: the test would not prove the bundle path", h.Name)
+		for _, p := range []string{"haproxy", "nginx"} {
+			if strings.Contains(fresh.pkgs[h.Name], "\n"+p+" ") {
+				t.Fatalf("%s has %s before the create: the test would not prove the bundle path", h.Name, p)
+			}
 		}
 	}
 
-	// The bundle holds the mode's package, haproxy, with its closure.
+	// The bundle holds the mode's packages (haproxy, or nginx and its
+	// stream module) with their closure.
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
-	lbName := "internal haproxy"
+	lbName := "internal " + lb
 	if kubeVIP {
 		lbName = "kube-vip"
 	}
@@ -113,7 +129,7 @@ func TestKubeadmHA(t *testing.T) {
 	t.Logf("PERF create-cluster (kubeadm, 3 masters with stacked etcd, 2 workers, %s, offline bundle) on %d fresh machines: %s (%d changed)",
 		lbName, machines, res.wall.Round(time.Millisecond), len(res.changed()))
 
-	checkKubeadmEndpointWiring(ctx, t, set, masters, masters, workers, vip)
+	checkKubeadmEndpointWiring(ctx, t, set, masters, masters, workers, lb, vip)
 	checkNodes(ctx, t, k, set)
 	checkMasterEtcd(ctx, t, set, kubeadmEtcdctl, masters, masters[1])
 
@@ -127,7 +143,9 @@ func TestKubeadmHA(t *testing.T) {
 		victim = kubeVIPHolder(ctx, t, set, masters, vip)
 		cut, moved = kubeVIPFailover(ctx, t, set, masters, victim, poller, vip)
 	} else {
-		cut = failover(ctx, t, set, victim, poller, "kubeadm failover")
+		// nginx has passive health checks only: its master is unplugged
+		// too, so that nginx meets connect timeouts, not refusals.
+		cut = failover(ctx, t, set, victim, poller, "kubeadm failover ("+lb+")", lb == "nginx")
 		// The control machine's kubeconfig names n1: talk to a survivor.
 		k2 = survivorKubectl(t, kubectl, k.kubeconfig, work, victim, survivor)
 		diag.cluster(k2)
@@ -138,7 +156,7 @@ func TestKubeadmHA(t *testing.T) {
 	t.Logf("PERF %s NotReady (Unknown) %s after its power-off", victim.Name, time.Since(cut).Round(time.Second))
 	deployAfterFailover(ctx, t, k2, "kubeadm failover")
 
-	if kubeVIP {
+	if kubeVIP || lb == "nginx" {
 		plugBack(ctx, t, set, victim, vip)
 	}
 	powerOnConverges(ctx, t, set, machines, k2, kubeadmEtcdctl, masters, victim)
@@ -158,7 +176,7 @@ func TestKubeadmHA(t *testing.T) {
 	}
 	t.Logf("PERF delete-nodes, 1 kubeadm master with its stacked etcd member: %s", res.wall.Round(time.Millisecond))
 	checkKubeadmMembers(ctx, t, k, set, staying, workers)
-	checkKubeadmEndpointWiring(ctx, t, set, staying, staying, workers, vip)
+	checkKubeadmEndpointWiring(ctx, t, set, staying, staying, workers, lb, vip)
 	if kubeVIP {
 		kubeVIPHolder(ctx, t, set, staying, vip)
 		if out, err := set.SSH(ctx, gone.Name, "test ! -e /etc/kubernetes/manifests/kube-vip.yaml && ! pgrep -x kube-vip && ! ip -o addr show | grep -F ' "+vip+"/'"); err != nil {
@@ -177,7 +195,7 @@ func TestKubeadmHA(t *testing.T) {
 	}
 	t.Logf("PERF add-nodes, 1 kubeadm master (join --control-plane, stacked etcd member): %s (%d changed)", res.wall.Round(time.Millisecond), len(res.changed()))
 	checkKubeadmMembers(ctx, t, k, set, masters, workers)
-	checkKubeadmEndpointWiring(ctx, t, set, masters, masters, workers, vip)
+	checkKubeadmEndpointWiring(ctx, t, set, masters, masters, workers, lb, vip)
 	checkMasterEtcd(ctx, t, set, kubeadmEtcdctl, masters, gone)
 	if kubeVIP {
 		kubeVIPHolder(ctx, t, set, masters, vip)
@@ -191,13 +209,15 @@ func TestKubeadmHA(t *testing.T) {
 
 // kubeadmHAClusterYAML: haClusterYAML's cluster in kubeadm mode with the
 // stacked etcd: n1-n3 masters, n4 and n5 workers; behind the workers'
-// haproxy, or with vip kube-vip on the masters holding it.
-func kubeadmHAClusterYAML(name string, set *testhosts.Set, vip string) string {
+// haproxy or nginx (lb), or with lb kube-vip on the masters holding vip.
+func kubeadmHAClusterYAML(name string, set *testhosts.Set, lb, vip string) string {
 	y := haClusterYAML(name, set)
 	y = strings.Replace(y, "    type: kubexm\n    version:", "    type: kubeadm\n    version:", 1)
-	if vip != "" {
+	if lb == "kube-vip" {
 		y = strings.Replace(y, "  controlPlaneEndpoint:\n    internalLoadbalancer: haproxy\n",
 			"  controlPlaneEndpoint:\n    internalLoadbalancer: kube-vip\n    lb_address: "+vip+"\n", 1)
+	} else {
+		y = strings.Replace(y, "    internalLoadbalancer: haproxy\n", "    internalLoadbalancer: "+lb+"\n", 1)
 	}
 	return strings.Replace(y, "  etcd:\n    type: kubexm\n", "  etcd:\n    type: kubeadm\n", 1)
 }
@@ -212,15 +232,19 @@ func kubeadmEtcdctl(ctx context.Context, set *testhosts.Set, host, endpoints str
 
 // checkKubeadmEndpointWiring: every worker's kubelet.conf and every
 // master's admin.conf names the endpoint; the domain resolves to 127.0.0.1 on the
-// workers, where kubexm's haproxy listens with exactly backends as its
-// backends (with kube-vip, vip not "": to the VIP, no haproxy), and to the
-// master itself on the masters, which run no proxy.
-func checkKubeadmEndpointWiring(ctx context.Context, t *testing.T, set *testhosts.Set, masters, backends, workers []testhosts.Host, vip string) {
+// workers, where kubexm's proxy lb (haproxy or nginx) listens with exactly
+// backends as its backends (with kube-vip, vip not "": to the VIP, no
+// proxy), and to the master itself on the masters, which run no proxy.
+func checkKubeadmEndpointWiring(ctx context.Context, t *testing.T, set *testhosts.Set, masters, backends, workers []testhosts.Host, lb, vip string) {
 	t.Helper()
+	unit := "kubexm-haproxy"
+	if lb == "nginx" {
+		unit = "kubexm-nginx"
+	}
 	check := func(h testhosts.Host, files string, want []string) {
 		out, err := set.SSH(ctx, h.Name, `grep -h '^ *server:' `+files+` | sort -u
 getent hosts lb.kubexm.local | awk '{print "resolves", $1}'
-systemctl is-active kubexm-haproxy.service 2>/dev/null || true`)
+systemctl is-active `+unit+`.service 2>/dev/null || true`)
 		if err != nil {
 			t.Fatalf("endpoint wiring on %s: %v\n%s", h.Name, err, out)
 		}
@@ -229,7 +253,7 @@ systemctl is-active kubexm-haproxy.service 2>/dev/null || true`)
 			got[i] = strings.TrimSpace(got[i])
 		}
 		if strings.Join(got, ",") != strings.Join(want, ",") {
-			t.Errorf("%s: kubeconfigs, domain and kubexm-haproxy: %v, want %v", h.Name, got, want)
+			t.Errorf("%s: kubeconfigs, domain and %s: %v, want %v", h.Name, unit, got, want)
 		}
 	}
 	// A master's kubelet.conf names its own API server's address (kubeadm's
@@ -243,17 +267,33 @@ systemctl is-active kubexm-haproxy.service 2>/dev/null || true`)
 			continue
 		}
 		check(w, "/etc/kubernetes/kubelet.conf", []string{"server: " + haEndpoint, "resolves 127.0.0.1", "active"})
-		cfg, err := set.SSH(ctx, w.Name, "cat /etc/kubexm/haproxy/haproxy.cfg")
+		cfgFile := "/etc/kubexm/haproxy/haproxy.cfg"
+		if lb == "nginx" {
+			cfgFile = "/etc/kubexm/nginx/nginx.conf"
+		}
+		cfg, err := set.SSH(ctx, w.Name, "cat "+cfgFile)
 		if err != nil {
-			t.Fatalf("haproxy backends on %s: %v\n%s", w.Name, err, cfg)
+			t.Fatalf("%s backends on %s: %v\n%s", lb, w.Name, err, cfg)
 		}
-		servers := haproxyServers(cfg, "kube-apiserver")
-		if len(servers) != len(backends) {
-			t.Errorf("haproxy on %s has %d backends, want %d:\n%s", w.Name, len(servers), len(backends), cfg)
-		}
+		var servers, want []string
 		for _, b := range backends {
-			if !slices.Contains(servers, fmt.Sprintf("server %s %s:6443", b.Name, b.Address)) {
-				t.Errorf("haproxy on %s has no backend %s:\n%s", w.Name, b.Name, cfg)
+			if lb == "nginx" {
+				want = append(want, fmt.Sprintf("server %s:6443", b.Address))
+			} else {
+				want = append(want, fmt.Sprintf("server %s %s:6443", b.Name, b.Address))
+			}
+		}
+		if lb == "nginx" {
+			servers = nginxServers(cfg, "kube_apiserver")
+		} else {
+			servers = haproxyServers(cfg, "kube-apiserver")
+		}
+		if len(servers) != len(backends) {
+			t.Errorf("%s on %s has %d backends, want %d:\n%s", lb, w.Name, len(servers), len(backends), cfg)
+		}
+		for _, b := range want {
+			if !slices.ContainsFunc(servers, func(s string) bool { return s == b || strings.HasPrefix(s, b+" ") }) {
+				t.Errorf("%s on %s has no backend %q:\n%s", lb, w.Name, b, cfg)
 			}
 		}
 	}

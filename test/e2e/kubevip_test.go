@@ -286,12 +286,13 @@ func pullPlug(ctx context.Context, t *testing.T, set *testhosts.Set, h testhosts
 }
 
 // plugBack gives a machine pullPlug powered off its link back before its
-// power-on: a reboot starts without the VIP it had held, and the default
-// route (the nodes' name server is behind it) comes back with the link.
+// power-on: a reboot starts without the VIP it had held (vip "": none),
+// and the default route (the nodes' name server is behind it) comes back
+// with the link.
 func plugBack(ctx context.Context, t *testing.T, set *testhosts.Set, h testhosts.Host, vip string) {
 	t.Helper()
 	ns := "kubexm-" + set.Prefix + "-" + h.Name
-	if out, err := exec.CommandContext(ctx, "sh", "-c", `ip -n "$1" addr del "$2/32" dev eth0 2>/dev/null; ip -n "$1" link set eth0 up && ip -n "$1" route replace default via "$3"`, "sh", ns, vip, set.Gateway).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "sh", "-c", `[ -z "$2" ] || ip -n "$1" addr del "$2/32" dev eth0 2>/dev/null; ip -n "$1" link set eth0 up && ip -n "$1" route replace default via "$3"`, "sh", ns, vip, set.Gateway).CombinedOutput(); err != nil {
 		t.Fatalf("%s's link up: %v\n%s", h.Name, err, out)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -114,6 +115,14 @@ func TestLoadBalancerNginxTemplates(t *testing.T) {
 		if !strings.Contains(cfg, want) {
 			t.Errorf("nginx.conf lacks %q:\n%s", want, cfg)
 		}
+	}
+	// The kubeadm HA suite reads the backends back with nginxServers.
+	if got, want := nginxServers(cfg, "kube_apiserver"), []string{
+		"server 10.0.0.1:6443 max_fails=2 fail_timeout=10s",
+		"server 10.0.0.4:6443 max_fails=2 fail_timeout=10s",
+		"server 10.0.0.5:6443 max_fails=2 fail_timeout=10s",
+	}; !slices.Equal(got, want) {
+		t.Errorf("nginxServers: %q, want %q", got, want)
 	}
 	if strings.Contains(cfg, "http {") {
 		t.Errorf("nginx.conf has an http block: only the stream module is loaded\n%s", cfg)

@@ -73,6 +73,26 @@ func haproxyServers(cfg, backend string) []string {
 	return out
 }
 
+// nginxServers are the server lines of one upstream block of an
+// nginx.conf, without their ";".
+func nginxServers(cfg, upstream string) []string {
+	var out []string
+	in := false
+	for _, line := range strings.Split(cfg, "\n") {
+		f := strings.Fields(strings.TrimSuffix(strings.TrimSpace(line), ";"))
+		switch {
+		case len(f) == 0:
+		case f[0] == "upstream":
+			in = len(f) > 1 && f[1] == upstream
+		case f[0] == "}":
+			in = false
+		case in && f[0] == "server":
+			out = append(out, strings.Join(f, " "))
+		}
+	}
+	return out
+}
+
 // roleTask returns the task named name of a role's tasks file.
 func roleTask(t *testing.T, role, file, name string) map[string]any {
 	t.Helper()

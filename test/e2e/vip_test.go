@@ -173,7 +173,7 @@ func TestVIPControlPlane(t *testing.T) {
 	// --- failover: master n1 loses its power while n4 polls the VIP -------
 	// The admin kubeconfig names the VIP, so it needs no survivor's copy.
 	victim := masters[0]
-	cut = failover(ctx, t, set, victim, poller, "master failover behind the VIP")
+	cut = failover(ctx, t, set, victim, poller, "master failover behind the VIP", false)
 	if out, err := k.run(ctx, "", "wait", "--for=condition=Ready=Unknown", "node/"+victim.Name, "--timeout=180s"); err != nil {
 		t.Fatalf("%s not marked unreachable: %v\n%s", victim.Name, err, out)
 	}
