@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -35,26 +37,46 @@ func newDownload() downloadBuiltin {
 func (downloadBuiltin) Spec() step.Spec {
 	return step.Spec{
 		Name:    "download",
-		Summary: "Fetch a file from a URL (or mirrors) or a local path into the work directory on the control machine.",
+		Summary: "Fetch a file from a URL (or mirrors) or a local path into the work directory on the control machine, check its sha256, optionally unpack it.",
 		Doc: "Runs on the control machine. A relative `dest` is under the cluster's work directory, typically " +
 			"`<component>/<version>/<arch>/` as in the work-dir layout; a dest ending in `/` receives the URL's file name. " +
-			"`sha256` is required for URLs: a file already there with that sum is not fetched again (ok, unchanged). " +
-			"Each mirror in `urls` is tried in order, each with `retries` attempts and a doubling pause; an interrupted " +
-			"transfer resumes from `<dest>.part` with an HTTP Range request. When every mirror fails, the error lists " +
-			"each URL with its failure. Hosts running the task at once share one download (a lock on dest's directory).",
+			"A sha256 is required for URLs: `sha256`, or else `checksums`, checksums files read in order (URLs, following " +
+			"redirects, or control-machine paths) of which the first that names the file gives its sum, as Ansible's " +
+			"get_url takes `checksum: sha256:<url>`. A checksums file is either in sha256sum format (lines " +
+			"`<sha256>  [*][dir/]<file>`) or holds nothing but the file's 64-hex digest (as dl.k8s.io's `<file>.sha256`); " +
+			"the name looked up is the base name of `src` or of the first URL. A file already there with that sum is not " +
+			"fetched again (ok, unchanged; the control machine's sums are recorded with the file's stat, so this reads no " +
+			"large file). Each mirror in `urls` is tried in order, each with `retries` attempts and a doubling pause; an " +
+			"interrupted transfer resumes from `<dest>.part` with an HTTP Range request; a file is renamed into place only " +
+			"once its sum is right. When every mirror fails, the error lists each URL with its failure. Hosts running the " +
+			"task at once share one download (a lock on dest's directory).\n\n" +
+			"With `extract`, the file is a tar archive (plain, gzip or bzip2) unpacked into dest's directory under the same " +
+			"lock when `creates` is missing there or the archive was fetched in this run: each regular file at the " +
+			"archive's top level after `strip_components` is written beside it and renamed into place, so a reader never " +
+			"sees half a file (directories, links and deeper files are left out). In check mode nothing is written; the " +
+			"checksums files are read (they change nothing) and the result says what would be fetched or unpacked.",
 		Control: true,
 		Args: []step.Arg{
 			{Name: "url", Type: step.String, Doc: "URL to fetch (http or https)."},
 			{Name: "urls", Type: step.List, Doc: "Mirrors tried in order; use instead of url."},
 			{Name: "src", Type: step.String, Doc: "A file on the control machine to copy instead of a URL."},
 			{Name: "dest", Type: step.String, Required: true, Doc: "File (or directory ending in /) under the work directory, or an absolute path."},
-			{Name: "sha256", Type: step.String, Aliases: []string{"checksum"}, Doc: "Expected sha256 (hex); required for URLs."},
+			{Name: "sha256", Type: step.String, Aliases: []string{"checksum"}, Doc: "Expected sha256 (hex); required for URLs unless checksums gives it. When given, checksums is not read."},
+			{Name: "checksums", Type: step.List, Doc: "Checksums files (http(s) URLs or control-machine paths) read in order when sha256 is empty; the first that lists the file gives its sum."},
+			{Name: "extract", Type: step.Bool, Default: false, Doc: "Unpack the tar archive into dest's directory (needs creates)."},
+			{Name: "strip_components", Type: step.Int, Default: 0, Doc: "Leading path components dropped from the archive's members when unpacking."},
+			{Name: "creates", Type: step.String, Doc: "With extract: a file the archive holds, relative to dest's directory; present means unpacked."},
+			{Name: "hint", Type: step.String, Doc: "Added to the error when src, the checksums files or the file's entry in them are not found: what to give instead."},
 			{Name: "mode", Type: step.Mode, Default: "0644", Doc: "Mode of the file."},
 			{Name: "retries", Type: step.Int, Default: 3, Doc: "Attempts per URL."},
 			{Name: "timeout", Type: step.Duration, Default: "30m", Doc: "Limit for one attempt."},
 		},
 		Examples: []string{"download:\n  urls:\n    - https://github.com/etcd-io/etcd/releases/download/v{{ .etcd_version }}/etcd-v{{ .etcd_version }}-linux-{{ .arch }}.tar.gz\n" +
-			"    - \"{{ .mirror }}/etcd/v{{ .etcd_version }}/etcd-v{{ .etcd_version }}-linux-{{ .arch }}.tar.gz\"\n  dest: etcd/{{ .etcd_version }}/{{ .arch }}/\n  sha256: \"{{ index .etcd_sha256 .arch }}\""},
+			"    - \"{{ .mirror }}/etcd/v{{ .etcd_version }}/etcd-v{{ .etcd_version }}-linux-{{ .arch }}.tar.gz\"\n  dest: etcd/{{ .etcd_version }}/{{ .arch }}/\n  sha256: \"{{ index .etcd_sha256 .arch }}\"",
+			"download:\n  urls:\n    - https://dl.k8s.io/release/{{ .kube_version }}/bin/linux/{{ .arch }}/kubelet\n" +
+				"  checksums:\n    - https://dl.k8s.io/release/{{ .kube_version }}/bin/linux/{{ .arch }}/kubelet.sha256\n  dest: kubernetes/{{ .kube_version }}/{{ .arch }}/",
+			"download:\n  src: /srv/mirror/etcd-v{{ .etcd_version }}-linux-{{ .arch }}.tar.gz\n  checksums:\n    - /srv/mirror/SHA256SUMS\n" +
+				"  dest: etcd/{{ .etcd_version }}/{{ .arch }}/\n  extract: true\n  strip_components: 1\n  creates: etcd"},
 	}
 }
 
@@ -63,14 +85,16 @@ func (d downloadBuiltin) Run(ctx context.Context, env *step.Env, args step.Args)
 	if args.Has("url") {
 		urls = append(urls, args.String("url"))
 	}
-	urls = append(urls, args.Strings("urls")...)
+	urls = append(urls, nonEmpty(args.Strings("urls"))...)
 	src := args.String("src")
+	hint := strings.TrimSpace(args.String("hint"))
 	if (len(urls) == 0) == (src == "") {
-		return step.Result{}, fmt.Errorf("download: give url/urls or src (one of them)")
+		return step.Result{}, missing(hint, "download: give url/urls or src (one of them)")
 	}
 	want := strings.ToLower(strings.TrimSpace(args.String("sha256")))
-	if len(urls) > 0 && want == "" {
-		return step.Result{}, fmt.Errorf("download: sha256 is required for URLs (the file's hex sha256, so a tampered or truncated download is caught)")
+	sums := nonEmpty(args.Strings("checksums"))
+	if len(urls) > 0 && want == "" && len(sums) == 0 {
+		return step.Result{}, missing(hint, "download: sha256 or checksums is required for URLs (the file's hex sha256, so a tampered or truncated download is caught)")
 	}
 	if want != "" {
 		if b, err := hex.DecodeString(want); err != nil || len(b) != sha256.Size {
@@ -78,10 +102,17 @@ func (d downloadBuiltin) Run(ctx context.Context, env *step.Env, args step.Args)
 		}
 	}
 	for _, u := range urls {
-		pu, err := url.Parse(u)
-		if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		if !isHTTPURL(u) {
 			return step.Result{}, fmt.Errorf("download: %q is not an http(s) URL", u)
 		}
+	}
+	extract, creates := args.Bool("extract"), args.String("creates")
+	strip := args.Int("strip_components")
+	if extract && creates == "" {
+		return step.Result{}, fmt.Errorf("download: extract needs creates (a file the archive holds, relative to dest's directory), which tells that it is unpacked")
+	}
+	if strip < 0 {
+		return step.Result{}, fmt.Errorf("download: strip_components must not be negative")
 	}
 	base := filepath.Base(src)
 	if len(urls) > 0 {
@@ -93,25 +124,64 @@ func (d downloadBuiltin) Run(ctx context.Context, env *step.Env, args step.Args)
 		return step.Result{}, err
 	}
 	mode := args.Mode("mode")
+	retries := max(args.Int("retries"), 1)
+	timeout := args.Duration("timeout")
 	data := map[string]any{"dest": dest}
+	if want == "" && len(sums) > 0 {
+		// Read also in check mode: it changes nothing, and a sum that
+		// cannot be found fails the real run too.
+		if want, err = d.sumFromChecksums(ctx, env, sums, base, retries, hint); err != nil {
+			return step.Result{}, err
+		}
+	}
 	if src != "" && want == "" {
 		if want, err = env.Control.Sha256(ctx, src, false); err != nil {
 			return step.Result{}, fmt.Errorf("download: src: %w", err)
 		}
 		if want == "" {
-			return step.Result{}, fmt.Errorf("download: src %s does not exist on the control machine", src)
+			return step.Result{}, missing(hint, "download: src %s does not exist on the control machine", src)
 		}
 	}
 	data["sha256"] = want
+	if creates != "" && !filepath.IsAbs(creates) {
+		creates = filepath.Join(filepath.Dir(dest), creates)
+	}
+	// done tells whether dest has the sum and, with extract, is unpacked.
 	// The control machine's sums are kept with the file's stat: a re-run
 	// reads a file only when it changed.
-	if have, err := env.Control.Sha256(ctx, dest, false); err != nil {
-		return step.Result{}, err
-	} else if have == want {
+	done := func() (have bool, unpacked bool, err error) {
+		sum, err := env.Control.Sha256(ctx, dest, false)
+		if err != nil || sum != want {
+			return false, false, err
+		}
+		if !extract {
+			return true, true, nil
+		}
+		_, err = os.Stat(creates)
+		if errors.Is(err, fs.ErrNotExist) {
+			return true, false, nil
+		}
+		return true, err == nil, err
+	}
+	have, unpacked, err := done()
+	if err != nil {
+		return step.Result{}, fmt.Errorf("download: %w", err)
+	}
+	if have && unpacked {
 		return step.Result{Data: data}, nil
 	}
 	if env.Check {
-		return step.Result{Changed: true, Msg: "would download " + dest, Data: data}, nil
+		if have {
+			return step.Result{Changed: true, Msg: "would extract " + dest + " into " + filepath.Dir(dest), Data: data}, nil
+		}
+		if _, err := os.Stat(src); src != "" && errors.Is(err, fs.ErrNotExist) {
+			return step.Result{}, missing(hint, "download: src %s does not exist on the control machine", src)
+		}
+		msg := "would download " + dest
+		if extract {
+			msg += " and extract it"
+		}
+		return step.Result{Changed: true, Msg: msg, Data: data}, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return step.Result{}, fmt.Errorf("download: %w", err)
@@ -121,30 +191,57 @@ func (d downloadBuiltin) Run(ctx context.Context, env *step.Env, args step.Args)
 		return step.Result{}, err
 	}
 	defer unlock()
-	// Another host's run may have finished the file while we waited.
-	if have, err := transport.FileSha256(dest); err != nil {
-		return step.Result{}, err
-	} else if have == want {
+	// Another host's run may have finished the work while we waited.
+	if have, unpacked, err = done(); err != nil {
+		return step.Result{}, fmt.Errorf("download: %w", err)
+	}
+	if have && unpacked {
 		return step.Result{Data: data}, nil
 	}
+	var msg string
+	if !have {
+		if msg, err = d.fetchAny(ctx, env, urls, src, dest, want, mode, retries, timeout, hint, data); err != nil {
+			return step.Result{}, err
+		}
+	}
+	if extract {
+		// A file fetched now is unpacked again even where creates exists:
+		// what is beside it came from another archive.
+		n, err := extractTop(ctx, dest, filepath.Dir(dest), strip)
+		if err != nil {
+			return step.Result{}, fmt.Errorf("download: extract %s: %w", dest, err)
+		}
+		if _, err := os.Stat(creates); err != nil {
+			return step.Result{}, fmt.Errorf("download: extracted %d files of %s (strip_components=%d), but not %s: check creates and strip_components", n, dest, strip, creates)
+		}
+		msg = strings.TrimPrefix(msg+"; ", "; ") + fmt.Sprintf("extracted %d files into %s", n, filepath.Dir(dest))
+		data["extracted"] = n
+	}
+	return step.Result{Changed: true, Msg: msg, Data: data}, nil
+}
+
+// fetchAny copies src, or fetches the first URL that serves the file with
+// the sum want, to dest.
+func (d downloadBuiltin) fetchAny(ctx context.Context, env *step.Env, urls []string, src, dest, want string, mode os.FileMode, retries int, timeout time.Duration, hint string, data map[string]any) (string, error) {
 	if src != "" {
 		if err := copyLocal(src, dest, want, mode); err != nil {
-			return step.Result{}, fmt.Errorf("download: %w", err)
+			if errors.Is(err, fs.ErrNotExist) {
+				return "", missing(hint, "download: src %s does not exist on the control machine", src)
+			}
+			return "", fmt.Errorf("download: %w", err)
 		}
-		return step.Result{Changed: true, Msg: "copied " + src + " to " + dest, Data: data}, nil
+		return "copied " + src + " to " + dest, nil
 	}
-	retries := max(args.Int("retries"), 1)
-	timeout := args.Duration("timeout")
 	var failures []string
 	for _, u := range urls {
 		for attempt := 1; attempt <= retries; attempt++ {
 			err := d.fetch(ctx, env, u, dest, want, mode, timeout)
 			if err == nil {
 				data["url"] = u
-				return step.Result{Changed: true, Msg: "downloaded " + u, Data: data}, nil
+				return "downloaded " + u, nil
 			}
 			if ctx.Err() != nil {
-				return step.Result{}, fmt.Errorf("download %s: %w", u, ctx.Err())
+				return "", fmt.Errorf("download %s: %w", u, ctx.Err())
 			}
 			logf(env, "download %s (attempt %d/%d): %v", u, attempt, retries, err)
 			if attempt == retries {
@@ -152,11 +249,38 @@ func (d downloadBuiltin) Run(ctx context.Context, env *step.Env, args step.Args)
 				break
 			}
 			if err := sleepCtx(ctx, d.backoff<<(attempt-1)); err != nil {
-				return step.Result{}, err
+				return "", err
 			}
 		}
 	}
-	return step.Result{}, fmt.Errorf("download to %s failed from every URL:\n  %s", dest, strings.Join(failures, "\n  "))
+	return "", fmt.Errorf("download to %s failed from every URL:\n  %s", dest, strings.Join(failures, "\n  "))
+}
+
+// missing is the error for something not found (a source, a checksums
+// file, the file's entry in it), with hint, the caller's advice, after it.
+func missing(hint, format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	if hint != "" {
+		return fmt.Errorf("%w: %s", err, hint)
+	}
+	return err
+}
+
+func isHTTPURL(u string) bool {
+	pu, err := url.Parse(u)
+	return err == nil && (pu.Scheme == "http" || pu.Scheme == "https") && pu.Host != ""
+}
+
+// nonEmpty drops empty entries: a templated list item that rendered to ""
+// names nothing.
+func nonEmpty(l []string) []string {
+	out := l[:0:0]
+	for _, s := range l {
+		if strings.TrimSpace(s) != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // resolveDest puts a relative dest under the work directory and appends

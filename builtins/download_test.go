@@ -1,7 +1,9 @@
 package builtins
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -141,6 +143,354 @@ func TestDownloadLocalSrcAndErrors(t *testing.T) {
 	} {
 		if _, err := runBuiltin(t.Context(), env, testDownload(), bad); err == nil {
 			t.Errorf("%v: want error", bad)
+		}
+	}
+}
+
+// sumsServer serves files by path and counts the requests of each.
+type sumsServer struct {
+	mu    sync.Mutex
+	files map[string][]byte
+	hits  map[string]int
+}
+
+func newSumsServer(t *testing.T, files map[string][]byte) (*sumsServer, string) {
+	s := &sumsServer{files: files, hits: map[string]int{}}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return s, srv.URL
+}
+
+func (s *sumsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.hits[r.URL.Path]++
+	b, ok := s.files[r.URL.Path]
+	s.mu.Unlock()
+	if strings.HasPrefix(r.URL.Path, "/err/") {
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/redirect/") {
+		http.Redirect(w, r, strings.TrimPrefix(r.URL.Path, "/redirect"), http.StatusFound)
+		return
+	}
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	http.ServeContent(w, r, "f", time.Time{}, bytes.NewReader(b))
+}
+
+func (s *sumsServer) count(p string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hits[p]
+}
+
+func TestDownloadChecksumsFormats(t *testing.T) {
+	etcd := []byte("etcd archive")
+	kubelet := []byte("kubelet binary")
+	s, url := newSumsServer(t, map[string][]byte{
+		"/rel/etcd.tar.gz": etcd,
+		// sha256sum format: other files, a directory and binary mode.
+		"/rel/SHA256SUMS": []byte(sha256Hex([]byte("x")) + "  other.tar.gz\n" + sha256Hex(etcd) + " *dist/etcd.tar.gz\r\n"),
+	})
+	env, root := testEnv(t)
+	args := step.Args{"url": url + "/rel/etcd.tar.gz", "checksums": []any{url + "/redirect/rel/SHA256SUMS"}, "dest": "etcd/1/amd64/"}
+	res := converge(t, testDownload(), env, args, env.WorkDir)
+	if res.Data["sha256"] != sha256Hex(etcd) || mustRead(t, filepath.Join(env.WorkDir, "etcd/1/amd64/etcd.tar.gz")) != string(etcd) {
+		t.Fatalf("%+v", res)
+	}
+	// converge ran it four times (check, real, again, check): the file
+	// itself was fetched once.
+	if n := s.count("/rel/etcd.tar.gz"); n != 1 {
+		t.Errorf("the file was fetched %d times, want 1", n)
+	}
+
+	// A file holding only the digest (dl.k8s.io's <file>.sha256), upper
+	// case and without a newline, beside a local source.
+	dir := filepath.Join(root, "release")
+	mustWrite(t, filepath.Join(dir, "kubelet"), string(kubelet))
+	mustWrite(t, filepath.Join(dir, "kubelet.sha256"), strings.ToUpper(sha256Hex(kubelet)))
+	args = step.Args{"src": filepath.Join(dir, "kubelet"), "checksums": []any{filepath.Join(dir, "kubelet.sha256")}, "dest": "kubernetes/1/amd64/"}
+	res = converge(t, testDownload(), env, args, env.WorkDir)
+	if res.Data["sha256"] != sha256Hex(kubelet) || mustRead(t, filepath.Join(env.WorkDir, "kubernetes/1/amd64/kubelet")) != string(kubelet) {
+		t.Fatalf("%+v", res)
+	}
+
+	// A given sha256 wins: no checksums file is read.
+	args = step.Args{"url": url + "/rel/etcd.tar.gz", "sha256": sha256Hex(etcd), "checksums": []any{url + "/rel/NONE"}, "dest": "etcd/2/"}
+	runB(t, testDownload(), env, args)
+	if s.count("/rel/NONE") != 0 {
+		t.Error("checksums read although sha256 was given")
+	}
+}
+
+func TestDownloadChecksumsErrors(t *testing.T) {
+	body := []byte("the file")
+	env, root := testEnv(t)
+	dir := filepath.Join(root, "bundle")
+	mustWrite(t, filepath.Join(dir, "f"), string(body))
+	mustWrite(t, filepath.Join(dir, "SHA256SUMS"), sha256Hex(body)+"  g\n"+sha256Hex(body)+"  f.orig\n")
+	mustWrite(t, filepath.Join(dir, "WRONG"), strings.Repeat("0", 64)+"  f\n")
+	src := filepath.Join(dir, "f")
+	for _, c := range []struct {
+		args step.Args
+		want string
+	}{
+		// The file's entry is missing: each file read is named, then the hint.
+		{step.Args{"src": src, "checksums": []any{filepath.Join(dir, "SHA256SUMS")}, "dest": "a/", "hint": "give the sum"},
+			"download: no sha256 for f (" + dir + "/SHA256SUMS does not list it): give the sum"},
+		{step.Args{"src": src, "checksums": []any{filepath.Join(dir, "NOPE"), filepath.Join(dir, "SHA256SUMS")}, "dest": "a/"},
+			"no sha256 for f (" + dir + "/NOPE was not found; " + dir + "/SHA256SUMS does not list it)"},
+		// The checksums file lists it, the file is not there.
+		{step.Args{"src": filepath.Join(dir, "gone"), "sha256": sha256Hex(body), "dest": "c/", "hint": "export a bundle"},
+			"download: src " + dir + "/gone does not exist on the control machine: export a bundle"},
+		{step.Args{"dest": "d/", "hint": "give mirrors"}, "give url/urls or src (one of them): give mirrors"},
+		{step.Args{"src": src, "sha256": sha256Hex(body), "dest": "e/", "extract": true}, "extract needs creates"},
+	} {
+		for _, check := range []bool{true, false} {
+			env.Check = check
+			_, err := runBuiltin(t.Context(), env, testDownload(), c.args)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("check=%v %v: got %v, want %q", check, c.args, err, c.want)
+			}
+		}
+	}
+	env.Check = false
+	// A wrong sum: the copy is refused (check mode does not read the
+	// source: it would report the download, and the real run fails).
+	args := step.Args{"src": src, "checksums": []any{filepath.Join(dir, "WRONG")}, "dest": "b/"}
+	if _, err := runBuiltin(t.Context(), env, testDownload(), args); err == nil || !strings.Contains(err.Error(), "sha256 mismatch: got "+sha256Hex(body)) {
+		t.Errorf("got %v", err)
+	}
+	if left := snapshot(t, env.WorkDir); strings.Contains(left, " -") {
+		t.Errorf("files left behind after the failures:\n%s", left)
+	}
+}
+
+// TestDownloadMirrorOrder: the mirrors' checksums files are read in order
+// and the first that lists the file gives the sum; later ones are not
+// fetched. The file then comes from the first mirror that serves it.
+func TestDownloadMirrorOrder(t *testing.T) {
+	good, other := []byte("release v1"), []byte("something else")
+	s, url := newSumsServer(t, map[string][]byte{
+		"/m2/f.tgz":       good,
+		"/m1/SHA256SUMS":  []byte(sha256Hex(other) + "  g.tgz\n"),
+		"/m2/SHA256SUMS":  []byte(sha256Hex(good) + "  f.tgz\n"),
+		"/m3/SHA256SUMS":  []byte(sha256Hex(other) + "  f.tgz\n"),
+		"/bad/SHA256SUMS": []byte(sha256Hex(other) + "  f.tgz\n"),
+	})
+	env, _ := testEnv(t)
+	args := step.Args{
+		"urls":      []any{url + "/m1/f.tgz", url + "/m2/f.tgz", url + "/m3/f.tgz"},
+		"checksums": []any{url + "/m0/SHA256SUMS", url + "/m1/SHA256SUMS", url + "/m2/SHA256SUMS", url + "/m3/SHA256SUMS"},
+		"dest":      "c/",
+		"retries":   1,
+	}
+	res := runB(t, testDownload(), env, args)
+	if !res.Changed || res.Data["url"] != url+"/m2/f.tgz" || res.Data["sha256"] != sha256Hex(good) {
+		t.Fatalf("%+v", res)
+	}
+	if s.count("/m0/SHA256SUMS") != 1 || s.count("/m1/SHA256SUMS") != 1 || s.count("/m3/SHA256SUMS") != 0 || s.count("/m3/f.tgz") != 0 {
+		t.Errorf("requests %v: want m0 and m1's sums read once, nothing of m3", s.hits)
+	}
+	// The first match wins even when it is wrong: the file from every
+	// mirror is then a mismatch, named per URL.
+	args["checksums"] = []any{url + "/bad/SHA256SUMS", url + "/m2/SHA256SUMS"}
+	args["dest"] = "d/"
+	if _, err := runBuiltin(t.Context(), env, testDownload(), args); err == nil || !strings.Contains(err.Error(), url+"/m2/f.tgz: sha256 mismatch") {
+		t.Errorf("got %v", err)
+	}
+	// A server error is tried retries times; a 404 once.
+	args = step.Args{"urls": []any{url + "/m2/f.tgz"}, "checksums": []any{url + "/m4/SHA256SUMS", url + "/err/SHA256SUMS"}, "dest": "e/", "retries": 3}
+	_, err := runBuiltin(t.Context(), env, testDownload(), args)
+	if err == nil || !strings.Contains(err.Error(), url+"/m4/SHA256SUMS was not found (HTTP 404 Not Found); "+url+"/err/SHA256SUMS: HTTP 503") ||
+		s.count("/m4/SHA256SUMS") != 1 || s.count("/err/SHA256SUMS") != 3 {
+		t.Errorf("got %v after %d and %d requests", err, s.count("/m4/SHA256SUMS"), s.count("/err/SHA256SUMS"))
+	}
+}
+
+func TestDownloadOfflineRefusesChecksumsURLs(t *testing.T) {
+	env, root := testEnv(t)
+	mustWrite(t, filepath.Join(root, "f"), "x")
+	mustWrite(t, filepath.Join(root, "SUMS"), sha256Hex([]byte("x"))+"  f\n")
+	off := Offline(map[string]step.Builtin{"download": testDownload()})["download"]
+	_, err := runBuiltin(t.Context(), env, off, step.Args{"src": filepath.Join(root, "f"), "checksums": []any{"http://mirror.invalid/SUMS"}, "dest": "a/"})
+	if err == nil || !strings.Contains(err.Error(), "--offline-bundle: refusing to download from http://mirror.invalid/SUMS") {
+		t.Errorf("got %v", err)
+	}
+	res, err := runBuiltin(t.Context(), env, off, step.Args{"src": filepath.Join(root, "f"), "checksums": []any{filepath.Join(root, "SUMS")}, "dest": "a/"})
+	if err != nil || !res.Changed {
+		t.Errorf("a bundle's own checksums: %+v %v", res, err)
+	}
+}
+
+type tarMember struct {
+	name, body, link string
+	mode             int64
+	dir              bool
+}
+
+func writeTarGz(t *testing.T, p string, members []tarMember) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for _, m := range members {
+		h := &tar.Header{Name: m.name, Mode: m.mode, Size: int64(len(m.body)), Typeflag: tar.TypeReg, ModTime: time.Unix(1700000000, 0)}
+		switch {
+		case m.dir:
+			h.Typeflag, h.Size = tar.TypeDir, 0
+		case m.link != "":
+			h.Typeflag, h.Linkname, h.Size = tar.TypeSymlink, m.link, 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Size > 0 {
+			tw.Write([]byte(m.body))
+		}
+	}
+	tw.Close()
+	gz.Close()
+	mustWrite(t, p, buf.String())
+	return buf.Bytes()
+}
+
+func TestDownloadExtract(t *testing.T) {
+	env, root := testEnv(t)
+	src := filepath.Join(root, "rel", "etcd-v1.tar.gz")
+	v1 := writeTarGz(t, src, []tarMember{
+		{name: "etcd-v1/", dir: true, mode: 0o755},
+		{name: "etcd-v1/etcd", body: "etcd 1", mode: 0o755},
+		{name: "etcd-v1/etcdctl", body: "etcdctl 1", mode: 0o755},
+		{name: "etcd-v1/README.md", body: "readme", mode: 0o644},
+		{name: "etcd-v1/Documentation/dev.md", body: "deep", mode: 0o644},
+		{name: "etcd-v1/etcd-link", link: "etcd"},
+		{name: "../escape", body: "no", mode: 0o644},
+	})
+	args := step.Args{"src": src, "sha256": sha256Hex(v1), "dest": "etcd/v1/amd64/", "extract": true, "strip_components": 1, "creates": "etcd"}
+	dir := filepath.Join(env.WorkDir, "etcd/v1/amd64")
+	res := converge(t, testDownload(), env, args, env.WorkDir)
+	if res.Data["extracted"] != 3 {
+		t.Errorf("%+v", res)
+	}
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != "README.md etcd etcd-v1.tar.gz etcdctl" {
+		t.Errorf("unpacked %v: want the top-level regular files only, no temporary files", names)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "etcd")); err != nil || fi.Mode().Perm() != 0o755 || !fi.ModTime().Equal(time.Unix(1700000000, 0)) {
+		t.Errorf("etcd: %v %v", fi, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "escape")); !os.IsNotExist(err) {
+		t.Error("a ../ member was written outside the directory")
+	}
+
+	// creates missing: unpacked again without fetching.
+	os.Remove(filepath.Join(dir, "etcd"))
+	env.Check = true
+	res = runB(t, testDownload(), env, args)
+	env.Check = false
+	if !res.Changed || !strings.Contains(res.Msg, "would extract") {
+		t.Errorf("check: %+v", res)
+	}
+	if res = runB(t, testDownload(), env, args); !res.Changed || mustRead(t, filepath.Join(dir, "etcd")) != "etcd 1" {
+		t.Errorf("%+v", res)
+	}
+
+	// Another archive under the same name (a corrupt copy replaced): it is
+	// unpacked again although creates exists.
+	v2 := writeTarGz(t, src, []tarMember{{name: "etcd-v1/etcd", body: "etcd 2", mode: 0o755}, {name: "etcd-v1/etcdctl", body: "etcdctl 2", mode: 0o755}})
+	args["sha256"] = sha256Hex(v2)
+	if res = runB(t, testDownload(), env, args); !res.Changed || mustRead(t, filepath.Join(dir, "etcdctl")) != "etcdctl 2" {
+		t.Errorf("%+v", res)
+	}
+
+	// A creates the archive does not hold (a wrong strip_components).
+	args = step.Args{"src": src, "sha256": sha256Hex(v2), "dest": "other/", "extract": true, "creates": "etcd"}
+	if _, err := runBuiltin(t.Context(), env, testDownload(), args); err == nil || !strings.Contains(err.Error(), "extracted 0 files") || !strings.Contains(err.Error(), "strip_components=0") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// TestDownloadExtractSharedAcrossHosts: hosts of one architecture running
+// the task at once fetch and unpack once; the others find it done.
+func TestDownloadExtractSharedAcrossHosts(t *testing.T) {
+	env, root := testEnv(t)
+	src := filepath.Join(root, "cni.tgz")
+	// As the CNI plugins' archive: members under "./".
+	arc := writeTarGz(t, src, []tarMember{{name: "./", dir: true, mode: 0o755}, {name: "./bridge", body: strings.Repeat("b", 1<<20), mode: 0o755}, {name: "./host-local", body: "h", mode: 0o755}})
+	mustWrite(t, filepath.Join(root, "cni.tgz.sha256"), sha256Hex(arc)+"  cni.tgz\n")
+	args := step.Args{"src": src, "checksums": []any{filepath.Join(root, "cni.tgz.sha256")}, "dest": "cni/1/amd64/", "extract": true, "strip_components": 1, "creates": "bridge"}
+	var wg sync.WaitGroup
+	changed := atomic.Int32{}
+	for range 4 {
+		wg.Go(func() {
+			e := *env
+			res, err := runBuiltin(t.Context(), &e, testDownload(), args)
+			if err != nil {
+				t.Error(err)
+			}
+			if res.Changed {
+				changed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if changed.Load() != 1 {
+		t.Errorf("changed on %d hosts, want 1", changed.Load())
+	}
+	if mustRead(t, filepath.Join(env.WorkDir, "cni/1/amd64/host-local")) != "h" {
+		t.Error("not unpacked")
+	}
+}
+
+func TestFindSum(t *testing.T) {
+	sum := strings.Repeat("ab", 32)
+	for _, c := range []struct{ text, want string }{
+		{sum + "  f", sum},
+		{sum + " *f\n", sum},
+		{sum + "\tdir/sub/f\r\n", sum},
+		{"x\n" + strings.ToUpper(sum) + "  ./f  \n", sum},
+		{sum + "  f.sig", ""},
+		{sum + "  xf", ""},
+		{sum + "  a b/f", ""},
+		{sum + "f", ""},
+		{"  " + strings.ToUpper(sum), sum}, // a bare digest
+		{sum + "\n" + sum, ""},
+		{"", ""},
+	} {
+		if got := findSum(c.text, "f"); got != c.want {
+			t.Errorf("findSum(%q) = %q, want %q", c.text, got, c.want)
+		}
+	}
+}
+
+func TestTopName(t *testing.T) {
+	for _, c := range []struct {
+		member string
+		strip  int
+		want   string
+	}{
+		{"etcd-v1/etcd", 1, "etcd"},
+		{"etcd-v1/etcd", 0, ""},
+		{"./bridge", 1, "bridge"},
+		{"./bridge", 0, "bridge"},
+		{"././bridge", 1, "bridge"},
+		{"bin/sub/x", 1, ""},
+		{"a/../x", 1, ""},
+		{"../x", 1, ""},
+		{"/abs", 0, "abs"},
+		{"x", 1, ""},
+	} {
+		got, ok := topName(c.member, c.strip)
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("topName(%q, %d) = %q %v, want %q", c.member, c.strip, got, ok, c.want)
 		}
 	}
 }

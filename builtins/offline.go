@@ -22,10 +22,15 @@ func Offline(reg map[string]step.Builtin) map[string]step.Builtin {
 			if args.Has("url") {
 				urls = append([]string{args.String("url")}, urls...)
 			}
-			if len(urls) == 0 {
+			for _, c := range args.Strings("checksums") {
+				if isHTTPURL(c) {
+					urls = append(urls, c)
+				}
+			}
+			if len(nonEmpty(urls)) == 0 {
 				return ""
 			}
-			return "download from " + strings.Join(urls, ", ") + " to " + args.String("dest")
+			return "download from " + strings.Join(nonEmpty(urls), ", ") + " to " + args.String("dest")
 		}}
 	}
 	if b, ok := reg["image_save"]; ok {

@@ -182,8 +182,9 @@ func TestDownloadRoleChecksumFiles(t *testing.T) {
 		want string
 	}{
 		{map[string]any{"component": "x", "file": "bad", "sums": "bad.sha256", "dir": src}, "sha256 mismatch"},
-		{map[string]any{"component": "x", "file": "kubelet", "sums": "SHA256SUMS", "dir": src}, "SHA256SUMS was not found or does not list it"},
+		{map[string]any{"component": "x", "file": "kubelet", "sums": "SHA256SUMS", "dir": src}, "no sha256 for kubelet (" + src + "/SHA256SUMS does not list it): put kubelet and SHA256SUMS in download_local_dir"},
 		{map[string]any{"component": "x", "file": "kubelet", "sums": "kubectl.sha256x", "mirrors": mirrors}, "kubectl.sha256x was not found"},
+		{map[string]any{"component": "x", "file": "kubelet", "sums": "SHA256SUMS"}, "no source for x 1.0 (kubelet): give mirror base URLs in download_mirrors"},
 	} {
 		extra, _ := json.Marshal(map[string]any{"cases": []any{c.cs}})
 		_, out, err := recapOf(t, a, pb, playFlags{WorkDir: t.TempDir(), ExtraVars: []string{string(extra)}})
@@ -388,8 +389,9 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
 		t.Errorf("second export changed %d tasks, want only the list:\n%s", n, out)
 	}
 
-	// Offline: every component's mirrors are unreachable, and the files
-	// come from the bundle. A direct download is refused.
+	// Offline: every component's mirrors are unreachable (and kubelet's
+	// local directory does not exist), and the files come from the bundle.
+	// A direct download is refused.
 	dead := httptest.NewServer(http.NotFoundHandler())
 	dead.Close()
 	pb := putFile(t, filepath.Join(fx.dir, "offline", "playbook.yaml"), []byte(`
@@ -415,6 +417,7 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
         download_file: kubelet
         download_checksums: kubelet.sha256
         download_mirrors: ["`+dead.URL+`"]
+        download_local_dir: "`+filepath.Join(fx.dir, "no-such-dir")+`"
         download_arch: amd64
     - name: a download that bypasses the role
       download: {url: "`+dead.URL+`/kubelet", dest: kubelet, sha256: "`+strings.Repeat("0", 64)+`"}

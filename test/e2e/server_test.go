@@ -420,8 +420,7 @@ func secondServerAdopts(ctx context.Context, t *testing.T, kx kubexm, set *testh
 	// leaves out) may report a change.
 	workDirTasks := []string{
 		"Cluster identity - the cluster's PKI into a new work directory", // roles/identity, from the first master
-		"Download - the file from the local directory",                   // roles/download, each artifact from the bundle
-		"Download - unpack", // roles/download, delegated to localhost
+		"Download - the file, with its sha256 checked",                   // roles/download, each artifact from the bundle, unpacked
 	}
 	filled, more := map[string]int{}, []string(nil)
 	for _, c := range hostChanges(res) {
