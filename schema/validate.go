@@ -499,6 +499,12 @@ func validateEndpoint(c *Cluster, ps *problems) {
 		if cpe.LBAddress == "" && !cpe.ExternalDNS {
 			ps.add(child(base, "lb_address"), "the address of your load balancer", "externalLoadBalancer external needs lb_address")
 		}
+		// The nodes reach the user's load balancer directly: a local proxy
+		// on each would never be installed.
+		if cpe.InternalLoadbalancer == "haproxy" || cpe.InternalLoadbalancer == "nginx" {
+			ps.add(child(base, "internalLoadbalancer"), "leave it out: every node reaches your load balancer at lb_address; or leave externalLoadBalancer out for a local proxy on each node",
+				"externalLoadBalancer external says your load balancer serves the API; internalLoadbalancer %s (a proxy on every node) is not used with it", cpe.InternalLoadbalancer)
+		}
 	case "":
 		if lbHosts > 0 {
 			ps.add("spec.roleGroups.loadbalancer", "set controlPlaneEndpoint.externalLoadBalancer: kubexm", "loadbalancer hosts are only used with externalLoadBalancer kubexm")
