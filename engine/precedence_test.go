@@ -149,3 +149,61 @@ func TestInventoryTemplatesWhereUnrendered(t *testing.T) {
 		t.Errorf("the task using extra: %v\n%s", rr.err, events)
 	}
 }
+
+// TestDerivedDefaultsFollowWhatTheyRead: a role default derived from other
+// variables is rendered again whenever one of them holds a new value (a
+// set_fact, a register, a loop item, a role parameter), on each host, and
+// a template on the clock or randomness every time, while a rendering whose
+// inputs are unchanged is reused.
+func TestDerivedDefaultsFollowWhatTheyRead(t *testing.T) {
+	files := map[string]string{
+		"playbook.yaml": "- hosts: all\n  roles: [r]\n- hosts: all\n  roles: [{role: r, vars: {level: 9}}]\n",
+		"roles/r/defaults/main.yaml": "flag: \"--v={{ .level }}{{ with .out | default \\\"\\\" }}/{{ .msg }}{{ end }}\"\nlevel: 1\n" +
+			"derived: \"{{ .flag }}+\"\nitems: \"{{ list .inventory_hostname .level }}\"\nstamp: \"{{ randAlphaNum 12 }}\"\n",
+		"roles/r/tasks/main.yaml": `
+- probe: {id: a, msg: "{{ .derived }}"}
+- set_fact: {level: 2}
+- probe: {id: b, msg: "{{ .derived }}"}
+- probe: {id: reg, msg: "r{{ .level }}"}
+  register: out
+- probe: {id: c, msg: "{{ .derived }} {{ index .items 1 }}"}
+- probe: {id: s1, msg: "{{ .stamp }}"}
+- probe: {id: s2, msg: "{{ .stamp }}"}
+`,
+	}
+	inv := &inventory.Inventory{Hosts: []inventory.Host{
+		{Name: "h1", Local: true, Vars: map[string]any{}},
+		{Name: "h2", Local: true, Vars: map[string]any{"level": 5}},
+	}, Source: "test"}
+	rr := runFilesInv(t, files, inv, RunOptions{})
+	if rr.err != nil {
+		t.Fatal(rr.err)
+	}
+	var got, stamps []string
+	for _, c := range rr.calls.sorted() {
+		if strings.Contains(c, ":s1=") || strings.Contains(c, ":s2=") {
+			stamps = append(stamps, c[strings.Index(c, "=")+1:])
+			continue
+		}
+		got = append(got, c)
+	}
+	// Play 1: the set_fact (level 2) wins over the default and h2's host
+	// var (5) from b on; play 2: the role parameter (9) wins over both, and
+	// the register of play 1 is still there until play 2's own.
+	want := []string{
+		"h1:a=--v=1+", "h1:a=--v=9/r2+",
+		"h1:b=--v=2+", "h1:b=--v=9/r2+",
+		"h1:c=--v=2/r2+ 2", "h1:c=--v=9/r9+ 9",
+		"h1:reg=r2", "h1:reg=r9",
+		"h2:a=--v=5+", "h2:a=--v=9/r2+",
+		"h2:b=--v=2+", "h2:b=--v=9/r2+",
+		"h2:c=--v=2/r2+ 2", "h2:c=--v=9/r9+ 9",
+		"h2:reg=r2", "h2:reg=r9",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("calls\n%q\nwant\n%q", got, want)
+	}
+	if len(stamps) != 8 || len(slices.Compact(slices.Sorted(slices.Values(stamps)))) != 8 {
+		t.Errorf("a random default must render anew for every task: %q", stamps)
+	}
+}

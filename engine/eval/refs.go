@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"text/template"
@@ -87,4 +88,80 @@ func refsIn(n parse.Node, rootDot bool, refs []string) []string {
 		refs = refsIn(n.Pipe, rootDot, refs)
 	}
 	return refs
+}
+
+// volatileFunc matches the functions whose result is not a function of their
+// arguments: the clock (now, ago, the date and duration helpers), randomness
+// (rand*, uuid, shuffle, the gen* key and certificate makers, salted hashes
+// and encryption). A family name errs on the side of volatile.
+var volatileFunc = regexp.MustCompile(`(?i)rand|uuid|shuffle|^gen|now|date|ago|duration|crypt|htpasswd`)
+
+// Closed reports whether a template's value depends on nothing but the
+// variables Refs names: it does not pass the whole variable map on (a bare
+// `.` or `$` where the dot is the variables) and calls no volatile function.
+// Rendering a closed template twice against equal values of those names
+// gives equal results, so a rendering may be reused; a template that does
+// not parse is not closed.
+func (e *Evaluator) Closed(s string) bool {
+	if !strings.Contains(s, "{{") {
+		return true
+	}
+	t, err := template.New(templateName).Funcs(e.userFuncs).Parse(s)
+	if err != nil {
+		return false
+	}
+	for _, sub := range t.Templates() {
+		if sub.Tree != nil && !closedIn(sub.Tree.Root, true) {
+			return false
+		}
+	}
+	return true
+}
+
+func closedIn(n parse.Node, rootDot bool) bool {
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return true
+		}
+		for _, c := range n.Nodes {
+			if !closedIn(c, rootDot) {
+				return false
+			}
+		}
+	case *parse.ActionNode:
+		return closedIn(n.Pipe, rootDot)
+	case *parse.PipeNode:
+		if n == nil {
+			return true
+		}
+		for _, c := range n.Cmds {
+			if !closedIn(c, rootDot) {
+				return false
+			}
+		}
+	case *parse.CommandNode:
+		for _, a := range n.Args {
+			if !closedIn(a, rootDot) {
+				return false
+			}
+		}
+	case *parse.DotNode:
+		return !rootDot
+	case *parse.VariableNode:
+		return len(n.Ident) != 1 || n.Ident[0] != "$"
+	case *parse.IdentifierNode:
+		return !volatileFunc.MatchString(n.Ident)
+	case *parse.ChainNode:
+		return closedIn(n.Node, rootDot)
+	case *parse.IfNode:
+		return closedIn(n.Pipe, rootDot) && closedIn(n.List, rootDot) && closedIn(n.ElseList, rootDot)
+	case *parse.RangeNode:
+		return closedIn(n.Pipe, rootDot) && closedIn(n.List, false) && closedIn(n.ElseList, rootDot)
+	case *parse.WithNode:
+		return closedIn(n.Pipe, rootDot) && closedIn(n.List, false) && closedIn(n.ElseList, rootDot)
+	case *parse.TemplateNode:
+		return closedIn(n.Pipe, rootDot)
+	}
+	return true
 }

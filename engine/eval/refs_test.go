@@ -22,3 +22,30 @@ func TestRefs(t *testing.T) {
 		}
 	}
 }
+
+func TestClosed(t *testing.T) {
+	e := New()
+	for src, want := range map[string]bool{
+		"plain":                                            true,
+		"{{ .a }}-{{ .b.c | default \"x\" }}":              true,
+		"{{ range .items }}{{ . }}{{ end }}":               true,
+		"{{ with .m }}{{ .k }}{{ else }}{{ .d }}{{ end }}": true,
+		"{{ $x := .a }}{{ $x }}{{ $.b }}":                  true,
+		"{{ toYaml . }}":                                   false,
+		"{{ index . \"a\" }}":                              false,
+		"{{ range .items }}{{ toYaml $ }}{{ end }}":        false,
+		"{{ with .m }}{{ . }}{{ else }}{{ . }}{{ end }}":   false,
+		"{{ now }}":            false,
+		"{{ randAlphaNum 8 }}": false,
+		"{{ uuidv4 }}":         false,
+		"{{ .a | bcrypt }}":    false,
+		"{{ if .a }}{{ genPrivateKey \"rsa\" }}{{ end }}":            false,
+		"{{ define \"t\" }}{{ .y }}{{ end }}{{ template \"t\" .z }}": true,
+		"{{ define \"t\" }}{{ .y }}{{ end }}{{ template \"t\" . }}":  false,
+		"{{ bad": false,
+	} {
+		if got := e.Closed(src); got != want {
+			t.Errorf("Closed(%q) = %v, want %v", src, got, want)
+		}
+	}
+}

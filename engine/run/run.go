@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mensylisir/kubexm/engine/variables"
 	"maps"
 	"os"
 	"path/filepath"
@@ -108,7 +109,8 @@ type runner struct {
 	filesDir  string
 	aborted   string
 	startTime time.Time
-	orders    sync.Map  // variables.OrderKey -> variables.VarOrder: renderOrder's cache
+	orders    sync.Map // variables.OrderKey -> variables.VarOrder: renderOrder's cache
+	memo      *variables.Memo
 	localLock localLock // the lock of this machine, for its connection: local hosts
 }
 
@@ -177,6 +179,7 @@ func newRunner(pb *playbook.Playbook, inv *inventory.Inventory, opts RunOptions)
 	if r.ev == nil {
 		r.ev = eval.New()
 	}
+	r.memo = variables.NewMemo(r.ev.Closed)
 	r.recap = &model.Recap{RunID: r.runID, Hosts: map[string]*model.HostStats{}}
 	r.control = opts.Control
 	if r.control == nil {

@@ -925,7 +925,8 @@ func (pr *playRun) vars(h *hostState, t *playbook.Task, il *includeLoop, hv map[
 
 // renderVar renders one templated variable into v.
 func (r *runner) renderVar(v map[string]any, d *playbook.VarDef) error {
-	val, err := r.ev.RenderValue(d.Val, v)
+	host, _ := v["inventory_hostname"].(string)
+	val, err := r.memo.Render(host, d, v, func() (any, error) { return r.ev.RenderValue(d.Val, v) })
 	if err != nil {
 		return fmt.Errorf("%s: variable %s: %w", d.Pos, d.Name, err)
 	}
