@@ -15,79 +15,11 @@ import (
 // variables that read each other; a template that does not parse reads
 // nothing (its error is reported where it is checked).
 func (e *Evaluator) Refs(s string) []string {
-	if !strings.Contains(s, "{{") {
+	w, ok := e.deps(s)
+	if !ok {
 		return nil
 	}
-	t, err := template.New(templateName).Funcs(e.userFuncs).Parse(s)
-	if err != nil {
-		return nil
-	}
-	var refs []string
-	for _, sub := range t.Templates() {
-		if sub.Tree != nil {
-			// A {{ define }}d template gets whatever dot it is called with;
-			// taking it as the variables errs on the side of more order.
-			refs = refsIn(sub.Tree.Root, true, refs)
-		}
-	}
-	return refs
-}
-
-func addRef(refs []string, name string) []string {
-	if !slices.Contains(refs, name) {
-		refs = append(refs, name)
-	}
-	return refs
-}
-
-func refsIn(n parse.Node, rootDot bool, refs []string) []string {
-	switch n := n.(type) {
-	case *parse.ListNode:
-		if n == nil {
-			return refs
-		}
-		for _, c := range n.Nodes {
-			refs = refsIn(c, rootDot, refs)
-		}
-	case *parse.ActionNode:
-		refs = refsIn(n.Pipe, rootDot, refs)
-	case *parse.PipeNode:
-		if n == nil {
-			return refs
-		}
-		for _, c := range n.Cmds {
-			refs = refsIn(c, rootDot, refs)
-		}
-	case *parse.CommandNode:
-		for _, a := range n.Args {
-			refs = refsIn(a, rootDot, refs)
-		}
-	case *parse.FieldNode:
-		if rootDot && len(n.Ident) > 0 {
-			refs = addRef(refs, n.Ident[0])
-		}
-	case *parse.VariableNode:
-		if len(n.Ident) > 1 && n.Ident[0] == "$" {
-			refs = addRef(refs, n.Ident[1])
-		}
-	case *parse.ChainNode:
-		refs = refsIn(n.Node, rootDot, refs)
-	case *parse.IfNode:
-		refs = refsIn(n.Pipe, rootDot, refs)
-		refs = refsIn(n.List, rootDot, refs)
-		refs = refsIn(n.ElseList, rootDot, refs)
-	case *parse.RangeNode:
-		refs = refsIn(n.Pipe, rootDot, refs)
-		refs = refsIn(n.List, false, refs)
-		refs = refsIn(n.ElseList, rootDot, refs)
-	case *parse.WithNode:
-		refs = refsIn(n.Pipe, rootDot, refs)
-		refs = refsIn(n.List, false, refs)
-		refs = refsIn(n.ElseList, rootDot, refs)
-	case *parse.TemplateNode:
-		refs = refsIn(n.Pipe, rootDot, refs)
-	}
-	return refs
+	return w.refs
 }
 
 // volatileFunc matches the functions whose result is not a function of their
@@ -103,65 +35,93 @@ var volatileFunc = regexp.MustCompile(`(?i)rand|uuid|shuffle|^gen|now|date|ago|d
 // gives equal results, so a rendering may be reused; a template that does
 // not parse is not closed.
 func (e *Evaluator) Closed(s string) bool {
+	w, ok := e.deps(s)
+	return ok && !w.open
+}
+
+// depWalk is what a walk of a template's parse trees found.
+type depWalk struct {
+	refs []string // as Refs
+	open bool     // not Closed
+}
+
+// deps walks s's templates; ok is false when s does not parse.
+func (e *Evaluator) deps(s string) (w depWalk, ok bool) {
 	if !strings.Contains(s, "{{") {
-		return true
+		return w, true
 	}
 	t, err := template.New(templateName).Funcs(e.userFuncs).Parse(s)
 	if err != nil {
-		return false
+		return w, false
 	}
 	for _, sub := range t.Templates() {
-		if sub.Tree != nil && !closedIn(sub.Tree.Root, true) {
-			return false
+		if sub.Tree != nil {
+			// A {{ define }}d template gets whatever dot it is called with;
+			// taking it as the variables errs on the side of more order.
+			w.walk(sub.Tree.Root, true)
 		}
 	}
-	return true
+	return w, true
 }
 
-func closedIn(n parse.Node, rootDot bool) bool {
+func (w *depWalk) walk(n parse.Node, rootDot bool) {
 	switch n := n.(type) {
 	case *parse.ListNode:
 		if n == nil {
-			return true
+			return
 		}
 		for _, c := range n.Nodes {
-			if !closedIn(c, rootDot) {
-				return false
-			}
+			w.walk(c, rootDot)
 		}
 	case *parse.ActionNode:
-		return closedIn(n.Pipe, rootDot)
+		w.walk(n.Pipe, rootDot)
 	case *parse.PipeNode:
 		if n == nil {
-			return true
+			return
 		}
 		for _, c := range n.Cmds {
-			if !closedIn(c, rootDot) {
-				return false
-			}
+			w.walk(c, rootDot)
 		}
 	case *parse.CommandNode:
 		for _, a := range n.Args {
-			if !closedIn(a, rootDot) {
-				return false
-			}
+			w.walk(a, rootDot)
+		}
+	case *parse.FieldNode:
+		if rootDot && len(n.Ident) > 0 {
+			w.addRef(n.Ident[0])
+		}
+	case *parse.VariableNode:
+		switch {
+		case len(n.Ident) > 1 && n.Ident[0] == "$":
+			w.addRef(n.Ident[1])
+		case len(n.Ident) == 1 && n.Ident[0] == "$":
+			w.open = true
 		}
 	case *parse.DotNode:
-		return !rootDot
-	case *parse.VariableNode:
-		return len(n.Ident) != 1 || n.Ident[0] != "$"
+		w.open = w.open || rootDot
 	case *parse.IdentifierNode:
-		return !volatileFunc.MatchString(n.Ident)
+		w.open = w.open || volatileFunc.MatchString(n.Ident)
 	case *parse.ChainNode:
-		return closedIn(n.Node, rootDot)
+		w.walk(n.Node, rootDot)
 	case *parse.IfNode:
-		return closedIn(n.Pipe, rootDot) && closedIn(n.List, rootDot) && closedIn(n.ElseList, rootDot)
+		w.walk(n.Pipe, rootDot)
+		w.walk(n.List, rootDot)
+		w.walk(n.ElseList, rootDot)
 	case *parse.RangeNode:
-		return closedIn(n.Pipe, rootDot) && closedIn(n.List, false) && closedIn(n.ElseList, rootDot)
+		w.walk(n.Pipe, rootDot)
+		w.walk(n.List, false)
+		w.walk(n.ElseList, rootDot)
 	case *parse.WithNode:
-		return closedIn(n.Pipe, rootDot) && closedIn(n.List, false) && closedIn(n.ElseList, rootDot)
+		w.walk(n.Pipe, rootDot)
+		w.walk(n.List, false)
+		w.walk(n.ElseList, rootDot)
 	case *parse.TemplateNode:
-		return closedIn(n.Pipe, rootDot)
+		w.walk(n.Pipe, rootDot)
 	}
-	return true
+}
+
+func (w *depWalk) addRef(name string) {
+	if !slices.Contains(w.refs, name) {
+		w.refs = append(w.refs, name)
+	}
 }
