@@ -245,14 +245,24 @@ bench-scale:
 # [Conformance] specs minus [Serial], [Disruptive] and
 # test/conformance/skip.txt, in CONFORMANCE_NODES ginkgo processes (default
 # 4); CONFORMANCE_SET=serial: the [Serial] and [Disruptive] conformance specs,
-# one at a time. The summary is written to
-# $(KUBEXM_TEST_CACHE)/conformance/$(CONFORMANCE_MODE)[-serial]/summary.md (and
-# logged); docs/conformance.md has the measured runs. Not in CI: the first
-# build of e2e.test alone takes 15-60 minutes on a 2-core machine.
-# CONFORMANCE_MODE=kubeadm for kubernetes.type kubeadm.
+# one at a time; CONFORMANCE_SET=netpol: the NetworkPolicy specs
+# ([Feature:NetworkPolicy] minus the SCTP ones, which the test kernel cannot
+# serve), with CONFORMANCE_CNI=calico only (flannel enforces no policy).
+# CONFORMANCE_MODE=kubeadm for kubernetes.type kubeadm; CONFORMANCE_CNI
+# (flannel, calico: network.plugin, issue 49); CONFORMANCE_RUNTIME
+# (containerd, docker: containerRuntime.type, dockerd and cri-dockerd as
+# make e2e-nodes-docker builds them, issue 54). The summary is written to
+# $(KUBEXM_TEST_CACHE)/conformance/<mode>[-<cni>][-<runtime>][-<set>]/summary.md
+# (the defaults left out of the name: binary, kubeadm-calico-netpol,
+# binary-docker; and logged); docs/conformance.md has the measured runs.
+# Not in CI: the first build of e2e.test alone takes 15-60 minutes on a
+# 2-core machine.
 CONFORMANCE_MODE ?= binary
 CONFORMANCE_SET ?= parallel
 CONFORMANCE_NODES ?=
+CONFORMANCE_CNI ?= flannel
+CONFORMANCE_RUNTIME ?= containerd
 conformance:
 	KUBEXM_CONFORMANCE=1 KUBEXM_CONFORMANCE_MODE='$(CONFORMANCE_MODE)' KUBEXM_CONFORMANCE_SET='$(CONFORMANCE_SET)' KUBEXM_CONFORMANCE_NODES='$(CONFORMANCE_NODES)' \
+	  KUBEXM_CONFORMANCE_CNI='$(CONFORMANCE_CNI)' KUBEXM_CONFORMANCE_RUNTIME='$(CONFORMANCE_RUNTIME)' \
 	  $(GO) test -tags e2e -count=1 -timeout 180m -run '^TestConformance$$' -v $(TESTFLAGS) ./test/e2e/

@@ -17,6 +17,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
 // Settings of TestConformance (make conformance sets them).
@@ -39,8 +42,16 @@ const (
 	envConformanceSkip  = "KUBEXM_CONFORMANCE_SKIP"
 	// KUBEXM_CONFORMANCE_SET: parallel (default), the conformance specs
 	// that may share the cluster with others, or serial, the [Serial] and
-	// [Disruptive] ones, one at a time on a cluster of their own.
+	// [Disruptive] ones, one at a time on a cluster of their own, or netpol,
+	// the NetworkPolicy specs (a CNI that enforces policy: calico).
 	envConformanceSet = "KUBEXM_CONFORMANCE_SET"
+	// KUBEXM_CONFORMANCE_CNI: flannel (default) or calico (network.plugin;
+	// calico's images from test/artifacts/calico.sh in the bundle).
+	envConformanceCNI = "KUBEXM_CONFORMANCE_CNI"
+	// KUBEXM_CONFORMANCE_RUNTIME: containerd (default) or docker
+	// (containerRuntime.type docker: dockerd and cri-dockerd from
+	// test/artifacts/docker.sh, as make e2e-nodes-docker's cluster).
+	envConformanceRuntime = "KUBEXM_CONFORMANCE_RUNTIME"
 )
 
 // The parallel set: every conformance spec that may share the cluster with
@@ -56,6 +67,20 @@ const (
 const (
 	conformanceSerialFocus = `\[Conformance\].*\[(Serial|Disruptive)\]|\[(Serial|Disruptive)\].*\[Conformance\]`
 	conformanceSerialSkip  = ``
+)
+
+// The netpol set: upstream's NetworkPolicy specs (test/e2e/network/netpol,
+// every one [Feature:NetworkPolicy]: the Netpol TCP, UDP and SCTP
+// contexts; their pods run agnhost porter and connect), minus the SCTP
+// context, which also needs [Feature:SCTPConnectivity]: an SCTP server in
+// the pods, and the test machines' kernel is built without SCTP sockets
+// (CONFIG_IP_SCTP unset: socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP) fails
+// with EPROTONOSUPPORT). The two Netpol TCP specs about policies naming
+// SCTP (which must not admit TCP) run.
+// The Netpol API spec is a [Conformance] spec of the parallel set.
+const (
+	conformanceNetpolFocus = `\[Feature:NetworkPolicy\]`
+	conformanceNetpolSkip  = `\[Feature:SCTPConnectivity\]`
 )
 
 // TestConformance is issue 26: Kubernetes' own conformance suite (e2e.test
@@ -83,14 +108,25 @@ func TestConformance(t *testing.T) {
 	if specSet == "" {
 		specSet = "parallel"
 	}
-	focus, skip, nodes := conformanceFocus, conformanceSkip, 4
-	switch specSet {
-	case "parallel":
-	case "serial":
-		focus, skip, nodes = conformanceSerialFocus, conformanceSerialSkip, 1
-	default:
-		t.Fatalf("%s=%q: want parallel or serial", envConformanceSet, specSet)
+	cni := os.Getenv(envConformanceCNI)
+	if cni == "" {
+		cni = "flannel"
 	}
+	if cni != "flannel" && cni != "calico" {
+		t.Fatalf("%s=%q: want flannel or calico", envConformanceCNI, cni)
+	}
+	runtimeType := os.Getenv(envConformanceRuntime)
+	if runtimeType == "" {
+		runtimeType = "containerd"
+	}
+	if runtimeType != "containerd" && runtimeType != "docker" {
+		t.Fatalf("%s=%q: want containerd or docker", envConformanceRuntime, runtimeType)
+	}
+	sets, err := conformanceSets(specSet, cni)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", envConformanceSet, specSet, err)
+	}
+	focus, skip, nodes := joinSets(sets)
 	if v := os.Getenv(envConformanceNodes); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -107,10 +143,7 @@ func TestConformance(t *testing.T) {
 	}
 	out := os.Getenv(envConformanceOut)
 	if out == "" {
-		out = filepath.Join(cache, "conformance", mode)
-		if specSet == "serial" {
-			out += "-serial"
-		}
+		out = filepath.Join(cache, "conformance", conformanceRunName(mode, cni, runtimeType, specSet))
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
@@ -125,6 +158,12 @@ func TestConformance(t *testing.T) {
 	releaseRoot := clusterArtifacts(ctx, t, root)
 	if mode == "kubeadm" {
 		kubeadmArtifacts(ctx, t, root, kubernetesVersion)
+	}
+	if cni == "calico" {
+		calicoArtifacts(ctx, t, root)
+	}
+	if runtimeType == "docker" {
+		dockerArtifacts(ctx, t, root)
 	}
 	suiteDir := conformanceArtifacts(ctx, t, root)
 	images := conformanceImages(t, filepath.Join(releaseRoot, "images", "images.txt"))
@@ -142,6 +181,12 @@ func TestConformance(t *testing.T) {
 		y = kubeadmClusterYAML(name, set, "kubeadm")
 		vars = append(vars, fmt.Sprintf(`{"kubeadm_etcd_image_version": %q}`, kubeadmEtcdImageTag),
 			`{"kubeadm_ignore_preflight_errors": ["SystemVerification"]}`)
+	}
+	y = conformanceClusterYAML(t, y, cni, runtimeType)
+	var exportFlags []string
+	if runtimeType == "docker" {
+		installTestRunc(ctx, t, set)
+		vars = append(vars, dockerTestVars()...)
 	}
 	// The suite's images travel in the bundle as a site's own images would
 	// (images_extra), beside clusterTestVars' busybox.
@@ -161,14 +206,32 @@ func TestConformance(t *testing.T) {
 	diag.cluster(k)
 
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
-	bundle := exportBundle(ctx, t, kx, server, " (conformance, "+mode+")")
+	if runtimeType == "docker" {
+		exportFlags = append(exportFlags, "-e", dockerSources(server))
+	}
+	bundle := exportBundle(ctx, t, kx, server, " (conformance, "+mode+", "+cni+", "+runtimeType+")", exportFlags...)
 	stop()
 	res := kx.play(ctx, filepath.Join(root, "playbooks", "create-cluster"), "--offline-bundle", bundle)
 	if res.err != nil {
 		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF create-cluster (%s mode, conformance images in the bundle): %s", mode, res.wall.Round(time.Second))
+	t.Logf("PERF create-cluster (%s mode, %s, %s, conformance images in the bundle): %s", mode, cni, runtimeType, res.wall.Round(time.Second))
 	checkNodes(ctx, t, k, set)
+	// The cluster is what the settings asked for before the suite is
+	// counted as run on it.
+	if cni == "calico" {
+		checkCalico(ctx, t, set, k)
+	}
+	if runtimeType == "docker" {
+		var nodes []string
+		for _, h := range set.Hosts {
+			nodes = append(nodes, h.Name)
+		}
+		checkDockerNodes(ctx, t, k, set, nodes)
+	}
+	if t.Failed() {
+		return
+	}
 
 	repoList := filepath.Join(work, "repo-list.yaml")
 	if err := os.WriteFile(repoList, []byte(images.repoList), 0o644); err != nil {
@@ -218,7 +281,18 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ginkgo: %v; no report (%v); the end of %s:\n%s", runErr, err, logPath, tailFile(logPath, 40))
 	}
-	sum.mode, sum.set, sum.took, sum.nodes = mode, specSet, took, nodes
+	sum.mode, sum.set, sum.cni, sum.runtime, sum.took, sum.nodes = mode, specSet, cni, runtimeType, took, nodes
+	if len(sets) > 1 {
+		// Each set's own counts, from the same report.
+		for _, st := range sets {
+			part, err := summarizeConformance(filepath.Join(out, "report.json"), st.focus, st.skip, skips)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum.parts = append(sum.parts, fmt.Sprintf("%s set: passed %d, failed %d, skipped (skip file) %d, skipped by the suite %d",
+				st.name, part.passed, len(part.failed), len(part.skipFile), part.other))
+		}
+	}
 	sum.command = fmt.Sprintf("ginkgo --nodes=%d --focus='%s' --skip='%s' e2e.test -- --provider=skeleton", nodes, focus, ginkgoSkip)
 	text := sum.markdown()
 	if err := os.WriteFile(filepath.Join(out, "summary.md"), []byte(text), 0o644); err != nil {
@@ -227,6 +301,105 @@ func TestConformance(t *testing.T) {
 	t.Logf("conformance summary (%s):\n%s", filepath.Join(out, "summary.md"), text)
 	if len(sum.failed) > 0 || runErr != nil {
 		t.Errorf("conformance (%s mode): %d failed, %d passed; ginkgo: %v", mode, len(sum.failed), sum.passed, runErr)
+	}
+}
+
+// specSet is one selection of specs TestConformance runs.
+type specSet struct {
+	name, focus, skip string
+	nodes             int // ginkgo processes by default
+}
+
+// conformanceSets reads KUBEXM_CONFORMANCE_SET: one set, or parallel and
+// netpol joined by "+" (one ginkgo run over both on one cluster; the
+// serial set runs alone). netpol needs a CNI that enforces policy.
+func conformanceSets(value, cni string) ([]specSet, error) {
+	known := map[string]specSet{
+		"parallel": {"parallel", conformanceFocus, conformanceSkip, 4},
+		"serial":   {"serial", conformanceSerialFocus, conformanceSerialSkip, 1},
+		"netpol":   {"netpol", conformanceNetpolFocus, conformanceNetpolSkip, 4},
+	}
+	var sets []specSet
+	for _, name := range strings.Split(value, "+") {
+		st, ok := known[name]
+		if !ok {
+			return nil, fmt.Errorf("unknown set %q: want parallel, serial, netpol or parallel+netpol", name)
+		}
+		if name == "netpol" && cni == "flannel" {
+			return nil, fmt.Errorf("flannel enforces no NetworkPolicy, so the netpol specs would only fail; set %s=calico", envConformanceCNI)
+		}
+		if slices.ContainsFunc(sets, func(s specSet) bool { return s.name == name }) {
+			return nil, fmt.Errorf("set %q given twice", name)
+		}
+		sets = append(sets, st)
+	}
+	if len(sets) > 1 && slices.ContainsFunc(sets, func(s specSet) bool { return s.name == "serial" }) {
+		return nil, fmt.Errorf("the serial set runs alone (one ginkgo process, nothing else on the cluster)")
+	}
+	return sets, nil
+}
+
+// joinSets is one ginkgo selection of sets: a spec any set focuses on,
+// unless any set's skip matches it (the parallel and netpol sets' skips
+// match none of the other's specs), in the most processes any set takes.
+func joinSets(sets []specSet) (focus, skip string, nodes int) {
+	var f, s []string
+	for _, st := range sets {
+		f = append(f, st.focus)
+		if st.skip != "" {
+			s = append(s, st.skip)
+		}
+		nodes = max(nodes, st.nodes)
+	}
+	return strings.Join(f, "|"), strings.Join(s, "|"), nodes
+}
+
+// conformanceRunName names a run's output directory: the mode, then what
+// differs from the default cluster and set (binary, binary-serial,
+// kubeadm-calico-netpol, kubeadm-calico-parallel-netpol, binary-docker).
+func conformanceRunName(mode, cni, runtimeType, set string) string {
+	name := mode
+	if cni != "flannel" {
+		name += "-" + cni
+	}
+	if runtimeType != "containerd" {
+		name += "-" + runtimeType
+	}
+	if set != "parallel" {
+		name += "-" + strings.ReplaceAll(set, "+", "-")
+	}
+	return name
+}
+
+// conformanceClusterYAML puts the CNI and the container runtime into the
+// cluster.yaml of kubernetesClusterYAML or kubeadmClusterYAML.
+func conformanceClusterYAML(t *testing.T, y, cni, runtimeType string) string {
+	t.Helper()
+	swap := func(old, new string) {
+		t.Helper()
+		if !strings.Contains(y, old) {
+			t.Fatalf("the suite's cluster.yaml has no %q:\n%s", old, y)
+		}
+		y = strings.Replace(y, old, new, 1)
+	}
+	if cni != "flannel" {
+		swap("    plugin: flannel\n", "    plugin: "+cni+"\n")
+	}
+	if runtimeType != "containerd" {
+		swap("    containerRuntime: "+runtimeYAML("containerd")+"\n", "    containerRuntime: "+runtimeYAML(runtimeType)+"\n")
+	}
+	return y
+}
+
+// calicoArtifacts adds calico's images (test/artifacts/calico.sh) to the
+// release tree, as kubeadmArtifacts does for the kubeadm suite on calico.
+func calicoArtifacts(ctx context.Context, t *testing.T, root string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "artifacts", "calico.sh"), "images")
+	cmd.Env = append(os.Environ(), "GOARCH=amd64")
+	cmd.Stderr = os.Stderr
+	if _, err := cmd.Output(); err != nil {
+		t.Fatalf("test/artifacts/calico.sh images: %v", err)
 	}
 }
 
@@ -370,6 +543,8 @@ type ginkgoReport struct {
 // conformanceSummary counts the specs of one run.
 type conformanceSummary struct {
 	mode, set, command string
+	cni, runtime       string
+	parts              []string // each set's counts when the run had several
 	took               time.Duration
 	nodes              int
 	passed             int
@@ -486,14 +661,17 @@ func firstLine(s string) string {
 // markdown is the summary as docs/conformance.md quotes it.
 func (s *conformanceSummary) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Kubernetes %s conformance (%s set), %s mode, flannel, 1 master + 2 workers (%s/%s), %s, %d ginkgo processes\n\n",
-		kubernetesVersion, s.set, s.mode, runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02 15:04 MST"), s.nodes)
+	fmt.Fprintf(&b, "Kubernetes %s conformance (%s set), %s mode, %s, %s, 1 master + 2 workers (%s/%s), %s, %d ginkgo processes\n\n",
+		kubernetesVersion, s.set, s.mode, s.cni, s.runtime, runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02 15:04 MST"), s.nodes)
 	if len(s.stopped) > 0 {
 		fmt.Fprintf(&b, "- **stopped early** (%s): the counts are of the specs that ran\n", strings.Join(s.stopped, "; "))
 	}
 	fmt.Fprintf(&b, "- passed: %d\n- failed: %d\n- skipped (test/conformance/skip.txt): %d\n", s.passed, len(s.failed), len(s.skipFile))
 	if s.other > 0 {
 		fmt.Fprintf(&b, "- skipped by the suite itself at run time: %d\n", s.other)
+	}
+	for _, p := range s.parts {
+		fmt.Fprintf(&b, "- %s\n", p)
 	}
 	fmt.Fprintf(&b, "- not selected: %d\n- suite wall time: %s\n- command: `%s`\n", s.notSelected, s.took.Round(time.Second), s.command)
 	if len(s.failed) > 0 {
@@ -585,4 +763,95 @@ func TestConformanceSummary(t *testing.T) {
 	}
 	// The repository's skip file parses (each entry an expression and a reason).
 	readSkipFile(t, filepath.Join(moduleRoot(t), "test", "conformance", "skip.txt"))
+}
+
+// TestConformanceClusterTemplate: each CNI and runtime setting of
+// TestConformance gives a cluster.yaml that the built-in support matrix
+// accepts, with the plugin and runtime asked for, in both modes; each run
+// has an output directory of its own; the netpol set selects the
+// NetworkPolicy specs and leaves out the SCTP ones and everything else.
+func TestConformanceClusterTemplate(t *testing.T) {
+	// The schema checks that the private key exists.
+	key := filepath.Join(t.TempDir(), "id")
+	if err := os.WriteFile(key, []byte("key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	set := &testhosts.Set{KeyPath: key, Gateway: "10.77.9.1"}
+	for i := 1; i <= 3; i++ {
+		set.Hosts = append(set.Hosts, testhosts.Host{Name: fmt.Sprintf("n%d", i), Address: fmt.Sprintf("10.77.9.%d", 10+i), Port: 22})
+	}
+	names := map[string]bool{}
+	for _, mode := range []string{"binary", "kubeadm"} {
+		for _, cni := range []string{"flannel", "calico"} {
+			for _, rt := range []string{"containerd", "docker"} {
+				y := kubernetesClusterYAML("e2e-conf", set)
+				if mode == "kubeadm" {
+					y = kubeadmClusterYAML("e2e-conf", set, "kubeadm")
+				}
+				y = conformanceClusterYAML(t, y, cni, rt)
+				c, _, err := schema.ParseWith("cluster.yaml", []byte(y), nil)
+				if err != nil {
+					t.Errorf("%s, %s, %s: %v\n%s", mode, cni, rt, err, y)
+				} else {
+					k := c.Spec.Kubernetes
+					if got := k.Type + " " + c.Spec.Network.Plugin + " " + k.ContainerRuntime.Type; got != map[string]string{"binary": "kubexm", "kubeadm": "kubeadm"}[mode]+" "+cni+" "+rt {
+						t.Errorf("%s, %s, %s: kubernetes.type, network.plugin, containerRuntime.type %q", mode, cni, rt, got)
+					}
+				}
+				for _, specSet := range []string{"parallel", "serial", "netpol", "parallel+netpol"} {
+					n := conformanceRunName(mode, cni, rt, specSet)
+					if names[n] {
+						t.Errorf("two runs write to conformance/%s", n)
+					}
+					names[n] = true
+				}
+			}
+		}
+	}
+	for _, n := range []string{"binary", "binary-serial", "kubeadm", "kubeadm-serial", "kubeadm-calico-netpol", "kubeadm-calico-parallel-netpol", "binary-docker"} {
+		if !names[n] {
+			t.Errorf("no run writes to conformance/%s", n)
+		}
+	}
+
+	report := `[{"SuiteDescription": "Kubernetes e2e suite", "SpecReports": [
+	{"ContainerHierarchyTexts": ["[sig-network] Netpol", "NetworkPolicy between server and client"], "LeafNodeText": "should support a 'default-deny-ingress' policy [Feature:NetworkPolicy]", "LeafNodeType": "It", "State": "passed"},
+	{"ContainerHierarchyTexts": ["[sig-network] Netpol [LinuxOnly]", "NetworkPolicy between server and client using UDP"], "LeafNodeText": "should enforce policy based on Ports [Feature:NetworkPolicy]", "LeafNodeType": "It", "State": "passed"},
+	{"ContainerHierarchyTexts": ["[sig-network] Netpol [Feature:SCTPConnectivity] [LinuxOnly]", "NetworkPolicy between server and client using SCTP"], "LeafNodeText": "should enforce policy based on Ports [Feature:NetworkPolicy]", "LeafNodeType": "It", "State": "skipped"},
+	{"ContainerHierarchyTexts": ["[sig-network] Netpol API"], "LeafNodeText": "should support creating NetworkPolicy API operations [Conformance]", "LeafNodeType": "It", "State": "skipped"}
+	]}]`
+	path := filepath.Join(t.TempDir(), "report.json")
+	if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := summarizeConformance(path, conformanceNetpolFocus, conformanceNetpolSkip, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.passed != 2 || len(s.failed) != 0 || s.other != 0 || s.notSelected != 2 {
+		t.Errorf("netpol set: passed %d, failed %q, other %d, not selected %d; want 2, none, 0, 2", s.passed, s.failed, s.other, s.notSelected)
+	}
+	// parallel+netpol: one selection of both (the API spec is the parallel
+	// set's); the SCTP spec stays out.
+	sets, err := conformanceSets("parallel+netpol", "calico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	focus, skip, nodes := joinSets(sets)
+	if s, err = summarizeConformance(path, focus, skip, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s.passed != 2 || s.other != 1 || s.notSelected != 1 || nodes != 4 {
+		t.Errorf("parallel+netpol: passed %d, other %d, not selected %d, %d processes; want 2, 1, 1, 4", s.passed, s.other, s.notSelected, nodes)
+	}
+	for _, bad := range []struct{ set, cni, want string }{
+		{"netpol", "flannel", "enforces no NetworkPolicy"},
+		{"parallel+serial", "calico", "runs alone"},
+		{"parallel+parallel", "calico", "given twice"},
+		{"all", "calico", "unknown set"},
+	} {
+		if _, err := conformanceSets(bad.set, bad.cni); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("set %s with %s: %v, want an error saying %q", bad.set, bad.cni, err, bad.want)
+		}
+	}
 }
