@@ -16,7 +16,7 @@ TESTFLAGS ?=
 
 export KUBEXM_TEST_CACHE
 
-.PHONY: build release deps check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-kubeadm-calico e2e-ha e2e-kubeadm-ha e2e-vip e2e-vip-kube-vip e2e-kubeadm-ha-kube-vip e2e-kubeadm-ha-nginx e2e-ha-all e2e-nodes e2e-nodes-docker e2e-upgrade e2e-upgrade-chain e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
+.PHONY: build release deps check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-kubeadm-calico e2e-ha e2e-kubeadm-ha e2e-vip e2e-vip-nginx e2e-vip-kube-vip e2e-kubeadm-ha-kube-vip e2e-kubeadm-ha-nginx e2e-ha-all e2e-nodes e2e-nodes-docker e2e-upgrade e2e-upgrade-chain e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
 
 # Static (no cgo): autoRenewCerts copies this binary to the masters, whose
 # C library may be older than the build machine's.
@@ -167,6 +167,12 @@ e2e-kubeadm-ha:
 e2e-vip:
 	$(GO) test -tags e2e -count=1 -timeout 60m -run '^TestVIPControlPlane$$' -v $(TESTFLAGS) ./test/e2e/
 
+# externalLoadBalancer kubexm with nginx instead of haproxy beside
+# keepalived on the 2 loadbalancer hosts (internalLoadbalancer nginx): the
+# VIP suite's steps.
+e2e-vip-nginx:
+	KUBEXM_E2E_VIP=nginx $(GO) test -tags e2e -count=1 -timeout 60m -run '^TestVIPControlPlane$$' -v $(TESTFLAGS) ./test/e2e/
+
 # Issue 51's internalLoadbalancer kube-vip alone: binary mode, 3 masters
 # with kube-vip's static pod holding the VIP and 1 worker, the VIP holder
 # powered off and back (TestVIPControlPlane's kube-vip mode; the source
@@ -191,12 +197,14 @@ e2e-kubeadm-ha-nginx:
 # machines): binary mode behind the workers' haproxy then nginx (e2e-ha with
 # KUBEXM_E2E_NGINX=1), kubeadm mode behind haproxy (e2e-kubeadm-ha) and
 # nginx (e2e-kubeadm-ha-nginx),
-# keepalived + haproxy on loadbalancer hosts (e2e-vip), kube-vip on the
+# keepalived + haproxy or nginx on loadbalancer hosts (e2e-vip,
+# e2e-vip-nginx), kube-vip on the
 # masters in both modes (e2e-vip-kube-vip, e2e-kubeadm-ha-kube-vip).
 e2e-ha-all:
 	KUBEXM_E2E_NGINX=1 $(MAKE) --no-print-directory e2e-ha
 	$(MAKE) --no-print-directory e2e-kubeadm-ha
 	$(MAKE) --no-print-directory e2e-vip
+	$(MAKE) --no-print-directory e2e-vip-nginx
 	$(MAKE) --no-print-directory e2e-vip-kube-vip
 	$(MAKE) --no-print-directory e2e-kubeadm-ha-kube-vip
 	$(MAKE) --no-print-directory e2e-kubeadm-ha-nginx

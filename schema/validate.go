@@ -487,10 +487,10 @@ func validateEndpoint(c *Cluster, ps *problems) {
 			}
 		}
 		// internalLoadbalancer names the proxy beside keepalived (seeds/003):
-		// the role installs haproxy there.
-		if cpe.InternalLoadbalancer != "" && cpe.InternalLoadbalancer != "haproxy" {
-			ps.add(child(base, "internalLoadbalancer"), "leave it out or set haproxy: every node reaches the virtual IP",
-				"externalLoadBalancer kubexm runs keepalived with haproxy on the loadbalancer hosts; %s there is not supported yet", cpe.InternalLoadbalancer)
+		// haproxy (the default) or nginx; kube-vip is a VIP of its own.
+		if cpe.InternalLoadbalancer == "kube-vip" {
+			ps.add(child(base, "internalLoadbalancer"), "leave it out, or set haproxy or nginx: the proxy beside keepalived",
+				"externalLoadBalancer kubexm holds lb_address with keepalived on the loadbalancer hosts; kube-vip would hold it on the masters")
 		}
 	case "external":
 		if lbHosts > 0 {

@@ -61,6 +61,9 @@ func TestLoadBalancerTemplateDefaults(t *testing.T) {
 		{"external kubexm", "lb1", func(c map[string]any) {
 			c["internalLoadbalancer"], c["externalLoadBalancer"], c["lb_address"], c["port"] = "", "kubexm", "10.0.0.100", 8443
 		}, "haproxy", ":8443", "kubexm-haproxy", "kubexm-nginx", "keepalived haproxy"},
+		{"external kubexm with nginx", "lb1", func(c map[string]any) {
+			c["internalLoadbalancer"], c["externalLoadBalancer"], c["lb_address"], c["port"] = "nginx", "kubexm", "10.0.0.100", 8443
+		}, "nginx", ":8443", "kubexm-nginx", "kubexm-haproxy", "keepalived nginx libnginx-mod-stream"},
 	} {
 		v := lbVars(t, tc.host, tc.adjust)
 		got := []string{v["lb_proxy"].(string), v["lb_bind"].(string), v["lb_unit"].(string), v["lb_other_unit"].(string)}
@@ -115,6 +118,21 @@ func TestLoadBalancerNginxTemplates(t *testing.T) {
 		if !strings.Contains(cfg, want) {
 			t.Errorf("nginx.conf lacks %q:\n%s", want, cfg)
 		}
+	}
+	checkWithBinary(t, "nginx", cfg, "nginx.conf", []string{"-t", "-q", "-e", "stderr", "-c"})
+	// On the loadbalancer hosts (externalLoadBalancer kubexm) nginx listens
+	// on every address, where keepalived puts the VIP.
+	ext := lbVars(t, "lb1", func(c map[string]any) {
+		c["internalLoadbalancer"], c["externalLoadBalancer"], c["lb_address"] = "nginx", "kubexm", "10.0.0.100"
+	})
+	extCfg := renderRoleTemplate(t, "loadbalancer", "nginx.conf.tmpl", ext)
+	if !strings.Contains(extCfg, "listen 6443;\n") {
+		t.Errorf("nginx.conf on a loadbalancer host does not listen on every address's 6443:\n%s", extCfg)
+	}
+	checkWithBinary(t, "nginx", extCfg, "nginx.conf", []string{"-t", "-q", "-e", "stderr", "-c"})
+	check := renderRoleTemplate(t, "loadbalancer", "keepalived-check.sh.tmpl", ext)
+	if !strings.Contains(check, "kubexm-nginx.service") {
+		t.Errorf("keepalived's check on a loadbalancer host with nginx does not check kubexm-nginx:\n%s", check)
 	}
 	// The kubeadm HA suite reads the backends back with nginxServers.
 	if got, want := nginxServers(cfg, "kube_apiserver"), []string{
@@ -222,7 +240,7 @@ func TestVIPClusterYAML(t *testing.T) {
 	for i := 1; i <= 6; i++ {
 		set.Hosts = append(set.Hosts, testhosts.Host{Name: fmt.Sprintf("n%d", i), Address: fmt.Sprintf("10.77.9.%d", 10+i), Port: 22})
 	}
-	c, _, err := schema.Decode("cluster.yaml", []byte(vipClusterYAML("e2e-vip", set, "10.77.9.250")))
+	c, _, err := schema.Decode("cluster.yaml", []byte(vipClusterYAML("e2e-vip", set, "10.77.9.250", "haproxy")))
 	if err != nil {
 		t.Fatal(err)
 	}

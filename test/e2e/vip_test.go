@@ -39,12 +39,21 @@ import (
 //     nothing.
 //
 // KUBEXM_E2E_VIP=kube-vip runs the other VIP shape instead, kube-vip on the
-// masters (kubeVIPSuite, `make e2e-vip-kube-vip`).
+// masters (kubeVIPSuite, `make e2e-vip-kube-vip`); KUBEXM_E2E_VIP=nginx
+// runs these steps with nginx beside keepalived on the loadbalancer hosts
+// (internalLoadbalancer nginx, `make e2e-vip-nginx`).
 func TestVIPControlPlane(t *testing.T) {
 	parallelSuite(t)
-	if os.Getenv("KUBEXM_E2E_VIP") == "kube-vip" {
+	proxy := os.Getenv("KUBEXM_E2E_VIP")
+	switch proxy {
+	case "kube-vip":
 		kubeVIPSuite(t)
 		return
+	case "":
+		proxy = "haproxy"
+	case "haproxy", "nginx":
+	default:
+		t.Fatalf("KUBEXM_E2E_VIP=%s: want haproxy (the default), nginx or kube-vip", proxy)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
 	defer cancel()
@@ -65,7 +74,7 @@ func TestVIPControlPlane(t *testing.T) {
 	vip := set.Gateway[:strings.LastIndex(set.Gateway, ".")] + ".250"
 
 	inventory := filepath.Join(work, "cluster.yaml")
-	if err := os.WriteFile(inventory, []byte(vipClusterYAML("e2e-vip", set, vip)), 0o600); err != nil {
+	if err := os.WriteFile(inventory, []byte(vipClusterYAML("e2e-vip", set, vip, proxy)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: extraVars(clusterTestVars()...), observe: diag.observe}
@@ -77,13 +86,17 @@ func TestVIPControlPlane(t *testing.T) {
 	fresh := takeHostState(ctx, t, set, wide...)
 
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
-	bundle := exportBundle(ctx, t, kx, server, " with keepalived's and haproxy's packages")
+	bundle := exportBundle(ctx, t, kx, server, " with keepalived's and "+proxy+"'s packages")
 	stop()
 	list, err := exec.CommandContext(ctx, "tar", "-tzf", bundle).Output()
 	if err != nil {
 		t.Fatalf("listing the bundle: %v", err)
 	}
-	for _, p := range []string{"keepalived", "haproxy"} {
+	pkgs := []string{"keepalived", "haproxy"}
+	if proxy == "nginx" {
+		pkgs = []string{"keepalived", "nginx", "libnginx-mod-stream"}
+	}
+	for _, p := range pkgs {
 		if !regexp.MustCompile(`(?m)^(?:\./)?packages/[a-z]+[0-9.]*/amd64/` + p + `_[^/]+\.deb$`).Match(list) {
 			t.Fatalf("the bundle has no %s package:\n%s", p, tail(string(list), 40))
 		}
@@ -95,8 +108,8 @@ func TestVIPControlPlane(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF create-cluster (3 masters, 1 worker, 2 loadbalancer hosts with keepalived and haproxy, offline bundle) on %d fresh machines: %s (%d changed)",
-		machines, res.wall.Round(time.Millisecond), len(res.changed()))
+	t.Logf("PERF create-cluster (3 masters, 1 worker, 2 loadbalancer hosts with keepalived and %s, offline bundle) on %d fresh machines: %s (%d changed)",
+		proxy, machines, res.wall.Round(time.Millisecond), len(res.changed()))
 
 	// The admin kubeconfig on the control machine names the VIP too.
 	data, err := os.ReadFile(kubeconfig)
@@ -115,7 +128,7 @@ func TestVIPControlPlane(t *testing.T) {
 			t.Errorf("%s: kubeconfigs and the domain: %v\n%s\nwant only server: %s, the domain at %s", n.Name, err, out, haEndpoint, vip)
 		}
 	}
-	holder, backup := vipHolder(ctx, t, set, lbs, vip)
+	holder, backup := vipHolder(ctx, t, set, lbs, vip, proxy)
 	t.Logf("%s holds the VIP %s, %s is its backup", holder.Name, vip, backup.Name)
 
 	checkMasterEtcd(ctx, t, set, etcdctl, masters, masters[1])
@@ -165,20 +178,26 @@ func TestVIPControlPlane(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s after its power-on: %v\n%s", holder.Name, err, out)
 	}
-	if h, _ := vipHolder(ctx, t, set, lbs, vip); h.Name != backup.Name {
+	if h, _ := vipHolder(ctx, t, set, lbs, vip, proxy); h.Name != backup.Name {
 		t.Errorf("the VIP went back to %s after its power-on (nopreempt)", h.Name)
 	}
 	t.Logf("PERF %s back: keepalived BACKUP %s after the power-on, the VIP stays on %s", holder.Name, time.Since(start).Round(time.Second), backup.Name)
 
 	// --- failover: master n1 loses its power while n4 polls the VIP -------
 	// The admin kubeconfig names the VIP, so it needs no survivor's copy.
+	// nginx has passive health checks only: with nginx the master is
+	// unplugged too, so that nginx meets connect timeouts, as for a
+	// machine that is really off, not refusals from its namespace's kernel.
 	victim := masters[0]
-	cut = failover(ctx, t, set, victim, poller, "master failover behind the VIP", false)
+	cut = failover(ctx, t, set, victim, poller, "master failover behind the VIP ("+proxy+")", proxy == "nginx")
 	if out, err := k.run(ctx, "", "wait", "--for=condition=Ready=Unknown", "node/"+victim.Name, "--timeout=180s"); err != nil {
 		t.Fatalf("%s not marked unreachable: %v\n%s", victim.Name, err, out)
 	}
 	t.Logf("PERF %s NotReady (Unknown) %s after its power-off", victim.Name, time.Since(cut).Round(time.Second))
 	deployAfterFailover(ctx, t, k, "master failover behind the VIP")
+	if proxy == "nginx" {
+		plugBack(ctx, t, set, victim, "")
+	}
 	powerOnConverges(ctx, t, set, machines, k, etcdctl, masters, victim)
 
 	rerun(ctx, t, kx, "create-cluster", create, "--offline-bundle", bundle)
@@ -188,25 +207,30 @@ func TestVIPControlPlane(t *testing.T) {
 
 // vipClusterYAML: the HA suite's (n1-n3 masters and etcd) with n4 the only
 // worker and n5, n6 loadbalancer hosts holding vip instead of a local
-// haproxy on the workers.
-func vipClusterYAML(name string, set *testhosts.Set, vip string) string {
+// proxy on the workers, with proxy (haproxy or nginx) beside keepalived.
+func vipClusterYAML(name string, set *testhosts.Set, vip, proxy string) string {
 	y := haClusterYAML(name, set)
 	y = strings.Replace(y, "    worker: [n4, n5]\n", "    worker: [n4]\n    loadbalancer: [n5, n6]\n", 1)
-	return strings.Replace(y, "  controlPlaneEndpoint:\n    internalLoadbalancer: haproxy\n", "  controlPlaneEndpoint:\n    externalLoadBalancer: kubexm\n    lb_address: "+vip+"\n", 1)
+	cpe := "  controlPlaneEndpoint:\n    externalLoadBalancer: kubexm\n    lb_address: " + vip + "\n"
+	if proxy == "nginx" {
+		cpe += "    internalLoadbalancer: nginx\n"
+	}
+	return strings.Replace(y, "  controlPlaneEndpoint:\n    internalLoadbalancer: haproxy\n", cpe, 1)
 }
 
 // vipHolder says which of the loadbalancer hosts holds vip (exactly one
-// must), and the other.
-func vipHolder(ctx context.Context, t *testing.T, set *testhosts.Set, lbs []testhosts.Host, vip string) (holder, other testhosts.Host) {
+// must), and the other; kubexm's proxy (kubexm-haproxy or kubexm-nginx)
+// and keepalived must be active on both.
+func vipHolder(ctx context.Context, t *testing.T, set *testhosts.Set, lbs []testhosts.Host, vip, proxy string) (holder, other testhosts.Host) {
 	t.Helper()
 	var holders []testhosts.Host
 	for _, h := range lbs {
-		out, err := set.SSH(ctx, h.Name, "systemctl is-active kubexm-haproxy kubexm-keepalived; ip -o addr show")
+		out, err := set.SSH(ctx, h.Name, "systemctl is-active kubexm-"+proxy+" kubexm-keepalived; ip -o addr show")
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", h.Name, err, out)
 		}
 		if f := strings.Fields(out); len(f) < 2 || f[0] != "active" || f[1] != "active" {
-			t.Errorf("%s: kubexm-haproxy and kubexm-keepalived are not both active:\n%s", h.Name, out)
+			t.Errorf("%s: kubexm-%s and kubexm-keepalived are not both active:\n%s", h.Name, proxy, out)
 		}
 		if strings.Contains(out, " "+vip+"/") {
 			holders = append(holders, h)
