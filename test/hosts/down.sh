@@ -17,8 +17,11 @@ HALT_WAIT=${HALT_WAIT:-10}
 # TERM to nspawn = clean halt of the node's systemd; a second TERM = immediate; then KILL.
 stop_node() {
   local D=$1 w nsp attempt wait_s
-  [ -f "$D/wrapper.pid" ] || return 0
-  w=$(cat "$D/wrapper.pid")
+  # A wrapper that is gone leaves its pid file; that pid may be another process by now.
+  w=$(node_wrapper "$D") || {
+    rm -f "$D/wrapper.pid"
+    return 0
+  }
   for attempt in 1 2; do
     kill -0 "$w" 2>/dev/null || break
     nsp=$(pgrep -P "$w" -x systemd-nspawn)

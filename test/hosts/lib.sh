@@ -36,6 +36,20 @@ veth_name() { echo "kx$1h$2"; }
 netns_name() { echo "kubexm-$1-n$2"; }
 cgroup_name() { echo "kubexm-$1-n$2"; }
 
+# The pid of the node's wrapper (up.sh's start_node) if it still runs, else nothing and status 1.
+# A pid file alone says nothing: pids are reused, and with the kernel's pid_max at 32768 (this
+# host's) a cluster run goes through them in minutes, so a stale wrapper.pid can name a process
+# of another machine, which kill -0 finds alive and kill -KILL would kill. The wrapper joins the
+# node's cgroups before anything else and stays in the first one, so that is where it is checked.
+node_wrapper() {
+  local D=$1 w cg
+  [ -f "$D/wrapper.pid" ] && [ -f "$D/cgroups" ] || return 1
+  w=$(cat "$D/wrapper.pid")
+  cg=$(head -n1 "$D/cgroups")
+  [[ $w =~ ^[0-9]+$ ]] && [ -n "$cg" ] && grep -qx "$w" "$cg/cgroup.procs" 2>/dev/null || return 1
+  echo "$w"
+}
+
 # Run "$@" holding an exclusive lock on the file $1.
 with_lock() {
   local file=$1

@@ -13,9 +13,8 @@ NODE=${NODE:-}
 check_prefix "$PREFIX"
 [[ $NODE =~ ^n[0-9]{1,2}$ ]] || die "NODE='$NODE' is invalid: name one machine, e.g. NODE=n2"
 D=$RUNS/$PREFIX/nodes/$NODE
-[ -f "$D/wrapper.pid" ] || die "machine $NODE of run $PREFIX is not running"
 [ -f "$D/cgroups" ] || die "machine $NODE of run $PREFIX has no cgroups recorded ($D/cgroups)"
-w=$(cat "$D/wrapper.pid")
+w=$(node_wrapper "$D") || die "machine $NODE of run $PREFIX is not running"
 # The wrapper first, so that it does not start nspawn again; then everything in the node's
 # cgroups, until they are empty.
 kill -KILL "$w" 2>/dev/null

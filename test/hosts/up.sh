@@ -200,10 +200,12 @@ start_node() {
   local D=$STATE/nodes/$name ns machine
   ns=$(netns_name "$PREFIX" "$i")
   machine=$(cgroup_name "$PREFIX" "$i")
-  if [ -f "$D/wrapper.pid" ] && kill -0 "$(cat "$D/wrapper.pid")" 2>/dev/null; then
+  if node_wrapper "$D" >/dev/null; then
     echo "$name $ip already running"
     return 0
   fi
+  [ ! -f "$D/wrapper.pid" ] || echo "$name $ip was running and is gone (its wrapper exited): booting it again"
+  STARTED+=("$i")
   mkdir -p "$D"/{upper,work,merged,containerd}
   mountpoint -q "$D/merged" ||
     mount -t overlay overlay -o "lowerdir=$LOWER,upperdir=$D/upper,workdir=$D/work" "$D/merged"
@@ -250,6 +252,7 @@ start_node() {
   echo $! >"$D/wrapper.pid"
 }
 
+STARTED=()
 for i in $(seq 1 "$N"); do start_node "$i"; done
 flock -u 8
 exec 8>&-
@@ -282,7 +285,15 @@ for i in $(seq 1 "$N"); do
     fi
     if [ "$SECONDS" -ge "$deadline" ]; then
       tail -n 20 "$D/console.log" >&2
-      die "n$i ($ip) not ready after ${UP_TIMEOUT}s (log above, $D/console.log); clean up with: PREFIX=$PREFIX $HOSTS_DIR/down.sh"
+      how="booted by this up.sh"
+      if ! [[ " ${STARTED[*]} " == *" $i "* ]]; then
+        # Say what is left of a machine that was up before: its wrapper, and the
+        # processes in its cgroup (0: everything of it was killed).
+        # shellcheck disable=SC2046 # one path per word
+        procs=$(find $(cat "$D/cgroups") -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u | wc -l)
+        how="already running before this up.sh, wrapper $(node_wrapper "$D" >/dev/null && echo alive || echo gone), $procs processes in its cgroups"
+      fi
+      die "n$i ($ip) not ready after ${UP_TIMEOUT}s ($how; ssh: $(timeout 10 ssh "${SSHOPTS[@]}" "root@$ip" true 2>&1 | tail -n1); log above, $D/console.log); clean up with: PREFIX=$PREFIX $HOSTS_DIR/down.sh"
     fi
     sleep 0.3
   done
