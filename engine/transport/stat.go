@@ -221,3 +221,20 @@ func parseFind(meta, link string) (FileInfo, error) {
 	}
 	return info, nil
 }
+
+// FileSum is what ManySummer reads of one path: its sha256 when it is a
+// regular file (empty when it is missing or something else), and then its
+// permission bits as `stat -c %a` prints them (with setuid, setgid and
+// sticky) and its owner and group, each by name and by id.
+type FileSum struct {
+	Sum                    string
+	Mode                   uint32
+	Owner, Group, UID, GID string
+}
+
+// ManySummer is a Transport that reads many files' sha256 and attributes in
+// one round trip, so that a loop sending files that are already in place
+// costs one command per host instead of one per file.
+type ManySummer interface {
+	SumMany(ctx context.Context, paths []string, become bool) ([]FileSum, error)
+}
