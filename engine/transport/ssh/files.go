@@ -361,39 +361,126 @@ printf '\000'
 shift 3
 done`
 
-// SumMany implements transport.ManySummer: kxsum (the sum from the record
-// while the file is unchanged) and the attributes of every path in one
-// command.
+// sumRecordsScript, for N paths and their N records as arguments after N,
+// prints each record's two lines (the stat it was taken at, the sum) and
+// then one `stat -L` of every path that exists: its name, type, the stat
+// kxsum compares and the attributes, all NUL-terminated. Two processes
+// whatever the number of files (the records are read by the shell itself):
+// a re-run whose files are all unchanged needs nothing else.
+const sumRecordsScript = `n=$1; shift
+i=0; while [ $i -lt $n ]; do p=$1; shift; set -- "$@" "$p"; i=$((i+1)); done
+i=0; while [ $i -lt $n ]; do
+rs= rsum=
+[ -f "$1" ] && { IFS= read -r rs; IFS= read -r rsum; } <"$1"
+printf '%s\000%s\000' "$rs" "$rsum"
+shift; i=$((i+1))
+done
+stat -L --printf '%n\000%F\000%s %i %d %y %z\000%a %U %G %u %g\000' -- "$@" 2>/dev/null
+exit 0`
+
+// SumMany implements transport.ManySummer. With sum records (root or
+// become) the records and one stat of every path decide which files are
+// unchanged since their sum was recorded, in two processes on the host;
+// other files, and every file without records, are left to kxsum, one
+// after the other in the same command.
 func (t *Transport) SumMany(ctx context.Context, paths []string, become bool) ([]transport.FileSum, error) {
 	if len(paths) == 0 {
 		return nil, nil
 	}
-	argv := append(make([]string, 0, 4+3*len(paths)), "/bin/sh", "-c", sumFunc+sumManyLoop, "sh")
-	for _, p := range paths {
-		argv = append(argv, t.sumArgs(ctx, p, become)...)
+	out, rest, err := t.sumsFromRecords(ctx, paths, become)
+	if err != nil || len(rest) == 0 {
+		return out, err
+	}
+	argv := append(make([]string, 0, 4+3*len(rest)), "/bin/sh", "-c", sumFunc+sumManyLoop, "sh")
+	for _, i := range rest {
+		argv = append(argv, t.sumArgs(ctx, paths[i], become)...)
 	}
 	res, err := t.Run(ctx, transport.Command{Argv: argv, Become: become})
 	if err != nil {
 		return nil, err
 	}
 	recs := strings.Split(string(res.Stdout), "\x00")
-	if res.ExitCode != 0 || len(recs) != 3*len(paths)+1 {
-		return nil, fmt.Errorf("%s: sha256 of %d files: exit %d, %d fields: %s", t.name, len(paths), res.ExitCode, len(recs)-1, bytes.TrimSpace(res.Stderr))
+	if res.ExitCode != 0 || len(recs) != 3*len(rest)+1 {
+		return nil, fmt.Errorf("%s: sha256 of %d files: exit %d, %d fields: %s", t.name, len(rest), res.ExitCode, len(recs)-1, bytes.TrimSpace(res.Stderr))
 	}
-	out := make([]transport.FileSum, len(paths))
-	for i := range paths {
-		printed, status, meta := recs[3*i], recs[3*i+1], strings.Fields(recs[3*i+2])
-		if status != "0" || len(printed) < 64 || len(meta) != 5 {
-			continue
+	for k, i := range rest {
+		printed, status := recs[3*k], recs[3*k+1]
+		if status == "0" && len(printed) >= 64 {
+			out[i] = fileSum(printed[:64], recs[3*k+2])
 		}
-		sum := printed[:64]
-		mode, err := strconv.ParseUint(meta[0], 8, 32)
-		if err != nil {
-			continue
-		}
-		out[i] = transport.FileSum{Sum: sum, Mode: uint32(mode), Owner: meta[1], Group: meta[2], UID: meta[3], GID: meta[4]}
 	}
 	return out, nil
+}
+
+// sumsFromRecords reads the sums of the paths that are as their records
+// say; rest are the indexes of the others (every path when there are no
+// records).
+func (t *Transport) sumsFromRecords(ctx context.Context, paths []string, become bool) (out []transport.FileSum, rest []int, err error) {
+	out = make([]transport.FileSum, len(paths))
+	argv := append(make([]string, 0, 4+2*len(paths)), "/bin/sh", "-c", sumRecordsScript, "sh", strconv.Itoa(len(paths)))
+	argv = append(argv, paths...)
+	for _, p := range paths {
+		r := t.sumRecord(p, become)
+		if r == "" {
+			rest = make([]int, len(paths))
+			for i := range rest {
+				rest[i] = i
+			}
+			return out, rest, nil
+		}
+		argv = append(argv, r)
+	}
+	res, err := t.Run(ctx, transport.Command{Argv: argv, Become: become})
+	if err != nil {
+		return nil, nil, err
+	}
+	recs := strings.Split(string(res.Stdout), "\x00")
+	if res.ExitCode != 0 || len(recs) < 2*len(paths)+1 || (len(recs)-1-2*len(paths))%4 != 0 {
+		return nil, nil, fmt.Errorf("%s: sum records of %d files: exit %d, %d fields: %s", t.name, len(paths), res.ExitCode, len(recs)-1, bytes.TrimSpace(res.Stderr))
+	}
+	type statRec struct{ kind, key, meta string }
+	stats := map[string]statRec{}
+	for f := recs[2*len(paths) : len(recs)-1]; len(f) >= 4; f = f[4:] {
+		stats[f[0]] = statRec{f[1], f[2], f[3]}
+	}
+	for i, p := range paths {
+		rs, rsum := recs[2*i], recs[2*i+1]
+		st, ok := stats[p]
+		if ok && (st.kind == "regular file" || st.kind == "regular empty file") && rs != "" && rs == st.key && isHexSum(rsum) {
+			out[i] = fileSum(rsum, st.meta)
+			continue
+		}
+		rest = append(rest, i)
+	}
+	return out, rest, nil
+}
+
+// fileSum is a FileSum from a sum and a `stat -c '%a %U %G %u %g'` line;
+// the zero FileSum (not in place) when the line is not one.
+func fileSum(sum, meta string) transport.FileSum {
+	f := strings.Fields(meta)
+	if len(f) != 5 {
+		return transport.FileSum{}
+	}
+	mode, err := strconv.ParseUint(f[0], 8, 32)
+	if err != nil {
+		return transport.FileSum{}
+	}
+	return transport.FileSum{Sum: sum, Mode: uint32(mode), Owner: f[1], Group: f[2], UID: f[3], GID: f[4]}
+}
+
+// isHexSum says whether s is a sha256 in lower-case hex, as sha256sum
+// prints it.
+func isHexSum(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // idNames maps a host's uids and gids to names: /etc/passwd and /etc/group
