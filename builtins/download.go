@@ -97,7 +97,7 @@ func (d downloadBuiltin) Run(ctx context.Context, env *step.Env, args step.Args)
 		return step.Result{}, missing(hint, "download: sha256 or checksums is required for URLs (the file's hex sha256, so a tampered or truncated download is caught)")
 	}
 	if want != "" {
-		if !isHex64(want) {
+		if !transport.IsSHA256Hex(want) {
 			return step.Result{}, fmt.Errorf("download: sha256 %q is not 64 hex digits", want)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/transport"
 )
 
 // maxChecksumsSize bounds what is read of a checksums file: a real one is a
@@ -45,7 +46,7 @@ func (d downloadBuiltin) sumFromChecksums(ctx context.Context, env *step.Env, lo
 func findSum(text, name string) string {
 	for line := range strings.Lines(text) {
 		line = strings.TrimRight(line, " \t\r\n")
-		if len(line) < 66 || !isHex64(line[:64]) || (line[64] != ' ' && line[64] != '\t') {
+		if len(line) < 66 || !transport.IsSHA256Hex(line[:64]) || (line[64] != ' ' && line[64] != '\t') {
 			continue
 		}
 		f := strings.TrimPrefix(strings.TrimLeft(line[64:], " \t"), "*")
@@ -53,22 +54,10 @@ func findSum(text, name string) string {
 			return strings.ToLower(line[:64])
 		}
 	}
-	if t := strings.TrimSpace(text); isHex64(t) {
+	if t := strings.TrimSpace(text); transport.IsSHA256Hex(t) {
 		return strings.ToLower(t)
 	}
 	return ""
-}
-
-func isHex64(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-			return false
-		}
-	}
-	return true
 }
 
 // readChecksums returns the text of a checksums file: an http(s) URL

@@ -129,3 +129,17 @@ func (c *SumCache) record(p string) string {
 	h := sha256.Sum256([]byte(abs))
 	return filepath.Join(c.Dir, hex.EncodeToString(h[:]))
 }
+
+// IsSHA256Hex says whether s is a sha256 in hex (64 digits, either case),
+// as sha256sum and checksums files write it.
+func IsSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}

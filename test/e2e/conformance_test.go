@@ -97,31 +97,13 @@ func TestConformance(t *testing.T) {
 	if os.Getenv(envConformance) != "1" {
 		t.Skipf("%s=1 runs Kubernetes' conformance suite (make conformance, about an hour)", envConformance)
 	}
-	mode := os.Getenv(envConformanceMode)
-	if mode == "" {
-		mode = "binary"
-	}
-	if mode != "binary" && mode != "kubeadm" {
-		t.Fatalf("%s=%q: want binary or kubeadm", envConformanceMode, mode)
-	}
+	mode := envChoice(t, envConformanceMode, "binary", "kubeadm")
 	specSet := os.Getenv(envConformanceSet)
 	if specSet == "" {
 		specSet = "parallel"
 	}
-	cni := os.Getenv(envConformanceCNI)
-	if cni == "" {
-		cni = "flannel"
-	}
-	if cni != "flannel" && cni != "calico" {
-		t.Fatalf("%s=%q: want flannel or calico", envConformanceCNI, cni)
-	}
-	runtimeType := os.Getenv(envConformanceRuntime)
-	if runtimeType == "" {
-		runtimeType = "containerd"
-	}
-	if runtimeType != "containerd" && runtimeType != "docker" {
-		t.Fatalf("%s=%q: want containerd or docker", envConformanceRuntime, runtimeType)
-	}
+	cni := envChoice(t, envConformanceCNI, "flannel", "calico")
+	runtimeType := envChoice(t, envConformanceRuntime, "containerd", "docker")
 	sets, err := conformanceSets(specSet, cni)
 	if err != nil {
 		t.Fatalf("%s=%q: %v", envConformanceSet, specSet, err)
@@ -389,6 +371,20 @@ func conformanceClusterYAML(t *testing.T, y, cni, runtimeType string) string {
 		swap("    containerRuntime: "+runtimeYAML("containerd")+"\n", "    containerRuntime: "+runtimeYAML(runtimeType)+"\n")
 	}
 	return y
+}
+
+// envChoice is the setting name, def when unset; a value that is neither
+// def nor one of others fails the test.
+func envChoice(t *testing.T, name, def string, others ...string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	if v != def && !slices.Contains(others, v) {
+		t.Fatalf("%s=%q: want one of %s", name, v, strings.Join(append([]string{def}, others...), ", "))
+	}
+	return v
 }
 
 // calicoArtifacts adds calico's images (test/artifacts/calico.sh) to the

@@ -446,7 +446,7 @@ func (t *Transport) sumsFromRecords(ctx context.Context, paths []string, become 
 	for i, p := range paths {
 		rs, rsum := recs[2*i], recs[2*i+1]
 		st, ok := stats[p]
-		if ok && (st.kind == "regular file" || st.kind == "regular empty file") && rs != "" && rs == st.key && isHexSum(rsum) {
+		if ok && (st.kind == "regular file" || st.kind == "regular empty file") && rs != "" && rs == st.key && transport.IsSHA256Hex(rsum) {
 			out[i] = fileSum(rsum, st.meta)
 			continue
 		}
@@ -467,20 +467,6 @@ func fileSum(sum, meta string) transport.FileSum {
 		return transport.FileSum{}
 	}
 	return transport.FileSum{Sum: sum, Mode: uint32(mode), Owner: f[1], Group: f[2], UID: f[3], GID: f[4]}
-}
-
-// isHexSum says whether s is a sha256 in lower-case hex, as sha256sum
-// prints it.
-func isHexSum(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // idNames maps a host's uids and gids to names: /etc/passwd and /etc/group
