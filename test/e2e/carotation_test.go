@@ -326,7 +326,7 @@ func tokenPollScript(token string, n int, period time.Duration) string {
 
 // endpointPollScript asks path through the endpoint every period, with a bearer
 // token unless token is empty, up to n times or until
-// /tmp/kubexm-stop-poll exists, trusting the host's
+// /tmp/kubexm-stop-poll exists once pollMinRequests were made, trusting the host's
 // /etc/kubernetes/pki/ca.crt as it is at each request; it prints
 // "<unix ms> <HTTP status>" per request (000 when none came within
 // maxTime, then curl's exit code: 000:28 timed out, 000:7 no connection).
@@ -340,14 +340,14 @@ d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
 %s > "$d/h"
 start=$(date +%%s%%N)
 for i in $(seq 0 %d); do
-  [ -e /tmp/kubexm-stop-poll ] && break
+  [ -e /tmp/kubexm-stop-poll ] && [ "$i" -ge %d ] && break
   next=$((start + i * %d))
   now=$(date +%%s%%N)
   [ "$now" -lt "$next" ] && sleep "$(awk -v ns=$((next - now)) 'BEGIN{printf "%%.3f", ns / 1e9}')"
   code=$(curl -s -o /dev/null -w '%%{http_code}' --max-time %s --cacert /etc/kubernetes/pki/ca.crt %s %s) || code="$code:$?"
   echo "$(date +%%s%%3N) $code"
 done
-rm -f /tmp/kubexm-stop-poll`, header, n-1, period.Nanoseconds(), strconv.FormatFloat(maxTime.Seconds(), 'f', -1, 64), auth, shellQuote(haEndpoint+path))
+rm -f /tmp/kubexm-stop-poll`, header, n-1, pollMinRequests, period.Nanoseconds(), strconv.FormatFloat(maxTime.Seconds(), 'f', -1, 64), auth, shellQuote(haEndpoint+path))
 }
 
 // TestRefusalsNearAnOutage: a 401 or 403 within the window of a request

@@ -239,10 +239,6 @@ done`, keys, eps[0], ssl, ssl, first, ssl, first)); err != nil {
 
 	poll := startEtcdPoller(ctx, t, set, last, strings.Join(eps, ","))
 	res = kx.play(ctx, upgrade)
-	// parsePoll wants 50 requests: a quick upgrade is polled on a while.
-	if rest := time.Until(poll.started.Add(15 * time.Second)); rest > 0 {
-		time.Sleep(rest)
-	}
 	stats, pollErr := poll.stop()
 	if res.err != nil {
 		t.Fatalf("upgrade-etcd to %s failed after %s: %v%s", etcdUpgradeVersion, res.wall, res.err, res.failures())
@@ -357,14 +353,15 @@ func backupArchives(t *testing.T, kx kubexm) []string {
 // endpoints every 200 ms until stopped, with a copy of etcdctl (the upgrade
 // replaces /usr/local/bin/etcdctl under it). It prints pollScript's
 // "<unix ms> <code>" lines for parsePoll: 200 for an answer, 000:<exit code>
-// for a failed write.
+// for a failed write. It makes at least pollMinRequests writes whenever it is
+// stopped: a quick upgrade on a loaded machine (each etcdctl taking 100 ms
+// or more) left a fixed 15 s of polling short of parsePoll's 50.
 type etcdPoller struct {
-	set     *testhosts.Set
-	host    string
-	started time.Time
-	done    chan struct{}
-	out     string
-	err     error
+	set  *testhosts.Set
+	host string
+	done chan struct{}
+	out  string
+	err  error
 }
 
 func startEtcdPoller(ctx context.Context, t *testing.T, set *testhosts.Set, host, endpoints string) *etcdPoller {
@@ -373,12 +370,12 @@ func startEtcdPoller(ctx context.Context, t *testing.T, set *testhosts.Set, host
 	if _, err := set.SSH(ctx, host, "rm -f /tmp/kubexm-etcd-poll.stop"); err != nil {
 		t.Fatal(err)
 	}
-	p := &etcdPoller{set: set, host: host, started: time.Now(), done: make(chan struct{})}
+	p := &etcdPoller{set: set, host: host, done: make(chan struct{})}
 	script := fmt.Sprintf(`set -u
 d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
 cp /usr/local/bin/etcdctl "$d/etcdctl"
 i=0
-while [ ! -e /tmp/kubexm-etcd-poll.stop ] && [ $i -lt 6000 ]; do
+while [ $i -lt %d ] || { [ ! -e /tmp/kubexm-etcd-poll.stop ] && [ $i -lt 6000 ]; }; do
   i=$((i + 1))
   if ETCDCTL_API=3 "$d/etcdctl" --endpoints=%s --cacert=%s/ca.pem --cert=%s/admin-%s.pem --key=%s/admin-%s-key.pem \
       --dial-timeout=2s --command-timeout=5s put /kubexm-e2e/poll "$i" >/dev/null 2>&1; then
@@ -387,7 +384,7 @@ while [ ! -e /tmp/kubexm-etcd-poll.stop ] && [ $i -lt 6000 ]; do
     echo "$(date +%%s%%3N) 000:$?"
   fi
   sleep 0.2
-done`, endpoints, ssl, ssl, host, ssl, host)
+done`, pollMinRequests, endpoints, ssl, ssl, host, ssl, host)
 	go func() {
 		defer close(p.done)
 		p.out, p.err = set.SSH(ctx, host, script)
@@ -395,7 +392,8 @@ done`, endpoints, ssl, ssl, host, ssl, host)
 	return p
 }
 
-// stop ends the poll and reads what it saw.
+// stop ends the poll, after pollMinRequests writes at least, and reads what it
+// saw.
 func (p *etcdPoller) stop() (pollStats, error) {
 	if out, err := p.set.SSH(context.Background(), p.host, "touch /tmp/kubexm-etcd-poll.stop"); err != nil {
 		return pollStats{}, fmt.Errorf("stopping the etcd poller on %s: %w\n%s", p.host, err, out)

@@ -454,6 +454,9 @@ func (o pollOutage) String() string {
 		o.from.UTC().Format("15:04:05.000"), o.to.UTC().Format("15:04:05.000"), len(o.codes), strings.Join(o.codes, " "))
 }
 
+// pollMinRequests is the fewest requests a poll is judged on.
+const pollMinRequests = 50
+
 // parsePoll reads pollScript's output: the longest time between two
 // successful answers, the failed requests, those among the last 25, and
 // when the first answer after the cut came.
@@ -496,8 +499,8 @@ func parsePoll(out string, cut time.Time) (pollStats, error) {
 	if n := len(s.outages); n > 0 && s.outages[n-1].to.IsZero() {
 		s.outages[n-1].to = time.UnixMilli(last) // still out when the poll ended
 	}
-	if s.total < 50 {
-		return s, fmt.Errorf("the poller made %d requests, want at least 50:\n%s", s.total, out)
+	if s.total < pollMinRequests {
+		return s, fmt.Errorf("the poller made %d requests, want at least %d:\n%s", s.total, pollMinRequests, out)
 	}
 	for _, c := range codes[len(codes)-25:] {
 		if c != "200" {
