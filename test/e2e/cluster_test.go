@@ -309,16 +309,9 @@ func clusterArtifacts(ctx context.Context, t *testing.T, root string) string {
 	t.Helper()
 	var dir string
 	for _, script := range []string{"release.sh", "containerd.sh", "crictl.sh", "kubernetes-release.sh", "flannel.sh", "images.sh"} {
-		cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "artifacts", script))
-		cmd.Env = append(os.Environ(), "ETCD_VERSION="+etcdVersion, "GOARCH=amd64")
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("test/artifacts/%s: %v", script, err)
-		}
+		last := buildArtifact(ctx, t, root, []string{"ETCD_VERSION=" + etcdVersion, "GOARCH=amd64"}, script)
 		if script == "containerd.sh" {
-			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-			dir = lines[len(lines)-1]
+			dir = last
 		}
 	}
 	return dir

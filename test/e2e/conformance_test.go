@@ -391,12 +391,7 @@ func envChoice(t *testing.T, name, def string, others ...string) string {
 // release tree, as kubeadmArtifacts does for the kubeadm suite on calico.
 func calicoArtifacts(ctx context.Context, t *testing.T, root string) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "artifacts", "calico.sh"), "images")
-	cmd.Env = append(os.Environ(), "GOARCH=amd64")
-	cmd.Stderr = os.Stderr
-	if _, err := cmd.Output(); err != nil {
-		t.Fatalf("test/artifacts/calico.sh images: %v", err)
-	}
+	buildArtifact(ctx, t, root, []string{"GOARCH=amd64"}, "calico.sh", "images")
 }
 
 // conformanceArtifacts builds e2e.test, ginkgo and what the suite's images
@@ -409,16 +404,9 @@ func conformanceArtifacts(ctx context.Context, t *testing.T, root string) string
 		{"kubernetes.sh", "e2e.test", "ginkgo", "agnhost", "sample-apiserver", "nonewprivs"},
 		{"images.sh", "conformance"},
 	} {
-		cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(root, "test", "artifacts", c[0])}, c[1:]...)...)
-		cmd.Env = append(os.Environ(), "KUBE_VERSION="+kubernetesVersion, "ETCD_VERSION="+etcdVersion, "GOARCH=amd64")
-		cmd.Stderr = os.Stderr
-		o, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("test/artifacts/%s: %v", strings.Join(c, " "), err)
-		}
+		last := buildArtifact(ctx, t, root, []string{"KUBE_VERSION=" + kubernetesVersion, "ETCD_VERSION=" + etcdVersion, "GOARCH=amd64"}, c[0], c[1:]...)
 		if c[0] == "kubernetes.sh" {
-			lines := strings.Split(strings.TrimSpace(string(o)), "\n")
-			dir = lines[len(lines)-1]
+			dir = last
 		}
 	}
 	return dir

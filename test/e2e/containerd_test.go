@@ -363,16 +363,8 @@ func containerdRelease(ctx context.Context, t *testing.T, root string) string {
 	t.Helper()
 	var dir string
 	for _, script := range []string{"containerd.sh", "crictl.sh"} {
-		cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "artifacts", script))
-		cmd.Env = append(os.Environ(), "CONTAINERD_VERSION="+containerdVersion, "RUNC_VERSION="+runcVersion, "CNI_VERSION="+cniVersion,
-			"CRICTL_VERSION="+crictlVersion)
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("test/artifacts/%s: %v", script, err)
-		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		dir = lines[len(lines)-1]
+		dir = buildArtifact(ctx, t, root, []string{"CONTAINERD_VERSION=" + containerdVersion, "RUNC_VERSION=" + runcVersion,
+			"CNI_VERSION=" + cniVersion, "CRICTL_VERSION=" + crictlVersion}, script)
 	}
 	return dir
 }

@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -52,12 +50,7 @@ func runtimeYAML(runtime string) string {
 // cri-dockerd's (test/artifacts/docker.sh) in the release directory.
 func dockerArtifacts(ctx context.Context, t *testing.T, root string) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "artifacts", "docker.sh"))
-	cmd.Env = append(os.Environ(), "GOARCH=amd64")
-	cmd.Stderr = os.Stderr
-	if _, err := cmd.Output(); err != nil {
-		t.Fatalf("test/artifacts/docker.sh: %v", err)
-	}
+	buildArtifact(ctx, t, root, []string{"GOARCH=amd64"}, "docker.sh")
 }
 
 // testRuncOOM is where dockerTestVars' runtime wrapper lives on the test

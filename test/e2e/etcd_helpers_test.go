@@ -39,15 +39,7 @@ func buildKubexm(ctx context.Context, t *testing.T, root, dir string) string {
 // the directory a file server serves as https://github.com.
 func etcdRelease(ctx context.Context, t *testing.T, root, version string) string {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "artifacts", "release.sh"))
-	cmd.Env = append(os.Environ(), "ETCD_VERSION="+version, "GOARCH=amd64")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("test/artifacts/release.sh: %v", err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	tarball := lines[len(lines)-1]
+	tarball := buildArtifact(ctx, t, root, []string{"ETCD_VERSION=" + version, "GOARCH=amd64"}, "release.sh")
 	// .../<root>/etcd-io/etcd/releases/download/<version>/<tarball>
 	serveRoot := tarball
 	for range 6 {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -615,13 +614,8 @@ func kubeadmArtifacts(ctx context.Context, t *testing.T, root, version string) {
 		scripts = append(scripts, []string{"calico.sh", "images"})
 	}
 	for _, c := range scripts {
-		cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(root, "test", "artifacts", c[0])}, c[1:]...)...)
-		cmd.Env = append(os.Environ(), "ETCD_VERSION="+etcdVersion, "ETCD_IMAGE_TAG="+kubeadmEtcdImageTag,
-			"KUBE_VERSION="+version, "PAUSE_VERSION="+pins.pause, "COREDNS_VERSION="+pins.coredns, "GOARCH=amd64")
-		cmd.Stderr = os.Stderr
-		if _, err := cmd.Output(); err != nil {
-			t.Fatalf("test/artifacts/%s %s: %v", c[0], strings.Join(c[1:], " "), err)
-		}
+		buildArtifact(ctx, t, root, []string{"ETCD_VERSION=" + etcdVersion, "ETCD_IMAGE_TAG=" + kubeadmEtcdImageTag,
+			"KUBE_VERSION=" + version, "PAUSE_VERSION=" + pins.pause, "COREDNS_VERSION=" + pins.coredns, "GOARCH=amd64"}, c[0], c[1:]...)
 	}
 }
 

@@ -157,12 +157,7 @@ func kubeVIPSuite(t *testing.T) {
 // suite serves.
 func kubeVIPArtifacts(ctx context.Context, t *testing.T, root string) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "artifacts", "images.sh"), "kube-vip")
-	cmd.Env = append(os.Environ(), "GOARCH=amd64")
-	cmd.Stderr = os.Stderr
-	if _, err := cmd.Output(); err != nil {
-		t.Fatalf("test/artifacts/images.sh kube-vip: %v", err)
-	}
+	buildArtifact(ctx, t, root, []string{"GOARCH=amd64"}, "images.sh", "kube-vip")
 }
 
 // kubeVIPClusterYAML: the HA suite's masters (n1-n3, etcd members) with n4

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -478,12 +477,7 @@ func writeLifecycleCluster(t *testing.T, path string, mode lifecycleMode, set *t
 // it on first use, or waits for a build already running).
 func lifecycleArtifacts(ctx context.Context, t *testing.T, root, version string) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "artifacts", "kubernetes-release.sh"))
-	cmd.Env = append(os.Environ(), "KUBE_VERSION="+version, "GOARCH=amd64")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("test/artifacts/kubernetes-release.sh %s: %v", version, err)
-	}
+	buildArtifact(ctx, t, root, []string{"KUBE_VERSION=" + version, "GOARCH=amd64"}, "kubernetes-release.sh")
 }
 
 // lifecycleSources points every download at the file server, Kubernetes at

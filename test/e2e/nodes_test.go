@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -1012,12 +1011,7 @@ const nodeCacheTestTag = "coredns-v1.14.6"
 // images clusterArtifacts laid out (the other suites do not build them).
 func addonArtifacts(ctx context.Context, t *testing.T, root string) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "artifacts", "images.sh"), "metrics-server", "node-cache")
-	cmd.Env = append(os.Environ(), "GOARCH=amd64", "NODE_CACHE_TAG="+nodeCacheTestTag)
-	cmd.Stderr = os.Stderr
-	if _, err := cmd.Output(); err != nil {
-		t.Fatalf("test/artifacts/images.sh metrics-server node-cache: %v", err)
-	}
+	buildArtifact(ctx, t, root, []string{"GOARCH=amd64", "NODE_CACHE_TAG=" + nodeCacheTestTag}, "images.sh", "metrics-server", "node-cache")
 }
 
 // checkAddons proves metrics-server and NodeLocal DNSCache on the cluster

@@ -44,12 +44,7 @@ type testRegistry struct {
 // test/artifacts/registry.sh and runs it until the test ends.
 func startRegistry(ctx context.Context, t *testing.T, root, gateway, dir string) testRegistry {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "artifacts", "registry.sh"))
-	cmd.Env = append(os.Environ(), "REGISTRY_VERSION="+registryVersion)
-	cmd.Stderr = os.Stderr
-	if _, err := cmd.Output(); err != nil {
-		t.Fatalf("test/artifacts/registry.sh: %v", err)
-	}
+	buildArtifact(ctx, t, root, []string{"REGISTRY_VERSION=" + registryVersion}, "registry.sh")
 	cache := os.Getenv("KUBEXM_TEST_CACHE")
 	if cache == "" {
 		cache = "/var/cache/kubexm-test"
