@@ -1,23 +1,16 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/mensylisir/kubexm/engine"
-	"github.com/mensylisir/kubexm/engine/transport"
-	"github.com/mensylisir/kubexm/engine/transport/local"
-	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/service/client"
 	"github.com/mensylisir/kubexm/service/jobstore"
@@ -83,158 +76,32 @@ Secrets of cluster.yaml are masked in the output.`,
 	return cmd
 }
 
-// hostRun is the outcome of the command on one host.
-type hostRun struct {
-	Kind       string `json:"kind"` // host_result
-	Host       string `json:"host"`
-	Status     string `json:"status"` // ok, failed, unreachable
-	RC         int    `json:"rc"`
-	Stdout     string `json:"stdout"`
-	Stderr     string `json:"stderr"`
-	Error      string `json:"error,omitempty"`
-	Truncated  bool   `json:"truncated,omitempty"`
-	DurationMS int64  `json:"duration_ms"`
-}
-
 // prepareCommand checks the flags and the command, and chooses the hosts
-// of the cluster file.
-func (a *app) prepareCommand(f runCommandFlags, args []string) (transport.Command, *inventory.Inventory, []string, error) {
+// of the cluster file; the request carries the file -f resolves to.
+func (a *app) prepareCommand(f runCommandFlags, args []string) (*lifecycle.CommandRun, lifecycle.CommandRequest, error) {
+	req := lifecycle.CommandRequest{Nodes: f.nodes, Groups: f.groups, Argv: args, Shell: f.shell, Become: f.become,
+		BecomeUser: f.becomeUser, Timeout: f.timeout, Forks: f.forks, RolesPath: f.rolesPath}
 	if f.output != "text" && f.output != "json" {
-		return transport.Command{}, nil, nil, fmt.Errorf("--output must be text or json, not %q", f.output)
+		return nil, req, fmt.Errorf("--output must be text or json, not %q", f.output)
 	}
-	file, err := clusterFile(f.file)
-	if err != nil {
-		return transport.Command{}, nil, nil, err
+	var err error
+	if req.Inventory, err = clusterFile(f.file); err != nil {
+		return nil, req, err
 	}
-	f.file = file
-	c := transport.Command{Argv: args, Become: f.become || f.becomeUser != "", BecomeUser: f.becomeUser, Timeout: f.timeout}
-	switch {
-	case f.shell && len(args) != 1:
-		return c, nil, nil, fmt.Errorf("--shell runs one argument with /bin/sh -c; got %d: quote the whole command line as one", len(args))
-	case f.shell:
-		c = transport.Command{Script: args[0], Become: c.Become, BecomeUser: c.BecomeUser, Timeout: c.Timeout}
-	case len(args) == 1 && strings.ContainsAny(args[0], " \t\n"):
-		return c, nil, nil, fmt.Errorf("the command %q is one argument with spaces, which no program is named: split it (-- %s) or add --shell to run it with /bin/sh -c", args[0], args[0])
-	}
-	s, err := lifecycle.SupportFromRolesPath(f.rolesPath)
-	if err != nil {
-		return c, nil, nil, err
-	}
-	inv, err := a.loadInventory(lifecycle.ReadClusterFile(f.file), s)
-	if err != nil {
-		return c, nil, nil, err
-	}
-	hosts, err := selectHosts(inv, f.nodes, f.groups)
-	return c, inv, hosts, err
+	cr, err := a.runner().PrepareCommand(req)
+	return cr, req, err
 }
 
 func (a *app) runCommand(ctx context.Context, w io.Writer, f runCommandFlags, args []string) error {
-	c, inv, hosts, err := a.prepareCommand(f, args)
+	cr, _, err := a.prepareCommand(f, args)
 	if err != nil {
 		return err
 	}
-	redact := engine.Redactor(inv.Secrets())
-	forks := max(f.forks, 1)
-	slots := make(chan struct{}, forks)
-	var mu sync.Mutex
-	var results []hostRun
-	var wg sync.WaitGroup
-	for _, name := range hosts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			r := a.runOn(ctx, inv, name, c)
-			r.Stdout, r.Stderr, r.Error = redact(r.Stdout), redact(r.Stderr), redact(r.Error)
-			mu.Lock()
-			defer mu.Unlock()
-			results = append(results, r)
-			writeHostRun(w, f.output, r)
-		}()
-	}
-	wg.Wait()
+	results := a.runner().RunCommand(ctx, cr, func(r lifecycle.HostRun) { writeHostRun(w, f.output, r) })
 	return runSummary(w, f.output, results)
 }
 
-// runOn runs c on one host: local hosts (and the control machine) directly,
-// the others over the run's SSH connector.
-func (a *app) runOn(ctx context.Context, inv *inventory.Inventory, name string, c transport.Command) hostRun {
-	r := hostRun{Kind: "host_result", Host: name, RC: -1}
-	start := time.Now()
-	defer func() { r.DurationMS = time.Since(start).Milliseconds() }()
-	h, ok := inv.Host(name)
-	var t transport.Transport
-	var err error
-	switch {
-	case !ok: // localhost, which the file does not name: the control machine
-		t = local.New(name)
-	case h.Local:
-		t = local.New(name, local.WithBecomePassword(cmp.Or(h.BecomePassword, h.Password)))
-	case a.connect == nil:
-		err = fmt.Errorf("this kubexm was built without a remote transport")
-	default:
-		t, err = a.connect(ctx, h)
-	}
-	if err != nil {
-		r.Status, r.Error = "unreachable", err.Error()
-		return r
-	}
-	defer t.Close()
-	res, err := t.Run(ctx, c)
-	r.Stdout, r.Stderr, r.Truncated = string(res.Stdout), string(res.Stderr), res.Truncated
-	switch {
-	case err != nil:
-		r.Status, r.Error = "failed", err.Error()
-	case res.ExitCode != 0:
-		r.Status, r.RC = "failed", res.ExitCode
-	default:
-		r.Status, r.RC = "ok", 0
-	}
-	return r
-}
-
-// selectHosts resolves --nodes and --group to hosts of inv: every name or
-// pattern must match a host, every group must be one of the file's.
-func selectHosts(inv *inventory.Inventory, nodes, groups []string) ([]string, error) {
-	if len(nodes) == 0 && len(groups) == 0 {
-		return nil, errors.New("choose the hosts with --nodes (names or patterns, or all) or --group (master, etcd, worker, ...)")
-	}
-	var parts []string
-	for _, g := range groups {
-		base := g
-		if i := strings.IndexByte(g, '['); i > 0 {
-			base = g[:i] // master[0]: the first master
-		}
-		if _, ok := inv.Groups[base]; !ok {
-			names := make([]string, 0, len(inv.Groups))
-			for n := range inv.Groups {
-				names = append(names, n)
-			}
-			slices.Sort(names)
-			return nil, fmt.Errorf("--group %s: no such group in the cluster file; its groups: %s", g, strings.Join(names, ", "))
-		}
-		parts = append(parts, g)
-	}
-	parts = append(parts, nodes...)
-	hosts, unknown, err := engine.MatchHosts(inv, strings.Join(parts, ","))
-	if err != nil {
-		return nil, err
-	}
-	if len(unknown) > 0 {
-		names := make([]string, 0, len(inv.Hosts))
-		for _, h := range inv.Hosts {
-			names = append(names, h.Name)
-		}
-		return nil, fmt.Errorf("--nodes: %s matches no host of the cluster file; its hosts: %s", strings.Join(unknown, ", "), strings.Join(names, ", "))
-	}
-	if len(hosts) == 0 {
-		return nil, fmt.Errorf("--nodes/--group %s: no host left", strings.Join(parts, ","))
-	}
-	return hosts, nil
-}
-
-func writeHostRun(w io.Writer, format string, r hostRun) {
+func writeHostRun(w io.Writer, format string, r lifecycle.HostRun) {
 	if format == "json" {
 		data, _ := json.Marshal(r)
 		fmt.Fprintf(w, "%s\n", data)
@@ -266,34 +133,16 @@ func writeHostRun(w io.Writer, format string, r hostRun) {
 }
 
 // runSummary prints the counts and turns failures into the exit status of
-// a run: 2 when the command failed somewhere, else 4 when a host was not
-// reached.
-func runSummary(w io.Writer, format string, results []hostRun) error {
-	slices.SortFunc(results, func(x, y hostRun) int { return strings.Compare(x.Host, y.Host) })
-	ok, failed, unreachable := []string{}, []string{}, []string{}
-	for _, r := range results {
-		switch r.Status {
-		case "ok":
-			ok = append(ok, r.Host)
-		case "failed":
-			failed = append(failed, r.Host)
-		default:
-			unreachable = append(unreachable, r.Host)
-		}
-	}
+// a run (lifecycle.CommandSummary.Err).
+func runSummary(w io.Writer, format string, results []lifecycle.HostRun) error {
+	s := lifecycle.SummarizeCommand(results)
 	if format == "json" {
-		data, _ := json.Marshal(map[string]any{"kind": "summary", "ok": len(ok), "failed": failed, "unreachable": unreachable})
+		data, _ := json.Marshal(map[string]any{"kind": "summary", "ok": len(s.OK), "failed": s.Failed, "unreachable": s.Unreachable})
 		fmt.Fprintf(w, "%s\n", data)
 	} else {
-		fmt.Fprintf(w, "\n%d hosts: %d ok, %d failed, %d unreachable\n", len(results), len(ok), len(failed), len(unreachable))
+		fmt.Fprintf(w, "\n%d hosts: %d ok, %d failed, %d unreachable\n", len(results), len(s.OK), len(s.Failed), len(s.Unreachable))
 	}
-	switch {
-	case len(failed) > 0:
-		return &lifecycle.ExitError{Err: fmt.Errorf("the command failed on %s", strings.Join(failed, ", ")), Code: 2}
-	case len(unreachable) > 0:
-		return &lifecycle.ExitError{Err: fmt.Errorf("not reached: %s", strings.Join(unreachable, ", ")), Code: 4}
-	}
-	return nil
+	return s.Err()
 }
 
 // runCommandRemote runs the command as a job of a kubexm server: the
@@ -303,19 +152,20 @@ func runSummary(w io.Writer, format string, results []hostRun) error {
 // this same verb with -o json). A command job is never resumed: one that
 // was interrupted may have run on some hosts.
 func (a *app) runCommandRemote(cmd *cobra.Command, f runCommandFlags, args []string, remote clientFlags) error {
-	if _, _, _, err := a.prepareCommand(f, args); err != nil {
+	_, req, err := a.prepareCommand(f, args)
+	if err != nil {
 		return err
 	}
 	jc := &jobstore.Command{Argv: args, Nodes: f.nodes, Groups: f.groups, Shell: f.shell, Become: f.become, BecomeUser: f.becomeUser, Forks: f.forks}
 	if f.timeout > 0 {
 		jc.Timeout = f.timeout.String()
 	}
-	c, id, err := queueRemote(cmd, jobstore.CommandPlaybook, playFlags{Inventory: f.file, Output: f.output}, remote, func(o *jobstore.Options) { o.Command = jc })
+	c, id, err := queueRemote(cmd, jobstore.CommandPlaybook, playFlags{Inventory: req.Inventory, Output: f.output}, remote, func(o *jobstore.Options) { o.Command = jc })
 	if err != nil {
 		return err
 	}
 	w, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	var results []hostRun
+	var results []lifecycle.HostRun
 	summary := false
 	j, err := c.FollowEvents(cmd.Context(), id, func(data []byte) {
 		stored, ok := client.ServiceEvent(data, errw)
@@ -324,7 +174,7 @@ func (a *app) runCommandRemote(cmd *cobra.Command, f runCommandFlags, args []str
 		case stored.Kind == "summary":
 			summary = true
 		case stored.Kind == "host_result":
-			var r hostRun
+			var r lifecycle.HostRun
 			if err := json.Unmarshal(stored.Data, &r); err != nil {
 				fmt.Fprintf(errw, "event %d does not decode: %v\n", stored.ID, err)
 				return

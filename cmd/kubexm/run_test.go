@@ -94,9 +94,9 @@ func TestRunCommand(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("want 2 hosts and a summary:\n%s", out)
 	}
-	byHost := map[string]hostRun{}
+	byHost := map[string]lifecycle.HostRun{}
 	for _, l := range lines[:2] {
-		var r hostRun
+		var r lifecycle.HostRun
 		if err := json.Unmarshal([]byte(l), &r); err != nil {
 			t.Fatal(err)
 		}
