@@ -33,16 +33,6 @@ func printWarnings(w io.Writer, warnings []schema.Warning) {
 	}
 }
 
-// loadWith loads a cluster file against the support matrix of the role
-// directories given (else the built-in one).
-func loadWith(file string, rolesPath []string) (*schema.Cluster, []schema.Warning, error) {
-	s, err := lifecycle.SupportFromRolesPath(rolesPath)
-	if err != nil {
-		return nil, nil, err
-	}
-	return schema.LoadWith(file, s)
-}
-
 func newConfigValidateCmd() *cobra.Command {
 	var file, output string
 	var rolesPath []string
@@ -62,7 +52,7 @@ install yet (kubexm support lists them).`,
 			if err != nil {
 				return err
 			}
-			c, warnings, err := loadWith(file, rolesPath)
+			c, warnings, err := lifecycle.LoadWith(file, rolesPath)
 			if output != "text" {
 				return writeValidation(cmd.OutOrStdout(), output, file, c, warnings, err)
 			}
@@ -160,7 +150,7 @@ func newConfigViewCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, warnings, err := loadWith(file, rolesPath)
+			c, warnings, err := lifecycle.LoadWith(file, rolesPath)
 			printWarnings(cmd.ErrOrStderr(), warnings)
 			if err != nil {
 				return err

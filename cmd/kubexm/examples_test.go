@@ -15,6 +15,7 @@ import (
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/lifecycle"
 )
 
 // TestBuiltinExamplesLoad keeps docs/builtins.md honest: every example a
@@ -81,7 +82,7 @@ func TestGuideClusterExamplesValidate(t *testing.T) {
 		if err := os.WriteFile(file, []byte(block), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		c, _, err := loadWith(file, nil)
+		c, _, err := lifecycle.LoadWith(file, nil)
 		if err != nil {
 			t.Errorf("docs/guide.md's cluster.yaml example %d is not valid: %v\n%s", n, err, block)
 			continue

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -119,23 +118,11 @@ func loadCluster(f clusterFlags) (*schema.Cluster, *inventory.Inventory, string,
 	if f.cluster != "" {
 		return nil, nil, "", errors.New("--cluster names a cluster registered on a kubexm server: give --server URL too, or -f cluster.yaml for this machine's work directory")
 	}
-	var err error
-	if f.file, err = clusterFile(f.file); err != nil {
-		return nil, nil, "", err
-	}
-	c, _, err := loadWith(f.file, f.rolesPath)
+	file, err := clusterFile(f.file)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	inv, err := schema.Inventory(c, f.file)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	dir := f.workDir
-	if dir == "" {
-		dir = lifecycle.DefaultWorkDir(c.Metadata.Name, f.file)
-	}
-	return c, inv, dir, nil
+	return lifecycle.LoadCluster(file, f.workDir, f.rolesPath)
 }
 
 func newGetNodesCmd(a *app) *cobra.Command {
@@ -175,22 +162,17 @@ not name shows "not in cluster file".`,
 	return cmd
 }
 
-// adminKubeconfig is the work directory's admin kubeconfig. A directory
-// with only cluster.yaml takes it from the cluster first
-// (playbooks/kubeconfig, read-only, no lock), as get kubeconfig does.
+// adminKubeconfig is the work directory's admin kubeconfig, taken from
+// the cluster first when the directory has none (lifecycle.AdminKubeconfig).
 func (a *app) adminKubeconfig(ctx context.Context, errw io.Writer, f clusterFlags, dir string) (string, error) {
-	kc := filepath.Join(dir, "kubeconfig")
-	if _, err := os.Stat(kc); !errors.Is(err, os.ErrNotExist) || a == nil || a.builtinFS == nil {
-		return kc, nil
+	if a == nil {
+		return filepath.Join(dir, "kubeconfig"), nil
 	}
 	file, err := clusterFile(f.file)
 	if err != nil {
 		return "", err
 	}
-	if err := a.fetchKubeconfig(ctx, errw, kubeconfigFlags{file: file, workDir: f.workDir, rolesPath: f.rolesPath}); err != nil {
-		return "", fmt.Errorf("no admin kubeconfig %s, and taking it from the cluster failed: %w", kc, err)
-	}
-	return kc, nil
+	return a.runner().AdminKubeconfig(ctx, lifecycle.KubeconfigRequest{Inventory: file, WorkDir: f.workDir, RolesPath: f.rolesPath}, dir, errw)
 }
 
 func writeNodes(w io.Writer, format string, rows []clusterview.NodeRow) error {

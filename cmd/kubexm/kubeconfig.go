@@ -1,13 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/spf13/cobra"
 )
 
@@ -48,7 +48,7 @@ func (a *app) getKubeconfig(ctx context.Context, w, errw io.Writer, f kubeconfig
 		return err
 	}
 	f.file = file
-	if err := a.fetchKubeconfig(ctx, errw, f); err != nil {
+	if err := a.runner().FetchKubeconfig(ctx, lifecycle.KubeconfigRequest{Inventory: file, WorkDir: f.workDir, RolesPath: f.rolesPath, ExtraVars: f.extraVars}, errw); err != nil {
 		return err
 	}
 	_, _, dir, err := loadCluster(clusterFlags{file: file, workDir: f.workDir, rolesPath: f.rolesPath, output: "text"})
@@ -72,20 +72,5 @@ func (a *app) getKubeconfig(ctx context.Context, w, errw io.Writer, f kubeconfig
 		return fmt.Errorf("--to: %w", err)
 	}
 	fmt.Fprintf(errw, "wrote %s (the cluster's admin kubeconfig; kubectl --kubeconfig %s get nodes)\n", f.to, f.to)
-	return nil
-}
-
-// fetchKubeconfig runs playbooks/kubeconfig, which writes the admin
-// kubeconfig into the work directory from the cluster itself; its log is
-// shown (on errw) only when it fails: what the user asked for is the
-// kubeconfig.
-func (a *app) fetchKubeconfig(ctx context.Context, errw io.Writer, f kubeconfigFlags) error {
-	var log bytes.Buffer
-	pf := playFlags{Inventory: f.file, Output: "text", Forks: 50, WorkDir: f.workDir, RolesPath: f.rolesPath,
-		ExtraVars: f.extraVars, ReadOnly: true}
-	if err := a.play(ctx, &log, "kubeconfig", pf); err != nil {
-		_, _ = io.Copy(errw, &log)
-		return err
-	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/clusterview"
+	"github.com/mensylisir/kubexm/lifecycle"
 )
 
 // The read-only verbs (get clusters, get nodes, describe cluster) given
@@ -38,7 +39,7 @@ func remoteCluster(cmd *cobra.Command, f clusterFlags) (string, error) {
 	case f.cluster != "":
 		return f.cluster, nil
 	case f.file != "":
-		c, _, err := loadWith(f.file, nil)
+		c, _, err := lifecycle.LoadWith(f.file, nil)
 		if err != nil {
 			return "", err
 		}

@@ -339,7 +339,7 @@ upgrade cluster --to-version vX.Y.Z. One minor at a time.`,
 			if to == "" {
 				return errors.New("--to-version is required: the version cluster.yaml's spec.kubernetes.version names")
 			}
-			c, _, err := loadWith(v.play.Inventory, v.play.RolesPath)
+			c, _, err := lifecycle.LoadWith(v.play.Inventory, v.play.RolesPath)
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,85 @@
+package lifecycle
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/mensylisir/kubexm/inventory"
+	"github.com/mensylisir/kubexm/schema"
+)
+
+// LoadWith loads a cluster file against the support matrix of the role
+// directories given (else the built-in one).
+func LoadWith(file string, rolesPath []string) (*schema.Cluster, []schema.Warning, error) {
+	s, err := SupportFromRolesPath(rolesPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	return schema.LoadWith(file, s)
+}
+
+// LoadCluster reads a cluster file for the commands that read what kubexm
+// keeps of it (get nodes, get runs, describe, logs): the cluster, its
+// inventory (groups with ranges expanded) and its work directory (workDir,
+// else the default one).
+func LoadCluster(file, workDir string, rolesPath []string) (*schema.Cluster, *inventory.Inventory, string, error) {
+	c, _, err := LoadWith(file, rolesPath)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	inv, err := schema.Inventory(c, file)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if workDir == "" {
+		workDir = DefaultWorkDir(c.Metadata.Name, file)
+	}
+	return c, inv, workDir, nil
+}
+
+// KubeconfigPlaybook takes the cluster's PKI from its masters into the
+// work directory and writes the admin kubeconfig there, changing nothing
+// on the hosts.
+const KubeconfigPlaybook = "kubeconfig"
+
+// KubeconfigRequest is a run of KubeconfigPlaybook: the cluster file,
+// its work directory ("" for the default), the role directories and -e.
+type KubeconfigRequest struct {
+	Inventory string
+	WorkDir   string
+	RolesPath []string
+	ExtraVars []string
+}
+
+// FetchKubeconfig runs KubeconfigPlaybook (read-only: no lock, no
+// journal). Its log is written to errw only when it fails: what the user
+// asked for is the kubeconfig.
+func (r Runner) FetchKubeconfig(ctx context.Context, req KubeconfigRequest, errw io.Writer) error {
+	var log bytes.Buffer
+	_, err := r.Run(ctx, Request{Playbook: KubeconfigPlaybook, Inventory: req.Inventory, Output: "text", Forks: 50, WorkDir: req.WorkDir,
+		RolesPath: req.RolesPath, ExtraVars: req.ExtraVars, ReadOnly: true, Stdout: &log, Stderr: os.Stderr})
+	if err != nil {
+		_, _ = io.Copy(errw, &log)
+		return err
+	}
+	return nil
+}
+
+// AdminKubeconfig is the admin kubeconfig of the work directory dir. A
+// directory without one takes it from the cluster first (FetchKubeconfig),
+// unless this kubexm has no built-in playbooks to do it with.
+func (r Runner) AdminKubeconfig(ctx context.Context, req KubeconfigRequest, dir string, errw io.Writer) (string, error) {
+	kc := filepath.Join(dir, "kubeconfig")
+	if _, err := os.Stat(kc); !errors.Is(err, os.ErrNotExist) || r.BuiltinFS == nil {
+		return kc, nil
+	}
+	if err := r.FetchKubeconfig(ctx, req, errw); err != nil {
+		return "", fmt.Errorf("no admin kubeconfig %s, and taking it from the cluster failed: %w", kc, err)
+	}
+	return kc, nil
+}
