@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"text/tabwriter"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/mensylisir/kubexm/clusterview"
 	"github.com/mensylisir/kubexm/service/api"
+	"github.com/mensylisir/kubexm/service/client"
 )
 
 // `kubexm backup list` and `kubexm backup download` reach the backups a
@@ -47,13 +47,9 @@ func clusterListCmd[T any](use, short, example, route, empty, header string, row
 			if err != nil {
 				return err
 			}
-			var out map[string][]T
-			if err := c.Get(cmd.Context(), "/api/v1/clusters/"+url.PathEscape(cluster)+"/"+route, nil, &out); err != nil {
+			items, err := client.ClusterItems[T](cmd.Context(), c, cluster, route)
+			if err != nil {
 				return err
-			}
-			items := out[route]
-			if items == nil {
-				items = []T{}
 			}
 			if f.output != "text" {
 				return printDoc(cmd.OutOrStdout(), f.output, items)
@@ -114,7 +110,7 @@ never overwritten.`,
 				return err
 			}
 			start := time.Now()
-			n, sum, err := c.Download(cmd.Context(), "/api/v1/clusters/"+url.PathEscape(cluster)+"/backups/"+url.PathEscape(name), to)
+			n, sum, err := c.DownloadBackup(cmd.Context(), cluster, name, to)
 			if err != nil {
 				return err
 			}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/http"
-	"net/url"
 
 	"github.com/spf13/cobra"
 
@@ -54,16 +52,14 @@ Wants an operator token; the delete is audited.`,
 			if err != nil {
 				return err
 			}
-			var out struct {
-				Deleted string `json:"deleted"`
-			}
-			if err := c.Do(cmd.Context(), c.HTTP, http.MethodDelete, "/api/v1/clusters/"+url.PathEscape(cluster)+"/bundles/"+url.PathEscape(args[0]), "", nil, http.StatusOK, &out); err != nil {
+			deleted, err := c.DeleteBundle(cmd.Context(), cluster, args[0])
+			if err != nil {
 				return err
 			}
 			if f.output != "text" {
-				return printDoc(cmd.OutOrStdout(), f.output, map[string]string{"cluster": cluster, "deleted": out.Deleted})
+				return printDoc(cmd.OutOrStdout(), f.output, map[string]string{"cluster": cluster, "deleted": deleted})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "deleted offline bundle %s of cluster %s on %s\n", out.Deleted, cluster, c.Base.Redacted())
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted offline bundle %s of cluster %s on %s\n", deleted, cluster, c.Base.Redacted())
 			return nil
 		},
 	}

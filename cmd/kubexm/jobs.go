@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/mensylisir/kubexm/clusterview"
 	"github.com/mensylisir/kubexm/service/client"
-	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
 // clientFlags reach a kubexm server.
@@ -83,25 +81,16 @@ func newGetJobsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			q := url.Values{}
-			if cluster != "" {
-				q.Set("cluster", cluster)
-			}
-			if status != "" {
-				q.Set("status", status)
-			}
-			var out struct {
-				Jobs []jobstore.Job `json:"jobs"`
-			}
-			if err := c.Get(cmd.Context(), "/api/v1/jobs", q, &out); err != nil {
+			jobs, err := c.Jobs(cmd.Context(), cluster, status)
+			if err != nil {
 				return err
 			}
 			if f.output != "text" {
-				return printDoc(cmd.OutOrStdout(), f.output, out.Jobs)
+				return printDoc(cmd.OutOrStdout(), f.output, jobs)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tCLUSTER\tPLAYBOOK\tSTATUS\tTASK\tAGE")
-			for _, j := range out.Jobs {
+			for _, j := range jobs {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Cluster, j.Playbook, j.Status, orDash(j.CurrentTask), clusterview.Age(j.CreatedAt))
 			}
 			return tw.Flush()
@@ -125,8 +114,8 @@ func newGetJobCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var j jobstore.Job
-			if err := c.Get(cmd.Context(), "/api/v1/jobs/"+url.PathEscape(args[0]), nil, &j); err != nil {
+			j, err := c.Job(cmd.Context(), args[0])
+			if err != nil {
 				return err
 			}
 			if jf.output != "text" {
@@ -144,15 +133,13 @@ func newGetJobCmd() *cobra.Command {
 			if !j.FinishedAt.IsZero() {
 				fmt.Fprintf(w, "Finished:  %s (took %s)\n", j.FinishedAt.Format(time.RFC3339), j.FinishedAt.Sub(j.StartedAt).Round(time.Second))
 			}
-			var evs struct {
-				Events []jobstore.Event `json:"events"`
-			}
-			if err := c.Get(cmd.Context(), "/api/v1/jobs/"+url.PathEscape(args[0])+"/events", nil, &evs); err != nil {
+			events, err := c.JobEvents(cmd.Context(), args[0])
+			if err != nil {
 				return err
 			}
-			if n := len(evs.Events); n > 0 {
+			if n := len(events); n > 0 {
 				fmt.Fprintln(w, "Events:")
-				for _, e := range evs.Events[max(0, n-15):] {
+				for _, e := range events[max(0, n-15):] {
 					fmt.Fprintf(w, "  %s  %-14s %s\n", e.Time.Format("15:04:05"), e.Kind, strings.TrimSpace(strings.Join([]string{e.Host, e.Task, e.Status}, " ")))
 				}
 			}

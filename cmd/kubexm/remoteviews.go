@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net/url"
 
 	"github.com/spf13/cobra"
 
@@ -66,17 +65,9 @@ func getClustersRemote(cmd *cobra.Command, format string, remote clientFlags) er
 	if err != nil {
 		return err
 	}
-	var out struct {
-		Clusters []struct {
-			State clusterview.State `json:"state"`
-		} `json:"clusters"`
-	}
-	if err := c.Get(cmd.Context(), "/api/v1/clusters", url.Values{"state": {"true"}}, &out); err != nil {
+	states, err := c.ClusterStates(cmd.Context())
+	if err != nil {
 		return err
-	}
-	states := make([]clusterview.State, 0, len(out.Clusters))
-	for _, cl := range out.Clusters {
-		states = append(states, cl.State)
 	}
 	return writeClusters(cmd.OutOrStdout(), format, states, fmt.Sprintf("no clusters registered on %s (kubexm create cluster -f cluster.yaml --server %s registers one)", c.Base.Redacted(), c.Base.Redacted()))
 }
@@ -90,8 +81,8 @@ func getNodesRemote(cmd *cobra.Command, f clusterFlags, remote clientFlags) erro
 	if err != nil {
 		return err
 	}
-	var rows []clusterview.NodeRow
-	if err := c.Get(cmd.Context(), "/api/v1/clusters/"+url.PathEscape(name)+"/nodes", nil, &rows); err != nil {
+	rows, err := c.Nodes(cmd.Context(), name)
+	if err != nil {
 		return err
 	}
 	return writeNodes(cmd.OutOrStdout(), f.output, rows)
@@ -106,8 +97,8 @@ func describeRemote(cmd *cobra.Command, f clusterFlags, remote clientFlags) (*cl
 	if err != nil {
 		return nil, err
 	}
-	var d clusterview.Description
-	if err := c.Get(cmd.Context(), "/api/v1/clusters/"+url.PathEscape(name)+"/describe", nil, &d); err != nil {
+	d, err := c.Describe(cmd.Context(), name)
+	if err != nil {
 		return nil, err
 	}
 	// The file is the server's registered one: the hints name the file
@@ -116,5 +107,5 @@ func describeRemote(cmd *cobra.Command, f clusterFlags, remote clientFlags) (*cl
 	if d.File == "" {
 		d.File = "cluster.yaml"
 	}
-	return &d, nil
+	return d, nil
 }
