@@ -3,14 +3,17 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -319,6 +322,8 @@ func checkRegistryRole(ctx context.Context, t *testing.T, kx kubexm, set *testho
 		return string(out), err
 	})
 
+	checkRegistryCertRenewal(ctx, t, kxReg, set, workDir, filepath.Dir(create), ref)
+
 	res = kxReg.play(ctx, del, "--tags=registry")
 	if res.err != nil {
 		t.Fatalf("delete --tags registry: %v%s", res.err, res.failures())
@@ -464,5 +469,95 @@ func placeImage(t *testing.T, image, workDir string) {
 	}
 	if err := os.WriteFile(tarball, data, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// checkRegistryCertRenewal: certs-check reports the registry's certificate
+// with the cluster's, as the host serves it; certs-renew --tags registry
+// gives it a new one from the same CA (another serial, the same issuer),
+// the registry serves it at once, every node still pulls through it, and
+// create-cluster then changes nothing.
+func checkRegistryCertRenewal(ctx context.Context, t *testing.T, kx kubexm, set *testhosts.Set, workDir, playbooks, ref string) {
+	t.Helper()
+	first := set.Hosts[0].Name
+	const crt = "/etc/kubexm/registry/registry.crt"
+	served := func() *x509.Certificate {
+		out, err := set.SSH(ctx, first, "cat "+crt)
+		if err != nil {
+			t.Fatalf("%s: read %s: %v", first, crt, err)
+		}
+		b, _ := pem.Decode([]byte(out))
+		if b == nil {
+			t.Fatalf("%s: %s holds no PEM block:\n%s", first, crt, out)
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", first, crt, err)
+		}
+		return c
+	}
+	before := served()
+
+	res := kx.play(ctx, filepath.Join(playbooks, "certs-check"))
+	if res.err != nil {
+		t.Fatalf("certs-check with registry.type registry: %v%s", res.err, res.failures())
+	}
+	data, err := os.ReadFile(filepath.Join(workDir, "certs-check.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report struct {
+		Certificates []struct {
+			Host, Path, Status, Serial string
+		} `json:"certificates"`
+	}
+	if err := json.Unmarshal(data, &report); err != nil {
+		t.Fatalf("certs-check.json: %v\n%s", err, data)
+	}
+	row := "no row"
+	for _, c := range report.Certificates {
+		if c.Host == first && c.Path == crt {
+			row = c.Status + " " + c.Serial
+		}
+	}
+	if want := "ok " + strings.ToUpper(before.SerialNumber.Text(16)); row != want {
+		t.Errorf("certs-check's row for %s %s: %q, want %q (status, serial)", first, crt, row, want)
+	}
+
+	res = kx.play(ctx, filepath.Join(playbooks, "certs-renew"), "--tags=registry")
+	if res.err != nil {
+		t.Fatalf("certs-renew --tags registry: %v%s", res.err, res.failures())
+	}
+	t.Logf("PERF certs-renew --tags registry: %s (%d changed)", res.wall.Round(time.Millisecond), len(res.changed()))
+	after := served()
+	if after.SerialNumber.Cmp(before.SerialNumber) == 0 {
+		t.Errorf("certs-renew left the registry's certificate as it was (serial %s)", before.SerialNumber.Text(16))
+	}
+	if after.Issuer.String() != before.Issuer.String() || !bytes.Equal(after.AuthorityKeyId, before.AuthorityKeyId) {
+		t.Errorf("the renewed certificate's issuer %q (key %x), was %q (key %x): the CA must stay", after.Issuer, after.AuthorityKeyId, before.Issuer, before.AuthorityKeyId)
+	}
+	// What the registry serves on its port now is the new certificate
+	// (crictl pull below checks that the nodes trust it).
+	name, _, _ := strings.Cut(ref, "/")
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", name, &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatalf("TLS to %s: %v", name, err)
+	}
+	got := conn.ConnectionState().PeerCertificates[0]
+	conn.Close()
+	if got.SerialNumber.Cmp(after.SerialNumber) != 0 {
+		t.Errorf("%s serves serial %s, want the renewed %s", name, got.SerialNumber.Text(16), after.SerialNumber.Text(16))
+	}
+	for _, h := range set.Hosts {
+		if out, err := set.SSH(ctx, h.Name, "crictl pull "+ref); err != nil {
+			t.Errorf("%s: pull %s after the registry's certificate was renewed: %v\n%s", h.Name, ref, err, out)
+		}
+	}
+	res = kx.play(ctx, filepath.Join(playbooks, "create-cluster"), "--tags=registry,containerd")
+	if res.err != nil {
+		t.Fatalf("create-cluster after certs-renew: %v%s", res.err, res.failures())
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("create-cluster after certs-renew changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
 }
