@@ -1,6 +1,9 @@
 package lifecycle
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/schema"
 )
@@ -42,4 +45,22 @@ func ReadCluster(file, workDir string, rolesPath []string) (Cluster, error) {
 		out.Hosts = append(out.Hosts, h.Name)
 	}
 	return out, nil
+}
+
+// CheckUpgradeTarget refuses an upgrade to a version other than the one
+// the cluster file names (spec.kubernetes.version): the file is what the
+// cluster is made of, so the next create or add nodes installs the same
+// version, and naming the target (--to-version) confirms it, so that a
+// file edited by someone else is not upgraded by surprise.
+func CheckUpgradeTarget(file string, rolesPath []string, to string) error {
+	c, _, err := LoadWith(file, rolesPath)
+	if err != nil {
+		return err
+	}
+	want, spec := "v"+strings.TrimPrefix(to, "v"), c.Spec.Kubernetes.Version
+	if want != "v"+strings.TrimPrefix(spec, "v") {
+		return fmt.Errorf("--to-version %s, but spec.kubernetes.version of %s is %s: the upgrade installs what the cluster file says; set spec.kubernetes.version: %s in %s and run again",
+			want, file, spec, want, file)
+	}
+	return nil
 }

@@ -93,3 +93,24 @@ func taskName(e model.Event) string {
 	}
 	return e.Task
 }
+
+// PlanSummary is the plan of every host with its totals (the last line
+// of plan cluster -o json).
+type PlanSummary struct {
+	Kind      string      `json:"kind"` // plan
+	ToChange  int         `json:"to_change"`
+	Unchanged int         `json:"unchanged"`
+	Skipped   int         `json:"skipped"`
+	Hosts     []*HostPlan `json:"hosts"`
+}
+
+// Summary is the plan of every host, by name, with the totals.
+func (p *Plan) Summary() PlanSummary {
+	s := PlanSummary{Kind: "plan", Hosts: p.Hosts()}
+	for _, h := range s.Hosts {
+		s.ToChange += len(h.Changes)
+		s.Unchanged += h.Unchanged
+		s.Skipped += h.Skipped
+	}
+	return s
+}

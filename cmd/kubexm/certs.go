@@ -30,37 +30,6 @@ type certsCheckFlags struct {
 	extraVars  []string
 }
 
-// certsReport is what roles/certs writes (certs_report_path): one entry per
-// file and host.
-type certsReport struct {
-	Cluster        string      `json:"cluster"`
-	WarnWithinDays int         `json:"warn_within_days"`
-	Problems       int         `json:"problems"`
-	Certificates   []certEntry `json:"certificates"`
-}
-
-type certEntry struct {
-	Host        string   `json:"host"`
-	Path        string   `json:"path"`
-	Status      string   `json:"status"`
-	Exists      bool     `json:"exists"`
-	Kind        string   `json:"kind"`
-	CommonName  string   `json:"common_name"`
-	Issuer      string   `json:"issuer"`
-	NotAfter    string   `json:"not_after"`
-	DaysLeft    *int     `json:"days_left"`
-	IsCA        bool     `json:"is_ca"`
-	Serial      string   `json:"serial"`
-	KeyType     string   `json:"key_type"`
-	Fingerprint string   `json:"fingerprint"`
-	SANs        sansList `json:"sans"`
-}
-
-type sansList struct {
-	DNS []string `json:"dns"`
-	IPs []string `json:"ips"`
-}
-
 // newCertsCmd is `kubexm certs`: the certificate verbs on top of the
 // certs-* playbooks (renewal and the timer are playbooks and cluster.yaml).
 func newCertsCmd(a *app) *cobra.Command {
@@ -133,20 +102,20 @@ func (a *app) certsCheck(ctx context.Context, w, errw io.Writer, f certsCheckFla
 // writeCertsReport prints the report of the certs-check playbook (data,
 // read from where): as it is with -o json, else as a table.
 func writeCertsReport(w io.Writer, format, where string, data []byte) error {
-	var r certsReport
-	if err := json.Unmarshal(data, &r); err != nil {
-		return fmt.Errorf("the certs-check report %s: %w", where, err)
+	r, err := lifecycle.ParseCertsReport(data, where)
+	if err != nil {
+		return err
 	}
 	if format != "text" {
 		// The report as the playbook wrote it, not as certsReport reads it.
 		return writeStructured(w, format, json.RawMessage(data))
 	}
-	return writeCertsTable(w, &r)
+	return writeCertsTable(w, r)
 }
 
 // writeCertsTable prints the report as kubeadm certs check-expiration does,
 // with the host in front.
-func writeCertsTable(w io.Writer, r *certsReport) error {
+func writeCertsTable(w io.Writer, r *lifecycle.CertsReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST\tFILE\tSUBJECT\tEXPIRES\tRESIDUAL\tISSUER\tSTATUS\tSANS")
 	for _, c := range r.Certificates {

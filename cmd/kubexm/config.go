@@ -72,57 +72,15 @@ install yet (kubexm support lists them).`,
 	return cmd
 }
 
-// validation is config validate -o json/yaml: the verdict, every problem
-// and warning at its place, and what the file describes when it is valid.
-type validation struct {
-	File     string        `json:"file"`
-	Valid    bool          `json:"valid"`
-	Cluster  *validCluster `json:"cluster,omitempty"`
-	Problems []finding     `json:"problems"`
-	Warnings []finding     `json:"warnings"`
-}
-
-type validCluster struct {
-	Name              string `json:"name"`
-	Hosts             int    `json:"hosts"`
-	KubernetesVersion string `json:"kubernetesVersion"`
-	KubernetesType    string `json:"kubernetesType"`
-	EtcdType          string `json:"etcdType"`
-	NetworkPlugin     string `json:"networkPlugin"`
-}
-
-// finding is a problem or a warning: file, line and column (0 for a
-// defaulted value), the field and what is wrong.
-type finding struct {
-	File    string `json:"file"`
-	Line    int    `json:"line"`
-	Col     int    `json:"col"`
-	Path    string `json:"path,omitempty"`
-	Message string `json:"message"`
-	Hint    string `json:"hint,omitempty"`
-}
-
 // writeValidation prints the verdict on file for programs; an invalid
 // file is still an error (exit 1) after it, so that scripts need not
 // parse the document to know.
 func writeValidation(w io.Writer, format, file string, c *schema.Cluster, warnings []schema.Warning, loadErr error) error {
-	v := validation{File: file, Valid: loadErr == nil, Problems: []finding{}, Warnings: []finding{}}
-	for _, x := range warnings {
-		v.Warnings = append(v.Warnings, finding{File: x.Pos.File, Line: x.Pos.Line, Col: x.Pos.Col, Path: x.Path, Message: x.Message})
-	}
-	var problems *schema.Error
-	switch {
-	case errors.As(loadErr, &problems):
-		for _, p := range problems.Problems {
-			v.Problems = append(v.Problems, finding{File: p.Pos.File, Line: p.Pos.Line, Col: p.Pos.Col, Path: p.Path, Message: p.Message, Hint: p.Hint})
-		}
-	case loadErr != nil:
+	v, err := schema.NewValidation(file, c, warnings, loadErr)
+	if err != nil {
 		// Not a cluster file's problem (unreadable, no such file): no
 		// verdict on its content to print.
-		return loadErr
-	default:
-		v.Cluster = &validCluster{Name: c.Metadata.Name, Hosts: len(c.Spec.Hosts), KubernetesVersion: c.Spec.Kubernetes.Version,
-			KubernetesType: c.Spec.Kubernetes.Type, EtcdType: c.Spec.Etcd.Type, NetworkPlugin: c.Spec.Network.Plugin}
+		return err
 	}
 	if err := writeStructured(w, format, v); err != nil {
 		return err

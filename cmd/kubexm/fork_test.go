@@ -30,7 +30,7 @@ func exitCode(err error) int {
 func TestPlaybookDiff(t *testing.T) {
 	t.Chdir(t.TempDir())
 	a := &app{builtins: builtinRegistry(), builtinFS: kubexm.Content()}
-	if _, err := exportFS(kubexm.Content(), "fork", false); err != nil {
+	if _, err := kubexm.Export(kubexm.Content(), "fork", false); err != nil {
 		t.Fatal(err)
 	}
 	pb := filepath.Join("fork", "playbooks", "create-cluster")

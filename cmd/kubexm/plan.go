@@ -82,21 +82,10 @@ func (a *app) planCluster(cmd *cobra.Command, f playFlags, remote clientFlags) e
 		f.Sink, f.Forks = p, 50
 		runErr = a.play(cmd.Context(), w, "create-cluster", f)
 	}
-	hosts := p.Hosts()
-	var change, same, skipped int
-	for _, h := range hosts {
-		change += len(h.Changes)
-		same += h.Unchanged
-		skipped += h.Skipped
-	}
+	sum := p.Summary()
+	hosts, change, same, skipped := sum.Hosts, sum.ToChange, sum.Unchanged, sum.Skipped
 	if f.Output == "json" {
-		data, err := json.Marshal(struct {
-			Kind      string                `json:"kind"`
-			ToChange  int                   `json:"to_change"`
-			Unchanged int                   `json:"unchanged"`
-			Skipped   int                   `json:"skipped"`
-			Hosts     []*lifecycle.HostPlan `json:"hosts"`
-		}{"plan", change, same, skipped, hosts})
+		data, err := json.Marshal(sum)
 		if err != nil {
 			return err
 		}

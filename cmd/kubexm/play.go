@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/engine/model"
 
 	"github.com/spf13/cobra"
@@ -157,7 +158,7 @@ kubexm play DIR/playbooks/NAME: its roles are found in DIR/roles first.`,
 			if a.builtinFS == nil {
 				return errors.New("this kubexm has no built-in playbooks")
 			}
-			n, err := exportFS(a.builtinFS, args[0], force)
+			n, err := kubexm.Export(a.builtinFS, args[0], force)
 			if err != nil {
 				return err
 			}
@@ -228,50 +229,6 @@ func writeForkDiff(w io.Writer, d *engine.ForkDiff) {
 	}
 	fmt.Fprintf(w, "%d files changed, %d unchanged, %d only in the fork, %d only in the built-in (playbook %s)\n",
 		len(d.Changed), d.Same, len(d.OnlyInFork), len(d.OnlyInBuiltin), d.Playbook)
-}
-
-// exportFS copies playbooks/ and roles/ of fsys under dir.
-func exportFS(fsys fs.FS, dir string, force bool) (int, error) {
-	n := 0
-	for _, root := range []string{"playbooks", "roles"} {
-		if _, err := fs.Stat(fsys, root); errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		err := fs.WalkDir(fsys, root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			dst := filepath.Join(dir, filepath.FromSlash(p))
-			if d.IsDir() {
-				return os.MkdirAll(dst, 0o755)
-			}
-			data, err := fs.ReadFile(fsys, p)
-			if err != nil {
-				return err
-			}
-			flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-			if !force {
-				flags |= os.O_EXCL
-			}
-			out, err := os.OpenFile(dst, flags, 0o644)
-			if err != nil {
-				if errors.Is(err, fs.ErrExist) {
-					return fmt.Errorf("%s already exists; use --force to overwrite", dst)
-				}
-				return err
-			}
-			if _, err := out.Write(data); err != nil {
-				out.Close()
-				return err
-			}
-			n++
-			return out.Close()
-		})
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // textSink is the human view of a run on w: on a terminal the live view

@@ -7,22 +7,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/mensylisir/kubexm/engine/model"
-
 	"github.com/spf13/cobra"
 
+	"github.com/mensylisir/kubexm/clusterview"
 	"github.com/mensylisir/kubexm/engine"
 )
-
-// runView is one run as get runs prints it (-o json|yaml: a list of these).
-type runView struct {
-	ID          string  `json:"id"`
-	Playbook    string  `json:"playbook"`
-	Start       string  `json:"start"`
-	Seconds     float64 `json:"seconds,omitempty"`
-	Outcome     string  `json:"outcome"`
-	ResumedFrom string  `json:"resumed_from,omitempty"`
-}
 
 func newGetRunsCmd() *cobra.Command {
 	var f clusterFlags
@@ -37,20 +26,9 @@ duration and outcome (running or killed: no outcome). kubexm logs RUN shows one.
 			if err != nil {
 				return err
 			}
-			runs, err := engine.Runs(dir)
+			views, err := clusterview.RunList(dir)
 			if err != nil {
-				return fmt.Errorf("the runs of %s: %w", dir, err)
-			}
-			views := make([]runView, 0, len(runs))
-			for _, r := range runs {
-				v := runView{ID: r.ID, Playbook: r.Playbook, Start: r.Start.UTC().Format(time.RFC3339), Outcome: r.Outcome, ResumedFrom: r.ResumedFrom}
-				if v.Outcome == "" {
-					v.Outcome = "running or killed"
-				}
-				if !r.End.IsZero() {
-					v.Seconds = r.End.Sub(r.Start).Round(100 * time.Millisecond).Seconds()
-				}
-				views = append(views, v)
+				return err
 			}
 			w := cmd.OutOrStdout()
 			if f.output != "text" {
@@ -97,19 +75,9 @@ Output that held a secret is not kept, not even masked: it shows as hidden.`,
 			if err != nil {
 				return err
 			}
-			info, entries, err := engine.RunLog(dir, args[0])
+			info, shown, err := clusterview.RunLog(dir, args[0], f.host, f.failed)
 			if err != nil {
 				return err
-			}
-			var shown []engine.LogEntry
-			for _, e := range entries {
-				if f.host != "" && e.Host != f.host {
-					continue
-				}
-				if f.failed && e.Status != model.StatusFailed && e.Status != model.StatusUnreachable && e.Status != model.StatusIgnored {
-					continue
-				}
-				shown = append(shown, e)
 			}
 			w := cmd.OutOrStdout()
 			if f.cluster.output != "text" {

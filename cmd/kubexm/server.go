@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/mensylisir/kubexm/service/api"
 	"github.com/mensylisir/kubexm/service/confine"
+	"github.com/mensylisir/kubexm/service/datadir"
 	"github.com/mensylisir/kubexm/service/secretbox"
 	"github.com/mensylisir/kubexm/service/server"
 )
@@ -33,19 +33,9 @@ type serviceFlags struct {
 	jobCPU        time.Duration
 }
 
-func defaultDataDir() string {
-	if d := os.Getenv("KUBEXM_HOME"); d != "" {
-		return filepath.Join(d, "server")
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".kubexm", "server")
-	}
-	return "kubexm-server"
-}
-
 func addServiceFlags(cmd *cobra.Command, f *serviceFlags) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "directory of the clusters' work directories (journals, PKI, kubeconfigs), the SQLite database and the secret key; every worker must reach the same one")
+	fl.StringVar(&f.dataDir, "data-dir", datadir.Default(), "directory of the clusters' work directories (journals, PKI, kubeconfigs), the SQLite database and the secret key; every worker must reach the same one")
 	fl.StringVar(&f.db, "db", "", "job database: a postgres://user@host/db URL, or a SQLite file (default DATA-DIR/kubexm.db)")
 	fl.StringVar(&f.secretKeyFile, "secret-key-file", "", "file with the AES-256 key (base64) that encrypts the cluster.yaml files in the database (default DATA-DIR/secret.key; $"+secretbox.KeyEnv+" wins)")
 	fl.StringVar(&f.playbooksDir, "playbooks", "", "directory of extra playbooks (NAME/playbook.yaml or NAME.yaml) jobs may name, found before the built-in ones")
@@ -193,11 +183,8 @@ func newTokenCreateCmd(a *app, f *serviceFlags) *cobra.Command {
 				expires = time.Now().Add(ttl)
 			}
 			return a.withService(cmd, f, func(svc *server.Service) error {
-				tok, err := api.NewToken()
+				tok, err := svc.CreateToken(cmd.Context(), args[0], role, expires)
 				if err != nil {
-					return err
-				}
-				if err := svc.Store.AddToken(cmd.Context(), args[0], api.HashToken(tok), role, expires); err != nil {
 					return err
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), tok)

@@ -144,7 +144,7 @@ func TestPlayRefusesUnsupportedBeforeAnyTask(t *testing.T) {
 func TestForkedMatrixOverrides(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
-	if _, err := exportFS(kubexm.Content(), "site", false); err != nil {
+	if _, err := kubexm.Export(kubexm.Content(), "site", false); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile("cluster.yaml", []byte(strings.Replace(unsupportedCluster, "    containerRuntime: {type: cri-o}\n", "", 1)), 0o600); err != nil {

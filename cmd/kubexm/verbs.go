@@ -339,14 +339,8 @@ upgrade cluster --to-version vX.Y.Z. One minor at a time.`,
 			if to == "" {
 				return errors.New("--to-version is required: the version cluster.yaml's spec.kubernetes.version names")
 			}
-			c, _, err := lifecycle.LoadWith(v.play.Inventory, v.play.RolesPath)
-			if err != nil {
+			if err := lifecycle.CheckUpgradeTarget(v.play.Inventory, v.play.RolesPath, to); err != nil {
 				return err
-			}
-			want, spec := "v"+strings.TrimPrefix(to, "v"), c.Spec.Kubernetes.Version
-			if want != "v"+strings.TrimPrefix(spec, "v") {
-				return fmt.Errorf("--to-version %s, but spec.kubernetes.version of %s is %s: the upgrade installs what the cluster file says; set spec.kubernetes.version: %s in %s and run again",
-					want, v.play.Inventory, spec, want, v.play.Inventory)
 			}
 			if serial > 0 {
 				return setVar(&v.play, "node-concurrency", "upgrade_serial", serial)

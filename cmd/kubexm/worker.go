@@ -1,18 +1,8 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"net/http"
-	"os"
-	"sync"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/mensylisir/kubexm/service/server"
 	"github.com/spf13/cobra"
-
-	"github.com/mensylisir/kubexm/service/worker"
 )
 
 func newWorkerCmd(a *app) *cobra.Command {
@@ -36,28 +26,7 @@ there on another) and secret key as the server.`,
 				return err
 			}
 			defer svc.Store.Close()
-			reg := prometheus.NewRegistry()
-			m := worker.NewMetrics(reg)
-			if metrics != "" {
-				hs := &http.Server{Addr: metrics, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
-				go func() {
-					if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-						log.Error("metrics listener", "err", err)
-					}
-				}()
-				defer hs.Close()
-			}
-			if name == "" {
-				host, _ := os.Hostname()
-				name = fmt.Sprintf("%s:%d", host, os.Getpid())
-			}
-			var wg sync.WaitGroup
-			workerName := func(i int) string { return fmt.Sprintf("%s/%d", name, i+1) }
-			if err := svc.StartWorkers(ctx, &wg, n, workerName, globalArgs(cmd, f.allowNets), m, log); err != nil {
-				return err
-			}
-			wg.Wait()
-			return nil
+			return svc.RunWorkers(ctx, server.WorkerOptions{N: n, Name: name, MetricsListen: metrics, GlobalArgs: globalArgs(cmd, f.allowNets)}, log)
 		},
 	}
 	addServiceFlags(cmd, &f)

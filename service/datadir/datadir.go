@@ -4,6 +4,7 @@
 package datadir
 
 import (
+	"os"
 	"path/filepath"
 	"regexp"
 )
@@ -45,3 +46,16 @@ func ConfigAAD(cluster string) []byte {
 
 // VarsAAD binds a job's sealed extra vars to the job.
 func VarsAAD(jobID string) []byte { return []byte("job/" + jobID + "/extra-vars") }
+
+// Default is the data directory of a server not told one: server/ under
+// $KUBEXM_HOME, else under ~/.kubexm, else kubexm-server in the directory
+// it runs in.
+func Default() string {
+	if d := os.Getenv("KUBEXM_HOME"); d != "" {
+		return filepath.Join(d, "server")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".kubexm", "server")
+	}
+	return "kubexm-server"
+}
