@@ -56,6 +56,9 @@ func TestLayering(t *testing.T) {
 		{"internal/suggest", []string{""}},
 		{"internal/sysdirs", []string{""}},
 		{"internal/flock", []string{""}},
+		// How a process stops at a signal: the CLI's, the worker's and the
+		// operator's alike.
+		{"internal/interrupt", []string{""}},
 		// The engine diffs forks with it: it must not pull the builtins up.
 		{"internal/textdiff", []string{""}},
 		// The engine is generic: it knows no builtin, command or Kubernetes bundle.

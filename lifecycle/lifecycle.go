@@ -6,6 +6,7 @@ package lifecycle
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -379,4 +380,22 @@ func firstOf(hosts []string) string {
 		return ""
 	}
 	return hosts[0]
+}
+
+// SetVar passes a verb's flag to the playbook as the variable name; the
+// same variable given with -e too is an error rather than a silent choice.
+func (r *Request) SetVar(flag, name string, value any) error {
+	extra, err := engine.ParseExtraVars(r.ExtraVars)
+	if err != nil {
+		return err
+	}
+	if _, ok := extra[name]; ok {
+		return fmt.Errorf("--%s and -e %s both set %s; give one", flag, name, name)
+	}
+	data, err := json.Marshal(map[string]any{name: value})
+	if err != nil {
+		return err
+	}
+	r.ExtraVars = append(r.ExtraVars, string(data))
+	return nil
 }

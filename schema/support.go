@@ -737,3 +737,18 @@ func choiceValue(m fieldMatch) string {
 	}
 	return valueSet
 }
+
+// WithoutEvidence is s without the tests behind each supported value:
+// what a user reads is what is installed, the evidence is for those who
+// ask (kubexm support --evidence).
+func (s *Support) WithoutEvidence() *Support {
+	c := *s
+	c.Choices = slices.Clone(s.Choices)
+	for i := range c.Choices {
+		c.Choices[i].Values = slices.Clone(c.Choices[i].Values)
+		for j := range c.Choices[i].Values {
+			c.Choices[i].Values[j].Tested = ""
+		}
+	}
+	return &c
+}

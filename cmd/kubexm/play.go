@@ -16,7 +16,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/sys/unix"
 
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/engine/output"
@@ -231,24 +230,5 @@ func writeForkDiff(w io.Writer, d *engine.ForkDiff) {
 		len(d.Changed), d.Same, len(d.OnlyInFork), len(d.OnlyInBuiltin), d.Playbook)
 }
 
-// textSink is the human view of a run on w: on a terminal the live view
-// (the log lines, and below them the running tasks and each host's last
-// result, redrawn in place), else plain lines. TERM=dumb asks for plain
-// lines on a terminal too. stop ends the live view's redrawing.
-func textSink(w io.Writer, verbosity int) (model.Sink, func()) {
-	if f, ok := w.(*os.File); ok && os.Getenv("TERM") != "dumb" {
-		fd := int(f.Fd())
-		if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
-			width := func() int {
-				ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
-				if err != nil {
-					return 0
-				}
-				return int(ws.Col)
-			}
-			l := output.NewLive(f, verbosity, width)
-			return l, l.Close
-		}
-	}
-	return output.NewText(w, verbosity), func() {}
-}
+// textSink is the human view of a run on w (output.Human).
+func textSink(w io.Writer, verbosity int) (model.Sink, func()) { return output.Human(w, verbosity) }

@@ -2,14 +2,12 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/mensylisir/kubexm/engine/output"
-	"github.com/mensylisir/kubexm/service/client"
 	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
@@ -86,18 +84,6 @@ func queueRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlag
 	if err != nil {
 		return nil, "", err
 	}
-	extra, err := client.ExtraVars(f.ExtraVars)
-	if err != nil {
-		return nil, "", err
-	}
-	data, err := os.ReadFile(f.Inventory)
-	if err != nil {
-		return nil, "", err
-	}
-	opts := jobstore.Options{Tags: f.Tags, SkipTags: f.SkipTags, Limit: f.Limit, Check: f.Check, Diff: f.Diff, ExtraVars: extra, Backup: f.Backup}
-	for _, m := range more {
-		m(&opts)
-	}
-	id, err := c.Queue(cmd.Context(), data, playbook, opts, f.OfflineBundle, cmd.ErrOrStderr())
+	id, err := c.QueueRun(cmd.Context(), playbook, f, cmd.ErrOrStderr(), more...)
 	return c, id, err
 }

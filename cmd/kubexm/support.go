@@ -41,7 +41,7 @@ that showed it working.`,
 				return err
 			}
 			if !evidence {
-				s = withoutEvidence(s)
+				s = s.WithoutEvidence()
 			}
 			w := cmd.OutOrStdout()
 			switch output {
@@ -70,21 +70,6 @@ that showed it working.`,
 
 func addRolesPathFlag(cmd *cobra.Command, dirs *[]string) {
 	cmd.Flags().StringSliceVar(dirs, "roles-path", nil, "role directories of a forked playbook tree; the first holding support.yaml gives the support matrix (default: the built-in one)")
-}
-
-// withoutEvidence is s without the tests behind each supported value:
-// what a user reads is what is installed, the evidence is for those who
-// ask (--evidence).
-func withoutEvidence(s *schema.Support) *schema.Support {
-	c := *s
-	c.Choices = slices.Clone(s.Choices)
-	for i := range c.Choices {
-		c.Choices[i].Values = slices.Clone(c.Choices[i].Values)
-		for j := range c.Choices[i].Values {
-			c.Choices[i].Values[j].Tested = ""
-		}
-	}
-	return &c
 }
 
 // writeSupportText prints the matrix s for people; components are the

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/lifecycle"
 )
 
@@ -122,24 +120,6 @@ func addYesFlag(fl *pflag.FlagSet, v *verbFlags) {
 	fl.BoolVarP(&v.yes, "yes", "y", false, "do not ask for confirmation")
 }
 
-// setVar passes a verb's flag to the playbook as variable name; the same
-// variable given with -e too is an error rather than a silent choice.
-func setVar(f *playFlags, flag, name string, value any) error {
-	extra, err := engine.ParseExtraVars(f.ExtraVars)
-	if err != nil {
-		return err
-	}
-	if _, ok := extra[name]; ok {
-		return fmt.Errorf("--%s and -e %s both set %s; give one", flag, name, name)
-	}
-	data, err := json.Marshal(map[string]any{name: value})
-	if err != nil {
-		return err
-	}
-	f.ExtraVars = append(f.ExtraVars, string(data))
-	return nil
-}
-
 // confirm asks on errw and reads the answer from in; only "yes" goes on.
 // Without an answer (stdin closed or not a terminal) the run is refused:
 // a script must say --yes.
@@ -237,7 +217,7 @@ journals) is kept. Asks for confirmation unless --yes (or --check).`,
   kubexm delete cluster -f cluster.yaml --yes --delete-packages`,
 		v, func(cmd *cobra.Command, v *verbFlags) error {
 			if packages {
-				if err := setVar(&v.play, "delete-packages", "delete_packages", true); err != nil {
+				if err := v.play.SetVar("delete-packages", "delete_packages", true); err != nil {
 					return err
 				}
 			}
@@ -295,11 +275,11 @@ the hosts out of cluster.yaml afterwards. Asks for confirmation unless --yes.`,
 			if len(nodes) == 0 {
 				return errors.New("--nodes is required: the nodes to take out (never inferred from cluster.yaml)")
 			}
-			if err := setVar(&v.play, "nodes", "nodes", strings.Join(nodes, ",")); err != nil {
+			if err := v.play.SetVar("nodes", "nodes", strings.Join(nodes, ",")); err != nil {
 				return err
 			}
 			if force {
-				if err := setVar(&v.play, "force", "force", true); err != nil {
+				if err := v.play.SetVar("force", "force", true); err != nil {
 					return err
 				}
 			}
@@ -343,7 +323,7 @@ upgrade cluster --to-version vX.Y.Z. One minor at a time.`,
 				return err
 			}
 			if serial > 0 {
-				return setVar(&v.play, "node-concurrency", "upgrade_serial", serial)
+				return v.play.SetVar("node-concurrency", "upgrade_serial", serial)
 			}
 			return nil
 		})
@@ -366,12 +346,12 @@ of every host, packed with a manifest and sha256 into
   kubexm backup cluster -f cluster.yaml --key-file backup.key --keep 7`,
 		v, func(_ *cobra.Command, v *verbFlags) error {
 			if keyFile != "" {
-				if err := setVar(&v.play, "key-file", "backup_key_file", keyFile); err != nil {
+				if err := v.play.SetVar("key-file", "backup_key_file", keyFile); err != nil {
 					return err
 				}
 			}
 			if keep > 0 {
-				return setVar(&v.play, "keep", "backup_keep", keep)
+				return v.play.SetVar("keep", "backup_keep", keep)
 			}
 			return nil
 		})

@@ -494,3 +494,24 @@ func (c *Client) CertsReport(ctx context.Context, id string) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// QueueRun registers the cluster file of req on the server (a new config
+// version), uploads its offline bundle unless the server has it, and
+// queues playbook with the options a job carries (tags, skip-tags, limit,
+// check, diff, -e, the backup's name, and what more sets); it returns the
+// job's id.
+func (c *Client) QueueRun(ctx context.Context, playbook string, req lifecycle.Request, errw io.Writer, more ...func(*jobstore.Options)) (string, error) {
+	extra, err := ExtraVars(req.ExtraVars)
+	if err != nil {
+		return "", err
+	}
+	data, err := os.ReadFile(req.Inventory)
+	if err != nil {
+		return "", err
+	}
+	opts := jobstore.Options{Tags: req.Tags, SkipTags: req.SkipTags, Limit: req.Limit, Check: req.Check, Diff: req.Diff, ExtraVars: extra, Backup: req.Backup}
+	for _, m := range more {
+		m(&opts)
+	}
+	return c.Queue(ctx, data, playbook, opts, req.OfflineBundle, errw)
+}

@@ -1,4 +1,4 @@
-package main
+package interrupt
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func TestWatchSignals(t *testing.T) {
 		if tc.second {
 			grace = time.Hour
 		}
-		go watchSignals(sigs, cancel, grace, &out, func(c int) { exited <- c })
+		go Watch(sigs, cancel, grace, &out, func(c int) { exited <- c })
 		sigs <- tc.sig
 		select {
 		case <-ctx.Done():
@@ -83,7 +83,7 @@ func TestSignalsUnderLoad(t *testing.T) {
 			grace = time.Second
 		}
 		start := time.Now()
-		go watchSignals(sigs, cancel, grace, blockedWriter{stuck}, func(int) { exited <- time.Since(start) })
+		go Watch(sigs, cancel, grace, blockedWriter{stuck}, func(int) { exited <- time.Since(start) })
 		sigs <- syscall.SIGTERM
 		if second {
 			time.Sleep(50 * time.Millisecond)
