@@ -802,20 +802,15 @@ func validateRegistry(c *Cluster, ps *problems) {
 		if name == "" {
 			ps.add(child(base, "auths"), "", "empty registry name")
 		}
-		// roles/docker writes mirrors and insecure registries into
-		// daemon.json; dockerd has no credentials or CA files of kubexm's.
-		// cri-dockerd v0.4.3 (core/image.go PullImage) hands dockerd only
-		// the credentials of the CRI pull request (the kubelet's), and
-		// pulls the sandbox image (core/sandbox_helpers.go) with those of
-		// a docker config.json it finds: neither is written by kubexm yet.
-		if c.Spec.Kubernetes.ContainerRuntime.Type == "docker" && name != "" {
-			const hint = "with docker give pods imagePullSecrets and put the CA in /etc/docker/certs.d/<host>/ yourself, or use containerRuntime.type containerd"
-			if a.Username != "" || a.Password != "" || a.PasswordFile != "" {
-				ps.add(key(child(base, "auths"), name), hint, "registry credentials are not given to dockerd yet (containerRuntime.type docker): dockerd keeps none of its own, cri-dockerd passes it only the kubelet's pull credentials (imagePullSecrets or the kubelet's config.json) and, for the sandbox image, those of a docker config.json, which kubexm does not write")
-			}
-			if a.CertsPath != "" {
-				ps.add(child(key(child(base, "auths"), name), "certsPath"), hint, "certsPath is not installed for dockerd yet (containerRuntime.type docker)")
-			}
+		// With docker, kubeadm's preflight pulls the control-plane images
+		// through cri-dockerd with no credentials (a CRI pull carries only
+		// the caller's, and kubeadm has none); dockerd keeps none of its
+		// own. The kubelet's config.json (roles/cri-dockerd) serves the
+		// kubelet's pulls only.
+		if c.Spec.Kubernetes.ContainerRuntime.Type == "docker" && c.Spec.Kubernetes.Type == "kubeadm" &&
+			name != "" && name == r.PrivateRegistry && (a.Username != "" || a.Password != "" || a.PasswordFile != "") {
+			ps.add(key(child(base, "auths"), name), "use containerRuntime.type containerd, kubernetes.type kubexm, or a privateRegistry that serves the cluster's images without credentials",
+				"credentials for privateRegistry are not supported with containerRuntime.type docker and kubernetes.type kubeadm yet: kubeadm pulls the control-plane images through cri-dockerd without them")
 		}
 	}
 }

@@ -70,6 +70,23 @@ func TestBaseIsValid(t *testing.T) {
 	}
 }
 
+// With docker, registry credentials and certsPath are installed for dockerd
+// and the kubelet (roles/docker, roles/cri-dockerd), in binary mode for
+// every registry, in kubeadm mode for any but privateRegistry.
+func TestDockerRegistrySettingsAccepted(t *testing.T) {
+	dir := t.TempDir()
+	for name, y := range map[string]string{
+		"binary mode": edit(t, "version: v1.37.2", "version: v1.37.2\n    containerRuntime: {type: docker}", "plugin: calico",
+			"plugin: calico\n  registry:\n    privateRegistry: r.local\n    auths: {r.local: {username: u, password: p, certsPath: "+dir+"}}"),
+		"kubeadm, another registry": edit(t, "type: kubexm", "type: kubeadm", "etcd: [m1]", "etcd: [m1, m2]", "version: v1.37.2", "type: kubeadm\n    version: v1.37.2\n    containerRuntime: {type: docker}", "plugin: calico",
+			"plugin: calico\n  registry:\n    privateRegistry: r.local\n    auths: {r.local: {certsPath: "+dir+"}, apps.local: {username: u, password: p}}"),
+	} {
+		if ps := problemsOf(t, y); ps != nil {
+			t.Errorf("%s: %v", name, ps)
+		}
+	}
+}
+
 func TestValidationRules(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct {
@@ -141,8 +158,7 @@ func TestValidationRules(t *testing.T) {
 		{"kubelet arg", edit(t, "version: v1.37.2", "version: v1.37.2\n    kubeletArgs: [root-dir=/x]"), "spec.kubernetes.kubeletArgs[0]", "not a kubelet flag", 0},
 		{"external registry without name", edit(t, "plugin: calico", "plugin: calico\n  registry: {type: external}"), "spec.registry.privateRegistry", "needs privateRegistry", 0},
 		{"certsPath not a directory", edit(t, "plugin: calico", "plugin: calico\n  registry:\n    auths: {r.local: {certsPath: /nonexistent/kubexm-certs}}"), `spec.registry.auths["r.local"].certsPath`, "is not a directory", 0},
-		{"docker with registry credentials", edit(t, "version: v1.37.2", "version: v1.37.2\n    containerRuntime: {type: docker}", "plugin: calico", "plugin: calico\n  registry:\n    auths: {r.local: {username: u, password: p}}"), `spec.registry.auths["r.local"]`, "not given to dockerd", 0},
-		{"docker with certsPath", edit(t, "version: v1.37.2", "version: v1.37.2\n    containerRuntime: {type: docker}", "plugin: calico", "plugin: calico\n  registry:\n    auths: {r.local: {certsPath: /}}"), `spec.registry.auths["r.local"].certsPath`, "not installed for dockerd", 0},
+		{"docker, kubeadm, privateRegistry credentials", edit(t, "type: kubexm", "type: kubeadm", "etcd: [m1]", "etcd: [m1, m2]", "version: v1.37.2", "type: kubeadm\n    version: v1.37.2\n    containerRuntime: {type: docker}", "plugin: calico", "plugin: calico\n  registry:\n    privateRegistry: r.local\n    auths: {r.local: {username: u, password: p}}"), `spec.registry.auths["r.local"]`, "kubeadm pulls the control-plane images through cri-dockerd without them", 0},
 		{"certsPath with skipTLSVerify", edit(t, "plugin: calico", "plugin: calico\n  registry:\n    auths: {r.local: {certsPath: /, skipTLSVerify: true}}"), `spec.registry.auths["r.local"].certsPath`, "says not to verify", 0},
 		{"harbor without host", edit(t, "plugin: calico", "plugin: calico\n  registry: {type: harbor}"), "spec.roleGroups.registry", "needs a registry host", 0},
 		{"extra host address", edit(t, "plugin: calico", "plugin: calico\n  extra: {hosts: [{domain: git.local, address: nope}]}"), "spec.extra.hosts[0].address", "not an IP", 0},

@@ -5,10 +5,15 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mensylisir/kubexm/test/testhosts"
 )
@@ -237,6 +242,84 @@ func refusesForeignDocker(ctx context.Context, t *testing.T, kx kubexm, set *tes
 	for _, h := range others {
 		if strings.Contains(failures, "node "+h+" ") {
 			t.Errorf("preflight refused %s:%s", h, failures)
+		}
+	}
+}
+
+// checkDockerRegistryPull is issue 54's registry settings with docker: a
+// registry the test runs (its own CA, htpasswd), filled by `kubexm artifact
+// images push`, in registry.auths with certsPath and credentials (not as
+// privateRegistry: the cluster's own images stay side-loaded);
+// create-cluster --tags runtime gives dockerd the CA in
+// /etc/docker/certs.d/<host>/ and the kubelet and cri-dockerd the
+// credentials (0600, never in the run's output), a re-run changes nothing,
+// and a pod of that image, with no imagePullSecrets, runs on every node.
+// It ends with cluster.yaml as it was given.
+func checkDockerRegistryPull(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, set *testhosts.Set, root, work, clusterYAML, create, bundle string, nodes []string) {
+	t.Helper()
+	reg := startRegistry(ctx, t, root, set.Gateway, work)
+	auths := fmt.Sprintf("    auths:\n      %q: {username: %s, password: %q, certsPath: %q}\n", reg.host, reg.user, reg.passwd, reg.caDir)
+
+	// The push names the registry as privateRegistry, in a file of its own.
+	pushInventory := filepath.Join(work, "cluster-docker-push.yaml")
+	if err := os.WriteFile(pushInventory, []byte(strings.TrimRight(clusterYAML, "\n")+"\n  registry:\n    privateRegistry: "+strconv.Quote(reg.host)+"\n"+auths), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pushDir := filepath.Join(work, "docker-push")
+	placeImage(t, busyboxImage(ctx, t, t.TempDir()), pushDir)
+	push := exec.CommandContext(ctx, kx.bin, "artifact", "images", "push", "-f", pushInventory, "--workdir", pushDir)
+	push.Dir = work
+	if out, err := push.CombinedOutput(); err != nil {
+		t.Fatalf("kubexm artifact images push to %s: %v\n%s", reg.host, err, out)
+	}
+
+	if err := os.WriteFile(kx.inventory, []byte(strings.TrimRight(clusterYAML, "\n")+"\n  registry:\n"+auths), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := os.WriteFile(kx.inventory, []byte(clusterYAML), 0o600); err != nil {
+			t.Error(err)
+		}
+	}()
+	res := kx.play(ctx, create, "--offline-bundle", bundle, "--tags", "runtime")
+	if res.err != nil {
+		t.Fatalf("create-cluster --tags runtime with the registry's certsPath and credentials: %v%s", res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster --tags runtime, a registry's CA and credentials to %d docker nodes: %s (%d changed)", len(nodes), res.wall.Round(time.Millisecond), len(res.changed()))
+	if strings.Contains(fmt.Sprintf("%+v", res.events)+res.stderr, reg.passwd) {
+		t.Errorf("the run's output holds the registry's password")
+	}
+	rerun(ctx, t, kx, "create-cluster --tags runtime with the registry", create, "--offline-bundle", bundle, "--tags", "runtime")
+
+	for _, n := range nodes {
+		out, err := set.SSH(ctx, n, fmt.Sprintf(`stat -c '%%a %%n' /var/lib/kubelet/config.json /var/lib/cri-dockerd/.docker/config.json /etc/docker/certs.d/%s/ca.crt`, reg.host))
+		want := fmt.Sprintf("600 /var/lib/kubelet/config.json\n600 /var/lib/cri-dockerd/.docker/config.json\n600 /etc/docker/certs.d/%s/ca.crt\n", reg.host)
+		if err != nil || out != want {
+			t.Errorf("%s: the registry's files:\n%s(%v)\nwant\n%s", n, out, err, want)
+		}
+	}
+	ref := reg.host + "/e2e/busybox:latest"
+	for i, n := range nodes {
+		pod := fmt.Sprintf("docker-registry-pull-%d", i)
+		manifest := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: default}
+spec:
+  nodeName: %s
+  tolerations: [{operator: Exists}]
+  restartPolicy: Never
+  containers:
+  - {name: c, image: %q, imagePullPolicy: Always, command: [/bin/busybox, sleep, "3600"]}
+`, pod, n, ref)
+		if out, err := k.run(ctx, manifest, "apply", "-f", "-"); err != nil {
+			t.Fatalf("pod %s: %v\n%s", pod, err, out)
+		}
+		if out, err := k.run(ctx, "", "wait", "pod", pod, "--for=condition=Ready", "--timeout=120s"); err != nil {
+			desc, _ := k.run(ctx, "", "describe", "pod", pod)
+			t.Errorf("%s: a pod of %s (pulled with the kubelet's credentials through cri-dockerd) is not Ready: %v\n%s\n%s", n, ref, err, out, tail(desc, 25))
+		}
+		if out, err := k.run(ctx, "", "delete", "pod", pod, "--wait=false"); err != nil {
+			t.Errorf("delete pod %s: %v\n%s", pod, err, out)
 		}
 	}
 }

@@ -206,6 +206,7 @@ func TestNodes(t *testing.T) {
 		// add-nodes' re-run leaves the existing nodes' runtime alone: the
 		// runtime and images plays run again on every node.
 		rerun(ctx, t, kx, "create-cluster --tags runtime (docker, cri-dockerd, images)", pb("create-cluster"), "--offline-bundle", bundle, "--tags", "runtime")
+		checkDockerRegistryPull(ctx, t, kx, k, set, root, work, nodesClusterYAML("e2e-nodes", set, layout, runtime), pb("create-cluster"), bundle, layout.k8sNodes(set))
 	}
 	// The add-ons of cluster.yaml's own (a manifest and a local chart),
 	// installed, re-run, changed and removed on this cluster.
