@@ -83,3 +83,21 @@ func (r Runner) AdminKubeconfig(ctx context.Context, req KubeconfigRequest, dir 
 	}
 	return kc, nil
 }
+
+// Kubeconfig takes the cluster's admin kubeconfig from the cluster
+// (FetchKubeconfig) and returns it.
+func (r Runner) Kubeconfig(ctx context.Context, req KubeconfigRequest, errw io.Writer) ([]byte, error) {
+	if err := r.FetchKubeconfig(ctx, req, errw); err != nil {
+		return nil, err
+	}
+	_, _, dir, err := LoadCluster(req.Inventory, req.WorkDir, req.RolesPath)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "kubeconfig")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("the kubeconfig playbook wrote no %s: %w", path, err)
+	}
+	return data, nil
+}

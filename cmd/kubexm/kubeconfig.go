@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/spf13/cobra"
@@ -48,17 +47,9 @@ func (a *app) getKubeconfig(ctx context.Context, w, errw io.Writer, f kubeconfig
 		return err
 	}
 	f.file = file
-	if err := a.runner().FetchKubeconfig(ctx, lifecycle.KubeconfigRequest{Inventory: file, WorkDir: f.workDir, RolesPath: f.rolesPath, ExtraVars: f.extraVars}, errw); err != nil {
-		return err
-	}
-	_, _, dir, err := loadCluster(clusterFlags{file: file, workDir: f.workDir, rolesPath: f.rolesPath, output: "text"})
+	data, err := a.runner().Kubeconfig(ctx, lifecycle.KubeconfigRequest{Inventory: file, WorkDir: f.workDir, RolesPath: f.rolesPath, ExtraVars: f.extraVars}, errw)
 	if err != nil {
 		return err
-	}
-	path := filepath.Join(dir, "kubeconfig")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("the kubeconfig playbook wrote no %s: %w", path, err)
 	}
 	if f.to == "" {
 		_, err = w.Write(data)

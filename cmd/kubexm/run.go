@@ -156,43 +156,15 @@ func (a *app) runCommandRemote(cmd *cobra.Command, f runCommandFlags, args []str
 	if err != nil {
 		return err
 	}
-	jc := &jobstore.Command{Argv: args, Nodes: f.nodes, Groups: f.groups, Shell: f.shell, Become: f.become, BecomeUser: f.becomeUser, Forks: f.forks}
-	if f.timeout > 0 {
-		jc.Timeout = f.timeout.String()
-	}
+	jc := client.CommandJob(req)
 	c, id, err := queueRemote(cmd, jobstore.CommandPlaybook, playFlags{Inventory: req.Inventory, Output: f.output}, remote, func(o *jobstore.Options) { o.Command = jc })
 	if err != nil {
 		return err
 	}
-	w, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	var results []lifecycle.HostRun
-	summary := false
-	j, err := c.FollowEvents(cmd.Context(), id, func(data []byte) {
-		stored, ok := client.ServiceEvent(data, errw)
-		switch {
-		case !ok:
-		case stored.Kind == "summary":
-			summary = true
-		case stored.Kind == "host_result":
-			var r lifecycle.HostRun
-			if err := json.Unmarshal(stored.Data, &r); err != nil {
-				fmt.Fprintf(errw, "event %d does not decode: %v\n", stored.ID, err)
-				return
-			}
-			results = append(results, r)
-			writeHostRun(w, f.output, r)
-		}
-	}, errw)
+	w := cmd.OutOrStdout()
+	results, err := c.FollowCommand(cmd.Context(), id, func(r lifecycle.HostRun) { writeHostRun(w, f.output, r) }, cmd.ErrOrStderr())
 	if err != nil {
 		return err
-	}
-	// The job fails when the command failed on a host; the summary says
-	// so with the exit status of a local run. A job that ended without
-	// one (cancelled, or the command never ran) says why itself.
-	if !summary {
-		if err := client.JobResult(j); err != nil {
-			return err
-		}
 	}
 	return runSummary(w, f.output, results)
 }
