@@ -10,12 +10,14 @@ import (
 	"context"
 
 	"github.com/mensylisir/kubexm/builtins/helm"
+	"github.com/mensylisir/kubexm/builtins/kube"
 	"github.com/mensylisir/kubexm/builtins/pki"
 	"github.com/mensylisir/kubexm/engine/step"
 )
 
 // All returns every builtin, then the certificate builtins of package pki
-// and the helm builtin (package helm, which alone compiles the Helm SDK).
+// the helm builtin (package helm, which alone compiles the Helm SDK) and the
+// k8s builtin (package kube, client-go's API verbs).
 func All() []step.Builtin {
 	bs := []step.Builtin{
 		commandBuiltin{}, commandBuiltin{shell: true},
@@ -31,7 +33,8 @@ func All() []step.Builtin {
 		assertBuiltin{}, failBuiltin{}, debugBuiltin{}, setFactBuiltin{}, pauseBuiltin{},
 	}
 	bs = append(bs, pki.Builtins()...)
-	return append(bs, helm.Builtins()...)
+	bs = append(bs, helm.Builtins()...)
+	return append(bs, kube.Builtins()...)
 }
 
 // runBuiltin runs b as the engine would: with its Spec's defaults for what

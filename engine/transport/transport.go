@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"io/fs"
+	"net"
 	"time"
 )
 
@@ -99,4 +100,12 @@ func ReadOnly(ctx context.Context) context.Context {
 func IsReadOnly(ctx context.Context) bool {
 	ro, _ := ctx.Value(readOnlyKey{}).(bool)
 	return ro
+}
+
+// Dialer is a Transport that opens TCP connections from its host: a
+// builtin reaches a service the host listens on (an API server on
+// 127.0.0.1) or one only the host can reach, through the connection the run
+// already has, so no port needs to be open to the control machine.
+type Dialer interface {
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
 }

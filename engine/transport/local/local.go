@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -439,4 +440,11 @@ func groupName(gid uint32) string {
 		return g.Name
 	}
 	return id
+}
+
+// DialContext implements transport.Dialer: the control machine dials
+// directly.
+func (t *Transport) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
 }

@@ -532,3 +532,17 @@ func randomHex(n int) (string, error) {
 	}
 	return hex.EncodeToString(b), nil
 }
+
+// DialContext implements transport.Dialer: a TCP connection opened by the
+// host's sshd (a direct-tcpip channel of the run's connection).
+func (t *Transport) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := t.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := c.client.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: dial %s through ssh: %w", t.name, addr, err)
+	}
+	return nc, nil
+}

@@ -1,0 +1,215 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+)
+
+// condition judges one object: done, or not yet with why; an error ends
+// the wait (a Deployment past its progress deadline). obj is nil when the
+// object does not exist.
+type condition func(obj *unstructured.Unstructured) (done bool, why string, err error)
+
+// parseWait turns wait_for into a condition: condition=TYPE[=STATUS]
+// (STATUS defaults to True), rollout (a Deployment's, DaemonSet's or
+// StatefulSet's, as kubectl rollout status judges it), exists, or deleted.
+func parseWait(s string) (condition, error) {
+	switch {
+	case s == "rollout":
+		return rolledOut, nil
+	case s == "exists":
+		return func(obj *unstructured.Unstructured) (bool, string, error) {
+			return obj != nil, "it does not exist", nil
+		}, nil
+	case s == "deleted":
+		return func(obj *unstructured.Unstructured) (bool, string, error) {
+			return obj == nil, "it still exists", nil
+		}, nil
+	case strings.HasPrefix(s, "condition="):
+		typ, status, _ := strings.Cut(strings.TrimPrefix(s, "condition="), "=")
+		if typ == "" {
+			break
+		}
+		if status == "" {
+			status = "True"
+		}
+		return func(obj *unstructured.Unstructured) (bool, string, error) {
+			if obj == nil {
+				return false, "it does not exist", nil
+			}
+			conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+			for _, c := range conds {
+				m, _ := c.(map[string]any)
+				if m["type"] == typ {
+					if m["status"] == status {
+						return true, "", nil
+					}
+					return false, fmt.Sprintf("condition %s is %v (%v)", typ, m["status"], m["message"]), nil
+				}
+			}
+			return false, fmt.Sprintf("it has no condition %s yet", typ), nil
+		}, nil
+	}
+	return nil, fmt.Errorf("wait_for %q: give condition=TYPE[=STATUS], rollout, exists or deleted", s)
+}
+
+// rolledOut is kubectl rollout status's judgement of a workload.
+func rolledOut(obj *unstructured.Unstructured) (bool, string, error) {
+	if obj == nil {
+		return false, "it does not exist", nil
+	}
+	n := func(path ...string) int64 {
+		v, _, _ := unstructured.NestedInt64(obj.Object, path...)
+		return v
+	}
+	if obj.GetGeneration() > n("status", "observedGeneration") {
+		return false, "waiting for the spec update to be observed", nil
+	}
+	switch obj.GetKind() {
+	case "Deployment":
+		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, _ := c.(map[string]any); m["type"] == "Progressing" && m["reason"] == "ProgressDeadlineExceeded" {
+				return false, "", fmt.Errorf("deployment %q exceeded its progress deadline", obj.GetName())
+			}
+		}
+		want, found, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas")
+		if !found {
+			want = 1
+		}
+		updated := n("status", "updatedReplicas")
+		switch {
+		case updated < want:
+			return false, fmt.Sprintf("%d of %d new replicas updated", updated, want), nil
+		case n("status", "replicas") > updated:
+			return false, fmt.Sprintf("%d old replicas pending termination", n("status", "replicas")-updated), nil
+		case n("status", "availableReplicas") < updated:
+			return false, fmt.Sprintf("%d of %d updated replicas available", n("status", "availableReplicas"), updated), nil
+		}
+		return true, "", nil
+	case "DaemonSet":
+		if t, _, _ := unstructured.NestedString(obj.Object, "spec", "updateStrategy", "type"); t == "OnDelete" {
+			return false, "", fmt.Errorf("daemonset %q updates OnDelete: it has no rollout to wait for", obj.GetName())
+		}
+		want := n("status", "desiredNumberScheduled")
+		switch {
+		case n("status", "updatedNumberScheduled") < want:
+			return false, fmt.Sprintf("%d of %d updated pods scheduled", n("status", "updatedNumberScheduled"), want), nil
+		case n("status", "numberAvailable") < want:
+			return false, fmt.Sprintf("%d of %d updated pods available", n("status", "numberAvailable"), want), nil
+		}
+		return true, "", nil
+	case "StatefulSet":
+		want, found, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas")
+		if !found {
+			want = 1
+		}
+		switch {
+		case n("status", "readyReplicas") < want:
+			return false, fmt.Sprintf("%d of %d pods ready", n("status", "readyReplicas"), want), nil
+		case n("status", "updatedReplicas") < want:
+			return false, fmt.Sprintf("%d of %d pods updated", n("status", "updatedReplicas"), want), nil
+		}
+		return true, "", nil
+	}
+	return false, "", fmt.Errorf("rollout: %s is not a Deployment, DaemonSet or StatefulSet", obj.GetKind())
+}
+
+// waitFor returns when cond holds for the object name of ri, watching it
+// between reads rather than polling. It fails after timeout with the last
+// reason the condition gave.
+func waitFor(ctx context.Context, ri dynamic.ResourceInterface, name string, cond condition, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	why := "not read yet"
+	for {
+		obj, err := ri.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			obj, err = nil, nil
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("not done after %s: %s", timeout, why)
+			}
+			return err
+		}
+		done, w, err := cond(obj)
+		if err != nil || done {
+			return err
+		}
+		why = w
+		rv := ""
+		if obj != nil {
+			rv = obj.GetResourceVersion()
+		}
+		w2, err := watchOnce(ctx, ri, name, rv, cond)
+		if w2 != "" {
+			why = w2
+		}
+		switch {
+		case errors.Is(err, errDone):
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("not done after %s: %s", timeout, why)
+		case err != nil && !errors.Is(err, errWatchEnded):
+			return err
+		}
+	}
+}
+
+var (
+	errDone       = errors.New("done")
+	errWatchEnded = errors.New("watch ended")
+)
+
+// watchOnce watches one object from rv until cond holds (errDone), the
+// condition fails, or the watch ends (errWatchEnded: read it again).
+func watchOnce(ctx context.Context, ri dynamic.ResourceInterface, name, rv string, cond condition) (string, error) {
+	w, err := ri.Watch(ctx, metav1.ListOptions{
+		FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
+		ResourceVersion: rv,
+	})
+	if err != nil {
+		// Read it again after a pause, not in a tight loop (an API server
+		// that is restarting refuses watches for a while).
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+		return "", errWatchEnded
+	}
+	defer w.Stop()
+	why := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return why, ctx.Err()
+		case ev, ok := <-w.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return why, errWatchEnded
+			}
+			obj, _ := ev.Object.(*unstructured.Unstructured)
+			if ev.Type == watch.Deleted {
+				obj = nil
+			}
+			done, w, err := cond(obj)
+			if err != nil {
+				return w, err
+			}
+			if done {
+				return "", errDone
+			}
+			why = w
+		}
+	}
+}
