@@ -13,6 +13,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/mensylisir/kubexm/builtins"
+	"github.com/mensylisir/kubexm/builtins/kube/kubefake"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/lifecycle"
@@ -32,7 +33,7 @@ func roleStatus(t *testing.T, extra ...string) map[string]any {
 	dir := t.TempDir()
 	inv := "[master]\nn1 ansible_connection=local\n[etcd]\nn1 ansible_connection=local\n[worker]\nn2 ansible_connection=local\nn3 ansible_connection=local\n" +
 		"[k8s_cluster:children]\nmaster\nworker\n"
-	// What the role's tasks register, as kubectl and cert_info report it.
+	// What the role's tasks register, as the k8s and cert_info builtins report it.
 	pb := `name: t
 plays:
   - name: t
@@ -40,8 +41,8 @@ plays:
     gather_facts: false
     vars_files: [` + defaults + `]
     vars:
-          cluster_resource_current: {stdout: '{"metadata":{"generation":3},"status":{"conditions":[{"type":"Ready","status":"True","lastTransitionTime":"2020-01-01T00:00:00Z"},{"type":"Degraded","status":"True","lastTransitionTime":"2020-01-01T00:00:00Z"}]}}'}
-          cluster_resource_nodes: {stdout: '{"items":[{"metadata":{"name":"n1"},"status":{"nodeInfo":{"kubeletVersion":"v1.37.2"},"conditions":[{"type":"Ready","status":"True"}]}},{"metadata":{"name":"n2"},"status":{"nodeInfo":{"kubeletVersion":"v1.36.3"},"conditions":[{"type":"Ready","status":"True"}]}},{"metadata":{"name":"n3"},"status":{"nodeInfo":{"kubeletVersion":"v1.37.2"},"conditions":[{"type":"Ready","status":"False"}]}}]}'}
+          cluster_resource_current: {resources: [{"metadata":{"generation":3},"status":{"conditions":[{"type":"Ready","status":"True","lastTransitionTime":"2020-01-01T00:00:00Z"},{"type":"Degraded","status":"True","lastTransitionTime":"2020-01-01T00:00:00Z"}]}}]}
+          cluster_resource_nodes: {resources: [{"metadata":{"name":"n1"},"status":{"nodeInfo":{"kubeletVersion":"v1.37.2"},"conditions":[{"type":"Ready","status":"True"}]}},{"metadata":{"name":"n2"},"status":{"nodeInfo":{"kubeletVersion":"v1.36.3"},"conditions":[{"type":"Ready","status":"True"}]}},{"metadata":{"name":"n3"},"status":{"nodeInfo":{"kubeletVersion":"v1.37.2"},"conditions":[{"type":"Ready","status":"False"}]}}]}
           cluster_resource_certs: {certs: [{path: /etc/kubernetes/pki/apiserver.crt, exists: true, not_after: "2027-12-02T00:00:00Z"}, {path: /etc/kubernetes/pki/ca.crt, exists: true, not_after: "2036-12-02T00:00:00Z"}]}
           cluster_resource_record: {rc: 0, stdout: '{"settings":{"kubernetes.type":"kubexm","network.plugin":"flannel"}}'}
     tasks:
@@ -152,32 +153,24 @@ func statusTemplate(t *testing.T) string {
 	return ""
 }
 
-// fakeKubectl answers as kubectl does what roles/cluster-resource asks:
-// diff says "differs" (exit 1) until something was applied, then 0.
-const fakeKubectl = `#!/bin/sh
-echo "$*" >> "$FAKE/calls"
-case " $* " in
-  *" diff "*) [ -e "$FAKE/applied" ] && exit 0; echo "-old +new"; exit 1 ;;
-  *" apply "*) touch "$FAKE/applied"; echo "serverside-applied" ;;
-  *" wait "*) echo "condition met" ;;
-  *" get clusters"*) echo '{"metadata":{"generation":1},"status":{}}' ;;
-  *" get nodes "*) echo '{"items":[{"metadata":{"name":"n1"},"status":{"nodeInfo":{"kubeletVersion":"v1.37.2"},"conditions":[{"type":"Ready","status":"True"}]}}]}' ;;
-  *" patch "*) echo patched ;;
-esac
-`
-
-// The whole role on the control machine with a fake kubectl: under --check
-// on fresh hosts it applies nothing; the first run applies the CRD and the
-// object and writes the status; a re-run and a --check report 0 changed.
+// The whole role on the control machine against a fake API server: under
+// --check on fresh hosts it writes nothing; the first run applies the CRD
+// and the object and writes the status; a re-run and a --check report 0
+// changed and write nothing but the status.
 func TestRoleRuns(t *testing.T) {
 	dir := t.TempDir()
-	t.Setenv("FAKE", dir)
+	srv := kubefake.New()
+	defer srv.Close()
+	if err := srv.Add(map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": "n1"},
+		"status": map[string]any{"nodeInfo": map[string]any{"kubeletVersion": "v1.37.2"}, "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}}); err != nil {
+		t.Fatal(err)
+	}
 	roles, err := filepath.Abs("../roles")
 	if err != nil {
 		t.Fatal(err)
 	}
 	files := map[string]string{
-		"kubectl":     fakeKubectl,
+		"admin.conf":  string(srv.Kubeconfig()),
 		"record.json": `{"settings":{"kubernetes.type":"kubexm"}}`,
 		"inv.ini":     "[master]\nn1 ansible_connection=local\n[etcd]\nn1 ansible_connection=local\n[worker]\n[k8s_cluster:children]\nmaster\n",
 		"pb.yaml": `name: t
@@ -186,12 +179,11 @@ plays:
     hosts: master
     gather_facts: false
     vars:
-      kubectl_bin: ` + dir + `/kubectl
-      kubernetes_admin_kubeconfig: /dev/null
+      kubernetes_admin_kubeconfig: ` + dir + `/admin.conf
       kube_cert_dir: ` + dir + `/pki
       cluster_resource_dir: ` + dir + `/resource
       cluster_resource_record_file: ` + dir + `/record.json
-      cluster_resource: "apiVersion: kubexm.mensylisir.io/v1alpha1\n"
+      cluster_resource: "apiVersion: kubexm.mensylisir.io/v1alpha1\nkind: Cluster\nmetadata: {name: c1}\nspec: {}\n"
       cluster_name: c1
     roles:
       - cluster-resource
@@ -213,9 +205,8 @@ plays:
 		}
 		return inventory.ParseAnsibleINI(path, data)
 	}}
-	play := func(check bool) (changed []string, calls string) {
+	play := func(check bool) (changed []string) {
 		t.Helper()
-		os.Remove(filepath.Join(dir, "calls"))
 		var out bytes.Buffer
 		_, err := r.Run(context.Background(), lifecycle.Request{Playbook: filepath.Join(dir, "pb.yaml"), Inventory: filepath.Join(dir, "inv.ini"),
 			RolesPath: []string{roles}, WorkDir: filepath.Join(dir, "w"), NoJournal: true, Check: check, Output: "json", Stdout: &out})
@@ -228,23 +219,36 @@ plays:
 				changed = append(changed, ev.Task)
 			}
 		}
-		data, _ := os.ReadFile(filepath.Join(dir, "calls"))
-		return changed, string(data)
+		return changed
 	}
-	if _, calls := play(true); strings.Contains(calls, " apply ") || strings.Contains(calls, " patch ") {
-		t.Errorf("--check applied or wrote:\n%s", calls)
+	if play(true); len(srv.Writes()) > 0 {
+		t.Errorf("--check wrote:\n%s", strings.Join(srv.Writes(), "\n"))
 	}
-	changed, calls := play(false)
-	if !strings.Contains(calls, "apply --server-side --field-manager=kubexm --force-conflicts -f "+dir+"/resource/crd.yaml") ||
-		!strings.Contains(calls, "patch clusters.kubexm.mensylisir.io c1 --subresource=status --type=merge --patch {\"status\":") {
-		t.Errorf("the first run's kubectl calls:\n%s", calls)
+	changed := play(false)
+	writes := strings.Join(srv.Writes(), "\n")
+	if !strings.Contains(writes, "PATCH /apis/apiextensions.k8s.io/v1/customresourcedefinitions/clusters.kubexm.mensylisir.io application/apply-patch+yaml") ||
+		!strings.Contains(writes, "PATCH /apis/kubexm.mensylisir.io/v1alpha1/clusters/c1/status application/merge-patch+json") {
+		t.Errorf("the first run's writes:\n%s", writes)
+	}
+	cluster := kubefake.Kind{Group: "kubexm.mensylisir.io", Version: "v1alpha1", Kind: "Cluster", Resource: "clusters"}
+	st, _ := srv.Get(cluster, "", "c1")["status"].(map[string]any)
+	if st["phase"] != "Ready" || st["readyNodes"] != "1/1" {
+		t.Errorf("the status written: %v", st)
 	}
 	if len(changed) == 0 {
 		t.Error("the first run changed nothing")
 	}
 	for _, check := range []bool{false, true} {
-		if changed, calls := play(check); len(changed) > 0 || strings.Contains(calls, " apply ") {
-			t.Errorf("re-run (check %v) changed %v:\n%s", check, changed, calls)
+		before := len(srv.Writes())
+		changed := play(check)
+		var applied []string
+		for _, w := range srv.Writes()[before:] {
+			if !strings.HasSuffix(w, "/status application/merge-patch+json") {
+				applied = append(applied, w)
+			}
+		}
+		if len(changed) > 0 || len(applied) > 0 {
+			t.Errorf("re-run (check %v) changed %v, wrote %v", check, changed, applied)
 		}
 	}
 }
