@@ -238,9 +238,11 @@ func TestHintsNameClusterYAMLFields(t *testing.T) {
 }
 
 // A keepalive reply that waits behind a transfer does not kill a server
-// that keeps sending; a silent one is given up on after 3 intervals.
+// that keeps sending; a silent one is given up on after 3 intervals. The
+// interval is 100 ms: with 20 ms, a sender goroutine held off the CPU for
+// 60 ms on a machine at load 20 looked silent (it failed once so).
 func TestAwaitReplyTrustsAServerThatKeepsSending(t *testing.T) {
-	const every = 20 * time.Millisecond
+	const every = 100 * time.Millisecond
 	client, server := net.Pipe()
 	t.Cleanup(func() { client.Close(); server.Close() })
 	reads := newReadActivity(client)
