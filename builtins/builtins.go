@@ -26,7 +26,7 @@ func All() []step.Builtin {
 		systemdBuiltin{}, sysctlBuiltin{}, modprobeBuiltin{}, hostnameBuiltin{}, timezoneBuiltin{},
 		userBuiltin{}, groupBuiltin{},
 		packageBuiltin{},
-		newDownload(), unarchiveBuiltin{}, newDistribute(), newImageSave(), imagePushBuiltin{}, registryCheckBuiltin{}, htpasswdBuiltin{},
+		newDownload(), unarchiveBuiltin{}, newDistribute(), newImageSave(), newControllerImage(), imagePushBuiltin{}, registryCheckBuiltin{}, htpasswdBuiltin{},
 		packBuiltin{}, unpackBuiltin{}, syncDirBuiltin{},
 		waitForBuiltin{}, uriBuiltin{}, dnsQueryBuiltin{},
 		setupBuiltin{},

@@ -166,7 +166,7 @@ func (r *Reconciler) input(ctx context.Context, obj *unstructured.Unstructured, 
 
 // writeClusterFile writes a spec as the cluster.yaml of the runs: the
 // object's spec without its privateKeyPath fields, which name files on the
-// machine the object was made on. A run's credentials are the Secret's, in
+// machine the object was made on, and without spec.operator. A run's credentials are the Secret's, in
 // its inventory only.
 func writeClusterFile(dir, name, cluster string, spec map[string]any) (string, error) {
 	spec = runtime.DeepCopyJSON(spec)
@@ -183,6 +183,9 @@ func writeClusterFile(dir, name, cluster string, spec map[string]any) (string, e
 		}
 	}
 	dropKey(spec["bastion"])
+	// spec.operator is the CLI's to apply (Decide ignores it), and its
+	// validation asks for the key files just dropped.
+	delete(spec, "operator")
 	doc := map[string]any{"apiVersion": kxschema.APIVersion, "kind": kxschema.Kind, "metadata": map[string]any{"name": cluster}, "spec": spec}
 	data, err := sigsyaml.Marshal(doc)
 	if err != nil {

@@ -411,3 +411,17 @@ func TestCredentials(t *testing.T) {
 		t.Errorf("the key file is left after the run: %v", err)
 	}
 }
+
+// A Cluster made with spec.operator.enabled (the controller in the cluster,
+// whose spec names key files of the control machine): the controller's
+// cluster file has neither, so the spec loads and converges instead of
+// failing the key check of spec.operator.
+func TestReconcileOperatorEnabled(t *testing.T) {
+	h := newHarness(t, func(s string) string {
+		return strings.Replace(s, "  kubernetes:\n    version:", "  operator: {enabled: true}\n  kubernetes:\n    version:", 1)
+	})
+	h.reconcile(t)
+	if _, st := h.get(t); st.Phase != "Ready" || conditionOf(st, "Progressing").Reason != "AsSpecified" {
+		t.Errorf("status %+v", st)
+	}
+}

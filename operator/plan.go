@@ -226,7 +226,7 @@ func versionPlan(in Input, hosts []string) (Plan, bool) {
 
 // otherChanges are the spec's top-level fields that differ from the applied
 // spec's, besides those Decide plans on its own (hosts, role groups,
-// kubernetes.version).
+// kubernetes.version) and spec.operator.
 func otherChanges(applied, spec *schema.Spec) []string {
 	if applied == nil {
 		return nil
@@ -235,6 +235,10 @@ func otherChanges(applied, spec *schema.Spec) []string {
 	a.Hosts, s.Hosts = nil, nil
 	a.RoleGroups, s.RoleGroups = schema.RoleGroups{}, schema.RoleGroups{}
 	a.Kubernetes.Version, s.Kubernetes.Version = "", ""
+	// spec.operator is the controller itself (roles/kubexm-controller):
+	// create-cluster from the CLI installs or removes it; a run of the
+	// controller would replace the pod it runs in.
+	a.Operator, s.Operator = schema.Operator{}, schema.Operator{}
 	var out []string
 	av, sv := reflect.ValueOf(a), reflect.ValueOf(s)
 	for i := range av.NumField() {

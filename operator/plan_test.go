@@ -114,6 +114,13 @@ func TestDecide(t *testing.T) {
 			in.Status.Nodes = []schema.NodeStatus{{Name: "n1"}, {Name: "n2"}, {Name: "n3"}}
 			return in
 		}(), action: Refuse, reason: "RemovedHostUnknown", says: []string{"delete-nodes -e nodes=n3"}},
+		{name: "spec.operator (the CLI's create-cluster installs the controller)", in: spec("v1.36.3", []string{"n2", "n3"}, func(s string) string {
+			key := filepath.Join(t.TempDir(), "id")
+			if err := os.WriteFile(key, []byte("key"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return strings.ReplaceAll(s, "user: root}", "user: root, privateKeyPath: "+key+"}") + "  operator:\n    enabled: true\n"
+		}), action: Converged, reason: "AsSpecified"},
 		{name: "host added", in: spec("v1.36.3", []string{"n2", "n3", "n4"}, nil), action: Run, playbook: "add-nodes", reason: "AddingNodes", says: []string{"n4"}},
 		{name: "one minor up", in: spec("v1.37.2", []string{"n2", "n3"}, nil), action: Run, playbook: "upgrade", reason: "Upgrading", says: []string{"v1.36.3", "v1.37.2"}},
 		{name: "a patch up", in: spec("v1.36.9", []string{"n2", "n3"}, nil), action: Run, playbook: "upgrade", reason: "Upgrading"},

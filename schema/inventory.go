@@ -44,6 +44,10 @@ func Inventory(c *Cluster, source string) (*inventory.Inventory, error) {
 			// The Cluster resource (YAML) that roles/cluster-resource applies
 			// to the API server: secrets left out.
 			"cluster_resource": string(resource),
+			// The key roles/kubexm-controller puts in the controller's
+			// Secret (spec.operator.enabled): a path on the control
+			// machine, not the key.
+			"kubexm_controller_ssh_key_file": operatorKeyVar(c),
 			// Below every host's own arch: what localhost, which cluster.yaml
 			// does not list, runs with.
 			"arch": DefaultArch,
@@ -306,4 +310,14 @@ func registryPasswords(c *Cluster) []string {
 		}
 	}
 	return out
+}
+
+// operatorKeyVar is the key file of the in-cluster controller, "" without
+// spec.operator.enabled (or when validation refused it).
+func operatorKeyVar(c *Cluster) string {
+	if !c.Spec.Operator.Enabled {
+		return ""
+	}
+	key, _, _ := c.operatorKey()
+	return key
 }

@@ -50,6 +50,12 @@ type Spec struct {
 	DNS                  DNS                  `yaml:"dns"`
 	Extra                Extra                `yaml:"extra"`
 	Hooks                []Hook               `yaml:"hooks,omitempty" doc:"Hook playbooks run before or after a phase of a playbook (kubexm play --list-tasks names the phases); see docs/playbooks.md#hooks."`
+	Operator             Operator             `yaml:"operator" doc:"Operator mode's controller in the cluster (docs/guide.md, operator mode)."`
+}
+
+// Operator is operator mode's controller running in the cluster itself.
+type Operator struct {
+	Enabled bool `yaml:"enabled,omitempty" doc:"Run kubexm controller in the cluster (roles/kubexm-controller, at the end of create-cluster): a Deployment on the masters with leader election, its image built from this kubexm binary and side-loaded on the masters, its RBAC, and a Secret holding the hosts' SSH key. Needs every remote host (and bastion) reached with one private key, without passphrase or password. Default false; false removes what true installed."`
 }
 
 // Addon is one entry of spec.addons. A plain string is the name of an

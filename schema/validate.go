@@ -236,6 +236,7 @@ func validate(c *Cluster, ps *problems) {
 	validateMisc(c, ps)
 	validateHooks(c, ps)
 	validateAddons(c, ps)
+	validateOperator(c, ps)
 	validateValues(c, ps)
 }
 

@@ -24,7 +24,7 @@ var secretVarName = regexp.MustCompile(`(?i)password|passwd|passphrase|secret|to
 // reservedVars are set by kubexm for every host; a site variable of the
 // same name would hide them, so it is refused with the field to use.
 var reservedVars = map[string]string{
-	"spec": "", "cluster_name": "metadata.name", "cluster_file": "", "cluster_resource": "", "address": "spec.hosts[].address",
+	"spec": "", "cluster_name": "metadata.name", "cluster_file": "", "cluster_resource": "", "kubexm_controller_ssh_key_file": "spec.operator", "address": "spec.hosts[].address",
 	"arch": "spec.hosts[].arch", "internal_address": "spec.hosts[].internalAddress",
 	"internal_address_v6": "spec.hosts[].internalAddress", "labels": "spec.hosts[].labels", "roles": "spec.roleGroups",
 	"inventory_hostname": "", "groups": "spec.roleGroups", "hostvars": "", "facts": "", "play_name": "", "role_name": "",

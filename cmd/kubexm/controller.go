@@ -13,13 +13,14 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/mensylisir/kubexm/operator"
 )
 
 func newControllerCmd(a *app) *cobra.Command {
-	var kubeconfig, workDir, bundle, leaderNS, metricsAddr string
+	var kubeconfig, workDir, bundle, leaderNS, metricsAddr, probeAddr string
 	var extra []string
 	var leaderElect bool
 	var lockWait time.Duration
@@ -61,7 +62,8 @@ See docs/guide.md, "Operator mode".`,
 				// is away for tens of seconds): the default 10 s renewal
 				// deadline ended the leader, and its run, in the middle.
 				LeaseDuration: &leaseDuration, RenewDeadline: &renewDeadline, RetryPeriod: &retryPeriod,
-				Metrics: metricsserver.Options{BindAddress: metricsAddr},
+				Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+				HealthProbeBindAddress: probeAddr,
 				// Secrets are read when a run starts, never cached: the
 				// controller needs only the one each Cluster names.
 				Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
@@ -74,8 +76,8 @@ See docs/guide.md, "Operator mode".`,
 				Runner: a.runner(), WorkDir: workDir, OfflineBundle: bundle, LockWait: lockWait, Out: cmd.OutOrStdout(),
 				ExtraVars: extra,
 			}
-			if err := r.SetupWithManager(mgr); err != nil {
-				return fmt.Errorf("controller: %w", err)
+			if err := setupController(mgr, r, probeAddr != "0"); err != nil {
+				return err
 			}
 			return mgr.Start(cmd.Context())
 		},
@@ -87,7 +89,27 @@ See docs/guide.md, "Operator mode".`,
 	f.BoolVar(&leaderElect, "leader-elect", true, "run only while holding the kubexm-controller Lease, so that one controller runs at a time")
 	f.StringVar(&leaderNS, "leader-election-namespace", "kube-system", "the namespace of the Lease")
 	f.StringVar(&metricsAddr, "metrics-bind-address", "0", "the address of the metrics endpoint (0: none)")
+	f.StringVar(&probeAddr, "health-probe-bind-address", "0", "the address of /healthz and /readyz (0: none; the in-cluster Deployment's probes use it)")
 	f.StringArrayVarP(&extra, "extra-vars", "e", nil, "variables for every run, as kubexm play -e takes them (key=value, JSON or @file): the site's, which cluster.yaml does not hold")
 	f.DurationVar(&lockWait, "lock-wait", 10*time.Minute, "how long a run waits for the cluster's lock held by another run (a kubexm play of the CLI)")
 	return cmd
+}
+
+// setupController registers the reconciler and, with probes, the health
+// checks the kubelet probes in the in-cluster Deployment
+// (roles/kubexm-controller): the process serves.
+func setupController(mgr ctrl.Manager, r *operator.Reconciler, probes bool) error {
+	if err := r.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	if !probes {
+		return nil
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	return nil
 }

@@ -57,7 +57,7 @@ func TestPlaybooksLoad(t *testing.T) {
 			{"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "auto-renew"},
 			{"kubernetes", "loadbalancer"}, {"kubernetes", "node"}, {"kubernetes", "kubeadm", "node"},
 			{"network", "cni"}, {"coredns", "dns"}, {"finalize"}, {"nodelocaldns", "dns", "addons"}, {"metrics-server", "addons"}, {"user-addons", "addons"}, {"health"}, {"always"},
-			{"cluster-resource"}},
+			{"cluster-resource"}, {"kubexm-controller"}},
 		"delete": {{"user-addons", "addons"}, {"metrics-server", "addons"}, {"nodelocaldns", "dns", "addons"}, {"coredns", "dns"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"},
 			{"loadbalancer"}, {"kubernetes", "control-plane"}, {"kubernetes", "pki"}, {"images", "runtime"}, {"registry", "runtime"}, {"containerd", "runtime"},
 			{"nodelocaldns", "dns", "addons"}, {"network", "cni"}, {"etcd"}, {"os"}},

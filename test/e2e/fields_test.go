@@ -349,6 +349,7 @@ func fieldClaims() map[string][]fieldClaim {
 			kadm("sentinel.local", "dnsDomain: \"sentinel.local\""),
 			kubelet(inBinary, "sentinel.local", "clusterDomain: sentinel.local"),
 		},
+		"spec.operator.enabled":          read("roles/kubexm-controller/defaults/main.yaml", ".spec.operator.enabled", "TestKubexmControllerTemplate"),
 		"spec.kubernetes.autoRenewCerts": read("playbooks/create-cluster/playbook.yaml", "autoRenewCerts", "TestKubeadmAutoRenewPlaybook"),
 		"spec.kubernetes.masqueradeAll": {
 			kadm(true, "masqueradeAll: true"),
