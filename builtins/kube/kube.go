@@ -338,15 +338,22 @@ func (b *Builtin) present(ctx context.Context, env *step.Env, c *client, r *requ
 	res.Diff = strings.Join(diffs, "")
 	res.Data = map[string]any{"objects": names, "changed_objects": changed}
 	res.Msg = fmt.Sprintf("%d of %d objects %s", len(changed), len(objs), map[bool]string{true: "would change", false: "changed"}[env.Check])
-	if r.waitFor != nil && !env.Check {
-		if err := b.waitAll(ctx, c, r, objs); err != nil {
-			res.Failed, res.Msg = true, res.Msg+"; "+err.Error()
-			res.Data["ready"] = false
-			return res, nil
-		}
-		res.Data["ready"] = true
+	return b.waited(ctx, env, c, r, objs, res), nil
+}
+
+// waited is res after wait_for on objs (not under --check): failed with the
+// reason when an object did not get there in time; ready says which.
+func (b *Builtin) waited(ctx context.Context, env *step.Env, c *client, r *request, objs []*unstructured.Unstructured, res step.Result) step.Result {
+	if r.waitFor == nil || env.Check {
+		return res
 	}
-	return res, nil
+	if err := b.waitAll(ctx, c, r, objs); err != nil {
+		res.Failed, res.Msg = true, res.Msg+"; "+err.Error()
+		res.Data["ready"] = false
+		return res
+	}
+	res.Data["ready"] = true
+	return res
 }
 
 // waitAll waits for each object in turn (for rollout, the workloads only).
@@ -406,15 +413,7 @@ func (b *Builtin) absent(ctx context.Context, env *step.Env, c *client, r *reque
 	res := step.Result{Changed: len(deleted) > 0, Diff: strings.Join(diffs, ""),
 		Data: map[string]any{"objects": names, "changed_objects": deleted},
 		Msg:  fmt.Sprintf("%d of %d objects %s", len(deleted), len(objs), map[bool]string{true: "would be deleted", false: "deleted"}[env.Check])}
-	if r.waitFor != nil && !env.Check {
-		if err := b.waitAll(ctx, c, r, objs); err != nil {
-			res.Failed, res.Msg = true, res.Msg+"; "+err.Error()
-			res.Data["ready"] = false
-			return res, nil
-		}
-		res.Data["ready"] = true
-	}
-	return res, nil
+	return b.waited(ctx, env, c, r, objs, res), nil
 }
 
 // get reads one object or a list, and waits on the one when asked.
