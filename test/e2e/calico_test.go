@@ -213,13 +213,16 @@ func calicoSupportedMatrix(t *testing.T, root string) []byte {
 	return []byte(b.String())
 }
 
-// checkCalico checks a calico cluster the kubeadm suite made (issue 49):
-// calico-node Ready on every machine and calico-kube-controllers available;
-// the pool calico-node made is the cluster's kubePodsCIDR (the default,
-// 10.233.64.0/18) in /26 blocks with vxlan; each node's vxlan.calico has its
-// interface's MTU less 50. It logs, as PERF, the time from the DaemonSet's
-// creation until the last calico-node became Ready.
-func checkCalico(ctx context.Context, t *testing.T, set *testhosts.Set, k kubectlRunner) {
+// checkCalico checks a calico cluster the kubeadm suite or the HA suite made
+// (issue 49): calico-node Ready on every machine and calico-kube-controllers
+// available; the pool calico-node made is the cluster's kubePodsCIDR (the
+// default, 10.233.64.0/18) in /26 blocks with encap's encapsulation. With
+// vxlan each node's vxlan.calico has its interface's MTU less 50; with none
+// (BGP without encapsulation) no node has vxlan.calico, BIRD runs on each
+// and has given it a route (protocol bird) to every other node's block
+// through that node's own address. It logs, as PERF, the time from the
+// DaemonSet's creation until the last calico-node became Ready.
+func checkCalico(ctx context.Context, t *testing.T, set *testhosts.Set, k kubectlRunner, encap string) {
 	t.Helper()
 	dsCreated, err := k.run(ctx, "", "-n", "kube-system", "get", "daemonset/calico-node", "-o", "jsonpath={.metadata.creationTimestamp}")
 	if err != nil {
@@ -272,10 +275,18 @@ func checkCalico(ctx context.Context, t *testing.T, set *testhosts.Set, k kubect
 		t.Errorf("calico-kube-controllers: %v\n%s", err, out)
 	}
 
+	wantPool := map[string]string{"vxlan": "10.233.64.0/18 26 Always Never true", "none": "10.233.64.0/18 26 Never Never true"}[encap]
+	if wantPool == "" {
+		t.Fatalf("checkCalico: encapsulation %q, want vxlan or none", encap)
+	}
 	pool, err := k.run(ctx, "", "get", "ippools.crd.projectcalico.org", "default-ipv4-ippool", "-o",
 		"jsonpath={.spec.cidr} {.spec.blockSize} {.spec.vxlanMode} {.spec.ipipMode} {.spec.natOutgoing}")
-	if err != nil || strings.TrimSpace(pool) != "10.233.64.0/18 26 Always Never true" {
-		t.Errorf("calico's pool: %v %q, want 10.233.64.0/18 26 Always Never true", err, pool)
+	if err != nil || strings.TrimSpace(pool) != wantPool {
+		t.Errorf("calico's pool: %v %q, want %s", err, pool, wantPool)
+	}
+	if encap == "none" {
+		checkCalicoBGPRoutes(ctx, t, set, k)
+		return
 	}
 	for _, h := range set.Hosts {
 		out, err := set.SSH(ctx, h.Name, `dev=$(ip -o addr show to `+h.Address+` | awk '{print $2; exit}')
@@ -290,6 +301,82 @@ echo $(cat /sys/class/net/$dev/mtu) $(cat /sys/class/net/vxlan.calico/mtu)`)
 		}
 	}
 }
+
+// checkCalicoBGPRoutes: with BGP and no encapsulation every node runs
+// BIRD, has no vxlan.calico, and routes every other node's block (from the
+// BlockAffinities calico's IPAM made) through that node's address, learnt
+// over BGP (protocol bird), so that a pod's packet crosses the shared L2
+// network as it is.
+func checkCalicoBGPRoutes(ctx context.Context, t *testing.T, set *testhosts.Set, k kubectlRunner) {
+	t.Helper()
+	out, err := k.run(ctx, "", "get", "blockaffinities.crd.projectcalico.org", "-o",
+		`jsonpath={range .items[*]}{.spec.node} {.spec.cidr} {.spec.state}{"\n"}{end}`)
+	if err != nil {
+		t.Fatalf("calico's block affinities: %v\n%s", err, out)
+	}
+	blocks := map[string][]string{} // node -> its confirmed blocks
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[2] == "confirmed" {
+			blocks[f[0]] = append(blocks[f[0]], f[1])
+		}
+	}
+	addr := map[string]string{}
+	for _, h := range set.Hosts {
+		addr[h.Name] = h.Address
+	}
+	for _, h := range set.Hosts {
+		out, err := retry(ctx, time.Minute, func() (string, error) {
+			out, err := set.SSH(ctx, h.Name, `pgrep -x bird >/dev/null && echo bird-runs
+ip -o link show vxlan.calico >/dev/null 2>&1 && echo has-vxlan.calico
+ip -4 route show proto bird`)
+			if err != nil {
+				return out, err
+			}
+			var missing []string
+			for node, bs := range blocks {
+				if node == h.Name {
+					continue
+				}
+				for _, b := range bs {
+					if !strings.Contains(out, b+" via "+addr[node]+" ") {
+						missing = append(missing, b+" via "+addr[node])
+					}
+				}
+			}
+			if len(missing) > 0 {
+				return out, fmt.Errorf("no BGP route %s", strings.Join(missing, ", "))
+			}
+			return out, nil
+		})
+		if err != nil || !strings.Contains(out, "bird-runs") || strings.Contains(out, "has-vxlan.calico") {
+			t.Errorf("%s with BGP and no encapsulation: %v\n%s\n(blocks: %v)", h.Name, err, out, blocks)
+		}
+	}
+	if !t.Failed() {
+		t.Logf("BGP without encapsulation: BIRD on all %d nodes, each routes the other nodes' blocks through their addresses (blocks %v)", len(set.Hosts), blocks)
+	}
+}
+
+// calicoImages adds calico's images (test/artifacts/calico.sh, from its
+// release source in $KUBEXM_SOURCES_DIR) to the release tree's images.
+func calicoImages(ctx context.Context, t *testing.T, root string) {
+	t.Helper()
+	buildArtifact(ctx, t, root, []string{"GOARCH=amd64"}, "calico.sh", "images")
+}
+
+// cniLeftovers prints what a CNI left on a host that delete should have
+// removed: flannel's and calico's links, processes, routes (felix's
+// protocol 80, BIRD's), iptables chains and directories; nothing on a clean
+// host.
+const cniLeftovers = `ip -o link show | grep -oE ' (flannel\.1|cni0|vxlan\.calico|cali[0-9a-f]+)[:@]' || true
+pgrep -x 'flanneld|calico-node|bird|bird6' || true
+ip route show proto 80
+ip route show proto bird
+iptables-save 2>/dev/null | grep -m1 -E '^:cali-' || true
+for p in /var/lib/calico /var/run/calico /var/log/calico /var/run/nodeagent; do
+  [ -e $p ] && echo "left $p"
+done
+`
 
 // calicoRepair: an edit by hand of a field calico's manifest sets is a
 // change the next run finds, reports and undoes (roles/cni/calico applies a

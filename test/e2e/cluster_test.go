@@ -461,13 +461,22 @@ func checkNodes(ctx context.Context, t *testing.T, k kubectlRunner, set *testhos
 // checkWorkloads runs a web server pod behind a ClusterIP service on each
 // worker and a client pod on each; each client resolves kubernetes.default
 // through CoreDNS and fetches the page of the other worker's service, which
-// crosses the flannel vxlan overlay and kube-proxy's rules.
+// crosses the CNI's overlay and kube-proxy's rules (checkWorkloadsOn).
 func checkWorkloads(ctx context.Context, t *testing.T, k kubectlRunner, set *testhosts.Set) {
 	t.Helper()
-	workers := []string{set.Hosts[1].Name, set.Hosts[2].Name}
+	checkWorkloadsOn(ctx, t, k, []string{set.Hosts[1].Name, set.Hosts[2].Name})
+}
+
+// checkWorkloadsOn runs a web server pod behind a ClusterIP service and a
+// client pod on each of nodes (pinned by nodeName, so masters too); each
+// client resolves kubernetes.default through CoreDNS, fetches the page of
+// every other node's web pod by the pod's own address and that of the next
+// node's pod through its service, then the pods go.
+func checkWorkloadsOn(ctx context.Context, t *testing.T, k kubectlRunner, nodes []string) {
+	t.Helper()
 	image := busyboxRef(t)
 	var manifest strings.Builder
-	for _, w := range workers {
+	for _, w := range nodes {
 		fmt.Fprintf(&manifest, `apiVersion: v1
 kind: Pod
 metadata: {name: web-%[1]s, namespace: default, labels: {app: web-%[1]s}}
@@ -507,8 +516,19 @@ spec:
 		desc, _ := k.run(ctx, "", "describe", "pods", "-n", "default")
 		t.Fatalf("test pods not Ready: %v\n%s\n%s", err, out, tail(desc, 80))
 	}
-	for i, w := range workers {
-		other := workers[1-i]
+	podIP, serviceIP := map[string]string{}, map[string]string{}
+	for _, w := range nodes {
+		ip, err := k.run(ctx, "", "get", "pod", "web-"+w, "-o", "jsonpath={.status.podIP}")
+		if err != nil || ip == "" {
+			t.Fatalf("the address of pod web-%s: %v\n%s", w, err, ip)
+		}
+		podIP[w] = ip
+		if ip, err = k.run(ctx, "", "get", "service", "web-"+w, "-o", "jsonpath={.spec.clusterIP}"); err != nil || ip == "" {
+			t.Fatalf("the address of service web-%s: %v\n%s", w, err, ip)
+		}
+		serviceIP[w] = ip
+	}
+	for i, w := range nodes {
 		client := "client-" + w
 		// kubernetes.default is kubernetes.default.svc.<domain> through the
 		// pod's search list; busybox's nslookup applies no search list to a
@@ -528,32 +548,40 @@ spec:
 		} else {
 			t.Logf("%s resolves kubernetes.default:\n%s", client, strings.TrimSpace(out))
 		}
-		// Pod to pod across nodes, by the other web pod's own address.
-		podIP, err := k.run(ctx, "", "get", "pod", "web-"+other, "-o", "jsonpath={.status.podIP}")
-		if err != nil || podIP == "" {
-			t.Fatalf("the address of pod web-%s: %v\n%s", other, err, podIP)
+		// Pod to pod across nodes, by each other web pod's own address, and
+		// the next node's pod by its service's address, in one exec (nc, as
+		// busybox's wget crashes in this static build): a line per target,
+		// "<address>:<port> <the page's last line>".
+		want := map[string]string{}
+		for _, o := range nodes {
+			if o != w {
+				want[net.JoinHostPort(podIP[o], "8080")] = "hello-from-" + o
+			}
 		}
+		next := nodes[(i+1)%len(nodes)]
+		want[net.JoinHostPort(serviceIP[next], "80")] = "hello-from-" + next
+		targets := slices.Sorted(maps.Keys(want))
+		script := `for a in ` + strings.Join(targets, " ") + `; do
+  echo "$a $(printf 'GET / HTTP/1.0\r\n\r\n' | /bin/busybox nc -w 5 ${a%:*} ${a##*:} | /bin/busybox tail -n 1)"
+done`
 		out, err = retry(ctx, 2*time.Minute, func() (string, error) {
-			return k.run(ctx, "", "exec", client, "--", "/bin/busybox", "sh", "-c",
-				`printf 'GET / HTTP/1.0\r\n\r\n' | /bin/busybox nc -w 5 `+podIP+` 8080`)
+			out, err := k.run(ctx, "", "exec", client, "--", "/bin/busybox", "sh", "-c", script)
+			if err != nil {
+				return out, err
+			}
+			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+				if f := strings.Fields(l); len(f) == 2 && want[f[0]] == f[1] {
+					continue
+				}
+				return out, fmt.Errorf("not the page expected: %q", l)
+			}
+			return out, nil
 		})
-		if err != nil || !strings.HasSuffix(strings.TrimSpace(out), "\nhello-from-"+other) {
-			t.Errorf("%s: pod web-%s on %s at %s:8080: %v\n%s", client, other, other, podIP, err, out)
-		}
-		// By the service's address.
-		ip, err := k.run(ctx, "", "get", "service", "web-"+other, "-o", "jsonpath={.spec.clusterIP}")
-		if err != nil {
-			t.Fatalf("the address of service web-%s: %v\n%s", other, err, ip)
-		}
-		// nc, as busybox's wget crashes in this static build.
-		out, err = retry(ctx, 2*time.Minute, func() (string, error) {
-			return k.run(ctx, "", "exec", client, "--", "/bin/busybox", "sh", "-c",
-				`printf 'GET / HTTP/1.0\r\n\r\n' | /bin/busybox nc -w 5 `+ip+` 80`)
-		})
-		if err != nil || !strings.HasSuffix(strings.TrimSpace(out), "\nhello-from-"+other) {
-			t.Errorf("%s: wget http://%s (service web-%s, a pod on %s): %v\n%s", client, ip, other, other, err, out)
+		if err != nil || strings.Count(strings.TrimSpace(out), "\n")+1 != len(targets) {
+			t.Errorf("%s on %s: the other nodes' pods %v and service web-%s (%s): %v\n%s", client, w, podIP, next, serviceIP[next], err, out)
 		} else {
-			t.Logf("%s fetched hello-from-%s through service web-%s (%s)", client, other, other, ip)
+			t.Logf("%s reached the web pods on %d other nodes by their addresses and hello-from-%s through service web-%s (%s)",
+				client, len(nodes)-1, next, next, serviceIP[next])
 		}
 	}
 	if out, err := k.run(ctx, manifest.String(), "delete", "-f", "-", "--wait=true", "--grace-period=1"); err != nil {

@@ -202,7 +202,7 @@ func TestConformance(t *testing.T) {
 	// The cluster is what the settings asked for before the suite is
 	// counted as run on it.
 	if cni == "calico" {
-		checkCalico(ctx, t, set, k)
+		checkCalico(ctx, t, set, k, "vxlan")
 	}
 	if runtimeType == "docker" {
 		var nodes []string

@@ -28,7 +28,9 @@ const haEndpoint = "https://lb.kubexm.local:6443"
 // TestHAControlPlane is issue 19's acceptance for binary mode with
 // internalLoadbalancer haproxy, on one cluster carried through its steps:
 // n1-n3 masters and etcd members, n4 and n5 workers, no network but the
-// test bridge (the machines have no package mirror).
+// test bridge (the machines have no package mirror), on calico (issue 49:
+// binary mode's calico; KUBEXM_E2E_HA_CNI: calico, the default, with vxlan;
+// calico-bgp, BGP without encapsulation; flannel):
 //
 //   - `kubexm artifact export` puts haproxy and its dependency closure
 //     (.deb files for the control machine's Debian release) into the bundle;
@@ -37,6 +39,11 @@ const haEndpoint = "https://lb.kubexm.local:6443"
 //     master as a health-checked backend; every kubeconfig on every node
 //     names https://lb.kubexm.local:6443, which resolves to 127.0.0.1 on the
 //     workers and to the master itself on the masters; etcd has 3 members;
+//   - calico (checkCalico): calico-node Ready on every node, the pool, its
+//     encapsulation (vxlan.calico's MTU; or BGP routes of BIRD between the
+//     nodes' addresses); a pod on each of the 5 nodes reaches the pods on
+//     the 4 others and a Service across nodes, and resolves through CoreDNS
+//     (checkWorkloadsOn);
 //   - failover: a client on a worker asks the API through the endpoint every
 //     200 ms while n1, the first master, loses its power; the longest gap
 //     between answers and the share of failed requests are PERF lines, and
@@ -44,7 +51,7 @@ const haEndpoint = "https://lb.kubexm.local:6443"
 //   - after the failover the cluster still works: n1 becomes NotReady and a
 //     new Deployment schedules and its pods run;
 //   - n1 is powered on again and the cluster converges by itself: n1 Ready,
-//     etcd 3 healthy members;
+//     etcd 3 healthy members, calico-node running on every node again;
 //   - CA rotation (caRotation, skipped with KUBEXM_E2E_CA_ROTATION=0, and
 //     =kubeadm, which CI sets: 18-21 minutes at CI's load):
 //     rotate-ca replaces the cluster, front-proxy and etcd CAs while a
@@ -56,7 +63,8 @@ const haEndpoint = "https://lb.kubexm.local:6443"
 //     changes nothing, the API answers through nginx while a master's API
 //     server is stopped;
 //   - delete -e delete_packages=true leaves every host's files and package
-//     set as they were before the create.
+//     set as they were before the create, and no CNI link, process, route,
+//     iptables chain or directory (cniLeftovers).
 func TestHAControlPlane(t *testing.T) {
 	parallelSuite(t)
 	// 40 minutes cut rotate-ca after 23 m 49 s beside TestNodes (10
@@ -74,7 +82,11 @@ func TestHAControlPlane(t *testing.T) {
 	root := moduleRoot(t)
 	work := t.TempDir()
 
+	cni, encap := haCNI(t)
 	releaseRoot := clusterArtifacts(ctx, t, root)
+	if cni == "calico" {
+		calicoImages(ctx, t, root)
+	}
 	bin := buildKubexm(ctx, t, root, work)
 	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
 
@@ -86,7 +98,8 @@ func TestHAControlPlane(t *testing.T) {
 	masters, workers := set.Hosts[:3], set.Hosts[3:]
 
 	inventory := filepath.Join(work, "cluster.yaml")
-	if err := os.WriteFile(inventory, []byte(haClusterYAML("e2e-ha", set)), 0o600); err != nil {
+	clusterYAML := haNetwork(haClusterYAML("e2e-ha", set), cni, encap)
+	if err := os.WriteFile(inventory, []byte(clusterYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: extraVars(clusterTestVars()...), observe: diag.observe}
@@ -121,7 +134,7 @@ func TestHAControlPlane(t *testing.T) {
 	stop()
 	kxNginx := kx
 	kxNginx.inventory = filepath.Join(work, "cluster-nginx.yaml")
-	if err := os.WriteFile(kxNginx.inventory, []byte(strings.Replace(haClusterYAML("e2e-ha", set), "internalLoadbalancer: haproxy", "internalLoadbalancer: nginx", 1)), 0o600); err != nil {
+	if err := os.WriteFile(kxNginx.inventory, []byte(strings.Replace(clusterYAML, "internalLoadbalancer: haproxy", "internalLoadbalancer: nginx", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	list, err := exec.CommandContext(ctx, "tar", "-tzf", bundle).Output()
@@ -147,12 +160,22 @@ func TestHAControlPlane(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF create-cluster (3 masters, 2 workers, internal haproxy, offline bundle) on %d fresh machines: %s (%d changed)",
-		machines, res.wall.Round(time.Millisecond), len(res.changed()))
+	t.Logf("PERF create-cluster (3 masters, 2 workers, internal haproxy, %s, offline bundle) on %d fresh machines: %s (%d changed)",
+		haNetworkName(cni, encap), machines, res.wall.Round(time.Millisecond), len(res.changed()))
 
 	checkEndpointWiring(ctx, t, set, masters, workers)
 	checkNodes(ctx, t, k, set)
 	checkMasterEtcd(ctx, t, set, etcdctl, masters, masters[1])
+	if cni == "calico" {
+		checkCalico(ctx, t, set, k, encap)
+		start := time.Now()
+		var nodes []string
+		for _, h := range set.Hosts {
+			nodes = append(nodes, h.Name)
+		}
+		checkWorkloadsOn(ctx, t, k, nodes)
+		t.Logf("PERF pods on all %d nodes reach each other, a Service and DNS: checked in %s", machines, time.Since(start).Round(time.Second))
+	}
 
 	// --- failover: n1 loses its power while a worker's client polls ------
 	victim, survivor, poller := masters[0], masters[1], workers[0]
@@ -170,6 +193,11 @@ func TestHAControlPlane(t *testing.T) {
 
 	// --- power on: the cluster converges without kubexm ------------------
 	powerOnConverges(ctx, t, set, machines, k2, etcdctl, masters, victim)
+	if cni == "calico" {
+		if out, err := k2.run(ctx, "", "-n", "kube-system", "rollout", "status", "daemonset/calico-node", "--timeout=180s"); err != nil {
+			t.Fatalf("calico-node after %s's power-on: %v\n%s", victim.Name, err, out)
+		}
+	}
 
 	// The admin kubeconfig names n1 again, which is back; the rotation
 	// rewrites it, and the re-run below must find the rotated cluster fit.
@@ -198,7 +226,49 @@ func TestHAControlPlane(t *testing.T) {
 	}
 
 	checkDeleteRestores(ctx, t, set, kx, del, fresh)
-	t.Logf("PERF the HA suite on %d machines: %s", machines, time.Since(suiteStart).Round(time.Second))
+	for _, h := range set.Hosts {
+		if out, err := set.SSH(ctx, h.Name, cniLeftovers+"true"); err != nil || strings.TrimSpace(out) != "" {
+			t.Errorf("delete left on %s (%v):\n%s", h.Name, err, out)
+		}
+	}
+	t.Logf("PERF the HA suite on %d machines (%s): %s", machines, haNetworkName(cni, encap), time.Since(suiteStart).Round(time.Second))
+}
+
+// haCNI is the HA suite's network from KUBEXM_E2E_HA_CNI: calico (the
+// default) with vxlan, calico-bgp (calico with BGP and no encapsulation:
+// the test machines share one bridge), or flannel; and calico's
+// encapsulation (vxlan or none) for checkCalico.
+func haCNI(t *testing.T) (cni, encap string) {
+	t.Helper()
+	switch v := os.Getenv("KUBEXM_E2E_HA_CNI"); v {
+	case "", "calico":
+		return "calico", "vxlan"
+	case "calico-bgp":
+		return "calico", "none"
+	case "flannel":
+		return "flannel", ""
+	default:
+		t.Fatalf("KUBEXM_E2E_HA_CNI=%s: want calico, calico-bgp or flannel", v)
+		return "", ""
+	}
+}
+
+// haNetwork puts cni (and with encap none calico's vxlanMode Never) into
+// haClusterYAML's network.
+func haNetwork(y, cni, encap string) string {
+	network := "    plugin: " + cni + "\n"
+	if encap == "none" {
+		network += "    calico: {vxlanMode: Never, ipipMode: Never}\n"
+	}
+	return strings.Replace(y, "    plugin: flannel\n", network, 1)
+}
+
+// haNetworkName names the network in PERF lines.
+func haNetworkName(cni, encap string) string {
+	if encap == "" {
+		return cni
+	}
+	return cni + " " + map[string]string{"vxlan": "vxlan", "none": "BGP without encapsulation"}[encap]
 }
 
 // checkNginxSwitch changes the cluster to internalLoadbalancer nginx (the

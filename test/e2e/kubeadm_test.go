@@ -181,7 +181,7 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 
 	checkNodes(ctx, t, v.k, set)
 	if v.cni == "calico" {
-		checkCalico(ctx, t, set, v.k)
+		checkCalico(ctx, t, set, v.k, "vxlan")
 	}
 	checkWorkloads(ctx, t, v.k, set)
 	// vB: the variant run from a second, initially empty work directory
@@ -242,13 +242,7 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 		}
 		// Beside the snapshot's directories: what a restore leaves (the
 		// data it put aside, its working directory) goes with the cluster.
-		out, err := set.SSH(ctx, h.Name, `ip -o link show | grep -oE ' (flannel\.1|cni0|vxlan\.calico|cali[0-9a-f]+)[:@]' || true
-pgrep -x 'kubelet|kube-proxy|kube-apiserver|etcd|flanneld|coredns|containerd-shim|calico-node|bird|bird6' || true
-ip route show proto 80
-iptables-save 2>/dev/null | grep -m1 -E '^:cali-' || true
-for p in /var/lib/calico /var/run/calico /var/log/calico /var/run/nodeagent; do
-  [ -e $p ] && echo "left $p"
-done
+		out, err := set.SSH(ctx, h.Name, cniLeftovers+`pgrep -x 'kubelet|kube-proxy|kube-apiserver|etcd|coredns|containerd-shim' || true
 for p in /var/lib/etcd.before-restore /var/lib/etcd.restoring /var/lib/kubexm-backup /usr/local/lib/kubexm \
          /var/lib/kubexm/certs-renew /etc/systemd/system/kubexm-certs-renew.timer /etc/systemd/system/kubexm-certs-renew.service; do
   [ -e $p ] && echo "left $p"
