@@ -81,6 +81,16 @@ func TestLayering(t *testing.T) {
 		{"engine/model", []string{""}},
 		{"engine/output", []string{"engine$", "engine/eval", "engine/step", "engine/transport", "builtins", "cmd", "schema", "lifecycle", "service"}},
 		{"bundle", []string{"engine/eval", "builtins", "cmd", "schema"}},
+		// The builtins' kinds sit below the registry that assembles them
+		// (builtins.All), and what they share sits below them all.
+		{"builtins/files", []string{"builtins$", "builtins/system", "builtins/transfer", "builtins/images", "builtins/pack", "builtins/network", "cmd", "lifecycle", "service"}},
+		{"builtins/system", []string{"builtins$", "builtins/transfer", "builtins/images", "builtins/pack", "builtins/network", "cmd", "lifecycle", "service"}},
+		{"builtins/transfer", []string{"builtins$", "builtins/files", "builtins/system", "builtins/images", "builtins/pack", "builtins/network", "cmd", "lifecycle", "service"}},
+		{"builtins/images", []string{"builtins$", "builtins/files", "builtins/system", "builtins/pack", "builtins/network", "cmd", "lifecycle", "service"}},
+		{"builtins/pack", []string{"builtins$", "builtins/files", "builtins/system", "builtins/transfer", "builtins/images", "builtins/network", "cmd", "lifecycle", "service"}},
+		{"builtins/network", []string{"builtins$", "builtins/files", "builtins/system", "builtins/transfer", "builtins/images", "builtins/pack", "cmd", "lifecycle", "service"}},
+		{"builtins/onhost", []string{"builtins$", "builtins/files", "builtins/system", "builtins/transfer", "builtins/images", "builtins/pack", "builtins/network", "builtins/controlfs", "cmd", "lifecycle", "service"}},
+		{"builtins/controlfs", []string{"builtins$", "builtins/files", "builtins/system", "builtins/transfer", "builtins/images", "builtins/pack", "builtins/network", "builtins/onhost", "cmd", "lifecycle", "service"}},
 		// Pushing images knows the bundle, not cluster.yaml: the caller
 		// says where to push.
 		{"imagepush", []string{"engine$", "engine/eval", "engine/step", "builtins", "cmd", "schema", "lifecycle", "service"}},

@@ -7,11 +7,15 @@
 package builtins
 
 import (
-	"context"
-
+	"github.com/mensylisir/kubexm/builtins/files"
 	"github.com/mensylisir/kubexm/builtins/helm"
+	"github.com/mensylisir/kubexm/builtins/images"
 	"github.com/mensylisir/kubexm/builtins/kube"
+	"github.com/mensylisir/kubexm/builtins/network"
+	"github.com/mensylisir/kubexm/builtins/pack"
 	"github.com/mensylisir/kubexm/builtins/pki"
+	"github.com/mensylisir/kubexm/builtins/system"
+	"github.com/mensylisir/kubexm/builtins/transfer"
 	"github.com/mensylisir/kubexm/engine/step"
 )
 
@@ -19,26 +23,15 @@ import (
 // the helm builtin (package helm, which alone compiles the Helm SDK) and the
 // k8s builtin (package kube, client-go's API verbs).
 func All() []step.Builtin {
-	bs := []step.Builtin{
-		commandBuiltin{}, commandBuiltin{shell: true},
-		copyBuiltin{}, templateBuiltin{}, fetchBuiltin{},
-		fileBuiltin{}, lineinfileBuiltin{}, blockinfileBuiltin{},
-		systemdBuiltin{}, sysctlBuiltin{}, modprobeBuiltin{}, hostnameBuiltin{}, timezoneBuiltin{},
-		userBuiltin{}, groupBuiltin{},
-		packageBuiltin{},
-		newDownload(), unarchiveBuiltin{}, newDistribute(), newImageSave(), newControllerImage(), imagePushBuiltin{}, registryCheckBuiltin{}, htpasswdBuiltin{},
-		packBuiltin{}, unpackBuiltin{}, syncDirBuiltin{},
-		waitForBuiltin{}, uriBuiltin{}, dnsQueryBuiltin{},
-		setupBuiltin{},
-		assertBuiltin{}, failBuiltin{}, debugBuiltin{}, setFactBuiltin{}, pauseBuiltin{},
-	}
+	bs := []step.Builtin{commandBuiltin{}, commandBuiltin{shell: true}}
+	bs = append(bs, files.Builtins()...)
+	bs = append(bs, system.Builtins()...)
+	bs = append(bs, transfer.Builtins()...)
+	bs = append(bs, images.Builtins()...)
+	bs = append(bs, pack.Builtins()...)
+	bs = append(bs, network.Builtins()...)
+	bs = append(bs, setupBuiltin{}, assertBuiltin{}, failBuiltin{}, debugBuiltin{}, setFactBuiltin{}, pauseBuiltin{})
 	bs = append(bs, pki.Builtins()...)
 	bs = append(bs, helm.Builtins()...)
 	return append(bs, kube.Builtins()...)
-}
-
-// runBuiltin runs b as the engine would: with its Spec's defaults for what
-// args leave out.
-func runBuiltin(ctx context.Context, env *step.Env, b step.Builtin, args step.Args) (step.Result, error) {
-	return b.Run(ctx, env, b.Spec().WithDefaults(args))
 }

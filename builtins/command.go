@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mensylisir/kubexm/builtins/onhost"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
 )
@@ -127,34 +128,18 @@ func (c commandBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) 
 	data["rc"] = res.ExitCode
 	data["stdout"] = strings.TrimRight(string(res.Stdout), "\n")
 	data["stderr"] = strings.TrimRight(string(res.Stderr), "\n")
-	data["stdout_lines"] = anyList(splitLines(res.Stdout))
-	data["stderr_lines"] = anyList(splitLines(res.Stderr))
+	data["stdout_lines"] = onhost.AnyList(onhost.SplitLines(res.Stdout))
+	data["stderr_lines"] = onhost.AnyList(onhost.SplitLines(res.Stderr))
 	data["duration"] = time.Since(start).Seconds()
 	out := step.Result{Changed: true, Data: data}
 	if res.ExitCode != 0 {
 		out.Failed = true
-		out.Msg = fmt.Sprintf("non-zero return code %d from %s", res.ExitCode, firstLine(shown))
-		if tail := lastLines(strings.TrimSpace(string(res.Stderr)), 5); tail != "" {
+		out.Msg = fmt.Sprintf("non-zero return code %d from %s", res.ExitCode, onhost.FirstLine(shown))
+		if tail := onhost.LastLines(strings.TrimSpace(string(res.Stderr)), 5); tail != "" {
 			out.Msg += ":\n" + tail
 		}
 	}
 	return out, nil
-}
-
-func anyList(s []string) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
-}
-
-func firstLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i] + " ..."
-	}
-	return s
 }
 
 // splitWords splits a command line into words the way sh does for quoting

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mensylisir/kubexm/builtins/onhost"
 	"github.com/mensylisir/kubexm/engine/step"
 )
 
@@ -191,7 +192,7 @@ func (pauseBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (ste
 		return step.Result{Skipped: true, Msg: "skipped in check mode: pause " + d.String()}, nil
 	}
 	start := time.Now()
-	if err := sleepCtx(ctx, d); err != nil {
+	if err := onhost.Sleep(ctx, d); err != nil {
 		return step.Result{}, fmt.Errorf("pause interrupted after %s: %w", time.Since(start).Round(time.Second), err)
 	}
 	return step.Result{Msg: "paused " + d.String(), Data: map[string]any{"elapsed": time.Since(start).Seconds()}}, nil

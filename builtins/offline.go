@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mensylisir/kubexm/builtins/transfer"
 	"github.com/mensylisir/kubexm/engine/step"
 )
 
@@ -23,14 +24,14 @@ func Offline(reg map[string]step.Builtin) map[string]step.Builtin {
 				urls = append([]string{args.String("url")}, urls...)
 			}
 			for _, c := range args.Strings("checksums") {
-				if isHTTPURL(c) {
+				if transfer.IsHTTPURL(c) {
 					urls = append(urls, c)
 				}
 			}
-			if len(nonEmpty(urls)) == 0 {
+			if len(transfer.NonEmpty(urls)) == 0 {
 				return ""
 			}
-			return "download from " + strings.Join(nonEmpty(urls), ", ") + " to " + args.String("dest")
+			return "download from " + strings.Join(transfer.NonEmpty(urls), ", ") + " to " + args.String("dest")
 		}}
 	}
 	if b, ok := reg["image_save"]; ok {

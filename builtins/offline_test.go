@@ -2,9 +2,12 @@ package builtins
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/builtins/internal/steptest"
+	"github.com/mensylisir/kubexm/builtins/onhost"
 	"github.com/mensylisir/kubexm/engine/step"
 )
 
@@ -55,4 +58,31 @@ func TestOffline(t *testing.T) {
 			t.Errorf("%s %v: %v, want an error saying %q and no run", c.name, c.args, err, c.want)
 		}
 	}
+}
+
+func TestDownloadOfflineRefusesChecksumsURLs(t *testing.T) {
+	env, root := steptest.Env(t)
+	steptest.MustWrite(t, filepath.Join(root, "f"), "x")
+	steptest.MustWrite(t, filepath.Join(root, "SUMS"), onhost.SHA256Hex([]byte("x"))+"  f\n")
+	off := Offline(map[string]step.Builtin{"download": registered(t, "download")})["download"]
+	_, err := steptest.RunBuiltin(t.Context(), env, off, step.Args{"src": filepath.Join(root, "f"), "checksums": []any{"http://mirror.invalid/SUMS"}, "dest": "a/"})
+	if err == nil || !strings.Contains(err.Error(), "--offline-bundle: refusing to download from http://mirror.invalid/SUMS") {
+		t.Errorf("got %v", err)
+	}
+	res, err := steptest.RunBuiltin(t.Context(), env, off, step.Args{"src": filepath.Join(root, "f"), "checksums": []any{filepath.Join(root, "SUMS")}, "dest": "a/"})
+	if err != nil || !res.Changed {
+		t.Errorf("a bundle's own checksums: %+v %v", res, err)
+	}
+}
+
+// registered is All's builtin called name.
+func registered(t *testing.T, name string) step.Builtin {
+	t.Helper()
+	for _, b := range All() {
+		if b.Spec().Name == name {
+			return b
+		}
+	}
+	t.Fatalf("no builtin %s", name)
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/mensylisir/kubexm/builtins"
+	"github.com/mensylisir/kubexm/builtins/images"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/lifecycle"
@@ -116,7 +117,7 @@ plays:
 	for _, b := range builtins.All() {
 		reg[b.Spec().Name] = b
 	}
-	reg["controller_image"] = builtins.NewControllerImage(func() (string, error) { return exe, nil })
+	reg["controller_image"] = images.NewControllerImage(func() (string, error) { return exe, nil })
 	r := lifecycle.Runner{Builtins: reg, Version: "0.1.0", LoadInventory: func(f *lifecycle.ClusterFile, _ *kxschema.Support) (*inventory.Inventory, error) {
 		data, err := os.ReadFile(f.Path)
 		if err != nil {

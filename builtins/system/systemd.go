@@ -1,0 +1,366 @@
+package system
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/mensylisir/kubexm/builtins/onhost"
+	"github.com/mensylisir/kubexm/engine/step"
+)
+
+type systemdBuiltin struct{}
+
+func (systemdBuiltin) Spec() step.Spec {
+	return step.Spec{
+		Name:    "systemd",
+		Summary: "Start, stop, restart, reload, enable, disable, mask a systemd unit; reload unit files.",
+		Doc: "The current state is read with `systemctl is-active` and `is-enabled` first, so `started`, `stopped`, " +
+			"`enabled` and `masked` act only when needed. `restarted` and `reloaded` always act (they are requests, " +
+			"not states): use them from handlers or with a `when:` on what changed. `daemon_reload` runs " +
+			"`systemctl daemon-reload` before anything else, only when systemd says the named unit's or any " +
+			"unit's under /etc/systemd/system files changed since it read them (`NeedDaemonReload=yes`) or the " +
+			"named unit is not loaded; without `name` it always runs (after removing units). By itself it does " +
+			"not count as a change (the result's `daemon_reloaded` says whether it ran). When a unit fails to start, the task fails with the unit's last 20 journal lines.",
+		Args: []step.Arg{
+			{Name: "name", Type: step.String, Aliases: []string{"unit", "service"}, Doc: "Unit name; `.service` is implied when no suffix is given."},
+			{Name: "state", Type: step.String, Choices: []string{"started", "stopped", "restarted", "reloaded"}, Doc: "Desired run state."},
+			{Name: "enabled", Type: step.Bool, Doc: "Whether the unit starts at boot."},
+			{Name: "masked", Type: step.Bool, Doc: "Whether the unit is masked (cannot be started at all)."},
+			{Name: "daemon_reload", Type: step.Bool, Default: false, Aliases: []string{"daemon-reload"}, Doc: "Run `systemctl daemon-reload` first when a unit file or drop-in changed on disk (after writing unit files)."},
+		},
+		Examples: []string{"systemd:\n  name: containerd\n  state: started\n  enabled: true\n  daemon_reload: true"},
+	}
+}
+
+// unitIsEnabled maps `systemctl is-enabled` output to enabled/not, and
+// whether the unit can be enabled or disabled at all.
+func unitIsEnabled(out string) (enabled, fixed bool) {
+	switch out {
+	case "enabled", "enabled-runtime", "alias", "linked", "linked-runtime":
+		return true, false
+	case "static", "indirect", "generated", "transient":
+		// No [Install] section or managed elsewhere: enable/disable are no-ops.
+		return true, true
+	}
+	return false, false
+}
+
+func (systemdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step.Result, error) {
+	name := args.String("name")
+	state := args.String("state")
+	if state != "" {
+		if err := onhost.CheckChoice("state", state, "started", "stopped", "restarted", "reloaded"); err != nil {
+			return step.Result{}, fmt.Errorf("systemd: %w", err)
+		}
+	}
+	wantsUnit := state != "" || args.Has("enabled") || args.Has("masked")
+	if wantsUnit && name == "" {
+		return step.Result{}, fmt.Errorf("systemd: name is required with state, enabled or masked")
+	}
+	if !wantsUnit && !args.Bool("daemon_reload") {
+		return step.Result{}, fmt.Errorf("systemd: nothing to do: give state, enabled, masked or daemon_reload")
+	}
+	data := map[string]any{"name": name, "daemon_reloaded": false}
+	// What the task reads of the unit (and, with daemon_reload, whether
+	// systemd must re-read its files) comes back in one command: a re-run
+	// that changes nothing costs one round trip.
+	var st unitAnswers
+	read := false
+	if args.Bool("daemon_reload") && !env.Check {
+		var need bool
+		var why string
+		var err error
+		if wantsUnit {
+			need, why, st, err = probeUnit(ctx, env, name, true)
+			read = true
+		} else {
+			need, why, err = needDaemonReload(ctx, env, name)
+		}
+		if err != nil {
+			return step.Result{}, err
+		}
+		if need {
+			if _, err := onhost.MustRun(ctx, env, "systemctl", "daemon-reload"); err != nil {
+				return step.Result{}, err
+			}
+			data["daemon_reloaded"] = true
+			env.Logf("daemon-reload: %s", why)
+			// The reload may have loaded the unit: read it again.
+			read = false
+		}
+	}
+	if !wantsUnit {
+		return step.Result{Data: data}, nil
+	}
+	var changes []string
+	act := func(verb string, argv ...string) error {
+		changes = append(changes, verb+" "+name)
+		if env.Check {
+			return nil
+		}
+		_, err := onhost.MustRun(ctx, env, argv...)
+		return err
+	}
+	if !read {
+		var err error
+		if _, _, st, err = probeUnit(ctx, env, name, false); err != nil {
+			return step.Result{}, err
+		}
+	}
+	enabledOut := st.enabled
+	data["enabled_state"] = enabledOut
+	if enabledOut == "" || strings.Contains(enabledOut, "No such file") || strings.Contains(enabledOut, "not-found") {
+		if !env.Check {
+			return step.Result{}, fmt.Errorf("%s: systemd unit %s not found (is the unit file installed? daemon_reload: true after writing it)", env.Target.Host(), name)
+		}
+		// In check mode an earlier task would have installed it.
+		return step.Result{Changed: true, Msg: "would act on " + name + " (unit not installed yet)", Data: data}, nil
+	}
+	maskWanted := args.Has("masked") && args.Bool("masked")
+	if maskWanted && args.Has("enabled") && args.Bool("enabled") {
+		return step.Result{}, fmt.Errorf("systemd: a unit cannot be both masked and enabled")
+	}
+	if args.Has("masked") {
+		masked := enabledOut == "masked" || enabledOut == "masked-runtime"
+		if maskWanted != masked {
+			verb := "unmask"
+			if maskWanted {
+				verb = "mask"
+			}
+			if err := act(verb, "systemctl", verb, name); err != nil {
+				return step.Result{}, err
+			}
+			if !env.Check {
+				var err error
+				if enabledOut, err = systemctlQuery(ctx, env, "is-enabled", name); err != nil {
+					return step.Result{}, err
+				}
+			} else if !maskWanted {
+				enabledOut = "disabled"
+			}
+		}
+	}
+	// A masked unit is as disabled as it can be; only enabling needs work.
+	if args.Has("enabled") && !maskWanted {
+		want := args.Bool("enabled")
+		cur, fixed := unitIsEnabled(enabledOut)
+		if strings.HasPrefix(enabledOut, "masked") && want {
+			return step.Result{}, fmt.Errorf("%s: %s is masked; add masked: false to enable it", env.Target.Host(), name)
+		}
+		if !fixed && cur != want && !strings.HasPrefix(enabledOut, "masked") {
+			verb := "disable"
+			if want {
+				verb = "enable"
+			}
+			if err := act(verb, "systemctl", verb, name); err != nil {
+				return step.Result{}, err
+			}
+		}
+	}
+	if state != "" {
+		// Read before enabling or masking, which do not start or stop
+		// the unit.
+		active := st.active
+		data["active_state"] = active
+		running := active == "active" || active == "activating" || active == "reloading"
+		var verb string
+		switch {
+		case state == "started" && !running:
+			verb = "start"
+		case state == "stopped" && running:
+			verb = "stop"
+		case state == "restarted":
+			verb = "restart"
+		case state == "reloaded" && running:
+			verb = "reload"
+		case state == "reloaded":
+			verb = "start"
+		}
+		if verb != "" {
+			changes = append(changes, verb+" "+name)
+			if !env.Check {
+				if err := systemctlAct(ctx, env, verb, name); err != nil {
+					return step.Result{}, err
+				}
+			}
+		}
+	}
+	return onhost.Done(env, changes, data, ""), nil
+}
+
+// reloadProbe prints Id, LoadState, NeedDaemonReload and DropInPaths of the
+// unit named in $1 and of every unit with a file or drop-in directory
+// directly under /etc/systemd/system (where roles write units), in blocks
+// separated by empty lines, then a line DropIn=<path> for each drop-in file
+// there. Asking systemd about these few units costs a fraction of a
+// daemon-reload, which re-reads every unit file and re-runs the generators;
+// asking about every loaded unit ('*') costs about as much as the reload.
+const reloadProbe = `[ -n "$1" ] || shift
+for f in /etc/systemd/system/*; do
+  b=${f##*/}
+  case $b in *.wants|*.requires|*.upholds) continue ;; *.d) b=${b%.d} ;; esac
+  case $b in
+    *@.*) continue ;;
+    *.service|*.socket|*.timer|*.mount|*.path|*.target|*.slice|*.automount|*.swap) set -- "$@" "$b" ;;
+  esac
+done
+[ "$#" -gt 0 ] || exit 0
+systemctl show --property=Id,LoadState,NeedDaemonReload,DropInPaths -- "$@" || exit
+printf '\n'
+for f in /etc/systemd/system/*.d/*.conf; do
+  [ -e "$f" ] && printf 'DropIn=%s\n' "$f"
+done
+exit 0`
+
+// needDaemonReload says whether systemd has to re-read its unit files: the
+// named unit or a unit under /etc/systemd/system changed on disk since
+// systemd read it (NeedDaemonReload=yes), got a drop-in systemd does not
+// know, or the named unit is not loaded. Without a name it always does.
+func needDaemonReload(ctx context.Context, env *step.Env, name string) (bool, string, error) {
+	if name == "" {
+		return true, "requested without a unit name", nil
+	}
+	res, err := onhost.RunScript(ctx, env, reloadProbe, name)
+	if err != nil {
+		return false, "", err
+	}
+	need, why := reloadNeeded(name, res.ExitCode, string(res.Stdout), string(res.Stderr))
+	return need, why, nil
+}
+
+// reloadNeeded reads reloadProbe's exit status and output for unit name.
+func reloadNeeded(name string, code int, stdout, stderr string) (bool, string) {
+	if code != 0 {
+		return true, "systemctl show failed, reloading to be safe: " + strings.TrimSpace(stderr)
+	}
+	want := name
+	if !strings.Contains(want, ".") {
+		want += ".service"
+	}
+	dropins := map[string]map[string]bool{} // unit -> drop-in paths systemd read
+	var onDisk []string
+	for block := range strings.SplitSeq(strings.TrimSpace(stdout), "\n\n") {
+		props := map[string]string{}
+		for line := range strings.Lines(block) {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+			switch {
+			case !ok:
+			case k == "DropIn":
+				onDisk = append(onDisk, v)
+			default:
+				props[k] = v
+			}
+		}
+		if props["NeedDaemonReload"] == "yes" {
+			return true, props["Id"] + " changed on disk"
+		}
+		if props["Id"] == want && props["LoadState"] != "loaded" && props["LoadState"] != "masked" {
+			return true, want + " is " + props["LoadState"]
+		}
+		if id := props["Id"]; id != "" && props["LoadState"] == "loaded" {
+			dropins[id] = map[string]bool{}
+			for _, p := range strings.Fields(props["DropInPaths"]) {
+				dropins[id][p] = true
+			}
+		}
+	}
+	for _, p := range onDisk {
+		unit := strings.TrimSuffix(path.Base(path.Dir(p)), ".d")
+		if known, ok := dropins[unit]; ok && !known[p] {
+			return true, "new drop-in " + p
+		}
+	}
+	return false, ""
+}
+
+// unitAnswers is what `systemctl is-enabled` and `is-active` answer for a
+// unit: one word each, or the message of a unit systemd does not know.
+type unitAnswers struct{ enabled, active string }
+
+// unitProbe prints is-enabled's and is-active's answers for unit $1 (a
+// query's stderr when its stdout is empty, as for a unit that does not
+// exist), each followed by a line holding only \036. Exit 127: no
+// systemctl on the host.
+const unitProbe = `command -v systemctl >/dev/null 2>&1 || exit 127
+for q in is-enabled is-active; do
+  o=$(systemctl "$q" "$1" 2>/dev/null)
+  [ -n "$o" ] || o=$(systemctl "$q" "$1" 2>&1)
+  printf '%s\n\036\n' "$o"
+done`
+
+// probeUnit reads unit name's state in one command; with reload it runs
+// reloadProbe in the same command and says whether a daemon-reload is
+// needed, as needDaemonReload does.
+func probeUnit(ctx context.Context, env *step.Env, name string, reload bool) (bool, string, unitAnswers, error) {
+	script := unitProbe
+	if reload {
+		// The probe runs in a subshell (it shifts and exits); its status
+		// ends its output, after a \037 line.
+		script = "command -v systemctl >/dev/null 2>&1 || exit 127\n(\n" + reloadProbe + "\n)\nprintf '\\n\\037%s\\n' \"$?\"\n" + unitProbe
+	}
+	res, err := onhost.RunScript(ctx, env, script, name)
+	if err != nil {
+		return false, "", unitAnswers{}, err
+	}
+	if res.ExitCode == 127 {
+		return false, "", unitAnswers{}, fmt.Errorf("%s: systemctl not found: the host does not run systemd", env.Target.Host())
+	}
+	out := string(res.Stdout)
+	need, why := false, ""
+	if reload {
+		probe, rest, ok := strings.Cut(out, "\n\037")
+		code, after, ok2 := strings.Cut(rest, "\n")
+		if !ok || !ok2 {
+			return false, "", unitAnswers{}, fmt.Errorf("%s: reading unit %s: unexpected output %q", env.Target.Host(), name, out)
+		}
+		rc, convErr := strconv.Atoi(code)
+		if convErr != nil {
+			rc = 1
+		}
+		need, why = reloadNeeded(name, rc, probe, string(res.Stderr))
+		out = after
+	}
+	parts := strings.Split(out, "\n\036\n")
+	if res.ExitCode != 0 || len(parts) != 3 || parts[2] != "" {
+		return false, "", unitAnswers{}, fmt.Errorf("%s: reading unit %s (rc %d): %s", env.Target.Host(), name, res.ExitCode, strings.TrimSpace(string(res.Stderr)+" "+out))
+	}
+	return need, why, unitAnswers{enabled: strings.TrimSpace(parts[0]), active: strings.TrimSpace(parts[1])}, nil
+}
+
+// systemctlQuery returns the one-word answer of is-active/is-enabled, whose
+// exit status only says "not active/enabled".
+func systemctlQuery(ctx context.Context, env *step.Env, query, name string) (string, error) {
+	res, err := onhost.Run(ctx, env, "systemctl", query, name)
+	if err != nil {
+		return "", err
+	}
+	out := strings.TrimSpace(string(res.Stdout))
+	if out == "" {
+		out = strings.TrimSpace(string(res.Stderr))
+	}
+	if res.ExitCode == 127 {
+		return "", fmt.Errorf("%s: systemctl not found: the host does not run systemd", env.Target.Host())
+	}
+	return out, nil
+}
+
+// systemctlAct runs start/stop/restart/reload and, when it fails, reports
+// the unit's last journal lines: "see journalctl" is no help in a log.
+func systemctlAct(ctx context.Context, env *step.Env, verb, name string) error {
+	res, err := onhost.Run(ctx, env, "systemctl", verb, name)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("%s: systemctl %s %s failed (rc %d): %s", env.Target.Host(), verb, name, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	j, jerr := onhost.Run(ctx, env, "journalctl", "-u", name, "-n", "20", "--no-pager", "-o", "short-iso")
+	if jerr == nil && j.ExitCode == 0 && len(j.Stdout) > 0 {
+		msg += "\nlast journal lines of " + name + ":\n" + strings.TrimRight(string(j.Stdout), "\n")
+	}
+	return fmt.Errorf("%s", msg)
+}

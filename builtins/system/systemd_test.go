@@ -1,0 +1,233 @@
+package system
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mensylisir/kubexm/builtins/internal/steptest"
+	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/transport"
+)
+
+// answerProbes answers probeUnit's one-command probes of unit svc from
+// the answers answer gives to the single commands they stand for
+// (`systemctl is-enabled svc`, `systemctl is-active svc` and reloadProbe).
+func answerProbes(answer func(cmd string) (transport.Result, bool)) func(cmd string) (transport.Result, bool) {
+	return func(cmd string) (transport.Result, bool) {
+		if !strings.HasPrefix(cmd, "/bin/sh -c ") || !strings.Contains(cmd, unitProbe) {
+			return answer(cmd)
+		}
+		var out strings.Builder
+		if strings.Contains(cmd, reloadProbe) {
+			res, _ := answer("/bin/sh -c " + reloadProbe + " sh svc")
+			fmt.Fprintf(&out, "%s\n\037%d\n", res.Stdout, res.ExitCode)
+		}
+		for _, q := range []string{"is-enabled", "is-active"} {
+			res, _ := answer("systemctl " + q + " svc")
+			o := strings.TrimSpace(string(res.Stdout))
+			if o == "" {
+				o = strings.TrimSpace(string(res.Stderr))
+			}
+			out.WriteString(o + "\n\036\n")
+		}
+		return steptest.OK(out.String())
+	}
+}
+
+// fakeSystemd models one unit's enabled and active state.
+func fakeSystemd(enabled, active string, startFails bool) *steptest.FakeHost {
+	return steptest.NewFake(answerProbes(func(cmd string) (transport.Result, bool) {
+		switch cmd {
+		case "systemctl daemon-reload":
+			return steptest.OK("")
+		case "systemctl is-enabled svc":
+			return steptest.RC(map[bool]int{true: 0, false: 1}[enabled == "enabled"], enabled+"\n", "")
+		case "systemctl is-active svc":
+			return steptest.RC(map[bool]int{true: 0, false: 3}[active == "active"], active+"\n", "")
+		case "systemctl enable svc":
+			enabled = "enabled"
+			return steptest.OK("")
+		case "systemctl disable svc":
+			enabled = "disabled"
+			return steptest.OK("")
+		case "systemctl mask svc":
+			enabled = "masked"
+			return steptest.OK("")
+		case "systemctl unmask svc":
+			enabled = "disabled"
+			return steptest.OK("")
+		case "systemctl start svc", "systemctl restart svc":
+			if startFails {
+				active = "failed"
+				return steptest.RC(1, "", "Job for svc.service failed.")
+			}
+			active = "active"
+			return steptest.OK("")
+		case "systemctl stop svc":
+			active = "inactive"
+			return steptest.OK("")
+		case "journalctl -u svc -n 20 --no-pager -o short-iso":
+			return steptest.OK("line1\nsvc: bad config at line 3\n")
+		}
+		return transport.Result{}, false
+	}))
+}
+
+func TestSystemdConverges(t *testing.T) {
+	h := fakeSystemd("disabled", "inactive", false)
+	env := steptest.FakeEnv(h)
+	args := step.Args{"name": "svc", "state": "started", "enabled": true, "daemon_reload": true}
+	env.Check = true
+	if res := steptest.Run(t, systemdBuiltin{}, env, args); !res.Changed || !strings.Contains(res.Msg, "would enable svc, start svc") {
+		t.Fatalf("check: %+v", res)
+	}
+	if got := h.Ran("systemctl enable", "systemctl start", "systemctl daemon-reload"); len(got) != 0 {
+		t.Fatalf("check mode ran %v", got)
+	}
+	env.Check = false
+	if res := steptest.Run(t, systemdBuiltin{}, env, args); !res.Changed {
+		t.Fatalf("first: %+v", res)
+	}
+	if res := steptest.Run(t, systemdBuiltin{}, env, args); res.Changed {
+		t.Fatalf("second: %+v", res)
+	}
+	if got := h.Ran("systemctl enable", "systemctl start"); len(got) != 2 {
+		t.Errorf("ran %v", got)
+	}
+	stop := step.Args{"name": "svc", "state": "stopped", "enabled": false, "masked": true}
+	if res := steptest.Run(t, systemdBuiltin{}, env, stop); !res.Changed {
+		t.Fatalf("stop: %+v", res)
+	}
+	if res := steptest.Run(t, systemdBuiltin{}, env, stop); res.Changed {
+		t.Fatalf("stop again: %+v", res)
+	}
+	if res := steptest.Run(t, systemdBuiltin{}, env, step.Args{"name": "svc", "state": "restarted", "masked": false}); !res.Changed {
+		t.Fatalf("restart: %+v", res)
+	}
+}
+
+func TestSystemdFailureShowsJournal(t *testing.T) {
+	env := steptest.FakeEnv(fakeSystemd("enabled", "inactive", true))
+	_, err := runBuiltin(t.Context(), env, systemdBuiltin{}, step.Args{"name": "svc", "state": "started"})
+	if err == nil || !strings.Contains(err.Error(), "bad config at line 3") || !strings.Contains(err.Error(), "Job for svc.service failed") {
+		t.Fatalf("want journal lines in error, got %v", err)
+	}
+}
+
+func TestSystemdErrors(t *testing.T) {
+	env := steptest.FakeEnv(fakeSystemd("", "", false))
+	if _, err := runBuiltin(t.Context(), env, systemdBuiltin{}, step.Args{"name": "svc", "state": "started"}); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("missing unit: %v", err)
+	}
+	if _, err := runBuiltin(t.Context(), env, systemdBuiltin{}, step.Args{"state": "started"}); err == nil {
+		t.Error("no name: want error")
+	}
+	masked := steptest.FakeEnv(fakeSystemd("masked", "inactive", false))
+	if _, err := runBuiltin(t.Context(), masked, systemdBuiltin{}, step.Args{"name": "svc", "enabled": true}); err == nil || !strings.Contains(err.Error(), "masked") {
+		t.Errorf("masked: %v", err)
+	}
+}
+
+// TestSystemdDaemonReloadOnlyWhenNeeded: daemon_reload: true reloads only
+// when systemd says a unit changed on disk or the named unit is not loaded
+// (or cannot tell); without a name it always reloads.
+func TestSystemdDaemonReloadOnlyWhenNeeded(t *testing.T) {
+	for _, c := range []struct {
+		name, probe string
+		probeRC     int
+		args        step.Args
+		want        bool
+	}{
+		{"unchanged", "Id=svc.service\nLoadState=loaded\nNeedDaemonReload=no\n\nId=other.service\nLoadState=loaded\nNeedDaemonReload=no\n", 0,
+			step.Args{"name": "svc", "state": "started", "daemon_reload": true}, false},
+		{"named unit changed", "Id=svc.service\nLoadState=loaded\nNeedDaemonReload=yes\n", 0,
+			step.Args{"name": "svc", "state": "started", "daemon_reload": true}, true},
+		{"another unit under /etc changed", "Id=svc.service\nLoadState=loaded\nNeedDaemonReload=no\n\nId=kube-proxy.service\nLoadState=loaded\nNeedDaemonReload=yes\n", 0,
+			step.Args{"name": "svc", "state": "started", "daemon_reload": true}, true},
+		{"not loaded yet", "Id=svc.service\nLoadState=not-found\nNeedDaemonReload=no\n", 0,
+			step.Args{"name": "svc", "state": "started", "daemon_reload": true}, true},
+		{"new drop-in systemd has not read", "Id=svc.service\nLoadState=loaded\nNeedDaemonReload=no\nDropInPaths=\n\nDropIn=/etc/systemd/system/svc.service.d/x.conf\n", 0,
+			step.Args{"name": "svc", "state": "started", "daemon_reload": true}, true},
+		{"drop-in systemd has read", "Id=svc.service\nLoadState=loaded\nNeedDaemonReload=no\nDropInPaths=/etc/systemd/system/svc.service.d/x.conf\n\nDropIn=/etc/systemd/system/svc.service.d/x.conf\n", 0,
+			step.Args{"name": "svc", "state": "started", "daemon_reload": true}, false},
+		{"systemd cannot tell", "", 1, step.Args{"name": "svc", "state": "started", "daemon_reload": true}, true},
+		{"no name", "", 0, step.Args{"daemon_reload": true}, true},
+		{"not asked", "Id=svc.service\nLoadState=not-found\nNeedDaemonReload=yes\n", 0, step.Args{"name": "svc", "state": "started"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			units := fakeSystemd("enabled", "active", false)
+			h := steptest.NewFake(answerProbes(func(cmd string) (transport.Result, bool) {
+				if strings.HasPrefix(cmd, "/bin/sh -c "+reloadProbe[:10]) {
+					return steptest.RC(c.probeRC, c.probe, "")
+				}
+				return units.Answer(cmd)
+			}))
+			res := steptest.Run(t, systemdBuiltin{}, steptest.FakeEnv(h), c.args)
+			got := len(h.Ran("systemctl daemon-reload")) == 1
+			if got != c.want || res.Data["daemon_reloaded"] != c.want || res.Changed {
+				t.Errorf("daemon-reload ran %v (data %v, changed %v), want %v; ran %v", got, res.Data["daemon_reloaded"], res.Changed, c.want, h.Cmds)
+			}
+			// Nothing to do is one command: the probes share it.
+			if !c.want && len(h.Cmds) != 1 {
+				t.Errorf("a unit with nothing to do took %d commands, want 1: %q", len(h.Cmds), h.Cmds)
+			}
+		})
+	}
+}
+
+// TestSystemdProbeScripts runs the one-command probes in a real shell with
+// a stand-in systemctl: the unit's answers (stderr for a unit systemd does
+// not know) and, with daemon_reload, the reload probe's verdict come back
+// from one command, and a host without systemctl is named as such.
+func TestSystemdProbeScripts(t *testing.T) {
+	env, root := steptest.Env(t)
+	bin := filepath.Join(root, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fake := `#!/bin/sh
+case "$1 $2" in
+"is-enabled svc") echo enabled ;;
+"is-active svc") echo active ;;
+"is-enabled gone") echo "Failed to get unit file state for gone.service: No such file or directory" >&2; exit 1 ;;
+"is-active gone") echo inactive; exit 3 ;;
+show*) [ "$NDR" = fail ] && { echo "Failed to connect to bus" >&2; exit 1; }
+  printf 'Id=svc.service\nLoadState=loaded\nNeedDaemonReload=%s\nDropInPaths=\n' "$NDR" ;;
+*) echo "unexpected $*" >&2; exit 9 ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	withPath := func(ndr string) {
+		env.Environment = map[string]string{"PATH": bin + ":/usr/bin:/bin", "NDR": ndr}
+	}
+	withPath("no")
+	for _, c := range []struct {
+		unit    string
+		reload  bool
+		ndr     string
+		want    unitAnswers
+		need    bool
+		whyPart string
+	}{
+		{"svc", false, "no", unitAnswers{"enabled", "active"}, false, ""},
+		{"gone", false, "no", unitAnswers{"Failed to get unit file state for gone.service: No such file or directory", "inactive"}, false, ""},
+		{"svc", true, "no", unitAnswers{"enabled", "active"}, false, ""},
+		{"svc", true, "yes", unitAnswers{"enabled", "active"}, true, "svc.service changed on disk"},
+		{"svc", true, "fail", unitAnswers{"enabled", "active"}, true, "Failed to connect to bus"},
+	} {
+		withPath(c.ndr)
+		need, why, got, err := probeUnit(t.Context(), env, c.unit, c.reload)
+		if err != nil || got != c.want || need != c.need || !strings.Contains(why, c.whyPart) {
+			t.Errorf("%s reload=%v NeedDaemonReload=%s: need %v (%q), %+v, %v; want need %v (%q), %+v", c.unit, c.reload, c.ndr, need, why, got, err, c.need, c.whyPart, c.want)
+		}
+	}
+	env.Environment = map[string]string{"PATH": root}
+	if _, _, _, err := probeUnit(t.Context(), env, "svc", true); err == nil || !strings.Contains(err.Error(), "systemctl not found") {
+		t.Errorf("without systemctl: %v", err)
+	}
+}
