@@ -80,9 +80,12 @@ func Run(ctx context.Context, pb *Playbook, inv *inventory.Inventory, opts RunOp
 	return run.Run(ctx, pb, inv, opts)
 }
 
-// CheckStartAt reports whether --start-at-task names a task of pb.
+// CheckStartAt refuses a --start-at-task that names no task of pb, as Run
+// does, for a caller with slow work to do before the run (an offline bundle
+// to unpack): what it selects is worked out on the model.
 func CheckStartAt(pb *Playbook, inv *inventory.Inventory, startAt string) error {
-	return run.CheckStartAt(pb, inv, startAt)
+	_, err := playbook.SelectTasks(pb, inv.Vars, playbook.SelectOptions{StartAt: startAt})
+	return err
 }
 
 // ParseExtraVars parses -e arguments (key=value, JSON or YAML, @file).

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/mensylisir/kubexm/engine/model"
-	"github.com/mensylisir/kubexm/engine/run"
 
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/inventory"
@@ -118,10 +117,10 @@ plays:
 			t.Errorf("the refusal does not say %s: %v", want, err)
 		}
 	}
-	if err := run.CheckStartAt(pb, inv, "etcd : etcd - unit"); err != nil {
+	if err := CheckStartAt(pb, inv, "etcd : etcd - unit"); err != nil {
 		t.Errorf("a role task by role : name: %v", err)
 	}
-	if err := run.CheckStartAt(pb, inv, "etcd - b*"); err != nil {
+	if err := CheckStartAt(pb, inv, "etcd - b*"); err != nil {
 		t.Errorf("a glob: %v", err)
 	}
 }

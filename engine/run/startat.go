@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	"github.com/mensylisir/kubexm/engine/playbook"
-	"github.com/mensylisir/kubexm/inventory"
 )
 
 // playSelected says whether play i runs at all: it has a task --tags and
@@ -43,14 +42,6 @@ func (r *runner) beforeStart(t *playbook.Task) bool {
 		return false
 	}
 	return !r.hasStarted()
-}
-
-// CheckStartAt refuses a --start-at-task that names no task of pb, as Run
-// does, for a caller with slow work to do before the run (an offline
-// bundle to unpack).
-func CheckStartAt(pb *playbook.Playbook, inv *inventory.Inventory, startAt string) error {
-	_, err := playbook.SelectTasks(pb, inv.Vars, playbook.SelectOptions{StartAt: startAt})
-	return err
 }
 
 // leaveOut records what tasks left out by --start-at-task or --tags would
