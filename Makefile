@@ -16,7 +16,7 @@ TESTFLAGS ?=
 
 export KUBEXM_TEST_CACHE
 
-.PHONY: build release deps check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-kubeadm-calico e2e-ha e2e-kubeadm-ha e2e-vip e2e-vip-nginx e2e-vip-kube-vip e2e-kubeadm-ha-kube-vip e2e-kubeadm-ha-nginx e2e-ha-all e2e-nodes e2e-nodes-docker e2e-upgrade e2e-upgrade-chain e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
+.PHONY: build release deps check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-kubeadm-calico e2e-ha e2e-ha-calico-bgp e2e-kubeadm-ha e2e-vip e2e-vip-nginx e2e-vip-kube-vip e2e-kubeadm-ha-kube-vip e2e-kubeadm-ha-nginx e2e-ha-all e2e-nodes e2e-nodes-docker e2e-upgrade e2e-upgrade-chain e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
 
 # Static (no cgo): autoRenewCerts copies this binary to the masters, whose
 # C library may be older than the build machine's.
@@ -161,6 +161,14 @@ e2e-kubeadm-calico:
 # it back on flannel (for comparisons).
 e2e-ha:
 	$(GO) test -tags e2e -count=1 -timeout 60m -run '^TestHAControlPlane$$' -v $(TESTFLAGS) ./test/e2e/
+
+# The same suite on calico with BGP and no encapsulation (ipipMode and
+# vxlanMode Never: BIRD's full mesh between the 5 machines, which share the
+# test bridge), without the nginx steps and the CA rotation (not about the
+# network); not in CI (a second 5-machine cluster). It proved the matrix's
+# vxlanMode Never (docs/perf.md).
+e2e-ha-calico-bgp:
+	KUBEXM_E2E_HA_CNI=calico-bgp KUBEXM_E2E_NGINX=0 KUBEXM_E2E_CA_ROTATION=0 $(GO) test -tags e2e -count=1 -timeout 60m -run '^TestHAControlPlane$$' -v $(TESTFLAGS) ./test/e2e/
 
 # Issue 19's and 20's kubeadm mode: 3 masters (stacked etcd) and a worker
 # behind a local haproxy from the offline bundle, a master powered off and
