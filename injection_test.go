@@ -103,7 +103,8 @@ func TestInjectionPreflightEtcdDataDir(t *testing.T) {
 		_, err := runLocal(t, pb, []string{"etcd"}, map[string]any{
 			"preflight_cluster_marker": filepath.Join(dir, "marker"),
 			"cluster_name":             "c1",
-			"spec":                     map[string]any{"etcd": map[string]any{"dataDir": "/x'; touch " + dir + "/PWNED; echo '"}},
+			// spec.etcd.dataDir, as roles/preflight's defaults map it.
+			"preflight_etcd_data_dir": "/x'; touch " + dir + "/PWNED; echo '",
 		}, check)
 		if err != nil {
 			t.Fatalf("check=%v: %v", check, err)
@@ -125,7 +126,8 @@ func TestInjectionOSPackages(t *testing.T) {
 		_, err := runLocal(t, pb, nil, map[string]any{
 			"os_packages": "", "os_packages_deb": []any{}, "os_packages_rpm": []any{},
 			"os_pkg_family": "deb", "os_chrony_package": "chrony",
-			"spec": map[string]any{"system": map[string]any{"debs": []any{"curl$(touch " + dir + "/PWNED)", "x`touch " + dir + "/PWNED`"}}},
+			// spec.system.debs and rpms, as roles/os's defaults map them.
+			"os_system_debs": []any{"curl$(touch " + dir + "/PWNED)", "x`touch " + dir + "/PWNED`"}, "os_system_rpms": []any{},
 		}, check)
 		if err != nil {
 			t.Fatalf("check=%v: %v", check, err)
@@ -152,7 +154,11 @@ func TestInjectionContainerdDelete(t *testing.T) {
 			"containerd_state_dir": filepath.Join(dir, "state"), "containerd_config_dir": filepath.Join(dir, "etc"),
 			"runc_bin": filepath.Join(dir, "runc"), "cni_bin_dir": filepath.Join(dir, "cni", "bin"),
 			"containerd_data_dir": data,
-			"spec":                map[string]any{"kubernetes": map[string]any{"containerRuntime": map[string]any{"type": "containerd", "version": "1.7.27"}}, "registry": map[string]any{}},
+			"spec": map[string]any{"kubernetes": map[string]any{"containerRuntime": map[string]any{"type": "containerd", "version": "1.7.27",
+				"containerd": map[string]any{"registryMirrors": []any{}, "insecureRegistries": []any{}}}},
+				"registry": map[string]any{"privateRegistry": "", "namespaceOverride": ""}},
+			// The cluster's choices the playbooks load (roles/artifacts/defaults/main.yaml).
+			"container_runtime_type": "containerd", "registry_type": "", "registry_auths": map[string]any{},
 		}
 	}
 	pb := "- hosts: all\n  gather_facts: false\n  tasks:\n    - include_role: {name: containerd, tasks_from: delete}\n"

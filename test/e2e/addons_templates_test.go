@@ -125,6 +125,7 @@ func withRoleDefaults(t *testing.T, role string, vars, override map[string]any) 
 	for k, v := range vars {
 		out[k] = v
 	}
+	completeSpec(t, out)
 	pending := map[string]any{}
 	for k, v := range defaults {
 		if _, set := vars[k]; !set {

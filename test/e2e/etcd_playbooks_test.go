@@ -115,6 +115,8 @@ func sampleVars(addrs [3]string) map[string]any {
 		"etcd_bin_dir": "/usr/local/bin", "etcd_config_dir": "/etc/kubexm/etcd",
 		"os_backup_dir": "/var/lib/kubexm/os-backup", "etcd_join_existing": false,
 		"etcd_extra_config": map[string]any{},
+		// roles/os maps spec.system.ntpServers (its defaults/main.yaml).
+		"os_ntp_servers": []any{"n1", "pool.example.org"},
 	}
 }
 

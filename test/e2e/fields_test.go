@@ -316,14 +316,14 @@ func fieldClaims() map[string][]fieldClaim {
 		"spec.system.debs": {task(inAll, "os", "main.yaml", "Packages - choose the list for this host", []any{"sentinel-deb"}, "sentinel-deb").
 			with(nil, map[string]any{"os_pkg_family": "deb"})},
 
-		"spec.kubernetes.type":    read("playbooks/create-cluster/playbook.yaml", `spec.kubernetes.type == "kubeadm"`, "TestKubeadmInitConfigTemplate"),
+		"spec.kubernetes.type":    read("roles/artifacts/defaults/main.yaml", `kubernetes_type: "{{ .spec.kubernetes.type }}"`, "TestKubeadmInitConfigTemplate"),
 		"spec.kubernetes.version": read("roles/artifacts/defaults/main.yaml", "spec.kubernetes.version", "TestKubernetesTemplatesPerMinor"),
 		"spec.kubernetes.apiserverCertExtraSans": {
 			kadm([]any{"sentinel-san.example"}, "sentinel-san.example"),
 			readBy(inBinary, "roles/kubernetes/pki/defaults/main.yaml", "apiserverCertExtraSans", "TestKubernetesTemplatePKIDefaults"),
 		},
-		"spec.kubernetes.containerRuntime.type":               read("roles/runtime/tasks/main.yaml", "containerRuntime.type", "TestContainerdConfigTemplate"),
-		"spec.kubernetes.containerRuntime.customRole":         read("roles/runtime/tasks/main.yaml", "customRole", "TestCustomNetworkRole"),
+		"spec.kubernetes.containerRuntime.type":               read("roles/artifacts/defaults/main.yaml", `container_runtime_type: "{{ .spec.kubernetes.containerRuntime.type }}"`, "TestContainerdConfigTemplate"),
+		"spec.kubernetes.containerRuntime.customRole":         read("roles/artifacts/defaults/main.yaml", `container_runtime_custom_role: "{{ .spec.kubernetes.containerRuntime.customRole }}"`, "TestCustomNetworkRole"),
 		"spec.kubernetes.containerRuntime.version":            read("roles/containerd/defaults/main.yaml", "spec.kubernetes.containerRuntime.version", "TestContainerdConfigTemplate"),
 		"spec.kubernetes.containerRuntime.containerd.version": read("schema/defaults.go", "setStr(&cr.Version, rs.Version)", "TestValidationRules"),
 		"spec.kubernetes.containerRuntime.containerd.registryMirrors": {task(inAll, "containerd", "main.yaml", "containerd - hosts.toml of the registries", nil, "mirror.sentinel.example").with(nil, loopItem).setBy(func(spec map[string]any) {
@@ -378,7 +378,7 @@ func fieldClaims() map[string][]fieldClaim {
 			rendered(inBinary, "kubernetes/node", "kubelet.service.tmpl", []any{"--sentinel-flag=1"}, "--sentinel-flag=1").with(nil, kubeletRun),
 		},
 
-		"spec.etcd.type": read("playbooks/create-cluster/playbook.yaml", `spec.etcd.type == "kubexm"`, "TestKubeadmInitConfigExternalEtcd"),
+		"spec.etcd.type": read("roles/artifacts/defaults/main.yaml", `etcd_type: "{{ .spec.etcd.type }}"`, "TestKubeadmInitConfigExternalEtcd"),
 		"spec.etcd.version": {
 			readBy(inEtcdOwn, "roles/etcd/defaults/main.yaml", ".spec.etcd.version", "TestEtcdConfigTemplate"),
 			// The stacked member runs the etcd image kubeadm pins
@@ -416,8 +416,8 @@ func fieldClaims() map[string][]fieldClaim {
 		"spec.etcd.backupDir":        backupSetting("backupDir", "/sentinel/backups", "/sentinel/backups"),
 		"spec.etcd.keepBackupNumber": backupSetting("keepBackupNumber", 17, "17"),
 
-		"spec.network.plugin":     read("roles/cni/tasks/main.yaml", "spec.network.plugin", "TestAddonTemplateFlannel"),
-		"spec.network.customRole": read("roles/cni/tasks/main.yaml", "spec.network.customRole", "TestCustomNetworkRole"),
+		"spec.network.plugin":     read("roles/artifacts/defaults/main.yaml", `network_plugin: "{{ .spec.network.plugin }}"`, "TestAddonTemplateFlannel"),
+		"spec.network.customRole": read("roles/artifacts/defaults/main.yaml", `network_custom_role: "{{ .spec.network.customRole }}"`, "TestCustomNetworkRole"),
 		// ipip is refused (no suite has run it); vxlanMode Always is the
 		// default, so its reading is the proof.
 		"spec.network.calico.ipipMode": {refusedWith(inAll, nil).naming("spec.network.calico.ipipMode").setBy(func(spec map[string]any) {
@@ -551,7 +551,7 @@ func (c fieldClaim) external(endpoints []any) fieldClaim {
 // etcd kubexm or kubeadm runs.
 func externalFile(k string) []fieldClaim {
 	return []fieldClaim{
-		readBy(inExternal, "roles/kubernetes/pki/tasks/etcd-client.yaml", ".spec.etcd.external."+k+" }}", "TestKubeadmInitConfigExternalEtcd"),
+		readBy(inExternal, "roles/artifacts/defaults/main.yaml", "{{ .spec.etcd.external."+k+" }}", "TestKubeadmInitConfigExternalEtcd"),
 		refusedWith(inNotExtern, nil).setBy(func(spec map[string]any) {
 			setPath(spec, "etcd.external."+k, "sentinel.pem")
 		}),

@@ -22,6 +22,7 @@ import (
 
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/engine/eval"
+	"github.com/mensylisir/kubexm/schema"
 )
 
 var kubeRoles = []string{"kubernetes/pki", "kubernetes/control-plane", "kubernetes/node"}
@@ -100,6 +101,7 @@ func withDefaults(t *testing.T, role string, vars map[string]any) map[string]any
 	for k, v := range vars {
 		out[k] = v
 	}
+	completeSpec(t, out)
 	ev := eval.New()
 	// The playbooks load roles/artifacts/defaults/main.yaml as shared
 	// defaults: its Kubernetes release, paths and ranges come before the
@@ -124,9 +126,52 @@ func withDefaults(t *testing.T, role string, vars map[string]any) map[string]any
 	return out
 }
 
+// completeSpec fills the fields a test's spec leaves out from a defaulted
+// minimal cluster's, as schema.Inventory gives the roles every field of
+// the spec: the roles' defaults map spec's fields (the cluster's choices
+// among them) and would find a field missing that a real spec has.
+func completeSpec(t *testing.T, vars map[string]any) {
+	t.Helper()
+	spec, _ := vars["spec"].(map[string]any)
+	if spec == nil {
+		return
+	}
+	c, _, err := schema.Parse("defaults.yaml", []byte(schema.MinimalCluster))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := schema.Inventory(c, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fill func(dst, src map[string]any)
+	fill = func(dst, src map[string]any) {
+		for k, sv := range src {
+			dv, ok := dst[k]
+			if !ok {
+				dst[k] = sv
+				continue
+			}
+			dm, dok := dv.(map[string]any)
+			sm, sok := sv.(map[string]any)
+			if dok && sok {
+				fill(dm, sm)
+			}
+		}
+	}
+	fill(spec, inv.Vars["spec"].(map[string]any))
+}
+
 // sharedKubeName says whether a name of the shared versions file is one the
 // Kubernetes roles read: its release, pins, paths and ranges (the image and
 // artifact lists need more of cluster.yaml than kubeVars has).
+// clusterChoices are the shared variables holding cluster.yaml's modes
+// and the spec fields several roles read (roles/artifacts/defaults/main.yaml,
+// "the cluster's choices").
+var clusterChoices = []string{"kubernetes_type", "etcd_type", "container_runtime_type", "network_plugin", "registry_type",
+	"control_plane_external_lb", "control_plane_internal_lb", "network_custom_role", "container_runtime_custom_role",
+	"cluster_addons", "registry_auths"}
+
 func sharedKubeName(name string) bool {
 	// kubelet_cluster_dns reads the node-local cache's switch and address
 	// and the kube-dns Service's address; kubelet and kubeadm name the
@@ -134,6 +179,11 @@ func sharedKubeName(name string) bool {
 	// balancer role's (it reads images_refs, which these tests leave out).
 	if strings.HasPrefix(name, "kube_vip_") {
 		return false
+	}
+	// The cluster's choices (kubernetes_type, etcd_type, ...) map spec's
+	// modes once, for every role.
+	if slices.Contains(clusterChoices, name) {
+		return true
 	}
 	return strings.HasPrefix(name, "kube") || name == "pause_version" || name == "coredns_version" || name == "cri_endpoint" ||
 		slices.Contains([]string{"nodelocaldns_enabled", "nodelocaldns_ip", "coredns_service_cidr", "coredns_cluster_ip"}, name)
