@@ -25,9 +25,10 @@ build:
 
 # A release: static binaries for linux/amd64 and linux/arm64 that name their
 # version, commit and build date, each with its sha256, in $(DIST).
-# VERSION defaults to the version in cmd/kubexm/main.go.
+# VERSION defaults to the version in cmd/kubexm/internal/cli/root.go.
 DIST ?= dist
-VERSION ?= $(shell sed -n 's/^var version = "\(.*\)"$$/\1/p' cmd/kubexm/main.go)
+CLI := github.com/mensylisir/kubexm/cmd/kubexm/internal/cli
+VERSION ?= $(shell sed -n 's/^var version = "\(.*\)"$$/\1/p' cmd/kubexm/internal/cli/root.go)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 release:
@@ -35,7 +36,7 @@ release:
 	@for arch in amd64 arm64; do \
 	  out='$(DIST)'/kubexm-$(VERSION)-linux-$$arch; \
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath \
-	    -ldflags "-s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILD_DATE)" \
+	    -ldflags "-s -w -X $(CLI).version=$(VERSION) -X $(CLI).commit=$(COMMIT) -X $(CLI).buildDate=$(BUILD_DATE)" \
 	    -o "$$out" ./cmd/kubexm || exit 1; \
 	  (cd '$(DIST)' && sha256sum "$${out##*/}" > "$${out##*/}.sha256") || exit 1; \
 	  echo "$$out"; \

@@ -1,0 +1,293 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+
+	"github.com/goccy/go-yaml"
+	"github.com/spf13/cobra"
+
+	"github.com/mensylisir/kubexm/lifecycle"
+	"github.com/mensylisir/kubexm/schema"
+)
+
+// newConfigCmd is `kubexm config`: checking, showing and converting
+// cluster files.
+func newConfigCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Validate, view and convert cluster.yaml",
+	}
+	cmd.AddCommand(newConfigValidateCmd(), newConfigViewCmd(), newConfigConvertCmd())
+	return cmd
+}
+
+func printWarnings(w io.Writer, warnings []schema.Warning) {
+	for _, x := range warnings {
+		fmt.Fprintf(w, "warning: %s\n", x)
+	}
+}
+
+func newConfigValidateCmd() *cobra.Command {
+	var file, output string
+	var rolesPath []string
+	cmd := &cobra.Command{
+		Use:   "validate",
+		Short: "Check a cluster file and report every problem in it",
+		Long: `Check a cluster file and report every problem in it at once, with file:line:col:
+values, references between fields, and every choice this kubexm does not
+install yet (kubexm support lists them).`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutputFormat(output, "text"); err != nil {
+				return err
+			}
+			file, err := clusterFile(file)
+			if err != nil {
+				return err
+			}
+			c, warnings, err := lifecycle.LoadWith(file, rolesPath)
+			if output != "text" {
+				return writeValidation(cmd.OutOrStdout(), output, file, c, warnings, err)
+			}
+			printWarnings(cmd.ErrOrStderr(), warnings)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid: cluster %s, %d hosts, Kubernetes %s (%s), etcd %s, %s\n",
+				file, c.Metadata.Name, len(c.Spec.Hosts), c.Spec.Kubernetes.Version, c.Spec.Kubernetes.Type,
+				c.Spec.Etcd.Type, c.Spec.Network.Plugin)
+			return nil
+		},
+	}
+	addClusterFileFlag(cmd.Flags(), &file)
+	addOutputFlag(cmd, &output, "text")
+	addRolesPathFlag(cmd, &rolesPath)
+	return cmd
+}
+
+// writeValidation prints the verdict on file for programs; an invalid
+// file is still an error (exit 1) after it, so that scripts need not
+// parse the document to know.
+func writeValidation(w io.Writer, format, file string, c *schema.Cluster, warnings []schema.Warning, loadErr error) error {
+	v, err := schema.NewValidation(file, c, warnings, loadErr)
+	if err != nil {
+		// Not a cluster file's problem (unreadable, no such file): no
+		// verdict on its content to print.
+		return err
+	}
+	if err := writeStructured(w, format, v); err != nil {
+		return err
+	}
+	if loadErr != nil {
+		return fmt.Errorf("%s is not valid: %d problems: %w", file, len(v.Problems), loadErr)
+	}
+	return nil
+}
+
+func newConfigViewCmd() *cobra.Command {
+	var file, output string
+	var rolesPath []string
+	var resource bool
+	cmd := &cobra.Command{
+		Use:          "view",
+		Short:        "Print the cluster file with every default filled in and secrets masked",
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutputFormat(output); err != nil {
+				return err
+			}
+			file, err := clusterFile(file)
+			if err != nil {
+				return err
+			}
+			c, warnings, err := lifecycle.LoadWith(file, rolesPath)
+			printWarnings(cmd.ErrOrStderr(), warnings)
+			if err != nil {
+				return err
+			}
+			shown := c.Masked()
+			if resource {
+				shown = c.Resource()
+			}
+			out, err := schema.Marshal(shown)
+			if err != nil {
+				return err
+			}
+			// The JSON is the YAML converted: the same keys, the file's.
+			if output == "json" {
+				if out, err = yaml.YAMLToJSON(out); err != nil {
+					return fmt.Errorf("encode json: %w", err)
+				}
+				return writeStructured(cmd.OutOrStdout(), output, json.RawMessage(out))
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
+	}
+	addClusterFileFlag(cmd.Flags(), &file)
+	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "yaml or json")
+	cmd.Flags().BoolVar(&resource, "resource", false, "print the Cluster resource for kubectl apply --server-side: passwords and passphrases left out, not masked (deploy/crd)")
+	addRolesPathFlag(cmd, &rolesPath)
+	return cmd
+}
+
+func newConfigConvertCmd() *cobra.Command {
+	var file, output string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "convert",
+		Short: "Convert a KubeKey v3 cluster file to the kubexm form",
+		Long: "Convert a KubeKey v3 (kubekey.kubesphere.io/v1alpha2) cluster file to kubexm's\n" +
+			"format. Secrets are kept as written (${ENV} references stay references) and no\n" +
+			"defaults are added; run `kubexm config validate` on the result.",
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			file, err := clusterFile(file)
+			if err != nil {
+				return err
+			}
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return fmt.Errorf("read cluster file: %w", err)
+			}
+			c, warnings, err := schema.Decode(file, data)
+			printWarnings(cmd.ErrOrStderr(), warnings)
+			if err != nil {
+				return err
+			}
+			out, err := schema.Marshal(c)
+			if err != nil {
+				return err
+			}
+			if output == "" || output == "-" {
+				_, err = cmd.OutOrStdout().Write(out)
+				return err
+			}
+			// The file may carry passwords, so it is private like the input should be.
+			if err := writeNewFile(output, out, 0o600, force, file); err != nil {
+				return fmt.Errorf("write converted file: %w", err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", output)
+			return nil
+		},
+	}
+	addClusterFileFlag(cmd.Flags(), &file)
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output file (default: standard output)")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing output file, even the input")
+	return cmd
+}
+
+// writeNewFile writes data to path, refusing an existing file unless force:
+// a mistyped -o must not destroy a cluster file, least of all the input
+// being read (input, "" for none), which would be lost with no copy left.
+func writeNewFile(path string, data []byte, perm os.FileMode, force bool, input string) error {
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if force {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flags, perm)
+	if errors.Is(err, fs.ErrExist) {
+		if input != "" && sameFile(path, input) {
+			return fmt.Errorf("%s is the input file; write elsewhere (or use --force to replace it): %w", path, err)
+		}
+		return fmt.Errorf("%s already exists (use --force to overwrite): %w", path, err)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func sameFile(a, b string) bool {
+	ia, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	ib, err := os.Stat(b)
+	return err == nil && os.SameFile(ia, ib)
+}
+
+// newCreateCmd is `kubexm create`; it holds `create config`, and the lead's
+// main adds the cluster-creating subcommands.
+func newCreateCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Create a cluster (create cluster) or a sample cluster file (create config)",
+	}
+	cmd.AddCommand(newCreateConfigCmd())
+	return cmd
+}
+
+func newCreateConfigCmd() *cobra.Command {
+	var version, output, name string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Write a commented sample cluster.yaml (an all-in-one cluster on this machine)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := schema.BuiltinSupport()
+			if err != nil {
+				return err
+			}
+			if version, err = s.KubernetesVersion(version); err != nil {
+				return err
+			}
+			if err := schema.CheckClusterName(name); err != nil {
+				return fmt.Errorf("--name: %w", err)
+			}
+			sample := schema.SampleConfig(s, name, version, localIPv4())
+			if output == "" || output == "-" {
+				_, err := io.WriteString(cmd.OutOrStdout(), sample)
+				return err
+			}
+			if err := writeNewFile(output, []byte(sample), 0o644, force, ""); err != nil {
+				return fmt.Errorf("write sample: %w", err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s; check it with: kubexm config validate -f %s\n", output, output)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&version, "kubernetes-version", schema.DefaultKubernetesVersion, "Kubernetes version: a patch of a minor kubexm support lists, or the minor alone (its newest checked patch)")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output file (default: standard output)")
+	cmd.Flags().StringVar(&name, "name", "mycluster", "cluster name")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing output file")
+	return cmd
+}
+
+// localIPv4 guesses the address other nodes would reach this machine on:
+// the first global unicast IPv4 of an interface that is up.
+func localIPv4() string {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
+				return ipn.IP.String()
+			}
+		}
+	}
+	return ""
+}

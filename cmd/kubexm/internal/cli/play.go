@@ -1,0 +1,234 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mensylisir/kubexm"
+	"github.com/mensylisir/kubexm/engine/model"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/engine/output"
+	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/transport"
+	"github.com/mensylisir/kubexm/inventory"
+	"github.com/mensylisir/kubexm/lifecycle"
+	"github.com/mensylisir/kubexm/schema"
+)
+
+// app holds what the play commands need from the rest of the program; main
+// fills it.
+type app struct {
+	// loadInventory reads a cluster file, refusing the choices the support
+	// matrix s (of the playbook's tree) marks as not supported yet.
+	loadInventory func(f *lifecycle.ClusterFile, s *schema.Support) (*inventory.Inventory, error)
+	builtins      map[string]step.Builtin
+	connect       func(ctx context.Context, h *inventory.Host) (transport.Transport, error)
+	builtinFS     fs.FS // holds playbooks/ and roles/
+}
+
+// playFlags are the options of `kubexm play` and the verbs: the flags bind
+// into the run's request.
+type playFlags = lifecycle.Request
+
+func newPlayCmd(a *app) *cobra.Command {
+	var f playFlags
+	cmd := &cobra.Command{
+		Use:   "play PLAYBOOK",
+		Short: "Run a playbook against the hosts of a cluster.yaml",
+		Long: `Run a playbook: a directory holding playbook.yaml, a YAML file, or the name
+of a built-in playbook (kubexm playbook list). See docs/playbooks.md.`,
+		Example: `  kubexm play create-cluster -i cluster.yaml
+  kubexm play ./my-fork/playbooks/create-cluster -i cluster.yaml --tags etcd --limit master1
+  kubexm play create-cluster -i cluster.yaml --resume
+  kubexm play upgrade --syntax-check`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var ran lifecycle.Cluster
+			f.Loaded = func(c lifecycle.Cluster) error { ran = c; return nil }
+			if err := a.play(cmd.Context(), cmd.OutOrStdout(), args[0], f); err != nil {
+				return err
+			}
+			if filepath.Base(strings.TrimSuffix(args[0], "/")) == "create-cluster" && f.Inventory != "" {
+				printAdminKubeconfig(cmd.ErrOrStderr(), f, ran)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.Inventory, "inventory", "i", "", "cluster.yaml describing the hosts")
+	addRunFlags(fl, &f, "f")
+	fl.BoolVar(&f.ListTasks, "list-tasks", false, "list the tasks that would run, and exit")
+	fl.BoolVar(&f.ListHosts, "list-hosts", false, "list the hosts each play would run on, and exit")
+	fl.BoolVar(&f.ListTags, "list-tags", false, "list the tags of each play, and exit")
+	fl.BoolVar(&f.Syntax, "syntax-check", false, "load and check the playbook, and exit")
+	fl.BoolVar(&f.ForceHandlers, "force-handlers", false, "run notified handlers even on hosts that failed afterwards (as the play keyword force_handlers)")
+	fl.StringVar(&f.Backup, "backup", "", "the backup archive a restore reads: sets -e backup_file to its absolute path")
+	addOfflineBundleFlag(fl, &f)
+	return cmd
+}
+
+// addRunFlags registers the flags of a playbook run that `kubexm play` and
+// the verbs (create cluster, upgrade cluster, ...) share; forksShort is the
+// shorthand of --forks ("" for none: the verbs use -f for the cluster file).
+func addRunFlags(fl *pflag.FlagSet, f *playFlags, forksShort string) {
+	fl.StringSliceVarP(&f.Tags, "tags", "t", nil, "run only tasks with these tags (comma separated)")
+	fl.StringSliceVar(&f.SkipTags, "skip-tags", nil, "skip tasks with these tags")
+	fl.StringVar(&f.StartAt, "start-at-task", "", "start at the first task with this name (exact or glob)")
+	fl.StringVarP(&f.Limit, "limit", "l", "", "further limit hosts to this pattern (e.g. master1,etcd:!etcd3)")
+	fl.BoolVarP(&f.Check, "check", "C", false, "dry run: report what would change, change nothing")
+	fl.BoolVarP(&f.Diff, "diff", "D", false, "show the differences of changed files")
+	fl.StringArrayVarP(&f.ExtraVars, "extra-vars", "e", nil, "set a variable: name=value, @file.yaml or a {...} mapping (repeatable)")
+	fl.IntVarP(&f.Forks, "forks", forksShort, 50, "how many hosts work at once")
+	fl.StringVar(&f.Resume, "resume", "", "continue a failed run, skipping what succeeded: the last run, or --resume=RUN-ID")
+	fl.Lookup("resume").NoOptDefVal = "last"
+	fl.StringVarP(&f.Output, "output", "o", "text", "output format: text or json")
+	fl.CountVarP(&f.Verbose, "verbose", "v", "show stdout/stderr of every task (-vv: also progress)")
+	fl.StringSliceVar(&f.RolesPath, "roles-path", nil, "directories searched for roles before the built-in ones")
+	addOverlayFlag(fl, &f.Overlays)
+	fl.StringVar(&f.WorkDir, "workdir", "", "work directory holding run journals (default .kubexm/<cluster name>)")
+	fl.BoolVar(&f.NoJournal, "no-journal", false, "do not write a run journal (such a run cannot be resumed)")
+	fl.DurationVar(&f.LockWait, "lock-wait", 15*time.Second, "how long to wait for another kubexm run's lock on the hosts before giving up")
+	fl.BoolVar(&f.BreakLock, "break-lock", false, "end the kubexm run that holds the hosts' lock (one whose control machine is gone) and take it; says whose it was")
+}
+
+func addOverlayFlag(fl *pflag.FlagSet, dirs *[]string) {
+	fl.StringArrayVar(dirs, "overlay", nil, "a directory whose roles/<role>/templates|files/<file> replace a role's file and whose hooks/<playbook>/ add hook plays; repeatable, a later one wins")
+}
+
+func addOfflineBundleFlag(fl *pflag.FlagSet, f *playFlags) {
+	fl.StringVar(&f.OfflineBundle, "offline-bundle", "", "install from this bundle of kubexm artifact export: verified, unpacked into the work directory, and no download reaches the network")
+}
+
+// runner is the lifecycle of a run, wired to this program's builtins,
+// transports and views.
+func (a *app) runner() lifecycle.Runner {
+	return lifecycle.Runner{LoadInventory: a.loadInventory, Builtins: a.builtins, Connect: a.connect,
+		BuiltinFS: a.builtinFS, Version: version, TextSink: textSink}
+}
+
+func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) error {
+	f.Playbook, f.Stdout, f.Stderr = ref, w, os.Stderr
+	_, err := a.runner().Run(ctx, f)
+	return err
+}
+
+func newPlaybookCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "playbook",
+		Short: "List or export the built-in playbooks and roles",
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List the built-in playbooks",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if a.builtinFS == nil {
+				return errors.New("this kubexm has no built-in playbooks")
+			}
+			ents, err := fs.ReadDir(a.builtinFS, "playbooks")
+			if err != nil {
+				return err
+			}
+			for _, e := range ents {
+				fmt.Fprintln(cmd.OutOrStdout(), strings.TrimSuffix(e.Name(), ".yaml"))
+			}
+			return nil
+		},
+	})
+	var force bool
+	export := &cobra.Command{
+		Use:   "export DIR",
+		Short: "Write the built-in playbooks and roles to DIR for forking",
+		Long: `Write the built-in playbooks/ and roles/ to DIR. Run a fork with
+kubexm play DIR/playbooks/NAME: its roles are found in DIR/roles first.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if a.builtinFS == nil {
+				return errors.New("this kubexm has no built-in playbooks")
+			}
+			n, err := kubexm.Export(a.builtinFS, args[0], force)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %d files to %s\n", n, args[0])
+			return nil
+		},
+	}
+	export.Flags().BoolVar(&force, "force", false, "overwrite files that already exist")
+	cmd.AddCommand(export, newPlaybookDiffCmd(a))
+	return cmd
+}
+
+func newPlaybookDiffCmd(a *app) *cobra.Command {
+	var overlays []string
+	var out string
+	cmd := &cobra.Command{
+		Use:   "diff DIR",
+		Short: "Show how a forked playbook differs from the built-in one it came from",
+		Long: `Compare the forked playbook directory DIR (e.g. ./site/playbooks/create-cluster)
+with the built-in playbook of the same name: its playbook.yaml, every file of
+the roles/ it finds them in (DIR/roles, and DIR/../../roles for the layout of
+kubexm playbook export), and the files of its site/ directories and of
+--overlay. Each changed file is a unified diff from the built-in file to the
+fork's; files only in the fork, and files of a copied role only in the
+built-in one (often new in this kubexm), are listed. Exit status: 0 when the
+fork equals the built-ins, 1 when it differs, 2 on error (as diff).`,
+		Example: `  kubexm playbook diff ./site/playbooks/create-cluster
+  kubexm playbook diff ./site/playbooks/create-cluster --overlay ./overlays/dc1 -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutputFormat(out, "text"); err != nil {
+				return &lifecycle.ExitError{Err: err, Code: 2}
+			}
+			d, err := engine.DiffFork(args[0], engine.LoadOptions{BuiltinFS: a.builtinFS, Overlays: overlays})
+			if err != nil {
+				return &lifecycle.ExitError{Err: err, Code: 2}
+			}
+			w := cmd.OutOrStdout()
+			if out != "text" {
+				if err := printDoc(w, out, d); err != nil {
+					return &lifecycle.ExitError{Err: err, Code: 2}
+				}
+			} else {
+				writeForkDiff(w, d)
+			}
+			if d.Identical() {
+				return nil
+			}
+			return &lifecycle.ExitError{Err: fmt.Errorf("%s differs from the built-in playbook %s: %d files changed, %d only in the fork, %d only in the built-in roles",
+				args[0], d.Playbook, len(d.Changed), len(d.OnlyInFork), len(d.OnlyInBuiltin)), Code: 1}
+		},
+	}
+	addOverlayFlag(cmd.Flags(), &overlays)
+	cmd.Flags().StringVarP(&out, "output", "o", "text", "output format: text, json or yaml")
+	return cmd
+}
+
+// writeForkDiff prints a fork's differences as diff -ru does.
+func writeForkDiff(w io.Writer, d *engine.ForkDiff) {
+	for _, c := range d.Changed {
+		fmt.Fprintf(w, "diff %s %s\n%s", c.Builtin, c.Fork, c.Diff)
+	}
+	for _, f := range d.OnlyInFork {
+		fmt.Fprintf(w, "Only in the fork: %s\n", f)
+	}
+	for _, f := range d.OnlyInBuiltin {
+		fmt.Fprintf(w, "Only in the built-in: %s\n", f)
+	}
+	fmt.Fprintf(w, "%d files changed, %d unchanged, %d only in the fork, %d only in the built-in (playbook %s)\n",
+		len(d.Changed), d.Same, len(d.OnlyInFork), len(d.OnlyInBuiltin), d.Playbook)
+}
+
+// textSink is the human view of a run on w (output.Human).
+func textSink(w io.Writer, verbosity int) (model.Sink, func()) { return output.Human(w, verbosity) }

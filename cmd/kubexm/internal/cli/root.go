@@ -1,0 +1,144 @@
+// Package cli is kubexm's command tree: the commands, their flags and what
+// they print. The work sits in the packages they call (lifecycle, service,
+// clusterview, ...); cmd/kubexm only starts it, as kubectl's main does.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mensylisir/kubexm"
+	"github.com/mensylisir/kubexm/builtins"
+	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/transport/ssh"
+	"github.com/mensylisir/kubexm/internal/interrupt"
+	"github.com/mensylisir/kubexm/lifecycle"
+	"github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/service/confine"
+)
+
+// version is the engine version playbooks declare in `requires:`; release
+// builds set it with -ldflags "-X github.com/mensylisir/kubexm/cmd/kubexm/internal/cli.version=...".
+var version = "0.1.0"
+
+// stopGrace bounds how long kubexm takes to stop after SIGINT or SIGTERM:
+// the commands on the hosts get transport.KillGrace to end, a stalled
+// connection is given up on, and the recap is printed.
+const stopGrace = 10 * time.Second
+
+// Main runs kubexm with the process's arguments and exits with the status
+// its error asks for.
+func Main() {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go interrupt.Watch(sigs, cancel, stopGrace, os.Stderr, os.Exit)
+	root := newRootCmd()
+	stopProfile := startCPUProfile(os.Getenv("KUBEXM_CPUPROFILE"), os.Stderr)
+	err := root.ExecuteContext(ctx)
+	stopProfile()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		var coded interface{ ExitCode() int }
+		if errors.As(err, &coded) {
+			os.Exit(coded.ExitCode())
+		}
+		os.Exit(1)
+	}
+}
+
+// startCPUProfile writes a CPU profile of the whole command to path (for
+// `go tool pprof`) when path is set: how the engine's own time is spent is
+// the one part of a run's wall time that does not depend on the hosts.
+func startCPUProfile(path string, stderr io.Writer) (stop func()) {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "KUBEXM_CPUPROFILE: %v; running without a profile\n", err)
+		if f != nil {
+			f.Close()
+		}
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "kubexm",
+		Short:         "Create and run Kubernetes clusters from one cluster.yaml",
+		Version:       version,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	// --version also says what this kubexm installs; `kubexm support` has
+	// the whole matrix.
+	if s, err := schema.BuiltinSupport(); err == nil {
+		root.SetVersionTemplate("{{.Name}} version {{.Version}}\ninstalls Kubernetes " + s.KubernetesRange() + "; `kubexm support` lists every choice\n")
+	}
+	conn := &lifecycle.Connector{}
+	var policy string
+	pf := root.PersistentFlags()
+	pf.StringVar(&policy, "ssh-host-key-checking", string(ssh.AcceptNew),
+		"strict (only hosts in known_hosts), accept-new (record new hosts in ~/.kubexm/known_hosts, or $KUBEXM_HOME/known_hosts) or off; a changed key is always refused")
+	pf.IntVar(&conn.UploadForks, "upload-forks", 10, "how many file transfers run at once across all hosts")
+	var connEventsFD int
+	pf.IntVar(&connEventsFD, "conn-events-fd", 0, "write a JSON line for each SSH connection dialed, failed or closed to this file descriptor (for kubexm worker)")
+	_ = pf.MarkHidden("conn-events-fd")
+	var confineDial []string
+	pf.StringSliceVar(&confineDial, "confine-dial", nil, "resolve each host's name once, refuse loopback, link-local and this machine's addresses but these networks, and connect to the checked address (for kubexm worker's jobs)")
+	_ = pf.MarkHidden("confine-dial")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		p, err := ssh.ParseHostKeyChecking(policy)
+		conn.Policy = p
+		if err == nil && connEventsFD > 2 {
+			err = conn.ReportConns(connEventsFD)
+		}
+		if err == nil && cmd.Flags().Changed("confine-dial") {
+			var g *confine.Guard
+			if g, err = confine.New(confine.Config{Allow: confineDial}); err == nil {
+				conn.Dial = g.Dial
+			}
+		}
+		return err
+	}
+	a := &app{
+		loadInventory: lifecycle.LoadInventory,
+		builtins:      builtinRegistry(),
+		connect:       conn.Connect,
+		builtinFS:     kubexm.Content(),
+	}
+	root.AddCommand(newConfigCmd(), newCreateCmd(), newPlayCmd(a), newPlaybookCmd(a), newDocCmd(a), newArtifactCmd(a), newSupportCmd(), newCertsCmd(a), newVersionCmd(), newExplainCmd())
+	root.AddCommand(newServerCmd(a), newWorkerCmd(a), newGetCmd(), newBundleCmd(), newLogsCmd(), newControllerCmd(a))
+	// After them: the verbs join the get command of the server's jobs.
+	addVerbCmds(root, a)
+	addPlaybookListOutput(root, a)
+	addNounAliases(root)
+	refuseUnknownSubcommands(root)
+	return root
+}
+
+func builtinRegistry() map[string]step.Builtin {
+	reg := make(map[string]step.Builtin)
+	for _, b := range builtins.All() {
+		reg[b.Spec().Name] = b
+	}
+	return reg
+}

@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mensylisir/kubexm"
+	"github.com/mensylisir/kubexm/internal/about"
+	"github.com/mensylisir/kubexm/lifecycle"
+	"github.com/mensylisir/kubexm/schema"
+)
+
+// newSupportCmd is `kubexm support`: the support matrix of the playbook tree.
+func newSupportCmd() *cobra.Command {
+	var output string
+	var rolesPath []string
+	var evidence bool
+	cmd := &cobra.Command{
+		Use:   "support",
+		Short: "Print what this kubexm installs: Kubernetes versions, components and cluster.yaml choices",
+		Long: `Print the support matrix (roles/support.yaml of the built-in playbook tree, or
+of a fork with --roles-path): the Kubernetes minors and the default version,
+the version-skew rules, the feature gates each minor removed, the components'
+release lines and default versions, and for every cluster.yaml choice
+whether it is installed. config validate and play refuse every choice marked
+"not supported yet". --evidence adds, to each installed choice, the tests
+that showed it working.`,
+		Example: `  kubexm support
+  kubexm support --evidence
+  kubexm support -o json
+  kubexm support --roles-path ./site/roles`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := lifecycle.SupportFromRolesPath(rolesPath)
+			if err != nil {
+				return err
+			}
+			if !evidence {
+				s = s.WithoutEvidence()
+			}
+			w := cmd.OutOrStdout()
+			switch output {
+			case "text":
+				info, err := about.Collect(about.Build{}, s, kubexm.Content())
+				if err != nil {
+					return err
+				}
+				writeSupportText(w, s, info.Components)
+				return nil
+			case "markdown":
+				_, err := io.WriteString(w, supportMarkdown(s))
+				return err
+			}
+			if err := checkOutputFormat(output, "text", "markdown"); err != nil {
+				return err
+			}
+			return writeStructured(w, output, s)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text, json, yaml or markdown (README.md's table)")
+	cmd.Flags().BoolVar(&evidence, "evidence", false, "also say, for each installed choice, which tests showed it working")
+	addRolesPathFlag(cmd, &rolesPath)
+	return cmd
+}
+
+func addRolesPathFlag(cmd *cobra.Command, dirs *[]string) {
+	cmd.Flags().StringSliceVar(dirs, "roles-path", nil, "role directories of a forked playbook tree; the first holding support.yaml gives the support matrix (default: the built-in one)")
+}
+
+// writeSupportText prints the matrix s for people; components are the
+// versions the roles install by default.
+func writeSupportText(w io.Writer, s *schema.Support, components []about.Component) {
+	k := s.Kubernetes
+	fmt.Fprintf(w, "Support matrix: %s\n\n", s.Source)
+	fmt.Fprintf(w, "Kubernetes: %s; mirrors: %s\n", s.KubernetesRange(), mirrorVar(k.Mirrors))
+	var tested []string
+	for _, m := range k.Minors {
+		if p := k.TestedPatches[m]; p != "" {
+			tested = append(tested, p)
+		}
+	}
+	if len(tested) > 0 {
+		fmt.Fprintf(w, "  checked with: %s (a newer patch is accepted with a warning)\n", strings.Join(tested, ", "))
+	}
+	sk := k.Skew
+	fmt.Fprintf(w, "  version skew: upgrade %d minor at a time; API servers within %d minor; controller-manager and scheduler up to %d older; kubelet and kube-proxy up to %d older; kubectl within %d\n",
+		sk.UpgradeMaxMinors, sk.APIServerMaxMinors, sk.ControlPlaneMaxOlderMinors, sk.NodeMaxOlderMinors, sk.KubectlMaxMinors)
+	for _, m := range k.Minors {
+		if g := k.FeatureGatesRemoved[m]; len(g) > 0 {
+			fmt.Fprintf(w, "  feature gates removed by %s: %s\n", m, strings.Join(g, ", "))
+		}
+		if g := k.FeatureGatesAdded[m]; len(g) > 0 {
+			fmt.Fprintf(w, "  feature gates introduced by %s (older minors refuse them): %s\n", m, strings.Join(g, ", "))
+		}
+	}
+	fmt.Fprintln(w, "\nComponents:")
+	for i, c := range s.Components {
+		def := c.Default
+		if i < len(components) && components[i].Name == c.Name {
+			def = components[i].Default
+		}
+		fmt.Fprintf(w, "  %-12s %-6s default %-9s mirrors: %s\n", c.Name, c.ReleaseLines(), def, mirrorVar(c.Mirrors))
+	}
+	fmt.Fprintf(w, "  checksums: %s\n", s.Checksums)
+	fmt.Fprintln(w, "\nChoices (cluster.yaml):")
+	for _, ch := range s.Choices {
+		fmt.Fprintf(w, "  %s", ch.Field)
+		if ch.OnlyWith != "" {
+			fmt.Fprintf(w, "  (with %s)", ch.OnlyWith)
+		}
+		fmt.Fprintln(w)
+		for _, v := range ch.Values {
+			note := v.Tested // empty without --evidence
+			if !v.Supported() {
+				note = v.Reason
+			}
+			if note != "" {
+				note = ": " + note
+			}
+			fmt.Fprintf(w, "    %-10s %s%s\n", v.Value, v.Status, note)
+		}
+	}
+	names := slices.Sorted(maps.Keys(s.PlaybookChoices))
+	if len(names) > 0 {
+		fmt.Fprintln(w, "\nRefused by one playbook only (installed by create-cluster):")
+	}
+	for _, name := range names {
+		for _, ch := range s.PlaybookChoices[name] {
+			for _, v := range ch.Values {
+				fmt.Fprintf(w, "  %s: %s %s%s: %s\n", name, ch.Field, v.Value, onlyWith(ch), v.Reason)
+			}
+		}
+	}
+}
+
+// mirrorVar says where a component comes from as a user changes it: the
+// role variable of the matrix's "FILE VARIABLE", set with -e.
+func mirrorVar(ref string) string {
+	if _, variable, ok := strings.Cut(ref, " "); ok {
+		return "-e " + variable
+	}
+	return ref
+}
+
+// onlyWith shows a choice's condition: " (with spec.etcd.type=kubexm)".
+func onlyWith(ch schema.Choice) string {
+	if ch.OnlyWith == "" {
+		return ""
+	}
+	return " (with " + ch.OnlyWith + ")"
+}
+
+// supportMarkdown is README.md's "what works" table of cluster.yaml choices.
+func supportMarkdown(s *schema.Support) string {
+	var b strings.Builder
+	b.WriteString(fmt.Sprintf("Kubernetes %s; ", s.KubernetesRange()))
+	var comps []string
+	for _, c := range s.Components {
+		comps = append(comps, c.Name+" "+c.ReleaseLines())
+	}
+	b.WriteString(strings.Join(comps, ", ") + ".\n\n")
+	b.WriteString("| cluster.yaml choice | installed | not supported yet (refused by `config validate` and `play`) |\n|---|---|---|\n")
+	for _, ch := range s.Choices {
+		field := "`" + ch.Field + "`"
+		if ch.OnlyWith != "" {
+			field += " (with " + ch.OnlyWith[strings.LastIndexByte(ch.OnlyWith, '.')+1:] + ")"
+		}
+		b.WriteString(fmt.Sprintf("| %s | %s | %s |\n", field, strings.Join(ch.Supported(), ", "), strings.Join(ch.NotSupported(), ", ")))
+	}
+	names := slices.Sorted(maps.Keys(s.PlaybookChoices))
+	if len(names) > 0 {
+		b.WriteString("\nRefused by one playbook only (`play NAME` refuses them before any task; create-cluster installs them):\n\n")
+	}
+	for _, name := range names {
+		for _, ch := range s.PlaybookChoices[name] {
+			for _, v := range ch.Values {
+				b.WriteString(fmt.Sprintf("- `%s`: `%s` %s%s\n", name, ch.Field, v.Value, onlyWith(ch)))
+			}
+		}
+	}
+	return b.String()
+}

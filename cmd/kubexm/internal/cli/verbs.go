@@ -1,0 +1,487 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/mensylisir/kubexm/lifecycle"
+)
+
+// The verb-noun commands of seeds/002 (create cluster, delete nodes, ...)
+// are front ends over the built-in playbooks: each sets the playbook, the
+// cluster file and the variables its flags stand for, and runs it the way
+// `kubexm play` does (a.play), so lookup, locks, journals, --resume and the
+// output are the same.
+
+// verbFlags are the flags of a verb that runs a playbook.
+type verbFlags struct {
+	play playFlags
+	yes  bool
+	// loaded, if set, is told the cluster of the run before anything runs
+	// (lifecycle.Request.Loaded; with --server, before the job is queued):
+	// the confirmation questions. after, if set, is told about a local run
+	// that succeeded.
+	loaded func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error
+	after  func(cmd *cobra.Command, v *verbFlags)
+}
+
+// addVerbCmds adds the verb-noun commands to root, under the verbs that
+// exist already (create, certs) or new ones.
+func addVerbCmds(root *cobra.Command, a *app) {
+	verb := func(name, short string) *cobra.Command {
+		for _, c := range root.Commands() {
+			if c.Name() == name {
+				return c
+			}
+		}
+		c := &cobra.Command{Use: name, Short: short}
+		root.AddCommand(c)
+		return c
+	}
+	verb("create", "").AddCommand(newCreateClusterCmd(a))
+	verb("delete", "Delete a cluster or take nodes out of it").AddCommand(newDeleteClusterCmd(a), newDeleteNodesCmd(a))
+	verb("add", "Add nodes to a cluster").AddCommand(newAddNodesCmd(a))
+	verb("upgrade", "Upgrade a cluster").AddCommand(newUpgradeClusterCmd(a))
+	verb("backup", "Back up a cluster, list and download the backups a kubexm server made").AddCommand(newBackupClusterCmd(a), newBackupListCmd(), newBackupDownloadCmd())
+	verb("restore", "Restore a cluster from a backup").AddCommand(newRestoreClusterCmd(a))
+	verb("certs", "").AddCommand(newCertsRenewCmd(a))
+	verb("plan", "Show what a run would change").AddCommand(newPlanClusterCmd(a))
+	verb("run", "Run a command on hosts of a cluster").AddCommand(newRunCommandCmd(a))
+	get := verb("get", "List clusters and nodes")
+	get.AddCommand(newGetClustersCmd(), newGetNodesCmd(a), newGetRunsCmd(), newGetKubeconfigCmd(a))
+	// kubectl users' `get pods`: the cluster's objects are kubectl's.
+	get.Annotations = map[string]string{unknownHint: "kubexm get shows the clusters kubexm made and their hosts; the objects in a cluster are kubectl's: kubectl --kubeconfig .kubexm/CLUSTER/kubeconfig get ..."}
+	verb("describe", "Describe a cluster").AddCommand(newDescribeClusterCmd(a))
+	for _, n := range notYetVerbs() {
+		verb(n.verb, n.verbShort).AddCommand(newNotYetCmd(n))
+	}
+}
+
+// verbCmd is a command running playbook on the cluster file of -f with the
+// common run flags; prepare, if set, turns the verb's own flags into
+// variables and checks them before anything runs.
+func verbCmd(a *app, use, playbook, short, long, example string, v *verbFlags, prepare func(*cobra.Command, *verbFlags) error) *cobra.Command {
+	var remote clientFlags
+	cmd := &cobra.Command{
+		Use:     use,
+		Short:   short,
+		Long:    long,
+		Example: example,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if v.play.Inventory, err = clusterFile(v.play.Inventory); err != nil {
+				return err
+			}
+			if prepare != nil {
+				if err := prepare(cmd, v); err != nil {
+					return err
+				}
+			}
+			if remote.server != "" {
+				if v.loaded != nil {
+					c, err := lifecycle.ReadCluster(v.play.Inventory, v.play.WorkDir, v.play.RolesPath)
+					if err != nil {
+						return err
+					}
+					if err := v.loaded(cmd, v, c); err != nil {
+						return err
+					}
+				}
+				return playRemote(cmd, playbook, v.play, remote)
+			}
+			if v.loaded != nil {
+				v.play.Loaded = func(c lifecycle.Cluster) error { return v.loaded(cmd, v, c) }
+			}
+			err = a.play(cmd.Context(), cmd.OutOrStdout(), playbook, v.play)
+			if err == nil && v.after != nil {
+				v.after(cmd, v)
+			}
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	addClusterFileFlag(fl, &v.play.Inventory)
+	addRunFlags(fl, &v.play, "")
+	addRemoteFlags(fl, &remote)
+	fl.BoolVar(&v.play.Check, "dry-run", false, "same as --check")
+	return cmd
+}
+
+func addYesFlag(fl *pflag.FlagSet, v *verbFlags) {
+	fl.BoolVarP(&v.yes, "yes", "y", false, "do not ask for confirmation")
+}
+
+// confirm asks on errw and reads the answer from in; only "yes" goes on.
+// Without an answer (stdin closed or not a terminal) the run is refused:
+// a script must say --yes.
+func confirm(in io.Reader, errw io.Writer, question string) error {
+	fmt.Fprintf(errw, "%s\nType yes to continue: ", question)
+	line, err := bufio.NewReader(in).ReadString('\n')
+	answer := strings.TrimSpace(line)
+	if answer == "yes" {
+		return nil
+	}
+	if answer == "" && err != nil {
+		fmt.Fprintln(errw)
+		return errors.New("no answer on standard input; nothing was changed: pass --yes to run without asking")
+	}
+	return fmt.Errorf("answered %q, not yes; nothing was changed", answer)
+}
+
+// askUnlessYes asks question before a run that changes the cluster, unless
+// --yes or --check says there is nothing to ask.
+func askUnlessYes(cmd *cobra.Command, v *verbFlags, question string) error {
+	if v.yes || v.play.Check {
+		return nil
+	}
+	return confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), question)
+}
+
+// clusterSummary names the cluster and its hosts, for confirmation
+// questions.
+func clusterSummary(c lifecycle.Cluster) string {
+	return fmt.Sprintf("cluster %s (hosts %s)", c.Name, strings.Join(c.Hosts, ", "))
+}
+
+func newCreateClusterCmd(a *app) *cobra.Command {
+	v := &verbFlags{}
+	var skipPreflight bool
+	cmd := verbCmd(a, "cluster", "create-cluster",
+		"Create a cluster from cluster.yaml (the create-cluster playbook)",
+		`Run the create-cluster playbook: preflight checks, OS preparation, etcd, the
+container runtime, Kubernetes, the network plugin and CoreDNS. A second run
+changes nothing; a failed run continues with --resume.`,
+		`  kubexm create cluster -f cluster.yaml
+  kubexm create cluster -f cluster.yaml --offline-bundle bundle.tar.gz
+  kubexm create cluster -f cluster.yaml --tags preflight,os,etcd
+  kubexm create cluster -f cluster.yaml --resume`,
+		v, func(*cobra.Command, *verbFlags) error {
+			if skipPreflight {
+				v.play.SkipTags = append(v.play.SkipTags, "preflight")
+			}
+			return nil
+		})
+	var ran lifecycle.Cluster
+	v.loaded = func(_ *cobra.Command, _ *verbFlags, c lifecycle.Cluster) error { ran = c; return nil }
+	v.after = func(cmd *cobra.Command, v *verbFlags) { printAdminKubeconfig(cmd.ErrOrStderr(), v.play, ran) }
+	addOfflineBundleFlag(cmd.Flags(), &v.play)
+	cmd.Flags().BoolVar(&skipPreflight, "skip-preflight", false, "skip the preflight checks (--skip-tags preflight; for debugging)")
+	return cmd
+}
+
+// printAdminKubeconfig says, after a create, where the cluster's admin
+// kubeconfig is and how to use it: the first thing a user wants next. On
+// standard error, so that -o json's events stay alone on standard output.
+// c is the cluster the run told (Request.Loaded): none when nothing ran.
+func printAdminKubeconfig(w io.Writer, f playFlags, c lifecycle.Cluster) {
+	if f.Check || f.ListTasks || f.ListHosts || f.ListTags || f.Syntax || c.WorkDir == "" {
+		return
+	}
+	// As the user named it, or the default relative one: the run's own
+	// is absolute.
+	dir := f.WorkDir
+	if dir == "" {
+		dir = lifecycle.DefaultWorkDir(c.Name, f.Inventory)
+	}
+	kc := filepath.Join(dir, "kubeconfig")
+	if _, err := os.Stat(kc); err != nil {
+		return // a run limited by --tags that did not get to it
+	}
+	abs, err := filepath.Abs(kc)
+	if err != nil {
+		abs = kc
+	}
+	fmt.Fprintf(w, "\nThe cluster's admin kubeconfig is %s:\n  kubectl --kubeconfig %s get nodes\n  export KUBECONFIG=%s\n  kubexm get nodes -f %s\n",
+		kc, kc, abs, f.Inventory)
+}
+
+func newDeleteClusterCmd(a *app) *cobra.Command {
+	v := &verbFlags{}
+	var packages bool
+	cmd := verbCmd(a, "cluster", "delete",
+		"Delete a cluster: remove what kubexm installed on every host (the delete playbook)",
+		`Run the delete playbook: stop and remove Kubernetes, the network plugin,
+containerd and etcd, and undo the OS preparation on every host of
+cluster.yaml. The work directory (.kubexm/<cluster>: certificates, backups,
+journals) is kept. Asks for confirmation unless --yes (or --check).`,
+		`  kubexm delete cluster -f cluster.yaml
+  kubexm delete cluster -f cluster.yaml --yes --delete-packages`,
+		v, func(cmd *cobra.Command, v *verbFlags) error {
+			if packages {
+				if err := v.play.SetVar("delete-packages", "delete_packages", true); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	v.loaded = func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error {
+		return askUnlessYes(cmd, v, "This deletes "+clusterSummary(c)+": its data in etcd and every workload are gone.")
+	}
+	addYesFlag(cmd.Flags(), v)
+	cmd.Flags().BoolVar(&packages, "delete-packages", false, "also remove the OS packages kubexm installed (-e delete_packages=true)")
+	return cmd
+}
+
+func newAddNodesCmd(a *app) *cobra.Command {
+	v := &verbFlags{}
+	var nodes []string
+	cmd := verbCmd(a, "nodes", "add-nodes",
+		"Bring the hosts of cluster.yaml the cluster lacks into it (the add-nodes playbook)",
+		`Run the add-nodes playbook: the hosts of cluster.yaml that are not nodes (or
+etcd members) yet join the cluster with their roles from roleGroups; the
+existing nodes are neither touched nor restarted. Add the new hosts to
+cluster.yaml first; --nodes only narrows which of them are considered.`,
+		`  kubexm add nodes -f cluster.yaml
+  kubexm add nodes -f cluster.yaml --nodes n4,n5`,
+		v, func(_ *cobra.Command, v *verbFlags) error {
+			if len(nodes) == 0 {
+				return nil
+			}
+			if v.play.Limit != "" {
+				return errors.New("--nodes and --limit both choose the hosts; give one")
+			}
+			v.play.Limit = strings.Join(nodes, ",")
+			return nil
+		})
+	addOfflineBundleFlag(cmd.Flags(), &v.play)
+	cmd.Flags().StringSliceVar(&nodes, "nodes", nil, "consider only these hosts of cluster.yaml (as --limit)")
+	return cmd
+}
+
+func newDeleteNodesCmd(a *app) *cobra.Command {
+	v := &verbFlags{}
+	var nodes []string
+	var force bool
+	cmd := verbCmd(a, "nodes", "delete-nodes",
+		"Drain nodes and take them out of the cluster (the delete-nodes playbook)",
+		`Run the delete-nodes playbook on the nodes of --nodes: cordon and drain, the
+Node object, the etcd member, then the cleanup of delete on each of them that
+can be reached. The last master and the last etcd member are refused. With
+--force a drain that fails or times out does not stop the removal, and an
+unreachable node is removed from the API and etcd without cleaning it. Take
+the hosts out of cluster.yaml afterwards. Asks for confirmation unless --yes.`,
+		`  kubexm delete nodes -f cluster.yaml --nodes n4,n5
+  kubexm delete nodes -f cluster.yaml --nodes n6 --force --yes`,
+		v, func(cmd *cobra.Command, v *verbFlags) error {
+			if len(nodes) == 0 {
+				return errors.New("--nodes is required: the nodes to take out (never inferred from cluster.yaml)")
+			}
+			if err := v.play.SetVar("nodes", "nodes", strings.Join(nodes, ",")); err != nil {
+				return err
+			}
+			if force {
+				if err := v.play.SetVar("force", "force", true); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	v.loaded = func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error {
+		q := fmt.Sprintf("This drains %s and removes them from %s.", strings.Join(nodes, ", "), clusterSummary(c))
+		if force {
+			q += " --force: pods no controller manages are deleted and PodDisruptionBudgets are bypassed."
+		}
+		return askUnlessYes(cmd, v, q)
+	}
+	addYesFlag(cmd.Flags(), v)
+	cmd.Flags().StringSliceVar(&nodes, "nodes", nil, "the nodes to take out, by name (required)")
+	cmd.Flags().BoolVar(&force, "force", false, "remove even when the drain fails, and remove unreachable nodes without cleaning them (-e force=true)")
+	return cmd
+}
+
+func newUpgradeClusterCmd(a *app) *cobra.Command {
+	v := &verbFlags{}
+	var to string
+	var serial int
+	cmd := verbCmd(a, "cluster", "upgrade",
+		"Upgrade Kubernetes to spec.kubernetes.version (the upgrade playbook)",
+		`Run the upgrade playbook: pre-checks, a backup, etcd, the masters one at a
+time, the workers in drained batches, the network plugin, CoreDNS, health.
+
+The target is spec.kubernetes.version of cluster.yaml: the file is what the
+cluster is made of, so the next create cluster or add nodes installs the same
+version. --to-version is required and must equal it; it confirms the
+target, so that a file edited by someone else is not upgraded by surprise.
+To upgrade, set spec.kubernetes.version: vX.Y.Z in cluster.yaml and run
+upgrade cluster --to-version vX.Y.Z. One minor at a time.`,
+		`  kubexm upgrade cluster -f cluster.yaml --to-version v1.37.2
+  kubexm upgrade cluster -f cluster.yaml --to-version v1.37.2 --node-concurrency 3`,
+		v, func(_ *cobra.Command, v *verbFlags) error {
+			if to == "" {
+				return errors.New("--to-version is required: the version cluster.yaml's spec.kubernetes.version names")
+			}
+			if err := lifecycle.CheckUpgradeTarget(v.play.Inventory, v.play.RolesPath, to); err != nil {
+				return err
+			}
+			if serial > 0 {
+				return v.play.SetVar("node-concurrency", "upgrade_serial", serial)
+			}
+			return nil
+		})
+	addOfflineBundleFlag(cmd.Flags(), &v.play)
+	cmd.Flags().StringVar(&to, "to-version", "", "the target version; must be spec.kubernetes.version of the cluster file (required)")
+	cmd.Flags().IntVar(&serial, "node-concurrency", 0, "workers upgraded at once (-e upgrade_serial; default 1)")
+	return cmd
+}
+
+func newBackupClusterCmd(a *app) *cobra.Command {
+	v := &verbFlags{}
+	var keyFile string
+	var keep int
+	cmd := verbCmd(a, "cluster", "backup",
+		"Back up etcd, the PKI and the configuration of a cluster (the backup playbook)",
+		`Run the backup playbook: an etcd snapshot, the PKI and kubexm's configuration
+of every host, packed with a manifest and sha256 into
+.kubexm/<cluster>/backups/<cluster>-<time>.tar.gz on this machine.`,
+		`  kubexm backup cluster -f cluster.yaml
+  kubexm backup cluster -f cluster.yaml --key-file backup.key --keep 7`,
+		v, func(_ *cobra.Command, v *verbFlags) error {
+			if keyFile != "" {
+				if err := v.play.SetVar("key-file", "backup_key_file", keyFile); err != nil {
+					return err
+				}
+			}
+			if keep > 0 {
+				return v.play.SetVar("keep", "backup_keep", keep)
+			}
+			return nil
+		})
+	cmd.Flags().StringVar(&keyFile, "key-file", "", "encrypt the archive with the passphrase in this file (-e backup_key_file)")
+	cmd.Flags().IntVar(&keep, "keep", 0, "keep only the newest N archives of this cluster (-e backup_keep)")
+	return cmd
+}
+
+func newRestoreClusterCmd(a *app) *cobra.Command {
+	v := &verbFlags{}
+	cmd := verbCmd(a, "cluster", "restore",
+		"Put a cluster back to a backup (the restore playbook)",
+		`Run the restore playbook with the archive of --backup (backup cluster made
+it): verified, then the API servers stop, every etcd member is restored from
+the snapshot, the PKI and configuration come back and the cluster's health
+is checked. Everything written to the cluster since the backup is lost.
+Asks for confirmation unless --yes.`,
+		`  kubexm restore cluster -f cluster.yaml --backup .kubexm/demo/backups/demo-20260101-000000.tar.gz
+  kubexm restore cluster -f cluster.yaml --backup demo-20260101-000000.tar.gz --server https://kubexm.example:8443`,
+		v, func(cmd *cobra.Command, v *verbFlags) error {
+			if v.play.Backup == "" {
+				return errors.New("--backup is required: the archive of backup cluster to restore")
+			}
+			return nil
+		})
+	v.loaded = func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error {
+		return askUnlessYes(cmd, v, fmt.Sprintf("This puts %s back to %s: what was written since is lost.", clusterSummary(c), v.play.Backup))
+	}
+	addYesFlag(cmd.Flags(), v)
+	cmd.Flags().StringVar(&v.play.Backup, "backup", "", "the archive to restore (required); with --server the name of a backup the server made (kubexm backup list --server URL --cluster NAME)")
+	return cmd
+}
+
+func newCertsRenewCmd(a *app) *cobra.Command {
+	v := &verbFlags{}
+	cmd := verbCmd(a, "renew [all|ca]", "certs-renew",
+		"Reissue every leaf certificate from the existing CAs (the certs-renew playbook)",
+		`Run the certs-renew playbook: every leaf certificate and kubeconfig is
+reissued from the existing CAs and sent, and the components restart one
+host at a time. "certs renew ca" replaces the CAs themselves (rotate-ca).
+Renewing a single certificate is not written yet: those names are refused.`,
+		`  kubexm certs renew -f cluster.yaml
+  kubexm certs renew all -f cluster.yaml --check
+  kubexm certs renew ca -f cluster.yaml --offline-bundle bundle.tar.gz`,
+		v, nil)
+	cmd.Args = func(_ *cobra.Command, args []string) error {
+		if len(args) == 0 || (len(args) == 1 && args[0] == "all") {
+			return nil
+		}
+		return &notYetError{what: "kubexm certs renew " + strings.Join(args, " "), why: "renewing one certificate alone is not written yet", hint: "kubexm certs renew -f cluster.yaml renews every leaf (all); kubexm certs renew ca replaces the CAs"}
+	}
+	cmd.AddCommand(newCertsRotateCACmd(a))
+	return cmd
+}
+
+func newCertsRotateCACmd(a *app) *cobra.Command {
+	v := &verbFlags{}
+	cmd := verbCmd(a, "ca", "rotate-ca",
+		"Replace the cluster, front-proxy and etcd CAs with new ones (the rotate-ca playbook)",
+		`Run the rotate-ca playbook (binary or kubeadm mode): new CAs join every trust bundle,
+every leaf certificate is reissued from them, then the old CAs leave the
+bundles; the components restart one host at a time in each phase and the
+service-account tokens keep working. An interrupted rotation is finished
+by running it again. Asks for confirmation unless --yes.`,
+		`  kubexm certs renew ca -f cluster.yaml --offline-bundle bundle.tar.gz --yes`,
+		v, nil)
+	v.loaded = func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error {
+		return askUnlessYes(cmd, v, fmt.Sprintf("This replaces the CAs of %s: every certificate is reissued and every component restarts.", clusterSummary(c)))
+	}
+	addYesFlag(cmd.Flags(), v)
+	return cmd
+}
+
+// notYet is a verb whose playbook does not exist yet.
+type notYet struct {
+	verb, verbShort, noun, why, hint string
+}
+
+// notYetVerbs are the commands users of kubectl and kk look for that
+// kubexm has no playbook behind yet: each refuses with exit 3 and says
+// what to do meanwhile.
+func notYetVerbs() []notYet {
+	const noContexts = "kubexm has no contexts: every command names its cluster file with -f (default ./cluster.yaml)"
+	return []notYet{
+		{verb: "run", noun: "task", why: "no playbook runs one task alone yet",
+			hint: "kubexm create cluster -f cluster.yaml --start-at-task NAME (or --tags TAG) re-runs from that task; finished tasks change nothing"},
+		{verb: "upgrade", noun: "self", why: "kubexm does not replace its own binary yet",
+			hint: "install the new release's binary in place of this one"},
+		{verb: "rollback", verbShort: "Roll a cluster back", noun: "cluster", why: "no rollback playbook exists yet",
+			hint: "kubexm restore cluster -f cluster.yaml --backup FILE puts etcd, the PKI and the configuration back to a backup (upgrade cluster makes one first)"},
+		{verb: "cordon", verbShort: "Mark nodes unschedulable", noun: "node", why: "no cordon playbook exists yet",
+			hint: "kubexm run command -f cluster.yaml --group master[0] --become -- kubectl --kubeconfig /etc/kubernetes/admin.kubeconfig cordon NODE"},
+		{verb: "uncordon", verbShort: "Mark nodes schedulable", noun: "node", why: "no uncordon playbook exists yet",
+			hint: "kubexm run command -f cluster.yaml --group master[0] --become -- kubectl --kubeconfig /etc/kubernetes/admin.kubeconfig uncordon NODE"},
+		{verb: "restart", verbShort: "Restart cluster components", noun: "component", why: "no playbook restarts a component host by host with health checks yet",
+			hint: "kubexm run command -f cluster.yaml --nodes HOST --become -- systemctl restart UNIT (one host at a time)"},
+		{verb: "rotate", verbShort: "Rotate cluster secrets", noun: "tokens", why: "no playbook rotates the service-account keys yet",
+			hint: "kubexm certs renew -f cluster.yaml renews the certificates; the service-account key pair stays"},
+		{verb: "install", verbShort: "Install add-ons", noun: "addon", why: "no playbook installs one add-on on its own yet; spec.addons (metrics-server, manifests and Helm charts of your own) is installed by create cluster",
+			hint: "list it in spec.addons (a name, or sources.yaml / sources.chart) and run kubexm play create-cluster -i cluster.yaml --tags user-addons (yours) or --tags addons"},
+		{verb: "restart", noun: "cluster", why: "no playbook restarts a whole cluster host by host with health checks yet",
+			hint: "kubexm run command -f cluster.yaml --nodes HOST --become -- systemctl restart kubelet (one host at a time)"},
+		{verb: "config", noun: "get-contexts", why: noContexts,
+			hint: "kubexm get clusters lists the clusters kubexm keeps on this machine; kubectl --kubeconfig .kubexm/CLUSTER/kubeconfig reaches one"},
+		{verb: "config", noun: "use-context", why: noContexts,
+			hint: "pass -f cluster.yaml to each command, or run it in the directory holding cluster.yaml"},
+	}
+}
+
+// notYetError is a verb that exists in the command tree but has no
+// playbook behind it yet: it never succeeds silently.
+type notYetError struct{ what, why, hint string }
+
+func (e *notYetError) Error() string {
+	return fmt.Sprintf("%s is not available yet: %s; meanwhile: %s", e.what, e.why, e.hint)
+}
+
+// ExitCode is 3, so that a script can tell "not written yet" from a run
+// that failed (2) or hosts that were unreachable (4).
+func (e *notYetError) ExitCode() int { return 3 }
+
+func newNotYetCmd(n notYet) *cobra.Command {
+	what := "kubexm " + n.verb + " " + n.noun
+	return &cobra.Command{
+		Use:   n.noun,
+		Short: "Not available yet: " + n.why,
+		// Whatever flags a user tries, the answer is the same message.
+		DisableFlagParsing: true,
+		RunE: func(*cobra.Command, []string) error {
+			return &notYetError{what: what, why: n.why, hint: n.hint}
+		},
+	}
+}
