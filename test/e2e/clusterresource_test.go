@@ -4,12 +4,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -223,7 +226,9 @@ func operatorMode(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm,
 	exited := make(chan struct{})
 	var waitErr error
 	go func() { waitErr = cmd.Wait(); close(exited) }()
-	defer func() {
+	// Stopped before the in-cluster controller starts (inClusterController),
+	// else when the step ends.
+	stop := sync.OnceFunc(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		select {
 		case <-exited:
@@ -235,7 +240,8 @@ func operatorMode(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm,
 			data, _ := os.ReadFile(logFile)
 			t.Logf("kubexm controller's output:\n%s", tail(string(data), 80))
 		}
-	}()
+	})
+	defer stop()
 	// waitFor polls the Cluster until ok, the controller's exit or the
 	// timeout.
 	waitFor := func(what string, timeout time.Duration, ok func(c clusterStatus, raw string) bool) (clusterStatus, string) {
@@ -317,6 +323,8 @@ func operatorMode(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm,
 	// KUBEXM_E2E_OPERATOR_RENEWAL=1 runs it.
 	if os.Getenv("KUBEXM_E2E_OPERATOR_RENEWAL") != "1" {
 		t.Logf("the renewal through the Cluster resource is left out (KUBEXM_E2E_OPERATOR_RENEWAL=1 runs it)")
+		stop()
+		inClusterController(ctx, t, k, kx, set, name, bundle)
 		t.Logf("PERF operator mode step: %s", time.Since(start).Round(time.Millisecond))
 		return
 	}
@@ -345,5 +353,170 @@ func operatorMode(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm,
 		}
 	}
 	checkNodes(ctx, t, k, set)
+	stop()
+	inClusterController(ctx, t, k, kx, set, name, bundle)
 	t.Logf("PERF operator mode step: %s", time.Since(start).Round(time.Millisecond))
+}
+
+// inClusterController is spec.operator.enabled (roles/kubexm-controller) on
+// the suite's cluster, after the controller of the control machine has
+// stopped: create-cluster --tags cluster-resource,kubexm-controller with it
+// builds the image from the suite's kubexm binary, side-loads it on the
+// master, applies the Secret with the suite's key (in no output, journal or
+// file of the work directory, nor in the Cluster object) and the Deployment,
+// whose pod becomes Ready and holds the Lease; a re-run changes nothing; the
+// pod reconciles the Cluster (the pause annotation, which only the
+// controller answers, then its removal: the generation observed, phase
+// Ready). Without it the next such run removes what it installed, and a
+// second changes nothing, so the suite goes on as before.
+func inClusterController(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm, set *testhosts.Set, name, bundle string) {
+	t.Helper()
+	start := time.Now()
+	create := filepath.Join(moduleRoot(t), "playbooks", "create-cluster")
+	tags := []string{"--offline-bundle", bundle, "--tags", "cluster-resource,kubexm-controller"}
+	data, err := os.ReadFile(kx.inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enabled := strings.Replace(string(data), "\n  kubernetes:\n", "\n  operator:\n    enabled: true\n  kubernetes:\n", 1)
+	if enabled == string(data) {
+		t.Fatalf("the suite's cluster.yaml has no spec.kubernetes to put spec.operator before:\n%s", data)
+	}
+	on := kx
+	on.inventory = filepath.Join(kx.dir, "cluster-operator.yaml")
+	if err := os.WriteFile(on.inventory, []byte(enabled), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res := on.play(ctx, create, tags...)
+	if res.err != nil {
+		t.Fatalf("create-cluster with spec.operator.enabled: %v%s", res.err, res.failures())
+	}
+	installed := time.Since(start)
+	t.Logf("PERF in-cluster controller: create-cluster --tags cluster-resource,kubexm-controller (image built and side-loaded, pod Ready): %s; slowest tasks:%s",
+		res.wall.Round(time.Millisecond), res.slowest(6))
+	const ns = "kubexm-system"
+	if out, err := k.run(ctx, "", "-n", ns, "wait", "pod", "-l", "app.kubernetes.io/name=kubexm-controller", "--for=condition=Ready", "--timeout=60s"); err != nil {
+		t.Fatalf("the controller's pod is not Ready: %v\n%s", err, out)
+	}
+	// The key: in the Secret, nowhere else the run wrote.
+	key, err := os.ReadFile(set.KeyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyLine := strings.Split(strings.TrimSpace(string(key)), "\n")[1]
+	if out, err := k.run(ctx, "", "-n", ns, "get", "secret", "kubexm-ssh", "-o", "jsonpath={.data.ssh-privatekey}"); err != nil || decodeB64(out) != strings.TrimRight(string(key), "\n")+"\n" {
+		t.Errorf("the Secret kubexm-ssh does not hold the suite's key: %v", err)
+	}
+	events, _ := json.Marshal(res.events)
+	if strings.Contains(string(events)+res.stderr, keyLine) {
+		t.Errorf("the SSH key is in the run's output")
+	}
+	_ = filepath.WalkDir(filepath.Join(kx.dir, ".kubexm"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), keyLine) {
+				t.Errorf("the SSH key is in %s", p)
+			}
+		}
+		return nil
+	})
+	if out, _ := k.run(ctx, "", "get", "clusters.kubexm.mensylisir.io", name, "-o", "json"); strings.Contains(out, keyLine) ||
+		!strings.Contains(out, `"kubexm.mensylisir.io/credentials": "kubexm-system/kubexm-ssh"`) {
+		t.Errorf("the Cluster holds the key, or does not name the Secret:\n%s", out)
+	}
+	res = on.play(ctx, create, tags...)
+	if res.err != nil {
+		t.Fatalf("create-cluster re-run with spec.operator.enabled: %v%s", res.err, res.failures())
+	}
+	if c := hostChanges(res); len(c) > 0 {
+		t.Errorf("re-run with spec.operator.enabled changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+	t.Logf("PERF in-cluster controller: re-run (nothing to change): %s", res.wall.Round(time.Millisecond))
+
+	// The pod leads and reconciles: the pause annotation's Progressing
+	// reason is the controller's alone, then the generation is observed.
+	converge := time.Now()
+	cluster := "clusters.kubexm.mensylisir.io/" + name
+	waitCluster := func(what string, ok func(c clusterStatus) bool) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			c, raw, err := readCluster(ctx, k, name)
+			if err == nil && ok(c) {
+				return
+			}
+			if time.Now().After(deadline) {
+				logs, _ := k.run(ctx, "", "-n", ns, "logs", "deployment/kubexm-controller", "--tail=60")
+				t.Fatalf("the in-cluster controller, waiting for %s:\n%s\ncontroller log:\n%s", what, raw, logs)
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	progressing := func(c clusterStatus) string {
+		for _, cd := range c.Status.Conditions {
+			if cd.Type == "Progressing" {
+				return cd.Reason
+			}
+		}
+		return ""
+	}
+	if out, err := k.run(ctx, "", "annotate", cluster, "kubexm.mensylisir.io/paused=true"); err != nil {
+		t.Fatalf("annotate the pause: %v\n%s", err, out)
+	}
+	waitCluster("Progressing Paused", func(c clusterStatus) bool { return progressing(c) == "Paused" })
+	if out, err := k.run(ctx, "", "annotate", cluster, "kubexm.mensylisir.io/paused-"); err != nil {
+		t.Fatalf("remove the pause: %v\n%s", err, out)
+	}
+	waitCluster("Ready as specified", func(c clusterStatus) bool {
+		return progressing(c) == "AsSpecified" && c.Status.Phase == "Ready" && c.Status.ObservedGeneration == c.Metadata.Generation
+	})
+	if out, err := k.run(ctx, "", "-n", ns, "get", "lease", "kubexm-controller", "-o", "jsonpath={.spec.holderIdentity}"); err != nil || strings.TrimSpace(out) == "" {
+		t.Errorf("the Lease kubexm-system/kubexm-controller has no holder: %v %q", err, out)
+	}
+	t.Logf("PERF in-cluster controller: pause and resume reconciled by the pod: %s", time.Since(converge).Round(time.Millisecond))
+
+	// Without it: removed, and the next run changes nothing.
+	res = kx.play(ctx, create, tags...)
+	if res.err != nil {
+		t.Fatalf("create-cluster without spec.operator.enabled: %v%s", res.err, res.failures())
+	}
+	for _, obj := range []string{"namespace/" + ns, "clusterrole/kubexm-controller", "clusterrolebinding/kubexm-controller"} {
+		if out, err := k.run(ctx, "", "wait", "--for=delete", obj, "--timeout=90s"); err != nil {
+			t.Errorf("%s left after spec.operator.enabled went false: %v\n%s", obj, err, out)
+		}
+	}
+	if out, _ := k.run(ctx, "", "get", cluster, "-o", "json"); strings.Contains(out, "kubexm.mensylisir.io/credentials") {
+		t.Errorf("the credentials annotation is left on the Cluster:\n%s", out)
+	}
+	res = kx.play(ctx, create, tags...)
+	if res.err != nil {
+		t.Fatalf("create-cluster re-run without spec.operator.enabled: %v%s", res.err, res.failures())
+	}
+	if c := hostChanges(res); len(c) > 0 {
+		t.Errorf("re-run without spec.operator.enabled changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+	t.Logf("PERF in-cluster controller step (install %s, re-run, reconcile, removal, re-run): %s; load %s", installed.Round(time.Millisecond),
+		time.Since(start).Round(time.Millisecond), loadAverage())
+}
+
+// loadAverage is /proc/loadavg's first three fields (the load a PERF line
+// was measured under).
+func loadAverage() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func decodeB64(s string) string {
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }

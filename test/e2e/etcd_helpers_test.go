@@ -22,12 +22,15 @@ import (
 	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
-// buildKubexm compiles cmd/kubexm into dir.
+// buildKubexm compiles cmd/kubexm into dir, statically linked.
 func buildKubexm(ctx context.Context, t *testing.T, root, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "kubexm")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/kubexm")
-	cmd.Dir = root
+	// Static, as make build and make release build it: the in-cluster
+	// controller's image (builtin controller_image) holds this binary and
+	// no C library.
+	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/kubexm: %v\n%s", err, out)
 	}
