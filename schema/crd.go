@@ -167,3 +167,49 @@ func (c *Cluster) Resource() *Cluster {
 	}
 	return m
 }
+
+// ResourceYAML is Resource as the YAML a server-side apply sends, without
+// empty mappings (an unset section such as operator: {}). An API server
+// that applies {} where this field manager's last field of that mapping
+// was (spec.operator.enabled: true, then false) stores null, which the
+// CRD's schema refuses ("must be of type object"); a mapping left out is
+// removed with its fields instead.
+func (c *Cluster) ResourceYAML() ([]byte, error) {
+	out, err := Marshal(c.Resource())
+	if err != nil {
+		return nil, err
+	}
+	var doc yaml.MapSlice
+	if err := yaml.UnmarshalWithOptions(out, &doc, yaml.UseOrderedMap()); err != nil {
+		return nil, fmt.Errorf("the Cluster resource: %w", err)
+	}
+	if out, err = yaml.MarshalWithOptions(pruneEmptyMaps(doc), yaml.IndentSequence(true)); err != nil {
+		return nil, fmt.Errorf("marshal the Cluster resource: %w", err)
+	}
+	return out, nil
+}
+
+// pruneEmptyMaps is v without the mappings that are empty, or become empty
+// when theirs are left out (lists keep their items: an empty list may
+// say something).
+func pruneEmptyMaps(v any) any {
+	switch x := v.(type) {
+	case yaml.MapSlice:
+		out := yaml.MapSlice{}
+		for _, item := range x {
+			val := pruneEmptyMaps(item.Value)
+			if m, ok := val.(yaml.MapSlice); ok && len(m) == 0 {
+				continue
+			}
+			out = append(out, yaml.MapItem{Key: item.Key, Value: val})
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, item := range x {
+			out[i] = pruneEmptyMaps(item)
+		}
+		return out
+	}
+	return v
+}

@@ -25,7 +25,7 @@ func Inventory(c *Cluster, source string) (*inventory.Inventory, error) {
 	if source == "" {
 		source = c.File()
 	}
-	resource, err := Marshal(c.Resource())
+	resource, err := c.ResourceYAML()
 	if err != nil {
 		return nil, err
 	}

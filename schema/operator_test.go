@@ -65,3 +65,26 @@ func TestOperatorNeedsOneKey(t *testing.T) {
 		t.Errorf("operator off: %v", ps)
 	}
 }
+
+// The Cluster resource holds no empty mapping: spec.operator.enabled true,
+// then false, applies spec without operator (an API server stores the {}
+// that took the place of kubexm's last field of a mapping as null, which
+// the CRD refuses); the sections that say something stay, in order.
+func TestResourceYAMLLeavesOutEmptyMappings(t *testing.T) {
+	c, _, err := parse("c.yaml", []byte(edit(t, "  roleGroups:", "  operator: {enabled: false}\n  dns: {}\n  roleGroups:")), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.ResourceYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(out)
+	if strings.Contains(s, "{}") || strings.Contains(s, "operator:") || strings.Contains(s, "  dns:") {
+		t.Errorf("an empty mapping in the resource:\n%s", s)
+	}
+	if !strings.HasPrefix(s, "apiVersion: kubexm.mensylisir.io/v1alpha1\nkind: Cluster\nmetadata:\n") || !strings.Contains(s, "\n  hosts:\n    - name: ") ||
+		!strings.Contains(s, "\n  roleGroups:\n") {
+		t.Errorf("the resource's order or layout changed:\n%s", s)
+	}
+}

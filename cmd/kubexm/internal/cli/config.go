@@ -113,11 +113,12 @@ func newConfigViewCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			shown := c.Masked()
+			var out []byte
 			if resource {
-				shown = c.Resource()
+				out, err = c.ResourceYAML()
+			} else {
+				out, err = schema.Marshal(c.Masked())
 			}
-			out, err := schema.Marshal(shown)
 			if err != nil {
 				return err
 			}
