@@ -14,30 +14,12 @@ import (
 
 	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/builtins/images"
+	"github.com/mensylisir/kubexm/builtins/kube/kubefake"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/lifecycle"
 	kxschema "github.com/mensylisir/kubexm/schema"
 )
-
-// fakeControllerKubectl answers what roles/kubexm-controller asks: diff
-// says "differs" until the Secret was applied; apply says unchanged the
-// second time; the Cluster's annotation is what annotate set.
-const fakeControllerKubectl = `#!/bin/sh
-echo "$*" >> "$FAKE/calls"
-stdin=$(cat 2>/dev/null)
-case " $* " in
-  *" diff "*) [ -e "$FAKE/secret" ] && [ "$(cat "$FAKE/secret")" = "$stdin" ] && exit 0; echo differs; exit 1 ;;
-  *" apply --server-side "*) printf '%s' "$stdin" > "$FAKE/secret"; echo "secret/kubexm-ssh serverside-applied" ;;
-  *" apply -f "*) f=$(echo "$*" | sed 's/.* -f //'); if [ -e "$f.applied" ]; then echo "x/y unchanged"; else touch "$f.applied"; echo "x/y created"; fi ;;
-  *" rollout "*) echo "successfully rolled out" ;;
-  *" get clusters"*) cat "$FAKE/annotation" 2>/dev/null ;;
-  *" annotate "*credentials-*) rm -f "$FAKE/annotation"; echo annotated ;;
-  *" annotate "*) echo "$*" | sed 's/.*credentials=//' | tr -d '\n' > "$FAKE/annotation"; echo annotated ;;
-  *" delete "*) [ -e "$FAKE/secret" ] && { rm -f "$FAKE/secret"; echo 'namespace "kubexm-system" deleted'; } ;;
-esac
-exit 0
-`
 
 const fakeCtr = `#!/bin/sh
 echo "ctr $*" >> "$FAKE/calls"
@@ -48,11 +30,13 @@ esac
 exit 0
 `
 
-// The whole role on the control machine with a fake kubectl and ctr: the
-// image built and imported, the Secret holding the key (base64) and the
-// known hosts applied from stdin, the manifests applied, the Cluster
-// annotated; a re-run changes nothing; without spec.operator.enabled the
-// objects and the annotation go, and a second such run changes nothing.
+// The whole role on the control machine against an in-memory API server
+// (kubefake, through the k8s builtin) and a fake ctr: the image built and
+// imported, the namespace, the Secret holding the key (base64) and the
+// known hosts, the RBAC and the Deployment applied, the rollout waited for,
+// the Cluster annotated; a re-run stores nothing; without
+// spec.operator.enabled the objects and the annotation go, and a second
+// such run makes no API call at all.
 func TestKubexmControllerRoleRuns(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("FAKE", dir)
@@ -60,6 +44,24 @@ func TestKubexmControllerRoleRuns(t *testing.T) {
 	roles, err := filepath.Abs("../roles")
 	if err != nil {
 		t.Fatal(err)
+	}
+	srv := kubefake.New()
+	defer srv.Close()
+	cluster := kubefake.Kind{Group: "kubexm.mensylisir.io", Version: "v1alpha1", Kind: "Cluster", Resource: "clusters"}
+	deployment := kubefake.Kind{Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments", Namespaced: true}
+	for _, obj := range []map[string]any{
+		{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": map[string]any{"name": "clusters.kubexm.mensylisir.io"},
+			"spec": map[string]any{"group": "kubexm.mensylisir.io", "scope": "Cluster", "names": map[string]any{"kind": "Cluster", "plural": "clusters"},
+				"versions": []any{map[string]any{"name": "v1alpha1"}}}},
+		{"apiVersion": "kubexm.mensylisir.io/v1alpha1", "kind": "Cluster", "metadata": map[string]any{"name": "c1"}},
+		// What the Deployment's controller and the kubelet will have
+		// reported: one replica rolled out (kubefake runs no pods).
+		{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "kubexm-controller", "namespace": "kubexm-system"},
+			"status": map[string]any{"replicas": 1, "updatedReplicas": 1, "availableReplicas": 1, "readyReplicas": 1}},
+	} {
+		if err := srv.Add(obj); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// A static binary stands in for kubexm (the test binary is not).
 	src := filepath.Join(dir, "src")
@@ -76,7 +78,7 @@ func TestKubexmControllerRoleRuns(t *testing.T) {
 	}
 	const key = "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret-key-line\n-----END OPENSSH PRIVATE KEY-----\n"
 	files := map[string]string{
-		"kubectl":          fakeControllerKubectl,
+		"admin.conf":       string(srv.Kubeconfig()),
 		"ctr":              fakeCtr,
 		"id":               key,
 		"home/known_hosts": "10.0.0.1 ssh-ed25519 AAAAhostkey\n",
@@ -93,13 +95,13 @@ plays:
     hosts: master
     gather_facts: false
     vars:
-      kubectl_bin: ` + dir + `/kubectl
       images_ctr: ` + dir + `/ctr
       images_dir: ` + dir + `/images
-      kubernetes_admin_kubeconfig: ` + dir + `/inv.ini
+      kubernetes_admin_kubeconfig: ` + dir + `/admin.conf
       kubexm_controller_dir: ` + dir + `/manifests
       kubexm_controller_ssh_key_file: ` + dir + `/id
       kubexm_controller_enabled: ` + e + `
+      kubexm_controller_rollout_timeout: 20s
       cluster_name: c1
       spec: {kubernetes: {containerRuntime: {type: containerd}}}
     roles:
@@ -125,12 +127,14 @@ plays:
 		}
 		return inventory.ParseAnsibleINI(f.Path, data)
 	}}
-	play := func(enabled, check bool) (changed []string, calls, output string) {
+	// play runs the role; the ctr calls and the API server's calls during it.
+	play := func(enabled, check bool) (changed []string, ctr string, api []string, output string) {
 		t.Helper()
 		os.Remove(filepath.Join(dir, "calls"))
 		if err := os.WriteFile(filepath.Join(dir, "pb.yaml"), []byte(pb(enabled)), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		before := len(srv.Calls())
 		var out bytes.Buffer
 		_, err := r.Run(context.Background(), lifecycle.Request{Playbook: filepath.Join(dir, "pb.yaml"), Inventory: filepath.Join(dir, "inv.ini"),
 			RolesPath: []string{roles}, WorkDir: filepath.Join(dir, "w"), Check: check, Output: "json", Stdout: &out})
@@ -144,32 +148,62 @@ plays:
 			}
 		}
 		data, _ := os.ReadFile(filepath.Join(dir, "calls"))
-		return changed, string(data), out.String()
+		return changed, string(data), srv.Calls()[before:], out.String()
 	}
-	if _, calls, _ := play(true, true); strings.Contains(calls, " apply ") || strings.Contains(calls, " import ") || strings.Contains(calls, " annotate ") {
-		t.Errorf("--check applied, imported or annotated:\n%s", calls)
+	stored := srv.Changes()
+	if _, ctr, _, _ := play(true, true); strings.Contains(ctr, " import ") || srv.Changes() != stored {
+		t.Errorf("--check imported (%q) or stored %d objects", ctr, srv.Changes()-stored)
 	}
-	changed, calls, output := play(true, false)
-	if len(changed) == 0 || !strings.Contains(calls, "images import --label io.cri-containerd.pinned=pinned "+dir+"/images/kubexm-controller-") ||
-		!strings.Contains(calls, "apply -f "+dir+"/manifests/controller.yaml") || !strings.Contains(calls, "rollout status deployment/kubexm-controller") {
-		t.Errorf("the first run changed %v with the calls:\n%s", changed, calls)
+	changed, ctr, api, output := play(true, false)
+	writes := strings.Join(api, "\n")
+	for _, want := range []string{
+		"PATCH /api/v1/namespaces/kubexm-system application/apply-patch+yaml",
+		"PATCH /api/v1/namespaces/kubexm-system/secrets/kubexm-ssh application/apply-patch+yaml",
+		"PATCH /apis/rbac.authorization.k8s.io/v1/clusterroles/kubexm-controller application/apply-patch+yaml",
+		"PATCH /apis/rbac.authorization.k8s.io/v1/namespaces/kubexm-system/rolebindings/kubexm-controller application/apply-patch+yaml",
+		"PATCH /apis/apps/v1/namespaces/kubexm-system/deployments/kubexm-controller application/apply-patch+yaml",
+		"PATCH /apis/kubexm.mensylisir.io/v1alpha1/clusters/c1 application/merge-patch+json",
+	} {
+		if !strings.Contains(writes, want) {
+			t.Errorf("the first run made no %s; its API calls:\n%s", want, writes)
+		}
+	}
+	if len(changed) == 0 || !strings.Contains(ctr, "images import --label io.cri-containerd.pinned=pinned "+dir+"/images/kubexm-controller-") {
+		t.Errorf("the first run changed %v with the ctr calls:\n%s", changed, ctr)
+	}
+	imported, _ := os.ReadFile(filepath.Join(dir, "imported"))
+	var d struct {
+		Spec struct {
+			Template struct {
+				Spec struct{ Containers []struct{ Image string } }
+			}
+		}
+	}
+	if b, _ := json.Marshal(srv.Get(deployment, "kubexm-system", "kubexm-controller")); json.Unmarshal(b, &d) != nil ||
+		len(d.Spec.Template.Spec.Containers) != 1 || d.Spec.Template.Spec.Containers[0].Image != strings.TrimSpace(string(imported)) {
+		t.Errorf("the Deployment does not run the image imported (%s): %+v", imported, d)
 	}
 	var secret struct {
 		Type     string
 		Metadata struct{ Name, Namespace string }
 		Data     map[string]string
 	}
-	raw, _ := os.ReadFile(filepath.Join(dir, "secret"))
+	raw, _ := json.Marshal(srv.Get(kubefake.Kind{Version: "v1", Kind: "Secret", Resource: "secrets", Namespaced: true}, "kubexm-system", "kubexm-ssh"))
 	if err := json.Unmarshal(raw, &secret); err != nil {
 		t.Fatalf("the Secret applied: %v\n%s", err, raw)
 	}
 	pk, _ := base64.StdEncoding.DecodeString(secret.Data["ssh-privatekey"])
 	kh, _ := base64.StdEncoding.DecodeString(secret.Data["known_hosts"])
-	if string(pk) != key || string(kh) != files["home/known_hosts"] || secret.Type != "kubernetes.io/ssh-auth" || secret.Metadata.Namespace != "kubexm-system" {
+	if string(pk) != key || string(kh) != files["home/known_hosts"] || secret.Type != "kubernetes.io/ssh-auth" {
 		t.Errorf("the Secret: %s", raw)
 	}
-	if a, _ := os.ReadFile(filepath.Join(dir, "annotation")); string(a) != "kubexm-system/kubexm-ssh" {
-		t.Errorf("the Cluster's annotation %q", a)
+	annotation := func() any {
+		md, _ := srv.Get(cluster, "", "c1")["metadata"].(map[string]any)
+		a, _ := md["annotations"].(map[string]any)
+		return a["kubexm.mensylisir.io/credentials"]
+	}
+	if a := annotation(); a != "kubexm-system/kubexm-ssh" {
+		t.Errorf("the Cluster's annotation %v", a)
 	}
 	if strings.Contains(output, "secret-key-line") || strings.Contains(output, secret.Data["ssh-privatekey"]) {
 		t.Errorf("the key is in the run's output")
@@ -183,19 +217,32 @@ plays:
 		return nil
 	})
 	for _, check := range []bool{false, true} {
-		if changed, calls, _ := play(true, check); len(changed) > 0 || strings.Contains(calls, "apply --server-side") || strings.Contains(calls, " import ") {
-			t.Errorf("re-run (check %v) changed %v:\n%s", check, changed, calls)
+		stored := srv.Changes()
+		if changed, ctr, _, _ := play(true, check); len(changed) > 0 || srv.Changes() != stored || strings.Contains(ctr, " import ") {
+			t.Errorf("re-run (check %v) changed %v, stored %d objects:\n%s", check, changed, srv.Changes()-stored, ctr)
 		}
 	}
-	changed, calls, _ = play(false, false)
-	if len(changed) == 0 || !strings.Contains(calls, "delete --ignore-not-found --timeout=120s namespace,clusterrole,clusterrolebinding --selector app.kubernetes.io/name=kubexm-controller,app.kubernetes.io/managed-by=kubexm") {
-		t.Errorf("disabled: changed %v with the calls:\n%s", changed, calls)
+	changed, _, api, _ = play(false, false)
+	if len(changed) == 0 {
+		t.Errorf("disabled: changed nothing; the API calls:\n%s", strings.Join(api, "\n"))
 	}
-	if _, err := os.Stat(filepath.Join(dir, "annotation")); err == nil {
-		t.Error("the credentials annotation is left")
+	for _, k := range []struct {
+		kind   kubefake.Kind
+		ns, nm string
+	}{{deployment, "kubexm-system", "kubexm-controller"}, {kubefake.Kind{Version: "v1", Kind: "Namespace", Resource: "namespaces"}, "", "kubexm-system"},
+		{kubefake.Kind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding", Resource: "clusterrolebindings"}, "", "kubexm-controller"}} {
+		if srv.Get(k.kind, k.ns, k.nm) != nil {
+			t.Errorf("disabled: %s %s/%s is left", k.kind.Kind, k.ns, k.nm)
+		}
 	}
-	// With the manifests gone nothing is left to remove: no kubectl call.
-	if changed, calls, _ := play(false, false); len(changed) > 0 || strings.Contains(calls, "delete") || strings.Contains(calls, "get clusters") {
-		t.Errorf("disabled again: changed %v with the calls:\n%s", changed, calls)
+	if a := annotation(); a != nil {
+		t.Errorf("the credentials annotation is left: %v", a)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "manifests")); err == nil {
+		t.Error("the manifests are left")
+	}
+	// With the manifests gone nothing is left to remove: no API call.
+	if changed, _, api, _ := play(false, false); len(changed) > 0 || len(api) > 0 {
+		t.Errorf("disabled again: changed %v with the API calls:\n%s", changed, strings.Join(api, "\n"))
 	}
 }
