@@ -185,88 +185,20 @@ func checkClusterStatus(ctx context.Context, t *testing.T, k kubectlRunner, name
 //     run and a later certificate expiry, Events say the run began and
 //     succeeded.
 //
-// The suite has no spare machine, so adding and removing a worker through
-// the resource is left to the unit tests of the decisions
-// (operator/controller_test.go). The controller is stopped at the end, so
-// the CLI's steps after it run alone.
+// The suite has no spare machine: TestNodes adds and removes a worker
+// through the resource (operatorNodes). The controller is stopped at the
+// end, so the CLI's steps after it run alone.
 func operatorMode(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm, set *testhosts.Set, kubeconfig, name, bundle string) {
 	t.Helper()
 	start := time.Now()
-	const secret = "kubexm-e2e-ssh"
-	if out, err := k.run(ctx, "", "-n", "kube-system", "create", "secret", "generic", secret, "--type=kubernetes.io/ssh-auth",
-		"--from-file=ssh-privatekey="+set.KeyPath); err != nil {
-		t.Fatalf("create the credentials Secret: %v\n%s", err, out)
-	}
-	defer k.run(context.WithoutCancel(ctx), "", "-n", "kube-system", "delete", "secret", secret, "--ignore-not-found")
 	cluster := "clusters.kubexm.mensylisir.io/" + name
-	if out, err := k.run(ctx, "", "annotate", "--overwrite", cluster, "kubexm.mensylisir.io/credentials=kube-system/"+secret); err != nil {
-		t.Fatalf("annotate the Cluster: %v\n%s", err, out)
-	}
-	args := []string{"controller", "--kubeconfig", kubeconfig, "--workdir", filepath.Join(kx.dir, ".kubexm"), "--offline-bundle", bundle,
-		"--leader-election-namespace", "kube-system"}
-	for _, e := range kx.extra {
-		args = append(args, "-e", e)
-	}
-	logFile := filepath.Join(kx.dir, "controller.log")
-	log, err := os.Create(logFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
-	cmd := exec.Command(kx.bin, args...)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = kx.dir, log, log
-	// The machines' host keys are trusted in the suite's directory, as
-	// kubexm play's runs do (kubexm.command).
-	cmd.Env = append(os.Environ(), "KUBEXM_HOME="+filepath.Join(kx.dir, ".kubexm"))
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("kubexm controller: %v", err)
-	}
-	// Closed when the controller has exited, with waitErr set: every
-	// waiter sees it.
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
+	ctl := startController(ctx, t, k, kx, set, kubeconfig, filepath.Join(kx.dir, ".kubexm"), name, bundle)
 	// Stopped before the in-cluster controller starts (inClusterController),
 	// else when the step ends.
-	stop := sync.OnceFunc(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			data, _ := os.ReadFile(logFile)
-			t.Logf("kubexm controller's output:\n%s", tail(string(data), 80))
-		}
-	})
-	defer stop()
-	// waitFor polls the Cluster until ok, the controller's exit or the
-	// timeout.
+	defer ctl.stop()
 	waitFor := func(what string, timeout time.Duration, ok func(c clusterStatus, raw string) bool) (clusterStatus, string) {
 		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for {
-			// A run restarts the API server (certs-renew): a failed read
-			// is tried again until the deadline.
-			c, raw, err := readCluster(ctx, k, name)
-			if err == nil && ok(c, raw) {
-				return c, raw
-			}
-			if err != nil {
-				raw = err.Error()
-			}
-			select {
-			case <-exited:
-				data, _ := os.ReadFile(logFile)
-				t.Fatalf("kubexm controller exited (%v) while waiting for %s:\n%s", waitErr, what, tail(string(data), 80))
-			case <-time.After(2 * time.Second):
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the Cluster after %s, waiting for %s:\n%s", timeout, what, raw)
-			}
-		}
+		return ctl.waitFor(ctx, t, what, timeout, ok)
 	}
 	condition := func(c clusterStatus, typ string) (status, reason, msg string) {
 		for _, cd := range c.Status.Conditions {
@@ -323,7 +255,7 @@ func operatorMode(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm,
 	// KUBEXM_E2E_OPERATOR_RENEWAL=1 runs it.
 	if os.Getenv("KUBEXM_E2E_OPERATOR_RENEWAL") != "1" {
 		t.Logf("the renewal through the Cluster resource is left out (KUBEXM_E2E_OPERATOR_RENEWAL=1 runs it)")
-		stop()
+		ctl.stop()
 		inClusterController(ctx, t, k, kx, set, name, bundle)
 		t.Logf("PERF operator mode step: %s", time.Since(start).Round(time.Millisecond))
 		return
@@ -353,9 +285,107 @@ func operatorMode(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm,
 		}
 	}
 	checkNodes(ctx, t, k, set)
-	stop()
+	ctl.stop()
 	inClusterController(ctx, t, k, kx, set, name, bundle)
 	t.Logf("PERF operator mode step: %s", time.Since(start).Round(time.Millisecond))
+}
+
+// controllerProc is `kubexm controller` running on the control machine for
+// one cluster, with the machines' key in a Secret the Cluster names.
+type controllerProc struct {
+	k       kubectlRunner
+	name    string
+	logFile string
+	// exited is closed when the process has exited, with waitErr set.
+	exited  chan struct{}
+	waitErr error
+	// stop interrupts it (once), and prints its output when the test failed.
+	stop func()
+}
+
+// startController runs `kubexm controller` out of the cluster as a user
+// would: the admin kubeconfig, workdir holding the cluster's work directory
+// (workdir/<name>, the CLI's, so it shares the CLI's lock and PKI), the
+// bundle and the suite's -e values; the suite's key in the Secret
+// kube-system/kubexm-e2e-ssh, which the Cluster's credentials annotation
+// names (the Secret is deleted when it stops).
+func startController(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm, set *testhosts.Set, kubeconfig, workdir, name, bundle string) *controllerProc {
+	t.Helper()
+	const secret = "kubexm-e2e-ssh"
+	if out, err := k.run(ctx, "", "-n", "kube-system", "create", "secret", "generic", secret, "--type=kubernetes.io/ssh-auth",
+		"--from-file=ssh-privatekey="+set.KeyPath); err != nil {
+		t.Fatalf("create the credentials Secret: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		k.run(context.Background(), "", "-n", "kube-system", "delete", "secret", secret, "--ignore-not-found")
+	})
+	if out, err := k.run(ctx, "", "annotate", "--overwrite", "clusters.kubexm.mensylisir.io/"+name, "kubexm.mensylisir.io/credentials=kube-system/"+secret); err != nil {
+		t.Fatalf("annotate the Cluster: %v\n%s", err, out)
+	}
+	args := []string{"controller", "--kubeconfig", kubeconfig, "--workdir", workdir, "--offline-bundle", bundle,
+		"--leader-election-namespace", "kube-system"}
+	for _, e := range kx.extra {
+		args = append(args, "-e", e)
+	}
+	p := &controllerProc{k: k, name: name, logFile: filepath.Join(kx.dir, "controller.log"), exited: make(chan struct{})}
+	log, err := os.Create(p.logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(kx.bin, args...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = kx.dir, log, log
+	// The machines' host keys are trusted in the suite's directory, as
+	// kubexm play's runs do (kubexm.command).
+	cmd.Env = append(os.Environ(), "KUBEXM_HOME="+filepath.Join(kx.dir, ".kubexm"))
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		t.Fatalf("kubexm controller: %v", err)
+	}
+	go func() { p.waitErr = cmd.Wait(); log.Close(); close(p.exited) }()
+	p.stop = sync.OnceFunc(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-p.exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			data, _ := os.ReadFile(p.logFile)
+			t.Logf("kubexm controller's output:\n%s", tail(string(data), 80))
+		}
+		k.run(context.WithoutCancel(ctx), "", "-n", "kube-system", "delete", "secret", secret, "--ignore-not-found")
+	})
+	t.Cleanup(p.stop)
+	return p
+}
+
+// waitFor polls the Cluster until ok, the controller's exit or the
+// timeout.
+func (p *controllerProc) waitFor(ctx context.Context, t *testing.T, what string, timeout time.Duration, ok func(c clusterStatus, raw string) bool) (clusterStatus, string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		// A run restarts the API server (certs-renew, etcd members): a
+		// failed read is tried again until the deadline.
+		c, raw, err := readCluster(ctx, p.k, p.name)
+		if err == nil && ok(c, raw) {
+			return c, raw
+		}
+		if err != nil {
+			raw = err.Error()
+		}
+		select {
+		case <-p.exited:
+			data, _ := os.ReadFile(p.logFile)
+			t.Fatalf("kubexm controller exited (%v) while waiting for %s:\n%s", p.waitErr, what, tail(string(data), 80))
+		case <-time.After(2 * time.Second):
+		}
+		if time.Now().After(deadline) {
+			data, _ := os.ReadFile(p.logFile)
+			t.Fatalf("the Cluster after %s, waiting for %s:\n%s\nkubexm controller's output:\n%s", timeout, what, raw, tail(string(data), 80))
+		}
+	}
 }
 
 // inClusterController is spec.operator.enabled (roles/kubexm-controller) on

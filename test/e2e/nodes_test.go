@@ -74,6 +74,10 @@ func (l nodesLayout) k8sNodes(set *testhosts.Set) []string {
 //  6. n3 is powered off for good; delete-nodes -e nodes=n3 is refused, then
 //     with -e force=true it is removed from the API without a drain or
 //     cleanup.
+//  7. operator mode (issue 52, operatorNodes): n4 joins as a worker and
+//     leaves again through the Cluster resource, applied with kubectl, by
+//     `kubexm controller` on the control machine (add-nodes, then
+//     delete-nodes with its drain), the status saying so each time.
 //
 // After each etcd change every master's --etcd-servers (its unit and the
 // running process) names exactly the members, and each member accepts the
@@ -360,6 +364,13 @@ func TestNodes(t *testing.T) {
 	res = kx.play(ctx, pb("delete-nodes"), "-e", "nodes="+name(0)+","+name(4))
 	if res.err == nil || !strings.Contains(res.failures(), "without a master") {
 		t.Errorf("delete-nodes of every master: %v, want a refusal%s", res.err, res.failures())
+	}
+
+	// 7. Operator mode: n4 (free since step 5) added and removed through
+	// the Cluster resource by kubexm controller (the containerd suite only:
+	// the runtime makes no difference to the controller).
+	if runtime == "containerd" {
+		operatorNodes(ctx, t, k, kx, set, filepath.Join(dataDir, "clusters"), bundle, pb("create-cluster"), runtime, layout)
 	}
 }
 

@@ -1,0 +1,113 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mensylisir/kubexm/test/testhosts"
+)
+
+// operatorNodes is issue 52's worker added and removed through the Cluster
+// resource, on TestNodes' cluster after its CLI steps (l: n1 and n5 masters,
+// n2 a worker; n4, cleaned by delete-nodes in step 5, is free). `kubexm
+// controller` runs on the control machine with the cluster's work directory
+// of the kubexm server (workdir/e2e-nodes, the CLI's: one lock, one PKI):
+//   - the Cluster as cluster.yaml says (create-cluster --tags
+//     cluster-resource: delete-nodes writes the status only), the
+//     controller records it as applied, nothing run;
+//   - `kubectl apply --server-side` of the Cluster with n4 as a worker (what
+//     `kubexm config view --resource` prints for that cluster.yaml, as a
+//     GitOps tool would apply it): the controller runs add-nodes with the
+//     Secret's key; n4 is a Ready node, the status lists it Ready, 4/4
+//     nodes, the last run add-nodes Succeeded, the generation observed;
+//   - the Cluster without n4: delete-nodes (drained, then removed) from the
+//     applied spec; n4 is no node, nothing of kubexm's is left on it, the
+//     status says 3/3 and delete-nodes Succeeded.
+func operatorNodes(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm, set *testhosts.Set, workdir, bundle, create, runtime string, l nodesLayout) {
+	t.Helper()
+	start := time.Now()
+	const name = "e2e-nodes"
+	res := kx.play(ctx, create, "--offline-bundle", bundle, "--tags", "cluster-resource")
+	if res.err != nil {
+		t.Fatalf("create-cluster --tags cluster-resource: %v%s", res.err, res.failures())
+	}
+	ctl := startController(ctx, t, k, kx, set, k.kubeconfig, workdir, name, bundle)
+	defer ctl.stop()
+	progressing := func(c clusterStatus) string {
+		for _, cd := range c.Status.Conditions {
+			if cd.Type == "Progressing" {
+				return cd.Reason
+			}
+		}
+		return ""
+	}
+	ctl.waitFor(ctx, t, "the applied spec recorded", 2*time.Minute, func(c clusterStatus, raw string) bool {
+		return strings.Contains(raw, "kubexm.mensylisir.io/applied-spec") && progressing(c) == "AsSpecified"
+	})
+	// apply is the Cluster of layout applied as a user's tool would.
+	apply := func(l nodesLayout) {
+		t.Helper()
+		file := filepath.Join(kx.dir, "cluster-resource.yaml")
+		if err := os.WriteFile(file, []byte(nodesClusterYAML(name, set, l, runtime)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		view, err := exec.CommandContext(ctx, kx.bin, "config", "view", "--resource", "-f", file).Output()
+		if err != nil {
+			t.Fatalf("kubexm config view --resource: %v", err)
+		}
+		if out, err := k.run(ctx, string(view), "apply", "--server-side", "--force-conflicts", "-f", "-"); err != nil {
+			t.Fatalf("kubectl apply the Cluster: %v\n%s", err, out)
+		}
+	}
+	// converged waits until the controller ran playbook and observed the
+	// generation with every node Ready.
+	converged := func(playbook, ready string) clusterStatus {
+		t.Helper()
+		c, _ := ctl.waitFor(ctx, t, playbook+" through the Cluster", 15*time.Minute, func(c clusterStatus, _ string) bool {
+			st := c.Status
+			return st.LastRun != nil && st.LastRun.Playbook == playbook && st.LastRun.Result == "Succeeded" && st.Phase == "Ready" &&
+				st.ObservedGeneration == c.Metadata.Generation && progressing(c) == "AsSpecified" && st.ReadyNodes == ready
+		})
+		return c
+	}
+	n4 := set.Hosts[3].Name
+
+	added := nodesLayout{hosts: []int{0, 1, 3, 4}, etcd: l.etcd, master: l.master, worker: []int{1, 3}}
+	begin := time.Now()
+	apply(added)
+	c := converged("add-nodes", "4/4")
+	t.Logf("PERF operator mode: a worker added through the Cluster resource (kubectl apply to status Ready, add-nodes run by kubexm controller): %s", time.Since(begin).Round(time.Millisecond))
+	listed := false
+	for _, n := range c.Status.Nodes {
+		listed = listed || (n.Name == n4 && n.Ready && n.KubernetesVersion == kubernetesVersion)
+	}
+	if !listed {
+		t.Errorf("the Cluster's status does not list %s Ready at %s: %+v", n4, kubernetesVersion, c.Status.Nodes)
+	}
+	checkMembership(ctx, t, k, set, added)
+
+	begin = time.Now()
+	apply(l)
+	c = converged("delete-nodes", "3/3")
+	t.Logf("PERF operator mode: the worker removed through the Cluster resource (drained, removed, cleaned by delete-nodes run by kubexm controller): %s", time.Since(begin).Round(time.Millisecond))
+	for _, n := range c.Status.Nodes {
+		if n.Name == n4 {
+			t.Errorf("the Cluster's status still lists %s: %+v", n4, c.Status.Nodes)
+		}
+	}
+	checkMembership(ctx, t, k, set, l)
+	checkCleaned(ctx, t, set, n4)
+	for _, reason := range []string{"RunStarted", "RunSucceeded"} {
+		if out, _ := k.run(ctx, "", "get", "events", "-A", "--field-selector", "reason="+reason, "-o", "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}"); !strings.Contains(out, "add-nodes") || !strings.Contains(out, "delete-nodes") {
+			t.Errorf("no %s Event for add-nodes and delete-nodes:\n%s", reason, out)
+		}
+	}
+	t.Logf("PERF operator mode step (a worker added and removed through the Cluster resource): %s; load %s", time.Since(start).Round(time.Millisecond), loadAverage())
+}
