@@ -104,6 +104,7 @@ plays:
       kubexm_controller_rollout_timeout: 20s
       cluster_name: c1
       spec: {kubernetes: {containerRuntime: {type: containerd}}}
+      container_runtime_type: containerd
     roles:
       - kubexm-controller
 `
