@@ -350,7 +350,7 @@ func fieldClaims() map[string][]fieldClaim {
 			kubelet(inBinary, "sentinel.local", "clusterDomain: sentinel.local"),
 		},
 		"spec.operator.enabled":          read("roles/kubexm-controller/defaults/main.yaml", ".spec.operator.enabled", "TestKubexmControllerTemplate"),
-		"spec.kubernetes.autoRenewCerts": read("playbooks/create-cluster/playbook.yaml", "autoRenewCerts", "TestKubeadmAutoRenewPlaybook"),
+		"spec.kubernetes.autoRenewCerts": read("roles/artifacts/defaults/main.yaml", `kube_cert_auto_renew: "{{ .spec.kubernetes.autoRenewCerts }}"`, "TestKubeadmAutoRenewPlaybook"),
 		"spec.kubernetes.masqueradeAll": {
 			kadm(true, "masqueradeAll: true"),
 			proxy(true, "masqueradeAll: true"),
