@@ -85,7 +85,7 @@ func TestUpgradeVerdictNamesEtcdProblems(t *testing.T) {
 	const refusal = "etcd downgrade refused: member n1 runs etcd v3.7.3, cluster.yaml asks for v3.6.16"
 	for _, etcdType := range []string{"kubexm", "kubeadm"} {
 		vars := healthyVerdictVars()
-		vars["spec"] = map[string]any{"etcd": map[string]any{"type": etcdType}}
+		vars["etcd_type"] = etcdType
 		vars["etcd_upgrade_problems"] = refusal + "\nanother"
 		got, err := eval.New().RenderString(problems, vars)
 		if err != nil {

@@ -85,6 +85,7 @@ func TestKubernetesMinorUnsupported(t *testing.T) {
 	for k, v := range vars {
 		out[k] = v
 	}
+	completeSpec(t, out)
 	ev := eval.New()
 	var err error
 	for _, item := range readDefaults(t, "artifacts") {

@@ -144,7 +144,7 @@ func TestUpgradeRefusesAnEtcdItCannotBackUp(t *testing.T) {
 		{"kubexm", true, true, false},
 	} {
 		vars := healthyVerdictVars()
-		vars["spec"] = map[string]any{"etcd": map[string]any{"type": c.etcd}}
+		vars["etcd_type"] = c.etcd
 		vars["upgrade_backup"], vars["upgrade_needed"] = c.backup, c.needed
 		got, err := ev.RenderString(problems, vars)
 		if err != nil {
@@ -281,7 +281,7 @@ func precheckTasks(t *testing.T) []map[string]any {
 // each test changes the ones it is about.
 func healthyVerdictVars() map[string]any {
 	return map[string]any{
-		"spec":                    map[string]any{"etcd": map[string]any{"type": "kubeadm"}},
+		"etcd_type":               "kubeadm",
 		"upgrade_target_conflict": "", "upgrade_backup": true, "upgrade_needed": true, "etcd_upgrade_problems": "",
 		"upgrade_current_version": "v1.36.3", "upgrade_skew_problems": "", "upgrade_node_versions": map[string]any{},
 		"upgrade_not_ready": []any{}, "upgrade_etcd": map[string]any{"rc": 0}, "upgrade_removed": map[string]any{},
