@@ -18,28 +18,20 @@ import (
 // default of a spec field lives in schema/defaults.go alone, so no file
 // falls back on a literal when a spec field is empty.
 //
-// specReadCeiling is the ratchet while roles move over: the reads of spec
-// a file outside the defaults files still has. It may only go down: a
-// file over its figure fails naming the reads, and one under it asks for
-// the figure to be lowered, so that this table says where spec is still
-// read.
-var specReadCeiling = map[string]int{
-	"roles/etcd/templates/etcd.conf.yml.tmpl":                   13,
-	"roles/kubernetes/kubeadm/templates/kubeadm-init.yaml.tmpl": 1,
-	"roles/loadbalancer/tasks/kube-vip.yaml":                    1,
-}
+// specReadCeiling is the ratchet that moved the roles over: the reads of
+// spec a file outside the defaults files may still have. None is left; an
+// entry may only go down, and a file over its figure fails naming the
+// reads.
+var specReadCeiling = map[string]int{}
 
 // specFallbackCeiling is the same ratchet for the fallbacks on spec fields
-// still written in a file: nodelocaldns_ip's address and etcd_data_dir's
-// directory are defaulted by the schema only when their section is there
-// (etcd.type external has no dataDir), which the roles' delete and clean-up
-// tasks still read.
-var specFallbackCeiling = map[string]int{
-	"roles/artifacts/defaults/main.yaml":    1,
-	"roles/etcd/defaults/main.yaml":         1,
-	"roles/cni/calico/defaults/main.yaml":   4,
-	"roles/loadbalancer/defaults/main.yaml": 2,
-}
+// still written in a file: none is left. A field the schema defaults only
+// when its section is there (etcd.type external has no dataDir, a cluster
+// without spec.dns.nodelocaldns no localIP) gives its role variable a
+// documented empty meaning instead of a second literal
+// (roles/etcd/defaults/main.yaml etcd_data_dir,
+// roles/artifacts/defaults/main.yaml nodelocaldns_ip).
+var specFallbackCeiling = map[string]int{}
 
 var (
 	// A template action: {{ ... }}, not a comment {{/* */}}.

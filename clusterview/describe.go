@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/mensylisir/kubexm/inventory"
@@ -90,7 +94,7 @@ func endpoint(cpe schema.ControlPlaneEndpoint) string {
 // Views are the read-only verbs' views that kubexm server serves
 // (api.Views), computed from the server's work directory of a cluster and
 // its registered config, checked against the support matrix Support.
-type Views struct{ Support *schema.Support }
+type Views struct{ Support *matrix.Support }
 
 // State is get clusters' view of one work directory.
 func (Views) State(workDir string) (any, error) {
@@ -99,7 +103,7 @@ func (Views) State(workDir string) (any, error) {
 }
 
 func (v Views) parse(config []byte) (*schema.Cluster, *inventory.Inventory, error) {
-	c, _, err := schema.ParseWith("cluster.yaml", config, v.Support)
+	c, _, err := validate.ParseWith("cluster.yaml", config, v.Support)
 	if err != nil {
 		return nil, nil, err
 	}

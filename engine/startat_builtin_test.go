@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/engine/playbook"
@@ -37,7 +39,7 @@ spec:
   - {name: n2, address: 192.0.2.2, internalAddress: 192.0.2.2}
   roleGroups: {etcd: [n1], master: [n1], worker: [n2]}
 `}), "cluster.yaml")
-	c, _, err := schema.Load(cluster)
+	c, _, err := validate.Load(cluster)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"github.com/mensylisir/kubexm/inventory"
-	"github.com/mensylisir/kubexm/schema"
 )
 
 // Cluster is what a verb tells its user of the cluster a run is about.
@@ -33,7 +34,7 @@ func ReadCluster(file, workDir string, rolesPath []string) (Cluster, error) {
 	if err != nil {
 		return Cluster{}, err
 	}
-	c, _, err := schema.LoadWith(file, s)
+	c, _, err := validate.LoadWith(file, s)
 	if err != nil {
 		return Cluster{}, err
 	}

@@ -6,14 +6,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/inventory"
-	"github.com/mensylisir/kubexm/schema"
 )
 
 func commandRunner() Runner {
 	return Runner{
-		LoadInventory: func(*ClusterFile, *schema.Support) (*inventory.Inventory, error) {
+		LoadInventory: func(*ClusterFile, *matrix.Support) (*inventory.Inventory, error) {
 			return &inventory.Inventory{
 				Hosts:  []inventory.Host{{Name: "n1", Local: true, Password: "s3cret-pw"}, {Name: "dead", Address: "192.0.2.11"}},
 				Groups: map[string][]string{"master": {"n1"}, "worker": {"dead"}},

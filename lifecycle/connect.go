@@ -11,6 +11,10 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/engine/transport/ssh"
 	"github.com/mensylisir/kubexm/inventory"
@@ -103,7 +107,7 @@ type ClusterFile struct {
 	// decoded is a cluster file's decoding; nil for an Ansible-style
 	// inventory and for a file with no tree to decode (LoadInventory
 	// reports why).
-	decoded *schema.Decoded
+	decoded *validate.Decoded
 }
 
 // ReadClusterFile reads -i once. A file that cannot be read is reported
@@ -113,7 +117,7 @@ func ReadClusterFile(path string) *ClusterFile {
 	if f.data, f.err = os.ReadFile(path); f.err != nil || f.ansible() {
 		return f
 	}
-	f.decoded, _ = schema.DecodeFile(path, f.data)
+	f.decoded, _ = validate.DecodeFile(path, f.data)
 	return f
 }
 
@@ -125,7 +129,7 @@ func (f *ClusterFile) ansible() bool {
 // LoadInventory makes the inventory of -i: a cluster.yaml (or KubeKey v3
 // file) checked against the support matrix s, or an Ansible-style
 // inventory in YAML or INI for playbooks that are not about a cluster.
-func LoadInventory(f *ClusterFile, s *schema.Support) (*inventory.Inventory, error) {
+func LoadInventory(f *ClusterFile, s *matrix.Support) (*inventory.Inventory, error) {
 	if f.err != nil {
 		return nil, fmt.Errorf("inventory: %w", f.err)
 	}
@@ -142,7 +146,7 @@ func LoadInventory(f *ClusterFile, s *schema.Support) (*inventory.Inventory, err
 		c, warnings, err = f.decoded.Check(s)
 		f.decoded = nil // Check changes what it checked: a second load parses again
 	} else {
-		c, warnings, err = schema.ParseWith(f.Path, f.data, s)
+		c, warnings, err = validate.ParseWith(f.Path, f.data, s)
 	}
 	for _, w := range warnings {
 		os.Stderr.WriteString("warning: " + w.String() + "\n")

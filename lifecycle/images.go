@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"github.com/mensylisir/kubexm/bundle"
 	"github.com/mensylisir/kubexm/imagepush"
 	"github.com/mensylisir/kubexm/schema"
@@ -38,7 +40,7 @@ func PlanPush(ctx context.Context, req PushRequest, logf func(format string, arg
 	if err != nil {
 		return nil, err
 	}
-	c, _, err := schema.LoadWith(req.Inventory, s)
+	c, _, err := validate.LoadWith(req.Inventory, s)
 	if err != nil {
 		return nil, err
 	}

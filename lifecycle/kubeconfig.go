@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/schema"
 )
@@ -20,7 +22,7 @@ func LoadWith(file string, rolesPath []string) (*schema.Cluster, []schema.Warnin
 	if err != nil {
 		return nil, nil, err
 	}
-	return schema.LoadWith(file, s)
+	return validate.LoadWith(file, s)
 }
 
 // LoadCluster reads a cluster file for the commands that read what kubexm

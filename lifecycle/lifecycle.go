@@ -17,6 +17,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+	"github.com/mensylisir/kubexm/schema/rolevars"
+
 	"github.com/mensylisir/kubexm/engine/model"
 
 	"github.com/mensylisir/kubexm/builtins"
@@ -26,14 +29,13 @@ import (
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/inventory"
-	"github.com/mensylisir/kubexm/schema"
 )
 
 // Runner holds what a run needs from the program that wires it.
 type Runner struct {
 	// LoadInventory reads a cluster file, refusing the choices the support
 	// matrix s (of the playbook's tree) marks as not supported yet.
-	LoadInventory func(f *ClusterFile, s *schema.Support) (*inventory.Inventory, error)
+	LoadInventory func(f *ClusterFile, s *matrix.Support) (*inventory.Inventory, error)
 	Builtins      map[string]step.Builtin
 	Connect       func(ctx context.Context, h *inventory.Host) (transport.Transport, error)
 	BuiltinFS     fs.FS // holds playbooks/ and roles/
@@ -241,7 +243,7 @@ func (r Runner) run(ctx context.Context, pb *engine.Playbook, inv *inventory.Inv
 // inventory is the run's inventory and the role variables -e values are
 // checked against (set for a cluster; an Ansible-style inventory's run is
 // the user's own).
-func (r Runner) inventory(pb *engine.Playbook, file *ClusterFile, req Request) (*inventory.Inventory, schema.RoleVars, error) {
+func (r Runner) inventory(pb *engine.Playbook, file *ClusterFile, req Request) (*inventory.Inventory, rolevars.RoleVars, error) {
 	// Without -i only the control machine exists: enough for playbooks that
 	// prepare bundles or work on localhost.
 	inv := &inventory.Inventory{Groups: map[string][]string{"all": {}}, Vars: map[string]any{"cluster_name": "localhost"}}
@@ -268,7 +270,7 @@ func (r Runner) inventory(pb *engine.Playbook, file *ClusterFile, req Request) (
 	if inv, err = r.LoadInventory(file, s); err != nil {
 		return nil, nil, err
 	}
-	var roleVars schema.RoleVars
+	var roleVars rolevars.RoleVars
 	if inv.Cluster {
 		if roleVars, err = s.RoleVars(); err != nil {
 			return nil, nil, err
@@ -281,7 +283,7 @@ func (r Runner) inventory(pb *engine.Playbook, file *ClusterFile, req Request) (
 }
 
 // extraVars are the run's -e values, checked, with --backup's file.
-func extraVars(pb *engine.Playbook, inv *inventory.Inventory, roleVars schema.RoleVars, req Request) (map[string]any, error) {
+func extraVars(pb *engine.Playbook, inv *inventory.Inventory, roleVars rolevars.RoleVars, req Request) (map[string]any, error) {
 	extra, err := engine.ParseExtraVars(req.ExtraVars)
 	if err != nil {
 		return nil, err

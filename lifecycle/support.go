@@ -10,24 +10,26 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+	"github.com/mensylisir/kubexm/schema/rolevars"
+
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/engine"
-	"github.com/mensylisir/kubexm/schema"
 )
 
 // SupportForPlaybook returns the matrix of the tree a playbook's roles come
 // from (a fork's own support.yaml, else the built-in one), as that
 // playbook applies it.
-func SupportForPlaybook(pb *engine.Playbook) (*schema.Support, error) {
-	data, where, ok, err := pb.RolesFile(filepath.Base(schema.SupportFile))
+func SupportForPlaybook(pb *engine.Playbook) (*matrix.Support, error) {
+	data, where, ok, err := pb.RolesFile(filepath.Base(matrix.SupportFile))
 	if err != nil {
 		return nil, fmt.Errorf("support matrix: %w", err)
 	}
-	var s *schema.Support
+	var s *matrix.Support
 	if ok {
-		s, err = schema.ParseSupport(where, data)
+		s, err = matrix.ParseSupport(where, data)
 	} else {
-		s, err = schema.BuiltinSupport()
+		s, err = matrix.BuiltinSupport()
 	}
 	if err != nil {
 		return nil, err
@@ -42,8 +44,8 @@ func SupportForPlaybook(pb *engine.Playbook) (*schema.Support, error) {
 // roleVarsForPlaybook returns the role variables cluster.yaml's variables
 // are checked against: the built-in roles', with those of a fork's roles
 // the playbook uses in their place.
-func roleVarsForPlaybook(pb *engine.Playbook) (schema.RoleVars, error) {
-	builtin, err := schema.BuiltinRoleVars()
+func roleVarsForPlaybook(pb *engine.Playbook) (rolevars.RoleVars, error) {
+	builtin, err := rolevars.BuiltinRoleVars()
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +58,7 @@ func roleVarsForPlaybook(pb *engine.Playbook) (schema.RoleVars, error) {
 		if f.Builtin {
 			continue
 		}
-		decls, err := schema.ParseRoleVars(f.Where, f.Data)
+		decls, err := rolevars.ParseRoleVars(f.Where, f.Data)
 		if err != nil {
 			return nil, err
 		}
@@ -71,19 +73,19 @@ func roleVarsForPlaybook(pb *engine.Playbook) (schema.RoleVars, error) {
 // SupportFromRolesPath returns the matrix of the first directory holding
 // support.yaml, else the built-in one; a role a choice names (a custom
 // network plugin's) is looked for in dirs, then in the built-in roles.
-func SupportFromRolesPath(dirs []string) (*schema.Support, error) {
+func SupportFromRolesPath(dirs []string) (*matrix.Support, error) {
 	s, err := readSupportFromRolesPath(dirs)
 	if err != nil {
 		return nil, err
 	}
-	builtin, err := schema.BuiltinRoleVars()
+	builtin, err := rolevars.BuiltinRoleVars()
 	if err != nil {
 		return nil, err
 	}
 	// The first directory holding a role wins, as when the roles run.
 	rv := maps.Clone(builtin)
 	for _, d := range slices.Backward(dirs) {
-		own, err := schema.ReadRoleVars(os.DirFS(d), ".")
+		own, err := rolevars.ReadRoleVars(os.DirFS(d), ".")
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -107,9 +109,9 @@ func SupportFromRolesPath(dirs []string) (*schema.Support, error) {
 	}), nil
 }
 
-func readSupportFromRolesPath(dirs []string) (*schema.Support, error) {
+func readSupportFromRolesPath(dirs []string) (*matrix.Support, error) {
 	for _, d := range dirs {
-		p := filepath.Join(d, filepath.Base(schema.SupportFile))
+		p := filepath.Join(d, filepath.Base(matrix.SupportFile))
 		data, err := os.ReadFile(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -117,7 +119,7 @@ func readSupportFromRolesPath(dirs []string) (*schema.Support, error) {
 		if err != nil {
 			return nil, fmt.Errorf("support matrix: %w", err)
 		}
-		return schema.ParseSupport(p, data)
+		return matrix.ParseSupport(p, data)
 	}
-	return schema.BuiltinSupport()
+	return matrix.BuiltinSupport()
 }

@@ -12,6 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -199,7 +203,7 @@ func writeClusterFile(dir, name, cluster string, spec map[string]any) (string, e
 }
 
 func loadCluster(path string) (*kxschema.Cluster, map[string][]string, error) {
-	c, _, err := kxschema.Load(path)
+	c, _, err := validate.Load(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -229,7 +233,7 @@ func (r *Reconciler) run(ctx context.Context, obj *unstructured.Unstructured, pl
 	r.event(obj, corev1.EventTypeNormal, "RunStarted", plan.Playbook, "%s: %s", plan.Playbook, plan.Message)
 	runner := r.Runner
 	base := runner.LoadInventory
-	runner.LoadInventory = func(f *lifecycle.ClusterFile, s *kxschema.Support) (*inventory.Inventory, error) {
+	runner.LoadInventory = func(f *lifecycle.ClusterFile, s *matrix.Support) (*inventory.Inventory, error) {
 		inv, err := base(f, s)
 		if err != nil {
 			return nil, err

@@ -11,6 +11,10 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,10 +122,10 @@ func newHarness(t *testing.T, edit func(string) string, objs ...client.Object) *
 		Now: func() time.Time { return time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC) },
 		Runner: lifecycle.Runner{
 			Builtins: reg, BuiltinFS: fakePlaybooks, Version: "0.1.0",
-			LoadInventory: func(f *lifecycle.ClusterFile, _ *kxschema.Support) (*inventory.Inventory, error) {
+			LoadInventory: func(f *lifecycle.ClusterFile, _ *matrix.Support) (*inventory.Inventory, error) {
 				path := f.Path
 				loads++
-				c, _, err := kxschema.Load(path)
+				c, _, err := validate.Load(path)
 				if err != nil {
 					return nil, err
 				}
@@ -256,7 +260,7 @@ func TestReconcileRenewal(t *testing.T) {
 			AnnotationCredentials+": kube-system/ssh\n", 1)
 	}, credentialsSecret())
 	base := h.r.Runner.LoadInventory
-	h.r.Runner.LoadInventory = func(f *lifecycle.ClusterFile, s *kxschema.Support) (*inventory.Inventory, error) {
+	h.r.Runner.LoadInventory = func(f *lifecycle.ClusterFile, s *matrix.Support) (*inventory.Inventory, error) {
 		data, _ := os.ReadFile(f.Path)
 		if strings.Contains(string(data), "privateKeyPath") || strings.Contains(string(data), "not-a-real-key") {
 			t.Errorf("the run's cluster file holds a key or its path:\n%s", data)

@@ -12,13 +12,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
 	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/builtins/images"
 	"github.com/mensylisir/kubexm/builtins/kube/kubefake"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/lifecycle"
-	kxschema "github.com/mensylisir/kubexm/schema"
 )
 
 const fakeCtr = `#!/bin/sh
@@ -121,7 +122,7 @@ plays:
 		reg[b.Spec().Name] = b
 	}
 	reg["controller_image"] = images.NewControllerImage(func() (string, error) { return exe, nil })
-	r := lifecycle.Runner{Builtins: reg, Version: "0.1.0", LoadInventory: func(f *lifecycle.ClusterFile, _ *kxschema.Support) (*inventory.Inventory, error) {
+	r := lifecycle.Runner{Builtins: reg, Version: "0.1.0", LoadInventory: func(f *lifecycle.ClusterFile, _ *matrix.Support) (*inventory.Inventory, error) {
 		data, err := os.ReadFile(f.Path)
 		if err != nil {
 			return nil, err

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
 	"github.com/goccy/go-yaml"
 
 	"github.com/mensylisir/kubexm/builtins"
@@ -17,7 +19,6 @@ import (
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/lifecycle"
-	kxschema "github.com/mensylisir/kubexm/schema"
 )
 
 // roleStatus renders roles/cluster-resource's status patch from what its
@@ -61,7 +62,7 @@ plays:
 		reg[b.Spec().Name] = b
 	}
 	var out bytes.Buffer
-	r := lifecycle.Runner{Builtins: reg, Version: "0.1.0", LoadInventory: func(f *lifecycle.ClusterFile, _ *kxschema.Support) (*inventory.Inventory, error) {
+	r := lifecycle.Runner{Builtins: reg, Version: "0.1.0", LoadInventory: func(f *lifecycle.ClusterFile, _ *matrix.Support) (*inventory.Inventory, error) {
 		path := f.Path
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -197,7 +198,7 @@ plays:
 	for _, b := range builtins.All() {
 		reg[b.Spec().Name] = b
 	}
-	r := lifecycle.Runner{Builtins: reg, Version: "0.1.0", LoadInventory: func(f *lifecycle.ClusterFile, _ *kxschema.Support) (*inventory.Inventory, error) {
+	r := lifecycle.Runner{Builtins: reg, Version: "0.1.0", LoadInventory: func(f *lifecycle.ClusterFile, _ *matrix.Support) (*inventory.Inventory, error) {
 		path := f.Path
 		data, err := os.ReadFile(path)
 		if err != nil {

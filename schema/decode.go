@@ -6,7 +6,9 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/mensylisir/kubexm/internal/suggest"
 	"github.com/mensylisir/kubexm/internal/ytree"
+	"github.com/mensylisir/kubexm/schema/internal/fieldpath"
 )
 
 // The YAML text is first turned into a positioned tree by internal/ytree
@@ -22,14 +24,14 @@ const maxNodes = 200_000
 
 // maxFileBytes bounds a cluster file before it is parsed: the parser takes
 // about 150 bytes of memory per byte of text, so the bound is on the text
-// rather than on what it turns out to hold. 4 MiB is room for maxHosts
+// rather than on what it turns out to hold. 4 MiB is room for MaxHosts
 // hosts at 400 bytes each, variables and labels included.
 const maxFileBytes = 4 << 20
 
 // limitsHint names the limits a cluster file meets, so a refusal points
 // at what the user actually has too much of.
 func limitsHint() string {
-	return fmt.Sprintf("a cluster file holds at most %d hosts (spec.hosts) in at most %d MiB and %d values; put large variables in group_vars/ and host_vars/ files", maxHosts, maxFileBytes>>20, maxNodes)
+	return fmt.Sprintf("a cluster file holds at most %d hosts (spec.hosts) in at most %d MiB and %d values; put large variables in group_vars/ and host_vars/ files", MaxHosts, maxFileBytes>>20, maxNodes)
 }
 
 // parseTree parses the cluster document of a file; the warnings name the
@@ -80,7 +82,7 @@ func strNode(s string, pos Pos) *ytree.Node {
 // decoder fills Go values from a tree, collecting problems instead of
 // stopping at the first.
 type decoder struct {
-	ps *problems
+	ps *Problems
 }
 
 func (d *decoder) describe(n *ytree.Node) string {
@@ -99,7 +101,7 @@ func (d *decoder) mismatch(path string, want string, n *ytree.Node) {
 		// `[https://host:2379]` reads as a one-key mapping in flow style.
 		hint = `quote the value; a ":" makes it a mapping`
 	}
-	d.ps.add(path, hint, "expected %s, got %s", want, d.describe(n))
+	d.ps.Add(path, hint, "expected %s, got %s", want, d.describe(n))
 }
 
 func (d *decoder) decode(n *ytree.Node, v reflect.Value, path string) {
@@ -136,7 +138,7 @@ func (d *decoder) decode(n *ytree.Node, v reflect.Value, path string) {
 		case n.Kind == ytree.List:
 			s := reflect.MakeSlice(v.Type(), len(n.List), len(n.List))
 			for i, it := range n.List {
-				d.decode(it, s.Index(i), index(path, i))
+				d.decode(it, s.Index(i), fieldpath.Index(path, i))
 			}
 			v.Set(s)
 		default:
@@ -152,7 +154,7 @@ func (d *decoder) decode(n *ytree.Node, v reflect.Value, path string) {
 		}
 		m := reflect.MakeMapWithSize(v.Type(), len(n.Keys))
 		for i, k := range n.Keys {
-			p := key(path, k.Text)
+			p := fieldpath.Key(path, k.Text)
 			d.ps.src.pos[p] = n.Vals[i].TokPos
 			ev := reflect.New(v.Type().Elem()).Elem()
 			d.decode(n.Vals[i], ev, p)
@@ -177,7 +179,7 @@ func (d *decoder) decode(n *ytree.Node, v reflect.Value, path string) {
 			return
 		}
 		if v.OverflowInt(int64(i)) {
-			d.ps.add(path, "", "integer %d out of range", i)
+			d.ps.Add(path, "", "integer %d out of range", i)
 			return
 		}
 		v.SetInt(int64(i))
@@ -197,7 +199,7 @@ func (d *decoder) decode(n *ytree.Node, v reflect.Value, path string) {
 		}
 		d.itemPositions(n, path)
 	default:
-		d.ps.add(path, "", "internal: cannot decode into %s", v.Type())
+		d.ps.Add(path, "", "internal: cannot decode into %s", v.Type())
 	}
 }
 
@@ -221,7 +223,7 @@ func (d *decoder) decodeStruct(n *ytree.Node, v reflect.Value, path string) {
 		d.mismatch(path, "a mapping", n)
 		return
 	}
-	fields := yamlFields(v.Type())
+	fields := YAMLFields(v.Type())
 	for i, k := range n.Keys {
 		idx, ok := fields[k.Text]
 		if !ok {
@@ -229,11 +231,11 @@ func (d *decoder) decodeStruct(n *ytree.Node, v reflect.Value, path string) {
 			for name := range fields {
 				names = append(names, name)
 			}
-			p := child(path, k.Text)
-			d.ps.list = append(d.ps.list, Problem{Pos: k.Pos, Path: p, Message: "unknown field", Hint: didYouMean(k.Text, names)})
+			p := fieldpath.Child(path, k.Text)
+			d.ps.List = append(d.ps.List, Problem{Pos: k.Pos, Path: p, Message: "unknown field", Hint: suggest.DidYouMean(k.Text, names)})
 			continue
 		}
-		d.decode(n.Vals[i], v.Field(idx), child(path, k.Text))
+		d.decode(n.Vals[i], v.Field(idx), fieldpath.Child(path, k.Text))
 	}
 }
 
@@ -246,13 +248,13 @@ func (d *decoder) itemPositions(n *ytree.Node, path string) {
 	switch n.Kind {
 	case ytree.List:
 		for i, it := range n.List {
-			p := index(path, i)
+			p := fieldpath.Index(path, i)
 			d.ps.src.pos[p] = it.TokPos
 			d.itemPositions(it, p)
 		}
 	case ytree.Map:
 		for i, k := range n.Keys {
-			p := key(path, k.Text)
+			p := fieldpath.Key(path, k.Text)
 			d.ps.src.pos[p] = n.Vals[i].TokPos
 			d.itemPositions(n.Vals[i], p)
 		}
@@ -278,17 +280,17 @@ func generic(n *ytree.Node) any {
 }
 
 // yamlFields maps a struct's yaml key names to field indexes.
-func yamlFields(t reflect.Type) map[string]int {
+func YAMLFields(t reflect.Type) map[string]int {
 	out := make(map[string]int, t.NumField())
 	for i := range t.NumField() {
-		if name := yamlName(t.Field(i)); name != "" {
+		if name := YAMLName(t.Field(i)); name != "" {
 			out[name] = i
 		}
 	}
 	return out
 }
 
-func yamlName(f reflect.StructField) string {
+func YAMLName(f reflect.StructField) string {
 	if !f.IsExported() {
 		return ""
 	}

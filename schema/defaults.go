@@ -3,6 +3,8 @@ package schema
 import (
 	"slices"
 	"strings"
+
+	"github.com/mensylisir/kubexm/schema/internal/valid"
 )
 
 // Default versions: the newest patch of the newest Kubernetes minor of the
@@ -10,7 +12,7 @@ import (
 // etcd and containerd releases the roles install by default.
 const (
 	DefaultKubernetesVersion = "v1.37.2"
-	DefaultEtcdVersion       = "v3.6.16"
+	DefaultEtcdVersion       = "v3.7.3"
 )
 
 // defaultRuntimeVersion is the version installed for each container runtime
@@ -72,7 +74,7 @@ func SetDefaults(c *Cluster) {
 		setStr(&h.Arch, DefaultArch)
 		if h.Connection == "" {
 			h.Connection = "ssh"
-			if isLocalAddress(h.Address) {
+			if valid.IsLocalAddress(h.Address) {
 				h.Connection = "local"
 			}
 		}

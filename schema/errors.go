@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/mensylisir/kubexm/internal/suggest"
 	"github.com/mensylisir/kubexm/internal/ytree"
 )
 
@@ -98,64 +97,79 @@ func (s *source) posOf(path string) Pos {
 	}
 }
 
-// problems collects Problems and Warnings against one source.
-type problems struct {
+// Problems collects the problems and warnings of one cluster file against
+// its positions: decoding and validation (schema/validate) report through
+// it.
+type Problems struct {
 	src      *source
-	list     []Problem
-	warnings []Warning
+	List     []Problem
+	Warnings []Warning
 }
 
-func (ps *problems) add(path, hint, format string, args ...any) {
-	ps.list = append(ps.list, Problem{Pos: ps.src.posOf(path), Path: path, Message: fmt.Sprintf(format, args...), Hint: hint})
+// NewProblems is a collector at the positions of the file c came from.
+func (c *Cluster) NewProblems() *Problems { return &Problems{src: c.src} }
+
+// Fresh is an empty collector at the same file's positions.
+func (ps *Problems) Fresh() *Problems { return &Problems{src: ps.src} }
+
+// Add records a problem at path.
+func (ps *Problems) Add(path, hint, format string, args ...any) {
+	ps.List = append(ps.List, Problem{Pos: ps.src.posOf(path), Path: path, Message: fmt.Sprintf(format, args...), Hint: hint})
 }
 
-func (ps *problems) warn(path, format string, args ...any) {
-	ps.warnings = append(ps.warnings, Warning{Pos: ps.src.posOf(path), Path: path, Message: fmt.Sprintf(format, args...)})
+// Warn records a warning at path.
+func (ps *Problems) Warn(path, format string, args ...any) {
+	ps.Warnings = append(ps.Warnings, Warning{Pos: ps.src.posOf(path), Path: path, Message: fmt.Sprintf(format, args...)})
 }
 
-func (ps *problems) err() error {
-	if len(ps.list) == 0 {
+// Err is the problems as an *Error (causes first, then in file order),
+// or nil.
+func (ps *Problems) Err() error {
+	if len(ps.List) == 0 {
 		return nil
 	}
-	sort.SliceStable(ps.list, func(i, j int) bool {
-		if ps.list[i].cause != ps.list[j].cause {
-			return ps.list[i].cause
+	sort.SliceStable(ps.List, func(i, j int) bool {
+		if ps.List[i].cause != ps.List[j].cause {
+			return ps.List[i].cause
 		}
-		a, b := ps.list[i].Pos, ps.list[j].Pos
+		a, b := ps.List[i].Pos, ps.List[j].Pos
 		if a.Line != b.Line {
 			return a.Line < b.Line
 		}
 		return a.Col < b.Col
 	})
-	return &Error{Problems: ps.list}
+	return &Error{Problems: ps.List}
 }
 
-// didYouMean suggests the candidate closest to got, or "" when none is close
-// enough to be a likely typo.
-func didYouMean(got string, candidates []string) string {
-	best := suggest.Closest(got, candidates)
-	if best == "" {
-		return ""
+// PosOf is where path was written, or its nearest written parent.
+func (ps *Problems) PosOf(path string) Pos { return ps.src.posOf(path) }
+
+// SetPos records that path was written at pos (a value expanded from
+// another, such as a host range's names).
+func (ps *Problems) SetPos(path string, pos Pos) { ps.src.pos[path] = pos }
+
+// Finish adds to what decoding found (decoded) the problems of later that
+// are not under the path of one of failed (consequences of those), and
+// returns the warnings of both and the problems as an error. Decoding's
+// problems are causes: they are listed first.
+func (decoded *Problems) Finish(later *Problems, failed []Problem) ([]Warning, error) {
+	for i := range decoded.List {
+		decoded.List[i].cause = true
 	}
-	return fmt.Sprintf("did you mean %q?", best)
+	for _, p := range later.List {
+		if !underAny(p.Path, failed) {
+			decoded.List = append(decoded.List, p)
+		}
+	}
+	decoded.Warnings = append(decoded.Warnings, later.Warnings...)
+	return decoded.Warnings, decoded.Err()
 }
 
-// fieldPath helpers keep path spelling identical between decoding (which
-// records positions) and validation (which looks them up).
-func child(parent, name string) string {
-	if parent == "" {
-		return name
+func underAny(path string, list []Problem) bool {
+	for _, p := range list {
+		if path == p.Path || strings.HasPrefix(path, p.Path+".") || strings.HasPrefix(path, p.Path+"[") {
+			return true
+		}
 	}
-	return parent + "." + name
-}
-
-func index(parent string, i int) string { return fmt.Sprintf("%s[%d]", parent, i) }
-
-func key(parent, k string) string {
-	if k != "" && strings.IndexFunc(k, func(r rune) bool {
-		return !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
-	}) < 0 {
-		return child(parent, k)
-	}
-	return fmt.Sprintf("%s[%q]", parent, k)
+	return false
 }

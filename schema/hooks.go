@@ -1,52 +1,12 @@
 package schema
 
 import (
-	"cmp"
-	"os"
-	"regexp"
-	"strings"
+	"github.com/mensylisir/kubexm/schema/internal/fieldpath"
 )
-
-// phaseName is what a playbook may call a phase (the engine's rule).
-var phaseName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
-
-// validateHooks checks spec.hooks: every field given and the file present.
-// Whether the playbook has the phase is known only with the playbook: kubexm
-// play refuses an unknown phase before anything runs.
-func validateHooks(c *Cluster, ps *problems) {
-	for i, h := range c.Spec.Hooks {
-		p := index("spec.hooks", i)
-		if h.Playbook == "" {
-			ps.add(child(p, "playbook"), "e.g. playbook: create-cluster", "a hook names the playbook it hooks")
-		}
-		switch {
-		case h.Phase == "":
-			ps.add(child(p, "phase"), "kubexm play "+cmp.Or(h.Playbook, "PLAYBOOK")+" --list-tasks lists the phases", "a hook names the phase it runs beside")
-		case !phaseName.MatchString(h.Phase):
-			ps.add(child(p, "phase"), "lowercase letters, digits, - and _, e.g. network", "%q is not a phase name", h.Phase)
-		}
-		// Not an enum field: the support matrix lists what is installed,
-		// and a hook installs nothing of kubexm's.
-		switch h.When {
-		case "before", "after":
-		case "":
-			ps.add(child(p, "when"), "before or after", "a hook says when it runs")
-		default:
-			ps.add(child(p, "when"), strings.TrimSpace("before or after "+didYouMean(h.When, []string{"before", "after"})), "invalid value %q", h.When)
-		}
-		if h.File == "" {
-			ps.add(child(p, "file"), "a playbook file relative to the cluster file", "a hook names its playbook file")
-			continue
-		}
-		if st, err := os.Stat(c.resolvePath(h.File)); err != nil || st.IsDir() {
-			ps.add(child(p, "file"), "a playbook file (a list of plays) relative to the cluster file", "hook playbook %s not found", c.resolvePath(h.File))
-		}
-	}
-}
 
 // HookFile returns the absolute path of spec.hooks[i].file and where the
 // hook was written, for the playbook loader.
 func (c *Cluster) HookFile(i int) (file string, at Pos) {
-	p := index("spec.hooks", i)
-	return c.resolvePath(c.Spec.Hooks[i].File), c.PosOf(p)
+	p := fieldpath.Index("spec.hooks", i)
+	return c.ResolvePath(c.Spec.Hooks[i].File), c.PosOf(p)
 }

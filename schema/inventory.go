@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/mensylisir/kubexm/inventory"
+	"github.com/mensylisir/kubexm/schema/hostrange"
+	"github.com/mensylisir/kubexm/schema/internal/valid"
 )
 
 // Inventory builds the engine's inventory from a loaded cluster: hosts with
@@ -72,7 +75,7 @@ func Inventory(c *Cluster, source string) (*inventory.Inventory, error) {
 		h := &c.Spec.Hosts[i]
 		ih := inventory.Host{
 			Name:     h.Name,
-			Local:    h.Connection == "local" || h.Connection == "" && isLocalAddress(h.Address),
+			Local:    h.Connection == "local" || h.Connection == "" && valid.IsLocalAddress(h.Address),
 			Address:  h.Address,
 			Port:     h.Port,
 			User:     h.User,
@@ -91,7 +94,7 @@ func Inventory(c *Cluster, source string) (*inventory.Inventory, error) {
 		switch {
 		case ih.Local:
 		case h.PrivateKeyPath != "":
-			ih.PrivateKeyPath = c.resolvePath(h.PrivateKeyPath)
+			ih.PrivateKeyPath = c.ResolvePath(h.PrivateKeyPath)
 		default:
 			ih.PrivateKeyPath = defaultKey
 		}
@@ -110,7 +113,7 @@ func Inventory(c *Cluster, source string) (*inventory.Inventory, error) {
 				Passphrase:     cmp.Or(b.Passphrase, ih.Passphrase),
 			}
 			if b.PrivateKeyPath != "" {
-				ih.Bastion.PrivateKeyPath = c.resolvePath(b.PrivateKeyPath)
+				ih.Bastion.PrivateKeyPath = c.ResolvePath(b.PrivateKeyPath)
 				ih.Bastion.Passphrase = b.Passphrase
 			}
 		}
@@ -130,13 +133,13 @@ func fileExists(p string) bool {
 func (c *Cluster) groups() (map[string][]string, error) {
 	out := map[string][]string{}
 	var problems []string
-	for _, g := range c.Spec.RoleGroups.all() {
+	for _, g := range c.Spec.RoleGroups.All() {
 		members := []string{}
 		seen := map[string]bool{}
-		for _, m := range *g.members {
-			names, err := ExpandRange(m)
+		for _, m := range *g.Members {
+			names, err := hostrange.Expand(m)
 			if err != nil {
-				problems = append(problems, fmt.Sprintf("roleGroups.%s: %v", g.name, err))
+				problems = append(problems, fmt.Sprintf("roleGroups.%s: %v", g.Name, err))
 				continue
 			}
 			for _, n := range names {
@@ -146,7 +149,7 @@ func (c *Cluster) groups() (map[string][]string, error) {
 				}
 			}
 		}
-		out[g.name] = members
+		out[g.Name] = members
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("cluster %s: %s", c.Metadata.Name, strings.Join(problems, "; "))
@@ -174,7 +177,7 @@ func hostVars(h *Host, groups map[string][]string) map[string]any {
 		vars["arch"] = h.Arch
 	}
 	var v4, v6 string
-	for _, a := range h.internalAddrs() {
+	for _, a := range h.InternalAddrs() {
 		switch {
 		case a.Is4() && v4 == "":
 			v4 = a.String()
@@ -220,7 +223,7 @@ func (c *Cluster) specVars() map[string]any {
 	for i, a := range c.Spec.Addons {
 		am := m["addons"].([]any)[i].(map[string]any)
 		am["kind"] = a.Kind()
-		manifests, chart, valuesFile := c.addonPaths(a)
+		manifests, chart, valuesFile := c.AddonPaths(a)
 		src := am["sources"].(map[string]any)
 		src["yaml"].(map[string]any)["path"] = toVars(reflect.ValueOf(manifests))
 		ch := src["chart"].(map[string]any)
@@ -267,7 +270,7 @@ func toVars(v reflect.Value) any {
 		out := map[string]any{}
 		t := v.Type()
 		for i := range t.NumField() {
-			if name := yamlName(t.Field(i)); name != "" {
+			if name := YAMLName(t.Field(i)); name != "" {
 				out[name] = toVars(v.Field(i))
 			}
 		}
@@ -318,6 +321,39 @@ func operatorKeyVar(c *Cluster) string {
 	if !c.Spec.Operator.Enabled {
 		return ""
 	}
-	key, _, _ := c.operatorKey()
+	key, _, _ := c.OperatorKey()
 	return key
+}
+
+// InternalAddrs returns a host's internal addresses (internalAddress, else
+// address when it is an IP). Invalid entries are skipped: validate reports
+// them.
+func (h *Host) InternalAddrs() []netip.Addr {
+	src := h.InternalAddress
+	if src == "" {
+		src = h.Address
+	}
+	var out []netip.Addr
+	for _, p := range strings.Split(src, ",") {
+		if a, err := netip.ParseAddr(strings.TrimSpace(p)); err == nil {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out
+}
+
+// RoleGroup is one roleGroups list with its key name.
+type RoleGroup struct {
+	Name    string
+	Members *[]string
+}
+
+func (rg *RoleGroups) All() []RoleGroup {
+	return []RoleGroup{
+		{"etcd", &rg.Etcd},
+		{"master", &rg.Master},
+		{"worker", &rg.Worker},
+		{"registry", &rg.Registry},
+		{"loadbalancer", &rg.Loadbalancer},
+	}
 }

@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mensylisir/kubexm/internal/suggest"
 	"github.com/mensylisir/kubexm/internal/ytree"
+	"github.com/mensylisir/kubexm/schema/internal/fieldpath"
 )
 
 // KubeKeyAPIVersion is the apiVersion of KubeKey v3 cluster files, which
@@ -34,7 +36,7 @@ func (kc *kubekeyConversion) drop(path, why string) {
 // convertKubeKey rewrites a KubeKey v3 tree into the kubexm form in place,
 // keeping every node's position so later errors still point into the
 // user's file.
-func convertKubeKey(root *ytree.Node, ps *problems) {
+func convertKubeKey(root *ytree.Node, ps *Problems) {
 	kc := &kubekeyConversion{}
 	av := root.Index("apiVersion")
 	avPos := root.Keys[av].Pos
@@ -60,7 +62,7 @@ func convertKubeKey(root *ytree.Node, ps *problems) {
 	if len(kc.dropped) > 0 {
 		b.WriteString("\n  dropped: " + strings.Join(kc.dropped, "\n  dropped: "))
 	}
-	ps.warnings = append(ps.warnings, Warning{Pos: avPos, Path: "apiVersion", Message: b.String()})
+	ps.Warnings = append(ps.Warnings, Warning{Pos: avPos, Path: "apiVersion", Message: b.String()})
 }
 
 func convertKubeKeySpec(spec *ytree.Node, kc *kubekeyConversion) {
@@ -113,7 +115,7 @@ func convertKubeKeySpec(spec *ytree.Node, kc *kubekeyConversion) {
 // and refused with its reason otherwise: accepting it would build another
 // cluster than the file describes. Any other key is a typo, refused with
 // the closest field name.
-func checkKubeKeyKeys(n *ytree.Node, t reflect.Type, path string, kc *kubekeyConversion, ps *problems) {
+func checkKubeKeyKeys(n *ytree.Node, t reflect.Type, path string, kc *kubekeyConversion, ps *Problems) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -122,11 +124,11 @@ func checkKubeKeyKeys(n *ytree.Node, t reflect.Type, path string, kc *kubekeyCon
 		if n.Kind != ytree.Map {
 			return
 		}
-		fields := yamlFields(t)
+		fields := YAMLFields(t)
 		known := kubekeyOnlyFields()
 		var keys, vals []*ytree.Node
 		for i, k := range n.Keys {
-			p := child(path, k.Text)
+			p := fieldpath.Child(path, k.Text)
 			if idx, ok := fields[k.Text]; ok {
 				checkKubeKeyKeys(n.Vals[i], t.Field(idx).Type, p, kc, ps)
 				keys, vals = append(keys, k), append(vals, n.Vals[i])
@@ -138,22 +140,22 @@ func checkKubeKeyKeys(n *ytree.Node, t reflect.Type, path string, kc *kubekeyCon
 					kc.drop(p, "KubeKey's "+f.what+"; as written it asks for nothing")
 					continue
 				}
-				ps.list = append(ps.list, Problem{Pos: k.Pos, Path: p, Message: "KubeKey's " + f.what + " has no kubexm equivalent", Hint: f.reason})
+				ps.List = append(ps.List, Problem{Pos: k.Pos, Path: p, Message: "KubeKey's " + f.what + " has no kubexm equivalent", Hint: f.reason})
 				continue
 			}
-			ps.list = append(ps.list, Problem{Pos: k.Pos, Path: p, Message: "unknown field", Hint: kubekeyHint(k.Text, fields, known, pattern)})
+			ps.List = append(ps.List, Problem{Pos: k.Pos, Path: p, Message: "unknown field", Hint: kubekeyHint(k.Text, fields, known, pattern)})
 		}
 		n.Keys, n.Vals = keys, vals
 	case reflect.Slice:
 		if n.Kind == ytree.List {
 			for i, it := range n.List {
-				checkKubeKeyKeys(it, t.Elem(), index(path, i), kc, ps)
+				checkKubeKeyKeys(it, t.Elem(), fieldpath.Index(path, i), kc, ps)
 			}
 		}
 	case reflect.Map:
 		if n.Kind == ytree.Map {
 			for i, k := range n.Keys {
-				checkKubeKeyKeys(n.Vals[i], t.Elem(), key(path, k.Text), kc, ps)
+				checkKubeKeyKeys(n.Vals[i], t.Elem(), fieldpath.Key(path, k.Text), kc, ps)
 			}
 		}
 	}
@@ -193,7 +195,7 @@ func kubekeyHint(got string, fields map[string]int, known map[string]kubekeyFiel
 		}
 	}
 	slices.Sort(names)
-	if h := didYouMean(got, names); h != "" {
+	if h := suggest.DidYouMean(got, names); h != "" {
 		return h
 	}
 	return "neither kubexm nor KubeKey v3 has this field here; kubexm explain " + parent + " lists kubexm's"
@@ -323,7 +325,7 @@ func moveKey(from *ytree.Node, fk string, to *ytree.Node, tk, fromPath, toPath s
 // name, which kubexm takes from metadata.name, so it converts only when it
 // is the domain too (KubeKey's default file: cluster.local both).
 // kubernetes.nodelocaldns becomes dns.nodelocaldns.enabled.
-func kubekeyDNS(spec *ytree.Node, kc *kubekeyConversion, ps *problems) {
+func kubekeyDNS(spec *ytree.Node, kc *kubekeyConversion, ps *Problems) {
 	k := mapAt(spec, "kubernetes")
 	if k == nil {
 		return
@@ -334,7 +336,7 @@ func kubekeyDNS(spec *ytree.Node, kc *kubekeyConversion, ps *problems) {
 		domain = dv.Text
 	}
 	if i := k.Index("clusterName"); i >= 0 && isScalar(k.Vals[i]) && k.Vals[i].Text != domain {
-		ps.list = append(ps.list, Problem{Pos: k.Keys[i].Pos, Path: "spec.kubernetes.clusterName",
+		ps.List = append(ps.List, Problem{Pos: k.Keys[i].Pos, Path: "spec.kubernetes.clusterName",
 			Message: fmt.Sprintf("KubeKey's clusterName %q names the cluster, while its DNS domain is %q; kubexm's clusterName is the DNS domain", k.Vals[i].Text, domain),
 			Hint:    fmt.Sprintf("remove clusterName (kubexm names the cluster metadata.name) or set it to %q", domain)})
 		removeKey(k, "clusterName")
@@ -350,7 +352,7 @@ func kubekeyDNS(spec *ytree.Node, kc *kubekeyConversion, ps *problems) {
 	}
 	on, ok := nv.Scalar.(bool)
 	if !ok {
-		ps.list = append(ps.list, Problem{Pos: nv.TokPos, Path: "spec.kubernetes.nodelocaldns", Message: "expected a boolean, got " + nv.KindName()})
+		ps.List = append(ps.List, Problem{Pos: nv.TokPos, Path: "spec.kubernetes.nodelocaldns", Message: "expected a boolean, got " + nv.KindName()})
 		return
 	}
 	d := ensureMap(spec, "dns", nk.Pos)
@@ -369,7 +371,7 @@ func kubekeyDNS(spec *ytree.Node, kc *kubekeyConversion, ps *problems) {
 // (docs/playbooks.md, extension points), as the cluster's group vars:
 // apiserverArgs [--audit-log-maxage=30] is kube_apiserver_extra_config
 // {audit-log-maxage: "30"}; a flag without a value is "true".
-func kubekeyComponentArgs(spec *ytree.Node, kc *kubekeyConversion, ps *problems) {
+func kubekeyComponentArgs(spec *ytree.Node, kc *kubekeyConversion, ps *Problems) {
 	k := mapAt(spec, "kubernetes")
 	if k == nil {
 		return
@@ -390,7 +392,7 @@ func kubekeyComponentArgs(spec *ytree.Node, kc *kubekeyConversion, ps *problems)
 		}
 		path := "spec.kubernetes." + m.field
 		if fv.Kind != ytree.List {
-			ps.list = append(ps.list, Problem{Pos: fv.TokPos, Path: path, Message: "expected a list of --flag=value, got " + fv.KindName()})
+			ps.List = append(ps.List, Problem{Pos: fv.TokPos, Path: path, Message: "expected a list of --flag=value, got " + fv.KindName()})
 			continue
 		}
 		flags := &ytree.Node{Kind: ytree.Map, Pos: fv.Pos, TokPos: fv.TokPos}
@@ -398,7 +400,7 @@ func kubekeyComponentArgs(spec *ytree.Node, kc *kubekeyConversion, ps *problems)
 			s, ok := a.Str()
 			name, val, hasVal := strings.Cut(strings.TrimPrefix(s, "--"), "=")
 			if !ok || !strings.HasPrefix(s, "--") || name == "" {
-				ps.list = append(ps.list, Problem{Pos: a.Pos, Path: index(path, i), Message: fmt.Sprintf("%q is not a --flag or --flag=value", a.Text)})
+				ps.List = append(ps.List, Problem{Pos: a.Pos, Path: fieldpath.Index(path, i), Message: fmt.Sprintf("%q is not a --flag or --flag=value", a.Text)})
 				continue
 			}
 			if !hasVal {

@@ -86,7 +86,7 @@ func otherKubeKeyFormat(root *ytree.Node) string {
 // warnKubeKeyDefaults names, before converting, each KubeKey v3 default
 // that kubexm does not share and the file leaves to the default, so that
 // nothing switches silently. spec is the KubeKey spec (nil when absent).
-func warnKubeKeyDefaults(root, spec *ytree.Node, ps *problems) {
+func warnKubeKeyDefaults(root, spec *ytree.Node, ps *Problems) {
 	var ours Cluster
 	SetDefaults(&ours)
 	// where is the place a missing field would be written: its parent
@@ -102,7 +102,7 @@ func warnKubeKeyDefaults(root, spec *ytree.Node, ps *problems) {
 	}
 	k := mapAt(spec, "kubernetes")
 	warn := func(block, path, format string, args ...any) {
-		ps.warnings = append(ps.warnings, Warning{Pos: where(block), Path: path, Message: "KubeKey default differs: " + fmt.Sprintf(format, args...)})
+		ps.Warnings = append(ps.Warnings, Warning{Pos: where(block), Path: path, Message: "KubeKey default differs: " + fmt.Sprintf(format, args...)})
 	}
 	runtime := scalarAt(k, "containerManager")
 	if runtime == "" {

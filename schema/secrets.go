@@ -5,85 +5,19 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/mensylisir/kubexm/schema/internal/valid"
 )
 
 // Mask replaces every secret in Masked output.
 const Mask = "******"
 
-// expandSecrets resolves `${ENV}` passwords and passwordFile references in
-// place. lookup is os.LookupEnv outside tests.
-func expandSecrets(c *Cluster, ps *problems, lookup func(string) (string, bool)) {
-	for i := range c.Spec.Hosts {
-		h := &c.Spec.Hosts[i]
-		p := index("spec.hosts", i)
-		resolveSecret(c, ps, lookup, &h.Password, h.PasswordFile, child(p, "password"), child(p, "passwordFile"))
-		resolveSecret(c, ps, lookup, &h.Passphrase, "", child(p, "privateKeyPassphrase"), "")
-		resolveSecret(c, ps, lookup, &h.SudoPassword, "", child(p, "sudoPassword"), "")
-		if h.Bastion != nil {
-			resolveSecret(c, ps, lookup, &h.Bastion.Password, "", child(child(p, "bastion"), "password"), "")
-			resolveSecret(c, ps, lookup, &h.Bastion.Passphrase, "", child(child(p, "bastion"), "privateKeyPassphrase"), "")
-		}
-	}
-	if c.Spec.Bastion != nil {
-		resolveSecret(c, ps, lookup, &c.Spec.Bastion.Password, "", "spec.bastion.password", "")
-		resolveSecret(c, ps, lookup, &c.Spec.Bastion.Passphrase, "", "spec.bastion.privateKeyPassphrase", "")
-	}
-	for name, a := range c.Spec.Registry.Auths {
-		p := key("spec.registry.auths", name)
-		resolveSecret(c, ps, lookup, &a.Password, a.PasswordFile, child(p, "password"), child(p, "passwordFile"))
-		c.Spec.Registry.Auths[name] = a
-	}
-}
-
-func resolveSecret(c *Cluster, ps *problems, lookup func(string) (string, bool), pw *string, file, pwPath, filePath string) {
-	if file != "" {
-		if *pw != "" {
-			ps.add(pwPath, "keep one of them", "password and passwordFile are both set")
-			return
-		}
-		data, err := os.ReadFile(c.resolvePath(file))
-		if err != nil {
-			ps.add(filePath, "the path is relative to the cluster file", "cannot read password file: %v", err)
-			return
-		}
-		*pw = strings.TrimRight(string(data), "\r\n")
-		return
-	}
-	v := *pw
-	if !strings.HasPrefix(v, "${") || !strings.HasSuffix(v, "}") {
-		return
-	}
-	name := v[2 : len(v)-1]
-	if !validEnvName(name) {
-		// Not echoed: the value of a secret field may be the secret itself.
-		ps.add(pwPath, "write ${NAME} with letters, digits and _", "not a valid environment variable reference")
-		return
-	}
-	val, ok := lookup(name)
-	if !ok {
-		ps.add(pwPath, "export "+name+" before running kubexm, or use passwordFile", "environment variable %s is not set", name)
-		return
-	}
-	*pw = val
-}
-
-func validEnvName(s string) bool {
-	if s == "" || s[0] >= '0' && s[0] <= '9' {
-		return false
-	}
-	for _, r := range s {
-		if !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return false
-		}
-	}
-	return true
-}
-
-// resolvePath makes a file reference from cluster.yaml absolute: ~ is the
+// ResolvePath makes a file reference from cluster.yaml absolute: ~ is the
 // user's home and relative paths are relative to the cluster file.
-func (c *Cluster) resolvePath(p string) string {
+func (c *Cluster) ResolvePath(p string) string {
 	if p == "~" || strings.HasPrefix(p, "~/") {
 		if home, err := os.UserHomeDir(); err == nil {
 			return filepath.Join(home, p[1:])
@@ -100,7 +34,7 @@ func (c *Cluster) resolvePath(p string) string {
 // machine (relative to the cluster file), "" when it is not set.
 func (c *Cluster) RegistryCertsDir(name string) string {
 	if p := c.Spec.Registry.Auths[name].CertsPath; p != "" {
-		return c.resolvePath(p)
+		return c.ResolvePath(p)
 	}
 	return ""
 }
@@ -161,7 +95,7 @@ func maskChartValues(v any) any {
 		out := make([]any, len(x))
 		for i, e := range x {
 			out[i] = e
-			if k, val, ok := strings.Cut(fmt.Sprint(e), "="); ok && val != "" && secretVarName.MatchString(k[strings.LastIndex(k, ".")+1:]) {
+			if k, val, ok := strings.Cut(fmt.Sprint(e), "="); ok && val != "" && valid.SecretVarName.MatchString(k[strings.LastIndex(k, ".")+1:]) {
 				out[i] = k + "=" + Mask
 			}
 		}
@@ -184,4 +118,19 @@ func maskedBastion(b *Bastion) *Bastion {
 	maskString(&m.Password)
 	maskString(&m.Passphrase)
 	return &m
+}
+
+// SecretRefRE is a reference to a secret the server's administrator
+// created (kubexm server secret create NAME): ${secret:NAME}. Not an
+// environment variable reference (a name holds no ':'), so no existing
+// cluster file changes meaning.
+var SecretRefRE = regexp.MustCompile(`^\$\{secret:([a-z0-9][a-z0-9._-]{0,62})\}$`)
+
+// SecretRef returns the name of the server secret v refers to.
+func SecretRef(v string) (string, bool) {
+	m := SecretRefRE.FindStringSubmatch(v)
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
 }

@@ -110,9 +110,9 @@ const (
 	AddonChartKind = "chart"
 )
 
-// choiceValue is the add-on's value in the support matrix: its name when
+// MatrixValue is the add-on's value in the support matrix: its name when
 // kubexm installs it itself, else (yaml) or (chart).
-func (a Addon) choiceValue() string {
+func (a Addon) MatrixValue() string {
 	if k := a.Kind(); k != AddonBuiltin {
 		return "(" + k + ")"
 	}

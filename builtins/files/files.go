@@ -1,7 +1,7 @@
 // Package files provides the builtins that put files on a host and keep
 // them as a task says: copy, template, fetch, file, lineinfile, blockinfile,
-// htpasswd and sync_dir. They compare before they write, show a diff, and
-// change nothing in check mode.
+// htpasswd and sync_dir (they compare before they write, show a diff, and
+// change nothing in check mode); and slurp, which reads one.
 package files
 
 import "github.com/mensylisir/kubexm/engine/step"
@@ -11,6 +11,6 @@ func Builtins() []step.Builtin {
 	return []step.Builtin{
 		copyBuiltin{}, templateBuiltin{}, fetchBuiltin{},
 		File{}, LineInFile{}, blockinfileBuiltin{},
-		htpasswdBuiltin{}, syncDirBuiltin{},
+		htpasswdBuiltin{}, syncDirBuiltin{}, slurpBuiltin{},
 	}
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/mensylisir/kubexm/engine/step"
 )
 
-const etcdVersion = "v3.6.16"
+const etcdVersion = "v3.7.3"
 
 // etcdBinDir finds etcd and etcdctl built by test/artifacts/etcd.sh.
 // testCache is where test/artifacts keeps what it builds.

@@ -12,6 +12,10 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"github.com/goccy/go-yaml"
 
 	"github.com/mensylisir/kubexm/engine/eval"
@@ -52,7 +56,7 @@ type Build struct {
 
 // Collect describes this binary with the matrix s and the playbook tree
 // content its roles come from.
-func Collect(b Build, s *schema.Support, content fs.FS) (Info, error) {
+func Collect(b Build, s *matrix.Support, content fs.FS) (Info, error) {
 	info := Info{Version: b.Version, Commit: b.Commit, BuildDate: b.Date, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		fromBuildInfo(&info, bi)
@@ -107,7 +111,7 @@ func fromBuildInfo(info *Info, bi *debug.BuildInfo) {
 // nothing, so that the versions are the roles' own, never written twice.
 // A component installed only with a choice (only_with, e.g. docker with
 // containerRuntime.type docker) is rendered for a cluster.yaml making it.
-func componentDefaults(s *schema.Support, content fs.FS) (map[string]string, error) {
+func componentDefaults(s *matrix.Support, content fs.FS) (map[string]string, error) {
 	out := map[string]string{}
 	for _, comp := range s.Components {
 		v, err := componentDefault(s, content, comp)
@@ -120,7 +124,7 @@ func componentDefaults(s *schema.Support, content fs.FS) (map[string]string, err
 }
 
 // componentDefault renders one component's default variable.
-func componentDefault(s *schema.Support, content fs.FS, comp schema.Component) (string, error) {
+func componentDefault(s *matrix.Support, content fs.FS, comp matrix.Component) (string, error) {
 	text := schema.MinimalCluster
 	if comp.OnlyWith != "" {
 		// spec.a.b=v becomes "  a: {b: v}" under MinimalCluster's spec.
@@ -132,7 +136,7 @@ func componentDefault(s *schema.Support, content fs.FS, comp schema.Component) (
 		}
 		text += "  " + keys[0] + ": " + line + "\n"
 	}
-	c, _, err := schema.ParseWith("defaults.yaml", []byte(text), s)
+	c, _, err := validate.ParseWith("defaults.yaml", []byte(text), s)
 	if err != nil {
 		return "", fmt.Errorf("the default cluster of %s: %w", comp.Name, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/schema"
 )
@@ -12,7 +14,7 @@ import (
 // Every component's default is rendered to a version on its release line,
 // the one the roles install; etcd's is the schema's default.
 func TestCollect(t *testing.T) {
-	s, err := schema.BuiltinSupport()
+	s, err := matrix.BuiltinSupport()
 	if err != nil {
 		t.Fatal(err)
 	}

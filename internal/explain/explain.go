@@ -14,6 +14,12 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/mensylisir/kubexm/schema/schemas"
+
+	"github.com/mensylisir/kubexm/schema/matrix"
+
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"github.com/goccy/go-yaml"
 
 	"github.com/mensylisir/kubexm/internal/suggest"
@@ -52,7 +58,7 @@ type Child struct {
 // Explain describes the field at path: dots between fields, and
 // optionally [*] or [N] after a list or map (spec.hosts.address and
 // spec.hosts[0].address are the same field).
-func Explain(path string, s *schema.Support) (*Field, error) {
+func Explain(path string, s *matrix.Support) (*Field, error) {
 	root, err := jsonSchema()
 	if err != nil {
 		return nil, err
@@ -88,7 +94,7 @@ func Explain(path string, s *schema.Support) (*Field, error) {
 }
 
 func jsonSchema() (map[string]any, error) {
-	data, err := schema.JSONSchema()
+	data, err := schemas.JSONSchema()
 	if err != nil {
 		return nil, fmt.Errorf("cluster.yaml's schema: %w", err)
 	}
@@ -220,8 +226,8 @@ type tree struct{ defaulted, written any }
 // defaultsTree is schema.MinimalCluster as written and with every default
 // filled in: a field's default is what the loader sets where the file
 // says nothing.
-func defaultsTree(s *schema.Support) (tree, error) {
-	c, _, err := schema.ParseWith("defaults.yaml", []byte(schema.MinimalCluster), s)
+func defaultsTree(s *matrix.Support) (tree, error) {
+	c, _, err := validate.ParseWith("defaults.yaml", []byte(schema.MinimalCluster), s)
 	if err != nil {
 		return tree{}, fmt.Errorf("the defaults: %w", err)
 	}

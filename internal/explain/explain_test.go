@@ -5,12 +5,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"github.com/mensylisir/kubexm/schema"
 )
 
-func support(t *testing.T) *schema.Support {
+func support(t *testing.T) *matrix.Support {
 	t.Helper()
-	s, err := schema.BuiltinSupport()
+	s, err := matrix.BuiltinSupport()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,7 +23,7 @@ func support(t *testing.T) *schema.Support {
 
 func TestExplainLeaf(t *testing.T) {
 	s := support(t)
-	c, _, err := schema.ParseWith("m.yaml", []byte(schema.MinimalCluster), s)
+	c, _, err := validate.ParseWith("m.yaml", []byte(schema.MinimalCluster), s)
 	if err != nil {
 		t.Fatal(err)
 	}

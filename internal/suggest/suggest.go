@@ -2,7 +2,10 @@
 // mean" hints on unknown keys, builtins, variables and functions.
 package suggest
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Closest returns the candidate most likely meant by got, or "" when none is
 // close enough to be a typo: within a third of got's length (at least two
@@ -67,4 +70,14 @@ func shared(a, b string) int {
 		}
 	}
 	return n
+}
+
+// DidYouMean suggests the candidate closest to got, or "" when none is close
+// enough to be a likely typo.
+func DidYouMean(got string, candidates []string) string {
+	best := Closest(got, candidates)
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("did you mean %q?", best)
 }

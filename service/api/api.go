@@ -21,6 +21,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+	"github.com/mensylisir/kubexm/schema/rolevars"
+
 	"github.com/mensylisir/kubexm/service/datadir"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,7 +48,7 @@ type Config struct {
 	Store jobstore.Store
 	Box   *secretbox.Box
 	// Support is the matrix a registered cluster.yaml is checked against.
-	Support *schema.Support
+	Support *matrix.Support
 	// Playbook checks that a job's playbook exists.
 	Playbook func(name string) (string, error)
 	// Registry holds the metrics /metrics serves; the API adds the jobs
@@ -914,7 +917,7 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 // checkRoleVars checks a job's extra vars against the role variables'
 // declarations before the job is queued (its run checks them again).
 func (s *Server) checkRoleVars(vars map[string]any) error {
-	rv, err := schema.BuiltinRoleVars()
+	rv, err := rolevars.BuiltinRoleVars()
 	if s.c.Support != nil {
 		rv, err = s.c.Support.RoleVars()
 	}

@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mensylisir/kubexm/bundle"
@@ -66,7 +68,7 @@ func newFixtureOn(t testing.TB, dsn, dataDir string, first *fixture) *fixture {
 	}
 	t.Cleanup(func() { store.Close() })
 	box, _ := secretbox.New(bytes.Repeat([]byte{3}, 32))
-	support, err := schema.BuiltinSupport()
+	support, err := matrix.BuiltinSupport()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"github.com/mensylisir/kubexm/service/datadir"
 
 	"github.com/mensylisir/kubexm/engine"
@@ -123,7 +125,7 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request, what string, fn fu
 // masker replaces every secret of a cluster.yaml, as it is and as it looks
 // inside a JSON string, with ******.
 func (s *Server) masker(config []byte) (func(string) string, error) {
-	c, _, err := schema.ParseConfined(config, s.c.Support, nil)
+	c, _, err := validate.ParseConfined(config, s.c.Support, nil)
 	if err != nil {
 		return nil, err
 	}

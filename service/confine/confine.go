@@ -20,6 +20,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/schema"
 )
@@ -28,7 +32,7 @@ import (
 // worker.
 type Guard struct {
 	allow   []netip.Prefix
-	support *schema.Support
+	support *matrix.Support
 	secrets *Secrets
 	// own lists the machine's addresses; lookup resolves a host name.
 	// Fields for tests: a test machine's own addresses are not the ones
@@ -52,7 +56,7 @@ type Config struct {
 	Allow []string
 	// Support is the matrix a cluster.yaml is checked against (nil: the
 	// built-in one).
-	Support *schema.Support
+	Support *matrix.Support
 	// Secrets are the server's secrets a cluster.yaml may name; nil: none.
 	Secrets *Secrets
 	// Lookup resolves a host name; nil: the system's resolver.
@@ -114,7 +118,7 @@ func (r *Refused) Error() string {
 // Register reads a cluster.yaml a client sent: parsed without the server's
 // files or environment, and its hosts checked.
 func (g *Guard) Register(ctx context.Context, data []byte) (*schema.Cluster, error) {
-	c, _, err := schema.ParseConfined(data, g.support, g.secretExists)
+	c, _, err := validate.ParseConfined(data, g.support, g.secretExists)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/mensylisir/kubexm/schema"
@@ -89,7 +91,7 @@ func (g *Guard) Prepare(ctx context.Context, data []byte, nodes, groups []string
 // no file or variable of the server), its server secrets left out (a
 // password as ******, a key as none): a view connects to no host.
 func (g *Guard) ForView(ctx context.Context, data []byte) ([]byte, error) {
-	c, _, err := schema.ParseConfined(data, g.support, func(string, string) bool { return true })
+	c, _, err := validate.ParseConfined(data, g.support, func(string, string) bool { return true })
 	if err != nil {
 		return nil, err
 	}

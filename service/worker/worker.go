@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"github.com/mensylisir/kubexm/engine/model"
 
 	"github.com/mensylisir/kubexm/service/datadir"
@@ -226,7 +228,7 @@ func (w *Worker) runJob(ctx context.Context, j *jobstore.Job) {
 	defer prep.Close()
 	plain = prep.Config
 	mask := func(s string) string { return s }
-	if c, _, err := schema.Parse("cluster.yaml", plain); err == nil {
+	if c, _, err := validate.Parse("cluster.yaml", plain); err == nil {
 		if inv, err := schema.Inventory(c, ""); err == nil {
 			mask = engine.Redactor(inv.Secrets())
 		}

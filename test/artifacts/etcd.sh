@@ -6,7 +6,7 @@
 # module roots and builds them (see /work/shared/notes/test-artifacts.md §2).
 #
 # Environment:
-#   ETCD_VERSION          v3.5.x, v3.6.x or v3.7.x to build (default v3.6.16)
+#   ETCD_VERSION          v3.5.x, v3.6.x or v3.7.x to build (default v3.7.3)
 #   GOARCH                target architecture (default: the host's)
 #   KUBEXM_TEST_ETCD_DIR  where the binaries go
 #                         (default /var/cache/kubexm-test/artifacts/etcd/$ETCD_VERSION/$GOARCH)
@@ -17,7 +17,7 @@
 # Prints the directory holding the binaries on its last line.
 set -euo pipefail
 
-version=${ETCD_VERSION:-v3.6.16}
+version=${ETCD_VERSION:-v3.7.3}
 arch=${GOARCH:-$(go env GOARCH)}
 cache=${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}
 out=${KUBEXM_TEST_ETCD_DIR:-$cache/artifacts/etcd/$version/$arch}

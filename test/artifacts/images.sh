@@ -107,7 +107,7 @@
 #   etcd     etcd, etcdctl and etcdutl of etcd.sh ($ETCD_VERSION) in
 #            /usr/local/bin. kubeadm v1.37 pins registry.k8s.io/etcd:3.7.0-0,
 #            an etcd the tests do not build: the image is tagged
-#            $ETCD_IMAGE_TAG (default <ETCD_VERSION without v>-0, 3.6.16-0)
+#            $ETCD_IMAGE_TAG (default <ETCD_VERSION without v>-0, 3.7.3-0)
 #            and the test tells kubeadm that tag (kubeadm_etcd_image_version,
 #            which ClusterConfiguration etcd.local.imageTag carries), so the
 #            name says the etcd that is inside.
@@ -192,7 +192,7 @@
 #   BUSYBOX_VERSION (1.35.0: must be Debian's busybox-static upstream version),
 #   METRICS_SERVER_VERSION (v0.8.0), NODE_CACHE_COREDNS_VERSION (= COREDNS_VERSION),
 #   NODE_CACHE_TAG (coredns-$NODE_CACHE_COREDNS_VERSION),
-#   KUBE_VERSION (v1.37.2), ETCD_VERSION (v3.6.16), ETCD_IMAGE_TAG (3.6.16-0),
+#   KUBE_VERSION (v1.37.2), ETCD_VERSION (v3.7.3), ETCD_IMAGE_TAG (3.7.3-0),
 #   KUBE_VIP_VERSION (v1.2.3; kube-vip.sh's other variables pass through),
 #   E2E_IMAGE_REGISTRY (e2e.kubexm.local), CALICO_VERSION (v3.32.1; see calico.sh),
 #   IPTABLES_BACKEND (nft), KUBEXM_TEST_CACHE (/var/cache/kubexm-test),
@@ -214,7 +214,7 @@ node_cache_coredns_version=${NODE_CACHE_COREDNS_VERSION:-$coredns_version}
 node_cache_tag=${NODE_CACHE_TAG:-coredns-$node_cache_coredns_version}
 iptables_backend=${IPTABLES_BACKEND:-nft}
 kube_version=${KUBE_VERSION:-v1.37.2}
-etcd_version=${ETCD_VERSION:-v3.6.16}
+etcd_version=${ETCD_VERSION:-v3.7.3}
 etcd_image_tag=${ETCD_IMAGE_TAG:-${etcd_version#v}-0}
 kube_vip_version=${KUBE_VIP_VERSION:-v1.2.3}
 calico_version=${CALICO_VERSION:-v3.32.1}
@@ -304,15 +304,31 @@ done
 
 export CGO_ENABLED=0 GOARCH=$arch GOOS=linux GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
 mkdir -p "$cache/build" "$dest"
-exec 9>"$cache/build/images.lock"
-flock 9
-
 # done_already <image>: its tarball is there and listed in both indexes.
 done_already() {
 	local f=${file[$1]}
 	[[ -f $dest/$f && -f $dest/SHA256SUMS && -f $dest/images.txt ]] &&
 		grep -q "  $f\$" "$dest/SHA256SUMS" && grep -qx "$f ${ref[$1]}" "$dest/images.txt"
 }
+
+# Everything there already: no lock, so that a warm run does not wait for
+# another run's build (a suite waited 10 minutes behind another's coredns
+# build on 2026-12-03). The indexes are replaced whole (mv) after the
+# tarballs, so an image listed in both is complete.
+if [[ ${FORCE:-0} != 1 ]]; then
+	missing=0
+	for i in "${images[@]}"; do
+		done_already "$i" || missing=1
+	done
+	if [[ $missing == 0 ]]; then
+		echo "images.sh: ${images[*]} already in $dest (FORCE=1 builds them again)" >&2
+		echo "$dest"
+		exit 0
+	fi
+fi
+
+exec 9>"$cache/build/images.lock"
+flock 9
 
 todo=()
 for i in "${images[@]}"; do

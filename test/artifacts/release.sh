@@ -11,14 +11,14 @@
 # reproducible (fixed order, owner and times; gzip without a timestamp), so
 # its sha256 only changes when the binaries do.
 #
-# Environment: ETCD_VERSION (default v3.6.16), GOARCH (default the host's),
+# Environment: ETCD_VERSION (default v3.7.3), GOARCH (default the host's),
 # KUBEXM_TEST_ETCD_DIR (the binaries; built by etcd.sh when missing),
 # KUBEXM_TEST_RELEASE_DIR = $OUT (default $KUBEXM_TEST_CACHE/release).
 # Prints the tarball's path on its last line.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-version=${ETCD_VERSION:-v3.6.16}
+version=${ETCD_VERSION:-v3.7.3}
 arch=${GOARCH:-$(go env GOARCH)}
 out=${KUBEXM_TEST_RELEASE_DIR:-${KUBEXM_TEST_CACHE:-/var/cache/kubexm-test}/release}
 

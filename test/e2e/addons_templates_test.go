@@ -21,6 +21,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"github.com/goccy/go-yaml"
 
 	"github.com/mensylisir/kubexm/engine"
@@ -60,9 +64,9 @@ func hostVars(t *testing.T, clusterYAML, host string) map[string]any {
 
 // hostVarsWith is hostVars against the support matrix s (nil: the built-in
 // one), for a role whose choices the matrix still refuses.
-func hostVarsWith(t *testing.T, clusterYAML, host string, s *schema.Support) map[string]any {
+func hostVarsWith(t *testing.T, clusterYAML, host string, s *matrix.Support) map[string]any {
 	t.Helper()
-	c, _, err := schema.ParseWith("cluster.yaml", []byte(clusterYAML), s)
+	c, _, err := validate.ParseWith("cluster.yaml", []byte(clusterYAML), s)
 	if err != nil {
 		t.Fatalf("cluster.yaml: %v\n%s", err, clusterYAML)
 	}

@@ -17,10 +17,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
 	"github.com/goccy/go-yaml"
 
 	"github.com/mensylisir/kubexm/engine/eval"
-	"github.com/mensylisir/kubexm/schema"
 )
 
 // calicoVars are m1's variables in a cluster with network, each host's
@@ -38,9 +39,9 @@ func calicoVars(t *testing.T, network string, mtus map[string]int, override map[
 
 // calicoSupported is the built-in matrix with calico and its settings
 // supported, since the matrix refuses calico until an e2e suite proves it.
-func calicoSupported(t *testing.T) *schema.Support {
+func calicoSupported(t *testing.T) *matrix.Support {
 	t.Helper()
-	s, err := schema.BuiltinSupport()
+	s, err := matrix.BuiltinSupport()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func calicoSupported(t *testing.T) *schema.Support {
 		}
 		for j, v := range c.Values {
 			if strings.HasPrefix(c.Field, "spec.network.calico.") || v.Value == "calico" {
-				s.Choices[i].Values[j].Status = schema.StatusSupported
+				s.Choices[i].Values[j].Status = matrix.StatusSupported
 			}
 		}
 	}

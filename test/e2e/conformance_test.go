@@ -18,7 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
@@ -773,7 +774,7 @@ func TestConformanceClusterTemplate(t *testing.T) {
 					y = kubeadmClusterYAML("e2e-conf", set, "kubeadm")
 				}
 				y = conformanceClusterYAML(t, y, cni, rt)
-				c, _, err := schema.ParseWith("cluster.yaml", []byte(y), nil)
+				c, _, err := validate.ParseWith("cluster.yaml", []byte(y), nil)
 				if err != nil {
 					t.Errorf("%s, %s, %s: %v\n%s", mode, cni, rt, err, y)
 				} else {

@@ -92,13 +92,22 @@ func TestPlaybooksLoad(t *testing.T) {
 	}
 }
 
+// etcdTuning are the role variables roles/etcd/defaults/main.yaml maps
+// from spec.etcd's tuning fields.
+var etcdTuning = map[string]string{
+	"etcd_heartbeat_interval": "heartbeatInterval", "etcd_election_timeout": "electionTimeout",
+	"etcd_snapshot_count": "snapshotCount", "etcd_auto_compaction_retention": "autoCompactionRetention",
+	"etcd_metrics": "metrics", "etcd_quota_backend_bytes": "quotaBackendBytes", "etcd_max_request_bytes": "maxRequestBytes",
+	"etcd_max_wals": "maxWals", "etcd_max_snapshots": "maxSnapshots", "etcd_log_level": "logLevel",
+}
+
 // sampleVars are the variables of member n1 of a three-member cluster.
 func sampleVars(addrs [3]string) map[string]any {
 	hostvars := map[string]any{}
 	for i, n := range []string{"n1", "n2", "n3"} {
 		hostvars[n] = map[string]any{"internal_address": addrs[i], "address": addrs[i], "arch": "amd64"}
 	}
-	return map[string]any{
+	vars := map[string]any{
 		"inventory_hostname": "n1", "internal_address": addrs[0], "address": addrs[0], "arch": "amd64",
 		"cluster_name": "c1",
 		"groups":       map[string]any{"all": []any{"n1", "n2", "n3"}, "etcd": []any{"n1", "n2", "n3"}},
@@ -107,7 +116,8 @@ func sampleVars(addrs [3]string) map[string]any {
 			// As schema.SetDefaults leaves it for etcd.type kubexm, but
 			// for the values this test sets.
 			"etcd": map[string]any{"dataDir": "/data/etcd", "heartbeatInterval": 300, "electionTimeout": 3000, "maxSnapshots": 0,
-				"snapshotCount": 10000, "metrics": "basic", "quotaBackendBytes": 2147483648, "maxRequestBytes": 1572864, "logLevel": "info"},
+				"snapshotCount": 10000, "autoCompactionRetention": 8, "metrics": "basic", "quotaBackendBytes": 2147483648,
+				"maxRequestBytes": 1572864, "maxWals": 5, "logLevel": "info"},
 			"system": map[string]any{"ntpServers": []any{"n1", "pool.example.org"}},
 		},
 		"etcd_address": strings.Split(addrs[0], ",")[0], "etcd_client_port": 2379, "etcd_peer_port": 2380,
@@ -118,6 +128,11 @@ func sampleVars(addrs [3]string) map[string]any {
 		// roles/os maps spec.system.ntpServers (its defaults/main.yaml).
 		"os_ntp_servers": []any{"n1", "pool.example.org"},
 	}
+	etcd := vars["spec"].(map[string]any)["etcd"].(map[string]any)
+	for name, field := range etcdTuning {
+		vars[name] = etcd[field]
+	}
+	return vars
 }
 
 func renderRoleTemplate(t *testing.T, role, name string, vars map[string]any) string {

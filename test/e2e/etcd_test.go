@@ -16,10 +16,13 @@ import (
 	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
-const etcdVersion = "v3.6.16"
+// etcdVersion is the etcd the suites' clusters run: kubexm's default
+// (schema.DefaultEtcdVersion).
+const etcdVersion = "v3.7.3"
 
-// etcdUpgradeVersion is the minor TestEtcdCluster upgrades its cluster to.
-const etcdUpgradeVersion = "v3.7.3"
+// etcdPreviousVersion is the minor TestEtcdCluster creates its cluster at,
+// to upgrade it to etcdVersion.
+const etcdPreviousVersion = "v3.6.16"
 
 // TestEtcdCluster is issue 8's acceptance on three fresh test machines:
 //
@@ -44,9 +47,9 @@ func TestEtcdCluster(t *testing.T) {
 	root := moduleRoot(t)
 	work := t.TempDir()
 
-	releaseRoot := etcdRelease(ctx, t, root, etcdVersion)
-	if r := etcdRelease(ctx, t, root, etcdUpgradeVersion); r != releaseRoot {
-		t.Fatalf("the releases of %s and %s are laid out under %s and %s, want one root", etcdVersion, etcdUpgradeVersion, releaseRoot, r)
+	releaseRoot := etcdRelease(ctx, t, root, etcdPreviousVersion)
+	if r := etcdRelease(ctx, t, root, etcdVersion); r != releaseRoot {
+		t.Fatalf("the releases of %s and %s are laid out under %s and %s, want one root", etcdPreviousVersion, etcdVersion, releaseRoot, r)
 	}
 	bin := buildKubexm(ctx, t, root, work)
 
@@ -57,11 +60,13 @@ func TestEtcdCluster(t *testing.T) {
 	if err := os.WriteFile(inventory, []byte(clusterYAML("e2e-etcd", set)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Created at the previous minor, to be upgraded to the default.
+	setEtcdVersion(t, inventory, etcdPreviousVersion)
 	kx := kubexm{
 		bin: bin, dir: work, inventory: inventory, observe: diag.observe,
 		extra: extraVars(
 			// The artifact source: the local stand-in for github.com.
-			`{"etcd_mirrors": ["`+server+`/etcd-io/etcd/releases/download/`+etcdVersion+`"]}`,
+			`{"etcd_mirrors": ["`+server+`/etcd-io/etcd/releases/download/`+etcdPreviousVersion+`"]}`,
 			// The machines have no package mirror; these are installed already.
 			`{"os_packages": ["iptables", "iproute2", "kmod", "procps"]}`,
 			// systemd-nspawn machines: vm.*, kernel.*, fs.* are read-only.
@@ -193,9 +198,9 @@ func TestEtcdCluster(t *testing.T) {
 	t.Logf("killed during the etcd role, resumed in %s (%d outcomes from the journal)", res.wall.Round(time.Millisecond), resumed)
 	checkEtcd(ctx, t, set)
 
-	// The upgrade fetches etcdUpgradeVersion's release from the same server.
+	// The upgrade fetches etcdVersion's release from the same server.
 	up := kx
-	up.extra = append([]string{`{"etcd_mirrors": ["` + server + `/etcd-io/etcd/releases/download/` + etcdUpgradeVersion + `"]}`}, kx.extra[1:]...)
+	up.extra = append([]string{`{"etcd_mirrors": ["` + server + `/etcd-io/etcd/releases/download/` + etcdVersion + `"]}`}, kx.extra[1:]...)
 	etcdUpgrade(ctx, t, root, set, up)
 }
 
@@ -221,19 +226,38 @@ for i in $(seq 1 %d); do
 done`, keys, eps[0], ssl, ssl, first, ssl, first)); err != nil {
 		t.Fatalf("writing %d keys: %v\n%s", keys, err, out)
 	}
-	setEtcdVersion(t, kx.inventory, etcdUpgradeVersion)
+	setEtcdVersion(t, kx.inventory, etcdVersion)
 	upgrade := filepath.Join(root, "playbooks", "upgrade-etcd")
 
+	// create-cluster keeps the minor the members run: the next minor in
+	// cluster.yaml (or kubexm's default moving to it) is refused before
+	// anything changes, pointing at upgrade-etcd.
+	res := kx.play(ctx, filepath.Join(root, "playbooks", "create-cluster"), "--tags=preflight,os,etcd")
+	if res.err == nil {
+		t.Fatalf("create-cluster with etcd %s on the %s members passed; want it refused", etcdVersion, etcdPreviousVersion)
+	}
+	if f := res.failures(); !strings.Contains(f, "create-cluster and add-nodes keep etcd's minor version. Upgrade with `kubexm play upgrade-etcd") {
+		t.Errorf("create-cluster with etcd %s failed without naming upgrade-etcd:%s", etcdVersion, f)
+	}
+	for _, c := range res.changed() {
+		if strings.Contains(c, ": etcd") {
+			t.Errorf("the refused create-cluster changed %s", c)
+		}
+	}
+	if v := etcdVersions(ctx, t, set, first, eps); !allAt(v, etcdPreviousVersion, len(set.Hosts)) {
+		t.Errorf("after the refused create-cluster the members run %v, want %s everywhere", v, etcdPreviousVersion)
+	}
+
 	// --check: the pre-checks pass, nothing is backed up or restarted.
-	res := kx.play(ctx, upgrade, "--check")
+	res = kx.play(ctx, upgrade, "--check")
 	if res.err != nil {
 		t.Fatalf("upgrade-etcd --check failed: %v%s", res.err, res.failures())
 	}
 	if n := len(backupArchives(t, kx)); n != 0 {
 		t.Errorf("upgrade-etcd --check wrote %d backups", n)
 	}
-	if v := etcdVersions(ctx, t, set, first, eps); !allAt(v, etcdVersion, len(set.Hosts)) {
-		t.Errorf("after upgrade-etcd --check the members run %v, want %s everywhere", v, etcdVersion)
+	if v := etcdVersions(ctx, t, set, first, eps); !allAt(v, etcdPreviousVersion, len(set.Hosts)) {
+		t.Errorf("after upgrade-etcd --check the members run %v, want %s everywhere", v, etcdPreviousVersion)
 	}
 	t.Logf("upgrade-etcd --check: %s, %d tasks would change something", res.wall.Round(time.Millisecond), len(res.changed()))
 
@@ -241,7 +265,7 @@ done`, keys, eps[0], ssl, ssl, first, ssl, first)); err != nil {
 	res = kx.play(ctx, upgrade)
 	stats, pollErr := poll.stop()
 	if res.err != nil {
-		t.Fatalf("upgrade-etcd to %s failed after %s: %v%s", etcdUpgradeVersion, res.wall, res.err, res.failures())
+		t.Fatalf("upgrade-etcd to %s failed after %s: %v%s", etcdVersion, res.wall, res.err, res.failures())
 	}
 	if pollErr != nil {
 		t.Fatal(pollErr)
@@ -254,7 +278,7 @@ done`, keys, eps[0], ssl, ssl, first, ssl, first)); err != nil {
 	}
 	t.Logf("PERF upgrade-etcd %s -> %s on 3 members: %s (%d changed, leadership handed over %d time(s)); "+
 		"a client writing every 200 ms: %d requests, %d failed, longest gap between answers %s; slowest tasks:\n%s",
-		etcdVersion, etcdUpgradeVersion, res.wall.Round(time.Millisecond), len(res.changed()), handovers,
+		etcdPreviousVersion, etcdVersion, res.wall.Round(time.Millisecond), len(res.changed()), handovers,
 		stats.total, stats.failed, stats.longestGap.Round(time.Millisecond), res.slowest(5))
 	for _, o := range stats.outages {
 		t.Logf("  client outage: %s", o)
@@ -270,8 +294,8 @@ done`, keys, eps[0], ssl, ssl, first, ssl, first)); err != nil {
 	}
 
 	// Every member runs the new version, with the keys written before.
-	if v := etcdVersions(ctx, t, set, first, eps); !allAt(v, etcdUpgradeVersion, len(set.Hosts)) {
-		t.Errorf("after the upgrade the members run %v, want %s everywhere", v, etcdUpgradeVersion)
+	if v := etcdVersions(ctx, t, set, first, eps); !allAt(v, etcdVersion, len(set.Hosts)) {
+		t.Errorf("after the upgrade the members run %v, want %s everywhere", v, etcdVersion)
 	}
 	got, err := etcdctl(ctx, set, last, eps[len(eps)-1], "get --prefix /kubexm-e2e/upgrade/ --print-value-only")
 	if n := strings.Count(got, "\n"); err != nil || n != keys || !strings.Contains(got, fmt.Sprintf("v%d\n", keys)) {
@@ -285,7 +309,7 @@ done`, keys, eps[0], ssl, ssl, first, ssl, first)); err != nil {
 	if res.err != nil {
 		t.Fatalf("upgrade-etcd re-run failed: %v%s", res.err, res.failures())
 	}
-	t.Logf("PERF upgrade-etcd re-run at %s (nothing to change): %s", etcdUpgradeVersion, res.wall.Round(time.Millisecond))
+	t.Logf("PERF upgrade-etcd re-run at %s (nothing to change): %s", etcdVersion, res.wall.Round(time.Millisecond))
 	if c := res.changed(); len(c) > 0 {
 		t.Errorf("upgrade-etcd re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
@@ -295,18 +319,18 @@ done`, keys, eps[0], ssl, ssl, first, ssl, first)); err != nil {
 
 	// Refused before anything changes: back to 3.6, and a minor skipped
 	// (-e etcd_version: cluster.yaml's matrix refuses v3.9 itself).
-	setEtcdVersion(t, kx.inventory, etcdVersion)
+	setEtcdVersion(t, kx.inventory, etcdPreviousVersion)
 	res = kx.play(ctx, upgrade)
-	want := fmt.Sprintf("etcd downgrade refused: member %s runs etcd %s, cluster.yaml asks for %s", first, etcdUpgradeVersion, etcdVersion)
+	want := fmt.Sprintf("etcd downgrade refused: member %s runs etcd %s, cluster.yaml asks for %s", first, etcdVersion, etcdPreviousVersion)
 	if res.err == nil || !strings.Contains(res.failures(), want) {
-		t.Errorf("upgrade-etcd to %s: %v, want a refusal with %q:%s", etcdVersion, res.err, want, res.failures())
+		t.Errorf("upgrade-etcd to %s: %v, want a refusal with %q:%s", etcdPreviousVersion, res.err, want, res.failures())
 	}
 	if c := res.changed(); len(c) > 0 {
 		t.Errorf("the refused downgrade changed things:\n  %s", strings.Join(c, "\n  "))
 	}
-	setEtcdVersion(t, kx.inventory, etcdUpgradeVersion)
+	setEtcdVersion(t, kx.inventory, etcdVersion)
 	res = kx.play(ctx, upgrade, "-e", "etcd_version=v3.9.0")
-	want = fmt.Sprintf("etcd member %s runs %s: %s to v3.9.0 skips a minor; etcd upgrades one minor at a time (to v3.8 first)", first, etcdUpgradeVersion, etcdUpgradeVersion)
+	want = fmt.Sprintf("etcd member %s runs %s: %s to v3.9.0 skips a minor; etcd upgrades one minor at a time (to v3.8 first)", first, etcdVersion, etcdVersion)
 	if res.err == nil || !strings.Contains(res.failures(), want) {
 		t.Errorf("upgrade-etcd to v3.9.0: %v, want a refusal with %q:%s", res.err, want, res.failures())
 	}

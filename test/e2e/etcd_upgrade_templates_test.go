@@ -197,3 +197,38 @@ func TestEtcdRestartOrder(t *testing.T) {
 		t.Errorf("restart order %s, want [n2 n4 n1] (the leader n1 last, n3 unchanged)", got)
 	}
 }
+
+// TestEtcdVersionChangeRules: create-cluster and add-nodes keep the etcd
+// minor a member runs (roles/etcd's etcd_version_change_problems), so a
+// new spec.etcd.version or a newer kubexm default never upgrades etcd
+// without the upgrade playbooks' pre-checks and snapshot; those playbooks
+// allow the minor change, and nothing allows a downgrade.
+func TestEtcdVersionChangeRules(t *testing.T) {
+	for _, c := range []struct {
+		name, target string
+		running      map[string]any
+		allowed      bool
+		want         []string
+	}{
+		{name: "a fresh member", target: "v3.7.3", running: map[string]any{"n1": ""}},
+		{name: "the same version", target: "v3.7.3", running: map[string]any{"n1": "3.7.3"}},
+		{name: "a patch up", target: "v3.6.16", running: map[string]any{"n1": "3.6.15"}},
+		{name: "a minor up from create-cluster", target: "v3.7.3", running: map[string]any{"n1": "3.6.16", "n2": "3.7.3"},
+			want: []string{"etcd member n1 runs v3.6.16 and cluster.yaml asks for v3.7.3 (spec.etcd.version, or kubexm's default when it is unset): create-cluster and add-nodes keep etcd's minor version. Upgrade with `kubexm play upgrade-etcd -i cluster.yaml` (pre-checks, a verified snapshot, the members one at a time, the leader last), or keep v3.6.16 with spec.etcd.version: v3.6.16"}},
+		{name: "a minor up from an upgrade playbook", target: "v3.7.3", running: map[string]any{"n1": "3.6.16"}, allowed: true},
+		{name: "a downgrade", target: "v3.6.16", running: map[string]any{"n1": "3.7.3"}, allowed: true,
+			want: []string{"etcd downgrade refused: member n1 runs etcd v3.7.3, cluster.yaml asks for v3.6.16 (spec.etcd.version, or kubexm's default when it is unset); kubexm never downgrades etcd: set spec.etcd.version: v3.7.3"}},
+		{name: "a patch down", target: "v3.7.1", running: map[string]any{"https://10.0.0.2:2379": "3.7.3"},
+			want: []string{"etcd downgrade refused: member https://10.0.0.2:2379 runs etcd v3.7.3"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			vars := kubeVars("n1", func(s map[string]any) {
+				s["network"].(map[string]any)["plugin"] = "flannel"
+				s["etcd"].(map[string]any)["version"] = c.target
+				s["etcd"].(map[string]any)["dataDir"] = "/var/lib/etcd"
+			})
+			v := withRoleDefaults(t, "etcd", vars, map[string]any{"etcd_running_versions": c.running, "etcd_version_change_allowed": c.allowed})
+			wantProblems(t, strings.TrimSpace(v["etcd_version_change_problems"].(string)), c.want)
+		})
+	}
+}

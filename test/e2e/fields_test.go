@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"github.com/goccy/go-yaml"
 
 	"github.com/mensylisir/kubexm/engine/eval"
@@ -269,7 +271,7 @@ func fieldClaims() map[string][]fieldClaim {
 		"spec.hosts[*].port":                         inv(2299, "2299"),
 		"spec.hosts[*].user":                         inv("sentineluser", "sentineluser"),
 		"spec.hosts[*].password":                     inv("sentinel-password", "sentinel-password"),
-		"spec.hosts[*].passwordFile":                 read("schema/secrets.go", "PasswordFile", "TestSecrets"),
+		"spec.hosts[*].passwordFile":                 read("schema/validate/secrets.go", "PasswordFile", "TestSecrets"),
 		"spec.hosts[*].privateKeyPath":               inv("/etc/passwd", "/etc/passwd"),
 		"spec.hosts[*].privateKeyPassphrase":         inv("sentinel-pass", "sentinel-pass"),
 		"spec.hosts[*].sudoPassword":                 inv("sentinel-sudo", "sentinel-sudo"),
@@ -289,9 +291,9 @@ func fieldClaims() map[string][]fieldClaim {
 		"spec.bastion.password":                      specBastion("password", "sb-pw", "sb-pw"),
 		"spec.bastion.privateKeyPath":                specBastion("privateKeyPath", "/etc/hostname", "/etc/hostname"),
 		"spec.bastion.privateKeyPassphrase":          specBastion("privateKeyPassphrase", "sb-pp", "sb-pp"),
-		"spec.roleGroups.etcd":                       read("schema/validate.go", `{"etcd", &rg.Etcd}`, "TestInventoryFromFullExample"),
-		"spec.roleGroups.master":                     read("schema/validate.go", `{"master", &rg.Master}`, "TestInventoryFromFullExample"),
-		"spec.roleGroups.worker":                     read("schema/validate.go", `{"worker", &rg.Worker}`, "TestInventoryFromFullExample"),
+		"spec.roleGroups.etcd":                       read("schema/inventory.go", `{"etcd", &rg.Etcd}`, "TestInventoryFromFullExample"),
+		"spec.roleGroups.master":                     read("schema/inventory.go", `{"master", &rg.Master}`, "TestInventoryFromFullExample"),
+		"spec.roleGroups.worker":                     read("schema/inventory.go", `{"worker", &rg.Worker}`, "TestInventoryFromFullExample"),
 		"spec.roleGroups.registry":                   refused([]any{"w1"}),
 		"spec.roleGroups.loadbalancer":               read("playbooks/create-cluster/playbook.yaml", "hosts: loadbalancer", "TestVIPClusterYAML"),
 		"spec.roleGroupVars":                         inv(map[string]any{"worker": map[string]any{"sentinel_gv": 1}}, "sentinel_gv"),
@@ -446,12 +448,12 @@ func fieldClaims() map[string][]fieldClaim {
 		})},
 		"spec.storage.openebs.basePath": {refusedWith(inAll, "/sentinel/openebs").naming("spec.storage.openebs")},
 
-		"spec.registry.type":                   read("schema/validate.go", "registry.type external deploys nothing", "TestValidationRules"),
+		"spec.registry.type":                   read("schema/validate/validate.go", "registry.type external deploys nothing", "TestValidationRules"),
 		"spec.registry.privateRegistry":        containerd("reg.sentinel.example", "reg.sentinel.example"),
 		"spec.registry.namespaceOverride":      read("roles/artifacts/defaults/main.yaml", "namespaceOverride", "TestContainerdConfigTemplate"),
 		"spec.registry.auths[*].username":      auth("username", "sentinel-user", "sentinel.example"),
 		"spec.registry.auths[*].password":      auth("password", "sentinel-pw", "sentinel.example"),
-		"spec.registry.auths[*].passwordFile":  read("schema/secrets.go", "PasswordFile", "TestSecrets"),
+		"spec.registry.auths[*].passwordFile":  read("schema/validate/secrets.go", "PasswordFile", "TestSecrets"),
 		"spec.registry.auths[*].skipTLSVerify": hostsToml("skipTLSVerify", true, "skip_verify: true"),
 		"spec.registry.auths[*].plainHTTP":     hostsToml("plainHTTP", true, "server: http://sentinel.example"),
 		// A directory of the control machine, relative to the cluster file
@@ -677,7 +679,7 @@ func renderClaim(t *testing.T, c fieldClaim, clusterYAML string) string {
 	for _, d := range c.deps {
 		vars = withRoleDefaults(t, d, vars, nil)
 	}
-	vars = withRoleDefaults(t, c.role, vars, nil)
+	vars = withRoleDefaults(t, c.role, withEtcdTuning(t, vars), nil)
 	if c.taskName == "" {
 		return renderRoleTemplate(t, c.role, c.tmpl, vars)
 	}
@@ -700,7 +702,7 @@ func renderClaim(t *testing.T, c fieldClaim, clusterYAML string) string {
 // (with their connection and bastion), groups and variables.
 func inventoryText(t *testing.T, clusterYAML string) string {
 	t.Helper()
-	c, _, err := schema.ParseWith("cluster.yaml", []byte(clusterYAML), nil)
+	c, _, err := validate.ParseWith("cluster.yaml", []byte(clusterYAML), nil)
 	if err != nil {
 		t.Fatalf("cluster.yaml: %v\n%s", err, clusterYAML)
 	}
@@ -824,12 +826,12 @@ func checkClaim(t *testing.T, root, field string, m fieldMode, c fieldClaim) str
 		}
 	case "refused":
 		y := claimYAML(t, field, m, c, true)
-		if _, _, err := schema.ParseWith("cluster.yaml", []byte(y), nil); err == nil {
+		if _, _, err := validate.ParseWith("cluster.yaml", []byte(y), nil); err == nil {
 			return "config validate accepts it:\n" + y
 		} else if name := cmpOr(c.names, field[strings.LastIndex(field, ".")+1:]); !strings.Contains(err.Error(), strings.TrimSuffix(name, "[*]")) {
 			return fmt.Sprintf("refused without naming the field: %v", err)
 		}
-		if _, _, err := schema.ParseWith("cluster.yaml", []byte(claimYAML(t, field, m, c, false)), nil); err != nil {
+		if _, _, err := validate.ParseWith("cluster.yaml", []byte(claimYAML(t, field, m, c, false)), nil); err != nil {
 			return fmt.Sprintf("the mode's cluster.yaml is refused without the field too: %v", err)
 		}
 	case "read":

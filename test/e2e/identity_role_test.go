@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"github.com/mensylisir/kubexm/engine/model"
 
 	"github.com/mensylisir/kubexm/engine"
@@ -92,7 +94,7 @@ spec:
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		h.t.Fatal(err)
 	}
-	c, _, err := schema.Parse(file, []byte(yaml))
+	c, _, err := validate.Parse(file, []byte(yaml))
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -11,12 +11,15 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mensylisir/kubexm/schema/validate"
 
 	"github.com/goccy/go-yaml"
 
@@ -102,6 +105,7 @@ func withDefaults(t *testing.T, role string, vars map[string]any) map[string]any
 		out[k] = v
 	}
 	completeSpec(t, out)
+	out = withEtcdTuning(t, out)
 	ev := eval.New()
 	// The playbooks load roles/artifacts/defaults/main.yaml as shared
 	// defaults: its Kubernetes release, paths and ranges come before the
@@ -126,6 +130,31 @@ func withDefaults(t *testing.T, role string, vars map[string]any) map[string]any
 	return out
 }
 
+// withEtcdTuning adds the role variables roles/etcd/defaults/main.yaml
+// maps from spec.etcd's tuning (etcdTuning) that vars does not have: the
+// playbooks load that file as a defaults file, and kubeadm's stacked etcd
+// takes its tuning from them too. vars is not modified.
+func withEtcdTuning(t *testing.T, vars map[string]any) map[string]any {
+	t.Helper()
+	out := maps.Clone(vars)
+	ev := eval.New()
+	for _, item := range readDefaults(t, "etcd") {
+		name := fmt.Sprint(item.Key)
+		if _, tuning := etcdTuning[name]; !tuning {
+			continue
+		}
+		if _, set := out[name]; set {
+			continue
+		}
+		v, err := ev.RenderValue(item.Value, out)
+		if err != nil {
+			t.Fatalf("etcd default %s: %v", name, err)
+		}
+		out[name] = v
+	}
+	return out
+}
+
 // completeSpec fills the fields a test's spec leaves out from a defaulted
 // minimal cluster's, as schema.Inventory gives the roles every field of
 // the spec: the roles' defaults map spec's fields (the cluster's choices
@@ -136,7 +165,7 @@ func completeSpec(t *testing.T, vars map[string]any) {
 	if spec == nil {
 		return
 	}
-	c, _, err := schema.Parse("defaults.yaml", []byte(schema.MinimalCluster))
+	c, _, err := validate.Parse("defaults.yaml", []byte(schema.MinimalCluster))
 	if err != nil {
 		t.Fatal(err)
 	}

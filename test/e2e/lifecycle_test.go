@@ -210,7 +210,7 @@ spec:
 
 	// A snapshot of an etcd minor the cluster's etcd cannot read back.
 	res = kx.play(ctx, restore, "--backup", archive, "--check", "-e", "etcd_version=v3.5.21")
-	if res.err == nil || !strings.Contains(res.failures(), "holds a snapshot of etcd 3.6.16, and this cluster runs etcd v3.5.21") {
+	if res.err == nil || !strings.Contains(res.failures(), "holds a snapshot of etcd "+strings.TrimPrefix(etcdVersion, "v")+", and this cluster runs etcd v3.5.21") {
 		t.Fatalf("restore into an older etcd: err %v, want the etcd refusal;%s", res.err, res.failures())
 	}
 

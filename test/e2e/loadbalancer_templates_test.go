@@ -17,6 +17,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/mensylisir/kubexm/engine/eval"
 	"github.com/mensylisir/kubexm/schema"
 	"github.com/mensylisir/kubexm/test/testhosts"
 )
@@ -169,6 +170,8 @@ func TestLoadBalancerKeepalivedTemplates(t *testing.T) {
 		"router_id lb2\n", "enable_script_security\n",
 		`script "/etc/kubexm/keepalived/check.sh"` + "\n", "fall 2\n", "rise 2\n",
 		"state BACKUP\n", "interface eth0\n", "virtual_router_id 51\n", "priority 149\n", "nopreempt\n",
+		// VRRPv3 adverts every 0.5 s: a backup takes over after about 1.7 s.
+		"version 3\n", "advert_int 0.5\n",
 		"unicast_src_ip 10.0.0.22\n", "unicast_peer {\n        10.0.0.21\n    }\n",
 		"10.0.0.100/32 dev eth0\n", "kubexm_lb_check\n",
 	} {
@@ -295,8 +298,8 @@ func TestLoadBalancerKubeVIPTemplate(t *testing.T) {
 	}
 	for k, want := range map[string]string{
 		"address": "10.0.0.100", "port": "6443", "vip_interface": "eth0", "vip_arp": "true", "cp_enable": "true",
-		"svc_enable": "false", "vip_leaderelection": "true", "vip_leasename": "plndr-cp-lock", "vip_leaseduration": "5",
-		"vip_renewdeadline": "3", "vip_retryperiod": "1", "kubernetes_addr": "kubernetes:6443",
+		"svc_enable": "false", "vip_leaderelection": "true", "vip_leasename": "plndr-cp-lock", "vip_leaseduration": "3",
+		"vip_renewdeadline": "2", "vip_retryperiod": "1", "kubernetes_addr": "kubernetes:6443",
 		"k8s_config_file": "/etc/kube-vip/kubeconfig",
 	} {
 		if env[k] != want {
@@ -335,5 +338,46 @@ func TestKubeVIPClusterYAML(t *testing.T) {
 	rg, cpe := c.Spec.RoleGroups, c.Spec.ControlPlaneEndpoint
 	if got := strings.TrimSpace(fmt.Sprintln(rg.Master, rg.Etcd, rg.Worker, cpe.InternalLoadbalancer, cpe.LBAddress, c.Spec.Kubernetes.Type)); got != "[n1 n2 n3] [n1 n2 n3] [n4] kube-vip 10.77.9.250 kubexm" {
 		t.Errorf("masters, etcd, workers, mode, VIP, kubernetes.type: %q", got)
+	}
+}
+
+// The role refuses an advert interval VRRPv2 cannot carry (whole seconds
+// only) before it writes keepalived.conf; VRRPv3 takes centiseconds.
+func TestLoadBalancerTemplateVRRPAdvertFitsVersion(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "loadbalancer", "tasks", "main.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []map[string]any
+	if err := yaml.Unmarshal(data, &tasks); err != nil {
+		t.Fatal(err)
+	}
+	var that string
+	for _, task := range tasks {
+		block, _ := task["block"].([]any)
+		for _, b := range block {
+			if m, _ := b.(map[string]any); m["name"] == "Load balancer - VRRP's advert interval fits its version" {
+				a, _ := m["assert"].(map[string]any)
+				if l, _ := a["that"].([]any); len(l) == 1 {
+					that, _ = l[0].(string)
+				}
+			}
+		}
+	}
+	if that == "" {
+		t.Fatal("no single-condition assert of the advert interval in roles/loadbalancer/tasks/main.yaml")
+	}
+	e := eval.New()
+	for _, c := range []struct {
+		version, advert any
+		ok              bool
+	}{
+		{3, 0.5, true}, {3, 1, true}, {"3", "0.25", true}, {2, 1, true}, {2, "2", true},
+		{2, 0.5, false}, {"2", "1.5", false},
+	} {
+		got, err := e.EvalBool(that, map[string]any{"lb_vrrp_version": c.version, "lb_vrrp_advert_int": c.advert})
+		if err != nil || got != c.ok {
+			t.Errorf("version %v, advert_int %v: %v (%v), want %v", c.version, c.advert, got, err, c.ok)
+		}
 	}
 }

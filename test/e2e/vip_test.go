@@ -5,10 +5,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +132,7 @@ func TestVIPControlPlane(t *testing.T) {
 	}
 	holder, backup := vipHolder(ctx, t, set, lbs, vip, proxy)
 	t.Logf("%s holds the VIP %s, %s is its backup", holder.Name, vip, backup.Name)
+	mastered := vrrpMastered(ctx, t, set, []string{holder.Name, backup.Name}, nil, "after create-cluster")
 
 	checkMasterEtcd(ctx, t, set, etcdctl, masters, masters[1])
 
@@ -155,8 +158,9 @@ func TestVIPControlPlane(t *testing.T) {
 		}
 		t.Logf("PERF the VIP on %s %s after %s's power-off (seen over ssh)", backup.Name, time.Since(cut).Round(100*time.Millisecond), holder.Name)
 	})
-	// VRRP declares the master dead after 3 adverts of 1 s plus the skew,
-	// then the new holder announces the VIP by gratuitous ARP.
+	// VRRP declares the master dead after 3 adverts (lb_vrrp_advert_int,
+	// 0.5 s) plus the skew, about 1.7 s, then the new holder announces the
+	// VIP by gratuitous ARP.
 	checkVIPGap(t, stats, "VIP failover (loadbalancer host "+holder.Name+" powered off", poller)
 
 	// --- power on: keepalived comes back BACKUP, the VIP stays -------------
@@ -199,10 +203,42 @@ func TestVIPControlPlane(t *testing.T) {
 		plugBack(ctx, t, set, victim, "")
 	}
 	powerOnConverges(ctx, t, set, machines, k, etcdctl, masters, victim)
+	// The backup took the VIP once more; the old holder, since its
+	// power-on, never.
+	vrrpMastered(ctx, t, set, []string{holder.Name, backup.Name}, map[string]int{holder.Name: 0, backup.Name: mastered[backup.Name] + 1}, "after the failovers")
 
 	rerun(ctx, t, kx, "create-cluster", create, "--offline-bundle", bundle)
 	deleteLeavesNoVIP(ctx, t, set, kx, del, fresh, lbs, vip)
 	t.Logf("PERF the VIP suite on %d machines: %s", machines, time.Since(suiteStart).Round(time.Second))
+}
+
+// vrrpMastered counts how often each of hosts' keepalived became MASTER
+// since the host's boot, logs it as a PERF line and, with want, wants
+// those counts: more is a flap (a holder whose adverts stalled for the
+// master-down interval on a loaded host, a backup taking the VIP and
+// yielding it back), which a client sees as a gap too.
+func vrrpMastered(ctx context.Context, t *testing.T, set *testhosts.Set, hosts []string, want map[string]int, when string) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	for _, h := range hosts {
+		// keepalived logs each line twice, through syslog (Keepalived_vrrp[pid])
+		// and on its console (keepalived[pid], --log-console): the syslog one
+		// is counted.
+		out, err := set.SSH(ctx, h, `journalctl -b -u kubexm-keepalived --no-pager | grep -c 'Keepalived_vrrp\[[0-9]*\]: .*Entering MASTER STATE' || true`)
+		if err != nil {
+			t.Fatalf("keepalived's journal on %s: %v\n%s", h, err, out)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(out))
+		if err != nil {
+			t.Fatalf("keepalived's MASTER count on %s: %q", h, out)
+		}
+		got[h] = n
+	}
+	t.Logf("PERF keepalived became MASTER (since each host's boot) %v %s", got, when)
+	if want != nil && !maps.Equal(got, want) {
+		t.Errorf("keepalived became MASTER %v times %s, want %v: the VIP flapped", got, when, want)
+	}
+	return got
 }
 
 // vipClusterYAML: the HA suite's (n1-n3 masters and etcd) with n4 the only

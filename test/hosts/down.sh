@@ -87,7 +87,8 @@ down_run() {
 # Under the host lock, which up.sh holds while it mounts it and creates its netns.
 # shellcheck disable=SC2317 # called through with_lock
 release_host() {
-  ip netns list 2>/dev/null | grep -qE '^kubexm-' && return 0
+  # Read whole before grep (a grep -q in a pipe under pipefail can fail on ip's SIGPIPE).
+  grep -qE '^kubexm-' <<<"$(ip netns list 2>/dev/null)" && return 0
   host_sysctls_restore
   if mountpoint -q /run/systemd/nspawn && ! pgrep -x systemd-nspawn >/dev/null; then
     umount /run/systemd/nspawn

@@ -128,7 +128,11 @@ setup_host() {
   for i in $(seq 1 "$N"); do
     ns=$(netns_name "$PREFIX" "$i")
     veth=$(veth_name "$PREFIX" "$i")
-    if [ -e "/run/netns/$ns" ] && ip -n "$ns" -4 -o addr show dev eth0 2>/dev/null | grep -q " $net\.$((10 + i))/24 "; then
+    # The addresses read whole before grep: `ip ... | grep -q` under pipefail fails when grep
+    # exits at the first line and ip, writing a line at a time, gets SIGPIPE on the next one
+    # (a VIP on eth0: a quarter of the checks), and this node's running netns was then torn down.
+    if [ -e "/run/netns/$ns" ] &&
+      grep -q " $net\.$((10 + i))/24 " <<<"$(ip -n "$ns" -4 -o addr show dev eth0 2>/dev/null)"; then
       continue
     fi
     # half made by an earlier, interrupted up

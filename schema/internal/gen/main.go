@@ -8,16 +8,16 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/schema/schemas"
 )
 
 func main() {
 	out := flag.String("o", "cluster.schema.json", "where the JSON Schema goes")
 	crd := flag.String("crd", "", "write the CustomResourceDefinition to this file instead")
 	flag.Parse()
-	gen, path := schema.JSONSchema, *out
+	gen, path := schemas.JSONSchema, *out
 	if *crd != "" {
-		gen, path = schema.CRD, *crd
+		gen, path = schemas.CRD, *crd
 	}
 	data, err := gen()
 	if err != nil {

@@ -249,7 +249,7 @@ spec:
     type: kubexm
     version: v1.37.2
     containerRuntime: {type: containerd, version: 2.4.2}
-  etcd: {type: kubexm}
+  etcd: {type: kubexm, version: v3.6.16}
   network: {plugin: flannel}
   registry: {privateRegistry: "reg.example:5000"}
 `))

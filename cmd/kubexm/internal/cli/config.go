@@ -9,6 +9,11 @@ import (
 	"net"
 	"os"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+	"github.com/mensylisir/kubexm/schema/sample"
+
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"github.com/goccy/go-yaml"
 	"github.com/spf13/cobra"
 
@@ -76,7 +81,7 @@ install yet (kubexm support lists them).`,
 // file is still an error (exit 1) after it, so that scripts need not
 // parse the document to know.
 func writeValidation(w io.Writer, format, file string, c *schema.Cluster, warnings []schema.Warning, loadErr error) error {
-	v, err := schema.NewValidation(file, c, warnings, loadErr)
+	v, err := validate.NewValidation(file, c, warnings, loadErr)
 	if err != nil {
 		// Not a cluster file's problem (unreadable, no such file): no
 		// verdict on its content to print.
@@ -240,22 +245,22 @@ func newCreateConfigCmd() *cobra.Command {
 		Short: "Write a commented sample cluster.yaml (an all-in-one cluster on this machine)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := schema.BuiltinSupport()
+			s, err := matrix.BuiltinSupport()
 			if err != nil {
 				return err
 			}
 			if version, err = s.KubernetesVersion(version); err != nil {
 				return err
 			}
-			if err := schema.CheckClusterName(name); err != nil {
+			if err := validate.CheckClusterName(name); err != nil {
 				return fmt.Errorf("--name: %w", err)
 			}
-			sample := schema.SampleConfig(s, name, version, localIPv4())
+			text := sample.Config(s, name, version, localIPv4())
 			if output == "" || output == "-" {
-				_, err := io.WriteString(cmd.OutOrStdout(), sample)
+				_, err := io.WriteString(cmd.OutOrStdout(), text)
 				return err
 			}
-			if err := writeNewFile(output, []byte(sample), 0o644, force, ""); err != nil {
+			if err := writeNewFile(output, []byte(text), 0o644, force, ""); err != nil {
 				return fmt.Errorf("write sample: %w", err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s; check it with: kubexm config validate -f %s\n", output, output)

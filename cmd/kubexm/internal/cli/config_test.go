@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/schema"
@@ -35,7 +37,7 @@ func TestCreateConfigSampleIsValid(t *testing.T) {
 	if !strings.Contains(string(data), "address: localhost") || !strings.Contains(string(data), "# ") {
 		t.Errorf("sample is not a commented localhost all-in-one:\n%s", data)
 	}
-	c, warnings, err := schema.Load(file)
+	c, warnings, err := validate.Load(file)
 	if err != nil {
 		t.Fatalf("sample does not validate: %v\n%s", err, data)
 	}
@@ -53,7 +55,7 @@ func TestCreateConfigSampleIsValid(t *testing.T) {
 	if _, _, err := run(t, newCreateCmd(), "config", "-o", file, "--force", "--kubernetes-version", "1.36.3"); err != nil {
 		t.Fatal(err)
 	}
-	c, _, err = schema.Load(file)
+	c, _, err = validate.Load(file)
 	if err != nil || c.Spec.Kubernetes.Version != "v1.36.3" {
 		t.Fatalf("--kubernetes-version 1.36.3: version %v, err %v", c, err)
 	}
@@ -205,7 +207,7 @@ func TestCreateConfigRefusesInvalidName(t *testing.T) {
 	if _, _, err := run(t, newCreateCmd(), "config", "--name", "prod.eu-1", "-o", file); err != nil {
 		t.Fatalf("a valid name: %v", err)
 	}
-	if c, _, err := schema.Load(file); err != nil || c.Metadata.Name != "prod.eu-1" {
+	if c, _, err := validate.Load(file); err != nil || c.Metadata.Name != "prod.eu-1" {
 		t.Fatalf("sample with --name prod.eu-1: %v", err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/lifecycle"
+	"github.com/mensylisir/kubexm/schema"
 )
 
 // clientCert makes a self-signed client certificate and key, PEM.
@@ -168,7 +169,7 @@ func TestGetClustersAndDescribe(t *testing.T) {
 	for _, want := range []string{
 		"Name:               demo\n",
 		"Kubernetes:         v1.37.2 (type kubexm, proxy iptables)\n",
-		"etcd:               v3.6.16 (type kubexm)\n",
+		"etcd:               " + schema.DefaultEtcdVersion + " (type kubexm)\n",
 		"Container runtime:  containerd 2.4.2\n",
 		"Control plane:      https://lb.kubexm.local:6443 (the first master)\n",
 		"API server:         answered: 2 nodes\n",

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/engine/model"
 
@@ -23,7 +25,6 @@ import (
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/lifecycle"
-	"github.com/mensylisir/kubexm/schema"
 )
 
 // app holds what the play commands need from the rest of the program; main
@@ -31,7 +32,7 @@ import (
 type app struct {
 	// loadInventory reads a cluster file, refusing the choices the support
 	// matrix s (of the playbook's tree) marks as not supported yet.
-	loadInventory func(f *lifecycle.ClusterFile, s *schema.Support) (*inventory.Inventory, error)
+	loadInventory func(f *lifecycle.ClusterFile, s *matrix.Support) (*inventory.Inventory, error)
 	builtins      map[string]step.Builtin
 	connect       func(ctx context.Context, h *inventory.Host) (transport.Transport, error)
 	builtinFS     fs.FS // holds playbooks/ and roles/

@@ -13,12 +13,13 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/lifecycle"
-	"github.com/mensylisir/kubexm/schema"
 )
 
 // fakeStep records its calls; the engine runs hosts in parallel.
@@ -42,7 +43,7 @@ func (f fakeStep) Run(_ context.Context, env *step.Env, a step.Args) (step.Resul
 
 func testApp(calls *[]string) *app {
 	return &app{
-		loadInventory: func(f *lifecycle.ClusterFile, _ *schema.Support) (*inventory.Inventory, error) {
+		loadInventory: func(f *lifecycle.ClusterFile, _ *matrix.Support) (*inventory.Inventory, error) {
 			path := f.Path
 			if path != "cluster.yaml" {
 				return nil, errors.New("no such inventory " + path)

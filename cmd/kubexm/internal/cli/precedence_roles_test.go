@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/schema/validate"
+
 	"github.com/goccy/go-yaml"
 
 	"github.com/mensylisir/kubexm/schema"
@@ -37,7 +39,7 @@ spec:
   - {name: n1, address: localhost, internalAddress: "10.0.0.1,fd00::1", labels: {a: b}}
   roleGroups: {etcd: [n1], master: [n1], worker: [n1]}
 `))
-	c, _, err := schema.Load(cluster)
+	c, _, err := validate.Load(cluster)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm"
@@ -22,7 +24,6 @@ import (
 	"github.com/mensylisir/kubexm/engine/transport/ssh"
 	"github.com/mensylisir/kubexm/internal/interrupt"
 	"github.com/mensylisir/kubexm/lifecycle"
-	"github.com/mensylisir/kubexm/schema"
 	"github.com/mensylisir/kubexm/service/confine"
 )
 
@@ -90,7 +91,7 @@ func newRootCmd() *cobra.Command {
 	}
 	// --version also says what this kubexm installs; `kubexm support` has
 	// the whole matrix.
-	if s, err := schema.BuiltinSupport(); err == nil {
+	if s, err := matrix.BuiltinSupport(); err == nil {
 		root.SetVersionTemplate("{{.Name}} version {{.Version}}\ninstalls Kubernetes " + s.KubernetesRange() + "; `kubexm support` lists every choice\n")
 	}
 	conn := &lifecycle.Connector{}

@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/lifecycle"
-	"github.com/mensylisir/kubexm/schema"
 )
 
 // exitTransport is a remote host whose every command exits with code.
@@ -30,7 +31,7 @@ func (t exitTransport) Run(_ context.Context, c transport.Command) (transport.Re
 
 func runApp(remote *[]string) *app {
 	return &app{
-		loadInventory: func(*lifecycle.ClusterFile, *schema.Support) (*inventory.Inventory, error) {
+		loadInventory: func(*lifecycle.ClusterFile, *matrix.Support) (*inventory.Inventory, error) {
 			return &inventory.Inventory{
 				Hosts: []inventory.Host{
 					{Name: "n1", Local: true, Password: "s3cret-pw"},

@@ -26,6 +26,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mensylisir/kubexm"
@@ -208,7 +210,7 @@ func newServiceEnvAllowing(t *testing.T, dsn string, allow []string) *serviceEnv
 	}
 	e.store = svc.Store
 	t.Cleanup(func() { svc.Store.Close() })
-	support, err := schema.BuiltinSupport()
+	support, err := matrix.BuiltinSupport()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,12 +7,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/internal/about"
 	"github.com/mensylisir/kubexm/lifecycle"
-	"github.com/mensylisir/kubexm/schema"
 )
 
 // newSupportCmd is `kubexm support`: the support matrix of the playbook tree.
@@ -74,7 +75,7 @@ func addRolesPathFlag(cmd *cobra.Command, dirs *[]string) {
 
 // writeSupportText prints the matrix s for people; components are the
 // versions the roles install by default.
-func writeSupportText(w io.Writer, s *schema.Support, components []about.Component) {
+func writeSupportText(w io.Writer, s *matrix.Support, components []about.Component) {
 	k := s.Kubernetes
 	fmt.Fprintf(w, "Support matrix: %s\n\n", s.Source)
 	fmt.Fprintf(w, "Kubernetes: %s; mirrors: %s\n", s.KubernetesRange(), mirrorVar(k.Mirrors))
@@ -148,7 +149,7 @@ func mirrorVar(ref string) string {
 }
 
 // onlyWith shows a choice's condition: " (with spec.etcd.type=kubexm)".
-func onlyWith(ch schema.Choice) string {
+func onlyWith(ch matrix.Choice) string {
 	if ch.OnlyWith == "" {
 		return ""
 	}
@@ -156,7 +157,7 @@ func onlyWith(ch schema.Choice) string {
 }
 
 // supportMarkdown is README.md's "what works" table of cluster.yaml choices.
-func supportMarkdown(s *schema.Support) string {
+func supportMarkdown(s *matrix.Support) string {
 	var b strings.Builder
 	b.WriteString(fmt.Sprintf("Kubernetes %s; ", s.KubernetesRange()))
 	var comps []string

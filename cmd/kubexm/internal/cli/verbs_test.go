@@ -12,12 +12,13 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/mensylisir/kubexm/schema/matrix"
+
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/lifecycle"
-	"github.com/mensylisir/kubexm/schema"
 )
 
 // A cluster file the schema accepts: the verbs that ask before a run,
@@ -229,7 +230,7 @@ func TestPlanCluster(t *testing.T) {
 	t.Chdir(t.TempDir())
 	var calls []string
 	a := testApp(&calls)
-	a.loadInventory = func(*lifecycle.ClusterFile, *schema.Support) (*inventory.Inventory, error) {
+	a.loadInventory = func(*lifecycle.ClusterFile, *matrix.Support) (*inventory.Inventory, error) {
 		return &inventory.Inventory{Hosts: []inventory.Host{{Name: "n1", Local: true}, {Name: "n2", Local: true}},
 			Groups: map[string][]string{"nodes": {"n1", "n2"}}, Vars: map[string]any{"cluster_name": "demo"}}, nil
 	}

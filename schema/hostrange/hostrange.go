@@ -1,4 +1,6 @@
-package schema
+// Package hostrange expands the host ranges of roleGroups members
+// (node[1:3] is node1, node2, node3), within bounds.
+package hostrange
 
 import (
 	"fmt"
@@ -6,23 +8,20 @@ import (
 	"strings"
 )
 
-// maxRangeHosts caps one range so a typo such as node[1:100000000] is an
+// MaxRangeHosts caps one range so a typo such as node[1:100000000] is an
 // error, not a hang.
-const maxRangeHosts = 10000
+const MaxRangeHosts = 10000
 
-// maxTotalRangeHosts caps the names all roleGroups members expand to
-// together, checked before any is expanded: many ranges of maxRangeHosts
+// MaxTotalRangeHosts caps the names all roleGroups members expand to
+// together, checked before any is expanded: many ranges of MaxRangeHosts
 // each would otherwise take minutes and gigabytes.
-const maxTotalRangeHosts = 30000
+const MaxTotalRangeHosts = 30000
 
-// maxHosts caps spec.hosts.
-const maxHosts = 10000
-
-// ExpandRange expands a roleGroups member. "node[5:6]" is node5, node6;
+// Expand expands a roleGroups member. "node[5:6]" is node5, node6;
 // "node[08:10]" keeps the zero padding of its start: node08, node09, node10.
 // A member without brackets is returned as is. Text may follow the range
 // ("rack[1:2]-a").
-func ExpandRange(member string) ([]string, error) {
+func Expand(member string) ([]string, error) {
 	r, err := parseRange(member)
 	if err != nil {
 		return nil, err
@@ -37,8 +36,8 @@ func ExpandRange(member string) ([]string, error) {
 	return out, nil
 }
 
-// RangeSize is how many names member expands to, without expanding it.
-func RangeSize(member string) (int, error) {
+// Size is how many names member expands to, without expanding it.
+func Size(member string) (int, error) {
 	r, err := parseRange(member)
 	if err != nil || !r.isRange {
 		return 1, err
@@ -81,8 +80,8 @@ func parseRange(member string) (hostRange, error) {
 	if start > end {
 		return hostRange{}, fmt.Errorf("%q: start %d is greater than end %d", member, start, end)
 	}
-	if end-start >= maxRangeHosts {
-		return hostRange{}, fmt.Errorf("%q: range of %d hosts is larger than the limit %d", member, end-start+1, maxRangeHosts)
+	if end-start >= MaxRangeHosts {
+		return hostRange{}, fmt.Errorf("%q: range of %d hosts is larger than the limit %d", member, end-start+1, MaxRangeHosts)
 	}
 	width := 0
 	if len(lo) > 1 && lo[0] == '0' {

@@ -1,19 +1,17 @@
-package schema
+package matrix
 
 import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"reflect"
-	"regexp"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/goccy/go-yaml"
 
 	"github.com/mensylisir/kubexm"
+	"github.com/mensylisir/kubexm/schema/internal/valid"
+	"github.com/mensylisir/kubexm/schema/rolevars"
 )
 
 // SupportFile is where the support matrix lives in a playbook tree (the
@@ -50,7 +48,7 @@ type Support struct {
 	findRole RoleFinder
 	// roleVars are the declarations of the tree's role variables; nil
 	// is the built-in roles'.
-	roleVars RoleVars
+	roleVars rolevars.RoleVars
 }
 
 // RoleFinder reports whether a role file (e.g. "custom-cni/tasks/main.yaml")
@@ -68,7 +66,7 @@ func (s *Support) WithRoles(find RoleFinder) *Support {
 
 // WithRoleVars returns the matrix checking cluster.yaml's variables
 // against rv (a fork's roles' declarations).
-func (s *Support) WithRoleVars(rv RoleVars) *Support {
+func (s *Support) WithRoleVars(rv rolevars.RoleVars) *Support {
 	c := *s
 	c.roleVars = rv
 	return &c
@@ -76,11 +74,11 @@ func (s *Support) WithRoleVars(rv RoleVars) *Support {
 
 // RoleVars returns the declarations cluster.yaml's variables are checked
 // against.
-func (s *Support) RoleVars() (RoleVars, error) {
+func (s *Support) RoleVars() (rolevars.RoleVars, error) {
 	if s.roleVars != nil {
 		return s.roleVars, nil
 	}
-	return BuiltinRoleVars()
+	return rolevars.BuiltinRoleVars()
 }
 
 // ForPlaybook returns the matrix as the playbook named name applies it:
@@ -170,14 +168,23 @@ func (v ChoiceValue) Supported() bool { return v.Status == StatusSupported }
 
 // The pseudo-values of a choice that is not an enumeration.
 const (
-	valueUnset = "(unset)"
-	valueSet   = "(set)"
-	// valueOther stands for every name of a list of names (spec.addons[*])
+	ValueUnset = "(unset)"
+	ValueSet   = "(set)"
+	// ValueOther stands for every name of a list of names (spec.addons[*])
 	// that the matrix does not list.
-	valueOther = "(other)"
+	ValueOther = "(other)"
 )
 
-var minorRE = regexp.MustCompile(`^v(\d+)\.(\d+)$`)
+// WarnOnly says unsupported choices are warnings (a playbook that installs
+// nothing, see ForPlaybook).
+func (s *Support) WarnOnly() bool { return s.warnOnly }
+
+// Playbook is the playbook the matrix is applied for (ForPlaybook), whose
+// PlaybookChoices are refused too.
+func (s *Support) Playbook() string { return s.playbook }
+
+// FindRole is the finder of role files WithRoles set, or nil.
+func (s *Support) FindRole() RoleFinder { return s.findRole }
 
 // BuiltinSupport returns the matrix of the embedded playbook tree.
 func BuiltinSupport() (*Support, error) {
@@ -234,18 +241,18 @@ func ParseSupport(name string, data []byte) (*Support, error) {
 		bad("kubernetes.minors is empty")
 	}
 	for i, m := range k.Minors {
-		if !minorRE.MatchString(m) {
+		if !valid.MinorRE.MatchString(m) {
 			bad("kubernetes.minors: %q is not vMAJOR.MINOR", m)
-		} else if i > 0 && compareMinor(k.Minors[i-1], m) >= 0 {
+		} else if i > 0 && valid.CompareMinor(k.Minors[i-1], m) >= 0 {
 			bad("kubernetes.minors: %s after %s; list them oldest first", m, k.Minors[i-1])
 		}
 	}
 	for m, p := range k.TestedPatches {
-		if minorOf(p) != m || !slices.Contains(k.Minors, m) {
+		if valid.MinorOf(p) != m || !slices.Contains(k.Minors, m) {
 			bad("kubernetes.tested_patches: %s: %s is not a patch of one of the minors %v", m, p, k.Minors)
 		}
 	}
-	if !semverish.MatchString(k.Default) || !slices.Contains(k.Minors, minorOf(k.Default)) {
+	if !valid.Semverish.MatchString(k.Default) || !slices.Contains(k.Minors, valid.MinorOf(k.Default)) {
 		bad("kubernetes.default %q is not a version of one of the minors %v", k.Default, k.Minors)
 	}
 	if sk := k.Skew; sk.UpgradeMaxMinors < 1 || sk.APIServerMaxMinors < 1 || sk.ControlPlaneMaxOlderMinors < 0 || sk.NodeMaxOlderMinors < 0 || sk.KubectlMaxMinors < 1 {
@@ -317,36 +324,6 @@ func parseChoices(items yaml.MapSlice, what string, bad func(string, ...any)) []
 	return out
 }
 
-// minorOf returns "v1.37" for "v1.37.2", or "" when v is not vX.Y.Z.
-func minorOf(v string) string {
-	if !semverish.MatchString(v) {
-		return ""
-	}
-	return v[:strings.LastIndexByte(v, '.')]
-}
-
-func compareMinor(a, b string) int {
-	pa, pb := minorRE.FindStringSubmatch(a), minorRE.FindStringSubmatch(b)
-	if pa == nil || pb == nil {
-		return strings.Compare(a, b)
-	}
-	for i := 1; i <= 2; i++ {
-		x, _ := strconv.Atoi(pa[i])
-		y, _ := strconv.Atoi(pb[i])
-		if x != y {
-			return x - y
-		}
-	}
-	return 0
-}
-
-// comparePatch compares two versions of one minor by their patch numbers.
-func comparePatch(a, b string) int {
-	x, _ := strconv.Atoi(a[strings.LastIndexByte(a, '.')+1:])
-	y, _ := strconv.Atoi(b[strings.LastIndexByte(b, '.')+1:])
-	return x - y
-}
-
 // KubernetesRange says which Kubernetes versions are supported, for
 // messages: "v1.35 to v1.37 (any patch); default v1.37.2".
 func (s *Support) KubernetesRange() string {
@@ -362,7 +339,7 @@ func (s *Support) KubernetesVersion(v string) (string, error) {
 	if p := s.Kubernetes.TestedPatches[v]; p != "" {
 		return p, nil
 	}
-	if !semverish.MatchString(v) || !slices.Contains(s.Kubernetes.Minors, minorOf(v)) {
+	if !valid.Semverish.MatchString(v) || !slices.Contains(s.Kubernetes.Minors, valid.MinorOf(v)) {
 		return "", fmt.Errorf("unsupported Kubernetes version %q: supported %s", v, s.KubernetesRange())
 	}
 	return v, nil
@@ -410,176 +387,6 @@ func (c *Choice) NotSupported() []string {
 	return out
 }
 
-// check records every choice of c the matrix does not support, as
-// problems at the fields that make them (warnings for a warn-only
-// playbook).
-func (s *Support) check(c *Cluster, ps *problems) {
-	if s.warnOnly {
-		found := &problems{src: ps.src}
-		s.checkAll(c, found)
-		for _, p := range found.list {
-			ps.warnings = append(ps.warnings, Warning{Pos: p.Pos, Path: p.Path, Message: p.Message + " (ignored: this playbook installs nothing)"})
-		}
-		return
-	}
-	s.checkAll(c, ps)
-}
-
-func (s *Support) checkAll(c *Cluster, ps *problems) {
-	// Without a load balancer kubexm installs, nodes and clients reach the
-	// first master only: say so where several masters suggest HA.
-	cpe := &c.Spec.ControlPlaneEndpoint
-	if len(c.Spec.RoleGroups.Master) > 1 && cpe.LBAddress == "" && !cpe.ExternalDNS && cpe.InternalLoadbalancer == "" {
-		ps.warn("spec.controlPlaneEndpoint", "%d masters but no load balancer: the control-plane domain resolves to the first master (%s) only; for HA set internalLoadbalancer: haproxy (a local proxy on every worker) or put your load balancer at lb_address (externalLoadBalancer: external)",
-			len(c.Spec.RoleGroups.Master), c.Spec.RoleGroups.Master[0])
-	}
-	s.checkKubernetes(c, ps)
-	for _, comp := range s.Components {
-		if comp.Field == "" || !s.applies(c, comp.OnlyWith) {
-			continue
-		}
-		for _, m := range resolveField(c, comp.Field) {
-			v := m.value.String()
-			if v == "" {
-				continue
-			}
-			if !comp.InRelease(v) {
-				ps.add(m.path, fmt.Sprintf("this kubexm installs %s %s; leave the version out for its default", comp.Name, comp.ReleaseLines()),
-					"%s %s is not supported", comp.Name, v)
-			}
-		}
-	}
-	for i := range s.Choices {
-		ch := &s.Choices[i]
-		if !s.applies(c, ch.OnlyWith) {
-			continue
-		}
-		for _, m := range resolveField(c, ch.Field) {
-			if enum, ok := m.field.Tag.Lookup("enum"); ok && !slices.Contains(strings.Split(enum, ","), m.value.String()) {
-				continue // an invalid value: checkEnums reports it
-			}
-			got := choiceValue(m)
-			if got == "" {
-				// An empty enumeration is "not set"; it is checked only
-				// when the matrix names that case.
-				if ch.Value(valueUnset) == nil {
-					continue
-				}
-				got = valueUnset
-			}
-			var ok []string
-			for _, v := range ch.Supported() {
-				ok = append(ok, valueWord(v, ch.Field))
-			}
-			hint := "supported: " + strings.Join(ok, ", ")
-			if len(ok) == 0 {
-				hint = "none of its values is installed yet"
-			}
-			v := ch.Value(got)
-			if v == nil && m.field.Tag.Get("choice") == "value" {
-				v = ch.Value(valueOther)
-			}
-			switch {
-			case v == nil:
-				ps.add(m.path, hint, "%s is not in the support matrix (%s)", valueWord(got, ch.Field), s.Source)
-			case !v.Supported():
-				ps.add(m.path, hint, "%s is not supported yet: %s", valueWord(got, ch.Field), v.Reason)
-			case v.Role != "":
-				s.checkRole(c, ch.Field, v, ps)
-			}
-		}
-	}
-	s.checkPlaybookChoices(c, ps)
-}
-
-// checkPlaybookChoices records the values the playbook the matrix is
-// applied for refuses although create-cluster installs them.
-func (s *Support) checkPlaybookChoices(c *Cluster, ps *problems) {
-	for i := range s.PlaybookChoices[s.playbook] {
-		ch := &s.PlaybookChoices[s.playbook][i]
-		if !s.applies(c, ch.OnlyWith) {
-			continue
-		}
-		for _, m := range resolveField(c, ch.Field) {
-			got := choiceValue(m)
-			if got == "" {
-				got = valueUnset
-			}
-			v := ch.Value(got)
-			if v == nil {
-				continue
-			}
-			with := ""
-			if ch.OnlyWith != "" {
-				f, val, _ := strings.Cut(ch.OnlyWith, "=")
-				with = fmt.Sprintf(" with %s %s", strings.TrimPrefix(f, "spec."), val)
-			}
-			ps.add(m.path, fmt.Sprintf("the other playbooks accept it; %s lists what each playbook refuses (playbook_choices)", s.Source),
-				"playbook %s does not support %s %s%s yet: %s", s.playbook, strings.TrimPrefix(ch.Field, "spec."), valueWord(got, ch.Field), with, v.Reason)
-		}
-	}
-}
-
-// checkRole checks that the role a choice names (network.customRole) is in
-// the playbook tree, with the task files kubexm includes from it, so a
-// missing role fails before any task runs rather than halfway through.
-func (s *Support) checkRole(c *Cluster, field string, v *ChoiceValue, ps *problems) {
-	if s.findRole == nil {
-		return
-	}
-	for _, m := range resolveField(c, v.Role) {
-		role := strings.Trim(m.value.String(), "/")
-		if role == "" {
-			ps.add(m.path, "name the role that installs it", "%s needs a role name", v.Value)
-			continue
-		}
-		for _, f := range []string{"main", "delete"} {
-			found, searched := s.findRole(role + "/tasks/" + f + ".yaml")
-			if !found {
-				found, _ = s.findRole(role + "/tasks/" + f + ".yml")
-			}
-			if !found {
-				ps.add(m.path, "create the role in your playbook tree's roles/ or pass its directory with --roles-path; tasks/main.yaml installs, tasks/delete.yaml (may be []) removes",
-					"role %q has no tasks/%s.yaml in %s", role, f, strings.Join(searched, ", "))
-				return
-			}
-		}
-		ps.warn(m.path, "%s %s: role %q installs it; kubexm does not check what that role installs", field, v.Value, role)
-	}
-}
-
-// valueWord names a value in messages: kubeadm, true, "setting addons".
-func valueWord(v, field string) string {
-	name := strings.TrimSuffix(field[strings.LastIndexByte(field, '.')+1:], "[*]")
-	switch v {
-	case valueSet:
-		return "setting " + name
-	case valueUnset:
-		return "leaving " + name + " unset"
-	}
-	return v
-}
-
-// applies reports whether a FIELD=VALUE condition holds and its value is
-// itself supported (settings of something not installed are not reported
-// twice).
-func (s *Support) applies(c *Cluster, cond string) bool {
-	if cond == "" {
-		return true
-	}
-	field, want, _ := strings.Cut(cond, "=")
-	ms := resolveField(c, field)
-	if len(ms) != 1 || choiceValue(ms[0]) != want {
-		return false
-	}
-	if ch := s.Choice(field); ch != nil {
-		if v := ch.Value(want); v != nil && !v.Supported() {
-			return false
-		}
-	}
-	return true
-}
-
 // inRelease reports whether version v (v3.6.16, 2.4.2) is on one of the
 // release lines (v3.6, 2, or "v3.6, v3.7"): its leading numbers equal the
 // line's.
@@ -606,136 +413,6 @@ func (c Component) ReleaseLines() string {
 		out = append(out, strings.TrimSpace(line)+".x")
 	}
 	return strings.Join(out, ", ")
-}
-
-func (s *Support) checkKubernetes(c *Cluster, ps *problems) {
-	const path = "spec.kubernetes.version"
-	v := c.Spec.Kubernetes.Version
-	minor := minorOf(v)
-	switch {
-	case minor == "":
-		ps.add(path, "e.g. "+s.Kubernetes.Default+"; supported "+s.KubernetesRange(), "%q is not a Kubernetes version (vMAJOR.MINOR.PATCH)", v)
-		return
-	case !slices.Contains(s.Kubernetes.Minors, minor):
-		ps.add(path, "supported: "+s.KubernetesRange(), "Kubernetes %s is not supported by this kubexm", v)
-		return
-	}
-	if tested := s.Kubernetes.TestedPatches[minor]; tested != "" && comparePatch(v, tested) > 0 {
-		ps.warn(path, "Kubernetes %s is newer than %s, the newest %s patch this kubexm was checked with; the settings of %s are used", v, tested, minor, minor)
-	}
-	gates := make([]string, 0, len(c.Spec.Kubernetes.FeatureGates))
-	for g := range c.Spec.Kubernetes.FeatureGates {
-		gates = append(gates, g)
-	}
-	sort.Strings(gates)
-	for _, g := range gates {
-		for _, m := range s.Kubernetes.Minors {
-			if compareMinor(m, minor) > 0 {
-				if slices.Contains(s.Kubernetes.FeatureGatesAdded[m], g) {
-					ps.add(key("spec.kubernetes.featureGates", g), fmt.Sprintf("use Kubernetes %s or later, or remove the gate", m),
-						"feature gate %s was introduced in Kubernetes %s: the components of %s do not know it and refuse to start", g, m, v)
-					break
-				}
-				continue
-			}
-			if slices.Contains(s.Kubernetes.FeatureGatesRemoved[m], g) {
-				when := m
-				if m == s.Kubernetes.Minors[0] {
-					when += " or earlier"
-				}
-				ps.add(key("spec.kubernetes.featureGates", g), "remove it from kubernetes.featureGates",
-					"feature gate %s was removed in Kubernetes %s: the components of %s refuse to start with it", g, when, v)
-				break
-			}
-		}
-	}
-}
-
-// fieldMatch is one concrete field a pattern path names.
-type fieldMatch struct {
-	path  string
-	value reflect.Value
-	field reflect.StructField
-}
-
-// resolveField finds the fields a pattern such as spec.hosts[*].arch names
-// in c: one per list element or map entry for [*]. A field inside an absent
-// block matches nothing.
-func resolveField(c *Cluster, pattern string) []fieldMatch {
-	var out []fieldMatch
-	var walk func(v reflect.Value, segs []string, path string, sf reflect.StructField)
-	walk = func(v reflect.Value, segs []string, path string, sf reflect.StructField) {
-		if len(segs) == 0 {
-			out = append(out, fieldMatch{path: path, value: v, field: sf})
-			return
-		}
-		for v.Kind() == reflect.Pointer {
-			if v.IsNil() {
-				return
-			}
-			v = v.Elem()
-		}
-		if v.Kind() != reflect.Struct {
-			return
-		}
-		name, each := strings.CutSuffix(segs[0], "[*]")
-		idx, ok := yamlFields(v.Type())[name]
-		if !ok {
-			return
-		}
-		f := v.Field(idx)
-		fsf := v.Type().Field(idx)
-		p := child(path, name)
-		if !each {
-			walk(f, segs[1:], p, fsf)
-			return
-		}
-		switch f.Kind() {
-		case reflect.Slice:
-			for i := range f.Len() {
-				walk(f.Index(i), segs[1:], index(p, i), fsf)
-			}
-		case reflect.Map:
-			keys := f.MapKeys()
-			sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-			for _, k := range keys {
-				walk(f.MapIndex(k), segs[1:], key(p, k.String()), fsf)
-			}
-		}
-	}
-	segs := strings.Split(pattern, ".")
-	if len(segs) == 0 || segs[0] != "spec" {
-		return nil
-	}
-	walk(reflect.ValueOf(&c.Spec).Elem(), segs[1:], "spec", reflect.StructField{})
-	return out
-}
-
-// choiceValue is a field's value as the matrix names it: the string of an
-// enumeration ("" when empty: not set, nothing to check), true/false, or
-// (set)/(unset).
-func choiceValue(m fieldMatch) string {
-	v := m.value
-	if _, enum := m.field.Tag.Lookup("enum"); enum && v.Kind() == reflect.String {
-		return v.String()
-	}
-	// A list of names (spec.addons[*]): each name is a choice of its own,
-	// or what the entry says it is (an add-on from sources).
-	if m.field.Tag.Get("choice") == "value" {
-		if cv, ok := v.Interface().(interface{ choiceValue() string }); ok {
-			return cv.choiceValue()
-		}
-		if v.Kind() == reflect.String {
-			return v.String()
-		}
-	}
-	if v.Kind() == reflect.Bool {
-		return strconv.FormatBool(v.Bool())
-	}
-	if v.IsZero() || (v.Kind() == reflect.Slice || v.Kind() == reflect.Map) && v.Len() == 0 {
-		return valueUnset
-	}
-	return valueSet
 }
 
 // WithoutEvidence is s without the tests behind each supported value:

@@ -1,22 +1,27 @@
-package schema
+// Package sample writes the sample cluster file of `kubexm create config`.
+package sample
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/mensylisir/kubexm/schema"
+
+	"github.com/mensylisir/kubexm/schema/matrix"
 )
 
-// SampleConfig is the cluster file of `kubexm create config`: an
+// Config is the cluster file of `kubexm create config`: an
 // all-in-one cluster named name at Kubernetes version, on the machine
 // whose address is ip ("" for unknown). It writes only choices the matrix
 // s supports; the comments list the other values, from the matrix, so
 // they cannot drift from it.
-func SampleConfig(s *Support, name, version, ip string) string {
+func Config(s *matrix.Support, name, version, ip string) string {
 	internal := "    # internalAddress: 192.168.0.10  # this machine's cluster IP; set it for a real cluster\n"
 	if ip != "" {
 		internal = fmt.Sprintf("    internalAddress: %s   # detected; the IP other nodes reach this machine on\n", ip)
 	}
 	others := func(field, written string) string { return otherChoices(s, field, written) }
-	return fmt.Sprintf(sampleConfigText, APIVersion, Kind, name, internal,
+	return fmt.Sprintf(sampleConfigText, schema.APIVersion, schema.Kind, name, internal,
 		others("spec.controlPlaneEndpoint.externalLoadBalancer", ""),
 		others("spec.controlPlaneEndpoint.internalLoadbalancer", ""),
 		others("spec.kubernetes.type", "kubexm"),
@@ -30,7 +35,7 @@ func SampleConfig(s *Support, name, version, ip string) string {
 
 // otherChoices lists a choice's values: the supported ones besides the one
 // written, and those not supported yet.
-func otherChoices(s *Support, field, written string) string {
+func otherChoices(s *matrix.Support, field, written string) string {
 	ch := s.Choice(field)
 	if ch == nil {
 		return ""

@@ -1,6 +1,8 @@
-package schema
+package validate
 
 import (
+	. "github.com/mensylisir/kubexm/schema"
+
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,7 +14,7 @@ import (
 
 func TestInventoryFromFullExample(t *testing.T) {
 	home := fakeHome(t)
-	c, _, err := LoadWith("testdata/cluster-full.yaml", permissive)
+	c, _, err := LoadWith("../testdata/cluster-full.yaml", permissive)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,7 +22,7 @@ func TestInventoryFromFullExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	abs, _ := filepath.Abs("testdata/cluster-full.yaml")
+	abs, _ := filepath.Abs("../testdata/cluster-full.yaml")
 	if inv.Source != abs || inv.Vars["cluster_file"] != abs || inv.Vars["cluster_name"] != "mycluster" {
 		t.Errorf("source %q vars %v", inv.Source, inv.Vars["cluster_file"])
 	}

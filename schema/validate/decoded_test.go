@@ -1,6 +1,10 @@
-package schema
+package validate
 
 import (
+	. "github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/schema/matrix"
+	"github.com/mensylisir/kubexm/schema/sample"
+
 	"bytes"
 	"testing"
 )
@@ -9,11 +13,11 @@ import (
 // later is the cluster ParseWith makes of it, and a file whose decoding
 // found problems has no cluster before Check, which reports them.
 func TestDecodedCheckIsParse(t *testing.T) {
-	s, err := BuiltinSupport()
+	s, err := matrix.BuiltinSupport()
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := []byte(SampleConfig(s, "demo", DefaultKubernetesVersion, "192.0.2.10"))
+	data := []byte(sample.Config(s, "demo", DefaultKubernetesVersion, "192.0.2.10"))
 	want, _, err := ParseWith("cluster.yaml", data, s)
 	if err != nil {
 		t.Fatalf("the sample does not parse: %v", err)

@@ -1,26 +1,15 @@
-package schema
+package validate
 
 import (
+	"github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/schema/matrix"
+
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/mensylisir/kubexm/schema/internal/fieldpath"
 )
-
-// SecretRefRE is a reference to a secret the server's administrator
-// created (kubexm server secret create NAME): ${secret:NAME}. Not an
-// environment variable reference (a name holds no ':'), so no existing
-// cluster file changes meaning.
-var SecretRefRE = regexp.MustCompile(`^\$\{secret:([a-z0-9][a-z0-9._-]{0,62})\}$`)
-
-// SecretRef returns the name of the server secret v refers to.
-func SecretRef(v string) (string, bool) {
-	m := SecretRefRE.FindStringSubmatch(v)
-	if m == nil {
-		return "", false
-	}
-	return m[1], true
-}
 
 // ParseConfined is Parse for a cluster file a client sent to kubexm
 // server: it reads nothing of the machine that parses it. A reference to a
@@ -30,43 +19,36 @@ func SecretRef(v string) (string, bool) {
 // the answer is the same whether it exists or not. Secrets are given in
 // the file, or as ${secret:NAME}, a server secret; secret says whether one
 // of that name exists for the cluster of that name (nil: none does).
-func ParseConfined(data []byte, s *Support, secret func(cluster, name string) bool) (*Cluster, []Warning, error) {
-	if s == nil {
-		var err error
-		if s, err = BuiltinSupport(); err != nil {
-			return nil, nil, err
-		}
+func ParseConfined(data []byte, s *matrix.Support, secret func(cluster, name string) bool) (*schema.Cluster, []schema.Warning, error) {
+	s, err := orBuiltin(s)
+	if err != nil {
+		return nil, nil, err
 	}
-	c, decoded, err := decode("cluster.yaml", data)
+	c, decoded, err := schema.DecodeProblems("cluster.yaml", data)
 	if err != nil {
 		return nil, nil, err
 	}
 	// No file beside it: relative references cannot reach the server's
 	// current directory, and no group_vars/ or host_vars/ is read.
-	c.src.abs = ""
-	cps := &problems{src: c.src}
+	c.DetachFile()
+	cps := c.NewProblems()
 	refused := confine(c, cps, secret)
-	ps := &problems{src: c.src}
+	ps := c.NewProblems()
 	expandRoleGroups(c, ps)
-	SetDefaults(c)
-	validate(c, ps)
-	s.check(c, ps)
-	rv, err := s.RoleVars()
-	if err != nil {
+	if err := defaultAndValidate(c, s, true, ps); err != nil {
 		return nil, nil, err
 	}
-	validateRoleVars(c, rv, true, ps)
 	// What validation says of a refused field is a consequence of the
 	// refusal.
-	failed := append(slices.Clone(decoded.list), refusedProblems(refused)...)
-	decoded.list = append(decoded.list, cps.list...)
+	failed := append(slices.Clone(decoded.List), refusedProblems(refused)...)
+	decoded.List = append(decoded.List, cps.List...)
 	return finish(c, decoded, ps, failed)
 }
 
-func refusedProblems(paths []string) []Problem {
-	out := make([]Problem, len(paths))
+func refusedProblems(paths []string) []schema.Problem {
+	out := make([]schema.Problem, len(paths))
 	for i, p := range paths {
-		out[i] = Problem{Path: p}
+		out[i] = schema.Problem{Path: p}
 	}
 	return out
 }
@@ -80,17 +62,17 @@ const confinedHint = "through kubexm server a cluster file names no file or envi
 // confine refuses and clears every reference to the parsing machine's files
 // and environment, and returns the paths refused; the first problem at
 // each path is the refusal.
-func confine(c *Cluster, ps *problems, secret func(cluster, name string) bool) []string {
+func confine(c *schema.Cluster, ps *schema.Problems, secret func(cluster, name string) bool) []string {
 	var refused []string
 	refuse := func(path, what string) {
-		ps.add(path, confinedHint, "%s is not allowed through the API", what)
+		ps.Add(path, confinedHint, "%s is not allowed through the API", what)
 		refused = append(refused, path)
 	}
 	// secretValue checks a secret field: a value, or a server secret.
 	secretValue := func(path string, v *string) {
-		if name, ok := SecretRef(*v); ok {
+		if name, ok := schema.SecretRef(*v); ok {
 			if secret == nil || !secret(c.Metadata.Name, name) {
-				ps.add(path, secretHint, "no server secret %q for cluster %s", name, c.Metadata.Name)
+				ps.Add(path, secretHint, "no server secret %q for cluster %s", name, c.Metadata.Name)
 				refused = append(refused, path)
 			}
 			return
@@ -111,9 +93,9 @@ func confine(c *Cluster, ps *problems, secret func(cluster, name string) bool) [
 		if *v == "" {
 			return
 		}
-		if name, ok := SecretRef(*v); ok {
+		if name, ok := schema.SecretRef(*v); ok {
 			if secret == nil || !secret(c.Metadata.Name, name) {
-				ps.add(path, secretHint, "no server secret %q for cluster %s", name, c.Metadata.Name)
+				ps.Add(path, secretHint, "no server secret %q for cluster %s", name, c.Metadata.Name)
 				refused = append(refused, path)
 			}
 			// Not a file to look for: the worker hands the key to its run.
@@ -123,33 +105,33 @@ func confine(c *Cluster, ps *problems, secret func(cluster, name string) bool) [
 		refuse(path, "a private key file")
 		*v = ""
 	}
-	bastion := func(p string, b *Bastion) {
+	bastion := func(p string, b *schema.Bastion) {
 		if b == nil {
 			return
 		}
-		secretValue(child(p, "password"), &b.Password)
-		secretValue(child(p, "privateKeyPassphrase"), &b.Passphrase)
-		keyRef(child(p, "privateKeyPath"), &b.PrivateKeyPath)
+		secretValue(fieldpath.Child(p, "password"), &b.Password)
+		secretValue(fieldpath.Child(p, "privateKeyPassphrase"), &b.Passphrase)
+		keyRef(fieldpath.Child(p, "privateKeyPath"), &b.PrivateKeyPath)
 	}
 	for i := range c.Spec.Hosts {
 		h := &c.Spec.Hosts[i]
-		p := index("spec.hosts", i)
+		p := fieldpath.Index("spec.hosts", i)
 		if h.PasswordFile != "" {
-			fileRef(child(p, "passwordFile"), &h.PasswordFile, "a password file")
+			fileRef(fieldpath.Child(p, "passwordFile"), &h.PasswordFile, "a password file")
 		}
-		secretValue(child(p, "password"), &h.Password)
-		secretValue(child(p, "privateKeyPassphrase"), &h.Passphrase)
-		secretValue(child(p, "sudoPassword"), &h.SudoPassword)
-		keyRef(child(p, "privateKeyPath"), &h.PrivateKeyPath)
-		bastion(child(p, "bastion"), h.Bastion)
+		secretValue(fieldpath.Child(p, "password"), &h.Password)
+		secretValue(fieldpath.Child(p, "privateKeyPassphrase"), &h.Passphrase)
+		secretValue(fieldpath.Child(p, "sudoPassword"), &h.SudoPassword)
+		keyRef(fieldpath.Child(p, "privateKeyPath"), &h.PrivateKeyPath)
+		bastion(fieldpath.Child(p, "bastion"), h.Bastion)
 	}
 	bastion("spec.bastion", c.Spec.Bastion)
 	for _, name := range slices.Sorted(maps.Keys(c.Spec.Registry.Auths)) {
 		a := c.Spec.Registry.Auths[name]
-		p := key("spec.registry.auths", name)
-		fileRef(child(p, "passwordFile"), &a.PasswordFile, "a password file")
-		fileRef(child(p, "certsPath"), &a.CertsPath, "a certificate directory")
-		secretValue(child(p, "password"), &a.Password)
+		p := fieldpath.Key("spec.registry.auths", name)
+		fileRef(fieldpath.Child(p, "passwordFile"), &a.PasswordFile, "a password file")
+		fileRef(fieldpath.Child(p, "certsPath"), &a.CertsPath, "a certificate directory")
+		secretValue(fieldpath.Child(p, "password"), &a.Password)
 		c.Spec.Registry.Auths[name] = a
 	}
 	if len(c.Spec.Hooks) > 0 {
@@ -163,16 +145,16 @@ func confine(c *Cluster, ps *problems, secret func(cluster, name string) bool) [
 		if a.Sources == nil {
 			continue
 		}
-		p := child(index("spec.addons", i), "sources")
+		p := fieldpath.Child(fieldpath.Index("spec.addons", i), "sources")
 		// Cleared in copies: the caller's Addons share Sources.
 		if y := a.Sources.Yaml; y != nil && len(y.Path) > 0 {
-			refuse(child(p, "yaml"), "an add-on's manifest files")
+			refuse(fieldpath.Child(p, "yaml"), "an add-on's manifest files")
 			src := *a.Sources
-			src.Yaml = &AddonYaml{}
+			src.Yaml = &schema.AddonYaml{}
 			a.Sources = &src
 		}
 		if ch := a.Sources.Chart; ch != nil && (ch.Path != "" || ch.ValuesFile != "") {
-			refuse(child(p, "chart"), "an add-on's chart and values files")
+			refuse(fieldpath.Child(p, "chart"), "an add-on's chart and values files")
 			src, cc := *a.Sources, *ch
 			cc.Path, cc.ValuesFile = "", ""
 			src.Chart = &cc

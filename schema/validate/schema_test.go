@@ -1,6 +1,9 @@
-package schema
+package validate
 
 import (
+	. "github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/schema/schemas"
+
 	"bytes"
 	"fmt"
 	"os"
@@ -9,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mensylisir/kubexm/internal/suggest"
 )
 
 // fakeHome points HOME at a directory holding ~/.ssh/id_rsa, which the
@@ -28,7 +33,7 @@ func fakeHome(t *testing.T) string {
 
 func TestFullExampleParsesValidatesRoundTrips(t *testing.T) {
 	fakeHome(t)
-	c, warnings, err := LoadWith("testdata/cluster-full.yaml", permissive)
+	c, warnings, err := LoadWith("../testdata/cluster-full.yaml", permissive)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +70,7 @@ func TestFullExampleParsesValidatesRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, _, err := ParseWith("testdata/roundtrip.yaml", out, permissive)
+	c2, _, err := ParseWith("../testdata/roundtrip.yaml", out, permissive)
 	if err != nil {
 		t.Fatalf("marshalled form does not parse: %v\n%s", err, out)
 	}
@@ -84,12 +89,12 @@ func TestFullExampleParsesValidatesRoundTrips(t *testing.T) {
 func TestSeedExampleVerbatimIsReportedNotCrashed(t *testing.T) {
 	// The seed's example uses full-width colons (version： 1.7.6), which is
 	// not YAML; the error must point at the line.
-	_, _, err := Load("testdata/seed-003-verbatim.yaml")
+	_, _, err := Load("../testdata/seed-003-verbatim.yaml")
 	if err == nil || !strings.Contains(err.Error(), "seed-003-verbatim.yaml:91:") || !strings.Contains(err.Error(), "full-width colon") {
 		t.Fatalf("err = %v", err)
 	}
 	// With only the colons fixed, every remaining problem is reported at once.
-	data, err := os.ReadFile("testdata/seed-003-verbatim.yaml")
+	data, err := os.ReadFile("../testdata/seed-003-verbatim.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +139,7 @@ func TestDefaults(t *testing.T) {
 		{"proxy", s.Kubernetes.ProxyMode, "iptables"},
 		{"maxPods", s.Kubernetes.MaxPods, 110},
 		{"etcd type", s.Etcd.Type, "kubexm"},
-		{"etcd version", s.Etcd.Version, "v3.6.16"},
+		{"etcd version", s.Etcd.Version, "v3.7.3"},
 		{"etcd maxWals", *s.Etcd.MaxWals, 5},
 		{"plugin", s.Network.Plugin, "calico"},
 		{"ipip", s.Network.Calico.IPIPMode, "Never"},
@@ -203,7 +208,7 @@ func TestSecrets(t *testing.T) {
 }
 
 func TestKubeKeyConversion(t *testing.T) {
-	c, warnings, err := parse("testdata/kubekey-v3.yaml", mustRead(t, "testdata/kubekey-v3.yaml"), noEnv)
+	c, warnings, err := parse("../testdata/kubekey-v3.yaml", mustRead(t, "../testdata/kubekey-v3.yaml"), noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +258,7 @@ func TestKubeKeyConversion(t *testing.T) {
 		t.Errorf("mirrors = %v", got)
 	}
 	// A problem in a KubeKey file still points into that file.
-	bad := bytes.Replace(mustRead(t, "testdata/kubekey-v3.yaml"), []byte("    - node1\n    worker"), []byte("    - node7\n    worker"), 1)
+	bad := bytes.Replace(mustRead(t, "../testdata/kubekey-v3.yaml"), []byte("    - node1\n    worker"), []byte("    - node7\n    worker"), 1)
 	_, _, err = parse("kk.yaml", bad, noEnv)
 	if err == nil || !strings.Contains(err.Error(), `kk.yaml:15:7: spec.roleGroups.master[0]: host "node7"`) {
 		t.Errorf("err = %v", err)
@@ -270,11 +275,11 @@ func mustRead(t *testing.T, p string) []byte {
 }
 
 func TestJSONSchemaIsCurrent(t *testing.T) {
-	want, err := JSONSchema()
+	want, err := schemas.JSONSchema()
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := mustRead(t, "cluster.schema.json")
+	got := mustRead(t, "../cluster.schema.json")
 	if !bytes.Equal(got, want) {
 		t.Fatal("cluster.schema.json is stale: run `go generate ./schema`")
 	}
@@ -304,43 +309,6 @@ func TestSyntaxAndShapeErrors(t *testing.T) {
 	}
 }
 
-func TestExpandRange(t *testing.T) {
-	cases := []struct {
-		in   string
-		want []string
-		err  string
-	}{
-		{"node1", []string{"node1"}, ""},
-		{"node[5:6]", []string{"node5", "node6"}, ""},
-		{"node[08:10]", []string{"node08", "node09", "node10"}, ""},
-		{"rack[1:2]-a", []string{"rack1-a", "rack2-a"}, ""},
-		{"[1:2]", []string{"1", "2"}, ""},
-		{"node[3:3]", []string{"node3"}, ""},
-		{"node[6:5]", nil, "greater than end"},
-		{"node[5]", nil, "start:end"},
-		{"node[a:b]", nil, "not a number"},
-		{"node[:3]", nil, "not a number"},
-		{"node[1:3", nil, "unbalanced"},
-		{"node1:3]", nil, "unbalanced"},
-		{"n[1:2][3:4]", nil, "only one range"},
-		{"n[-1:2]", nil, "not a number"},
-		{"n[0:99999999999999999999999]", nil, "too large"},
-		{"n[0:100000]", nil, "larger than the limit"},
-	}
-	for _, tc := range cases {
-		got, err := ExpandRange(tc.in)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%s: err = %v, want %q", tc.in, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || !slices.Equal(got, tc.want) {
-			t.Errorf("%s = %v, %v; want %v", tc.in, got, err, tc.want)
-		}
-	}
-}
-
 func TestDidYouMean(t *testing.T) {
 	names := []string{"internalAddress", "address", "port", "privateKeyPath"}
 	for in, want := range map[string]string{
@@ -349,14 +317,14 @@ func TestDidYouMean(t *testing.T) {
 		"privateKeyFile":  `did you mean "privateKeyPath"?`,
 		"xyz":             "",
 	} {
-		if got := didYouMean(in, names); got != want {
+		if got := suggest.DidYouMean(in, names); got != want {
 			t.Errorf("%s: %q, want %q", in, got, want)
 		}
 	}
 }
 
 func FuzzParse(f *testing.F) {
-	for _, p := range []string{"testdata/cluster-full.yaml", "testdata/kubekey-v3.yaml", "testdata/seed-003-verbatim.yaml"} {
+	for _, p := range []string{"../testdata/cluster-full.yaml", "../testdata/kubekey-v3.yaml", "../testdata/seed-003-verbatim.yaml"} {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			f.Fatal(err)
@@ -375,21 +343,6 @@ func FuzzParse(f *testing.F) {
 			if _, err := Inventory(c, ""); err != nil {
 				t.Fatalf("valid cluster has no inventory: %v", err)
 			}
-		}
-	})
-}
-
-func FuzzExpandRange(f *testing.F) {
-	for _, s := range []string{"node1", "node[5:6]", "node[08:10]", "a[1:2]b", "[", "]", "n[9:1]", "n[0:0]"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		names, err := ExpandRange(s)
-		if err != nil {
-			return
-		}
-		if len(names) == 0 || len(names) > maxRangeHosts {
-			t.Fatalf("%q expanded to %d names", s, len(names))
 		}
 	})
 }

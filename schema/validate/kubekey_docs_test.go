@@ -1,6 +1,8 @@
-package schema
+package validate
 
 import (
+	. "github.com/mensylisir/kubexm/schema"
+
 	"errors"
 	"fmt"
 	"slices"
@@ -27,7 +29,7 @@ func warningText(ws []Warning) string {
 // converted, every dropped field named; the choices kubexm does not install
 // are kept as written, so that validation names each of them.
 func TestKubeKeyConfigExample(t *testing.T) {
-	const file = "testdata/kubekey-v3-config-example.yaml"
+	const file = "../testdata/kubekey-v3-config-example.yaml"
 	fakeHome(t)
 	c, warnings, err := Decode(file, mustRead(t, file))
 	if err != nil {
@@ -78,7 +80,7 @@ func TestKubeKeyConfigExample(t *testing.T) {
 // ClusterConfiguration it does not convert, and names each KubeKey default
 // kubexm replaces; with those defaults the cluster is one kubexm installs.
 func TestKubeKeyWithKubeSphere(t *testing.T) {
-	const file = "testdata/kubekey-v3-with-kubesphere.yaml"
+	const file = "../testdata/kubekey-v3-with-kubesphere.yaml"
 	c, warnings, err := parseWith(file, mustRead(t, file), kkEnv, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +104,7 @@ func TestKubeKeyWithKubeSphere(t *testing.T) {
 }
 
 func TestKubeKeyOtherFormatsNamed(t *testing.T) {
-	const file = "testdata/kubekey-v4-inventory.yaml"
+	const file = "../testdata/kubekey-v4-inventory.yaml"
 	_, _, err := Decode(file, mustRead(t, file))
 	if err == nil || !strings.Contains(err.Error(), file+":3:13: apiVersion: this is a KubeKey v4 Inventory (kubekey.kubesphere.io/v1)") {
 		t.Errorf("v4 inventory: %v", err)
@@ -175,10 +177,10 @@ func TestKubeKeySamplesValidate(t *testing.T) {
 	fakeHome(t)
 	matrix := []string{"version: v1.2", "version: v1.37.2 #", "containerManager: docker", "containerManager: containerd"}
 	for file, edits := range map[string][]string{
-		"testdata/kubekey-v3-kk-create-config.yaml": matrix,
+		"../testdata/kubekey-v3-kk-create-config.yaml": matrix,
 		// The sample's ranges name 97 hosts it does not list, which KubeKey
 		// refuses as well ("is in [master] group, but not in hosts list").
-		"testdata/kubekey-v3-documented.yaml": append(slices.Clone(matrix),
+		"../testdata/kubekey-v3-documented.yaml": append(slices.Clone(matrix),
 			`        certsPath: "/etc/docker/certs.d/dockerhub.kubekey.local"`+"\n", "",
 			"node[2:10]", "node[2:3]", "node[10:100]", "node[2:3]",
 			// ipip is not supported yet (the test kernel has none); vxlan is.
@@ -211,7 +213,7 @@ func TestKubeKeySamplesValidate(t *testing.T) {
 // Typos in a KubeKey file are refused at their place with the field meant,
 // instead of being dropped with exit 0.
 func TestKubeKeyTyposRefused(t *testing.T) {
-	const file = "testdata/kubekey-v3-kk-create-config.yaml"
+	const file = "../testdata/kubekey-v3-kk-create-config.yaml"
 	data := kubekeySample(t, file,
 		"{name: node2, address: 172.16.0.3, internalAddress:", "{name: node2, address: 172.16.0.3, internalAdress:",
 		"    kubePodsCIDR:", "    kubePodCIDR:",
@@ -236,7 +238,7 @@ func TestKubeKeyTyposRefused(t *testing.T) {
 // KubeKey fields with a kubexm equivalent are mapped to it; those without
 // one are refused with the reason when they ask for something.
 func TestKubeKeyFieldsMappedOrRefused(t *testing.T) {
-	const file = "testdata/kubekey-v3-kk-create-config.yaml"
+	const file = "../testdata/kubekey-v3-kk-create-config.yaml"
 	mapped := kubekeySample(t, file,
 		"    autoRenewCerts: true\n", `    autoRenewCerts: true
     nodelocaldns: true

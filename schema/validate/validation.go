@@ -1,6 +1,10 @@
-package schema
+package validate
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/mensylisir/kubexm/schema"
+)
 
 // Validation is the verdict on a cluster file for programs (config
 // validate -o json|yaml): every problem and warning at its place, and
@@ -37,12 +41,12 @@ type Finding struct {
 // NewValidation is the verdict on file from what loading it gave (c, its
 // warnings and loadErr). A loadErr that is not about the file's content
 // (unreadable, no such file) gives no verdict: it is returned.
-func NewValidation(file string, c *Cluster, warnings []Warning, loadErr error) (*Validation, error) {
+func NewValidation(file string, c *schema.Cluster, warnings []schema.Warning, loadErr error) (*Validation, error) {
 	v := &Validation{File: file, Valid: loadErr == nil, Problems: []Finding{}, Warnings: []Finding{}}
 	for _, x := range warnings {
 		v.Warnings = append(v.Warnings, Finding{File: x.Pos.File, Line: x.Pos.Line, Col: x.Pos.Col, Path: x.Path, Message: x.Message})
 	}
-	var problems *Error
+	var problems *schema.Error
 	switch {
 	case errors.As(loadErr, &problems):
 		for _, p := range problems.Problems {

@@ -1,6 +1,8 @@
-package schema
+package validate
 
 import (
+	. "github.com/mensylisir/kubexm/schema"
+
 	"os"
 	"path/filepath"
 	"strings"

@@ -1,4 +1,4 @@
-package schema
+package rolevars
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/internal/suggest"
+	"github.com/mensylisir/kubexm/schema/internal/valid"
 )
 
 // Role variables set in cluster.yaml (vars, roleGroupVars, group_vars/,
@@ -30,7 +32,7 @@ import (
 
 // VarDecl is one variable a role declares.
 type VarDecl struct {
-	// Type is str (one line), text (several), int, bool, list, dict, any,
+	// Type is str (one line), text (several), int, count (0 or more), bool, list, dict, any,
 	// or a rule on a string: path, dir, file, relpath, filename, package, port,
 	// duration, url, endpoint, name, label, version, sha256, image, flag, module,
 	// host, ip, limit, sysctl.
@@ -169,7 +171,7 @@ func (rv RoleVars) Check(name string, v any, fromCluster bool) (msg, hint string
 		return "", ""
 	}
 	if m, h := checkVarType(d.Type, d.Of, d.Choices, v); m != "" {
-		if secretVarName.MatchString(name) {
+		if valid.SecretVarName.MatchString(name) {
 			return who + ": the value is not " + typeNoun(d.Type), h // not echoed
 		}
 		return who + ": " + m, h
@@ -211,7 +213,7 @@ func (rv RoleVars) checkExtraVars(vars map[string]any, confined bool) error {
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		msg, hint := rv.Check(k, vars[k], false)
 		if msg == "" && confined {
-			msg, hint = rv.checkLocal(k)
+			msg, hint = rv.CheckLocal(k)
 		}
 		if msg != "" {
 			errs = append(errs, fmt.Errorf("-e %s: %s (%s)", k, msg, hint))
@@ -220,9 +222,9 @@ func (rv RoleVars) checkExtraVars(vars map[string]any, confined bool) error {
 	return errors.Join(errs...)
 }
 
-// checkLocal refuses a variable naming a path on the control machine
+// CheckLocal refuses a variable naming a path on the control machine
 // where that machine is kubexm server's.
-func (rv RoleVars) checkLocal(name string) (msg, hint string) {
+func (rv RoleVars) CheckLocal(name string) (msg, hint string) {
 	d, ok := rv[name]
 	if !ok || !d.Local {
 		return "", ""
@@ -231,42 +233,9 @@ func (rv RoleVars) checkLocal(name string) (msg, hint string) {
 		"kubexm server's clients do not name its files: upload a bundle, or leave the variable to the roles"
 }
 
-// validateRoleVars checks the cluster file's variables against rv;
-// confined: the file came to kubexm server, whose machine is the control
-// machine.
-func validateRoleVars(c *Cluster, rv RoleVars, confined bool, ps *problems) {
-	check := func(vars VarMap, p string) {
-		for _, k := range slices.Sorted(maps.Keys(vars)) {
-			if !varName.MatchString(k) {
-				continue // validateVars says so
-			}
-			kp := p + "." + k
-			msg, hint := rv.Check(k, vars[k], true)
-			if msg == "" && confined {
-				msg, hint = rv.checkLocal(k)
-			}
-			if msg != "" {
-				if i := rv.badItem(k, vars[k]); i >= 0 {
-					kp = index(kp, i) // at the item where the file has its line
-				}
-				ps.add(kp, hint, "%s", msg)
-			} else if n := rv.Probable(k); n != "" {
-				ps.add(kp, fmt.Sprintf("did you mean %s (role %s)? A variable of your own playbooks needs a name no role variable is that close to", n, rv[n].Role),
-					"unknown variable %q, close to role variable %s", k, n)
-			}
-		}
-	}
-	for _, g := range slices.Sorted(maps.Keys(c.Spec.RoleGroupVars)) {
-		check(c.Spec.RoleGroupVars[g], "spec.roleGroupVars."+g)
-	}
-	for i, h := range c.Spec.Hosts {
-		check(h.Vars, fmt.Sprintf("spec.hosts[%d].vars", i))
-	}
-}
-
-// badItem is the index of the first item of a declared list that fails
+// BadItem is the index of the first item of a declared list that fails
 // its item type, or -1.
-func (rv RoleVars) badItem(name string, v any) int {
+func (rv RoleVars) BadItem(name string, v any) int {
 	d := rv[name]
 	l, ok := v.([]any)
 	if !ok || d.Type != "list" || d.Of == "" {
@@ -307,9 +276,12 @@ func init() {
 	}
 	varTypes = map[string]varType{
 		"any":  {"any value", func(any) bool { return true }},
-		"str":  {"one line of text without control characters", func(v any) bool { return isScalarValue(v) && !hasControl(fmt.Sprint(v)) }},
-		"text": {"text: lines without control characters other than tabs", str(func(s string) bool { return !hasControl(strings.NewReplacer("\n", "", "\t", "").Replace(s)) })},
+		"str":  {"one line of text without control characters", func(v any) bool { return isScalarValue(v) && !valid.HasControl(fmt.Sprint(v)) }},
+		"text": {"text: lines without control characters other than tabs", str(func(s string) bool { return !valid.HasControl(strings.NewReplacer("\n", "", "\t", "").Replace(s)) })},
 		"int":  {"a whole number", func(v any) bool { _, ok := toInt(v); return ok }},
+		// A size, a count or a time of a field that refuses negative
+		// values (etcd's tuning).
+		"count": {"a whole number, 0 or more", func(v any) bool { n, ok := toInt(v); return ok && n >= 0 }},
 		"bool": {"true or false", func(v any) bool {
 			switch x := v.(type) {
 			case bool:
@@ -321,30 +293,35 @@ func init() {
 		}},
 		"list":    {"a list", func(v any) bool { _, ok := v.([]any); return ok }},
 		"dict":    {"a mapping", func(v any) bool { _, ok := asMap(v); return ok }},
-		"path":    {"an absolute, normalised path of letters, digits and . _ + @ / -", str(func(s string) bool { m, _ := pathProblem(s, false); return s != "" && m == "" })},
-		"dir":     {"an absolute, normalised directory of its own, not a system directory such as /etc, /var or /usr/local/bin", str(func(s string) bool { m, _ := pathProblem(s, true); return s != "" && m == "" })},
-		"file":    {"a path, absolute or relative to the current directory, of letters, digits and . _ + @ / -", str(func(s string) bool { return s != "" && pathChars.MatchString(s) && path.Clean(s) == s })},
+		"path":    {"an absolute, normalised path of letters, digits and . _ + @ / -", str(func(s string) bool { m, _ := valid.PathProblem(s, false); return s != "" && m == "" })},
+		"dir":     {"an absolute, normalised directory of its own, not a system directory such as /etc, /var or /usr/local/bin", str(func(s string) bool { m, _ := valid.PathProblem(s, true); return s != "" && m == "" })},
+		"file":    {"a path, absolute or relative to the current directory, of letters, digits and . _ + @ / -", str(func(s string) bool { return s != "" && valid.PathChars.MatchString(s) && path.Clean(s) == s })},
 		"relpath": {"a path relative to the work directory, without ..", str(isRelPath)},
 		"filename": {"a file name: letters, digits and . _ + @ -, no /", str(func(s string) bool {
-			return s != "." && s != ".." && !strings.Contains(s, "/") && pathChars.MatchString(s)
+			return s != "." && s != ".." && !strings.Contains(s, "/") && valid.PathChars.MatchString(s)
 		})},
 		"package": {"a package name: letters, digits, _ . + - (e.g. curl, libc6:amd64), not an option", str(func(s string) bool {
-			return debName.MatchString(s) || rpmName.MatchString(s)
+			return valid.DebName.MatchString(s) || valid.RpmName.MatchString(s)
 		})},
 		"port":     {"a port, 1-65535", func(v any) bool { n, ok := toInt(v); return ok && n >= 1 && n <= 65535 }},
 		"duration": {"a duration such as 90s, 5m, 1h30m, 30d or 1y", str(durationRE.MatchString)},
 		"url":      {"an http(s) URL without spaces or quotes", str(isHTTPURL)},
 		"endpoint": {"unix:///absolute/path.sock or tcp://host:port", str(isEndpoint)},
 		"name":     {"a name: letters, digits and _ . @ : - (e.g. a systemd unit)", str(unitNameRE.MatchString)},
-		"label":    {"a Kubernetes label key such as node-role.kubernetes.io/worker", str(func(s string) bool { return labelKeyError(s) == "" })},
+		"label":    {"a Kubernetes label key such as node-role.kubernetes.io/worker", str(func(s string) bool { return valid.LabelKeyError(s) == "" })},
 		"version":  {"a version such as v1.2.3, 1.2 or 3.6.16-0", str(versionRE.MatchString)},
 		"sha256":   {"64 lower-case hex digits, or empty", str(sha256RE.MatchString)},
 		"image":    {"an image reference such as registry.k8s.io/pause:3.10", str(imageRE.MatchString)},
 		"tag":      {"an image tag: letters, digits, _ . -, at most 128, not starting with . or -", str(tagRE.MatchString)},
-		"flag":     {"--flag=value: a lower-case flag name, a value without spaces, quotes, backslashes or $", str(kubeletArg.MatchString)},
+		"flag":     {"--flag=value: a lower-case flag name, a value without spaces, quotes, backslashes or $", str(valid.KubeletArg.MatchString)},
 		"module":   {"a kernel module name: letters, digits, _ -", str(moduleRE.MatchString)},
-		"host":     {"a host name or an IP address", str(isHostOrIP)},
+		"host":     {"a host name or an IP address", str(valid.IsHostOrIP)},
 		"ip":       {"an IP address", str(func(s string) bool { _, err := netip.ParseAddr(s); return err == nil })},
+		// keepalived's advert_int (VRRPv3 counts in centiseconds).
+		"seconds": {"a positive number of seconds with at most 2 decimals, such as 1 or 0.5", func(v any) bool {
+			f, ok := toSeconds(v)
+			return ok && f > 0 && f < 1e6 && math.Abs(f*100-math.Round(f*100)) < 1e-9
+		}},
 		"limit": {"a number or infinity", func(v any) bool {
 			_, ok := toInt(v)
 			return ok || v == "infinity"
@@ -356,7 +333,7 @@ func init() {
 			}
 			n, _ := m["name"].(string)
 			val, has := m["value"]
-			return sysctlRE.MatchString(n) && has && isScalarValue(val) && !hasControl(fmt.Sprint(val))
+			return sysctlRE.MatchString(n) && has && isScalarValue(val) && !valid.HasControl(fmt.Sprint(val))
 		}},
 	}
 }
@@ -373,7 +350,7 @@ func checkVarType(typ, of string, choices []string, v any) (msg, hint string) {
 			if typ == "package" && strings.HasPrefix(s, "-") {
 				return fmt.Sprintf("%q is an option, not a package name", s), t.hint
 			}
-			if m, h := pathProblem(s, typ == "dir"); (typ == "path" || typ == "dir") && m != "" {
+			if m, h := valid.PathProblem(s, typ == "dir"); (typ == "path" || typ == "dir") && m != "" {
 				return m, h
 			}
 			return fmt.Sprintf("%q is not %s", s, typeNoun(typ)), t.hint
@@ -381,7 +358,7 @@ func checkVarType(typ, of string, choices []string, v any) (msg, hint string) {
 		return fmt.Sprintf("%s is not %s", describe(v), typeNoun(typ)), t.hint
 	}
 	if len(choices) > 0 && !slices.Contains(choices, fmt.Sprint(v)) {
-		return fmt.Sprintf("%q is not one of %s", fmt.Sprint(v), strings.Join(choices, ", ")), strings.TrimSpace("one of " + strings.Join(choices, ", ") + "; " + didYouMean(fmt.Sprint(v), choices))
+		return fmt.Sprintf("%q is not one of %s", fmt.Sprint(v), strings.Join(choices, ", ")), strings.TrimSpace("one of " + strings.Join(choices, ", ") + "; " + suggest.DidYouMean(fmt.Sprint(v), choices))
 	}
 	if typ == "list" && of != "" {
 		for i, e := range v.([]any) {
@@ -399,6 +376,8 @@ func typeNoun(t string) string {
 		return "one line of text"
 	case "int":
 		return "a whole number"
+	case "seconds":
+		return "a number of seconds"
 	case "bool":
 		return "true or false"
 	case "list", "dict":
@@ -411,10 +390,13 @@ func describe(v any) string {
 	switch v.(type) {
 	case []any:
 		return "a list"
-	case map[string]any, VarMap:
+	case map[string]any:
 		return "a mapping"
 	case nil:
 		return "null"
+	}
+	if _, ok := asMap(v); ok {
+		return "a mapping"
 	}
 	return fmt.Sprintf("%v", v)
 }
@@ -427,12 +409,15 @@ func isScalarValue(v any) bool {
 	return false
 }
 
+// asMap is v as a mapping: map[string]any, or a type of that kind
+// (schema.VarMap).
 func asMap(v any) (map[string]any, bool) {
-	switch m := v.(type) {
-	case map[string]any:
+	if m, ok := v.(map[string]any); ok {
 		return m, true
-	case VarMap:
-		return m, true
+	}
+	mapType := reflect.TypeFor[map[string]any]()
+	if rv := reflect.ValueOf(v); rv.IsValid() && rv.Type().ConvertibleTo(mapType) && rv.Kind() == reflect.Map {
+		return rv.Convert(mapType).Interface().(map[string]any), true
 	}
 	return nil, false
 }
@@ -454,23 +439,44 @@ func toInt(v any) (int64, bool) {
 	return 0, false
 }
 
+// toSeconds reads a number: an int, a float or its decimal text.
+func toSeconds(v any) (float64, bool) {
+	if n, ok := toInt(v); ok {
+		return float64(n), true
+	}
+	switch x := v.(type) {
+	case float64:
+		return x, !math.IsNaN(x) && !math.IsInf(x, 0)
+	case string:
+		// Decimal text only: the value is written as given.
+		if !decimalRE.MatchString(x) {
+			return 0, false
+		}
+		f, err := strconv.ParseFloat(x, 64)
+		return f, err == nil
+	}
+	return 0, false
+}
+
+var decimalRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+
 func isRelPath(s string) bool {
-	return s != "" && !strings.HasPrefix(s, "/") && pathChars.MatchString(s) && path.Clean(s) == s && s != ".." && !strings.HasPrefix(s, "../")
+	return s != "" && !strings.HasPrefix(s, "/") && valid.PathChars.MatchString(s) && path.Clean(s) == s && s != ".." && !strings.HasPrefix(s, "../")
 }
 
 func isHTTPURL(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil &&
-		!hasControl(s) && !strings.ContainsAny(s, " \"'\\`$")
+		!valid.HasControl(s) && !strings.ContainsAny(s, " \"'\\`$")
 }
 
 func isEndpoint(s string) bool {
 	if p, ok := strings.CutPrefix(s, "unix://"); ok {
-		m, _ := pathProblem(p, false)
+		m, _ := valid.PathProblem(p, false)
 		return m == ""
 	}
 	if hp, ok := strings.CutPrefix(s, "tcp://"); ok {
-		return isHostPort(hp)
+		return valid.IsHostPort(hp)
 	}
 	return false
 }

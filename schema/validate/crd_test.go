@@ -1,6 +1,9 @@
-package schema
+package validate
 
 import (
+	. "github.com/mensylisir/kubexm/schema"
+	"github.com/mensylisir/kubexm/schema/schemas"
+
 	"bytes"
 	"context"
 	"os"
@@ -18,11 +21,11 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
-const crdFile = "../roles/cluster-resource/files/crd.yaml"
+const crdFile = "../../roles/cluster-resource/files/crd.yaml"
 
 // TestCRDCommitted: the committed CRD is what the types generate.
 func TestCRDCommitted(t *testing.T) {
-	want, err := CRD()
+	want, err := schemas.CRD()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +42,7 @@ func TestCRDCommitted(t *testing.T) {
 // with the version's schema.
 func crdForTest(t *testing.T) (*apiextensions.CustomResourceDefinition, *apiextensions.JSONSchemaProps) {
 	t.Helper()
-	data, err := CRD()
+	data, err := schemas.CRD()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +67,7 @@ func TestCRDValid(t *testing.T) {
 	crd, _ := crdForTest(t)
 	// Status conditions as the API server expects: the create path fills
 	// these before validating.
-	crd.Status.StoredVersions = []string{crdVersion}
+	crd.Status.StoredVersions = []string{APIVersion[strings.LastIndexByte(APIVersion, '/')+1:]}
 	if errs := crdvalidation.ValidateCustomResourceDefinition(context.Background(), crd); len(errs) > 0 {
 		t.Fatalf("the API server would refuse the CRD: %v", errs.ToAggregate())
 	}
@@ -76,11 +79,11 @@ func TestCRDValid(t *testing.T) {
 // value outside an enum is refused naming the field.
 func TestCRDTakesClusterYAML(t *testing.T) {
 	_, props := crdForTest(t)
-	data, err := os.ReadFile("testdata/cluster-full.yaml")
+	data, err := os.ReadFile("../testdata/cluster-full.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _, err := Decode("testdata/cluster-full.yaml", data)
+	c, _, err := Decode("../testdata/cluster-full.yaml", data)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,4 @@
+package schema
+
+// MaxHosts caps spec.hosts.
+const MaxHosts = 10000
