@@ -51,6 +51,15 @@ func TestResumeAfterFailure(t *testing.T) {
 		t.Fatalf("first run calls: %v", c.sorted())
 	}
 	first := rc.RunID
+	// A run of another playbook in between (an ad-hoc command looking at
+	// the hosts) is not the last run a bare --resume continues.
+	adhoc, err := LoadBytes(context.Background(), "adhoc", []byte("- {hosts: web, tasks: [{probe: adhoc}]}\n"), LoadOptions{Builtins: testRegistry(&calls{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), adhoc, testInventory(), RunOptions{WorkDir: work}); err != nil {
+		t.Fatal(err)
+	}
 
 	// Fixed: resume the last run. h1 finished everything; h2 redoes only
 	// the failed task and what follows.

@@ -112,11 +112,23 @@ func InventoryHash(inv *inventory.Inventory, red *Masker) string {
 func runsDir(workDir string) string { return filepath.Join(workDir, "runs") }
 
 // LastRun returns the newest run id under workDir.
-func LastRun(workDir string) (string, error) {
+func LastRun(workDir string) (string, error) { return lastRun(workDir, "") }
+
+// LastRunOf returns the newest run of playbook under workDir: what a bare
+// --resume continues, so that a run of another playbook in between (an
+// ad-hoc command looking at the hosts) does not hide it.
+func LastRunOf(workDir, playbook string) (string, error) { return lastRun(workDir, playbook) }
+
+// lastRun returns the newest run under workDir, of playbook unless it is "".
+func lastRun(workDir, playbook string) (string, error) {
+	of := ""
+	if playbook != "" {
+		of = " of playbook " + playbook
+	}
 	ents, err := os.ReadDir(runsDir(workDir))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("no earlier run to resume in %s", runsDir(workDir))
+			return "", fmt.Errorf("no earlier run%s to resume in %s", of, runsDir(workDir))
 		}
 		return "", err
 	}
@@ -127,16 +139,22 @@ func LastRun(workDir string) (string, error) {
 		if !e.IsDir() {
 			continue
 		}
-		st, err := os.Stat(filepath.Join(runsDir(workDir), e.Name(), File))
+		path := filepath.Join(runsDir(workDir), e.Name(), File)
+		st, err := os.Stat(path)
 		if err != nil {
 			continue
+		}
+		if playbook != "" {
+			if ri, ok := readRunInfo(path); !ok || ri.Playbook != playbook {
+				continue
+			}
 		}
 		if best == "" || st.ModTime().After(bestTime) || (st.ModTime().Equal(bestTime) && e.Name() > best) {
 			best, bestTime = e.Name(), st.ModTime()
 		}
 	}
 	if best == "" {
-		return "", fmt.Errorf("no earlier run to resume in %s", runsDir(workDir))
+		return "", fmt.Errorf("no earlier run%s to resume in %s", of, runsDir(workDir))
 	}
 	return best, nil
 }

@@ -326,7 +326,7 @@ func (r *runner) openJournal() error {
 		id := r.opts.Resume
 		if id == "last" {
 			var err error
-			if id, err = journal.LastRun(r.opts.WorkDir); err != nil {
+			if id, err = journal.LastRunOf(r.opts.WorkDir, r.pb.Name); err != nil {
 				return err
 			}
 		}
