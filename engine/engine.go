@@ -88,6 +88,11 @@ func CheckStartAt(pb *Playbook, inv *inventory.Inventory, startAt string) error 
 	return err
 }
 
+// CheckLimit refuses a --limit that is not a host pattern or matches no
+// host of inv, as Run does, for a caller that checks its request before
+// anything runs (kubexm run command, before it queues a job on a server).
+func CheckLimit(inv *inventory.Inventory, limit string) error { return playbook.CheckLimit(inv, limit) }
+
 // ParseExtraVars parses -e arguments (key=value, JSON or YAML, @file).
 func ParseExtraVars(args []string) (map[string]any, error) { return variables.ParseExtraVars(args) }
 
@@ -100,8 +105,7 @@ func RunLog(workDir, id string) (RunInfo, []LogEntry, error) { return journal.Ru
 // MatchHosts resolves an Ansible host pattern (groups, names, globs,
 // subscripts, &intersections and !exclusions, as --limit and a play's
 // hosts) to host names in inventory order; unknown lists the parts that
-// name neither a host nor a group. A command that reaches hosts without a
-// playbook (kubexm run command) shares it with a run.
+// name neither a host nor a group.
 func MatchHosts(inv *inventory.Inventory, pattern string) (hosts, unknown []string, err error) {
 	return playbook.MatchHosts(inv, pattern)
 }

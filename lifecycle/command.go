@@ -1,7 +1,6 @@
 package lifecycle
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,13 +10,14 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/engine/model"
+	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
-	"github.com/mensylisir/kubexm/engine/transport/local"
 	"github.com/mensylisir/kubexm/inventory"
 )
 
 // CommandRequest is `kubexm run command`: one command on hosts of a
-// cluster at once, over the transports a run uses, without a playbook.
+// cluster at once, run as a play of one task (as Ansible's ad-hoc mode).
 type CommandRequest struct {
 	// Inventory is the cluster file; RolesPath the role directories
 	// whose support matrix checks it.
@@ -27,6 +27,8 @@ type CommandRequest struct {
 	// cluster file (master, master[0], worker, ...).
 	Nodes  []string
 	Groups []string
+	// Limit further restricts the hosts, as kubexm play's --limit.
+	Limit string
 	// Argv is the command, each item one argument; with Shell it is one
 	// script run by /bin/sh -c.
 	Argv       []string
@@ -37,6 +39,8 @@ type CommandRequest struct {
 	Timeout time.Duration
 	// Forks is how many hosts run the command at once (at least 1).
 	Forks int
+	// WorkDir holds the run's journal (default .kubexm/<cluster name>).
+	WorkDir string
 }
 
 // HostRun is the outcome of the command on one host, as `run command -o
@@ -58,8 +62,13 @@ type HostRun struct {
 type CommandRun struct {
 	Command transport.Command
 	Inv     *inventory.Inventory
+	// Hosts are the hosts the command runs on: those --nodes and --group
+	// chose, less those --limit leaves out.
 	Hosts   []string
+	chosen  []string // by --nodes and --group: the play's hosts
+	limit   string
 	forks   int
+	workDir string
 }
 
 // PrepareCommand checks the command of req and chooses its hosts in the
@@ -87,71 +96,142 @@ func (r Runner) PrepareCommand(req CommandRequest) (*CommandRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	hosts, err := SelectHosts(inv, req.Nodes, req.Groups)
+	chosen, err := SelectHosts(inv, req.Nodes, req.Groups)
 	if err != nil {
 		return nil, err
 	}
-	return &CommandRun{Command: c, Inv: inv, Hosts: hosts, forks: max(req.Forks, 1)}, nil
-}
-
-// RunCommand runs a prepared command on its hosts, at most Forks at once,
-// and tells each host's outcome to each as it finishes (one call at a
-// time), with the cluster file's secrets masked. It returns every outcome.
-func (r Runner) RunCommand(ctx context.Context, cr *CommandRun, each func(HostRun)) []HostRun {
-	redact := engine.Redactor(cr.Inv.Secrets())
-	slots := make(chan struct{}, cr.forks)
-	var mu sync.Mutex
-	var results []HostRun
-	var wg sync.WaitGroup
-	for _, name := range cr.Hosts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			res := r.runOn(ctx, cr.Inv, name, cr.Command)
-			res.Stdout, res.Stderr, res.Error = redact(res.Stdout), redact(res.Stderr), redact(res.Error)
-			mu.Lock()
-			defer mu.Unlock()
-			results = append(results, res)
-			if each != nil {
-				each(res)
-			}
-		}()
-	}
-	wg.Wait()
-	return results
-}
-
-// runOn runs c on one host: local hosts (and the control machine) directly,
-// the others over the run's SSH connector.
-func (r Runner) runOn(ctx context.Context, inv *inventory.Inventory, name string, c transport.Command) HostRun {
-	out := HostRun{Kind: "host_result", Host: name, RC: -1}
-	start := time.Now()
-	defer func() { out.DurationMS = time.Since(start).Milliseconds() }()
-	h, ok := inv.Host(name)
-	var t transport.Transport
-	var err error
-	switch {
-	case !ok: // localhost, which the file does not name: the control machine
-		t = local.New(name)
-	case h.Local:
-		t = local.New(name, local.WithBecomePassword(cmp.Or(h.BecomePassword, h.Password)))
-	case r.Connect == nil:
-		err = fmt.Errorf("this kubexm was built without a remote transport")
-	default:
-		t, err = r.Connect(ctx, h)
-	}
+	hosts, err := limitHosts(inv, chosen, req.Limit)
 	if err != nil {
-		out.Status, out.Error = "unreachable", err.Error()
-		return out
+		return nil, err
 	}
-	defer t.Close()
-	res, err := t.Run(ctx, c)
-	out.Stdout, out.Stderr, out.Truncated = string(res.Stdout), string(res.Stderr), res.Truncated
+	workDir, err := workDirOf(inv, Request{WorkDir: req.WorkDir, Inventory: req.Inventory})
+	if err != nil {
+		return nil, err
+	}
+	return &CommandRun{Command: c, Inv: inv, Hosts: hosts, chosen: chosen, limit: req.Limit, forks: max(req.Forks, 1), workDir: workDir}, nil
+}
+
+// limitHosts are the hosts of chosen that limit (a pattern, as kubexm
+// play's --limit) keeps, refused as the run would refuse them.
+func limitHosts(inv *inventory.Inventory, chosen []string, limit string) ([]string, error) {
+	if limit == "" {
+		return chosen, nil
+	}
+	if err := engine.CheckLimit(inv, limit); err != nil {
+		return nil, err
+	}
+	kept, _, err := engine.MatchHosts(inv, limit)
+	if err != nil {
+		return nil, fmt.Errorf("--limit: %w", err)
+	}
+	hosts := slices.DeleteFunc(slices.Clone(chosen), func(h string) bool { return !slices.Contains(kept, h) })
+	if len(hosts) == 0 {
+		return nil, fmt.Errorf("--limit %s leaves none of the hosts --nodes/--group chose (%s)", limit, strings.Join(chosen, ", "))
+	}
+	return hosts, nil
+}
+
+// commandPlaybook is the play a command runs as. It holds nothing of the
+// request: the play's hosts are set on the loaded play and the command is
+// the step's own, so nothing the user typed is templated or read as YAML.
+const commandPlaybook = `name: run-command
+plays:
+  - name: run command
+    hosts: all
+    gather_facts: false
+    tasks:
+      - name: command
+        run_command: {}
+`
+
+// RunCommand runs a prepared command on its hosts as a play of one task
+// through the engine, at most Forks hosts at once, journaled in the work
+// directory as every run is. It tells each host's outcome to each as it
+// finishes (one call at a time), with the cluster file's secrets masked by
+// the run, and returns every outcome. The error says why the command did
+// not run everywhere it should have (cancelled: exit status 130); a
+// command that failed on hosts is not one: their outcomes say so.
+func (r Runner) RunCommand(ctx context.Context, cr *CommandRun, each func(HostRun)) ([]HostRun, error) {
+	if ctx.Err() != nil {
+		return nil, &ExitError{Err: fmt.Errorf("stopped before the command ran: %w", context.Cause(ctx)), Code: 130}
+	}
+	st := &commandStep{cmd: cr.Command, ran: map[string]transport.Result{}}
+	pb, err := engine.LoadBytes(ctx, "run-command", []byte(commandPlaybook), engine.LoadOptions{
+		Builtins: map[string]step.Builtin{"run_command": st}, Version: r.Version})
+	if err != nil {
+		return nil, err
+	}
+	pb.Plays[0].Hosts = strings.Join(cr.chosen, ",")
+	var results []HostRun
+	sink := model.SinkFunc(func(e model.Event) {
+		if e.Kind != model.EventHostResult {
+			return
+		}
+		res := st.hostRun(e)
+		results = append(results, res)
+		if each != nil {
+			each(res)
+		}
+	})
+	// No lock of the work directory or the hosts: a command is how one
+	// looks at hosts while a play runs on them (and is stuck there).
+	// Verbosity 1 puts each host's output in its result event.
+	rc, err := engine.Run(ctx, pb, cr.Inv, engine.RunOptions{Connect: r.Connect, Forks: cr.forks, Limit: cr.limit,
+		WorkDir: cr.workDir, Output: sink, Verbosity: 1, Version: r.Version})
 	switch {
-	case err != nil:
-		out.Status, out.Error = "failed", err.Error()
+	case err == nil, errors.Is(err, engine.ErrFailed) && !rc.Cancelled:
+		return results, nil
+	case rc != nil && rc.Cancelled:
+		return results, &ExitError{Err: err, Code: 130}
+	}
+	return results, err
+}
+
+// commandStep runs the command of a CommandRun on a host: the run_command
+// step of commandPlaybook. It keeps what the result event does not carry
+// (the exit status, and whether the output was cut), by host.
+type commandStep struct {
+	cmd transport.Command
+	mu  sync.Mutex
+	ran map[string]transport.Result
+}
+
+func (s *commandStep) Spec() step.Spec {
+	return step.Spec{Name: "run_command", Summary: "Run the command of kubexm run command on the host."}
+}
+
+func (s *commandStep) Run(ctx context.Context, env *step.Env, _ step.Args) (step.Result, error) {
+	res, err := env.Target.Run(ctx, s.cmd)
+	data := map[string]any{"stdout": string(res.Stdout), "stderr": string(res.Stderr)}
+	if err != nil {
+		return step.Result{Data: data}, err
+	}
+	s.mu.Lock()
+	s.ran[env.Host] = res
+	s.mu.Unlock()
+	data["rc"] = res.ExitCode
+	out := step.Result{Changed: true, Data: data}
+	if res.ExitCode != 0 {
+		out.Failed, out.Msg = true, fmt.Sprintf("non-zero return code %d", res.ExitCode)
+	}
+	return out, nil
+}
+
+// hostRun is the outcome a host's result event e tells, with the exit
+// status the step kept: failed with an error when the command could not
+// run to its end (the transport failed, or it timed out), failed with its
+// exit status when that is not 0.
+func (s *commandStep) hostRun(e model.Event) HostRun {
+	out := HostRun{Kind: "host_result", Host: e.Host, RC: -1, Stdout: e.Stdout, Stderr: e.Stderr, DurationMS: e.DurationMS}
+	s.mu.Lock()
+	res, ran := s.ran[e.Host]
+	s.mu.Unlock()
+	out.Truncated = res.Truncated
+	switch {
+	case e.Status == model.StatusUnreachable:
+		out.Status, out.Error = "unreachable", e.Message
+	case !ran:
+		out.Status, out.Error = "failed", e.Message
 	case res.ExitCode != 0:
 		out.Status, out.RC = "failed", res.ExitCode
 	default:

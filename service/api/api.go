@@ -657,7 +657,11 @@ func describeOptions(o jobstore.Options) string {
 				what = fmt.Sprintf("a command of %d arguments", len(c.Argv))
 			}
 		}
-		parts = append(parts, what+" on "+strings.Join(append(append([]string{}, c.Nodes...), c.Groups...), ","))
+		on := what + " on " + strings.Join(append(append([]string{}, c.Nodes...), c.Groups...), ",")
+		if c.Limit != "" {
+			on += " limited to " + c.Limit
+		}
+		parts = append(parts, on)
 	}
 	if len(o.ExtraVars) > 0 {
 		if vars, err := engine.ParseExtraVars(o.ExtraVars); err == nil {
@@ -747,7 +751,7 @@ func checkCommand(req jobRequest) string {
 			return fmt.Sprintf("options.command.timeout %q: want a duration such as 30s", c.Timeout)
 		}
 	}
-	for _, a := range append(append(append([]string{}, c.Nodes...), c.Groups...), c.BecomeUser) {
+	for _, a := range append(append(append([]string{}, c.Nodes...), c.Groups...), c.BecomeUser, c.Limit) {
 		if strings.HasPrefix(a, "-") {
 			return fmt.Sprintf("options.command: %q is not a host, group or user name", a)
 		}

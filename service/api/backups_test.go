@@ -215,14 +215,15 @@ func TestCommandJobs(t *testing.T) {
 	}
 	for opts, want := range map[string]string{
 		`{}`: "runs options.command",
-		`{"command": {"argv": [], "nodes": ["node1"]}}`:                            "argv",
-		`{"command": {"argv": ["uptime"]}}`:                                        "choose the hosts",
-		`{"command": {"argv": ["a", "b"], "shell": true, "nodes": ["all"]}}`:       "one argument",
-		`{"command": {"argv": ["uptime"], "nodes": ["all"]}, "tags": ["x"]}`:       "options.command only",
-		`{"command": {"argv": ["uptime"], "nodes": ["--forks=0"]}}`:                "not a host",
-		`{"command": {"argv": ["uptime"], "nodes": ["all"], "timeout": "soon"}}`:   "timeout",
-		`{"command": {"argv": ["uptime"], "nodes": ["all"], "forks": -1}}`:         "forks",
-		`{"command": {"argv": ["uptime"], "nodes": ["all"], "become_user": "-r"}}`: "not a host, group or user",
+		`{"command": {"argv": [], "nodes": ["node1"]}}`:                             "argv",
+		`{"command": {"argv": ["uptime"]}}`:                                         "choose the hosts",
+		`{"command": {"argv": ["a", "b"], "shell": true, "nodes": ["all"]}}`:        "one argument",
+		`{"command": {"argv": ["uptime"], "nodes": ["all"]}, "tags": ["x"]}`:        "options.command only",
+		`{"command": {"argv": ["uptime"], "nodes": ["--forks=0"]}}`:                 "not a host",
+		`{"command": {"argv": ["uptime"], "nodes": ["all"], "timeout": "soon"}}`:    "timeout",
+		`{"command": {"argv": ["uptime"], "nodes": ["all"], "forks": -1}}`:          "forks",
+		`{"command": {"argv": ["uptime"], "nodes": ["all"], "become_user": "-r"}}`:  "not a host, group or user",
+		`{"command": {"argv": ["uptime"], "nodes": ["all"], "limit": "--forks=0"}}`: "not a host, group or user",
 	} {
 		code, body := f.call(t, "POST", "/api/v1/jobs", f.operator, `{"cluster": "c1", "playbook": "run-command", "options": `+opts+`}`)
 		if code != http.StatusBadRequest || !strings.Contains(string(body), want) {

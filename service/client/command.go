@@ -13,7 +13,7 @@ import (
 // CommandJob is the job a `run command` request becomes on a server: its
 // worker runs the same verb with -o json there.
 func CommandJob(req lifecycle.CommandRequest) *jobstore.Command {
-	jc := &jobstore.Command{Argv: req.Argv, Nodes: req.Nodes, Groups: req.Groups, Shell: req.Shell, Become: req.Become,
+	jc := &jobstore.Command{Argv: req.Argv, Nodes: req.Nodes, Groups: req.Groups, Limit: req.Limit, Shell: req.Shell, Become: req.Become,
 		BecomeUser: req.BecomeUser, Forks: req.Forks}
 	if req.Timeout > 0 {
 		jc.Timeout = req.Timeout.String()

@@ -62,6 +62,7 @@ type Command struct {
 	Argv       []string `json:"argv"`
 	Nodes      []string `json:"nodes,omitempty"`
 	Groups     []string `json:"groups,omitempty"`
+	Limit      string   `json:"limit,omitempty"` // a host pattern, as --limit
 	Shell      bool     `json:"shell,omitempty"`
 	Become     bool     `json:"become,omitempty"`
 	BecomeUser string   `json:"become_user,omitempty"`

@@ -264,14 +264,18 @@ func (w *Worker) runJob(ctx context.Context, j *jobstore.Job) {
 
 // commandArgs are the arguments of `kubexm run command` for a command
 // job: one JSON line per host and a summary on stdout, as the worker
-// stores them.
-func commandArgs(c *jobstore.Command) []string {
-	args := []string{"run", "command", "-f", "/dev/fd/3", "-o", "json"}
+// stores them; its run is journaled in the cluster's work directory
+// beside the playbooks' runs.
+func commandArgs(c *jobstore.Command, workDir string) []string {
+	args := []string{"run", "command", "-f", "/dev/fd/3", "--workdir", workDir, "-o", "json"}
 	if len(c.Nodes) > 0 {
 		args = append(args, "--nodes", strings.Join(c.Nodes, ","))
 	}
 	if len(c.Groups) > 0 {
 		args = append(args, "--group", strings.Join(c.Groups, ","))
+	}
+	if c.Limit != "" {
+		args = append(args, "--limit", c.Limit)
 	}
 	if c.Shell {
 		args = append(args, "--shell")
@@ -296,7 +300,7 @@ func commandArgs(c *jobstore.Command) []string {
 // command line, where every user of the machine reads them.
 func playArgs(j *jobstore.Job, ref, dataDir, varsFile string) ([]string, error) {
 	if j.Options.Command != nil {
-		return commandArgs(j.Options.Command), nil
+		return commandArgs(j.Options.Command, datadir.WorkDir(dataDir, j.Cluster)), nil
 	}
 	args := []string{"play", ref, "-i", "/dev/fd/3", "--workdir", datadir.WorkDir(dataDir, j.Cluster), "-o", "json"}
 	o := j.Options

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/lifecycle"
+	"github.com/mensylisir/kubexm/service/datadir"
 )
 
 // execKubexmIn runs the CLI in this process with stdin and returns what
@@ -255,6 +257,7 @@ func TestRunCommandThroughServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a worker process")
 	}
+	t.Chdir(t.TempDir()) // the local runs' journals go to .kubexm/r1
 	e := newServiceEnv(t, "")
 	e.startWorker("w1")
 	cluster := writeServiceCluster(t, "r1")
@@ -267,6 +270,7 @@ func TestRunCommandThroughServer(t *testing.T) {
 	for _, args := range [][]string{
 		{"run", "command", "-f", cluster, "--nodes", "node1", "--", "echo", "hello"},
 		{"run", "command", "-f", cluster, "--group", "worker", "-o", "json", "--shell", "--", "echo out; echo err >&2"},
+		{"run", "command", "-f", cluster, "--nodes", "all", "--limit", "node*", "--", "echo", "limited"},
 	} {
 		want, err := execKubexm(args...)
 		if err != nil {
@@ -290,6 +294,20 @@ func TestRunCommandThroughServer(t *testing.T) {
 		t.Errorf("a failing command with the secret: %v\n%s", err, out)
 	}
 	failed := e.mustLatest("r1")
+	limited := 0
+	for _, j := range e.jobs() {
+		if c := j.Options.Command; c != nil && c.Limit == "node*" {
+			limited++
+		}
+	}
+	if limited != 1 {
+		t.Errorf("%d jobs carry --limit node*, want 1", limited)
+	}
+	// The worker's runs are journaled in the cluster's work directory on
+	// the server, as its playbook runs are.
+	if runs, err := engine.Runs(datadir.WorkDir(e.dataDir, "r1")); err != nil || len(runs) != 4 || runs[3].Playbook != "run-command" || runs[3].Outcome != "failed" {
+		t.Errorf("the server's runs of r1: %+v %v", runs, err)
+	}
 	if code := e.do("POST", "/api/v1/jobs/"+failed+"/resume", "", nil, nil); code != 409 {
 		t.Errorf("resume of a command job: %d, want 409", code)
 	}

@@ -20,6 +20,7 @@ type runCommandFlags struct {
 	file       string
 	nodes      []string
 	groups     []string
+	limit      string
 	shell      bool
 	become     bool
 	becomeUser string
@@ -27,10 +28,11 @@ type runCommandFlags struct {
 	forks      int
 	output     string
 	rolesPath  []string
+	workDir    string
 }
 
 // newRunCommandCmd is `kubexm run command`: one command on many hosts at
-// once, over the transports a run uses, without a playbook.
+// once, as a play of one task.
 func newRunCommandCmd(a *app) *cobra.Command {
 	var f runCommandFlags
 	var remote clientFlags
@@ -39,10 +41,16 @@ func newRunCommandCmd(a *app) *cobra.Command {
 		Short: "Run a command on hosts of a cluster at once; output and exit status per host",
 		Long: `Run COMMAND on the hosts chosen by --nodes (names or patterns, as --limit:
 n1,n2  master-*  all  etcd:!n3) and --group (groups of cluster.yaml: master,
-etcd, worker, k8s_cluster, ...), all at once (at most --forks), over the SSH
-connection kubexm uses for a run, or directly for local hosts. Each host's
-output and exit status is printed as it finishes; kubexm exits 2 when the
-command failed on any host and 4 when a host could not be reached.
+etcd, worker, k8s_cluster, ...), less those --limit leaves out, all at once
+(at most --forks), over the SSH connection kubexm uses for a run, or
+directly for local hosts. Each host's output and exit status is printed as
+it finishes; kubexm exits 2 when the command failed on any host and 4 when a
+host could not be reached.
+
+The command runs as a play of one task, journaled in the work directory as
+every run is: kubexm get runs lists it (playbook run-command), kubexm logs
+shows each host's exit status, and the message and output of those where
+it failed.
 
 COMMAND and its arguments come after --, and are passed as they are, each as
 one argument: nothing is interpreted by a shell on the host. For pipes and
@@ -50,7 +58,8 @@ redirections, give one argument and --shell (it runs with /bin/sh -c).
 Secrets of cluster.yaml are masked in the output.`,
 		Example: `  kubexm run command -f cluster.yaml --group master -- systemctl is-active kube-apiserver
   kubexm run command -f cluster.yaml --nodes n1,n2 --become -- journalctl -u kubelet -n 20
-  kubexm run command -f cluster.yaml --nodes all --shell -- 'df -h / | tail -1'`,
+  kubexm run command -f cluster.yaml --nodes all --shell -- 'df -h / | tail -1'
+  kubexm run command -f cluster.yaml --group worker --limit 'worker[0:2]' -- uptime`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
 				return errors.New("give the command after --: kubexm run command -f cluster.yaml --nodes n1 -- uptime")
@@ -65,6 +74,7 @@ Secrets of cluster.yaml are masked in the output.`,
 	addClusterFileFlag(fl, &f.file)
 	fl.StringSliceVar(&f.nodes, "nodes", nil, "hosts: names or patterns (comma separated)")
 	fl.StringSliceVar(&f.groups, "group", nil, "groups of the cluster file (comma separated)")
+	fl.StringVarP(&f.limit, "limit", "l", "", "further limit the hosts to a pattern, as kubexm play's --limit")
 	fl.BoolVar(&f.shell, "shell", false, "run the one argument after -- with /bin/sh -c")
 	fl.BoolVarP(&f.become, "become", "b", false, "run as root (or --become-user) through sudo")
 	fl.StringVar(&f.becomeUser, "become-user", "", "the user --become runs as (default root)")
@@ -72,6 +82,7 @@ Secrets of cluster.yaml are masked in the output.`,
 	fl.IntVar(&f.forks, "forks", 50, "how many hosts run the command at once")
 	fl.StringVarP(&f.output, "output", "o", "text", "text, or json: one JSON object per host and a summary")
 	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles (their support matrix checks the cluster file)")
+	fl.StringVar(&f.workDir, "workdir", "", "work directory holding run journals (default .kubexm/<cluster name>)")
 	addServerFlags(fl, &remote, "run it from this kubexm server (URL) as a job: the file is registered there, its worker reaches the hosts, the output comes back here (docs/server.md)", "an operator's")
 	return cmd
 }
@@ -79,8 +90,8 @@ Secrets of cluster.yaml are masked in the output.`,
 // prepareCommand checks the flags and the command, and chooses the hosts
 // of the cluster file; the request carries the file -f resolves to.
 func (a *app) prepareCommand(f runCommandFlags, args []string) (*lifecycle.CommandRun, lifecycle.CommandRequest, error) {
-	req := lifecycle.CommandRequest{Nodes: f.nodes, Groups: f.groups, Argv: args, Shell: f.shell, Become: f.become,
-		BecomeUser: f.becomeUser, Timeout: f.timeout, Forks: f.forks, RolesPath: f.rolesPath}
+	req := lifecycle.CommandRequest{Nodes: f.nodes, Groups: f.groups, Limit: f.limit, Argv: args, Shell: f.shell, Become: f.become,
+		BecomeUser: f.becomeUser, Timeout: f.timeout, Forks: f.forks, RolesPath: f.rolesPath, WorkDir: f.workDir}
 	if f.output != "text" && f.output != "json" {
 		return nil, req, fmt.Errorf("--output must be text or json, not %q", f.output)
 	}
@@ -97,8 +108,15 @@ func (a *app) runCommand(ctx context.Context, w io.Writer, f runCommandFlags, ar
 	if err != nil {
 		return err
 	}
-	results := a.runner().RunCommand(ctx, cr, func(r lifecycle.HostRun) { writeHostRun(w, f.output, r) })
-	return runSummary(w, f.output, results)
+	results, err := a.runner().RunCommand(ctx, cr, func(r lifecycle.HostRun) { writeHostRun(w, f.output, r) })
+	if err != nil && results == nil {
+		return err
+	}
+	// Interrupted: the hosts that answered, then why the others did not.
+	if serr := runSummary(w, f.output, results); err == nil {
+		err = serr
+	}
+	return err
 }
 
 func writeHostRun(w io.Writer, format string, r lifecycle.HostRun) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -58,6 +59,7 @@ func runCommandCmd(t *testing.T, a *app, args ...string) (string, error) {
 }
 
 func TestRunCommand(t *testing.T) {
+	t.Chdir(t.TempDir()) // the runs' journals go to .kubexm/demo
 	var remote []string
 	a := runApp(&remote)
 
@@ -133,5 +135,36 @@ func TestRunCommand(t *testing.T) {
 		if len(remote) != 0 {
 			t.Errorf("%v: ran %q after refusing", c.args, remote)
 		}
+	}
+}
+
+// TestRunCommandIsAPlay: run command is a play of one task, so --limit
+// takes a pattern as kubexm play's does, and the run is journaled where
+// kubexm get runs and kubexm logs find it, the secret kept out.
+func TestRunCommandIsAPlay(t *testing.T) {
+	verbDir(t)
+	var remote []string
+	a := runApp(&remote)
+	out, err := runCommandCmd(t, a, "--nodes", "all", "--limit", "worker:!dead", "--", "echo", "s3cret-pw")
+	var ee *lifecycle.ExitError
+	if !errors.As(err, &ee) || ee.Code != 2 {
+		t.Fatalf("--limit worker:!dead: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "n2 | ok | rc=0 >>\n********\n") || !strings.Contains(out, "r1 | FAILED | rc=5 >>\nremote out\n") ||
+		strings.Contains(out, "n1 |") || strings.Contains(out, "dead |") || !strings.Contains(out, "2 hosts: 1 ok, 1 failed, 0 unreachable") {
+		t.Errorf("--limit worker:!dead ran elsewhere:\n%s", out)
+	}
+	if _, err := runCommandCmd(t, a, "--nodes", "n1", "--limit", "n9", "--", "true"); err == nil || !strings.Contains(err.Error(), `--limit "n9" matches no host`) {
+		t.Errorf("--limit n9: %v", err)
+	}
+
+	out, err = runVerb(t, a, "", "get", "runs", "-f", "cluster.yaml")
+	if err != nil || !strings.Contains(out, "run-command") || !strings.Contains(out, "failed") {
+		t.Errorf("get runs: %v\n%s", err, out)
+	}
+	out, err = runVerb(t, a, "", "logs", "last", "-f", "cluster.yaml")
+	if err != nil || !strings.Contains(out, "playbook run-command") || !regexp.MustCompile(`r1 +failed .* rc=5  command`).MatchString(out) ||
+		!regexp.MustCompile(`n2 +changed .* rc=0  command`).MatchString(out) || strings.Contains(out, "s3cret") {
+		t.Errorf("logs last: %v\n%s", err, out)
 	}
 }
