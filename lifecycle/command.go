@@ -96,7 +96,7 @@ func (r Runner) PrepareCommand(req CommandRequest) (*CommandRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	chosen, err := SelectHosts(inv, req.Nodes, req.Groups)
+	chosen, err := selectHosts(inv, req.Nodes, req.Groups)
 	if err != nil {
 		return nil, err
 	}
@@ -240,9 +240,9 @@ func (s *commandStep) hostRun(e model.Event) HostRun {
 	return out
 }
 
-// SelectHosts resolves --nodes and --group to hosts of inv: every name or
+// selectHosts resolves --nodes and --group to hosts of inv: every name or
 // pattern must match a host, every group must be one of the file's.
-func SelectHosts(inv *inventory.Inventory, nodes, groups []string) ([]string, error) {
+func selectHosts(inv *inventory.Inventory, nodes, groups []string) ([]string, error) {
 	if len(nodes) == 0 && len(groups) == 0 {
 		return nil, errors.New("choose the hosts with --nodes (names or patterns, or all) or --group (master, etcd, worker, ...)")
 	}
