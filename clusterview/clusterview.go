@@ -75,8 +75,8 @@ func ReadState(dir string) (State, bool, error) {
 	}
 	s.Runs = len(runs)
 	s.Running = lifecycle.LockHolder(dir)
-	if n := len(runs); n > 0 {
-		last := toRun(runs[n-1], s.Running != "")
+	if i := lastPlaybookRun(runs); i >= 0 {
+		last := toRun(runs[i], s.Running != "")
 		s.Last = &last
 	}
 	for _, ca := range []string{"certs/kubernetes/ca.crt", "certs/etcd/ca.crt"} {
@@ -116,11 +116,26 @@ func Clusters(dir string) ([]State, error) {
 // running says a run holds the directory now (the newest is that one).
 func RecentRuns(dir string, n int, running bool) []Run {
 	runs, _ := engine.Runs(dir)
+	holder := lastPlaybookRun(runs)
 	var out []Run
 	for i := len(runs) - 1; i >= 0 && len(out) < n; i-- {
-		out = append(out, toRun(runs[i], i == len(runs)-1 && running))
+		out = append(out, toRun(runs[i], i == holder && running))
 	}
 	return out
+}
+
+// lastPlaybookRun is the index of the newest run of a playbook, -1 for
+// none. `kubexm run command`'s runs are journaled too, but they take no
+// lock and change nothing kubexm manages: a failed `systemctl is-active`
+// is not the cluster's last run, and a command typed while a playbook
+// runs is not the run holding the lock.
+func lastPlaybookRun(runs []engine.RunInfo) int {
+	for i := len(runs) - 1; i >= 0; i-- {
+		if runs[i].Playbook != lifecycle.CommandPlaybook {
+			return i
+		}
+	}
+	return -1
 }
 
 // Certs lists every certificate under the work directory's certs/ with

@@ -1,6 +1,7 @@
 package clusterview
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mensylisir/kubexm/inventory"
+	"github.com/mensylisir/kubexm/lifecycle"
 )
 
 // TestNodeRows: the hosts of the file beside the Nodes of the API, a
@@ -72,5 +74,42 @@ func TestClusters(t *testing.T) {
 	got, err := Clusters(dir)
 	if err != nil || len(got) != 1 || got[0].Name != "demo" || !got[0].Kubeconfig || got[0].Runs != 0 {
 		t.Fatalf("clusters: %+v %v", got, err)
+	}
+}
+
+// A command's run (kubexm run command) is listed among the runs but is
+// not the cluster's last run, even when it failed after a playbook ran.
+func TestCommandRunIsNotTheClustersLastRun(t *testing.T) {
+	dir := t.TempDir()
+	journalRun := func(id, playbook, start, outcome string) {
+		t.Helper()
+		p := filepath.Join(dir, "runs", id)
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		text := fmt.Sprintf("{\"type\":\"header\",\"time\":%q,\"playbook\":%q}\n", start, playbook)
+		if outcome != "" {
+			text += fmt.Sprintf("{\"type\":\"end\",\"time\":%q,\"outcome\":%q}\n", start, outcome)
+		}
+		if err := os.WriteFile(filepath.Join(p, "journal.jsonl"), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	journalRun("r1", "create-cluster", "2026-12-03T10:00:00Z", "ok")
+	journalRun("r2", lifecycle.CommandPlaybook, "2026-12-03T10:05:00Z", "failed")
+	s, ok, err := ReadState(dir)
+	if err != nil || !ok {
+		t.Fatalf("ReadState: %v %v", ok, err)
+	}
+	if s.Runs != 2 || s.Last == nil || s.Last.Playbook != "create-cluster" || s.Last.Outcome != "ok" {
+		t.Errorf("the cluster's last run: %+v of %d runs, want create-cluster ok of 2", s.Last, s.Runs)
+	}
+	// create-cluster again, still running (no end yet), and a command
+	// typed meanwhile: the command is not the run holding the lock.
+	journalRun("r3", "create-cluster", "2026-12-03T11:00:00Z", "")
+	journalRun("r4", lifecycle.CommandPlaybook, "2026-12-03T11:01:00Z", "ok")
+	recent := RecentRuns(dir, 2, true)
+	if len(recent) != 2 || recent[0].Playbook != lifecycle.CommandPlaybook || recent[0].Outcome == "running" || recent[1].Outcome != "running" {
+		t.Errorf("recent runs with a playbook running: %+v, want the command's first, not running, and create-cluster's running", recent)
 	}
 }

@@ -131,10 +131,14 @@ func limitHosts(inv *inventory.Inventory, chosen []string, limit string) ([]stri
 	return hosts, nil
 }
 
+// CommandPlaybook is the playbook name a command's run is journaled under:
+// the cluster views leave such runs out of what they say of the cluster.
+const CommandPlaybook = "run-command"
+
 // commandPlaybook is the play a command runs as. It holds nothing of the
 // request: the play's hosts are set on the loaded play and the command is
 // the step's own, so nothing the user typed is templated or read as YAML.
-const commandPlaybook = `name: run-command
+const commandPlaybook = `name: ` + CommandPlaybook + `
 plays:
   - name: run command
     hosts: all
@@ -156,7 +160,7 @@ func (r Runner) RunCommand(ctx context.Context, cr *CommandRun, each func(HostRu
 		return nil, &ExitError{Err: fmt.Errorf("stopped before the command ran: %w", context.Cause(ctx)), Code: 130}
 	}
 	st := &commandStep{cmd: cr.Command, ran: map[string]transport.Result{}}
-	pb, err := engine.LoadBytes(ctx, "run-command", []byte(commandPlaybook), engine.LoadOptions{
+	pb, err := engine.LoadBytes(ctx, CommandPlaybook, []byte(commandPlaybook), engine.LoadOptions{
 		Builtins: map[string]step.Builtin{"run_command": st}, Version: r.Version})
 	if err != nil {
 		return nil, err
