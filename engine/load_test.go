@@ -153,6 +153,73 @@ func TestImportPlaybook(t *testing.T) {
 	}
 }
 
+// TestPlayDefaults: a header's play_defaults are the keywords of every
+// play of that file that does not write them; a play's own value wins, an
+// imported playbook keeps its own header's, and a keyword that selects
+// hosts or tasks cannot be defaulted.
+func TestPlayDefaults(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"playbook.yaml": "name: main\nplay_defaults: {become: true, any_errors_fatal: true}\nplays:\n" +
+			"  - import_playbook: other.yaml\n" +
+			"  - {name: a, hosts: h1, tasks: [{probe: a}]}\n" +
+			"  - {name: b, hosts: h1, any_errors_fatal: false, become: false, tasks: [{probe: b}]}\n",
+		"other.yaml": "plays:\n  - {name: o, hosts: h2, tasks: [{probe: o}]}\n",
+	})
+	pb, err := Load(context.Background(), dir, LoadOptions{Builtins: testRegistry(&calls{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range pb.Plays {
+		got = append(got, fmt.Sprintf("%s become=%v fatal=%v task-become=%v", p.Name, p.Become, p.AnyErrorsFatal, p.Tasks[0].Become))
+	}
+	want := "o become=false fatal=false task-become=false, a become=true fatal=true task-become=true, b become=false fatal=false task-become=false"
+	if strings.Join(got, ", ") != want {
+		t.Errorf("plays = %s, want %s", strings.Join(got, ", "), want)
+	}
+	bad := writeFiles(t, map[string]string{"playbook.yaml": "play_defaults: {become: true, hosts: all}\nplays:\n  - {hosts: h1, tasks: [{probe: a}]}\n"})
+	if _, err := Load(context.Background(), bad, LoadOptions{Builtins: testRegistry(&calls{})}); err == nil || !strings.Contains(err.Error(), `play_defaults: "hosts" cannot be defaulted`) {
+		t.Errorf("play_defaults with hosts: %v", err)
+	}
+}
+
+// TestImportSiblingOfAFork: a fork of one playbook imports a sibling
+// playbook's file (../other/x.yaml) it has no copy of from the built-ins,
+// and its own copy when it has one.
+func TestImportSiblingOfAFork(t *testing.T) {
+	builtin := fstest.MapFS{
+		"playbooks/other/playbook.yaml": {Data: []byte("plays: []\n")},
+		"playbooks/other/shared.yaml":   {Data: []byte("- hosts: h2\n  tasks: [{probe: builtin}]\n")},
+	}
+	fork := map[string]string{
+		"main/playbook.yaml":  "plays:\n  - import_playbook: ../other/shared.yaml\n",
+		"other/playbook.yaml": "plays:\n  - import_playbook: shared.yaml\n",
+	}
+	for _, withCopy := range []bool{false, true} {
+		if withCopy {
+			fork["other/shared.yaml"] = "- hosts: h2\n  tasks: [{probe: forked}]\n"
+		}
+		dir := writeFiles(t, fork)
+		for _, pbName := range []string{"main", "other"} {
+			c := &calls{}
+			pb, err := Load(context.Background(), filepath.Join(dir, pbName), LoadOptions{Builtins: testRegistry(c), BuiltinFS: builtin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Run(context.Background(), pb, testInventory(), RunOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			want := "h2:builtin"
+			if withCopy {
+				want = "h2:forked"
+			}
+			if got := strings.Join(c.sorted(), " "); got != want {
+				t.Errorf("%s, fork with its own copy %v: calls = %s, want %s", pbName, withCopy, got, want)
+			}
+		}
+	}
+}
+
 func TestParseExtraVars(t *testing.T) {
 	dir := writeFiles(t, map[string]string{"e.yaml": "a: 1\nb: {c: [x]}\n"})
 	got, err := ParseExtraVars([]string{"n=3", "s=hello world", "t=true", "@" + filepath.Join(dir, "e.yaml"), `{"j": 2}`, "l=[1,2]"})

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"hash"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -254,20 +255,61 @@ func (ld *loader) loadPlaybookFile(ctx context.Context, pb *playbook.Playbook, s
 	ld.playbookNode(ctx, pb, root, src, top)
 }
 
-var headerKeys = map[string]bool{"name": true, "version": true, "requires": true, "vars": true, "plays": true, "description": true, "inventory": true, "defaults_files": true}
+var headerKeys = map[string]bool{"name": true, "version": true, "requires": true, "vars": true, "plays": true, "description": true, "inventory": true, "defaults_files": true, "play_defaults": true}
+
+// playDefaultKeys are the play keywords a playbook's play_defaults may set:
+// how its plays run, never what they run on or select (hosts, tags, when,
+// serial stay on each play, where a reader looks for them).
+var playDefaultKeys = map[string]bool{"become": true, "any_errors_fatal": true, "force_handlers": true, "gather_facts": true, "strategy": true, "max_fail_percentage": true, "connection": true}
+
+// readPlayDefaults checks a header's play_defaults: a mapping of
+// playDefaultKeys.
+func (ld *loader) readPlayDefaults(n *ytree.Node) *ytree.Node {
+	if n == nil || n.IsNull() {
+		return nil
+	}
+	if n.Kind != ytree.Map {
+		ld.errorf(n.Pos, "play_defaults must be a mapping of play keywords such as {become: true}, not %s", n.KindName())
+		return nil
+	}
+	for _, k := range n.Keys {
+		if ks := k.KeyString(); !playDefaultKeys[ks] {
+			ld.errorf(k.Pos, "play_defaults: %q cannot be defaulted; play_defaults takes %s", ks, strings.Join(slices.Sorted(maps.Keys(playDefaultKeys)), ", "))
+		}
+	}
+	return n
+}
+
+// withPlayDefaults returns the play pn with the keys of defaults it does
+// not write itself, as if it wrote them: a play's own value wins.
+func withPlayDefaults(pn, defaults *ytree.Node) *ytree.Node {
+	if defaults == nil || pn.Kind != ytree.Map {
+		return pn
+	}
+	merged := *pn
+	merged.Keys, merged.Vals = slices.Clone(pn.Keys), slices.Clone(pn.Vals)
+	for i, k := range defaults.Keys {
+		if playDefaultKeys[k.KeyString()] && pn.Get(k.KeyString()) == nil {
+			merged.Keys = append(merged.Keys, k)
+			merged.Vals = append(merged.Vals, defaults.Vals[i])
+		}
+	}
+	return &merged
+}
 
 // playbookNode reads either the kubexm form (a mapping with a header and
 // plays) or the Ansible form (a plain list of plays).
 func (ld *loader) playbookNode(ctx context.Context, pb *playbook.Playbook, root *ytree.Node, src playbook.Source, top bool) {
 	var plays *ytree.Node
 	var headerVars, defaults playbook.VarList
+	var playDefaults *ytree.Node
 	switch root.Kind {
 	case ytree.List:
 		plays = root
 	case ytree.Map:
 		for _, k := range root.Keys {
 			if ks := k.KeyString(); !headerKeys[ks] {
-				ld.errorf(k.Pos, "unknown playbook key %q%s; a playbook is {name, version, description, requires, inventory, vars, defaults_files, plays}", ks, playbook.DidYouMean(ks, playbook.KeysOf(headerKeys)))
+				ld.errorf(k.Pos, "unknown playbook key %q%s; a playbook is {name, version, description, requires, inventory, vars, defaults_files, play_defaults, plays}", ks, playbook.DidYouMean(ks, playbook.KeysOf(headerKeys)))
 			}
 		}
 		name, _ := root.Get("name").Str()
@@ -300,6 +342,7 @@ func (ld *loader) playbookNode(ctx context.Context, pb *playbook.Playbook, root 
 		pb.NeedsCluster = pb.NeedsCluster || needsCluster
 		headerVars = ld.varsNode(root.Get("vars"))
 		defaults = ld.varsFiles(root.Get("defaults_files"), src, "defaults_files")
+		playDefaults = ld.readPlayDefaults(root.Get("play_defaults"))
 		plays = root.Get("plays")
 		if plays == nil {
 			ld.errorf(root.Pos, "playbook has no plays: list them under `plays:`")
@@ -327,7 +370,7 @@ func (ld *loader) playbookNode(ctx context.Context, pb *playbook.Playbook, root 
 				continue
 			}
 		}
-		if p := ld.parsePlay(pn, src, headerVars); p != nil {
+		if p := ld.parsePlay(withPlayDefaults(pn, playDefaults), src, headerVars); p != nil {
 			p.Defaults = defaults
 			p.Index = len(pb.Plays)
 			pb.Plays = append(pb.Plays, p)
@@ -387,7 +430,15 @@ func (ld *loader) importPlaybook(ctx context.Context, pb *playbook.Playbook, pn,
 		target, found = cand, true
 	}
 	if !found && ld.opts.BuiltinFS != nil {
-		if s, err := resolvePlaybook(ref, ld.opts.BuiltinFS); err == nil && s.Builtin {
+		// A fork of one playbook file has no copy of the files it imports
+		// beside it or from a sibling playbook (../create-cluster/x.yaml):
+		// those are the built-in playbook's of the same name, as the
+		// roles of its defaults_files are the built-in roles.
+		name := ref
+		if rel := path.Join(from.Dir().Base(), ref); !from.Builtin && !path.IsAbs(ref) && !strings.HasPrefix(rel, "../") {
+			name = rel
+		}
+		if s, err := resolvePlaybook(name, ld.opts.BuiltinFS); err == nil && s.Builtin {
 			target, found = s, true
 		}
 	}
