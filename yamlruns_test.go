@@ -19,11 +19,13 @@ import (
 // roles, counted once per distinct text. files/ (upstream's manifests and
 // CRDs, copied as they are) does not count.
 //
-// yamlRunCeiling is the ratchet: 98 on main before composition began, the
-// issue's aim under 40. It may only go down: a change over it fails listing
+// yamlRunCeiling is the ratchet: 98 on main before composition began, 80
+// once gather_facts: false was the engine's default, 62 with play_defaults
+// and the plays create-cluster shares (playbooks/create-cluster/*.yaml
+// beside its playbook.yaml); the aim under 40. It may only go down: a change over it fails listing
 // the runs, and one under it asks for the figure to be lowered.
 const (
-	yamlRunCeiling = 80
+	yamlRunCeiling = 62
 	yamlRunLines   = 6
 )
 
