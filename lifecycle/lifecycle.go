@@ -214,8 +214,14 @@ func (r Runner) run(ctx context.Context, pb *engine.Playbook, inv *inventory.Inv
 	// The running binary, for plays that install kubexm itself on a host
 	// (the autoRenewCerts timer); "" when the system cannot say.
 	exe, _ := os.Executable()
+	// The host keys kubexm trusts, for plays that hand them on (the
+	// in-cluster controller's Secret); "" when there is no state directory.
+	knownHosts := ""
+	if dir, err := StateDir(); err == nil {
+		knownHosts = filepath.Join(dir, "known_hosts")
+	}
 	rc, err := engine.Run(ctx, pb, inv, engine.RunOptions{
-		Defaults: map[string]any{"kubexm_executable": exe, "kubexm_os": runtime.GOOS, "kubexm_arch": runtime.GOARCH},
+		Defaults: map[string]any{"kubexm_executable": exe, "kubexm_os": runtime.GOOS, "kubexm_arch": runtime.GOARCH, "kubexm_known_hosts": knownHosts},
 		Connect:  r.Connect, Forks: req.Forks, Check: req.Check, Diff: req.Diff, Tags: req.Tags, SkipTags: req.SkipTags,
 		StartAt: req.StartAt, Limit: req.Limit, ExtraVars: extra, WorkDir: workDir, Resume: req.Resume,
 		Output: sink, Verbosity: req.Verbose, Version: r.Version, NoJournal: req.NoJournal || req.Check || req.ReadOnly, HostLock: !req.Check && !req.ReadOnly,

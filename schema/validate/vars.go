@@ -18,6 +18,7 @@ var reservedVars = map[string]string{
 	"internal_address_v6": "spec.hosts[].internalAddress", "labels": "spec.hosts[].labels", "roles": "spec.roleGroups",
 	"inventory_hostname": "", "groups": "spec.roleGroups", "hostvars": "", "facts": "", "play_name": "", "role_name": "",
 	"kubexm_version": "", "playbook_name": "", "playbook_version": "", "run_id": "", "check_mode": "", "work_dir": "",
+	"kubexm_known_hosts": "",
 }
 
 // validateVars checks the names of spec.roleGroupVars and hosts' vars.
