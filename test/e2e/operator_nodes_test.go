@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/journal"
 	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
@@ -80,10 +82,28 @@ func operatorNodes(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm
 	n4 := set.Hosts[3].Name
 
 	added := nodesLayout{hosts: []int{0, 1, 3, 4}, etcd: l.etcd, master: l.master, worker: []int{1, 3}}
+	before, _ := getClusterStatus(ctx, t, k, name)
 	begin := time.Now()
 	apply(added)
-	c := converged("add-nodes", "4/4")
-	t.Logf("PERF operator mode: a worker added through the Cluster resource (kubectl apply to status Ready, add-nodes run by kubexm controller): %s", time.Since(begin).Round(time.Millisecond))
+	// A second change while add-nodes runs, the renewal annotation, waits
+	// for it (one run at a time per cluster) and runs after it: the
+	// journals of the two runs must not overlap.
+	ctl.waitFor(ctx, t, "add-nodes running", 5*time.Minute, func(c clusterStatus, _ string) bool {
+		return c.Status.LastRun != nil && c.Status.LastRun.Playbook == "add-nodes" && c.Status.LastRun.Result == ""
+	})
+	if out, err := k.run(ctx, "", "annotate", "clusters.kubexm.mensylisir.io/"+name, "kubexm.mensylisir.io/renew-certificates="+time.Now().UTC().Format("20060102T150405")); err != nil {
+		t.Fatalf("annotate the renewal while add-nodes runs: %v\n%s", err, out)
+	}
+	c := converged("certs-renew", "4/4")
+	add, renew := controllerRuns(t, filepath.Join(workdir, name), begin)
+	t.Logf("PERF operator mode: a worker added through the Cluster resource (kubectl apply to the end of add-nodes run by kubexm controller): %s", add.End.Sub(begin).Round(time.Millisecond))
+	t.Logf("PERF operator mode: certs-renew queued behind it by the renewal annotation (its run): %s", renew.End.Sub(renew.Start).Round(time.Millisecond))
+	if _, raw := getClusterStatus(ctx, t, k, name); strings.Contains(raw, "kubexm.mensylisir.io/renew-certificates") {
+		t.Errorf("the renewal annotation is still on the Cluster after certs-renew")
+	}
+	if c.Status.Certificates == nil || before.Status.Certificates == nil || c.Status.Certificates.EarliestExpiry <= before.Status.Certificates.EarliestExpiry {
+		t.Errorf("the certificates' earliest expiry after the renewal: %+v, before %+v", c.Status.Certificates, before.Status.Certificates)
+	}
 	listed := false
 	for _, n := range c.Status.Nodes {
 		listed = listed || (n.Name == n4 && n.Ready && n.KubernetesVersion == kubernetesVersion)
@@ -105,9 +125,40 @@ func operatorNodes(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm
 	checkMembership(ctx, t, k, set, l)
 	checkCleaned(ctx, t, set, n4)
 	for _, reason := range []string{"RunStarted", "RunSucceeded"} {
-		if out, _ := k.run(ctx, "", "get", "events", "-A", "--field-selector", "reason="+reason, "-o", "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}"); !strings.Contains(out, "add-nodes") || !strings.Contains(out, "delete-nodes") {
-			t.Errorf("no %s Event for add-nodes and delete-nodes:\n%s", reason, out)
+		if out, _ := k.run(ctx, "", "get", "events", "-A", "--field-selector", "reason="+reason, "-o", "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}"); !strings.Contains(out, "add-nodes") || !strings.Contains(out, "certs-renew") || !strings.Contains(out, "delete-nodes") {
+			t.Errorf("no %s Event for add-nodes, certs-renew and delete-nodes:\n%s", reason, out)
 		}
 	}
 	t.Logf("PERF operator mode step (a worker added and removed through the Cluster resource): %s; load %s", time.Since(start).Round(time.Millisecond), loadAverage())
+}
+
+// controllerRuns returns the add-nodes and the certs-renew run the
+// controller journaled in workDir since begin, each finished ok, and wants
+// the renewal to have started after add-nodes ended.
+func controllerRuns(t *testing.T, workDir string, begin time.Time) (add, renew journal.RunInfo) {
+	t.Helper()
+	runs, err := journal.Runs(workDir)
+	if err != nil {
+		t.Fatalf("the controller's runs in %s: %v", workDir, err)
+	}
+	var seen []string
+	for _, r := range runs {
+		if r.Start.Before(begin) {
+			continue
+		}
+		seen = append(seen, fmt.Sprintf("%s %s %s-%s %s", r.ID, r.Playbook, r.Start.Format(time.TimeOnly), r.End.Format(time.TimeOnly), r.Outcome))
+		switch r.Playbook {
+		case "add-nodes":
+			add = r
+		case "certs-renew":
+			renew = r
+		}
+	}
+	if add.Outcome != "ok" || renew.Outcome != "ok" || len(seen) != 2 {
+		t.Fatalf("want one add-nodes and then one certs-renew run, both ok, since %s; the runs:\n%s", begin.Format(time.TimeOnly), strings.Join(seen, "\n"))
+	}
+	if renew.Start.Before(add.End) {
+		t.Errorf("certs-renew started at %s, before add-nodes ended at %s: two runs at once on one cluster", renew.Start.Format(time.StampMilli), add.End.Format(time.StampMilli))
+	}
+	return add, renew
 }
