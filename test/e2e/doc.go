@@ -16,6 +16,9 @@
 //	                        E2E_KUBEADM_ONLY= runs both); =kubexm the etcd.type kubexm one alone
 //	KUBEXM_E2E_KUBEADM_CNI=calico  TestKubeadmCluster's stacked-etcd variant on calico instead of
 //	                        flannel (make e2e sets it: E2E_KUBEADM_CNI=flannel keeps flannel)
+//	KUBEXM_E2E_NODES_RUNTIME=docker  TestNodes on docker and cri-dockerd (make e2e-nodes-docker)
+//	KUBEXM_E2E_KUBEADM_RUNTIME=docker  TestKubeadmCluster on docker and cri-dockerd (make
+//	                        e2e-kubeadm-docker, with KUBEXM_E2E_KUBEADM_ONLY=kubeadm)
 //	KUBEXM_E2E_SITEFORK=0   TestKubernetesCluster without its site fork step (make e2e sets it:
 //	                        E2E_SITEFORK=1 keeps it); KUBEXM_E2E_SITEFORK_ONLY=1 runs that step alone
 package e2e

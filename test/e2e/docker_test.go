@@ -25,20 +25,24 @@ const (
 	criDockerdVersion = "0.4.3"
 )
 
-// envNodesRuntime runs TestNodes' cluster on another container runtime
-// (docker: make e2e-nodes-docker); unset or containerd, on containerd.
-const envNodesRuntime = "KUBEXM_E2E_NODES_RUNTIME"
+// These run a suite's cluster on another container runtime: TestNodes'
+// (docker: make e2e-nodes-docker) and TestKubeadmCluster's (docker: make
+// e2e-kubeadm-docker); unset or containerd, on containerd.
+const (
+	envNodesRuntime   = "KUBEXM_E2E_NODES_RUNTIME"
+	envKubeadmRuntime = "KUBEXM_E2E_KUBEADM_RUNTIME"
+)
 
-// nodesRuntime is TestNodes' container runtime.
-func nodesRuntime(t *testing.T) string {
+// suiteRuntime is the container runtime env names for a suite.
+func suiteRuntime(t *testing.T, env string) string {
 	t.Helper()
-	switch r := os.Getenv(envNodesRuntime); r {
+	switch r := os.Getenv(env); r {
 	case "", "containerd":
 		return "containerd"
 	case "docker":
 		return r
 	default:
-		t.Fatalf("%s=%s: want containerd or docker", envNodesRuntime, r)
+		t.Fatalf("%s=%s: want containerd or docker", env, r)
 		return ""
 	}
 }

@@ -28,7 +28,14 @@ var kubeadmEtcdImageTag = strings.TrimPrefix(etcdVersion, "v") + "-0"
 // etcd (etcd.type kubeadm), then with roles/etcd's etcd on n1 as kubeadm's
 // external etcd (etcd.type kubexm). `make e2e` (CI) runs the first only
 // (KUBEXM_E2E_KUBEADM_ONLY=kubeadm), on calico (KUBEXM_E2E_KUBEADM_CNI);
-// `make e2e-kubeadm` both, on flannel.
+// `make e2e-kubeadm` both, on flannel. KUBEXM_E2E_KUBEADM_RUNTIME=docker
+// (make e2e-kubeadm-docker: the stacked variant alone) runs them on docker
+// with cri-dockerd: every node's kubelet on cri-dockerd, `docker ps` and
+// `crictl ps` listing the pods' containers on every node
+// (checkDockerNodes), the static pods' restarts of certs-renew, the
+// autoRenewCerts timer and the CA rotation and the restore's stop of them
+// through cri-dockerd, and no docker file, unit, process, interface or
+// rule left by delete-nodes and delete.
 //
 //   - `kubexm artifact export` gathers containerd, the CNI plugins, kubeadm,
 //     kubelet, kubectl and every image kubeadm runs (the control plane,
@@ -70,6 +77,10 @@ func TestKubeadmCluster(t *testing.T) {
 
 	releaseRoot := clusterArtifacts(ctx, t, root)
 	kubeadmArtifacts(ctx, t, root, kubernetesVersion)
+	runtime := suiteRuntime(t, envKubeadmRuntime)
+	if runtime == "docker" {
+		dockerArtifacts(ctx, t, root)
+	}
 	bin := buildKubexm(ctx, t, root, work)
 	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
 
@@ -82,6 +93,11 @@ func TestKubeadmCluster(t *testing.T) {
 		// systemd-nspawn machines: kubeadm cannot read the kernel's
 		// configuration and the hosts run cgroup v1 (SystemVerification).
 		`{"kubeadm_ignore_preflight_errors": ["SystemVerification"]}`)
+	if runtime == "docker" {
+		// Before the machines' snapshot: the suite's file, which delete leaves.
+		installTestRunc(ctx, t, set)
+		vars = append(vars, dockerTestVars()...)
+	}
 
 	// KUBEXM_E2E_KUBEADM_CNI=calico (make e2e and CI, make
 	// e2e-kubeadm-calico) runs the stacked variant on calico (issue 49);
@@ -90,11 +106,11 @@ func TestKubeadmCluster(t *testing.T) {
 	if os.Getenv("KUBEXM_E2E_KUBEADM_CNI") == "calico" {
 		stackedCNI = "calico"
 	}
-	variants := []kubeadmVariant{{etcdType: "kubeadm", desc: "stacked etcd", cni: stackedCNI}, {etcdType: "kubexm", desc: "etcd.type kubexm", cni: "flannel"}}
+	variants := []kubeadmVariant{{etcdType: "kubeadm", desc: "stacked etcd", cni: stackedCNI, runtime: runtime}, {etcdType: "kubexm", desc: "etcd.type kubexm", cni: "flannel", runtime: runtime}}
 	// docs/perf.md's comparison of the two modes on the same machines in the
 	// same run; CI has binary mode's own suite.
 	if os.Getenv("KUBEXM_E2E_COMPARE_BINARY") == "1" {
-		variants = append([]kubeadmVariant{{binary: true, etcdType: "kubexm", desc: "binary mode", cni: "flannel"}}, variants...)
+		variants = append([]kubeadmVariant{{binary: true, etcdType: "kubexm", desc: "binary mode", cni: "flannel", runtime: runtime}}, variants...)
 	}
 	// KUBEXM_E2E_KUBEADM_ONLY=kubeadm (or kubexm) runs one etcd variant.
 	if only := os.Getenv("KUBEXM_E2E_KUBEADM_ONLY"); only != "" {
@@ -104,6 +120,10 @@ func TestKubeadmCluster(t *testing.T) {
 		}
 	}
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
+	var exportFlags []string
+	if runtime == "docker" {
+		exportFlags = append(exportFlags, "-e", dockerSources(server))
+	}
 	for i := range variants {
 		v := &variants[i]
 		name := "e2e-kubeadm-" + v.etcdType
@@ -123,7 +143,7 @@ func TestKubeadmCluster(t *testing.T) {
 		}
 		v.kx = kubexm{bin: bin, dir: v.dir, inventory: v.inventory, extra: extraVars(vars...), observe: diag.observe}
 		v.k = kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(v.dir, ".kubexm", name, "kubeconfig")}
-		v.bundle = exportBundle(ctx, t, v.kx, server, " (kubeadm, "+v.desc+")")
+		v.bundle = exportBundle(ctx, t, v.kx, server, " (kubeadm, "+v.desc+", "+runtime+")", exportFlags...)
 	}
 	stop()
 
@@ -146,6 +166,7 @@ type kubeadmVariant struct {
 	binary                 bool // kubernetes.type kubexm, for the comparison
 	etcdType, desc         string
 	cni                    string // spec.network.plugin: calico or flannel
+	runtime                string // containerRuntime.type: containerd or docker
 	dir, inventory, bundle string
 	kx                     kubexm
 	k                      kubectlRunner
@@ -184,6 +205,13 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 		checkCalico(ctx, t, set, v.k, "vxlan")
 	}
 	checkWorkloads(ctx, t, v.k, set)
+	if v.runtime == "docker" {
+		var nodes []string
+		for _, h := range set.Hosts {
+			nodes = append(nodes, h.Name)
+		}
+		checkDockerNodes(ctx, t, v.k, set, nodes)
+	}
 	// vB: the variant run from a second, initially empty work directory
 	// (issue 44), for create-cluster, add-nodes and certs-renew.
 	vB := v
@@ -242,7 +270,7 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 		}
 		// Beside the snapshot's directories: what a restore leaves (the
 		// data it put aside, its working directory) goes with the cluster.
-		out, err := set.SSH(ctx, h.Name, cniLeftovers+`pgrep -x 'kubelet|kube-proxy|kube-apiserver|etcd|coredns|containerd-shim' || true
+		out, err := set.SSH(ctx, h.Name, cniLeftovers+v.runtimeLeftovers()+`pgrep -x 'kubelet|kube-proxy|kube-apiserver|etcd|coredns|containerd-shim' || true
 for p in /var/lib/etcd.before-restore /var/lib/etcd.restoring /var/lib/kubexm-backup /usr/local/lib/kubexm \
          /var/lib/kubexm/certs-renew /etc/systemd/system/kubexm-certs-renew.timer /etc/systemd/system/kubexm-certs-renew.service; do
   [ -e $p ] && echo "left $p"
@@ -319,7 +347,7 @@ func kubeadmBackupRestore(ctx context.Context, t *testing.T, root string, set *t
 	otherType := map[bool]string{true: "kubexm", false: "kubeadm"}[stacked]
 	other := v.kx
 	other.inventory = filepath.Join(v.dir, "other-etcd.yaml")
-	if err := os.WriteFile(other.inventory, []byte(kubeadmClusterYAML(name, set, otherType)), 0o600); err != nil {
+	if err := os.WriteFile(other.inventory, []byte(v.withRuntime(kubeadmClusterYAML(name, set, otherType))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	res := other.play(ctx, filepath.Join(root, "playbooks", "restore"), "--backup", archive, "--check")
@@ -403,7 +431,7 @@ func kubeadmNodes(ctx context.Context, t *testing.T, root string, set *testhosts
 	if out, err := v.k.run(ctx, "", "get", "node", worker, "--ignore-not-found", "-o", "name"); err != nil || strings.TrimSpace(out) != "" {
 		t.Errorf("node %s after delete-nodes: %q, %v", worker, out, err)
 	}
-	out, err := set.SSH(ctx, worker, `pgrep -x 'kubelet|kube-proxy|containerd|flanneld|calico-node|bird' || true
+	out, err := set.SSH(ctx, worker, v.runtimeLeftovers()+`pgrep -x 'kubelet|kube-proxy|containerd|flanneld|calico-node|bird' || true
 for p in /etc/kubernetes /var/lib/kubelet /usr/local/bin/kubelet /usr/local/bin/kubeadm /etc/cni/net.d/10-flannel.conflist \
          /etc/cni/net.d/10-calico.conflist /var/lib/calico /etc/systemd/system/kubelet.service; do
   [ -e $p ] && echo "left $p"
@@ -613,11 +641,20 @@ func kubeadmArtifacts(ctx context.Context, t *testing.T, root, version string) {
 	}
 }
 
+// runtimeLeftovers is a shell command printing what the variant's runtime
+// beside containerd left on a host kubexm removed it from.
+func (v kubeadmVariant) runtimeLeftovers() string {
+	if v.runtime == "docker" {
+		return dockerLeftovers
+	}
+	return ""
+}
+
 func (v kubeadmVariant) clusterYAML(name string, set *testhosts.Set) string {
 	if v.binary {
-		return kubernetesClusterYAML(name, set)
+		return v.withRuntime(kubernetesClusterYAML(name, set))
 	}
-	y := kubeadmClusterYAML(name, set, v.etcdType)
+	y := v.withRuntime(kubeadmClusterYAML(name, set, v.etcdType))
 	y = strings.Replace(y, "    plugin: flannel\n", "    plugin: "+v.cni+"\n", 1)
 	if v.etcdType == "kubeadm" {
 		// The renewal timer (kubeadmAutoRenew).
@@ -630,6 +667,12 @@ func (v kubeadmVariant) clusterYAML(name string, set *testhosts.Set) string {
 		y = strings.Replace(y, "  etcd:\n    type: kubexm\n", "  etcd:\n    type: kubexm\n    logLevel: error\n", 1)
 	}
 	return y
+}
+
+// withRuntime is cluster.yaml y (kubernetesClusterYAML's) on the variant's
+// container runtime.
+func (v kubeadmVariant) withRuntime(y string) string {
+	return strings.Replace(y, "    containerRuntime: "+runtimeYAML("containerd")+"\n", "    containerRuntime: "+runtimeYAML(v.runtime)+"\n", 1)
 }
 
 // kubeadmClusterYAML: n1 is the master (and the etcd host), n2 and n3 are
@@ -766,7 +809,9 @@ func checkKubeadmSpecFields(ctx context.Context, t *testing.T, set *testhosts.Se
 	want("kube-scheduler's flags", flags(master, "kube-scheduler"), "--feature-gates="+e2eFeatureGates)
 	for _, h := range set.Hosts {
 		want("the kubelet's flags on "+h.Name, flags(h.Name, "kubelet"), e2eNodeLabelArg)
-		out, err := set.SSH(ctx, h.Name, "grep -A1 '^featureGates:' /var/lib/kubelet/config.yaml")
+		// The whole mapping: on docker the kubelet's gates hold
+		// ExtendWebSocketsToKubelet too.
+		out, err := set.SSH(ctx, h.Name, "sed -n '/^featureGates:/,/^[^ ]/p' /var/lib/kubelet/config.yaml")
 		if err != nil || !strings.Contains(out, "PodLogsQuerySplitStreams: false") {
 			t.Errorf("the kubelet's configuration on %s has not featureGates PodLogsQuerySplitStreams: false: %v\n%s", h.Name, err, out)
 		}

@@ -106,7 +106,7 @@ func TestNodes(t *testing.T) {
 
 	releaseRoot := clusterArtifacts(ctx, t, root)
 	addonArtifacts(ctx, t, root)
-	runtime := nodesRuntime(t)
+	runtime := suiteRuntime(t, envNodesRuntime)
 	if runtime == "docker" {
 		dockerArtifacts(ctx, t, root)
 	}
