@@ -216,7 +216,9 @@ func TestHAControlPlane(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("re-run failed: %v%s", res.err, res.failures())
 	}
-	t.Logf("PERF create-cluster re-run (nothing to change): %s", res.wall.Round(time.Millisecond))
+	// Issue 55's goal for 5 machines is under 8 s quiet; the slowest tasks
+	// say where a loaded run's time went.
+	t.Logf("PERF create-cluster re-run (nothing to change): %s; slowest tasks:%s", res.wall.Round(time.Millisecond), res.slowest(15))
 	if c := res.changed(); len(c) > 0 {
 		t.Errorf("re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
