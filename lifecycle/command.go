@@ -142,7 +142,6 @@ const commandPlaybook = `name: ` + CommandPlaybook + `
 plays:
   - name: run command
     hosts: all
-    gather_facts: false
     tasks:
       - name: command
         run_command: {}
