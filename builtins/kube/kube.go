@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,7 +58,9 @@ the whole run.
 state present server-side applies each object of ` + "`src`" + ` (a manifest on the
 host) or ` + "`definition`" + ` (YAML text, a mapping or a list of them; a kind ending
 in List gives its items) with field manager ` + "`" + FieldManager + "`" + `, taking over
-conflicting fields when force_conflicts. An object is changed only when the
+conflicting fields when force_conflicts: CustomResourceDefinitions first
+(each new or changed one waited for until Established), then Namespaces,
+then the rest in the manifest's order. An object is changed only when the
 apply changed it (its content without the server's bookkeeping: managedFields,
 resourceVersion, generation, status), so a re-run reports 0 changed. state
 absent deletes the objects named by src, definition or api_version/kind/name,
@@ -70,7 +73,10 @@ wait_for waits, after the apply or on the object read, until condition=TYPE
 (or condition=TYPE=STATUS) holds, the workload has rolled out as kubectl
 rollout status judges it (rollout: Deployment, DaemonSet, StatefulSet), the
 object exists, or it is deleted; it watches the object rather than polling,
-and fails after wait_timeout with the last reason.
+and fails after wait_timeout with the last reason; a rollout's failure adds
+a line for each of the workload's pods: its node, phase, and why each
+container that is not ready waits or ended (ErrImageNeverPull,
+CrashLoopBackOff, not scheduled and why).
 
 Under --check nothing is written: applies and patches are server-side dry
 runs and report what would change, deletes report what exists, nothing is
@@ -296,7 +302,15 @@ func (b *Builtin) present(ctx context.Context, env *step.Env, c *client, r *requ
 	if env.Check {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
+	objs = applyOrder(objs)
+	var newCRDs []*unstructured.Unstructured
 	for _, obj := range objs {
+		if len(newCRDs) > 0 && !isCRD(obj) {
+			if err := establish(ctx, c, newCRDs); err != nil {
+				return step.Result{}, err
+			}
+			newCRDs = nil
+		}
 		ri, err := c.objectResource(obj, r.namespace)
 		name := describe(obj)
 		names = append(names, name)
@@ -330,6 +344,9 @@ func (b *Builtin) present(ctx context.Context, env *step.Env, c *client, r *requ
 			continue
 		}
 		changed = append(changed, name)
+		if isCRD(obj) && !env.Check {
+			newCRDs = append(newCRDs, obj)
+		}
 		if env.Diff {
 			diffs = append(diffs, diff(name, bc, ac))
 		}
@@ -339,6 +356,52 @@ func (b *Builtin) present(ctx context.Context, env *step.Env, c *client, r *requ
 	res.Data = map[string]any{"objects": names, "changed_objects": changed}
 	res.Msg = fmt.Sprintf("%d of %d objects %s", len(changed), len(objs), map[bool]string{true: "would change", false: "changed"}[env.Check])
 	return b.waited(ctx, env, c, r, objs, res), nil
+}
+
+// applyOrder is the order objects are applied in, as kubectl's and Helm's
+// install orders go: CustomResourceDefinitions first, then Namespaces, then
+// the rest as the manifest gives them, so that an object never comes before
+// the kind or the namespace it needs.
+func applyOrder(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	rank := func(o *unstructured.Unstructured) int {
+		switch {
+		case isCRD(o):
+			return 0
+		case o.GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "Namespace"}):
+			return 1
+		}
+		return 2
+	}
+	out := slices.Clone(objs)
+	slices.SortStableFunc(out, func(a, b *unstructured.Unstructured) int { return rank(a) - rank(b) })
+	return out
+}
+
+func isCRD(o *unstructured.Unstructured) bool {
+	return o.GroupVersionKind().GroupKind() == schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+}
+
+// crdEstablishTimeout bounds the wait for CRDs just created or changed:
+// their controller sets Established within a second or two.
+const crdEstablishTimeout = time.Minute
+
+// establish waits until each CRD is Established, so that the API server
+// serves its kind to the objects that follow it.
+func establish(ctx context.Context, c *client, crds []*unstructured.Unstructured) error {
+	established, err := parseWait("condition=Established")
+	if err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		ri, _, err := c.resource(crd.GroupVersionKind(), "")
+		if err != nil {
+			return err
+		}
+		if err := waitFor(ctx, ri, crd.GetName(), established, crdEstablishTimeout); err != nil {
+			return fmt.Errorf("%s: %w", describe(crd), err)
+		}
+	}
+	return nil
 }
 
 // waited is res after wait_for on objs (not under --check): failed with the
@@ -367,10 +430,22 @@ func (b *Builtin) waitAll(ctx context.Context, c *client, r *request, objs []*un
 			return err
 		}
 		if err := waitFor(ctx, ri, obj.GetName(), r.waitFor, r.waitTimeout); err != nil {
-			return fmt.Errorf("%s: %s: %w", describe(obj), r.waitSpec, err)
+			return fmt.Errorf("%s: %s: %w%s", describe(obj), r.waitSpec, err, r.podStates(ctx, c, ri, obj.GetName()))
 		}
 	}
 	return nil
+}
+
+// podStates are the lines on a workload's pods that follow a rollout's
+// failure ("" when the wait was for something else).
+func (r *request) podStates(ctx context.Context, c *client, ri dynamic.ResourceInterface, name string) string {
+	if r.waitSpec != "rollout" {
+		return ""
+	}
+	if s := c.podStates(ctx, ri, name); s != "" {
+		return "\n" + s
+	}
+	return ""
 }
 
 func isWorkload(kind string) bool {
@@ -439,7 +514,7 @@ func (b *Builtin) get(ctx context.Context, c *client, r *request) (step.Result, 
 		werr := waitFor(ctx, ri, r.name, r.waitFor, r.waitTimeout)
 		res.Data["ready"] = werr == nil
 		if werr != nil {
-			res.Failed, res.Msg = true, fmt.Sprintf("%s/%s: %s: %v", what, r.name, r.waitSpec, werr)
+			res.Failed, res.Msg = true, fmt.Sprintf("%s/%s: %s: %v%s", what, r.name, r.waitSpec, werr, r.podStates(ctx, c, ri, r.name))
 		} else {
 			res.Msg = fmt.Sprintf("%s/%s: %s", what, r.name, r.waitSpec)
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +64,7 @@ var (
 	secretGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 	nsGVR     = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	dsGVR     = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}
+	podGVR    = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 )
 
 // fakeServer is a dynamic fake client whose apply merges the applied
@@ -71,7 +73,7 @@ var (
 func fakeServer(t *testing.T, objs ...runtime.Object) (*Builtin, *dynfake.FakeDynamicClient, *int) {
 	t.Helper()
 	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		cmGVR: "ConfigMapList", secretGVR: "SecretList", nsGVR: "NamespaceList", dsGVR: "DaemonSetList",
+		cmGVR: "ConfigMapList", secretGVR: "SecretList", nsGVR: "NamespaceList", dsGVR: "DaemonSetList", podGVR: "PodList",
 	}, objs...)
 	writes := 0
 	dyn.PrependReactor("patch", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -107,6 +109,7 @@ func fakeServer(t *testing.T, objs ...runtime.Object) (*Builtin, *dynfake.FakeDy
 	m.Add(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, meta.RESTScopeNamespace)
 	m.Add(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, meta.RESTScopeRoot)
 	m.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"}, meta.RESTScopeNamespace)
+	m.Add(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, meta.RESTScopeNamespace)
 	b := &Builtin{}
 	b.clients.connect = func([]byte, transport.Transport) (*client, error) {
 		return &client{dyn: dyn, mapper: noReset{m}}, nil
@@ -278,6 +281,62 @@ func TestWaitWatches(t *testing.T) {
 	}
 }
 
+// A rollout that times out names the workload's pods and why each is not
+// ready; a pod of another workload is not among them.
+func TestRolloutTimeoutNamesThePods(t *testing.T) {
+	ds := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "DaemonSet",
+		"metadata": map[string]any{"name": "agent", "namespace": "kube-system", "generation": int64(1)},
+		"spec":     map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"app": "agent"}}},
+		"status":   map[string]any{"observedGeneration": int64(1), "desiredNumberScheduled": int64(2), "updatedNumberScheduled": int64(2), "numberAvailable": int64(0)}}}
+	pod := func(name, app string, status map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+			"metadata": map[string]any{"name": name, "namespace": "kube-system", "labels": map[string]any{"app": app}},
+			"spec":     map[string]any{"nodeName": "n1"}, "status": status}}
+	}
+	pulling := pod("agent-a", "agent", map[string]any{"phase": "Pending", "containerStatuses": []any{map[string]any{"name": "main", "ready": false,
+		"restartCount": int64(0), "image": "x", "imageID": "", "state": map[string]any{"waiting": map[string]any{"reason": "ErrImageNeverPull", "message": "image x is not present"}}}}})
+	crashing := pod("agent-b", "agent", map[string]any{"phase": "Running", "containerStatuses": []any{map[string]any{"name": "main", "ready": false,
+		"restartCount": int64(4), "image": "x", "imageID": "", "state": map[string]any{"waiting": map[string]any{"reason": "CrashLoopBackOff"}}}}})
+	other := pod("dns-c", "dns", map[string]any{"phase": "Pending"})
+	b, _, _ := fakeServer(t, ds, pulling, crashing, other)
+	args := step.Args{"kubeconfig": "/etc/admin.conf", "state": "get", "api_version": "apps/v1", "kind": "DaemonSet",
+		"namespace": "kube-system", "name": "agent", "wait_for": "rollout", "wait_timeout": "200ms"}
+	res := run(t, b, false, false, args)
+	for _, want := range []string{"0 of 2 updated pods available", "its pods (app=agent)",
+		"agent-a on n1: Pending; container main waiting: ErrImageNeverPull (image x is not present)",
+		"agent-b on n1: Running; container main waiting: CrashLoopBackOff, 4 restarts"} {
+		if !res.Failed || !strings.Contains(res.Msg, want) {
+			t.Errorf("message %q does not say %q", res.Msg, want)
+		}
+	}
+	if strings.Contains(res.Msg, "dns-c") {
+		t.Errorf("message %q names a pod of another workload", res.Msg)
+	}
+	// Another wait than a rollout lists no pods.
+	args["wait_for"] = "condition=Ready"
+	if res := run(t, b, false, false, args); strings.Contains(res.Msg, "its pods") {
+		t.Errorf("a condition's timeout lists the pods: %q", res.Msg)
+	}
+}
+
+func TestApplyOrder(t *testing.T) {
+	obj := func(apiVersion, kind, name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": map[string]any{"name": name}}}
+	}
+	in := []*unstructured.Unstructured{obj("v1", "ConfigMap", "a"), obj("example.com/v1", "Widget", "w"), obj("v1", "Namespace", "ns"),
+		obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", "widgets.example.com"), obj("v1", "ConfigMap", "b")}
+	var got []string
+	for _, o := range applyOrder(in) {
+		got = append(got, o.GetName())
+	}
+	if want := []string{"widgets.example.com", "ns", "a", "w", "b"}; !slices.Equal(got, want) {
+		t.Errorf("apply order %v, want %v", got, want)
+	}
+	if in[0].GetName() != "a" {
+		t.Error("applyOrder reordered its argument")
+	}
+}
+
 func TestRolledOut(t *testing.T) {
 	dep := func(status map[string]any) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{"kind": "Deployment",
@@ -345,7 +404,13 @@ func TestRedactLastApplied(t *testing.T) {
 func TestThroughTheAPI(t *testing.T) {
 	srv := kubefake.New()
 	defer srv.Close()
-	const crd = `apiVersion: apiextensions.k8s.io/v1
+	// The Widget comes first: the CRD is applied (and Established) before it.
+	const crd = `apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w1}
+spec: {size: 3}
+---
+apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata: {name: widgets.example.com}
 spec:
@@ -353,11 +418,6 @@ spec:
   scope: Namespaced
   names: {kind: Widget, plural: widgets}
   versions: [{name: v1, served: true, storage: true}]
----
-apiVersion: example.com/v1
-kind: Widget
-metadata: {name: w1}
-spec: {size: 3}
 `
 	h := &host{files: map[string]string{"/etc/admin.conf": string(srv.Kubeconfig()), "/etc/w.yaml": crd}}
 	b := &Builtin{}

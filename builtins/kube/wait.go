@@ -1,16 +1,20 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 )
@@ -212,4 +216,80 @@ func watchOnce(ctx context.Context, ri dynamic.ResourceInterface, name, rv strin
 			why = w
 		}
 	}
+}
+
+// podStates says what the pods of a workload that did not roll out are
+// doing, one line each (as kubectl get pods -o wide and describe would
+// tell): where each is, its phase, and why a container waits or died. It is
+// the reason a rollout failed that the workload's status does not give. An
+// error reading them is said instead: the message is a hint, not a result.
+func (c *client) podStates(ctx context.Context, ri dynamic.ResourceInterface, name string) string {
+	obj, err := ri.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	raw, _, _ := unstructured.NestedMap(obj.Object, "spec", "selector")
+	var ls metav1.LabelSelector
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &ls); err != nil {
+		return fmt.Sprintf("its pods: selector: %v", err)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&ls)
+	if err != nil {
+		return fmt.Sprintf("its pods: selector: %v", err)
+	}
+	pods, _, err := c.resource(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, obj.GetNamespace())
+	if err != nil {
+		return fmt.Sprintf("its pods: %v", err)
+	}
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return fmt.Sprintf("its pods (%s): %v", sel, err)
+	}
+	if len(list.Items) == 0 {
+		return fmt.Sprintf("no pods match %s", sel)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "its pods (%s):", sel)
+	for i := range list.Items {
+		b.WriteString("\n  " + podState(&list.Items[i]))
+	}
+	return b.String()
+}
+
+// podState is one pod's line: name, node, phase, and each container that
+// is not ready with its reason.
+func podState(p *unstructured.Unstructured) string {
+	var pod corev1.Pod
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(p.Object, &pod); err != nil {
+		return fmt.Sprintf("%s: %v", p.GetName(), err)
+	}
+	node := cmp.Or(pod.Spec.NodeName, "no node")
+	parts := []string{string(pod.Status.Phase)}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue {
+			parts = append(parts, fmt.Sprintf("not scheduled: %s", cmp.Or(c.Message, c.Reason)))
+		}
+	}
+	for _, cs := range append(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses...) {
+		if cs.Ready {
+			continue
+		}
+		s := "container " + cs.Name
+		switch st := cs.State; {
+		case st.Waiting != nil:
+			s += " waiting: " + st.Waiting.Reason
+			if st.Waiting.Message != "" {
+				s += " (" + st.Waiting.Message + ")"
+			}
+		case st.Terminated != nil:
+			s += fmt.Sprintf(" terminated: %s, exit code %d", st.Terminated.Reason, st.Terminated.ExitCode)
+		default:
+			s += " running, not ready"
+		}
+		if cs.RestartCount > 0 {
+			s += fmt.Sprintf(", %d restarts", cs.RestartCount)
+		}
+		parts = append(parts, s)
+	}
+	return fmt.Sprintf("%s on %s: %s", pod.Name, node, strings.Join(parts, "; "))
 }
