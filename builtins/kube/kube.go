@@ -197,7 +197,7 @@ func (b *Builtin) Run(ctx context.Context, env *step.Env, args step.Args) (step.
 		}
 	}
 	if errors.Is(err, errNoKubeconfig) && r.state == "absent" {
-		return step.Result{Msg: fmt.Sprintf("%v: no cluster to delete from", err)}, nil
+		return step.Result{Msg: fmt.Sprintf("%v: no cluster to delete from", err), Data: map[string]any{"changed_objects": []string{}}}, nil
 	}
 	if err != nil {
 		return step.Result{}, err
