@@ -8,9 +8,11 @@ package kubexm_test
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,6 +20,7 @@ import (
 
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/builtins"
+	"github.com/mensylisir/kubexm/builtins/kube/kubefake"
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/engine/output"
 	"github.com/mensylisir/kubexm/engine/step"
@@ -60,6 +63,17 @@ func roleTasks(t *testing.T, file string, names ...string) string {
 // extra vars, and returns the recap error.
 func runLocal(t *testing.T, playbook string, groups []string, vars map[string]any, check bool) (string, error) {
 	t.Helper()
+	m := map[string][]string{}
+	for _, g := range groups {
+		m[g] = []string{"n1"}
+	}
+	return runLocalGroups(t, playbook, m, vars, check)
+}
+
+// runLocalGroups is runLocal with the groups given, n1 in those that name
+// it (a group may be empty).
+func runLocalGroups(t *testing.T, playbook string, groups map[string][]string, vars map[string]any, check bool) (string, error) {
+	t.Helper()
 	m := map[string]step.Builtin{}
 	for _, b := range builtins.All() {
 		m[b.Spec().Name] = b
@@ -73,8 +87,8 @@ func runLocal(t *testing.T, playbook string, groups []string, vars map[string]an
 		Groups: map[string][]string{"all": {"n1"}},
 		Vars:   map[string]any{},
 	}
-	for _, g := range groups {
-		inv.Groups[g] = []string{"n1"}
+	for g, hosts := range groups {
+		inv.Groups[g] = hosts
 	}
 	var log strings.Builder
 	_, err = engine.Run(context.Background(), pb, inv, engine.RunOptions{
@@ -188,47 +202,69 @@ func TestInjectionContainerdDelete(t *testing.T) {
 	}
 }
 
-// A label key --server must reach kubectl as a label (after --), never as
-// its --server flag. kubectl is a script recording its arguments.
-func TestInjectionLabelKeyIsNoFlag(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs shell on this machine")
+// A label key that would be a flag to kubectl (--server) is data in the
+// JSON merge patch the role sends to the API server named by the
+// kubeconfig, never an option: the node of a fake API server gets it as a
+// label, beside the role labels. The same run proves the taints: the
+// control-plane taint is taken out of a master's that is also a worker (the
+// other taints stay), and put back once it is not.
+func TestInjectionLabelKeyIsData(t *testing.T) {
+	srv := kubefake.New()
+	defer srv.Close()
+	node := kubefake.Kind{Version: "v1", Kind: "Node", Resource: "nodes"}
+	if err := srv.Add(map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": "n1"},
+		"spec": map[string]any{"taints": []any{
+			map[string]any{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"},
+			map[string]any{"key": "example.com/keep", "effect": "NoExecute"}}}}); err != nil {
+		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	kubectl := filepath.Join(dir, "kubectl")
-	logFile := filepath.Join(dir, "argv")
-	script := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> " + logFile + "\n"
-	if err := os.WriteFile(kubectl, []byte(script), 0o755); err != nil {
+	kubeconfig := filepath.Join(t.TempDir(), "admin.kubeconfig")
+	if err := os.WriteFile(kubeconfig, srv.Kubeconfig(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	pb := "- hosts: all\n  gather_facts: false\n  roles: [cluster-finalize]\n"
 	vars := map[string]any{
-		"kubectl_bin": kubectl, "kubectl_host": "n1", "kubernetes_admin_kubeconfig": filepath.Join(dir, "admin.kubeconfig"),
+		"kubectl_host": "n1", "kubernetes_admin_kubeconfig": kubeconfig,
 		"labels": map[string]any{"--server": "https://evil.example.com"},
 	}
-	// --check runs no kubectl at all.
-	if _, err := runLocal(t, pb, []string{"master", "worker", "k8s_cluster"}, vars, true); err != nil {
-		t.Fatal(err)
+	if _, err := runLocal(t, pb, []string{"master", "worker", "k8s_cluster"}, vars, true); err != nil || len(srv.Writes()) > 0 {
+		t.Fatalf("--check: %v; writes %v", err, srv.Writes())
 	}
-	if _, err := os.Stat(logFile); err == nil {
-		t.Fatal("kubectl ran under --check")
+	taints := func() (keys []string) {
+		spec, _ := srv.Get(node, "", "n1")["spec"].(map[string]any)
+		list, _ := spec["taints"].([]any)
+		for _, tt := range list {
+			m, _ := tt.(map[string]any)
+			keys = append(keys, fmt.Sprint(m["key"], ":", m["effect"]))
+		}
+		return keys
 	}
 	if _, err := runLocal(t, pb, []string{"master", "worker", "k8s_cluster"}, vars, false); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(logFile)
-	if err != nil {
-		t.Fatal(err)
+	md, _ := srv.Get(node, "", "n1")["metadata"].(map[string]any)
+	labels, _ := md["labels"].(map[string]any)
+	if labels["--server"] != "https://evil.example.com" || labels["node-role.kubernetes.io/control-plane"] != "" || labels["node-role.kubernetes.io/worker"] != "" {
+		t.Errorf("the node's labels %v", labels)
 	}
-	var label string
-	for _, l := range strings.Split(string(data), "\n") {
-		if strings.Contains(l, " label ") {
-			label = l
+	if got := taints(); !slices.Equal(got, []string{"example.com/keep:NoExecute"}) {
+		t.Errorf("a master that is a worker: taints %v", got)
+	}
+	for _, s := range srv.Calls() {
+		if strings.Contains(s, "evil") {
+			t.Errorf("a call went elsewhere: %s", s)
 		}
 	}
-	before, after, ok := strings.Cut(label, " -- ")
-	if !ok || strings.Contains(before, "--server") || !strings.Contains(after, "--server=https://evil.example.com") {
-		t.Fatalf("kubectl label argv %q: --server must come after --", label)
+	changes := srv.Changes()
+	if _, err := runLocal(t, pb, []string{"master", "worker", "k8s_cluster"}, vars, false); err != nil || srv.Changes() != changes {
+		t.Errorf("re-run: %v; %d objects changed", err, srv.Changes()-changes)
+	}
+	masterAlone := map[string][]string{"master": {"n1"}, "worker": {}, "k8s_cluster": {"n1"}}
+	if _, err := runLocalGroups(t, pb, masterAlone, vars, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := taints(); !slices.Equal(got, []string{"example.com/keep:NoExecute", "node-role.kubernetes.io/control-plane:NoSchedule"}) {
+		t.Errorf("a master alone: taints %v", got)
 	}
 }
 

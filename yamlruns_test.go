@@ -25,7 +25,7 @@ import (
 // beside its playbook.yaml); the aim under 40. It may only go down: a change over it fails listing
 // the runs, and one under it asks for the figure to be lowered.
 const (
-	yamlRunCeiling = 54
+	yamlRunCeiling = 53
 	yamlRunLines   = 6
 )
 
