@@ -24,7 +24,8 @@ func (distributeBuiltin) Spec() step.Spec {
 		Summary: "Send one control-machine file (a binary, an image tarball) to the host, skipped where the checksum matches.",
 		Doc: "Meant for large artifacts: the file is streamed without being read into memory and without a diff. " +
 			"The host's sha256 comes from the transport's record of it while the file's stat is unchanged (see the guide), so a " +
-			"re-run does not read an unchanged file again. In a loop, the items already in place on a host (content, mode, " +
+			"re-run does not read an unchanged file again; a file of 1 MiB or more that it sends is recorded as it is put in place, so the " +
+			"next run does not read it either. In a loop, the items already in place on a host (content, mode, " +
 			"owner and group) are found in one command for all of them, so a re-run of a loop over 18 files is one round trip. " +
 			"The engine runs the task on all hosts in parallel. A relative src is looked up in the work directory " +
 			"(where `download` puts artifacts), then in the role's files/. " +

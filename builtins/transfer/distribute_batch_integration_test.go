@@ -121,8 +121,13 @@ func TestIntegrationDistributeBatch(t *testing.T) {
 			state := "find /tmp/kubexm-itb -type f -printf '%p %m %u\n' -exec sha256sum {} + | sort"
 			got, _ := run(t.Context(), false)
 			want(got, true, true, true, true)
-			// The records are written only for files whose ctime is 2 s old.
+			// A file of 1 MiB or more that was sent is recorded as it is put
+			// in place (the 9 MiB f2); the others only once their ctime is
+			// 2 s old, by the read that hashes them.
 			if records != "" {
+				if n := steptest.Sh(t, env, "ls /tmp/kubexm-itb-sums/r | wc -l"); n != "1" {
+					t.Errorf("records after sending 4 files (one of 9 MiB): %s, want 1", n)
+				}
 				steptest.Sh(t, env, "sleep 2.1")
 			}
 			for range 2 {

@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -172,12 +173,12 @@ const relayServe = `exec systemd-socket-activate -l "$1:$2" -a --inetd -E KUBEXM
 
 // relayFetch runs on the receiver: wait up to 5 s for the listener,
 // expect the sender's KUBEXM-RELAY within 5 s (something else may accept
-// connections at that address: a proxy, another service), receive into a
-// temporary file beside dest, and put it in place only when
-// its sha256 is $4, with mode $5 and owner $6 (user[:group], may be empty).
-// Exit 20: the source cannot be reached; 21: wrong sum.
+// connections at that address: a proxy, another service), receive into the
+// temporary file $7 beside dest $3, and keep it only when its sha256 is $4,
+// with mode $5 and owner $6 (user[:group], may be empty); fetchFrom renames
+// it into place. Exit 20: the source cannot be reached; 21: wrong sum.
 const relayFetch = `set -u
-dest=$3; tmp="$dest.kubexm-relay.$$"
+dest=$3; tmp=$7
 mkdir -p -- "$(dirname -- "$dest")" || exit 1
 end=$(($(date +%s) + 5))
 until timeout 1 bash -c 'exec 3<>"/dev/tcp/$1/$2"' sh "$1" "$2" 2>/dev/null; do
@@ -193,7 +194,6 @@ sum=$(sha256sum < "$tmp") || exit 1
 [ "${sum%% *}" = "$4" ] || exit 21
 chmod "$5" -- "$tmp" || exit 1
 if [ -n "$6" ]; then chown -- "$6" "$tmp" || exit 1; fi
-mv -f -- "$tmp" "$dest" || exit 1
 trap - EXIT`
 
 // fetchFrom copies the file from holder h to env's host at dest. It
@@ -210,6 +210,11 @@ func fetchFrom(ctx context.Context, env *step.Env, h *holder, sum, dest string, 
 		return false, err
 	}
 	port := strconv.FormatInt(20000+n.Int64(), 10)
+	suffix := make([]byte, 6)
+	if _, err := rand.Read(suffix); err != nil {
+		return false, err
+	}
+	tmp := dest + ".kubexm-relay." + hex.EncodeToString(suffix)
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	served := make(chan error, 1)
@@ -226,7 +231,7 @@ func fetchFrom(ctx context.Context, env *step.Env, h *holder, sum, dest string, 
 		owner += ":" + opts.Group
 	}
 	res, err := env.Target.Run(ctx, transport.Command{
-		Argv: []string{"/bin/sh", "-c", relayFetch, "sh", h.addr, port, dest, sum, fmt.Sprintf("%04o", opts.Mode.Perm()), owner},
+		Argv: []string{"/bin/sh", "-c", relayFetch, "sh", h.addr, port, dest, sum, fmt.Sprintf("%04o", opts.Mode.Perm()), owner, tmp},
 		Env:  map[string]string{"KUBEXM_RELAY_TOKEN": token}, Become: opts.Become})
 	stop()
 	serr := <-served
@@ -235,13 +240,34 @@ func fetchFrom(ctx context.Context, env *step.Env, h *holder, sum, dest string, 
 	}
 	switch res.ExitCode {
 	case 0:
-		return false, nil
+		return false, placeVerified(ctx, env, tmp, dest, sum, opts.Become)
 	case 20:
 		return true, fmt.Errorf("%s: cannot reach %s (%s:%s) for %s: %v", env.Target.Host(), h.host, h.addr, port, dest, serr)
 	case 21:
 		return true, fmt.Errorf("%s: %s from %s has the wrong sha256: discarded", env.Target.Host(), dest, h.host)
 	}
 	return false, fmt.Errorf("%s: receiving %s from %s failed (rc %d): %s", env.Target.Host(), dest, h.host, res.ExitCode, res.Stderr)
+}
+
+// placeVerified moves tmp, whose sha256 the host verified to be sum, over
+// dest: where the transport keeps sum records, with dest's sum recorded, so
+// the next run does not read the file again.
+func placeVerified(ctx context.Context, env *step.Env, tmp, dest, sum string, become bool) error {
+	var err error
+	if r, ok := env.Target.(transport.SumRenamer); ok {
+		err = r.RenameSum(ctx, tmp, dest, sum, become)
+	} else {
+		var res transport.Result
+		res, err = env.Target.Run(ctx, transport.Command{Argv: []string{"mv", "-f", "--", tmp, dest}, Become: become})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("%s: rename %s to %s: %s", env.Target.Host(), tmp, dest, bytes.TrimSpace(res.Stderr))
+		}
+	}
+	if err != nil {
+		// The command may not have run: the temporary file goes.
+		env.Target.Run(context.WithoutCancel(ctx), transport.Command{Argv: []string{"rm", "-f", "--", tmp}, Become: become})
+	}
+	return err
 }
 
 // relayAddr is the address other hosts reach this host at.

@@ -238,3 +238,13 @@ type FileSum struct {
 type ManySummer interface {
 	SumMany(ctx context.Context, paths []string, become bool) ([]FileSum, error)
 }
+
+// SumRenamer is a Transport that keeps records of its hosts' file sums
+// (so that a later read of an unchanged file does not hash it): a file
+// kubexm wrote beside dst and whose sha256 it knows is moved into place
+// with its sum recorded, and the next run does not read it again.
+type SumRenamer interface {
+	// RenameSum moves tmp over dst on the host and records sum (the
+	// content's sha256) as dst's where the transport keeps records.
+	RenameSum(ctx context.Context, tmp, dst, sum string, become bool) error
+}

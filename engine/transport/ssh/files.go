@@ -26,7 +26,7 @@ func (t *Transport) Put(ctx context.Context, src io.Reader, dst string, opts tra
 		return fmt.Errorf("%s: write %s: %w", t.name, dst, err)
 	}
 	defer release()
-	return t.put(ctx, src, dst, opts)
+	return t.put(ctx, src, dst, opts, "")
 }
 
 func (t *Transport) uploadSlot(ctx context.Context) (func(), error) {
@@ -41,12 +41,19 @@ func (t *Transport) uploadSlot(ctx context.Context) (func(), error) {
 	}
 }
 
-func (t *Transport) put(ctx context.Context, src io.Reader, dst string, opts transport.PutOptions) error {
+// put writes src to dst through a temporary file renamed into place. With
+// sum (src's sha256, for a file of at least recordMinSize) the host records
+// it for dst where the transport keeps records (recordFunc).
+func (t *Transport) put(ctx context.Context, src io.Reader, dst string, opts transport.PutOptions, sum string) error {
 	if opts.Mode == 0 {
 		opts.Mode = 0o644
 	}
+	rec := ""
+	if sum != "" {
+		rec = t.installRecord(ctx, dst, sum, opts.Become)
+	}
 	if t.needSudo(opts.Become, "") {
-		return t.putWithSudo(ctx, src, dst, opts)
+		return t.putWithSudo(ctx, src, dst, opts, rec, sum)
 	}
 	cl, _, err := t.sftpClient(ctx)
 	if err != nil {
@@ -86,7 +93,10 @@ func (t *Transport) put(ctx context.Context, src io.Reader, dst string, opts tra
 			return fmt.Errorf("%s: chown %s: %w", t.name, dst, err)
 		}
 	}
-	if _, ok := cl.HasExtension("posix-rename@openssh.com"); ok {
+	if rec != "" {
+		// The rename and the record's stat in one command.
+		err = t.RenameSum(ctx, tmp, dst, sum, opts.Become)
+	} else if _, ok := cl.HasExtension("posix-rename@openssh.com"); ok {
 		err = cl.PosixRename(tmp, dst)
 	} else {
 		err = cl.Rename(tmp, dst)
@@ -133,9 +143,16 @@ func (t *Transport) chown(ctx context.Context, p string, opts transport.PutOptio
 }
 
 // putWithSudo streams src into a root-run script: sftp would write as the
-// login user, who usually may not write the target.
-func (t *Transport) putWithSudo(ctx context.Context, src io.Reader, dst string, opts transport.PutOptions) error {
-	res, err := t.Run(ctx, transport.AtomicWriteCommand(src, dst, opts.Mode, opts.Owner, opts.Group))
+// login user, who usually may not write the target. With rec the script
+// records sum for dst right after its rename (recordFunc).
+func (t *Transport) putWithSudo(ctx context.Context, src io.Reader, dst string, opts transport.PutOptions, rec, sum string) error {
+	cmd := transport.AtomicWriteCommand(src, dst, opts.Mode, opts.Owner, opts.Group)
+	// AtomicWriteCommand's script takes dst, mode and owner as $1-$3.
+	if rec != "" && len(cmd.Argv) == 7 && cmd.Argv[4] == dst {
+		cmd.Argv[2] = recordFunc + cmd.Argv[2] + "\nkxrec \"$1\" \"$4\" \"$5\" || :"
+		cmd.Argv = append(cmd.Argv, rec, strings.ToLower(sum))
+	}
+	res, err := t.Run(ctx, cmd)
 	if err != nil {
 		return err
 	}
@@ -193,8 +210,12 @@ func (t *Transport) PutFile(ctx context.Context, localPath, dst string, opts tra
 		return false, fmt.Errorf("%s: write %s: %w", t.name, dst, err)
 	}
 	defer release()
+	record := ""
+	if fi, err := f.Stat(); err == nil && fi.Size() >= recordMinSize {
+		record = want
+	}
 	// *os.File (with its Stat) lets sftp size its concurrent writes.
-	if err := t.put(ctx, f, dst, opts); err != nil {
+	if err := t.put(ctx, f, dst, opts, record); err != nil {
 		return false, err
 	}
 	return true, nil

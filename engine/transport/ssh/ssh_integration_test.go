@@ -564,3 +564,74 @@ func TestCancelOverStalledConnection(t *testing.T) {
 		t.Fatal("cancel over a stalled connection did not return within 30 s")
 	}
 }
+
+// TestPutFileRecordsTheSum: a file of 1 MiB or more that PutFile sends is
+// recorded on the host with the sum of what was sent, logged in as root and
+// through sudo, so the next read does not hash it; a byte changed
+// afterwards is still found. A smaller file is left to the next read.
+func TestPutFileRecordsTheSum(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name   string
+		host   *inventory.Host
+		become bool
+	}{{"root", server.rootHost("rec"), false}, {"sudo", server.userHost(), true}} {
+		t.Run(c.name, func(t *testing.T) {
+			o := server.opts(t)
+			o.SumRecords = filepath.Join(t.TempDir(), "sums")
+			tr := dialT(t, c.host, o)
+			dir := t.TempDir()
+			data := make([]byte, 2<<20)
+			rand.Read(data)
+			big, small := filepath.Join(dir, "big"), filepath.Join(dir, "small")
+			if err := os.WriteFile(big, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(small, data[:4096], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			dstDir := filepath.Join("/var/tmp", "kxrec-"+c.name)
+			defer os.RemoveAll(dstDir)
+			opts := transport.PutOptions{Mode: 0o755, Become: c.become}
+			for _, f := range []string{big, small} {
+				if changed, err := tr.PutFile(ctx, f, filepath.Join(dstDir, filepath.Base(f)), opts); err != nil || !changed {
+					t.Fatalf("PutFile %s: %v %v", f, changed, err)
+				}
+			}
+			want := hexSum(data)
+			rec := tr.sumRecord(filepath.Join(dstDir, "big"), c.become)
+			b, err := os.ReadFile(rec)
+			if err != nil || !strings.HasSuffix(string(b), "\n"+want+"\n") {
+				t.Fatalf("record of the sent file: %q %v", b, err)
+			}
+			if _, err := os.Stat(tr.sumRecord(filepath.Join(dstDir, "small"), c.become)); !os.IsNotExist(err) {
+				t.Errorf("a 4 KiB file was recorded at the install: %v", err)
+			}
+			// The next read comes from the record (a forged sum shows it).
+			lines := strings.SplitN(string(b), "\n", 2)
+			forged := strings.Repeat("d", 64)
+			if err := os.WriteFile(rec, []byte(lines[0]+"\n"+forged+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := tr.Sha256(ctx, filepath.Join(dstDir, "big"), c.become); err != nil || got != forged {
+				t.Fatalf("sum after the install: %q %v, want the record's", got, err)
+			}
+			f, err := os.OpenFile(filepath.Join(dstDir, "big"), os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data[100] ^= 0xff
+			if _, err := f.WriteAt(data[100:101], 100); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			if got, err := tr.Sha256(ctx, filepath.Join(dstDir, "big"), c.become); err != nil || got != hexSum(data) {
+				t.Fatalf("a byte changed after the install: sum %q %v, want the new content's", got, err)
+			}
+			entries, _ := os.ReadDir(dstDir)
+			if len(entries) != 2 {
+				t.Errorf("temporary files left beside the targets: %v", entries)
+			}
+		})
+	}
+}

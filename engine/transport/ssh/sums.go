@@ -1,10 +1,13 @@
 package ssh
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"path"
+	"strings"
 
 	"github.com/mensylisir/kubexm/engine/transport"
 )
@@ -61,4 +64,80 @@ func (t *Transport) sumRecord(p string, become bool) string {
 	}
 	h := sha256.Sum256([]byte(path.Clean(p)))
 	return path.Join(dir, hex.EncodeToString(h[:]))
+}
+
+// recordFunc defines kxrec FILE RECORD SUM, which records SUM as the sum of
+// FILE as it is now, and kxmv TMP FILE RECORD SUM, which moves TMP over
+// FILE first. They are for a file kubexm has just put in place and whose
+// content it knows (sent and renamed into place, or received and its
+// sha256 verified on the host): without them the next run would read every
+// such file once to find what it was just told (a few hundred MB of
+// binaries and images per host after a create).
+//
+// The record holds the stat taken right after kubexm's own last change (the
+// rename, in the same shell). It is written only once the host's clock is
+// past that ctime by one timer tick (10 ms: HZ is 100 or more) plus the
+// file system's timestamp granularity, and the stat is then unchanged: any
+// later write moves the ctime, as kxsum's record requires. The granularity
+// divides 10^9 ns and the ctime's nanoseconds, so it is at most their
+// greatest common divisor (1 ns in practice); a ctime without nanoseconds
+// (a file system with second timestamps) gets no record here, kxsum records
+// it on a later read. What this does not see is another process writing
+// the file between the rename and the stat a millisecond later, in the same
+// tick, without changing its size or inode. Failures leave no record and
+// are not errors: the next run hashes the file.
+const recordFunc = `kxrec() {
+p=$1 r=$2 sum=$3
+x=$(stat -L -c '%Z %s %i %d %y %z' -- "$p") || return 0
+cs=${x%% *} s=${x#* }
+ns=${s% *}
+ns=${ns##*.}
+case $ns$cs in ''|*[!0-9]*) return 0;; esac
+ns=${ns#"${ns%%[!0]*}"}
+[ -n "$ns" ] || return 0
+a=$ns b=1000000000
+while [ "$b" -gt 0 ]; do t=$((a % b)); a=$b; b=$t; done
+end=$((cs * 1000000000 + ns + 10000000 + a))
+now=$(date +%s%N)
+case $now in ''|*[!0-9]*) return 0;; esac
+if [ "$now" -lt "$end" ]; then
+  [ $((end - now)) -lt 1000000000 ] && sleep "$(printf '0.%09d' $((end - now)))" 2>/dev/null || return 0
+  [ "$(date +%s%N)" -ge "$end" ] || return 0
+fi
+[ "$(stat -L -c '%s %i %d %y %z' -- "$p")" = "$s" ] || return 0
+{ { [ -d "${r%/*}" ] || mkdir -m 0700 -- "${r%/*}"; } && printf '%s\n%s\n' "$s" "$sum" >"$r.$$" && mv -f -- "$r.$$" "$r"; } 2>/dev/null || rm -f -- "$r.$$"
+return 0
+}
+kxmv() {
+mv -f -- "$1" "$2" || return 1
+[ -z "$3" ] || kxrec "$2" "$3" "$4"
+}
+`
+
+// recordMinSize: a smaller file costs the next run less to hash (a few
+// milliseconds) than the install's wait for the clock to pass its ctime.
+const recordMinSize = 1 << 20
+
+// installRecord is the record to write for dst after an install of content
+// with sum: "" when records are off for the command, in a --check run, or
+// sum is not a sha256.
+func (t *Transport) installRecord(ctx context.Context, dst, sum string, become bool) string {
+	if transport.IsReadOnly(ctx) || !transport.IsSHA256Hex(sum) {
+		return ""
+	}
+	return t.sumRecord(dst, become)
+}
+
+// RenameSum implements transport.SumRenamer: one command moves tmp over
+// dst and records sum for dst (recordFunc).
+func (t *Transport) RenameSum(ctx context.Context, tmp, dst, sum string, become bool) error {
+	argv := []string{"/bin/sh", "-c", recordFunc + `kxmv "$1" "$2" "$3" "$4"`, "sh", tmp, dst, t.installRecord(ctx, dst, sum, become), strings.ToLower(sum)}
+	res, err := t.Run(ctx, transport.Command{Argv: argv, Become: become})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("%s: rename %s to %s: %s", t.name, tmp, dst, bytes.TrimSpace(res.Stderr))
+	}
+	return nil
 }

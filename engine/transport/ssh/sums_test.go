@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -144,4 +145,148 @@ func TestSumRecordOnlyAsRoot(t *testing.T) {
 	if r := (&Transport{user: "root"}).sumRecord("/x", false); r != "" {
 		t.Errorf("records off, got %q", r)
 	}
+}
+
+// kxmv runs recordFunc's kxmv as the hosts do.
+func kxmv(t testing.TB, tmp, file, record, sum string) {
+	t.Helper()
+	out, err := exec.Command("/bin/sh", "-c", recordFunc+`kxmv "$1" "$2" "$3" "$4"`, "sh", tmp, file, record, sum).CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Fatalf("kxmv: %v %s", err, out)
+	}
+}
+
+// A file put in place by kxmv has its sum recorded at once: the next read
+// takes the sum from the record without reading the file, and a byte
+// changed in place afterwards is found.
+func TestInstallRecord(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "bin", "kubelet")
+	record := filepath.Join(dir, "sums", "rec")
+	content := []byte(strings.Repeat("binary ", 1000))
+	tmp := filepath.Join(dir, "kubelet.tmp")
+	if err := os.WriteFile(tmp, content, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A sum other than the content's shows that the record is what a
+	// read returns (kxmv is given the sum of what kubexm verified).
+	forged := strings.Repeat("c", 64)
+	start := time.Now()
+	kxmv(t, tmp, file, record, forged)
+	took := time.Since(start)
+	if got, err := os.ReadFile(file); err != nil || string(got) != string(content) {
+		t.Fatalf("not moved: %v", err)
+	}
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Fatalf("the temporary file is still there: %v", err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(file, &st); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := os.ReadFile(record)
+	if err != nil {
+		if st.Ctim.Nsec == 0 {
+			t.Skipf("the file system has second timestamps: no record at install (%v)", err)
+		}
+		t.Fatalf("no record after the install: %v", err)
+	}
+	if !strings.HasSuffix(string(rec), "\n"+forged+"\n") {
+		t.Fatalf("record %q", rec)
+	}
+	if fi, err := os.Stat(filepath.Dir(record)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("record directory: %v %v", fi, err)
+	}
+	// The record was written once the clock had passed the file's ctime by
+	// a timer tick.
+	if now := time.Now(); now.Sub(time.Unix(st.Ctim.Sec, st.Ctim.Nsec)) < 10*time.Millisecond {
+		t.Fatalf("recorded %s after the rename (took %s)", now.Sub(time.Unix(st.Ctim.Sec, st.Ctim.Nsec)), took)
+	}
+	if sum, st := kxsum(t, file, record); st != 0 || sum != forged {
+		t.Fatalf("the install's record was not used: %q %d", sum, st)
+	}
+	// One byte changed in place, size kept: found.
+	f, err := os.OpenFile(file, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("B"), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	content[0] = 'B'
+	if sum, st := kxsum(t, file, record); st != 0 || sum != hexSum(content) {
+		t.Fatalf("changed file: %q %d, want the new content's sum", sum, st)
+	}
+	// Without a record path (records off) kxmv only moves; no state
+	// directory: nothing is written.
+	if err := os.WriteFile(tmp, content, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kxmv(t, tmp, file+"2", "", forged)
+	orphan := filepath.Join(dir, "no-state-dir", "sums", "rec")
+	if err := os.WriteFile(tmp, content, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kxmv(t, tmp, file+"3", orphan, forged)
+	if _, err := os.Stat(file + "3"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "no-state-dir")); !os.IsNotExist(err) {
+		t.Fatalf("a record made the state directory: %v", err)
+	}
+	// A failed move is an error, and records nothing.
+	out, err := exec.Command("/bin/sh", "-c", recordFunc+`kxmv "$1" "$2" "$3" "$4"`, "sh", filepath.Join(dir, "absent"), file, record+"x", forged).CombinedOutput()
+	if err == nil {
+		t.Fatalf("kxmv of a missing file succeeded: %s", out)
+	}
+	if _, err := os.Stat(record + "x"); !os.IsNotExist(err) {
+		t.Fatalf("a failed move left a record: %v", err)
+	}
+}
+
+// BenchmarkRerunSum is what a re-run pays on a host for one 64 MiB binary
+// that the install before it put in place: hashed (no record: what every
+// file cost the first re-run after a create) against the record kxmv wrote
+// at the install, and what kxmv itself adds to the install.
+func BenchmarkRerunSum(b *testing.B) {
+	dir := b.TempDir()
+	content := make([]byte, 64<<20)
+	for i := range content {
+		content[i] = byte(i * 7)
+	}
+	sum := hexSum(content)
+	file := filepath.Join(dir, "kube-apiserver")
+	record := filepath.Join(dir, "sums", "rec")
+	if err := os.WriteFile(file, content, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	run := func(b *testing.B, rec string) {
+		for b.Loop() {
+			out, err := exec.Command("/bin/sh", "-c", sumFunc+`kxsum "$1" "$2" "$3"`, "sh", file, rec, "ro").Output()
+			if err != nil || string(out[:64]) != sum {
+				b.Fatalf("kxsum: %v %q", err, out)
+			}
+		}
+	}
+	b.Run("hashed", func(b *testing.B) { run(b, "") })
+	// The install's own cost does not depend on the size: a 1 MiB file.
+	b.Run("install", func(b *testing.B) {
+		small, tmp := filepath.Join(dir, "small"), filepath.Join(dir, "small.tmp")
+		for b.Loop() {
+			if err := os.WriteFile(tmp, content[:1<<20], 0o755); err != nil {
+				b.Fatal(err)
+			}
+			kxmv(b, tmp, small, record+"-small", sum)
+		}
+	})
+	kxmv(b, file, file+".installed", record, sum)
+	file += ".installed"
+	if _, err := os.Stat(record); err != nil {
+		b.Skipf("no record (a file system with second timestamps?): %v", err)
+	}
+	b.Run("recorded", func(b *testing.B) { run(b, record) })
 }
