@@ -68,11 +68,12 @@ func (t *Transport) sumRecord(p string, become bool) string {
 
 // recordFunc defines kxrec FILE RECORD SUM, which records SUM as the sum of
 // FILE as it is now, and kxmv TMP FILE RECORD SUM, which moves TMP over
-// FILE first. They are for a file kubexm has just put in place and whose
-// content it knows (sent and renamed into place, or received and its
-// sha256 verified on the host): without them the next run would read every
-// such file once to find what it was just told (a few hundred MB of
-// binaries and images per host after a create).
+// FILE first, as rename(2) would (-T: never into a directory FILE). They
+// are for a file kubexm has just put in place and whose content it knows
+// (sent and renamed into place, or received and its sha256 verified on the
+// host): without them the next run would read every such file once to find
+// what it was just told (a few hundred MB of binaries and images per host
+// after a create).
 //
 // The record holds the stat taken right after kubexm's own last change (the
 // rename, in the same shell). It is written only once the host's clock is
@@ -109,7 +110,7 @@ fi
 return 0
 }
 kxmv() {
-mv -f -- "$1" "$2" || return 1
+mv -fT -- "$1" "$2" || return 1
 [ -z "$3" ] || kxrec "$2" "$3" "$4"
 }
 `

@@ -238,6 +238,13 @@ func TestInstallRecord(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "no-state-dir")); !os.IsNotExist(err) {
 		t.Fatalf("a record made the state directory: %v", err)
 	}
+	// A directory at the target is not moved into, as rename(2) would not.
+	if err := os.WriteFile(tmp, content, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("/bin/sh", "-c", recordFunc+`kxmv "$1" "$2" "$3" "$4"`, "sh", tmp, dir, "", forged).CombinedOutput(); err == nil {
+		t.Fatalf("kxmv onto a directory succeeded: %s", out)
+	}
 	// A failed move is an error, and records nothing.
 	out, err := exec.Command("/bin/sh", "-c", recordFunc+`kxmv "$1" "$2" "$3" "$4"`, "sh", filepath.Join(dir, "absent"), file, record+"x", forged).CombinedOutput()
 	if err == nil {
