@@ -16,7 +16,7 @@ TESTFLAGS ?=
 
 export KUBEXM_TEST_CACHE
 
-.PHONY: build release deps check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-kubeadm-calico e2e-kubeadm-docker e2e-ha e2e-ha-calico-bgp e2e-kubeadm-ha e2e-vip e2e-vip-nginx e2e-vip-kube-vip e2e-kubeadm-ha-kube-vip e2e-kubeadm-ha-nginx e2e-ha-all e2e-nodes e2e-nodes-docker e2e-upgrade e2e-upgrade-chain e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
+.PHONY: build release deps check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-kubeadm-calico e2e-calico-upgrade e2e-kubeadm-docker e2e-ha e2e-ha-calico-bgp e2e-kubeadm-ha e2e-vip e2e-vip-nginx e2e-vip-kube-vip e2e-kubeadm-ha-kube-vip e2e-kubeadm-ha-nginx e2e-ha-all e2e-nodes e2e-nodes-docker e2e-upgrade e2e-upgrade-chain e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers
 
 # Static (no cgo): autoRenewCerts copies this binary to the masters, whose
 # C library may be older than the build machine's.
@@ -152,6 +152,19 @@ e2e-kubeadm:
 # test/artifacts/calico.sh).
 e2e-kubeadm-calico:
 	KUBEXM_E2E_KUBEADM_CNI=calico KUBEXM_E2E_KUBEADM_ONLY=kubeadm $(GO) test -tags e2e -count=1 -timeout 60m -run '^TestKubeadmCluster$$' -v $(TESTFLAGS) ./test/e2e/
+
+# Issue 49's calico upgrade on the same suite and variant (not in CI: a
+# second calico build and about 5 more minutes): the cluster created at
+# calico v3.31.7 (test/artifacts/calico.sh builds it from its release
+# source), create-cluster with the default v3.32.1 refused, naming the
+# upgrade, then `kubexm play upgrade` rolls calico under a client polling a
+# Service across nodes (longest gap and failed share, docs/perf.md), a
+# re-run changes nothing, and the suite's later steps run on v3.32.1.
+# The same cluster on flannel is created and deleted first
+# (KUBEXM_E2E_COMPARE_CNI), for the two CNIs' create times in one run; no
+# CA rotation (not about the network).
+e2e-calico-upgrade:
+	KUBEXM_E2E_KUBEADM_CNI=calico KUBEXM_E2E_KUBEADM_ONLY=kubeadm KUBEXM_E2E_CALICO_UPGRADE=1 KUBEXM_E2E_COMPARE_CNI=1 KUBEXM_E2E_CA_ROTATION=0 $(GO) test -tags e2e -count=1 -timeout 75m -run '^TestKubeadmCluster$$' -v $(TESTFLAGS) ./test/e2e/
 
 # The kubeadm suite's stacked-etcd variant (flannel) with every node on
 # docker and cri-dockerd (issue 54; not in make e2e or CI, which run it on

@@ -265,49 +265,147 @@ func calicoDefault(t *testing.T, name string) any {
 	return d[name]
 }
 
-// The CRDs file is calico's 22 crd.projectcalico.org CustomResourceDefinitions
-// and policy.networking.k8s.io's ClusterNetworkPolicy, and every resource
-// of those groups the manifest's RBAC grants is one of them (the
-// projectcalico.org names are the same resources served by calico's API
-// server, which kubexm does not run; globalfelixconfigs, globalbgpconfigs
-// and ipamconfigurations are upstream's other names, granted though not
-// defined here).
-func TestCalicoCRDs(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "cni", "calico", "files", "calico-crds-v3.32.1.yaml"))
+// TestCalicoVersionChange: what calico_version may do to the calico a
+// cluster runs (calico_running_version, from calico-node's image): a patch
+// release anywhere, the next minor only with calico_version_change_allowed
+// (playbooks/upgrade), which create-cluster's refusal names; never down,
+// never two minors at once.
+func TestCalicoVersionChange(t *testing.T) {
+	for _, tc := range []struct {
+		running, target string
+		allowed         bool
+		want            string // a part of the problem, "" for none
+	}{
+		{running: "", target: "v3.32.1"},
+		{running: "v3.32.1", target: "v3.32.1"},
+		{running: "v3.32.0", target: "v3.32.1"},
+		{running: "v3.31.7", target: "v3.32.1", want: "create-cluster and add-nodes keep calico's minor version. Upgrade with `kubexm play upgrade -i cluster.yaml`"},
+		{running: "v3.31.7", target: "v3.32.1", allowed: true},
+		{running: "v3.30.4", target: "v3.32.1", allowed: true, want: "skips a minor: upgrade calico one minor at a time (to v3.31 first)"},
+		{running: "v3.32.1", target: "v3.31.7", allowed: true, want: "calico downgrade refused: the cluster runs calico v3.32.1 and calico_version is v3.31.7"},
+		{running: "v3.32.1", target: "v3.32.0", want: "calico downgrade refused"},
+		{running: "v3.32.1", target: "v4.0.0", allowed: true, want: "skips a minor"},
+	} {
+		vars := calicoVars(t, "  network:\n    plugin: calico\n", map[string]int{"m1": 1500}, map[string]any{
+			"calico_running_version": tc.running, "calico_version": tc.target, "calico_version_change_allowed": tc.allowed,
+		})
+		got, err := eval.New().RenderValue(calicoDefault(t, "calico_version_change_problems"), vars)
+		if err != nil {
+			t.Fatalf("%s -> %s: %v", tc.running, tc.target, err)
+		}
+		if p := strings.TrimSpace(got.(string)); (tc.want == "") != (p == "") || !strings.Contains(p, tc.want) {
+			t.Errorf("%s -> %s (allowed %v): %q, want %q", tc.running, tc.target, tc.allowed, p, tc.want)
+		}
+	}
+}
+
+// TestCalicoRunningVersion: tasks/version.yaml reads the running version
+// from the tag of the calico-node container's image, and nothing from no
+// DaemonSet or a tag that is no version.
+func TestCalicoRunningVersion(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "cni", "calico", "tasks", "version.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	plurals := map[string]bool{}
-	n := 0
-	for _, o := range parseManifest(t, string(data)) {
-		g := o.get("spec", "group")
-		if o.kind() != "CustomResourceDefinition" || (g != "crd.projectcalico.org" && g != "policy.networking.k8s.io") {
-			t.Errorf("%s/%s in the CRDs file", o.kind(), o.name())
-			continue
-		}
-		n++
-		plurals[o.get("spec", "names", "plural").(string)] = true
+	var tasks []map[string]any
+	if err := yaml.Unmarshal(data, &tasks); err != nil {
+		t.Fatal(err)
 	}
-	if n != 23 {
-		t.Errorf("%d CRDs, want 23: %v", n, plurals)
-	}
-	legacy := map[string]bool{"globalfelixconfigs": true, "globalbgpconfigs": true, "ipamconfigurations": true, "*": true}
-	vars := calicoVars(t, "  network:\n    plugin: calico\n", map[string]int{"m1": 1500, "w1": 1500, "mw": 1500}, nil)
-	for _, o := range parseManifest(t, renderRoleTemplate(t, "cni/calico", "calico.yaml.tmpl", vars)) {
-		if o.kind() != "ClusterRole" {
-			continue
+	var expr any
+	for _, task := range tasks {
+		if sf, ok := task["set_fact"].(map[string]any); ok && sf["calico_running_version"] != nil {
+			expr = sf["calico_running_version"]
 		}
-		for _, r := range o.get("rules").([]any) {
-			rule := k8sObject(r.(map[string]any))
-			groups := rule.get("apiGroups").([]any)
-			if !slices.Contains(groups, any("crd.projectcalico.org")) && !slices.Contains(groups, any("policy.networking.k8s.io")) &&
-				!slices.Contains(groups, any("projectcalico.org")) {
+	}
+	if expr == nil {
+		t.Fatal("tasks/version.yaml sets no calico_running_version")
+	}
+	ds := func(images ...string) map[string]any {
+		var cs []any
+		for i, im := range images {
+			cs = append(cs, map[string]any{"name": []string{"calico-node", "other"}[i], "image": im})
+		}
+		return map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": cs}}}}
+	}
+	for _, tc := range []struct {
+		running map[string]any
+		want    string
+	}{
+		{running: map[string]any{"resources": []any{}}},
+		{running: map[string]any{"skipped": true}},
+		{running: map[string]any{"resources": []any{ds("docker.io/calico/node:v3.31.7", "x/y:v9.9.9")}}, want: "v3.31.7"},
+		{running: map[string]any{"resources": []any{ds("registry.local:5000/calico/node:v3.32.1")}}, want: "v3.32.1"},
+		{running: map[string]any{"resources": []any{ds("registry.local:5000/calico/node@sha256:0123")}}},
+		{running: map[string]any{"resources": []any{ds("docker.io/calico/node:latest")}}},
+	} {
+		got, err := eval.New().RenderValue(expr, map[string]any{"calico_running": tc.running})
+		if err != nil || strings.TrimSpace(got.(string)) != tc.want {
+			t.Errorf("%v: %q %v, want %q", tc.running, got, err, tc.want)
+		}
+	}
+}
+
+// Each CRDs file is upstream's: calico's crd.projectcalico.org
+// CustomResourceDefinitions and policy.networking.k8s.io's network policy
+// ones (v3.31's AdminNetworkPolicy and BaselineAdminNetworkPolicy, v3.32's
+// ClusterNetworkPolicy), and every resource of those groups the manifest's
+// RBAC grants is one of them, but the other version's network policy
+// resources, granted so that the calico-nodes of either minor keep their
+// watches during an upgrade (the projectcalico.org names are the same
+// resources served by calico's API server, which kubexm does not run;
+// globalfelixconfigs, globalbgpconfigs and ipamconfigurations are
+// upstream's other names, granted though not defined here).
+func TestCalicoCRDs(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		crds    int
+		other   []string
+	}{
+		{version: "v3.32.1", crds: 23, other: []string{"adminnetworkpolicies", "baselineadminnetworkpolicies"}},
+		{version: "v3.31.7", crds: 24, other: []string{"clusternetworkpolicies"}},
+	} {
+		data, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "cni", "calico", "files", "calico-crds-"+tc.version+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		plurals := map[string]bool{}
+		n := 0
+		for _, o := range parseManifest(t, string(data)) {
+			g := o.get("spec", "group")
+			if o.kind() != "CustomResourceDefinition" || (g != "crd.projectcalico.org" && g != "policy.networking.k8s.io") {
+				t.Errorf("%s: %s/%s in the CRDs file", tc.version, o.kind(), o.name())
 				continue
 			}
-			for _, res := range rule.get("resources").([]any) {
-				s, _, _ := strings.Cut(res.(string), "/")
-				if !plurals[s] && !legacy[s] {
-					t.Errorf("ClusterRole %s grants %s, which no CRD defines", o.name(), s)
+			n++
+			plurals[o.get("spec", "names", "plural").(string)] = true
+		}
+		if n != tc.crds {
+			t.Errorf("%s: %d CRDs, want %d: %v", tc.version, n, tc.crds, plurals)
+		}
+		legacy := map[string]bool{"globalfelixconfigs": true, "globalbgpconfigs": true, "ipamconfigurations": true, "*": true}
+		for _, o := range tc.other {
+			if plurals[o] {
+				t.Errorf("%s defines %s, which the test takes for the other minor's", tc.version, o)
+			}
+			legacy[o] = true
+		}
+		vars := calicoVars(t, "  network:\n    plugin: calico\n", map[string]int{"m1": 1500, "w1": 1500, "mw": 1500}, map[string]any{"calico_version": tc.version})
+		for _, o := range parseManifest(t, renderRoleTemplate(t, "cni/calico", "calico.yaml.tmpl", vars)) {
+			if o.kind() != "ClusterRole" {
+				continue
+			}
+			for _, r := range o.get("rules").([]any) {
+				rule := k8sObject(r.(map[string]any))
+				groups := rule.get("apiGroups").([]any)
+				if !slices.Contains(groups, any("crd.projectcalico.org")) && !slices.Contains(groups, any("policy.networking.k8s.io")) &&
+					!slices.Contains(groups, any("projectcalico.org")) {
+					continue
+				}
+				for _, res := range rule.get("resources").([]any) {
+					s, _, _ := strings.Cut(res.(string), "/")
+					if !plurals[s] && !legacy[s] {
+						t.Errorf("%s: ClusterRole %s grants %s, which no CRD defines", tc.version, o.name(), s)
+					}
 				}
 			}
 		}

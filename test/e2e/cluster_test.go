@@ -643,7 +643,13 @@ func tail(s string, n int) string {
 // says which export it was).
 func exportBundle(ctx context.Context, t *testing.T, kx kubexm, server, what string, flags ...string) string {
 	t.Helper()
-	bundle := filepath.Join(kx.dir, "bundle.tar.gz")
+	return exportBundleAs(ctx, t, kx, server, what, "bundle.tar.gz", flags...)
+}
+
+// exportBundleAs is exportBundle into kx.dir/name.
+func exportBundleAs(ctx context.Context, t *testing.T, kx kubexm, server, what, name string, flags ...string) string {
+	t.Helper()
+	bundle := filepath.Join(kx.dir, name)
 	start := time.Now()
 	args := append([]string{"artifact", "export", "-f", kx.inventory, "-o", bundle, "-e", artifactSources(server)}, flags...)
 	for _, e := range kx.extra {

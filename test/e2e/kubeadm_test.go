@@ -61,6 +61,13 @@ var kubeadmEtcdImageTag = strings.TrimPrefix(etcdVersion, "v") + "-0"
 //   - a re-run reports 0 changed;
 //   - on calico, an edit by hand of calico-config is found and undone by
 //     the next run, which reports only that apply (calicoRepair);
+//   - with KUBEXM_E2E_CALICO_UPGRADE=1 (make e2e-calico-upgrade) the calico
+//     cluster is created at calicoPrevious (v3.31.7) and, after the
+//     workload checks, upgraded to the default calico by playbooks/upgrade
+//     under a client polling a Service across nodes (calicoUpgrade); the
+//     later steps run on the upgraded calico. KUBEXM_E2E_COMPARE_CNI=1
+//     creates the same cluster on flannel first (create, nodes Ready,
+//     delete), for the two CNIs' create times in one run;
 //   - playbooks/delete (`kubeadm reset` and the rest) leaves every machine's
 //     /etc, /usr/local, /opt, /var/lib/kubelet and /var/lib/etcd as they
 //     were before the create, and a second delete changes nothing; the
@@ -70,7 +77,11 @@ var kubeadmEtcdImageTag = strings.TrimPrefix(etcdVersion, "v") + "-0"
 // the delete.
 func TestKubeadmCluster(t *testing.T) {
 	parallelSuite(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+	limit := 45 * time.Minute
+	if os.Getenv("KUBEXM_E2E_CALICO_UPGRADE") == "1" || os.Getenv("KUBEXM_E2E_COMPARE_CNI") == "1" {
+		limit = 70 * time.Minute // make e2e-calico-upgrade's extra steps
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	root := moduleRoot(t)
 	work := t.TempDir()
@@ -107,6 +118,17 @@ func TestKubeadmCluster(t *testing.T) {
 		stackedCNI = "calico"
 	}
 	variants := []kubeadmVariant{{etcdType: "kubeadm", desc: "stacked etcd", cni: stackedCNI, runtime: runtime}, {etcdType: "kubexm", desc: "etcd.type kubexm", cni: "flannel", runtime: runtime}}
+	// KUBEXM_E2E_CALICO_UPGRADE=1 (make e2e-calico-upgrade) creates the
+	// calico cluster at calicoPrevious and upgrades it (calicoUpgrade);
+	// KUBEXM_E2E_COMPARE_CNI=1 first creates the same cluster on flannel
+	// and deletes it, for docs/perf.md's create-cluster times of the two
+	// CNIs on the same machines in one run.
+	if stackedCNI == "calico" && os.Getenv("KUBEXM_E2E_CALICO_UPGRADE") == "1" {
+		variants[0].calicoFrom = calicoPrevious
+	}
+	if stackedCNI == "calico" && os.Getenv("KUBEXM_E2E_COMPARE_CNI") == "1" {
+		variants = append([]kubeadmVariant{{etcdType: "kubeadm", desc: "stacked etcd, flannel, create only", cni: "flannel", runtime: runtime, createOnly: true}}, variants...)
+	}
 	// docs/perf.md's comparison of the two modes on the same machines in the
 	// same run; CI has binary mode's own suite.
 	if os.Getenv("KUBEXM_E2E_COMPARE_BINARY") == "1" {
@@ -127,8 +149,11 @@ func TestKubeadmCluster(t *testing.T) {
 	for i := range variants {
 		v := &variants[i]
 		name := "e2e-kubeadm-" + v.etcdType
-		if v.binary {
+		switch {
+		case v.binary:
 			name = "e2e-binary"
+		case v.createOnly:
+			name += "-" + v.cni
 		}
 		v.dir = filepath.Join(work, name)
 		if !v.binary && v.etcdType == "kubexm" {
@@ -143,6 +168,10 @@ func TestKubeadmCluster(t *testing.T) {
 		}
 		v.kx = kubexm{bin: bin, dir: v.dir, inventory: v.inventory, extra: extraVars(vars...), observe: diag.observe}
 		v.k = kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(v.dir, ".kubexm", name, "kubeconfig")}
+		if v.calicoFrom != "" {
+			v.fromBundle = exportBundleAs(ctx, t, v.kx.withVars(calicoVersionVar(v.calicoFrom)), server,
+				" (kubeadm, "+v.desc+", calico "+v.calicoFrom+", "+runtime+")", "bundle-calico-"+v.calicoFrom+".tar.gz", exportFlags...)
+		}
 		v.bundle = exportBundle(ctx, t, v.kx, server, " (kubeadm, "+v.desc+", "+runtime+")", exportFlags...)
 	}
 	stop()
@@ -163,9 +192,14 @@ func TestKubeadmCluster(t *testing.T) {
 
 // kubeadmVariant is one cluster.yaml of TestKubeadmCluster and what runs it.
 type kubeadmVariant struct {
-	binary                 bool // kubernetes.type kubexm, for the comparison
-	etcdType, desc         string
-	cni                    string // spec.network.plugin: calico or flannel
+	binary         bool // kubernetes.type kubexm, for the comparison
+	etcdType, desc string
+	cni            string // spec.network.plugin: calico or flannel
+	// createOnly: create-cluster, the nodes Ready, delete (the CNI comparison).
+	createOnly bool
+	// calicoFrom: the calico version the cluster is created at, from
+	// fromBundle, before calicoUpgrade moves it to the default.
+	calicoFrom, fromBundle string
 	runtime                string // containerRuntime.type: containerd or docker
 	dir, inventory, bundle string
 	kx                     kubexm
@@ -181,9 +215,12 @@ type kubeadmVariant struct {
 func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts.Set, v kubeadmVariant, fresh map[string]map[string]string, wide []string) {
 	t.Helper()
 	create := filepath.Join(root, "playbooks", "create-cluster")
-	del := filepath.Join(root, "playbooks", "delete")
-	kx := v.kx
-	res := kx.play(ctx, create, "--offline-bundle", v.bundle, "--check")
+	// At calicoFrom until calicoUpgrade, then v.kx and v.bundle.
+	kx, bundle := v.kx, v.bundle
+	if v.calicoFrom != "" {
+		kx, bundle = v.kx.withVars(calicoVersionVar(v.calicoFrom)), v.fromBundle
+	}
+	res := kx.play(ctx, create, "--offline-bundle", bundle, "--check")
 	if res.err != nil {
 		t.Fatalf("create-cluster --check (%s) failed: %v%s", v.desc, res.err, res.failures())
 	}
@@ -194,17 +231,31 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 		}
 	}
 
-	res = kx.play(ctx, create, "--offline-bundle", v.bundle)
+	res = kx.play(ctx, create, "--offline-bundle", bundle)
 	if res.err != nil {
 		t.Fatalf("create-cluster (%s) failed after %s: %v%s", v.desc, res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF create-cluster (kubeadm, %s, %s, offline bundle) on 3 fresh machines: %s (%d changed)", v.desc, v.cni, res.wall.Round(time.Millisecond), len(res.changed()))
+	cni := v.cni
+	if v.calicoFrom != "" {
+		cni += " " + v.calicoFrom
+	}
+	t.Logf("PERF create-cluster (kubeadm, %s, %s, offline bundle) on 3 fresh machines: %s (%d changed)", v.desc, cni, res.wall.Round(time.Millisecond), len(res.changed()))
 
 	checkNodes(ctx, t, v.k, set)
+	if v.createOnly {
+		kubeadmDelete(ctx, t, set, v, fresh, wide)
+		return
+	}
 	if v.cni == "calico" {
 		checkCalico(ctx, t, set, v.k, "vxlan")
 	}
 	checkWorkloads(ctx, t, v.k, set)
+	if v.calicoFrom != "" {
+		calicoUpgrade(ctx, t, root, set, v)
+		if t.Failed() {
+			return
+		}
+	}
 	if v.runtime == "docker" {
 		var nodes []string
 		for _, h := range set.Hosts {
@@ -247,7 +298,7 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 		kubeadmBackupRestore(ctx, t, root, set, v)
 	}
 
-	res = kx.play(ctx, create, "--offline-bundle", v.bundle)
+	res = v.kx.play(ctx, create, "--offline-bundle", v.bundle)
 	if res.err != nil {
 		t.Fatalf("re-run (%s) failed: %v%s", v.desc, res.err, res.failures())
 	}
@@ -258,8 +309,15 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 	if v.cni == "calico" {
 		calicoRepair(ctx, t, create, set.Hosts[0].Name, v)
 	}
+	kubeadmDelete(ctx, t, set, v, fresh, wide)
+}
 
-	res = kx.play(ctx, del)
+// kubeadmDelete runs playbooks/delete on the variant's cluster and wants
+// the machines as fresh found them; a second delete changes nothing.
+func kubeadmDelete(ctx context.Context, t *testing.T, set *testhosts.Set, v kubeadmVariant, fresh map[string]map[string]string, wide []string) {
+	t.Helper()
+	del := filepath.Join(moduleRoot(t), "playbooks", "delete")
+	res := v.kx.play(ctx, del)
 	if res.err != nil {
 		t.Fatalf("delete (%s) failed: %v%s", v.desc, res.err, res.failures())
 	}
@@ -283,7 +341,7 @@ true`)
 			t.Errorf("delete left on %s:\n%s", h.Name, out)
 		}
 	}
-	res = kx.play(ctx, del)
+	res = v.kx.play(ctx, del)
 	if res.err != nil {
 		t.Fatalf("second delete (%s) failed: %v%s", v.desc, res.err, res.failures())
 	}
@@ -638,6 +696,10 @@ func kubeadmArtifacts(ctx context.Context, t *testing.T, root, version string) {
 	for _, c := range scripts {
 		buildArtifact(ctx, t, root, []string{"ETCD_VERSION=" + etcdVersion, "ETCD_IMAGE_TAG=" + kubeadmEtcdImageTag,
 			"KUBE_VERSION=" + version, "PAUSE_VERSION=" + pins.pause, "COREDNS_VERSION=" + pins.coredns, "GOARCH=amd64"}, c[0], c[1:]...)
+	}
+	// The calico the upgrade starts from (calicoUpgrade).
+	if os.Getenv("KUBEXM_E2E_KUBEADM_CNI") == "calico" && os.Getenv("KUBEXM_E2E_CALICO_UPGRADE") == "1" {
+		buildArtifact(ctx, t, root, []string{"CALICO_VERSION=" + calicoPrevious, "GOARCH=amd64"}, "calico.sh", "images")
 	}
 }
 
