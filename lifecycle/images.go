@@ -54,8 +54,10 @@ func PlanPush(ctx context.Context, req PushRequest, logf func(format string, arg
 	}
 	if c.Spec.Registry.Type == "registry" {
 		// The registry kubexm deploys presents a certificate of the
-		// cluster CA, which the work directory holds.
-		tgt.Auth.CAFile = filepath.Join(workDir, "certs", "kubernetes", "ca.crt")
+		// cluster CA: trusted through the CA's trust bundle in the work
+		// directory, which holds both CAs while rotate-ca replaces it (the
+		// registry's certificate moves to the new CA in its reissue phase).
+		tgt.Auth.CAFile = filepath.Join(workDir, "certs", "kubernetes", "ca-bundle.crt")
 	}
 	p := &PushPlan{Target: tgt}
 	if req.OfflineBundle != "" {

@@ -551,7 +551,7 @@ func TestPlaybookChoices(t *testing.T) {
 		{"stacked etcd, backup", stacked, "backup", ""},
 		{"stacked etcd, restore", stacked, "restore", ""},
 		{"binary mode, restore", binary, "restore", ""},
-		{"registry kubexm deploys, rotate-ca", registry, "rotate-ca", "spec.registry.type: playbook rotate-ca does not support registry.type registry yet: rotate-ca does not yet reissue the certificate of the registry kubexm deploys"},
+		{"registry kubexm deploys, rotate-ca", registry, "rotate-ca", ""},
 		{"registry kubexm deploys, create-cluster", registry, "create-cluster", ""},
 		{"external registry, rotate-ca", externalRegistry, "rotate-ca", ""},
 		{"binary mode, rotate-ca", binary, "rotate-ca", ""},

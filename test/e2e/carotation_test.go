@@ -28,6 +28,9 @@ import (
 //   - the token is never refused (no 401 or 403), the longest gap between
 //     two answers stays within one API server restart behind haproxy, and
 //     the last answers all succeed;
+//   - with the registry kubexm deploys (caLayout.registry), after each
+//     phase the push's trust bundle and every node verify it and a pod of
+//     its image starts on every node (hooks of an --overlay);
 //   - afterwards every trust file on every host, and the CA of every
 //     kubeconfig, is the new CA alone; every leaf certificate and kubeconfig
 //     (the certs check's list) chains to the new CAs and not to the old
@@ -86,7 +89,11 @@ func caRotation(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, s
 		polled <- sshResult{out, err}
 	}()
 	start := time.Now()
-	res := kx.play(ctx, filepath.Join(root, "playbooks", "rotate-ca"), "--offline-bundle", bundle)
+	args := []string{"--offline-bundle", bundle}
+	if l.registry != nil {
+		args = append(args, "--overlay", l.registry.overlay)
+	}
+	res := kx.play(ctx, filepath.Join(root, "playbooks", "rotate-ca"), args...)
 	wall := time.Since(start)
 	if out, err := set.SSH(ctx, poller.Name, "touch /tmp/kubexm-stop-poll"); err != nil {
 		t.Errorf("stopping the poller: %v\n%s", err, out)
@@ -230,6 +237,10 @@ func caRotation(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, s
 		}
 	}
 
+	if l.registry != nil {
+		checkRegistryAfterRotation(ctx, t, set, kx, l.registry, bundle, res, chainsToNew, onlyNew, newCAs[0])
+	}
+
 	if l.kubeadm {
 		kubeadmAfterRotation(ctx, t, k, set, masters, newCAs, filepath.Join(pkiDir, "kubeadm", "ca.key"), chainsToNew, onlyNew)
 	}
@@ -262,6 +273,10 @@ type caLayout struct {
 	maxGap time.Duration
 	// Fewer leaves and kubeconfigs in the certs check means some were missed.
 	minLeaves int
+	// registry, when set, is the registry kubexm deployed (binary mode),
+	// which the rotation carries along: its phase hooks run, and the nodes,
+	// the registry and the push are checked afterwards.
+	registry *haRegistry
 }
 
 // refusals counts the poller's 401 and 403 answers: those with no outage

@@ -391,7 +391,7 @@ func (p *apiPoller) stop() ([]time.Duration, int) {
 // restarts" of each once all are Ready.
 func startPods(ctx context.Context, t *testing.T, k kubectlRunner, set *testhosts.Set) string {
 	t.Helper()
-	image := busyboxRef(t)
+	image, pull := k.busybox(t)
 	var manifest strings.Builder
 	for _, h := range set.Hosts {
 		fmt.Fprintf(&manifest, `apiVersion: v1
@@ -400,9 +400,9 @@ metadata: {name: sleeper-%[1]s, namespace: default}
 spec:
   nodeName: %[1]s
   containers:
-  - {name: sleep, image: %[2]s, imagePullPolicy: Never, command: [/bin/busybox, sleep, "36000"]}
+  - {name: sleep, image: %[2]s, imagePullPolicy: %[3]s, command: [/bin/busybox, sleep, "36000"]}
 ---
-`, h.Name, image)
+`, h.Name, image, pull)
 	}
 	if out, err := k.run(ctx, manifest.String(), "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)

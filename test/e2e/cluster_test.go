@@ -393,7 +393,23 @@ func serveDirStoppable(t *testing.T, addr, dir string) (string, func()) {
 	return url, cancel
 }
 
-type kubectlRunner struct{ bin, kubeconfig string }
+type kubectlRunner struct {
+	bin, kubeconfig string
+	// image, when set, is the test pods' busybox as the cluster's private
+	// registry names it: the nodes pull it from there (none is
+	// side-loaded). Unset, it is busyboxRef's, side-loaded on every node.
+	image string
+}
+
+// busybox is the test pods' image and pull policy: the side-loaded
+// busybox, never pulled, or the registry's, pulled when a node lacks it.
+func (k kubectlRunner) busybox(t *testing.T) (image, pullPolicy string) {
+	t.Helper()
+	if k.image != "" {
+		return k.image, "IfNotPresent"
+	}
+	return busyboxRef(t), "Never"
+}
 
 func (k kubectlRunner) run(ctx context.Context, stdin string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, k.bin, append([]string{"--kubeconfig", k.kubeconfig, "--request-timeout=30s"}, args...)...)
@@ -474,7 +490,7 @@ func checkWorkloads(ctx context.Context, t *testing.T, k kubectlRunner, set *tes
 // node's pod through its service, then the pods go.
 func checkWorkloadsOn(ctx context.Context, t *testing.T, k kubectlRunner, nodes []string) {
 	t.Helper()
-	image := busyboxRef(t)
+	image, pull := k.busybox(t)
 	var manifest strings.Builder
 	for _, w := range nodes {
 		fmt.Fprintf(&manifest, `apiVersion: v1
@@ -485,7 +501,7 @@ spec:
   containers:
   - name: web
     image: %[2]s
-    imagePullPolicy: Never
+    imagePullPolicy: %[3]s
     command: [/bin/busybox, sh, -c, "mkdir -p /www && echo hello-from-%[1]s > /www/index.html && exec /bin/busybox httpd -f -p 8080 -h /www"]
     readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
 ---
@@ -504,10 +520,10 @@ spec:
   containers:
   - name: client
     image: %[2]s
-    imagePullPolicy: Never
+    imagePullPolicy: %[3]s
     command: [/bin/busybox, sleep, "3600"]
 ---
-`, w, image)
+`, w, image, pull)
 	}
 	if out, err := k.run(ctx, manifest.String(), "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply the test workloads: %v\n%s", err, out)

@@ -72,6 +72,7 @@ func TestHAControlPlane(t *testing.T) {
 	// all. With KUBEXM_E2E_NGINX=1 the cluster also switches to nginx
 	// (checkNginxSwitch, 1 m 54 s at load 45). Both inside make e2e-ha's 60.
 	withNginx := os.Getenv("KUBEXM_E2E_NGINX") == "1"
+	withRegistry := os.Getenv("KUBEXM_E2E_HA_REGISTRY") == "1"
 	limit := 50 * time.Minute
 	if withNginx {
 		limit = 55 * time.Minute
@@ -87,6 +88,10 @@ func TestHAControlPlane(t *testing.T) {
 	if cni == "calico" {
 		calicoImages(ctx, t, root)
 	}
+	if withRegistry {
+		// Into the release tree the file server serves, for the bundle.
+		buildArtifact(ctx, t, root, []string{"REGISTRY_VERSION=" + registryVersion}, "registry.sh")
+	}
 	bin := buildKubexm(ctx, t, root, work)
 	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
 
@@ -99,16 +104,28 @@ func TestHAControlPlane(t *testing.T) {
 
 	inventory := filepath.Join(work, "cluster.yaml")
 	clusterYAML := haNetwork(haClusterYAML("e2e-ha", set), cni, encap)
+	var reg *haRegistry
+	if withRegistry {
+		var r haRegistry
+		clusterYAML, r = withDeployedRegistry(t, clusterYAML, set, work)
+		reg = &r
+	}
 	if err := os.WriteFile(inventory, []byte(clusterYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: extraVars(clusterTestVars()...), observe: diag.observe}
 	kubeconfig := filepath.Join(work, ".kubexm", "e2e-ha", "kubeconfig")
 	k := kubectlRunner{bin: kubectl, kubeconfig: kubeconfig}
+	if reg != nil {
+		k.image = reg.image
+	}
 	diag.cluster(k)
 
 	// What each host looks like before kubexm: files and installed packages.
 	wide := []string{"/etc", "/usr/local", "/usr/sbin", "/opt", "/var/lib/kubelet", "/var/lib/etcd", "/var/lib/kubexm"}
+	if reg != nil {
+		wide = append(wide, "/var/lib/kubexm-registry")
+	}
 	fresh := takeHostState(ctx, t, set, wide...)
 	for _, h := range set.Hosts {
 		for _, p := range []string{"haproxy", "nginx"} {
@@ -130,6 +147,10 @@ func TestHAControlPlane(t *testing.T) {
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
 	kxExport := kx
 	kxExport.extra = append(slices.Clone(kx.extra), `{"kube_control_plane_lb_bundle_packages": ["`+strings.Join(lbPackages, `", "`)+`"]}`)
+	if reg != nil {
+		// The registry's release joins the bundle (roles/artifacts).
+		kxExport.extra = append(kxExport.extra, fmt.Sprintf(`{"registry_mirrors": ["%s/distribution/distribution/releases/download/v%s"]}`, server, registryVersion))
+	}
 	bundle := exportBundle(ctx, t, kxExport, server, " with the packages of "+strings.Join(lbPackages, ", "))
 	stop()
 	kxNginx := kx
@@ -177,39 +198,22 @@ func TestHAControlPlane(t *testing.T) {
 		t.Logf("PERF pods on all %d nodes reach each other, a Service and DNS: checked in %s", machines, time.Since(start).Round(time.Second))
 	}
 
-	// --- failover: n1 loses its power while a worker's client polls ------
-	victim, survivor, poller := masters[0], masters[1], workers[0]
-	cut := failover(ctx, t, set, victim, poller, "failover", false)
-
-	// The control machine's kubeconfig names n1 (it has no local proxy):
-	// from here on the test talks to a surviving master.
-	k2 := survivorKubectl(t, kubectl, kubeconfig, work, victim, survivor)
-	diag.cluster(k2)
-	if out, err := k2.run(ctx, "", "wait", "--for=condition=Ready=Unknown", "node/"+victim.Name, "--timeout=180s"); err != nil {
-		t.Fatalf("%s not marked unreachable: %v\n%s", victim.Name, err, out)
-	}
-	t.Logf("PERF %s NotReady (Unknown) %s after its power-off", victim.Name, time.Since(cut).Round(time.Second))
-	deployAfterFailover(ctx, t, k2, "failover")
-
-	// --- power on: the cluster converges without kubexm ------------------
-	powerOnConverges(ctx, t, set, machines, k2, etcdctl, masters, victim)
-	if cni == "calico" {
-		if out, err := k2.run(ctx, "", "-n", "kube-system", "rollout", "status", "daemonset/calico-node", "--timeout=180s"); err != nil {
-			t.Fatalf("calico-node after %s's power-on: %v\n%s", victim.Name, err, out)
-		}
+	if reg != nil {
+		checkPulledFromRegistry(ctx, t, set, kx, *reg, bundle)
+	} else {
+		haFailover(ctx, t, set, diag, k, kubectl, kubeconfig, work, cni, machines, masters, workers)
 	}
 
 	// The admin kubeconfig names n1 again, which is back; the rotation
 	// rewrites it, and the re-run below must find the rotated cluster fit.
 	if rot := os.Getenv("KUBEXM_E2E_CA_ROTATION"); rot != "0" && rot != "kubeadm" {
-		// The Deployment's pods go in the background after its delete;
-		// the rotation must find only pods that stay.
-		if out, err := k2.run(ctx, "", "wait", "--for=delete", "pod", "-l", "app=after-failover", "-n", "default", "--timeout=180s"); err != nil {
-			t.Fatalf("the pods of the deleted Deployment are still there: %v\n%s", err, out)
+		desc := "binary mode"
+		if reg != nil {
+			desc += ", the registry kubexm deployed"
 		}
 		caRotation(ctx, t, kx, k, set, masters, workers, root, work, "e2e-ha", bundle, caLayout{
-			desc: "binary mode", workCAs: []string{"kubernetes/ca.crt", "kubernetes/front-proxy-ca.crt", "etcd/ca.crt"},
-			maxGap: 15 * time.Second, minLeaves: 5 * len(set.Hosts)})
+			desc: desc, workCAs: []string{"kubernetes/ca.crt", "kubernetes/front-proxy-ca.crt", "etcd/ca.crt"},
+			maxGap: 15 * time.Second, minLeaves: 5 * len(set.Hosts), registry: reg})
 	}
 
 	res = kx.play(ctx, create, "--offline-bundle", bundle)
@@ -227,13 +231,52 @@ func TestHAControlPlane(t *testing.T) {
 		checkNginxSwitch(ctx, t, set, kxNginx, create, bundle, masters, workers)
 	}
 
-	checkDeleteRestores(ctx, t, set, kx, del, fresh)
+	kxDelete := kx
+	if reg != nil {
+		// The registry's stored images too: delete keeps them unless asked.
+		kxDelete.extra = append(slices.Clone(kx.extra), "registry_delete_data=true")
+	}
+	checkDeleteRestores(ctx, t, set, kxDelete, del, fresh)
 	for _, h := range set.Hosts {
 		if out, err := set.SSH(ctx, h.Name, cniLeftovers+"true"); err != nil || strings.TrimSpace(out) != "" {
 			t.Errorf("delete left on %s (%v):\n%s", h.Name, err, out)
 		}
 	}
 	t.Logf("PERF the HA suite on %d machines (%s): %s", machines, haNetworkName(cni, encap), time.Since(suiteStart).Round(time.Second))
+}
+
+// haFailover: n1 loses its power while a worker's client polls the API
+// through the endpoint, n1 goes NotReady, a Deployment made then runs (and
+// is deleted, its pods gone before the next step), and the cluster
+// converges without kubexm once n1 is back.
+func haFailover(ctx context.Context, t *testing.T, set *testhosts.Set, diag *diagnostics, k kubectlRunner, kubectl, kubeconfig, work, cni string, machines int, masters, workers []testhosts.Host) {
+	t.Helper()
+	victim, survivor, poller := masters[0], masters[1], workers[0]
+	cut := failover(ctx, t, set, victim, poller, "failover", false)
+
+	// The control machine's kubeconfig names n1 (it has no local proxy):
+	// from here on the test talks to a surviving master.
+	k2 := survivorKubectl(t, kubectl, kubeconfig, work, victim, survivor)
+	k2.image = k.image
+	diag.cluster(k2)
+	if out, err := k2.run(ctx, "", "wait", "--for=condition=Ready=Unknown", "node/"+victim.Name, "--timeout=180s"); err != nil {
+		t.Fatalf("%s not marked unreachable: %v\n%s", victim.Name, err, out)
+	}
+	t.Logf("PERF %s NotReady (Unknown) %s after its power-off", victim.Name, time.Since(cut).Round(time.Second))
+	deployAfterFailover(ctx, t, k2, "failover")
+
+	// --- power on: the cluster converges without kubexm ------------------
+	powerOnConverges(ctx, t, set, machines, k2, etcdctl, masters, victim)
+	if cni == "calico" {
+		if out, err := k2.run(ctx, "", "-n", "kube-system", "rollout", "status", "daemonset/calico-node", "--timeout=180s"); err != nil {
+			t.Fatalf("calico-node after %s's power-on: %v\n%s", victim.Name, err, out)
+		}
+	}
+	// The Deployment's pods go in the background after its delete; the
+	// rotation must find only pods that stay.
+	if out, err := k2.run(ctx, "", "wait", "--for=delete", "pod", "-l", "app=after-failover", "-n", "default", "--timeout=180s"); err != nil {
+		t.Fatalf("the pods of the deleted Deployment are still there: %v\n%s", err, out)
+	}
 }
 
 // haCNI is the HA suite's network from KUBEXM_E2E_HA_CNI: calico (the
@@ -779,6 +822,7 @@ func survivorKubectl(t *testing.T, kubectl, kubeconfig, work string, victim, sur
 // failover to run, then deletes it.
 func deployAfterFailover(ctx context.Context, t *testing.T, k2 kubectlRunner, label string) {
 	t.Helper()
+	image, pull := k2.busybox(t)
 	deploy := fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
 metadata: {name: after-failover, namespace: default}
@@ -791,9 +835,9 @@ spec:
       containers:
       - name: main
         image: %s
-        imagePullPolicy: Never
+        imagePullPolicy: %s
         command: [/bin/busybox, sleep, "3600"]
-`, busyboxRef(t))
+`, image, pull)
 	start := time.Now()
 	if out, err := k2.run(ctx, deploy, "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply a Deployment after the failover: %v\n%s", err, out)

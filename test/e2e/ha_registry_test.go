@@ -1,0 +1,236 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mensylisir/kubexm/test/testhosts"
+)
+
+// haRegistry is the HA suite's registry mode (KUBEXM_E2E_HA_REGISTRY=1,
+// make e2e-ha-registry): registry.type registry on the second worker, from
+// which every node pulls every image the cluster runs, the test pods' too.
+type haRegistry struct {
+	host testhosts.Host
+	// name is privateRegistry: the host's address and port.
+	name string
+	// image is the test pods' busybox as the registry names it.
+	image string
+	// overlay holds rotate-ca's hooks: after each phase, the push's trust
+	// and every node verify the registry, and a pod of its image starts
+	// on every node (registryPhaseHook).
+	overlay string
+}
+
+// withDeployedRegistry adds roleGroups.registry (the last worker) and
+// registry.type registry with an account whose password is in a file of
+// work to the HA suite's cluster.yaml.
+func withDeployedRegistry(t *testing.T, clusterYAML string, set *testhosts.Set, work string) (string, haRegistry) {
+	t.Helper()
+	host := set.Hosts[len(set.Hosts)-1]
+	reg := haRegistry{host: host, name: host.Address + ":5443", overlay: filepath.Join(work, "registry-hooks")}
+	reg.image = reg.name + "/library/busybox:1.35.0"
+	pwFile := filepath.Join(work, "registry-password")
+	if err := os.WriteFile(pwFile, []byte("e2e-HA-Registry-5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	y := strings.Replace(clusterYAML, "    worker: [n4, n5]\n", "    worker: [n4, n5]\n    registry: ["+host.Name+"]\n", 1)
+	if y == clusterYAML {
+		t.Fatal("the HA cluster.yaml has no worker group to add the registry after")
+	}
+	y = strings.TrimRight(y, "\n") + fmt.Sprintf(`
+  registry:
+    type: registry
+    privateRegistry: %q
+    auths:
+      %q: {username: puller, passwordFile: %q}
+`, reg.name, reg.name, pwFile)
+	dir := filepath.Join(reg.overlay, "hooks", "rotate-ca")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, phase := range []string{"trust", "reissue", "retire"} {
+		if err := os.WriteFile(filepath.Join(dir, "after-"+phase+".yaml"), []byte(registryPhaseHook(phase, reg.image)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return y, reg
+}
+
+// registryPhaseHook is a hook after a phase of rotate-ca: the work
+// directory's trust bundle (what `kubexm artifact images push` trusts)
+// verifies the registry and finds the image; every node pulls it through
+// the CRI plugin (a pull asks the registry even when the node has it); a
+// pod of it with imagePullPolicy Always runs to completion on every node.
+func registryPhaseHook(phase, image string) string {
+	return fmt.Sprintf(`# The HA suite's registry mode (test/e2e/ha_registry_test.go): after
+# rotate-ca's %[1]s phase the registry kubexm deployed verifies everywhere.
+- name: e2e - the registry after the %[1]s phase
+  hosts: k8s_cluster
+  tasks:
+    - name: e2e - the push's trust bundle verifies the registry after %[1]s
+      registry_check:
+        registry: "{{ .spec.registry.privateRegistry }}"
+        auths: "{{ .registry_auths }}"
+        ca_file: "{{ .kube_pki_dir }}/ca-bundle.crt"
+        images: [%[2]q]
+      run_once: true
+
+    - name: e2e - every node pulls from the registry after %[1]s
+      command:
+        argv: [/usr/local/bin/crictl, pull, %[2]q]
+      changed_when: false
+
+    - name: e2e - a pod of the registry's image on every node after %[1]s
+      shell:
+        cmd: |
+          set -eu
+          cache=$(mktemp -d)
+          trap 'rm -rf "$cache"' EXIT
+          k() { /usr/local/bin/kubectl --kubeconfig=/etc/kubernetes/admin.kubeconfig --cache-dir="$cache" "$@"; }
+          for n in $NODES; do
+            printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: registry-%%s-%%s, namespace: default, labels: {e2e: registry-%%s}}\nspec:\n  nodeName: %%s\n  restartPolicy: Never\n  containers:\n  - {name: c, image: "%%s", imagePullPolicy: Always, command: [/bin/busybox, "true"]}\n' \
+              "$PHASE" "$n" "$PHASE" "$n" "$IMAGE" | k apply -f -
+          done
+          for n in $NODES; do
+            if ! k wait --for=jsonpath='{.status.phase}'=Succeeded "pod/registry-$PHASE-$n" -n default --timeout=240s; then
+              k describe pod "registry-$PHASE-$n" -n default | tail -20
+              exit 1
+            fi
+          done
+          k delete pod -n default -l "e2e=registry-$PHASE" --wait=true
+      environment:
+        NODES: '{{ .groups.k8s_cluster | join " " }}'
+        PHASE: %[1]s
+        IMAGE: %[2]q
+      changed_when: false
+      run_once: true
+      delegate_to: "{{ index .groups.master 0 }}"
+`, phase, image)
+}
+
+// checkPulledFromRegistry: the registry runs on its host; no node got an
+// image tarball, every image in a node's CRI namespace has the registry's
+// name and was pulled (its content carries containerd's distribution
+// source label, which an import does not set); every node pulled the
+// pause and flannel images, some node CoreDNS's; `kubexm artifact images
+// push` with the bundle finds every image there (0 bytes sent), trusting
+// the work directory's bundle of the cluster CA.
+func checkPulledFromRegistry(ctx context.Context, t *testing.T, set *testhosts.Set, kx kubexm, reg haRegistry, bundle string) {
+	t.Helper()
+	if out, err := set.SSH(ctx, reg.host.Name, "systemctl is-active kubexm-registry.service"); err != nil || strings.TrimSpace(out) != "active" {
+		t.Fatalf("%s: kubexm-registry: %v\n%s", reg.host.Name, err, out)
+	}
+	seen := map[string]bool{}
+	for _, h := range set.Hosts {
+		out, err := set.SSH(ctx, h.Name, fmt.Sprintf(`set -eu
+reg=%s
+[ ! -e /var/lib/kubexm/images ] || echo "tarballs: $(ls -A /var/lib/kubexm/images | tr '\n' ' ')"
+content=$(ctr -n k8s.io content ls)
+ctr -n k8s.io images ls | awk 'NR > 1 && $1 !~ /^sha256:/ {print $1, $3}' | while read -r ref digest; do
+  case $ref in
+  "$reg"/*) ;;
+  *) echo "not the registry's: $ref"; continue ;;
+  esac
+  if printf '%%s\n' "$content" | awk -v d="$digest" '$1 == d' | grep -q 'containerd.io/distribution.source\.'; then
+    echo "pulled: $ref"
+  else
+    echo "not pulled: $ref"
+  fi
+done`, shellQuote(reg.name)))
+		if err != nil {
+			t.Fatalf("%s: the images in containerd: %v\n%s", h.Name, err, out)
+		}
+		var pulled []string
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			ref, ok := strings.CutPrefix(line, "pulled: ")
+			if !ok {
+				t.Errorf("%s: %s", h.Name, line)
+				continue
+			}
+			pulled = append(pulled, ref)
+			seen[regexp.MustCompile(`:[^:/]+$`).ReplaceAllString(strings.TrimPrefix(ref, reg.name+"/"), "")] = true
+		}
+		for _, want := range []string{"/pause:", "flannel"} {
+			if !strings.Contains(strings.Join(pulled, " "), want) {
+				t.Errorf("%s did not pull an image %q from %s; it has %v", h.Name, want, reg.name, pulled)
+			}
+		}
+	}
+	if !seen["coredns/coredns"] {
+		t.Errorf("no node pulled CoreDNS from %s; the nodes pulled %v", reg.name, seen)
+	}
+	t.Logf("the nodes pulled from %s (none side-loaded): %v", reg.name, seen)
+
+	start := time.Now()
+	out, err := registryPush(ctx, kx, bundle)
+	if err != nil || !regexp.MustCompile(`(?m)^[0-9]+ images in `+regexp.QuoteMeta(reg.name)+`: 0\.0 MiB sent`).MatchString(out) {
+		t.Errorf("kubexm artifact images push after the create: %v\n%s", err, tail(out, 20))
+	}
+	t.Logf("PERF kubexm artifact images push --offline-bundle to the registry create-cluster filled (nothing to send): %s", time.Since(start).Round(time.Millisecond))
+}
+
+// registryPush runs `kubexm artifact images push` of the bundle's images
+// to the cluster's registry, in the cluster's work directory.
+func registryPush(ctx context.Context, kx kubexm, bundle string) (string, error) {
+	cmd := exec.CommandContext(ctx, kx.bin, "artifact", "images", "push", "-f", kx.inventory, "--offline-bundle", bundle)
+	cmd.Dir = kx.dir
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// checkRegistryAfterRotation is caRotation's part for the registry: each
+// phase's hook ran on every node, every node trusts the new cluster CA
+// alone for the registry (newCA), the registry serves a certificate that
+// chains to the new CAs and not to the old ones, and the push still
+// verifies the registry (0 bytes sent).
+func checkRegistryAfterRotation(ctx context.Context, t *testing.T, set *testhosts.Set, kx kubexm, reg *haRegistry, bundle string, res runResult,
+	chainsToNew func(string, *x509.Certificate), onlyNew func(string, []byte, *x509.Certificate), newCA *x509.Certificate) {
+	t.Helper()
+	for _, phase := range []string{"trust", "reissue", "retire"} {
+		if n := succeeded(res, "e2e - every node pulls from the registry after "+phase); n != len(set.Hosts) {
+			t.Errorf("after rotate-ca's %s phase %d of %d nodes pulled from the registry", phase, n, len(set.Hosts))
+		}
+		if n := succeeded(res, "e2e - a pod of the registry's image on every node after "+phase); n == 0 {
+			t.Errorf("after rotate-ca's %s phase no pod of the registry's image ran", phase)
+		}
+	}
+	for _, h := range set.Hosts {
+		path := "/etc/containerd/certs.d/" + reg.name + "/ca.crt"
+		out, err := set.SSH(ctx, h.Name, "cat "+shellQuote(path))
+		if err != nil {
+			t.Fatalf("read %s on %s: %v", path, h.Name, err)
+		}
+		onlyNew(h.Name+" "+path, []byte(out), newCA)
+	}
+	if c := servedCert(t, reg.name); c != nil {
+		chainsToNew(reg.name+" serves a certificate that", c)
+	}
+	start := time.Now()
+	out, err := registryPush(ctx, kx, bundle)
+	if err != nil || !regexp.MustCompile(`(?m)^[0-9]+ images in `+regexp.QuoteMeta(reg.name)+`: 0\.0 MiB sent`).MatchString(out) {
+		t.Errorf("kubexm artifact images push after the rotation: %v\n%s", err, tail(out, 20))
+	}
+	t.Logf("PERF kubexm artifact images push after the rotation (nothing to send, the registry verified with the new CA): %s", time.Since(start).Round(time.Millisecond))
+}
+
+// succeeded counts the hosts on which a task of the run succeeded.
+func succeeded(r runResult, task string) int {
+	n := 0
+	for _, e := range r.events {
+		if e.Kind == "host_result" && e.Task == task && (e.Status == "ok" || e.Status == "changed") {
+			n++
+		}
+	}
+	return n
+}
