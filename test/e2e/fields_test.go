@@ -204,6 +204,13 @@ func fieldClaims() map[string][]fieldClaim {
 			setPath(spec, "bastion", map[string]any{"address": "192.0.2.211", k: value})
 		})}
 	}
+	deployedRegistry := func(spec map[string]any) {
+		setPath(spec, "registry.registryDataDir", "/data/sentinel-registry")
+		setPath(spec, "registry.type", "registry")
+		setPath(spec, "registry.privateRegistry", "reg.sentinel.example:5443")
+		setPath(spec, "registry.auths", map[string]any{"reg.sentinel.example:5443": map[string]any{"username": "u", "password": "p"}})
+		setPath(spec, "roleGroups.registry", []any{"w1"})
+	}
 	read := func(file, needle, test string) []fieldClaim { return []fieldClaim{readBy(inAll, file, needle, test)} }
 	refused := func(value any) []fieldClaim { return []fieldClaim{refusedWith(inAll, value)} }
 	containerd := func(value any, want string) []fieldClaim {
@@ -465,13 +472,10 @@ func fieldClaims() map[string][]fieldClaim {
 		"spec.registry.dockerDataDir": dockerConf(func(spec map[string]any) {
 			setPath(spec, "registry.dockerDataDir", "/data/sentinel-docker")
 		}, "/data/sentinel-docker"),
-		"spec.registry.registryDataDir": {rendered(inAll, "registry", "config.yml.tmpl", "/data/sentinel-registry", "/data/sentinel-registry").setBy(func(spec map[string]any) {
-			setPath(spec, "registry.registryDataDir", "/data/sentinel-registry")
-			setPath(spec, "registry.type", "registry")
-			setPath(spec, "registry.privateRegistry", "reg.sentinel.example:5443")
-			setPath(spec, "registry.auths", map[string]any{"reg.sentinel.example:5443": map[string]any{"username": "u", "password": "p"}})
-			setPath(spec, "roleGroups.registry", []any{"w1"})
-		})},
+		// registry.type registry is binary mode's (kubeadm's own CA would
+		// not sign the registry's certificate: refused there).
+		"spec.registry.registryDataDir": {rendered(inBinary, "registry", "config.yml.tmpl", "/data/sentinel-registry", "/data/sentinel-registry").setBy(deployedRegistry),
+			refusedWith(inKubeadm, nil).naming("spec.registry.type").setBy(deployedRegistry)},
 		"spec.registry.harborConfig": {refusedWith(inAll, nil).naming("spec.registry.type").setBy(func(spec map[string]any) {
 			setPath(spec, "registry.type", "harbor")
 			setPath(spec, "registry.harborConfig", map[string]any{"a": 1})
