@@ -74,7 +74,9 @@ func TestHAControlPlane(t *testing.T) {
 	withNginx := os.Getenv("KUBEXM_E2E_NGINX") == "1"
 	withRegistry := os.Getenv("KUBEXM_E2E_HA_REGISTRY") == "1"
 	limit := 50 * time.Minute
-	if withNginx {
+	if withNginx || withRegistry {
+		// The registry mode leaves the failover out but pushes every image
+		// and runs rotate-ca's hooks.
 		limit = 55 * time.Minute
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
