@@ -65,6 +65,14 @@ const haEndpoint = "https://lb.kubexm.local:6443"
 //   - delete -e delete_packages=true leaves every host's files and package
 //     set as they were before the create, and no CNI link, process, route,
 //     iptables chain or directory (cniLeftovers).
+//
+// With KUBEXM_E2E_HA_REGISTRY=1 (make e2e-ha-registry; issue 50) the
+// cluster has registry.type registry on n5, whose release comes in the
+// bundle: every node pulls every image from it and none is side-loaded
+// (checkPulledFromRegistry), the test pods' busybox too; the push finds
+// every image there; the failover is left out; the CA rotation carries the
+// registry (hooks after each phase, checkRegistryAfterRotation); the delete
+// also removes the registry's stored images (registry_delete_data).
 func TestHAControlPlane(t *testing.T) {
 	parallelSuite(t)
 	// 40 minutes cut rotate-ca after 23 m 49 s beside TestNodes (10
