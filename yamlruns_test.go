@@ -22,10 +22,11 @@ import (
 // yamlRunCeiling is the ratchet: 98 on main before composition began, 80
 // once gather_facts: false was the engine's default, 62 with play_defaults
 // and the plays create-cluster shares (playbooks/create-cluster/*.yaml
-// beside its playbook.yaml); the aim under 40. It may only go down: a change over it fails listing
+// beside its playbook.yaml), 52 with upgrade's node plays one per group
+// (masters, workers) whatever kubernetes.type; the aim under 40. It may only go down: a change over it fails listing
 // the runs, and one under it asks for the figure to be lowered.
 const (
-	yamlRunCeiling = 53
+	yamlRunCeiling = 52
 	yamlRunLines   = 6
 )
 

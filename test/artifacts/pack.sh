@@ -13,7 +13,7 @@ pack() {
 
 # publish_digest <script> <dir> <file>: move file into dir with
 # <file>.sha256 holding its bare digest (as cri-tools' releases) and a
-# SHA256SUMS listing it.
+# SHA256SUMS listing every file of dir.
 publish_digest() {
 	local script=$1 dir=$2 file=$3 name
 	name=$(basename "$file")
@@ -23,7 +23,13 @@ publish_digest() {
 	(
 		cd "$dir" || exit 1
 		sha256sum -- "$name" | cut -d' ' -f1 >"$name.sha256.tmp" && mv -f "$name.sha256.tmp" "$name.sha256"
-		sha256sum -- "$name" >SHA256SUMS.tmp && mv -f SHA256SUMS.tmp SHA256SUMS
+		# Every release file of the directory (two versions of a
+		# component may share one, as docker's static releases do).
+		files=()
+		for f in *; do
+			case $f in *.sha256 | *.sha256sum | SHA256SUMS*) ;; *) files+=("$f") ;; esac
+		done
+		sha256sum -- "${files[@]}" >SHA256SUMS.tmp && mv -f SHA256SUMS.tmp SHA256SUMS
 	)
 	echo "$script: $name $(cat "$dir/$name.sha256")" >&2
 }

@@ -50,9 +50,14 @@ func suiteRuntime(t *testing.T, env string) string {
 // runtimeYAML is cluster.yaml's containerRuntime for runtime.
 func runtimeYAML(runtime string) string {
 	if runtime == "docker" {
-		return "{type: docker, version: " + dockerVersion + "}"
+		return runtimeYAMLAt(runtime, dockerVersion)
 	}
-	return "{type: containerd, version: " + containerdVersion + "}"
+	return runtimeYAMLAt(runtime, containerdVersion)
+}
+
+// runtimeYAMLAt is runtimeYAML at another version of the runtime.
+func runtimeYAMLAt(runtime, version string) string {
+	return "{type: " + runtime + ", version: " + version + "}"
 }
 
 // dockerArtifacts builds (or finds cached) docker's static release and

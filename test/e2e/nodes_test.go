@@ -110,15 +110,23 @@ func TestNodes(t *testing.T) {
 	if runtime == "docker" {
 		dockerArtifacts(ctx, t, root)
 	}
+	rtUp := nodesRuntimeUpgrade(runtime)
+	runtimeUpgradeArtifacts(ctx, t, root, runtime)
 	bin := buildKubexm(ctx, t, root, work)
 	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
 
 	set, diag := suiteMachines(ctx, t, 5, "n", "KUBELET=1")
 
 	inventory := filepath.Join(work, "cluster.yaml")
+	// The cluster starts at the runtime's previous release; step 2's
+	// upgrade moves it to rtUp.to, which every later step names.
+	runtimeVersion := rtUp.from
+	clusterYAML := func(l nodesLayout) string {
+		return strings.Replace(nodesClusterYAML("e2e-nodes", set, l, runtime), runtimeYAML(runtime), runtimeYAMLAt(runtime, runtimeVersion), 1)
+	}
 	write := func(l nodesLayout) {
 		t.Helper()
-		if err := os.WriteFile(inventory, []byte(nodesClusterYAML("e2e-nodes", set, l, runtime)), 0o600); err != nil {
+		if err := os.WriteFile(inventory, []byte(clusterYAML(l)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -146,11 +154,7 @@ func TestNodes(t *testing.T) {
 	layout := nodesLayout{hosts: []int{0, 1}, etcd: []int{0}, master: []int{0}, worker: []int{1}}
 	write(layout)
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
-	var exportFlags []string
-	if runtime == "docker" {
-		exportFlags = append(exportFlags, "-e", dockerSources(server))
-	}
-	bundle := exportBundle(ctx, t, kx, server, " with haproxy's packages", exportFlags...)
+	bundle := exportBundle(ctx, t, kx, server, " with haproxy's packages", runtimeAtSources(server, runtime, rtUp.from)...)
 	stop()
 	srv := startServer(ctx, t, kx, dataDir)
 	if srv.workDir("e2e-nodes") != clusterDir {
@@ -203,6 +207,27 @@ func TestNodes(t *testing.T) {
 	if n := countOn(before, name(3)); n == 0 {
 		t.Fatalf("no pod of spread landed on %s: %v", name(3), before)
 	}
+
+	// 2b. The container runtime upgraded on every node, Kubernetes'
+	// version unchanged (issues 53 and 54): from a bundle of the new
+	// release, which every later step uses.
+	runtimeVersion = rtUp.to
+	write(layout)
+	server, stop = serveDirStoppable(t, set.Gateway, releaseRoot)
+	bundle = exportBundle(ctx, t, kx, server, " at "+runtime+" "+rtUp.to, runtimeAtSources(server, runtime, rtUp.to)...)
+	stop()
+	upgradeRuntime(ctx, t, kx, k, set, pb("upgrade"), runtime, bundle, name(0), rtUp, layout.k8sNodes(set))
+	// The drains left spread's pods on the workers drained first: spread
+	// anew over the three, as the checks below want them.
+	if out, err := k.run(ctx, "", "-n", "default", "scale", "deployment/spread", "--replicas=0"); err != nil {
+		t.Fatalf("scale spread to 0: %v\n%s", err, out)
+	}
+	if out, err := k.run(ctx, "", "-n", "default", "wait", "--for=delete", "pod", "-l", "app=spread", "--timeout=180s"); err != nil {
+		t.Fatalf("spread's pods gone: %v\n%s", err, out)
+	}
+	spread(ctx, t, k, 6)
+	before = spreadPods(ctx, t, k)
+
 	checkNodesChoices(ctx, t, k, set, layout)
 	checkAddons(ctx, t, k, set, layout)
 	if runtime == "docker" {
@@ -210,13 +235,13 @@ func TestNodes(t *testing.T) {
 		// add-nodes' re-run leaves the existing nodes' runtime alone: the
 		// runtime and images plays run again on every node.
 		rerun(ctx, t, kx, "create-cluster --tags runtime (docker, cri-dockerd, images)", pb("create-cluster"), "--offline-bundle", bundle, "--tags", "runtime")
-		checkDockerRegistryPull(ctx, t, kx, k, set, root, work, nodesClusterYAML("e2e-nodes", set, layout, runtime), pb("create-cluster"), bundle, layout.k8sNodes(set))
+		checkDockerRegistryPull(ctx, t, kx, k, set, root, work, clusterYAML(layout), pb("create-cluster"), bundle, layout.k8sNodes(set))
 	}
 	// The add-ons of cluster.yaml's own (a manifest and a local chart),
 	// installed, re-run, changed and removed on this cluster.
 	withAddons := func(extra string) {
 		t.Helper()
-		text := strings.Replace(nodesClusterYAML("e2e-nodes", set, layout, runtime), "  addons: [metrics-server]\n", extra, 1)
+		text := strings.Replace(clusterYAML(layout), "  addons: [metrics-server]\n", extra, 1)
 		if err := os.WriteFile(inventory, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,6 +55,8 @@ func TestUpgradeSkewRules(t *testing.T) {
 				"kubernetes":              support["kubernetes"],
 				"upgrade_current_version": c.current,
 				"upgrade_node_versions":   c.nodes,
+				// roles/containerd's, which the playbook loads beside.
+				"containerd_version": "2.4.2",
 			})
 			got := strings.TrimSpace(v["upgrade_skew_problems"].(string))
 			wantProblems(t, got, c.want)
@@ -304,6 +308,149 @@ func wantProblems(t *testing.T, got string, want []string) {
 	for i, w := range want {
 		if !strings.Contains(lines[i], w) {
 			t.Errorf("problem %d = %q, want %q", i, lines[i], w)
+		}
+	}
+}
+
+// TestUpgradeRuntimeVersions renders the pre-checks' verdict on the
+// container runtime (issues 53 and 54) from each node's `--version` lines
+// as the shell task prints them: the pieces to upgrade per node (only the
+// nodes whose runtime differs are drained), and the refusals: a downgrade,
+// another runtime than containerRuntime.type, a node without kubexm's
+// containerd. A custom runtime is not looked at.
+func TestUpgradeRuntimeVersions(t *testing.T) {
+	tasks := precheckTasks(t)
+	facts := map[string]map[string]any{}
+	var problems string
+	for _, task := range tasks {
+		name, _ := task["name"].(string)
+		if f, ok := task["set_fact"].(map[string]any); ok {
+			facts[name] = f
+		}
+		if name == "upgrade - every pre-check passed" {
+			problems = task["vars"].(map[string]any)["upgrade_problems"].(string)
+		}
+	}
+	needs, values := facts["upgrade - what the container runtime needs"], facts["upgrade - the container runtime's changes as values"]
+	if needs == nil || values == nil || problems == "" {
+		t.Fatal("precheck.yaml lacks the runtime's set_fact tasks or the verdict")
+	}
+	at := func(containerd, runc, crictl, docker, dockerd, criDockerd string) map[string]any {
+		return map[string]any{"upgrade_runtime": map[string]any{"stdout_lines": toAny([]string{
+			"containerd=" + containerd, "runc=" + runc, "cni-plugins=1.9.1", "crictl=" + crictl, "docker=" + docker, "dockerd=" + dockerd, "cri-dockerd=" + criDockerd}),
+		}}
+	}
+	ev := eval.New()
+	for _, c := range []struct {
+		name, typ string
+		hosts     map[string]any
+		changes   map[string]string
+		problems  []string
+	}{
+		{name: "containerd behind on one node", typ: "containerd",
+			hosts:   map[string]any{"n1": at("2.3.7", "1.5.2", "1.37.0", "", "", ""), "n2": at("2.4.2", "1.5.2", "1.37.0", "", "", "")},
+			changes: map[string]string{"n1": "containerd 2.3.7 -> 2.4.2"}},
+		{name: "every piece at the target (a re-run)", typ: "containerd",
+			hosts: map[string]any{"n1": at("2.4.2", "1.5.2", "1.37.0", "", "", "")}, changes: map[string]string{}},
+		{name: "runc behind, crictl missing", typ: "containerd",
+			hosts:   map[string]any{"n1": at("2.4.2", "1.4.0", "", "", "", "")},
+			changes: map[string]string{"n1": "runc 1.4.0 -> 1.5.2, crictl (none) -> 1.37.0"}},
+		{name: "a downgrade", typ: "containerd",
+			hosts:    map[string]any{"n1": at("2.5.0", "1.5.2", "1.37.0", "", "", "")},
+			changes:  map[string]string{},
+			problems: []string{"downgrade refused: node n1 runs containerd 2.5.0, cluster.yaml asks for 2.4.2"}},
+		{name: "docker on a containerd cluster", typ: "containerd",
+			hosts:    map[string]any{"n1": at("2.4.2", "1.5.2", "1.37.0", "29.9.3", "29.9.3", "0.4.3")},
+			changes:  map[string]string{},
+			problems: []string{"node n1 has docker (dockerd 29.9.3), and containerRuntime.type is containerd: kubexm does not change a node's container runtime"}},
+		{name: "containerd alone on a docker cluster", typ: "docker",
+			hosts:    map[string]any{"n1": at("2.4.2", "1.5.2", "1.37.0", "", "", "")},
+			changes:  map[string]string{},
+			problems: []string{"node n1 runs containerd without docker, and containerRuntime.type is docker"}},
+		{name: "docker behind", typ: "docker",
+			hosts:   map[string]any{"n1": at("2.4.2", "1.5.2", "1.37.0", "29.9.3", "2.0.0-beta.24", "0.4.3"), "n2": at("2.4.2", "1.5.2", "1.37.0", "29.10.0", "2.0.0-beta.24", "0.4.3")},
+			changes: map[string]string{"n1": "docker 29.9.3 -> 29.10.0"}},
+		{name: "cri-dockerd behind", typ: "docker",
+			hosts:   map[string]any{"n1": at("2.4.2", "1.5.2", "1.37.0", "29.10.0", "29.10.0", "0.4.2")},
+			changes: map[string]string{"n1": "cri-dockerd 0.4.2 -> 0.4.3"}},
+		{name: "no containerd", typ: "containerd",
+			hosts:    map[string]any{"n1": at("", "", "", "", "", "")},
+			changes:  map[string]string{},
+			problems: []string{"node n1 has no containerd in /usr/local/bin"}},
+		{name: "a custom runtime is the site's", typ: "custom",
+			hosts: map[string]any{"n1": map[string]any{"upgrade_runtime": map[string]any{"skipped": true}}}, changes: map[string]string{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var hosts []any
+			for h := range c.hosts {
+				hosts = append(hosts, h)
+			}
+			slices.SortFunc(hosts, func(a, b any) int { return strings.Compare(a.(string), b.(string)) })
+			vars := map[string]any{
+				"container_runtime_type": c.typ, "containerd_version": "2.4.2", "runc_version": "1.5.2", "crictl_version": "1.37.0", "cni_plugins_version": "1.9.1",
+				"docker_version": "29.10.0", "cri_dockerd_version": "0.4.3", "containerd_bin_dir": "/usr/local/bin",
+				"groups": map[string]any{"k8s_cluster": hosts}, "hostvars": c.hosts,
+			}
+			for _, f := range []map[string]any{needs, values} {
+				for k, v := range f {
+					r, err := ev.Render(v.(string), vars)
+					if err != nil {
+						t.Fatalf("%s: %v", k, err)
+					}
+					vars[k] = r
+				}
+			}
+			got, ok := vars["upgrade_runtime_changes"].(map[string]any)
+			if !ok || len(got) != len(c.changes) {
+				t.Fatalf("upgrade_runtime_changes = %#v, want %v", vars["upgrade_runtime_changes"], c.changes)
+			}
+			for h, w := range c.changes {
+				if got[h] != w {
+					t.Errorf("changes of %s = %q, want %q", h, got[h], w)
+				}
+			}
+			verdict := healthyVerdictVars()
+			verdict["upgrade_runtime_problems"] = vars["upgrade_runtime_problems"]
+			out, err := ev.RenderString(problems, verdict)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantProblems(t, strings.TrimSpace(out), c.problems)
+		})
+	}
+}
+
+// TestUpgradeNodeWant: uncordon.yaml's wait wants the target, Ready and,
+// with containerd, the kubelet reporting the new daemon (CRI gives its
+// version with or without the v).
+func TestUpgradeNodeWant(t *testing.T) {
+	for _, c := range []struct {
+		typ, state string
+		ok         bool
+	}{
+		{"containerd", "v1.37.2 True containerd://2.4.2", true},
+		{"containerd", "v1.37.2 True containerd://v2.4.2", true},
+		{"containerd", "v1.37.2 True containerd://2.3.7", false},
+		{"containerd", "v1.37.2 False containerd://2.4.2", false},
+		{"containerd", "v1.36.3 True containerd://2.4.2", false},
+		{"containerd", "v1.37.2 True containerd://2.4.20", false},
+		{"docker", "v1.37.2 True docker://2.0.0-beta.24", true},
+		{"docker", "v1.37.2 Unknown docker://2.0.0-beta.24", false},
+	} {
+		vars := kubeVars("n1", func(s map[string]any) {
+			s["kubernetes"].(map[string]any)["version"] = "v1.37.2"
+			s["network"].(map[string]any)["plugin"] = "flannel"
+		})
+		v := withRoleDefaults(t, "upgrade", vars, map[string]any{
+			"container_runtime_type": c.typ, "containerd_version": "2.4.2", "kubernetes_version": "v1.37.2",
+			"kubernetes": map[string]any{"skew": map[string]any{"upgrade_max_minors": 1, "node_max_older_minors": 3}},
+		})
+		re, err := regexp.Compile(v["upgrade_node_want"].(string))
+		if err != nil {
+			t.Fatalf("upgrade_node_want %q: %v", v["upgrade_node_want"], err)
+		}
+		if re.MatchString(c.state) != c.ok {
+			t.Errorf("%s: %q matches %q: %v, want %v", c.typ, v["upgrade_node_want"], c.state, !c.ok, c.ok)
 		}
 	}
 }
