@@ -52,7 +52,9 @@ exists, ` + "`promote`" + ` nothing once NAME-next is gone, ` + "`retire`" + ` n
 NAME-old is gone; a ` + "`promote`" + ` or ` + "`retire`" + ` interrupted between two renames is
 finished by the next run of the same stage (any other stage refuses such a
 directory and says so, and ` + "`retire`" + ` refuses while NAME-next exists).
-In check mode nothing is written.
+A finished rotation's files that came back (NAME-next identical to NAME,
+NAME-old identical to one of its backups) are removed by any stage, not
+read as a rotation under way. In check mode nothing is written.
 
 Results: ` + "`bundle`" + ` (the path), ` + "`cas`" + ` (how many certificates it holds),
 ` + "`rotation`" + ` (` + "`none`" + `, ` + "`added`" + ` while NAME-next exists, ` + "`promoted`" + ` while NAME-old exists).`,
@@ -168,20 +170,26 @@ func (caTrust) Run(ctx context.Context, env *step.Env, args step.Args) (step.Res
 	}
 	defer unlock()
 
-	var did []string
-	switch stage {
-	case stagePromote:
-		if did, err = f.promote(env.Check); err != nil {
+	did, err := f.dropLeftovers(env.Check)
+	if err != nil {
+		return step.Result{}, err
+	}
+	// Under --check a removal above was not made, and the stage would read
+	// the files it would change: the run says what it would do instead.
+	if !env.Check || len(did) == 0 {
+		var staged []string
+		switch stage {
+		case stagePromote:
+			staged, err = f.promote(env.Check)
+		case stageAdd:
+			staged, err = f.add(env.Check, args)
+		case stageRetire:
+			staged, err = f.retire(env.Check, time.Now())
+		}
+		if err != nil {
 			return step.Result{}, err
 		}
-	case stageAdd:
-		if did, err = f.add(env.Check, args); err != nil {
-			return step.Result{}, err
-		}
-	case stageRetire:
-		if did, err = f.retire(env.Check, time.Now()); err != nil {
-			return step.Result{}, err
-		}
+		did = append(did, staged...)
 	}
 	if env.Check && len(did) > 0 {
 		// The bundle depends on files the stage would have changed.
@@ -189,6 +197,90 @@ func (caTrust) Run(ctx context.Context, env *step.Env, args step.Args) (step.Res
 			Data: map[string]any{"bundle": f.bundlePath()}}, nil
 	}
 	return f.writeBundle(env, did)
+}
+
+// dropLeftovers removes what a finished rotation left behind, which an older
+// kubexm's copy of the PKI on the masters (roles/identity) brought back into
+// the work directory: NAME-next identical to NAME (it was promoted) and
+// NAME-old identical to one of its backups (it was retired). Both
+// generations at once would otherwise read as a rotation stopped halfway,
+// which no stage can finish. A rotation under way never has such files:
+// promote and retire rename, they do not copy.
+func (f caFiles) dropLeftovers(check bool) ([]string, error) {
+	same := func(a, b string) (bool, error) {
+		x, err := os.ReadFile(a)
+		if err != nil {
+			return false, err
+		}
+		y, err := os.ReadFile(b)
+		if err != nil {
+			return false, err
+		}
+		return bytes.Equal(x, y), nil
+	}
+	// Only as a pair: one file without the other is left to the stages'
+	// own halfway checks.
+	leftover := func(gen string, twin func(ext string) (string, error)) (bool, error) {
+		for _, ext := range []string{"crt", "key"} {
+			p := f.path(gen, ext)
+			if ok, err := exists(p); err != nil || !ok {
+				return false, err
+			}
+			t, err := twin(ext)
+			if err != nil || t == "" {
+				return false, err
+			}
+			if eq, err := same(p, t); err != nil || !eq {
+				return false, err
+			}
+		}
+		return true, nil
+	}
+	promoted := func(ext string) (string, error) {
+		if ok, err := exists(f.path("", ext)); err != nil || !ok {
+			return "", err
+		}
+		return f.path("", ext), nil
+	}
+	retired := func(ext string) (string, error) {
+		p := f.path("old", ext)
+		baks, err := filepath.Glob(p + ".*.bak")
+		if err != nil {
+			return "", err
+		}
+		for _, b := range baks {
+			if eq, err := same(p, b); err != nil || eq {
+				return b, err
+			}
+		}
+		return "", nil
+	}
+	var did []string
+	for _, l := range []struct {
+		gen, why string
+		twin     func(string) (string, error)
+	}{{"next", "already promoted", promoted}, {"old", "already retired", retired}} {
+		ok, err := leftover(l.gen, l.twin)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		if !check {
+			for _, ext := range []string{"crt", "key"} {
+				if err := os.Remove(f.path(l.gen, ext)); err != nil {
+					return nil, err
+				}
+			}
+		}
+		verb := "removed"
+		if check {
+			verb = "remove"
+		}
+		did = append(did, fmt.Sprintf("%s the leftover %s (%s)", verb, filepath.Base(f.path(l.gen, "crt")), l.why))
+	}
+	return did, nil
 }
 
 // promote renames file by file, so that a run interrupted between two

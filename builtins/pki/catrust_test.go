@@ -177,3 +177,72 @@ func TestCATrustInterruptedRetire(t *testing.T) {
 		t.Fatalf("ca-old.key is still there: %v", err)
 	}
 }
+
+// A finished rotation whose ca-next and ca-old came back (an older kubexm
+// kept them in the masters' copy of the PKI, which the next run took): the
+// leftovers are removed, not read as a rotation stopped halfway; --check
+// says so and removes nothing; a half-done rotation's files are never taken
+// for leftovers.
+func TestCATrustLeftoversOfAFinishedRotation(t *testing.T) {
+	env, dir := rotationUnderWay(t)
+	keep := map[string][]byte{}
+	save := func(names ...string) {
+		for _, n := range names {
+			keep[n] = readFile(t, filepath.Join(dir, n))
+		}
+	}
+	save("ca-next.crt", "ca-next.key")
+	run(t, caTrust{}, env, step.Args{"path": "pki", "stage": "promote"})
+	save("ca-old.crt", "ca-old.key")
+	run(t, caTrust{}, env, step.Args{"path": "pki", "stage": "retire"})
+	newCA := readCert(t, filepath.Join(dir, "ca.crt"))
+	restore := func() {
+		t.Helper()
+		for n, data := range keep {
+			if err := os.WriteFile(filepath.Join(dir, n), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	restore()
+
+	env.Check = true
+	res := run(t, caTrust{}, env, step.Args{"path": "pki"})
+	if !res.Changed || !strings.Contains(res.Msg, "would remove the leftover ca-next.crt (already promoted), remove the leftover ca-old.crt (already retired)") {
+		t.Fatalf("check mode with the leftovers: %+v", res)
+	}
+	for n := range keep {
+		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+			t.Fatalf("check mode removed %s: %v", n, err)
+		}
+	}
+	env.Check = false
+	res = run(t, caTrust{}, env, step.Args{"path": "pki"})
+	if !res.Changed || res.Data["rotation"] != "none" || res.Data["cas"] != 1 {
+		t.Fatalf("the leftovers: %+v", res)
+	}
+	for n := range keep {
+		if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
+			t.Fatalf("%s was left", n)
+		}
+	}
+	if b := bundleCerts(t, filepath.Join(dir, "ca-bundle.crt")); len(b) != 1 || !b[0].Equal(newCA) {
+		t.Fatal("the bundle is not the new CA alone")
+	}
+	if res := run(t, caTrust{}, env, step.Args{"path": "pki"}); res.Changed {
+		t.Fatalf("a second run changed: %s", res.Msg)
+	}
+
+	// ca-old of another CA than the backups hold, beside a ca-next that
+	// is not ca.crt: a real inconsistency, refused as before.
+	other, _ := rotationUnderWay(t)
+	otherDir := filepath.Join(other.WorkDir, "pki")
+	for _, ext := range []string{"crt", "key"} {
+		if err := os.WriteFile(filepath.Join(otherDir, "ca-old."+ext), readFile(t, filepath.Join(otherDir, "ca."+ext)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := call(caTrust{}, other, step.Args{"path": "pki"}); err == nil || !strings.Contains(err.Error(), "both") {
+		t.Fatalf("next and old of a rotation under way: %v", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"maps"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -39,6 +40,13 @@ type identityHarness struct {
 
 func newIdentityHarness(t *testing.T) *identityHarness {
 	t.Helper()
+	return newIdentityHarnessWith(t, "")
+}
+
+// newIdentityHarnessWith runs plays (YAML list items) after the identity
+// play, before the record.
+func newIdentityHarnessWith(t *testing.T, plays string) *identityHarness {
+	t.Helper()
 	root := moduleRoot(t)
 	dir := t.TempDir()
 	pbDir := filepath.Join(dir, "playbooks", "identity")
@@ -56,7 +64,7 @@ plays:
     hosts: etcd,k8s_cluster
     any_errors_fatal: true
     roles: [identity]
-  - name: Cluster record
+`+plays+`  - name: Cluster record
     hosts: etcd,k8s_cluster
     roles:
       - {role: identity, tasks_from: record}
@@ -77,7 +85,7 @@ plays:
 
 // run runs the playbook with cluster.yaml's pod range pods; the error is the
 // run's, the text what failed.
-func (h *identityHarness) run(pods string) (string, error) {
+func (h *identityHarness) run(pods string, extra ...map[string]any) (string, error) {
 	h.t.Helper()
 	file := filepath.Join(h.work, "..", "cluster.yaml")
 	yaml := `apiVersion: kubexm.mensylisir.io/v1alpha1
@@ -106,6 +114,10 @@ spec:
 	for i := range inv.Hosts {
 		inv.Hosts[i].Local = true
 	}
+	vars := map[string]any{"identity_record_file": h.record, "identity_pki_store": h.store, "kube_cert_dir": h.kcert, "etcd_cert_dir": h.essl}
+	for _, e := range extra {
+		maps.Copy(vars, e)
+	}
 	var failed []string
 	_, err = engine.Run(context.Background(), h.pb, inv, engine.RunOptions{WorkDir: h.work, NoJournal: true,
 		Output: model.SinkFunc(func(e model.Event) {
@@ -113,7 +125,7 @@ spec:
 				failed = append(failed, e.Message)
 			}
 		}),
-		ExtraVars: map[string]any{"identity_record_file": h.record, "identity_pki_store": h.store, "kube_cert_dir": h.kcert, "etcd_cert_dir": h.essl}})
+		ExtraVars: vars})
 	return strings.Join(failed, "\n"), err
 }
 
@@ -216,5 +228,48 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := os.WriteFile(to, data, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A CA rotation's stages, each followed by the masters' copy of the PKI
+// (tasks/store.yaml): the copy follows the work directory, so the promoted
+// ca-next and the retired ca-old leave it, and a later run, which takes the
+// copy first, finds a finished rotation rather than one stopped halfway.
+func TestIdentityStoreFollowsARotation(t *testing.T) {
+	h := newIdentityHarnessWith(t, `  - name: a stage of the etcd CA's rotation, then the masters' copy
+    hosts: etcd
+    tasks:
+      - ca_trust: {path: certs/etcd, name: ca, stage: "{{ .rotation_stage }}"}
+        run_once: true
+      - include_role: {name: identity, tasks_from: store}
+`)
+	writeTestCA(t, filepath.Join(h.work, "certs", "etcd"), "etcd-ca")
+	stored := func() string {
+		t.Helper()
+		entries, err := os.ReadDir(filepath.Join(h.store, "etcd"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range entries {
+			if !strings.HasSuffix(e.Name(), ".bak") {
+				names = append(names, e.Name())
+			}
+		}
+		return strings.Join(names, " ")
+	}
+	for _, c := range []struct{ stage, want string }{
+		{"bundle", "ca-bundle.crt ca.crt ca.key"},
+		{"add", "ca-bundle.crt ca-next.crt ca-next.key ca.crt ca.key"},
+		{"promote", "ca-bundle.crt ca-old.crt ca-old.key ca.crt ca.key"},
+		{"retire", "ca-bundle.crt ca.crt ca.key"},
+		{"bundle", "ca-bundle.crt ca.crt ca.key"},
+	} {
+		if msg, err := h.run("10.233.64.0/18", map[string]any{"rotation_stage": c.stage}); err != nil {
+			t.Fatalf("stage %s: %v: %s", c.stage, err, msg)
+		}
+		if got := stored(); got != c.want {
+			t.Errorf("after stage %s the masters keep %q, want %q", c.stage, got, c.want)
+		}
 	}
 }
