@@ -181,6 +181,14 @@ func UnixMode(m fs.FileMode) uint32 {
 // place, so readers never see a partly written file. It is how a transport
 // writes files its login user may not write.
 func AtomicWriteCommand(src io.Reader, dst string, mode fs.FileMode, owner, group string) Command {
+	return AtomicWriteThen(src, dst, mode, owner, group, "", "")
+}
+
+// AtomicWriteThen is AtomicWriteCommand whose script defines funcs (shell
+// functions) first and runs then right after the rename, with dst as $1
+// and args as $4, $5 and on: what a caller does to the file it has just put
+// in place, in the same command.
+func AtomicWriteThen(src io.Reader, dst string, mode fs.FileMode, owner, group, funcs, then string, args ...string) Command {
 	const script = `set -e
 d=$(dirname -- "$1"); b=$(basename -- "$1")
 mkdir -p -- "$d"
@@ -195,10 +203,8 @@ trap - EXIT`
 	if group != "" {
 		spec += ":" + group
 	}
-	return Command{
-		Argv:  []string{"/bin/sh", "-c", script, "sh", dst, fmt.Sprintf("%04o", UnixMode(mode)), spec},
-		Stdin: src, Become: true,
-	}
+	argv := []string{"/bin/sh", "-c", funcs + script + "\n" + then, "sh", dst, fmt.Sprintf("%04o", UnixMode(mode)), spec}
+	return Command{Argv: append(argv, args...), Stdin: src, Become: true}
 }
 
 // KillGrace is how long a cancelled command gets between SIGTERM and SIGKILL.

@@ -327,45 +327,7 @@ func upgradeRefusals(ctx context.Context, t *testing.T, kx, target kubexm, k kub
 func upgradeServing(ctx context.Context, t *testing.T, target kubexm, k kubectlRunner, set *testhosts.Set, up string, mode lifecycleMode, from, to string) {
 	t.Helper()
 	image := busyboxRef(t)
-	workload := `apiVersion: v1
-kind: Namespace
-metadata: {name: avail}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: avail}
-spec:
-  replicas: 3
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      terminationGracePeriodSeconds: 15
-      topologySpreadConstraints:
-      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}
-      containers:
-      - name: web
-        image: ` + image + `
-        imagePullPolicy: Never
-        command: [/bin/busybox, sh, -c, "mkdir -p /www && echo up > /www/index.html && exec /bin/busybox httpd -f -p 8080 -h /www"]
-        readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
-        # Serving on while the endpoints drop the pod.
-        lifecycle: {preStop: {exec: {command: [/bin/busybox, sleep, "5"]}}}
----
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: web, namespace: avail}
-spec:
-  minAvailable: 2
-  selector: {matchLabels: {app: web}}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: avail}
-spec:
-  selector: {app: web}
-  ports: [{port: 80, targetPort: 8080}]
-`
+	workload := polledWeb("avail", image)
 	if out, err := k.run(ctx, workload, "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply the polled workload: %v\n%s", err, out)
 	}
@@ -515,4 +477,50 @@ func waitNodesAt(ctx context.Context, t *testing.T, k kubectlRunner, set *testho
 		}
 		time.Sleep(2 * time.Second)
 	}
+}
+
+// polledWeb is the workload an upgrade test polls while nodes are drained:
+// in namespace ns, 3 busybox httpd replicas of image spread over the nodes,
+// a PodDisruptionBudget keeping 2, a ClusterIP Service, and a preStop pause
+// so that a pod serves on while the endpoints drop it.
+func polledWeb(ns, image string) string {
+	return `apiVersion: v1
+kind: Namespace
+metadata: {name: ` + ns + `}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: ` + ns + `}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 15
+      topologySpreadConstraints:
+      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}
+      containers:
+      - name: web
+        image: ` + image + `
+        imagePullPolicy: Never
+        command: [/bin/busybox, sh, -c, "mkdir -p /www && echo up > /www/index.html && exec /bin/busybox httpd -f -p 8080 -h /www"]
+        readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
+        # Serving on while the endpoints drop the pod.
+        lifecycle: {preStop: {exec: {command: [/bin/busybox, sleep, "5"]}}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: ` + ns + `}
+spec:
+  minAvailable: 2
+  selector: {matchLabels: {app: web}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: ` + ns + `}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+`
 }

@@ -202,45 +202,7 @@ func upgradeRuntime(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunne
 	if t.Failed() {
 		t.FailNow()
 	}
-	workload := `apiVersion: v1
-kind: Namespace
-metadata: {name: rtup}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: rtup}
-spec:
-  replicas: 3
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      terminationGracePeriodSeconds: 15
-      topologySpreadConstraints:
-      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}
-      containers:
-      - name: web
-        image: ` + busyboxRef(t) + `
-        imagePullPolicy: Never
-        command: [/bin/busybox, sh, -c, "mkdir -p /www && echo up > /www/index.html && exec /bin/busybox httpd -f -p 8080 -h /www"]
-        readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
-        # Serving on while the endpoints drop the pod.
-        lifecycle: {preStop: {exec: {command: [/bin/busybox, sleep, "5"]}}}
----
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: web, namespace: rtup}
-spec:
-  minAvailable: 2
-  selector: {matchLabels: {app: web}}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: rtup}
-spec:
-  selector: {app: web}
-  ports: [{port: 80, targetPort: 8080}]
-`
+	workload := polledWeb("rtup", busyboxRef(t))
 	if out, err := k.run(ctx, workload, "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply the polled workload: %v\n%s", err, out)
 	}

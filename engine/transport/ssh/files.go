@@ -147,10 +147,9 @@ func (t *Transport) chown(ctx context.Context, p string, opts transport.PutOptio
 // records sum for dst right after its rename (recordFunc).
 func (t *Transport) putWithSudo(ctx context.Context, src io.Reader, dst string, opts transport.PutOptions, rec, sum string) error {
 	cmd := transport.AtomicWriteCommand(src, dst, opts.Mode, opts.Owner, opts.Group)
-	// AtomicWriteCommand's script takes dst, mode and owner as $1-$3.
-	if rec != "" && len(cmd.Argv) == 7 && cmd.Argv[4] == dst {
-		cmd.Argv[2] = recordFunc + cmd.Argv[2] + "\nkxrec \"$1\" \"$4\" \"$5\" || :"
-		cmd.Argv = append(cmd.Argv, rec, strings.ToLower(sum))
+	if rec != "" {
+		cmd = transport.AtomicWriteThen(src, dst, opts.Mode, opts.Owner, opts.Group,
+			recordFunc, `kxrec "$1" "$4" "$5" || :`, rec, strings.ToLower(sum))
 	}
 	res, err := t.Run(ctx, cmd)
 	if err != nil {
