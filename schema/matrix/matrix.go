@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"path"
 	"slices"
 	"strings"
 
@@ -72,13 +74,83 @@ func (s *Support) WithRoleVars(rv rolevars.RoleVars) *Support {
 	return &c
 }
 
-// RoleVars returns the declarations cluster.yaml's variables are checked
-// against.
+// RoleVars returns the declarations cluster.yaml's variables and -e are
+// checked against, each component's version variable with the matrix's
+// check of its versions, except for a playbook that installs nothing
+// (delete must remove what an older kubexm installed).
 func (s *Support) RoleVars() (rolevars.RoleVars, error) {
-	if s.roleVars != nil {
-		return s.roleVars, nil
+	rv := s.roleVars
+	if rv == nil {
+		var err error
+		if rv, err = rolevars.BuiltinRoleVars(); err != nil {
+			return nil, err
+		}
 	}
-	return rolevars.BuiltinRoleVars()
+	if s.warnOnly {
+		return rv, nil
+	}
+	var out rolevars.RoleVars
+	for _, c := range s.Components {
+		d, ok := rv[c.Variable]
+		if c.Variable == "" || !ok {
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(rv) // the built-in declarations are shared
+		}
+		d.Versions = s.versionCheck(c)
+		out[c.Variable] = d
+	}
+	if out == nil {
+		return rv, nil
+	}
+	return out, nil
+}
+
+// versionCheck is the check of a component's version variable: on one of
+// its release lines, and with the file the roles need for it.
+func (s *Support) versionCheck(c Component) func(string) (msg, hint string) {
+	return func(v string) (string, string) {
+		if c.InRelease(v) && (c.VersionFile == "" || s.hasRoleFile(strings.ReplaceAll(c.VersionFile, versionPlaceholder, v))) {
+			return "", ""
+		}
+		hint := fmt.Sprintf("this kubexm installs %s %s", c.Name, c.ReleaseLines())
+		if c.VersionFile != "" {
+			hint += fmt.Sprintf(": %s %s (the versions the built-in roles have roles/%s for)", c.Variable, strings.Join(builtinVersions(c.VersionFile), " or "), c.VersionFile)
+		}
+		hint += fmt.Sprintf("; leave %s out for its default", c.Variable)
+		if !c.InRelease(v) {
+			return fmt.Sprintf("%s %s is not supported", c.Name, v), hint
+		}
+		return fmt.Sprintf("%s %s is not supported: the roles have no %s for it", c.Name, v, strings.ReplaceAll(c.VersionFile, versionPlaceholder, v)), hint
+	}
+}
+
+// hasRoleFile reports whether the playbook tree's roles (WithRoles), else
+// the built-in ones, hold file.
+func (s *Support) hasRoleFile(file string) bool {
+	if s.findRole != nil {
+		found, _ := s.findRole(file)
+		return found
+	}
+	_, err := fs.Stat(kubexm.Content(), path.Join("roles", file))
+	return err == nil
+}
+
+// builtinVersions lists the versions the built-in roles have the file
+// pattern (a VersionFile) for, sorted.
+func builtinVersions(pattern string) []string {
+	before, after, _ := strings.Cut("roles/"+pattern, versionPlaceholder)
+	files, err := fs.Glob(kubexm.Content(), before+"*"+after)
+	if err != nil {
+		return nil // a pattern with glob syntax in it: no list
+	}
+	var out []string
+	for _, f := range files {
+		out = append(out, strings.TrimSuffix(strings.TrimPrefix(f, before), after))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // ForPlaybook returns the matrix as the playbook named name applies it:
@@ -135,7 +207,20 @@ type Component struct {
 	OnlyWith string `yaml:"only_with,omitempty" json:"onlyWith,omitempty"`
 	Default  string `yaml:"default" json:"default"`
 	Mirrors  string `yaml:"mirrors" json:"mirrors"`
+	// Variable is the role variable choosing the version where no
+	// cluster.yaml field does (calico_version): set in cluster.yaml's
+	// variables, group_vars/, host_vars/ or with -e, it is checked against
+	// Versions as a field is, before any task runs.
+	Variable string `yaml:"variable,omitempty" json:"variable,omitempty"`
+	// VersionFile is a file the roles need for each version, relative to
+	// the roles directory, {version} standing for the version as written
+	// (calico's CRDs): a version of Variable without that file is refused
+	// too, since the run would stop at it halfway.
+	VersionFile string `yaml:"version_file,omitempty" json:"versionFile,omitempty"`
 }
+
+// versionPlaceholder stands for the version in Component.VersionFile.
+const versionPlaceholder = "{version}"
 
 // Choice is one cluster.yaml field and whether each of its values is
 // installed.
@@ -268,6 +353,9 @@ func ParseSupport(name string, data []byte) (*Support, error) {
 	for _, c := range s.Components {
 		if c.Name == "" || c.Versions == "" {
 			bad("components: every entry needs a name and versions")
+		}
+		if c.VersionFile != "" && (c.Variable == "" || strings.Count(c.VersionFile, versionPlaceholder) != 1) {
+			bad("components: %s: version_file needs variable and one %s in the file name", c.Name, versionPlaceholder)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -57,6 +57,10 @@ type VarDecl struct {
 
 	// Role is the first role declaring it (in path order), for messages.
 	Role string `yaml:"-"`
+	// Versions, set by the support matrix for a component's version
+	// variable (calico_version), says what is wrong with a version the
+	// roles do not install (message and hint), or "".
+	Versions func(v string) (msg, hint string) `yaml:"-" json:"-"`
 }
 
 // RoleVars are the declared variables of a playbook tree's roles, by name.
@@ -175,6 +179,11 @@ func (rv RoleVars) Check(name string, v any, fromCluster bool) (msg, hint string
 			return who + ": the value is not " + typeNoun(d.Type), h // not echoed
 		}
 		return who + ": " + m, h
+	}
+	if s, ok := v.(string); ok && d.Versions != nil {
+		if m, h := d.Versions(s); m != "" {
+			return who + ": " + m, h
+		}
 	}
 	return "", ""
 }

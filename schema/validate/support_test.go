@@ -3,9 +3,12 @@ package validate
 import (
 	. "github.com/mensylisir/kubexm/schema"
 	"github.com/mensylisir/kubexm/schema/matrix"
+	"github.com/mensylisir/kubexm/schema/rolevars"
 
 	"errors"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -29,7 +32,7 @@ var permissive = func() *matrix.Support {
 		}
 	}
 	for i := range s.Components {
-		s.Components[i].Field = ""
+		s.Components[i].Field, s.Components[i].Variable = "", ""
 	}
 	return s
 }()
@@ -592,5 +595,95 @@ func TestPlaybookChoices(t *testing.T) {
 		if _, err := matrix.ParseSupport("m.yaml", []byte(bad.yaml)); err == nil || !strings.Contains(err.Error(), bad.msg) {
 			t.Errorf("%q: %v, want %q", bad.yaml, err, bad.msg)
 		}
+	}
+}
+
+// TestComponentVersionVariable: calico's version is a role variable, not a
+// field; one the roles cannot install (off the matrix's lines, or without
+// the CRDs file the role applies) is refused before anything runs, at its
+// line, from cluster.yaml, group_vars/ and -e alike.
+func TestComponentVersionVariable(t *testing.T) {
+	for _, tc := range []struct{ version, want string }{
+		{"v3.33.0", "calico v3.33.0 is not supported"},
+		{"v3.30.4", "calico v3.30.4 is not supported"},
+		{"v3.32.2", "calico v3.32.2 is not supported: the roles have no cni/calico/files/calico-crds-v3.32.2.yaml for it"},
+		{"3.32.1", "calico 3.32.1 is not supported: the roles have no cni/calico/files/calico-crds-3.32.1.yaml for it"},
+	} {
+		f := writeClusterWith(t, t.TempDir(), "  roleGroupVars:\n    all:\n      calico_version: "+tc.version+"\n")
+		_, _, err := Load(f)
+		ps := loadProblems(t, err)
+		lines := strings.Count(string(mustRead(t, f)), "\n")
+		if len(ps) != 1 || ps[0].Pos.File != f || ps[0].Pos.Line != lines || ps[0].Path != "spec.roleGroupVars.all.calico_version" ||
+			ps[0].Message != "role variable calico_version (role artifacts): "+tc.want {
+			t.Errorf("%s: want one problem %q at %s:%d, got %v", tc.version, tc.want, f, lines, err)
+			continue
+		}
+		if h := ps[0].Hint; !strings.Contains(h, "this kubexm installs calico v3.31.x, v3.32.x: calico_version v3.31.7 or v3.32.1") || !strings.Contains(h, "leave calico_version out for its default") {
+			t.Errorf("%s: hint %q", tc.version, h)
+		}
+	}
+	for _, v := range []string{"v3.31.7", "v3.32.1"} {
+		if _, _, err := Load(writeClusterWith(t, t.TempDir(), "  roleGroupVars:\n    all:\n      calico_version: "+v+"\n")); err != nil {
+			t.Errorf("%s refused: %v", v, err)
+		}
+	}
+
+	// group_vars/all.yaml: at that file's line.
+	dir := t.TempDir()
+	f := writeClusterWith(t, dir, "")
+	gv := filepath.Join(dir, "group_vars", "all.yaml")
+	if err := os.MkdirAll(filepath.Dir(gv), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gv, []byte("# site\ncalico_version: v3.28.5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := Load(f)
+	if ps := loadProblems(t, err); len(ps) != 1 || ps[0].Pos.File != gv || ps[0].Pos.Line != 2 || !strings.Contains(ps[0].Message, "calico v3.28.5 is not supported") {
+		t.Errorf("want one problem at %s:2, got %v", gv, err)
+	}
+
+	// -e, as a run checks it (lifecycle) against the matrix's declarations.
+	s, err := matrix.BuiltinSupport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, err := s.RoleVars()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rv.CheckExtraVars(map[string]any{"calico_version": "v3.32.9"}); err == nil || !strings.Contains(err.Error(), "-e calico_version: role variable calico_version (role artifacts): calico v3.32.9 is not supported") {
+		t.Errorf("-e calico_version=v3.32.9: %v", err)
+	}
+	if err := rv.CheckExtraVars(map[string]any{"calico_version": "v3.31.7"}); err != nil {
+		t.Errorf("-e calico_version=v3.31.7: %v", err)
+	}
+	// delete removes a calico whatever its version.
+	if rv, err := s.ForPlaybook("delete").RoleVars(); err != nil {
+		t.Fatal(err)
+	} else if err := rv.CheckExtraVars(map[string]any{"calico_version": "v3.28.5"}); err != nil {
+		t.Errorf("delete: %v", err)
+	}
+	// The built-in declarations stay without the matrix's check.
+	builtin, err := rolevars.BuiltinRoleVars()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if builtin["calico_version"].Versions != nil {
+		t.Error("RoleVars changed the shared built-in declarations")
+	}
+
+	// A fork whose roles carry the CRDs of another patch installs it.
+	fork := s.WithRoles(func(file string) (bool, []string) {
+		return file == "cni/calico/files/calico-crds-v3.32.2.yaml", []string{"fork/roles"}
+	})
+	if rv, err = fork.RoleVars(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rv.CheckExtraVars(map[string]any{"calico_version": "v3.32.2"}); err != nil {
+		t.Errorf("the fork's v3.32.2: %v", err)
+	}
+	if err := rv.CheckExtraVars(map[string]any{"calico_version": "v3.32.1"}); err == nil {
+		t.Error("v3.32.1 accepted by a fork without its CRDs")
 	}
 }

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/schema/matrix"
-	"github.com/mensylisir/kubexm/schema/rolevars"
 
 	"github.com/mensylisir/kubexm/service/datadir"
 
@@ -921,10 +920,14 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 // checkRoleVars checks a job's extra vars against the role variables'
 // declarations before the job is queued (its run checks them again).
 func (s *Server) checkRoleVars(vars map[string]any) error {
-	rv, err := rolevars.BuiltinRoleVars()
-	if s.c.Support != nil {
-		rv, err = s.c.Support.RoleVars()
+	m := s.c.Support
+	if m == nil {
+		var err error
+		if m, err = matrix.BuiltinSupport(); err != nil {
+			return err
+		}
 	}
+	rv, err := m.RoleVars()
 	if err != nil {
 		return err
 	}
