@@ -124,6 +124,8 @@ type event struct {
 	Status  string    `json:"status"`
 	Message string    `json:"message"`
 	Resumed bool      `json:"resumed"`
+	// Diff of a changed result under --diff: what the task changed.
+	Diff string `json:"diff"`
 	// DurationMS of a task_end: the task's wall time over all its hosts.
 	DurationMS int64 `json:"duration_ms"`
 	Recap      *struct {
@@ -218,6 +220,19 @@ func (r runResult) changed() []string {
 		}
 	}
 	return out
+}
+
+// changedDiffs is what each changed task changed (its diff under --diff,
+// else its message: a file's mode or owner), for a run that should have
+// changed nothing.
+func (r runResult) changedDiffs() string {
+	var b strings.Builder
+	for _, e := range r.events {
+		if e.Kind == "host_result" && e.Status == "changed" {
+			fmt.Fprintf(&b, "\n%s: %s: %s\n%s", e.Host, e.Task, e.Message, e.Diff)
+		}
+	}
+	return b.String()
 }
 
 // slowest names the n tasks that took longest, with their wall times and

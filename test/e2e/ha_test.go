@@ -226,7 +226,8 @@ func TestHAControlPlane(t *testing.T) {
 			maxGap: 15 * time.Second, minLeaves: 5 * len(set.Hosts), registry: reg})
 	}
 
-	res = kx.play(ctx, create, "--offline-bundle", bundle)
+	// --diff: a change the re-run finds is shown, not only named.
+	res = kx.play(ctx, create, "--offline-bundle", bundle, "--diff")
 	if res.err != nil {
 		t.Fatalf("re-run failed: %v%s", res.err, res.failures())
 	}
@@ -234,7 +235,7 @@ func TestHAControlPlane(t *testing.T) {
 	// say where a loaded run's time went.
 	t.Logf("PERF create-cluster re-run (nothing to change): %s; slowest tasks:%s", res.wall.Round(time.Millisecond), res.slowest(15))
 	if c := res.changed(); len(c) > 0 {
-		t.Errorf("re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+		t.Errorf("re-run changed %d things, want 0:\n  %s%s", len(c), strings.Join(c, "\n  "), res.changedDiffs())
 	}
 
 	if withNginx {
