@@ -11,9 +11,9 @@ import (
 	"github.com/mensylisir/kubexm/engine/transport"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -24,7 +24,10 @@ var errNoKubeconfig = errors.New("no kubeconfig")
 
 // client is one API server's dynamic client and the kinds it serves.
 type client struct {
-	dyn    dynamic.Interface
+	dyn dynamic.Interface
+	// kube is the typed client of the same server, for what kubectl's
+	// libraries take (drain) and raw GETs.
+	kube   kubernetes.Interface
 	mapper resettableMapper
 	// server is the kubeconfig's API server, for messages.
 	server string
@@ -114,13 +117,14 @@ func newClient(kubeconfig []byte, target transport.Transport) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return &client{
 		dyn:    dyn,
-		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
+		kube:   kube,
+		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())),
 		server: cfg.Host,
 		target: target,
 	}, nil

@@ -41,6 +41,9 @@ func Builtins() []step.Builtin { return []step.Builtin{&Builtin{}} }
 // Builtin is the k8s step type.
 type Builtin struct {
 	clients clients
+	// evictRetry is the pause before an eviction a PodDisruptionBudget
+	// refused is asked again (evictRetryDelay; tests shorten it).
+	evictRetry time.Duration
 }
 
 // Spec documents the builtin.
@@ -67,7 +70,21 @@ absent deletes the objects named by src, definition or api_version/kind/name,
 and only those (one missing is no change). state patched merges ` + "`patch`" + `
 into one object (its status with subresource status). state get reads one
 object (name), a list (label_selector), or the objects of src or definition
-(those that exist), registered as resources.
+(those that exist), registered as resources; with path, get is a raw GET of
+that path of the API server (/readyz?verbose), its body registered as
+content and its HTTP status as status, failed unless 2xx.
+
+state cordoned marks the Node name unschedulable, uncordoned schedulable
+again (as kubectl cordon and uncordon: changed only when it was not so).
+drained cordons it and drains it with kubectl drain's own library
+(k8s.io/kubectl/pkg/drain): each pod is evicted through the eviction API,
+which respects PodDisruptionBudgets (an eviction refused for a budget is
+asked again every 5 s), or deleted with disable_eviction; DaemonSet pods
+stay (kubectl drain --ignore-daemonsets); a pod with emptyDir data is
+refused unless delete_emptydir_data, a pod no controller manages unless
+drain_force. It waits until the pods are gone, at most wait_timeout, and
+fails naming the pods still on the node. Changed when the cordon changed
+or a pod was taken; evicted_pods names them.
 
 wait_for waits, after the apply or on the object read, until condition=TYPE
 (or condition=TYPE=STATUS) holds, the workload has rolled out as kubectl
@@ -79,16 +96,19 @@ container that is not ready waits or ended (ErrImageNeverPull,
 CrashLoopBackOff, not scheduled and why).
 
 Under --check nothing is written: applies and patches are server-side dry
-runs and report what would change, deletes report what exists, nothing is
+runs and report what would change, deletes report what exists, a drain
+lists the pods it would take (and fails as the drain would on pods it may
+not take), nothing is
 waited for (a get with wait_for is skipped), and with no kubeconfig on the
 host yet (no cluster) present reports a change and get is skipped. --diff
 shows each object as YAML before and after, without the server's
 bookkeeping; a Secret's values are never shown (each key says whether it
 changed). Results: ` + "`objects`, `changed_objects`" + ` (present, absent), ` + "`resources`" + `
-(get, patched), ` + "`ready`" + ` (with wait_for).`,
+(get, patched), ` + "`ready`" + ` (with wait_for), ` + "`content`, `status`" + ` (get with
+path), ` + "`evicted_pods`" + ` (drained).`,
 		Args: []step.Arg{
 			{Name: "kubeconfig", Type: step.String, Required: true, Doc: "The kubeconfig on the host (read as root), e.g. the admin kubeconfig on a master."},
-			{Name: "state", Type: step.String, Default: "present", Choices: []string{"present", "absent", "patched", "get"}, Doc: "present applies, absent deletes, patched merges patch into one object, get reads."},
+			{Name: "state", Type: step.String, Default: "present", Choices: []string{"present", "absent", "patched", "get", "cordoned", "uncordoned", "drained"}, Doc: "present applies, absent deletes, patched merges patch into one object, get reads; cordoned, uncordoned and drained act on the Node name."},
 			{Name: "src", Type: step.String, Doc: "A manifest on the host (YAML documents or JSON): the objects to apply, delete or read."},
 			{Name: "definition", Type: step.Any, Doc: "The objects themselves: YAML text, a mapping or a list of mappings (as src)."},
 			{Name: "api_version", Type: step.String, Default: "v1", Doc: "The object's apiVersion (get, patched, absent by name)."},
@@ -100,7 +120,11 @@ changed). Results: ` + "`objects`, `changed_objects`" + ` (present, absent), ` +
 			{Name: "subresource", Type: step.String, Doc: "patched: the subresource written, e.g. status."},
 			{Name: "force_conflicts", Type: step.Bool, Default: true, Doc: "present: take fields another manager set (kubectl apply --server-side --force-conflicts)."},
 			{Name: "wait_for", Type: step.String, Doc: "condition=TYPE[=STATUS], rollout, exists or deleted: on every object applied or deleted, or the object read."},
-			{Name: "wait_timeout", Type: step.Duration, Default: "60s", Doc: "How long wait_for may take."},
+			{Name: "wait_timeout", Type: step.Duration, Default: "60s", Doc: "How long wait_for or a drain may take."},
+			{Name: "path", Type: step.String, Doc: "get: a raw GET of this path of the API server, e.g. /readyz?verbose."},
+			{Name: "delete_emptydir_data", Type: step.Bool, Default: false, Doc: "drained: take pods with emptyDir volumes too, their data lost (kubectl drain --delete-emptydir-data)."},
+			{Name: "drain_force", Type: step.Bool, Default: false, Doc: "drained: take pods no controller manages too (kubectl drain --force)."},
+			{Name: "disable_eviction", Type: step.Bool, Default: false, Doc: "drained: delete the pods instead of evicting them, PodDisruptionBudgets not asked (kubectl drain --disable-eviction)."},
 		},
 		Examples: []string{`k8s:
   kubeconfig: /etc/kubernetes/admin.conf
@@ -131,6 +155,10 @@ type request struct {
 	waitFor                   condition
 	waitSpec                  string
 	waitTimeout               time.Duration
+	path                      string
+	deleteEmptyDir            bool
+	drainForce                bool
+	disableEviction           bool
 }
 
 func parse(args step.Args) (*request, error) {
@@ -139,6 +167,8 @@ func parse(args step.Args) (*request, error) {
 		definition: args["definition"], name: args.String("name"), namespace: args.String("namespace"),
 		selector: args.String("label_selector"), patch: args["patch"], subresource: args.String("subresource"),
 		force: args.Bool("force_conflicts"), waitSpec: args.String("wait_for"), waitTimeout: args.Duration("wait_timeout"),
+		path: args.String("path"), deleteEmptyDir: args.Bool("delete_emptydir_data"),
+		drainForce: args.Bool("drain_force"), disableEviction: args.Bool("disable_eviction"),
 	}
 	gv, err := schema.ParseGroupVersion(args.String("api_version"))
 	if err != nil {
@@ -164,9 +194,16 @@ func parse(args step.Args) (*request, error) {
 		if r.gvk.Kind == "" || r.name == "" || r.patch == nil {
 			return nil, errors.New("state patched needs kind, name and patch")
 		}
+	case "cordoned", "uncordoned", "drained":
+		if r.name == "" {
+			return nil, fmt.Errorf("state %s needs name (the Node)", r.state)
+		}
 	case "get":
-		if r.gvk.Kind == "" && !byObjects {
-			return nil, errors.New("state get needs kind, src or definition")
+		if r.path != "" && (byObjects || r.gvk.Kind != "" || r.waitFor != nil) {
+			return nil, errors.New("get with path reads that path only: no kind, src, definition or wait_for")
+		}
+		if r.gvk.Kind == "" && !byObjects && r.path == "" {
+			return nil, errors.New("state get needs kind, src, definition or path")
 		}
 		if r.waitFor != nil && r.name == "" && !byObjects {
 			return nil, errors.New("wait_for on a get needs name, src or definition")
@@ -190,7 +227,7 @@ func (b *Builtin) Run(ctx context.Context, env *step.Env, args step.Args) (step.
 	c, err := b.clients.get(ctx, env.Target, r.kubeconfig)
 	if errors.Is(err, errNoKubeconfig) && env.Check {
 		switch r.state {
-		case "present", "patched":
+		case "present", "patched", "cordoned", "uncordoned", "drained":
 			return step.Result{Changed: true, Msg: fmt.Sprintf("would %s (%v: the cluster is not there yet)", verb(r.state), err)}, nil
 		case "get":
 			return step.Result{Skipped: true, Msg: err.Error()}, nil
@@ -203,6 +240,10 @@ func (b *Builtin) Run(ctx context.Context, env *step.Env, args step.Args) (step.
 		return step.Result{}, err
 	}
 	switch {
+	case r.state == "get" && r.path != "":
+		return b.raw(ctx, c, r)
+	case r.state == "cordoned" || r.state == "uncordoned" || r.state == "drained":
+		return b.node(ctx, env, c, r)
 	case r.state == "get" && r.src == "" && r.definition == nil:
 		return b.get(ctx, c, r)
 	case r.state == "patched":
@@ -228,7 +269,7 @@ func (b *Builtin) Run(ctx context.Context, env *step.Env, args step.Args) (step.
 }
 
 func verb(state string) string {
-	return map[string]string{"present": "apply", "patched": "patch", "absent": "delete"}[state]
+	return map[string]string{"present": "apply", "patched": "patch", "absent": "delete", "cordoned": "cordon", "uncordoned": "uncordon", "drained": "drain"}[state]
 }
 
 var errNoManifest = errors.New("manifest not found")
