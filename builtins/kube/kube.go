@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/transport"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -109,7 +110,7 @@ path), ` + "`evicted_pods`" + ` (drained).`,
 		Args: []step.Arg{
 			{Name: "kubeconfig", Type: step.String, Required: true, Doc: "The kubeconfig on the host (read as root), e.g. the admin kubeconfig on a master."},
 			{Name: "state", Type: step.String, Default: "present", Choices: []string{"present", "absent", "patched", "get", "cordoned", "uncordoned", "drained"}, Doc: "present applies, absent deletes, patched merges patch into one object, get reads; cordoned, uncordoned and drained act on the Node name."},
-			{Name: "src", Type: step.String, Doc: "A manifest on the host (YAML documents or JSON): the objects to apply, delete or read."},
+			{Name: "src", Type: step.String, Doc: "A manifest on the host (YAML documents or JSON), or a directory of them (its *.yaml, *.yml and *.json files, as kubectl -f DIR): the objects to apply, delete or read."},
 			{Name: "definition", Type: step.Any, Doc: "The objects themselves: YAML text, a mapping or a list of mappings (as src)."},
 			{Name: "api_version", Type: step.String, Default: "v1", Doc: "The object's apiVersion (get, patched, absent by name)."},
 			{Name: "kind", Type: step.String, Doc: "The object's kind (get, patched, absent by name)."},
@@ -286,11 +287,25 @@ func (b *Builtin) objects(ctx context.Context, env *step.Env, r *request) ([]*un
 		if !info.Exists {
 			return nil, fmt.Errorf("%w: %s on %s", errNoManifest, r.src, env.Host)
 		}
-		var buf bytes.Buffer
-		if err := env.Target.Get(ctx, r.src, &buf, true); err != nil {
-			return nil, err
+		files := []string{r.src}
+		if info.IsDir {
+			if files, err = manifestsIn(ctx, env.Target, r.src); err != nil {
+				return nil, err
+			}
 		}
-		return decode(buf.Bytes(), r.src)
+		var out []*unstructured.Unstructured
+		for _, f := range files {
+			var buf bytes.Buffer
+			if err := env.Target.Get(ctx, f, &buf, true); err != nil {
+				return nil, err
+			}
+			objs, err := decode(buf.Bytes(), f)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, objs...)
+		}
+		return out, nil
 	case r.definition != nil:
 		switch d := r.definition.(type) {
 		case string:
@@ -319,6 +334,28 @@ func (b *Builtin) objects(ctx context.Context, env *step.Env, r *request) ([]*un
 	u.SetName(r.name)
 	u.SetNamespace(r.namespace)
 	return []*unstructured.Unstructured{u}, nil
+}
+
+// manifestsIn lists the manifests of a directory on the host as kubectl -f
+// DIR reads them: its files named *.yaml, *.yml or *.json (not those of its
+// subdirectories), in the order of their names.
+func manifestsIn(ctx context.Context, t transport.Transport, dir string) ([]string, error) {
+	res, err := t.Run(ctx, transport.Command{Become: true, Argv: []string{"find", dir, "-mindepth", "1", "-maxdepth", "1", "-type", "f",
+		"(", "-name", "*.yaml", "-o", "-name", "*.yml", "-o", "-name", "*.json", ")", "-print0"}})
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exit %d: %s", res.ExitCode, bytes.TrimSpace(res.Stderr))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list the manifests of %s: %w", dir, err)
+	}
+	var files []string
+	for f := range strings.SplitSeq(string(res.Stdout), "\x00") {
+		if f != "" {
+			files = append(files, f)
+		}
+	}
+	slices.Sort(files)
+	return files, nil
 }
 
 // objectResource is one object's resource client, its namespace filled in.

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -31,8 +33,20 @@ type host struct{ files map[string]string }
 
 func (h *host) Host() string { return "m1" }
 func (h *host) Close() error { return nil }
-func (h *host) Run(context.Context, transport.Command) (transport.Result, error) {
-	return transport.Result{}, errors.New("the k8s builtin runs no command")
+
+// Run answers the one command the builtin runs, find listing a directory's
+// manifests (every file directly in it: the name patterns are the test's).
+func (h *host) Run(_ context.Context, c transport.Command) (transport.Result, error) {
+	if len(c.Argv) < 2 || c.Argv[0] != "find" {
+		return transport.Result{}, fmt.Errorf("the k8s builtin runs no %v", c.Argv)
+	}
+	var out []byte
+	for p := range h.files {
+		if dir, base := path.Split(p); dir == c.Argv[1]+"/" && (strings.HasSuffix(base, ".yaml") || strings.HasSuffix(base, ".json")) {
+			out = append(out, p+"\x00"...)
+		}
+	}
+	return transport.Result{Stdout: out}, nil
 }
 func (h *host) Put(context.Context, io.Reader, string, transport.PutOptions) error {
 	return errors.New("read only")
@@ -50,6 +64,13 @@ func (h *host) Get(_ context.Context, src string, w io.Writer, _ bool) error {
 }
 func (h *host) Stat(_ context.Context, p string, _ bool) (transport.FileInfo, error) {
 	c, ok := h.files[p]
+	if !ok {
+		for f := range h.files {
+			if strings.HasPrefix(f, p+"/") {
+				return transport.FileInfo{Exists: true, IsDir: true}, nil
+			}
+		}
+	}
 	return transport.FileInfo{Exists: ok, Size: int64(len(c))}, nil
 }
 func (h *host) Sha256(context.Context, string, bool) (string, error) { return "", nil }
@@ -464,5 +485,39 @@ spec:
 	}
 	if res := do(false, step.Args{"state": "absent", "src": "/etc/w.yaml"}); !res.Changed || len(res.Data["changed_objects"].([]string)) != 2 {
 		t.Fatalf("delete: %+v", res)
+	}
+}
+
+func TestDirectoryOfManifests(t *testing.T) {
+	b, dyn, _ := fakeServer(t)
+	h := &host{files: map[string]string{"/etc/admin.conf": "k",
+		"/etc/addon/1.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n",
+		"/etc/addon/0.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: s}\n",
+		"/etc/addon/notes.txt":  "not a manifest",
+		"/etc/addon/sub/x.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deeper}\n",
+	}}
+	do := func(check bool, state string) step.Result {
+		t.Helper()
+		env := &step.Env{Host: "m1", Target: h, Check: check}
+		res, err := b.Run(context.Background(), env, b.Spec().WithDefaults(step.Args{"kubeconfig": "/etc/admin.conf", "state": state, "src": "/etc/addon", "namespace": "demo"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := do(false, "present"); !slices.Equal(res.Data["objects"].([]string), []string{"demo/configmap/a", "demo/secret/s", "demo/configmap/b"}) {
+		t.Fatalf("apply of a directory: objects %v; want 0.yaml's then 1.yaml's, no other file's", res.Data["objects"])
+	}
+	if res := do(true, "absent"); len(res.Data["changed_objects"].([]string)) != 3 {
+		t.Fatalf("delete under --check: %+v", res)
+	}
+	if res := do(false, "absent"); !res.Changed || len(res.Data["changed_objects"].([]string)) != 3 {
+		t.Fatalf("delete of a directory's objects: %+v", res)
+	}
+	if l, err := dyn.Resource(cmGVR).Namespace("demo").List(context.Background(), metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
+		t.Fatalf("left after the delete: %v %v", l, err)
+	}
+	if res := do(false, "absent"); res.Changed {
+		t.Fatalf("delete again: changed")
 	}
 }
