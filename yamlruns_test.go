@@ -26,7 +26,7 @@ import (
 // (masters, workers) whatever kubernetes.type; the aim under 40. It may only go down: a change over it fails listing
 // the runs, and one under it asks for the figure to be lowered.
 const (
-	yamlRunCeiling = 52
+	yamlRunCeiling = 50
 	yamlRunLines   = 6
 )
 
