@@ -85,7 +85,11 @@ stay (kubectl drain --ignore-daemonsets); a pod with emptyDir data is
 refused unless delete_emptydir_data, a pod no controller manages unless
 drain_force. It waits until the pods are gone, at most wait_timeout, and
 fails naming the pods still on the node. Changed when the cordon changed
-or a pod was taken; evicted_pods names them.
+or a pod was taken; evicted_pods names them. With mark (an annotation), a
+cordon is kubexm's own: cordoned sets the annotation with it, a node found
+cordoned without it (someone else's cordon) is left so, and uncordoned
+uncordons only a node that has it, removing it, so that an interrupted run
+uncordons on its re-run what it cordoned and nothing else.
 
 wait_for waits, after the apply or on the object read, until condition=TYPE
 (or condition=TYPE=STATUS) holds, the workload has rolled out as kubectl
@@ -125,6 +129,7 @@ path), ` + "`evicted_pods`" + ` (drained).`,
 			{Name: "path", Type: step.String, Doc: "get: a raw GET of this path of the API server, e.g. /readyz?verbose."},
 			{Name: "delete_emptydir_data", Type: step.Bool, Default: false, Doc: "drained: take pods with emptyDir volumes too, their data lost (kubectl drain --delete-emptydir-data)."},
 			{Name: "drain_force", Type: step.Bool, Default: false, Doc: "drained: take pods no controller manages too (kubectl drain --force)."},
+			{Name: "mark", Type: step.String, Doc: "cordoned, drained, uncordoned: an annotation that says this task's cordon is kubexm's: set with the cordon (a node someone else cordoned is left as it is, and still drained), and an uncordon only touches a node that has it, removing it."},
 			{Name: "disable_eviction", Type: step.Bool, Default: false, Doc: "drained: delete the pods instead of evicting them, PodDisruptionBudgets not asked (kubectl drain --disable-eviction)."},
 		},
 		Examples: []string{`k8s:
@@ -160,6 +165,7 @@ type request struct {
 	deleteEmptyDir            bool
 	drainForce                bool
 	disableEviction           bool
+	mark                      string
 }
 
 func parse(args step.Args) (*request, error) {
@@ -169,7 +175,7 @@ func parse(args step.Args) (*request, error) {
 		selector: args.String("label_selector"), patch: args["patch"], subresource: args.String("subresource"),
 		force: args.Bool("force_conflicts"), waitSpec: args.String("wait_for"), waitTimeout: args.Duration("wait_timeout"),
 		path: args.String("path"), deleteEmptyDir: args.Bool("delete_emptydir_data"),
-		drainForce: args.Bool("drain_force"), disableEviction: args.Bool("disable_eviction"),
+		drainForce: args.Bool("drain_force"), disableEviction: args.Bool("disable_eviction"), mark: args.String("mark"),
 	}
 	gv, err := schema.ParseGroupVersion(args.String("api_version"))
 	if err != nil {

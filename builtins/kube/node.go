@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/internal/textdiff"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/kubectl/pkg/drain"
 	"sigs.k8s.io/yaml"
 )
@@ -59,19 +61,27 @@ func (b *Builtin) node(ctx context.Context, env *step.Env, c *client, r *request
 		return step.Result{}, fmt.Errorf("read node/%s: %w", r.name, err)
 	}
 	want := r.state != "uncordoned"
-	cordonChange := node.Spec.Unschedulable != want
-	d := b.drainer(ctx, c, r)
-	if cordonChange && !env.Check {
-		if err := drain.RunCordonOrUncordon(d, node, want); err != nil {
-			return step.Result{}, fmt.Errorf("node/%s: %w", r.name, err)
+	res := step.Result{Data: map[string]any{"evicted_pods": []string{}}}
+	word := map[bool]string{true: "cordoned", false: "uncordoned"}[want]
+	_, marked := node.Annotations[r.mark]
+	after := node.Spec.Unschedulable
+	switch {
+	case r.mark != "" && want && node.Spec.Unschedulable && !marked:
+		res.Msg = fmt.Sprintf("node/%s cordoned already by someone else (no %s): left so", r.name, r.mark)
+	case r.mark != "" && !want && !marked:
+		res.Msg = fmt.Sprintf("node/%s not cordoned by kubexm (no %s): left so", r.name, r.mark)
+	case node.Spec.Unschedulable == want && (r.mark == "" || marked == want):
+		res.Msg = fmt.Sprintf("node/%s %s", r.name, word)
+	default:
+		res.Changed, after = true, want
+		res.Msg = fmt.Sprintf("node/%s %s", r.name, word)
+		if env.Check {
+			res.Msg = fmt.Sprintf("node/%s would be %s", r.name, word)
+		} else if err := cordon(ctx, c, r.name, want, r.mark); err != nil {
+			return step.Result{}, err
 		}
 	}
-	res := step.Result{Changed: cordonChange, Data: map[string]any{"evicted_pods": []string{}}}
-	word := map[bool]string{true: "cordoned", false: "uncordoned"}[want]
-	res.Msg = fmt.Sprintf("node/%s %s", r.name, word)
-	if cordonChange && env.Check {
-		res.Msg = fmt.Sprintf("node/%s would be %s", r.name, word)
-	}
+	d := b.drainer(ctx, c, r)
 	var pods []string
 	if r.state == "drained" {
 		if pods, err = b.drain(env, d, r.name); err != nil {
@@ -86,9 +96,32 @@ func (b *Builtin) node(ctx context.Context, env *step.Env, c *client, r *request
 		}
 	}
 	if env.Diff && res.Changed {
-		res.Diff = nodeDiff(r.name, node.Spec.Unschedulable, want, pods)
+		res.Diff = nodeDiff(r.name, node.Spec.Unschedulable, after, pods)
 	}
 	return res, nil
+}
+
+// cordon sets spec.unschedulable as kubectl cordon and uncordon do (a
+// merge patch), and with mark sets that annotation (cordon) or removes it
+// (uncordon) in the same patch.
+func cordon(ctx context.Context, c *client, name string, want bool, mark string) error {
+	patch := map[string]any{"spec": map[string]any{"unschedulable": want}}
+	if mark != "" {
+		var v any
+		if want {
+			v = "true"
+		}
+		patch["metadata"] = map[string]any{"annotations": map[string]any{mark: v}}
+	}
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = c.kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
+	if err != nil {
+		return fmt.Errorf("%s node/%s: %w", map[bool]string{true: "cordon", false: "uncordon"}[want], name, err)
+	}
+	return nil
 }
 
 // drain evicts (or deletes) the pods of the node that a drain takes, and

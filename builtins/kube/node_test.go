@@ -190,3 +190,40 @@ current-context: c
 		t.Fatal("get with path and kind: no error")
 	}
 }
+
+func TestCordonMarkIsKubexmsOwn(t *testing.T) {
+	const mark = "kubexm.io/cordoned"
+	b, cs, _ := fakeNodes(t, nil)
+	marked := func() bool {
+		n, err := cs.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok := n.Annotations[mark]
+		return ok
+	}
+	cordon := step.Args{"kubeconfig": "/etc/admin.conf", "state": "cordoned", "name": "n1", "mark": mark}
+	uncordon := step.Args{"kubeconfig": "/etc/admin.conf", "state": "uncordoned", "name": "n1", "mark": mark}
+	if res := run(t, b, false, false, cordon); !res.Changed || !unschedulable(t, cs) || !marked() {
+		t.Fatalf("cordon with a mark: changed %v, marked %v", res.Changed, marked())
+	}
+	if res := run(t, b, false, false, cordon); res.Changed {
+		t.Fatal("cordon with a mark again: changed")
+	}
+	if res := run(t, b, true, false, uncordon); !res.Changed || !marked() {
+		t.Fatalf("check uncordon: changed %v, marked %v", res.Changed, marked())
+	}
+	if res := run(t, b, false, false, uncordon); !res.Changed || unschedulable(t, cs) || marked() {
+		t.Fatalf("uncordon of kubexm's cordon: changed %v, unschedulable %v, marked %v", res.Changed, unschedulable(t, cs), marked())
+	}
+
+	// Someone else's cordon: kept through cordon, drain and uncordon.
+	if res := run(t, b, false, false, step.Args{"kubeconfig": "/etc/admin.conf", "state": "cordoned", "name": "n1"}); !res.Changed {
+		t.Fatal("a cordon without a mark: no change")
+	}
+	for _, args := range []step.Args{cordon, {"kubeconfig": "/etc/admin.conf", "state": "drained", "name": "n1", "mark": mark}, uncordon} {
+		if res := run(t, b, false, false, args); res.Changed || marked() || !unschedulable(t, cs) {
+			t.Fatalf("%s of someone else's cordon: changed %v (%s), marked %v", args["state"], res.Changed, res.Msg, marked())
+		}
+	}
+}
