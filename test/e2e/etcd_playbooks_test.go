@@ -356,3 +356,41 @@ func TestEtcdBackupTimer(t *testing.T) {
 		t.Errorf("a refused snapshot changed the directory: %v", got)
 	}
 }
+
+// A member with data keeps the initial-cluster settings it started with:
+// etcd reads them only at the first start, so a member list changed since
+// (a member added by add-nodes) must not rewrite the file and restart it.
+func TestEtcdConfigKeepsTheInitialCluster(t *testing.T) {
+	vars := sampleVars([3]string{"10.0.0.1", "10.0.0.2", "10.0.0.3"})
+	vars["etcd_version"] = "v3.6.16"
+	first := renderRoleTemplate(t, "etcd", "etcd.conf.yml.tmpl", vars)
+
+	// n4 joined later (add-nodes): the member list grew since n1 started.
+	vars["groups"].(map[string]any)["etcd"] = []any{"n1", "n2", "n3", "n4"}
+	vars["hostvars"].(map[string]any)["n4"] = map[string]any{"internal_address": "10.0.0.4"}
+	grown := renderRoleTemplate(t, "etcd", "etcd.conf.yml.tmpl", vars)
+	if !strings.Contains(grown, "n4=https://10.0.0.4:2380") {
+		t.Fatalf("a member yet to start does not get the whole member list:\n%s", grown)
+	}
+
+	vars["etcd_started_with"] = map[string]any{"stdout": first}
+	kept := renderRoleTemplate(t, "etcd", "etcd.conf.yml.tmpl", vars)
+	if kept != first {
+		t.Errorf("a member with data got a new configuration for a member list changed since it started:\n%s\nwant\n%s", kept, first)
+	}
+
+	// The joined member itself keeps "existing" and the list it joined with.
+	vars["inventory_hostname"] = "n4"
+	vars["etcd_address"] = "10.0.0.4"
+	vars["etcd_join_existing"] = false
+	joined := "initial-cluster: n1=https://10.0.0.1:2380,n4=https://10.0.0.4:2380\ninitial-cluster-state: existing\n"
+	vars["etcd_started_with"] = map[string]any{"stdout": joined}
+	out := renderRoleTemplate(t, "etcd", "etcd.conf.yml.tmpl", vars)
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(out), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg["initial-cluster"] != "n1=https://10.0.0.1:2380,n4=https://10.0.0.4:2380" || cfg["initial-cluster-state"] != "existing" {
+		t.Errorf("the joined member's initial settings were not kept:\n%s", out)
+	}
+}
