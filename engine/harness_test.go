@@ -133,7 +133,8 @@ func testRegistry(c *calls) map[string]step.Builtin {
 			return step.Result{Facts: map[string]any{"facts": map[string]any{"hostname": env.Host, "os": "linux"}}}, nil
 		}},
 		// readfile finds a role's files/ or templates/ file as copy and
-		// template do, and records "host:readfile=<content>".
+		// template do (a template rendered with its overlays' blocks), and
+		// records "host:readfile=<content>".
 		"readfile": fakeBuiltin{spec: step.Spec{Name: "readfile", Args: []step.Arg{
 			{Name: "kind", Type: step.String, Required: true, Choices: []string{"files", "templates"}},
 			{Name: "src", Type: step.String, Required: true},
@@ -146,7 +147,13 @@ func testRegistry(c *calls) map[string]step.Builtin {
 			if err != nil {
 				return step.Result{}, err
 			}
-			c.add(env.Host + ":readfile=" + strings.TrimSpace(string(b)))
+			text := string(b)
+			if a.String("kind") == "templates" && env.RenderTemplate != nil {
+				if text, err = env.RenderTemplate(a.String("src"), text, env.Vars); err != nil {
+					return step.Result{}, err
+				}
+			}
+			c.add(env.Host + ":readfile=" + strings.TrimSpace(text))
 			return step.Result{}, nil
 		}},
 	}

@@ -159,7 +159,10 @@ func (templateBuiltin) Spec() step.Spec {
 		Name:    "template",
 		Summary: "Render a template from the role's templates/ with the task's variables and write it to the host.",
 		Doc: "The template is expanded by the same engine as `{{ }}` in tasks, against every variable visible to " +
-			"the task on this host. The file is rewritten only when the rendered text differs.",
+			"the task on this host. The file is rewritten only when the rendered text differs. An overlay " +
+			"(`--overlay`, `site/`) may replace the whole template, or only its named blocks " +
+			"(`{{ block \"name\" . }}`) with a file of `{{ define \"name\" }}` blocks " +
+			"(docs/playbooks.md, Template blocks).",
 		Args: append([]step.Arg{
 			{Name: "src", Type: step.String, Required: true, Doc: "Template under templates/, or an absolute control-machine path."},
 			{Name: "dest", Type: step.String, Required: true, Doc: "Path on the host."},
@@ -182,7 +185,14 @@ func (templateBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (
 	if env.Render == nil {
 		return step.Result{}, fmt.Errorf("template: no renderer in the environment")
 	}
-	out, err := env.Render(string(text), env.Vars)
+	render := env.Render
+	if env.RenderTemplate != nil {
+		// The overlays may replace named blocks of the template.
+		render = func(text string, vars map[string]any) (string, error) {
+			return env.RenderTemplate(args.String("src"), text, vars)
+		}
+	}
+	out, err := render(string(text), env.Vars)
 	if err != nil {
 		return step.Result{}, fmt.Errorf("template %s: %w", src, err)
 	}

@@ -64,6 +64,9 @@ func templateFuncs() template.FuncMap {
 	fm["mergeFlags"] = mergeFlags
 	fm["systemdArg"] = systemdArg
 	fm["toToml"] = toTOML
+	// include is bound to each parsed template (includeFunc); this one only
+	// lets the parser know the name.
+	fm["include"] = func(string, any) (string, error) { return "", errors.New("include: no template to include from") }
 	boundedFuncs(fm)
 	return fm
 }
@@ -178,6 +181,7 @@ func (e *Evaluator) parseTemplate(s string) *compiledTemplate {
 		return &compiledTemplate{err: &Error{Kind: "template", Source: s, Err: err}}
 	}
 	t.Funcs(e.internalFuncs)
+	t.Funcs(template.FuncMap{"include": includeFunc(t)})
 	single := isSingleAction(t.Tree)
 	for _, sub := range t.Templates() {
 		if sub.Tree == nil || sub.Tree.Root == nil {
@@ -189,15 +193,20 @@ func (e *Evaluator) parseTemplate(s string) *compiledTemplate {
 	return &compiledTemplate{tmpl: t, single: single}
 }
 
-// checkRecursion refuses templates that call themselves through {{ template }}:
-// text/template would recurse 100000 levels deep before failing, which takes
-// seconds and a large stack. Template names are constants, so the call graph
-// is known after parsing.
+// checkRecursion refuses templates that call themselves through {{ template }}
+// or include: text/template would recurse 100000 levels deep before failing,
+// which takes seconds and a large stack. Template names are constants (an
+// include of a computed name is refused), so the call graph is known after
+// parsing.
 func checkRecursion(t *template.Template) error {
 	calls := make(map[string][]string)
 	for _, sub := range t.Templates() {
 		if sub.Tree != nil {
+			var err error
 			calls[sub.Name()] = templateCalls(sub.Tree.Root, nil)
+			if calls[sub.Name()], err = includeCalls(sub.Tree.Root, calls[sub.Name()]); err != nil {
+				return err
+			}
 		}
 	}
 	const (
@@ -249,6 +258,60 @@ func templateCalls(n parse.Node, acc []string) []string {
 		acc = templateCalls(n.List, templateCalls(n.ElseList, acc))
 	}
 	return acc
+}
+
+// includeCalls adds the names the include calls under n name; an include of
+// a name that is not a constant string is an error.
+func includeCalls(n parse.Node, acc []string) ([]string, error) {
+	var err error
+	var walk func(n parse.Node)
+	walk = func(n parse.Node) {
+		switch n := n.(type) {
+		case *parse.ListNode:
+			if n == nil {
+				return
+			}
+			for _, c := range n.Nodes {
+				walk(c)
+			}
+		case *parse.ActionNode:
+			walk(n.Pipe)
+		case *parse.PipeNode:
+			if n == nil {
+				return
+			}
+			for _, c := range n.Cmds {
+				walk(c)
+			}
+		case *parse.CommandNode:
+			if id, ok := n.Args[0].(*parse.IdentifierNode); ok && id.Ident == "include" {
+				if len(n.Args) < 2 {
+					err = fmt.Errorf("include needs the name of a template")
+				} else if s, ok := n.Args[1].(*parse.StringNode); ok {
+					acc = append(acc, s.Text)
+				} else if err == nil {
+					err = fmt.Errorf("include %s: the template's name must be a string in quotes", n.Args[1])
+				}
+			}
+			for _, a := range n.Args {
+				walk(a)
+			}
+		case *parse.BranchNode:
+			walk(n.Pipe)
+			walk(n.List)
+			walk(n.ElseList)
+		case *parse.IfNode:
+			walk(&n.BranchNode)
+		case *parse.RangeNode:
+			walk(&n.BranchNode)
+		case *parse.WithNode:
+			walk(&n.BranchNode)
+		case *parse.TemplateNode:
+			walk(n.Pipe)
+		}
+	}
+	walk(n)
+	return acc, err
 }
 
 // isSingleAction reports whether the template is one action that outputs a

@@ -2,6 +2,7 @@ package load
 
 import (
 	"fmt"
+	"github.com/mensylisir/kubexm/engine/eval"
 	"github.com/mensylisir/kubexm/engine/playbook"
 	"io/fs"
 	"path"
@@ -118,9 +119,42 @@ func (ld *loader) checkOverlayFile(o, f playbook.Source, rel string) {
 		ld.errs = append(ld.errs, fmt.Errorf("overlay %s: %w", f, err))
 		return
 	}
+	if kind == "templates" {
+		ld.checkOverlayBlocks(f, string(data), role, dir.Join(kind).Join(name))
+	}
 	ld.hash.Write([]byte("overlay:" + ld.stable(o) + ":" + rel))
 	ld.hash.Write([]byte{0})
 	ld.hash.Write(data)
+}
+
+// checkOverlayBlocks checks an overlay template that holds only
+// {{ define "name" }} blocks: each must name a block of the role's template
+// it replaces, else the replacement would be silently ignored.
+func (ld *loader) checkOverlayBlocks(f playbook.Source, text, role string, tmpl playbook.Source) {
+	blocks, only, err := eval.TemplateBlocks(text)
+	if err != nil || !only {
+		return // a whole template, checked where it is rendered
+	}
+	base, err := tmpl.Read()
+	if err != nil {
+		ld.errs = append(ld.errs, fmt.Errorf("overlay %s: %w", f, err))
+		return
+	}
+	known, _, err := eval.TemplateBlocks(string(base))
+	if err != nil {
+		ld.errs = append(ld.errs, fmt.Errorf("overlay %s: role %s's %s: %w", f, role, tmpl, err))
+		return
+	}
+	names := make([]string, len(known))
+	for i, k := range known {
+		names[i] = k.Name
+	}
+	for _, b := range blocks {
+		if !slices.Contains(names, b.Name) {
+			ld.errs = append(ld.errs, fmt.Errorf("overlay %s:%d: block %q is not in role %s's template %s%s; %s",
+				f, b.Line, b.Name, role, tmpl, playbook.DidYouMean(b.Name, names), eval.BlockNames(known)))
+		}
+	}
 }
 
 // fileHint is didYouMean for file names: a typo in an extension

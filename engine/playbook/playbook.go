@@ -236,14 +236,35 @@ func (pb *Playbook) Phases() []string {
 }
 
 // OverlayFile returns the highest-precedence overlay of a role's
-// kind/name file.
-func (pb *Playbook) OverlayFile(role *RoleInstance, kind, name string) (Source, bool) {
+// kind/name file, and for a template, the overlay files of blocks above it
+// (lowest precedence first), which replace named blocks of the template
+// found (that overlay's, else the role's own): see TemplateOverlay.
+func (pb *Playbook) OverlayFile(role *RoleInstance, kind, name string) (file Source, blocks []Source, ok bool) {
 	for _, o := range pb.Overlays {
-		if c := o.Join("roles").Join(role.Ref).Join(kind).Join(name); c.IsFile() {
-			return c, true
+		c := o.Join("roles").Join(role.Ref).Join(kind).Join(name)
+		if !c.IsFile() {
+			continue
 		}
+		if kind == "templates" && IsBlocksFile(c) {
+			blocks = append([]Source{c}, blocks...)
+			continue
+		}
+		return c, blocks, true
 	}
-	return Source{}, false
+	return Source{}, blocks, false
+}
+
+// IsBlocksFile says whether an overlay template holds only
+// {{ define "name" }} blocks: it replaces those blocks of the role's
+// template instead of the whole file. A file that cannot be read or parsed
+// is not one (it fails where it is used).
+func IsBlocksFile(s Source) bool {
+	data, err := s.Read()
+	if err != nil {
+		return false
+	}
+	_, only, err := eval.TemplateBlocks(string(data))
+	return err == nil && only
 }
 
 // Batchable says whether a looped task's items may go to its builtin's

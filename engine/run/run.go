@@ -537,7 +537,7 @@ func (r *runner) findFile(t *playbook.Task) func(kind, name string) (string, err
 		}
 		var cands []playbook.Source
 		if t.Role != nil {
-			if o, ok := r.pb.OverlayFile(t.Role, kind, name); ok {
+			if o, _, ok := r.pb.OverlayFile(t.Role, kind, name); ok {
 				cands = append(cands, o)
 			}
 			cands = append(cands, t.Role.Dir.Join(kind).Join(name), t.Role.Dir.Join(name))
@@ -559,6 +559,25 @@ func (r *runner) findFile(t *playbook.Task) func(kind, name string) (string, err
 			where = "role " + t.Role.Name + " and " + where
 		}
 		return "", fmt.Errorf("%s %q not found in %s", strings.TrimSuffix(kind, "s"), name, where)
+	}
+}
+
+// renderTemplate renders a template of a task's role with the blocks its
+// overlay files of blocks replace (step.Env.RenderTemplate).
+func (r *runner) renderTemplate(t *playbook.Task) func(name, text string, vars map[string]any) (string, error) {
+	return func(name, text string, vars map[string]any) (string, error) {
+		var files []eval.BlockFile
+		if t.Role != nil && !filepath.IsAbs(name) {
+			_, blocks, _ := r.pb.OverlayFile(t.Role, "templates", name)
+			for _, b := range blocks {
+				data, err := b.Read()
+				if err != nil {
+					return "", err
+				}
+				files = append(files, eval.BlockFile{File: b.String(), Text: string(data)})
+			}
+		}
+		return r.ev.RenderBlocks(text, files, vars)
 	}
 }
 

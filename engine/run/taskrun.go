@@ -654,7 +654,8 @@ func (pr *playRun) prepare(ctx context.Context, t *playbook.Task, h *hostState, 
 		Host: h.name, Target: tr, Control: r.control, Check: r.checkMode(t), Diff: r.opts.Diff, Become: t.Become,
 		Environment: environment,
 		Vars:        vars, Render: r.ev.RenderString, Eval: r.ev.Eval, FindFile: r.findFile(t), WorkDir: r.opts.WorkDir,
-		Verbosity: r.opts.Verbosity,
+		RenderTemplate: r.renderTemplate(t),
+		Verbosity:      r.opts.Verbosity,
 		Logf: func(format string, a ...any) {
 			if r.opts.Verbosity >= 1 && !t.NoLog {
 				r.emit(model.Event{Kind: model.EventLog, Play: pr.p.Name, Task: pr.taskName(t), Host: h.name, Message: fmt.Sprintf(format, a...)})

@@ -84,6 +84,11 @@ type Env struct {
 	// the current role, then the playbook directory, and returns a path on the
 	// control machine.
 	FindFile func(kind, name string) (string, error)
+	// RenderTemplate renders text, the template FindFile found for a
+	// relative name under templates/, with the named blocks the overlays
+	// replace ({{ define "name" }} files of an overlay); nil where nothing
+	// can be overlaid.
+	RenderTemplate func(name, text string, vars map[string]any) (string, error)
 	// WorkDir is the cluster's work directory on the control machine
 	// (.kubexm/<cluster>).
 	WorkDir string

@@ -28,7 +28,8 @@ const envSiteFork = "KUBEXM_E2E_SITEFORK"
 // would use it, the built-in playbooks with --overlay, --roles-path and
 // --skip-tags chrony, no copy of a built-in role:
 //
-//   - the overlaid containerd template (a registry.k8s.io mirror) and
+//   - the containerd template's registry block, replaced by the overlay
+//     (a registry.k8s.io mirror; the rest of the built-in template kept), and
 //     containerd_extra_config are both in the configuration containerd
 //     reads (containerd config dump);
 //   - the last worker alone has maxPods 64 from its vars: in cluster.yaml,
