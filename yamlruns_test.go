@@ -23,10 +23,13 @@ import (
 // once gather_facts: false was the engine's default, 62 with play_defaults
 // and the plays create-cluster shares (playbooks/create-cluster/*.yaml
 // beside its playbook.yaml), 52 with upgrade's node plays one per group
-// (masters, workers) whatever kubernetes.type; the aim under 40. It may only go down: a change over it fails listing
-// the runs, and one under it asks for the figure to be lowered.
+// (masters, workers) whatever kubernetes.type, 44 with the identity play
+// imported by upgrade and upgrade-etcd too, images' and backup's blocks and
+// the control plane's readiness check as one task file; the aim
+// under 40. It may only go down: a change over it fails listing the runs,
+// and one under it asks for the figure to be lowered.
 const (
-	yamlRunCeiling = 50
+	yamlRunCeiling = 44
 	yamlRunLines   = 6
 )
 
