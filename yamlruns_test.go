@@ -25,11 +25,12 @@ import (
 // beside its playbook.yaml), 52 with upgrade's node plays one per group
 // (masters, workers) whatever kubernetes.type, 44 with the identity play
 // imported by upgrade and upgrade-etcd too, images' and backup's blocks and
-// the control plane's readiness check as one task file; the aim
+// the control plane's readiness check as one task file, 42 with the
+// remaining kubectl tasks on the k8s builtin; the aim
 // under 40. It may only go down: a change over it fails listing the runs,
 // and one under it asks for the figure to be lowered.
 const (
-	yamlRunCeiling = 44
+	yamlRunCeiling = 42
 	yamlRunLines   = 6
 )
 
