@@ -33,17 +33,7 @@ func newArtifactCmd(a *app) *cobra.Command {
 	export := &cobra.Command{
 		Use:   "export",
 		Short: "Fetch every binary and image cluster.yaml needs and pack them into an offline bundle",
-		Long: `Run the artifact-export playbook for the cluster (it fetches the release
-files and images the configuration needs into the work directory, for every
-architecture of its hosts, with their sha256 checked), then pack them into a
-.tar.gz with a manifest.json and a SHA256SUMS in every directory. Install
-from it on machines without internet access with
-  kubexm play create-cluster -i cluster.yaml --offline-bundle bundle.tar.gz
-Sources can be changed as for the installation (-e etcd_mirrors=...,
--e kubernetes_local_dir=..., -e images_local_dir=...); see docs/guide.md.`,
-		Example: `  kubexm artifact export -f cluster.yaml -o bundle.tar.gz
-  kubexm artifact export -f cluster.yaml -o bundle.tar.gz -e images_local_dir=/srv/images`,
-		Args: cobra.NoArgs,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if f.file, err = clusterFile(f.file); err != nil {

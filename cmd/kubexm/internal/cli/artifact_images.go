@@ -30,16 +30,7 @@ func newArtifactImagesCmd() *cobra.Command {
 	push := &cobra.Command{
 		Use:   "push",
 		Short: "Push every image the cluster needs to registry.privateRegistry",
-		Long: `Push the image tarballs of an offline bundle (--offline-bundle), else the ones
-a run fetched into the work directory, to spec.registry.privateRegistry under
-the names the nodes pull them by (namespaceOverride applied), with the
-credentials, CA (certsPath), skipTLSVerify and plainHTTP of
-spec.registry.auths[<registry host>]. The images of one name and several
-architectures become one multi-arch index; each image keeps its tarball's
-digest; blobs the registry has are not sent again, so a second push sends
-nothing.`,
-		Example: `  kubexm artifact images push -f cluster.yaml --offline-bundle bundle.tar.gz`,
-		Args:    cobra.NoArgs,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if f.file, err = clusterFile(f.file); err != nil {

@@ -23,7 +23,6 @@ import (
 
 func newBackupListCmd() *cobra.Command {
 	return clusterListCmd("list --server URL --cluster NAME", "List the backups a kubexm server made of a cluster",
-		`  kubexm backup list --server https://kubexm.example:8443 --ca cert.pem --cluster demo`,
 		"backups", "no backups of cluster %[1]s on %[2]s (kubexm backup cluster -f cluster.yaml --server %[2]s makes one)",
 		"NAME\tSIZE\tAGE\tSHA256", func(b api.Backup) string {
 			return fmt.Sprintf("%s\t%d MiB\t%s\t%s", b.Name, b.Size>>20, clusterview.Age(b.CreatedAt), orDash(b.SHA256))
@@ -34,14 +33,13 @@ func newBackupListCmd() *cobra.Command {
 // it shows the items of GET /api/v1/clusters/NAME/ROUTE (the answer's
 // key ROUTE) as JSON or as a table of header and a row per item; none
 // prints empty, a format given the cluster and the server.
-func clusterListCmd[T any](use, short, example, route, empty, header string, row func(T) string) *cobra.Command {
+func clusterListCmd[T any](use, short, route, empty, header string, row func(T) string) *cobra.Command {
 	var f clientFlags
 	var cluster string
 	cmd := &cobra.Command{
-		Use:     use,
-		Short:   short,
-		Example: example,
-		Args:    cobra.NoArgs,
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := newClusterClient(&f, cluster)
 			if err != nil {
@@ -86,15 +84,7 @@ func newBackupDownloadCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "download NAME --server URL --cluster NAME [--to FILE]",
 		Short: "Download a backup a kubexm server made, checking its size and sha256",
-		Long: `Download a backup archive of a cluster from a kubexm server (the names come
-from kubexm backup list). It holds the cluster's etcd data and CA keys: the
-server wants an operator token, audits the download, and the file is
-written with mode 0600. Its size and sha256 are checked against what the
-server says before the file appears under its name; an existing file is
-never overwritten.`,
-		Example: `  kubexm backup download demo-20260101-000000.tar.gz --server https://kubexm.example:8443 --ca cert.pem --cluster demo
-  kubexm restore cluster -f cluster.yaml --backup ./demo-20260101-000000.tar.gz   # on this machine`,
-		Args: cobra.ExactArgs(1),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newClusterClient(&f, cluster)
 			if err != nil {

@@ -25,7 +25,6 @@ func newBundleCmd() *cobra.Command {
 
 func newBundleListCmd() *cobra.Command {
 	return clusterListCmd("list --server URL --cluster NAME", "List the offline bundles uploaded to a kubexm server for a cluster, newest first",
-		`  kubexm bundle list --server https://kubexm.example:8443 --ca cert.pem --cluster demo`,
 		"bundles", "no offline bundles of cluster %[1]s on %[2]s (a verb with --offline-bundle FILE --server %[2]s uploads one)",
 		"SHA256\tSIZE\tAGE", func(b api.Bundle) string {
 			return fmt.Sprintf("%s\t%d MiB\t%s", b.SHA256, b.Size>>20, clusterview.Age(b.UploadedAt))
@@ -38,15 +37,7 @@ func newBundleDeleteCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "delete SHA256 --server URL --cluster NAME",
 		Short: "Delete an offline bundle uploaded to a kubexm server, unless a job uses it",
-		Long: `Delete an offline bundle uploaded to a kubexm server for a cluster, and its
-unpacked copy there (the sha256 comes from kubexm bundle list). The server
-refuses while a queued, running or interrupted job of the cluster installs
-from the bundle, naming the job; it looks in the job database, so the
-answer is the same whichever server or worker sharing it queued the job.
-Wants an operator token; the delete is audited.`,
-		Example: `  kubexm bundle list --server https://kubexm.example:8443 --ca cert.pem --cluster demo
-  kubexm bundle delete 3f5c...e1 --server https://kubexm.example:8443 --ca cert.pem --cluster demo`,
-		Args: cobra.ExactArgs(1),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newClusterClient(&f, cluster)
 			if err != nil {

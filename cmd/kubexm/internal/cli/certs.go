@@ -42,14 +42,7 @@ func newCertsCmd(a *app) *cobra.Command {
 	check := &cobra.Command{
 		Use:   "check",
 		Short: "List every certificate and kubeconfig on every host with its expiry, issuer and SANs",
-		Long: `Run the certs-check playbook on every etcd and Kubernetes host (it only reads)
-and print one line per certificate, kubeconfig and service-account key:
-host, file, subject, expiry, time left, issuing CA. A file that expires within
---warn-within (default 90d), has expired or is missing is marked; the
-summary counts them. -o json and -o yaml print the playbook's report as it is.`,
-		Example: `  kubexm certs check -i cluster.yaml
-  kubexm certs check -i cluster.yaml --warn-within 30d -o json`,
-		Args: cobra.NoArgs,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if f.inventory, err = clusterFile(f.inventory); err != nil {

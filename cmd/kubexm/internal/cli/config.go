@@ -42,11 +42,8 @@ func newConfigValidateCmd() *cobra.Command {
 	var file, output string
 	var rolesPath []string
 	cmd := &cobra.Command{
-		Use:   "validate",
-		Short: "Check a cluster file and report every problem in it",
-		Long: `Check a cluster file and report every problem in it at once, with file:line:col:
-values, references between fields, and every choice this kubexm does not
-install yet (kubexm support lists them).`,
+		Use:          "validate",
+		Short:        "Check a cluster file and report every problem in it",
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -149,11 +146,8 @@ func newConfigConvertCmd() *cobra.Command {
 	var file, output string
 	var force bool
 	cmd := &cobra.Command{
-		Use:   "convert",
-		Short: "Convert a KubeKey v3 cluster file to the kubexm form",
-		Long: "Convert a KubeKey v3 (kubekey.kubesphere.io/v1alpha2) cluster file to kubexm's\n" +
-			"format. Secrets are kept as written (${ENV} references stay references) and no\n" +
-			"defaults are added; run `kubexm config validate` on the result.",
+		Use:          "convert",
+		Short:        "Convert a KubeKey v3 cluster file to the kubexm form",
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -26,17 +26,8 @@ func newControllerCmd(a *app) *cobra.Command {
 	var lockWait time.Duration
 	leaseDuration, renewDeadline, retryPeriod := 3*time.Minute, 2*time.Minute, 10*time.Second
 	cmd := &cobra.Command{
-		Use:   "controller",
-		Short: "Reconcile Cluster resources (operator mode): run the playbooks their changes need",
-		Long: `Watch the Cluster resources of the API server the kubeconfig names and make each
-cluster what its spec says, with the same playbooks and engine as kubexm play:
-hosts added (add-nodes), hosts removed (delete-nodes), kubernetes.version up
-(upgrade), the kubexm.mensylisir.io/renew-certificates annotation
-(certs-renew), other fields (create-cluster). A changed immutable field
-makes the Cluster Degraded and runs nothing. The SSH key or password comes
-from the Secret the kubexm.mensylisir.io/credentials annotation names.
-See docs/guide.md, "Operator mode".`,
-		Example:      `  kubexm controller --kubeconfig .kubexm/mycluster/kubeconfig --offline-bundle bundle.tar.gz`,
+		Use:          "controller",
+		Short:        "Reconcile Cluster resources (operator mode): run the playbooks their changes need",
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -19,15 +19,7 @@ func newDescribeClusterCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster -f cluster.yaml",
 		Short: "A cluster's versions, hosts, endpoint, work directory, certificates and nodes",
-		Long: `Describe a cluster: the versions and types cluster.yaml chooses (with the
-defaults filled in), its hosts and their roles, the control-plane endpoint,
-the work directory's state (last runs, a run holding it now), the expiry of
-every certificate kept in the work directory, and the nodes as the API
-server reports them (asked with the work directory's admin kubeconfig; a
-work directory without one takes it from the cluster first, as kubexm get
-kubeconfig does, changing nothing there; an API that does not answer is
-reported, not an error).`,
-		Args: cobra.NoArgs,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var d *clusterview.Description
 			if remote.server != "" {

@@ -19,16 +19,7 @@ func newExplainCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "explain FIELD",
 		Short: "Describe a field of cluster.yaml: type, default, allowed values, whether kubexm installs them",
-		Long: `Describe a field of cluster.yaml, as kubectl explain does for Kubernetes
-objects: its type, what it means, its default, the values it takes, for a
-choice whether this kubexm installs each value (kubexm support lists them
-all), and the fields under it. Lists and maps are entered with a dot or
-[*]: spec.hosts.address and spec.hosts[*].address are the same field.`,
-		Example: `  kubexm explain spec
-  kubexm explain spec.etcd
-  kubexm explain spec.network.plugin
-  kubexm explain spec.hosts.address -o json`,
-		Args: cobra.ExactArgs(1),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutputFormat(output, "text"); err != nil {
 				return err

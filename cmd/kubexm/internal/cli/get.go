@@ -29,12 +29,7 @@ func newGetClustersCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "clusters",
 		Short: "List the clusters whose work directories are under .kubexm",
-		Long: `List the clusters kubexm has worked on from this directory: every work
-directory under .kubexm (or --dir), with its last run (playbook, outcome,
-age), whether a run holds it now, whether it has an admin kubeconfig, and
-when its CA expires. Versions and nodes are in cluster.yaml and the cluster:
-kubexm describe cluster -f cluster.yaml and kubexm get nodes -f cluster.yaml.`,
-		Args: cobra.NoArgs,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if remote.server != "" {
 				if err := refuseLocalFlags(cmd, "dir"); err != nil {
@@ -131,13 +126,7 @@ func newGetNodesCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "nodes -f cluster.yaml",
 		Short: "The hosts of cluster.yaml and the cluster's nodes, side by side",
-		Long: `List every host of cluster.yaml with its roles, and what the API server says
-of it (status, age, kubelet version), asked with the admin kubeconfig of the
-work directory (no kubectl needed; a work directory without one takes it from
-the cluster first, as kubexm get kubeconfig does, changing nothing there). A Kubernetes host without a Node object
-shows NotJoined (add nodes -f brings it in); a Node that cluster.yaml does
-not name shows "not in cluster file".`,
-		Args: cobra.NoArgs,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if remote.server != "" {
 				return getNodesRemote(cmd, f, remote)

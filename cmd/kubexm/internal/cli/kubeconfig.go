@@ -21,13 +21,7 @@ func newGetKubeconfigCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kubeconfig -f cluster.yaml",
 		Short: "The cluster's admin kubeconfig, from the cluster itself",
-		Long: `Print the admin kubeconfig of the cluster (or write it with --to FILE, mode 0600),
-from a machine that has only cluster.yaml and SSH access to the hosts: the playbook kubeconfig
-takes the cluster's PKI from its masters into the work directory (changing nothing on the hosts,
-and refusing a work directory that holds another CA) and writes the kubeconfig there, naming the
-control-plane endpoint as this machine reaches it. In kubeadm mode it is kubeadm's admin.conf of
-the first master. Read-only: it takes no lock and writes no run journal.`,
-		Args: cobra.NoArgs,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.getKubeconfig(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},

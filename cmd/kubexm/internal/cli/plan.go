@@ -21,15 +21,7 @@ func newPlanClusterCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
 		Short: "What create cluster would change on each host, changing nothing",
-		Long: `Run the create-cluster playbook with --check --diff and show it as a plan:
-for each host the tasks that would change something (with the differences
-of the files), then "N to change, M unchanged" over every task and host.
-A task whose check depends on an earlier change (a binary not installed
-yet) is counted as skipped. Nothing is changed on any host.
--o json prints the run's events as JSON lines and the plan as the last line.`,
-		Example: `  kubexm plan cluster -f cluster.yaml
-  kubexm plan cluster -f cluster.yaml --tags etcd --limit n1`,
-		Args: cobra.NoArgs,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if f.Inventory, err = clusterFile(f.Inventory); err != nil {

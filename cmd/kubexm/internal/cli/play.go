@@ -47,13 +47,7 @@ func newPlayCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "play PLAYBOOK",
 		Short: "Run a playbook against the hosts of a cluster.yaml",
-		Long: `Run a playbook: a directory holding playbook.yaml, a YAML file, or the name
-of a built-in playbook (kubexm playbook list). See docs/playbooks.md.`,
-		Example: `  kubexm play create-cluster -i cluster.yaml
-  kubexm play ./my-fork/playbooks/create-cluster -i cluster.yaml --tags etcd --limit master1
-  kubexm play create-cluster -i cluster.yaml --resume
-  kubexm play upgrade --syntax-check`,
-		Args: cobra.ExactArgs(1),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var ran lifecycle.Cluster
 			f.Loaded = func(c lifecycle.Cluster) error { ran = c; return nil }
@@ -151,9 +145,7 @@ func newPlaybookCmd(a *app) *cobra.Command {
 	export := &cobra.Command{
 		Use:   "export DIR",
 		Short: "Write the built-in playbooks and roles to DIR for forking",
-		Long: `Write the built-in playbooks/ and roles/ to DIR. Run a fork with
-kubexm play DIR/playbooks/NAME: its roles are found in DIR/roles first.`,
-		Args: cobra.ExactArgs(1),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if a.builtinFS == nil {
 				return errors.New("this kubexm has no built-in playbooks")
@@ -177,17 +169,7 @@ func newPlaybookDiffCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "diff DIR",
 		Short: "Show how a forked playbook differs from the built-in one it came from",
-		Long: `Compare the forked playbook directory DIR (e.g. ./site/playbooks/create-cluster)
-with the built-in playbook of the same name: its playbook.yaml, every file of
-the roles/ it finds them in (DIR/roles, and DIR/../../roles for the layout of
-kubexm playbook export), and the files of its site/ directories and of
---overlay. Each changed file is a unified diff from the built-in file to the
-fork's; files only in the fork, and files of a copied role only in the
-built-in one (often new in this kubexm), are listed. Exit status: 0 when the
-fork equals the built-ins, 1 when it differs, 2 on error (as diff).`,
-		Example: `  kubexm playbook diff ./site/playbooks/create-cluster
-  kubexm playbook diff ./site/playbooks/create-cluster --overlay ./overlays/dc1 -o json`,
-		Args: cobra.ExactArgs(1),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutputFormat(out, "text"); err != nil {
 				return &lifecycle.ExitError{Err: err, Code: 2}

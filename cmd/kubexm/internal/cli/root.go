@@ -133,6 +133,7 @@ func newRootCmd() *cobra.Command {
 	addPlaybookListOutput(root, a)
 	addNounAliases(root)
 	refuseUnknownSubcommands(root)
+	setHelp(root)
 	return root
 }
 

@@ -39,27 +39,6 @@ func newRunCommandCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "command -f cluster.yaml (--nodes HOSTS | --group GROUP) -- COMMAND [ARG...]",
 		Short: "Run a command on hosts of a cluster at once; output and exit status per host",
-		Long: `Run COMMAND on the hosts chosen by --nodes (names or patterns, as --limit:
-n1,n2  master-*  all  etcd:!n3) and --group (groups of cluster.yaml: master,
-etcd, worker, k8s_cluster, ...), less those --limit leaves out, all at once
-(at most --forks), over the SSH connection kubexm uses for a run, or
-directly for local hosts. Each host's output and exit status is printed as
-it finishes; kubexm exits 2 when the command failed on any host and 4 when a
-host could not be reached.
-
-The command runs as a play of one task, journaled in the work directory as
-every run is: kubexm get runs lists it (playbook run-command), kubexm logs
-shows each host's exit status, and the message and output of those where
-it failed.
-
-COMMAND and its arguments come after --, and are passed as they are, each as
-one argument: nothing is interpreted by a shell on the host. For pipes and
-redirections, give one argument and --shell (it runs with /bin/sh -c).
-Secrets of cluster.yaml are masked in the output.`,
-		Example: `  kubexm run command -f cluster.yaml --group master -- systemctl is-active kube-apiserver
-  kubexm run command -f cluster.yaml --nodes n1,n2 --become -- journalctl -u kubelet -n 20
-  kubexm run command -f cluster.yaml --nodes all --shell -- 'df -h / | tail -1'
-  kubexm run command -f cluster.yaml --group worker --limit 'worker[0:2]' -- uptime`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
 				return errors.New("give the command after --: kubexm run command -f cluster.yaml --nodes n1 -- uptime")

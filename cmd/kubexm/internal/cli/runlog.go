@@ -18,9 +18,7 @@ func newGetRunsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs -f cluster.yaml",
 		Short: "The runs of the cluster's work directory, oldest first",
-		Long: `List the runs journaled in the cluster's work directory (runs/<id>/): playbook, start,
-duration and outcome (running or killed: no outcome). kubexm logs RUN shows one.`,
-		Args: cobra.NoArgs,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, _, dir, err := loadCluster(f)
 			if err != nil {
@@ -65,11 +63,7 @@ func newLogsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs RUN -f cluster.yaml",
 		Short: "What a run did, task by task and host by host, from its journal",
-		Long: `Show a run of the cluster's work directory (RUN: an id of kubexm get runs, or last):
-each task on each host with its status, wall time and exit status, and for a task that failed
-(or whose failure was ignored) its message with the hint and the last lines of its output.
-Output that held a secret is not kept, not even masked: it shows as hidden.`,
-		Args: cobra.ExactArgs(1),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, _, dir, err := loadCluster(f.cluster)
 			if err != nil {

@@ -73,13 +73,7 @@ func newServerCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Serve the kubexm API: register clusters, queue playbook runs as jobs, run them (docs/server.md)",
-		Long: `Serve the kubexm API (OpenAPI document at /openapi.json) with in-process
-workers: kubexm server alone is a working system. Add kubexm worker processes
-(same --db, --data-dir and secret key) to run more jobs at once.`,
-		Example: `  kubexm server                                  # SQLite in ~/.kubexm/server, TLS self-signed on :8443
-  kubexm server --db postgres://kubexm@db/kubexm --data-dir /shared/kubexm --tls-cert c.pem --tls-key k.pem
-  kubexm server token create ci --role operator`,
-		Args: cobra.NoArgs,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.serve(cmd.Context(), cmd, &f)
 		},
@@ -168,9 +162,7 @@ func newTokenCreateCmd(a *app, f *serviceFlags) *cobra.Command {
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a token and print it (once: only its SHA-256 is kept)",
-		Example: `  kubexm server token create ci --role operator --ttl 24h
-  kubexm server token create dashboard`,
-		Args: cobra.ExactArgs(1),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !api.ValidRole(role) {
 				return fmt.Errorf("--role must be %s or %s, not %q", api.RoleReadOnly, api.RoleOperator, role)
@@ -273,14 +265,7 @@ func newSecretCreateCmd(a *app, f *serviceFlags) *cobra.Command {
 	create := &cobra.Command{
 		Use:   "create NAME --cluster CLUSTER...",
 		Short: "Store a secret (from --from-file, else standard input) for the clusters named, replacing one of the same name",
-		Long: `Store a secret for the cluster files of the clusters named by --cluster (their
-metadata.name; repeat it or give a list): a cluster file of another cluster that names it is
-refused as if it did not exist. --all-clusters makes one every cluster file may name. A secret
-made before secrets were scoped stays usable by every cluster: secret list shows it as
-"every cluster (unscoped)"; create it again with --cluster to scope it.`,
-		Example: `  kubexm server secret create lab-key --cluster lab --from-file ~/.ssh/id_ed25519   # privateKeyPath: ${secret:lab-key}
-  printf %s "$PW" | kubexm server secret create lab-pw --cluster lab,lab2            # password: ${secret:lab-pw}`,
-		Args: cobra.ExactArgs(1),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(clusters) == 0 && !allClusters {
 				return fmt.Errorf("secret %s: give the clusters whose files may name it (--cluster NAME, repeated or a list), or --all-clusters", args[0])

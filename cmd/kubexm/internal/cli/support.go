@@ -24,18 +24,7 @@ func newSupportCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "support",
 		Short: "Print what this kubexm installs: Kubernetes versions, components and cluster.yaml choices",
-		Long: `Print the support matrix (roles/support.yaml of the built-in playbook tree, or
-of a fork with --roles-path): the Kubernetes minors and the default version,
-the version-skew rules, the feature gates each minor removed, the components'
-release lines and default versions, and for every cluster.yaml choice
-whether it is installed. config validate and play refuse every choice marked
-"not supported yet". --evidence adds, to each installed choice, the tests
-that showed it working.`,
-		Example: `  kubexm support
-  kubexm support --evidence
-  kubexm support -o json
-  kubexm support --roles-path ./site/roles`,
-		Args: cobra.NoArgs,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := lifecycle.SupportFromRolesPath(rolesPath)
 			if err != nil {

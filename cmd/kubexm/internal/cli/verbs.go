@@ -68,14 +68,12 @@ func addVerbCmds(root *cobra.Command, a *app) {
 // verbCmd is a command running playbook on the cluster file of -f with the
 // common run flags; prepare, if set, turns the verb's own flags into
 // variables and checks them before anything runs.
-func verbCmd(a *app, use, playbook, short, long, example string, v *verbFlags, prepare func(*cobra.Command, *verbFlags) error) *cobra.Command {
+func verbCmd(a *app, use, playbook, short string, v *verbFlags, prepare func(*cobra.Command, *verbFlags) error) *cobra.Command {
 	var remote clientFlags
 	cmd := &cobra.Command{
-		Use:     use,
-		Short:   short,
-		Long:    long,
-		Example: example,
-		Args:    cobra.NoArgs,
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if v.play.Inventory, err = clusterFile(v.play.Inventory); err != nil {
@@ -157,13 +155,6 @@ func newCreateClusterCmd(a *app) *cobra.Command {
 	var skipPreflight bool
 	cmd := verbCmd(a, "cluster", "create-cluster",
 		"Create a cluster from cluster.yaml (the create-cluster playbook)",
-		`Run the create-cluster playbook: preflight checks, OS preparation, etcd, the
-container runtime, Kubernetes, the network plugin and CoreDNS. A second run
-changes nothing; a failed run continues with --resume.`,
-		`  kubexm create cluster -f cluster.yaml
-  kubexm create cluster -f cluster.yaml --offline-bundle bundle.tar.gz
-  kubexm create cluster -f cluster.yaml --tags preflight,os,etcd
-  kubexm create cluster -f cluster.yaml --resume`,
 		v, func(*cobra.Command, *verbFlags) error {
 			if skipPreflight {
 				v.play.SkipTags = append(v.play.SkipTags, "preflight")
@@ -209,12 +200,6 @@ func newDeleteClusterCmd(a *app) *cobra.Command {
 	var packages bool
 	cmd := verbCmd(a, "cluster", "delete",
 		"Delete a cluster: remove what kubexm installed on every host (the delete playbook)",
-		`Run the delete playbook: stop and remove Kubernetes, the network plugin,
-containerd and etcd, and undo the OS preparation on every host of
-cluster.yaml. The work directory (.kubexm/<cluster>: certificates, backups,
-journals) is kept. Asks for confirmation unless --yes (or --check).`,
-		`  kubexm delete cluster -f cluster.yaml
-  kubexm delete cluster -f cluster.yaml --yes --delete-packages`,
 		v, func(cmd *cobra.Command, v *verbFlags) error {
 			if packages {
 				if err := v.play.SetVar("delete-packages", "delete_packages", true); err != nil {
@@ -236,12 +221,6 @@ func newAddNodesCmd(a *app) *cobra.Command {
 	var nodes []string
 	cmd := verbCmd(a, "nodes", "add-nodes",
 		"Bring the hosts of cluster.yaml the cluster lacks into it (the add-nodes playbook)",
-		`Run the add-nodes playbook: the hosts of cluster.yaml that are not nodes (or
-etcd members) yet join the cluster with their roles from roleGroups; the
-existing nodes are neither touched nor restarted. Add the new hosts to
-cluster.yaml first; --nodes only narrows which of them are considered.`,
-		`  kubexm add nodes -f cluster.yaml
-  kubexm add nodes -f cluster.yaml --nodes n4,n5`,
 		v, func(_ *cobra.Command, v *verbFlags) error {
 			if len(nodes) == 0 {
 				return nil
@@ -263,14 +242,6 @@ func newDeleteNodesCmd(a *app) *cobra.Command {
 	var force bool
 	cmd := verbCmd(a, "nodes", "delete-nodes",
 		"Drain nodes and take them out of the cluster (the delete-nodes playbook)",
-		`Run the delete-nodes playbook on the nodes of --nodes: cordon and drain, the
-Node object, the etcd member, then the cleanup of delete on each of them that
-can be reached. The last master and the last etcd member are refused. With
---force a drain that fails or times out does not stop the removal, and an
-unreachable node is removed from the API and etcd without cleaning it. Take
-the hosts out of cluster.yaml afterwards. Asks for confirmation unless --yes.`,
-		`  kubexm delete nodes -f cluster.yaml --nodes n4,n5
-  kubexm delete nodes -f cluster.yaml --nodes n6 --force --yes`,
 		v, func(cmd *cobra.Command, v *verbFlags) error {
 			if len(nodes) == 0 {
 				return errors.New("--nodes is required: the nodes to take out (never inferred from cluster.yaml)")
@@ -304,17 +275,6 @@ func newUpgradeClusterCmd(a *app) *cobra.Command {
 	var serial int
 	cmd := verbCmd(a, "cluster", "upgrade",
 		"Upgrade Kubernetes to spec.kubernetes.version (the upgrade playbook)",
-		`Run the upgrade playbook: pre-checks, a backup, etcd, the masters one at a
-time, the workers in drained batches, the network plugin, CoreDNS, health.
-
-The target is spec.kubernetes.version of cluster.yaml: the file is what the
-cluster is made of, so the next create cluster or add nodes installs the same
-version. --to-version is required and must equal it; it confirms the
-target, so that a file edited by someone else is not upgraded by surprise.
-To upgrade, set spec.kubernetes.version: vX.Y.Z in cluster.yaml and run
-upgrade cluster --to-version vX.Y.Z. One minor at a time.`,
-		`  kubexm upgrade cluster -f cluster.yaml --to-version v1.37.2
-  kubexm upgrade cluster -f cluster.yaml --to-version v1.37.2 --node-concurrency 3`,
 		v, func(_ *cobra.Command, v *verbFlags) error {
 			if to == "" {
 				return errors.New("--to-version is required: the version cluster.yaml's spec.kubernetes.version names")
@@ -339,11 +299,6 @@ func newBackupClusterCmd(a *app) *cobra.Command {
 	var keep int
 	cmd := verbCmd(a, "cluster", "backup",
 		"Back up etcd, the PKI and the configuration of a cluster (the backup playbook)",
-		`Run the backup playbook: an etcd snapshot, the PKI and kubexm's configuration
-of every host, packed with a manifest and sha256 into
-.kubexm/<cluster>/backups/<cluster>-<time>.tar.gz on this machine.`,
-		`  kubexm backup cluster -f cluster.yaml
-  kubexm backup cluster -f cluster.yaml --key-file backup.key --keep 7`,
 		v, func(_ *cobra.Command, v *verbFlags) error {
 			if keyFile != "" {
 				if err := v.play.SetVar("key-file", "backup_key_file", keyFile); err != nil {
@@ -364,13 +319,6 @@ func newRestoreClusterCmd(a *app) *cobra.Command {
 	v := &verbFlags{}
 	cmd := verbCmd(a, "cluster", "restore",
 		"Put a cluster back to a backup (the restore playbook)",
-		`Run the restore playbook with the archive of --backup (backup cluster made
-it): verified, then the API servers stop, every etcd member is restored from
-the snapshot, the PKI and configuration come back and the cluster's health
-is checked. Everything written to the cluster since the backup is lost.
-Asks for confirmation unless --yes.`,
-		`  kubexm restore cluster -f cluster.yaml --backup .kubexm/demo/backups/demo-20260101-000000.tar.gz
-  kubexm restore cluster -f cluster.yaml --backup demo-20260101-000000.tar.gz --server https://kubexm.example:8443`,
 		v, func(cmd *cobra.Command, v *verbFlags) error {
 			if v.play.Backup == "" {
 				return errors.New("--backup is required: the archive of backup cluster to restore")
@@ -389,13 +337,6 @@ func newCertsRenewCmd(a *app) *cobra.Command {
 	v := &verbFlags{}
 	cmd := verbCmd(a, "renew [all|ca]", "certs-renew",
 		"Reissue every leaf certificate from the existing CAs (the certs-renew playbook)",
-		`Run the certs-renew playbook: every leaf certificate and kubeconfig is
-reissued from the existing CAs and sent, and the components restart one
-host at a time. "certs renew ca" replaces the CAs themselves (rotate-ca).
-Renewing a single certificate is not written yet: those names are refused.`,
-		`  kubexm certs renew -f cluster.yaml
-  kubexm certs renew all -f cluster.yaml --check
-  kubexm certs renew ca -f cluster.yaml --offline-bundle bundle.tar.gz`,
 		v, nil)
 	cmd.Args = func(_ *cobra.Command, args []string) error {
 		if len(args) == 0 || (len(args) == 1 && args[0] == "all") {
@@ -411,12 +352,6 @@ func newCertsRotateCACmd(a *app) *cobra.Command {
 	v := &verbFlags{}
 	cmd := verbCmd(a, "ca", "rotate-ca",
 		"Replace the cluster, front-proxy and etcd CAs with new ones (the rotate-ca playbook)",
-		`Run the rotate-ca playbook (binary or kubeadm mode): new CAs join every trust bundle,
-every leaf certificate is reissued from them, then the old CAs leave the
-bundles; the components restart one host at a time in each phase and the
-service-account tokens keep working. An interrupted rotation is finished
-by running it again. Asks for confirmation unless --yes.`,
-		`  kubexm certs renew ca -f cluster.yaml --offline-bundle bundle.tar.gz --yes`,
 		v, nil)
 	v.loaded = func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error {
 		return askUnlessYes(cmd, v, fmt.Sprintf("This replaces the CAs of %s: every certificate is reissued and every component restarts.", clusterSummary(c)))

@@ -25,9 +25,7 @@ func newVersionCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print kubexm's version, commit, build date and the Kubernetes and component versions it installs",
-		Example: `  kubexm version
-  kubexm version -o json`,
-		Args: cobra.NoArgs,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutputFormat(output, "text"); err != nil {
 				return err

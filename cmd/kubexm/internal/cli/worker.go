@@ -12,12 +12,7 @@ func newWorkerCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run the jobs queued through kubexm server, from its database (docs/server.md)",
-		Long: `Claim and run jobs from the job database of kubexm server. Give it the same
---db (PostgreSQL, for workers on other machines), --data-dir (a directory
-every worker reaches: a job interrupted on one worker resumes from its journal
-there on another) and secret key as the server.`,
-		Example: `  KUBEXM_SECRET_KEY=... kubexm worker --db postgres://kubexm@db/kubexm --data-dir /shared/kubexm`,
-		Args:    cobra.NoArgs,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			log := newLogger(cmd)
