@@ -103,3 +103,47 @@ func (r Runner) Kubeconfig(ctx context.Context, req KubeconfigRequest, errw io.W
 	}
 	return data, nil
 }
+
+// ClusterName is the cluster a command about a registered cluster names:
+// cluster, or metadata.name of the cluster file (read for its name only).
+func ClusterName(cluster, file string) (string, error) {
+	switch {
+	case cluster != "" && file != "":
+		return "", errors.New("--cluster and -f both name the cluster; give one")
+	case cluster != "":
+		return cluster, nil
+	case file != "":
+		c, _, err := LoadWith(file, nil)
+		if err != nil {
+			return "", err
+		}
+		return c.Metadata.Name, nil
+	}
+	return "", errors.New("no cluster: pass --cluster NAME (kubexm get clusters --server URL lists them) or -f cluster.yaml")
+}
+
+// AdminKubeconfigHint says, after a run of create-cluster in req's work
+// directory for cluster c, where its admin kubeconfig is and how to use
+// it: the first thing a user wants next. Nothing when nothing ran (a
+// check, a listing, a run --tags stopped before the kubeconfig).
+func AdminKubeconfigHint(w io.Writer, req Request, c Cluster) {
+	if req.Check || req.ListTasks || req.ListHosts || req.ListTags || req.Syntax || c.WorkDir == "" {
+		return
+	}
+	// As the user named it, or the default relative one: the run's own
+	// is absolute.
+	dir := req.WorkDir
+	if dir == "" {
+		dir = DefaultWorkDir(c.Name, req.Inventory)
+	}
+	kc := filepath.Join(dir, "kubeconfig")
+	if _, err := os.Stat(kc); err != nil {
+		return
+	}
+	abs, err := filepath.Abs(kc)
+	if err != nil {
+		abs = kc
+	}
+	fmt.Fprintf(w, "\nThe cluster's admin kubeconfig is %s:\n  kubectl --kubeconfig %s get nodes\n  export KUBECONFIG=%s\n  kubexm get nodes -f %s\n",
+		kc, kc, abs, req.Inventory)
+}

@@ -3,6 +3,7 @@ package sample
 
 import (
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/mensylisir/kubexm/schema"
@@ -118,3 +119,27 @@ spec:
   #   hosts: [{domain: git.example.local, address: 192.168.0.20}]
   #   resolves: [{address: 192.168.0.53}]
 `
+
+// LocalIPv4 guesses the address other nodes would reach this machine on:
+// the first global unicast IPv4 of an interface that is up.
+func LocalIPv4() string {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
+				return ipn.IP.String()
+			}
+		}
+	}
+	return ""
+}

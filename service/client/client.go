@@ -515,3 +515,22 @@ func (c *Client) QueueRun(ctx context.Context, playbook string, req lifecycle.Re
 	}
 	return c.Queue(ctx, data, playbook, opts, req.OfflineBundle, errw)
 }
+
+// CheckJobFlags refuses what a job of playbook on server cannot carry: the flags
+// given (changed says which) that name files or state on this machine or
+// tune the engine of the run itself, and a --backup naming a file here
+// rather than a backup the server made.
+func CheckJobFlags(playbook, server string, req lifecycle.Request, changed func(flag string) bool) error {
+	for _, name := range []string{"start-at-task", "forks", "resume", "roles-path", "overlay", "workdir", "no-journal", "backup"} {
+		if (name == "backup" && playbook == "restore") || (name == "forks" && playbook == jobstore.CommandPlaybook) {
+			continue // carried by the job
+		}
+		if changed(name) {
+			return fmt.Errorf("--%s does not go to a kubexm server (a job carries --tags, --skip-tags, --limit, --check, --diff, -e and --offline-bundle); run without --server to use it", name)
+		}
+	}
+	if strings.ContainsRune(req.Backup, '/') {
+		return fmt.Errorf("--backup %s: with --server it names a backup the server made (kubexm backup list --server %s --cluster NAME), not a file here", req.Backup, server)
+	}
+	return nil
+}

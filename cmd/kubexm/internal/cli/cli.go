@@ -237,3 +237,46 @@ func writeStructured(w io.Writer, format string, v any) error {
 	_, err = w.Write(data)
 	return err
 }
+
+// printDoc prints v as -o asks for a document: indented JSON, or the same
+// document in YAML.
+func printDoc(w io.Writer, format string, v any) error {
+	if format == "yaml" {
+		return writeStructured(w, format, v)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// writeItems writes a list for programs: -o json one JSON object per
+// line, -o yaml the same objects as YAML documents, each after "---".
+func writeItems[T any](w io.Writer, format string, items []T) error {
+	enc := json.NewEncoder(w)
+	for _, it := range items {
+		if format == "json" {
+			if err := enc.Encode(it); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := io.WriteString(w, "---\n"); err != nil {
+			return err
+		}
+		if err := writeStructured(w, format, it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addExtraVarsFlag is -e of every command running a playbook.
+func addExtraVarsFlag(fl *pflag.FlagSet, vars *[]string) {
+	fl.StringArrayVarP(vars, "extra-vars", "e", nil, "set a variable: name=value, @file.yaml or a {...} mapping (repeatable)")
+}
+
+// addRolesPathFlag is --roles-path of every command reading a cluster
+// file or running a playbook: a fork's roles and its support matrix.
+func addRolesPathFlag(cmd *cobra.Command, dirs *[]string) {
+	cmd.Flags().StringSliceVar(dirs, "roles-path", nil, "directories searched for roles before the built-in ones; the first holding support.yaml gives the support matrix")
+}

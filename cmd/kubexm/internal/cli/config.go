@@ -2,11 +2,8 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"net"
 	"os"
 
 	"github.com/mensylisir/kubexm/schema/matrix"
@@ -173,7 +170,7 @@ func newConfigConvertCmd() *cobra.Command {
 				return err
 			}
 			// The file may carry passwords, so it is private like the input should be.
-			if err := writeNewFile(output, out, 0o600, force, file); err != nil {
+			if err := lifecycle.WriteNewFile(output, out, 0o600, force, file); err != nil {
 				return fmt.Errorf("write converted file: %w", err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", output)
@@ -184,40 +181,6 @@ func newConfigConvertCmd() *cobra.Command {
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output file (default: standard output)")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing output file, even the input")
 	return cmd
-}
-
-// writeNewFile writes data to path, refusing an existing file unless force:
-// a mistyped -o must not destroy a cluster file, least of all the input
-// being read (input, "" for none), which would be lost with no copy left.
-func writeNewFile(path string, data []byte, perm os.FileMode, force bool, input string) error {
-	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
-	if force {
-		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-	}
-	f, err := os.OpenFile(path, flags, perm)
-	if errors.Is(err, fs.ErrExist) {
-		if input != "" && sameFile(path, input) {
-			return fmt.Errorf("%s is the input file; write elsewhere (or use --force to replace it): %w", path, err)
-		}
-		return fmt.Errorf("%s already exists (use --force to overwrite): %w", path, err)
-	}
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func sameFile(a, b string) bool {
-	ia, err := os.Stat(a)
-	if err != nil {
-		return false
-	}
-	ib, err := os.Stat(b)
-	return err == nil && os.SameFile(ia, ib)
 }
 
 // newCreateCmd is `kubexm create`; it holds `create config`, and the lead's
@@ -249,12 +212,12 @@ func newCreateConfigCmd() *cobra.Command {
 			if err := validate.CheckClusterName(name); err != nil {
 				return fmt.Errorf("--name: %w", err)
 			}
-			text := sample.Config(s, name, version, localIPv4())
+			text := sample.Config(s, name, version, sample.LocalIPv4())
 			if output == "" || output == "-" {
 				_, err := io.WriteString(cmd.OutOrStdout(), text)
 				return err
 			}
-			if err := writeNewFile(output, []byte(text), 0o644, force, ""); err != nil {
+			if err := lifecycle.WriteNewFile(output, []byte(text), 0o644, force, ""); err != nil {
 				return fmt.Errorf("write sample: %w", err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s; check it with: kubexm config validate -f %s\n", output, output)
@@ -266,28 +229,4 @@ func newCreateConfigCmd() *cobra.Command {
 	cmd.Flags().StringVar(&name, "name", "mycluster", "cluster name")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing output file")
 	return cmd
-}
-
-// localIPv4 guesses the address other nodes would reach this machine on:
-// the first global unicast IPv4 of an interface that is up.
-func localIPv4() string {
-	ifaces, err := net.Interfaces()
-	if err != nil {
-		return ""
-	}
-	for _, ifc := range ifaces {
-		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
-			continue
-		}
-		addrs, err := ifc.Addrs()
-		if err != nil {
-			continue
-		}
-		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
-				return ipn.IP.String()
-			}
-		}
-	}
-	return ""
 }

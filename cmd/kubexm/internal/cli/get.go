@@ -1,27 +1,28 @@
 package cli
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/clusterview"
+	"github.com/mensylisir/kubexm/engine/journal"
 	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/schema"
 )
 
-// `kubexm get clusters`, `get nodes` and `describe cluster` read what
-// kubexm keeps on this machine (the work directories of seeds/003:
-// .kubexm/<cluster>/ with runs/, certs/ and the admin kubeconfig) and ask
-// the API server with that kubeconfig; they change nothing.
+// The read-only verbs (get clusters, get nodes, get runs, logs, describe
+// cluster, get kubeconfig) read what kubexm keeps on this machine (the work
+// directories of seeds/003: .kubexm/<cluster>/ with runs/, certs/ and the
+// admin kubeconfig) and ask the API server with that kubeconfig; they
+// change nothing. Given --server, get clusters, get nodes and describe
+// cluster show what the server computes with the same code (its
+// registered config and its work directory there), printed alike.
 
 func newGetClustersCmd() *cobra.Command {
 	var dir, format string
@@ -31,13 +32,32 @@ func newGetClustersCmd() *cobra.Command {
 		Short: "List the clusters whose work directories are under .kubexm",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if remote.server != "" {
+			if err := checkOutputFormat(format, "text"); err != nil {
+				return err
+			}
+			var states []clusterview.State
+			var err error
+			none := fmt.Sprintf("no clusters under %s (kubexm create cluster -f cluster.yaml makes .kubexm/<name>)", dir)
+			if remote.Server != "" {
 				if err := refuseLocalFlags(cmd, "dir"); err != nil {
 					return err
 				}
-				return getClustersRemote(cmd, format, remote)
+				c, err := readClient(remote, format)
+				if err != nil {
+					return err
+				}
+				none = fmt.Sprintf("no clusters registered on %s (kubexm create cluster -f cluster.yaml --server %s registers one)", c.Base.Redacted(), c.Base.Redacted())
+				states, err = c.ClusterStates(cmd.Context())
+			} else {
+				states, err = clusterview.Clusters(dir)
 			}
-			return getClusters(cmd.OutOrStdout(), dir, format)
+			if err != nil {
+				return err
+			}
+			if format != "text" {
+				return writeItems(cmd.OutOrStdout(), format, states)
+			}
+			return clusterview.WriteClusters(cmd.OutOrStdout(), states, none)
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", ".kubexm", "the directory holding the work directories")
@@ -46,62 +66,22 @@ func newGetClustersCmd() *cobra.Command {
 	return cmd
 }
 
-func getClusters(w io.Writer, dir, format string) error {
-	if err := checkOutputFormat(format, "text"); err != nil {
-		return err
-	}
-	out, err := clusterview.Clusters(dir)
-	if err != nil {
-		return err
-	}
-	return writeClusters(w, format, out, fmt.Sprintf("no clusters under %s (kubexm create cluster -f cluster.yaml makes .kubexm/<name>)", dir))
-}
-
-// writeClusters prints get clusters' table (or JSON lines); none is the
-// line for no cluster at all.
-func writeClusters(w io.Writer, format string, out []clusterview.State, none string) error {
-	if format != "text" {
-		return writeItems(w, format, out)
-	}
-	if len(out) == 0 {
-		fmt.Fprintln(w, none)
-		return nil
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tLAST RUN\tSTATUS\tAGE\tKUBECONFIG\tCA EXPIRES")
-	for _, s := range out {
-		last, status, when := "-", "-", "-"
-		if s.Last != nil {
-			last, status, when = s.Last.Playbook, s.Last.Outcome, clusterview.Age(s.Last.Start)
-		}
-		kc, ca := "no", "-"
-		if s.Kubeconfig {
-			kc = "yes"
-		}
-		if s.CA != nil {
-			ca = fmt.Sprintf("%s (%dd)", s.CA.NotAfter.UTC().Format("2006-01-02"), s.CA.DaysLeft)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, last, status, when, kc, ca)
-	}
-	return tw.Flush()
-}
-
-// clusterFlags locate a cluster: its file and its work directory (or,
-// with --server, its name on the server).
+// clusterFlags locate a cluster on this machine (its file, work directory
+// and roles) or, with --server, by its name there; output is -o.
 type clusterFlags struct {
-	file      string
-	cluster   string
-	workDir   string
-	rolesPath []string
-	output    string
+	file, cluster, workDir, output string
+	rolesPath, extraVars           []string
 }
 
-func addClusterFlags(cmd *cobra.Command, f *clusterFlags) {
-	fl := cmd.Flags()
-	addClusterFileFlag(fl, &f.file)
-	fl.StringVar(&f.workDir, "workdir", "", "work directory (default .kubexm/<cluster name>)")
-	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles (their support matrix checks the cluster file)")
-	addOutputFlag(cmd, &f.output, "text")
+// addClusterFlags adds -f, --workdir, --roles-path and, unless human is
+// "", -o with human as the format for people.
+func addClusterFlags(cmd *cobra.Command, f *clusterFlags, human string) {
+	addClusterFileFlag(cmd.Flags(), &f.file)
+	cmd.Flags().StringVar(&f.workDir, "workdir", "", "work directory (default .kubexm/<cluster name>)")
+	addRolesPathFlag(cmd, &f.rolesPath)
+	if human != "" {
+		addOutputFlag(cmd, &f.output, human)
+	}
 }
 
 // loadCluster reads the cluster file of f and its inventory (groups with
@@ -120,6 +100,40 @@ func loadCluster(f clusterFlags) (*schema.Cluster, *inventory.Inventory, string,
 	return lifecycle.LoadCluster(file, f.workDir, f.rolesPath)
 }
 
+// addRemoteReadFlags adds --server (and how to reach it) and --cluster to
+// a read-only verb of a cluster.
+func addRemoteReadFlags(cmd *cobra.Command, f *clusterFlags, remote *clientFlags) {
+	addServerFlags(cmd.Flags(), remote, "ask this kubexm server (URL): its registered config of the cluster and its work directory there", "a read-only or operator one")
+	cmd.Flags().StringVar(&f.cluster, "cluster", "", "with --server: the registered cluster's name (default metadata.name of -f)")
+}
+
+// remoteRead is the client of a read verb with --server and the cluster
+// it asks about (lifecycle.ClusterName: nothing is registered by a read).
+func remoteRead(cmd *cobra.Command, f clusterFlags, remote clientFlags) (*apiClient, string, error) {
+	if err := refuseLocalFlags(cmd, "workdir", "roles-path"); err != nil {
+		return nil, "", err
+	}
+	name, err := lifecycle.ClusterName(f.cluster, f.file)
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := readClient(remote, f.output)
+	return c, name, err
+}
+
+// readClient is the client of a read verb with --server; the verb prints
+// format itself, so the client is only told whether it is for people.
+func readClient(remote clientFlags, format string) (*apiClient, error) {
+	if err := checkOutputFormat(format, "text"); err != nil {
+		return nil, err
+	}
+	remote.output = "text"
+	if format != "text" {
+		remote.output = "json"
+	}
+	return newAPIClient(&remote)
+}
+
 func newGetNodesCmd(a *app) *cobra.Command {
 	var f clusterFlags
 	var remote clientFlags
@@ -128,25 +142,37 @@ func newGetNodesCmd(a *app) *cobra.Command {
 		Short: "The hosts of cluster.yaml and the cluster's nodes, side by side",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if remote.server != "" {
-				return getNodesRemote(cmd, f, remote)
+			var rows []clusterview.NodeRow
+			if remote.Server != "" {
+				c, name, err := remoteRead(cmd, f, remote)
+				if err != nil {
+					return err
+				}
+				if rows, err = c.Nodes(cmd.Context(), name); err != nil {
+					return err
+				}
+			} else {
+				_, inv, dir, err := loadCluster(f)
+				if err != nil {
+					return err
+				}
+				kc, err := a.adminKubeconfig(cmd.Context(), cmd.ErrOrStderr(), f, dir)
+				if err != nil {
+					return err
+				}
+				nodes, err := clusterview.ListNodes(cmd.Context(), kc)
+				if err != nil {
+					return err
+				}
+				rows = clusterview.NodeRows(inv, nodes, true)
 			}
-			_, inv, dir, err := loadCluster(f)
-			if err != nil {
-				return err
+			if f.output != "text" {
+				return writeItems(cmd.OutOrStdout(), f.output, rows)
 			}
-			kc, err := a.adminKubeconfig(cmd.Context(), cmd.ErrOrStderr(), f, dir)
-			if err != nil {
-				return err
-			}
-			nodes, err := clusterview.ListNodes(cmd.Context(), kc)
-			if err != nil {
-				return err
-			}
-			return writeNodes(cmd.OutOrStdout(), f.output, clusterview.NodeRows(inv, nodes, true))
+			return clusterview.WriteNodes(cmd.OutOrStdout(), rows)
 		},
 	}
-	addClusterFlags(cmd, &f)
+	addClusterFlags(cmd, &f, "text")
 	addRemoteReadFlags(cmd, &f, &remote)
 	return cmd
 }
@@ -154,9 +180,6 @@ func newGetNodesCmd(a *app) *cobra.Command {
 // adminKubeconfig is the work directory's admin kubeconfig, taken from
 // the cluster first when the directory has none (lifecycle.AdminKubeconfig).
 func (a *app) adminKubeconfig(ctx context.Context, errw io.Writer, f clusterFlags, dir string) (string, error) {
-	if a == nil {
-		return filepath.Join(dir, "kubeconfig"), nil
-	}
 	file, err := clusterFile(f.file)
 	if err != nil {
 		return "", err
@@ -164,39 +187,131 @@ func (a *app) adminKubeconfig(ctx context.Context, errw io.Writer, f clusterFlag
 	return a.runner().AdminKubeconfig(ctx, lifecycle.KubeconfigRequest{Inventory: file, WorkDir: f.workDir, RolesPath: f.rolesPath}, dir, errw)
 }
 
-func writeNodes(w io.Writer, format string, rows []clusterview.NodeRow) error {
-	if format != "text" {
-		return writeItems(w, format, rows)
+func newDescribeClusterCmd(a *app) *cobra.Command {
+	var f clusterFlags
+	var remote clientFlags
+	cmd := &cobra.Command{
+		Use:   "cluster -f cluster.yaml",
+		Short: "A cluster's versions, hosts, endpoint, work directory, certificates and nodes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var d *clusterview.Description
+			if remote.Server != "" {
+				c, name, err := remoteRead(cmd, f, remote)
+				if err != nil {
+					return err
+				}
+				if d, err = c.Describe(cmd.Context(), name); err != nil {
+					return err
+				}
+				// The file is the server's registered one: the hints name
+				// the file given here, if any, as the verbs with --server
+				// register it.
+				d.File = cmp.Or(f.file, defaultClusterFile)
+			} else {
+				c, inv, dir, err := loadCluster(f)
+				if err != nil {
+					return err
+				}
+				kc, err := a.adminKubeconfig(cmd.Context(), cmd.ErrOrStderr(), f, dir)
+				d = clusterview.Describe(cmd.Context(), c, inv, f.file, dir, kc, err)
+			}
+			if f.output != "text" {
+				return writeStructured(cmd.OutOrStdout(), f.output, d)
+			}
+			return d.Write(cmd.OutOrStdout())
+		},
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tADDRESS\tROLES\tSTATUS\tAGE\tVERSION")
-	for _, r := range rows {
-		roles := strings.Join(r.Roles, ",")
-		if !r.InFile {
-			roles = "(not in cluster file)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Address, roles, r.Status, r.Age, r.Kubelet)
-	}
-	return tw.Flush()
+	addClusterFlags(cmd, &f, "text")
+	addRemoteReadFlags(cmd, &f, &remote)
+	return cmd
 }
 
-// writeItems writes a list for programs: -o json one JSON object per
-// line, -o yaml the same objects as YAML documents, each after "---".
-func writeItems[T any](w io.Writer, format string, items []T) error {
-	enc := json.NewEncoder(w)
-	for _, it := range items {
-		if format == "json" {
-			if err := enc.Encode(it); err != nil {
+func newGetRunsCmd() *cobra.Command {
+	var f clusterFlags
+	cmd := &cobra.Command{
+		Use:   "runs -f cluster.yaml",
+		Short: "The runs of the cluster's work directory, oldest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, _, dir, err := loadCluster(f)
+			if err != nil {
 				return err
 			}
-			continue
-		}
-		if _, err := io.WriteString(w, "---\n"); err != nil {
-			return err
-		}
-		if err := writeStructured(w, format, it); err != nil {
-			return err
-		}
+			runs, err := clusterview.RunList(dir)
+			if err != nil {
+				return err
+			}
+			if f.output != "text" {
+				return writeStructured(cmd.OutOrStdout(), f.output, runs)
+			}
+			return clusterview.WriteRuns(cmd.OutOrStdout(), dir, runs)
+		},
 	}
-	return nil
+	addClusterFlags(cmd, &f, "text")
+	return cmd
+}
+
+func newLogsCmd() *cobra.Command {
+	var f clusterFlags
+	var host string
+	var failed bool
+	cmd := &cobra.Command{
+		Use:   "logs RUN -f cluster.yaml",
+		Short: "What a run did, task by task and host by host, from its journal",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, _, dir, err := loadCluster(f)
+			if err != nil {
+				return err
+			}
+			info, shown, err := clusterview.RunLog(dir, args[0], host, failed)
+			if err != nil {
+				return err
+			}
+			if f.output != "text" {
+				return writeStructured(cmd.OutOrStdout(), f.output, map[string]any{"run": info.ID, "playbook": info.Playbook,
+					"outcome": info.Outcome, "tasks": shown})
+			}
+			journal.WriteLog(cmd.OutOrStdout(), info, shown)
+			return nil
+		},
+	}
+	addClusterFlags(cmd, &f, "text")
+	cmd.Flags().StringVar(&host, "host", "", "only this host's tasks")
+	cmd.Flags().BoolVar(&failed, "failed", false, "only the tasks that failed, were unreachable or whose failure was ignored")
+	return cmd
+}
+
+func newGetKubeconfigCmd(a *app) *cobra.Command {
+	var f clusterFlags
+	var to string
+	cmd := &cobra.Command{
+		Use:   "kubeconfig -f cluster.yaml",
+		Short: "The cluster's admin kubeconfig, from the cluster itself",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			file, err := clusterFile(f.file)
+			if err != nil {
+				return err
+			}
+			data, err := a.runner().Kubeconfig(cmd.Context(), lifecycle.KubeconfigRequest{Inventory: file, WorkDir: f.workDir, RolesPath: f.rolesPath, ExtraVars: f.extraVars}, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if to == "" {
+				_, err = cmd.OutOrStdout().Write(data)
+				return err
+			}
+			if err := lifecycle.WritePrivate(to, data); err != nil {
+				return fmt.Errorf("--to: %w", err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s (the cluster's admin kubeconfig; kubectl --kubeconfig %s get nodes)\n", to, to)
+			return nil
+		},
+	}
+	addClusterFlags(cmd, &f, "")
+	cmd.Flags().StringVar(&to, "to", "", "write the kubeconfig to this file (0600) instead of printing it")
+	addExtraVarsFlag(cmd.Flags(), &f.extraVars)
+	return cmd
 }

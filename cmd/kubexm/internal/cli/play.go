@@ -55,7 +55,7 @@ func newPlayCmd(a *app) *cobra.Command {
 				return err
 			}
 			if filepath.Base(strings.TrimSuffix(args[0], "/")) == "create-cluster" && f.Inventory != "" {
-				printAdminKubeconfig(cmd.ErrOrStderr(), f, ran)
+				lifecycle.AdminKubeconfigHint(cmd.ErrOrStderr(), f, ran)
 			}
 			return nil
 		},

@@ -1,13 +1,19 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
-	"strings"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/mensylisir/kubexm/engine/output"
+	"github.com/mensylisir/kubexm/service/client"
 	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
@@ -15,7 +21,25 @@ import (
 // machine: the cluster file is registered there (a new config version),
 // the offline bundle uploaded unless the server has it, the playbook
 // queued as a job with the verb's options, and the job's events followed
-// here and shown as a local run shows them.
+// here and shown as a local run shows them. The server's own nouns (jobs,
+// backups, bundles) are read with the same client.
+
+// clientFlags reach a kubexm server; output is -o.
+type clientFlags struct {
+	client.Options
+	output string
+}
+
+// addClientFlags are the flags of a command about the server itself (get
+// jobs, backup list, ...): it reads $KUBEXM_SERVER.
+func addClientFlags(cmd *cobra.Command, f *clientFlags) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.Server, "server", os.Getenv("KUBEXM_SERVER"), "URL of kubexm server (default $KUBEXM_SERVER)")
+	fl.StringVar(&f.Token, "token", "", "API token (default $KUBEXM_TOKEN)")
+	fl.StringVar(&f.CA, "ca", "", "CA certificate to trust the server with (its self-signed DATA-DIR/tls/cert.pem)")
+	fl.BoolVar(&f.Insecure, "insecure-skip-tls-verify", false, "do not check the server's certificate")
+	fl.StringVarP(&f.output, "output", "o", "text", "output format: text, json or yaml")
+}
 
 // addRemoteFlags adds --server and how to reach it to a verb. Unlike
 // kubexm get jobs, a verb does not read $KUBEXM_SERVER: a variable left in
@@ -28,10 +52,24 @@ func addRemoteFlags(fl *pflag.FlagSet, f *clientFlags) {
 // --insecure-skip-tls-verify; serverHelp says what --server does to the
 // verb, tokenRole which token it needs.
 func addServerFlags(fl *pflag.FlagSet, f *clientFlags, serverHelp, tokenRole string) {
-	fl.StringVar(&f.server, "server", "", serverHelp)
-	fl.StringVar(&f.token, "token", "", "API token for --server: "+tokenRole+" (default $KUBEXM_TOKEN)")
-	fl.StringVar(&f.ca, "ca", "", "CA certificate to trust --server with (its self-signed DATA-DIR/tls/cert.pem)")
-	fl.BoolVar(&f.insecure, "insecure-skip-tls-verify", false, "do not check --server's certificate")
+	fl.StringVar(&f.Server, "server", "", serverHelp)
+	fl.StringVar(&f.Token, "token", "", "API token for --server: "+tokenRole+" (default $KUBEXM_TOKEN)")
+	fl.StringVar(&f.CA, "ca", "", "CA certificate to trust --server with (its self-signed DATA-DIR/tls/cert.pem)")
+	fl.BoolVar(&f.Insecure, "insecure-skip-tls-verify", false, "do not check --server's certificate")
+}
+
+// apiClient is the client of the kubexm API the verbs with --server use.
+type apiClient = client.Client
+
+// newAPIClient is the client of the server f names, for output f.output.
+func newAPIClient(f *clientFlags) (*apiClient, error) {
+	if f.Server == "" {
+		return nil, errors.New("no server: give --server URL or set KUBEXM_SERVER")
+	}
+	if err := checkOutputFormat(f.output, "text"); err != nil {
+		return nil, err
+	}
+	return client.New(f.Options)
 }
 
 // refuseLocalFlags refuses the flags of names that were given: with
@@ -44,10 +82,6 @@ func refuseLocalFlags(cmd *cobra.Command, names ...string) error {
 	}
 	return nil
 }
-
-// localOnlyFlags are run flags a job cannot carry: they name files or
-// state on this machine, or tune the engine of the run itself.
-var localOnlyFlags = []string{"start-at-task", "forks", "resume", "roles-path", "overlay", "workdir", "no-journal", "backup"}
 
 // playRemote runs playbook with f on the server of cf, as a job.
 func playRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags) error {
@@ -68,16 +102,11 @@ func playRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags
 // and queues playbook with f's options; it returns the client and the
 // job's id. A restore's --backup names a backup on the server.
 func queueRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags, more ...func(*jobstore.Options)) (*apiClient, string, error) {
-	for _, name := range localOnlyFlags {
-		if (name == "backup" && playbook == "restore") || (name == "forks" && playbook == jobstore.CommandPlaybook) {
-			continue // carried by the job
-		}
-		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
-			return nil, "", fmt.Errorf("--%s does not go to a kubexm server (a job carries --tags, --skip-tags, --limit, --check, --diff, -e and --offline-bundle); run without --server to use it", name)
-		}
-	}
-	if strings.ContainsRune(f.Backup, '/') {
-		return nil, "", fmt.Errorf("--backup %s: with --server it names a backup the server made (kubexm backup list --server %s --cluster NAME), not a file here", f.Backup, cf.server)
+	if err := client.CheckJobFlags(playbook, cf.Server, f, func(name string) bool {
+		fl := cmd.Flags().Lookup(name)
+		return fl != nil && fl.Changed
+	}); err != nil {
+		return nil, "", err
 	}
 	cf.output = f.Output
 	c, err := newAPIClient(&cf)
@@ -86,4 +115,191 @@ func queueRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlag
 	}
 	id, err := c.QueueRun(cmd.Context(), playbook, f, cmd.ErrOrStderr(), more...)
 	return c, id, err
+}
+
+// newGetCmd is `kubexm get` with a server's jobs; addVerbCmds adds
+// clusters and nodes to it.
+func newGetCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "get", Short: "Show clusters, nodes, and the jobs of a kubexm server"}
+	var f, jf clientFlags
+	var cluster, status string
+	jobs := &cobra.Command{
+		Use:   "jobs",
+		Short: "List the jobs of a kubexm server",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := newAPIClient(&f)
+			if err != nil {
+				return err
+			}
+			jobs, err := c.Jobs(cmd.Context(), cluster, status)
+			if err != nil {
+				return err
+			}
+			if f.output != "text" {
+				return printDoc(cmd.OutOrStdout(), f.output, jobs)
+			}
+			return client.WriteJobs(cmd.OutOrStdout(), jobs)
+		},
+	}
+	addClientFlags(jobs, &f)
+	jobs.Flags().StringVar(&cluster, "cluster", "", "only this cluster's jobs")
+	jobs.Flags().StringVar(&status, "status", "", "only jobs in this status (queued, running, interrupted, succeeded, failed, cancelled)")
+	job := &cobra.Command{
+		Use:   "job ID",
+		Short: "Show a job of a kubexm server: its state, current task and recent events",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newAPIClient(&jf)
+			if err != nil {
+				return err
+			}
+			j, err := c.Job(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if jf.output != "text" {
+				return printDoc(cmd.OutOrStdout(), jf.output, j)
+			}
+			events, err := c.JobEvents(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			client.WriteJob(cmd.OutOrStdout(), j, events)
+			return nil
+		},
+	}
+	addClientFlags(job, &jf)
+	cmd.AddCommand(jobs, job)
+	return cmd
+}
+
+// `kubexm backup list|download` and `kubexm bundle list|delete` reach what
+// a kubexm server keeps in a cluster's work directory there: the backups
+// it made (backup cluster --server; restore cluster --server finds them by
+// name) and the offline bundles uploaded to it (a verb's --offline-bundle
+// with --server), hundreds of MiB each, until deleted.
+
+func newBundleCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "bundle", Short: "List and delete the offline bundles uploaded to a kubexm server"}
+	list := clusterListCmd("List the offline bundles uploaded to a kubexm server for a cluster, newest first", "bundles",
+		"no offline bundles of cluster %[1]s on %[2]s (a verb with --offline-bundle FILE --server %[2]s uploads one)", "SHA256\tSIZE\tAGE", client.BundleRow)
+	var f clientFlags
+	var cluster string
+	del := &cobra.Command{
+		Use:   "delete SHA256 --server URL --cluster NAME",
+		Short: "Delete an offline bundle uploaded to a kubexm server, unless a job uses it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newClusterClient(&f, cluster)
+			if err != nil {
+				return err
+			}
+			deleted, err := c.DeleteBundle(cmd.Context(), cluster, args[0])
+			if err != nil {
+				return err
+			}
+			if f.output != "text" {
+				return printDoc(cmd.OutOrStdout(), f.output, map[string]string{"cluster": cluster, "deleted": deleted})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted offline bundle %s of cluster %s on %s\n", deleted, cluster, c.Base.Redacted())
+			return nil
+		},
+	}
+	addClusterClientFlags(del, &f, &cluster)
+	cmd.AddCommand(list, del)
+	return cmd
+}
+
+func newBackupListCmd() *cobra.Command {
+	return clusterListCmd("List the backups a kubexm server made of a cluster", "backups",
+		"no backups of cluster %[1]s on %[2]s (kubexm backup cluster -f cluster.yaml --server %[2]s makes one)", "NAME\tSIZE\tAGE\tSHA256", client.BackupRow)
+}
+
+// clusterListCmd is a `NOUN list --server URL --cluster NAME` command:
+// it shows the items of GET /api/v1/clusters/NAME/ROUTE (the answer's
+// key ROUTE) as JSON or as a table of header and a row per item; none
+// prints empty, a format given the cluster and the server.
+func clusterListCmd[T any](short, route, empty, header string, row func(T) string) *cobra.Command {
+	var f clientFlags
+	var cluster string
+	cmd := &cobra.Command{
+		Use:   "list --server URL --cluster NAME",
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := newClusterClient(&f, cluster)
+			if err != nil {
+				return err
+			}
+			items, err := client.ClusterItems[T](cmd.Context(), c, cluster, route)
+			if err != nil {
+				return err
+			}
+			if f.output != "text" {
+				return printDoc(cmd.OutOrStdout(), f.output, items)
+			}
+			if len(items) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), empty+"\n", cluster, c.Base.Redacted())
+				return nil
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, header)
+			for _, it := range items {
+				fmt.Fprintln(tw, row(it))
+			}
+			return tw.Flush()
+		},
+	}
+	addClusterClientFlags(cmd, &f, &cluster)
+	return cmd
+}
+
+func addClusterClientFlags(cmd *cobra.Command, f *clientFlags, cluster *string) {
+	addClientFlags(cmd, f)
+	cmd.Flags().StringVar(cluster, "cluster", "", "the registered cluster (required)")
+}
+
+// newClusterClient is the client of a server verb about one registered
+// cluster: --cluster is required.
+func newClusterClient(f *clientFlags, cluster string) (*apiClient, error) {
+	if cluster == "" {
+		return nil, errors.New("--cluster is required: the registered cluster's name (kubexm get clusters --server URL lists them)")
+	}
+	return newAPIClient(f)
+}
+
+func newBackupDownloadCmd() *cobra.Command {
+	var f clientFlags
+	var cluster, to string
+	cmd := &cobra.Command{
+		Use:   "download NAME --server URL --cluster NAME [--to FILE]",
+		Short: "Download a backup a kubexm server made, checking its size and sha256",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newClusterClient(&f, cluster)
+			if err != nil {
+				return err
+			}
+			name := args[0]
+			if to == "" {
+				to = filepath.Base(name)
+			}
+			if _, err := os.Lstat(to); err == nil {
+				return fmt.Errorf("%s exists: remove it or give another --to", to)
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			start := time.Now()
+			n, sum, err := c.DownloadBackup(cmd.Context(), cluster, name, to)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "backup %s of cluster %s: %d bytes, sha256 %s, written to %s in %s\n", name, cluster, n, sum, to, time.Since(start).Round(time.Millisecond))
+			return nil
+		},
+	}
+	addClusterClientFlags(cmd, &f, &cluster)
+	cmd.Flags().StringVar(&to, "to", "", "the file to write (default: NAME in this directory)")
+	return cmd
 }

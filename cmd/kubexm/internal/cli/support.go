@@ -58,10 +58,6 @@ func newSupportCmd() *cobra.Command {
 	return cmd
 }
 
-func addRolesPathFlag(cmd *cobra.Command, dirs *[]string) {
-	cmd.Flags().StringSliceVar(dirs, "roles-path", nil, "role directories of a forked playbook tree; the first holding support.yaml gives the support matrix (default: the built-in one)")
-}
-
 // writeSupportText prints the matrix s for people; components are the
 // versions the roles install by default.
 func writeSupportText(w io.Writer, s *matrix.Support, components []about.Component) {

@@ -1,12 +1,8 @@
 package cli
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -84,7 +80,7 @@ func verbCmd(a *app, use, playbook, short string, v *verbFlags, prepare func(*co
 					return err
 				}
 			}
-			if remote.server != "" {
+			if remote.Server != "" {
 				if v.loaded != nil {
 					c, err := lifecycle.ReadCluster(v.play.Inventory, v.play.WorkDir, v.play.RolesPath)
 					if err != nil {
@@ -118,36 +114,13 @@ func addYesFlag(fl *pflag.FlagSet, v *verbFlags) {
 	fl.BoolVarP(&v.yes, "yes", "y", false, "do not ask for confirmation")
 }
 
-// confirm asks on errw and reads the answer from in; only "yes" goes on.
-// Without an answer (stdin closed or not a terminal) the run is refused:
-// a script must say --yes.
-func confirm(in io.Reader, errw io.Writer, question string) error {
-	fmt.Fprintf(errw, "%s\nType yes to continue: ", question)
-	line, err := bufio.NewReader(in).ReadString('\n')
-	answer := strings.TrimSpace(line)
-	if answer == "yes" {
-		return nil
-	}
-	if answer == "" && err != nil {
-		fmt.Fprintln(errw)
-		return errors.New("no answer on standard input; nothing was changed: pass --yes to run without asking")
-	}
-	return fmt.Errorf("answered %q, not yes; nothing was changed", answer)
-}
-
 // askUnlessYes asks question before a run that changes the cluster, unless
 // --yes or --check says there is nothing to ask.
 func askUnlessYes(cmd *cobra.Command, v *verbFlags, question string) error {
 	if v.yes || v.play.Check {
 		return nil
 	}
-	return confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), question)
-}
-
-// clusterSummary names the cluster and its hosts, for confirmation
-// questions.
-func clusterSummary(c lifecycle.Cluster) string {
-	return fmt.Sprintf("cluster %s (hosts %s)", c.Name, strings.Join(c.Hosts, ", "))
+	return lifecycle.Confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), question)
 }
 
 func newCreateClusterCmd(a *app) *cobra.Command {
@@ -163,36 +136,10 @@ func newCreateClusterCmd(a *app) *cobra.Command {
 		})
 	var ran lifecycle.Cluster
 	v.loaded = func(_ *cobra.Command, _ *verbFlags, c lifecycle.Cluster) error { ran = c; return nil }
-	v.after = func(cmd *cobra.Command, v *verbFlags) { printAdminKubeconfig(cmd.ErrOrStderr(), v.play, ran) }
+	v.after = func(cmd *cobra.Command, v *verbFlags) { lifecycle.AdminKubeconfigHint(cmd.ErrOrStderr(), v.play, ran) }
 	addOfflineBundleFlag(cmd.Flags(), &v.play)
 	cmd.Flags().BoolVar(&skipPreflight, "skip-preflight", false, "skip the preflight checks (--skip-tags preflight; for debugging)")
 	return cmd
-}
-
-// printAdminKubeconfig says, after a create, where the cluster's admin
-// kubeconfig is and how to use it: the first thing a user wants next. On
-// standard error, so that -o json's events stay alone on standard output.
-// c is the cluster the run told (Request.Loaded): none when nothing ran.
-func printAdminKubeconfig(w io.Writer, f playFlags, c lifecycle.Cluster) {
-	if f.Check || f.ListTasks || f.ListHosts || f.ListTags || f.Syntax || c.WorkDir == "" {
-		return
-	}
-	// As the user named it, or the default relative one: the run's own
-	// is absolute.
-	dir := f.WorkDir
-	if dir == "" {
-		dir = lifecycle.DefaultWorkDir(c.Name, f.Inventory)
-	}
-	kc := filepath.Join(dir, "kubeconfig")
-	if _, err := os.Stat(kc); err != nil {
-		return // a run limited by --tags that did not get to it
-	}
-	abs, err := filepath.Abs(kc)
-	if err != nil {
-		abs = kc
-	}
-	fmt.Fprintf(w, "\nThe cluster's admin kubeconfig is %s:\n  kubectl --kubeconfig %s get nodes\n  export KUBECONFIG=%s\n  kubexm get nodes -f %s\n",
-		kc, kc, abs, f.Inventory)
 }
 
 func newDeleteClusterCmd(a *app) *cobra.Command {
@@ -209,7 +156,7 @@ func newDeleteClusterCmd(a *app) *cobra.Command {
 			return nil
 		})
 	v.loaded = func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error {
-		return askUnlessYes(cmd, v, "This deletes "+clusterSummary(c)+": its data in etcd and every workload are gone.")
+		return askUnlessYes(cmd, v, "This deletes "+c.Summary()+": its data in etcd and every workload are gone.")
 	}
 	addYesFlag(cmd.Flags(), v)
 	cmd.Flags().BoolVar(&packages, "delete-packages", false, "also remove the OS packages kubexm installed (-e delete_packages=true)")
@@ -257,7 +204,7 @@ func newDeleteNodesCmd(a *app) *cobra.Command {
 			return nil
 		})
 	v.loaded = func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error {
-		q := fmt.Sprintf("This drains %s and removes them from %s.", strings.Join(nodes, ", "), clusterSummary(c))
+		q := fmt.Sprintf("This drains %s and removes them from %s.", strings.Join(nodes, ", "), c.Summary())
 		if force {
 			q += " --force: pods no controller manages are deleted and PodDisruptionBudgets are bypassed."
 		}
@@ -326,7 +273,7 @@ func newRestoreClusterCmd(a *app) *cobra.Command {
 			return nil
 		})
 	v.loaded = func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error {
-		return askUnlessYes(cmd, v, fmt.Sprintf("This puts %s back to %s: what was written since is lost.", clusterSummary(c), v.play.Backup))
+		return askUnlessYes(cmd, v, fmt.Sprintf("This puts %s back to %s: what was written since is lost.", c.Summary(), v.play.Backup))
 	}
 	addYesFlag(cmd.Flags(), v)
 	cmd.Flags().StringVar(&v.play.Backup, "backup", "", "the archive to restore (required); with --server the name of a backup the server made (kubexm backup list --server URL --cluster NAME)")
@@ -354,7 +301,7 @@ func newCertsRotateCACmd(a *app) *cobra.Command {
 		"Replace the cluster, front-proxy and etcd CAs with new ones (the rotate-ca playbook)",
 		v, nil)
 	v.loaded = func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error {
-		return askUnlessYes(cmd, v, fmt.Sprintf("This replaces the CAs of %s: every certificate is reissued and every component restarts.", clusterSummary(c)))
+		return askUnlessYes(cmd, v, fmt.Sprintf("This replaces the CAs of %s: every certificate is reissued and every component restarts.", c.Summary()))
 	}
 	addYesFlag(cmd.Flags(), v)
 	return cmd
