@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/mensylisir/kubexm/bundle"
@@ -86,4 +88,35 @@ func (r Runner) Export(ctx context.Context, req ExportRequest) (*Exported, error
 		return nil, err
 	}
 	return &Exported{Manifest: m, SHA256: sum, Size: st.Size(), Packing: time.Since(packStart), Total: time.Since(start)}, nil
+}
+
+// Write prints what the export packed, and how to install from it with
+// the cluster file inventory.
+func (e *Exported) Write(w io.Writer, output, inventory string) {
+	var total int64
+	kinds := map[string]int{}
+	for _, art := range e.Manifest.Artifacts {
+		total += art.Size
+		kinds[art.Kind]++
+	}
+	var parts []string
+	for _, k := range bundle.Kinds() {
+		if n := kinds[k]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, plural(k, n)))
+		}
+	}
+	fmt.Fprintf(w, "\nwrote %s: %d files (%s) for cluster %s, %d MiB packed from %d MiB, sha256 %s (packed in %s, %s in all)\n",
+		output, len(e.Manifest.Artifacts), strings.Join(parts, ", "), e.Manifest.Cluster, e.Size>>20, total>>20, e.SHA256,
+		e.Packing.Round(time.Millisecond), e.Total.Round(time.Millisecond))
+	fmt.Fprintf(w, "install with: kubexm play create-cluster -i %s --offline-bundle %s\n", inventory, output)
+}
+
+func plural(s string, n int) string {
+	if n == 1 {
+		return s
+	}
+	if strings.HasSuffix(s, "y") {
+		return s[:len(s)-1] + "ies"
+	}
+	return s + "s"
 }

@@ -25,6 +25,8 @@ type PushRequest struct {
 	// RolesPath is searched for roles; their support matrix checks the
 	// cluster file.
 	RolesPath []string
+	// Jobs is how many images are pushed at once.
+	Jobs int
 }
 
 // PushPlan is what a push sends and where.

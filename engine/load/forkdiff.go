@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"slices"
@@ -238,4 +239,19 @@ func (d *ForkDiff) sortDiff() {
 	slices.Sort(d.OnlyInFork)
 	slices.Sort(d.OnlyInBuiltin)
 	d.OnlyInBuiltin = slices.Compact(d.OnlyInBuiltin)
+}
+
+// Write prints the differences as diff -ru does, and their counts.
+func (d *ForkDiff) Write(w io.Writer) {
+	for _, c := range d.Changed {
+		fmt.Fprintf(w, "diff %s %s\n%s", c.Builtin, c.Fork, c.Diff)
+	}
+	for _, f := range d.OnlyInFork {
+		fmt.Fprintf(w, "Only in the fork: %s\n", f)
+	}
+	for _, f := range d.OnlyInBuiltin {
+		fmt.Fprintf(w, "Only in the built-in: %s\n", f)
+	}
+	fmt.Fprintf(w, "%d files changed, %d unchanged, %d only in the fork, %d only in the built-in (playbook %s)\n",
+		len(d.Changed), d.Same, len(d.OnlyInFork), len(d.OnlyInBuiltin), d.Playbook)
 }

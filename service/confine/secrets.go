@@ -196,3 +196,14 @@ func (s *Secrets) Delete(name string) error {
 	}
 	return nil
 }
+
+// Scope says which clusters' files may name the secret.
+func (sec Secret) Scope() string {
+	switch {
+	case sec.Unscoped:
+		return "every cluster (unscoped: made before secrets were scoped; create it again with --cluster)"
+	case len(sec.Clusters) == 0:
+		return "every cluster"
+	}
+	return "cluster " + strings.Join(sec.Clusters, ", ")
+}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,6 +58,21 @@ func (s *Service) RunWorkers(ctx context.Context, o WorkerOptions, log *slog.Log
 	return nil
 }
 
+// TokenExpiry checks a token's role and time to live (0: forever) before
+// anything is opened, and says when it expires (zero: never).
+func TokenExpiry(role string, ttl time.Duration) (time.Time, error) {
+	if !api.ValidRole(role) {
+		return time.Time{}, fmt.Errorf("--role must be %s or %s, not %q", api.RoleReadOnly, api.RoleOperator, role)
+	}
+	if ttl < 0 {
+		return time.Time{}, fmt.Errorf("--ttl %s: give a positive duration (24h, 30m), or 0 for a token that does not expire", ttl)
+	}
+	if ttl == 0 {
+		return time.Time{}, nil
+	}
+	return time.Now().Add(ttl), nil
+}
+
 // CreateToken makes an API token of role, stores its hash under name and
 // returns it: the only time it is seen. A zero expires never expires.
 func (s *Service) CreateToken(ctx context.Context, name, role string, expires time.Time) (string, error) {
@@ -66,4 +84,41 @@ func (s *Service) CreateToken(ctx context.Context, name, role string, expires ti
 		return "", err
 	}
 	return tok, nil
+}
+
+// WriteTokens prints the tokens: name, role, created, expires.
+func (s *Service) WriteTokens(ctx context.Context, w io.Writer) error {
+	toks, err := s.Store.Tokens(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tROLE\tCREATED\tEXPIRES")
+	now := time.Now()
+	for _, t := range toks {
+		exp := "never"
+		switch {
+		case t.Expired(now):
+			exp = "expired " + t.ExpiresAt.Format(time.RFC3339)
+		case !t.ExpiresAt.IsZero():
+			exp = t.ExpiresAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Role, t.CreatedAt.Format(time.RFC3339), exp)
+	}
+	return tw.Flush()
+}
+
+// ReadSecret reads a secret's value from fromFile, else from in (at most
+// 1 MiB).
+func ReadSecret(in io.Reader, fromFile string) ([]byte, error) {
+	if fromFile != "" {
+		return os.ReadFile(fromFile)
+	}
+	data, err := io.ReadAll(io.LimitReader(in, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	// A password piped with echo ends with a newline that is not part of
+	// it; a key keeps its own.
+	return []byte(strings.TrimRight(string(data), "\r\n")), nil
 }

@@ -1,97 +1,66 @@
 package cli
 
 import (
-	"context"
-	"fmt"
-	"io"
 	"os"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/mensylisir/kubexm/bundle"
 	"github.com/mensylisir/kubexm/lifecycle"
 )
 
-type exportFlags struct {
-	file      string
-	output    string
-	workDir   string
-	extraVars []string
-	rolesPath []string
-	verbose   int
-	playbook  string
-}
-
 func newArtifactCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "artifact",
-		Short: "Offline bundles: every binary and image a cluster needs, in one file",
-	}
-	var f exportFlags
+	cmd := &cobra.Command{Use: "artifact", Short: "Offline bundles: every binary and image a cluster needs, in one file"}
+	var f clusterFlags
+	var verbose int
+	var playbook string
 	export := &cobra.Command{
 		Use:   "export",
 		Short: "Fetch every binary and image cluster.yaml needs and pack them into an offline bundle",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var err error
-			if f.file, err = clusterFile(f.file); err != nil {
+			file, err := clusterFile(f.file)
+			if err != nil {
 				return err
 			}
-			return a.exportBundle(cmd.Context(), cmd.OutOrStdout(), f)
+			// The export runs as `kubexm play` would run it.
+			w := cmd.OutOrStdout()
+			e, err := a.runner().Export(cmd.Context(), lifecycle.ExportRequest{Output: f.output, Run: playFlags{
+				Playbook: playbook, Inventory: file, ExtraVars: f.extraVars, Forks: 50, Output: "text",
+				Verbose: verbose, RolesPath: f.rolesPath, WorkDir: f.workDir, Stdout: w, Stderr: os.Stderr,
+			}})
+			if err != nil {
+				return err
+			}
+			e.Write(w, f.output, file)
+			return nil
 		},
 	}
+	addClusterFlags(export, &f, "")
 	fl := export.Flags()
-	addClusterFileFlag(fl, &f.file)
 	fl.StringVarP(&f.output, "output", "o", "bundle.tar.gz", "the bundle to write")
-	fl.StringVar(&f.workDir, "workdir", "", "work directory the files are fetched into (default .kubexm/<cluster name>)")
-	fl.StringArrayVarP(&f.extraVars, "extra-vars", "e", nil, "set a variable: name=value, @file.yaml or a {...} mapping (repeatable)")
-	fl.StringSliceVar(&f.rolesPath, "roles-path", nil, "directories searched for roles before the built-in ones")
-	fl.CountVarP(&f.verbose, "verbose", "v", "show stdout/stderr of every task (-vv: also progress)")
-	fl.StringVar(&f.playbook, "playbook", lifecycle.ExportPlaybook, "the playbook that fetches the artifacts (a fork of artifact-export)")
-	cmd.AddCommand(export, newArtifactImagesCmd())
+	addExtraVarsFlag(fl, &f.extraVars)
+	fl.CountVarP(&verbose, "verbose", "v", "show stdout/stderr of every task (-vv: also progress)")
+	fl.StringVar(&playbook, "playbook", lifecycle.ExportPlaybook, "the playbook that fetches the artifacts (a fork of artifact-export)")
+	images := &cobra.Command{Use: "images", Short: "The images of an offline bundle in a private registry"}
+	var pf clusterFlags
+	var req lifecycle.PushRequest
+	push := &cobra.Command{
+		Use:   "push",
+		Short: "Push every image the cluster needs to registry.privateRegistry",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if req.Inventory, err = clusterFile(pf.file); err != nil {
+				return err
+			}
+			req.WorkDir, req.RolesPath = pf.workDir, pf.rolesPath
+			return lifecycle.PushImages(cmd.Context(), cmd.OutOrStdout(), req)
+		},
+	}
+	addClusterFlags(push, &pf, "")
+	push.Flags().StringVar(&req.OfflineBundle, "offline-bundle", "", "push the images of this bundle of kubexm artifact export (verified and unpacked into the work directory)")
+	push.Flags().IntVar(&req.Jobs, "jobs", 4, "images pushed at once")
+	images.AddCommand(push)
+	cmd.AddCommand(export, images)
 	return cmd
-}
-
-func (a *app) exportBundle(ctx context.Context, w io.Writer, f exportFlags) error {
-	// The export runs as `kubexm play` would run it.
-	e, err := a.runner().Export(ctx, lifecycle.ExportRequest{Output: f.output, Run: playFlags{
-		Playbook: f.playbook, Inventory: f.file, ExtraVars: f.extraVars, Forks: 50, Output: "text",
-		Verbose: f.verbose, RolesPath: f.rolesPath, WorkDir: f.workDir, Stdout: w, Stderr: os.Stderr,
-	}})
-	if err != nil {
-		return err
-	}
-	var total int64
-	kinds := map[string]int{}
-	for _, art := range e.Manifest.Artifacts {
-		total += art.Size
-		kinds[art.Kind]++
-	}
-	fmt.Fprintf(w, "\nwrote %s: %d files (%s) for cluster %s, %d MiB packed from %d MiB, sha256 %s (packed in %s, %s in all)\n",
-		f.output, len(e.Manifest.Artifacts), kindSummary(kinds), e.Manifest.Cluster, e.Size>>20, total>>20, e.SHA256,
-		e.Packing.Round(time.Millisecond), e.Total.Round(time.Millisecond))
-	fmt.Fprintf(w, "install with: kubexm play create-cluster -i %s --offline-bundle %s\n", f.file, f.output)
-	return nil
-}
-
-func kindSummary(kinds map[string]int) string {
-	var parts []string
-	for _, k := range bundle.Kinds() {
-		if n := kinds[k]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n, plural(k, n)))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-func plural(s string, n int) string {
-	if n == 1 {
-		return s
-	}
-	if strings.HasSuffix(s, "y") {
-		return s[:len(s)-1] + "ies"
-	}
-	return s + "s"
 }

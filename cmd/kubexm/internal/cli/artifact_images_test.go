@@ -15,6 +15,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/mensylisir/kubexm/lifecycle"
 )
 
 // kubexm artifact images push sends the work directory's image tarballs
@@ -58,15 +60,15 @@ func TestArtifactImagesPush(t *testing.T) {
 
 	t.Setenv("KUBEXM_TEST_REG_PW", "Pw-4")
 	var out strings.Builder
-	f := pushFlags{file: file, workDir: work, jobs: 2}
-	if err := pushImages(context.Background(), &out, f); err != nil {
+	f := lifecycle.PushRequest{Inventory: file, WorkDir: work, Jobs: 2}
+	if err := lifecycle.PushImages(context.Background(), &out, f); err != nil {
 		t.Fatalf("push: %v\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "pushed  "+host+"/kubexm/pause:3.10@sha256:") || !strings.Contains(out.String(), "1 images in "+host+": ") {
 		t.Errorf("push printed:\n%s", out.String())
 	}
 	out.Reset()
-	if err := pushImages(context.Background(), &out, f); err != nil || !strings.Contains(out.String(), ": 0.0 MiB sent") || !strings.Contains(out.String(), "present "+host+"/kubexm/pause:3.10") {
+	if err := lifecycle.PushImages(context.Background(), &out, f); err != nil || !strings.Contains(out.String(), ": 0.0 MiB sent") || !strings.Contains(out.String(), "present "+host+"/kubexm/pause:3.10") {
 		t.Errorf("second push: %v\n%s", err, out.String())
 	}
 	if strings.Contains(out.String(), "Pw-4") {
@@ -75,7 +77,7 @@ func TestArtifactImagesPush(t *testing.T) {
 
 	t.Setenv("KUBEXM_TEST_REG_PW", "wrong")
 	out.Reset()
-	err = pushImages(context.Background(), &out, f)
+	err = lifecycle.PushImages(context.Background(), &out, f)
 	if err == nil || !strings.Contains(err.Error(), "registry "+host) || !strings.Contains(err.Error(), "username or password is wrong") || out.Len() != 0 {
 		t.Errorf("wrong password: %v\n%s", err, out.String())
 	}

@@ -101,7 +101,7 @@ func testServiceConfined(t *testing.T, dsn string) {
 	// Stored before the rules: refused when a job names it.
 	ctx := context.Background()
 	a := &app{}
-	svc, err := a.openService(ctx, &serviceFlags{db: e.dsn, dataDir: e.dataDir}, false)
+	svc, err := a.openService(ctx, &server.Config{DB: e.dsn, DataDir: e.dataDir}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -184,7 +184,7 @@ func newPlaybookDiffCmd(a *app) *cobra.Command {
 					return &lifecycle.ExitError{Err: err, Code: 2}
 				}
 			} else {
-				writeForkDiff(w, d)
+				d.Write(w)
 			}
 			if d.Identical() {
 				return nil
@@ -196,21 +196,6 @@ func newPlaybookDiffCmd(a *app) *cobra.Command {
 	addOverlayFlag(cmd.Flags(), &overlays)
 	cmd.Flags().StringVarP(&out, "output", "o", "text", "output format: text, json or yaml")
 	return cmd
-}
-
-// writeForkDiff prints a fork's differences as diff -ru does.
-func writeForkDiff(w io.Writer, d *engine.ForkDiff) {
-	for _, c := range d.Changed {
-		fmt.Fprintf(w, "diff %s %s\n%s", c.Builtin, c.Fork, c.Diff)
-	}
-	for _, f := range d.OnlyInFork {
-		fmt.Fprintf(w, "Only in the fork: %s\n", f)
-	}
-	for _, f := range d.OnlyInBuiltin {
-		fmt.Fprintf(w, "Only in the built-in: %s\n", f)
-	}
-	fmt.Fprintf(w, "%d files changed, %d unchanged, %d only in the fork, %d only in the built-in (playbook %s)\n",
-		len(d.Changed), d.Same, len(d.OnlyInFork), len(d.OnlyInBuiltin), d.Playbook)
 }
 
 // textSink is the human view of a run on w (output.Human).

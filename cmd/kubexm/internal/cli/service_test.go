@@ -37,6 +37,7 @@ import (
 	"github.com/mensylisir/kubexm/service/api"
 	"github.com/mensylisir/kubexm/service/jobstore"
 	"github.com/mensylisir/kubexm/service/pgtest"
+	"github.com/mensylisir/kubexm/service/server"
 	"github.com/mensylisir/kubexm/service/secretbox"
 )
 
@@ -203,7 +204,7 @@ func newServiceEnvAllowing(t *testing.T, dsn string, allow []string) *serviceEnv
 	ctx := context.Background()
 	a := &app{builtinFS: kubexm.Content()}
 	e.allow = allow
-	f := serviceFlags{db: dsn, dataDir: e.dataDir, playbooksDir: e.pbDir, allowNets: allow}
+	f := server.Config{DB: dsn, DataDir: e.dataDir, PlaybooksDir: e.pbDir, AllowNets: allow}
 	svc, err := a.openService(ctx, &f, false)
 	if err != nil {
 		t.Fatal(err)

@@ -94,7 +94,7 @@ func TestReadmeTableIsTheMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := supportMarkdown(s); table != want {
+	if want := s.Markdown(); table != want {
 		t.Errorf("README.md's table differs from roles/support.yaml: replace it with the output of `kubexm support -o markdown`:\n%s", want)
 	}
 }

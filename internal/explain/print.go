@@ -1,49 +1,14 @@
-package cli
+package explain
 
 import (
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
-
-	"github.com/spf13/cobra"
-
-	"github.com/mensylisir/kubexm/internal/explain"
-	"github.com/mensylisir/kubexm/lifecycle"
 )
 
-// newExplainCmd is `kubexm explain FIELD`: kubectl explain for cluster.yaml.
-func newExplainCmd() *cobra.Command {
-	var output string
-	var rolesPath []string
-	cmd := &cobra.Command{
-		Use:   "explain FIELD",
-		Short: "Describe a field of cluster.yaml: type, default, allowed values, whether kubexm installs them",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutputFormat(output, "text"); err != nil {
-				return err
-			}
-			s, err := lifecycle.SupportFromRolesPath(rolesPath)
-			if err != nil {
-				return err
-			}
-			f, err := explain.Explain(args[0], s)
-			if err != nil {
-				return &usageError{msg: err.Error()}
-			}
-			if output != "text" {
-				return writeStructured(cmd.OutOrStdout(), output, f)
-			}
-			return writeExplanation(cmd.OutOrStdout(), f)
-		},
-	}
-	addOutputFlag(cmd, &output, "text")
-	addRolesPathFlag(cmd, &rolesPath)
-	return cmd
-}
-
-func writeExplanation(w io.Writer, f *explain.Field) error {
+// Write prints the field as kubectl explain does.
+func (f *Field) Write(w io.Writer) error {
 	fmt.Fprintf(w, "FIELD:    %s <%s>\n", f.Path, f.Type)
 	if f.Description != "" {
 		fmt.Fprintf(w, "\nDESCRIPTION:\n%s\n", indentWrap(f.Description, "    ", 76))

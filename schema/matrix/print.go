@@ -1,4 +1,4 @@
-package cli
+package matrix
 
 import (
 	"fmt"
@@ -6,61 +6,12 @@ import (
 	"maps"
 	"slices"
 	"strings"
-
-	"github.com/mensylisir/kubexm/schema/matrix"
-
-	"github.com/spf13/cobra"
-
-	"github.com/mensylisir/kubexm"
-	"github.com/mensylisir/kubexm/internal/about"
-	"github.com/mensylisir/kubexm/lifecycle"
 )
 
-// newSupportCmd is `kubexm support`: the support matrix of the playbook tree.
-func newSupportCmd() *cobra.Command {
-	var output string
-	var rolesPath []string
-	var evidence bool
-	cmd := &cobra.Command{
-		Use:   "support",
-		Short: "Print what this kubexm installs: Kubernetes versions, components and cluster.yaml choices",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := lifecycle.SupportFromRolesPath(rolesPath)
-			if err != nil {
-				return err
-			}
-			if !evidence {
-				s = s.WithoutEvidence()
-			}
-			w := cmd.OutOrStdout()
-			switch output {
-			case "text":
-				info, err := about.Collect(about.Build{}, s, kubexm.Content())
-				if err != nil {
-					return err
-				}
-				writeSupportText(w, s, info.Components)
-				return nil
-			case "markdown":
-				_, err := io.WriteString(w, supportMarkdown(s))
-				return err
-			}
-			if err := checkOutputFormat(output, "text", "markdown"); err != nil {
-				return err
-			}
-			return writeStructured(w, output, s)
-		},
-	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "text, json, yaml or markdown (README.md's table)")
-	cmd.Flags().BoolVar(&evidence, "evidence", false, "also say, for each installed choice, which tests showed it working")
-	addRolesPathFlag(cmd, &rolesPath)
-	return cmd
-}
-
-// writeSupportText prints the matrix s for people; components are the
-// versions the roles install by default.
-func writeSupportText(w io.Writer, s *matrix.Support, components []about.Component) {
+// WriteText prints the matrix for people, as kubexm support shows it;
+// defaults are the versions the roles install by default, by component
+// (the matrix's own default when missing).
+func (s *Support) WriteText(w io.Writer, defaults map[string]string) {
 	k := s.Kubernetes
 	fmt.Fprintf(w, "Support matrix: %s\n\n", s.Source)
 	fmt.Fprintf(w, "Kubernetes: %s; mirrors: %s\n", s.KubernetesRange(), mirrorVar(k.Mirrors))
@@ -85,10 +36,10 @@ func writeSupportText(w io.Writer, s *matrix.Support, components []about.Compone
 		}
 	}
 	fmt.Fprintln(w, "\nComponents:")
-	for i, c := range s.Components {
+	for _, c := range s.Components {
 		def := c.Default
-		if i < len(components) && components[i].Name == c.Name {
-			def = components[i].Default
+		if d, ok := defaults[c.Name]; ok {
+			def = d
 		}
 		fmt.Fprintf(w, "  %-12s %-6s default %-9s mirrors: %s\n", c.Name, c.ReleaseLines(), def, mirrorVar(c.Mirrors))
 	}
@@ -134,15 +85,16 @@ func mirrorVar(ref string) string {
 }
 
 // onlyWith shows a choice's condition: " (with spec.etcd.type=kubexm)".
-func onlyWith(ch matrix.Choice) string {
+func onlyWith(ch Choice) string {
 	if ch.OnlyWith == "" {
 		return ""
 	}
 	return " (with " + ch.OnlyWith + ")"
 }
 
-// supportMarkdown is README.md's "what works" table of cluster.yaml choices.
-func supportMarkdown(s *matrix.Support) string {
+// Markdown is README.md's "what works" table of cluster.yaml choices
+// (kubexm support -o markdown).
+func (s *Support) Markdown() string {
 	var b strings.Builder
 	b.WriteString(fmt.Sprintf("Kubernetes %s; ", s.KubernetesRange()))
 	var comps []string

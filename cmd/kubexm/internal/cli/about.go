@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mensylisir/kubexm"
+	"github.com/mensylisir/kubexm/internal/about"
+	"github.com/mensylisir/kubexm/internal/explain"
+	"github.com/mensylisir/kubexm/lifecycle"
+)
+
+// What this kubexm is and installs: kubexm version, kubexm support and
+// kubexm explain FIELD.
+
+// commit and buildDate are set by release builds with
+// -ldflags "-X github.com/mensylisir/kubexm/cmd/kubexm/internal/cli.commit=..." (and buildDate), as version is; the
+// linker can only set package-level strings. Empty, they are read from Go's
+// build information (vcs.revision, vcs.time).
+var commit, buildDate string
+
+// newVersionCmd is `kubexm version`: the binary and what it installs.
+func newVersionCmd() *cobra.Command {
+	var output string
+	var rolesPath []string
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print kubexm's version, commit, build date and the Kubernetes and component versions it installs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutputFormat(output, "text"); err != nil {
+				return err
+			}
+			s, err := lifecycle.SupportFromRolesPath(rolesPath)
+			if err != nil {
+				return err
+			}
+			info, err := about.Collect(about.Build{Version: version, Commit: commit, Date: buildDate}, s, kubexm.Content())
+			if err != nil {
+				return err
+			}
+			if output != "text" {
+				return writeStructured(cmd.OutOrStdout(), output, info)
+			}
+			return info.Write(cmd.OutOrStdout(), s.KubernetesRange())
+		},
+	}
+	addOutputFlag(cmd, &output, "text")
+	addRolesPathFlag(cmd, &rolesPath)
+	return cmd
+}
+
+// newSupportCmd is `kubexm support`: the support matrix of the playbook tree.
+func newSupportCmd() *cobra.Command {
+	var output string
+	var rolesPath []string
+	var evidence bool
+	cmd := &cobra.Command{
+		Use:   "support",
+		Short: "Print what this kubexm installs: Kubernetes versions, components and cluster.yaml choices",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := lifecycle.SupportFromRolesPath(rolesPath)
+			if err != nil {
+				return err
+			}
+			if !evidence {
+				s = s.WithoutEvidence()
+			}
+			w := cmd.OutOrStdout()
+			switch output {
+			case "text":
+				info, err := about.Collect(about.Build{}, s, kubexm.Content())
+				if err != nil {
+					return err
+				}
+				s.WriteText(w, info.Defaults())
+				return nil
+			case "markdown":
+				_, err := io.WriteString(w, s.Markdown())
+				return err
+			}
+			if err := checkOutputFormat(output, "text", "markdown"); err != nil {
+				return err
+			}
+			return writeStructured(w, output, s)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text, json, yaml or markdown (README.md's table)")
+	cmd.Flags().BoolVar(&evidence, "evidence", false, "also say, for each installed choice, which tests showed it working")
+	addRolesPathFlag(cmd, &rolesPath)
+	return cmd
+}
+
+// newExplainCmd is `kubexm explain FIELD`: kubectl explain for cluster.yaml.
+func newExplainCmd() *cobra.Command {
+	var output string
+	var rolesPath []string
+	cmd := &cobra.Command{
+		Use:   "explain FIELD",
+		Short: "Describe a field of cluster.yaml: type, default, allowed values, whether kubexm installs them",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutputFormat(output, "text"); err != nil {
+				return err
+			}
+			s, err := lifecycle.SupportFromRolesPath(rolesPath)
+			if err != nil {
+				return err
+			}
+			f, err := explain.Explain(args[0], s)
+			if err != nil {
+				return &usageError{msg: err.Error()}
+			}
+			if output != "text" {
+				return writeStructured(cmd.OutOrStdout(), output, f)
+			}
+			return f.Write(cmd.OutOrStdout())
+		},
+	}
+	addOutputFlag(cmd, &output, "text")
+	addRolesPathFlag(cmd, &rolesPath)
+	return cmd
+}
