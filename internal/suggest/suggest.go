@@ -81,3 +81,33 @@ func DidYouMean(got string, candidates []string) string {
 	}
 	return fmt.Sprintf("did you mean %q?", best)
 }
+
+// Command is the name got most likely stands for among a command's
+// subcommand names and aliases: a typo of one (at most a third of got's
+// letters wrong, so that kubectl's "pods" does not become "nodes"), else
+// the one whose start got is, when every name got starts is the same
+// subcommand (same says whether two names are); "" for none.
+func Command(got string, names []string, same func(a, b string) bool) string {
+	lg := strings.ToLower(got)
+	best, bestD := "", -1
+	for _, n := range names {
+		if d := Distance(lg, n); d <= max(1, len(lg)/3) && (bestD < 0 || d < bestD) {
+			best, bestD = n, d
+		}
+	}
+	if best != "" {
+		return best
+	}
+	for _, n := range names {
+		if !strings.HasPrefix(n, lg) {
+			continue
+		}
+		if best != "" && !same(best, n) {
+			return "" // the start of two commands' names
+		}
+		if best == "" {
+			best = n
+		}
+	}
+	return best
+}

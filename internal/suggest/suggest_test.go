@@ -1,6 +1,9 @@
 package suggest
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestDistance(t *testing.T) {
 	for _, tc := range []struct {
@@ -32,5 +35,21 @@ func TestClosest(t *testing.T) {
 		if got := Closest(tc.got, tc.candidates); got != tc.want {
 			t.Errorf("Closest(%q) = %q, want %q", tc.got, got, tc.want)
 		}
+	}
+}
+
+func TestCommand(t *testing.T) {
+	names := []string{"nodes", "node", "clusters", "cluster", "runs", "kubeconfig"}
+	same := func(a, b string) bool { return strings.TrimSuffix(a, "s") == strings.TrimSuffix(b, "s") }
+	for got, want := range map[string]string{
+		"nodse": "nodes", "pods": "", "clu": "cluster", "kube": "kubeconfig", "r": "runs", "": "",
+	} {
+		if s := Command(got, names, same); s != want && !(want != "" && same(s, want)) {
+			t.Errorf("Command(%q) = %q, want %q", got, s, want)
+		}
+	}
+	// The start of two commands is none of them.
+	if s := Command("c", []string{"cordon", "create"}, func(a, b string) bool { return a == b }); s != "" {
+		t.Errorf(`Command("c") = %q, want ""`, s)
 	}
 }

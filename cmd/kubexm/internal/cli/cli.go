@@ -99,46 +99,15 @@ func unknownSubcommand(group *cobra.Command, got string) error {
 		all = append(all, c.Aliases...)
 	}
 	msg := fmt.Sprintf("unknown command %q for %q", got, group.CommandPath())
-	if s := closestCommand(group, got, all); s != "" {
-		msg += fmt.Sprintf("; did you mean %q?", group.CommandPath()+" "+s)
+	same := func(a, b string) bool { return commandName(group, a) == commandName(group, b) }
+	if s := suggest.Command(got, all, same); s != "" {
+		msg += fmt.Sprintf("; did you mean %q?", group.CommandPath()+" "+commandName(group, s))
 	}
 	msg += fmt.Sprintf("\n%s has: %s (%s --help)", group.CommandPath(), strings.Join(names, ", "), group.CommandPath())
 	if h := group.Annotations[unknownHint]; h != "" {
 		msg += "\n" + h
 	}
 	return &usageError{msg: msg}
-}
-
-// closestCommand is the subcommand got most likely stands for: a typo of
-// its name or an alias (at most a third of got's letters wrong, so that
-// kubectl's "pods" does not become "nodes"), or the start of one
-// subcommand's name or aliases.
-func closestCommand(group *cobra.Command, got string, all []string) string {
-	lg := strings.ToLower(got)
-	best, bestD := "", -1
-	for _, n := range all {
-		if d := suggest.Distance(lg, n); d <= max(1, len(lg)/3) && (bestD < 0 || d < bestD) {
-			best, bestD = n, d
-		}
-	}
-	if best == "" {
-		var prefixed []string
-		for _, n := range all {
-			if strings.HasPrefix(n, lg) {
-				prefixed = append(prefixed, n)
-			}
-		}
-		if len(prefixed) == 0 {
-			return ""
-		}
-		best = prefixed[0]
-		for _, n := range prefixed[1:] {
-			if c, _, err := group.Find([]string{n}); err != nil || c.Name() != commandName(group, best) {
-				return "" // the start of two commands' names
-			}
-		}
-	}
-	return commandName(group, best)
 }
 
 // commandName is the name of group's subcommand called name or aliased so.

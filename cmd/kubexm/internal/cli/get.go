@@ -42,9 +42,9 @@ func newGetClustersCmd() *cobra.Command {
 				if err := refuseLocalFlags(cmd, "dir"); err != nil {
 					return err
 				}
-				c, err := readClient(remote, format)
-				if err != nil {
-					return err
+				c, cerr := readClient(remote, format)
+				if cerr != nil {
+					return cerr
 				}
 				none = fmt.Sprintf("no clusters registered on %s (kubexm create cluster -f cluster.yaml --server %s registers one)", c.Base.Redacted(), c.Base.Redacted())
 				states, err = c.ClusterStates(cmd.Context())

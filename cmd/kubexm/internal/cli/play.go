@@ -123,13 +123,25 @@ func newPlaybookCmd(a *app) *cobra.Command {
 		Use:   "playbook",
 		Short: "List or export the built-in playbooks and roles",
 	}
-	cmd.AddCommand(&cobra.Command{
+	var output string
+	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the built-in playbooks",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutputFormat(output, "text"); err != nil {
+				return err
+			}
 			if a.builtinFS == nil {
 				return errors.New("this kubexm has no built-in playbooks")
+			}
+			if output != "text" {
+				// Each playbook's header, for programs.
+				entries, err := kubexm.Playbooks(a.builtinFS)
+				if err != nil {
+					return err
+				}
+				return writeItems(cmd.OutOrStdout(), output, entries)
 			}
 			ents, err := fs.ReadDir(a.builtinFS, "playbooks")
 			if err != nil {
@@ -140,7 +152,8 @@ func newPlaybookCmd(a *app) *cobra.Command {
 			}
 			return nil
 		},
-	})
+	}
+	addOutputFlag(list, &output, "text")
 	var force bool
 	export := &cobra.Command{
 		Use:   "export DIR",
@@ -159,7 +172,7 @@ func newPlaybookCmd(a *app) *cobra.Command {
 		},
 	}
 	export.Flags().BoolVar(&force, "force", false, "overwrite files that already exist")
-	cmd.AddCommand(export, newPlaybookDiffCmd(a))
+	cmd.AddCommand(list, export, newPlaybookDiffCmd(a))
 	return cmd
 }
 

@@ -130,7 +130,6 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newServerCmd(a), newWorkerCmd(a), newGetCmd(), newBundleCmd(), newLogsCmd(), newControllerCmd(a))
 	// After them: the verbs join the get command of the server's jobs.
 	addVerbCmds(root, a)
-	addPlaybookListOutput(root, a)
 	addNounAliases(root)
 	refuseUnknownSubcommands(root)
 	setHelp(root)

@@ -37,8 +37,8 @@ import (
 	"github.com/mensylisir/kubexm/service/api"
 	"github.com/mensylisir/kubexm/service/jobstore"
 	"github.com/mensylisir/kubexm/service/pgtest"
-	"github.com/mensylisir/kubexm/service/server"
 	"github.com/mensylisir/kubexm/service/secretbox"
+	"github.com/mensylisir/kubexm/service/server"
 )
 
 var pg = pgtest.New()

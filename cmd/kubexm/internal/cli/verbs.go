@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/mensylisir/kubexm/lifecycle"
 )
@@ -21,12 +20,40 @@ import (
 type verbFlags struct {
 	play playFlags
 	yes  bool
+	// vars turn the verb's own flags into playbook variables (-e), after
+	// prepare has checked them.
+	vars []func() error
 	// loaded, if set, is told the cluster of the run before anything runs
 	// (lifecycle.Request.Loaded; with --server, before the job is queued):
 	// the confirmation questions. after, if set, is told about a local run
 	// that succeeded.
-	loaded func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error
-	after  func(cmd *cobra.Command, v *verbFlags)
+	loaded func(cmd *cobra.Command, c lifecycle.Cluster) error
+	after  func(cmd *cobra.Command)
+}
+
+// setVar makes the flag bound to p stand for -e variable: set (not its
+// zero value; a count from 1), it sets variable to its value, refusing -e
+// variable too.
+func setVar[T comparable](v *verbFlags, p *T, flag, variable string) {
+	v.vars = append(v.vars, func() error {
+		var zero T
+		if n, ok := any(*p).(int); *p == zero || (ok && n < 0) {
+			return nil
+		}
+		return v.play.SetVar(flag, variable, *p)
+	})
+}
+
+// confirmFirst adds --yes, and asks question(c) before a run changes the
+// cluster c unless --yes or --check says there is nothing to ask.
+func (v *verbFlags) confirmFirst(cmd *cobra.Command, question func(c lifecycle.Cluster) string) {
+	cmd.Flags().BoolVarP(&v.yes, "yes", "y", false, "do not ask for confirmation")
+	v.loaded = func(cmd *cobra.Command, c lifecycle.Cluster) error {
+		if v.yes || v.play.Check {
+			return nil
+		}
+		return lifecycle.Confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), question(c))
+	}
 }
 
 // addVerbCmds adds the verb-noun commands to root, under the verbs that
@@ -80,24 +107,29 @@ func verbCmd(a *app, use, playbook, short string, v *verbFlags, prepare func(*co
 					return err
 				}
 			}
+			for _, set := range v.vars {
+				if err := set(); err != nil {
+					return err
+				}
+			}
 			if remote.Server != "" {
 				if v.loaded != nil {
 					c, err := lifecycle.ReadCluster(v.play.Inventory, v.play.WorkDir, v.play.RolesPath)
 					if err != nil {
 						return err
 					}
-					if err := v.loaded(cmd, v, c); err != nil {
+					if err := v.loaded(cmd, c); err != nil {
 						return err
 					}
 				}
 				return playRemote(cmd, playbook, v.play, remote)
 			}
 			if v.loaded != nil {
-				v.play.Loaded = func(c lifecycle.Cluster) error { return v.loaded(cmd, v, c) }
+				v.play.Loaded = func(c lifecycle.Cluster) error { return v.loaded(cmd, c) }
 			}
 			err = a.play(cmd.Context(), cmd.OutOrStdout(), playbook, v.play)
 			if err == nil && v.after != nil {
-				v.after(cmd, v)
+				v.after(cmd)
 			}
 			return err
 		},
@@ -110,33 +142,18 @@ func verbCmd(a *app, use, playbook, short string, v *verbFlags, prepare func(*co
 	return cmd
 }
 
-func addYesFlag(fl *pflag.FlagSet, v *verbFlags) {
-	fl.BoolVarP(&v.yes, "yes", "y", false, "do not ask for confirmation")
-}
-
-// askUnlessYes asks question before a run that changes the cluster, unless
-// --yes or --check says there is nothing to ask.
-func askUnlessYes(cmd *cobra.Command, v *verbFlags, question string) error {
-	if v.yes || v.play.Check {
-		return nil
-	}
-	return lifecycle.Confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), question)
-}
-
 func newCreateClusterCmd(a *app) *cobra.Command {
 	v := &verbFlags{}
 	var skipPreflight bool
-	cmd := verbCmd(a, "cluster", "create-cluster",
-		"Create a cluster from cluster.yaml (the create-cluster playbook)",
-		v, func(*cobra.Command, *verbFlags) error {
-			if skipPreflight {
-				v.play.SkipTags = append(v.play.SkipTags, "preflight")
-			}
-			return nil
-		})
+	cmd := verbCmd(a, "cluster", "create-cluster", "Create a cluster from cluster.yaml (the create-cluster playbook)", v, func(*cobra.Command, *verbFlags) error {
+		if skipPreflight {
+			v.play.SkipTags = append(v.play.SkipTags, "preflight")
+		}
+		return nil
+	})
 	var ran lifecycle.Cluster
-	v.loaded = func(_ *cobra.Command, _ *verbFlags, c lifecycle.Cluster) error { ran = c; return nil }
-	v.after = func(cmd *cobra.Command, v *verbFlags) { lifecycle.AdminKubeconfigHint(cmd.ErrOrStderr(), v.play, ran) }
+	v.loaded = func(_ *cobra.Command, c lifecycle.Cluster) error { ran = c; return nil }
+	v.after = func(cmd *cobra.Command) { lifecycle.AdminKubeconfigHint(cmd.ErrOrStderr(), v.play, ran) }
 	addOfflineBundleFlag(cmd.Flags(), &v.play)
 	cmd.Flags().BoolVar(&skipPreflight, "skip-preflight", false, "skip the preflight checks (--skip-tags preflight; for debugging)")
 	return cmd
@@ -145,39 +162,28 @@ func newCreateClusterCmd(a *app) *cobra.Command {
 func newDeleteClusterCmd(a *app) *cobra.Command {
 	v := &verbFlags{}
 	var packages bool
-	cmd := verbCmd(a, "cluster", "delete",
-		"Delete a cluster: remove what kubexm installed on every host (the delete playbook)",
-		v, func(cmd *cobra.Command, v *verbFlags) error {
-			if packages {
-				if err := v.play.SetVar("delete-packages", "delete_packages", true); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	v.loaded = func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error {
-		return askUnlessYes(cmd, v, "This deletes "+c.Summary()+": its data in etcd and every workload are gone.")
-	}
-	addYesFlag(cmd.Flags(), v)
+	cmd := verbCmd(a, "cluster", "delete", "Delete a cluster: remove what kubexm installed on every host (the delete playbook)", v, nil)
+	v.confirmFirst(cmd, func(c lifecycle.Cluster) string {
+		return "This deletes " + c.Summary() + ": its data in etcd and every workload are gone."
+	})
 	cmd.Flags().BoolVar(&packages, "delete-packages", false, "also remove the OS packages kubexm installed (-e delete_packages=true)")
+	setVar(v, &packages, "delete-packages", "delete_packages")
 	return cmd
 }
 
 func newAddNodesCmd(a *app) *cobra.Command {
 	v := &verbFlags{}
 	var nodes []string
-	cmd := verbCmd(a, "nodes", "add-nodes",
-		"Bring the hosts of cluster.yaml the cluster lacks into it (the add-nodes playbook)",
-		v, func(_ *cobra.Command, v *verbFlags) error {
-			if len(nodes) == 0 {
-				return nil
-			}
-			if v.play.Limit != "" {
-				return errors.New("--nodes and --limit both choose the hosts; give one")
-			}
-			v.play.Limit = strings.Join(nodes, ",")
+	cmd := verbCmd(a, "nodes", "add-nodes", "Bring the hosts of cluster.yaml the cluster lacks into it (the add-nodes playbook)", v, func(_ *cobra.Command, v *verbFlags) error {
+		if len(nodes) == 0 {
 			return nil
-		})
+		}
+		if v.play.Limit != "" {
+			return errors.New("--nodes and --limit both choose the hosts; give one")
+		}
+		v.play.Limit = strings.Join(nodes, ",")
+		return nil
+	})
 	addOfflineBundleFlag(cmd.Flags(), &v.play)
 	cmd.Flags().StringSliceVar(&nodes, "nodes", nil, "consider only these hosts of cluster.yaml (as --limit)")
 	return cmd
@@ -187,32 +193,22 @@ func newDeleteNodesCmd(a *app) *cobra.Command {
 	v := &verbFlags{}
 	var nodes []string
 	var force bool
-	cmd := verbCmd(a, "nodes", "delete-nodes",
-		"Drain nodes and take them out of the cluster (the delete-nodes playbook)",
-		v, func(cmd *cobra.Command, v *verbFlags) error {
-			if len(nodes) == 0 {
-				return errors.New("--nodes is required: the nodes to take out (never inferred from cluster.yaml)")
-			}
-			if err := v.play.SetVar("nodes", "nodes", strings.Join(nodes, ",")); err != nil {
-				return err
-			}
-			if force {
-				if err := v.play.SetVar("force", "force", true); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	v.loaded = func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error {
+	cmd := verbCmd(a, "nodes", "delete-nodes", "Drain nodes and take them out of the cluster (the delete-nodes playbook)", v, func(cmd *cobra.Command, v *verbFlags) error {
+		if len(nodes) == 0 {
+			return errors.New("--nodes is required: the nodes to take out (never inferred from cluster.yaml)")
+		}
+		return v.play.SetVar("nodes", "nodes", strings.Join(nodes, ","))
+	})
+	v.confirmFirst(cmd, func(c lifecycle.Cluster) string {
 		q := fmt.Sprintf("This drains %s and removes them from %s.", strings.Join(nodes, ", "), c.Summary())
 		if force {
 			q += " --force: pods no controller manages are deleted and PodDisruptionBudgets are bypassed."
 		}
-		return askUnlessYes(cmd, v, q)
-	}
-	addYesFlag(cmd.Flags(), v)
+		return q
+	})
 	cmd.Flags().StringSliceVar(&nodes, "nodes", nil, "the nodes to take out, by name (required)")
 	cmd.Flags().BoolVar(&force, "force", false, "remove even when the drain fails, and remove unreachable nodes without cleaning them (-e force=true)")
+	setVar(v, &force, "force", "force")
 	return cmd
 }
 
@@ -220,23 +216,16 @@ func newUpgradeClusterCmd(a *app) *cobra.Command {
 	v := &verbFlags{}
 	var to string
 	var serial int
-	cmd := verbCmd(a, "cluster", "upgrade",
-		"Upgrade Kubernetes to spec.kubernetes.version (the upgrade playbook)",
-		v, func(_ *cobra.Command, v *verbFlags) error {
-			if to == "" {
-				return errors.New("--to-version is required: the version cluster.yaml's spec.kubernetes.version names")
-			}
-			if err := lifecycle.CheckUpgradeTarget(v.play.Inventory, v.play.RolesPath, to); err != nil {
-				return err
-			}
-			if serial > 0 {
-				return v.play.SetVar("node-concurrency", "upgrade_serial", serial)
-			}
-			return nil
-		})
+	cmd := verbCmd(a, "cluster", "upgrade", "Upgrade Kubernetes to spec.kubernetes.version (the upgrade playbook)", v, func(_ *cobra.Command, v *verbFlags) error {
+		if to == "" {
+			return errors.New("--to-version is required: the version cluster.yaml's spec.kubernetes.version names")
+		}
+		return lifecycle.CheckUpgradeTarget(v.play.Inventory, v.play.RolesPath, to)
+	})
 	addOfflineBundleFlag(cmd.Flags(), &v.play)
 	cmd.Flags().StringVar(&to, "to-version", "", "the target version; must be spec.kubernetes.version of the cluster file (required)")
 	cmd.Flags().IntVar(&serial, "node-concurrency", 0, "workers upgraded at once (-e upgrade_serial; default 1)")
+	setVar(v, &serial, "node-concurrency", "upgrade_serial")
 	return cmd
 }
 
@@ -244,66 +233,43 @@ func newBackupClusterCmd(a *app) *cobra.Command {
 	v := &verbFlags{}
 	var keyFile string
 	var keep int
-	cmd := verbCmd(a, "cluster", "backup",
-		"Back up etcd, the PKI and the configuration of a cluster (the backup playbook)",
-		v, func(_ *cobra.Command, v *verbFlags) error {
-			if keyFile != "" {
-				if err := v.play.SetVar("key-file", "backup_key_file", keyFile); err != nil {
-					return err
-				}
-			}
-			if keep > 0 {
-				return v.play.SetVar("keep", "backup_keep", keep)
-			}
-			return nil
-		})
+	cmd := verbCmd(a, "cluster", "backup", "Back up etcd, the PKI and the configuration of a cluster (the backup playbook)", v, nil)
 	cmd.Flags().StringVar(&keyFile, "key-file", "", "encrypt the archive with the passphrase in this file (-e backup_key_file)")
 	cmd.Flags().IntVar(&keep, "keep", 0, "keep only the newest N archives of this cluster (-e backup_keep)")
+	setVar(v, &keyFile, "key-file", "backup_key_file")
+	setVar(v, &keep, "keep", "backup_keep")
 	return cmd
 }
 
 func newRestoreClusterCmd(a *app) *cobra.Command {
 	v := &verbFlags{}
-	cmd := verbCmd(a, "cluster", "restore",
-		"Put a cluster back to a backup (the restore playbook)",
-		v, func(cmd *cobra.Command, v *verbFlags) error {
-			if v.play.Backup == "" {
-				return errors.New("--backup is required: the archive of backup cluster to restore")
-			}
-			return nil
-		})
-	v.loaded = func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error {
-		return askUnlessYes(cmd, v, fmt.Sprintf("This puts %s back to %s: what was written since is lost.", c.Summary(), v.play.Backup))
-	}
-	addYesFlag(cmd.Flags(), v)
+	cmd := verbCmd(a, "cluster", "restore", "Put a cluster back to a backup (the restore playbook)", v, func(cmd *cobra.Command, v *verbFlags) error {
+		if v.play.Backup == "" {
+			return errors.New("--backup is required: the archive of backup cluster to restore")
+		}
+		return nil
+	})
+	v.confirmFirst(cmd, func(c lifecycle.Cluster) string {
+		return fmt.Sprintf("This puts %s back to %s: what was written since is lost.", c.Summary(), v.play.Backup)
+	})
 	cmd.Flags().StringVar(&v.play.Backup, "backup", "", "the archive to restore (required); with --server the name of a backup the server made (kubexm backup list --server URL --cluster NAME)")
 	return cmd
 }
 
 func newCertsRenewCmd(a *app) *cobra.Command {
-	v := &verbFlags{}
-	cmd := verbCmd(a, "renew [all|ca]", "certs-renew",
-		"Reissue every leaf certificate from the existing CAs (the certs-renew playbook)",
-		v, nil)
+	cmd := verbCmd(a, "renew [all|ca]", "certs-renew", "Reissue every leaf certificate from the existing CAs (the certs-renew playbook)", &verbFlags{}, nil)
 	cmd.Args = func(_ *cobra.Command, args []string) error {
 		if len(args) == 0 || (len(args) == 1 && args[0] == "all") {
 			return nil
 		}
 		return &notYetError{what: "kubexm certs renew " + strings.Join(args, " "), why: "renewing one certificate alone is not written yet", hint: "kubexm certs renew -f cluster.yaml renews every leaf (all); kubexm certs renew ca replaces the CAs"}
 	}
-	cmd.AddCommand(newCertsRotateCACmd(a))
-	return cmd
-}
-
-func newCertsRotateCACmd(a *app) *cobra.Command {
 	v := &verbFlags{}
-	cmd := verbCmd(a, "ca", "rotate-ca",
-		"Replace the cluster, front-proxy and etcd CAs with new ones (the rotate-ca playbook)",
-		v, nil)
-	v.loaded = func(cmd *cobra.Command, v *verbFlags, c lifecycle.Cluster) error {
-		return askUnlessYes(cmd, v, fmt.Sprintf("This replaces the CAs of %s: every certificate is reissued and every component restarts.", c.Summary()))
-	}
-	addYesFlag(cmd.Flags(), v)
+	ca := verbCmd(a, "ca", "rotate-ca", "Replace the cluster, front-proxy and etcd CAs with new ones (the rotate-ca playbook)", v, nil)
+	v.confirmFirst(ca, func(c lifecycle.Cluster) string {
+		return fmt.Sprintf("This replaces the CAs of %s: every certificate is reissued and every component restarts.", c.Summary())
+	})
+	cmd.AddCommand(ca)
 	return cmd
 }
 
