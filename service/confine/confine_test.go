@@ -414,3 +414,15 @@ func TestServiceDialRebinding(t *testing.T) {
 		t.Errorf("%d lookups for two dials of one name, want 1", n)
 	}
 }
+
+func TestSecretScope(t *testing.T) {
+	for sec, want := range map[*Secret]string{
+		{Clusters: []string{"a", "b"}}: "cluster a, b",
+		{}:                             "every cluster",
+		{Unscoped: true}:               "every cluster (unscoped: made before secrets were scoped; create it again with --cluster)",
+	} {
+		if got := sec.Scope(); got != want {
+			t.Errorf("%+v: %q, want %q", *sec, got, want)
+		}
+	}
+}

@@ -1,6 +1,10 @@
 package server
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"time"
+)
 
 // TestServiceJobMemoryFlag: --job-memory sizes.
 func TestServiceJobMemoryFlag(t *testing.T) {
@@ -13,5 +17,20 @@ func TestServiceJobMemoryFlag(t *testing.T) {
 		if _, err := ParseBytes(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+func TestTokenExpiry(t *testing.T) {
+	if exp, err := TokenExpiry("operator", 0); err != nil || !exp.IsZero() {
+		t.Errorf("no ttl: %v %v", exp, err)
+	}
+	if exp, err := TokenExpiry("read-only", time.Hour); err != nil || time.Until(exp) < 59*time.Minute {
+		t.Errorf("1h: %v %v", exp, err)
+	}
+	if _, err := TokenExpiry("admin", 0); err == nil || !strings.Contains(err.Error(), "--role must be") {
+		t.Errorf("bad role: %v", err)
+	}
+	if _, err := TokenExpiry("operator", -time.Hour); err == nil || !strings.Contains(err.Error(), "--ttl -1h0m0s") {
+		t.Errorf("negative ttl: %v", err)
 	}
 }

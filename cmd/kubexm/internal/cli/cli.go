@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"embed"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -207,17 +208,6 @@ func writeStructured(w io.Writer, format string, v any) error {
 	return err
 }
 
-// printDoc prints v as -o asks for a document: indented JSON, or the same
-// document in YAML.
-func printDoc(w io.Writer, format string, v any) error {
-	if format == "yaml" {
-		return writeStructured(w, format, v)
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 // writeItems writes a list for programs: -o json one JSON object per
 // line, -o yaml the same objects as YAML documents, each after "---".
 func writeItems[T any](w io.Writer, format string, items []T) error {
@@ -248,4 +238,26 @@ func addExtraVarsFlag(fl *pflag.FlagSet, vars *[]string) {
 // file or running a playbook: a fork's roles and its support matrix.
 func addRolesPathFlag(cmd *cobra.Command, dirs *[]string) {
 	cmd.Flags().StringSliceVar(dirs, "roles-path", nil, "directories searched for roles before the built-in ones; the first holding support.yaml gives the support matrix")
+}
+
+// The long help of a command and its examples are text files, help/NAME.txt
+// with NAME the command's path after kubexm joined by "_" (create_cluster):
+// they read as the CLI reference, and the Go code keeps only the flags and
+// what the command does. A file is the command's description, then, after
+// a line "Examples:", the examples as --help prints them.
+//
+//go:embed help/*.txt
+var helpFiles embed.FS
+
+// setHelp gives every command under root its help file, if it has one.
+func setHelp(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		setHelp(c)
+		data, err := helpFiles.ReadFile("help/" + strings.ReplaceAll(strings.TrimPrefix(c.CommandPath(), "kubexm "), " ", "_") + ".txt")
+		if err != nil {
+			continue
+		}
+		long, example, _ := strings.Cut("\n"+strings.TrimRight(string(data), "\n"), "\nExamples:\n")
+		c.Long, c.Example = strings.TrimSpace(long), example
+	}
 }

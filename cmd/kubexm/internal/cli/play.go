@@ -193,7 +193,7 @@ func newPlaybookDiffCmd(a *app) *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			if out != "text" {
-				if err := printDoc(w, out, d); err != nil {
+				if err := writeStructured(w, out, d); err != nil {
 					return &lifecycle.ExitError{Err: err, Code: 2}
 				}
 			} else {

@@ -137,7 +137,7 @@ func newGetCmd() *cobra.Command {
 				return err
 			}
 			if f.output != "text" {
-				return printDoc(cmd.OutOrStdout(), f.output, jobs)
+				return writeStructured(cmd.OutOrStdout(), f.output, jobs)
 			}
 			return client.WriteJobs(cmd.OutOrStdout(), jobs)
 		},
@@ -159,7 +159,7 @@ func newGetCmd() *cobra.Command {
 				return err
 			}
 			if jf.output != "text" {
-				return printDoc(cmd.OutOrStdout(), jf.output, j)
+				return writeStructured(cmd.OutOrStdout(), jf.output, j)
 			}
 			events, err := c.JobEvents(cmd.Context(), args[0])
 			if err != nil {
@@ -200,7 +200,7 @@ func newBundleCmd() *cobra.Command {
 				return err
 			}
 			if f.output != "text" {
-				return printDoc(cmd.OutOrStdout(), f.output, map[string]string{"cluster": cluster, "deleted": deleted})
+				return writeStructured(cmd.OutOrStdout(), f.output, map[string]string{"cluster": cluster, "deleted": deleted})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted offline bundle %s of cluster %s on %s\n", deleted, cluster, c.Base.Redacted())
 			return nil
@@ -237,7 +237,7 @@ func clusterListCmd[T any](short, route, empty, header string, row func(T) strin
 				return err
 			}
 			if f.output != "text" {
-				return printDoc(cmd.OutOrStdout(), f.output, items)
+				return writeStructured(cmd.OutOrStdout(), f.output, items)
 			}
 			if len(items) == 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), empty+"\n", cluster, c.Base.Redacted())
