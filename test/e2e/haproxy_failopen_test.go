@@ -66,6 +66,7 @@ func TestHAProxyFailsOpenToListeningMasters(t *testing.T) {
 	}
 	v["kube_apiserver_port"] = port
 	v["lb_bind"] = freeLoopbackAddr(t)
+	v["lb_haproxy_admin_socket"] = filepath.Join(t.TempDir(), "admin.sock")
 	cfg := renderRoleTemplate(t, "loadbalancer", "haproxy.cfg.tmpl", v)
 	// Each connection's log line names the server that took it and the
 	// retries it cost: the test's copy logs connections, not only warnings.

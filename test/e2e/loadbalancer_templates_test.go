@@ -97,6 +97,8 @@ func TestLoadBalancerHAProxyTemplate(t *testing.T) {
 		"server n1 10.0.0.1:6443\n", "server n4 10.0.0.4:6443\n", "server n5 10.0.0.5:6443\n",
 		"option redispatch 1\n", "option allbackups\n", "server n5-unchecked 10.0.0.5:6443 backup no-check\n",
 		"use_backend kube-apiserver-listening if { nbsrv(kube-apiserver) eq 0 }\n",
+		// The admin socket roles/loadbalancer tasks/backend.yaml drains a master through.
+		"bind unix@/run/kubexm-haproxy.sock mode 600\n", "stats admin if TRUE\n",
 	} {
 		if !strings.Contains(cfg, want) {
 			t.Errorf("haproxy.cfg lacks %q:\n%s", want, cfg)

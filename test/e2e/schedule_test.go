@@ -26,6 +26,7 @@ var suiteMinutes = map[string]int{
 	"TestConformance":       70,
 	"TestKubeadmHA":         50,
 	"TestUpgrade":           45,
+	"TestUpgradeHA":         50,
 	"TestNodes":             38,
 	"TestHAControlPlane":    36,
 	"TestKubeadmCluster":    30,

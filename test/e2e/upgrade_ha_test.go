@@ -1,0 +1,296 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mensylisir/kubexm/test/testhosts"
+)
+
+// upgradeHAPollPeriod is how often each client of TestUpgradeHA asks.
+const upgradeHAPollPeriod = 200 * time.Millisecond
+
+// TestUpgradeHA is issue 53's acceptance for highly available control
+// planes, in binary mode with internalLoadbalancer haproxy (the HA suite's
+// shape): g1-g3 masters and etcd members, g4 and g5 workers, flannel,
+// haproxy from an offline bundle (the machines have no package mirror):
+//
+//   - create-cluster at lifecycleFromVersion;
+//   - `kubexm play upgrade` to kubernetesVersion while a client on g4 asks
+//     the API through its haproxy (the endpoint) every 200 ms with a token,
+//     and a client on g1 asks a ClusterIP Service of a 3-replica Deployment
+//     with a PodDisruptionBudget (polledWeb) every 200 ms: each answered
+//     >= 99.9 % of its requests, the longest gap between answers a PERF line
+//     with the tasks that ran during each outage;
+//   - each master was taken out of both workers' haproxy before its API
+//     server restarted and put back after /readyz (the upgrade's events),
+//     and every master is a ready, checked backend of both afterwards;
+//   - every node Ready at kubernetesVersion, none cordoned, the API server
+//     at it; a re-run changes nothing; delete.
+//
+// It needs Kubernetes lifecycleFromVersion built too (test/artifacts, a
+// second full build), so CI does not run it: `make e2e-upgrade-ha`.
+func TestUpgradeHA(t *testing.T) {
+	parallelSuite(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Minute)
+	defer cancel()
+	suiteStart := time.Now()
+	root := moduleRoot(t)
+	work := t.TempDir()
+
+	from, to := lifecycleFromVersion, kubernetesVersion
+	releaseRoot := clusterArtifacts(ctx, t, root)
+	lifecycleArtifacts(ctx, t, root, from)
+	for _, v := range []string{from, to} {
+		kubeadmArtifacts(ctx, t, root, v)
+	}
+	bin := buildKubexm(ctx, t, root, work)
+	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
+
+	const machines = 5
+	set, diag := suiteMachines(ctx, t, machines, "g", "KUBELET=1")
+	if len(set.Hosts) != machines {
+		t.Fatalf("want %d machines, have %d", machines, len(set.Hosts))
+	}
+	masters, workers := set.Hosts[:3], set.Hosts[3:]
+	server := serveDir(t, set.Gateway, releaseRoot)
+
+	const name = "e2e-upha"
+	inventory := filepath.Join(work, "cluster.yaml")
+	writeHAAt := func(version string) {
+		t.Helper()
+		text := haClusterYAML(name, set)
+		at := strings.Replace(text, "version: "+kubernetesVersion+"\n", "version: "+version+"\n", 1)
+		if version != kubernetesVersion && at == text {
+			t.Fatalf("haClusterYAML names no version %s:\n%s", kubernetesVersion, text)
+		}
+		if err := os.WriteFile(inventory, []byte(at), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeHAAt(from)
+	kx := kubexm{bin: bin, dir: work, inventory: inventory, observe: diag.observe,
+		extra: extraVars(append(clusterTestVars(), lifecycleSources(server, from))...)}
+	k := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(work, ".kubexm", name, "kubeconfig")}
+	diag.cluster(k)
+
+	// haproxy comes from the bundle; the rest of it is the v1.36 release.
+	kxExport := kx
+	kxExport.extra = append(append([]string{}, kx.extra...), `{"kube_control_plane_lb_bundle_packages": ["haproxy"]}`)
+	bundle := exportBundle(ctx, t, kxExport, server, " (haproxy, Kubernetes "+from+")")
+
+	create := filepath.Join(root, "playbooks", "create-cluster")
+	res := kx.play(ctx, create, "--offline-bundle", bundle)
+	if res.err != nil {
+		t.Fatalf("create-cluster %s failed after %s: %v%s", from, res.wall, res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster %s (3 masters, 2 workers, internal haproxy, flannel, offline bundle): %s (%d changed)",
+		from, res.wall.Round(time.Millisecond), len(res.changed()))
+	waitNodesAt(ctx, t, k, set, from)
+	checkHAProxyBackends(ctx, t, set, masters, workers)
+
+	// The workload behind the Service, and a token for the API client.
+	if out, err := k.run(ctx, polledWeb("avail", busyboxRef(t)), "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply the polled workload: %v\n%s", err, out)
+	}
+	if out, err := k.run(ctx, "", "-n", "avail", "rollout", "status", "deployment/web", "--timeout=300s"); err != nil {
+		t.Fatalf("deployment avail/web: %v\n%s", err, out)
+	}
+	ip, err := k.run(ctx, "", "-n", "avail", "get", "service", "web", "-o", "jsonpath={.spec.clusterIP}")
+	if err != nil {
+		t.Fatalf("service avail/web: %v\n%s", err, ip)
+	}
+	token, err := k.run(ctx, "", "create", "token", "default", "-n", "default", "--duration=3h")
+	if err != nil {
+		t.Fatalf("kubectl create token: %v\n%s", err, token)
+	}
+
+	// Up to an hour of requests each; both stop once the upgrade is done.
+	const most = int(time.Hour / upgradeHAPollPeriod)
+	pollers := []*upgradePoller{
+		{label: "API through " + workers[0].Name + "'s haproxy (" + haEndpoint + "/api, a token)", host: workers[0].Name,
+			script: endpointPollScript("/api", strings.TrimSpace(token), most, upgradeHAPollPeriod, 5*time.Second)},
+		{label: "ClusterIP Service avail/web from " + masters[0].Name, host: masters[0].Name,
+			script: servicePollScript("http://"+strings.TrimSpace(ip)+"/", most, upgradeHAPollPeriod, 5*time.Second)},
+	}
+	for _, p := range pollers {
+		p.start(ctx, t, set)
+	}
+	pollStart := time.Now()
+
+	writeHAAt(to)
+	target := kx
+	target.extra = extraVars(append(clusterTestVars(), lifecycleSources(server, to))...)
+	up := filepath.Join(root, "playbooks", "upgrade")
+	res = target.play(ctx, up)
+	for _, p := range pollers {
+		p.stop(ctx, t, set)
+	}
+	if res.err != nil {
+		t.Fatalf("upgrade %s -> %s failed after %s: %v%s", from, to, res.wall, res.err, res.failures())
+	}
+	t.Logf("PERF upgrade %s -> %s (binary mode, 3 masters one at a time, 2 workers in batches of 1, internal haproxy): %s (%d changed); by play:%s; slowest tasks:%s",
+		from, to, res.wall.Round(time.Millisecond), len(res.changed()), playWalls(res), res.slowest(12))
+	for _, p := range pollers {
+		st := p.stats(t, pollStart)
+		share := 100 * float64(st.total-st.failed) / float64(st.total)
+		t.Logf("PERF during the upgrade, %s every %s: %d requests, %d failed (%.2f %% answered), longest gap between answers %s",
+			p.label, upgradeHAPollPeriod, st.total, st.failed, share, st.longestGap.Round(time.Millisecond))
+		for _, o := range st.outages {
+			t.Logf("  outage %s; tasks meanwhile:\n    %s", o, strings.Join(res.during(o.from, o.to), "\n    "))
+		}
+		if share < 99.9 {
+			t.Errorf("%s answered %.2f %% of the requests during the upgrade, want >= 99.9 %%", p.label, share)
+		}
+	}
+
+	// Each master out of the load balancer before its restart, back after.
+	moved := map[string][]string{}
+	for _, e := range res.events {
+		if e.Kind != "host_result" || e.Status != "changed" || !strings.HasPrefix(e.Task, "Load balancer - ") {
+			continue
+		}
+		for _, m := range masters {
+			for _, way := range []string{"out of", "back into"} {
+				// One event per item (worker) or per host: the same step once.
+				if strings.HasPrefix(e.Task, "Load balancer - "+m.Name+" "+way+" every haproxy") &&
+					(len(moved[m.Name]) == 0 || moved[m.Name][len(moved[m.Name])-1] != way) {
+					moved[m.Name] = append(moved[m.Name], way)
+				}
+			}
+		}
+	}
+	for _, m := range masters {
+		if got := strings.Join(moved[m.Name], ", "); got != "out of, back into" {
+			t.Errorf("master %s in the load balancer during the upgrade: %q, want \"out of, back into\" (once each, in that order)", m.Name, got)
+		}
+	}
+	checkHAProxyBackends(ctx, t, set, masters, workers)
+
+	waitNodesAt(ctx, t, k, set, to)
+	if out, err := k.run(ctx, "", "get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name} {.spec.unschedulable}{\"\\n\"}{end}"); err != nil || strings.Contains(out, "true") {
+		t.Errorf("a node is left cordoned: %v\n%s", err, out)
+	}
+	if out, err := k.run(ctx, "", "version", "-o", "json"); err != nil || !strings.Contains(out, `"gitVersion": "`+to+`"`) {
+		t.Errorf("the API server is not at %s: %v\n%s", to, err, out)
+	}
+	if out, err := k.run(ctx, "", "-n", "avail", "rollout", "status", "deployment/web", "--timeout=120s"); err != nil {
+		t.Errorf("deployment avail/web after the upgrade: %v\n%s", err, out)
+	}
+
+	res = target.play(ctx, up)
+	if res.err != nil {
+		t.Fatalf("upgrade re-run failed: %v%s", res.err, res.failures())
+	}
+	t.Logf("PERF upgrade re-run (5 nodes at %s, nothing to change): %s", to, res.wall.Round(time.Millisecond))
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("the re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+
+	res = target.play(ctx, filepath.Join(root, "playbooks", "delete"))
+	if res.err != nil {
+		t.Fatalf("delete failed: %v%s", res.err, res.failures())
+	}
+	t.Logf("PERF delete: %s", res.wall.Round(time.Millisecond))
+	t.Logf("PERF TestUpgradeHA wall time: %s", time.Since(suiteStart).Round(time.Second))
+}
+
+// upgradePoller is a client on a machine (endpointPollScript or
+// servicePollScript: they stop at /tmp/kubexm-stop-poll, one per host).
+type upgradePoller struct {
+	label, host, script string
+	done                chan sshResult
+	out                 string
+}
+
+func (p *upgradePoller) start(ctx context.Context, t *testing.T, set *testhosts.Set) {
+	t.Helper()
+	if out, err := set.SSH(ctx, p.host, "rm -f /tmp/kubexm-stop-poll"); err != nil {
+		t.Fatalf("%s: %v\n%s", p.host, err, out)
+	}
+	p.done = make(chan sshResult, 1)
+	go func() {
+		out, err := set.SSH(ctx, p.host, p.script)
+		p.done <- sshResult{out, err}
+	}()
+}
+
+func (p *upgradePoller) stop(ctx context.Context, t *testing.T, set *testhosts.Set) {
+	t.Helper()
+	if out, err := set.SSH(ctx, p.host, "touch /tmp/kubexm-stop-poll"); err != nil {
+		t.Errorf("stopping the poller on %s: %v\n%s", p.host, err, out)
+	}
+	r := <-p.done
+	if r.err != nil {
+		t.Fatalf("the poller on %s (%s): %v\n%s", p.host, p.label, r.err, tail(r.out, 20))
+	}
+	p.out = r.out
+}
+
+func (p *upgradePoller) stats(t *testing.T, start time.Time) pollStats {
+	t.Helper()
+	st, err := parsePoll(p.out, start)
+	if err != nil {
+		t.Fatalf("%s: %v", p.label, err)
+	}
+	return st
+}
+
+// checkHAProxyBackends: every master is a ready backend with its health
+// checks on (not drained, not in maintenance: what the upgrade leaves) in
+// every worker's haproxy, asked through its admin socket.
+func checkHAProxyBackends(ctx context.Context, t *testing.T, set *testhosts.Set, masters, workers []testhosts.Host) {
+	t.Helper()
+	for _, w := range workers {
+		out, err := set.SSH(ctx, w.Name, `curl -fsS --max-time 10 --unix-socket /run/kubexm-haproxy.sock 'http://localhost/;csv' | awk -F, '$1 == "kube-apiserver" && $2 != "BACKEND" { print $2, $18, ($37 == "" ? "unchecked" : $37) }'`)
+		if err != nil {
+			t.Errorf("haproxy's backends on %s: %v\n%s", w.Name, err, out)
+			continue
+		}
+		got := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if f := strings.Fields(line); len(f) >= 3 {
+				got[f[0]] = f[1] + " " + strings.TrimPrefix(f[2], "* ")
+			}
+		}
+		for _, m := range masters {
+			if s := got[m.Name]; !strings.HasPrefix(s, "UP ") || strings.HasSuffix(s, "unchecked") {
+				t.Errorf("haproxy on %s: master %s is %q, want UP and checked:\n%s", w.Name, m.Name, s, out)
+			}
+		}
+	}
+}
+
+// playWalls is each play's wall time in a run (from its first event to its
+// last), in the order the plays ran.
+func playWalls(r runResult) string {
+	type span struct{ first, last time.Time }
+	spans := map[string]*span{}
+	var order []string
+	for _, e := range r.events {
+		if e.Play == "" || e.Time.IsZero() {
+			continue
+		}
+		s, ok := spans[e.Play]
+		if !ok {
+			s = &span{first: e.Time}
+			spans[e.Play] = s
+			order = append(order, e.Play)
+		}
+		s.last = e.Time
+	}
+	sort.SliceStable(order, func(i, j int) bool { return spans[order[i]].first.Before(spans[order[j]].first) })
+	var b strings.Builder
+	for _, p := range order {
+		fmt.Fprintf(&b, "\n    %8s  %s", spans[p].last.Sub(spans[p].first).Round(100*time.Millisecond), p)
+	}
+	return b.String()
+}
