@@ -20,13 +20,13 @@ const upgradeHAPollPeriod = 200 * time.Millisecond
 
 // TestUpgradeHA is issue 53's acceptance for highly available control
 // planes, in binary mode with internalLoadbalancer haproxy (the HA suite's
-// shape): g1-g3 masters and etcd members, g4 and g5 workers, flannel,
+// shape): n1-n3 masters and etcd members, n4 and n5 workers, flannel,
 // haproxy from an offline bundle (the machines have no package mirror):
 //
 //   - create-cluster at lifecycleFromVersion;
-//   - `kubexm play upgrade` to kubernetesVersion while a client on g4 asks
+//   - `kubexm play upgrade` to kubernetesVersion while a client on n4 asks
 //     the API through its haproxy (the endpoint) every 200 ms with a token,
-//     and a client on g1 asks a ClusterIP Service of a 3-replica Deployment
+//     and a client on n1 asks a ClusterIP Service of a 3-replica Deployment
 //     with a PodDisruptionBudget (polledWeb) every 200 ms: each answered
 //     >= 99.9 % of its requests, the longest gap between answers a PERF line
 //     with the tasks that ran during each outage;

@@ -1,0 +1,173 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestHAProxyDrainsAMaster runs haproxy with the role's configuration in
+// front of masters on loopback addresses (n1 and n4 serve, n5 is gone) and
+// the script of roles/loadbalancer tasks/backend.yaml against its admin
+// socket, as the API server's restart does (tasks/restart-apiserver.yaml):
+// out drains n1 with its checks paused, so new connections go to n4 while
+// a connection open to n1 keeps being served even once n1's /readyz fails
+// (a stopping API server); out again changes nothing; in makes n1 ready
+// and checked again, new connections reach it; in again changes nothing.
+func TestHAProxyDrainsAMaster(t *testing.T) {
+	bin, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("haproxy is not installed here (.ci/run installs it)")
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("the script talks to haproxy with curl, which is not installed here")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	addrs := map[string]string{"n1": "127.0.0.11", "n4": "127.0.0.14", "n5": "127.0.0.15"}
+	first, err := net.Listen("tcp", addrs["n1"]+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := first.Addr().(*net.TCPAddr).Port
+	second, err := net.Listen("tcp", net.JoinHostPort(addrs["n4"], strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := map[string]*atomic.Bool{"n1": {}, "n4": {}}
+	for name, ln := range map[string]net.Listener{"n1": first, "n4": second} {
+		ready[name].Store(true)
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/readyz" && !ready[name].Load() {
+				http.Error(w, "[-]shutdown failed", http.StatusInternalServerError)
+				return
+			}
+			fmt.Fprint(w, name)
+		}))
+		srv.Listener.Close()
+		srv.Listener = ln
+		srv.StartTLS()
+		defer srv.Close()
+	}
+
+	v := lbVars(t, "n2", func(c map[string]any) { c["internalLoadbalancer"] = "haproxy" })
+	for name, a := range addrs {
+		v["hostvars"].(map[string]any)[name].(map[string]any)["internal_address"] = a
+	}
+	v["kube_apiserver_port"] = port
+	v["lb_bind"] = freeLoopbackAddr(t)
+	sock := filepath.Join(t.TempDir(), "admin.sock")
+	v["lb_haproxy_admin_socket"] = sock
+	cfg := renderRoleTemplate(t, "loadbalancer", "haproxy.cfg.tmpl", v)
+	file := filepath.Join(t.TempDir(), "haproxy.cfg")
+	if err := os.WriteFile(file, []byte(strings.Replace(cfg, "local0 warning", "local0 info", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logFile, err := os.Create(filepath.Join(t.TempDir(), "haproxy.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	out := haproxyLog{logFile.Name()}
+	cmd := exec.CommandContext(ctx, bin, "-db", "-f", file)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "Server kube-apiserver/n5 is DOWN") {
+		if time.Now().After(deadline) {
+			t.Fatalf("haproxy did not take the gone n5 out within 30 s:\n%s", out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	script, _ := roleTask(t, "loadbalancer", "backend.yaml", `Load balancer - {{ .lb_backend_masters | join ", " }} {{ if eq .lb_backend_state "out" }}out of{{ else }}back into{{ end }} every haproxy`)["shell"].(string)
+	if script == "" {
+		t.Fatal("backend.yaml's task has no shell script")
+	}
+	backend := func(state, want string) {
+		t.Helper()
+		c := exec.CommandContext(ctx, "sh", "-c", script)
+		c.Env = append(os.Environ(), "SOCK="+sock, "MASTERS=n1", "STATE="+state)
+		got, err := c.Output()
+		if err != nil {
+			t.Fatalf("backend.yaml's script, %s: %v\n%s", state, err, got)
+		}
+		if strings.TrimSpace(string(got)) != want {
+			t.Errorf("backend.yaml's script, %s: said %q, want %q", state, got, want)
+		}
+	}
+	tlsConfig := &tls.Config{InsecureSkipVerify: true}
+	get := func(c *http.Client) string {
+		t.Helper()
+		resp, err := c.Get("https://" + v["lb_bind"].(string) + "/api")
+		if err != nil {
+			t.Fatalf("through haproxy: %v\n%s", err, out.String())
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body)
+	}
+	fresh := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, DisableKeepAlives: true}}
+	// A client whose one open connection goes to n1 (haproxy alternates).
+	var kept *http.Client
+	for range 10 {
+		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, MaxConnsPerHost: 1}}
+		if get(c) == "n1" {
+			kept = c
+			break
+		}
+		c.CloseIdleConnections()
+	}
+	if kept == nil {
+		t.Fatal("no connection through haproxy reached n1 in 10")
+	}
+
+	backend("out", "n1 drained, checks paused")
+	ready["n1"].Store(false) // n1 stopping: its /readyz fails
+	seen := map[string]int{}
+	for range 10 {
+		seen[get(fresh)]++
+	}
+	if seen["n4"] != 10 {
+		t.Errorf("with n1 drained, new connections reached %v, want n4 only", seen)
+	}
+	// Longer than lb_check_fall checks of lb_check_interval: a check would
+	// have marked n1 down and cut its connections by now.
+	time.Sleep(3 * time.Second)
+	if got := get(kept); got != "n1" {
+		t.Errorf("the connection open to n1 answered %q after n1 was drained and its /readyz failed, want n1's (not cut)", got)
+	}
+	backend("out", "")
+
+	ready["n1"].Store(true)
+	backend("in", "n1 ready, checked")
+	seen = map[string]int{}
+	for range 10 {
+		seen[get(fresh)]++
+	}
+	if seen["n1"] == 0 || seen["n1"]+seen["n4"] != 10 {
+		t.Errorf("with n1 back, new connections reached %v, want n1 and n4", seen)
+	}
+	backend("in", "")
+	if strings.Contains(out.String(), "kube-apiserver/n1 is DOWN") {
+		t.Errorf("haproxy marked n1 down:\n%s", out.String())
+	}
+}
