@@ -90,6 +90,14 @@ func TestUpgrade(t *testing.T) {
 		t.Logf("PERF create-cluster %s (%s, 1 master + 2 workers): %s", from, mode.typ, res.wall.Round(time.Millisecond))
 		waitNodesAt(ctx, t, k, set, from)
 
+		// Issue 53's rollback (binary mode, on the default path): the
+		// cluster is at from again afterwards.
+		if mode.typ == "kubexm" && len(path) == 2 {
+			upgradeRollback(ctx, t, kx, k, set, server, root, mode, from, path[1])
+			if t.Failed() {
+				return
+			}
+		}
 		if len(path) > 2 {
 			skipMinorRefused(ctx, t, kx, set, root, mode, from, path[len(path)-1])
 		}

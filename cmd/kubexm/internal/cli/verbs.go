@@ -29,6 +29,9 @@ type verbFlags struct {
 	// that succeeded.
 	loaded func(cmd *cobra.Command, c lifecycle.Cluster) error
 	after  func(cmd *cobra.Command)
+	// failed, if set, is told about a local run that failed and returns
+	// the command's error (upgrade --rollback-on-failure).
+	failed func(cmd *cobra.Command, err error) error
 }
 
 // setVar makes the flag bound to p stand for -e variable: set (not its
@@ -75,6 +78,7 @@ func addVerbCmds(root *cobra.Command, a *app) {
 	verb("upgrade", "Upgrade a cluster").AddCommand(newUpgradeClusterCmd(a))
 	verb("backup", "Back up a cluster, list and download the backups a kubexm server made").AddCommand(newBackupClusterCmd(a), newBackupListCmd(), newBackupDownloadCmd())
 	verb("restore", "Restore a cluster from a backup").AddCommand(newRestoreClusterCmd(a))
+	verb("rollback", "Roll a cluster back").AddCommand(newRollbackClusterCmd(a))
 	verb("certs", "").AddCommand(newCertsRenewCmd(a))
 	verb("plan", "Show what a run would change").AddCommand(newPlanClusterCmd(a))
 	verb("run", "Run a command on hosts of a cluster").AddCommand(newRunCommandCmd(a))
@@ -130,6 +134,9 @@ func verbCmd(a *app, use, playbook, short string, v *verbFlags, prepare func(*co
 			err = a.play(cmd.Context(), cmd.OutOrStdout(), playbook, v.play)
 			if err == nil && v.after != nil {
 				v.after(cmd)
+			}
+			if err != nil && v.failed != nil {
+				return v.failed(cmd, err)
 			}
 			return err
 		},
@@ -215,18 +222,42 @@ func newDeleteNodesCmd(a *app) *cobra.Command {
 func newUpgradeClusterCmd(a *app) *cobra.Command {
 	v := &verbFlags{}
 	var to string
+	var rollbackOnFailure bool
 	var serial int
-	cmd := verbCmd(a, "cluster", "upgrade", "Upgrade Kubernetes to spec.kubernetes.version (the upgrade playbook)", v, func(_ *cobra.Command, v *verbFlags) error {
+	cmd := verbCmd(a, "cluster", "upgrade", "Upgrade Kubernetes to spec.kubernetes.version (the upgrade playbook)", v, func(cmd *cobra.Command, v *verbFlags) error {
 		if to == "" {
 			return errors.New("--to-version is required: the version cluster.yaml's spec.kubernetes.version names")
 		}
+		if rollbackOnFailure && cmd.Flags().Lookup("server").Value.String() != "" {
+			return errors.New("--rollback-on-failure runs locally only: with --server, run kubexm rollback cluster --server ... after a failed upgrade")
+		}
 		return lifecycle.CheckUpgradeTarget(v.play.Inventory, v.play.RolesPath, to)
 	})
+	v.failed = func(cmd *cobra.Command, err error) error {
+		if !rollbackOnFailure || v.play.Check {
+			return err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "the upgrade failed (%v): --rollback-on-failure runs the rollback playbook\n", err)
+		// Only the upgrade that failed: one whose record says it finished
+		// (a failed re-run of it) is not rolled back.
+		extra := append(append([]string(nil), v.play.ExtraVars...), "rollback_unfinished_only=true")
+		back := lifecycle.Request{Inventory: v.play.Inventory, ExtraVars: extra, Forks: v.play.Forks, Output: v.play.Output,
+			Verbose: v.play.Verbose, RolesPath: v.play.RolesPath, Overlays: v.play.Overlays, WorkDir: v.play.WorkDir, LockWait: v.play.LockWait}
+		if rerr := a.play(cmd.Context(), cmd.OutOrStdout(), "rollback", back); rerr != nil {
+			return fmt.Errorf("the upgrade failed: %w; its rollback failed too: %v", err, rerr)
+		}
+		return fmt.Errorf("the upgrade failed and was rolled back: %w", err)
+	}
 	addOfflineBundleFlag(cmd.Flags(), &v.play)
+	cmd.Flags().BoolVar(&rollbackOnFailure, "rollback-on-failure", false, "when the upgrade fails, run the rollback playbook (binary mode: back to the version the upgrade kept); not with --server")
 	cmd.Flags().StringVar(&to, "to-version", "", "the target version; must be spec.kubernetes.version of the cluster file (required)")
 	cmd.Flags().IntVar(&serial, "node-concurrency", 0, "workers upgraded at once (-e upgrade_serial; default 1)")
 	setVar(v, &serial, "node-concurrency", "upgrade_serial")
 	return cmd
+}
+
+func newRollbackClusterCmd(a *app) *cobra.Command {
+	return verbCmd(a, "cluster", "rollback", "Put a cluster whose upgrade failed back to the version it ran (the rollback playbook)", &verbFlags{}, nil)
 }
 
 func newBackupClusterCmd(a *app) *cobra.Command {
@@ -288,8 +319,6 @@ func notYetVerbs() []notYet {
 			hint: "kubexm create cluster -f cluster.yaml --start-at-task NAME (or --tags TAG) re-runs from that task; finished tasks change nothing"},
 		{verb: "upgrade", noun: "self", why: "kubexm does not replace its own binary yet",
 			hint: "install the new release's binary in place of this one"},
-		{verb: "rollback", verbShort: "Roll a cluster back", noun: "cluster", why: "no rollback playbook exists yet",
-			hint: "kubexm restore cluster -f cluster.yaml --backup FILE puts etcd, the PKI and the configuration back to a backup (upgrade cluster makes one first)"},
 		{verb: "cordon", verbShort: "Mark nodes unschedulable", noun: "node", why: "no cordon playbook exists yet",
 			hint: "kubexm run command -f cluster.yaml --group master[0] --become -- kubectl --kubeconfig /etc/kubernetes/admin.kubeconfig cordon NODE"},
 		{verb: "uncordon", verbShort: "Mark nodes schedulable", noun: "node", why: "no uncordon playbook exists yet",

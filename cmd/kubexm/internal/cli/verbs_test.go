@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -40,7 +41,7 @@ const verbVars = `nodes={{ .nodes | default "-" }} force={{ .force | default "-"
 func verbApp(calls *[]string) *app {
 	a := testApp(calls)
 	fsys := fstest.MapFS{}
-	for _, pb := range []string{"create-cluster", "delete", "add-nodes", "delete-nodes", "upgrade", "backup", "restore", "certs-renew", "rotate-ca"} {
+	for _, pb := range []string{"create-cluster", "delete", "add-nodes", "delete-nodes", "upgrade", "backup", "restore", "certs-renew", "rotate-ca", "rollback"} {
 		fsys["playbooks/"+pb+"/playbook.yaml"] = &fstest.MapFile{Data: []byte(fmt.Sprintf(`name: %s
 version: 0.1.0
 requires: {kubexm: ">=0.1.0"}
@@ -104,6 +105,7 @@ func TestVerbsRunTheirPlaybooks(t *testing.T) {
 		{[]string{"restore", "cluster", "-f", "cluster.yaml", "--backup", "b.tar.gz", "--yes"}, "n1:restore nodes=- force=- serial=- backup=" + abs + " keep=- key=- pkgs=-"},
 		{[]string{"certs", "renew", "all", "-f", "cluster.yaml"}, "n1:certs-renew nodes=- force=- serial=- backup=- keep=- key=- pkgs=-"},
 		{[]string{"certs", "renew", "ca", "-f", "cluster.yaml", "--yes"}, "n1:rotate-ca nodes=- force=- serial=- backup=- keep=- key=- pkgs=-"},
+		{[]string{"rollback", "cluster", "-f", "cluster.yaml"}, "n1:rollback nodes=- force=- serial=- backup=- keep=- key=- pkgs=-"},
 	} {
 		var calls []string
 		a := verbApp(&calls)
@@ -346,5 +348,56 @@ func TestCreateClusterNamesKubeconfig(t *testing.T) {
 	root.SetArgs([]string{"play", "create-cluster", "-i", "cluster.yaml"})
 	if err := root.ExecuteContext(context.Background()); err != nil || !strings.Contains(buf.String(), want) {
 		t.Errorf("after play create-cluster: %v\n%s", err, buf.String())
+	}
+}
+
+// upgrade cluster --rollback-on-failure: a failed upgrade runs the rollback
+// playbook, told to roll back only an unfinished upgrade; a successful one
+// does not, nor a failed one without the flag; --server refuses the flag.
+func TestUpgradeRollbackOnFailure(t *testing.T) {
+	verbDir(t)
+	run := func(fail bool, args ...string) ([]string, string, error) {
+		var calls []string
+		a := verbApp(&calls)
+		fsys := a.builtinFS.(fstest.MapFS)
+		failWith := "false"
+		if fail {
+			failWith = "true"
+		}
+		fsys["playbooks/upgrade/playbook.yaml"] = &fstest.MapFile{Data: []byte(`name: upgrade
+version: 0.1.0
+requires: {kubexm: ">=0.1.0"}
+plays:
+  - name: p
+    hosts: nodes
+    tasks:
+      - name: t
+        fake: {msg: upgrade, fail: ` + failWith + `}
+`)}
+		fsys["playbooks/rollback/playbook.yaml"] = &fstest.MapFile{Data: []byte(`name: rollback
+version: 0.1.0
+requires: {kubexm: ">=0.1.0"}
+plays:
+  - name: p
+    hosts: nodes
+    tasks:
+      - name: t
+        fake: {msg: 'rollback unfinished={{ .rollback_unfinished_only | default "-" }}'}
+`)}
+		out, err := runVerb(t, a, "", append([]string{"upgrade", "cluster", "-f", "cluster.yaml", "--to-version", "v1.37.2"}, args...)...)
+		return calls, out, err
+	}
+	calls, out, err := run(true, "--rollback-on-failure")
+	if err == nil || !strings.Contains(err.Error(), "the upgrade failed and was rolled back") || len(calls) == 0 || calls[len(calls)-1] != "n1:rollback unfinished=true" {
+		t.Errorf("failed upgrade with --rollback-on-failure: err %v, calls %q\n%s", err, calls, out)
+	}
+	if calls, out, err := run(false, "--rollback-on-failure"); err != nil || len(calls) != 1 {
+		t.Errorf("upgrade that succeeds: err %v, calls %q\n%s", err, calls, out)
+	}
+	if calls, out, err := run(true); err == nil || slices.Contains(calls, "n1:rollback unfinished=true") {
+		t.Errorf("failed upgrade without the flag: err %v, calls %q\n%s", err, calls, out)
+	}
+	if _, _, err := run(true, "--rollback-on-failure", "--server", "https://kubexm.example:8443"); err == nil || !strings.Contains(err.Error(), "--rollback-on-failure runs locally only") {
+		t.Errorf("--rollback-on-failure --server: %v", err)
 	}
 }
