@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/mensylisir/kubexm/engine/journal"
 	"github.com/mensylisir/kubexm/engine/model"
 	"github.com/mensylisir/kubexm/engine/run"
+	"github.com/mensylisir/kubexm/engine/step"
 
 	"github.com/mensylisir/kubexm/inventory"
 )
@@ -347,5 +349,105 @@ plays:
 	}
 	if _, _, err := journal.RunLog(work, "../x"); err == nil {
 		t.Error("a path as run id was taken")
+	}
+}
+
+// The resume decision: a task that finished on its host is taken from the
+// journal; one that ran on the control machine (localhost, delegate_to:
+// localhost, also per loop item) or whose builtin works there or writes
+// there (Spec.Control, Spec.ControlProduct) runs again, since the process
+// resuming may have another work directory (operator mode's new leader).
+func TestResumeRerunsControlSide(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"playbook.yaml": `
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - probe: {id: local}
+- hosts: web
+  tasks:
+    - probe: {id: remote}
+    - probe: {id: delegated}
+      delegate_to: localhost
+    - control_probe: {id: control}
+    - product_probe: {id: product}
+    - probe: {id: item, msg: "{{ .item }}"}
+      loop: [a, b]
+      delegate_to: "{{ if eq .item \"a\" }}localhost{{ else }}{{ .inventory_hostname }}{{ end }}"
+    - probe: {id: last, fail: "{{ .broken }}"}
+`})
+	registry := func(c *calls) map[string]step.Builtin {
+		reg := testRegistry(c)
+		probe := reg["probe"].(fakeBuiltin)
+		control, product := probe, probe
+		control.spec.Name, control.spec.Control = "control_probe", true
+		product.spec.Name, product.spec.ControlProduct = "product_probe", true
+		reg["control_probe"], reg["product_probe"] = control, product
+		return reg
+	}
+	work := t.TempDir()
+	c := &calls{}
+	pb, err := Load(context.Background(), dir, LoadOptions{Builtins: registry(c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := Run(context.Background(), pb, testInventory(), RunOptions{WorkDir: work, ExtraVars: map[string]any{"broken": true}})
+	if !errors.Is(err, run.ErrFailed) {
+		t.Fatalf("first run: %v", err)
+	}
+	if c.count("h1:remote") != 1 || c.count("h2:item=b") != 1 {
+		t.Fatalf("first run calls: %v", c.sorted())
+	}
+	c2 := &calls{}
+	pb2, _ := Load(context.Background(), dir, LoadOptions{Builtins: registry(c2)})
+	rc2, err := Run(context.Background(), pb2, testInventory(), RunOptions{WorkDir: work, ExtraVars: map[string]any{"broken": false}, Resume: rc.RunID})
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	want := "h1:control h1:delegated h1:item=a h1:last h1:product h2:control h2:delegated h2:item=a h2:last h2:product localhost:local"
+	if got := strings.Join(c2.sorted(), " "); got != want {
+		t.Errorf("resumed run executed\n%s\nwant (the control side's tasks again, the hosts' finished ones not)\n%s", got, want)
+	}
+	// The journal says which results were taken from the earlier run.
+	data, err := os.ReadFile(filepath.Join(work, "runs", rc2.RunID, journal.File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumed := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var rec journal.Record
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Type == "result" && rec.Resumed {
+			if rec.Control {
+				t.Errorf("a control-side result was taken from the journal: %+v", rec)
+			}
+			resumed[rec.Host+":"+rec.Task] = true
+		}
+	}
+	for _, h := range []string{"h1", "h2"} {
+		if !resumed[h+":probe"] {
+			t.Errorf("%s's finished task is not journaled as resumed: %v", h, resumed)
+		}
+	}
+}
+
+func TestReusable(t *testing.T) {
+	for _, tc := range []struct {
+		rec  journal.Record
+		want bool
+	}{
+		{journal.Record{Status: model.StatusOK}, true},
+		{journal.Record{Status: model.StatusChanged}, true},
+		{journal.Record{Status: model.StatusSkipped}, true},
+		{journal.Record{Status: model.StatusFailed}, false},
+		{journal.Record{Status: model.StatusUnreachable}, false},
+		{journal.Record{Status: model.StatusChanged, Omitted: true}, false},
+		{journal.Record{Status: model.StatusChanged, Control: true}, false},
+		{journal.Record{Status: model.StatusOK, Control: true}, false},
+	} {
+		if got := journal.Reusable(tc.rec); got != tc.want {
+			t.Errorf("Reusable(%+v) = %v, want %v", tc.rec, got, tc.want)
+		}
 	}
 }

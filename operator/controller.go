@@ -29,6 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/mensylisir/kubexm/engine/model"
+	"github.com/mensylisir/kubexm/engine/output"
 	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/lifecycle"
 	kxschema "github.com/mensylisir/kubexm/schema"
@@ -217,7 +219,8 @@ func loadCluster(path string) (*kxschema.Cluster, map[string][]string, error) {
 // run runs the plan's playbook as `kubexm play` does, with the Secret's
 // credentials, and writes what happened to the status and as Events.
 func (r *Reconciler) run(ctx context.Context, obj *unstructured.Unstructured, plan Plan, file string, in Input) (ctrl.Result, error) {
-	creds, err := r.credentials(ctx, obj)
+	dir := filepath.Dir(file)
+	creds, err := r.credentials(ctx, obj, dir)
 	if err != nil {
 		return ctrl.Result{}, r.finish(ctx, obj, Plan{Action: Refuse, Reason: "CredentialsMissing", Message: err.Error()}, in)
 	}
@@ -231,6 +234,20 @@ func (r *Reconciler) run(ctx context.Context, obj *unstructured.Unstructured, pl
 		return ctrl.Result{}, err
 	}
 	r.event(obj, corev1.EventTypeNormal, "RunStarted", plan.Playbook, "%s: %s", plan.Playbook, plan.Message)
+	// The run of the same playbook an earlier leader left unfinished is
+	// resumed (resume.go).
+	ns := credentialsNamespace(obj)
+	resume := ""
+	if prev, err := r.readInterrupted(ctx, ns, obj.GetName()); err != nil {
+		r.logf("%s: %v; the run starts from the beginning", obj.GetName(), err)
+	} else if prev != nil && prev.Playbook == plan.Playbook {
+		if err := prev.restore(dir); err != nil {
+			r.logf("%s: %v; the run starts from the beginning", obj.GetName(), err)
+		} else {
+			resume = prev.ID
+			r.event(obj, corev1.EventTypeNormal, "RunResumed", plan.Playbook, "%s: resuming run %s, which an earlier controller left unfinished: the tasks that finished on their hosts are not run again", plan.Playbook, prev.ID)
+		}
+	}
 	runner := r.Runner
 	base := runner.LoadInventory
 	runner.LoadInventory = func(f *lifecycle.ClusterFile, s *matrix.Support) (*inventory.Inventory, error) {
@@ -245,11 +262,26 @@ func (r *Reconciler) run(ctx context.Context, obj *unstructured.Unstructured, pl
 	if out == nil {
 		out = io.Discard
 	}
-	recap, runErr := runner.Run(ctx, lifecycle.Request{
-		Playbook: plan.Playbook, Inventory: file, WorkDir: filepath.Dir(file), OfflineBundle: r.OfflineBundle,
+	var text model.Sink = output.NewText(out, 0)
+	if runner.TextSink != nil {
+		var stop func()
+		text, stop = runner.TextSink(out, 0)
+		defer stop()
+	}
+	mirror := r.newMirror(ctx, ns, obj.GetName(), dir)
+	req := lifecycle.Request{
+		Playbook: plan.Playbook, Inventory: file, WorkDir: dir, OfflineBundle: r.OfflineBundle,
 		ExtraVars: append(append(slices.Clone(r.ExtraVars), "cluster_resource_by_controller=true"), plan.Vars...),
-		Output:    "text", Stdout: out, Stderr: out, LockWait: r.LockWait,
-	})
+		Output:    "text", Stdout: out, Stderr: out, LockWait: r.LockWait, Resume: resume, Sink: mirror.sink(text),
+	}
+	recap, runErr := runner.Run(ctx, req)
+	if runErr != nil && recap == nil && resume != "" && !resumable(runErr) {
+		// The playbook or the cluster changed since: from the beginning.
+		r.logf("%s: %v; the run starts from the beginning", obj.GetName(), runErr)
+		req.Resume = ""
+		recap, runErr = runner.Run(ctx, req)
+	}
+	mirror.finish(ctx, runErr == nil)
 	finished := r.now()
 	last := &kxschema.RunStatus{Playbook: plan.Playbook, StartedAt: started.Format(time.RFC3339), FinishedAt: finished.Format(time.RFC3339), Result: "Succeeded"}
 	if recap != nil {
@@ -457,6 +489,12 @@ func (r *Reconciler) event(obj *unstructured.Unstructured, typ, reason, action, 
 	if r.Recorder != nil {
 		r.Recorder.Eventf(obj, nil, typ, reason, action, note, args...)
 	}
+}
+
+// logf logs what the controller does beside the runs (their output is
+// Out's).
+func (r *Reconciler) logf(format string, args ...any) {
+	ctrl.Log.WithName("kubexm-controller").Info(fmt.Sprintf(format, args...))
 }
 
 func (r *Reconciler) now() time.Time {

@@ -396,7 +396,7 @@ func TestCredentials(t *testing.T) {
 		return strings.Replace(s, "  generation: 2\n", "  generation: 2\n  annotations:\n    "+AnnotationCredentials+": kube-system/ssh\n", 1)
 	}, credentialsSecret())
 	u, _ := h.get(t)
-	c, err := h.r.credentials(context.Background(), u)
+	c, err := h.r.credentials(context.Background(), u, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,7 +30,19 @@ type credentials struct {
 	password string
 }
 
-func (r *Reconciler) credentials(ctx context.Context, obj *unstructured.Unstructured) (*credentials, error) {
+// credentialsNamespace is the namespace of the Secret the Cluster names
+// ("" when it names none).
+func credentialsNamespace(obj *unstructured.Unstructured) string {
+	ns, _, _ := strings.Cut(obj.GetAnnotations()[AnnotationCredentials], "/")
+	return ns
+}
+
+// keyFile is the name of the run's SSH key in the cluster's work
+// directory: the same path in every run, since the path is part of the
+// inventory a resumed run must share with the run it resumes.
+const keyFile = "controller-ssh-key"
+
+func (r *Reconciler) credentials(ctx context.Context, obj *unstructured.Unstructured, workDir string) (*credentials, error) {
 	ref := obj.GetAnnotations()[AnnotationCredentials]
 	ns, name, ok := strings.Cut(ref, "/")
 	if !ok || ns == "" || name == "" {
@@ -41,7 +54,10 @@ func (r *Reconciler) credentials(ctx context.Context, obj *unstructured.Unstruct
 	}
 	c := &credentials{password: string(s.Data[secretKeyPassword])}
 	if key := s.Data[secretKeyPrivateKey]; len(key) > 0 {
-		f, err := os.CreateTemp("", "kubexm-key-*")
+		path := filepath.Join(workDir, keyFile)
+		// Never through a link someone left there.
+		os.Remove(path)
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("credentials: %w", err)
 		}
@@ -50,10 +66,10 @@ func (r *Reconciler) credentials(ctx context.Context, obj *unstructured.Unstruct
 			werr = cerr
 		}
 		if werr != nil {
-			os.Remove(f.Name())
+			os.Remove(path)
 			return nil, fmt.Errorf("credentials: %w", werr)
 		}
-		c.keyFile = f.Name()
+		c.keyFile = path
 	}
 	if c.keyFile == "" && c.password == "" {
 		return nil, fmt.Errorf("the credentials Secret %s has neither %s nor %s", ref, secretKeyPrivateKey, secretKeyPassword)

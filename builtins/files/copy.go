@@ -210,6 +210,8 @@ func (fetchBuiltin) Spec() step.Spec {
 	return step.Spec{
 		Name:    "fetch",
 		Summary: "Copy a file from the host to the control machine.",
+		// What it fetched is in the work directory: run again on resume.
+		ControlProduct: true,
 		Doc: "Without `flat` the file lands in `<dest>/<host>/<src path>`, so fetching the same path from many hosts " +
 			"keeps them apart. A relative dest is taken under the cluster's work directory. The copy is skipped when " +
 			"the sha256 already matches.",

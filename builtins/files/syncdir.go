@@ -24,6 +24,9 @@ func (syncDirBuiltin) Spec() step.Spec {
 	return step.Spec{
 		Name:    "sync_dir",
 		Summary: "Keep a directory of the control machine and one on the host in step, file by file, by sha256.",
+		// pull writes the work directory (the cluster's PKI of a new one):
+		// run again on resume.
+		ControlProduct: true,
 		Doc: "Both trees are listed with their files' sha256 in one round trip each. `push` writes to `host_dir` " +
 			"every file of `dir` that the host lacks or holds with other content (files only the host has stay, " +
 			"unless `delete`). `pull` copies into `dir` every file of `host_dir` that the control machine lacks; " +

@@ -54,6 +54,17 @@ type Record struct {
 	// Omitted is set when no_log kept the result out of the journal; such a
 	// task runs again on resume if anything depends on its result.
 	Omitted bool `json:"omitted,omitempty"`
+	// Control is set when the task ran on the control machine or wrote to
+	// it (localhost, delegate_to: localhost, a builtin whose product is
+	// there: downloads, certificates, kubeconfigs, fetched files). Such a
+	// task runs again on resume (Reusable): the resuming process may have
+	// another work directory (the new leader of operator mode, in a new pod
+	// with an empty one), and those tasks are idempotent, rebuilding what
+	// is missing from the bundle and the cluster's PKI on its masters.
+	Control bool `json:"control,omitempty"`
+	// Resumed marks a result copied from the run being resumed: the task
+	// did not run again.
+	Resumed bool `json:"resumed,omitempty"`
 	// What `kubexm logs` shows after the terminal is gone: the task's place,
 	// wall time and exit status, and for a task that did not succeed its
 	// message (with the hint) and the last lines of its output. Text that
@@ -159,6 +170,16 @@ func lastRun(workDir, playbook string) (string, error) {
 	return best, nil
 }
 
+// ErrOtherRun says that an earlier run's journal is of another playbook,
+// another version of it or another inventory: resuming it could skip tasks
+// that are now different. Read's refusals match it.
+var ErrOtherRun = errors.New("the journal is of another playbook or inventory")
+
+type otherRunError struct{ msg string }
+
+func (e otherRunError) Error() string      { return e.msg }
+func (otherRunError) Is(target error) bool { return target == ErrOtherRun }
+
 // Read reads an earlier run and checks it belongs to the same
 // playbook and inventory.
 func Read(workDir, id, pbName, pbHash, invHash string) (map[string]Record, error) {
@@ -187,13 +208,13 @@ func Read(workDir, id, pbName, pbHash, invHash string) (map[string]Record, error
 		case "header":
 			header = true
 			if rec.Playbook != pbName {
-				return nil, fmt.Errorf("resume: run %s is a run of playbook %q, not %q; resume it with that playbook, or start a new run without --resume", id, rec.Playbook, pbName)
+				return nil, otherRunError{fmt.Sprintf("resume: run %s is a run of playbook %q, not %q; resume it with that playbook, or start a new run without --resume", id, rec.Playbook, pbName)}
 			}
 			if rec.PlaybookHash != pbHash {
-				return nil, fmt.Errorf("resume: run %s was made with another version of playbook %q (its files changed since); resuming it could skip tasks that are now different. Start a new run without --resume", id, rec.Playbook)
+				return nil, otherRunError{fmt.Sprintf("resume: run %s was made with another version of playbook %q (its files changed since); resuming it could skip tasks that are now different. Start a new run without --resume", id, rec.Playbook)}
 			}
 			if rec.InventoryHash != invHash {
-				return nil, fmt.Errorf("resume: run %s was made with another inventory (hosts or variables changed since); start a new run without --resume", id)
+				return nil, otherRunError{fmt.Sprintf("resume: run %s was made with another inventory (hosts or variables changed since); start a new run without --resume", id)}
 			}
 		case "result":
 			if rec.Status == model.StatusOK || rec.Status == model.StatusChanged || rec.Status == model.StatusSkipped {
@@ -280,13 +301,32 @@ func (j *Journal) Close(outcome string) error {
 	return cerr
 }
 
-// Lookup returns the earlier outcome of key, if it succeeded.
+// Lookup returns the earlier outcome of key, if it succeeded and a resumed
+// run may take it instead of running the task again (Reusable).
 func (j *Journal) Lookup(key string) (Record, bool) {
 	if j == nil || j.Done == nil {
 		return Record{}, false
 	}
 	rec, ok := j.Done[key]
-	return rec, ok
+	if !ok || !Reusable(rec) {
+		return Record{}, false
+	}
+	return rec, true
+}
+
+// Reusable is the resume decision for one journaled outcome: a task that
+// finished on its host (ok, changed or skipped) is taken from the journal;
+// one whose result no_log kept out (Omitted) or whose product is on the
+// control machine (Control) runs again. The host's state survives the
+// interruption; the control machine's may not (another process, another
+// work directory), and the control side's tasks are idempotent.
+func Reusable(rec Record) bool {
+	switch rec.Status {
+	case model.StatusOK, model.StatusChanged, model.StatusSkipped:
+	default:
+		return false
+	}
+	return !rec.Omitted && !rec.Control
 }
 
 // Masker masks secrets in text and values.

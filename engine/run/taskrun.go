@@ -20,6 +20,7 @@ import (
 
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport"
+	"github.com/mensylisir/kubexm/inventory"
 )
 
 // hostOutcome is what one task did on one host.
@@ -166,7 +167,7 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *playbook.Task, h *hostSta
 		pr.notify(ctx, t, h, vars)
 	}
 	rec := journal.Record{Type: "result", Key: key, Task: name, Host: h.name, Status: out.status, Register: t.Register,
-		Role: t.RoleName(), Pos: t.Where(), DurationMS: since(start)}
+		Role: t.RoleName(), Pos: t.Where(), DurationMS: since(start), Control: controlSide(t, h.name, out.reg)}
 	facts := out.facts
 	if t.Action == "setup" {
 		facts = nil // gathered again on resume, never restored
@@ -218,10 +219,37 @@ func (pr *playRun) resumed(t *playbook.Task, h *hostState, key string) (hostOutc
 			pr.notify(context.Background(), t, h, vars)
 		}
 	}
-	rec.Time = ""
+	rec.Time, rec.Resumed = "", true
 	pr.r.jr.Write(rec)
 	return out, true
 }
+
+// controlSide says whether a task's outcome on host was made on the
+// control machine or left its product there (journal.Record.Control, run
+// again on resume): the task's host or its delegate (of the task, or of
+// any loop item) is the control machine, or its builtin works there.
+func controlSide(t *playbook.Task, host string, reg map[string]any) bool {
+	if t.Spec.Control || t.Spec.ControlProduct || isControl(host) || isControl(t.DelegateTo) {
+		return true
+	}
+	if d, _ := reg["delegate_to"].(string); isControl(d) {
+		return true
+	}
+	items, _ := reg["results"].([]any)
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok {
+			if d, _ := m["delegate_to"].(string); isControl(d) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isControl says whether name is the control machine, localhost. An
+// inventory host with connection: local is not: it is a host of the
+// cluster, whose state is on its own disk, as a remote host's is.
+func isControl(name string) bool { return name == inventory.Localhost }
 
 func (pr *playRun) runTaskHostFresh(ctx context.Context, t *playbook.Task, h *hostState, il *includeLoop, hv map[string]any, key string, ev *model.Event) (hostOutcome, map[string]any) {
 	vars, err := pr.vars(h, t, il, hv)
@@ -331,12 +359,13 @@ func (pr *playRun) runItem(ctx context.Context, t *playbook.Task, h *hostState, 
 	}
 	lr.anyRun = true
 	ikey := key + "#" + strconv.Itoa(i)
-	if rec, done := r.jr.Lookup(ikey); done && !rec.Omitted {
+	if rec, done := r.jr.Lookup(ikey); done {
 		// The item finished in the run being resumed.
 		o = hostOutcome{status: rec.Status, reg: rec.Result, facts: rec.Facts}
 		if o.reg == nil {
 			o.reg = map[string]any{"changed": rec.Status == model.StatusChanged, "failed": false, "skipped": rec.Status == model.StatusSkipped}
 		}
+		rec.Time, rec.Resumed = "", true
 		r.jr.Write(rec)
 		return o, "", ""
 	}
@@ -403,7 +432,7 @@ func (pr *playRun) runBatched(ctx context.Context, t *playbook.Task, h *hostStat
 		if ok, err := pr.conds(t.When, iv); err != nil || !ok {
 			continue
 		}
-		if rec, done := pr.r.jr.Lookup(key + "#" + strconv.Itoa(i)); done && !rec.Omitted {
+		if _, done := pr.r.jr.Lookup(key + "#" + strconv.Itoa(i)); done {
 			continue
 		}
 		run = append(run, i)
@@ -426,7 +455,8 @@ func (pr *playRun) runBatched(ctx context.Context, t *playbook.Task, h *hostStat
 // itemRecord journals one loop item, so a resumed run skips the items that
 // finished even when the task as a whole did not.
 func (pr *playRun) itemRecord(t *playbook.Task, h *hostState, key string, o hostOutcome) journal.Record {
-	rec := journal.Record{Type: "result", Key: key, Task: pr.taskName(t), Host: h.name, Status: o.status, Role: t.RoleName(), Pos: t.Where()}
+	rec := journal.Record{Type: "result", Key: key, Task: pr.taskName(t), Host: h.name, Status: o.status, Role: t.RoleName(), Pos: t.Where(),
+		Control: controlSide(t, h.name, o.reg)}
 	pr.r.journalValues(&rec, t, o.reg, o.facts)
 	pr.r.journalLog(&rec, t, o)
 	return rec

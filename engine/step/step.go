@@ -47,6 +47,11 @@ type Spec struct {
 	// Control builtins run on the control machine once per host (download,
 	// gen_cert): Env.Target is still the task's host, for facts and messages.
 	Control bool
+	// ControlProduct builtins run on the host but write on the control
+	// machine (fetch, sync_dir's pull): like Control ones, they run again
+	// when a run is resumed, whose work directory may not hold what they
+	// wrote.
+	ControlProduct bool
 	// Report says the result's message is what the user asked to see
 	// (debug): it is shown at the default verbosity.
 	Report bool

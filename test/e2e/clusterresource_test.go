@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -301,6 +302,41 @@ type controllerProc struct {
 	waitErr error
 	// stop interrupts it (once), and prints its output when the test failed.
 	stop func()
+	// cmd is the running process; args, env and dir start it (launch).
+	cmd  *exec.Cmd
+	args []string
+	env  []string
+	dir  string
+}
+
+// launch starts the process, its output appended to logFile.
+func (p *controllerProc) launch(t *testing.T) {
+	t.Helper()
+	log, err := os.OpenFile(p.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(p.args[0], p.args[1:]...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.Env = p.dir, log, log, p.env
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		t.Fatalf("kubexm controller: %v", err)
+	}
+	exited := make(chan struct{})
+	p.cmd, p.exited = cmd, exited
+	go func() { p.waitErr = cmd.Wait(); log.Close(); close(exited) }()
+}
+
+// terminate ends the process as the kubelet ends a deleted pod's: SIGTERM,
+// then SIGKILL after 30 s.
+func (p *controllerProc) terminate() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
 }
 
 // startController runs `kubexm controller` out of the cluster as a user
@@ -327,27 +363,18 @@ func startController(ctx context.Context, t *testing.T, k kubectlRunner, kx kube
 	for _, e := range kx.extra {
 		args = append(args, "-e", e)
 	}
-	p := &controllerProc{k: k, name: name, logFile: filepath.Join(kx.dir, "controller.log"), exited: make(chan struct{})}
-	log, err := os.Create(p.logFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(kx.bin, args...)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = kx.dir, log, log
 	// The machines' host keys are trusted in the suite's directory, as
 	// kubexm play's runs do (kubexm.command).
-	cmd.Env = append(os.Environ(), "KUBEXM_HOME="+filepath.Join(kx.dir, ".kubexm"))
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		t.Fatalf("kubexm controller: %v", err)
-	}
-	go func() { p.waitErr = cmd.Wait(); log.Close(); close(p.exited) }()
+	p := &controllerProc{k: k, name: name, logFile: filepath.Join(kx.dir, "controller.log"), args: append([]string{kx.bin}, args...),
+		env: append(os.Environ(), "KUBEXM_HOME="+filepath.Join(kx.dir, ".kubexm")), dir: kx.dir}
+	_ = os.Remove(p.logFile)
+	p.launch(t)
 	p.stop = sync.OnceFunc(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
+		_ = p.cmd.Process.Signal(os.Interrupt)
 		select {
 		case <-p.exited:
 		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
+			_ = p.cmd.Process.Kill()
 			<-p.exited
 		}
 		if t.Failed() {

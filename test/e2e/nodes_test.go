@@ -395,7 +395,7 @@ func TestNodes(t *testing.T) {
 	// the Cluster resource by kubexm controller (the containerd suite only:
 	// the runtime makes no difference to the controller).
 	if runtime == "containerd" {
-		operatorNodes(ctx, t, k, kx, set, filepath.Join(dataDir, "clusters"), bundle, pb("create-cluster"), runtime, layout)
+		operatorNodes(ctx, t, k, kx, set, bundle, pb("create-cluster"), runtime, layout)
 	}
 }
 
