@@ -104,6 +104,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	plan := Decide(in)
+	// A run an earlier leader left unfinished is finished first, unless
+	// the cluster is paused or its spec refused (resume.go).
+	var prev *interrupted
+	if plan.Action != Paused && plan.Action != Refuse {
+		if prev, err = r.readInterrupted(ctx, credentialsNamespace(obj), obj.GetName()); err != nil {
+			r.logf("%s: %v; the run starts from the beginning", obj.GetName(), err)
+		}
+		// Decide's own plan of that playbook stands (current -e values; a
+		// run from the beginning when the journal is of another inventory).
+		if p, ok := prev.resumePlan(); ok && (plan.Action != Run || plan.Playbook != p.Playbook) {
+			plan = p
+		}
+	}
 	switch plan.Action {
 	case Paused, Refuse:
 		return ctrl.Result{RequeueAfter: refresh}, r.finish(ctx, obj, plan, in)
@@ -116,7 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if plan.OnApplied {
 		file = in.appliedFile
 	}
-	return r.run(ctx, obj, plan, file, in)
+	return r.run(ctx, obj, plan, file, in, prev)
 }
 
 // specError is a spec the schema refuses.
@@ -218,7 +231,7 @@ func loadCluster(path string) (*kxschema.Cluster, map[string][]string, error) {
 
 // run runs the plan's playbook as `kubexm play` does, with the Secret's
 // credentials, and writes what happened to the status and as Events.
-func (r *Reconciler) run(ctx context.Context, obj *unstructured.Unstructured, plan Plan, file string, in Input) (ctrl.Result, error) {
+func (r *Reconciler) run(ctx context.Context, obj *unstructured.Unstructured, plan Plan, file string, in Input, prev *interrupted) (ctrl.Result, error) {
 	dir := filepath.Dir(file)
 	creds, err := r.credentials(ctx, obj, dir)
 	if err != nil {
@@ -238,9 +251,7 @@ func (r *Reconciler) run(ctx context.Context, obj *unstructured.Unstructured, pl
 	// resumed (resume.go).
 	ns := credentialsNamespace(obj)
 	resume := ""
-	if prev, err := r.readInterrupted(ctx, ns, obj.GetName()); err != nil {
-		r.logf("%s: %v; the run starts from the beginning", obj.GetName(), err)
-	} else if prev != nil && prev.Playbook == plan.Playbook {
+	if prev != nil && prev.Playbook == plan.Playbook {
 		if err := prev.restore(dir); err != nil {
 			r.logf("%s: %v; the run starts from the beginning", obj.GetName(), err)
 		} else {
@@ -268,7 +279,7 @@ func (r *Reconciler) run(ctx context.Context, obj *unstructured.Unstructured, pl
 		text, stop = runner.TextSink(out, 0)
 		defer stop()
 	}
-	mirror := r.newMirror(ctx, ns, obj.GetName(), dir)
+	mirror := r.newMirror(ctx, ns, obj.GetName(), dir, plan)
 	req := lifecycle.Request{
 		Playbook: plan.Playbook, Inventory: file, WorkDir: dir, OfflineBundle: r.OfflineBundle,
 		ExtraVars: append(append(slices.Clone(r.ExtraVars), "cluster_resource_by_controller=true"), plan.Vars...),
@@ -276,8 +287,15 @@ func (r *Reconciler) run(ctx context.Context, obj *unstructured.Unstructured, pl
 	}
 	recap, runErr := runner.Run(ctx, req)
 	if runErr != nil && recap == nil && resume != "" && !resumable(runErr) {
-		// The playbook or the cluster changed since: from the beginning.
+		// The playbook or the cluster changed since. A step Decide asks
+		// for runs from the beginning; the unfinished run's own plan is
+		// dropped, and the next reconcile decides on the cluster as it is.
 		r.logf("%s: %v; the run starts from the beginning", obj.GetName(), runErr)
+		if plan.Reason == "ResumingRun" {
+			mirror.finish(ctx, true)
+			r.event(obj, corev1.EventTypeNormal, "RunNotResumed", plan.Playbook, "%s: run %s is not resumed: %v", plan.Playbook, resume, runErr)
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
 		req.Resume = ""
 		recap, runErr = runner.Run(ctx, req)
 	}

@@ -63,11 +63,38 @@ const mirrorLimit = 900 << 10
 // journalSecret is the name of the Secret holding cluster's run journal.
 func journalSecret(cluster string) string { return journalSecretPrefix + cluster }
 
+// annotationPlan on the journal Secret is the plan of its run (playbook,
+// -e values, the spec it ran on), which a new leader finishes before it
+// decides anything else: a node that joined before the pod's end no
+// longer asks for add-nodes, yet the run's last tasks are still to do.
+const annotationPlan = "kubexm.mensylisir.io/plan"
+
+// storedPlan is what annotationPlan holds.
+type storedPlan struct {
+	Playbook  string   `json:"playbook"`
+	Vars      []string `json:"vars,omitempty"`
+	OnApplied bool     `json:"onApplied,omitempty"`
+	Message   string   `json:"message,omitempty"`
+}
+
 // interrupted is a run the journal Secret holds that did not end well: its
-// id, its playbook and the journal's lines.
+// id, its playbook, its plan (nil when the Secret names none) and the
+// journal's lines.
 type interrupted struct {
 	ID, Playbook string
+	Plan         *Plan
 	data         []byte
+}
+
+// resumePlan is the plan that finishes the interrupted run.
+func (in *interrupted) resumePlan() (Plan, bool) {
+	if in == nil || in.Plan == nil || in.Plan.Playbook != in.Playbook {
+		return Plan{}, false
+	}
+	p := *in.Plan
+	p.Action, p.Reason = Run, "ResumingRun"
+	p.Message = fmt.Sprintf("run %s, which an earlier controller left unfinished (%s)", in.ID, p.Message)
+	return p, true
 }
 
 // readInterrupted returns the run of the cluster's journal Secret in
@@ -85,7 +112,14 @@ func (r *Reconciler) readInterrupted(ctx context.Context, namespace, cluster str
 	if err != nil {
 		return nil, fmt.Errorf("the journal Secret %s/%s: %w", namespace, s.Name, err)
 	}
-	return parseInterrupted(data), nil
+	in := parseInterrupted(data)
+	if raw := s.Annotations[annotationPlan]; in != nil && raw != "" {
+		var sp storedPlan
+		if err := json.Unmarshal([]byte(raw), &sp); err == nil {
+			in.Plan = &Plan{Action: Run, Playbook: sp.Playbook, Vars: sp.Vars, OnApplied: sp.OnApplied, Message: sp.Message}
+		}
+	}
+	return in, nil
 }
 
 // parseInterrupted reads a journal's header and end: nil when it has no
@@ -140,6 +174,7 @@ type journalMirror struct {
 	namespace string
 	cluster   string
 	workDir   string
+	plan      string // annotationPlan's value
 
 	mu      sync.Mutex
 	run     string // the run's id, from its first event
@@ -150,8 +185,9 @@ type journalMirror struct {
 	done    chan struct{}
 }
 
-func (r *Reconciler) newMirror(ctx context.Context, namespace, cluster, workDir string) *journalMirror {
-	m := &journalMirror{r: r, namespace: namespace, cluster: cluster, workDir: workDir, poke: make(chan struct{}, 1), done: make(chan struct{})}
+func (r *Reconciler) newMirror(ctx context.Context, namespace, cluster, workDir string, plan Plan) *journalMirror {
+	sp, _ := json.Marshal(storedPlan{Playbook: plan.Playbook, Vars: plan.Vars, OnApplied: plan.OnApplied, Message: plan.Message})
+	m := &journalMirror{r: r, namespace: namespace, cluster: cluster, workDir: workDir, plan: string(sp), poke: make(chan struct{}, 1), done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
 		for {
@@ -188,6 +224,14 @@ func (m *journalMirror) sink(next model.Sink) model.Sink {
 	})
 }
 
+// forget removes the journal Secret: its run will not be resumed.
+func (r *Reconciler) forget(ctx context.Context, namespace, cluster string) {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: journalSecret(cluster)}}
+	if err := r.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+		r.logf("the journal Secret %s/%s: %v", namespace, s.Name, err)
+	}
+}
+
 // finish stops the goroutine and writes the journal as the run left it
 // (also after the controller was told to stop: a bounded write of its
 // own), or, after a run that succeeded, removes the Secret.
@@ -200,10 +244,7 @@ func (m *journalMirror) finish(ctx context.Context, ok bool) {
 		m.write(ctx)
 		return
 	}
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: m.namespace, Name: journalSecret(m.cluster)}}
-	if err := m.r.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
-		m.r.logf("the journal Secret %s/%s: %v", m.namespace, s.Name, err)
-	}
+	m.r.forget(ctx, m.namespace, m.cluster)
 }
 
 // write puts the journal into the Secret when it changed.
@@ -232,7 +273,8 @@ func (m *journalMirror) write(ctx context.Context) {
 	}
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: m.namespace, Name: name, ResourceVersion: m.version,
-			Labels: map[string]string{"app.kubernetes.io/name": "kubexm-controller", "app.kubernetes.io/managed-by": "kubexm", "kubexm.mensylisir.io/cluster": m.cluster}},
+			Labels:      map[string]string{"app.kubernetes.io/name": "kubexm-controller", "app.kubernetes.io/managed-by": "kubexm", "kubexm.mensylisir.io/cluster": m.cluster},
+			Annotations: map[string]string{annotationPlan: m.plan}},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{journalKey: buf.Bytes()},
 	}
