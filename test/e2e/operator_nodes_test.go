@@ -107,7 +107,7 @@ func operatorNodes(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm
 	if out, err := k.run(ctx, "", "annotate", "clusters.kubexm.mensylisir.io/"+name, "kubexm.mensylisir.io/renew-certificates="+time.Now().UTC().Format("20060102T150405")); err != nil {
 		t.Fatalf("annotate the renewal while add-nodes runs: %v\n%s", err, out)
 	}
-	killed := killMidRun(ctx, t, k, ctl, filepath.Join(ctlRoot, name), n4)
+	killed := killMidRun(ctx, t, k, kx, ctl, filepath.Join(ctlRoot, name), filepath.Join(filepath.Dir(create), "certs-renew"), n4)
 	c := converged("certs-renew", "4/4")
 	add, renew := controllerRuns(t, filepath.Join(ctlRoot, name), begin)
 	checkResumed(t, filepath.Join(ctlRoot, name), add, killed)
@@ -191,11 +191,14 @@ type killedRun struct {
 }
 
 // killMidRun waits until the add-nodes run of the controller in dir has
-// journaled ten results on host that a resume takes from the journal, then
-// ends the controller as the kubelet ends a deleted pod (SIGTERM), takes
-// its work directory away (a new pod's is empty: the journal must come from
-// the cluster) and starts a new one.
-func killMidRun(ctx context.Context, t *testing.T, k kubectlRunner, ctl *controllerProc, dir, host string) killedRun {
+// journaled ten results on host that a resume takes from the journal; a
+// CLI run of certsRenew meanwhile (another work directory, as a control
+// machine's beside the in-cluster controller) is refused at the cluster's
+// lock, which the controller's run holds. Then it ends the controller as
+// the kubelet ends a deleted pod (SIGTERM), takes its work directory away
+// (a new pod's is empty: the journal must come from the cluster) and
+// starts a new one.
+func killMidRun(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm, ctl *controllerProc, dir, certsRenew, host string) killedRun {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
@@ -225,6 +228,12 @@ func killMidRun(ctx context.Context, t *testing.T, k kubectlRunner, ctl *control
 		if time.Now().After(deadline) {
 			t.Fatalf("add-nodes journaled %d tasks on %s after 10 minutes", n, host)
 		}
+	}
+	res := kx.play(ctx, certsRenew, "--lock-wait", "5s")
+	if res.err == nil || !strings.Contains(res.stderr, "lock of the cluster") || !strings.Contains(res.stderr, "(playbook add-nodes)") {
+		t.Errorf("kubexm play certs-renew while the controller's add-nodes runs: %v, want a refusal at the cluster's lock naming add-nodes%s", res.err, res.failures())
+	} else {
+		t.Logf("PERF operator mode: a CLI run while the controller's add-nodes runs, refused at the cluster's lock after --lock-wait 5s: %s", res.wall.Round(time.Millisecond))
 	}
 	stop := time.Now()
 	ctl.terminate()
