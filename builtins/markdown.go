@@ -35,10 +35,10 @@ func Markdown(bs []step.Builtin) string {
 			fmt.Fprintf(&w, "\n%s\n", strings.TrimSpace(s.Doc))
 		}
 		if s.Control {
-			w.WriteString("\nRuns on the control machine (once per host of the play); a resumed run (`--resume`) runs it again.\n")
+			w.WriteString("\nRuns on the control machine (once per host of the play); a new leader of operator mode resuming a run runs it again.\n")
 		}
 		if s.ControlProduct {
-			w.WriteString("\nWrites on the control machine; a resumed run (`--resume`) runs it again.\n")
+			w.WriteString("\nWrites on the control machine; a new leader of operator mode resuming a run runs it again.\n")
 		}
 		if s.FreeForm != "" {
 			fmt.Fprintf(&w, "\nShort form: `%s: <value>` sets `%s`.\n", s.Name, s.FreeForm)

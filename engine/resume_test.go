@@ -352,11 +352,12 @@ plays:
 	}
 }
 
-// The resume decision: a task that finished on its host is taken from the
-// journal; one that ran on the control machine (localhost, delegate_to:
-// localhost, also per loop item) or whose builtin works there or writes
-// there (Spec.Control, Spec.ControlProduct) runs again, since the process
-// resuming may have another work directory (operator mode's new leader).
+// The resume decision with ResumeRerunsControl (operator mode's new
+// leader, which may have another work directory): a task that finished on
+// its host is taken from the journal; one that ran on the control machine
+// (localhost, delegate_to: localhost, also per loop item) or whose builtin
+// works there or writes there (Spec.Control, Spec.ControlProduct) runs
+// again. Without it (the CLI's --resume) those are taken too.
 func TestResumeRerunsControlSide(t *testing.T) {
 	dir := writeFiles(t, map[string]string{"playbook.yaml": `
 - hosts: localhost
@@ -399,7 +400,7 @@ func TestResumeRerunsControlSide(t *testing.T) {
 	}
 	c2 := &calls{}
 	pb2, _ := Load(context.Background(), dir, LoadOptions{Builtins: registry(c2)})
-	rc2, err := Run(context.Background(), pb2, testInventory(), RunOptions{WorkDir: work, ExtraVars: map[string]any{"broken": false}, Resume: rc.RunID})
+	rc2, err := Run(context.Background(), pb2, testInventory(), RunOptions{WorkDir: work, ExtraVars: map[string]any{"broken": false}, Resume: rc.RunID, ResumeRerunsControl: true})
 	if err != nil {
 		t.Fatalf("resume: %v", err)
 	}
@@ -430,24 +431,35 @@ func TestResumeRerunsControlSide(t *testing.T) {
 			t.Errorf("%s's finished task is not journaled as resumed: %v", h, resumed)
 		}
 	}
+	// The CLI's resume of the same run: only what did not finish.
+	c3 := &calls{}
+	pb3, _ := Load(context.Background(), dir, LoadOptions{Builtins: registry(c3)})
+	if _, err := Run(context.Background(), pb3, testInventory(), RunOptions{WorkDir: work, ExtraVars: map[string]any{"broken": false}, Resume: rc.RunID}); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if got := strings.Join(c3.sorted(), " "); got != "h1:last h2:last" {
+		t.Errorf("the CLI's resume executed %q, want only the failed task", got)
+	}
 }
 
 func TestReusable(t *testing.T) {
 	for _, tc := range []struct {
-		rec  journal.Record
-		want bool
+		rec          journal.Record
+		rerunControl bool
+		want         bool
 	}{
-		{journal.Record{Status: model.StatusOK}, true},
-		{journal.Record{Status: model.StatusChanged}, true},
-		{journal.Record{Status: model.StatusSkipped}, true},
-		{journal.Record{Status: model.StatusFailed}, false},
-		{journal.Record{Status: model.StatusUnreachable}, false},
-		{journal.Record{Status: model.StatusChanged, Omitted: true}, false},
-		{journal.Record{Status: model.StatusChanged, Control: true}, false},
-		{journal.Record{Status: model.StatusOK, Control: true}, false},
+		{journal.Record{Status: model.StatusOK}, true, true},
+		{journal.Record{Status: model.StatusChanged}, true, true},
+		{journal.Record{Status: model.StatusSkipped}, true, true},
+		{journal.Record{Status: model.StatusFailed}, false, false},
+		{journal.Record{Status: model.StatusUnreachable}, true, false},
+		{journal.Record{Status: model.StatusChanged, Omitted: true}, false, false},
+		{journal.Record{Status: model.StatusChanged, Control: true}, true, false},
+		{journal.Record{Status: model.StatusOK, Control: true}, true, false},
+		{journal.Record{Status: model.StatusOK, Control: true}, false, true},
 	} {
-		if got := journal.Reusable(tc.rec); got != tc.want {
-			t.Errorf("Reusable(%+v) = %v, want %v", tc.rec, got, tc.want)
+		if got := journal.Reusable(tc.rec, tc.rerunControl); got != tc.want {
+			t.Errorf("Reusable(%+v, %v) = %v, want %v", tc.rec, tc.rerunControl, got, tc.want)
 		}
 	}
 }

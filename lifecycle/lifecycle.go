@@ -66,6 +66,10 @@ type Request struct {
 	ListTags  bool
 	Syntax    bool
 	Resume    string
+	// ResumeRerunsControl: a resume runs again the tasks whose product is
+	// on the control machine (operator mode's new leader, whose work
+	// directory is not the interrupted run's; engine.RunOptions).
+	ResumeRerunsControl bool
 	// Output is text or json.
 	Output    string
 	Verbose   int
@@ -223,7 +227,7 @@ func (r Runner) run(ctx context.Context, pb *engine.Playbook, inv *inventory.Inv
 	rc, err := engine.Run(ctx, pb, inv, engine.RunOptions{
 		Defaults: map[string]any{"kubexm_executable": exe, "kubexm_os": runtime.GOOS, "kubexm_arch": runtime.GOARCH, "kubexm_known_hosts": knownHosts},
 		Connect:  r.Connect, Forks: req.Forks, Check: req.Check, Diff: req.Diff, Tags: req.Tags, SkipTags: req.SkipTags,
-		StartAt: req.StartAt, Limit: req.Limit, ExtraVars: extra, WorkDir: workDir, Resume: req.Resume,
+		StartAt: req.StartAt, Limit: req.Limit, ExtraVars: extra, WorkDir: workDir, Resume: req.Resume, ResumeRerunsControl: req.ResumeRerunsControl,
 		Output: sink, Verbosity: req.Verbose, Version: r.Version, NoJournal: req.NoJournal || req.Check || req.ReadOnly, HostLock: !req.Check && !req.ReadOnly,
 		LockFirst: firstOf(inv.Groups["master"]), LockWait: req.LockWait, BreakLock: req.BreakLock,
 		ForceHandlers: req.ForceHandlers,

@@ -284,6 +284,9 @@ func (r *Reconciler) run(ctx context.Context, obj *unstructured.Unstructured, pl
 		Playbook: plan.Playbook, Inventory: file, WorkDir: dir, OfflineBundle: r.OfflineBundle,
 		ExtraVars: append(append(slices.Clone(r.ExtraVars), "cluster_resource_by_controller=true"), plan.Vars...),
 		Output:    "text", Stdout: out, Stderr: out, LockWait: r.LockWait, Resume: resume, Sink: mirror.sink(text),
+		// The run resumed may be another pod's, whose work directory this
+		// one does not have (resume.go).
+		ResumeRerunsControl: true,
 	}
 	recap, runErr := runner.Run(ctx, req)
 	if runErr != nil && recap == nil && resume != "" && !resumable(runErr) {

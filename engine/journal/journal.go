@@ -56,11 +56,11 @@ type Record struct {
 	Omitted bool `json:"omitted,omitempty"`
 	// Control is set when the task ran on the control machine or wrote to
 	// it (localhost, delegate_to: localhost, a builtin whose product is
-	// there: downloads, certificates, kubeconfigs, fetched files). Such a
-	// task runs again on resume (Reusable): the resuming process may have
-	// another work directory (the new leader of operator mode, in a new pod
-	// with an empty one), and those tasks are idempotent, rebuilding what
-	// is missing from the bundle and the cluster's PKI on its masters.
+	// there: downloads, certificates, kubeconfigs, fetched files). A resume
+	// by a process that may have another work directory (the new leader of
+	// operator mode, in a new pod with an empty one) runs such a task again
+	// (Reusable); kubexm's are idempotent and rebuild what is missing from
+	// the bundle and the cluster's PKI on its masters.
 	Control bool `json:"control,omitempty"`
 	// Resumed marks a result copied from the run being resumed: the task
 	// did not run again.
@@ -90,6 +90,8 @@ type Journal struct {
 	err  error
 	Done map[string]Record // successful results of the run being resumed
 	From string
+	// RerunControl: the control side's results are not taken (Reusable).
+	RerunControl bool
 }
 
 // NewRunID returns a sortable, unique run id.
@@ -308,7 +310,7 @@ func (j *Journal) Lookup(key string) (Record, bool) {
 		return Record{}, false
 	}
 	rec, ok := j.Done[key]
-	if !ok || !Reusable(rec) {
+	if !ok || !Reusable(rec, j.RerunControl) {
 		return Record{}, false
 	}
 	return rec, true
@@ -316,17 +318,21 @@ func (j *Journal) Lookup(key string) (Record, bool) {
 
 // Reusable is the resume decision for one journaled outcome: a task that
 // finished on its host (ok, changed or skipped) is taken from the journal;
-// one whose result no_log kept out (Omitted) or whose product is on the
-// control machine (Control) runs again. The host's state survives the
-// interruption; the control machine's may not (another process, another
-// work directory), and the control side's tasks are idempotent.
-func Reusable(rec Record) bool {
+// one whose result no_log kept out (Omitted) runs again, and so does, with
+// rerunControl, one whose product is on the control machine (Control):
+// the host's state survives the interruption, the control machine's work
+// directory may not be the one the run had (operator mode's new leader),
+// and the control side's tasks are idempotent. Without rerunControl (the
+// CLI's --resume, the server's job retried in the same work directory)
+// those are taken from the journal too: a playbook's localhost task need
+// not be idempotent.
+func Reusable(rec Record, rerunControl bool) bool {
 	switch rec.Status {
 	case model.StatusOK, model.StatusChanged, model.StatusSkipped:
 	default:
 		return false
 	}
-	return !rec.Omitted && !rec.Control
+	return !rec.Omitted && (!rec.Control || !rerunControl)
 }
 
 // Masker masks secrets in text and values.

@@ -48,11 +48,16 @@ type RunOptions struct {
 	ExtraVars map[string]any
 	WorkDir   string // the cluster's work directory; the journal goes to runs/
 	Resume    string // "" for a fresh run, "last", or a run id
-	Output    model.Sink
-	Verbosity int
-	Version   string         // kubexm version, exposed as kubexm_version
-	Defaults  map[string]any // built-in defaults, the lowest variables
-	NoJournal bool           // do not write a journal (list and check modes)
+	// ResumeRerunsControl runs again, when resuming, the tasks whose
+	// product is on the control machine (journal.Record.Control): the
+	// resuming process may not have the work directory of the run it
+	// resumes (operator mode's new leader, in a new pod).
+	ResumeRerunsControl bool
+	Output              model.Sink
+	Verbosity           int
+	Version             string         // kubexm version, exposed as kubexm_version
+	Defaults            map[string]any // built-in defaults, the lowest variables
+	NoJournal           bool           // do not write a journal (list and check modes)
 	// ForceHandlers runs notified handlers on hosts that failed later, as
 	// the play keyword force_handlers does.
 	ForceHandlers bool
@@ -340,7 +345,7 @@ func (r *runner) openJournal() error {
 	if err != nil {
 		return err
 	}
-	j.Done, j.From = done, hdr.ResumedFrom
+	j.Done, j.From, j.RerunControl = done, hdr.ResumedFrom, r.opts.ResumeRerunsControl
 	r.jr = j
 	r.recap.Journal = j.Dir
 	return nil

@@ -49,8 +49,8 @@ type Spec struct {
 	Control bool
 	// ControlProduct builtins run on the host but write on the control
 	// machine (fetch, sync_dir's pull): like Control ones, they run again
-	// when a run is resumed, whose work directory may not hold what they
-	// wrote.
+	// when a run is resumed with RunOptions.ResumeRerunsControl, whose work
+	// directory may not hold what they wrote.
 	ControlProduct bool
 	// Report says the result's message is what the user asked to see
 	// (debug): it is shown at the default verbosity.

@@ -184,7 +184,7 @@ func controllerRuns(t *testing.T, workDir string, begin time.Time, restored stri
 }
 
 // killedRun is the add-nodes run the first controller left: its id and the
-// keys of the results a resume takes from its journal (journal.Reusable),
+// keys of the results a resume takes from its journal (journal.Reusable, as the controller resumes),
 // as the journal Secret holds them.
 type killedRun struct {
 	id       string
@@ -213,7 +213,7 @@ func killMidRun(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm, c
 			}
 			if id, recs := parseJournal(data); id != "" && recs.playbook == "add-nodes" && !recs.ended {
 				for _, r := range recs.results {
-					if r.Host == host && journal.Reusable(r) {
+					if r.Host == host && journal.Reusable(r, true) {
 						n++
 					}
 				}
@@ -264,7 +264,7 @@ func killMidRun(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm, c
 	onHost := 0
 	for _, r := range recs.results {
 		switch {
-		case journal.Reusable(r):
+		case journal.Reusable(r, true):
 			killed.reusable[r.Key] = r.Host + ": " + r.Task
 			if r.Host == host {
 				onHost++
