@@ -583,9 +583,18 @@ func playPolled(ctx context.Context, t *testing.T, kx kubexm, kubeconfig, what, 
 	outages, requests := poller.stop()
 	// Per master: its restart and the wait for its /readyz.
 	took := map[string]time.Duration{}
+	restarted := map[string]bool{}
 	for _, e := range res.events {
-		if e.Kind == "host_result" && e.Status != "skipped" && (strings.Contains(e.Task, "restart the API server on the etcd members") || strings.Contains(e.Task, "the API server is ready on the etcd members")) {
+		if e.Kind != "host_result" || e.Status == "skipped" {
+			continue
+		}
+		switch {
+		case strings.Contains(e.Task, "restart the API server on the etcd members"):
 			took[e.Host] += time.Duration(e.DurationMS) * time.Millisecond
+			restarted[e.Host] = true
+		case restarted[e.Host] && strings.HasSuffix(e.Task, "the API server is ready"):
+			took[e.Host] += time.Duration(e.DurationMS) * time.Millisecond
+			restarted[e.Host] = false
 		}
 	}
 	var restart time.Duration
