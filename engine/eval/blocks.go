@@ -45,7 +45,14 @@ func TemplateBlocks(text string) (blocks []Block, blocksOnly bool, err error) {
 			blocks = append(blocks, Block{Name: name, Line: blockLine(text, name, set[name])})
 		}
 	}
-	slices.SortFunc(blocks, func(a, b Block) int { return a.Line - b.Line })
+	// By line, then name: blocks on one line would otherwise come in the
+	// map's order.
+	slices.SortFunc(blocks, func(a, b Block) int {
+		if a.Line != b.Line {
+			return a.Line - b.Line
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
 	return blocks, len(blocks) > 0 && (main == nil || parse.IsEmptyTree(main.Root)), nil
 }
 
