@@ -92,7 +92,7 @@ func certsLifecycle(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunne
 	t.Logf("PERF certs-renew (1 master, %d workers): %s (%d changed)", len(set.Hosts)-1, res.wall.Round(time.Millisecond), len(res.changed()))
 	var restart time.Duration
 	for _, e := range res.events {
-		if e.Kind == "host_result" && e.Status == "changed" && strings.Contains(e.Task, "restart changed API servers") {
+		if e.Kind == "host_result" && e.Status == "changed" && strings.Contains(e.Task, "restart the API server of ") {
 			restart = max(restart, time.Duration(e.DurationMS)*time.Millisecond)
 		}
 		if e.Kind == "host_result" && e.Status == "changed" && strings.Contains(e.Task, "etcd - restart") {
