@@ -278,6 +278,8 @@ func TestRollbackRefusals(t *testing.T) {
 			want: []string{"the rollback record is of the upgrade from v1.36.3 to v1.37.3, and cluster.yaml names v1.35.4: it is not the upgrade this cluster came from"}},
 		{name: "a node at a third version", hosts: map[string][]any{"n1": failed, "n2": slices.Concat(rec("v1.36.3", "v1.37.3", "3.6.5"), []any{"runs=kubelet v1.38.0"})},
 			want: []string{"node n2 runs kubelet v1.38.0: neither v1.36.3 nor v1.37.3"}},
+		{name: "a record that names no version", hosts: map[string][]any{"n1": slices.Concat(rec("../../etc", "v1.37.3", "3.6.5"), []any{"runs=kubelet v1.37.3"})},
+			want: []string{`the rollback record (/var/lib/kubexm/rollback/record) names "../../etc" -> "v1.37.3", which are not Kubernetes versions`}},
 		{name: "a binary not kept", hosts: map[string][]any{"n1": slices.Concat(failed, []any{"missing=kube-proxy v1.37.3"})},
 			want: []string{"node n1 runs kube-proxy v1.37.3, and no copy of its v1.36.3 binary is kept"}},
 		{name: "a node without a record at the target", hosts: map[string][]any{"n1": failed, "n2": {"runs=kubelet v1.37.3"}},
