@@ -5,17 +5,12 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -39,57 +34,10 @@ func TestHAProxyDrainsAMaster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	addrs := map[string]string{"n1": "127.0.0.11", "n4": "127.0.0.14", "n5": "127.0.0.15"}
-	first, err := net.Listen("tcp", addrs["n1"]+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := first.Addr().(*net.TCPAddr).Port
-	second, err := net.Listen("tcp", net.JoinHostPort(addrs["n4"], strconv.Itoa(port)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready := map[string]*atomic.Bool{"n1": {}, "n4": {}}
-	for name, ln := range map[string]net.Listener{"n1": first, "n4": second} {
-		ready[name].Store(true)
-		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/readyz" && !ready[name].Load() {
-				http.Error(w, "[-]shutdown failed", http.StatusInternalServerError)
-				return
-			}
-			fmt.Fprint(w, name)
-		}))
-		srv.Listener.Close()
-		srv.Listener = ln
-		srv.StartTLS()
-		defer srv.Close()
-	}
-
-	v := lbVars(t, "n2", func(c map[string]any) { c["internalLoadbalancer"] = "haproxy" })
-	for name, a := range addrs {
-		v["hostvars"].(map[string]any)[name].(map[string]any)["internal_address"] = a
-	}
-	v["kube_apiserver_port"] = port
-	v["lb_bind"] = freeLoopbackAddr(t)
 	sock := filepath.Join(t.TempDir(), "admin.sock")
-	v["lb_haproxy_admin_socket"] = sock
-	cfg := renderRoleTemplate(t, "loadbalancer", "haproxy.cfg.tmpl", v)
-	file := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(file, []byte(strings.Replace(cfg, "local0 warning", "local0 info", 1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logFile, err := os.Create(filepath.Join(t.TempDir(), "haproxy.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	out := haproxyLog{logFile.Name()}
-	cmd := exec.CommandContext(ctx, bin, "-db", "-f", file)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	ready, out, bind := startHAProxy(ctx, t, bin, sock, "[-]shutdown failed")
+	ready["n1"].Store(true)
+	ready["n4"].Store(true)
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(out.String(), "Server kube-apiserver/n5 is DOWN") {
 		if time.Now().After(deadline) {
@@ -117,7 +65,7 @@ func TestHAProxyDrainsAMaster(t *testing.T) {
 	tlsConfig := &tls.Config{InsecureSkipVerify: true}
 	get := func(c *http.Client) string {
 		t.Helper()
-		resp, err := c.Get("https://" + v["lb_bind"].(string) + "/api")
+		resp, err := c.Get("https://" + bind + "/api")
 		if err != nil {
 			t.Fatalf("through haproxy: %v\n%s", err, out.String())
 		}

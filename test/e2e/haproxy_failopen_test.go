@@ -35,61 +35,7 @@ func TestHAProxyFailsOpenToListeningMasters(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	addrs := map[string]string{"n1": "127.0.0.11", "n4": "127.0.0.14", "n5": "127.0.0.15"}
-	first, err := net.Listen("tcp", addrs["n1"]+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := first.Addr().(*net.TCPAddr).Port
-	second, err := net.Listen("tcp", net.JoinHostPort(addrs["n4"], strconv.Itoa(port)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready := map[string]*atomic.Bool{"n1": {}, "n4": {}}
-	for name, ln := range map[string]net.Listener{"n1": first, "n4": second} {
-		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/readyz" && !ready[name].Load() {
-				http.Error(w, "[-]etcd-readiness failed", http.StatusInternalServerError)
-				return
-			}
-			fmt.Fprint(w, name)
-		}))
-		srv.Listener.Close()
-		srv.Listener = ln
-		srv.StartTLS()
-		defer srv.Close()
-	}
-
-	v := lbVars(t, "n2", func(c map[string]any) { c["internalLoadbalancer"] = "haproxy" })
-	for name, a := range addrs {
-		v["hostvars"].(map[string]any)[name].(map[string]any)["internal_address"] = a
-	}
-	v["kube_apiserver_port"] = port
-	v["lb_bind"] = freeLoopbackAddr(t)
-	v["lb_haproxy_admin_socket"] = filepath.Join(t.TempDir(), "admin.sock")
-	cfg := renderRoleTemplate(t, "loadbalancer", "haproxy.cfg.tmpl", v)
-	// Each connection's log line names the server that took it and the
-	// retries it cost: the test's copy logs connections, not only warnings.
-	logged := strings.Replace(cfg, "local0 warning", "local0 info", 1)
-	if logged == cfg {
-		t.Fatalf("haproxy.cfg has no %q to raise to info:\n%s", "local0 warning", cfg)
-	}
-	file := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(file, []byte(logged), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logFile, err := os.Create(filepath.Join(t.TempDir(), "haproxy.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	out := haproxyLog{logFile.Name()}
-	cmd := exec.CommandContext(ctx, bin, "-db", "-f", file)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	ready, out, bind := startHAProxy(ctx, t, bin, filepath.Join(t.TempDir(), "admin.sock"), "[-]etcd-readiness failed")
 
 	waitLogged := func(what string, lines ...string) {
 		t.Helper()
@@ -113,7 +59,7 @@ func TestHAProxyFailsOpenToListeningMasters(t *testing.T) {
 		t.Helper()
 		seen := map[string]int{}
 		for range n {
-			resp, err := client.Get("https://" + v["lb_bind"].(string) + "/api")
+			resp, err := client.Get("https://" + bind + "/api")
 			if err != nil {
 				t.Fatalf("through haproxy: %v\n%s", err, out.String())
 			}
@@ -168,6 +114,71 @@ func TestHAProxyFailsOpenToListeningMasters(t *testing.T) {
 	if got := servedBy(mark, 10); got["kube-apiserver/n1 retries 0"] != 10 {
 		t.Errorf("with n1 ready, connections went to %v, want 10 to kube-apiserver/n1 without a retry\n%s", got, out.String()[mark:])
 	}
+}
+
+// startHAProxy runs haproxy (bin) with roles/loadbalancer's configuration of
+// worker n2, its admin socket at sock, in front of three masters on loopback
+// addresses: n1 and n4 served by this test on one port, each answering its
+// name and failing /readyz with failMsg while its ready flag is false (both
+// start false), n5 gone. Its log names every connection (local0 info); it is
+// stopped when the test ends.
+func startHAProxy(ctx context.Context, t *testing.T, bin, sock, failMsg string) (ready map[string]*atomic.Bool, out haproxyLog, bind string) {
+	t.Helper()
+	addrs := map[string]string{"n1": "127.0.0.11", "n4": "127.0.0.14", "n5": "127.0.0.15"}
+	first, err := net.Listen("tcp", addrs["n1"]+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := first.Addr().(*net.TCPAddr).Port
+	second, err := net.Listen("tcp", net.JoinHostPort(addrs["n4"], strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready = map[string]*atomic.Bool{"n1": {}, "n4": {}}
+	for name, ln := range map[string]net.Listener{"n1": first, "n4": second} {
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/readyz" && !ready[name].Load() {
+				http.Error(w, failMsg, http.StatusInternalServerError)
+				return
+			}
+			fmt.Fprint(w, name)
+		}))
+		srv.Listener.Close()
+		srv.Listener = ln
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+	}
+
+	v := lbVars(t, "n2", func(c map[string]any) { c["internalLoadbalancer"] = "haproxy" })
+	for name, a := range addrs {
+		v["hostvars"].(map[string]any)[name].(map[string]any)["internal_address"] = a
+	}
+	v["kube_apiserver_port"] = port
+	v["lb_bind"] = freeLoopbackAddr(t)
+	v["lb_haproxy_admin_socket"] = sock
+	cfg := renderRoleTemplate(t, "loadbalancer", "haproxy.cfg.tmpl", v)
+	// Each connection's log line names the server that took it and the
+	// retries it cost: the test's copy logs connections, not only warnings.
+	logged := strings.Replace(cfg, "local0 warning", "local0 info", 1)
+	if logged == cfg {
+		t.Fatalf("haproxy.cfg has no %q to raise to info:\n%s", "local0 warning", cfg)
+	}
+	file := filepath.Join(t.TempDir(), "haproxy.cfg")
+	if err := os.WriteFile(file, []byte(logged), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logFile, err := os.Create(filepath.Join(t.TempDir(), "haproxy.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logFile.Close() })
+	cmd := exec.CommandContext(ctx, bin, "-db", "-f", file)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return ready, haproxyLog{logFile.Name()}, v["lb_bind"].(string)
 }
 
 // freeLoopbackAddr is a 127.0.0.1 address with a port nothing listens on.
