@@ -90,6 +90,11 @@ func TestLayering(t *testing.T) {
 		{"engine/load", []string{"engine$", "engine/run", "engine/journal", "engine/model", "engine/output", "lifecycle", "service"}},
 		{"engine/run", []string{"engine$", "engine/load", "engine/output", "lifecycle", "service"}},
 		{"engine/variables", []string{"engine$", "engine/load", "engine/run", "engine/journal", "engine/model", "engine/output", "lifecycle", "service"}},
+		// Evaluation knows no room: the rooms hand it their variables. Its
+		// function library knows no variables either (the evaluator adds
+		// the functions that read them), and nothing of the evaluator.
+		{"engine/eval", []string{"engine$", "engine/playbook", "engine/load", "engine/run", "engine/journal", "engine/variables", "engine/hostlock", "engine/model", "engine/output", "engine/step", "lifecycle", "service"}},
+		{"engine/eval/funcs", []string{"engine$", "engine/eval$", "engine/playbook", "engine/load", "engine/run", "engine/journal", "engine/variables", "engine/hostlock", "engine/model", "engine/output", "engine/step", "lifecycle", "service"}},
 		// A host's lock knows only the transport it takes the lock through.
 		{"engine/hostlock", []string{"engine$", "engine/playbook", "engine/load", "engine/run", "engine/journal", "engine/variables", "engine/eval", "engine/model", "engine/output", "lifecycle", "service"}},
 		{"engine/journal", []string{"engine$", "engine/playbook", "engine/load", "engine/run", "engine/eval", "engine/output", "engine/transport", "lifecycle", "service"}},

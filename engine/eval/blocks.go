@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/template"
 	"text/template/parse"
+
+	"github.com/mensylisir/kubexm/engine/eval/funcs"
 )
 
 // Named blocks: a template file names the parts a site may change
@@ -107,7 +109,7 @@ func (e *Evaluator) RenderBlocks(base string, files []BlockFile, vars map[string
 		return "", &Error{Kind: "template", Source: base, Err: err}
 	}
 	t.Funcs(template.FuncMap{"include": includeFunc(t)})
-	var b limitedWriter
+	var b funcs.Writer
 	b.Grow(len(base))
 	if err := t.Execute(&b, vars); err != nil {
 		return "", e.templateError(base, err)
@@ -156,7 +158,7 @@ func (e *Evaluator) replaceBlocks(t *template.Template, f BlockFile, known []Blo
 // ({{ include "runtime" . | fromYaml }}), as Helm's include.
 func includeFunc(t *template.Template) func(name string, data any) (string, error) {
 	return func(name string, data any) (string, error) {
-		var b limitedWriter
+		var b funcs.Writer
 		if err := t.ExecuteTemplate(&b, name, data); err != nil {
 			return "", err
 		}

@@ -4,7 +4,8 @@
 // Templates are Go text/template with the Masterminds/sprig functions (minus
 // env, expandenv and getHostByName: a template must not depend on the
 // control machine's environment or resolver) and the kubexm functions
-// below. Expressions are expr-lang/expr programs run against the variables.
+// below (the library, bounded, is engine/eval/funcs). Expressions are
+// expr-lang/expr programs run against the variables.
 // docs/expressions.md is the user's guide; this comment is the summary.
 //
 // Undefined variables are errors in both languages, naming the full path

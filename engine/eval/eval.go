@@ -8,7 +8,18 @@ import (
 	"text/template"
 
 	"github.com/expr-lang/expr"
+
+	"github.com/mensylisir/kubexm/engine/eval/funcs"
 )
+
+// MaxOutput bounds the text of one rendered template and the string a
+// template function returns (engine/eval/funcs).
+const MaxOutput = funcs.MaxOutput
+
+// ErrLimit is matched (errors.Is) by every error of a bound on what a
+// template may make (engine/eval/funcs), so that the engine can tell a
+// template bomb from a mistake.
+var ErrLimit = funcs.ErrLimit
 
 // cacheSize bounds each cache. A large playbook run has a few thousand
 // distinct argument strings; beyond that, evicted entries are simply
@@ -85,3 +96,16 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// shorten keeps error messages to one readable line.
+func shorten(s string) string {
+	const limit = 100
+	first, rest, multi := strings.Cut(s, "\n")
+	if len(first) > limit {
+		return first[:limit] + "..."
+	}
+	if multi && rest != "" {
+		return first + "..."
+	}
+	return first
+}

@@ -3,6 +3,7 @@ package eval
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,8 @@ import (
 	"github.com/expr-lang/expr/optimizer"
 	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
+
+	"github.com/mensylisir/kubexm/engine/eval/funcs"
 )
 
 // Functions the rewritten expressions call. Their names start with "$" and
@@ -29,10 +32,10 @@ const (
 )
 
 // userExprFuncNames lists the kubexm functions an expression may call,
-// besides expr-lang's builtins.
+// besides expr-lang's builtins: the library's (engine/eval/funcs) and
+// defined, which reads the variables.
 func userExprFuncNames() []string {
-	return []string{"defined", "cidrHost", "cidrContains", "ipFamily", "joinHostPort",
-		"semverCompare", "versionAtLeast", "toYaml", "fromYaml"}
+	return append([]string{"defined"}, slices.Sorted(maps.Keys(funcs.Expr()))...)
 }
 
 func isUserExprFunc(name string) bool {
@@ -51,24 +54,15 @@ func exprFunctions() []expr.Option {
 			return lookup(label, params[1], params[2:], lenient)
 		}
 	}
-	return []expr.Option{
+	opts := []expr.Option{
 		expr.Function(exGet, get(false)),
 		expr.Function(exGetOr, get(true)),
 		expr.Function(exDefined, definedFunc),
-		expr.Function("cidrHost", strAnyFunc("cidrHost", cidrHost)),
-		expr.Function("cidrContains", strFunc2("cidrContains", cidrContains)),
-		expr.Function("ipFamily", strFunc1("ipFamily", ipFamily)),
-		expr.Function("joinHostPort", strAnyFunc("joinHostPort", joinHostPort)),
-		expr.Function("semverCompare", strFunc2("semverCompare", semverCompare)),
-		expr.Function("versionAtLeast", strFunc2("versionAtLeast", versionAtLeast)),
-		expr.Function("toYaml", func(params ...any) (any, error) {
-			if err := exprArgs("toYaml", params, 1); err != nil {
-				return nil, err
-			}
-			return toYAML(params[0])
-		}),
-		expr.Function("fromYaml", strFunc1("fromYaml", fromYAML)),
 	}
+	for name, f := range funcs.Expr() {
+		opts = append(opts, expr.Function(name, f))
+	}
+	return opts
 }
 
 // definedFunc implements defined("a.b.c") and defined("hostvars", host,
@@ -81,7 +75,7 @@ func definedFunc(params ...any) (any, error) {
 	if len(args) == 1 {
 		s, ok := args[0].(string)
 		if !ok {
-			return nil, fmt.Errorf("defined: the path must be a string, got %s", typeName(args[0]))
+			return nil, fmt.Errorf("defined: the path must be a string, got %s", funcs.TypeName(args[0]))
 		}
 		if s == "" {
 			return nil, errors.New("defined: empty path")
@@ -124,7 +118,7 @@ func (e *Evaluator) EvalBool(expression string, vars map[string]any) (bool, erro
 	if !ok {
 		return false, &Error{
 			Kind: "expression", Source: expression,
-			Err: fmt.Errorf("result is %s %s, not bool", typeName(v), shorten(valueText(v))),
+			Err: fmt.Errorf("result is %s %s, not bool", funcs.TypeName(v), shorten(valueText(v))),
 		}
 	}
 	return b, nil

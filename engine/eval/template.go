@@ -8,7 +8,7 @@ import (
 	"text/template"
 	"text/template/parse"
 
-	"github.com/Masterminds/sprig/v3"
+	"github.com/mensylisir/kubexm/engine/eval/funcs"
 )
 
 // Names of the functions the rewritten parse trees call. They are added to a
@@ -45,29 +45,12 @@ type compiledTemplate struct {
 	err    error
 }
 
-// templateFuncs is sprig without the functions that would read the control
-// machine (its environment, its resolver), plus the kubexm functions.
+// templateFuncs is the function library (engine/eval/funcs) and include.
 func templateFuncs() template.FuncMap {
-	fm := sprig.TxtFuncMap()
-	for _, name := range []string{"env", "expandenv", "getHostByName"} {
-		delete(fm, name)
-	}
-	fm["toYaml"] = toYAML
-	fm["fromYaml"] = fromYAML
-	fm["cidrHost"] = cidrHost
-	fm["cidrContains"] = cidrContains
-	fm["ipFamily"] = ipFamily
-	fm["joinHostPort"] = joinHostPort
-	fm["shquote"] = shquote
-	fm["versionAtLeast"] = versionAtLeast
-	fm["mergeConfig"] = mergeConfig
-	fm["mergeFlags"] = mergeFlags
-	fm["systemdArg"] = systemdArg
-	fm["toToml"] = toTOML
+	fm := funcs.Template()
 	// include is bound to each parsed template (includeFunc); this one only
 	// lets the parser know the name.
 	fm["include"] = func(string, any) (string, error) { return "", errors.New("include: no template to include from") }
-	boundedFuncs(fm)
 	return fm
 }
 
@@ -84,7 +67,7 @@ func (e *Evaluator) Render(s string, vars map[string]any) (any, error) {
 	if ct.err != nil {
 		return nil, ct.err
 	}
-	var b limitedWriter
+	var b funcs.Writer
 	b.Grow(len(s))
 	if err := ct.tmpl.Execute(&b, vars); err != nil {
 		return nil, e.templateError(s, err)
@@ -93,7 +76,7 @@ func (e *Evaluator) Render(s string, vars map[string]any) (any, error) {
 	if ct.single {
 		v := e.takeCapture(out)
 		if str, ok := v.(string); ok && len(str) > MaxOutput {
-			return nil, e.templateError(s, limitError("the rendered text would exceed %d MiB", MaxOutput>>20))
+			return nil, e.templateError(s, funcs.OutputTooLong())
 		}
 		return v, nil
 	}
@@ -383,7 +366,7 @@ func outValue(v any) (any, error) {
 	case string, bool, int, int64, uint64, float64:
 		return v, nil
 	}
-	if err := checkPrintable("output", v); err != nil {
+	if err := funcs.CheckPrintable("output", v); err != nil {
 		return nil, err
 	}
 	return v, nil

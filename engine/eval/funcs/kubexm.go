@@ -1,4 +1,4 @@
-package eval
+package funcs
 
 import (
 	"fmt"
@@ -246,7 +246,7 @@ func exprArgs(name string, params []any, want int) error {
 func exprString(name string, params []any, i int) (string, error) {
 	s, ok := params[i].(string)
 	if !ok {
-		return "", fmt.Errorf("%s: argument %d must be a string, got %s", name, i+1, typeName(params[i]))
+		return "", fmt.Errorf("%s: argument %d must be a string, got %s", name, i+1, TypeName(params[i]))
 	}
 	return s, nil
 }
@@ -294,8 +294,8 @@ func strAnyFunc(name string, fn func(string, any) (string, error)) func(...any) 
 	}
 }
 
-// typeName names a value's type for messages in YAML terms.
-func typeName(v any) string {
+// TypeName names a value's type for messages in YAML terms.
+func TypeName(v any) string {
 	switch v.(type) {
 	case nil:
 		return "nil"
@@ -313,17 +313,4 @@ func typeName(v any) string {
 		return "float"
 	}
 	return fmt.Sprintf("%T", v)
-}
-
-// shorten keeps error messages to one readable line.
-func shorten(s string) string {
-	const limit = 100
-	first, rest, multi := strings.Cut(s, "\n")
-	if len(first) > limit {
-		return first[:limit] + "..."
-	}
-	if multi && rest != "" {
-		return first + "..."
-	}
-	return first
 }

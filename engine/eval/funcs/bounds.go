@@ -1,4 +1,4 @@
-package eval
+package funcs
 
 import (
 	"errors"
@@ -51,17 +51,22 @@ func tooMany(name string, n int64) error {
 	return limitError("%s: would make %d items, more than the %d a template may build", name, n, maxItems)
 }
 
-// limitedWriter is the output of one Execute: text/template stops at the
+// Writer is the output of one Execute: text/template stops at the
 // first write error, so a template stops growing at the bound.
-type limitedWriter struct {
+type Writer struct {
 	strings.Builder
 }
 
-func (w *limitedWriter) Write(p []byte) (int, error) {
+func (w *Writer) Write(p []byte) (int, error) {
 	if int64(w.Len())+int64(len(p)) > MaxOutput {
-		return 0, limitError("the rendered text would exceed %d MiB", MaxOutput>>20)
+		return 0, OutputTooLong()
 	}
 	return w.Builder.Write(p)
+}
+
+// OutputTooLong is the error of a rendered text beyond MaxOutput.
+func OutputTooLong() error {
+	return limitError("the rendered text would exceed %d MiB", MaxOutput>>20)
 }
 
 // measure estimates the printed size of v (fmt, JSON and YAML all print
@@ -134,10 +139,10 @@ func (m *measure) add(v any, depth int) error {
 	return nil
 }
 
-// checkPrintable refuses arguments whose printed form would pass the bound,
+// CheckPrintable refuses arguments whose printed form would pass the bound,
 // before a function that prints them allocates it. Strings and numbers, the
 // usual arguments, need no walk.
-func checkPrintable(name string, args ...any) error {
+func CheckPrintable(name string, args ...any) error {
 	var m measure
 	for _, a := range args {
 		if err := m.add(a, 0); err != nil {
@@ -519,13 +524,13 @@ func boundedListFuncs(fm template.FuncMap) {
 // is small in memory and huge in print.
 func boundedPrintFuncs(fm template.FuncMap) {
 	fm["print"] = func(args ...any) (string, error) {
-		if err := checkPrintable("print", args...); err != nil {
+		if err := CheckPrintable("print", args...); err != nil {
 			return "", err
 		}
 		return checkText("print", fmt.Sprint(args...))
 	}
 	fm["println"] = func(args ...any) (string, error) {
-		if err := checkPrintable("println", args...); err != nil {
+		if err := CheckPrintable("println", args...); err != nil {
 			return "", err
 		}
 		return checkText("println", fmt.Sprintln(args...))
@@ -555,7 +560,7 @@ func boundedPrintFuncs(fm template.FuncMap) {
 // boundedPrint is f, refusing what cannot be printed or is too long.
 func boundedPrint(name string, f func(...any) string) func(...any) (string, error) {
 	return func(args ...any) (string, error) {
-		if err := checkPrintable(name, args...); err != nil {
+		if err := CheckPrintable(name, args...); err != nil {
 			return "", err
 		}
 		return checkText(name, f(args...))
@@ -569,14 +574,14 @@ func boundedEncodeFuncs(fm template.FuncMap) {
 		switch f := fm[name].(type) {
 		case func(any) string:
 			fm[name] = func(v any) (string, error) {
-				if err := checkPrintable(name, v); err != nil {
+				if err := CheckPrintable(name, v); err != nil {
 					return "", err
 				}
 				return checkText(name, f(v))
 			}
 		case func(any) any:
 			fm[name] = func(v any) (any, error) {
-				if err := checkPrintable(name, v); err != nil {
+				if err := CheckPrintable(name, v); err != nil {
 					return nil, err
 				}
 				return f(v), nil
@@ -586,7 +591,7 @@ func boundedEncodeFuncs(fm template.FuncMap) {
 	for _, name := range []string{"mustToJson", "mustToPrettyJson", "mustToRawJson"} {
 		if f, ok := fm[name].(func(any) (string, error)); ok {
 			fm[name] = func(v any) (string, error) {
-				if err := checkPrintable(name, v); err != nil {
+				if err := CheckPrintable(name, v); err != nil {
 					return "", err
 				}
 				s, err := f(v)
@@ -599,7 +604,7 @@ func boundedEncodeFuncs(fm template.FuncMap) {
 	}
 	if f, ok := fm["mustDeepCopy"].(func(any) (any, error)); ok {
 		fm["mustDeepCopy"] = func(v any) (any, error) {
-			if err := checkPrintable("mustDeepCopy", v); err != nil {
+			if err := CheckPrintable("mustDeepCopy", v); err != nil {
 				return nil, err
 			}
 			return f(v)
@@ -607,7 +612,7 @@ func boundedEncodeFuncs(fm template.FuncMap) {
 	}
 	if f, ok := fm["join"].(func(string, any) string); ok {
 		fm["join"] = func(sep string, v any) (string, error) {
-			if err := checkPrintable("join", v); err != nil {
+			if err := CheckPrintable("join", v); err != nil {
 				return "", err
 			}
 			if n := listLen(v) * int64(len(sep)); n > MaxOutput {
@@ -627,28 +632,28 @@ func wrapPrinting(fm template.FuncMap, name string) {
 	switch f := fm[name].(type) {
 	case func(any) (string, error):
 		fm[name] = func(v any) (string, error) {
-			if err := checkPrintable(name, v); err != nil {
+			if err := CheckPrintable(name, v); err != nil {
 				return "", err
 			}
 			return f(v)
 		}
 	case func(...any) (string, error):
 		fm[name] = func(v ...any) (string, error) {
-			if err := checkPrintable(name, v...); err != nil {
+			if err := CheckPrintable(name, v...); err != nil {
 				return "", err
 			}
 			return f(v...)
 		}
 	case func(string, any, any) (map[string]any, error):
 		fm[name] = func(n string, base, extra any) (map[string]any, error) {
-			if err := checkPrintable(name, base, extra); err != nil {
+			if err := CheckPrintable(name, base, extra); err != nil {
 				return nil, err
 			}
 			return f(n, base, extra)
 		}
 	case func(string, any, any) (map[string]string, error):
 		fm[name] = func(n string, base, extra any) (map[string]string, error) {
-			if err := checkPrintable(name, base, extra); err != nil {
+			if err := CheckPrintable(name, base, extra); err != nil {
 				return nil, err
 			}
 			return f(n, base, extra)

@@ -1,9 +1,11 @@
-package eval
+package funcs
 
 import (
+	"io"
 	"reflect"
 	"strings"
 	"testing"
+	"text/template"
 )
 
 func TestMergeConfig(t *testing.T) {
@@ -62,8 +64,8 @@ func TestMergeConfigRefusesNonMappings(t *testing.T) {
 		}
 	}
 	// Through a template, the error names the variable too.
-	_, err := New().RenderString(`{{ mergeConfig "etcd_extra_config" .base .extra | toYaml }}`,
-		map[string]any{"base": map[string]any{}, "extra": []any{"a"}})
+	tm := template.Must(template.New("t").Funcs(Template()).Parse(`{{ mergeConfig "etcd_extra_config" .base .extra | toYaml }}`))
+	err := tm.Execute(io.Discard, map[string]any{"base": map[string]any{}, "extra": []any{"a"}})
 	if err == nil || !strings.Contains(err.Error(), "etcd_extra_config must be a mapping of settings (key: value), not a list") {
 		t.Errorf("template: %v", err)
 	}
