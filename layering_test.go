@@ -89,6 +89,10 @@ func TestLayering(t *testing.T) {
 		{"engine/playbook", []string{"engine$", "engine/load", "engine/run", "engine/journal", "engine/model", "engine/output", "lifecycle", "service"}},
 		{"engine/load", []string{"engine$", "engine/run", "engine/journal", "engine/model", "engine/output", "lifecycle", "service"}},
 		{"engine/run", []string{"engine$", "engine/load", "engine/output", "lifecycle", "service"}},
+		// The run's connections and its tasks' files are parts of the run
+		// room that know no other part of it: the run holds them.
+		{"engine/run/hostconn", []string{"engine$", "engine/load", "engine/run", "engine/playbook", "engine/journal", "engine/variables", "engine/eval", "engine/model", "engine/output", "lifecycle", "service"}},
+		{"engine/run/taskfiles", []string{"engine$", "engine/load", "engine/run", "engine/journal", "engine/variables", "engine/hostlock", "engine/model", "engine/output", "lifecycle", "service"}},
 		{"engine/variables", []string{"engine$", "engine/load", "engine/run", "engine/journal", "engine/model", "engine/output", "lifecycle", "service"}},
 		// Evaluation knows no room: the rooms hand it their variables. Its
 		// function library knows no variables either (the evaluator adds

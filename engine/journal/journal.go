@@ -81,6 +81,50 @@ type Record struct {
 	Outcome string `json:"outcome,omitempty"`
 }
 
+// Keep puts what a task registered (reg: nil when it registers nothing)
+// and the facts it set into rec, for --resume to restore. A value that
+// holds a secret is never journaled, not even masked: restoring "********"
+// would write the mask into real files. Such a record is marked Omitted and
+// the task runs again on resume, as under no_log.
+func (rec *Record) Keep(reg, facts map[string]any, noLog bool, red *Masker) {
+	if reg == nil && len(facts) == 0 {
+		return
+	}
+	if noLog || red.Holds(reg) || red.Holds(facts) {
+		rec.Omitted = true
+		return
+	}
+	rec.Result = reg
+	if len(facts) > 0 {
+		rec.Facts = facts
+	}
+}
+
+// Explain adds what `kubexm logs` shows to a result: the exit status of a
+// command, and for a status other than ok, changed or skipped its message
+// and the ends of its output (reg's). no_log hides them; so does a secret in
+// them, since a journal never holds one, not even masked.
+func (rec *Record) Explain(msg string, reg map[string]any, noLog bool, red *Masker) {
+	if noLog {
+		rec.Hidden = msg != "" || reg["stdout"] != nil
+		return
+	}
+	if rc, ok := reg["rc"].(int); ok {
+		rec.RC = &rc
+	}
+	switch rec.Status {
+	case model.StatusOK, model.StatusChanged, model.StatusSkipped:
+		return
+	}
+	stdout, _ := reg["stdout"].(string)
+	stderr, _ := reg["stderr"].(string)
+	if red.Holds(msg) || red.Holds(stdout) || red.Holds(stderr) {
+		rec.Hidden = true
+		return
+	}
+	rec.Message, rec.StdoutTail, rec.StderrTail = msg, LastLines(stdout, LogTailLines), LastLines(stderr, LogTailLines)
+}
+
 // Journal is an open journal a run appends to.
 type Journal struct {
 	mu   sync.Mutex

@@ -1,21 +1,20 @@
 // Package run runs a loaded playbook (engine/playbook) on an inventory:
 // the strategies and batches, task execution on hosts in parallel,
-// variables and their precedence, handlers, host locks and
-// --start-at-task, reporting events (engine/model) and journaling outcomes
-// (engine/journal). It imports no loader: a dynamic include loads through
-// the function the loader left on it.
+// variables and their precedence, handlers and --start-at-task, reporting
+// events (engine/model) and journaling outcomes (engine/journal). The
+// connections to the hosts and their locks (engine/run/hostconn) and the
+// files a task's builtin reads (engine/run/taskfiles) are its parts. It
+// imports no loader: a dynamic include loads through the function the
+// loader left on it.
 package run
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mensylisir/kubexm/engine/variables"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +22,9 @@ import (
 	"github.com/mensylisir/kubexm/engine/journal"
 	"github.com/mensylisir/kubexm/engine/model"
 	"github.com/mensylisir/kubexm/engine/playbook"
+	"github.com/mensylisir/kubexm/engine/run/hostconn"
+	"github.com/mensylisir/kubexm/engine/run/taskfiles"
+	"github.com/mensylisir/kubexm/engine/variables"
 
 	"github.com/mensylisir/kubexm/engine/eval"
 	"github.com/mensylisir/kubexm/engine/transport"
@@ -109,14 +111,12 @@ type runner struct {
 	started   bool // --start-at-task reached
 	sel       *playbook.Selection
 	hostvars  hostvarsCache
-	filesMu   sync.Mutex
-	files     map[string]string // built-in files copied to disk for builtins
-	filesDir  string
+	files     *taskfiles.Files
 	aborted   string
 	startTime time.Time
 	orders    sync.Map // variables.OrderKey -> variables.VarOrder: renderOrder's cache
 	memo      *variables.Memo
-	localLock localLock // the lock of this machine, for its connection: local hosts
+	conns     *hostconn.Pool
 }
 
 // Run runs every play of pb against inv. The recap is returned even when the
@@ -161,7 +161,7 @@ func Run(ctx context.Context, pb *playbook.Playbook, inv *inventory.Inventory, o
 		}
 	}
 	r.stopWorkers()
-	r.cleanupFiles()
+	r.files.Remove()
 	return r.finish(ctx)
 }
 
@@ -177,7 +177,7 @@ func newRunner(pb *playbook.Playbook, inv *inventory.Inventory, opts RunOptions)
 		pb:  pb, inv: inv, opts: opts, ev: pb.Eval, out: opts.Output,
 		jobs:  make(chan func()),
 		runID: journal.NewRunID(now), hosts: map[string]*hostState{},
-		red: journal.NewMasker(inv.Secrets()), files: map[string]string{},
+		red:       journal.NewMasker(inv.Secrets()),
 		startTime: now,
 		started:   opts.StartAt == "",
 	}
@@ -185,6 +185,7 @@ func newRunner(pb *playbook.Playbook, inv *inventory.Inventory, opts RunOptions)
 		r.ev = eval.New()
 	}
 	r.memo = variables.NewMemo(r.ev.Closed)
+	r.files = taskfiles.New(pb, r.ev)
 	r.recap = &model.Recap{RunID: r.runID, Hosts: map[string]*model.HostStats{}}
 	r.control = opts.Control
 	if r.control == nil {
@@ -195,10 +196,21 @@ func newRunner(pb *playbook.Playbook, inv *inventory.Inventory, opts RunOptions)
 	if err := r.initHosts(); err != nil {
 		return nil, err
 	}
+	r.conns = hostconn.New(inv, r.connOptions())
 	if err := r.openJournal(); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// connOptions say how the run reaches its hosts, and as whom it locks them.
+func (r *runner) connOptions() hostconn.Options {
+	ctl, _ := os.Hostname()
+	o := r.opts
+	return hostconn.Options{Connect: o.Connect, Control: r.control, Lock: o.HostLock, Wait: o.LockWait, Break: o.BreakLock, File: o.LockFile,
+		Holder: fmt.Sprintf("kubexm run %s (playbook %s) from %s pid %d, since %s",
+			r.runID, r.pb.Name, ctl, os.Getpid(), r.startTime.UTC().Format(time.RFC3339)),
+		Warn: func(format string, args ...any) { r.warn("", format, args...) }}
 }
 
 // startWorkers starts the run's workers, at most --forks of them.
@@ -218,7 +230,7 @@ func (r *runner) startWorkers() {
 func (r *runner) stopWorkers() {
 	close(r.jobs)
 	r.workers.Wait()
-	r.closeHosts()
+	r.conns.Close()
 }
 
 // finish completes the recap, closes the journal, reports the recap and
@@ -422,76 +434,7 @@ func (r *runner) count(h *hostState, st model.Status, msg string) {
 
 // transportFor opens (once per run) the transport of a host.
 func (r *runner) transportFor(ctx context.Context, name string) (transport.Transport, error) {
-	r.mu.Lock()
-	h, ok := r.hosts[name]
-	r.mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("host %q is not in the inventory", name)
-	}
-	h.connOnce.Do(func() {
-		if h.host != nil && h.host.Local {
-			h.conn = r.localConn(ctx, h)
-			return
-		}
-		if name == inventory.Localhost && h.host == nil {
-			h.conn = connResult{t: r.control}
-			return
-		}
-		if r.opts.Connect == nil {
-			h.conn = connResult{err: fmt.Errorf("no way to reach %s: the engine was given no remote transport", name)}
-			return
-		}
-		t, err := r.opts.Connect(ctx, h.host)
-		if err == nil && t == nil {
-			err = fmt.Errorf("connecting to %s gave no transport", name)
-		}
-		if err != nil {
-			// Whatever the connector returned beside the error is unusable,
-			// and may be a nil pointer in a non-nil interface.
-			t = nil
-		}
-		var unlock func()
-		if err == nil && r.opts.HostLock {
-			if unlock, err = r.lockHost(ctx, name, t); err != nil {
-				_ = t.Close()
-				t = nil
-			}
-		}
-		h.conn = connResult{t: t, err: err, unlock: unlock}
-	})
-	c := h.conn.(connResult)
-	return c.t, c.err
-}
-
-type connResult struct {
-	t      transport.Transport
-	err    error
-	unlock func() // releases the host's lock, if the run holds it
-}
-
-func (c connResult) Close() error {
-	if c.t == nil {
-		return nil
-	}
-	if c.unlock != nil {
-		c.unlock()
-	}
-	return c.t.Close()
-}
-
-func (r *runner) closeHosts() {
-	for _, h := range r.order {
-		if h.conn == nil {
-			continue
-		}
-		if c := h.conn.(connResult); c.t != nil && c.t != r.control {
-			_ = c.Close()
-		} else if c.unlock != nil {
-			// localhost as a host: the control machine's transport stays
-			// open, the machine's lock does not.
-			c.unlock()
-		}
-	}
+	return r.conns.Get(ctx, name)
 }
 
 // interrupted records that a signal stopped task t, named name, on host.
@@ -532,95 +475,4 @@ func (r *runner) startAtReached(t *playbook.Task) bool {
 		r.started = true
 	}
 	return r.started
-}
-
-// findFile resolves a builtin's relative files/ or templates/ name.
-func (r *runner) findFile(t *playbook.Task) func(kind, name string) (string, error) {
-	return func(kind, name string) (string, error) {
-		if filepath.IsAbs(name) {
-			return name, nil
-		}
-		var cands []playbook.Source
-		if t.Role != nil {
-			if o, _, ok := r.pb.OverlayFile(t.Role, kind, name); ok {
-				cands = append(cands, o)
-			}
-			cands = append(cands, t.Role.Dir.Join(kind).Join(name), t.Role.Dir.Join(name))
-		}
-		pbDir := r.pb.Src.Dir()
-		// A hook play's own files are beside it.
-		if t.Play != nil && t.Play.Src.Fsys != nil && !t.Play.Src.Dir().Same(pbDir) {
-			d := t.Play.Src.Dir()
-			cands = append(cands, d.Join(kind).Join(name), d.Join(name))
-		}
-		cands = append(cands, pbDir.Join(kind).Join(name), pbDir.Join(name))
-		for _, c := range cands {
-			if c.IsFile() {
-				return r.materialize(c)
-			}
-		}
-		where := pbDir.String()
-		if t.Role != nil {
-			where = "role " + t.Role.Name + " and " + where
-		}
-		return "", fmt.Errorf("%s %q not found in %s", strings.TrimSuffix(kind, "s"), name, where)
-	}
-}
-
-// renderTemplate renders a template of a task's role with the blocks its
-// overlay files of blocks replace (step.Env.RenderTemplate).
-func (r *runner) renderTemplate(t *playbook.Task) func(name, text string, vars map[string]any) (string, error) {
-	return func(name, text string, vars map[string]any) (string, error) {
-		var files []eval.BlockFile
-		if t.Role != nil && !filepath.IsAbs(name) {
-			_, blocks, _ := r.pb.OverlayFile(t.Role, "templates", name)
-			for _, b := range blocks {
-				data, err := b.Read()
-				if err != nil {
-					return "", err
-				}
-				files = append(files, eval.BlockFile{File: b.String(), Text: string(data)})
-			}
-		}
-		return r.ev.RenderBlocks(text, files, vars)
-	}
-}
-
-// materialize returns a path on disk for a file, copying embedded files out
-// once per run.
-func (r *runner) materialize(s playbook.Source) (string, error) {
-	if !s.Builtin {
-		return "/" + s.Name, nil
-	}
-	r.filesMu.Lock()
-	defer r.filesMu.Unlock()
-	if p, ok := r.files[s.Name]; ok {
-		return p, nil
-	}
-	if r.filesDir == "" {
-		d, err := os.MkdirTemp("", "kubexm-builtin-")
-		if err != nil {
-			return "", err
-		}
-		r.filesDir = d
-	}
-	data, err := s.Read()
-	if err != nil {
-		return "", err
-	}
-	p := filepath.Join(r.filesDir, filepath.FromSlash(s.Name))
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		return "", err
-	}
-	r.files[s.Name] = p
-	return p, nil
-}
-
-func (r *runner) cleanupFiles() {
-	if r.filesDir != "" {
-		_ = os.RemoveAll(r.filesDir)
-	}
 }

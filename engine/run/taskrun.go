@@ -172,8 +172,7 @@ func (pr *playRun) runTaskHost(ctx context.Context, t *playbook.Task, h *hostSta
 	if t.Action == "setup" {
 		facts = nil // gathered again on resume, never restored
 	}
-	r.journalValues(&rec, t, out.reg, facts)
-	r.journalLog(&rec, t, out)
+	r.journalOutcome(&rec, t, out, facts)
 	r.jr.Write(rec)
 	ev.Status, ev.DurationMS = out.status, since(start)
 	if ev.Message == "" {
@@ -457,57 +456,19 @@ func (pr *playRun) runBatched(ctx context.Context, t *playbook.Task, h *hostStat
 func (pr *playRun) itemRecord(t *playbook.Task, h *hostState, key string, o hostOutcome) journal.Record {
 	rec := journal.Record{Type: "result", Key: key, Task: pr.taskName(t), Host: h.name, Status: o.status, Role: t.RoleName(), Pos: t.Where(),
 		Control: controlSide(t, h.name, o.reg)}
-	pr.r.journalValues(&rec, t, o.reg, o.facts)
-	pr.r.journalLog(&rec, t, o)
+	pr.r.journalOutcome(&rec, t, o, o.facts)
 	return rec
 }
 
-// journalValues puts what a task registered and the facts it set into its
-// journal record, for --resume to restore. A value that holds a secret is
-// never journaled, not even masked: restoring "********" would write the
-// mask into real files. Such a record is marked Omitted and the task runs
-// again on resume, as under no_log.
-func (r *runner) journalValues(rec *journal.Record, t *playbook.Task, reg, facts map[string]any) {
+// journalOutcome puts into rec what a task's outcome on a host leaves in
+// the journal (journal.Record.Keep, Explain).
+func (r *runner) journalOutcome(rec *journal.Record, t *playbook.Task, out hostOutcome, facts map[string]any) {
+	reg := out.reg
 	if t.Register == "" {
 		reg = nil
 	}
-	if reg == nil && len(facts) == 0 {
-		return
-	}
-	if t.NoLog || r.red.Holds(reg) || r.red.Holds(facts) {
-		rec.Omitted = true
-		return
-	}
-	rec.Result = reg
-	if len(facts) > 0 {
-		rec.Facts = facts
-	}
-}
-
-// journalLog adds what `kubexm logs` shows to rec: the exit status of a
-// command, and for an outcome other than ok, changed or skipped its message
-// and the ends of its output. no_log hides them; so does a secret in them,
-// since a journal never holds one, not even masked.
-func (r *runner) journalLog(rec *journal.Record, t *playbook.Task, out hostOutcome) {
-	if t.NoLog {
-		rec.Hidden = out.msg != "" || out.reg["stdout"] != nil
-		return
-	}
-	if rc, ok := out.reg["rc"].(int); ok {
-		rec.RC = &rc
-	}
-	switch out.status {
-	case model.StatusOK, model.StatusChanged, model.StatusSkipped:
-		return
-	}
-	msg := out.msg
-	stdout, _ := out.reg["stdout"].(string)
-	stderr, _ := out.reg["stderr"].(string)
-	if r.red.Holds(msg) || r.red.Holds(stdout) || r.red.Holds(stderr) {
-		rec.Hidden = true
-		return
-	}
-	rec.Message, rec.StdoutTail, rec.StderrTail = msg, journal.LastLines(stdout, journal.LogTailLines), journal.LastLines(stderr, journal.LogTailLines)
+	rec.Keep(reg, facts, t.NoLog, r.red)
+	rec.Explain(out.msg, out.reg, t.NoLog, r.red)
 }
 
 func (pr *playRun) failure(t *playbook.Task, msg string) hostOutcome {
@@ -683,8 +644,8 @@ func (pr *playRun) prepare(ctx context.Context, t *playbook.Task, h *hostState, 
 	env = &step.Env{
 		Host: h.name, Target: tr, Control: r.control, Check: r.checkMode(t), Diff: r.opts.Diff, Become: t.Become,
 		Environment: environment,
-		Vars:        vars, Render: r.ev.RenderString, Eval: r.ev.Eval, FindFile: r.findFile(t), WorkDir: r.opts.WorkDir,
-		RenderTemplate: r.renderTemplate(t),
+		Vars:        vars, Render: r.ev.RenderString, Eval: r.ev.Eval, FindFile: r.files.Find(t), WorkDir: r.opts.WorkDir,
+		RenderTemplate: r.files.RenderTemplate(t),
 		Verbosity:      r.opts.Verbosity,
 		Logf: func(format string, a ...any) {
 			if r.opts.Verbosity >= 1 && !t.NoLog {

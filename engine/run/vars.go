@@ -33,16 +33,9 @@ type hostState struct {
 	gathered bool
 	occ      map[string]int // how often each task ran on this host, for journal keys
 
-	connOnce sync.Once
-	conn     hostConn
-
 	// Run-level state, guarded by runner.mu.
 	failed      bool
 	unreachable bool
-}
-
-type hostConn interface {
-	Close() error
 }
 
 func newHostState(name string, h *inventory.Host, inv *inventory.Inventory, defaults map[string]any) *hostState {
