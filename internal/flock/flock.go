@@ -5,7 +5,7 @@
 //
 // (The lock a run takes on each host is another thing: it is held by a
 // shell on that host for as long as the run's connection lives, see
-// engine/hostlock.go.)
+// engine/hostlock.)
 package flock
 
 import (
