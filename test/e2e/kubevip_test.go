@@ -177,7 +177,12 @@ func kubeVIPArtifacts(ctx context.Context, t *testing.T, root string) {
 // the only worker, kube-vip holding vip on the masters.
 func kubeVIPClusterYAML(name string, set *testhosts.Set, vip string) string {
 	y := haClusterYAML(name, set)
-	y = strings.Replace(y, "    worker: [n4, n5]\n", "    worker: [n4]\n", 1)
+	return withKubeVIP(strings.Replace(y, "    worker: [n4, n5]\n", "    worker: [n4]\n", 1), vip)
+}
+
+// withKubeVIP is an haClusterYAML text with kube-vip holding vip on the
+// masters instead of the workers' haproxy.
+func withKubeVIP(y, vip string) string {
 	return strings.Replace(y, "  controlPlaneEndpoint:\n    internalLoadbalancer: haproxy\n",
 		"  controlPlaneEndpoint:\n    internalLoadbalancer: kube-vip\n    lb_address: "+vip+"\n", 1)
 }

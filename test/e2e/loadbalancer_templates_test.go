@@ -383,3 +383,64 @@ func TestLoadBalancerTemplateVRRPAdvertFitsVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestKubeVIPBackendScript runs backend.yaml's kube-vip step here: a master
+// not holding the VIP is left alone on "out" (no manifest moved); "in" puts
+// a parked manifest back, or drops the parked copy when the role has written
+// the manifest again since, and says nothing when nothing is parked. The
+// holder's step-down itself (the kubelet stopping kube-vip) needs a master:
+// make e2e-upgrade-ha-kube-vip.
+func TestKubeVIPBackendScript(t *testing.T) {
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("the script asks ip for the host's addresses; iproute2 is not installed here")
+	}
+	script, _ := roleTask(t, "loadbalancer", "backend.yaml", `Load balancer - {{ .lb_backend_masters | join ", " }} {{ if eq .lb_backend_state "out" }}out of{{ else }}back into{{ end }} kube-vip's election`)["shell"].(string)
+	if script == "" {
+		t.Fatal("backend.yaml's kube-vip task has no shell script")
+	}
+	dir := t.TempDir()
+	manifest, parked := filepath.Join(dir, "manifests", "kube-vip.yaml"), filepath.Join(dir, "kube-vip.parked.yaml")
+	if err := os.MkdirAll(filepath.Dir(manifest), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(state, want string) {
+		t.Helper()
+		c := exec.Command("sh", "-c", script)
+		// 192.0.2.250 (TEST-NET-1) is on no interface here.
+		c.Env = append(os.Environ(), "VIP=192.0.2.250", "MANIFEST="+manifest, "PARKED="+parked, "STATE="+state)
+		got, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", state, err, got)
+		}
+		if strings.TrimSpace(string(got)) != want {
+			t.Errorf("%s: said %q, want %q", state, got, want)
+		}
+	}
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	write := func(p, text string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	write(manifest, "pod\n")
+	run("out", "")
+	if !exists(manifest) || exists(parked) {
+		t.Errorf("out on a master not holding the VIP moved its manifest")
+	}
+	run("in", "")
+
+	os.Remove(manifest)
+	write(parked, "parked pod\n")
+	run("in", "a candidate again")
+	if got, _ := os.ReadFile(manifest); string(got) != "parked pod\n" || exists(parked) {
+		t.Errorf("in did not put the parked manifest back: manifest %q, parked left %v", got, exists(parked))
+	}
+
+	write(parked, "old pod\n")
+	run("in", "a candidate again")
+	if got, _ := os.ReadFile(manifest); string(got) != "parked pod\n" || exists(parked) {
+		t.Errorf("in with a manifest written since: manifest %q (want it kept), parked left %v", got, exists(parked))
+	}
+}

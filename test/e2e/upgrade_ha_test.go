@@ -38,6 +38,15 @@ const upgradeHAPollPeriod = 200 * time.Millisecond
 //
 // It needs Kubernetes lifecycleFromVersion built too (test/artifacts, a
 // second full build), so CI does not run it: `make e2e-upgrade-ha`.
+//
+// With KUBEXM_E2E_UPGRADE_HA_LB=kube-vip (`make e2e-upgrade-ha-kube-vip`,
+// issue 51's "upgrade keeps the VIP up") the masters hold lb_address with
+// kube-vip instead (kube-vip's image in the bundle, no haproxy): the client
+// on n4 asks the API through the VIP, and each master holding the VIP when
+// its API server restarts steps down first (roles/loadbalancer
+// tasks/backend.yaml parks its static pod) and is a candidate again after;
+// afterwards kube-vip runs on every master, one of them holds the VIP and
+// no manifest is left parked.
 func TestUpgradeHA(t *testing.T) {
 	parallelSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Minute)
@@ -52,6 +61,15 @@ func TestUpgradeHA(t *testing.T) {
 	for _, v := range []string{from, to} {
 		kubeadmArtifacts(ctx, t, root, v)
 	}
+	kubeVIP := os.Getenv("KUBEXM_E2E_UPGRADE_HA_LB") == "kube-vip"
+	if lb := os.Getenv("KUBEXM_E2E_UPGRADE_HA_LB"); lb != "" && !kubeVIP {
+		t.Fatalf("KUBEXM_E2E_UPGRADE_HA_LB=%q: want kube-vip or nothing (haproxy)", lb)
+	}
+	lbName := "internal haproxy"
+	if kubeVIP {
+		lbName = "kube-vip"
+		kubeVIPArtifacts(ctx, t, root)
+	}
 	bin := buildKubexm(ctx, t, root, work)
 	kubectl := filepath.Join(releaseRoot, "kubernetes", "release", kubernetesVersion, "bin", "linux", "amd64", "kubectl")
 
@@ -62,12 +80,16 @@ func TestUpgradeHA(t *testing.T) {
 	}
 	masters, workers := set.Hosts[:3], set.Hosts[3:]
 	server := serveDir(t, set.Gateway, releaseRoot)
+	vip := set.Gateway[:strings.LastIndex(set.Gateway, ".")] + ".250"
 
 	const name = "e2e-upha"
 	inventory := filepath.Join(work, "cluster.yaml")
 	writeHAAt := func(version string) {
 		t.Helper()
 		text := haClusterYAML(name, set)
+		if kubeVIP {
+			text = withKubeVIP(text, vip)
+		}
 		at := strings.Replace(text, "version: "+kubernetesVersion+"\n", "version: "+version+"\n", 1)
 		if version != kubernetesVersion && at == text {
 			t.Fatalf("haClusterYAML names no version %s:\n%s", kubernetesVersion, text)
@@ -82,20 +104,32 @@ func TestUpgradeHA(t *testing.T) {
 	k := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(work, ".kubexm", name, "kubeconfig")}
 	diag.cluster(k)
 
-	// haproxy comes from the bundle; the rest of it is the v1.36 release.
-	kxExport := kx
-	kxExport.extra = append(append([]string{}, kx.extra...), `{"kube_control_plane_lb_bundle_packages": ["haproxy"]}`)
-	bundle := exportBundle(ctx, t, kxExport, server, " (haproxy, Kubernetes "+from+")")
+	// haproxy (or kube-vip's image) comes from the bundle; the rest of it
+	// is the v1.36 release.
+	bundle := exportBundle(ctx, t, kx, server, " ("+lbName+", Kubernetes "+from+")")
 
 	create := filepath.Join(root, "playbooks", "create-cluster")
 	res := kx.play(ctx, create, "--offline-bundle", bundle)
 	if res.err != nil {
 		t.Fatalf("create-cluster %s failed after %s: %v%s", from, res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF create-cluster %s (3 masters, 2 workers, internal haproxy, flannel, offline bundle): %s (%d changed)",
-		from, res.wall.Round(time.Millisecond), len(res.changed()))
+	t.Logf("PERF create-cluster %s (3 masters, 2 workers, %s, flannel, offline bundle): %s (%d changed)",
+		from, lbName, res.wall.Round(time.Millisecond), len(res.changed()))
 	waitNodesAt(ctx, t, k, set, from)
-	checkHAProxyBackends(ctx, t, set, masters, workers)
+	checkLB := func() {
+		t.Helper()
+		if !kubeVIP {
+			checkHAProxyBackends(ctx, t, set, masters, workers)
+			return
+		}
+		t.Logf("the VIP %s is on %s", vip, kubeVIPHolder(ctx, t, set, masters, vip).Name)
+		for _, m := range masters {
+			if out, err := set.SSH(ctx, m.Name, "ls /etc/kubernetes/kube-vip.parked.yaml 2>&1 || true"); err != nil || !strings.Contains(out, "No such file") {
+				t.Errorf("%s: a parked kube-vip manifest is left: %v\n%s", m.Name, err, out)
+			}
+		}
+	}
+	checkLB()
 
 	// The workload behind the Service, and a token for the API client.
 	if out, err := k.run(ctx, polledWeb("avail", busyboxRef(t)), "apply", "-f", "-"); err != nil {
@@ -116,7 +150,7 @@ func TestUpgradeHA(t *testing.T) {
 	// Up to an hour of requests each; both stop once the upgrade is done.
 	const most = int(time.Hour / upgradeHAPollPeriod)
 	pollers := []*upgradePoller{
-		{label: "API through " + workers[0].Name + "'s haproxy (" + haEndpoint + "/api, a token)", host: workers[0].Name,
+		{label: "API through " + workers[0].Name + "'s " + lbName + " (" + haEndpoint + "/api, a token)", host: workers[0].Name,
 			script: endpointPollScript("/api", strings.TrimSpace(token), most, upgradeHAPollPeriod, 5*time.Second)},
 		{label: "ClusterIP Service avail/web from " + masters[0].Name, host: masters[0].Name,
 			script: servicePollScript("http://"+strings.TrimSpace(ip)+"/", most, upgradeHAPollPeriod, 5*time.Second)},
@@ -137,8 +171,8 @@ func TestUpgradeHA(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("upgrade %s -> %s failed after %s: %v%s", from, to, res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF upgrade %s -> %s (binary mode, 3 masters one at a time, 2 workers in batches of 1, internal haproxy): %s (%d changed); by play:%s; slowest tasks:%s",
-		from, to, res.wall.Round(time.Millisecond), len(res.changed()), playWalls(res), res.slowest(12))
+	t.Logf("PERF upgrade %s -> %s (binary mode, 3 masters one at a time, 2 workers in batches of 1, %s): %s (%d changed); by play:%s; slowest tasks:%s",
+		from, to, lbName, res.wall.Round(time.Millisecond), len(res.changed()), playWalls(res), res.slowest(12))
 	for _, p := range pollers {
 		st := p.stats(t, pollStart)
 		share := 100 * float64(st.total-st.failed) / float64(st.total)
@@ -152,7 +186,12 @@ func TestUpgradeHA(t *testing.T) {
 		}
 	}
 
-	// Each master out of the load balancer before its restart, back after.
+	// Each master out of the load balancer before its restart, back after:
+	// every haproxy; with kube-vip the masters that held the VIP then.
+	lbStep := " every haproxy"
+	if kubeVIP {
+		lbStep = " kube-vip's election"
+	}
 	moved := map[string][]string{}
 	for _, e := range res.events {
 		if e.Kind != "host_result" || e.Status != "changed" || !strings.HasPrefix(e.Task, "Load balancer - ") {
@@ -161,19 +200,31 @@ func TestUpgradeHA(t *testing.T) {
 		for _, m := range masters {
 			for _, way := range []string{"out of", "back into"} {
 				// One event per item (worker) or per host: the same step once.
-				if strings.HasPrefix(e.Task, "Load balancer - "+m.Name+" "+way+" every haproxy") &&
+				if strings.HasPrefix(e.Task, "Load balancer - "+m.Name+" "+way+lbStep) &&
 					(len(moved[m.Name]) == 0 || moved[m.Name][len(moved[m.Name])-1] != way) {
 					moved[m.Name] = append(moved[m.Name], way)
 				}
 			}
 		}
 	}
+	steppedDown := 0
 	for _, m := range masters {
-		if got := strings.Join(moved[m.Name], ", "); got != "out of, back into" {
+		got := strings.Join(moved[m.Name], ", ")
+		if kubeVIP && got == "" {
+			continue // not the VIP's holder when its API server restarted
+		}
+		steppedDown++
+		if got != "out of, back into" {
 			t.Errorf("master %s in the load balancer during the upgrade: %q, want \"out of, back into\" (once each, in that order)", m.Name, got)
 		}
 	}
-	checkHAProxyBackends(ctx, t, set, masters, workers)
+	if kubeVIP {
+		t.Logf("PERF masters that stepped down as the VIP's holder before their API server restarted: %d", steppedDown)
+		if steppedDown == 0 {
+			t.Errorf("no master stepped down as kube-vip's VIP holder during the upgrade, yet one of them held it at its restart")
+		}
+	}
+	checkLB()
 
 	waitNodesAt(ctx, t, k, set, to)
 	if out, err := k.run(ctx, "", "get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name} {.spec.unschedulable}{\"\\n\"}{end}"); err != nil || strings.Contains(out, "true") {
@@ -198,6 +249,12 @@ func TestUpgradeHA(t *testing.T) {
 	res = target.play(ctx, filepath.Join(root, "playbooks", "delete"))
 	if res.err != nil {
 		t.Fatalf("delete failed: %v%s", res.err, res.failures())
+	}
+	for _, m := range masters {
+		if out, err := set.SSH(ctx, m.Name, "ip -o addr show; ls /etc/kubernetes/kube-vip.parked.yaml 2>&1 || true"); err != nil ||
+			(kubeVIP && strings.Contains(out, " "+vip+"/")) || !strings.Contains(out, "No such file") {
+			t.Errorf("%s after the delete: the VIP or a parked kube-vip manifest is left: %v\n%s", m.Name, err, out)
+		}
 	}
 	t.Logf("PERF delete: %s", res.wall.Round(time.Millisecond))
 	t.Logf("PERF TestUpgradeHA wall time: %s", time.Since(suiteStart).Round(time.Second))
