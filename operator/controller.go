@@ -65,7 +65,9 @@ type Reconciler struct {
 	LockWait time.Duration
 	// Out receives each run's output.
 	Out io.Writer
-	Now func() time.Time
+	// Metrics measures the runs and the statuses written (nil: nothing).
+	Metrics *Metrics
+	Now     func() time.Time
 }
 
 // SetupWithManager registers the reconciler for Cluster objects.
@@ -85,6 +87,9 @@ const refresh = 5 * time.Minute
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := NewCluster()
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.forget(req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	dir := filepath.Join(r.WorkDir, obj.GetName())
@@ -247,6 +252,8 @@ func (r *Reconciler) run(ctx context.Context, obj *unstructured.Unstructured, pl
 		return ctrl.Result{}, err
 	}
 	r.event(obj, corev1.EventTypeNormal, "RunStarted", plan.Playbook, "%s: %s", plan.Playbook, plan.Message)
+	r.Metrics.runStarted(obj.GetName(), plan.Playbook)
+	defer r.Metrics.runStopped(obj.GetName(), plan.Playbook)
 	// The run of the same playbook an earlier leader left unfinished is
 	// resumed (resume.go).
 	ns := credentialsNamespace(obj)
@@ -313,6 +320,9 @@ func (r *Reconciler) run(ctx context.Context, obj *unstructured.Unstructured, pl
 		if recap != nil && recap.Cancelled {
 			last.Result = "Interrupted"
 		}
+	}
+	r.Metrics.runEnded(obj.GetName(), plan.Playbook, last.Result, finished.Sub(started))
+	if runErr != nil {
 		return ctrl.Result{}, r.finish(ctx, obj, Plan{Action: Refuse, Reason: "RunFailed", Message: fmt.Sprintf("%s run %s failed: %v", plan.Playbook, last.ID, runErr)}, in, last)
 	}
 	r.event(obj, corev1.EventTypeNormal, "RunSucceeded", plan.Playbook, "%s run %s succeeded", plan.Playbook, last.ID)
@@ -503,6 +513,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, obj *unstructured.Unstruct
 		return fmt.Errorf("write the status: %w", err)
 	}
 	obj.SetResourceVersion(cur.GetResourceVersion())
+	r.Metrics.status(cur.GetName(), st)
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -69,6 +70,12 @@ func Manage(ctx context.Context, o ManagerOptions, r *Reconciler, log slog.Handl
 		return fmt.Errorf("controller: %w", err)
 	}
 	r.Client, r.Recorder = mgr.GetClient(), mgr.GetEventRecorder("kubexm-controller")
+	if r.Metrics == nil && o.MetricsAddr != "0" {
+		// The registry the manager's /metrics serves.
+		if r.Metrics, err = NewMetrics(ctrlmetrics.Registry); err != nil {
+			return fmt.Errorf("controller metrics: %w", err)
+		}
+	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}

@@ -80,7 +80,7 @@ func TestKubexmControllerTemplate(t *testing.T) {
 				t.Errorf("pinned to %s, want the masters %s", hosts, want)
 			}
 			args := strings.Join(toStrings(pod("containers", 0, "args")), " ")
-			if args != "--workdir=/var/lib/kubexm-controller/work --leader-election-namespace=kubexm-system --health-probe-bind-address=:10271" ||
+			if args != "--workdir=/var/lib/kubexm-controller/work --leader-election-namespace=kubexm-system --health-probe-bind-address=:10271 --metrics-bind-address=127.0.0.1:10272" ||
 				fmt.Sprint(pod("containers", 0, "readinessProbe", "httpGet", "port")) != "10271" {
 				t.Errorf("args %q, readiness %v", args, pod("containers", 0, "readinessProbe"))
 			}
