@@ -155,7 +155,7 @@ func (r *Reconciler) input(ctx context.Context, obj *unstructured.Unstructured, 
 	if err != nil {
 		return Input{}, "", &specError{err}
 	}
-	in := Input{Spec: &c.Spec, Groups: groups, Annotations: obj.GetAnnotations(), Generation: obj.GetGeneration(), Status: st}
+	in := Input{Spec: &c.Spec, Groups: groups, Annotations: obj.GetAnnotations(), Generation: obj.GetGeneration(), Status: st, Now: r.now()}
 	if raw := obj.GetAnnotations()[AnnotationAppliedSpec]; raw != "" {
 		var applied map[string]any
 		if err := json.Unmarshal([]byte(raw), &applied); err != nil {

@@ -18,6 +18,7 @@ type Metrics struct {
 	running     *prometheus.GaugeVec
 	phase       *prometheus.GaugeVec
 	nodes       *prometheus.GaugeVec
+	expiry      *prometheus.GaugeVec
 }
 
 // phases are the values of status.phase, each a series of
@@ -48,8 +49,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "kubexm_cluster_nodes",
 			Help: "The nodes the Cluster's spec names (state total) and those Ready (state ready), as its status last said.",
 		}, []string{"cluster", "state"}),
+		expiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kubexm_cluster_certificate_expiry_timestamp_seconds",
+			Help: "When the cluster's certificates expire (Unix time), as its status last said: the API server's (kind leaf) and the cluster CA's (kind ca).",
+		}, []string{"cluster", "kind"}),
 	}
-	for _, c := range []prometheus.Collector{m.runs, m.runDuration, m.running, m.phase, m.nodes} {
+	for _, c := range []prometheus.Collector{m.runs, m.runDuration, m.running, m.phase, m.nodes, m.expiry} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -101,6 +106,17 @@ func (m *Metrics) status(cluster string, st kxschema.ClusterStatus) {
 	}
 	m.nodes.WithLabelValues(cluster, "total").Set(float64(len(st.Nodes)))
 	m.nodes.WithLabelValues(cluster, "ready").Set(float64(ready))
+	var certs kxschema.CertificateStatus
+	if st.Certificates != nil {
+		certs = *st.Certificates
+	}
+	for kind, at := range map[string]string{"leaf": certs.EarliestExpiry, "ca": certs.CAExpiry} {
+		if t, err := time.Parse(time.RFC3339, at); err == nil {
+			m.expiry.WithLabelValues(cluster, kind).Set(float64(t.Unix()))
+		} else {
+			m.expiry.DeleteLabelValues(cluster, kind)
+		}
+	}
 }
 
 // forget drops the series of a Cluster that is gone.
@@ -108,7 +124,7 @@ func (m *Metrics) forget(cluster string) {
 	if m == nil {
 		return
 	}
-	for _, v := range []*prometheus.MetricVec{m.runs.MetricVec, m.running.MetricVec, m.phase.MetricVec, m.nodes.MetricVec} {
+	for _, v := range []*prometheus.MetricVec{m.runs.MetricVec, m.running.MetricVec, m.phase.MetricVec, m.nodes.MetricVec, m.expiry.MetricVec} {
 		v.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 	}
 }

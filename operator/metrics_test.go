@@ -4,11 +4,14 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kxschema "github.com/mensylisir/kubexm/schema"
 )
 
 // The metrics follow the runs and the statuses: a succeeded and a failed
@@ -45,6 +48,14 @@ func TestMetrics(t *testing.T) {
 	if r, n := testutil.ToFloat64(m.nodes.WithLabelValues("c1", "ready")), testutil.ToFloat64(m.nodes.WithLabelValues("c1", "total")); r != 2 || n != 2 {
 		t.Errorf("nodes ready/total: %v/%v, want 2/2", r, n)
 	}
+	if n := testutil.CollectAndCount(m.expiry); n != 0 {
+		t.Errorf("%d expiry series for a status without certificates", n)
+	}
+	m.status("c2", kxschema.ClusterStatus{Certificates: &kxschema.CertificateStatus{EarliestExpiry: "2027-12-02T08:00:00Z", CAExpiry: "2036-11-30T08:00:00Z"}})
+	if got := testutil.ToFloat64(m.expiry.WithLabelValues("c2", "leaf")); got != float64(time.Date(2027, 12, 2, 8, 0, 0, 0, time.UTC).Unix()) {
+		t.Errorf("leaf expiry: %v", got)
+	}
+	m.forget("c2")
 	if n := testutil.CollectAndCount(m.running); n != 0 {
 		t.Errorf("%d runs still in progress after the run ended", n)
 	}
@@ -74,7 +85,7 @@ func TestMetrics(t *testing.T) {
 	if _, err := f.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Name: "c1"}}); err != nil {
 		t.Fatal(err)
 	}
-	for name, c := range map[string]prometheus.Collector{"runs": m.runs, "phase": m.phase, "nodes": m.nodes} {
+	for name, c := range map[string]prometheus.Collector{"runs": m.runs, "phase": m.phase, "nodes": m.nodes, "expiry": m.expiry} {
 		if n := testutil.CollectAndCount(c); n != 0 {
 			t.Errorf("%s: %d series left for a deleted Cluster", name, n)
 		}

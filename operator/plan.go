@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/Masterminds/semver/v3"
 
@@ -72,6 +73,8 @@ type Input struct {
 	Status     schema.ClusterStatus
 	// Nodes are the API server's nodes by name.
 	Nodes map[string]Node
+	// Now is when the decision is made (the renewal window).
+	Now time.Time
 
 	// appliedFile is the applied spec's cluster file, for delete-nodes.
 	appliedFile string
@@ -149,6 +152,9 @@ func Decide(in Input) Plan {
 	if _, ok := in.Annotations[AnnotationRenewCertificates]; ok {
 		return Plan{Action: Run, Playbook: "certs-renew", Reason: "RenewingCertificates", Message: "the " + AnnotationRenewCertificates + " annotation asks for new certificates"}
 	}
+	if p, ok := renewalPlan(in); ok {
+		return p
+	}
 	if in.Generation != in.Status.ObservedGeneration {
 		if fields := otherChanges(in.Applied, in.Spec); in.Applied == nil || len(fields) > 0 {
 			msg := "the spec changed since the last applied one: " + strings.Join(fields, ", ")
@@ -195,6 +201,35 @@ func removedHosts(in Input, want []string) []string {
 		}
 	}
 	return out
+}
+
+// RenewWithin is the renewal window: certificates that expire within it
+// are renewed, as the masters' autoRenewCerts timer does.
+const RenewWithin = 30 * 24 * time.Hour
+
+// renewalPlan runs certs-renew when the status's earliest leaf certificate
+// (roles/cluster-resource writes it after every run: the API server's)
+// expires within RenewWithin; with spec.kubernetes.autoRenewCerts the
+// masters' timer renews them and the controller leaves it. When the last
+// run was a certs-renew that succeeded and the status still says so, it is
+// refused instead of run again: something other than the run is wrong.
+func renewalPlan(in Input) (Plan, bool) {
+	c := in.Status.Certificates
+	if in.Spec.Kubernetes.AutoRenewCerts || c == nil || in.Now.IsZero() {
+		return Plan{}, false
+	}
+	at, err := time.Parse(time.RFC3339, c.EarliestExpiry)
+	if err != nil || at.Sub(in.Now) > RenewWithin {
+		return Plan{}, false
+	}
+	when := at.UTC().Format(time.RFC3339)
+	if last := in.Status.LastRun; last != nil && last.Playbook == "certs-renew" && last.Result == "Succeeded" {
+		return Plan{Action: Refuse, Reason: "CertificatesStillExpiring", Message: fmt.Sprintf(
+			"certs-renew run %s succeeded, yet the status still says a certificate expires at %s: check the masters' certificates with `kubexm certs check`, then annotate %s to renew again",
+			last.ID, when, AnnotationRenewCertificates)}, true
+	}
+	return Plan{Action: Run, Playbook: "certs-renew", Reason: "CertificatesExpiring", Message: fmt.Sprintf(
+		"a certificate expires at %s, within %d days", when, int(RenewWithin.Hours()/24))}, true
 }
 
 // versionPlan compares spec.kubernetes.version with the lowest kubelet of

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mensylisir/kubexm/schema"
 )
@@ -45,6 +46,14 @@ var settings = map[string]string{
 	"kubernetes.type": "kubexm", "etcd.type": "kubexm", "network.plugin": "flannel",
 	"network.kubePodsCIDR": "10.233.64.0/18", "network.kubeServiceCIDR": "10.233.0.0/18",
 	"kubernetes.clusterName": "cluster.local", "controlPlaneEndpoint.domain": "lb.kubexm.local",
+}
+
+// expiring is in at 2026-12-03 08:00 UTC with its earliest certificate
+// expiring after left.
+func expiring(in Input, left time.Duration) Input {
+	in.Now = time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	in.Status.Certificates = &schema.CertificateStatus{EarliestExpiry: in.Now.Add(left).Format(time.RFC3339)}
+	return in
 }
 
 func readyNodes(version string, names ...string) map[string]Node {
@@ -145,6 +154,25 @@ func TestDecide(t *testing.T) {
 			in.Annotations = map[string]string{AnnotationRenewCertificates: "2026-12-02"}
 			return in
 		}(), action: Run, playbook: "certs-renew", reason: "RenewingCertificates"},
+		{name: "a certificate within the renewal window", in: expiring(spec("v1.36.3", []string{"n2", "n3"}, nil), 29*24*time.Hour),
+			action: Run, playbook: "certs-renew", reason: "CertificatesExpiring", says: []string{"2027-01-01T08:00:00Z", "within 30 days"}},
+		{name: "a certificate outside the renewal window", in: func() Input {
+			in := expiring(spec("v1.36.3", []string{"n2", "n3"}, nil), 31*24*time.Hour)
+			in.Status.ObservedGeneration = in.Generation
+			return in
+		}(), action: Converged},
+		{name: "a certificate within the window, autoRenewCerts (the masters' timer renews it)", in: func() Input {
+			in := expiring(spec("v1.36.3", []string{"n2", "n3"}, func(s string) string {
+				return strings.Replace(s, "    version: v1.36.3\n", "    version: v1.36.3\n    autoRenewCerts: true\n", 1)
+			}), time.Hour)
+			in.Status.ObservedGeneration = in.Generation
+			return in
+		}(), action: Converged},
+		{name: "still within the window after a certs-renew that succeeded", in: func() Input {
+			in := expiring(spec("v1.36.3", []string{"n2", "n3"}, nil), 29*24*time.Hour)
+			in.Status.LastRun = &schema.RunStatus{ID: "20261202-080000", Playbook: "certs-renew", Result: "Succeeded"}
+			return in
+		}(), action: Refuse, reason: "CertificatesStillExpiring", says: []string{"20261202-080000", "kubexm certs check", AnnotationRenewCertificates}},
 		{name: "another field", in: spec("v1.36.3", []string{"n2", "n3"}, func(s string) string {
 			return s + "  dns:\n    nodelocaldns:\n      enabled: true\n"
 		}), action: Run, playbook: "create-cluster", reason: "ApplyingSpec", says: []string{"dns"}},
