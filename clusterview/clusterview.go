@@ -31,6 +31,9 @@ type State struct {
 	Last       *Run   `json:"last_run,omitempty"`
 	Running    string `json:"running,omitempty"` // who holds the lock
 	CA         *Cert  `json:"ca,omitempty"`
+	// Resource is the phase of the Cluster resource (operator mode) as
+	// the cluster's API server holds it (AskResources).
+	Resource string `json:"cluster_resource,omitempty"`
 }
 
 // Run is one run of the work directory's journal.

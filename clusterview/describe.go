@@ -31,7 +31,11 @@ type Description struct {
 	State            State     `json:"work_dir_state"`
 	Certificates     []Cert    `json:"certificates"`
 	API              string    `json:"api"` // how the API server answered
-	Runs             []Run     `json:"recent_runs"`
+	// Resource is the Cluster resource (operator mode) when the cluster
+	// has one; ResourceNote says why there is none to show.
+	Resource     *Resource `json:"cluster_resource,omitempty"`
+	ResourceNote string    `json:"cluster_resource_note,omitempty"`
+	Runs         []Run     `json:"recent_runs"`
 }
 
 // Describe is describe cluster's view of the cluster c (read from file,
@@ -50,6 +54,14 @@ func Describe(ctx context.Context, c *schema.Cluster, inv *inventory.Inventory, 
 		d.API = fmt.Sprintf("answered: %d nodes", len(nodes))
 	}
 	d.Hosts = NodeRows(inv, nodes, err == nil)
+	switch {
+	case err != nil:
+		d.ResourceNote = "not asked: the API server did not answer"
+	default:
+		if d.Resource, err = askResource(ctx, kubeconfig, c.Metadata.Name); err != nil {
+			d.ResourceNote = err.Error()
+		}
+	}
 	return d
 }
 

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/mensylisir/kubexm/inventory"
@@ -20,18 +21,28 @@ import (
 // API that does not answer instead of waiting on it.
 const apiTimeout = 15 * time.Second
 
-// Client is a client of the API server of a kubeconfig file (its current
-// context), and the server's URL for messages.
-func Client(kubeconfig string) (kubernetes.Interface, string, error) {
+// restConfig is the configuration of a kubeconfig file's current context,
+// each question bounded by apiTimeout.
+func restConfig(kubeconfig string) (*rest.Config, error) {
 	data, err := os.ReadFile(kubeconfig)
 	if err != nil {
-		return nil, "", fmt.Errorf("no admin kubeconfig: %w (kubexm get kubeconfig -f cluster.yaml takes it from the cluster; create cluster writes it too; --workdir if it is elsewhere)", err)
+		return nil, fmt.Errorf("no admin kubeconfig: %w (kubexm get kubeconfig -f cluster.yaml takes it from the cluster; create cluster writes it too; --workdir if it is elsewhere)", err)
 	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", kubeconfig, err)
+		return nil, fmt.Errorf("%s: %w", kubeconfig, err)
 	}
 	cfg.Timeout = apiTimeout
+	return cfg, nil
+}
+
+// Client is a client of the API server of a kubeconfig file (its current
+// context), and the server's URL for messages.
+func Client(kubeconfig string) (kubernetes.Interface, string, error) {
+	cfg, err := restConfig(kubeconfig)
+	if err != nil {
+		return nil, "", err
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", kubeconfig, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -20,7 +21,12 @@ func WriteClusters(w io.Writer, states []State, none string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tLAST RUN\tSTATUS\tAGE\tKUBECONFIG\tCA EXPIRES")
+	asked := slices.ContainsFunc(states, func(s State) bool { return s.Resource != "" })
+	head := "NAME\tLAST RUN\tSTATUS\tAGE\tKUBECONFIG\tCA EXPIRES"
+	if asked {
+		head += "\tCLUSTER RESOURCE"
+	}
+	fmt.Fprintln(tw, head)
 	for _, s := range states {
 		last, status, when := "-", "-", "-"
 		if s.Last != nil {
@@ -33,7 +39,11 @@ func WriteClusters(w io.Writer, states []State, none string) error {
 		if s.CA != nil {
 			ca = fmt.Sprintf("%s (%dd)", s.CA.NotAfter.UTC().Format("2006-01-02"), s.CA.DaysLeft)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, last, status, when, kc, ca)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", s.Name, last, status, when, kc, ca)
+		if asked {
+			fmt.Fprintf(tw, "\t%s", s.Resource)
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }
@@ -85,6 +95,7 @@ func (d *Description) Write(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	d.writeResource(w)
 	fmt.Fprintln(w, "Hosts:")
 	var hosts bytes.Buffer
 	if err := WriteNodes(&hosts, d.Hosts); err != nil {
@@ -131,4 +142,39 @@ func writeIndented(w io.Writer, text string) {
 	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
 		fmt.Fprintf(w, "  %s\n", l)
 	}
+}
+
+// writeResource prints the Cluster resource's status: its phase, whether
+// its spec is observed, the conditions and the last run.
+func (d *Description) writeResource(w io.Writer) {
+	r := d.Resource
+	if r == nil {
+		fmt.Fprintf(w, "Cluster resource: %s\n", d.ResourceNote)
+		return
+	}
+	st := r.Status
+	fmt.Fprintf(w, "Cluster resource: %s, generation %d (observed %d), %s nodes Ready, Kubernetes %s\n",
+		r.phase(), r.Generation, st.ObservedGeneration, orDash(st.ReadyNodes), orDash(st.KubernetesVersion))
+	var b bytes.Buffer
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	for _, c := range st.Conditions {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
+	}
+	if l := st.LastRun; l != nil {
+		fmt.Fprintf(tw, "last run\t%s\t%s\t%s %s %s\n", l.Playbook, orDash(l.Result), orDash(l.ID), orDash(l.FinishedAt), l.Message)
+	}
+	if c := st.Certificates; c != nil {
+		fmt.Fprintf(tw, "certificates\tAPI server until %s\tCA until %s\t\n", orDash(c.EarliestExpiry), orDash(c.CAExpiry))
+	}
+	tw.Flush()
+	if b.Len() > 0 {
+		writeIndented(w, b.String())
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

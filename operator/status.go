@@ -15,17 +15,9 @@ import (
 // StatusOf is a Cluster object's status as the schema's type (which names
 // its fields with yaml tags, as the CRD does).
 func StatusOf(obj *unstructured.Unstructured) (kxschema.ClusterStatus, error) {
-	var st kxschema.ClusterStatus
-	raw, ok := obj.Object["status"]
-	if !ok || raw == nil {
-		return st, nil
-	}
-	data, err := json.Marshal(raw)
+	st, err := kxschema.DecodeStatus(obj.Object["status"])
 	if err != nil {
-		return st, fmt.Errorf("status: %w", err)
-	}
-	if err := yaml.Unmarshal(data, &st); err != nil {
-		return st, fmt.Errorf("status of %s: %w", obj.GetName(), err)
+		return st, fmt.Errorf("%s: %w", obj.GetName(), err)
 	}
 	return st, nil
 }

@@ -49,7 +49,9 @@ func newGetClustersCmd() *cobra.Command {
 				none = fmt.Sprintf("no clusters registered on %s (kubexm create cluster -f cluster.yaml --server %s registers one)", c.Base.Redacted(), c.Base.Redacted())
 				states, err = c.ClusterStates(cmd.Context())
 			} else {
-				states, err = clusterview.Clusters(dir)
+				if states, err = clusterview.Clusters(dir); err == nil {
+					clusterview.AskResources(cmd.Context(), states)
+				}
 			}
 			if err != nil {
 				return err
