@@ -108,10 +108,16 @@ func endpoint(cpe schema.ControlPlaneEndpoint) string {
 // its registered config, checked against the support matrix Support.
 type Views struct{ Support *matrix.Support }
 
-// State is get clusters' view of one work directory.
-func (Views) State(workDir string) (any, error) {
+// State is get clusters' view of one work directory, with its Cluster
+// resource's phase as get clusters shows it on this machine.
+func (Views) State(ctx context.Context, workDir string) (any, error) {
 	s, _, err := ReadState(workDir)
-	return s, err
+	if err != nil {
+		return nil, err
+	}
+	one := []State{s}
+	AskResources(ctx, one)
+	return one[0], nil
 }
 
 func (v Views) parse(config []byte) (*schema.Cluster, *inventory.Inventory, error) {

@@ -22,7 +22,7 @@ import (
 // masks its secrets in answers and errors.
 type fakeViews struct{}
 
-func (fakeViews) State(dir string) (any, error) {
+func (fakeViews) State(_ context.Context, dir string) (any, error) {
 	return map[string]string{"dir": filepath.Base(dir)}, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mensylisir/kubexm/schema/validate"
@@ -28,8 +29,9 @@ import (
 // ran the cluster's playbooks. clusterview.Views is the one the verbs
 // print from (an interface here so that the API does not import it).
 type Views interface {
-	// State is what get clusters shows of one work directory.
-	State(workDir string) (any, error)
+	// State is what get clusters shows of one work directory (it may ask
+	// the cluster's API server, bounded).
+	State(ctx context.Context, workDir string) (any, error)
 	// Nodes is get nodes: the hosts of config beside the API server's
 	// Node objects (asked with the work directory's admin kubeconfig).
 	Nodes(ctx context.Context, config []byte, workDir string) (any, error)
@@ -57,14 +59,22 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request, _ jobstore
 		jobstore.Cluster
 		State any `json:"state"`
 	}
-	out := make([]withState, 0, len(cs))
-	for _, c := range cs {
-		st, err := s.c.Views.State(datadir.WorkDir(s.c.DataDir, c.Name))
+	// All at once: a state may wait on its cluster's API server.
+	out := make([]withState, len(cs))
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Go(func() {
+			out[i].Cluster = c
+			out[i].State, errs[i] = s.c.Views.State(r.Context(), datadir.WorkDir(s.c.DataDir, c.Name))
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
 		if err != nil {
-			s.internal(w, r, fmt.Errorf("cluster %s: %w", c.Name, err))
+			s.internal(w, r, fmt.Errorf("cluster %s: %w", cs[i].Name, err))
 			return
 		}
-		out = append(out, withState{Cluster: c, State: st})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"clusters": out})
 }
