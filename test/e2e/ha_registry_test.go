@@ -5,11 +5,14 @@ package e2e
 import (
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -233,4 +236,202 @@ func succeeded(r runResult, task string) int {
 		}
 	}
 	return n
+}
+
+// registryOutage is one way the registry goes away while a Deployment
+// scales: the service is stopped before the scale and started down later,
+// or restarted (systemctl restart) the moment the scale is asked for.
+type registryOutage struct {
+	name     string
+	replicas int
+	down     time.Duration // 0: systemctl restart
+}
+
+// registryRestartWhileScaling: a Deployment of the registry's busybox with
+// imagePullPolicy Always (every pod start asks the registry, though the
+// nodes have the image), spread over every node, scales up while
+// kubexm-registry.service on the registry host is stopped and started again,
+// then again while it restarts; kubelet's pulls fail meanwhile
+// (ErrImagePull) and its retries must start every pod. Each pod's time from
+// its creation to its container's start and the ErrImagePull events are
+// PERF lines.
+func registryRestartWhileScaling(ctx context.Context, t *testing.T, set *testhosts.Set, k kubectlRunner, reg haRegistry) {
+	t.Helper()
+	const name = "registry-scale"
+	deploy := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: %[1]s, namespace: default}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: %[1]s}}
+  template:
+    metadata: {labels: {app: %[1]s}}
+    spec:
+      tolerations: [{operator: Exists}]
+      terminationGracePeriodSeconds: 1
+      topologySpreadConstraints:
+      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: %[1]s}}}
+      containers:
+      - name: main
+        image: %[2]s
+        imagePullPolicy: Always
+        command: [/bin/busybox, sleep, "3600"]
+`, name, reg.image)
+	if out, err := k.run(ctx, deploy, "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply the Deployment %s: %v\n%s", name, err, out)
+	}
+	defer func() {
+		if out, err := k.run(ctx, "", "delete", "deployment/"+name, "-n", "default", "--wait=true"); err != nil {
+			t.Errorf("kubectl delete the Deployment %s: %v\n%s", name, err, out)
+		}
+		if out, err := k.run(ctx, "", "wait", "--for=delete", "pod", "-l", "app="+name, "-n", "default", "--timeout=120s"); err != nil {
+			t.Errorf("the pods of %s are not gone: %v\n%s", name, err, out)
+		}
+	}()
+	unit := "kubexm-registry.service"
+	systemctl := func(verb string) {
+		t.Helper()
+		if out, err := set.SSH(ctx, reg.host.Name, "systemctl "+verb+" "+unit); err != nil {
+			t.Fatalf("%s: systemctl %s %s: %v\n%s", reg.host.Name, verb, unit, err, out)
+		}
+	}
+	seen := map[string]bool{}
+	for _, o := range []registryOutage{
+		{name: "stopped 10 s across the scale", replicas: 2 * len(set.Hosts), down: 10 * time.Second},
+		{name: "restarted at the scale", replicas: 4 * len(set.Hosts)},
+	} {
+		start := time.Now()
+		if o.down > 0 {
+			systemctl("stop")
+		}
+		if out, err := k.run(ctx, "", "scale", "deployment/"+name, "-n", "default", fmt.Sprintf("--replicas=%d", o.replicas)); err != nil {
+			t.Fatalf("kubectl scale %s to %d: %v\n%s", name, o.replicas, err, out)
+		}
+		if o.down > 0 {
+			time.Sleep(o.down - time.Since(start))
+			systemctl("start")
+		} else {
+			systemctl("restart")
+		}
+		if out, err := k.run(ctx, "", "rollout", "status", "deployment/"+name, "-n", "default", "--timeout=300s"); err != nil {
+			desc, _ := k.run(ctx, "", "describe", "pods", "-n", "default", "-l", "app="+name)
+			t.Fatalf("registry %s: the Deployment's %d pods do not all run: %v\n%s\n%s", o.name, o.replicas, err, out, tail(desc, 60))
+		}
+		wall := time.Since(start)
+		pods, nodes, pullErrs := scaledPods(ctx, t, k, name, seen)
+		if len(nodes) != len(set.Hosts) {
+			t.Errorf("registry %s: the Deployment's pods ran on %d nodes, want all %d: %v", o.name, len(nodes), len(set.Hosts), nodes)
+		}
+		slices.Sort(pods)
+		if len(pods) == 0 {
+			t.Fatalf("registry %s: no new pod of %s", o.name, name)
+		}
+		t.Logf("PERF registry %s (%s on %s): %d new pods of a Deployment (imagePullPolicy Always) on %d nodes all Running %s after the scale; "+
+			"a pod's creation to its container's start: median %s, slowest %s; ErrImagePull events %d",
+			o.name, unit, reg.host.Name, len(pods), len(nodes), wall.Round(100*time.Millisecond),
+			pods[len(pods)/2].Round(100*time.Millisecond), pods[len(pods)-1].Round(100*time.Millisecond), pullErrs)
+		if o.down > 0 && pullErrs == 0 {
+			t.Errorf("registry %s: no pull failed while the registry was down: the step did not test kubelet's retries", o.name)
+		}
+	}
+}
+
+// scaledPods reads the Deployment's pods not in seen (which it extends):
+// each one's time from its creation to its container's start, the nodes
+// they run on, and the ErrImagePull events of those pods.
+func scaledPods(ctx context.Context, t *testing.T, k kubectlRunner, app string, seen map[string]bool) (startup []time.Duration, nodes map[string]int, pullErrs int) {
+	t.Helper()
+	out, err := k.run(ctx, "", "get", "pods", "-n", "default", "-l", "app="+app, "-o", "json")
+	if err != nil {
+		t.Fatalf("kubectl get pods -l app=%s: %v\n%s", app, err, out)
+	}
+	var pods struct {
+		Items []struct {
+			Metadata struct {
+				Name     string    `json:"name"`
+				Created  time.Time `json:"creationTimestamp"`
+				Deleting *string   `json:"deletionTimestamp"`
+			} `json:"metadata"`
+			Spec struct {
+				NodeName string `json:"nodeName"`
+			} `json:"spec"`
+			Status struct {
+				Containers []struct {
+					State struct {
+						Running *struct {
+							StartedAt time.Time `json:"startedAt"`
+						} `json:"running"`
+					} `json:"state"`
+				} `json:"containerStatuses"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &pods); err != nil {
+		t.Fatalf("kubectl get pods -l app=%s: %v", app, err)
+	}
+	fresh := map[string]bool{}
+	nodes = map[string]int{}
+	for _, p := range pods.Items {
+		if p.Metadata.Deleting != nil {
+			continue
+		}
+		nodes[p.Spec.NodeName]++
+		if seen[p.Metadata.Name] {
+			continue
+		}
+		seen[p.Metadata.Name], fresh[p.Metadata.Name] = true, true
+		if len(p.Status.Containers) != 1 || p.Status.Containers[0].State.Running == nil {
+			t.Errorf("pod %s on %s is not running", p.Metadata.Name, p.Spec.NodeName)
+			continue
+		}
+		startup = append(startup, p.Status.Containers[0].State.Running.StartedAt.Sub(p.Metadata.Created))
+	}
+	out, err = k.run(ctx, "", "get", "events", "-n", "default", "--field-selector", "involvedObject.kind=Pod,reason=Failed", "-o", "json")
+	if err != nil {
+		t.Fatalf("kubectl get events: %v\n%s", err, out)
+	}
+	var events struct {
+		Items []struct {
+			Object struct {
+				Name string `json:"name"`
+			} `json:"involvedObject"`
+			Message string `json:"message"`
+			Count   int    `json:"count"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &events); err != nil {
+		t.Fatalf("kubectl get events: %v", err)
+	}
+	for _, e := range events.Items {
+		if fresh[e.Object.Name] && strings.Contains(e.Message, "ErrImagePull") {
+			pullErrs += max(e.Count, 1)
+		}
+	}
+	return startup, nodes, pullErrs
+}
+
+// pushThroughput logs the create's push of every image into the registry
+// (image_push, roles/images) as a PERF line: bytes sent, the task's wall
+// time and the rate.
+func pushThroughput(t *testing.T, res runResult, label string) {
+	t.Helper()
+	const task = "images - pushed to the private registry"
+	var msg string
+	var ms int64
+	for _, e := range res.events {
+		switch {
+		case e.Task != task:
+		case e.Kind == "host_result" && e.Status == "changed":
+			msg = e.Message
+		case e.Kind == "task_end":
+			ms = e.DurationMS
+		}
+	}
+	m := regexp.MustCompile(`\(([0-9.]+) MiB sent, ([0-9.]+) MiB already there\)`).FindStringSubmatch(msg)
+	if m == nil || ms == 0 {
+		t.Errorf("create-cluster's push (%q) sent nothing or was not timed: %q, %d ms", task, msg, ms)
+		return
+	}
+	sent, _ := strconv.ParseFloat(m[1], 64)
+	t.Logf("PERF %s: %s MiB sent (%s MiB already there) in %s: %.1f MiB/s", label, m[1], m[2], time.Duration(ms)*time.Millisecond, sent/(float64(ms)/1000))
 }

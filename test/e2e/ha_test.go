@@ -209,7 +209,9 @@ func TestHAControlPlane(t *testing.T) {
 	}
 
 	if reg != nil {
+		pushThroughput(t, res, "create-cluster's push of the bundle's images into the registry it deployed on "+reg.host.Name)
 		checkPulledFromRegistry(ctx, t, set, kx, *reg, bundle)
+		registryRestartWhileScaling(ctx, t, set, k, *reg)
 	} else {
 		haFailover(ctx, t, set, diag, k, kubectl, kubeconfig, work, cni, machines, masters, workers)
 	}
