@@ -300,7 +300,7 @@ type OpenEBS struct {
 // Registry is the image registry the cluster pulls from.
 type Registry struct {
 	Type              string                  `yaml:"type,omitempty" enum:"registry,harbor,external" doc:"external: an existing registry (privateRegistry); registry or harbor: deployed on the registry host. Default none."`
-	PrivateRegistry   string                  `yaml:"privateRegistry,omitempty" doc:"Registry host name images are pulled from."`
+	PrivateRegistry   string                  `yaml:"privateRegistry,omitempty" doc:"Registry images are pulled from: host[:port], or host[:port]/project for an existing registry that keeps them under a project path (Harbor); auths are keyed by the host."`
 	NamespaceOverride string                  `yaml:"namespaceOverride,omitempty" doc:"Project/namespace replacing the images' own."`
 	Auths             map[string]RegistryAuth `yaml:"auths,omitempty" doc:"Credentials per registry host."`
 	ContainerdDataDir string                  `yaml:"containerdDataDir,omitempty" doc:"Default /var/lib/containerd."`

@@ -14,7 +14,7 @@ import (
 // registryArgs are the arguments that say which registry and how to log
 // in, shared by image_push and registry_check.
 var registryArgs = []step.Arg{
-	{Name: "registry", Type: step.String, Required: true, Doc: "The registry: host[:port] (spec.registry.privateRegistry)."},
+	{Name: "registry", Type: step.String, Required: true, Doc: "The registry: host[:port], optionally with a project path (spec.registry.privateRegistry)."},
 	{Name: "namespace", Type: step.String, Doc: "Path replacing each image's own but its last element (spec.registry.namespaceOverride)."},
 	{Name: "auths", Type: step.Map, Doc: "Credentials and connection settings per registry host, as spec.registry.auths (username, password, certsPath, skipTLSVerify, plainHTTP)."},
 	{Name: "ca_file", Type: step.String, Doc: "One more CA to trust (PEM, on the control machine, under the work directory unless absolute): the cluster CA of the registry kubexm deploys."},

@@ -740,6 +740,11 @@ func validateRegistry(c *schema.Cluster, ps *schema.Problems) {
 		}
 		if r.PrivateRegistry == "" {
 			ps.Add(fieldpath.Child(base, "privateRegistry"), "the name the nodes reach the registry host by, e.g. registry.example.local:5000", "registry.type registry needs privateRegistry")
+		} else if strings.Contains(r.PrivateRegistry, "/") {
+			// roles/registry serves host:port, its certificate and account
+			// are per host; a project path is an existing registry's.
+			ps.Add(fieldpath.Child(base, "privateRegistry"), "name the registry host, e.g. registry.example.local:5000, and use namespaceOverride for a path",
+				"registry.type registry deploys a registry named host[:port], not %q", r.PrivateRegistry)
 		} else if a := r.Auths[r.PrivateRegistry]; a.Username == "" || a.Password == "" && a.PasswordFile == "" {
 			ps.Add(fieldpath.Child(base, "auths"), fmt.Sprintf("add auths: {%q: {username: ..., password: ${ENV}}}", r.PrivateRegistry), "registry.type registry needs the account the registry is given, as auths[privateRegistry] with username and password")
 		}
@@ -758,11 +763,17 @@ func validateRegistry(c *schema.Cluster, ps *schema.Problems) {
 		// own. The kubelet's config.json (roles/cri-dockerd) serves the
 		// kubelet's pulls only.
 		if c.Spec.Kubernetes.ContainerRuntime.Type == "docker" && c.Spec.Kubernetes.Type == "kubeadm" &&
-			name != "" && name == r.PrivateRegistry && (a.Username != "" || a.Password != "" || a.PasswordFile != "") {
+			name != "" && name == registryHost(r.PrivateRegistry) && (a.Username != "" || a.Password != "" || a.PasswordFile != "") {
 			ps.Add(fieldpath.Key(fieldpath.Child(base, "auths"), name), "use containerRuntime.type containerd, kubernetes.type kubexm, or a privateRegistry that serves the cluster's images without credentials",
 				"credentials for privateRegistry are not supported with containerRuntime.type docker and kubernetes.type kubeadm yet: kubeadm pulls the control-plane images through cri-dockerd without them")
 		}
 	}
+}
+
+// registryHost is privateRegistry's host[:port], without a project path.
+func registryHost(privateRegistry string) string {
+	host, _, _ := strings.Cut(privateRegistry, "/")
+	return host
 }
 
 func validateMisc(c *schema.Cluster, ps *schema.Problems) {

@@ -49,6 +49,8 @@ func TestValueValidation(t *testing.T) {
 		{"registry mirror", edit(t, "    version: v1.37.2\n", "    version: v1.37.2\n    containerRuntime: {type: containerd, containerd: {registryMirrors: [\"https://m.example.com\\\"]\"]}}\n"), "spec.kubernetes.containerRuntime.containerd.registryMirrors[0]", "registry URL"},
 		{"insecure registry", edit(t, "    version: v1.37.2\n", "    version: v1.37.2\n    containerRuntime: {type: containerd, containerd: {insecureRegistries: [\"r:99999\"]}}\n"), "spec.kubernetes.containerRuntime.containerd.insecureRegistries[0]", "registry host"},
 		{"private registry port", withSpec("  registry:\n    privateRegistry: reg.local:abc\n"), "spec.registry.privateRegistry", "registry host"},
+		{"private registry path", withSpec("  registry:\n    privateRegistry: reg.local:5000/Kube$x\n"), "spec.registry.privateRegistry", "registry host"},
+		{"private registry empty path", withSpec("  registry:\n    privateRegistry: reg.local:5000/\n"), "spec.registry.privateRegistry", "registry host"},
 		{"namespace override", withSpec("  registry:\n    privateRegistry: reg.local\n    namespaceOverride: \"a b\"\n"), "spec.registry.namespaceOverride", "image namespace"},
 		{"dnsEtcHosts brace", withSpec("  dns:\n    dnsEtcHosts: |\n      10.0.0.1 a.example.com\n      }\n      reload\n"), "spec.dns.dnsEtcHosts", "line 2"},
 		{"auth user name", withSpec("  registry:\n    auths: {\"reg.local\": {username: \"u\\x01\"}}\n"), `spec.registry.auths["reg.local"].username`, "control character"},
@@ -110,6 +112,18 @@ func TestValueValidationAllAtOnce(t *testing.T) {
 	for _, want := range []string{"spec.etcd.dataDir", "spec.system.debs[0]", "spec.system.timezone", "spec.registry.containerdDataDir"} {
 		if !got[want] {
 			t.Errorf("no problem for %s in %s", want, fmt.Sprint(ps))
+		}
+	}
+}
+
+// TestPrivateRegistryProjectPath: an existing registry's project path (as
+// Harbor names a project: host:port/project) is accepted, with the
+// credentials under the host and a robot account's name holding $.
+func TestPrivateRegistryProjectPath(t *testing.T) {
+	for _, reg := range []string{"harbor.example.local:8443/kubexm", "10.0.0.5/library/k8s", "[fd00::1]:5000/kubexm"} {
+		y := withSpec(fmt.Sprintf("  registry:\n    type: external\n    privateRegistry: %q\n    auths: {%q: {username: \"robot$kubexm\", password: p}}\n", reg, strings.SplitN(reg, "/", 2)[0]))
+		if ps := problemsOf(t, y); ps != nil {
+			t.Errorf("privateRegistry %s refused: %v", reg, ps)
 		}
 	}
 }

@@ -245,8 +245,11 @@ func validateNames(c *schema.Cluster, ps *schema.Problems) {
 		}
 	}
 	r := &s.Registry
-	if r.PrivateRegistry != "" && !valid.IsHostPort(r.PrivateRegistry) {
-		ps.Add("spec.registry.privateRegistry", "a host name, optionally with :port", "%q is not a valid registry host", r.PrivateRegistry)
+	// An existing registry may keep the cluster's images under a path, as
+	// Harbor keeps a project's: host[:port]/project. The images are named
+	// <privateRegistry>/<path>; credentials and CAs stay per host.
+	if host, path, _ := strings.Cut(r.PrivateRegistry, "/"); r.PrivateRegistry != "" && (!valid.IsHostPort(host) || strings.Contains(r.PrivateRegistry, "/") && !imagePath.MatchString(path)) {
+		ps.Add("spec.registry.privateRegistry", "a host name, optionally with :port and a /project path (lower-case letters, digits, . _ - and /)", "%q is not a valid registry host", r.PrivateRegistry)
 	}
 	if r.NamespaceOverride != "" && !imagePath.MatchString(r.NamespaceOverride) {
 		ps.Add("spec.registry.namespaceOverride", "lower-case letters, digits, . _ - and /", "%q is not an image namespace", r.NamespaceOverride)

@@ -33,6 +33,13 @@ type haRegistry struct {
 	// and every node verify the registry, and a pod of its image starts
 	// on every node (registryPhaseHook).
 	overlay string
+	// unit is the registry's systemd service on host.
+	unit string
+	// external, for a registry kubexm did not deploy, is the registry the
+	// test runs (withExternalRegistry) and pwFile the file cluster.yaml's
+	// auths read its account's password from.
+	external *testRegistry
+	pwFile   string
 }
 
 // withDeployedRegistry adds roleGroups.registry (the last worker) and
@@ -41,7 +48,7 @@ type haRegistry struct {
 func withDeployedRegistry(t *testing.T, clusterYAML string, set *testhosts.Set, work string) (string, haRegistry) {
 	t.Helper()
 	host := set.Hosts[len(set.Hosts)-1]
-	reg := haRegistry{host: host, name: host.Address + ":5443", overlay: filepath.Join(work, "registry-hooks")}
+	reg := haRegistry{host: host, name: host.Address + ":5443", overlay: filepath.Join(work, "registry-hooks"), unit: "kubexm-registry.service"}
 	reg.image = reg.name + "/library/busybox:1.35.0"
 	pwFile := filepath.Join(work, "registry-password")
 	if err := os.WriteFile(pwFile, []byte("e2e-HA-Registry-5\n"), 0o600); err != nil {
@@ -68,6 +75,123 @@ func withDeployedRegistry(t *testing.T, clusterYAML string, set *testhosts.Set, 
 		}
 	}
 	return y, reg
+}
+
+// withExternalRegistry is the HA suite with a registry kubexm did not
+// deploy (KUBEXM_E2E_HA_REGISTRY=external, make e2e-ha-registry-external):
+// the test runs the CNCF distribution registry on the last worker
+// (startRegistryOn: its own CA, htpasswd) with a robot-style account whose
+// name holds $ (Harbor's robot$<name>) and a password with $ and a quote,
+// and cluster.yaml names it registry.type external with a project path
+// (Harbor's host:port/project) in privateRegistry and, under the host,
+// certsPath and the account with its password in a file of work.
+func withExternalRegistry(ctx context.Context, t *testing.T, clusterYAML string, set *testhosts.Set, root, work string) (string, haRegistry) {
+	t.Helper()
+	host := set.Hosts[len(set.Hosts)-1]
+	dir := filepath.Join(work, "external-registry")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ext := startRegistryOn(ctx, t, set, host, root, dir, "robot$kubexm", "e2e-$Robot'50")
+	reg := haRegistry{host: host, name: ext.host + "/kubexm", unit: "e2e-registry.service", external: &ext, pwFile: filepath.Join(work, "registry-password")}
+	reg.image = reg.name + "/library/busybox:1.35.0"
+	reg.setPassword(t, ext.passwd)
+	y := strings.TrimRight(clusterYAML, "\n") + fmt.Sprintf(`
+  registry:
+    type: external
+    privateRegistry: %q
+    auths:
+      %q: {username: %q, passwordFile: %q, certsPath: %q}
+`, reg.name, ext.host, ext.user, reg.pwFile, ext.caDir)
+	return y, reg
+}
+
+// haRegistryName names the cluster's registry in PERF lines.
+func haRegistryName(reg *haRegistry) string {
+	switch {
+	case reg == nil:
+		return ""
+	case reg.external != nil:
+		return ", every image pulled from an existing registry on " + reg.host.Name
+	default:
+		return ", every image pulled from the registry kubexm deployed on " + reg.host.Name
+	}
+}
+
+// setPassword writes the password cluster.yaml's auths read.
+func (r haRegistry) setPassword(t *testing.T, pw string) {
+	t.Helper()
+	if err := os.WriteFile(r.pwFile, []byte(pw+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fillExternalRegistry is the external registry's part before the create: a
+// wrong password is refused by the push and by create-cluster's preflight
+// before any host changes; with the right one `kubexm artifact images push
+// --offline-bundle` fills the empty registry (PERF: MiB/s) and a second
+// push sends nothing.
+func fillExternalRegistry(ctx context.Context, t *testing.T, set *testhosts.Set, kx kubexm, reg haRegistry, create, bundle string) {
+	t.Helper()
+	reg.setPassword(t, "not-the-password-9")
+	if out, err := registryPush(ctx, kx, bundle); err == nil || !strings.Contains(out, "registry "+reg.external.host) || !strings.Contains(out, "username or password is wrong") {
+		t.Errorf("push with a wrong password: %v\n%s", err, tail(out, 20))
+	}
+	res := kx.play(ctx, create, "--offline-bundle", bundle)
+	if res.err == nil || !strings.Contains(res.failures(), "username or password is wrong") {
+		t.Errorf("create-cluster with a wrong registry password: %v%s", res.err, res.failures())
+	}
+	for _, c := range res.changed() {
+		if !strings.HasPrefix(c, "localhost: ") {
+			t.Errorf("create-cluster refused at preflight changed a host: %s", c)
+		}
+	}
+	reg.setPassword(t, reg.external.passwd)
+
+	re := regexp.MustCompile(`(?m)^([0-9]+) images in ` + regexp.QuoteMeta(reg.name) + `: ([0-9.]+) MiB sent, ([0-9.]+) MiB already there, in (.+)$`)
+	for _, round := range []string{"into the empty registry", "again (nothing to send)"} {
+		load := loadAverage()
+		start := time.Now()
+		out, err := registryPush(ctx, kx, bundle)
+		wall := time.Since(start)
+		m := re.FindStringSubmatch(out)
+		if err != nil || m == nil {
+			t.Fatalf("kubexm artifact images push %s: %v\n%s", round, err, tail(out, 30))
+		}
+		sent, _ := strconv.ParseFloat(m[2], 64)
+		if round != "into the empty registry" && sent != 0 {
+			t.Errorf("the second push sent %s MiB, want 0", m[2])
+		}
+		if round == "into the empty registry" && sent == 0 {
+			t.Errorf("the first push into the empty registry sent nothing:\n%s", tail(out, 30))
+		}
+		t.Logf("PERF kubexm artifact images push --offline-bundle %s on %s (%s images, TLS, htpasswd, link rate %s, load average %s): %s MiB sent, %s MiB already there, "+
+			"in %s (the push's own clock %s): %.1f MiB/s", round, reg.name, m[1], linkRate(), load, m[2], m[3], wall.Round(time.Millisecond), m[4], sent/wall.Seconds())
+	}
+}
+
+// externalRegistryKept: after delete the registry the test runs (not
+// kubexm's to remove) still runs and serves every image of the bundle.
+func externalRegistryKept(ctx context.Context, t *testing.T, set *testhosts.Set, kx kubexm, reg haRegistry, bundle string) {
+	t.Helper()
+	if out, err := set.SSH(ctx, reg.host.Name, "systemctl is-active "+reg.unit); err != nil || strings.TrimSpace(out) != "active" {
+		t.Errorf("%s: %s after the delete: %v\n%s", reg.host.Name, reg.unit, err, out)
+	}
+	if out, err := registryPush(ctx, kx, bundle); err != nil || !regexp.MustCompile(`(?m)^[0-9]+ images in `+regexp.QuoteMeta(reg.name)+`: 0\.0 MiB sent`).MatchString(out) {
+		t.Errorf("kubexm artifact images push after the delete: %v\n%s", err, tail(out, 20))
+	}
+}
+
+// linkRate is the test machines' link rate (test/hosts/up.sh's LINK_RATE),
+// or "unlimited" (veth pairs on one bridge).
+func linkRate() string {
+	if r := os.Getenv("KUBEXM_TEST_LINK_RATE"); r != "" {
+		return r
+	}
+	if r := os.Getenv("LINK_RATE"); r != "" {
+		return r
+	}
+	return "unlimited"
 }
 
 // registryPhaseHook is a hook after a phase of rotate-ca: the work
@@ -131,8 +255,8 @@ func registryPhaseHook(phase, image string) string {
 // the work directory's bundle of the cluster CA.
 func checkPulledFromRegistry(ctx context.Context, t *testing.T, set *testhosts.Set, kx kubexm, reg haRegistry, bundle string) {
 	t.Helper()
-	if out, err := set.SSH(ctx, reg.host.Name, "systemctl is-active kubexm-registry.service"); err != nil || strings.TrimSpace(out) != "active" {
-		t.Fatalf("%s: kubexm-registry: %v\n%s", reg.host.Name, err, out)
+	if out, err := set.SSH(ctx, reg.host.Name, "systemctl is-active "+reg.unit); err != nil || strings.TrimSpace(out) != "active" {
+		t.Fatalf("%s: %s: %v\n%s", reg.host.Name, reg.unit, err, out)
 	}
 	seen := map[string]bool{}
 	for _, h := range set.Hosts {

@@ -70,9 +70,19 @@ const haEndpoint = "https://lb.kubexm.local:6443"
 // cluster has registry.type registry on n5, whose release comes in the
 // bundle: every node pulls every image from it and none is side-loaded
 // (checkPulledFromRegistry), the test pods' busybox too; the push finds
-// every image there; the failover is left out; the CA rotation carries the
+// every image there; a Deployment scales while the registry is stopped and
+// started, then restarted, and every pod starts (registryRestartWhileScaling);
+// the failover is left out; the CA rotation carries the
 // registry (hooks after each phase, checkRegistryAfterRotation); the delete
 // also removes the registry's stored images (registry_delete_data).
+//
+// With KUBEXM_E2E_HA_REGISTRY=external (make e2e-ha-registry-external) the
+// registry is one kubexm did not deploy, which the test runs on n5
+// (withExternalRegistry): refused with a wrong password before any host
+// changes, filled by kubexm artifact images push (fillExternalRegistry),
+// pulled from by every node; it is still there after the delete
+// (externalRegistryKept), and a create-cluster side-loading the same bundle
+// on the same machines is timed against the one from the registry.
 func TestHAControlPlane(t *testing.T) {
 	parallelSuite(t)
 	// 40 minutes cut rotate-ca after 23 m 49 s beside TestNodes (10
@@ -80,7 +90,9 @@ func TestHAControlPlane(t *testing.T) {
 	// all. With KUBEXM_E2E_NGINX=1 the cluster also switches to nginx
 	// (checkNginxSwitch, 1 m 54 s at load 45). Both inside make e2e-ha's 60.
 	withNginx := os.Getenv("KUBEXM_E2E_NGINX") == "1"
-	withRegistry := os.Getenv("KUBEXM_E2E_HA_REGISTRY") == "1"
+	registryMode := os.Getenv("KUBEXM_E2E_HA_REGISTRY")
+	withRegistry := registryMode == "1" || registryMode == "external"
+	external := registryMode == "external"
 	limit := 50 * time.Minute
 	if withNginx || withRegistry {
 		// The registry mode leaves the failover out but pushes every image
@@ -98,7 +110,7 @@ func TestHAControlPlane(t *testing.T) {
 	if cni == "calico" {
 		calicoImages(ctx, t, root)
 	}
-	if withRegistry {
+	if withRegistry && !external {
 		// Into the release tree the file server serves, for the bundle.
 		buildArtifact(ctx, t, root, []string{"REGISTRY_VERSION=" + registryVersion}, "registry.sh")
 	}
@@ -113,11 +125,17 @@ func TestHAControlPlane(t *testing.T) {
 	masters, workers := set.Hosts[:3], set.Hosts[3:]
 
 	inventory := filepath.Join(work, "cluster.yaml")
-	clusterYAML := haNetwork(haClusterYAML("e2e-ha", set), cni, encap)
+	plainYAML := haNetwork(haClusterYAML("e2e-ha", set), cni, encap)
+	clusterYAML := plainYAML
 	var reg *haRegistry
 	if withRegistry {
 		var r haRegistry
-		clusterYAML, r = withDeployedRegistry(t, clusterYAML, set, work)
+		if external {
+			// Before the hosts' state is taken: the registry is theirs.
+			clusterYAML, r = withExternalRegistry(ctx, t, clusterYAML, set, root, work)
+		} else {
+			clusterYAML, r = withDeployedRegistry(t, clusterYAML, set, work)
+		}
 		reg = &r
 	}
 	if err := os.WriteFile(inventory, []byte(clusterYAML), 0o600); err != nil {
@@ -133,7 +151,7 @@ func TestHAControlPlane(t *testing.T) {
 
 	// What each host looks like before kubexm: files and installed packages.
 	wide := []string{"/etc", "/usr/local", "/usr/sbin", "/opt", "/var/lib/kubelet", "/var/lib/etcd", "/var/lib/kubexm"}
-	if reg != nil {
+	if reg != nil && !external {
 		wide = append(wide, "/var/lib/kubexm-registry")
 	}
 	fresh := takeHostState(ctx, t, set, wide...)
@@ -157,7 +175,7 @@ func TestHAControlPlane(t *testing.T) {
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
 	kxExport := kx
 	kxExport.extra = append(slices.Clone(kx.extra), `{"kube_control_plane_lb_bundle_packages": ["`+strings.Join(lbPackages, `", "`)+`"]}`)
-	if reg != nil {
+	if reg != nil && !external {
 		// The registry's release joins the bundle (roles/artifacts).
 		kxExport.extra = append(kxExport.extra, fmt.Sprintf(`{"registry_mirrors": ["%s/distribution/distribution/releases/download/v%s"]}`, server, registryVersion))
 	}
@@ -183,16 +201,23 @@ func TestHAControlPlane(t *testing.T) {
 	create := filepath.Join(root, "playbooks", "create-cluster")
 	del := filepath.Join(root, "playbooks", "delete")
 
+	if external {
+		// The nodes pull from a registry filled before the create: the
+		// preflight (also --check's) finds every image there.
+		fillExternalRegistry(ctx, t, set, kx, *reg, create, bundle)
+	}
 	res := kx.play(ctx, create, "--offline-bundle", bundle, "--check")
 	if res.err != nil {
 		t.Fatalf("create-cluster --check failed: %v%s", res.err, res.failures())
 	}
+	createLoad := loadAverage()
 	res = kx.play(ctx, create, "--offline-bundle", bundle)
 	if res.err != nil {
 		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF create-cluster (3 masters, 2 workers, internal haproxy, %s, offline bundle) on %d fresh machines: %s (%d changed)",
-		haNetworkName(cni, encap), machines, res.wall.Round(time.Millisecond), len(res.changed()))
+	createWall := res.wall
+	t.Logf("PERF create-cluster (3 masters, 2 workers, internal haproxy, %s, offline bundle%s) on %d fresh machines: %s (%d changed; link rate %s, load average %s before it)",
+		haNetworkName(cni, encap), haRegistryName(reg), machines, res.wall.Round(time.Millisecond), len(res.changed()), linkRate(), createLoad)
 
 	checkEndpointWiring(ctx, t, set, masters, workers)
 	checkNodes(ctx, t, k, set)
@@ -208,11 +233,14 @@ func TestHAControlPlane(t *testing.T) {
 		t.Logf("PERF pods on all %d nodes reach each other, a Service and DNS: checked in %s", machines, time.Since(start).Round(time.Second))
 	}
 
-	if reg != nil {
-		pushThroughput(t, res, "create-cluster's push of the bundle's images into the registry it deployed on "+reg.host.Name)
+	switch {
+	case external:
+		checkPulledFromRegistry(ctx, t, set, kx, *reg, bundle)
+	case reg != nil:
+		pushThroughput(t, res, "create-cluster's push of the bundle's images into the registry it deployed on "+reg.host.Name+" (link rate "+linkRate()+")")
 		checkPulledFromRegistry(ctx, t, set, kx, *reg, bundle)
 		registryRestartWhileScaling(ctx, t, set, k, *reg)
-	} else {
+	default:
 		haFailover(ctx, t, set, diag, k, kubectl, kubeconfig, work, cni, machines, masters, workers)
 	}
 
@@ -245,7 +273,7 @@ func TestHAControlPlane(t *testing.T) {
 	}
 
 	kxDelete := kx
-	if reg != nil {
+	if reg != nil && !external {
 		// The registry's stored images too: delete keeps them unless asked.
 		kxDelete.extra = append(slices.Clone(kx.extra), "registry_delete_data=true")
 	}
@@ -255,7 +283,26 @@ func TestHAControlPlane(t *testing.T) {
 			t.Errorf("delete left on %s (%v):\n%s", h.Name, err, out)
 		}
 	}
-	t.Logf("PERF the HA suite on %d machines (%s): %s", machines, haNetworkName(cni, encap), time.Since(suiteStart).Round(time.Second))
+	if external {
+		externalRegistryKept(ctx, t, set, kx, *reg, bundle)
+		// The same machines, the same bundle, side-loading (no registry):
+		// what the registry costs or saves a create.
+		kxPlain := kx
+		kxPlain.inventory = filepath.Join(work, "cluster-sideload.yaml")
+		if err := os.WriteFile(kxPlain.inventory, []byte(plainYAML), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		load := loadAverage()
+		res = kxPlain.play(ctx, create, "--offline-bundle", bundle)
+		if res.err != nil {
+			t.Fatalf("create-cluster side-loading after the delete failed after %s: %v%s", res.wall, res.err, res.failures())
+		}
+		k.image = ""
+		checkNodes(ctx, t, k, set)
+		t.Logf("PERF create-cluster side-loading the bundle's images (no registry) on the same %d machines after the delete: %s (%d changed; link rate %s, load average %s before it); from the registry %s: %s",
+			machines, res.wall.Round(time.Millisecond), len(res.changed()), linkRate(), load, reg.name, createWall.Round(time.Millisecond))
+	}
+	t.Logf("PERF the HA suite on %d machines (%s%s): %s", machines, haNetworkName(cni, encap), haRegistryName(reg), time.Since(suiteStart).Round(time.Second))
 }
 
 // haFailover: n1 loses its power while a worker's client polls the API

@@ -43,25 +43,26 @@ type testRegistry struct {
 	passwd string
 }
 
-// startRegistry builds (or takes from the cache) the registry with
-// test/artifacts/registry.sh and runs it until the test ends.
-func startRegistry(ctx context.Context, t *testing.T, root, gateway, dir string) testRegistry {
+// registryBinary builds (or takes from the cache) the registry with
+// test/artifacts/registry.sh and returns its path.
+func registryBinary(ctx context.Context, t *testing.T, root string) string {
 	t.Helper()
 	buildArtifact(ctx, t, root, []string{"REGISTRY_VERSION=" + registryVersion}, "registry.sh")
 	cache := os.Getenv("KUBEXM_TEST_CACHE")
 	if cache == "" {
 		cache = "/var/cache/kubexm-test"
 	}
-	bin := filepath.Join(cache, "artifacts", "registry", registryVersion, "amd64", "registry")
+	return filepath.Join(cache, "artifacts", "registry", registryVersion, "amd64", "registry")
+}
 
-	l, err := net.Listen("tcp", net.JoinHostPort(gateway, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := l.Addr().String()
-	l.Close()
-	reg := testRegistry{host: host, caDir: filepath.Join(dir, "registry-ca"), user: "pusher", passwd: "e2e-Registry-4"}
-	caPEM, certPEM, keyPEM := registryCerts(t, gateway)
+// registryFiles writes into dir what a registry serving reg.host (ip:port)
+// runs with: a CA of its own (reg.caDir/ca.crt), a certificate for ip, an
+// htpasswd line (bcrypt) for reg.user, and registry.yml, which names the
+// files and the storage under runDir, where the machine running the
+// registry has them (dir itself on the control machine).
+func registryFiles(t *testing.T, reg testRegistry, ip, dir, runDir string) {
+	t.Helper()
+	caPEM, certPEM, keyPEM := registryCerts(t, ip)
 	if err := os.MkdirAll(reg.caDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -84,13 +85,44 @@ http:
   tls: {certificate: %q, key: %q}
 auth:
   htpasswd: {realm: kubexm-e2e, path: %q}
-`, filepath.Join(dir, "registry-data"), host, filepath.Join(dir, "registry.crt"), filepath.Join(dir, "registry.key"), filepath.Join(dir, "registry.htpasswd"))),
+`, filepath.Join(runDir, "registry-data"), reg.host, filepath.Join(runDir, "registry.crt"), filepath.Join(runDir, "registry.key"), filepath.Join(runDir, "registry.htpasswd"))),
 	}
 	for p, b := range files {
 		if err := os.WriteFile(p, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// waitListening waits until something accepts connections on addr.
+func waitListening(t *testing.T, addr string, log func() string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if i == 100 {
+			t.Fatalf("the registry does not listen on %s: %v\n%s", addr, err, log())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// startRegistry runs the registry on the control machine (on gateway, the
+// test bridge's address) until the test ends.
+func startRegistry(ctx context.Context, t *testing.T, root, gateway, dir string) testRegistry {
+	t.Helper()
+	bin := registryBinary(ctx, t, root)
+	l, err := net.Listen("tcp", net.JoinHostPort(gateway, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := l.Addr().String()
+	l.Close()
+	reg := testRegistry{host: host, caDir: filepath.Join(dir, "registry-ca"), user: "pusher", passwd: "e2e-Registry-4"}
+	registryFiles(t, reg, gateway, dir, dir)
 	srv := exec.Command(bin, "serve", filepath.Join(dir, "registry.yml"))
 	var log strings.Builder
 	srv.Stdout, srv.Stderr = &log, &log
@@ -104,17 +136,43 @@ auth:
 			t.Logf("registry log:\n%s", tail(log.String(), 40))
 		}
 	})
-	for i := 0; ; i++ {
-		c, err := net.DialTimeout("tcp", host, time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if i == 100 {
-			t.Fatalf("the registry does not listen on %s: %v\n%s", host, err, log.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+	waitListening(t, host, log.String)
+	return reg
+}
+
+// registryRunDir is where startRegistryOn puts the registry on a test
+// machine: outside every directory kubexm writes (the host's state before
+// the create is taken with it there).
+const registryRunDir = "/srv/e2e-registry"
+
+// startRegistryOn runs the registry on a test machine, as the transient
+// systemd unit e2e-registry.service, as a registry kubexm did not deploy:
+// reg.host is the machine's address with port 5000; user and passwd its
+// account.
+func startRegistryOn(ctx context.Context, t *testing.T, set *testhosts.Set, h testhosts.Host, root, dir, user, passwd string) testRegistry {
+	t.Helper()
+	bin := registryBinary(ctx, t, root)
+	reg := testRegistry{host: net.JoinHostPort(h.Address, "5000"), caDir: filepath.Join(dir, "registry-ca"), user: user, passwd: passwd}
+	registryFiles(t, reg, h.Address, dir, registryRunDir)
+	if out, err := set.SSH(ctx, h.Name, "install -d -m 0700 "+registryRunDir); err != nil {
+		t.Fatalf("%s: %v\n%s", h.Name, err, out)
 	}
+	for _, f := range []string{"registry.crt", "registry.key", "registry.htpasswd", "registry.yml"} {
+		if err := upload(ctx, set, h.Name, filepath.Join(dir, f), registryRunDir+"/"+f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := upload(ctx, set, h.Name, bin, registryRunDir+"/registry"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := set.SSH(ctx, h.Name, "set -e; chmod 0755 "+registryRunDir+"/registry; systemd-run --unit=e2e-registry --property=Restart=on-failure "+
+		registryRunDir+"/registry serve "+registryRunDir+"/registry.yml"); err != nil {
+		t.Fatalf("%s: start the registry: %v\n%s", h.Name, err, out)
+	}
+	waitListening(t, reg.host, func() string {
+		out, _ := set.SSH(ctx, h.Name, "journalctl -u e2e-registry --no-pager | tail -20")
+		return out
+	})
 	return reg
 }
 
