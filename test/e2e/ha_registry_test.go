@@ -151,9 +151,15 @@ func fillExternalRegistry(ctx context.Context, t *testing.T, set *testhosts.Set,
 	re := regexp.MustCompile(`(?m)^([0-9]+) images in ` + regexp.QuoteMeta(reg.name) + `: ([0-9.]+) MiB sent, ([0-9.]+) MiB already there, in (.+)$`)
 	for _, round := range []string{"into the empty registry", "again (nothing to send)"} {
 		load := loadAverage()
+		regCPU := serviceCPU(ctx, set, reg.host.Name, reg.unit)
 		start := time.Now()
-		out, err := registryPush(ctx, kx, bundle)
+		out, cpu, err := registryPushCPU(ctx, kx, bundle)
 		wall := time.Since(start)
+		if after := serviceCPU(ctx, set, reg.host.Name, reg.unit); regCPU >= 0 && after >= 0 {
+			regCPU = after - regCPU
+		} else {
+			regCPU = -1
+		}
 		m := re.FindStringSubmatch(out)
 		if err != nil || m == nil {
 			t.Fatalf("kubexm artifact images push %s: %v\n%s", round, err, tail(out, 30))
@@ -166,7 +172,8 @@ func fillExternalRegistry(ctx context.Context, t *testing.T, set *testhosts.Set,
 			t.Errorf("the first push into the empty registry sent nothing:\n%s", tail(out, 30))
 		}
 		t.Logf("PERF kubexm artifact images push --offline-bundle %s on %s (%s images, TLS, htpasswd, link rate %s, load average %s): %s MiB sent, %s MiB already there, "+
-			"in %s (the push's own clock %s): %.1f MiB/s", round, reg.name, m[1], linkRate(), load, m[2], m[3], wall.Round(time.Millisecond), m[4], sent/wall.Seconds())
+			"in %s (the push's own clock %s): %.1f MiB/s; CPU: kubexm %s, the registry %s", round, reg.name, m[1], linkRate(), load, m[2], m[3], wall.Round(time.Millisecond), m[4], sent/wall.Seconds(),
+			cpu.Round(10*time.Millisecond), regCPU)
 	}
 }
 
@@ -310,10 +317,36 @@ done`, shellQuote(reg.name)))
 // registryPush runs `kubexm artifact images push` of the bundle's images
 // to the cluster's registry, in the cluster's work directory.
 func registryPush(ctx context.Context, kx kubexm, bundle string) (string, error) {
+	out, _, err := registryPushCPU(ctx, kx, bundle)
+	return out, err
+}
+
+// registryPushCPU is registryPush that also says how much CPU (user and
+// system) the push took.
+func registryPushCPU(ctx context.Context, kx kubexm, bundle string) (string, time.Duration, error) {
 	cmd := exec.CommandContext(ctx, kx.bin, "artifact", "images", "push", "-f", kx.inventory, "--offline-bundle", bundle)
 	cmd.Dir = kx.dir
 	out, err := cmd.CombinedOutput()
-	return string(out), err
+	var cpu time.Duration
+	if cmd.ProcessState != nil {
+		cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	return string(out), cpu, err
+}
+
+// serviceCPU is the CPU time (user and system) the main process of a
+// systemd unit on host has used, from /proc/<pid>/stat in clock ticks of
+// 10 ms; -1 when it cannot be read.
+func serviceCPU(ctx context.Context, set *testhosts.Set, host, unit string) time.Duration {
+	out, err := set.SSH(ctx, host, "pid=$(systemctl show -p MainPID --value "+shellQuote(unit)+") && awk '{print $14 + $15}' /proc/$pid/stat")
+	if err != nil {
+		return -1
+	}
+	ticks, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		return -1
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
 // checkRegistryAfterRotation is caRotation's part for the registry: each
