@@ -138,10 +138,9 @@ func TestInjectionOSPackages(t *testing.T) {
 		roleTasks(t, "roles/os/tasks/packages.yaml", "Packages - find the ones not installed yet"), 4)
 	for _, check := range []bool{true, false} {
 		_, err := runLocal(t, pb, nil, map[string]any{
-			"os_packages": "", "os_packages_deb": []any{}, "os_packages_rpm": []any{},
 			"os_pkg_family": "deb", "os_chrony_package": "chrony",
-			// spec.system.debs and rpms, as roles/os's defaults map them.
-			"os_system_debs": []any{"curl$(touch " + dir + "/PWNED)", "x`touch " + dir + "/PWNED`"}, "os_system_rpms": []any{},
+			// spec.system.debs, as roles/os's defaults add it to the list.
+			"os_package_list_deb": []any{"curl$(touch " + dir + "/PWNED)", "x`touch " + dir + "/PWNED`"}, "os_package_list_rpm": []any{},
 		}, check)
 		if err != nil {
 			t.Fatalf("check=%v: %v", check, err)

@@ -359,8 +359,10 @@ func clusterTestVars() []string {
 		`{"flannel_version": "v0.28.10", "flannel_cni_plugin_version": "v0.9.1"}`,
 		// The test pods' image travels in the bundle as a site's own image would.
 		`{"images_extra": [{"name": "busybox", "repo": "docker.io/library/busybox", "tag": "1.35.0"}]}`,
-		// No package mirror; these are installed already.
-		`{"os_packages": ["iptables", "iproute2", "kmod", "procps", "curl"]}`,
+		// No package mirror; these are installed already. The bundle leaves
+		// the os role's packages out (the HA suite carries them:
+		// haOSPackagesVars), so no other suite's export waits for apt.
+		`{"os_packages": ["iptables", "iproute2", "kmod", "procps", "curl"], "os_bundle_packages": []}`,
 		// systemd-nspawn machines: vm.*, kernel.*, fs.* are read-only.
 		"os_sysctl_ignore_readonly=true",
 		// No CAP_SYS_RESOURCE: OOM scores cannot go below 0.

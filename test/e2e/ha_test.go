@@ -32,8 +32,13 @@ const haEndpoint = "https://lb.kubexm.local:6443"
 // binary mode's calico; KUBEXM_E2E_HA_CNI: calico, the default, with vxlan;
 // calico-bgp, BGP without encapsulation; flannel):
 //
-//   - `kubexm artifact export` puts haproxy and its dependency closure
-//     (.deb files for the control machine's Debian release) into the bundle;
+//   - `kubexm artifact export` puts haproxy and the os role's packages the
+//     machines lack (socat, conntrack, ipset, ebtables: not in their image)
+//     with their dependency closure (.deb files for the control machine's
+//     Debian release, one index, each file once) into the bundle;
+//   - create-cluster --offline-bundle installs the os role's packages from
+//     the bundle on every machine (no network: installed proves the path),
+//     recorded as kubexm's, so the delete below removes them;
 //   - create-cluster --offline-bundle installs haproxy from the bundle on the
 //     workers only, as kubexm-haproxy.service on 127.0.0.1:6443 with every
 //     master as a health-checked backend; every kubeconfig on every node
@@ -142,6 +147,9 @@ func TestHAControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: extraVars(clusterTestVars()...), observe: diag.observe}
+	// The os role's list with packages the machines lack (issue 50): they
+	// come from the bundle, beside haproxy's, with their closure.
+	kx.extra = append(kx.extra, haOSPackagesVars())
 	kubeconfig := filepath.Join(work, ".kubexm", "e2e-ha", "kubeconfig")
 	k := kubectlRunner{bin: kubectl, kubeconfig: kubeconfig}
 	if reg != nil {
@@ -156,7 +164,7 @@ func TestHAControlPlane(t *testing.T) {
 	}
 	fresh := takeHostState(ctx, t, set, wide...)
 	for _, h := range set.Hosts {
-		for _, p := range []string{"haproxy", "nginx"} {
+		for _, p := range append([]string{"haproxy", "nginx"}, haOSPackagesMissing...) {
 			if strings.Contains(fresh.pkgs[h.Name], "\n"+p+" ") {
 				t.Fatalf("%s has %s before the create: the test would not prove the bundle path", h.Name, p)
 			}
@@ -197,6 +205,7 @@ func TestHAControlPlane(t *testing.T) {
 		}
 	}
 	t.Logf("the bundle has %s and %d .deb files in all", strings.Join(lbPackages, ", "), len(debs))
+	checkBundleOSPackages(ctx, t, bundle, string(list), append(slices.Clone(lbPackages), haOSPackagesMissing...))
 
 	create := filepath.Join(root, "playbooks", "create-cluster")
 	del := filepath.Join(root, "playbooks", "delete")
@@ -220,6 +229,7 @@ func TestHAControlPlane(t *testing.T) {
 		haNetworkName(cni, encap), haRegistryName(reg), machines, res.wall.Round(time.Millisecond), len(res.changed()), linkRate(), createLoad)
 
 	checkEndpointWiring(ctx, t, set, masters, workers)
+	checkOSPackagesFromBundle(ctx, t, set)
 	checkNodes(ctx, t, k, set)
 	checkMasterEtcd(ctx, t, set, etcdctl, masters, masters[1])
 	if cni == "calico" {
