@@ -36,6 +36,12 @@ type Support struct {
 	// value "not supported yet"): that playbook refuses them before any
 	// task runs (see ForPlaybook).
 	PlaybookChoices map[string][]Choice `json:"playbookChoices,omitempty"`
+	// OSPackageSets say, per package family (deb, rpm), whether an offline
+	// bundle carries the OS packages the hosts install (kubexm artifact
+	// export) for hosts without a package mirror: not a cluster.yaml
+	// choice, so nothing is refused by it here (preflight refuses an
+	// offline run the bundle cannot serve).
+	OSPackageSets []ChoiceValue `json:"osPackageSets,omitempty"`
 	// Source is the file the matrix was read from, for messages.
 	Source string `json:"source"`
 
@@ -294,6 +300,7 @@ func ParseSupport(name string, data []byte) (*Support, error) {
 		Choices    yaml.MapSlice     `yaml:"choices"`
 		WarnOnly   []string          `yaml:"warn_only_playbooks"`
 		Playbooks  yaml.MapSlice     `yaml:"playbook_choices"`
+		OSPackages yaml.MapSlice     `yaml:"os_package_sets"`
 	}
 	if err := yaml.UnmarshalWithOptions(data, &raw, yaml.Strict(), yaml.UseOrderedMap()); err != nil {
 		return nil, fmt.Errorf("support matrix %s: %s", name, yaml.FormatError(err, false, true))
@@ -302,6 +309,15 @@ func ParseSupport(name string, data []byte) (*Support, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	s.Choices = parseChoices(raw.Choices, "choice ", bad)
+	for _, item := range raw.OSPackages {
+		family := fmt.Sprint(item.Key)
+		if cv, ok := parseValue("os_package_sets "+family, family, item.Value, bad); ok {
+			if cv.Role != "" {
+				bad("os_package_sets %s: role is for choices", family)
+			}
+			s.OSPackageSets = append(s.OSPackageSets, cv)
+		}
+	}
 	for _, pb := range raw.Playbooks {
 		name := fmt.Sprint(pb.Key)
 		choices, ok := pb.Value.(yaml.MapSlice)
@@ -386,30 +402,38 @@ func parseChoices(items yaml.MapSlice, what string, bad func(string, ...any)) []
 				}
 				continue
 			}
-			b, err := yaml.Marshal(v.Value)
-			if err != nil {
-				bad(what+"%s value %s: %v", field, key, err)
-				continue
+			if cv, ok := parseValue(what+field+" value "+key, key, v.Value, bad); ok {
+				ch.Values = append(ch.Values, cv)
 			}
-			var cv ChoiceValue
-			if err := yaml.UnmarshalWithOptions(b, &cv, yaml.Strict()); err != nil {
-				bad(what+"%s value %s: %s", field, key, yaml.FormatError(err, false, false))
-				continue
-			}
-			cv.Value = key
-			switch {
-			case cv.Status != StatusSupported && cv.Status != StatusNotSupported:
-				bad(what+"%s value %s: status %q, want %q or %q", field, key, cv.Status, StatusSupported, StatusNotSupported)
-			case cv.Status == StatusNotSupported && cv.Reason == "":
-				bad(what+"%s value %s: not supported yet needs a reason", field, key)
-			case cv.Status == StatusSupported && cv.Tested == "":
-				bad(what+"%s value %s: supported needs tested: what proves it is installed", field, key)
-			}
-			ch.Values = append(ch.Values, cv)
 		}
 		out = append(out, ch)
 	}
 	return out
+}
+
+// parseValue reads one value's status (with its reason or its evidence);
+// what names it in the errors.
+func parseValue(what, key string, value any, bad func(string, ...any)) (ChoiceValue, bool) {
+	b, err := yaml.Marshal(value)
+	if err != nil {
+		bad("%s: %v", what, err)
+		return ChoiceValue{}, false
+	}
+	var cv ChoiceValue
+	if err := yaml.UnmarshalWithOptions(b, &cv, yaml.Strict()); err != nil {
+		bad("%s: %s", what, yaml.FormatError(err, false, false))
+		return ChoiceValue{}, false
+	}
+	cv.Value = key
+	switch {
+	case cv.Status != StatusSupported && cv.Status != StatusNotSupported:
+		bad("%s: status %q, want %q or %q", what, cv.Status, StatusSupported, StatusNotSupported)
+	case cv.Status == StatusNotSupported && cv.Reason == "":
+		bad("%s: not supported yet needs a reason", what)
+	case cv.Status == StatusSupported && cv.Tested == "":
+		bad("%s: supported needs tested: what proves it is installed", what)
+	}
+	return cv, true
 }
 
 // KubernetesRange says which Kubernetes versions are supported, for
@@ -514,6 +538,10 @@ func (s *Support) WithoutEvidence() *Support {
 		for j := range c.Choices[i].Values {
 			c.Choices[i].Values[j].Tested = ""
 		}
+	}
+	c.OSPackageSets = slices.Clone(s.OSPackageSets)
+	for i := range c.OSPackageSets {
+		c.OSPackageSets[i].Tested = ""
 	}
 	return &c
 }

@@ -52,15 +52,14 @@ func (s *Support) WriteText(w io.Writer, defaults map[string]string) {
 		}
 		fmt.Fprintln(w)
 		for _, v := range ch.Values {
-			note := v.Tested // empty without --evidence
-			if !v.Supported() {
-				note = v.Reason
-			}
-			if note != "" {
-				note = ": " + note
-			}
-			fmt.Fprintf(w, "    %-10s %s%s\n", v.Value, v.Status, note)
+			writeValue(w, "    ", v)
 		}
+	}
+	if len(s.OSPackageSets) > 0 {
+		fmt.Fprintln(w, "\nOS packages in offline bundles (kubexm artifact export):")
+	}
+	for _, v := range s.OSPackageSets {
+		writeValue(w, "  ", v)
 	}
 	names := slices.Sorted(maps.Keys(s.PlaybookChoices))
 	if len(names) > 0 {
@@ -73,6 +72,19 @@ func (s *Support) WriteText(w io.Writer, defaults map[string]string) {
 			}
 		}
 	}
+}
+
+// writeValue prints a value's status with its reason, or with its evidence
+// (empty without --evidence).
+func writeValue(w io.Writer, indent string, v ChoiceValue) {
+	note := v.Tested
+	if !v.Supported() {
+		note = v.Reason
+	}
+	if note != "" {
+		note = ": " + note
+	}
+	fmt.Fprintf(w, "%s%-10s %s%s\n", indent, v.Value, v.Status, note)
 }
 
 // mirrorVar says where a component comes from as a user changes it: the

@@ -420,10 +420,34 @@ func TestParseSupportRejectsIncoherentMatrix(t *testing.T) {
 		{"kubernetes: {minors: [v1.35], default: v1.35.1, feature_gates_removed: {v1.30: [X]}}\n", "not one of the minors"},
 		{"kubernetes: {minors: [v1.35], default: v1.35.1}\nbogus: 1\n", "bogus"},
 		{"kubernetes: {minors: [v1.35], default: v1.35.1, tested_patches: {v1.35: v1.36.0}}\n", "tested_patches"},
+		{"kubernetes: {minors: [v1.35], default: v1.35.1}\nos_package_sets: {rpm: {status: not supported yet}}\n", "os_package_sets rpm: not supported yet needs a reason"},
+		{"kubernetes: {minors: [v1.35], default: v1.35.1}\nos_package_sets: {deb: {status: supported}}\n", "os_package_sets deb: supported needs tested"},
+		{"kubernetes: {minors: [v1.35], default: v1.35.1}\nos_package_sets: {deb: {status: supported, tested: x, role: y}}\n", "role is for choices"},
 	} {
 		if _, err := matrix.ParseSupport("m.yaml", []byte(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.msg) || !strings.Contains(err.Error(), "m.yaml") {
 			t.Errorf("%q: %v", tc.yaml, err)
 		}
+	}
+}
+
+// TestOSPackageSets: the built-in matrix says which package families an
+// offline bundle carries, with the evidence only under --evidence.
+func TestOSPackageSets(t *testing.T) {
+	s, err := matrix.BuiltinSupport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]matrix.ChoiceValue{}
+	for _, v := range s.OSPackageSets {
+		got[v.Value] = v
+	}
+	if !got["deb"].Supported() || got["deb"].Tested == "" || got["rpm"].Supported() || got["rpm"].Reason == "" {
+		t.Errorf("os_package_sets: %+v, want deb supported with its evidence, rpm not supported yet with a reason", s.OSPackageSets)
+	}
+	var b strings.Builder
+	s.WithoutEvidence().WriteText(&b, nil)
+	if !strings.Contains(b.String(), "OS packages in offline bundles") || strings.Contains(b.String(), got["deb"].Tested) || !strings.Contains(b.String(), got["rpm"].Reason) {
+		t.Errorf("kubexm support without --evidence:\n%s", b.String())
 	}
 }
 
