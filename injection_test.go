@@ -275,3 +275,58 @@ func indent(s string, n int) string {
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
+
+// TestInjectionPreflightPackages runs preflight's offline-bundle package
+// check on this machine (it only reads): a package name is never shell
+// text, and a package the host lacks that the bundle's set for its release
+// does not carry is a finding naming it, while one the set carries is not.
+func TestInjectionPreflightPackages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs shell on this machine")
+	}
+	if _, err := os.Stat("/var/lib/dpkg/status"); err != nil {
+		t.Skip("not a dpkg machine")
+	}
+	dir := t.TempDir()
+	release := ""
+	if data, err := os.ReadFile("/etc/os-release"); err == nil {
+		var id, version string
+		for _, l := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(l, "ID="); ok {
+				id = strings.Trim(v, `"`)
+			}
+			if v, ok := strings.CutPrefix(l, "VERSION_ID="); ok {
+				version = strings.Trim(v, `"`)
+			}
+		}
+		release = id + version
+	}
+	set := filepath.Join(dir, "bundle", "packages", release, "amd64")
+	if err := os.MkdirAll(set, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(set, "Packages"), []byte("Package: kubexm-test-carried\nFilename: ./kubexm-test-carried_1_amd64.deb\n\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var tasks string
+	for _, name := range []string{"Packages - the lists an offline run installs here", "Packages - the host's release and the packages it lacks",
+		"Packages - the offline bundle's package sets", "Packages - what the bundle cannot give this host", "Packages - the offline bundle has what this host lacks"} {
+		tasks += roleTasks(t, "roles/preflight/tasks/main.yaml", name)
+	}
+	pb := "- hosts: all\n  gather_facts: false\n  tasks:\n" + indent("- set_fact: {preflight_findings: [], preflight_node: n1}\n"+tasks+
+		"- debug: {msg: \"FINDINGS {{ range .preflight_findings }}{{ .msg }}{{ end }}\"}\n", 4)
+	out, err := runLocalGroups(t, pb, map[string][]string{"k8s_cluster": {"n1"}, "master": {}}, map[string]any{
+		"offline_bundle_dir":  filepath.Join(dir, "bundle"),
+		"os_package_list_deb": []any{"kubexm-test-carried", "kubexm-test-absent$(touch " + dir + "/PWNED)"}, "os_package_list_rpm": []any{},
+		"os_chrony_package": "chrony", "os_ntp_servers": []any{}, "kube_control_plane_lb": "internal-haproxy",
+		"kube_control_plane_lb_packages": []any{"x`touch " + dir + "/PWNED`"},
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertNoPwned(t, dir)
+	_, findings, _ := strings.Cut(out, "FINDINGS ")
+	if !strings.Contains(findings, "lacks kubexm-test-absent$(touch") || strings.Contains(findings, "kubexm-test-carried") {
+		t.Errorf("the finding should name the package the set lacks and not the one it carries:\n%s", out)
+	}
+}
