@@ -63,6 +63,9 @@ flannel_version: v0.28.10
 flannel_cni_plugin_version: v0.9.1
 
 os_packages: [iptables, iproute2, kmod, procps, curl]
+# The machines have these: no OS packages in the bundle (an export without
+# this line carries the os role's packages for hosts without a mirror).
+os_bundle_packages: []
 os_sysctl_ignore_readonly: true
 containerd_restrict_oom_score_adj: true
 kubelet_extra_config:

@@ -292,6 +292,9 @@ spec:
 		map[string]any{"name": "coredns", "repo": fx.registry + "/coredns/coredns", "tag": "v1.12.0"},
 		map[string]any{"name": "flannel", "repo": fx.registry + "/flannel-io/flannel", "tag": "v0.26.7"},
 	}
+	// No OS packages: their export asks the control machine's apt and
+	// Debian's mirrors (the HA e2e suite exports them).
+	fx.vars["os_bundle_packages"] = []any{}
 	return fx
 }
 
