@@ -98,7 +98,8 @@ object exists, or it is deleted; it watches the object rather than polling,
 and fails after wait_timeout with the last reason; a rollout's failure adds
 a line for each of the workload's pods: its node, phase, and why each
 container that is not ready waits or ended (ErrImageNeverPull,
-CrashLoopBackOff, not scheduled and why).
+CrashLoopBackOff, not scheduled and why), and with failure_logs the last
+lines of such a container's log.
 
 Under --check nothing is written: applies and patches are server-side dry
 runs and report what would change, deletes report what exists, a drain
@@ -130,6 +131,7 @@ path), ` + "`evicted_pods`" + ` (drained).`,
 			{Name: "delete_emptydir_data", Type: step.Bool, Default: false, Doc: "drained: take pods with emptyDir volumes too, their data lost (kubectl drain --delete-emptydir-data)."},
 			{Name: "drain_force", Type: step.Bool, Default: false, Doc: "drained: take pods no controller manages too (kubectl drain --force)."},
 			{Name: "mark", Type: step.String, Doc: "cordoned, drained, uncordoned: an annotation that says this task's cordon is kubexm's: set with the cordon (a node someone else cordoned is left as it is, and still drained), and an uncordon only touches a node that has it, removing it."},
+			{Name: "failure_logs", Type: step.Int, Default: 0, Doc: "wait_for rollout: when the rollout fails, the last this many lines of the log of each container that is not ready follow its pod's line (the previous run's for a container waiting to restart), for at most 3 pods (kubectl logs --tail)."},
 			{Name: "disable_eviction", Type: step.Bool, Default: false, Doc: "drained: delete the pods instead of evicting them, PodDisruptionBudgets not asked (kubectl drain --disable-eviction)."},
 		},
 		Examples: []string{`k8s:
@@ -166,6 +168,7 @@ type request struct {
 	drainForce                bool
 	disableEviction           bool
 	mark                      string
+	failureLogs               int
 }
 
 func parse(args step.Args) (*request, error) {
@@ -176,6 +179,13 @@ func parse(args step.Args) (*request, error) {
 		force: args.Bool("force_conflicts"), waitSpec: args.String("wait_for"), waitTimeout: args.Duration("wait_timeout"),
 		path: args.String("path"), deleteEmptyDir: args.Bool("delete_emptydir_data"),
 		drainForce: args.Bool("drain_force"), disableEviction: args.Bool("disable_eviction"), mark: args.String("mark"),
+		failureLogs: args.Int("failure_logs"),
+	}
+	if r.failureLogs < 0 {
+		return nil, fmt.Errorf("failure_logs %d: want a number of lines, 0 for none", r.failureLogs)
+	}
+	if r.failureLogs > 0 && r.waitSpec != "rollout" {
+		return nil, errors.New("failure_logs goes with wait_for: rollout (the logs of the pods that did not roll out)")
 	}
 	gv, err := schema.ParseGroupVersion(args.String("api_version"))
 	if err != nil {
@@ -526,7 +536,7 @@ func (r *request) podStates(ctx context.Context, c *client, ri dynamic.ResourceI
 	if r.waitSpec != "rollout" {
 		return ""
 	}
-	if s := c.podStates(ctx, ri, name); s != "" {
+	if s := c.podStates(ctx, ri, name, r.failureLogs); s != "" {
 		return "\n" + s
 	}
 	return ""

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	dynfake "k8s.io/client-go/dynamic/fake"
+	kubefakeclient "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -333,10 +334,37 @@ func TestRolloutTimeoutNamesThePods(t *testing.T) {
 	if strings.Contains(res.Msg, "dns-c") {
 		t.Errorf("message %q names a pod of another workload", res.Msg)
 	}
+	if strings.Contains(res.Msg, "log") {
+		t.Errorf("message %q shows logs without failure_logs", res.Msg)
+	}
 	// Another wait than a rollout lists no pods.
 	args["wait_for"] = "condition=Ready"
 	if res := run(t, b, false, false, args); strings.Contains(res.Msg, "its pods") {
 		t.Errorf("a condition's timeout lists the pods: %q", res.Msg)
+	}
+	args["failure_logs"] = 5
+	h := &host{files: map[string]string{"/etc/admin.conf": "kubeconfig"}}
+	if _, err := b.Run(context.Background(), &step.Env{Host: "m1", Target: h}, b.Spec().WithDefaults(args)); err == nil || !strings.Contains(err.Error(), "failure_logs goes with wait_for: rollout") {
+		t.Errorf("failure_logs on another wait than a rollout: %v", err)
+	}
+
+	// With failure_logs, the crashing container's previous run's log
+	// follows its pod's line; the one that never started has none.
+	connect := b.clients.connect
+	b.clients = clients{connect: func(k []byte, tr transport.Transport) (*client, error) {
+		c, err := connect(k, tr)
+		if c != nil {
+			c.kube = kubefakeclient.NewClientset()
+		}
+		return c, err
+	}}
+	args["wait_for"] = "rollout"
+	res = run(t, b, false, false, args)
+	if want := "agent-b on n1: Running; container main waiting: CrashLoopBackOff, 4 restarts\n    main's log, its previous run:\n      fake logs"; !strings.Contains(res.Msg, want) {
+		t.Errorf("message %q does not say %q", res.Msg, want)
+	}
+	if strings.Count(res.Msg, "'s log") != 1 {
+		t.Errorf("message %q shows a log of a container that never started", res.Msg)
 	}
 }
 

@@ -221,9 +221,12 @@ func watchOnce(ctx context.Context, ri dynamic.ResourceInterface, name, rv strin
 // podStates says what the pods of a workload that did not roll out are
 // doing, one line each (as kubectl get pods -o wide and describe would
 // tell): where each is, its phase, and why a container waits or died. It is
-// the reason a rollout failed that the workload's status does not give. An
-// error reading them is said instead: the message is a hint, not a result.
-func (c *client) podStates(ctx context.Context, ri dynamic.ResourceInterface, name string) string {
+// the reason a rollout failed that the workload's status does not give.
+// With logLines, the last lines of the log of each container that is not
+// ready follow its pod's line, for the first logPods pods that have one (as
+// kubectl logs --tail would show). An error reading them is said instead:
+// the message is a hint, not a result.
+func (c *client) podStates(ctx context.Context, ri dynamic.ResourceInterface, name string, logLines int) string {
 	obj, err := ri.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return ""
@@ -250,8 +253,61 @@ func (c *client) podStates(ctx context.Context, ri dynamic.ResourceInterface, na
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "its pods (%s):", sel)
+	logged := 0
 	for i := range list.Items {
 		b.WriteString("\n  " + podState(&list.Items[i]))
+		if logLines > 0 && logged < logPods {
+			if l := c.podLogs(ctx, &list.Items[i], logLines); l != "" {
+				b.WriteString(l)
+				logged++
+			}
+		}
+	}
+	return b.String()
+}
+
+// logPods is how many pods' logs a failed rollout shows: the pods of one
+// workload usually fail alike, and a DaemonSet's can be hundreds.
+const logPods = 3
+
+// logBytes bounds one container's log in a message.
+const logBytes = 16 << 10
+
+// podLogs is the tail of the log of each container of p that is not ready
+// and has run: the previous run's when it waits to restart (a crash loop),
+// the current one's when it runs or ended. A container that never started
+// (an image not pulled, a pod not scheduled) has none.
+func (c *client) podLogs(ctx context.Context, p *unstructured.Unstructured, lines int) string {
+	var pod corev1.Pod
+	if c.kube == nil || runtime.DefaultUnstructuredConverter.FromUnstructured(p.Object, &pod) != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, cs := range append(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses...) {
+		st := cs.State
+		switch {
+		case cs.Ready,
+			st.Waiting != nil && cs.RestartCount == 0,
+			st.Terminated != nil && st.Terminated.ExitCode == 0:
+			continue
+		}
+		previous := st.Waiting != nil
+		tail, limit := int64(lines), int64(logBytes)
+		raw, err := c.kube.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
+			Container: cs.Name, TailLines: &tail, LimitBytes: &limit, Previous: previous,
+		}).DoRaw(ctx)
+		which := ""
+		if previous {
+			which = ", its previous run"
+		}
+		fmt.Fprintf(&b, "\n    %s's log%s:", cs.Name, which)
+		if err != nil {
+			fmt.Fprintf(&b, " %v", err)
+			continue
+		}
+		for _, l := range strings.Split(strings.TrimRight(string(raw), "\n"), "\n") {
+			b.WriteString("\n      " + l)
+		}
 	}
 	return b.String()
 }
