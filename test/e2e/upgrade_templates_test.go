@@ -65,10 +65,11 @@ func TestUpgradeSkewRules(t *testing.T) {
 }
 
 // TestUpgradePrecheckReadsTheCluster renders the pre-checks' two set_fact
-// tasks on `kubectl version` and `kubectl get nodes` output as kubectl
-// prints it (columns padded with spaces): the node versions must come out
-// as a map, the NotReady nodes as a list, upgrade_needed as a bool, which
-// the skew rules, the verdict and the cordon tasks read as values.
+// tasks on what the k8s builtin registers for GET /version (content) and
+// the Nodes (resources): the node versions must come out as a map, the
+// NotReady nodes (and one without a Ready condition) as a list,
+// upgrade_needed as a bool, which the skew rules, the verdict and the
+// cordon tasks read as values.
 func TestUpgradePrecheckReadsTheCluster(t *testing.T) {
 	tasks := precheckTasks(t)
 	facts := func(name string) map[string]any {
@@ -80,14 +81,23 @@ func TestUpgradePrecheckReadsTheCluster(t *testing.T) {
 		t.Fatalf("precheck.yaml has no task %q", name)
 		return nil
 	}
+	node := func(name, version, ready string) map[string]any {
+		conds := []any{map[string]any{"type": "MemoryPressure", "status": "False"}}
+		if ready != "" {
+			conds = append(conds, map[string]any{"type": "Ready", "status": ready})
+		}
+		return map[string]any{"metadata": map[string]any{"name": name},
+			"status": map[string]any{"nodeInfo": map[string]any{"kubeletVersion": version}, "conditions": conds}}
+	}
 	ev := eval.New()
 	vars := map[string]any{
 		"kubernetes_version": "v1.37.2",
-		"upgrade_cluster": map[string]any{"stdout_lines": []any{
-			"server v1.36.3",
-			"n1     v1.37.2   True",
-			"n2\tv1.36.3\tTrue",
-			"n3     v1.36.3   False",
+		"upgrade_server":     map[string]any{"content": `{"major": "1", "minor": "36", "gitVersion": "v1.36.3"}`, "status": 200},
+		"upgrade_nodes": map[string]any{"resources": []any{
+			node("n1", "v1.37.2", "True"),
+			node("n2", "v1.36.3", "True"),
+			node("n3", "v1.36.3", "False"),
+			node("n4", "v1.36.3", ""),
 		}},
 	}
 	for k, v := range facts("upgrade - what the cluster runs") {
@@ -108,11 +118,11 @@ func TestUpgradePrecheckReadsTheCluster(t *testing.T) {
 		vars[k] = r
 	}
 	nodes, ok := vars["upgrade_node_versions"].(map[string]any)
-	if !ok || len(nodes) != 3 || nodes["n1"] != "v1.37.2" || nodes["n2"] != "v1.36.3" {
-		t.Errorf("upgrade_node_versions = %#v, want the three nodes' kubelet versions", vars["upgrade_node_versions"])
+	if !ok || len(nodes) != 4 || nodes["n1"] != "v1.37.2" || nodes["n2"] != "v1.36.3" {
+		t.Errorf("upgrade_node_versions = %#v, want the four nodes' kubelet versions", vars["upgrade_node_versions"])
 	}
-	if nr, ok := vars["upgrade_not_ready"].([]any); !ok || len(nr) != 1 || nr[0] != "n3" {
-		t.Errorf("upgrade_not_ready = %#v, want [n3]", vars["upgrade_not_ready"])
+	if nr, ok := vars["upgrade_not_ready"].([]any); !ok || len(nr) != 2 || nr[0] != "n3" || nr[1] != "n4" {
+		t.Errorf("upgrade_not_ready = %#v, want [n3 n4]", vars["upgrade_not_ready"])
 	}
 	if vars["upgrade_needed"] != true {
 		t.Errorf("upgrade_needed = %#v, want true", vars["upgrade_needed"])
@@ -158,6 +168,25 @@ func TestUpgradeRefusesAnEtcdItCannotBackUp(t *testing.T) {
 			t.Errorf("%+v: problems %q, want refused=%v", c, got, c.refused)
 		}
 	}
+}
+
+// TestUpgradeRefusesWithoutTheNodes: a Node list the API server did not
+// answer refuses the upgrade with the builtin's error, rather than calling
+// every node unregistered.
+func TestUpgradeRefusesWithoutTheNodes(t *testing.T) {
+	var problems string
+	for _, task := range precheckTasks(t) {
+		if task["name"] == "upgrade - every pre-check passed" {
+			problems = task["vars"].(map[string]any)["upgrade_problems"].(string)
+		}
+	}
+	vars := healthyVerdictVars()
+	vars["upgrade_nodes"] = map[string]any{"failed": true, "msg": "nodes: connection refused"}
+	got, err := eval.New().RenderString(problems, vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProblems(t, strings.TrimSpace(got), []string{"the API server does not list the nodes on n1: nodes: connection refused"})
 }
 
 // TestUpgradeRemovedAPIsStopOnAFailedRequest runs the pre-check that lists
@@ -288,7 +317,7 @@ func healthyVerdictVars() map[string]any {
 		"etcd_type":               "kubeadm",
 		"upgrade_target_conflict": "", "upgrade_backup": true, "upgrade_needed": true, "etcd_upgrade_problems": "",
 		"upgrade_current_version": "v1.36.3", "upgrade_skew_problems": "", "upgrade_node_versions": map[string]any{},
-		"upgrade_not_ready": []any{}, "upgrade_etcd": map[string]any{"rc": 0}, "upgrade_removed": map[string]any{},
+		"upgrade_not_ready": []any{}, "upgrade_nodes": map[string]any{"resources": []any{}}, "upgrade_etcd": map[string]any{"rc": 0}, "upgrade_removed": map[string]any{},
 		"upgrade_allow_removed_apis": false, "upgrade_min_free_mib": 0, "kube_bin_dir": "/usr/local/bin", "kubectl_host": "n1",
 		"kubernetes_version": "v1.37.2", "groups": map[string]any{"master": []any{}, "k8s_cluster": []any{}}, "hostvars": map[string]any{},
 	}
