@@ -72,6 +72,8 @@ func TestLayering(t *testing.T) {
 		// The one YAML parser of schema and the engine sits below both.
 		{"internal/ytree", []string{"engine", "schema", "inventory", "builtins", "cmd", "bundle"}},
 		{"internal/suggest", []string{""}},
+		// The command tree's conventions are cobra's and suggest's only.
+		{"internal/cmdtree", []string{"engine", "schema", "inventory", "builtins", "cmd", "bundle", "lifecycle", "service"}},
 		{"internal/sysdirs", []string{""}},
 		{"internal/flock", []string{""}},
 		// How a process stops at a signal: the CLI's, the worker's and the

@@ -1,7 +1,9 @@
 package lifecycle
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/mensylisir/kubexm/schema/validate"
@@ -64,4 +66,22 @@ func CheckUpgradeTarget(file string, rolesPath []string, to string) error {
 			want, file, spec, want, file)
 	}
 	return nil
+}
+
+// RollBackFailedUpgrade runs the rollback playbook after the upgrade of
+// req failed with err (upgrade cluster --rollback-on-failure), with req's
+// options, and says on stderr why; it returns the upgrade's error, told
+// whether the rollback worked.
+func (r Runner) RollBackFailedUpgrade(ctx context.Context, req Request, err error, stderr io.Writer) error {
+	fmt.Fprintf(stderr, "the upgrade failed (%v): --rollback-on-failure runs the rollback playbook\n", err)
+	// Only the upgrade that failed: one whose record says it finished (a
+	// failed re-run of it) is not rolled back.
+	extra := append(append([]string(nil), req.ExtraVars...), "rollback_unfinished_only=true")
+	back := Request{Playbook: "rollback", Inventory: req.Inventory, ExtraVars: extra, Forks: req.Forks, Output: req.Output,
+		Verbose: req.Verbose, RolesPath: req.RolesPath, Overlays: req.Overlays, WorkDir: req.WorkDir, LockWait: req.LockWait,
+		Stdout: req.Stdout, Stderr: req.Stderr}
+	if _, rerr := r.Run(ctx, back); rerr != nil {
+		return fmt.Errorf("the upgrade failed: %w; its rollback failed too: %v", err, rerr)
+	}
+	return fmt.Errorf("the upgrade failed and was rolled back: %w", err)
 }

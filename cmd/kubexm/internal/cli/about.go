@@ -11,6 +11,7 @@ import (
 	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/internal/about"
+	"github.com/mensylisir/kubexm/internal/cmdtree"
 	"github.com/mensylisir/kubexm/internal/explain"
 	"github.com/mensylisir/kubexm/lifecycle"
 )
@@ -115,7 +116,7 @@ func newExplainCmd() *cobra.Command {
 			}
 			f, err := explain.Explain(args[0], s)
 			if err != nil {
-				return &usageError{msg: err.Error()}
+				return &cmdtree.UsageError{Msg: err.Error()}
 			}
 			if output != "text" {
 				return writeStructured(cmd.OutOrStdout(), output, f)

@@ -22,6 +22,7 @@ import (
 	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport/ssh"
+	"github.com/mensylisir/kubexm/internal/cmdtree"
 	"github.com/mensylisir/kubexm/internal/interrupt"
 	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/service/confine"
@@ -130,8 +131,8 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newServerCmd(a), newWorkerCmd(a), newGetCmd(), newBundleCmd(), newLogsCmd(), newControllerCmd(a))
 	// After them: the verbs join the get command of the server's jobs.
 	addVerbCmds(root, a)
-	addNounAliases(root)
-	refuseUnknownSubcommands(root)
+	cmdtree.AddNounAliases(root, [][2]string{{"node", "nodes"}, {"cluster", "clusters"}, {"token", "tokens"}, {"component", "components"}, {"addon", "addons"}, {"task", "tasks"}})
+	cmdtree.RefuseUnknownSubcommands(root)
 	setHelp(root)
 	return root
 }

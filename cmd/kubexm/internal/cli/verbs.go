@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/mensylisir/kubexm/internal/cmdtree"
 	"github.com/mensylisir/kubexm/lifecycle"
 )
 
@@ -14,294 +18,291 @@ import (
 // are front ends over the built-in playbooks: each sets the playbook, the
 // cluster file and the variables its flags stand for, and runs it the way
 // `kubexm play` does (a.play), so lookup, locks, journals, --resume and the
-// output are the same.
+// output are the same. They are rows of playbookVerbs, which verbCmd turns
+// into commands: a new verb is a row, not a function.
 
-// verbFlags are the flags of a verb that runs a playbook.
-type verbFlags struct {
-	play playFlags
-	yes  bool
-	// vars turn the verb's own flags into playbook variables (-e), after
-	// prepare has checked them.
-	vars []func() error
-	// loaded, if set, is told the cluster of the run before anything runs
-	// (lifecycle.Request.Loaded; with --server, before the job is queued):
-	// the confirmation questions. after, if set, is told about a local run
-	// that succeeded.
-	loaded func(cmd *cobra.Command, c lifecycle.Cluster) error
-	after  func(cmd *cobra.Command)
-	// failed, if set, is told about a local run that failed and returns
-	// the command's error (upgrade --rollback-on-failure).
-	failed func(cmd *cobra.Command, err error) error
+// verb is a command running a playbook on the cluster file of -f with the
+// common run flags, --server and --dry-run.
+type verb struct {
+	path     string // its words after kubexm: "delete nodes"
+	use      string // its use line, when not the path's last word
+	playbook string
+	short    string
+	bundle   bool // takes --offline-bundle
+	flags    []verbFlag
+	args     cobra.PositionalArgs // default: no arguments
+	// prepare, if set, checks the flags and sets the fields of the run's
+	// request they stand for, before anything runs.
+	prepare func(cmd *cobra.Command, r *playFlags) error
+	// confirm, if set, adds --yes and is the question asked before a run
+	// changes the cluster c, unless --yes or --check says there is nothing
+	// to ask (lifecycle.Request.Loaded; with --server, before the job is
+	// queued).
+	confirm func(fl *pflag.FlagSet, c lifecycle.Cluster) string
+	// after, if set, is told about a local run that succeeded; failed
+	// about one that failed, and returns the command's error.
+	after  func(cmd *cobra.Command, r playFlags, c lifecycle.Cluster)
+	failed func(cmd *cobra.Command, a *app, r playFlags, err error) error
 }
 
-// setVar makes the flag bound to p stand for -e variable: set (not its
-// zero value; a count from 1), it sets variable to its value, refusing -e
-// variable too.
-func setVar[T comparable](v *verbFlags, p *T, flag, variable string) {
-	v.vars = append(v.vars, func() error {
-		var zero T
-		if n, ok := any(*p).(int); *p == zero || (ok && n < 0) {
-			return nil
-		}
-		return v.play.SetVar(flag, variable, *p)
-	})
+// verbFlag is a flag of a verb's own.
+type verbFlag struct {
+	name, usage string
+	value       any // its type and default: false, "", 0 or []string(nil)
+	// variable is the playbook variable (-e) the flag stands for: set (not
+	// its zero value; a count from 1), it sets variable to its value (a
+	// list joined by commas), refusing -e variable too.
+	variable string
+	required string // the error when the flag is not given, if it must be
 }
 
-// confirmFirst adds --yes, and asks question(c) before a run changes the
-// cluster c unless --yes or --check says there is nothing to ask.
-func (v *verbFlags) confirmFirst(cmd *cobra.Command, question func(c lifecycle.Cluster) string) {
-	cmd.Flags().BoolVarP(&v.yes, "yes", "y", false, "do not ask for confirmation")
-	v.loaded = func(cmd *cobra.Command, c lifecycle.Cluster) error {
-		if v.yes || v.play.Check {
-			return nil
-		}
-		return lifecycle.Confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), question(c))
+// playbookVerbs are the verbs that run a lifecycle playbook.
+func playbookVerbs() []verb {
+	return []verb{
+		{path: "create cluster", playbook: "create-cluster", short: "Create a cluster from cluster.yaml (the create-cluster playbook)", bundle: true,
+			flags: []verbFlag{{name: "skip-preflight", value: false, usage: "skip the preflight checks (--skip-tags preflight; for debugging)"}},
+			prepare: func(cmd *cobra.Command, r *playFlags) error {
+				if skip, _ := cmd.Flags().GetBool("skip-preflight"); skip {
+					r.SkipTags = append(r.SkipTags, "preflight")
+				}
+				return nil
+			},
+			after: func(cmd *cobra.Command, r playFlags, c lifecycle.Cluster) {
+				lifecycle.AdminKubeconfigHint(cmd.ErrOrStderr(), r, c)
+			}},
+		{path: "delete cluster", playbook: "delete", short: "Delete a cluster: remove what kubexm installed on every host (the delete playbook)",
+			flags: []verbFlag{{name: "delete-packages", value: false, variable: "delete_packages", usage: "also remove the OS packages kubexm installed (-e delete_packages=true)"}},
+			confirm: func(_ *pflag.FlagSet, c lifecycle.Cluster) string {
+				return "This deletes " + c.Summary() + ": its data in etcd and every workload are gone."
+			}},
+		{path: "add nodes", playbook: "add-nodes", short: "Bring the hosts of cluster.yaml the cluster lacks into it (the add-nodes playbook)", bundle: true,
+			flags: []verbFlag{{name: "nodes", value: []string(nil), usage: "consider only these hosts of cluster.yaml (as --limit)"}},
+			prepare: func(cmd *cobra.Command, r *playFlags) error {
+				nodes, _ := cmd.Flags().GetStringSlice("nodes")
+				if len(nodes) == 0 {
+					return nil
+				}
+				if r.Limit != "" {
+					return errors.New("--nodes and --limit both choose the hosts; give one")
+				}
+				r.Limit = strings.Join(nodes, ",")
+				return nil
+			}},
+		{path: "delete nodes", playbook: "delete-nodes", short: "Drain nodes and take them out of the cluster (the delete-nodes playbook)",
+			flags: []verbFlag{
+				{name: "nodes", value: []string(nil), variable: "nodes", usage: "the nodes to take out, by name (required)",
+					required: "--nodes is required: the nodes to take out (never inferred from cluster.yaml)"},
+				{name: "force", value: false, variable: "force", usage: "remove even when the drain fails, and remove unreachable nodes without cleaning them (-e force=true)"},
+			},
+			confirm: func(fl *pflag.FlagSet, c lifecycle.Cluster) string {
+				nodes, _ := fl.GetStringSlice("nodes")
+				q := fmt.Sprintf("This drains %s and removes them from %s.", strings.Join(nodes, ", "), c.Summary())
+				if force, _ := fl.GetBool("force"); force {
+					q += " --force: pods no controller manages are deleted and PodDisruptionBudgets are bypassed."
+				}
+				return q
+			}},
+		{path: "upgrade cluster", playbook: "upgrade", short: "Upgrade Kubernetes to spec.kubernetes.version (the upgrade playbook)", bundle: true,
+			flags: []verbFlag{
+				{name: "rollback-on-failure", value: false, usage: "when the upgrade fails, run the rollback playbook (binary mode: back to the version the upgrade kept); not with --server"},
+				{name: "to-version", value: "", usage: "the target version; must be spec.kubernetes.version of the cluster file (required)",
+					required: "--to-version is required: the version cluster.yaml's spec.kubernetes.version names"},
+				{name: "node-concurrency", value: 0, variable: "upgrade_serial", usage: "workers upgraded at once (-e upgrade_serial; default 1)"},
+			},
+			prepare: func(cmd *cobra.Command, r *playFlags) error {
+				fl := cmd.Flags()
+				if back, _ := fl.GetBool("rollback-on-failure"); back && fl.Lookup("server").Value.String() != "" {
+					return errors.New("--rollback-on-failure runs locally only: with --server, run kubexm rollback cluster --server ... after a failed upgrade")
+				}
+				to, _ := fl.GetString("to-version")
+				return lifecycle.CheckUpgradeTarget(r.Inventory, r.RolesPath, to)
+			},
+			failed: func(cmd *cobra.Command, a *app, r playFlags, err error) error {
+				if back, _ := cmd.Flags().GetBool("rollback-on-failure"); !back || r.Check {
+					return err
+				}
+				r.Stdout, r.Stderr = cmd.OutOrStdout(), os.Stderr
+				return a.runner().RollBackFailedUpgrade(cmd.Context(), r, err, cmd.ErrOrStderr())
+			}},
+		{path: "rollback cluster", playbook: "rollback", short: "Put a cluster whose upgrade failed back to the version it ran (the rollback playbook)"},
+		{path: "backup cluster", playbook: "backup", short: "Back up etcd, the PKI and the configuration of a cluster (the backup playbook)",
+			flags: []verbFlag{
+				{name: "key-file", value: "", variable: "backup_key_file", usage: "encrypt the archive with the passphrase in this file (-e backup_key_file)"},
+				{name: "keep", value: 0, variable: "backup_keep", usage: "keep only the newest N archives of this cluster (-e backup_keep)"},
+			}},
+		{path: "restore cluster", playbook: "restore", short: "Put a cluster back to a backup (the restore playbook)",
+			flags: []verbFlag{{name: "backup", value: "", required: "--backup is required: the archive of backup cluster to restore",
+				usage: "the archive to restore (required); with --server the name of a backup the server made (kubexm backup list --server URL --cluster NAME)"}},
+			prepare: func(cmd *cobra.Command, r *playFlags) error {
+				r.Backup, _ = cmd.Flags().GetString("backup")
+				return nil
+			},
+			confirm: func(fl *pflag.FlagSet, c lifecycle.Cluster) string {
+				backup, _ := fl.GetString("backup")
+				return fmt.Sprintf("This puts %s back to %s: what was written since is lost.", c.Summary(), backup)
+			}},
+		{path: "certs renew", use: "renew [all|ca]", playbook: "certs-renew", short: "Reissue every leaf certificate from the existing CAs (the certs-renew playbook)",
+			args: func(_ *cobra.Command, args []string) error {
+				if len(args) == 0 || (len(args) == 1 && args[0] == "all") {
+					return nil
+				}
+				return &notYetError{what: "kubexm certs renew " + strings.Join(args, " "), why: "renewing one certificate alone is not written yet", hint: "kubexm certs renew -f cluster.yaml renews every leaf (all); kubexm certs renew ca replaces the CAs"}
+			}},
+		{path: "certs renew ca", playbook: "rotate-ca", short: "Replace the cluster, front-proxy and etcd CAs with new ones (the rotate-ca playbook)",
+			confirm: func(_ *pflag.FlagSet, c lifecycle.Cluster) string {
+				return fmt.Sprintf("This replaces the CAs of %s: every certificate is reissued and every component restarts.", c.Summary())
+			}},
 	}
 }
 
 // addVerbCmds adds the verb-noun commands to root, under the verbs that
 // exist already (create, certs) or new ones.
 func addVerbCmds(root *cobra.Command, a *app) {
-	verb := func(name, short string) *cobra.Command {
-		for _, c := range root.Commands() {
-			if c.Name() == name {
-				return c
-			}
-		}
-		c := &cobra.Command{Use: name, Short: short}
-		root.AddCommand(c)
-		return c
+	shorts := map[string]string{
+		"delete": "Delete a cluster or take nodes out of it", "add": "Add nodes to a cluster", "upgrade": "Upgrade a cluster",
+		"backup": "Back up a cluster, list and download the backups a kubexm server made", "restore": "Restore a cluster from a backup",
+		"rollback": "Roll a cluster back", "plan": "Show what a run would change", "run": "Run a command on hosts of a cluster",
+		"get": "List clusters and nodes", "describe": "Describe a cluster", "cordon": "Mark nodes unschedulable",
+		"uncordon": "Mark nodes schedulable", "restart": "Restart cluster components", "rotate": "Rotate cluster secrets", "install": "Install add-ons",
 	}
-	verb("create", "").AddCommand(newCreateClusterCmd(a))
-	verb("delete", "Delete a cluster or take nodes out of it").AddCommand(newDeleteClusterCmd(a), newDeleteNodesCmd(a))
-	verb("add", "Add nodes to a cluster").AddCommand(newAddNodesCmd(a))
-	verb("upgrade", "Upgrade a cluster").AddCommand(newUpgradeClusterCmd(a))
-	verb("backup", "Back up a cluster, list and download the backups a kubexm server made").AddCommand(newBackupClusterCmd(a), newBackupListCmd(), newBackupDownloadCmd())
-	verb("restore", "Restore a cluster from a backup").AddCommand(newRestoreClusterCmd(a))
-	verb("rollback", "Roll a cluster back").AddCommand(newRollbackClusterCmd(a))
-	verb("certs", "").AddCommand(newCertsRenewCmd(a))
-	verb("plan", "Show what a run would change").AddCommand(newPlanClusterCmd(a))
-	verb("run", "Run a command on hosts of a cluster").AddCommand(newRunCommandCmd(a))
-	get := verb("get", "List clusters and nodes")
+	// parent is the command of path's words but the last, made (with its
+	// short help) if it is not there yet.
+	parent := func(path string) *cobra.Command {
+		p := root
+		words := strings.Fields(path)
+		for _, w := range words[:len(words)-1] {
+			c, _, err := p.Find([]string{w})
+			if err != nil || c == p {
+				c = &cobra.Command{Use: w, Short: shorts[w]}
+				p.AddCommand(c)
+			}
+			p = c
+		}
+		return p
+	}
+	for _, v := range playbookVerbs() {
+		parent(v.path).AddCommand(verbCmd(a, v))
+	}
+	parent("backup list").AddCommand(newBackupListCmd(), newBackupDownloadCmd())
+	parent("plan cluster").AddCommand(newPlanClusterCmd(a))
+	parent("run command").AddCommand(newRunCommandCmd(a))
+	get := parent("get clusters")
 	get.AddCommand(newGetClustersCmd(), newGetNodesCmd(a), newGetRunsCmd(), newGetKubeconfigCmd(a))
 	// kubectl users' `get pods`: the cluster's objects are kubectl's.
-	get.Annotations = map[string]string{unknownHint: "kubexm get shows the clusters kubexm made and their hosts; the objects in a cluster are kubectl's: kubectl --kubeconfig .kubexm/CLUSTER/kubeconfig get ..."}
-	verb("describe", "Describe a cluster").AddCommand(newDescribeClusterCmd(a))
+	get.Annotations = map[string]string{cmdtree.UnknownHint: "kubexm get shows the clusters kubexm made and their hosts; the objects in a cluster are kubectl's: kubectl --kubeconfig .kubexm/CLUSTER/kubeconfig get ..."}
+	parent("describe cluster").AddCommand(newDescribeClusterCmd(a))
 	for _, n := range notYetVerbs() {
-		verb(n.verb, n.verbShort).AddCommand(newNotYetCmd(n))
+		parent(n.verb + " " + n.noun).AddCommand(newNotYetCmd(n))
 	}
 }
 
-// verbCmd is a command running playbook on the cluster file of -f with the
-// common run flags; prepare, if set, turns the verb's own flags into
-// variables and checks them before anything runs.
-func verbCmd(a *app, use, playbook, short string, v *verbFlags, prepare func(*cobra.Command, *verbFlags) error) *cobra.Command {
+// verbCmd is the command of v.
+func verbCmd(a *app, v verb) *cobra.Command {
+	var f playFlags
 	var remote clientFlags
-	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var err error
-			if v.play.Inventory, err = clusterFile(v.play.Inventory); err != nil {
+	var yes bool
+	words := strings.Fields(v.path)
+	cmd := &cobra.Command{Use: cmp.Or(v.use, words[len(words)-1]), Short: v.short, Args: v.args}
+	if v.args == nil {
+		cmd.Args = cobra.NoArgs
+	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		r, fl := f, cmd.Flags()
+		var err error
+		if r.Inventory, err = clusterFile(r.Inventory); err != nil {
+			return err
+		}
+		for _, vf := range v.flags {
+			if _, ok := vf.given(fl); vf.required != "" && !ok {
+				return errors.New(vf.required)
+			}
+		}
+		if v.prepare != nil {
+			if err := v.prepare(cmd, &r); err != nil {
 				return err
 			}
-			if prepare != nil {
-				if err := prepare(cmd, v); err != nil {
+		}
+		for _, vf := range v.flags {
+			if value, ok := vf.given(fl); vf.variable != "" && ok {
+				if err := r.SetVar(vf.name, vf.variable, value); err != nil {
 					return err
 				}
 			}
-			for _, set := range v.vars {
-				if err := set(); err != nil {
+		}
+		var ran lifecycle.Cluster
+		loaded := func(c lifecycle.Cluster) error {
+			ran = c
+			if v.confirm == nil || yes || r.Check {
+				return nil
+			}
+			return lifecycle.Confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), v.confirm(fl, c))
+		}
+		if remote.Server != "" {
+			if v.confirm != nil {
+				c, err := lifecycle.ReadCluster(r.Inventory, r.WorkDir, r.RolesPath)
+				if err != nil {
+					return err
+				}
+				if err := loaded(c); err != nil {
 					return err
 				}
 			}
-			if remote.Server != "" {
-				if v.loaded != nil {
-					c, err := lifecycle.ReadCluster(v.play.Inventory, v.play.WorkDir, v.play.RolesPath)
-					if err != nil {
-						return err
-					}
-					if err := v.loaded(cmd, c); err != nil {
-						return err
-					}
-				}
-				return playRemote(cmd, playbook, v.play, remote)
-			}
-			if v.loaded != nil {
-				v.play.Loaded = func(c lifecycle.Cluster) error { return v.loaded(cmd, c) }
-			}
-			err = a.play(cmd.Context(), cmd.OutOrStdout(), playbook, v.play)
-			if err == nil && v.after != nil {
-				v.after(cmd)
-			}
-			if err != nil && v.failed != nil {
-				return v.failed(cmd, err)
-			}
-			return err
-		},
+			return playRemote(cmd, v.playbook, r, remote)
+		}
+		if v.confirm != nil || v.after != nil {
+			r.Loaded = loaded
+		}
+		err = a.play(cmd.Context(), cmd.OutOrStdout(), v.playbook, r)
+		if err == nil && v.after != nil {
+			v.after(cmd, r, ran)
+		}
+		if err != nil && v.failed != nil {
+			return v.failed(cmd, a, r, err)
+		}
+		return err
 	}
 	fl := cmd.Flags()
-	addClusterFileFlag(fl, &v.play.Inventory)
-	addRunFlags(fl, &v.play, "")
+	addClusterFileFlag(fl, &f.Inventory)
+	addRunFlags(fl, &f, "")
 	addRemoteFlags(fl, &remote)
-	fl.BoolVar(&v.play.Check, "dry-run", false, "same as --check")
-	return cmd
-}
-
-func newCreateClusterCmd(a *app) *cobra.Command {
-	v := &verbFlags{}
-	var skipPreflight bool
-	cmd := verbCmd(a, "cluster", "create-cluster", "Create a cluster from cluster.yaml (the create-cluster playbook)", v, func(*cobra.Command, *verbFlags) error {
-		if skipPreflight {
-			v.play.SkipTags = append(v.play.SkipTags, "preflight")
-		}
-		return nil
-	})
-	var ran lifecycle.Cluster
-	v.loaded = func(_ *cobra.Command, c lifecycle.Cluster) error { ran = c; return nil }
-	v.after = func(cmd *cobra.Command) { lifecycle.AdminKubeconfigHint(cmd.ErrOrStderr(), v.play, ran) }
-	addOfflineBundleFlag(cmd.Flags(), &v.play)
-	cmd.Flags().BoolVar(&skipPreflight, "skip-preflight", false, "skip the preflight checks (--skip-tags preflight; for debugging)")
-	return cmd
-}
-
-func newDeleteClusterCmd(a *app) *cobra.Command {
-	v := &verbFlags{}
-	var packages bool
-	cmd := verbCmd(a, "cluster", "delete", "Delete a cluster: remove what kubexm installed on every host (the delete playbook)", v, nil)
-	v.confirmFirst(cmd, func(c lifecycle.Cluster) string {
-		return "This deletes " + c.Summary() + ": its data in etcd and every workload are gone."
-	})
-	cmd.Flags().BoolVar(&packages, "delete-packages", false, "also remove the OS packages kubexm installed (-e delete_packages=true)")
-	setVar(v, &packages, "delete-packages", "delete_packages")
-	return cmd
-}
-
-func newAddNodesCmd(a *app) *cobra.Command {
-	v := &verbFlags{}
-	var nodes []string
-	cmd := verbCmd(a, "nodes", "add-nodes", "Bring the hosts of cluster.yaml the cluster lacks into it (the add-nodes playbook)", v, func(_ *cobra.Command, v *verbFlags) error {
-		if len(nodes) == 0 {
-			return nil
-		}
-		if v.play.Limit != "" {
-			return errors.New("--nodes and --limit both choose the hosts; give one")
-		}
-		v.play.Limit = strings.Join(nodes, ",")
-		return nil
-	})
-	addOfflineBundleFlag(cmd.Flags(), &v.play)
-	cmd.Flags().StringSliceVar(&nodes, "nodes", nil, "consider only these hosts of cluster.yaml (as --limit)")
-	return cmd
-}
-
-func newDeleteNodesCmd(a *app) *cobra.Command {
-	v := &verbFlags{}
-	var nodes []string
-	var force bool
-	cmd := verbCmd(a, "nodes", "delete-nodes", "Drain nodes and take them out of the cluster (the delete-nodes playbook)", v, func(cmd *cobra.Command, v *verbFlags) error {
-		if len(nodes) == 0 {
-			return errors.New("--nodes is required: the nodes to take out (never inferred from cluster.yaml)")
-		}
-		return v.play.SetVar("nodes", "nodes", strings.Join(nodes, ","))
-	})
-	v.confirmFirst(cmd, func(c lifecycle.Cluster) string {
-		q := fmt.Sprintf("This drains %s and removes them from %s.", strings.Join(nodes, ", "), c.Summary())
-		if force {
-			q += " --force: pods no controller manages are deleted and PodDisruptionBudgets are bypassed."
-		}
-		return q
-	})
-	cmd.Flags().StringSliceVar(&nodes, "nodes", nil, "the nodes to take out, by name (required)")
-	cmd.Flags().BoolVar(&force, "force", false, "remove even when the drain fails, and remove unreachable nodes without cleaning them (-e force=true)")
-	setVar(v, &force, "force", "force")
-	return cmd
-}
-
-func newUpgradeClusterCmd(a *app) *cobra.Command {
-	v := &verbFlags{}
-	var to string
-	var rollbackOnFailure bool
-	var serial int
-	cmd := verbCmd(a, "cluster", "upgrade", "Upgrade Kubernetes to spec.kubernetes.version (the upgrade playbook)", v, func(cmd *cobra.Command, v *verbFlags) error {
-		if to == "" {
-			return errors.New("--to-version is required: the version cluster.yaml's spec.kubernetes.version names")
-		}
-		if rollbackOnFailure && cmd.Flags().Lookup("server").Value.String() != "" {
-			return errors.New("--rollback-on-failure runs locally only: with --server, run kubexm rollback cluster --server ... after a failed upgrade")
-		}
-		return lifecycle.CheckUpgradeTarget(v.play.Inventory, v.play.RolesPath, to)
-	})
-	v.failed = func(cmd *cobra.Command, err error) error {
-		if !rollbackOnFailure || v.play.Check {
-			return err
-		}
-		fmt.Fprintf(cmd.ErrOrStderr(), "the upgrade failed (%v): --rollback-on-failure runs the rollback playbook\n", err)
-		// Only the upgrade that failed: one whose record says it finished
-		// (a failed re-run of it) is not rolled back.
-		extra := append(append([]string(nil), v.play.ExtraVars...), "rollback_unfinished_only=true")
-		back := lifecycle.Request{Inventory: v.play.Inventory, ExtraVars: extra, Forks: v.play.Forks, Output: v.play.Output,
-			Verbose: v.play.Verbose, RolesPath: v.play.RolesPath, Overlays: v.play.Overlays, WorkDir: v.play.WorkDir, LockWait: v.play.LockWait}
-		if rerr := a.play(cmd.Context(), cmd.OutOrStdout(), "rollback", back); rerr != nil {
-			return fmt.Errorf("the upgrade failed: %w; its rollback failed too: %v", err, rerr)
-		}
-		return fmt.Errorf("the upgrade failed and was rolled back: %w", err)
+	fl.BoolVar(&f.Check, "dry-run", false, "same as --check")
+	if v.bundle {
+		addOfflineBundleFlag(fl, &f)
 	}
-	addOfflineBundleFlag(cmd.Flags(), &v.play)
-	cmd.Flags().BoolVar(&rollbackOnFailure, "rollback-on-failure", false, "when the upgrade fails, run the rollback playbook (binary mode: back to the version the upgrade kept); not with --server")
-	cmd.Flags().StringVar(&to, "to-version", "", "the target version; must be spec.kubernetes.version of the cluster file (required)")
-	cmd.Flags().IntVar(&serial, "node-concurrency", 0, "workers upgraded at once (-e upgrade_serial; default 1)")
-	setVar(v, &serial, "node-concurrency", "upgrade_serial")
-	return cmd
-}
-
-func newRollbackClusterCmd(a *app) *cobra.Command {
-	return verbCmd(a, "cluster", "rollback", "Put a cluster whose upgrade failed back to the version it ran (the rollback playbook)", &verbFlags{}, nil)
-}
-
-func newBackupClusterCmd(a *app) *cobra.Command {
-	v := &verbFlags{}
-	var keyFile string
-	var keep int
-	cmd := verbCmd(a, "cluster", "backup", "Back up etcd, the PKI and the configuration of a cluster (the backup playbook)", v, nil)
-	cmd.Flags().StringVar(&keyFile, "key-file", "", "encrypt the archive with the passphrase in this file (-e backup_key_file)")
-	cmd.Flags().IntVar(&keep, "keep", 0, "keep only the newest N archives of this cluster (-e backup_keep)")
-	setVar(v, &keyFile, "key-file", "backup_key_file")
-	setVar(v, &keep, "keep", "backup_keep")
-	return cmd
-}
-
-func newRestoreClusterCmd(a *app) *cobra.Command {
-	v := &verbFlags{}
-	cmd := verbCmd(a, "cluster", "restore", "Put a cluster back to a backup (the restore playbook)", v, func(cmd *cobra.Command, v *verbFlags) error {
-		if v.play.Backup == "" {
-			return errors.New("--backup is required: the archive of backup cluster to restore")
-		}
-		return nil
-	})
-	v.confirmFirst(cmd, func(c lifecycle.Cluster) string {
-		return fmt.Sprintf("This puts %s back to %s: what was written since is lost.", c.Summary(), v.play.Backup)
-	})
-	cmd.Flags().StringVar(&v.play.Backup, "backup", "", "the archive to restore (required); with --server the name of a backup the server made (kubexm backup list --server URL --cluster NAME)")
-	return cmd
-}
-
-func newCertsRenewCmd(a *app) *cobra.Command {
-	cmd := verbCmd(a, "renew [all|ca]", "certs-renew", "Reissue every leaf certificate from the existing CAs (the certs-renew playbook)", &verbFlags{}, nil)
-	cmd.Args = func(_ *cobra.Command, args []string) error {
-		if len(args) == 0 || (len(args) == 1 && args[0] == "all") {
-			return nil
-		}
-		return &notYetError{what: "kubexm certs renew " + strings.Join(args, " "), why: "renewing one certificate alone is not written yet", hint: "kubexm certs renew -f cluster.yaml renews every leaf (all); kubexm certs renew ca replaces the CAs"}
+	if v.confirm != nil {
+		fl.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	}
-	v := &verbFlags{}
-	ca := verbCmd(a, "ca", "rotate-ca", "Replace the cluster, front-proxy and etcd CAs with new ones (the rotate-ca playbook)", v, nil)
-	v.confirmFirst(ca, func(c lifecycle.Cluster) string {
-		return fmt.Sprintf("This replaces the CAs of %s: every certificate is reissued and every component restarts.", c.Summary())
-	})
-	cmd.AddCommand(ca)
+	for _, vf := range v.flags {
+		switch d := vf.value.(type) {
+		case bool:
+			fl.Bool(vf.name, d, vf.usage)
+		case string:
+			fl.String(vf.name, d, vf.usage)
+		case int:
+			fl.Int(vf.name, d, vf.usage)
+		case []string:
+			fl.StringSlice(vf.name, d, vf.usage)
+		}
+	}
 	return cmd
+}
+
+// given is the flag's value and whether it is set: not its zero value (a
+// count from 1); a list is joined by commas.
+func (vf verbFlag) given(fl *pflag.FlagSet) (any, bool) {
+	switch vf.value.(type) {
+	case bool:
+		v, _ := fl.GetBool(vf.name)
+		return v, v
+	case int:
+		v, _ := fl.GetInt(vf.name)
+		return v, v > 0
+	case []string:
+		v, _ := fl.GetStringSlice(vf.name)
+		return strings.Join(v, ","), len(v) > 0
+	}
+	v, _ := fl.GetString(vf.name)
+	return v, v != ""
 }
 
 // notYet is a verb whose playbook does not exist yet.
