@@ -76,6 +76,7 @@ func TestLayering(t *testing.T) {
 		{"internal/cmdtree", []string{"engine", "schema", "inventory", "builtins", "cmd", "bundle", "lifecycle", "service"}},
 		{"internal/sysdirs", []string{""}},
 		{"internal/flock", []string{""}},
+		{"internal/profile", []string{""}},
 		// How a process stops at a signal: the CLI's, the worker's and the
 		// operator's alike.
 		{"internal/interrupt", []string{""}},

@@ -7,6 +7,8 @@
 package builtins
 
 import (
+	"fmt"
+
 	"github.com/mensylisir/kubexm/builtins/files"
 	"github.com/mensylisir/kubexm/builtins/helm"
 	"github.com/mensylisir/kubexm/builtins/images"
@@ -34,4 +36,31 @@ func All() []step.Builtin {
 	bs = append(bs, pki.Builtins()...)
 	bs = append(bs, helm.Builtins()...)
 	return append(bs, kube.Builtins()...)
+}
+
+// ByName is every builtin by its name: the registry a run looks steps up
+// in.
+func ByName() map[string]step.Builtin {
+	reg := make(map[string]step.Builtin)
+	for _, b := range All() {
+		reg[b.Spec().Name] = b
+	}
+	return reg
+}
+
+// Named is the builtins of reg called names, in that order, or All when
+// names is empty (kubexm doc builtins).
+func Named(reg map[string]step.Builtin, names []string) ([]step.Builtin, error) {
+	if len(names) == 0 {
+		return All(), nil
+	}
+	list := make([]step.Builtin, 0, len(names))
+	for _, n := range names {
+		b, ok := reg[n]
+		if !ok {
+			return nil, fmt.Errorf("no builtin %q: `kubexm doc builtins` lists them all", n)
+		}
+		list = append(list, b)
+	}
+	return list, nil
 }

@@ -122,3 +122,28 @@ func ReadSecret(in io.Reader, fromFile string) ([]byte, error) {
 	// it; a key keeps its own.
 	return []byte(strings.TrimRight(string(data), "\r\n")), nil
 }
+
+// CheckSecretScope checks the clusters a new secret is for before anything
+// is read or opened: some (--cluster) or all (--all-clusters), one of
+// them.
+func CheckSecretScope(name string, clusters []string, all bool) error {
+	if len(clusters) == 0 && !all {
+		return fmt.Errorf("secret %s: give the clusters whose files may name it (--cluster NAME, repeated or a list), or --all-clusters", name)
+	}
+	if len(clusters) > 0 && all {
+		return fmt.Errorf("secret %s: --cluster and --all-clusters exclude each other", name)
+	}
+	return nil
+}
+
+// WriteSecrets prints the secrets' names and the clusters each is for.
+func (s *Service) WriteSecrets(w io.Writer) error {
+	secrets, err := s.Secrets.List()
+	if err != nil {
+		return err
+	}
+	for _, sec := range secrets {
+		fmt.Fprintf(w, "%s\t%s\n", sec.Name, sec.Scope())
+	}
+	return nil
+}

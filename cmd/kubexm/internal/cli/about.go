@@ -9,7 +9,6 @@ import (
 
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/builtins"
-	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/internal/about"
 	"github.com/mensylisir/kubexm/internal/cmdtree"
 	"github.com/mensylisir/kubexm/internal/explain"
@@ -138,16 +137,9 @@ func newDocCmd(a *app) *cobra.Command {
 		Use:   "builtins [NAME...]",
 		Short: "The builtin step types and their arguments (docs/builtins.md)",
 		RunE: func(cmd *cobra.Command, names []string) error {
-			list := make([]step.Builtin, 0, len(a.builtins))
-			if len(names) == 0 {
-				list = builtins.All()
-			}
-			for _, n := range names {
-				b, ok := a.builtins[n]
-				if !ok {
-					return fmt.Errorf("no builtin %q: `kubexm doc builtins` lists them all", n)
-				}
-				list = append(list, b)
+			list, err := builtins.Named(a.builtins, names)
+			if err != nil {
+				return err
 			}
 			md := builtins.Markdown(list)
 			if out == "" {

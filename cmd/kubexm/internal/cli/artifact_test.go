@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/engine/model"
 	"github.com/mensylisir/kubexm/lifecycle"
 
@@ -34,7 +35,7 @@ import (
 // roles and playbooks, cluster.yaml inventories, local hosts.
 func realApp() *app {
 	c := &lifecycle.Connector{}
-	return &app{loadInventory: lifecycle.LoadInventory, builtins: builtinRegistry(), connect: c.Connect, builtinFS: kubexm.Content()}
+	return &app{loadInventory: lifecycle.LoadInventory, builtins: builtins.ByName(), connect: c.Connect, builtinFS: kubexm.Content()}
 }
 
 // repoRoot is the repository's top directory (roles/ and playbooks/).

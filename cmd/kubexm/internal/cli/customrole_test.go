@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mensylisir/kubexm"
+	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/lifecycle"
 )
 
@@ -45,7 +46,7 @@ spec:
 	putFile(t, filepath.Join(fork, "roles", "custom-cni", "defaults", "main.yaml"), []byte("site_net_mtu: 1450\n"))
 
 	var calls []string
-	reg := builtinRegistry()
+	reg := builtins.ByName()
 	reg["fake"] = newFakeStep(&calls)
 	a := &app{loadInventory: lifecycle.LoadInventory, builtins: reg, builtinFS: kubexm.Content()}
 	out, err := runCmd(t, a, pb, "-i", cluster(""))

@@ -21,7 +21,7 @@ import (
 // TestBuiltinExamplesLoad keeps docs/builtins.md honest: every example a
 // builtin documents must load as a task, with valid arguments and templates.
 func TestBuiltinExamplesLoad(t *testing.T) {
-	reg := builtinRegistry()
+	reg := builtins.ByName()
 	for _, b := range builtins.All() {
 		spec := b.Spec()
 		for i, ex := range spec.Examples {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/engine/model"
 
 	"github.com/mensylisir/kubexm/engine"
@@ -75,7 +76,7 @@ func TestDocumentedFacts(t *testing.T) {
 			fmt.Fprintf(&pb, "    - debug: {msg: \"{{ .facts.%s }}\"}\n", n)
 		}
 	}
-	p, err := engine.LoadBytes(t.Context(), "facts.yaml", []byte(pb.String()), engine.LoadOptions{Builtins: builtinRegistry()})
+	p, err := engine.LoadBytes(t.Context(), "facts.yaml", []byte(pb.String()), engine.LoadOptions{Builtins: builtins.ByName()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,18 +2,14 @@ package cli
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/clusterview"
 	"github.com/mensylisir/kubexm/engine/journal"
-	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/lifecycle"
-	"github.com/mensylisir/kubexm/schema"
 )
 
 // The read-only verbs (get clusters, get nodes, get runs, logs, describe
@@ -86,20 +82,25 @@ func addClusterFlags(cmd *cobra.Command, f *clusterFlags, human string) {
 	}
 }
 
-// loadCluster reads the cluster file of f and its inventory (groups with
-// ranges expanded) and finds its work directory.
-func loadCluster(f clusterFlags) (*schema.Cluster, *inventory.Inventory, string, error) {
+// localFile is the cluster file of a read verb run on this machine.
+func localFile(f clusterFlags) (string, error) {
 	if err := checkOutputFormat(f.output, "text"); err != nil {
-		return nil, nil, "", err
+		return "", err
 	}
 	if f.cluster != "" {
-		return nil, nil, "", errors.New("--cluster names a cluster registered on a kubexm server: give --server URL too, or -f cluster.yaml for this machine's work directory")
+		return "", errors.New("--cluster names a cluster registered on a kubexm server: give --server URL too, or -f cluster.yaml for this machine's work directory")
 	}
-	file, err := clusterFile(f.file)
+	return clusterFile(f.file)
+}
+
+// workDir is the work directory of the cluster of f on this machine.
+func workDir(f clusterFlags) (string, error) {
+	file, err := localFile(f)
 	if err != nil {
-		return nil, nil, "", err
+		return "", err
 	}
-	return lifecycle.LoadCluster(file, f.workDir, f.rolesPath)
+	_, _, dir, err := lifecycle.LoadCluster(file, f.workDir, f.rolesPath)
+	return dir, err
 }
 
 // addRemoteReadFlags adds --server (and how to reach it) and --cluster to
@@ -154,19 +155,13 @@ func newGetNodesCmd(a *app) *cobra.Command {
 					return err
 				}
 			} else {
-				_, inv, dir, err := loadCluster(f)
+				file, err := localFile(f)
 				if err != nil {
 					return err
 				}
-				kc, err := a.adminKubeconfig(cmd.Context(), cmd.ErrOrStderr(), f, dir)
-				if err != nil {
+				if rows, err = clusterview.LocalNodes(cmd.Context(), a.runner(), f.kubeconfigRequest(file), cmd.ErrOrStderr()); err != nil {
 					return err
 				}
-				nodes, err := clusterview.ListNodes(cmd.Context(), kc)
-				if err != nil {
-					return err
-				}
-				rows = clusterview.NodeRows(inv, nodes, true)
 			}
 			if f.output != "text" {
 				return writeItems(cmd.OutOrStdout(), f.output, rows)
@@ -179,14 +174,10 @@ func newGetNodesCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// adminKubeconfig is the work directory's admin kubeconfig, taken from
-// the cluster first when the directory has none (lifecycle.AdminKubeconfig).
-func (a *app) adminKubeconfig(ctx context.Context, errw io.Writer, f clusterFlags, dir string) (string, error) {
-	file, err := clusterFile(f.file)
-	if err != nil {
-		return "", err
-	}
-	return a.runner().AdminKubeconfig(ctx, lifecycle.KubeconfigRequest{Inventory: file, WorkDir: f.workDir, RolesPath: f.rolesPath}, dir, errw)
+// kubeconfigRequest is what fetching the admin kubeconfig of the cluster
+// file of f needs.
+func (f clusterFlags) kubeconfigRequest(file string) lifecycle.KubeconfigRequest {
+	return lifecycle.KubeconfigRequest{Inventory: file, WorkDir: f.workDir, RolesPath: f.rolesPath, ExtraVars: f.extraVars}
 }
 
 func newDescribeClusterCmd(a *app) *cobra.Command {
@@ -211,12 +202,13 @@ func newDescribeClusterCmd(a *app) *cobra.Command {
 				// register it.
 				d.File = cmp.Or(f.file, defaultClusterFile)
 			} else {
-				c, inv, dir, err := loadCluster(f)
+				file, err := localFile(f)
 				if err != nil {
 					return err
 				}
-				kc, err := a.adminKubeconfig(cmd.Context(), cmd.ErrOrStderr(), f, dir)
-				d = clusterview.Describe(cmd.Context(), c, inv, f.file, dir, kc, err)
+				if d, err = clusterview.LocalDescribe(cmd.Context(), a.runner(), f.kubeconfigRequest(file), f.file, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
 			}
 			if f.output != "text" {
 				return writeStructured(cmd.OutOrStdout(), f.output, d)
@@ -236,7 +228,7 @@ func newGetRunsCmd() *cobra.Command {
 		Short: "The runs of the cluster's work directory, oldest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, _, dir, err := loadCluster(f)
+			dir, err := workDir(f)
 			if err != nil {
 				return err
 			}
@@ -263,7 +255,7 @@ func newLogsCmd() *cobra.Command {
 		Short: "What a run did, task by task and host by host, from its journal",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, _, dir, err := loadCluster(f)
+			dir, err := workDir(f)
 			if err != nil {
 				return err
 			}
@@ -297,7 +289,7 @@ func newGetKubeconfigCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			data, err := a.runner().Kubeconfig(cmd.Context(), lifecycle.KubeconfigRequest{Inventory: file, WorkDir: f.workDir, RolesPath: f.rolesPath, ExtraVars: f.extraVars}, cmd.ErrOrStderr())
+			data, err := a.runner().Kubeconfig(cmd.Context(), f.kubeconfigRequest(file), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

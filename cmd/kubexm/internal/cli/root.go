@@ -7,10 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -20,10 +18,10 @@ import (
 
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/builtins"
-	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/engine/transport/ssh"
 	"github.com/mensylisir/kubexm/internal/cmdtree"
 	"github.com/mensylisir/kubexm/internal/interrupt"
+	"github.com/mensylisir/kubexm/internal/profile"
 	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/service/confine"
 )
@@ -45,7 +43,7 @@ func Main() {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go interrupt.Watch(sigs, cancel, stopGrace, os.Stderr, os.Exit)
 	root := newRootCmd()
-	stopProfile := startCPUProfile(os.Getenv("KUBEXM_CPUPROFILE"), os.Stderr)
+	stopProfile := profile.StartCPU(os.Getenv("KUBEXM_CPUPROFILE"), os.Stderr)
 	err := root.ExecuteContext(ctx)
 	stopProfile()
 	if err != nil {
@@ -55,30 +53,6 @@ func Main() {
 			os.Exit(coded.ExitCode())
 		}
 		os.Exit(1)
-	}
-}
-
-// startCPUProfile writes a CPU profile of the whole command to path (for
-// `go tool pprof`) when path is set: how the engine's own time is spent is
-// the one part of a run's wall time that does not depend on the hosts.
-func startCPUProfile(path string, stderr io.Writer) (stop func()) {
-	if path == "" {
-		return func() {}
-	}
-	f, err := os.Create(path)
-	if err == nil {
-		err = pprof.StartCPUProfile(f)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "KUBEXM_CPUPROFILE: %v; running without a profile\n", err)
-		if f != nil {
-			f.Close()
-		}
-		return func() {}
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
 	}
 }
 
@@ -123,7 +97,7 @@ func newRootCmd() *cobra.Command {
 	}
 	a := &app{
 		loadInventory: lifecycle.LoadInventory,
-		builtins:      builtinRegistry(),
+		builtins:      builtins.ByName(),
 		connect:       conn.Connect,
 		builtinFS:     kubexm.Content(),
 	}
@@ -135,12 +109,4 @@ func newRootCmd() *cobra.Command {
 	cmdtree.RefuseUnknownSubcommands(root)
 	setHelp(root)
 	return root
-}
-
-func builtinRegistry() map[string]step.Builtin {
-	reg := make(map[string]step.Builtin)
-	for _, b := range builtins.All() {
-		reg[b.Spec().Name] = b
-	}
-	return reg
 }

@@ -190,11 +190,8 @@ func newSecretCmd(a *app) *cobra.Command {
 		Short: "Store a secret (from --from-file, else standard input) for the clusters named, replacing one of the same name",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(clusters) == 0 && !allClusters {
-				return fmt.Errorf("secret %s: give the clusters whose files may name it (--cluster NAME, repeated or a list), or --all-clusters", args[0])
-			}
-			if len(clusters) > 0 && allClusters {
-				return fmt.Errorf("secret %s: --cluster and --all-clusters exclude each other", args[0])
+			if err := server.CheckSecretScope(args[0], clusters, allClusters); err != nil {
+				return err
 			}
 			data, err := server.ReadSecret(cmd.InOrStdin(), fromFile)
 			if err != nil {
@@ -215,16 +212,7 @@ func newSecretCmd(a *app) *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List the secrets' names and the clusters each is for", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withService(cmd, &f, func(svc *server.Service) error {
-				secrets, err := svc.Secrets.List()
-				if err != nil {
-					return err
-				}
-				for _, sec := range secrets {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", sec.Name, sec.Scope())
-				}
-				return nil
-			})
+			return a.withService(cmd, &f, func(svc *server.Service) error { return svc.WriteSecrets(cmd.OutOrStdout()) })
 		},
 	}
 	del := &cobra.Command{

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/schema/matrix"
 
 	"github.com/mensylisir/kubexm"
@@ -122,7 +123,7 @@ func TestPlayRefusesUnsupportedBeforeAnyTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	connected := false
-	a := &app{loadInventory: lifecycle.LoadInventory, builtins: builtinRegistry(), builtinFS: kubexm.Content(),
+	a := &app{loadInventory: lifecycle.LoadInventory, builtins: builtins.ByName(), builtinFS: kubexm.Content(),
 		connect: func(context.Context, *inventory.Host) (transport.Transport, error) {
 			connected = true
 			return nil, errors.New("no hosts in this test")
