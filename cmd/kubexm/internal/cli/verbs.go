@@ -60,13 +60,8 @@ type verbFlag struct {
 func playbookVerbs() []verb {
 	return []verb{
 		{path: "create cluster", playbook: "create-cluster", short: "Create a cluster from cluster.yaml (the create-cluster playbook)", bundle: true,
-			flags: []verbFlag{{name: "skip-preflight", value: false, usage: "skip the preflight checks (--skip-tags preflight; for debugging)"}},
-			prepare: func(cmd *cobra.Command, r *playFlags) error {
-				if skip, _ := cmd.Flags().GetBool("skip-preflight"); skip {
-					r.SkipTags = append(r.SkipTags, "preflight")
-				}
-				return nil
-			},
+			flags:   []verbFlag{{name: "skip-preflight", value: false, usage: "skip the preflight checks (--skip-tags preflight; for debugging)"}},
+			prepare: skipPreflight,
 			after: func(cmd *cobra.Command, r playFlags, c lifecycle.Cluster) {
 				lifecycle.AdminKubeconfigHint(cmd.ErrOrStderr(), r, c)
 			}},
@@ -76,18 +71,8 @@ func playbookVerbs() []verb {
 				return "This deletes " + c.Summary() + ": its data in etcd and every workload are gone."
 			}},
 		{path: "add nodes", playbook: "add-nodes", short: "Bring the hosts of cluster.yaml the cluster lacks into it (the add-nodes playbook)", bundle: true,
-			flags: []verbFlag{{name: "nodes", value: []string(nil), usage: "consider only these hosts of cluster.yaml (as --limit)"}},
-			prepare: func(cmd *cobra.Command, r *playFlags) error {
-				nodes, _ := cmd.Flags().GetStringSlice("nodes")
-				if len(nodes) == 0 {
-					return nil
-				}
-				if r.Limit != "" {
-					return errors.New("--nodes and --limit both choose the hosts; give one")
-				}
-				r.Limit = strings.Join(nodes, ",")
-				return nil
-			}},
+			flags:   []verbFlag{{name: "nodes", value: []string(nil), usage: "consider only these hosts of cluster.yaml (as --limit)"}},
+			prepare: nodesAsLimit},
 		{path: "delete nodes", playbook: "delete-nodes", short: "Drain nodes and take them out of the cluster (the delete-nodes playbook)",
 			flags: []verbFlag{
 				{name: "nodes", value: []string(nil), variable: "nodes", usage: "the nodes to take out, by name (required)",
@@ -109,21 +94,7 @@ func playbookVerbs() []verb {
 					required: "--to-version is required: the version cluster.yaml's spec.kubernetes.version names"},
 				{name: "node-concurrency", value: 0, variable: "upgrade_serial", usage: "workers upgraded at once (-e upgrade_serial; default 1)"},
 			},
-			prepare: func(cmd *cobra.Command, r *playFlags) error {
-				fl := cmd.Flags()
-				if back, _ := fl.GetBool("rollback-on-failure"); back && fl.Lookup("server").Value.String() != "" {
-					return errors.New("--rollback-on-failure runs locally only: with --server, run kubexm rollback cluster --server ... after a failed upgrade")
-				}
-				to, _ := fl.GetString("to-version")
-				return lifecycle.CheckUpgradeTarget(r.Inventory, r.RolesPath, to)
-			},
-			failed: func(cmd *cobra.Command, a *app, r playFlags, err error) error {
-				if back, _ := cmd.Flags().GetBool("rollback-on-failure"); !back || r.Check {
-					return err
-				}
-				r.Stdout, r.Stderr = cmd.OutOrStdout(), os.Stderr
-				return a.runner().RollBackFailedUpgrade(cmd.Context(), r, err, cmd.ErrOrStderr())
-			}},
+			prepare: checkUpgrade, failed: rollBackOnFailure},
 		{path: "rollback cluster", playbook: "rollback", short: "Put a cluster whose upgrade failed back to the version it ran (the rollback playbook)"},
 		{path: "backup cluster", playbook: "backup", short: "Back up etcd, the PKI and the configuration of a cluster (the backup playbook)",
 			flags: []verbFlag{
@@ -142,17 +113,62 @@ func playbookVerbs() []verb {
 				return fmt.Sprintf("This puts %s back to %s: what was written since is lost.", c.Summary(), backup)
 			}},
 		{path: "certs renew", use: "renew [all|ca]", playbook: "certs-renew", short: "Reissue every leaf certificate from the existing CAs (the certs-renew playbook)",
-			args: func(_ *cobra.Command, args []string) error {
-				if len(args) == 0 || (len(args) == 1 && args[0] == "all") {
-					return nil
-				}
-				return &notYetError{what: "kubexm certs renew " + strings.Join(args, " "), why: "renewing one certificate alone is not written yet", hint: "kubexm certs renew -f cluster.yaml renews every leaf (all); kubexm certs renew ca replaces the CAs"}
-			}},
+			args: renewAll},
 		{path: "certs renew ca", playbook: "rotate-ca", short: "Replace the cluster, front-proxy and etcd CAs with new ones (the rotate-ca playbook)",
 			confirm: func(_ *pflag.FlagSet, c lifecycle.Cluster) string {
 				return fmt.Sprintf("This replaces the CAs of %s: every certificate is reissued and every component restarts.", c.Summary())
 			}},
 	}
+}
+
+// skipPreflight is create cluster's --skip-preflight: --skip-tags preflight.
+func skipPreflight(cmd *cobra.Command, r *playFlags) error {
+	if skip, _ := cmd.Flags().GetBool("skip-preflight"); skip {
+		r.SkipTags = append(r.SkipTags, "preflight")
+	}
+	return nil
+}
+
+// nodesAsLimit is add nodes' --nodes: --limit by another name.
+func nodesAsLimit(cmd *cobra.Command, r *playFlags) error {
+	nodes, _ := cmd.Flags().GetStringSlice("nodes")
+	if len(nodes) == 0 {
+		return nil
+	}
+	if r.Limit != "" {
+		return errors.New("--nodes and --limit both choose the hosts; give one")
+	}
+	r.Limit = strings.Join(nodes, ",")
+	return nil
+}
+
+// checkUpgrade refuses an upgrade to another version than the cluster
+// file's, and --rollback-on-failure with --server.
+func checkUpgrade(cmd *cobra.Command, r *playFlags) error {
+	fl := cmd.Flags()
+	if back, _ := fl.GetBool("rollback-on-failure"); back && fl.Lookup("server").Value.String() != "" {
+		return errors.New("--rollback-on-failure runs locally only: with --server, run kubexm rollback cluster --server ... after a failed upgrade")
+	}
+	to, _ := fl.GetString("to-version")
+	return lifecycle.CheckUpgradeTarget(r.Inventory, r.RolesPath, to)
+}
+
+// rollBackOnFailure is upgrade's --rollback-on-failure.
+func rollBackOnFailure(cmd *cobra.Command, a *app, r playFlags, err error) error {
+	if back, _ := cmd.Flags().GetBool("rollback-on-failure"); !back || r.Check {
+		return err
+	}
+	r.Stdout, r.Stderr = cmd.OutOrStdout(), os.Stderr
+	return a.runner().RollBackFailedUpgrade(cmd.Context(), r, err, cmd.ErrOrStderr())
+}
+
+// renewAll takes certs renew's one argument, all; renewing one
+// certificate is not written yet.
+func renewAll(_ *cobra.Command, args []string) error {
+	if len(args) == 0 || (len(args) == 1 && args[0] == "all") {
+		return nil
+	}
+	return &notYetError{what: "kubexm certs renew " + strings.Join(args, " "), why: "renewing one certificate alone is not written yet", hint: "kubexm certs renew -f cluster.yaml renews every leaf (all); kubexm certs renew ca replaces the CAs"}
 }
 
 // addVerbCmds adds the verb-noun commands to root, under the verbs that
@@ -206,61 +222,7 @@ func verbCmd(a *app, v verb) *cobra.Command {
 	if v.args == nil {
 		cmd.Args = cobra.NoArgs
 	}
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		r, fl := f, cmd.Flags()
-		var err error
-		if r.Inventory, err = clusterFile(r.Inventory); err != nil {
-			return err
-		}
-		for _, vf := range v.flags {
-			if _, ok := vf.given(fl); vf.required != "" && !ok {
-				return errors.New(vf.required)
-			}
-		}
-		if v.prepare != nil {
-			if err := v.prepare(cmd, &r); err != nil {
-				return err
-			}
-		}
-		for _, vf := range v.flags {
-			if value, ok := vf.given(fl); vf.variable != "" && ok {
-				if err := r.SetVar(vf.name, vf.variable, value); err != nil {
-					return err
-				}
-			}
-		}
-		var ran lifecycle.Cluster
-		loaded := func(c lifecycle.Cluster) error {
-			ran = c
-			if v.confirm == nil || yes || r.Check {
-				return nil
-			}
-			return lifecycle.Confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), v.confirm(fl, c))
-		}
-		if remote.Server != "" {
-			if v.confirm != nil {
-				c, err := lifecycle.ReadCluster(r.Inventory, r.WorkDir, r.RolesPath)
-				if err != nil {
-					return err
-				}
-				if err := loaded(c); err != nil {
-					return err
-				}
-			}
-			return playRemote(cmd, v.playbook, r, remote)
-		}
-		if v.confirm != nil || v.after != nil {
-			r.Loaded = loaded
-		}
-		err = a.play(cmd.Context(), cmd.OutOrStdout(), v.playbook, r)
-		if err == nil && v.after != nil {
-			v.after(cmd, r, ran)
-		}
-		if err != nil && v.failed != nil {
-			return v.failed(cmd, a, r, err)
-		}
-		return err
-	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return v.run(cmd, a, f, remote, yes) }
 	fl := cmd.Flags()
 	addClusterFileFlag(fl, &f.Inventory)
 	addRunFlags(fl, &f, "")
@@ -285,6 +247,64 @@ func verbCmd(a *app, v verb) *cobra.Command {
 		}
 	}
 	return cmd
+}
+
+// run runs v with the request of its flags r (on the server of remote if
+// set); yes is --yes.
+func (v verb) run(cmd *cobra.Command, a *app, r playFlags, remote clientFlags, yes bool) error {
+	fl := cmd.Flags()
+	var err error
+	if r.Inventory, err = clusterFile(r.Inventory); err != nil {
+		return err
+	}
+	for _, vf := range v.flags {
+		if _, ok := vf.given(fl); vf.required != "" && !ok {
+			return errors.New(vf.required)
+		}
+	}
+	if v.prepare != nil {
+		if err := v.prepare(cmd, &r); err != nil {
+			return err
+		}
+	}
+	for _, vf := range v.flags {
+		if value, ok := vf.given(fl); vf.variable != "" && ok {
+			if err := r.SetVar(vf.name, vf.variable, value); err != nil {
+				return err
+			}
+		}
+	}
+	var ran lifecycle.Cluster
+	loaded := func(c lifecycle.Cluster) error {
+		ran = c
+		if v.confirm == nil || yes || r.Check {
+			return nil
+		}
+		return lifecycle.Confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), v.confirm(fl, c))
+	}
+	if remote.Server != "" {
+		if v.confirm != nil {
+			c, err := lifecycle.ReadCluster(r.Inventory, r.WorkDir, r.RolesPath)
+			if err != nil {
+				return err
+			}
+			if err := loaded(c); err != nil {
+				return err
+			}
+		}
+		return playRemote(cmd, v.playbook, r, remote)
+	}
+	if v.confirm != nil || v.after != nil {
+		r.Loaded = loaded
+	}
+	err = a.play(cmd.Context(), cmd.OutOrStdout(), v.playbook, r)
+	if err == nil && v.after != nil {
+		v.after(cmd, r, ran)
+	}
+	if err != nil && v.failed != nil {
+		return v.failed(cmd, a, r, err)
+	}
+	return err
 }
 
 // given is the flag's value and whether it is set: not its zero value (a
