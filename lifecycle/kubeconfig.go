@@ -25,6 +25,23 @@ func LoadWith(file string, rolesPath []string) (*schema.Cluster, []schema.Warnin
 	return validate.LoadWith(file, s)
 }
 
+// ViewCluster is the cluster file with every default filled in and its
+// secrets masked (config view), or, with resource, the Cluster resource for
+// kubectl apply: passwords and passphrases left out, not masked. The
+// warnings are the file's, also when it is not valid.
+func ViewCluster(file string, rolesPath []string, resource bool) ([]byte, []schema.Warning, error) {
+	c, warnings, err := LoadWith(file, rolesPath)
+	if err != nil {
+		return nil, warnings, err
+	}
+	if resource {
+		out, err := c.ResourceYAML()
+		return out, warnings, err
+	}
+	out, err := schema.Marshal(c.Masked())
+	return out, warnings, err
+}
+
 // LoadCluster reads a cluster file for the commands that read what kubexm
 // keeps of it (get nodes, get runs, describe, logs): the cluster, its
 // inventory (groups with ranges expanded) and its work directory (workDir,

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 
@@ -22,6 +23,21 @@ func Decode(path string, data []byte) (*Cluster, []Warning, error) {
 		return nil, ps.Warnings, err
 	}
 	return c, ps.Warnings, nil
+}
+
+// ConvertFile reads the cluster file file and returns it in the kubexm
+// form (Decode, then Marshal), with the warnings of its decoding.
+func ConvertFile(file string) ([]byte, []Warning, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read cluster file: %w", err)
+	}
+	c, warnings, err := Decode(file, data)
+	if err != nil {
+		return nil, warnings, err
+	}
+	out, err := Marshal(c)
+	return out, warnings, err
 }
 
 // DecodeProblems returns the cluster as far as it could be decoded, with

@@ -2,8 +2,13 @@ package client
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 
 	"github.com/mensylisir/kubexm/clusterview"
 	"github.com/mensylisir/kubexm/service/jobstore"
@@ -92,10 +97,20 @@ func ClusterItems[T any](ctx context.Context, c *Client, cluster, route string) 
 	return []T{}, nil
 }
 
-// DownloadBackup writes the backup name of cluster to the new file to,
-// checked against the size and sha256 the server gives; it returns both.
-func (c *Client) DownloadBackup(ctx context.Context, cluster, name, to string) (int64, string, error) {
-	return c.Download(ctx, clusterPath(cluster, "backups")+"/"+url.PathEscape(name), to)
+// DownloadBackup writes the backup name of cluster to the new file to
+// (default: name in this directory), checked against the size and sha256
+// the server gives; it returns the file, the size and the sha256.
+func (c *Client) DownloadBackup(ctx context.Context, cluster, name, to string) (string, int64, string, error) {
+	if to == "" {
+		to = filepath.Base(name)
+	}
+	if _, err := os.Lstat(to); err == nil {
+		return "", 0, "", fmt.Errorf("%s exists: remove it or give another --to", to)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", 0, "", err
+	}
+	n, sum, err := c.Download(ctx, clusterPath(cluster, "backups")+"/"+url.PathEscape(name), to)
+	return to, n, sum, err
 }
 
 // DeleteBundle deletes the offline bundle sum of cluster, and returns the

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/mensylisir/kubexm/schema/matrix"
 	"github.com/mensylisir/kubexm/schema/sample"
@@ -107,17 +106,8 @@ func newConfigViewCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, warnings, err := lifecycle.LoadWith(file, rolesPath)
+			out, warnings, err := lifecycle.ViewCluster(file, rolesPath, resource)
 			printWarnings(cmd.ErrOrStderr(), warnings)
-			if err != nil {
-				return err
-			}
-			var out []byte
-			if resource {
-				out, err = c.ResourceYAML()
-			} else {
-				out, err = schema.Marshal(c.Masked())
-			}
 			if err != nil {
 				return err
 			}
@@ -152,16 +142,8 @@ func newConfigConvertCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			data, err := os.ReadFile(file)
-			if err != nil {
-				return fmt.Errorf("read cluster file: %w", err)
-			}
-			c, warnings, err := schema.Decode(file, data)
+			out, warnings, err := schema.ConvertFile(file)
 			printWarnings(cmd.ErrOrStderr(), warnings)
-			if err != nil {
-				return err
-			}
-			out, err := schema.Marshal(c)
 			if err != nil {
 				return err
 			}

@@ -3,9 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -281,21 +279,12 @@ func newBackupDownloadCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			name := args[0]
-			if to == "" {
-				to = filepath.Base(name)
-			}
-			if _, err := os.Lstat(to); err == nil {
-				return fmt.Errorf("%s exists: remove it or give another --to", to)
-			} else if !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
 			start := time.Now()
-			n, sum, err := c.DownloadBackup(cmd.Context(), cluster, name, to)
+			file, n, sum, err := c.DownloadBackup(cmd.Context(), cluster, args[0], to)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "backup %s of cluster %s: %d bytes, sha256 %s, written to %s in %s\n", name, cluster, n, sum, to, time.Since(start).Round(time.Millisecond))
+			fmt.Fprintf(cmd.ErrOrStderr(), "backup %s of cluster %s: %d bytes, sha256 %s, written to %s in %s\n", args[0], cluster, n, sum, file, time.Since(start).Round(time.Millisecond))
 			return nil
 		},
 	}

@@ -282,8 +282,10 @@ func (v verb) run(cmd *cobra.Command, a *app, r playFlags, remote clientFlags, y
 		}
 		return lifecycle.Confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), v.confirm(fl, c))
 	}
+	// A verb told of the cluster reads it before the job is queued too.
+	told := v.confirm != nil || v.after != nil
 	if remote.Server != "" {
-		if v.confirm != nil {
+		if told {
 			c, err := lifecycle.ReadCluster(r.Inventory, r.WorkDir, r.RolesPath)
 			if err != nil {
 				return err
@@ -294,7 +296,7 @@ func (v verb) run(cmd *cobra.Command, a *app, r playFlags, remote clientFlags, y
 		}
 		return playRemote(cmd, v.playbook, r, remote)
 	}
-	if v.confirm != nil || v.after != nil {
+	if told {
 		r.Loaded = loaded
 	}
 	err = a.play(cmd.Context(), cmd.OutOrStdout(), v.playbook, r)
