@@ -59,7 +59,13 @@ func PlanPush(ctx context.Context, req PushRequest, logf func(format string, arg
 		// cluster CA: trusted through the CA's trust bundle in the work
 		// directory, which holds both CAs while rotate-ca replaces it (the
 		// registry's certificate moves to the new CA in its reissue phase).
-		tgt.Auth.CAFile = filepath.Join(workDir, "certs", "kubernetes", "ca-bundle.crt")
+		// In kubeadm mode that CA is kubeadm's, kept in certs/kubeadm
+		// (roles/artifacts registry_ca_dir).
+		caDir := filepath.Join("certs", "kubernetes")
+		if c.Spec.Kubernetes.Type == "kubeadm" {
+			caDir = filepath.Join("certs", "kubeadm")
+		}
+		tgt.Auth.CAFile = filepath.Join(workDir, caDir, "ca-bundle.crt")
 	}
 	p := &PushPlan{Target: tgt}
 	if req.OfflineBundle != "" {

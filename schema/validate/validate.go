@@ -728,16 +728,6 @@ func validateRegistry(c *schema.Cluster, ps *schema.Problems) {
 		if hosts == 0 {
 			ps.Add("spec.roleGroups.registry", "list the host that runs the registry", "registry.type registry needs a registry host")
 		}
-		// roles/registry signs the registry's certificate with binary
-		// mode's cluster CA (certs/kubernetes), which the nodes trust for
-		// it. kubeadm makes its own CA on the first master, after the
-		// registry must serve the images kubeadm init runs: that CA
-		// would be a second one, which rotate-ca (kubeadm's CAs) leaves
-		// as it is.
-		if c.Spec.Kubernetes.Type == "kubeadm" {
-			ps.Add(fieldpath.Child(base, "type"), "use kubernetes.type kubexm, or run the registry yourself and set registry.type external with privateRegistry and certsPath",
-				"registry.type registry is not supported with kubernetes.type kubeadm yet: its certificate would come from a CA of its own beside kubeadm's, which rotate-ca does not replace")
-		}
 		if r.PrivateRegistry == "" {
 			ps.Add(fieldpath.Child(base, "privateRegistry"), "the name the nodes reach the registry host by, e.g. registry.example.local:5000", "registry.type registry needs privateRegistry")
 		} else if strings.Contains(r.PrivateRegistry, "/") {

@@ -89,6 +89,22 @@ func TestDockerRegistrySettingsAccepted(t *testing.T) {
 	}
 }
 
+// The registry kubexm deploys in kubeadm mode: its certificate is signed by
+// kubeadm's cluster CA (made by kubexm before kubeadm init takes it, or
+// adopted from the first master), so it is accepted with containerd.
+func TestKubeadmDeployedRegistryAccepted(t *testing.T) {
+	for name, y := range map[string]string{
+		"stacked etcd": edit(t, "type: kubexm", "type: kubeadm", "etcd: [m1]", "etcd: [m1, m2]", "worker: [w1]", "worker: [w1]\n    registry: [w1]", "version: v1.37.2", "type: kubeadm\n    version: v1.37.2", "plugin: calico",
+			"plugin: calico\n  registry: {type: registry, privateRegistry: r.local, auths: {r.local: {username: u, password: p}}}"),
+		"kubexm's etcd": edit(t, "worker: [w1]", "worker: [w1]\n    registry: [w1]", "version: v1.37.2", "type: kubeadm\n    version: v1.37.2", "plugin: calico",
+			"plugin: calico\n  registry: {type: registry, privateRegistry: \"r.local:5000\", auths: {\"r.local:5000\": {username: u, password: p}}}"),
+	} {
+		if ps := problemsOf(t, y); ps != nil {
+			t.Errorf("%s: %v", name, ps)
+		}
+	}
+}
+
 func TestValidationRules(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct {
@@ -132,7 +148,9 @@ func TestValidationRules(t *testing.T) {
 		{"registry host without a registry to deploy", edit(t, "worker: [w1]", "worker: [w1]\n    registry: [m1]"), "spec.roleGroups.registry", "does not deploy a registry", 0},
 		{"registry kubexm deploys with a project path", edit(t, "worker: [w1]", "worker: [w1]\n    registry: [m1]", "plugin: calico", "plugin: calico\n  registry: {type: registry, privateRegistry: r.local/kubexm, auths: {r.local: {username: u, password: p}}}"), "spec.registry.privateRegistry", "deploys a registry named host[:port]", 0},
 		{"registry without its account", edit(t, "worker: [w1]", "worker: [w1]\n    registry: [m1]", "plugin: calico", "plugin: calico\n  registry: {type: registry, privateRegistry: r.local}"), "spec.registry.auths", "needs the account", 0},
-		{"registry kubexm deploys in kubeadm mode", edit(t, "worker: [w1]", "worker: [w1]\n    registry: [w1]", "version: v1.37.2", "type: kubeadm\n    version: v1.37.2", "plugin: calico", "plugin: calico\n  registry: {type: registry, privateRegistry: r.local, auths: {r.local: {username: u, password: p}}}"), "spec.registry.type", "not supported with kubernetes.type kubeadm yet", 0},
+		// kubeadm pulls its control-plane images through cri-dockerd
+		// without the account the deployed registry requires.
+		{"registry kubexm deploys, kubeadm mode with docker", edit(t, "type: kubexm", "type: kubeadm", "etcd: [m1]", "etcd: [m1, m2]", "worker: [w1]", "worker: [w1]\n    registry: [w1]", "version: v1.37.2", "type: kubeadm\n    version: v1.37.2\n    containerRuntime: {type: docker}", "plugin: calico", "plugin: calico\n  registry: {type: registry, privateRegistry: r.local, auths: {r.local: {username: u, password: p}}}"), `spec.registry.auths["r.local"]`, "kubeadm pulls the control-plane images through cri-dockerd without them", 0},
 		{"kubexm LB without hosts", edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    externalLoadBalancer: kubexm\n    lb_address: 192.168.1.100"), "spec.controlPlaneEndpoint.externalLoadBalancer", "needs loadbalancer hosts", 0},
 		{"kubexm LB without lb_address", edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    externalLoadBalancer: kubexm", "worker: [w1]", "worker: [w1]\n    loadbalancer: [lb1]"), "spec.controlPlaneEndpoint.lb_address", "needs lb_address", 0},
 		{"kubexm LB on a master", edit(t, "domain: lb.kubexm.local", "domain: lb.kubexm.local\n    externalLoadBalancer: kubexm\n    lb_address: 192.168.1.100", "worker: [w1]", "worker: [w1]\n    loadbalancer: [lb1, m2]"), "spec.roleGroups.loadbalancer", "loadbalancer host m2 is a master", 0},

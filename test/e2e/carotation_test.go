@@ -273,7 +273,7 @@ type caLayout struct {
 	maxGap time.Duration
 	// Fewer leaves and kubeconfigs in the certs check means some were missed.
 	minLeaves int
-	// registry, when set, is the registry kubexm deployed (binary mode),
+	// registry, when set, is the registry kubexm deployed (either mode),
 	// which the rotation carries along: its phase hooks run, and the nodes,
 	// the registry and the push are checked afterwards.
 	registry *haRegistry

@@ -472,10 +472,9 @@ func fieldClaims() map[string][]fieldClaim {
 		"spec.registry.dockerDataDir": dockerConf(func(spec map[string]any) {
 			setPath(spec, "registry.dockerDataDir", "/data/sentinel-docker")
 		}, "/data/sentinel-docker"),
-		// registry.type registry is binary mode's (kubeadm's own CA would
-		// not sign the registry's certificate: refused there).
-		"spec.registry.registryDataDir": {rendered(inBinary, "registry", "config.yml.tmpl", "/data/sentinel-registry", "/data/sentinel-registry").setBy(deployedRegistry),
-			refusedWith(inKubeadm, nil).naming("spec.registry.type").setBy(deployedRegistry)},
+		// In both modes (kubeadm's: its cluster CA signs the registry's
+		// certificate).
+		"spec.registry.registryDataDir": {rendered(inAll, "registry", "config.yml.tmpl", "/data/sentinel-registry", "/data/sentinel-registry").setBy(deployedRegistry)},
 		"spec.registry.harborConfig": {refusedWith(inAll, nil).naming("spec.registry.type").setBy(func(spec map[string]any) {
 			setPath(spec, "registry.type", "harbor")
 			setPath(spec, "registry.harborConfig", map[string]any{"a": 1})

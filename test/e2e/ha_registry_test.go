@@ -42,21 +42,23 @@ type haRegistry struct {
 	pwFile   string
 }
 
-// withDeployedRegistry adds roleGroups.registry (the last worker) and
+// withDeployedRegistry adds roleGroups.registry (host, a worker) and
 // registry.type registry with an account whose password is in a file of
-// work to the HA suite's cluster.yaml.
-func withDeployedRegistry(t *testing.T, clusterYAML string, set *testhosts.Set, work string) (string, haRegistry) {
+// work to a suite's cluster.yaml: the HA suite's (its last worker) or the
+// kubeadm suite's (KUBEXM_E2E_KUBEADM_REGISTRY=1, its first worker).
+func withDeployedRegistry(t *testing.T, clusterYAML string, host testhosts.Host, work string) (string, haRegistry) {
 	t.Helper()
-	host := set.Hosts[len(set.Hosts)-1]
 	reg := haRegistry{host: host, name: host.Address + ":5443", overlay: filepath.Join(work, "registry-hooks"), unit: "kubexm-registry.service"}
 	reg.image = reg.name + "/library/busybox:1.35.0"
 	pwFile := filepath.Join(work, "registry-password")
 	if err := os.WriteFile(pwFile, []byte("e2e-HA-Registry-5\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	y := strings.Replace(clusterYAML, "    worker: [n4, n5]\n", "    worker: [n4, n5]\n    registry: ["+host.Name+"]\n", 1)
+	y := regexp.MustCompile(`(?m)^    worker: \[.*\]\n`).ReplaceAllStringFunc(clusterYAML, func(line string) string {
+		return line + "    registry: [" + host.Name + "]\n"
+	})
 	if y == clusterYAML {
-		t.Fatal("the HA cluster.yaml has no worker group to add the registry after")
+		t.Fatal("the cluster.yaml has no worker group to add the registry after")
 	}
 	y = strings.TrimRight(y, "\n") + fmt.Sprintf(`
   registry:
@@ -201,13 +203,13 @@ func linkRate() string {
 	return "unlimited"
 }
 
-// registryPhaseHook is a hook after a phase of rotate-ca: the work
-// directory's trust bundle (what `kubexm artifact images push` trusts)
+// registryPhaseHook is a hook after a phase of rotate-ca (either mode): the
+// work directory's trust bundle (what `kubexm artifact images push` trusts)
 // verifies the registry and finds the image; every node pulls it through
 // the CRI plugin (a pull asks the registry even when the node has it); a
 // pod of it with imagePullPolicy Always runs to completion on every node.
 func registryPhaseHook(phase, image string) string {
-	return fmt.Sprintf(`# The HA suite's registry mode (test/e2e/ha_registry_test.go): after
+	return fmt.Sprintf(`# A suite's registry mode (test/e2e/ha_registry_test.go): after
 # rotate-ca's %[1]s phase the registry kubexm deployed verifies everywhere.
 - name: e2e - the registry after the %[1]s phase
   hosts: k8s_cluster
@@ -216,7 +218,7 @@ func registryPhaseHook(phase, image string) string {
       registry_check:
         registry: "{{ .spec.registry.privateRegistry }}"
         auths: "{{ .registry_auths }}"
-        ca_file: "{{ .kube_pki_dir }}/ca-bundle.crt"
+        ca_file: "{{ .registry_ca_dir }}/ca-bundle.crt"
         images: [%[2]q]
       run_once: true
 
@@ -231,7 +233,7 @@ func registryPhaseHook(phase, image string) string {
           set -eu
           cache=$(mktemp -d)
           trap 'rm -rf "$cache"' EXIT
-          k() { /usr/local/bin/kubectl --kubeconfig=/etc/kubernetes/admin.kubeconfig --cache-dir="$cache" "$@"; }
+          k() { /usr/local/bin/kubectl --kubeconfig="$KUBECONFIG_FILE" --cache-dir="$cache" "$@"; }
           for n in $NODES; do
             printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: registry-%%s-%%s, namespace: default, labels: {e2e: registry-%%s}}\nspec:\n  nodeName: %%s\n  restartPolicy: Never\n  containers:\n  - {name: c, image: "%%s", imagePullPolicy: Always, command: [/bin/busybox, "true"]}\n' \
               "$PHASE" "$n" "$PHASE" "$n" "$IMAGE" | k apply -f -
@@ -247,6 +249,7 @@ func registryPhaseHook(phase, image string) string {
         NODES: '{{ .groups.k8s_cluster | join " " }}'
         PHASE: %[1]s
         IMAGE: %[2]q
+        KUBECONFIG_FILE: "{{ .kubernetes_admin_kubeconfig }}"
       changed_when: false
       run_once: true
       delegate_to: "{{ index .groups.master 0 }}"

@@ -139,7 +139,7 @@ func TestHAControlPlane(t *testing.T) {
 			// Before the hosts' state is taken: the registry is theirs.
 			clusterYAML, r = withExternalRegistry(ctx, t, clusterYAML, set, root, work)
 		} else {
-			clusterYAML, r = withDeployedRegistry(t, clusterYAML, set, work)
+			clusterYAML, r = withDeployedRegistry(t, clusterYAML, set.Hosts[len(set.Hosts)-1], work)
 		}
 		reg = &r
 	}

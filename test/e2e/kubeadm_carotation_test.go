@@ -38,6 +38,7 @@ func kubeadmCARotation(ctx context.Context, t *testing.T, root string, set *test
 		maxGap:       90 * time.Second,
 		// On the master: 7 certificates, 4 kubeconfigs and the kubelet's; one per worker.
 		minLeaves: 12 + len(workers),
+		registry:  v.registry,
 	})
 }
 

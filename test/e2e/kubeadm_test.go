@@ -89,6 +89,14 @@ func TestKubeadmCluster(t *testing.T) {
 
 	releaseRoot := clusterArtifacts(ctx, t, root)
 	kubeadmArtifacts(ctx, t, root, kubernetesVersion)
+	// KUBEXM_E2E_KUBEADM_REGISTRY=1 (make e2e-kubeadm-registry): the
+	// stacked variant alone, with registry.type registry on n2
+	// (kubeadmRegistry).
+	withRegistry := os.Getenv("KUBEXM_E2E_KUBEADM_REGISTRY") == "1"
+	if withRegistry {
+		// Into the release tree the file server serves, for the bundle.
+		buildArtifact(ctx, t, root, []string{"REGISTRY_VERSION=" + registryVersion}, "registry.sh")
+	}
 	runtime := suiteRuntime(t, envKubeadmRuntime)
 	if runtime == "docker" {
 		dockerArtifacts(ctx, t, root)
@@ -142,6 +150,13 @@ func TestKubeadmCluster(t *testing.T) {
 			t.Fatalf("KUBEXM_E2E_KUBEADM_ONLY=%s: no such variant (kubeadm, kubexm)", only)
 		}
 	}
+	if withRegistry {
+		variants = slices.DeleteFunc(variants, func(v kubeadmVariant) bool { return v.etcdType != "kubeadm" || v.binary || v.createOnly })
+		if len(variants) != 1 {
+			t.Fatalf("KUBEXM_E2E_KUBEADM_REGISTRY=1 runs the stacked variant alone, have %d variants", len(variants))
+		}
+		variants[0].desc += ", the registry kubexm deployed"
+	}
 	server, stop := serveDirStoppable(t, set.Gateway, releaseRoot)
 	var exportFlags []string
 	if runtime == "docker" {
@@ -164,20 +179,36 @@ func TestKubeadmCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		v.inventory = filepath.Join(v.dir, "cluster.yaml")
-		if err := os.WriteFile(v.inventory, []byte(v.clusterYAML(name, set)), 0o600); err != nil {
+		y := v.clusterYAML(name, set)
+		if withRegistry {
+			var reg haRegistry
+			y, reg = withDeployedRegistry(t, y, set.Hosts[1], v.dir)
+			v.registry = &reg
+		}
+		if err := os.WriteFile(v.inventory, []byte(y), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		v.kx = kubexm{bin: bin, dir: v.dir, inventory: v.inventory, extra: extraVars(vars...), observe: diag.observe}
 		v.k = kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(v.dir, ".kubexm", name, "kubeconfig")}
+		kxExport := v.kx
+		if v.registry != nil {
+			// The test pods' busybox as the registry names it; the
+			// registry's release joins the bundle (roles/artifacts).
+			v.k.image = v.registry.image
+			kxExport.extra = append(slices.Clone(v.kx.extra), fmt.Sprintf(`{"registry_mirrors": ["%s/distribution/distribution/releases/download/v%s"]}`, server, registryVersion))
+		}
 		if v.calicoFrom != "" {
 			v.fromBundle = exportBundleAs(ctx, t, v.kx.withVars(calicoVersionVar(v.calicoFrom)), server,
 				" (kubeadm, "+v.desc+", calico "+v.calicoFrom+", "+runtime+")", "bundle-calico-"+v.calicoFrom+".tar.gz", exportFlags...)
 		}
-		v.bundle = exportBundle(ctx, t, v.kx, server, " (kubeadm, "+v.desc+", "+runtime+")", exportFlags...)
+		v.bundle = exportBundle(ctx, t, kxExport, server, " (kubeadm, "+v.desc+", "+runtime+")", exportFlags...)
 	}
 	stop()
 
 	wide := []string{"/etc", "/usr/local", "/opt", "/var/lib/kubelet", "/var/lib/etcd"}
+	if withRegistry {
+		wide = append(wide, "/var/lib/kubexm-registry")
+	}
 	fresh := map[string]map[string]string{}
 	for _, h := range set.Hosts {
 		fresh[h.Name] = snapshot(ctx, t, set, h.Name, wide...)
@@ -209,6 +240,9 @@ type kubeadmVariant struct {
 	// balancer (externalLoadBalancer external) and its etcd logs at level
 	// error (checkKubeadmChoices).
 	userLB *userLoadBalancer
+	// registry, with KUBEXM_E2E_KUBEADM_REGISTRY=1: the registry kubexm
+	// deploys, from which every node pulls every image (kubeadmRegistry).
+	registry *haRegistry
 }
 
 // kubeadmCycle creates the variant's cluster on machines as fresh found
@@ -251,6 +285,9 @@ func kubeadmCycle(ctx context.Context, t *testing.T, root string, set *testhosts
 		checkCalico(ctx, t, set, v.k, "vxlan")
 	}
 	checkWorkloads(ctx, t, v.k, set)
+	if v.registry != nil {
+		kubeadmRegistry(ctx, t, set, v)
+	}
 	// make e2e-calico-upgrade: the network's steps only; the suite's
 	// others run in make e2e on the default calico.
 	if v.calicoFrom != "" {
@@ -331,7 +368,12 @@ func kubeadmSteps(ctx context.Context, t *testing.T, root string, set *testhosts
 func kubeadmDelete(ctx context.Context, t *testing.T, set *testhosts.Set, v kubeadmVariant, fresh map[string]map[string]string, wide []string) {
 	t.Helper()
 	del := filepath.Join(moduleRoot(t), "playbooks", "delete")
-	res := v.kx.play(ctx, del)
+	kx := v.kx
+	if v.registry != nil {
+		// The registry's stored images go too: the host as found.
+		kx.extra = append(slices.Clone(kx.extra), "registry_delete_data=true")
+	}
+	res := kx.play(ctx, del)
 	if res.err != nil {
 		t.Fatalf("delete (%s) failed: %v%s", v.desc, res.err, res.failures())
 	}
@@ -355,7 +397,7 @@ true`)
 			t.Errorf("delete left on %s:\n%s", h.Name, out)
 		}
 	}
-	res = v.kx.play(ctx, del)
+	res = kx.play(ctx, del)
 	if res.err != nil {
 		t.Fatalf("second delete (%s) failed: %v%s", v.desc, res.err, res.failures())
 	}
