@@ -186,6 +186,35 @@ func TestKubeadmInitConfigLBAddress(t *testing.T) {
 	kubeadmValidate(t, out)
 }
 
+// TestKubeadmInitConfigPrivateRegistry: with spec.registry.privateRegistry
+// (a registry kubexm deploys, reached at an address and port) kubeadm's
+// imageRepository, CoreDNS's and etcd's are that registry, under the names
+// roles/artifacts gives the images (images_refs) and pushes them by, so
+// kubeadm pulls its control plane, etcd, CoreDNS and pause from it.
+func TestKubeadmInitConfigPrivateRegistry(t *testing.T) {
+	v := kubeadmVars(t, "n1", map[string]any{
+		"kubeadm_etcd_image_version": "3.6.16-0",
+		"images_refs": map[string]any{
+			"kube-apiserver": "10.0.0.12:5443/kube-apiserver:v1.37.2",
+			"coredns":        "10.0.0.12:5443/coredns/coredns:v1.14.6",
+			"etcd":           "10.0.0.12:5443/etcd:3.6.16-0",
+		},
+	})
+	out := renderRoleTemplate(t, "kubernetes/kubeadm", "kubeadm-init.yaml.tmpl", v)
+	cc := kubeadmDocs(t, out)["ClusterConfiguration"]
+	if got := cc["imageRepository"]; got != "10.0.0.12:5443" {
+		t.Errorf("imageRepository %v, want the registry 10.0.0.12:5443", got)
+	}
+	if w := map[string]any{"imageRepository": "10.0.0.12:5443/coredns", "imageTag": "v1.14.6"}; !reflect.DeepEqual(cc["dns"], w) {
+		t.Errorf("dns %#v, want %#v", cc["dns"], w)
+	}
+	local, _ := cc["etcd"].(map[string]any)["local"].(map[string]any)
+	if got := local["imageRepository"]; got != "10.0.0.12:5443" {
+		t.Errorf("etcd.local.imageRepository %v, want the registry", got)
+	}
+	kubeadmValidate(t, out)
+}
+
 // TestKubeadmInitConfigExtraConfig: the kube_*_extra_config and
 // etcd_extra_config flag maps become v1beta4 extraArgs (name/value pairs,
 // sorted), kubeadm accepts the result, and a mapping as a flag is refused
