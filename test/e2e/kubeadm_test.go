@@ -949,14 +949,15 @@ func checkKubeadmSpecFields(ctx context.Context, t *testing.T, set *testhosts.Se
 	if err != nil || !strings.Contains(corefile, e2eEtcHostsIP+" "+e2eEtcHostsName) || !strings.Contains(corefile, "rewrite name kubexm-e2e-rewrite.example") {
 		t.Errorf("kubeadm's coredns ConfigMap lacks dnsEtcHosts or rewriteBlock: %v\n%s", err, corefile)
 	}
+	image, pull := v.k.busybox(t)
 	pod := fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: dns-fields, namespace: default}
 spec:
   nodeName: %s
   containers:
-  - {name: c, image: %s, imagePullPolicy: Never, command: [/bin/busybox, sleep, "3600"]}
-`, set.Hosts[1].Name, busyboxRef(t))
+  - {name: c, image: %s, imagePullPolicy: %s, command: [/bin/busybox, sleep, "3600"]}
+`, set.Hosts[1].Name, image, pull)
 	if out, err := v.k.run(ctx, pod, "apply", "-f", "-"); err != nil {
 		t.Fatalf("the DNS test pod: %v\n%s", err, out)
 	}

@@ -123,7 +123,7 @@ func TestUpgrade(t *testing.T) {
 // archive.
 func backupRestore(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunner, root, work, name, mode string) string {
 	t.Helper()
-	image := busyboxRef(t)
+	image, pull := k.busybox(t)
 	workload := `apiVersion: v1
 kind: Namespace
 metadata: {name: keep}
@@ -145,7 +145,7 @@ spec:
       containers:
       - name: web
         image: ` + image + `
-        imagePullPolicy: Never
+        imagePullPolicy: ` + pull + `
         command: [/bin/busybox, httpd, -f, -p, "8080", -h, /]
 `
 	if out, err := k.run(ctx, workload, "apply", "-f", "-"); err != nil {
