@@ -174,6 +174,7 @@ func validate(c *schema.Cluster, ps *schema.Problems) {
 	validateEtcd(c, ps)
 	validateNetwork(c, ps)
 	validateRegistry(c, ps)
+	validateRegistryProxy(c, ps)
 	validateMisc(c, ps)
 	validateHooks(c, ps)
 	validateAddons(c, ps)
