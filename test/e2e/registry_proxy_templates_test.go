@@ -115,35 +115,18 @@ func TestRegistryConfigTemplateProxy(t *testing.T) {
 	}
 }
 
-// taskWhen is the when: of the task named name in a role's tasks file.
-func taskWhen(t *testing.T, file, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(moduleRoot(t), file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tasks []map[string]any
-	if err := yaml.Unmarshal(b, &tasks); err != nil {
-		t.Fatal(err)
-	}
-	for _, task := range tasks {
-		if task["name"] == name {
-			return fmt.Sprint(task["when"])
-		}
-	}
-	t.Fatalf("%s has no task %q", file, name)
-	return ""
-}
-
 // A proxy cache refuses pushes: create-cluster pushes nothing to it, even
 // with -e images_push=true, and asks it for every image after its play
 // (which fetches them from the upstream); the preflight, before the
 // registry exists, does not.
 func TestRegistryProxySkipsThePush(t *testing.T) {
 	ev := eval.New()
-	push := taskWhen(t, "roles/images/tasks/main.yaml", "images - pushed to the private registry")
-	serves := taskWhen(t, "roles/images/tasks/main.yaml", "images - the private registry serves every image")
-	preflight := taskWhen(t, "roles/preflight/tasks/main.yaml", "Registry - reachable, credentials accepted, every image there")
+	when := func(role, name string) string {
+		return fmt.Sprint(roleTask(t, role, "main.yaml", name)["when"])
+	}
+	push := when("images", "images - pushed to the private registry")
+	serves := when("images", "images - the private registry serves every image")
+	preflight := when("preflight", "Registry - reachable, credentials accepted, every image there")
 	for _, tc := range []struct {
 		name                    string
 		set                     map[string]any
@@ -275,5 +258,44 @@ plays:
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The role's own check of the upstream (for -e, which kubexm config
+// validate does not see): https://, http:// only with plainHTTP, not
+// privateRegistry, a ttl the registry parses.
+func TestRegistryProxyUpstreamChecked(t *testing.T) {
+	ev := eval.New()
+	task := roleTask(t, "registry", "main.yaml", "registry - proxy-cache upstream")
+	that := task["assert"].(map[string]any)["that"].([]any)
+	plain := map[string]any{"reg.local:5000": registryAuths["reg.local:5000"], "10.0.0.5:5000": map[string]any{"plainHTTP": true}}
+	for _, tc := range []struct {
+		name  string
+		auths map[string]any
+		set   map[string]any
+		ok    bool
+	}{
+		{"https", registryAuths, map[string]any{"registry_proxy_remote_url": "https://mirror.example.org:8443"}, true},
+		{"http with plainHTTP", plain, map[string]any{"registry_proxy_remote_url": "http://10.0.0.5:5000"}, true},
+		{"http without it", registryAuths, map[string]any{"registry_proxy_remote_url": "http://mirror.example.org:8443"}, false},
+		{"itself", registryAuths, map[string]any{"registry_proxy_remote_url": "https://reg.local:5000"}, false},
+		{"a ttl in days", registryAuths, map[string]any{"registry_proxy_remote_url": "https://mirror.example.org:8443", "registry_proxy_ttl": "7d"}, false},
+		{"a ttl in hours and minutes", registryAuths, map[string]any{"registry_proxy_remote_url": "https://mirror.example.org:8443", "registry_proxy_ttl": "1h30m"}, true},
+	} {
+		v := registryVars(t, tc.auths, tc.set)
+		ok := true
+		for _, c := range that {
+			got, err := ev.EvalBool(fmt.Sprint(c), v)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", tc.name, c, err)
+			}
+			ok = ok && got
+		}
+		if ok != tc.ok {
+			t.Errorf("%s: the assert passes %v, want %v", tc.name, ok, tc.ok)
+		}
+	}
+	if w := fmt.Sprint(task["when"]); w != `registry_proxy_remote_url != ""` {
+		t.Errorf("the check runs when %s", w)
 	}
 }
