@@ -27,13 +27,14 @@ func (htpasswdBuiltin) Spec() step.Spec {
 		Name:    "htpasswd",
 		Summary: "Keep an htpasswd file holding one account, its password hashed with bcrypt.",
 		Doc: "The file is read from the host and its entry for `username` verified against `password` with bcrypt " +
-			"(the stored hash's own salt): when it verifies and the file holds no other line, nothing is written " +
+			"(the stored hash's own salt): when it verifies at `cost` and the file holds no other line, nothing is written " +
 			"(mode and owner are still corrected). Otherwise the file is replaced by `username:<bcrypt hash>`. " +
 			"Neither the password nor a hash is shown: a --diff names the account and says the hash changed.",
 		Args: append([]step.Arg{
 			{Name: "path", Type: step.String, Required: true, Aliases: []string{"dest"}, Doc: "The htpasswd file on the host."},
 			{Name: "username", Type: step.String, Required: true, Doc: "The account's name (no ':' and no line break)."},
 			{Name: "password", Type: step.String, Required: true, Doc: "The account's password (at most 72 bytes, bcrypt's limit)."},
+			{Name: "cost", Type: step.Int, Default: bcrypt.DefaultCost, Doc: "bcrypt's cost, 4-31: each step doubles the work of hashing and of every check against the hash (a server that checks it on each request, as a registry does, pays it per request). A stored hash of another cost is rewritten."},
 		}, onhost.AttrArgs()...),
 		Examples: []string{"htpasswd:\n  path: /etc/kubexm/registry/htpasswd\n  username: \"{{ .registry_auth.username }}\"\n" +
 			"  password: \"{{ .registry_auth.password }}\"\n  mode: \"0600\""},
@@ -41,7 +42,10 @@ func (htpasswdBuiltin) Spec() step.Spec {
 }
 
 func (htpasswdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step.Result, error) {
-	path, user, pw := args.String("path"), args.String("username"), args.String("password")
+	path, user, pw, cost := args.String("path"), args.String("username"), args.String("password"), args.Int("cost")
+	if cost < bcrypt.MinCost || cost > bcrypt.MaxCost {
+		return step.Result{}, fmt.Errorf("htpasswd: cost %d: bcrypt takes %d to %d", cost, bcrypt.MinCost, bcrypt.MaxCost)
+	}
 	if user == "" || strings.ContainsAny(user, ":\r\n") {
 		return step.Result{}, fmt.Errorf("htpasswd: username %q must be non-empty, without ':' or a line break", user)
 	}
@@ -64,7 +68,7 @@ func (htpasswdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (
 		if old, _, err = onhost.ReadFile(ctx, env, path); err != nil {
 			return step.Result{}, err
 		}
-		if htpasswdHolds(old, user, pw) {
+		if htpasswdHolds(old, user, pw, cost) {
 			changes, err := onhost.FixAttrs(ctx, env, path, fi, onhost.AttrsFrom(args))
 			if err != nil {
 				return step.Result{}, err
@@ -80,7 +84,7 @@ func (htpasswdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (
 		res.Msg = "would write " + path + " (account " + user + ")"
 		return res, nil
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
+	hash, err := bcrypt.GenerateFromPassword([]byte(pw), cost)
 	if err != nil {
 		return step.Result{}, fmt.Errorf("htpasswd: hash the password of %s: %w", user, err)
 	}
@@ -93,14 +97,17 @@ func (htpasswdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (
 }
 
 // htpasswdHolds says whether content is exactly one entry, user's, whose
-// bcrypt hash verifies pw.
-func htpasswdHolds(content []byte, user, pw string) bool {
+// bcrypt hash of cost verifies pw.
+func htpasswdHolds(content []byte, user, pw string, cost int) bool {
 	lines := strings.Split(strings.TrimRight(string(content), "\n"), "\n")
 	if len(lines) != 1 {
 		return false
 	}
 	name, hash, ok := strings.Cut(lines[0], ":")
 	if !ok || name != user {
+		return false
+	}
+	if c, err := bcrypt.Cost([]byte(hash)); err != nil || c != cost {
 		return false
 	}
 	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(pw)) == nil

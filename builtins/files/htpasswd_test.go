@@ -64,7 +64,24 @@ func TestHtpasswd(t *testing.T) {
 	}
 	checkEntry(t, steptest.MustRead(t, path), "puller", "s3cret-Two")
 
+	// Another cost: a hash that verifies but is of another cost is
+	// rewritten at the asked one, then left.
+	args["cost"] = 5
+	if res := steptest.Run(t, htpasswdBuiltin{}, env, args); !res.Changed {
+		t.Errorf("a hash of cost %d was left when cost 5 is asked: %+v", bcrypt.DefaultCost, res)
+	}
+	_, hash, _ := strings.Cut(strings.TrimSpace(steptest.MustRead(t, path)), ":")
+	if c, err := bcrypt.Cost([]byte(hash)); err != nil || c != 5 {
+		t.Errorf("the hash's cost: %d %v, want 5", c, err)
+	}
+	checkEntry(t, steptest.MustRead(t, path), "puller", "s3cret-Two")
+	if again := steptest.Run(t, htpasswdBuiltin{}, env, args); again.Changed {
+		t.Errorf("a second run at cost 5: %+v", again)
+	}
+
 	for _, bad := range []step.Args{
+		{"path": path, "username": "a", "password": "x", "cost": 3},
+		{"path": path, "username": "a", "password": "x", "cost": 32},
 		{"path": path, "username": "a:b", "password": "x"},
 		{"path": path, "username": "a", "password": "x\ny"},
 		{"path": path, "username": "a", "password": strings.Repeat("p", 73)},
