@@ -6,12 +6,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mensylisir/kubexm/engine/journal"
 	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
@@ -47,6 +49,16 @@ const upgradeHAPollPeriod = 200 * time.Millisecond
 // tasks/backend.yaml parks its static pod) and is a candidate again after;
 // afterwards kube-vip runs on every master, one of them holds the VIP and
 // no manifest is left parked.
+//
+// With KUBEXM_E2E_UPGRADE_HA_BY=controller (`make
+// e2e-upgrade-ha-controller`, issue 52's "version bump through the Cluster
+// resource") the upgrade is not `kubexm play upgrade`: kubexm controller
+// runs on the control machine with an empty work directory of its own and
+// the target's offline bundle, the Cluster at the new version is applied
+// as a GitOps tool would, and the controller's upgrade run (its journal in
+// its work directory) must converge the resource: observed, Ready, every
+// node at the target, the last run an upgrade that succeeded; the pollers
+// run throughout.
 func TestUpgradeHA(t *testing.T) {
 	parallelSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Minute)
@@ -64,6 +76,10 @@ func TestUpgradeHA(t *testing.T) {
 	kubeVIP := os.Getenv("KUBEXM_E2E_UPGRADE_HA_LB") == "kube-vip"
 	if lb := os.Getenv("KUBEXM_E2E_UPGRADE_HA_LB"); lb != "" && !kubeVIP {
 		t.Fatalf("KUBEXM_E2E_UPGRADE_HA_LB=%q: want kube-vip or nothing (haproxy)", lb)
+	}
+	byController := os.Getenv("KUBEXM_E2E_UPGRADE_HA_BY") == "controller"
+	if by := os.Getenv("KUBEXM_E2E_UPGRADE_HA_BY"); by != "" && !byController {
+		t.Fatalf("KUBEXM_E2E_UPGRADE_HA_BY=%q: want controller or nothing (kubexm play upgrade)", by)
 	}
 	lbName := "internal haproxy"
 	if kubeVIP {
@@ -164,15 +180,20 @@ func TestUpgradeHA(t *testing.T) {
 	target := kx
 	target.extra = extraVars(append(clusterTestVars(), lifecycleSources(server, to))...)
 	up := filepath.Join(root, "playbooks", "upgrade")
-	res = target.play(ctx, up)
+	if byController {
+		res = upgradeByController(ctx, t, k, target, set, server, name, to)
+	} else {
+		res = target.play(ctx, up)
+	}
 	for _, p := range pollers {
 		p.stop(ctx, t, set)
 	}
 	if res.err != nil {
 		t.Fatalf("upgrade %s -> %s failed after %s: %v%s", from, to, res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF upgrade %s -> %s (binary mode, 3 masters one at a time, 2 workers in batches of 1, %s): %s (%d changed); by play:%s; slowest tasks:%s",
-		from, to, lbName, res.wall.Round(time.Millisecond), len(res.changed()), playWalls(res), res.slowest(12))
+	t.Logf("PERF upgrade %s -> %s (binary mode, 3 masters one at a time, 2 workers in batches of 1, %s%s): %s (%d changed); by play:%s; slowest tasks:%s",
+		from, to, lbName, map[bool]string{true: ", by kubexm controller through the Cluster resource"}[byController],
+		res.wall.Round(time.Millisecond), len(res.changed()), playWalls(res), res.slowest(12))
 	for _, p := range pollers {
 		st := p.stats(t, pollStart)
 		share := 100 * float64(st.total-st.failed) / float64(st.total)
@@ -350,4 +371,70 @@ func playWalls(r runResult) string {
 		fmt.Fprintf(&b, "\n    %8s  %s", spans[p].last.Sub(spans[p].first).Round(100*time.Millisecond), p)
 	}
 	return b.String()
+}
+
+// upgradeByController upgrades the cluster to version through its Cluster
+// resource: kubexm controller on the control machine (a work directory of
+// its own, empty as an in-cluster pod's is, and an offline bundle of the
+// target exported by kx, which names the target's sources), kx.inventory
+// (already at version) applied as the resource, and the controller left
+// to converge it. The result is the controller's upgrade run, read from
+// its journal, with the events the CLI's run would have printed.
+func upgradeByController(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm, set *testhosts.Set, server, name, version string) runResult {
+	t.Helper()
+	bundle := exportBundleAs(ctx, t, kx, server, " (the upgrade's target, "+version+")", "bundle-target.tar.gz")
+	ctlRoot := filepath.Join(kx.dir, "controller-work")
+	ctl := startController(ctx, t, k, kx, set, k.kubeconfig, ctlRoot, name, bundle)
+	defer ctl.stop()
+	ctl.waitFor(ctx, t, "the applied spec recorded", 3*time.Minute, func(_ clusterStatus, raw string) bool {
+		return strings.Contains(raw, "kubexm.mensylisir.io/applied-spec")
+	})
+	view, err := exec.CommandContext(ctx, kx.bin, "config", "view", "--resource", "-f", kx.inventory).Output()
+	if err != nil {
+		t.Fatalf("kubexm config view --resource: %v", err)
+	}
+	begin := time.Now()
+	if out, err := k.run(ctx, string(view), "apply", "--server-side", "--force-conflicts", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply the Cluster at %s: %v\n%s", version, err, out)
+	}
+	c, raw := ctl.waitFor(ctx, t, "the upgrade through the Cluster", 30*time.Minute, func(c clusterStatus, _ string) bool {
+		st := c.Status
+		return st.LastRun != nil && st.LastRun.Playbook == "upgrade" && st.LastRun.Result == "Succeeded" && st.Phase == "Ready" &&
+			st.ObservedGeneration == c.Metadata.Generation && st.KubernetesVersion == version
+	})
+	for _, n := range c.Status.Nodes {
+		if n.KubernetesVersion != version || !n.Ready {
+			t.Errorf("the Cluster's status after the upgrade: node %s at %q, Ready %v, want %s and Ready:\n%s", n.Name, n.KubernetesVersion, n.Ready, version, raw)
+		}
+	}
+	t.Logf("PERF operator mode: the Cluster applied at %s to the resource converged (observed, Ready, every node at it): %s", version, time.Since(begin).Round(time.Millisecond))
+	runs, err := journal.Runs(filepath.Join(ctlRoot, name))
+	if err != nil {
+		t.Fatalf("the controller's runs: %v", err)
+	}
+	for i := len(runs) - 1; i >= 0; i-- {
+		if r := runs[i]; r.Playbook == "upgrade" && r.Outcome == "ok" && !r.Start.Before(begin) {
+			return journalRunResult(t, filepath.Join(ctlRoot, name), r)
+		}
+	}
+	t.Fatalf("no upgrade run that succeeded in the controller's journal (%s) since the apply", filepath.Join(ctlRoot, name))
+	return runResult{}
+}
+
+// journalRunResult is the run r of workDir as a runResult: its wall time
+// and, from its journal, a host_result event per result (task, host,
+// status, time; a journal has no plays nor task timings).
+func journalRunResult(t *testing.T, workDir string, r journal.RunInfo) runResult {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(workDir, "runs", r.ID, journal.File))
+	if err != nil {
+		t.Fatalf("the controller's run %s: %v", r.ID, err)
+	}
+	_, recs := parseJournal(data)
+	res := runResult{wall: r.End.Sub(r.Start)}
+	for _, rec := range recs.results {
+		at, _ := time.Parse(time.RFC3339Nano, rec.Time)
+		res.events = append(res.events, event{Time: at, Kind: "host_result", Task: rec.Task, Host: rec.Host, Status: string(rec.Status)})
+	}
+	return res
 }
