@@ -56,7 +56,9 @@ const (
 //     images push fills it, the nodes pull from it with its CA and
 //     credentials, a wrong password is refused at preflight; then
 //     registry.type registry (checkRegistryRole): the registry deployed on
-//     the first machine, filled and pulled from the same way;
+//     the first machine, filled and pulled from the same way, then made a
+//     proxy cache of the test's registry (its own CA, its account), which
+//     the machines pull through, also with that registry stopped;
 //   - playbooks/delete --tags containerd, with a container still running,
 //     removes the containers, the unit, the binaries and the data, and a
 //     second delete changes nothing.
@@ -200,8 +202,8 @@ func TestContainerd(t *testing.T) {
 	}
 	checkRunCrictl(ctx, t, bin, work, inventory, set)
 	refusesOtherRuntime(ctx, t, kx, set, create)
-	checkRegistryPull(ctx, t, kx, set, root, cluster, image, create)
-	checkRegistryRole(ctx, t, kx, set, cluster, image, server, create, del)
+	upstream, upInventory := checkRegistryPull(ctx, t, kx, set, root, cluster, image, create)
+	checkRegistryRole(ctx, t, kx, set, cluster, image, server, create, del, upstream, upInventory)
 
 	res = kx.play(ctx, del, tags)
 	if res.err != nil {
@@ -395,7 +397,16 @@ func busyboxImage(ctx context.Context, t *testing.T, dir string) string {
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	layerSum := sha256.Sum256(layer.Bytes())
+	path := filepath.Join(dir, "busybox-docker-archive.tar")
+	dockerArchive(t, path, "docker.io/e2e/busybox:latest", layer.Bytes())
+	return path
+}
+
+// dockerArchive writes to path a docker-archive (what `docker save` makes)
+// of a one-layer amd64 image repoTag whose layer is the tar stream layer.
+func dockerArchive(t *testing.T, path, repoTag string, layer []byte) {
+	t.Helper()
+	layerSum := sha256.Sum256(layer)
 	layerName := hex.EncodeToString(layerSum[:]) + ".tar"
 
 	config, err := json.Marshal(map[string]any{
@@ -410,7 +421,7 @@ func busyboxImage(ctx context.Context, t *testing.T, dir string) string {
 	configSum := sha256.Sum256(config)
 	configName := hex.EncodeToString(configSum[:]) + ".json"
 	manifest, err := json.Marshal([]map[string]any{{
-		"Config": configName, "RepoTags": []string{"docker.io/e2e/busybox:latest"}, "Layers": []string{layerName},
+		"Config": configName, "RepoTags": []string{repoTag}, "Layers": []string{layerName},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -418,13 +429,12 @@ func busyboxImage(ctx context.Context, t *testing.T, dir string) string {
 
 	// Member names without "./": containerd's importer looks them up by
 	// the names in manifest.json.
-	path := filepath.Join(dir, "busybox-docker-archive.tar")
 	var archive bytes.Buffer
 	aw := tar.NewWriter(&archive)
 	for _, m := range []struct {
 		name string
 		body []byte
-	}{{"manifest.json", manifest}, {configName, config}, {layerName, layer.Bytes()}} {
+	}{{"manifest.json", manifest}, {configName, config}, {layerName, layer}} {
 		if err := aw.WriteHeader(&tar.Header{Name: m.name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(m.body)), ModTime: time.Unix(0, 0)}); err != nil {
 			t.Fatal(err)
 		}
@@ -438,7 +448,6 @@ func busyboxImage(ctx context.Context, t *testing.T, dir string) string {
 	if err := os.WriteFile(path, archive.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return path
 }
 
 // staticBusybox returns the busybox binary of Debian's busybox-static

@@ -299,3 +299,46 @@ func TestRegistryProxyUpstreamChecked(t *testing.T) {
 		t.Errorf("the check runs when %s", w)
 	}
 }
+
+// An upstream whose CA is its own (its auths entry's certsPath): the role
+// sends that directory to registry_proxy_ca_dir and the unit names it in
+// SSL_CERT_DIR beside Go's default directories; without proxy mode or
+// without certsPath, neither.
+func TestRegistryProxyUpstreamCA(t *testing.T) {
+	withCA := map[string]any{
+		"reg.local:5000":          registryAuths["reg.local:5000"],
+		"mirror.example.org:8443": map[string]any{"username": "puller", "password": "x", "certsPath": "/cp/certs/mirror"},
+	}
+	const env = `Environment="SSL_CERT_DIR=/etc/kubexm/registry/upstream-ca:/etc/ssl/certs:/etc/pki/tls/certs"`
+	proxy := map[string]any{"registry_proxy_remote_url": "https://mirror.example.org:8443"}
+	for _, tc := range []struct {
+		name  string
+		auths map[string]any
+		set   map[string]any
+		certs string
+	}{
+		{"proxy, upstream with certsPath", withCA, proxy, "/cp/certs/mirror"},
+		{"proxy, upstream without certsPath", registryAuths, proxy, ""},
+		{"no proxy, certsPath of another registry", withCA, nil, ""},
+	} {
+		v := registryVars(t, tc.auths, tc.set)
+		if v["registry_proxy_certs"] != tc.certs || v["registry_proxy_ca_dir"] != "/etc/kubexm/registry/upstream-ca" {
+			t.Errorf("%s: registry_proxy_certs %q, registry_proxy_ca_dir %q; want %q", tc.name, v["registry_proxy_certs"], v["registry_proxy_ca_dir"], tc.certs)
+		}
+		unit := renderRoleTemplate(t, "registry", "registry.service.tmpl", v)
+		if got := strings.Count(unit, env); got != map[bool]int{true: 1, false: 0}[tc.certs != ""] {
+			t.Errorf("%s: the unit has %d %s lines:\n%s", tc.name, got, env, unit)
+		}
+		if strings.Contains(unit, "SSL_CERT_DIR") != (tc.certs != "") {
+			t.Errorf("%s: SSL_CERT_DIR in the unit:\n%s", tc.name, unit)
+		}
+	}
+	// The CA goes (sync_dir, the host's extra files removed) only with
+	// certsPath; otherwise the directory is removed.
+	sync := roleTask(t, "registry", "main.yaml", "registry - the proxy upstream's CA (certsPath)")
+	absent := roleTask(t, "registry", "main.yaml", "registry - no upstream CA without one")
+	if args := sync["sync_dir"].(map[string]any); args["delete"] != true || args["direction"] != "push" || fmt.Sprint(sync["when"]) != `registry_proxy_certs != ""` ||
+		fmt.Sprint(absent["when"]) != `registry_proxy_certs == ""` || sync["notify"] != "registry restarted" || absent["notify"] != "registry restarted" {
+		t.Errorf("the CA tasks: %v\n%v", sync, absent)
+	}
+}

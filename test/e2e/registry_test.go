@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -23,6 +24,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,6 +43,9 @@ type testRegistry struct {
 	caDir  string // a certs.d directory with the CA as ca.crt
 	user   string
 	passwd string
+	// stop ends a registry startRegistry runs (nil for others); it may be
+	// called again, and at the test's end.
+	stop func()
 }
 
 // registryBinary builds (or takes from the cache) the registry with
@@ -129,9 +134,15 @@ func startRegistry(ctx context.Context, t *testing.T, root, gateway, dir string)
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
+	var once sync.Once
+	reg.stop = func() {
+		once.Do(func() {
+			_ = srv.Process.Kill()
+			_ = srv.Wait()
+		})
+	}
 	t.Cleanup(func() {
-		_ = srv.Process.Kill()
-		_ = srv.Wait()
+		reg.stop()
 		if t.Failed() {
 			t.Logf("registry log:\n%s", tail(log.String(), 40))
 		}
@@ -218,7 +229,9 @@ func registryCerts(t *testing.T, ip string) (caPEM, certPEM, keyPEM []byte) {
 // changes; create-cluster --tags containerd gives every node the CA
 // (certsPath) and the credentials, a re-run changes nothing, and every node
 // pulls the image through the CRI plugin with the digest the push printed.
-func checkRegistryPull(ctx context.Context, t *testing.T, kx kubexm, set *testhosts.Set, root, cluster, image, create string) {
+// It returns the registry, still running, and the cluster.yaml naming it
+// as privateRegistry.
+func checkRegistryPull(ctx context.Context, t *testing.T, kx kubexm, set *testhosts.Set, root, cluster, image, create string) (testRegistry, string) {
 	t.Helper()
 	work := kx.dir
 	reg := startRegistry(ctx, t, root, set.Gateway, work)
@@ -303,6 +316,7 @@ ctr -n k8s.io images ls name==%[2]s | awk 'NR > 1 {print $3}'`, reg.host, ref))
 			t.Errorf("%s: after the pull:\n%s\nwant\n%s", h.Name, out, want)
 		}
 	}
+	return reg, inventory
 }
 
 // checkRegistryRole is issue 50's registry.type registry on the containerd
@@ -312,8 +326,9 @@ ctr -n k8s.io images ls name==%[2]s | awk 'NR > 1 {print $3}'`, reg.host, ref))
 // every machine pulls from it through the CRI plugin, a re-run changes
 // nothing, and delete --tags registry removes the service, binary and
 // configuration and keeps the stored images: without them the host is as
-// it was before.
-func checkRegistryRole(ctx context.Context, t *testing.T, kx kubexm, set *testhosts.Set, cluster, image, server, create, del string) {
+// it was before. Before the delete it is made a proxy cache of upstream
+// (checkRegistryProxy), the registry of upInventory.
+func checkRegistryRole(ctx context.Context, t *testing.T, kx kubexm, set *testhosts.Set, cluster, image, server, create, del string, upstream testRegistry, upInventory string) {
 	t.Helper()
 	work := kx.dir
 	first := set.Hosts[0]
@@ -381,6 +396,7 @@ func checkRegistryRole(ctx context.Context, t *testing.T, kx kubexm, set *testho
 	})
 
 	checkRegistryCertRenewal(ctx, t, kxReg, set, workDir, filepath.Dir(create), ref)
+	checkRegistryProxy(ctx, t, kxReg, set, create, cluster, name, upstream, upInventory)
 
 	res = kxReg.play(ctx, del, "--tags=registry")
 	if res.err != nil {
@@ -618,4 +634,157 @@ func checkRegistryCertRenewal(ctx context.Context, t *testing.T, kx kubexm, set 
 	if c := res.changed(); len(c) > 0 {
 		t.Errorf("create-cluster after certs-renew changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
 	}
+}
+
+// checkRegistryProxy makes the registry kubexm deployed on the first
+// machine (roleCluster, kx; privateRegistry name) a proxy cache of
+// upstream, a registry the test runs with a CA of its own and an account,
+// whose privateRegistry cluster.yaml is upInventory: an image pushed to the upstream alone; create-cluster --tags
+// registry with registry_proxy_remote_url and the upstream's account in
+// registry.auths with its certsPath makes it a proxy cache and gives it that
+// CA (upstream-ca, named by SSL_CERT_DIR in its unit); a re-run changes
+// nothing; the first machine pulls the image through it with the
+// upstream's digest, and the registry keeps it; with the upstream stopped
+// the other machine, which never had the image, pulls it from the cache
+// and the first machine pulls it again, but the registry, restarted, does
+// not start (distribution asks the upstream when it starts). Switched back
+// to a registry of its own (which starts it again), the CA and
+// SSL_CERT_DIR are gone and its own images still pull.
+func checkRegistryProxy(ctx context.Context, t *testing.T, kx kubexm, set *testhosts.Set, create, roleCluster, name string, upstream testRegistry, upInventory string) {
+	t.Helper()
+	start := time.Now()
+	work := kx.dir
+	first, second := set.Hosts[0].Name, set.Hosts[1].Name
+
+	// An image of its own in the upstream alone: one file whose content no
+	// machine has seen.
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	body := []byte(fmt.Sprintf("pulled through kubexm's proxy cache %d\n", time.Now().UnixNano()))
+	if err := tw.WriteHeader(&tar.Header{Name: "proxied", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body)), ModTime: time.Unix(0, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write(body); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pushDir := filepath.Join(work, "push-proxied")
+	tarball := filepath.Join(pushDir, "images", "proxied", "latest", "amd64", "proxied-latest-amd64.tar")
+	if err := os.MkdirAll(filepath.Dir(tarball), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dockerArchive(t, tarball, "docker.io/e2e/proxied:latest", layer.Bytes())
+	cmd := exec.CommandContext(ctx, kx.bin, "artifact", "images", "push", "-f", upInventory, "--workdir", pushDir)
+	cmd.Dir = work
+	out, err := cmd.CombinedOutput()
+	m := regexp.MustCompile(`(?m)^pushed +` + regexp.QuoteMeta(upstream.host) + `/e2e/proxied:latest@(sha256:[0-9a-f]{64}) `).FindSubmatch(out)
+	if err != nil || m == nil {
+		t.Fatalf("push e2e/proxied to the upstream %s: %v\n%s", upstream.host, err, out)
+	}
+	digest := string(m[1])
+
+	upPW := filepath.Join(work, "registry-upstream-password")
+	if err := os.WriteFile(upPW, []byte(upstream.passwd+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inventory := filepath.Join(work, "cluster-registry-proxy.yaml")
+	// roleCluster's last line is privateRegistry's auths entry.
+	proxyCluster := strings.TrimRight(roleCluster, "\n") + fmt.Sprintf("\n      %q: {username: %s, passwordFile: %q, certsPath: %q}\n",
+		upstream.host, upstream.user, upPW, upstream.caDir)
+	if err := os.WriteFile(inventory, []byte(proxyCluster), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kxProxy := kx
+	kxProxy.inventory = inventory
+	kxProxy.extra = append(append([]string{}, kx.extra...), fmt.Sprintf(`{"registry_proxy_remote_url": "https://%s"}`, upstream.host))
+	res := kxProxy.play(ctx, create, "--tags=registry")
+	if res.err != nil {
+		t.Fatalf("create-cluster --tags registry in proxy-cache mode: %v%s", res.err, res.failures())
+	}
+	t.Logf("PERF create-cluster --tags registry, the registry made a proxy cache of %s: %s (%d changed)", upstream.host, res.wall.Round(time.Millisecond), len(res.changed()))
+	changed := strings.Join(res.changed(), "\n")
+	for _, want := range []string{"registry - configuration", "registry - the proxy upstream's CA (certsPath)", "registry - systemd unit", "registry restarted"} {
+		if !strings.Contains(changed, want) {
+			t.Errorf("the switch to proxy mode did not change %q; it changed:\n%s", want, changed)
+		}
+	}
+	const caDir = "/etc/kubexm/registry/upstream-ca"
+	ca, err := os.ReadFile(filepath.Join(upstream.caDir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out2, err := set.SSH(ctx, first, fmt.Sprintf(`set -e
+stat -c '%%a %%n' %[1]s %[1]s/ca.crt
+sha256sum <%[1]s/ca.crt | cut -d' ' -f1
+systemctl show -p Environment --value kubexm-registry.service
+grep -cF 'remoteurl: "https://%[2]s"' /etc/kubexm/registry/config.yml`, caDir, upstream.host))
+	caSum := sha256.Sum256(ca)
+	want := fmt.Sprintf("700 %[1]s\n600 %[1]s/ca.crt\n%[2]x\nOTEL_TRACES_EXPORTER=none SSL_CERT_DIR=%[1]s:/etc/ssl/certs:/etc/pki/tls/certs\n1\n", caDir, caSum)
+	if err != nil || out2 != want {
+		t.Errorf("%s in proxy mode: %v\n%s\nwant\n%s", first, err, out2, want)
+	}
+	res = kxProxy.play(ctx, create, "--tags=registry")
+	if res.err != nil {
+		t.Fatalf("re-run in proxy-cache mode: %v%s", res.err, res.failures())
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("re-run in proxy-cache mode changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+
+	ref := name + "/e2e/proxied:latest"
+	pull := func(host, when string) {
+		t.Helper()
+		out, err := set.SSH(ctx, host, fmt.Sprintf(`set -e
+crictl pull %[1]s >/dev/null
+ctr -n k8s.io images ls name==%[1]s | awk 'NR > 1 {print $3}'`, ref))
+		if err != nil || strings.TrimSpace(out) != digest {
+			t.Errorf("%s: pull %s through the proxy cache %s: %v\n%s\nwant the upstream's digest %s", host, ref, when, err, out, digest)
+		}
+	}
+	pull(first, "")
+	// What it fetched, it keeps: the manifest under the repository.
+	if out, err := set.SSH(ctx, first, "ls /var/lib/kubexm-registry/docker/registry/v2/repositories/e2e/proxied/_manifests/revisions/sha256/"); err != nil ||
+		strings.TrimSpace(out) != strings.TrimPrefix(digest, "sha256:") {
+		t.Errorf("%s: the proxy cache's manifests of e2e/proxied: %v %q, want %s", first, err, out, digest)
+	}
+
+	upstream.stop()
+	if c, err := net.DialTimeout("tcp", upstream.host, time.Second); err == nil {
+		c.Close()
+		t.Fatalf("the upstream %s still answers after it was stopped", upstream.host)
+	}
+	pull(second, "with the upstream stopped")
+	if out, err := set.SSH(ctx, first, "crictl rmi "+ref); err != nil {
+		t.Errorf("%s: crictl rmi %s: %v\n%s", first, ref, err, out)
+	}
+	pull(first, "again with the upstream stopped")
+	// distribution asks the upstream for its auth URLs when it starts and
+	// panics when it cannot: a proxy cache does not (re)start while its
+	// upstream is down (or untrusted); systemd retries it every 5 s.
+	_, port, _ := net.SplitHostPort(name)
+	out2, err = set.SSH(ctx, first, fmt.Sprintf(`t=$(date +%%s); systemctl restart kubexm-registry; sleep 2
+echo "panics: $(journalctl -u kubexm-registry --since "@$t" -o cat | grep -cF 'panic: Get "https://%s/v2/"')"
+if (exec 3<>/dev/tcp/127.0.0.1/%s) 2>/dev/null; then echo "the registry listens"; fi`, upstream.host, port))
+	if err != nil || !strings.HasPrefix(out2, "panics: ") || strings.HasPrefix(out2, "panics: 0\n") || strings.Contains(out2, "listens") {
+		t.Errorf("%s: the proxy cache restarted with its upstream down: %v\n%s", first, err, out2)
+	}
+
+	// Back to a registry of its own.
+	res = kx.play(ctx, create, "--tags=registry")
+	if res.err != nil {
+		t.Fatalf("create-cluster --tags registry out of proxy-cache mode: %v%s", res.err, res.failures())
+	}
+	if changed := strings.Join(res.changed(), "\n"); !strings.Contains(changed, "registry - no upstream CA without one") {
+		t.Errorf("the switch back did not remove the upstream's CA; it changed:\n%s", changed)
+	}
+	out2, err = set.SSH(ctx, first, fmt.Sprintf(`[ ! -e %s ] || echo "the upstream's CA is still there"
+systemctl show -p Environment --value kubexm-registry.service
+grep -c '^proxy:' /etc/kubexm/registry/config.yml || true
+crictl pull %s >/dev/null || echo "its own image does not pull"`, caDir, name+"/e2e/busybox:latest"))
+	if err != nil || out2 != "OTEL_TRACES_EXPORTER=none\n0\n" {
+		t.Errorf("%s after the switch back: %v\n%s", first, err, out2)
+	}
+	t.Logf("PERF the registry's proxy-cache step (push to the upstream, switch, re-run, 3 pulls, a restart, switch back): %s", time.Since(start).Round(time.Millisecond))
 }
