@@ -185,6 +185,14 @@ func (r Runner) Run(ctx context.Context, req Request) (*model.Recap, error) {
 			return nil, err
 		}
 		extra["offline_bundle_dir"] = dir
+		// The bundle itself, for the roles that send it on (the in-cluster
+		// controller's runs install from it too: roles/kubexm-controller);
+		// Open unpacked it under its sha256.
+		abs, err := filepath.Abs(req.OfflineBundle)
+		if err != nil {
+			return nil, fmt.Errorf("--offline-bundle: %w", err)
+		}
+		extra["offline_bundle_file"], extra["offline_bundle_sha256"] = abs, filepath.Base(dir)
 	}
 	return r.run(ctx, pb, inv, extra, workDir, req)
 }

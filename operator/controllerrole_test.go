@@ -34,10 +34,11 @@ exit 0
 // The whole role on the control machine against an in-memory API server
 // (kubefake, through the k8s builtin) and a fake ctr: the image built and
 // imported, the namespace, the Secret holding the key (base64) and the
-// known hosts, the RBAC and the Deployment applied, the rollout waited for,
-// the Cluster annotated; a re-run stores nothing; without
-// spec.operator.enabled the objects and the annotation go, and a second
-// such run makes no API call at all.
+// known hosts, the offline bundle sent to the master, the RBAC and the
+// Deployment (mounting the bundle, the site's -e values in its arguments)
+// applied, the rollout waited for, the Cluster annotated; a re-run stores
+// nothing; without spec.operator.enabled the objects, the annotation and
+// the bundle go, and a second such run makes no API call at all.
 func TestKubexmControllerRoleRuns(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("FAKE", dir)
@@ -82,6 +83,7 @@ func TestKubexmControllerRoleRuns(t *testing.T) {
 		"admin.conf":       string(srv.Kubeconfig()),
 		"ctr":              fakeCtr,
 		"id":               key,
+		"bundle.tar.gz":    "the offline bundle",
 		"home/known_hosts": "10.0.0.1 ssh-ed25519 AAAAhostkey\n",
 		"inv.ini":          "[all:vars]\narch=" + runtime.GOARCH + "\n[master]\nn1 ansible_connection=local\n[etcd]\nn1 ansible_connection=local\n[worker]\n[k8s_cluster:children]\nmaster\n",
 	}
@@ -103,6 +105,10 @@ plays:
       kubexm_controller_ssh_key_file: ` + dir + `/id
       kubexm_controller_enabled: ` + e + `
       kubexm_controller_rollout_timeout: 20s
+      kubexm_controller_bundle: ` + dir + `/bundle.tar.gz
+      kubexm_controller_bundle_sha256: 0123abcd
+      kubexm_controller_bundle_dir: ` + dir + `/masters-bundle
+      kubexm_controller_extra_vars: ['{"os_packages": ["curl"]}', os_sysctl_ignore_readonly=true]
       cluster_name: c1
       spec: {kubernetes: {containerRuntime: {type: containerd}}}
       container_runtime_type: containerd
@@ -177,13 +183,51 @@ plays:
 	var d struct {
 		Spec struct {
 			Template struct {
-				Spec struct{ Containers []struct{ Image string } }
+				Metadata struct{ Annotations map[string]string }
+				Spec     struct {
+					Containers []struct {
+						Image        string
+						Args         []string
+						VolumeMounts []struct {
+							Name, MountPath string
+							ReadOnly        bool
+						}
+					}
+					Volumes []struct {
+						Name     string
+						HostPath *struct{ Path, Type string }
+					}
+				}
 			}
 		}
 	}
 	if b, _ := json.Marshal(srv.Get(deployment, "kubexm-system", "kubexm-controller")); json.Unmarshal(b, &d) != nil ||
 		len(d.Spec.Template.Spec.Containers) != 1 || d.Spec.Template.Spec.Containers[0].Image != strings.TrimSpace(string(imported)) {
-		t.Errorf("the Deployment does not run the image imported (%s): %+v", imported, d)
+		t.Fatalf("the Deployment does not run the image imported (%s): %+v", imported, d)
+	}
+	// The offline bundle: on the master, mounted read-only, the runs' flag;
+	// the site's -e values, one argument each.
+	if b, err := os.ReadFile(filepath.Join(dir, "masters-bundle", "bundle.tar.gz")); err != nil || string(b) != files["bundle.tar.gz"] {
+		t.Errorf("the bundle on the master: %q %v", b, err)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	args := strings.Join(c.Args, "\n")
+	for _, want := range []string{"--offline-bundle=/var/lib/kubexm-bundle/bundle.tar.gz", `--extra-vars={"os_packages": ["curl"]}`, "--extra-vars=os_sysctl_ignore_readonly=true"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("the controller's args have no %s:\n%s", want, args)
+		}
+	}
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		mounted = mounted || (m.Name == "bundle" && m.MountPath == "/var/lib/kubexm-bundle" && m.ReadOnly)
+	}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == "bundle" && (v.HostPath == nil || v.HostPath.Path != filepath.Join(dir, "masters-bundle") || v.HostPath.Type != "Directory") {
+			mounted = false
+		}
+	}
+	if !mounted || d.Spec.Template.Metadata.Annotations["kubexm.mensylisir.io/offline-bundle-sha256"] != "0123abcd" {
+		t.Errorf("the bundle's volume, mount or annotation: %+v", d.Spec.Template)
 	}
 	var secret struct {
 		Type     string
@@ -242,6 +286,9 @@ plays:
 	}
 	if _, err := os.Stat(filepath.Join(dir, "manifests")); err == nil {
 		t.Error("the manifests are left")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "masters-bundle")); err == nil {
+		t.Error("the offline bundle is left on the master")
 	}
 	// With the manifests gone nothing is left to remove: no API call.
 	if changed, _, api, _ := play(false, false); len(changed) > 0 || len(api) > 0 {
