@@ -60,7 +60,7 @@ func TestPlaybooksLoad(t *testing.T) {
 			{"cluster-resource"}, {"kubexm-controller"}},
 		"delete": {{"user-addons", "addons"}, {"metrics-server", "addons"}, {"nodelocaldns", "dns", "addons"}, {"coredns", "dns"}, {"kubernetes", "kubeadm"}, {"kubernetes", "node"},
 			{"loadbalancer"}, {"kubernetes", "control-plane"}, {"kubernetes", "pki"}, {"images", "runtime"}, {"registry", "runtime"}, {"containerd", "runtime"},
-			{"nodelocaldns", "dns", "addons"}, {"network", "cni"}, {"etcd"}, {"os"}},
+			{"nodelocaldns", "dns", "addons"}, {"network", "cni"}, {"etcd"}, {"kubexm-controller"}, {"os"}},
 		// A new master's control plane, then every node's proxy, before
 		// the new kubelets use the endpoint.
 		// kubeadm mode: kubeadm on the new nodes, the new masters join, the
