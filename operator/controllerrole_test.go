@@ -212,7 +212,7 @@ plays:
 	}
 	c := d.Spec.Template.Spec.Containers[0]
 	args := strings.Join(c.Args, "\n")
-	for _, want := range []string{"--offline-bundle=/var/lib/kubexm-bundle/bundle.tar.gz", `--extra-vars={"os_packages": ["curl"]}`, "--extra-vars=os_sysctl_ignore_readonly=true"} {
+	for _, want := range []string{"--offline-bundle=/var/lib/kubexm-bundle/bundle.tar.gz", "--extra-vars=kubexm_controller_pod=$(POD_NAMESPACE)/$(POD_NAME)", `--extra-vars={"os_packages": ["curl"]}`, "--extra-vars=os_sysctl_ignore_readonly=true"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("the controller's args have no %s:\n%s", want, args)
 		}

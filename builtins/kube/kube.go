@@ -133,6 +133,7 @@ path), ` + "`evicted_pods`" + ` (drained).`,
 			{Name: "mark", Type: step.String, Doc: "cordoned, drained, uncordoned: an annotation that says this task's cordon is kubexm's: set with the cordon (a node someone else cordoned is left as it is, and still drained), and an uncordon only touches a node that has it, removing it."},
 			{Name: "failure_logs", Type: step.Int, Default: 0, Doc: "wait_for rollout: when the rollout fails, the last this many lines of the log of each container that is not ready follow its pod's line (the previous run's for a container waiting to restart), for at most 3 pods (kubectl logs --tail)."},
 			{Name: "disable_eviction", Type: step.Bool, Default: false, Doc: "drained: delete the pods instead of evicting them, PodDisruptionBudgets not asked (kubectl drain --disable-eviction)."},
+			{Name: "drain_keep", Type: step.String, Doc: "drained: namespace/name of a pod the drain leaves on the node: the in-cluster controller's own pod, whose run drains the node it runs on and would otherwise end itself (after kubectl drain's own checks: a kept pod with emptyDir data still needs delete_emptydir_data)."},
 		},
 		Examples: []string{`k8s:
   kubeconfig: /etc/kubernetes/admin.conf
@@ -169,6 +170,7 @@ type request struct {
 	disableEviction           bool
 	mark                      string
 	failureLogs               int
+	drainKeep                 string // namespace/name
 }
 
 func parse(args step.Args) (*request, error) {
@@ -179,7 +181,12 @@ func parse(args step.Args) (*request, error) {
 		force: args.Bool("force_conflicts"), waitSpec: args.String("wait_for"), waitTimeout: args.Duration("wait_timeout"),
 		path: args.String("path"), deleteEmptyDir: args.Bool("delete_emptydir_data"),
 		drainForce: args.Bool("drain_force"), disableEviction: args.Bool("disable_eviction"), mark: args.String("mark"),
-		failureLogs: args.Int("failure_logs"),
+		failureLogs: args.Int("failure_logs"), drainKeep: args.String("drain_keep"),
+	}
+	if k := r.drainKeep; k != "" {
+		if ns, name, ok := strings.Cut(k, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return nil, fmt.Errorf("drain_keep %q: want namespace/name of a pod", k)
+		}
 	}
 	if r.failureLogs < 0 {
 		return nil, fmt.Errorf("failure_logs %d: want a number of lines, 0 for none", r.failureLogs)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mensylisir/kubexm/engine/step"
 	"github.com/mensylisir/kubexm/internal/textdiff"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/kubectl/pkg/drain"
@@ -38,6 +39,18 @@ func (b *Builtin) drainer(ctx context.Context, c *client, r *request) *drain.Hel
 		EvictErrorRetryDelay: cmpDuration(b.evictRetry, evictRetryDelay),
 		Out:                  io.Discard,
 		ErrOut:               io.Discard,
+		AdditionalFilters:    []drain.PodFilter{keepPod(r.drainKeep)},
+	}
+}
+
+// keepPod leaves the pod named namespace/name ("" none) where it is, as
+// the drain leaves a DaemonSet's.
+func keepPod(name string) drain.PodFilter {
+	return func(p corev1.Pod) drain.PodDeleteStatus {
+		if name != "" && p.Namespace+"/"+p.Name == name {
+			return drain.MakePodDeleteStatusSkip()
+		}
+		return drain.MakePodDeleteStatusOkay()
 	}
 }
 

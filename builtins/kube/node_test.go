@@ -134,6 +134,29 @@ func TestDrainEvictsWhatKubectlDrainWould(t *testing.T) {
 	}
 }
 
+// The in-cluster controller's run drains the node its own pod runs on:
+// drain_keep leaves that pod, the others go; a malformed name is refused.
+func TestDrainKeepsThePodNamed(t *testing.T) {
+	b, cs, evictions := fakeNodes(t, nil, pod("web", "ReplicaSet", false), pod("controller", "ReplicaSet", true))
+	args := step.Args{"kubeconfig": "/etc/admin.conf", "state": "drained", "name": "n1", "wait_timeout": "10s", "drain_keep": "default/controller",
+		"delete_emptydir_data": true}
+	res := run(t, b, false, false, args)
+	if got := res.Data["evicted_pods"].([]string); !slices.Equal(got, []string{"default/web"}) || *evictions != 1 {
+		t.Fatalf("drain with drain_keep: evicted %v (%d evictions); want web only", got, *evictions)
+	}
+	if _, err := cs.CoreV1().Pods("default").Get(context.Background(), "controller", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the kept pod: %v", err)
+	}
+	if res = run(t, b, false, false, args); res.Changed {
+		t.Fatalf("drain again: changed (%s)", res.Msg)
+	}
+	args["drain_keep"] = "controller"
+	env := &step.Env{Host: "m1", Target: &host{files: map[string]string{"/etc/admin.conf": "k"}}}
+	if _, err := b.Run(context.Background(), env, b.Spec().WithDefaults(args)); err == nil || !strings.Contains(err.Error(), "namespace/name") {
+		t.Fatalf("drain_keep without a namespace: %v", err)
+	}
+}
+
 func TestDrainNamesThePodsABudgetKeeps(t *testing.T) {
 	b, _, evictions := fakeNodes(t, []string{"db"}, pod("db", "StatefulSet", false), pod("bare", "", false))
 	args := step.Args{"kubeconfig": "/etc/admin.conf", "state": "drained", "name": "n1", "wait_timeout": "300ms"}

@@ -80,9 +80,15 @@ func TestKubexmControllerTemplate(t *testing.T) {
 				t.Errorf("pinned to %s, want the masters %s", hosts, want)
 			}
 			args := strings.Join(toStrings(pod("containers", 0, "args")), " ")
-			if args != "--workdir=/var/lib/kubexm-controller/work --leader-election-namespace=kubexm-system --health-probe-bind-address=:10271 --metrics-bind-address=127.0.0.1:10272" ||
+			if args != "--workdir=/var/lib/kubexm-controller/work --leader-election-namespace=kubexm-system --health-probe-bind-address=:10271 --metrics-bind-address=127.0.0.1:10272 --extra-vars=kubexm_controller_pod=$(POD_NAMESPACE)/$(POD_NAME)" ||
 				fmt.Sprint(pod("containers", 0, "readinessProbe", "httpGet", "port")) != "10271" {
 				t.Errorf("args %q, readiness %v", args, pod("containers", 0, "readinessProbe"))
+			}
+			// The pod's own name for its runs (an upgrade's drain leaves it);
+			// without an offline bundle no bundle volume.
+			if pod("containers", 0, "env", 0, "name") != "POD_NAME" || pod("containers", 0, "env", 0, "valueFrom", "fieldRef", "fieldPath") != "metadata.name" ||
+				pod("containers", 0, "env", 1, "valueFrom", "fieldRef", "fieldPath") != "metadata.namespace" || len(pod("volumes").([]any)) != 3 {
+				t.Errorf("env %v, volumes %v", pod("containers", 0, "env"), pod("volumes"))
 			}
 			if pod("volumes", 2, "secret", "secretName") != "kubexm-ssh" || pod("tolerations", 0, "key") != "node-role.kubernetes.io/control-plane" {
 				t.Errorf("volumes %v, tolerations %v", pod("volumes"), pod("tolerations"))

@@ -483,3 +483,20 @@ func TestUpgradeNodeWant(t *testing.T) {
 		}
 	}
 }
+
+// TestUpgradeDrainKeep: the drain leaves the in-cluster controller's own
+// pod (kubexm_controller_pod, which the controller passes to its runs),
+// and nothing from the CLI.
+func TestUpgradeDrainKeep(t *testing.T) {
+	for _, c := range []struct{ pod, want string }{{"", ""}, {"kubexm-system/kubexm-controller-7d9f-abcde", "kubexm-system/kubexm-controller-7d9f-abcde"}} {
+		vars := kubeVars("n1", nil)
+		extra := map[string]any{"container_runtime_type": "containerd", "containerd_version": "2.4.2", "kubernetes_version": "v1.37.2",
+			"kubernetes": map[string]any{"skew": map[string]any{"upgrade_max_minors": 1, "node_max_older_minors": 3}}}
+		if c.pod != "" {
+			extra["kubexm_controller_pod"] = c.pod
+		}
+		if got := withRoleDefaults(t, "upgrade", vars, extra)["upgrade_drain_keep"]; got != c.want {
+			t.Errorf("kubexm_controller_pod %q: upgrade_drain_keep %q, want %q", c.pod, got, c.want)
+		}
+	}
+}
