@@ -47,8 +47,7 @@ type verb struct {
 
 // verbFlag is a flag of a verb's own.
 type verbFlag struct {
-	name, usage string
-	value       any // its type and default: false, "", 0 or []string(nil)
+	cmdtree.Flag
 	// variable is the playbook variable (-e) the flag stands for: set (not
 	// its zero value; a count from 1), it sets variable to its value (a
 	// list joined by commas), refusing -e variable too.
@@ -56,28 +55,33 @@ type verbFlag struct {
 	required string // the error when the flag is not given, if it must be
 }
 
+// flag is a verb's flag of name, type and default value, and usage.
+func flag(name string, value any, usage string) cmdtree.Flag {
+	return cmdtree.Flag{Name: name, Value: value, Usage: usage}
+}
+
 // playbookVerbs are the verbs that run a lifecycle playbook.
 func playbookVerbs() []verb {
 	return []verb{
 		{path: "create cluster", playbook: "create-cluster", short: "Create a cluster from cluster.yaml (the create-cluster playbook)", bundle: true,
-			flags:   []verbFlag{{name: "skip-preflight", value: false, usage: "skip the preflight checks (--skip-tags preflight; for debugging)"}},
+			flags:   []verbFlag{{Flag: flag("skip-preflight", false, "skip the preflight checks (--skip-tags preflight; for debugging)")}},
 			prepare: skipPreflight,
 			after: func(cmd *cobra.Command, r playFlags, c lifecycle.Cluster) {
 				lifecycle.AdminKubeconfigHint(cmd.ErrOrStderr(), r, c)
 			}},
 		{path: "delete cluster", playbook: "delete", short: "Delete a cluster: remove what kubexm installed on every host (the delete playbook)",
-			flags: []verbFlag{{name: "delete-packages", value: false, variable: "delete_packages", usage: "also remove the OS packages kubexm installed (-e delete_packages=true)"}},
+			flags: []verbFlag{{Flag: flag("delete-packages", false, "also remove the OS packages kubexm installed (-e delete_packages=true)"), variable: "delete_packages"}},
 			confirm: func(_ *pflag.FlagSet, c lifecycle.Cluster) string {
 				return "This deletes " + c.Summary() + ": its data in etcd and every workload are gone."
 			}},
 		{path: "add nodes", playbook: "add-nodes", short: "Bring the hosts of cluster.yaml the cluster lacks into it (the add-nodes playbook)", bundle: true,
-			flags:   []verbFlag{{name: "nodes", value: []string(nil), usage: "consider only these hosts of cluster.yaml (as --limit)"}},
+			flags:   []verbFlag{{Flag: flag("nodes", []string(nil), "consider only these hosts of cluster.yaml (as --limit)")}},
 			prepare: nodesAsLimit},
 		{path: "delete nodes", playbook: "delete-nodes", short: "Drain nodes and take them out of the cluster (the delete-nodes playbook)",
 			flags: []verbFlag{
-				{name: "nodes", value: []string(nil), variable: "nodes", usage: "the nodes to take out, by name (required)",
+				{Flag: flag("nodes", []string(nil), "the nodes to take out, by name (required)"), variable: "nodes",
 					required: "--nodes is required: the nodes to take out (never inferred from cluster.yaml)"},
-				{name: "force", value: false, variable: "force", usage: "remove even when the drain fails, and remove unreachable nodes without cleaning them (-e force=true)"},
+				{Flag: flag("force", false, "remove even when the drain fails, and remove unreachable nodes without cleaning them (-e force=true)"), variable: "force"},
 			},
 			confirm: func(fl *pflag.FlagSet, c lifecycle.Cluster) string {
 				nodes, _ := fl.GetStringSlice("nodes")
@@ -89,21 +93,21 @@ func playbookVerbs() []verb {
 			}},
 		{path: "upgrade cluster", playbook: "upgrade", short: "Upgrade Kubernetes to spec.kubernetes.version (the upgrade playbook)", bundle: true,
 			flags: []verbFlag{
-				{name: "rollback-on-failure", value: false, usage: "when the upgrade fails, run the rollback playbook (binary mode: back to the version the upgrade kept); not with --server"},
-				{name: "to-version", value: "", usage: "the target version; must be spec.kubernetes.version of the cluster file (required)",
+				{Flag: flag("rollback-on-failure", false, "when the upgrade fails, run the rollback playbook (binary mode: back to the version the upgrade kept); not with --server")},
+				{Flag: flag("to-version", "", "the target version; must be spec.kubernetes.version of the cluster file (required)"),
 					required: "--to-version is required: the version cluster.yaml's spec.kubernetes.version names"},
-				{name: "node-concurrency", value: 0, variable: "upgrade_serial", usage: "workers upgraded at once (-e upgrade_serial; default 1)"},
+				{Flag: flag("node-concurrency", 0, "workers upgraded at once (-e upgrade_serial; default 1)"), variable: "upgrade_serial"},
 			},
 			prepare: checkUpgrade, failed: rollBackOnFailure},
 		{path: "rollback cluster", playbook: "rollback", short: "Put a cluster whose upgrade failed back to the version it ran (the rollback playbook)"},
 		{path: "backup cluster", playbook: "backup", short: "Back up etcd, the PKI and the configuration of a cluster (the backup playbook)",
 			flags: []verbFlag{
-				{name: "key-file", value: "", variable: "backup_key_file", usage: "encrypt the archive with the passphrase in this file (-e backup_key_file)"},
-				{name: "keep", value: 0, variable: "backup_keep", usage: "keep only the newest N archives of this cluster (-e backup_keep)"},
+				{Flag: flag("key-file", "", "encrypt the archive with the passphrase in this file (-e backup_key_file)"), variable: "backup_key_file"},
+				{Flag: flag("keep", 0, "keep only the newest N archives of this cluster (-e backup_keep)"), variable: "backup_keep"},
 			}},
 		{path: "restore cluster", playbook: "restore", short: "Put a cluster back to a backup (the restore playbook)",
-			flags: []verbFlag{{name: "backup", value: "", required: "--backup is required: the archive of backup cluster to restore",
-				usage: "the archive to restore (required); with --server the name of a backup the server made (kubexm backup list --server URL --cluster NAME)"}},
+			flags: []verbFlag{{Flag: flag("backup", "", "the archive to restore (required); with --server the name of a backup the server made (kubexm backup list --server URL --cluster NAME)"),
+				required: "--backup is required: the archive of backup cluster to restore"}},
 			prepare: func(cmd *cobra.Command, r *playFlags) error {
 				r.Backup, _ = cmd.Flags().GetString("backup")
 				return nil
@@ -168,7 +172,7 @@ func renewAll(_ *cobra.Command, args []string) error {
 	if len(args) == 0 || (len(args) == 1 && args[0] == "all") {
 		return nil
 	}
-	return &notYetError{what: "kubexm certs renew " + strings.Join(args, " "), why: "renewing one certificate alone is not written yet", hint: "kubexm certs renew -f cluster.yaml renews every leaf (all); kubexm certs renew ca replaces the CAs"}
+	return &cmdtree.NotYetError{What: "kubexm certs renew " + strings.Join(args, " "), Why: "renewing one certificate alone is not written yet", Hint: "kubexm certs renew -f cluster.yaml renews every leaf (all); kubexm certs renew ca replaces the CAs"}
 }
 
 // addVerbCmds adds the verb-noun commands to root, under the verbs that
@@ -181,21 +185,7 @@ func addVerbCmds(root *cobra.Command, a *app) {
 		"get": "List clusters and nodes", "describe": "Describe a cluster", "cordon": "Mark nodes unschedulable",
 		"uncordon": "Mark nodes schedulable", "restart": "Restart cluster components", "rotate": "Rotate cluster secrets", "install": "Install add-ons",
 	}
-	// parent is the command of path's words but the last, made (with its
-	// short help) if it is not there yet.
-	parent := func(path string) *cobra.Command {
-		p := root
-		words := strings.Fields(path)
-		for _, w := range words[:len(words)-1] {
-			c, _, err := p.Find([]string{w})
-			if err != nil || c == p {
-				c = &cobra.Command{Use: w, Short: shorts[w]}
-				p.AddCommand(c)
-			}
-			p = c
-		}
-		return p
-	}
+	parent := func(path string) *cobra.Command { return cmdtree.Parent(root, path, shorts) }
 	for _, v := range playbookVerbs() {
 		parent(v.path).AddCommand(verbCmd(a, v))
 	}
@@ -208,7 +198,8 @@ func addVerbCmds(root *cobra.Command, a *app) {
 	get.Annotations = map[string]string{cmdtree.UnknownHint: "kubexm get shows the clusters kubexm made and their hosts; the objects in a cluster are kubectl's: kubectl --kubeconfig .kubexm/CLUSTER/kubeconfig get ..."}
 	parent("describe cluster").AddCommand(newDescribeClusterCmd(a))
 	for _, n := range notYetVerbs() {
-		parent(n.verb + " " + n.noun).AddCommand(newNotYetCmd(n))
+		what := "kubexm " + n.verb + " " + n.noun
+		parent(n.verb + " " + n.noun).AddCommand(cmdtree.NotYet(n.noun, cmdtree.NotYetError{What: what, Why: n.why, Hint: n.hint}))
 	}
 }
 
@@ -235,16 +226,7 @@ func verbCmd(a *app, v verb) *cobra.Command {
 		fl.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	}
 	for _, vf := range v.flags {
-		switch d := vf.value.(type) {
-		case bool:
-			fl.Bool(vf.name, d, vf.usage)
-		case string:
-			fl.String(vf.name, d, vf.usage)
-		case int:
-			fl.Int(vf.name, d, vf.usage)
-		case []string:
-			fl.StringSlice(vf.name, d, vf.usage)
-		}
+		vf.Add(fl)
 	}
 	return cmd
 }
@@ -258,7 +240,7 @@ func (v verb) run(cmd *cobra.Command, a *app, r playFlags, remote clientFlags, y
 		return err
 	}
 	for _, vf := range v.flags {
-		if _, ok := vf.given(fl); vf.required != "" && !ok {
+		if _, ok := vf.Given(fl); vf.required != "" && !ok {
 			return errors.New(vf.required)
 		}
 	}
@@ -268,8 +250,8 @@ func (v verb) run(cmd *cobra.Command, a *app, r playFlags, remote clientFlags, y
 		}
 	}
 	for _, vf := range v.flags {
-		if value, ok := vf.given(fl); vf.variable != "" && ok {
-			if err := r.SetVar(vf.name, vf.variable, value); err != nil {
+		if value, ok := vf.Given(fl); vf.variable != "" && ok {
+			if err := r.SetVar(vf.Name, vf.variable, value); err != nil {
 				return err
 			}
 		}
@@ -309,27 +291,9 @@ func (v verb) run(cmd *cobra.Command, a *app, r playFlags, remote clientFlags, y
 	return err
 }
 
-// given is the flag's value and whether it is set: not its zero value (a
-// count from 1); a list is joined by commas.
-func (vf verbFlag) given(fl *pflag.FlagSet) (any, bool) {
-	switch vf.value.(type) {
-	case bool:
-		v, _ := fl.GetBool(vf.name)
-		return v, v
-	case int:
-		v, _ := fl.GetInt(vf.name)
-		return v, v > 0
-	case []string:
-		v, _ := fl.GetStringSlice(vf.name)
-		return strings.Join(v, ","), len(v) > 0
-	}
-	v, _ := fl.GetString(vf.name)
-	return v, v != ""
-}
-
 // notYet is a verb whose playbook does not exist yet.
 type notYet struct {
-	verb, verbShort, noun, why, hint string
+	verb, noun, why, hint string
 }
 
 // notYetVerbs are the commands users of kubectl and kk look for that
@@ -342,15 +306,15 @@ func notYetVerbs() []notYet {
 			hint: "kubexm create cluster -f cluster.yaml --start-at-task NAME (or --tags TAG) re-runs from that task; finished tasks change nothing"},
 		{verb: "upgrade", noun: "self", why: "kubexm does not replace its own binary yet",
 			hint: "install the new release's binary in place of this one"},
-		{verb: "cordon", verbShort: "Mark nodes unschedulable", noun: "node", why: "no cordon playbook exists yet",
+		{verb: "cordon", noun: "node", why: "no cordon playbook exists yet",
 			hint: "kubexm run command -f cluster.yaml --group master[0] --become -- kubectl --kubeconfig /etc/kubernetes/admin.kubeconfig cordon NODE"},
-		{verb: "uncordon", verbShort: "Mark nodes schedulable", noun: "node", why: "no uncordon playbook exists yet",
+		{verb: "uncordon", noun: "node", why: "no uncordon playbook exists yet",
 			hint: "kubexm run command -f cluster.yaml --group master[0] --become -- kubectl --kubeconfig /etc/kubernetes/admin.kubeconfig uncordon NODE"},
-		{verb: "restart", verbShort: "Restart cluster components", noun: "component", why: "no playbook restarts a component host by host with health checks yet",
+		{verb: "restart", noun: "component", why: "no playbook restarts a component host by host with health checks yet",
 			hint: "kubexm run command -f cluster.yaml --nodes HOST --become -- systemctl restart UNIT (one host at a time)"},
-		{verb: "rotate", verbShort: "Rotate cluster secrets", noun: "tokens", why: "no playbook rotates the service-account keys yet",
+		{verb: "rotate", noun: "tokens", why: "no playbook rotates the service-account keys yet",
 			hint: "kubexm certs renew -f cluster.yaml renews the certificates; the service-account key pair stays"},
-		{verb: "install", verbShort: "Install add-ons", noun: "addon", why: "no playbook installs one add-on on its own yet; spec.addons (metrics-server, manifests and Helm charts of your own) is installed by create cluster",
+		{verb: "install", noun: "addon", why: "no playbook installs one add-on on its own yet; spec.addons (metrics-server, manifests and Helm charts of your own) is installed by create cluster",
 			hint: "list it in spec.addons (a name, or sources.yaml / sources.chart) and run kubexm play create-cluster -i cluster.yaml --tags user-addons (yours) or --tags addons"},
 		{verb: "restart", noun: "cluster", why: "no playbook restarts a whole cluster host by host with health checks yet",
 			hint: "kubexm run command -f cluster.yaml --nodes HOST --become -- systemctl restart kubelet (one host at a time)"},
@@ -358,30 +322,5 @@ func notYetVerbs() []notYet {
 			hint: "kubexm get clusters lists the clusters kubexm keeps on this machine; kubectl --kubeconfig .kubexm/CLUSTER/kubeconfig reaches one"},
 		{verb: "config", noun: "use-context", why: noContexts,
 			hint: "pass -f cluster.yaml to each command, or run it in the directory holding cluster.yaml"},
-	}
-}
-
-// notYetError is a verb that exists in the command tree but has no
-// playbook behind it yet: it never succeeds silently.
-type notYetError struct{ what, why, hint string }
-
-func (e *notYetError) Error() string {
-	return fmt.Sprintf("%s is not available yet: %s; meanwhile: %s", e.what, e.why, e.hint)
-}
-
-// ExitCode is 3, so that a script can tell "not written yet" from a run
-// that failed (2) or hosts that were unreachable (4).
-func (e *notYetError) ExitCode() int { return 3 }
-
-func newNotYetCmd(n notYet) *cobra.Command {
-	what := "kubexm " + n.verb + " " + n.noun
-	return &cobra.Command{
-		Use:   n.noun,
-		Short: "Not available yet: " + n.why,
-		// Whatever flags a user tries, the answer is the same message.
-		DisableFlagParsing: true,
-		RunE: func(*cobra.Command, []string) error {
-			return &notYetError{what: what, why: n.why, hint: n.hint}
-		},
 	}
 }
