@@ -74,6 +74,8 @@ func TestLayering(t *testing.T) {
 		{"internal/suggest", []string{""}},
 		// The command tree's conventions are cobra's and suggest's only.
 		{"internal/cmdtree", []string{"engine", "schema", "inventory", "builtins", "cmd", "bundle", "lifecycle", "service"}},
+		// -o: json and yaml for programs, beside a command's own text.
+		{"internal/printers", []string{"engine", "schema", "inventory", "builtins", "cmd", "bundle", "lifecycle", "service"}},
 		{"internal/sysdirs", []string{""}},
 		{"internal/flock", []string{""}},
 		{"internal/profile", []string{""}},

@@ -41,9 +41,15 @@ type FileDiff struct {
 	Diff string `json:"diff"`
 }
 
-// Identical says whether the fork has nothing of its own.
-func (d *ForkDiff) Identical() bool {
-	return len(d.Changed) == 0 && len(d.OnlyInFork) == 0 && len(d.OnlyInBuiltin) == 0
+// Differs is nil when the fork (the directory fork) has nothing of its
+// own, else an error that says how much differs: a script or a CI job
+// checking a fork fails on it.
+func (d *ForkDiff) Differs(fork string) error {
+	if len(d.Changed) == 0 && len(d.OnlyInFork) == 0 && len(d.OnlyInBuiltin) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s differs from the built-in playbook %s: %d files changed, %d only in the fork, %d only in the built-in roles",
+		fork, d.Playbook, len(d.Changed), len(d.OnlyInFork), len(d.OnlyInBuiltin))
 }
 
 // DiffFork compares the forked playbook directory dir with the built-in
@@ -242,7 +248,7 @@ func (d *ForkDiff) sortDiff() {
 }
 
 // Write prints the differences as diff -ru does, and their counts.
-func (d *ForkDiff) Write(w io.Writer) {
+func (d *ForkDiff) Write(w io.Writer) error {
 	for _, c := range d.Changed {
 		fmt.Fprintf(w, "diff %s %s\n%s", c.Builtin, c.Fork, c.Diff)
 	}
@@ -252,6 +258,7 @@ func (d *ForkDiff) Write(w io.Writer) {
 	for _, f := range d.OnlyInBuiltin {
 		fmt.Fprintf(w, "Only in the built-in: %s\n", f)
 	}
-	fmt.Fprintf(w, "%d files changed, %d unchanged, %d only in the fork, %d only in the built-in (playbook %s)\n",
+	_, err := fmt.Fprintf(w, "%d files changed, %d unchanged, %d only in the fork, %d only in the built-in (playbook %s)\n",
 		len(d.Changed), d.Same, len(d.OnlyInFork), len(d.OnlyInBuiltin), d.Playbook)
+	return err
 }

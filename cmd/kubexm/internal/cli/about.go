@@ -12,6 +12,7 @@ import (
 	"github.com/mensylisir/kubexm/internal/about"
 	"github.com/mensylisir/kubexm/internal/cmdtree"
 	"github.com/mensylisir/kubexm/internal/explain"
+	"github.com/mensylisir/kubexm/internal/printers"
 	"github.com/mensylisir/kubexm/lifecycle"
 )
 
@@ -33,7 +34,7 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print kubexm's version, commit, build date and the Kubernetes and component versions it installs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputFormat(output, "text"); err != nil {
+			if err := printers.Check(output, "text"); err != nil {
 				return err
 			}
 			s, err := lifecycle.SupportFromRolesPath(rolesPath)
@@ -44,10 +45,7 @@ func newVersionCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output != "text" {
-				return writeStructured(cmd.OutOrStdout(), output, info)
-			}
-			return info.Write(cmd.OutOrStdout(), s.KubernetesRange())
+			return printers.Print(cmd.OutOrStdout(), output, info, func(w io.Writer) error { return info.Write(w, s.KubernetesRange()) })
 		},
 	}
 	addOutputFlag(cmd, &output, "text")
@@ -85,10 +83,10 @@ func newSupportCmd() *cobra.Command {
 				_, err := io.WriteString(w, s.Markdown())
 				return err
 			}
-			if err := checkOutputFormat(output, "text", "markdown"); err != nil {
+			if err := printers.Check(output, "text", "markdown"); err != nil {
 				return err
 			}
-			return writeStructured(w, output, s)
+			return printers.Write(w, output, s)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text, json, yaml or markdown (README.md's table)")
@@ -106,7 +104,7 @@ func newExplainCmd() *cobra.Command {
 		Short: "Describe a field of cluster.yaml: type, default, allowed values, whether kubexm installs them",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutputFormat(output, "text"); err != nil {
+			if err := printers.Check(output, "text"); err != nil {
 				return err
 			}
 			s, err := lifecycle.SupportFromRolesPath(rolesPath)
@@ -117,10 +115,7 @@ func newExplainCmd() *cobra.Command {
 			if err != nil {
 				return &cmdtree.UsageError{Msg: err.Error()}
 			}
-			if output != "text" {
-				return writeStructured(cmd.OutOrStdout(), output, f)
-			}
-			return f.Write(cmd.OutOrStdout())
+			return printers.Print(cmd.OutOrStdout(), output, f, f.Write)
 		},
 	}
 	addOutputFlag(cmd, &output, "text")

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/builtins/pki"
+	"github.com/mensylisir/kubexm/internal/printers"
 	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/service/client"
 )
@@ -28,7 +29,7 @@ func newCertsCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := checkOutputFormat(f.output, "text"); err != nil {
+			if err := printers.Check(f.output, "text"); err != nil {
 				return err
 			}
 			within, err := pki.ParseValidity(warnWithin)
@@ -60,7 +61,7 @@ func newCertsCmd(a *app) *cobra.Command {
 			}
 			if f.output != "text" {
 				// The report as the playbook wrote it, not as r reads it.
-				return writeStructured(cmd.OutOrStdout(), f.output, json.RawMessage(data))
+				return printers.Write(cmd.OutOrStdout(), f.output, json.RawMessage(data))
 			}
 			return r.Write(cmd.OutOrStdout())
 		},

@@ -2,18 +2,12 @@ package cli
 
 import (
 	"embed"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"slices"
 	"strings"
 
-	"github.com/goccy/go-yaml"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-
-	"github.com/mensylisir/kubexm/internal/cmdtree"
 )
 
 // defaultClusterFile is the cluster file every command that reads one
@@ -45,53 +39,6 @@ func clusterFile(flag string) (string, error) {
 // same document in both.
 func addOutputFlag(cmd *cobra.Command, output *string, human string) {
 	cmd.Flags().StringVarP(output, "output", "o", human, human+", json or yaml")
-}
-
-// checkOutputFormat refuses an -o other than the human one, json and yaml.
-func checkOutputFormat(output string, human ...string) error {
-	if output == "json" || output == "yaml" || slices.Contains(human, output) {
-		return nil
-	}
-	return &cmdtree.UsageError{Msg: fmt.Sprintf("--output must be %s, json or yaml, not %q", strings.Join(human, ", "), output)}
-}
-
-// writeStructured prints v as -o json or -o yaml. The YAML is the JSON
-// converted, so both have one shape: the JSON field names.
-func writeStructured(w io.Writer, format string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", format, err)
-	}
-	if format == "yaml" {
-		if data, err = yaml.JSONToYAML(data); err != nil {
-			return fmt.Errorf("encode yaml: %w", err)
-		}
-	} else {
-		data = append(data, '\n')
-	}
-	_, err = w.Write(data)
-	return err
-}
-
-// writeItems writes a list for programs: -o json one JSON object per
-// line, -o yaml the same objects as YAML documents, each after "---".
-func writeItems[T any](w io.Writer, format string, items []T) error {
-	enc := json.NewEncoder(w)
-	for _, it := range items {
-		if format == "json" {
-			if err := enc.Encode(it); err != nil {
-				return err
-			}
-			continue
-		}
-		if _, err := io.WriteString(w, "---\n"); err != nil {
-			return err
-		}
-		if err := writeStructured(w, format, it); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // addExtraVarsFlag is -e of every command running a playbook.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/mensylisir/kubexm/internal/printers"
 	"github.com/mensylisir/kubexm/schema/matrix"
 	"github.com/mensylisir/kubexm/schema/sample"
 
@@ -43,7 +44,7 @@ func newConfigValidateCmd() *cobra.Command {
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputFormat(output, "text"); err != nil {
+			if err := printers.Check(output, "text"); err != nil {
 				return err
 			}
 			file, err := clusterFile(file)
@@ -80,7 +81,7 @@ func writeValidation(w io.Writer, format, file string, c *schema.Cluster, warnin
 		// verdict on its content to print.
 		return err
 	}
-	if err := writeStructured(w, format, v); err != nil {
+	if err := printers.Write(w, format, v); err != nil {
 		return err
 	}
 	if loadErr != nil {
@@ -99,7 +100,7 @@ func newConfigViewCmd() *cobra.Command {
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputFormat(output); err != nil {
+			if err := printers.Check(output); err != nil {
 				return err
 			}
 			file, err := clusterFile(file)
@@ -116,7 +117,7 @@ func newConfigViewCmd() *cobra.Command {
 				if out, err = yaml.YAMLToJSON(out); err != nil {
 					return fmt.Errorf("encode json: %w", err)
 				}
-				return writeStructured(cmd.OutOrStdout(), output, json.RawMessage(out))
+				return printers.Write(cmd.OutOrStdout(), output, json.RawMessage(out))
 			}
 			_, err = cmd.OutOrStdout().Write(out)
 			return err

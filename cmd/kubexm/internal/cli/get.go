@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/clusterview"
 	"github.com/mensylisir/kubexm/engine/journal"
+	"github.com/mensylisir/kubexm/internal/printers"
 	"github.com/mensylisir/kubexm/lifecycle"
 )
 
@@ -28,7 +30,7 @@ func newGetClustersCmd() *cobra.Command {
 		Short: "List the clusters whose work directories are under .kubexm",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputFormat(format, "text"); err != nil {
+			if err := printers.Check(format, "text"); err != nil {
 				return err
 			}
 			var states []clusterview.State
@@ -53,7 +55,7 @@ func newGetClustersCmd() *cobra.Command {
 				return err
 			}
 			if format != "text" {
-				return writeItems(cmd.OutOrStdout(), format, states)
+				return printers.WriteItems(cmd.OutOrStdout(), format, states)
 			}
 			return clusterview.WriteClusters(cmd.OutOrStdout(), states, none)
 		},
@@ -84,7 +86,7 @@ func addClusterFlags(cmd *cobra.Command, f *clusterFlags, human string) {
 
 // localFile is the cluster file of a read verb run on this machine.
 func localFile(f clusterFlags) (string, error) {
-	if err := checkOutputFormat(f.output, "text"); err != nil {
+	if err := printers.Check(f.output, "text"); err != nil {
 		return "", err
 	}
 	if f.cluster != "" {
@@ -127,7 +129,7 @@ func remoteRead(cmd *cobra.Command, f clusterFlags, remote clientFlags) (*apiCli
 // readClient is the client of a read verb with --server; the verb prints
 // format itself, so the client is only told whether it is for people.
 func readClient(remote clientFlags, format string) (*apiClient, error) {
-	if err := checkOutputFormat(format, "text"); err != nil {
+	if err := printers.Check(format, "text"); err != nil {
 		return nil, err
 	}
 	remote.output = "text"
@@ -164,7 +166,7 @@ func newGetNodesCmd(a *app) *cobra.Command {
 				}
 			}
 			if f.output != "text" {
-				return writeItems(cmd.OutOrStdout(), f.output, rows)
+				return printers.WriteItems(cmd.OutOrStdout(), f.output, rows)
 			}
 			return clusterview.WriteNodes(cmd.OutOrStdout(), rows)
 		},
@@ -210,10 +212,7 @@ func newDescribeClusterCmd(a *app) *cobra.Command {
 					return err
 				}
 			}
-			if f.output != "text" {
-				return writeStructured(cmd.OutOrStdout(), f.output, d)
-			}
-			return d.Write(cmd.OutOrStdout())
+			return printers.Print(cmd.OutOrStdout(), f.output, d, d.Write)
 		},
 	}
 	addClusterFlags(cmd, &f, "text")
@@ -236,10 +235,7 @@ func newGetRunsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if f.output != "text" {
-				return writeStructured(cmd.OutOrStdout(), f.output, runs)
-			}
-			return clusterview.WriteRuns(cmd.OutOrStdout(), dir, runs)
+			return printers.Print(cmd.OutOrStdout(), f.output, runs, func(w io.Writer) error { return clusterview.WriteRuns(w, dir, runs) })
 		},
 	}
 	addClusterFlags(cmd, &f, "text")
@@ -264,7 +260,7 @@ func newLogsCmd() *cobra.Command {
 				return err
 			}
 			if f.output != "text" {
-				return writeStructured(cmd.OutOrStdout(), f.output, map[string]any{"run": info.ID, "playbook": info.Playbook,
+				return printers.Write(cmd.OutOrStdout(), f.output, map[string]any{"run": info.ID, "playbook": info.Playbook,
 					"outcome": info.Outcome, "tasks": shown})
 			}
 			journal.WriteLog(cmd.OutOrStdout(), info, shown)

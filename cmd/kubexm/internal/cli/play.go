@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mensylisir/kubexm/internal/printers"
 	"github.com/mensylisir/kubexm/schema/matrix"
 
 	"github.com/mensylisir/kubexm"
@@ -129,7 +130,7 @@ func newPlaybookCmd(a *app) *cobra.Command {
 		Short: "List the built-in playbooks",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputFormat(output, "text"); err != nil {
+			if err := printers.Check(output, "text"); err != nil {
 				return err
 			}
 			if a.builtinFS == nil {
@@ -141,7 +142,7 @@ func newPlaybookCmd(a *app) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return writeItems(cmd.OutOrStdout(), output, entries)
+				return printers.WriteItems(cmd.OutOrStdout(), output, entries)
 			}
 			ents, err := fs.ReadDir(a.builtinFS, "playbooks")
 			if err != nil {
@@ -184,26 +185,22 @@ func newPlaybookDiffCmd(a *app) *cobra.Command {
 		Short: "Show how a forked playbook differs from the built-in one it came from",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutputFormat(out, "text"); err != nil {
-				return &lifecycle.ExitError{Err: err, Code: 2}
+			// Exit 1: the fork differs; 2: it could not be compared.
+			err := printers.Check(out, "text")
+			var d *engine.ForkDiff
+			if err == nil {
+				d, err = engine.DiffFork(args[0], engine.LoadOptions{BuiltinFS: a.builtinFS, Overlays: overlays})
 			}
-			d, err := engine.DiffFork(args[0], engine.LoadOptions{BuiltinFS: a.builtinFS, Overlays: overlays})
+			if err == nil {
+				err = printers.Print(cmd.OutOrStdout(), out, d, d.Write)
+			}
 			if err != nil {
 				return &lifecycle.ExitError{Err: err, Code: 2}
 			}
-			w := cmd.OutOrStdout()
-			if out != "text" {
-				if err := writeStructured(w, out, d); err != nil {
-					return &lifecycle.ExitError{Err: err, Code: 2}
-				}
-			} else {
-				d.Write(w)
+			if err := d.Differs(args[0]); err != nil {
+				return &lifecycle.ExitError{Err: err, Code: 1}
 			}
-			if d.Identical() {
-				return nil
-			}
-			return &lifecycle.ExitError{Err: fmt.Errorf("%s differs from the built-in playbook %s: %d files changed, %d only in the fork, %d only in the built-in roles",
-				args[0], d.Playbook, len(d.Changed), len(d.OnlyInFork), len(d.OnlyInBuiltin)), Code: 1}
+			return nil
 		},
 	}
 	addOverlayFlag(cmd.Flags(), &overlays)

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/mensylisir/kubexm/engine/output"
+	"github.com/mensylisir/kubexm/internal/printers"
 	"github.com/mensylisir/kubexm/service/client"
 	"github.com/mensylisir/kubexm/service/jobstore"
 )
@@ -64,7 +66,7 @@ func newAPIClient(f *clientFlags) (*apiClient, error) {
 	if f.Server == "" {
 		return nil, errors.New("no server: give --server URL or set KUBEXM_SERVER")
 	}
-	if err := checkOutputFormat(f.output, "text"); err != nil {
+	if err := printers.Check(f.output, "text"); err != nil {
 		return nil, err
 	}
 	return client.New(f.Options)
@@ -134,10 +136,7 @@ func newGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if f.output != "text" {
-				return writeStructured(cmd.OutOrStdout(), f.output, jobs)
-			}
-			return client.WriteJobs(cmd.OutOrStdout(), jobs)
+			return printers.Print(cmd.OutOrStdout(), f.output, jobs, func(w io.Writer) error { return client.WriteJobs(w, jobs) })
 		},
 	}
 	addClientFlags(jobs, &f)
@@ -157,7 +156,7 @@ func newGetCmd() *cobra.Command {
 				return err
 			}
 			if jf.output != "text" {
-				return writeStructured(cmd.OutOrStdout(), jf.output, j)
+				return printers.Write(cmd.OutOrStdout(), jf.output, j)
 			}
 			events, err := c.JobEvents(cmd.Context(), args[0])
 			if err != nil {
@@ -198,7 +197,7 @@ func newBundleCmd() *cobra.Command {
 				return err
 			}
 			if f.output != "text" {
-				return writeStructured(cmd.OutOrStdout(), f.output, map[string]string{"cluster": cluster, "deleted": deleted})
+				return printers.Write(cmd.OutOrStdout(), f.output, map[string]string{"cluster": cluster, "deleted": deleted})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted offline bundle %s of cluster %s on %s\n", deleted, cluster, c.Base.Redacted())
 			return nil
@@ -235,7 +234,7 @@ func clusterListCmd[T any](short, route, empty, header string, row func(T) strin
 				return err
 			}
 			if f.output != "text" {
-				return writeStructured(cmd.OutOrStdout(), f.output, items)
+				return printers.Write(cmd.OutOrStdout(), f.output, items)
 			}
 			if len(items) == 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), empty+"\n", cluster, c.Base.Redacted())
