@@ -2,6 +2,8 @@ package cmdtree
 
 import (
 	"fmt"
+	"io/fs"
+	"path"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -85,5 +87,22 @@ func NotYet(use string, e NotYetError) *cobra.Command {
 		// Whatever flags a user tries, the answer is the same message.
 		DisableFlagParsing: true,
 		RunE:               func(*cobra.Command, []string) error { return &e },
+	}
+}
+
+// SetHelp gives every command under root its help file in dir of fsys, if
+// it has one: NAME.txt, with NAME the command's path after the root's name
+// joined by "_" (create_cluster). A file is the command's description,
+// then, after a line "Examples:", the examples as --help prints them.
+func SetHelp(root *cobra.Command, fsys fs.FS, dir string) {
+	for _, c := range root.Commands() {
+		SetHelp(c, fsys, dir)
+		name := strings.ReplaceAll(strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" "), " ", "_")
+		data, err := fs.ReadFile(fsys, path.Join(dir, name+".txt"))
+		if err != nil {
+			continue
+		}
+		long, example, _ := strings.Cut("\n"+strings.TrimRight(string(data), "\n"), "\nExamples:\n")
+		c.Long, c.Example = strings.TrimSpace(long), example
 	}
 }

@@ -3,6 +3,7 @@ package cmdtree
 import (
 	"errors"
 	"testing"
+	"testing/fstest"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -67,5 +68,27 @@ func TestNotYet(t *testing.T) {
 	var e *NotYetError
 	if !errors.As(err, &e) || e.ExitCode() != 3 || err.Error() != "tool cordon is not available yet: no playbook; meanwhile: drain by hand" {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// A command's help file is its long help, then its examples.
+func TestSetHelp(t *testing.T) {
+	root := &cobra.Command{Use: "tool"}
+	create := &cobra.Command{Use: "create"}
+	cluster := &cobra.Command{Use: "cluster"}
+	create.AddCommand(cluster)
+	root.AddCommand(create, &cobra.Command{Use: "version"})
+	SetHelp(root, fstest.MapFS{
+		"help/create_cluster.txt": {Data: []byte("Create a cluster.\n\nIt takes a while.\n\nExamples:\n  tool create cluster -f c.yaml\n")},
+		"help/version.txt":        {Data: []byte("Print the version.\n")},
+	}, "help")
+	if cluster.Long != "Create a cluster.\n\nIt takes a while." || cluster.Example != "  tool create cluster -f c.yaml" {
+		t.Errorf("create cluster: Long %q, Example %q", cluster.Long, cluster.Example)
+	}
+	if v := root.Commands()[1]; v.Long != "Print the version." || v.Example != "" {
+		t.Errorf("version: Long %q, Example %q", v.Long, v.Example)
+	}
+	if create.Long != "" {
+		t.Errorf("create has no file but Long %q", create.Long)
 	}
 }

@@ -107,6 +107,6 @@ func newRootCmd() *cobra.Command {
 	addVerbCmds(root, a)
 	cmdtree.AddNounAliases(root, [][2]string{{"node", "nodes"}, {"cluster", "clusters"}, {"token", "tokens"}, {"component", "components"}, {"addon", "addons"}, {"task", "tasks"}})
 	cmdtree.RefuseUnknownSubcommands(root)
-	setHelp(root)
+	cmdtree.SetHelp(root, helpFiles, "help")
 	return root
 }
