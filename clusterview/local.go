@@ -7,16 +7,35 @@ import (
 	"github.com/mensylisir/kubexm/lifecycle"
 )
 
-// LocalNodes is get nodes on this machine: the hosts of the cluster file
-// beside the nodes its API server lists, asked with the work directory's
-// admin kubeconfig, taken from the cluster first when there is none
-// (lifecycle.Runner.AdminKubeconfig, whose log goes to errw).
-func LocalNodes(ctx context.Context, r lifecycle.Runner, req lifecycle.KubeconfigRequest, errw io.Writer) ([]NodeRow, error) {
-	_, inv, dir, err := lifecycle.LoadCluster(req.Inventory, req.WorkDir, req.RolesPath)
+// View is one cluster as get nodes and describe cluster show it: seen
+// from this machine (Local) or from a kubexm server (service/client's
+// View), printed alike.
+type View interface {
+	Nodes(ctx context.Context) ([]NodeRow, error)
+	Describe(ctx context.Context) (*Description, error)
+}
+
+// Local is the view from this machine: the cluster file's hosts and work
+// directory, and the API server asked with the work directory's admin
+// kubeconfig, taken from the cluster first when there is none
+// (lifecycle.Runner.AdminKubeconfig, whose log goes to Errw).
+type Local struct {
+	Runner  lifecycle.Runner
+	Request lifecycle.KubeconfigRequest
+	// File is the cluster file as the user named it ("" for the default),
+	// for the hints.
+	File string
+	Errw io.Writer
+}
+
+// Nodes are the hosts of the cluster file beside the nodes its API server
+// lists.
+func (l Local) Nodes(ctx context.Context) ([]NodeRow, error) {
+	_, inv, dir, err := lifecycle.LoadCluster(l.Request.Inventory, l.Request.WorkDir, l.Request.RolesPath)
 	if err != nil {
 		return nil, err
 	}
-	kc, err := r.AdminKubeconfig(ctx, req, dir, errw)
+	kc, err := l.Runner.AdminKubeconfig(ctx, l.Request, dir, l.Errw)
 	if err != nil {
 		return nil, err
 	}
@@ -27,14 +46,12 @@ func LocalNodes(ctx context.Context, r lifecycle.Runner, req lifecycle.Kubeconfi
 	return NodeRows(inv, nodes, true), nil
 }
 
-// LocalDescribe is describe cluster on this machine, as LocalNodes asks;
-// file is the cluster file as the user named it ("" for the default), for
-// the hints.
-func LocalDescribe(ctx context.Context, r lifecycle.Runner, req lifecycle.KubeconfigRequest, file string, errw io.Writer) (*Description, error) {
-	c, inv, dir, err := lifecycle.LoadCluster(req.Inventory, req.WorkDir, req.RolesPath)
+// Describe is describe cluster, the API server asked as Nodes asks it.
+func (l Local) Describe(ctx context.Context) (*Description, error) {
+	c, inv, dir, err := lifecycle.LoadCluster(l.Request.Inventory, l.Request.WorkDir, l.Request.RolesPath)
 	if err != nil {
 		return nil, err
 	}
-	kc, err := r.AdminKubeconfig(ctx, req, dir, errw)
-	return Describe(ctx, c, inv, file, dir, kc, err), nil
+	kc, err := l.Runner.AdminKubeconfig(ctx, l.Request, dir, l.Errw)
+	return Describe(ctx, c, inv, l.File, dir, kc, err), nil
 }

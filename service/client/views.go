@@ -84,6 +84,29 @@ func (c *Client) Describe(ctx context.Context, cluster string) (*clusterview.Des
 	return &d, nil
 }
 
+// View is the registered cluster Cluster as the server sees it (its
+// registered config, its work directory there); File is the cluster file
+// named here, for the hints, as the verbs with --server register it.
+type View struct {
+	Client        *Client
+	Cluster, File string
+}
+
+// Nodes are the hosts and nodes of the cluster.
+func (v View) Nodes(ctx context.Context) ([]clusterview.NodeRow, error) {
+	return v.Client.Nodes(ctx, v.Cluster)
+}
+
+// Describe is describe cluster of the cluster.
+func (v View) Describe(ctx context.Context) (*clusterview.Description, error) {
+	d, err := v.Client.Describe(ctx, v.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	d.File = v.File
+	return d, nil
+}
+
 // ClusterItems lists what the server keeps of the registered cluster
 // under route (backups, bundles); never nil.
 func ClusterItems[T any](ctx context.Context, c *Client, cluster, route string) ([]T, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/mensylisir/kubexm/engine/journal"
 	"github.com/mensylisir/kubexm/internal/printers"
 	"github.com/mensylisir/kubexm/lifecycle"
+	"github.com/mensylisir/kubexm/service/client"
 )
 
 // The read-only verbs (get clusters, get nodes, get runs, logs, describe
@@ -112,18 +113,29 @@ func addRemoteReadFlags(cmd *cobra.Command, f *clusterFlags, remote *clientFlags
 	cmd.Flags().StringVar(&f.cluster, "cluster", "", "with --server: the registered cluster's name (default metadata.name of -f)")
 }
 
-// remoteRead is the client of a read verb with --server and the cluster
-// it asks about (lifecycle.ClusterName: nothing is registered by a read).
-func remoteRead(cmd *cobra.Command, f clusterFlags, remote clientFlags) (*apiClient, string, error) {
+// view is the cluster of f as this machine sees it or, with --server, as
+// the server does (lifecycle.ClusterName: nothing is registered by a
+// read).
+func (f clusterFlags) view(cmd *cobra.Command, a *app, remote clientFlags) (clusterview.View, error) {
+	if remote.Server == "" {
+		file, err := localFile(f)
+		if err != nil {
+			return nil, err
+		}
+		return clusterview.Local{Runner: a.runner(), Request: f.kubeconfigRequest(file), File: f.file, Errw: cmd.ErrOrStderr()}, nil
+	}
 	if err := refuseLocalFlags(cmd, "workdir", "roles-path"); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	name, err := lifecycle.ClusterName(f.cluster, f.file)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	c, err := readClient(remote, f.output)
-	return c, name, err
+	if err != nil {
+		return nil, err
+	}
+	return client.View{Client: c, Cluster: name, File: cmp.Or(f.file, defaultClusterFile)}, nil
 }
 
 // readClient is the client of a read verb with --server; the verb prints
@@ -147,23 +159,13 @@ func newGetNodesCmd(a *app) *cobra.Command {
 		Short: "The hosts of cluster.yaml and the cluster's nodes, side by side",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var rows []clusterview.NodeRow
-			if remote.Server != "" {
-				c, name, err := remoteRead(cmd, f, remote)
-				if err != nil {
-					return err
-				}
-				if rows, err = c.Nodes(cmd.Context(), name); err != nil {
-					return err
-				}
-			} else {
-				file, err := localFile(f)
-				if err != nil {
-					return err
-				}
-				if rows, err = clusterview.LocalNodes(cmd.Context(), a.runner(), f.kubeconfigRequest(file), cmd.ErrOrStderr()); err != nil {
-					return err
-				}
+			v, err := f.view(cmd, a, remote)
+			if err != nil {
+				return err
+			}
+			rows, err := v.Nodes(cmd.Context())
+			if err != nil {
+				return err
 			}
 			if f.output != "text" {
 				return printers.WriteItems(cmd.OutOrStdout(), f.output, rows)
@@ -190,27 +192,13 @@ func newDescribeClusterCmd(a *app) *cobra.Command {
 		Short: "A cluster's versions, hosts, endpoint, work directory, certificates and nodes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var d *clusterview.Description
-			if remote.Server != "" {
-				c, name, err := remoteRead(cmd, f, remote)
-				if err != nil {
-					return err
-				}
-				if d, err = c.Describe(cmd.Context(), name); err != nil {
-					return err
-				}
-				// The file is the server's registered one: the hints name
-				// the file given here, if any, as the verbs with --server
-				// register it.
-				d.File = cmp.Or(f.file, defaultClusterFile)
-			} else {
-				file, err := localFile(f)
-				if err != nil {
-					return err
-				}
-				if d, err = clusterview.LocalDescribe(cmd.Context(), a.runner(), f.kubeconfigRequest(file), f.file, cmd.ErrOrStderr()); err != nil {
-					return err
-				}
+			v, err := f.view(cmd, a, remote)
+			if err != nil {
+				return err
+			}
+			d, err := v.Describe(cmd.Context())
+			if err != nil {
+				return err
 			}
 			return printers.Print(cmd.OutOrStdout(), f.output, d, d.Write)
 		},
