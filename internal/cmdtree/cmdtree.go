@@ -1,7 +1,9 @@
 // Package cmdtree holds the conventions kubectl, k0sctl and kk users
 // expect of a whole cobra command tree, applied once after every command is
-// added: an unknown noun is an error with a did-you-mean, and the nouns
-// answer to their singular and plural both.
+// added: an unknown noun is an error with a did-you-mean, the nouns answer
+// to their singular and plural both, and the long help comes from text
+// files. It also holds what a table of commands is built with: the parents
+// of a path, typed flags, commands not written yet.
 package cmdtree
 
 import (
