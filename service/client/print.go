@@ -46,6 +46,17 @@ func WriteJob(w io.Writer, j jobstore.Job, events []jobstore.Event) {
 	}
 }
 
+// WriteRows prints items as a table: header, then a line of row for each
+// (BackupRow, BundleRow).
+func WriteRows[T any](w io.Writer, header string, items []T, row func(T) string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, it := range items {
+		fmt.Fprintln(tw, row(it))
+	}
+	return tw.Flush()
+}
+
 // BackupRow is backup list's line of a backup.
 func BackupRow(b api.Backup) string {
 	return fmt.Sprintf("%s\t%d MiB\t%s\t%s", b.Name, b.Size>>20, clusterview.Age(b.CreatedAt), orDash(b.SHA256))

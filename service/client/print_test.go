@@ -23,3 +23,15 @@ func TestWriteJobAndRows(t *testing.T) {
 		t.Errorf("backup row %q", got)
 	}
 }
+
+func TestWriteRows(t *testing.T) {
+	var b strings.Builder
+	bundles := []api.Bundle{{SHA256: "ab12", Size: 2 << 20}, {SHA256: "cd34", Size: 300 << 20}}
+	if err := WriteRows(&b, "SHA256\tSIZE\tAGE", bundles, BundleRow); err != nil {
+		t.Fatal(err)
+	}
+	want := "SHA256  SIZE     AGE\nab12    2 MiB    -\ncd34    300 MiB  -\n"
+	if b.String() != want {
+		t.Errorf("got:\n%q\nwant:\n%q", b.String(), want)
+	}
+}

@@ -140,7 +140,7 @@ func (f clusterFlags) view(cmd *cobra.Command, a *app, remote clientFlags) (clus
 
 // readClient is the client of a read verb with --server; the verb prints
 // format itself, so the client is only told whether it is for people.
-func readClient(remote clientFlags, format string) (*apiClient, error) {
+func readClient(remote clientFlags, format string) (*client.Client, error) {
 	if err := printers.Check(format, "text"); err != nil {
 		return nil, err
 	}

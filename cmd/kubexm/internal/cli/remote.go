@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -58,14 +57,8 @@ func addServerFlags(fl *pflag.FlagSet, f *clientFlags, serverHelp, tokenRole str
 	fl.BoolVar(&f.Insecure, "insecure-skip-tls-verify", false, "do not check --server's certificate")
 }
 
-// apiClient is the client of the kubexm API the verbs with --server use.
-type apiClient = client.Client
-
 // newAPIClient is the client of the server f names, for output f.output.
-func newAPIClient(f *clientFlags) (*apiClient, error) {
-	if f.Server == "" {
-		return nil, errors.New("no server: give --server URL or set KUBEXM_SERVER")
-	}
+func newAPIClient(f *clientFlags) (*client.Client, error) {
 	if err := printers.Check(f.output, "text"); err != nil {
 		return nil, err
 	}
@@ -101,7 +94,7 @@ func playRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags
 // config version), uploads its offline bundle unless the server has it,
 // and queues playbook with f's options; it returns the client and the
 // job's id. A restore's --backup names a backup on the server.
-func queueRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags, more ...func(*jobstore.Options)) (*apiClient, string, error) {
+func queueRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags, more ...func(*jobstore.Options)) (*client.Client, string, error) {
 	if err := client.CheckJobFlags(playbook, cf.Server, f, func(name string) bool {
 		fl := cmd.Flags().Lookup(name)
 		return fl != nil && fl.Changed
@@ -240,12 +233,7 @@ func clusterListCmd[T any](short, route, empty, header string, row func(T) strin
 				fmt.Fprintf(cmd.OutOrStdout(), empty+"\n", cluster, c.Base.Redacted())
 				return nil
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, header)
-			for _, it := range items {
-				fmt.Fprintln(tw, row(it))
-			}
-			return tw.Flush()
+			return client.WriteRows(cmd.OutOrStdout(), header, items, row)
 		},
 	}
 	addClusterClientFlags(cmd, &f, &cluster)
@@ -259,7 +247,7 @@ func addClusterClientFlags(cmd *cobra.Command, f *clientFlags, cluster *string) 
 
 // newClusterClient is the client of a server verb about one registered
 // cluster: --cluster is required.
-func newClusterClient(f *clientFlags, cluster string) (*apiClient, error) {
+func newClusterClient(f *clientFlags, cluster string) (*client.Client, error) {
 	if cluster == "" {
 		return nil, errors.New("--cluster is required: the registered cluster's name (kubexm get clusters --server URL lists them)")
 	}
