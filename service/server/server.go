@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -163,8 +164,10 @@ func PlaybookResolver(dir string, builtin fs.FS) func(string) (string, error) {
 
 // StartWorkers starts n workers on wg, each running jobs until ctx ends;
 // name(i) is the i-th one's name in job rows, globalArgs the root flags
-// each job's `kubexm play` child gets.
+// each job's `kubexm play` child gets as set for this process (childArgs
+// adds the confinement of its dials).
 func (s *Service) StartWorkers(ctx context.Context, wg *sync.WaitGroup, n int, name func(int) string, globalArgs []string, m *worker.Metrics, log *slog.Logger) error {
+	globalArgs = s.childArgs(globalArgs)
 	for i := range n {
 		w, err := worker.New(worker.Config{Store: s.Store, Box: s.Box, DataDir: s.DataDir, Playbook: s.Playbook,
 			Name: name(i), Poll: s.cfg.Poll, Heartbeat: s.cfg.Heartbeat, TTL: s.cfg.TTL, Metrics: m, Log: log,
@@ -179,6 +182,15 @@ func (s *Service) StartWorkers(ctx context.Context, wg *sync.WaitGroup, n int, n
 		}()
 	}
 	return nil
+}
+
+// childArgs are the root flags given, and the confinement of a job
+// child's dials to the networks --allow-host-networks lets in. The child
+// resolves each host once and connects to the address it checked: the
+// worker's check before the run resolved the names too, and a DNS answer
+// may change in between.
+func (s *Service) childArgs(given []string) []string {
+	return append(slices.Clone(given), "--confine-dial="+strings.Join(s.cfg.AllowNets, ","))
 }
 
 // DefaultListen is where the server listens unless told.

@@ -34,3 +34,22 @@ func TestTokenExpiry(t *testing.T) {
 		t.Errorf("negative ttl: %v", err)
 	}
 }
+
+// A job's child gets the root flags given and --confine-dial with the
+// service's --allow-host-networks, none or some.
+func TestChildArgs(t *testing.T) {
+	for _, c := range []struct {
+		allow []string
+		want  string
+	}{
+		{nil, "--confine-dial="},
+		{[]string{"127.0.0.0/8", "10.1.0.0/16"}, "--confine-dial=127.0.0.0/8,10.1.0.0/16"},
+	} {
+		s := &Service{cfg: Config{AllowNets: c.allow}}
+		given := []string{"--upload-forks=3"}
+		got := s.childArgs(given)
+		if len(got) != 2 || got[0] != "--upload-forks=3" || got[1] != c.want || len(given) != 1 {
+			t.Errorf("--allow-host-networks %v: the child's arguments %v, want --upload-forks=3 %s", c.allow, got, c.want)
+		}
+	}
+}

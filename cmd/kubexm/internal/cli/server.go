@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,7 +60,7 @@ func newServerCmd(a *app) *cobra.Command {
 		Short: "Serve the kubexm API: register clusters, queue playbook runs as jobs, run them (docs/server.md)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s.ListenSet, s.GlobalArgs = cmd.Flags().Changed("listen"), globalArgs(cmd, f.AllowNets)
+			s.ListenSet, s.GlobalArgs = cmd.Flags().Changed("listen"), globalArgs(cmd)
 			if err := s.Check(); err != nil {
 				return err
 			}
@@ -94,7 +93,7 @@ func newWorkerCmd(a *app) *cobra.Command {
 				return err
 			}
 			defer svc.Store.Close()
-			o.GlobalArgs = globalArgs(cmd, f.AllowNets)
+			o.GlobalArgs = globalArgs(cmd)
 			return svc.RunWorkers(cmd.Context(), o, newLogger(cmd))
 		},
 	}
@@ -110,18 +109,15 @@ func newLogger(cmd *cobra.Command) *slog.Logger {
 }
 
 // globalArgs are the root flags a job's `kubexm play` child gets as set for
-// this process, and the confinement of its dials with the networks allow.
-func globalArgs(cmd *cobra.Command, allow []string) []string {
+// this process (the service adds the confinement of its dials).
+func globalArgs(cmd *cobra.Command) []string {
 	var out []string
 	for _, name := range []string{"ssh-host-key-checking", "upload-forks"} {
 		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
 			out = append(out, "--"+name+"="+fl.Value.String())
 		}
 	}
-	// The child resolves each host once and connects to the address it
-	// checked: the worker's check before the run resolved the names too,
-	// and a DNS answer may change in between.
-	return append(out, "--confine-dial="+strings.Join(allow, ","))
+	return out
 }
 
 // serviceCmds are the list, delete and create commands of a noun of the
