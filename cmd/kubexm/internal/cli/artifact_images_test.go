@@ -36,7 +36,7 @@ func TestArtifactImagesPush(t *testing.T) {
 	host := strings.TrimPrefix(srv.URL, "https://")
 
 	dir := t.TempDir()
-	if _, _, err := run(t, newCreateCmd(), "config", "-o", filepath.Join(dir, "cluster.yaml")); err != nil {
+	if _, _, err := run(t, newCreateConfigCmd(), "-o", filepath.Join(dir, "cluster.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "cluster.yaml"))

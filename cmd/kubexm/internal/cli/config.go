@@ -18,17 +18,6 @@ import (
 	"github.com/mensylisir/kubexm/schema"
 )
 
-// newConfigCmd is `kubexm config`: checking, showing and converting
-// cluster files.
-func newConfigCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "config",
-		Short: "Validate, view and convert cluster.yaml",
-	}
-	cmd.AddCommand(newConfigValidateCmd(), newConfigViewCmd(), newConfigConvertCmd())
-	return cmd
-}
-
 func printWarnings(w io.Writer, warnings []schema.Warning) {
 	for _, x := range warnings {
 		fmt.Fprintf(w, "warning: %s\n", x)
@@ -163,17 +152,6 @@ func newConfigConvertCmd() *cobra.Command {
 	addClusterFileFlag(cmd.Flags(), &file)
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output file (default: standard output)")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing output file, even the input")
-	return cmd
-}
-
-// newCreateCmd is `kubexm create`; it holds `create config`, and the lead's
-// main adds the cluster-creating subcommands.
-func newCreateCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "create",
-		Short: "Create a cluster (create cluster) or a sample cluster file (create config)",
-	}
-	cmd.AddCommand(newCreateConfigCmd())
 	return cmd
 }
 

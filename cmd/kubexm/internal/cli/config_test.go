@@ -27,7 +27,7 @@ func run(t *testing.T, cmd *cobra.Command, args ...string) (stdout, stderr strin
 func TestCreateConfigSampleIsValid(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "cluster.yaml")
-	if _, _, err := run(t, newCreateCmd(), "config", "-o", file); err != nil {
+	if _, _, err := run(t, newCreateConfigCmd(), "-o", file); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(file)
@@ -49,10 +49,10 @@ func TestCreateConfigSampleIsValid(t *testing.T) {
 	}
 
 	// A second write must not clobber the file silently.
-	if _, _, err := run(t, newCreateCmd(), "config", "-o", file); err == nil || !strings.Contains(err.Error(), "already exists") {
+	if _, _, err := run(t, newCreateConfigCmd(), "-o", file); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Errorf("overwrite without --force: err = %v", err)
 	}
-	if _, _, err := run(t, newCreateCmd(), "config", "-o", file, "--force", "--kubernetes-version", "1.36.3"); err != nil {
+	if _, _, err := run(t, newCreateConfigCmd(), "-o", file, "--force", "--kubernetes-version", "1.36.3"); err != nil {
 		t.Fatal(err)
 	}
 	c, _, err = validate.Load(file)
@@ -72,7 +72,7 @@ func TestCreateConfigSampleIsValid(t *testing.T) {
 }
 
 func TestCreateConfigRejectsUnsupportedVersion(t *testing.T) {
-	_, _, err := run(t, newCreateCmd(), "config", "--kubernetes-version", "v1.32.4")
+	_, _, err := run(t, newCreateConfigCmd(), "--kubernetes-version", "v1.32.4")
 	if err == nil || !strings.Contains(err.Error(), "supported v1.35 to v1.37 (any patch); default "+schema.DefaultKubernetesVersion) {
 		t.Fatalf("err = %v, want a list of supported versions", err)
 	}
@@ -99,11 +99,11 @@ spec:
 func TestConfigValidateAndView(t *testing.T) {
 	t.Setenv("KUBEXM_TEST_PW", "s3cret-pw")
 	file := writeFile(t, "cluster.yaml", minimal)
-	out, _, err := run(t, newConfigCmd(), "validate", "-f", file)
+	out, _, err := run(t, newConfigValidateCmd(), "-f", file)
 	if err != nil || !strings.Contains(out, "valid") {
 		t.Fatalf("validate: %q %v", out, err)
 	}
-	out, _, err = run(t, newConfigCmd(), "view", "-f", file)
+	out, _, err = run(t, newConfigViewCmd(), "-f", file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestConfigValidateAndView(t *testing.T) {
 		}
 	}
 	// --resource: the Cluster resource, which has no password field at all.
-	res, _, err := run(t, newConfigCmd(), "view", "-f", file, "--resource")
+	res, _, err := run(t, newConfigViewCmd(), "-f", file, "--resource")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestConfigValidateReportsAllProblems(t *testing.T) {
 	bad := strings.Replace(minimal, "address: 10.0.0.1", "address: 10.0.0.1, prot: 22", 1)
 	bad = strings.Replace(bad, "worker: [n1]", "worker: [n2]", 1)
 	file := writeFile(t, "bad.yaml", bad)
-	_, _, err := run(t, newConfigCmd(), "validate", "-f", file)
+	_, _, err := run(t, newConfigValidateCmd(), "-f", file)
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -159,7 +159,7 @@ spec:
 `
 	file := writeFile(t, "kk.yaml", kk)
 	outFile := filepath.Join(t.TempDir(), "out.yaml")
-	_, stderr, err := run(t, newConfigCmd(), "convert", "-f", file, "-o", outFile)
+	_, stderr, err := run(t, newConfigConvertCmd(), "-f", file, "-o", outFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,14 +181,14 @@ spec:
 	}
 	// The user's version is kept; validation says it is not supported.
 	t.Setenv("PW", "x")
-	_, _, err = run(t, newConfigCmd(), "validate", "-f", outFile)
+	_, _, err = run(t, newConfigValidateCmd(), "-f", outFile)
 	if err == nil || !strings.Contains(err.Error(), "spec.kubernetes.version: Kubernetes v1.33.2 is not supported by this kubexm (hint: supported: v1.35 to v1.37") {
 		t.Errorf("validate of the converted file: %v", err)
 	}
 	if err := os.WriteFile(outFile, []byte(strings.Replace(s, "v1.33.2", "v1.37.1", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := run(t, newConfigCmd(), "validate", "-f", outFile); err != nil {
+	if _, _, err := run(t, newConfigValidateCmd(), "-f", outFile); err != nil {
 		t.Errorf("converted file with a supported version does not validate: %v", err)
 	}
 }
@@ -197,14 +197,14 @@ spec:
 // rule, so create config never writes a file config validate rejects.
 func TestCreateConfigRefusesInvalidName(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "cluster.yaml")
-	_, _, err := run(t, newCreateCmd(), "config", "--name", "My Cluster", "-o", file)
+	_, _, err := run(t, newCreateConfigCmd(), "--name", "My Cluster", "-o", file)
 	if err == nil || !strings.Contains(err.Error(), `"My Cluster" is not a valid cluster name`) || !strings.Contains(err.Error(), "lowercase letters, digits") {
 		t.Fatalf("err = %v, want the name refused with its rule", err)
 	}
 	if _, err := os.Stat(file); err == nil {
 		t.Errorf("a file was written for a refused name")
 	}
-	if _, _, err := run(t, newCreateCmd(), "config", "--name", "prod.eu-1", "-o", file); err != nil {
+	if _, _, err := run(t, newCreateConfigCmd(), "--name", "prod.eu-1", "-o", file); err != nil {
 		t.Fatalf("a valid name: %v", err)
 	}
 	if c, _, err := validate.Load(file); err != nil || c.Metadata.Name != "prod.eu-1" {
@@ -224,7 +224,7 @@ spec:
   kubernetes: {version: v1.37.2, containerManager: containerd}
 `
 	file := writeFile(t, "kk.yaml", kk)
-	_, _, err := run(t, newConfigCmd(), "convert", "-f", file, "-o", file)
+	_, _, err := run(t, newConfigConvertCmd(), "-f", file, "-o", file)
 	if err == nil || !strings.Contains(err.Error(), "is the input file") {
 		t.Fatalf("convert onto its input: err = %v", err)
 	}
@@ -232,13 +232,13 @@ spec:
 		t.Fatalf("the input was changed:\n%s", data)
 	}
 	other := writeFile(t, "other.yaml", "keep me\n")
-	if _, _, err := run(t, newConfigCmd(), "convert", "-f", file, "-o", other); err == nil || !strings.Contains(err.Error(), "already exists (use --force") {
+	if _, _, err := run(t, newConfigConvertCmd(), "-f", file, "-o", other); err == nil || !strings.Contains(err.Error(), "already exists (use --force") {
 		t.Fatalf("convert onto an existing file: err = %v", err)
 	}
 	if data, _ := os.ReadFile(other); string(data) != "keep me\n" {
 		t.Fatalf("the existing file was changed:\n%s", data)
 	}
-	if _, _, err := run(t, newConfigCmd(), "convert", "-f", file, "-o", other, "--force"); err != nil {
+	if _, _, err := run(t, newConfigConvertCmd(), "-f", file, "-o", other, "--force"); err != nil {
 		t.Fatalf("--force: %v", err)
 	}
 	if data, _ := os.ReadFile(other); !strings.Contains(string(data), schema.APIVersion) {

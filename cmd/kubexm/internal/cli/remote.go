@@ -110,10 +110,8 @@ func queueRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlag
 	return c, id, err
 }
 
-// newGetCmd is `kubexm get` with a server's jobs; addVerbCmds adds
-// clusters and nodes to it.
-func newGetCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "get", Short: "Show clusters, nodes, and the jobs of a kubexm server"}
+// newGetJobsCmds are `kubexm get jobs` and `get job ID`: a server's jobs.
+func newGetJobsCmds() []*cobra.Command {
 	var f, jf clientFlags
 	var cluster, status string
 	jobs := &cobra.Command{
@@ -160,8 +158,7 @@ func newGetCmd() *cobra.Command {
 		},
 	}
 	addClientFlags(job, &jf)
-	cmd.AddCommand(jobs, job)
-	return cmd
+	return []*cobra.Command{jobs, job}
 }
 
 // `kubexm backup list|download` and `kubexm bundle list|delete` reach what

@@ -101,8 +101,8 @@ func newRootCmd() *cobra.Command {
 		connect:       conn.Connect,
 		builtinFS:     kubexm.Content(),
 	}
-	root.AddCommand(newConfigCmd(), newCreateCmd(), newPlayCmd(a), newPlaybookCmd(a), newDocCmd(a), newArtifactCmd(a), newSupportCmd(), newCertsCmd(a), newVersionCmd(), newExplainCmd())
-	root.AddCommand(newServerCmd(a), newWorkerCmd(a), newGetCmd(), newBundleCmd(), newLogsCmd(), newControllerCmd(a))
+	root.AddCommand(newPlayCmd(a), newPlaybookCmd(a), newDocCmd(a), newArtifactCmd(a), newSupportCmd(), newCertsCmd(a), newVersionCmd(), newExplainCmd())
+	root.AddCommand(newServerCmd(a), newWorkerCmd(a), newBundleCmd(), newLogsCmd(), newControllerCmd(a))
 	// After them: the verbs join the get command of the server's jobs.
 	addVerbCmds(root, a)
 	cmdtree.AddNounAliases(root, [][2]string{{"node", "nodes"}, {"cluster", "clusters"}, {"token", "tokens"}, {"component", "components"}, {"addon", "addons"}, {"task", "tasks"}})

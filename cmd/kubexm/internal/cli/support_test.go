@@ -164,7 +164,7 @@ func TestForkedMatrixOverrides(t *testing.T) {
 	if err := list(); err == nil || !strings.Contains(err.Error(), "cilium is not supported yet") {
 		t.Fatalf("fork with the built-in matrix: %v", err)
 	}
-	if _, _, err := run(t, newConfigCmd(), "validate", "-f", "cluster.yaml", "--roles-path", "site/roles"); err == nil {
+	if _, _, err := run(t, newConfigValidateCmd(), "-f", "cluster.yaml", "--roles-path", "site/roles"); err == nil {
 		t.Fatal("config validate accepted cilium")
 	}
 	m := filepath.Join("site", "roles", "support.yaml")
@@ -186,10 +186,10 @@ func TestForkedMatrixOverrides(t *testing.T) {
 	if err := list(); err != nil {
 		t.Errorf("fork whose matrix supports cilium: %v", err)
 	}
-	if out, _, err := run(t, newConfigCmd(), "validate", "-f", "cluster.yaml", "--roles-path", "site/roles"); err != nil || !strings.Contains(out, "valid") {
+	if out, _, err := run(t, newConfigValidateCmd(), "-f", "cluster.yaml", "--roles-path", "site/roles"); err != nil || !strings.Contains(out, "valid") {
 		t.Errorf("config validate --roles-path: %q %v", out, err)
 	}
-	if _, _, err := run(t, newConfigCmd(), "validate", "-f", "cluster.yaml"); err == nil {
+	if _, _, err := run(t, newConfigValidateCmd(), "-f", "cluster.yaml"); err == nil {
 		t.Error("config validate without --roles-path used the fork's matrix")
 	}
 	// A broken matrix is an error naming its file, not a silent fallback.

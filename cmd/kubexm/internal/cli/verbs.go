@@ -176,24 +176,28 @@ func renewAll(_ *cobra.Command, args []string) error {
 }
 
 // addVerbCmds adds the verb-noun commands to root, under the verbs that
-// exist already (create, certs) or new ones.
+// exist already (certs, get) or new ones.
 func addVerbCmds(root *cobra.Command, a *app) {
 	shorts := map[string]string{
+		"config": "Validate, view and convert cluster.yaml", "create": "Create a cluster (create cluster) or a sample cluster file (create config)",
 		"delete": "Delete a cluster or take nodes out of it", "add": "Add nodes to a cluster", "upgrade": "Upgrade a cluster",
 		"backup": "Back up a cluster, list and download the backups a kubexm server made", "restore": "Restore a cluster from a backup",
 		"rollback": "Roll a cluster back", "plan": "Show what a run would change", "run": "Run a command on hosts of a cluster",
-		"get": "List clusters and nodes", "describe": "Describe a cluster", "cordon": "Mark nodes unschedulable",
+		"get": "Show clusters, nodes, and the jobs of a kubexm server", "describe": "Describe a cluster", "cordon": "Mark nodes unschedulable",
 		"uncordon": "Mark nodes schedulable", "restart": "Restart cluster components", "rotate": "Rotate cluster secrets", "install": "Install add-ons",
 	}
 	parent := func(path string) *cobra.Command { return cmdtree.Parent(root, path, shorts) }
 	for _, v := range playbookVerbs() {
 		parent(v.path).AddCommand(verbCmd(a, v))
 	}
+	parent("config validate").AddCommand(newConfigValidateCmd(), newConfigViewCmd(), newConfigConvertCmd())
+	parent("create config").AddCommand(newCreateConfigCmd())
 	parent("backup list").AddCommand(newBackupListCmd(), newBackupDownloadCmd())
 	parent("plan cluster").AddCommand(newPlanClusterCmd(a))
 	parent("run command").AddCommand(newRunCommandCmd(a))
 	get := parent("get clusters")
 	get.AddCommand(newGetClustersCmd(), newGetNodesCmd(a), newGetRunsCmd(), newGetKubeconfigCmd(a))
+	get.AddCommand(newGetJobsCmds()...)
 	// kubectl users' `get pods`: the cluster's objects are kubectl's.
 	get.Annotations = map[string]string{cmdtree.UnknownHint: "kubexm get shows the clusters kubexm made and their hosts; the objects in a cluster are kubectl's: kubectl --kubeconfig .kubexm/CLUSTER/kubeconfig get ..."}
 	parent("describe cluster").AddCommand(newDescribeClusterCmd(a))

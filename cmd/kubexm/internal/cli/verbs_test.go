@@ -63,7 +63,7 @@ plays:
 // verbRoot is the command tree of main with the test app.
 func verbRoot(a *app) *cobra.Command {
 	root := &cobra.Command{Use: "kubexm", SilenceErrors: true, SilenceUsage: true}
-	root.AddCommand(newCreateCmd(), newCertsCmd(a), newLogsCmd())
+	root.AddCommand(newCertsCmd(a), newLogsCmd())
 	addVerbCmds(root, a)
 	return root
 }
