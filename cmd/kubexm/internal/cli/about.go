@@ -123,10 +123,9 @@ func newExplainCmd() *cobra.Command {
 	return cmd
 }
 
-// newDocCmd prints reference documentation generated from the program's own
-// metadata, so docs/builtins.md can never drift from the code.
-func newDocCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{Use: "doc", Short: "Print generated reference documentation"}
+// newDocBuiltinsCmd prints reference documentation generated from the
+// program's own metadata, so docs/builtins.md can never drift from the code.
+func newDocBuiltinsCmd(a *app) *cobra.Command {
 	var out string
 	bi := &cobra.Command{
 		Use:   "builtins [NAME...]",
@@ -145,6 +144,5 @@ func newDocCmd(a *app) *cobra.Command {
 		},
 	}
 	bi.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of standard output")
-	cmd.AddCommand(bi)
-	return cmd
+	return bi
 }

@@ -8,12 +8,12 @@ import (
 	"github.com/mensylisir/kubexm/lifecycle"
 )
 
-func newArtifactCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{Use: "artifact", Short: "Offline bundles: every binary and image a cluster needs, in one file"}
+// newArtifactCmds are artifact export and artifact images push.
+func newArtifactCmds(a *app) (export, push *cobra.Command) {
 	var f clusterFlags
 	var verbose int
 	var playbook string
-	export := &cobra.Command{
+	export = &cobra.Command{
 		Use:   "export",
 		Short: "Fetch every binary and image cluster.yaml needs and pack them into an offline bundle",
 		Args:  cobra.NoArgs,
@@ -41,10 +41,9 @@ func newArtifactCmd(a *app) *cobra.Command {
 	addExtraVarsFlag(fl, &f.extraVars)
 	fl.CountVarP(&verbose, "verbose", "v", "show stdout/stderr of every task (-vv: also progress)")
 	fl.StringVar(&playbook, "playbook", lifecycle.ExportPlaybook, "the playbook that fetches the artifacts (a fork of artifact-export)")
-	images := &cobra.Command{Use: "images", Short: "The images of an offline bundle in a private registry"}
 	var pf clusterFlags
 	var req lifecycle.PushRequest
-	push := &cobra.Command{
+	push = &cobra.Command{
 		Use:   "push",
 		Short: "Push every image the cluster needs to registry.privateRegistry",
 		Args:  cobra.NoArgs,
@@ -60,7 +59,5 @@ func newArtifactCmd(a *app) *cobra.Command {
 	addClusterFlags(push, &pf, "")
 	push.Flags().StringVar(&req.OfflineBundle, "offline-bundle", "", "push the images of this bundle of kubexm artifact export (verified and unpacked into the work directory)")
 	push.Flags().IntVar(&req.Jobs, "jobs", 4, "images pushed at once")
-	images.AddCommand(push)
-	cmd.AddCommand(export, images)
-	return cmd
+	return export, push
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/mensylisir/kubexm/builtins"
 	"github.com/mensylisir/kubexm/engine/model"
 	"github.com/mensylisir/kubexm/lifecycle"
+	"github.com/spf13/cobra"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -310,7 +311,9 @@ func (fx *exportFixture) extraVars(t *testing.T) []string {
 
 func runArtifactCmd(t *testing.T, a *app, args ...string) (string, error) {
 	t.Helper()
-	cmd := newArtifactCmd(a)
+	cmd := &cobra.Command{Use: "kubexm"}
+	addGroupCmds(cmd, a)
+	args = append([]string{"artifact"}, args...)
 	var out bytes.Buffer
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
 	cmd.SetOut(&out)

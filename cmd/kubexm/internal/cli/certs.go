@@ -13,10 +13,9 @@ import (
 	"github.com/mensylisir/kubexm/service/client"
 )
 
-// newCertsCmd is `kubexm certs`: the certificate verbs on top of the
-// certs-* playbooks (renewal and the timer are playbooks and cluster.yaml).
-func newCertsCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{Use: "certs", Short: "Certificates of a cluster: check their expiry, renew them"}
+// newCertsCheckCmd is `kubexm certs check`, the certs-check playbook
+// (renewal is a verb: certs renew; the timer is cluster.yaml's).
+func newCertsCheckCmd(a *app) *cobra.Command {
 	var f clusterFlags
 	var warnWithin string
 	var remote clientFlags
@@ -71,6 +70,5 @@ func newCertsCmd(a *app) *cobra.Command {
 	check.Flags().StringVar(&warnWithin, "warn-within", "90d", `mark certificates that expire within this time ("90d", "2160h", "1y")`)
 	addExtraVarsFlag(check.Flags(), &f.extraVars)
 	addServerFlags(check.Flags(), &remote, "check on this kubexm server (URL): the file is registered there, the certs-check playbook runs as a job of its workers and its report is fetched (docs/server.md)", "an operator's (the check is a job)")
-	cmd.AddCommand(check)
-	return cmd
+	return check
 }

@@ -119,11 +119,8 @@ func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) er
 	return err
 }
 
-func newPlaybookCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "playbook",
-		Short: "List or export the built-in playbooks and roles",
-	}
+// newPlaybookCmds are playbook list, export and diff.
+func newPlaybookCmds(a *app) []*cobra.Command {
 	var output string
 	list := &cobra.Command{
 		Use:   "list",
@@ -173,8 +170,7 @@ func newPlaybookCmd(a *app) *cobra.Command {
 		},
 	}
 	export.Flags().BoolVar(&force, "force", false, "overwrite files that already exist")
-	cmd.AddCommand(list, export, newPlaybookDiffCmd(a))
-	return cmd
+	return []*cobra.Command{list, export, newPlaybookDiffCmd(a)}
 }
 
 func newPlaybookDiffCmd(a *app) *cobra.Command {

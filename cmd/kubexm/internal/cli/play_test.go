@@ -14,6 +14,7 @@ import (
 	"testing/fstest"
 
 	"github.com/mensylisir/kubexm/schema/matrix"
+	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm"
 	"github.com/mensylisir/kubexm/builtins"
@@ -64,8 +65,8 @@ func runCmd(t *testing.T, a *app, args ...string) (string, error) {
 	t.Helper()
 	cmd := newPlayCmd(a)
 	if args[0] == "playbook" {
-		cmd = newPlaybookCmd(a)
-		args = args[1:]
+		cmd = &cobra.Command{Use: "kubexm"}
+		addGroupCmds(cmd, a)
 	}
 	var out bytes.Buffer
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true

@@ -167,8 +167,8 @@ func newGetJobsCmds() []*cobra.Command {
 // name) and the offline bundles uploaded to it (a verb's --offline-bundle
 // with --server), hundreds of MiB each, until deleted.
 
-func newBundleCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "bundle", Short: "List and delete the offline bundles uploaded to a kubexm server"}
+// newBundleCmds are bundle list and bundle delete.
+func newBundleCmds() []*cobra.Command {
 	list := clusterListCmd("List the offline bundles uploaded to a kubexm server for a cluster, newest first", "bundles",
 		"no offline bundles of cluster %[1]s on %[2]s (a verb with --offline-bundle FILE --server %[2]s uploads one)", "SHA256\tSIZE\tAGE", client.BundleRow)
 	var f clientFlags
@@ -194,8 +194,7 @@ func newBundleCmd() *cobra.Command {
 		},
 	}
 	addClusterClientFlags(del, &f, &cluster)
-	cmd.AddCommand(list, del)
-	return cmd
+	return []*cobra.Command{list, del}
 }
 
 func newBackupListCmd() *cobra.Command {

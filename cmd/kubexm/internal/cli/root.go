@@ -101,10 +101,9 @@ func newRootCmd() *cobra.Command {
 		connect:       conn.Connect,
 		builtinFS:     kubexm.Content(),
 	}
-	root.AddCommand(newPlayCmd(a), newPlaybookCmd(a), newDocCmd(a), newArtifactCmd(a), newSupportCmd(), newCertsCmd(a), newVersionCmd(), newExplainCmd())
-	root.AddCommand(newServerCmd(a), newWorkerCmd(a), newBundleCmd(), newLogsCmd(), newControllerCmd(a))
-	// After them: the verbs join the get command of the server's jobs.
-	addVerbCmds(root, a)
+	root.AddCommand(newPlayCmd(a), newSupportCmd(), newVersionCmd(), newExplainCmd())
+	root.AddCommand(newServerCmd(a), newWorkerCmd(a), newLogsCmd(), newControllerCmd(a))
+	addGroupCmds(root, a)
 	cmdtree.AddNounAliases(root, [][2]string{{"node", "nodes"}, {"cluster", "clusters"}, {"token", "tokens"}, {"component", "components"}, {"addon", "addons"}, {"task", "tasks"}})
 	cmdtree.RefuseUnknownSubcommands(root)
 	cmdtree.SetHelp(root, helpFiles, "help")

@@ -175,11 +175,15 @@ func renewAll(_ *cobra.Command, args []string) error {
 	return &cmdtree.NotYetError{What: "kubexm certs renew " + strings.Join(args, " "), Why: "renewing one certificate alone is not written yet", Hint: "kubexm certs renew -f cluster.yaml renews every leaf (all); kubexm certs renew ca replaces the CAs"}
 }
 
-// addVerbCmds adds the verb-noun commands to root, under the verbs that
-// exist already (certs, get) or new ones.
-func addVerbCmds(root *cobra.Command, a *app) {
+// addGroupCmds adds the commands under a group (the verb-noun ones, the
+// nouns' verbs: config validate, playbook list, ...) to root, making the
+// groups with their short help.
+func addGroupCmds(root *cobra.Command, a *app) {
 	shorts := map[string]string{
 		"config": "Validate, view and convert cluster.yaml", "create": "Create a cluster (create cluster) or a sample cluster file (create config)",
+		"playbook": "List or export the built-in playbooks and roles", "doc": "Print generated reference documentation",
+		"artifact": "Offline bundles: every binary and image a cluster needs, in one file", "images": "The images of an offline bundle in a private registry",
+		"certs": "Certificates of a cluster: check their expiry, renew them", "bundle": "List and delete the offline bundles uploaded to a kubexm server",
 		"delete": "Delete a cluster or take nodes out of it", "add": "Add nodes to a cluster", "upgrade": "Upgrade a cluster",
 		"backup": "Back up a cluster, list and download the backups a kubexm server made", "restore": "Restore a cluster from a backup",
 		"rollback": "Roll a cluster back", "plan": "Show what a run would change", "run": "Run a command on hosts of a cluster",
@@ -192,6 +196,13 @@ func addVerbCmds(root *cobra.Command, a *app) {
 	}
 	parent("config validate").AddCommand(newConfigValidateCmd(), newConfigViewCmd(), newConfigConvertCmd())
 	parent("create config").AddCommand(newCreateConfigCmd())
+	parent("playbook list").AddCommand(newPlaybookCmds(a)...)
+	parent("doc builtins").AddCommand(newDocBuiltinsCmd(a))
+	export, push := newArtifactCmds(a)
+	parent("artifact export").AddCommand(export)
+	parent("artifact images push").AddCommand(push)
+	parent("certs check").AddCommand(newCertsCheckCmd(a))
+	parent("bundle list").AddCommand(newBundleCmds()...)
 	parent("backup list").AddCommand(newBackupListCmd(), newBackupDownloadCmd())
 	parent("plan cluster").AddCommand(newPlanClusterCmd(a))
 	parent("run command").AddCommand(newRunCommandCmd(a))

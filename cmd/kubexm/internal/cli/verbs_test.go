@@ -63,8 +63,8 @@ plays:
 // verbRoot is the command tree of main with the test app.
 func verbRoot(a *app) *cobra.Command {
 	root := &cobra.Command{Use: "kubexm", SilenceErrors: true, SilenceUsage: true}
-	root.AddCommand(newCertsCmd(a), newLogsCmd())
-	addVerbCmds(root, a)
+	root.AddCommand(newLogsCmd())
+	addGroupCmds(root, a)
 	return root
 }
 
