@@ -12,9 +12,18 @@ import (
 // hosts, as JSON lines): plan cluster's plan, run command's hosts, certs
 // check's report.
 
-// Write prints the plan of every host and its totals; runErr is the check
-// run's failure, which leaves the plan incomplete (and is returned).
-func (s PlanSummary) Write(w io.Writer, runErr error) error {
+// Write prints the plan of every host and its totals, as one JSON line
+// (after the run's events) with format json; runErr is the check run's
+// failure, which leaves the plan incomplete (and is returned).
+func (s PlanSummary) Write(w io.Writer, format string, runErr error) error {
+	if format == "json" {
+		data, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s\n", data)
+		return runErr
+	}
 	for _, h := range s.Hosts {
 		if len(h.Changes) == 0 && len(h.Failed) == 0 {
 			fmt.Fprintf(w, "%s: no changes (%d unchanged)\n", h.Host, h.Unchanged)

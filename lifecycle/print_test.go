@@ -12,7 +12,7 @@ func TestPlanSummaryWrite(t *testing.T) {
 		{Host: "n2", Unchanged: 1},
 	}}
 	var b strings.Builder
-	if err := s.Write(&b, nil); err != nil {
+	if err := s.Write(&b, "text", nil); err != nil {
 		t.Fatal(err)
 	}
 	want := "n1: 1 to change, 2 unchanged\n  ~ etcd : config\n      -a\n      +b\nn2: no changes (1 unchanged)\n\n" +
@@ -22,8 +22,13 @@ func TestPlanSummaryWrite(t *testing.T) {
 	}
 	b.Reset()
 	stop := errors.New("unreachable")
-	if err := s.Write(&b, stop); err != stop || !strings.Contains(b.String(), "The plan is incomplete: the check run stopped (unreachable).") || strings.Contains(b.String(), "Plan:") {
+	if err := s.Write(&b, "text", stop); err != stop || !strings.Contains(b.String(), "The plan is incomplete: the check run stopped (unreachable).") || strings.Contains(b.String(), "Plan:") {
 		t.Errorf("a stopped run: %v\n%s", err, b.String())
+	}
+	// For programs: one JSON line, the run's failure still returned.
+	b.Reset()
+	if err := s.Write(&b, "json", stop); err != stop || !strings.HasPrefix(b.String(), `{"kind":"","to_change":1,"unchanged":3,`) || strings.Count(b.String(), "\n") != 1 {
+		t.Errorf("json: %v\n%s", err, b.String())
 	}
 }
 

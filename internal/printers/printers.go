@@ -17,10 +17,17 @@ import (
 
 // Check refuses an -o other than the human ones, json and yaml.
 func Check(output string, human ...string) error {
-	if output == "json" || output == "yaml" || slices.Contains(human, output) {
+	return OneOf(output, append(slices.Clone(human), "json", "yaml")...)
+}
+
+// OneOf refuses an -o other than those allowed (a command printing events
+// as they come has no yaml).
+func OneOf(output string, allowed ...string) error {
+	if slices.Contains(allowed, output) {
 		return nil
 	}
-	return &cmdtree.UsageError{Msg: fmt.Sprintf("--output must be %s, json or yaml, not %q", strings.Join(human, ", "), output)}
+	n := len(allowed) - 1
+	return &cmdtree.UsageError{Msg: fmt.Sprintf("--output must be %s or %s, not %q", strings.Join(allowed[:n], ", "), allowed[n], output)}
 }
 
 // Structured reports whether format is one for programs (json, yaml).

@@ -28,6 +28,9 @@ func TestCheck(t *testing.T) {
 	if err := Check("text"); err == nil {
 		t.Error("Check(text) with no human format passed")
 	}
+	if err := OneOf("yaml", "text", "json"); err == nil || err.Error() != `--output must be text or json, not "yaml"` {
+		t.Errorf("OneOf(yaml, text, json) = %v", err)
+	}
 }
 
 // json and yaml are one document: the JSON field names.

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"encoding/json"
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/engine/output"
+	"github.com/mensylisir/kubexm/internal/printers"
 	"github.com/mensylisir/kubexm/lifecycle"
 )
 
@@ -30,8 +28,8 @@ func newPlanClusterCmd(a *app) *cobra.Command {
 					return err
 				}
 			}
-			if f.Output != "text" && f.Output != "json" {
-				return fmt.Errorf("--output must be text or json, not %q", f.Output)
+			if err := printers.OneOf(f.Output, "text", "json"); err != nil {
+				return err
 			}
 			w := cmd.OutOrStdout()
 			p := lifecycle.NewPlan(cmd.ErrOrStderr())
@@ -51,15 +49,7 @@ func newPlanClusterCmd(a *app) *cobra.Command {
 				f.Sink, f.Forks = p, 50
 				err = a.play(cmd.Context(), w, "create-cluster", f)
 			}
-			if f.Output != "json" {
-				return p.Summary().Write(w, err)
-			}
-			data, jerr := json.Marshal(p.Summary())
-			if jerr != nil {
-				return jerr
-			}
-			fmt.Fprintf(w, "%s\n", data)
-			return err
+			return p.Summary().Write(w, f.Output, err)
 		},
 	}
 	fl := cmd.Flags()

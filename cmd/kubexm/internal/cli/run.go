@@ -2,10 +2,10 @@ package cli
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mensylisir/kubexm/internal/printers"
 	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/service/client"
 	"github.com/mensylisir/kubexm/service/jobstore"
@@ -27,8 +27,8 @@ func newRunCommandCmd(a *app) *cobra.Command {
 			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
 				return errors.New("give the command after --: kubexm run command -f cluster.yaml --nodes n1 -- uptime")
 			}
-			if f.output != "text" && f.output != "json" {
-				return fmt.Errorf("--output must be text or json, not %q", f.output)
+			if err := printers.OneOf(f.output, "text", "json"); err != nil {
+				return err
 			}
 			var err error
 			if req.Inventory, err = clusterFile(f.file); err != nil {
