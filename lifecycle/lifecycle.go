@@ -211,18 +211,8 @@ func (r Runner) run(ctx context.Context, pb *engine.Playbook, inv *inventory.Inv
 		// kubeconfig) is there: say where, since it follows the directory.
 		fmt.Fprintf(w, "work directory: %s\n", workDir)
 	}
-	sink := req.Sink
-	switch {
-	case sink != nil:
-	case req.Output == "json":
-		sink = output.NewJSON(w)
-	case r.TextSink != nil:
-		var stop func()
-		sink, stop = r.TextSink(w, req.Verbose)
-		defer stop()
-	default:
-		sink = output.NewText(w, req.Verbose)
-	}
+	sink, stop := r.Sink(w, req)
+	defer stop()
 	// The running binary, for plays that install kubexm itself on a host
 	// (the autoRenewCerts timer); "" when the system cannot say.
 	exe, _ := os.Executable()
@@ -256,6 +246,21 @@ func (r Runner) run(ctx context.Context, pb *engine.Playbook, inv *inventory.Inv
 		return rc, &ExitError{Err: err, Code: code}
 	}
 	return rc, err
+}
+
+// Sink is the view of a run on w that req asks for: its own Sink, the
+// JSON events (-o json) or the text for people; stop ends it. A run on a
+// kubexm server is shown through it as a local one is.
+func (r Runner) Sink(w io.Writer, req Request) (sink model.Sink, stop func()) {
+	switch {
+	case req.Sink != nil:
+		return req.Sink, func() {}
+	case req.Output == "json":
+		return output.NewJSON(w), func() {}
+	case r.TextSink != nil:
+		return r.TextSink(w, req.Verbose)
+	}
+	return output.NewText(w, req.Verbose), func() {}
 }
 
 // inventory is the run's inventory and the role variables -e values are

@@ -3,9 +3,13 @@ package lifecycle
 import (
 	"bytes"
 	"context"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mensylisir/kubexm/engine/model"
+	"github.com/mensylisir/kubexm/engine/output"
 )
 
 // The work directory follows the cluster's name, else the inventory file's.
@@ -37,5 +41,32 @@ func TestExportRefusesMissingDir(t *testing.T) {
 	e, err := Runner{}.Export(context.Background(), ExportRequest{Output: missing, Run: Request{Playbook: ExportPlaybook, Output: "text", Stdout: &out}})
 	if e != nil || err == nil || !strings.Contains(err.Error(), "does not exist") || out.Len() != 0 {
 		t.Errorf("Export to %s: %v, %v, %q", missing, e, err, out.String())
+	}
+}
+
+// The view of a run is the request's own sink, the JSON events or the
+// text, the Runner's when it has one.
+func TestRunnerSink(t *testing.T) {
+	var b bytes.Buffer
+	own := output.NewJSON(&b)
+	if s, stop := (Runner{}).Sink(&b, Request{Sink: own, Output: "text"}); s != own {
+		t.Errorf("the request's sink was not used: %T", s)
+	} else {
+		stop()
+	}
+	s, _ := (Runner{}).Sink(&b, Request{Output: "json"})
+	if _, ok := s.(*output.JSON); !ok {
+		t.Errorf("-o json: %T", s)
+	}
+	s, _ = (Runner{}).Sink(&b, Request{Output: "text"})
+	if _, ok := s.(*output.Text); !ok {
+		t.Errorf("-o text without a TextSink: %T", s)
+	}
+	stopped := false
+	r := Runner{TextSink: func(io.Writer, int) (model.Sink, func()) { return own, func() { stopped = true } }}
+	s, stop := r.Sink(&b, Request{Output: "text"})
+	stop()
+	if s != own || !stopped {
+		t.Errorf("-o text with a TextSink: %T, stopped %v", s, stopped)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/mensylisir/kubexm/schema/matrix"
 
 	"github.com/mensylisir/kubexm"
-	"github.com/mensylisir/kubexm/engine/model"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -110,7 +109,7 @@ func addOfflineBundleFlag(fl *pflag.FlagSet, f *playFlags) {
 // transports and views.
 func (a *app) runner() lifecycle.Runner {
 	return lifecycle.Runner{LoadInventory: a.loadInventory, Builtins: a.builtins, Connect: a.connect,
-		BuiltinFS: a.builtinFS, Version: version, TextSink: textSink}
+		BuiltinFS: a.builtinFS, Version: version, TextSink: output.Human}
 }
 
 func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) error {
@@ -203,6 +202,3 @@ func newPlaybookDiffCmd(a *app) *cobra.Command {
 	cmd.Flags().StringVarP(&out, "output", "o", "text", "output format: text, json or yaml")
 	return cmd
 }
-
-// textSink is the human view of a run on w (output.Human).
-func textSink(w io.Writer, verbosity int) (model.Sink, func()) { return output.Human(w, verbosity) }

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/mensylisir/kubexm/engine/output"
 	"github.com/mensylisir/kubexm/internal/printers"
 	"github.com/mensylisir/kubexm/service/client"
 	"github.com/mensylisir/kubexm/service/jobstore"
@@ -76,16 +75,14 @@ func refuseLocalFlags(cmd *cobra.Command, names ...string) error {
 	return nil
 }
 
-// playRemote runs playbook with f on the server of cf, as a job.
-func playRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags) error {
+// playRemote runs playbook with f on the server of cf, as a job, shown as
+// a local run is.
+func (a *app) playRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags) error {
 	c, id, err := queueRemote(cmd, playbook, f, cf)
 	if err != nil {
 		return err
 	}
-	if f.Output == "json" {
-		return c.FollowJob(cmd.Context(), id, output.NewJSON(cmd.OutOrStdout()), cmd.ErrOrStderr())
-	}
-	sink, stop := textSink(cmd.OutOrStdout(), f.Verbose)
+	sink, stop := a.runner().Sink(cmd.OutOrStdout(), f)
 	defer stop()
 	return c.FollowJob(cmd.Context(), id, sink, cmd.ErrOrStderr())
 }
