@@ -2,6 +2,8 @@ package validate
 
 import (
 	"errors"
+	"fmt"
+	"io"
 
 	"github.com/mensylisir/kubexm/schema"
 )
@@ -25,6 +27,16 @@ type ValidCluster struct {
 	KubernetesType    string `json:"kubernetesType"`
 	EtcdType          string `json:"etcdType"`
 	NetworkPlugin     string `json:"networkPlugin"`
+}
+
+// Write prints the verdict on a valid file for people: what it describes
+// (an invalid file's problems are its error, its warnings are printed as
+// they are read).
+func (v *Validation) Write(w io.Writer) error {
+	c := v.Cluster
+	_, err := fmt.Fprintf(w, "%s: valid: cluster %s, %d hosts, Kubernetes %s (%s), etcd %s, %s\n",
+		v.File, c.Name, c.Hosts, c.KubernetesVersion, c.KubernetesType, c.EtcdType, c.NetworkPlugin)
+	return err
 }
 
 // Finding is a problem or a warning: file, line and column (0 for a

@@ -40,43 +40,31 @@ func newConfigValidateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, warnings, err := lifecycle.LoadWith(file, rolesPath)
-			if output != "text" {
-				return writeValidation(cmd.OutOrStdout(), output, file, c, warnings, err)
+			c, warnings, loadErr := lifecycle.LoadWith(file, rolesPath)
+			if output == "text" {
+				printWarnings(cmd.ErrOrStderr(), warnings)
+				if loadErr != nil {
+					return loadErr
+				}
 			}
-			printWarnings(cmd.ErrOrStderr(), warnings)
+			v, err := validate.NewValidation(file, c, warnings, loadErr)
 			if err != nil {
+				// Not a cluster file's problem (unreadable, no such
+				// file): no verdict on its content to print.
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid: cluster %s, %d hosts, Kubernetes %s (%s), etcd %s, %s\n",
-				file, c.Metadata.Name, len(c.Spec.Hosts), c.Spec.Kubernetes.Version, c.Spec.Kubernetes.Type,
-				c.Spec.Etcd.Type, c.Spec.Network.Plugin)
-			return nil
+			if err := printers.Print(cmd.OutOrStdout(), output, v, v.Write); err != nil || loadErr == nil {
+				return err
+			}
+			// An invalid file is still an error (exit 1) after the verdict
+			// for programs, so that scripts need not parse it to know.
+			return fmt.Errorf("%s is not valid: %d problems: %w", file, len(v.Problems), loadErr)
 		},
 	}
 	addClusterFileFlag(cmd.Flags(), &file)
 	addOutputFlag(cmd, &output, "text")
 	addRolesPathFlag(cmd, &rolesPath)
 	return cmd
-}
-
-// writeValidation prints the verdict on file for programs; an invalid
-// file is still an error (exit 1) after it, so that scripts need not
-// parse the document to know.
-func writeValidation(w io.Writer, format, file string, c *schema.Cluster, warnings []schema.Warning, loadErr error) error {
-	v, err := validate.NewValidation(file, c, warnings, loadErr)
-	if err != nil {
-		// Not a cluster file's problem (unreadable, no such file): no
-		// verdict on its content to print.
-		return err
-	}
-	if err := printers.Write(w, format, v); err != nil {
-		return err
-	}
-	if loadErr != nil {
-		return fmt.Errorf("%s is not valid: %d problems: %w", file, len(v.Problems), loadErr)
-	}
-	return nil
 }
 
 func newConfigViewCmd() *cobra.Command {
