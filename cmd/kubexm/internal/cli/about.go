@@ -131,7 +131,7 @@ func newDocBuiltinsCmd(a *app) *cobra.Command {
 		Use:   "builtins [NAME...]",
 		Short: "The builtin step types and their arguments (docs/builtins.md)",
 		RunE: func(cmd *cobra.Command, names []string) error {
-			list, err := builtins.Named(a.builtins, names)
+			list, err := builtins.Named(a.Builtins, names)
 			if err != nil {
 				return err
 			}

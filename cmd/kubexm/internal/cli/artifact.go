@@ -24,7 +24,7 @@ func newArtifactCmds(a *app) (export, push *cobra.Command) {
 			}
 			// The export runs as `kubexm play` would run it.
 			w := cmd.OutOrStdout()
-			e, err := a.runner().Export(cmd.Context(), lifecycle.ExportRequest{Output: f.output, Run: playFlags{
+			e, err := a.Runner.Export(cmd.Context(), lifecycle.ExportRequest{Output: f.output, Run: playFlags{
 				Playbook: playbook, Inventory: file, ExtraVars: f.extraVars, Forks: 50, Output: "text",
 				Verbose: verbose, RolesPath: f.rolesPath, WorkDir: f.workDir, Stdout: w, Stderr: os.Stderr,
 			}})

@@ -36,7 +36,7 @@ import (
 // roles and playbooks, cluster.yaml inventories, local hosts.
 func realApp() *app {
 	c := &lifecycle.Connector{}
-	return &app{loadInventory: lifecycle.LoadInventory, builtins: builtins.ByName(), connect: c.Connect, builtinFS: kubexm.Content()}
+	return newApp(lifecycle.Runner{LoadInventory: lifecycle.LoadInventory, Builtins: builtins.ByName(), Connect: c.Connect, BuiltinFS: kubexm.Content()})
 }
 
 // repoRoot is the repository's top directory (roles/ and playbooks/).

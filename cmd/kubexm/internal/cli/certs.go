@@ -49,7 +49,7 @@ func newCertsCheckCmd(a *app) *cobra.Command {
 				}
 				data, err = c.FollowCertsCheck(cmd.Context(), id, cmd.ErrOrStderr())
 			} else {
-				data, err = a.runner().CertsCheck(cmd.Context(), req, within, cmd.ErrOrStderr())
+				data, err = a.Runner.CertsCheck(cmd.Context(), req, within, cmd.ErrOrStderr())
 			}
 			if err != nil {
 				return err

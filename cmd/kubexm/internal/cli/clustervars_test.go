@@ -60,7 +60,7 @@ func clusterDir(t *testing.T, name, spec string) string {
 
 // fakeStepApp runs playbooks whose only builtin is fake, recording calls.
 func fakeStepApp(calls *[]string) *app {
-	return &app{loadInventory: lifecycle.LoadInventory, builtins: map[string]step.Builtin{"fake": newFakeStep(calls)}, builtinFS: kubexm.Content()}
+	return newApp(lifecycle.Runner{LoadInventory: lifecycle.LoadInventory, Builtins: map[string]step.Builtin{"fake": newFakeStep(calls)}, BuiltinFS: kubexm.Content()})
 }
 
 // TestClusterTemplateBomb is issue 45's reproduction end to end: a

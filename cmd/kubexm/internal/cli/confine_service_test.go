@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/service/datadir"
 	"github.com/mensylisir/kubexm/service/server"
 
@@ -100,7 +101,7 @@ func testServiceConfined(t *testing.T, dsn string) {
 	}
 	// Stored before the rules: refused when a job names it.
 	ctx := context.Background()
-	a := &app{}
+	a := newApp(lifecycle.Runner{})
 	svc, err := a.openService(ctx, &server.Config{DB: e.dsn, DataDir: e.dataDir}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +195,7 @@ func testServiceConfined(t *testing.T, dsn string) {
 // TestServiceInsecureHTTPListensOnLoopback: plain HTTP binds every
 // interface only when --listen says so.
 func TestServiceInsecureHTTPListensOnLoopback(t *testing.T) {
-	cmd := newServerCmd(&app{})
+	cmd := newServerCmd(newApp(lifecycle.Runner{}))
 	if err := cmd.ParseFlags([]string{"--insecure-http"}); err != nil {
 		t.Fatal(err)
 	}

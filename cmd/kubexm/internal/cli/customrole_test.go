@@ -48,7 +48,7 @@ spec:
 	var calls []string
 	reg := builtins.ByName()
 	reg["fake"] = newFakeStep(&calls)
-	a := &app{loadInventory: lifecycle.LoadInventory, builtins: reg, builtinFS: kubexm.Content()}
+	a := newApp(lifecycle.Runner{LoadInventory: lifecycle.LoadInventory, Builtins: reg, BuiltinFS: kubexm.Content()})
 	out, err := runCmd(t, a, pb, "-i", cluster(""))
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out)

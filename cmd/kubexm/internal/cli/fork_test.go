@@ -30,7 +30,7 @@ func exitCode(err error) int {
 // 1), as text and as JSON; a directory that is no fork is an error (exit 2).
 func TestPlaybookDiff(t *testing.T) {
 	t.Chdir(t.TempDir())
-	a := &app{builtins: builtins.ByName(), builtinFS: kubexm.Content()}
+	a := newApp(lifecycle.Runner{Builtins: builtins.ByName(), BuiltinFS: kubexm.Content()})
 	if _, err := kubexm.Export(kubexm.Content(), "fork", false); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ spec:
 // play's tags; a hook of a phase create-cluster lacks is refused.
 func TestCreateClusterSiteHooks(t *testing.T) {
 	t.Chdir(t.TempDir())
-	a := &app{loadInventory: lifecycle.LoadInventory, builtins: builtins.ByName(), builtinFS: kubexm.Content()}
+	a := newApp(lifecycle.Runner{LoadInventory: lifecycle.LoadInventory, Builtins: builtins.ByName(), BuiltinFS: kubexm.Content()})
 	putFile(t, "cluster.yaml", []byte(hookCluster))
 	putFile(t, filepath.Join("hooks", "label-nodes.yaml"), []byte("- name: Label the nodes (cluster.yaml hook)\n  hosts: master\n  tasks:\n    - name: label\n      command: {argv: [kubectl, label, nodes, --all, site=dc1, --overwrite]}\n"))
 	putFile(t, filepath.Join("site", "hooks", "create-cluster", "after-network.yaml"), []byte("- name: Site check after the network\n  hosts: k8s_cluster\n  tasks:\n    - name: site check\n      command: {argv: [true]}\n"))
@@ -150,7 +150,7 @@ func TestCreateClusterSiteHooks(t *testing.T) {
 // role's real file suggested.
 func TestOverlayOnBuiltinRole(t *testing.T) {
 	t.Chdir(t.TempDir())
-	a := &app{builtins: builtins.ByName(), builtinFS: kubexm.Content()}
+	a := newApp(lifecycle.Runner{Builtins: builtins.ByName(), BuiltinFS: kubexm.Content()})
 	putFile(t, filepath.Join("ov", "roles", "containerd", "templates", "config.toml.tmpl"), []byte("version = 3\n"))
 	if out, err := runCmd(t, a, "create-cluster", "--syntax-check", "--overlay", "ov"); err != nil {
 		t.Fatalf("%v\n%s", err, out)

@@ -122,7 +122,7 @@ func (f clusterFlags) view(cmd *cobra.Command, a *app, remote clientFlags) (clus
 		if err != nil {
 			return nil, err
 		}
-		return clusterview.Local{Runner: a.runner(), Request: f.kubeconfigRequest(file), File: f.file, Errw: cmd.ErrOrStderr()}, nil
+		return clusterview.Local{Runner: a.Runner, Request: f.kubeconfigRequest(file), File: f.file, Errw: cmd.ErrOrStderr()}, nil
 	}
 	if err := refuseLocalFlags(cmd, "workdir", "roles-path"); err != nil {
 		return nil, err
@@ -273,7 +273,7 @@ func newGetKubeconfigCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			data, err := a.runner().Kubeconfig(cmd.Context(), f.kubeconfigRequest(file), cmd.ErrOrStderr())
+			data, err := a.Runner.Kubeconfig(cmd.Context(), f.kubeconfigRequest(file), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

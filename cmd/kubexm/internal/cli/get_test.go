@@ -111,7 +111,7 @@ users:
 
 func runRoot(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	return runVerb(t, &app{}, "", args...)
+	return runVerb(t, newApp(lifecycle.Runner{}), "", args...)
 }
 
 func TestGetNodes(t *testing.T) {

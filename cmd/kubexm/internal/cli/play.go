@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/internal/printers"
-	"github.com/mensylisir/kubexm/schema/matrix"
 
 	"github.com/mensylisir/kubexm"
 
@@ -21,21 +20,18 @@ import (
 
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/engine/output"
-	"github.com/mensylisir/kubexm/engine/step"
-	"github.com/mensylisir/kubexm/engine/transport"
-	"github.com/mensylisir/kubexm/inventory"
 	"github.com/mensylisir/kubexm/lifecycle"
 )
 
-// app holds what the play commands need from the rest of the program; main
-// fills it.
-type app struct {
-	// loadInventory reads a cluster file, refusing the choices the support
-	// matrix s (of the playbook's tree) marks as not supported yet.
-	loadInventory func(f *lifecycle.ClusterFile, s *matrix.Support) (*inventory.Inventory, error)
-	builtins      map[string]step.Builtin
-	connect       func(ctx context.Context, h *inventory.Host) (transport.Transport, error)
-	builtinFS     fs.FS // holds playbooks/ and roles/
+// app is what the commands need from the rest of the program: the
+// lifecycle of a run, wired to this program's builtins, transports and
+// views (newRootCmd fills it).
+type app struct{ lifecycle.Runner }
+
+// newApp is the app of r, with this program's version and text view.
+func newApp(r lifecycle.Runner) *app {
+	r.Version, r.TextSink = version, output.Human
+	return &app{r}
 }
 
 // playFlags are the options of `kubexm play` and the verbs: the flags bind
@@ -105,16 +101,9 @@ func addOfflineBundleFlag(fl *pflag.FlagSet, f *playFlags) {
 	fl.StringVar(&f.OfflineBundle, "offline-bundle", "", "install from this bundle of kubexm artifact export: verified, unpacked into the work directory, and no download reaches the network")
 }
 
-// runner is the lifecycle of a run, wired to this program's builtins,
-// transports and views.
-func (a *app) runner() lifecycle.Runner {
-	return lifecycle.Runner{LoadInventory: a.loadInventory, Builtins: a.builtins, Connect: a.connect,
-		BuiltinFS: a.builtinFS, Version: version, TextSink: output.Human}
-}
-
 func (a *app) play(ctx context.Context, w io.Writer, ref string, f playFlags) error {
 	f.Playbook, f.Stdout, f.Stderr = ref, w, os.Stderr
-	_, err := a.runner().Run(ctx, f)
+	_, err := a.Run(ctx, f)
 	return err
 }
 
@@ -129,18 +118,18 @@ func newPlaybookCmds(a *app) []*cobra.Command {
 			if err := printers.Check(output, "text"); err != nil {
 				return err
 			}
-			if a.builtinFS == nil {
+			if a.BuiltinFS == nil {
 				return errors.New("this kubexm has no built-in playbooks")
 			}
 			if output != "text" {
 				// Each playbook's header, for programs.
-				entries, err := kubexm.Playbooks(a.builtinFS)
+				entries, err := kubexm.Playbooks(a.BuiltinFS)
 				if err != nil {
 					return err
 				}
 				return printers.WriteItems(cmd.OutOrStdout(), output, entries)
 			}
-			ents, err := fs.ReadDir(a.builtinFS, "playbooks")
+			ents, err := fs.ReadDir(a.BuiltinFS, "playbooks")
 			if err != nil {
 				return err
 			}
@@ -157,10 +146,10 @@ func newPlaybookCmds(a *app) []*cobra.Command {
 		Short: "Write the built-in playbooks and roles to DIR for forking",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if a.builtinFS == nil {
+			if a.BuiltinFS == nil {
 				return errors.New("this kubexm has no built-in playbooks")
 			}
-			n, err := kubexm.Export(a.builtinFS, args[0], force)
+			n, err := kubexm.Export(a.BuiltinFS, args[0], force)
 			if err != nil {
 				return err
 			}
@@ -184,7 +173,7 @@ func newPlaybookDiffCmd(a *app) *cobra.Command {
 			err := printers.Check(out, "text")
 			var d *engine.ForkDiff
 			if err == nil {
-				d, err = engine.DiffFork(args[0], engine.LoadOptions{BuiltinFS: a.builtinFS, Overlays: overlays})
+				d, err = engine.DiffFork(args[0], engine.LoadOptions{BuiltinFS: a.BuiltinFS, Overlays: overlays})
 			}
 			if err == nil {
 				err = printers.Print(cmd.OutOrStdout(), out, d, d.Write)

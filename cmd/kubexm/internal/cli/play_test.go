@@ -43,8 +43,8 @@ func (f fakeStep) Run(_ context.Context, env *step.Env, a step.Args) (step.Resul
 }
 
 func testApp(calls *[]string) *app {
-	return &app{
-		loadInventory: func(f *lifecycle.ClusterFile, _ *matrix.Support) (*inventory.Inventory, error) {
+	return newApp(lifecycle.Runner{
+		LoadInventory: func(f *lifecycle.ClusterFile, _ *matrix.Support) (*inventory.Inventory, error) {
 			path := f.Path
 			if path != "cluster.yaml" {
 				return nil, errors.New("no such inventory " + path)
@@ -52,13 +52,13 @@ func testApp(calls *[]string) *app {
 			return &inventory.Inventory{Hosts: []inventory.Host{{Name: "n1", Local: true}}, Groups: map[string][]string{"nodes": {"n1"}},
 				Vars: map[string]any{"cluster_name": "demo"}}, nil
 		},
-		builtins: map[string]step.Builtin{"fake": newFakeStep(calls)},
-		builtinFS: fstest.MapFS{
+		Builtins: map[string]step.Builtin{"fake": newFakeStep(calls)},
+		BuiltinFS: fstest.MapFS{
 			"playbooks/demo/playbook.yaml":  {Data: []byte("name: demo\nversion: 0.1.0\nrequires: {kubexm: \">=0.1.0\"}\nplays:\n  - name: p\n    hosts: nodes\n    roles: [r]\n    tasks:\n      - name: t\n        fake: {msg: \"{{ .inventory_hostname }} {{ .x }}\", fail: \"{{ .bad }}\"}\n        tags: [x]\n")},
 			"roles/r/tasks/main.yaml":       {Data: []byte("- name: in role\n  fake: role\n")},
 			"playbooks/local/playbook.yaml": {Data: []byte("- hosts: localhost\n  tasks:\n    - fake: here\n")},
 		},
-	}
+	})
 }
 
 func runCmd(t *testing.T, a *app, args ...string) (string, error) {
@@ -187,7 +187,7 @@ func TestBuiltinPlaybooksSyntax(t *testing.T) {
 	for _, b := range builtins.All() {
 		reg[b.Spec().Name] = b
 	}
-	a := &app{builtins: reg, builtinFS: kubexm.Content()}
+	a := newApp(lifecycle.Runner{Builtins: reg, BuiltinFS: kubexm.Content()})
 	ents, err := fs.ReadDir(kubexm.Content(), "playbooks")
 	if err != nil || len(ents) == 0 {
 		t.Fatalf("no built-in playbooks: %v", err)

@@ -82,7 +82,7 @@ func (a *app) playRemote(cmd *cobra.Command, playbook string, f playFlags, cf cl
 	if err != nil {
 		return err
 	}
-	sink, stop := a.runner().Sink(cmd.OutOrStdout(), f)
+	sink, stop := a.Runner.Sink(cmd.OutOrStdout(), f)
 	defer stop()
 	return c.FollowJob(cmd.Context(), id, sink, cmd.ErrOrStderr())
 }

@@ -95,12 +95,12 @@ func newRootCmd() *cobra.Command {
 		}
 		return err
 	}
-	a := &app{
-		loadInventory: lifecycle.LoadInventory,
-		builtins:      builtins.ByName(),
-		connect:       conn.Connect,
-		builtinFS:     kubexm.Content(),
-	}
+	a := newApp(lifecycle.Runner{
+		LoadInventory: lifecycle.LoadInventory,
+		Builtins:      builtins.ByName(),
+		Connect:       conn.Connect,
+		BuiltinFS:     kubexm.Content(),
+	})
 	root.AddCommand(newPlayCmd(a), newSupportCmd(), newVersionCmd(), newExplainCmd())
 	root.AddCommand(newServerCmd(a), newWorkerCmd(a), newLogsCmd(), newControllerCmd(a))
 	addGroupCmds(root, a)

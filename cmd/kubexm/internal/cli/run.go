@@ -35,7 +35,7 @@ func newRunCommandCmd(a *app) *cobra.Command {
 				return err
 			}
 			req.Argv, req.RolesPath, req.WorkDir = args, f.rolesPath, f.workDir
-			cr, err := a.runner().PrepareCommand(req)
+			cr, err := a.Runner.PrepareCommand(req)
 			if err != nil {
 				return err
 			}
@@ -51,7 +51,7 @@ func newRunCommandCmd(a *app) *cobra.Command {
 				if results, err = c.FollowCommand(cmd.Context(), id, each, cmd.ErrOrStderr()); err != nil {
 					return err
 				}
-			} else if results, err = a.runner().RunCommand(cmd.Context(), cr, each); err != nil && results == nil {
+			} else if results, err = a.Runner.RunCommand(cmd.Context(), cr, each); err != nil && results == nil {
 				return err
 			}
 			// Interrupted: the hosts that answered, then why the others

@@ -31,8 +31,8 @@ func (t exitTransport) Run(_ context.Context, c transport.Command) (transport.Re
 }
 
 func runApp(remote *[]string) *app {
-	return &app{
-		loadInventory: func(*lifecycle.ClusterFile, *matrix.Support) (*inventory.Inventory, error) {
+	return newApp(lifecycle.Runner{
+		LoadInventory: func(*lifecycle.ClusterFile, *matrix.Support) (*inventory.Inventory, error) {
 			return &inventory.Inventory{
 				Hosts: []inventory.Host{
 					{Name: "n1", Local: true, Password: "s3cret-pw"},
@@ -44,13 +44,13 @@ func runApp(remote *[]string) *app {
 				Vars:   map[string]any{"cluster_name": "demo"},
 			}, nil
 		},
-		connect: func(_ context.Context, h *inventory.Host) (transport.Transport, error) {
+		Connect: func(_ context.Context, h *inventory.Host) (transport.Transport, error) {
 			if h.Name == "dead" {
 				return nil, errors.New("dial tcp 192.0.2.11:22: connection refused")
 			}
 			return exitTransport{name: h.Name, code: 5, got: remote}, nil
 		},
-	}
+	})
 }
 
 func runCommandCmd(t *testing.T, a *app, args ...string) (string, error) {

@@ -38,7 +38,7 @@ func addServiceFlags(cmd *cobra.Command, f *server.Config) {
 // secret key when there is none (the server does, a worker does not).
 func (a *app) openService(ctx context.Context, f *server.Config, createKey bool) (*server.Service, error) {
 	c := *f
-	c.CreateKey, c.BuiltinFS = createKey, a.builtinFS
+	c.CreateKey, c.BuiltinFS = createKey, a.BuiltinFS
 	return server.Open(ctx, c)
 }
 
@@ -230,7 +230,7 @@ func newControllerCmd(a *app) *cobra.Command {
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r.Runner, r.Out = a.runner(), cmd.OutOrStdout()
+			r.Runner, r.Out = a.Runner, cmd.OutOrStdout()
 			return operator.Manage(cmd.Context(), o, r, slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 		},
 	}

@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/schema/matrix"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -202,7 +203,7 @@ func newServiceEnvAllowing(t *testing.T, dsn string, allow []string) *serviceEnv
 		}
 	}
 	ctx := context.Background()
-	a := &app{builtinFS: kubexm.Content()}
+	a := newApp(lifecycle.Runner{BuiltinFS: kubexm.Content()})
 	e.allow = allow
 	f := server.Config{DB: dsn, DataDir: e.dataDir, PlaybooksDir: e.pbDir, AllowNets: allow}
 	svc, err := a.openService(ctx, &f, false)

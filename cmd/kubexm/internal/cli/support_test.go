@@ -123,11 +123,11 @@ func TestPlayRefusesUnsupportedBeforeAnyTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	connected := false
-	a := &app{loadInventory: lifecycle.LoadInventory, builtins: builtins.ByName(), builtinFS: kubexm.Content(),
-		connect: func(context.Context, *inventory.Host) (transport.Transport, error) {
+	a := newApp(lifecycle.Runner{LoadInventory: lifecycle.LoadInventory, Builtins: builtins.ByName(), BuiltinFS: kubexm.Content(),
+		Connect: func(context.Context, *inventory.Host) (transport.Transport, error) {
 			connected = true
 			return nil, errors.New("no hosts in this test")
-		}}
+		}})
 	var out bytes.Buffer
 	err := a.play(context.Background(), &out, "create-cluster", playFlags{Inventory: "cluster.yaml", Check: true, Output: "text", Forks: 1})
 	if err == nil {

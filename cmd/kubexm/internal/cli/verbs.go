@@ -163,7 +163,7 @@ func rollBackOnFailure(cmd *cobra.Command, a *app, r playFlags, err error) error
 		return err
 	}
 	r.Stdout, r.Stderr = cmd.OutOrStdout(), os.Stderr
-	return a.runner().RollBackFailedUpgrade(cmd.Context(), r, err, cmd.ErrOrStderr())
+	return a.Runner.RollBackFailedUpgrade(cmd.Context(), r, err, cmd.ErrOrStderr())
 }
 
 // renewAll takes certs renew's one argument, all; renewing one

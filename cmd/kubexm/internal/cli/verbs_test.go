@@ -56,7 +56,7 @@ plays:
         fake: {msg: '%s %s'}
 `, pb, pb, verbVars))}
 	}
-	a.builtinFS = fsys
+	a.BuiltinFS = fsys
 	return a
 }
 
@@ -232,12 +232,12 @@ func TestPlanCluster(t *testing.T) {
 	t.Chdir(t.TempDir())
 	var calls []string
 	a := testApp(&calls)
-	a.loadInventory = func(*lifecycle.ClusterFile, *matrix.Support) (*inventory.Inventory, error) {
+	a.LoadInventory = func(*lifecycle.ClusterFile, *matrix.Support) (*inventory.Inventory, error) {
 		return &inventory.Inventory{Hosts: []inventory.Host{{Name: "n1", Local: true}, {Name: "n2", Local: true}},
 			Groups: map[string][]string{"nodes": {"n1", "n2"}}, Vars: map[string]any{"cluster_name": "demo"}}, nil
 	}
-	a.builtins["change"] = changeStep{}
-	a.builtinFS = fstest.MapFS{"playbooks/create-cluster/playbook.yaml": {Data: []byte(`name: create-cluster
+	a.Builtins["change"] = changeStep{}
+	a.BuiltinFS = fstest.MapFS{"playbooks/create-cluster/playbook.yaml": {Data: []byte(`name: create-cluster
 version: 0.1.0
 requires: {kubexm: ">=0.1.0"}
 plays:
@@ -359,7 +359,7 @@ func TestUpgradeRollbackOnFailure(t *testing.T) {
 	run := func(fail bool, args ...string) ([]string, string, error) {
 		var calls []string
 		a := verbApp(&calls)
-		fsys := a.builtinFS.(fstest.MapFS)
+		fsys := a.BuiltinFS.(fstest.MapFS)
 		failWith := "false"
 		if fail {
 			failWith = "true"
