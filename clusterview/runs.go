@@ -2,9 +2,11 @@ package clusterview
 
 import (
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/mensylisir/kubexm/engine"
+	"github.com/mensylisir/kubexm/engine/journal"
 	"github.com/mensylisir/kubexm/engine/model"
 )
 
@@ -39,15 +41,25 @@ func RunList(dir string) ([]RunEntry, error) {
 	return out, nil
 }
 
+// Log is what kubexm logs shows of a run (-o json|yaml: this document,
+// its keys in the order they always had).
+type Log struct {
+	Outcome  string            `json:"outcome"`
+	Playbook string            `json:"playbook"`
+	Run      string            `json:"run"`
+	Tasks    []engine.LogEntry `json:"tasks"`
+	info     engine.RunInfo
+}
+
 // RunLog is the run id of the work directory dir (or the last one) and
 // its tasks: of host only when set, and only those that failed, were
 // unreachable or whose failure was ignored when failedOnly.
-func RunLog(dir, id, host string, failedOnly bool) (engine.RunInfo, []engine.LogEntry, error) {
+func RunLog(dir, id, host string, failedOnly bool) (*Log, error) {
 	info, entries, err := engine.RunLog(dir, id)
 	if err != nil {
-		return info, nil, err
+		return nil, err
 	}
-	var shown []engine.LogEntry
+	l := &Log{Outcome: info.Outcome, Playbook: info.Playbook, Run: info.ID, info: info}
 	for _, e := range entries {
 		if host != "" && e.Host != host {
 			continue
@@ -55,7 +67,14 @@ func RunLog(dir, id, host string, failedOnly bool) (engine.RunInfo, []engine.Log
 		if failedOnly && e.Status != model.StatusFailed && e.Status != model.StatusUnreachable && e.Status != model.StatusIgnored {
 			continue
 		}
-		shown = append(shown, e)
+		l.Tasks = append(l.Tasks, e)
 	}
-	return info, shown, nil
+	return l, nil
+}
+
+// Write prints the run for people: a line per task and host, and under a
+// failure its message and output's tail (journal.WriteLog).
+func (l *Log) Write(w io.Writer) error {
+	journal.WriteLog(w, l.info, l.Tasks)
+	return nil
 }

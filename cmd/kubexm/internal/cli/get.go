@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mensylisir/kubexm/clusterview"
-	"github.com/mensylisir/kubexm/engine/journal"
 	"github.com/mensylisir/kubexm/internal/printers"
 	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/service/client"
@@ -243,16 +242,11 @@ func newLogsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			info, shown, err := clusterview.RunLog(dir, args[0], host, failed)
+			l, err := clusterview.RunLog(dir, args[0], host, failed)
 			if err != nil {
 				return err
 			}
-			if f.output != "text" {
-				return printers.Write(cmd.OutOrStdout(), f.output, map[string]any{"run": info.ID, "playbook": info.Playbook,
-					"outcome": info.Outcome, "tasks": shown})
-			}
-			journal.WriteLog(cmd.OutOrStdout(), info, shown)
-			return nil
+			return printers.Print(cmd.OutOrStdout(), f.output, l, l.Write)
 		},
 	}
 	addClusterFlags(cmd, &f, "text")
