@@ -36,19 +36,10 @@ func newPlanClusterCmd(a *app) *cobra.Command {
 			if f.Output == "json" {
 				p.Next = output.NewJSON(w)
 			}
-			f.Check, f.Diff = true, true
-			if remote.Server != "" {
-				// The same check run as a job: its events come back
-				// through the job's stream into the same plan.
-				c, id, qerr := queueRemote(cmd, "create-cluster", f, remote)
-				if qerr != nil {
-					return qerr
-				}
-				err = c.FollowJob(cmd.Context(), id, p, cmd.ErrOrStderr())
-			} else {
-				f.Sink, f.Forks = p, 50
-				err = a.play(cmd.Context(), w, "create-cluster", f)
-			}
+			// With --server the same check run is a job: its events come
+			// back through the job's stream into the same plan.
+			f.Check, f.Diff, f.Sink, f.Forks = true, true, p, 50
+			err = a.playOn(cmd, "create-cluster", f, remote)
 			return p.Summary().Write(w, f.Output, err)
 		},
 	}

@@ -75,9 +75,12 @@ func refuseLocalFlags(cmd *cobra.Command, names ...string) error {
 	return nil
 }
 
-// playRemote runs playbook with f on the server of cf, as a job, shown as
-// a local run is.
-func (a *app) playRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags) error {
+// playOn runs playbook with f here or, given --server (cf), on that kubexm
+// server as a job, shown as a run here is (f.Sink, -o json or the text).
+func (a *app) playOn(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags) error {
+	if cf.Server == "" {
+		return a.play(cmd.Context(), cmd.OutOrStdout(), playbook, f)
+	}
 	c, id, err := queueRemote(cmd, playbook, f, cf)
 	if err != nil {
 		return err

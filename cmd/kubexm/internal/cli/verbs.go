@@ -291,7 +291,7 @@ func (v verb) run(cmd *cobra.Command, a *app, r playFlags, remote clientFlags, y
 				return err
 			}
 		}
-		return a.playRemote(cmd, v.playbook, r, remote)
+		return a.playOn(cmd, v.playbook, r, remote)
 	}
 	if told {
 		r.Loaded = loaded
