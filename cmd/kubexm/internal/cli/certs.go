@@ -58,11 +58,9 @@ func newCertsCheckCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if f.output != "text" {
-				// The report as the playbook wrote it, not as r reads it.
-				return printers.Write(cmd.OutOrStdout(), f.output, json.RawMessage(data))
-			}
-			return r.Write(cmd.OutOrStdout())
+			// For programs, the report as the playbook wrote it, not as r
+			// reads it.
+			return printers.Print(cmd.OutOrStdout(), f.output, json.RawMessage(data), r.Write)
 		},
 	}
 	addClusterFlags(check, &f, "text")
