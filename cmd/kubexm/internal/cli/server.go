@@ -42,9 +42,10 @@ func (a *app) openService(ctx context.Context, f *server.Config, createKey bool)
 	return server.Open(ctx, c)
 }
 
-// withService runs fn with the service the flags open, and closes it.
-func (a *app) withService(cmd *cobra.Command, f *server.Config, fn func(*server.Service) error) error {
-	svc, err := a.openService(cmd.Context(), f, true)
+// withService runs fn with the service the flags open, and closes it;
+// createKey as openService's.
+func (a *app) withService(cmd *cobra.Command, f *server.Config, createKey bool, fn func(*server.Service) error) error {
+	svc, err := a.openService(cmd.Context(), f, createKey)
 	if err != nil {
 		return err
 	}
@@ -64,7 +65,7 @@ func newServerCmd(a *app) *cobra.Command {
 			if err := s.Check(); err != nil {
 				return err
 			}
-			return a.withService(cmd, &f, func(svc *server.Service) error { return svc.Serve(cmd.Context(), s, newLogger(cmd)) })
+			return a.withService(cmd, &f, true, func(svc *server.Service) error { return svc.Serve(cmd.Context(), s, newLogger(cmd)) })
 		},
 	}
 	addServiceFlags(cmd, &f)
@@ -88,13 +89,8 @@ func newWorkerCmd(a *app) *cobra.Command {
 		Short: "Run the jobs queued through kubexm server, from its database (docs/server.md)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			svc, err := a.openService(cmd.Context(), &f, false)
-			if err != nil {
-				return err
-			}
-			defer svc.Store.Close()
 			o.GlobalArgs = globalArgs(cmd)
-			return svc.RunWorkers(cmd.Context(), o, newLogger(cmd))
+			return a.withService(cmd, &f, false, func(svc *server.Service) error { return svc.RunWorkers(cmd.Context(), o, newLogger(cmd)) })
 		},
 	}
 	addServiceFlags(cmd, &f)
@@ -143,7 +139,7 @@ func newTokenCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.withService(cmd, &f, func(svc *server.Service) error {
+			return a.withService(cmd, &f, true, func(svc *server.Service) error {
 				tok, err := svc.CreateToken(cmd.Context(), args[0], role, expires)
 				if err != nil {
 					return err
@@ -161,13 +157,13 @@ func newTokenCmd(a *app) *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List the tokens: name, role, created, expires", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withService(cmd, &f, func(svc *server.Service) error { return svc.WriteTokens(cmd.Context(), cmd.OutOrStdout()) })
+			return a.withService(cmd, &f, true, func(svc *server.Service) error { return svc.WriteTokens(cmd.Context(), cmd.OutOrStdout()) })
 		},
 	}
 	del := &cobra.Command{
 		Use: "delete NAME", Short: "Delete a token", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withService(cmd, &f, func(svc *server.Service) error { return svc.Store.DeleteToken(cmd.Context(), args[0]) })
+			return a.withService(cmd, &f, true, func(svc *server.Service) error { return svc.Store.DeleteToken(cmd.Context(), args[0]) })
 		},
 	}
 	return serviceCmds(&cobra.Command{Use: "token", Short: "Create, list and delete API tokens (stored hashed)"}, &f, create, list, del)
@@ -193,7 +189,7 @@ func newSecretCmd(a *app) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("secret %s: %w", args[0], err)
 			}
-			return a.withService(cmd, &f, func(svc *server.Service) error {
+			return a.withService(cmd, &f, true, func(svc *server.Service) error {
 				if err := svc.Secrets.Put(args[0], data, clusters); err != nil {
 					return err
 				}
@@ -208,13 +204,13 @@ func newSecretCmd(a *app) *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List the secrets' names and the clusters each is for", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withService(cmd, &f, func(svc *server.Service) error { return svc.WriteSecrets(cmd.OutOrStdout()) })
+			return a.withService(cmd, &f, true, func(svc *server.Service) error { return svc.WriteSecrets(cmd.OutOrStdout()) })
 		},
 	}
 	del := &cobra.Command{
 		Use: "delete NAME", Short: "Delete a secret (jobs of clusters naming it then fail)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withService(cmd, &f, func(svc *server.Service) error { return svc.Secrets.Delete(args[0]) })
+			return a.withService(cmd, &f, true, func(svc *server.Service) error { return svc.Secrets.Delete(args[0]) })
 		},
 	}
 	return serviceCmds(&cobra.Command{Use: "secret", Short: "Create, list and delete the server secrets cluster files name as ${secret:NAME} (stored encrypted)"}, &f, create, list, del)
