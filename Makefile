@@ -298,7 +298,8 @@ e2e-upgrade:
 
 # Issue 53's HA upgrade: 3 masters and 2 workers (internal haproxy) created
 # at v1.36 and upgraded to v1.37 under a client polling the API through the
-# load balancer and one polling a Service (builds v1.36 first).
+# load balancer and one polling a Service (builds v1.36 first); before it,
+# an upgrade failing on the second master rolled back under the same pollers.
 e2e-upgrade-ha:
 	$(GO) test -tags e2e -count=1 -timeout 90m -run '^TestUpgradeHA$$' -v $(TESTFLAGS) ./test/e2e/
 
