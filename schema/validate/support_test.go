@@ -551,7 +551,7 @@ func TestCustomRoleChoices(t *testing.T) {
 
 // TestPlaybookChoices: backup and restore refuse, at the field and before
 // any task, what they do not handle although create-cluster installs it (an
-// external etcd); kubeadm's stacked etcd, kubeadm mode with etcd.type kubexm
+// external etcd), rollback kubeadm mode; kubeadm's stacked etcd, kubeadm mode with etcd.type kubexm
 // and binary mode pass; other playbooks are not concerned. A refusal
 // with only_with names the field it depends on.
 func TestPlaybookChoices(t *testing.T) {
@@ -582,6 +582,8 @@ func TestPlaybookChoices(t *testing.T) {
 		{"registry kubexm deploys, create-cluster", registry, "create-cluster", ""},
 		{"external registry, rotate-ca", externalRegistry, "rotate-ca", ""},
 		{"binary mode, rotate-ca", binary, "rotate-ca", ""},
+		{"binary mode, rollback", binary, "rollback", ""},
+		{"kubeadm, rollback", stacked, "rollback", "playbook rollback does not support kubernetes.type kubeadm yet: kubexm rollback puts back"},
 	} {
 		_, _, err := parseWith("c.yaml", []byte(tc.yaml), noEnv, s.ForPlaybook(tc.playbook))
 		switch {
