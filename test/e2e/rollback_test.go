@@ -181,7 +181,6 @@ type haRollbackRun struct {
 // The drop-in is removed afterwards: the cluster is at from for the suite's
 // upgrade.
 func upgradeHARollback(ctx context.Context, t *testing.T, r haRollbackRun) {
-	t.Helper()
 	set, k := r.set, r.k
 	masters, workers := set.Hosts[:3], set.Hosts[3:]
 	rollback := filepath.Join(r.root, "playbooks", "rollback")
