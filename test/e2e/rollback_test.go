@@ -60,12 +60,7 @@ func upgradeRollback(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunn
 	}
 
 	broken := set.Hosts[len(set.Hosts)-1].Name
-	if out, err := set.SSH(ctx, broken, "mkdir -p "+filepath.Dir(onlyFromPath)+" && cat > "+onlyFromPath+" <<'EOF'\n"+onlyFromUnit(from)+"EOF\nsystemctl daemon-reload"); err != nil {
-		t.Fatalf("the kubelet drop-in on %s: %v\n%s", broken, err, out)
-	}
-	t.Cleanup(func() {
-		_, _ = set.SSH(context.Background(), broken, "rm -f "+onlyFromPath+" && systemctl daemon-reload")
-	})
+	onlyFrom(ctx, t, set, broken, from)
 
 	target := kx
 	target.extra = extraVars(append(mode.baseVars(), lifecycleSources(server, to))...)
@@ -79,15 +74,7 @@ func upgradeRollback(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunn
 		`custom-columns=NAME:.metadata.name,READY:.status.conditions[?(@.type=="Ready")].status,VERSION:.status.nodeInfo.kubeletVersion,UNSCHEDULABLE:.spec.unschedulable`)
 	t.Logf("after the failed upgrade:\n%s", versions)
 
-	pods := func() string {
-		out, err := k.run(ctx, "", "-n", "kept", "get", "pods", "-o",
-			`jsonpath={range .items[*]}{.metadata.name} {.metadata.uid} {.spec.nodeName} {.status.containerStatuses[0].restartCount}{"\n"}{end}`)
-		if err != nil {
-			t.Fatalf("pods of kept/web: %v\n%s", err, out)
-		}
-		return strings.TrimSpace(out)
-	}
-	before := pods()
+	before := webPods(ctx, t, k, "kept")
 
 	res = target.play(ctx, rollback, "--check")
 	if res.err != nil {
@@ -106,29 +93,8 @@ func upgradeRollback(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunn
 	if out, err := k.run(ctx, "", "version", "-o", "json"); err != nil || !strings.Contains(out, `"gitVersion": "`+from+`"`) {
 		t.Errorf("the API server is not at %s after the rollback: %v\n%s", from, err, out)
 	}
-	if out, err := k.run(ctx, "", "get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name} {.spec.unschedulable}{\"\\n\"}{end}"); err != nil || strings.Contains(out, "true") {
-		t.Errorf("a node is left cordoned: %v\n%s", err, out)
-	}
-	if after := pods(); after != before {
-		t.Errorf("the workload's pods changed in the rollback:\nbefore\n%s\nafter\n%s", before, after)
-	} else {
-		t.Logf("the workload's pods kept (name, UID, node, restarts):\n%s", after)
-	}
-	if out, err := k.run(ctx, "", "-n", "kept", "rollout", "status", "deployment/web", "--timeout=120s"); err != nil {
-		t.Errorf("deployment kept/web after the rollback: %v\n%s", err, out)
-	}
-	if out, err := k.run(ctx, "", "get", "--raw", "/readyz"); err != nil || strings.TrimSpace(out) != "ok" {
-		t.Errorf("/readyz after the rollback: %v %s", err, out)
-	}
-
-	res = target.play(ctx, rollback)
-	if res.err != nil {
-		t.Fatalf("rollback re-run failed: %v%s", res.err, res.failures())
-	}
-	if c := res.changed(); len(c) > 0 {
-		t.Errorf("the rollback re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
-	}
-	t.Logf("PERF rollback re-run (nothing to change): %s", res.wall.Round(time.Millisecond))
+	rolledBack(ctx, t, k, "kept", before)
+	t.Logf("PERF rollback re-run (nothing to change): %s", rollbackRerun(ctx, t, target, rollback).Round(time.Millisecond))
 
 	other := kx
 	other.inventory = filepath.Join(filepath.Dir(kx.inventory), "other-version.yaml")
@@ -187,24 +153,11 @@ func upgradeHARollback(ctx context.Context, t *testing.T, r haRollbackRun) {
 	up := filepath.Join(r.root, "playbooks", "upgrade")
 
 	broken := masters[1].Name
-	if out, err := set.SSH(ctx, broken, "mkdir -p "+filepath.Dir(onlyFromPath)+" && cat > "+onlyFromPath+" <<'EOF'\n"+onlyFromUnit(r.from)+"EOF\nsystemctl daemon-reload"); err != nil {
-		t.Fatalf("the kubelet drop-in on %s: %v\n%s", broken, err, out)
-	}
-	t.Cleanup(func() {
-		_, _ = set.SSH(context.Background(), broken, "rm -f "+onlyFromPath+" && systemctl daemon-reload")
-	})
+	onlyFrom(ctx, t, set, broken, r.from)
 
 	// The masters are tainted: avail/web runs on the workers, which the
 	// failed upgrade does not reach and the rollback does not drain.
-	pods := func() string {
-		out, err := k.run(ctx, "", "-n", "avail", "get", "pods", "-o",
-			`jsonpath={range .items[*]}{.metadata.name} {.metadata.uid} {.spec.nodeName} {.status.containerStatuses[0].restartCount}{"\n"}{end}`)
-		if err != nil {
-			t.Fatalf("pods of avail/web: %v\n%s", err, out)
-		}
-		return strings.TrimSpace(out)
-	}
-	before := pods()
+	before := webPods(ctx, t, k, "avail")
 	// Each master's own API server (not the load balancer's choice).
 	apiservers := func() map[string]string {
 		v := map[string]string{}
@@ -295,30 +248,9 @@ func upgradeHARollback(ctx context.Context, t *testing.T, r haRollbackRun) {
 			t.Errorf("%s's API server runs %q after the rollback, want %s", m, v, r.from)
 		}
 	}
-	if out, err := k.run(ctx, "", "get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name} {.spec.unschedulable}{\"\\n\"}{end}"); err != nil || strings.Contains(out, "true") {
-		t.Errorf("a node is left cordoned: %v\n%s", err, out)
-	}
 	checkHAProxyBackends(ctx, t, set, masters, workers)
-	if after := pods(); after != before {
-		t.Errorf("avail/web's pods changed in the failed upgrade and its rollback:\nbefore\n%s\nafter\n%s", before, after)
-	} else {
-		t.Logf("avail/web's pods kept (name, UID, node, restarts):\n%s", after)
-	}
-	if out, err := k.run(ctx, "", "-n", "avail", "rollout", "status", "deployment/web", "--timeout=120s"); err != nil {
-		t.Errorf("deployment avail/web after the rollback: %v\n%s", err, out)
-	}
-	if out, err := k.run(ctx, "", "get", "--raw", "/readyz"); err != nil || strings.TrimSpace(out) != "ok" {
-		t.Errorf("/readyz after the rollback: %v %s", err, out)
-	}
-
-	res = target.play(ctx, rollback)
-	if res.err != nil {
-		t.Fatalf("rollback re-run failed: %v%s", res.err, res.failures())
-	}
-	if c := res.changed(); len(c) > 0 {
-		t.Errorf("the rollback re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
-	}
-	t.Logf("PERF rollback re-run (5 nodes at %s, nothing to change): %s", r.from, res.wall.Round(time.Millisecond))
+	rolledBack(ctx, t, k, "avail", before)
+	t.Logf("PERF rollback re-run (5 nodes at %s, nothing to change): %s", r.from, rollbackRerun(ctx, t, target, rollback).Round(time.Millisecond))
 
 	if out, err := set.SSH(ctx, broken, "rm -f "+onlyFromPath+" && systemctl daemon-reload"); err != nil {
 		t.Fatalf("remove the kubelet drop-in on %s: %v\n%s", broken, err, out)
@@ -334,4 +266,61 @@ func lineOf(text, name string) string {
 		}
 	}
 	return ""
+}
+
+// onlyFrom puts onlyFromUnit(version) on host, removed when the test ends
+// (the test removes it itself before going on).
+func onlyFrom(ctx context.Context, t *testing.T, set *testhosts.Set, host, version string) {
+	t.Helper()
+	if out, err := set.SSH(ctx, host, "mkdir -p "+filepath.Dir(onlyFromPath)+" && cat > "+onlyFromPath+" <<'EOF'\n"+onlyFromUnit(version)+"EOF\nsystemctl daemon-reload"); err != nil {
+		t.Fatalf("the kubelet drop-in on %s: %v\n%s", host, err, out)
+	}
+	t.Cleanup(func() {
+		_, _ = set.SSH(context.Background(), host, "rm -f "+onlyFromPath+" && systemctl daemon-reload")
+	})
+}
+
+// webPods is each pod of ns/web (polledWeb): name, UID, node, restarts.
+func webPods(ctx context.Context, t *testing.T, k kubectlRunner, ns string) string {
+	t.Helper()
+	out, err := k.run(ctx, "", "-n", ns, "get", "pods", "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {.metadata.uid} {.spec.nodeName} {.status.containerStatuses[0].restartCount}{"\n"}{end}`)
+	if err != nil {
+		t.Fatalf("pods of %s/web: %v\n%s", ns, err, out)
+	}
+	return strings.TrimSpace(out)
+}
+
+// rolledBack checks the cluster after a rollback: no node cordoned, ns/web's
+// pods those of before (webPods), its Deployment rolled out, /readyz ok.
+func rolledBack(ctx context.Context, t *testing.T, k kubectlRunner, ns, before string) {
+	t.Helper()
+	if out, err := k.run(ctx, "", "get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name} {.spec.unschedulable}{\"\\n\"}{end}"); err != nil || strings.Contains(out, "true") {
+		t.Errorf("a node is left cordoned: %v\n%s", err, out)
+	}
+	if after := webPods(ctx, t, k, ns); after != before {
+		t.Errorf("%s/web's pods changed in the failed upgrade and its rollback:\nbefore\n%s\nafter\n%s", ns, before, after)
+	} else {
+		t.Logf("%s/web's pods kept (name, UID, node, restarts):\n%s", ns, after)
+	}
+	if out, err := k.run(ctx, "", "-n", ns, "rollout", "status", "deployment/web", "--timeout=120s"); err != nil {
+		t.Errorf("deployment %s/web after the rollback: %v\n%s", ns, err, out)
+	}
+	if out, err := k.run(ctx, "", "get", "--raw", "/readyz"); err != nil || strings.TrimSpace(out) != "ok" {
+		t.Errorf("/readyz after the rollback: %v %s", err, out)
+	}
+}
+
+// rollbackRerun runs the rollback again: it must change nothing. Its wall
+// time.
+func rollbackRerun(ctx context.Context, t *testing.T, target kubexm, rollback string) time.Duration {
+	t.Helper()
+	res := target.play(ctx, rollback)
+	if res.err != nil {
+		t.Fatalf("rollback re-run failed: %v%s", res.err, res.failures())
+	}
+	if c := res.changed(); len(c) > 0 {
+		t.Errorf("the rollback re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+	return res.wall
 }
