@@ -71,6 +71,19 @@ func setup(t *testing.T) (jobstore.Store, *secretbox.Box, string, string) {
 	return store, box, dir, exe
 }
 
+// start runs w until ctx ends (each test cancels it before it returns);
+// the test's cleanup waits for Run to return, so that no worker writes
+// into the test's directory while it is being removed.
+func start(t *testing.T, ctx context.Context, w *Worker) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = w.Run(ctx)
+	}()
+	t.Cleanup(func() { <-done })
+}
+
 func newWorker(t *testing.T, store jobstore.Store, box *secretbox.Box, dir, exe, name string) *Worker {
 	t.Helper()
 	return newWorkerWith(t, store, box, dir, exe, name, func(*Config) {})
@@ -143,7 +156,7 @@ func TestStoppedWorkerHandsItsJobBack(t *testing.T) {
 	os.Remove(filepath.Join(dir, "block"))
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
-	go func() { _ = newWorker(t, store, box, dir, exe, "w2").Run(ctx2) }()
+	start(t, ctx2, newWorker(t, store, box, dir, exe, "w2"))
 	j = waitFor(t, store, "succeeded", func(j jobstore.Job) bool { return j.Status == jobstore.Succeeded })
 	if j.Worker != "w2" || j.Attempts != 2 {
 		t.Fatalf("resumed job: %+v", j)
@@ -178,7 +191,7 @@ func TestCancelAndFailure(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = newWorker(t, store, box, dir, exe, "w1").Run(ctx) }()
+	start(t, ctx, newWorker(t, store, box, dir, exe, "w1"))
 	waitFor(t, store, "in t2", func(j jobstore.Job) bool { return j.CurrentTask == "t2" })
 	if _, err := store.Cancel(context.Background(), "j1"); err != nil {
 		t.Fatal(err)
@@ -209,7 +222,7 @@ func TestSSHMetrics(t *testing.T) {
 	w := newWorkerWith(t, store, box, dir, exe, "w1", func(c *Config) { c.Metrics = NewMetrics(reg) })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = w.Run(ctx) }()
+	start(t, ctx, w)
 	waitFor(t, store, "succeeded", func(j jobstore.Job) bool { return j.Status == jobstore.Succeeded })
 	got := map[string]float64{}
 	mfs, err := reg.Gather()
@@ -271,7 +284,7 @@ func TestServiceChildEnvironment(t *testing.T) {
 	defer syscall.Close(fd)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = newWorker(t, store, box, dir, exe, "w1").Run(ctx) }()
+	start(t, ctx, newWorker(t, store, box, dir, exe, "w1"))
 	waitFor(t, store, "succeeded", func(j jobstore.Job) bool { return j.Status == jobstore.Succeeded })
 	data, _ := os.ReadFile(filepath.Join(dir, "env"))
 	env := map[string]string{}
@@ -317,7 +330,7 @@ func TestServiceWorkDirWritableByOthers(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = newWorker(t, store, box, dir, exe, "w1").Run(ctx) }()
+	start(t, ctx, newWorker(t, store, box, dir, exe, "w1"))
 	j := waitFor(t, store, "failed", func(j jobstore.Job) bool { return !j.Status.Active() })
 	if j.Status != jobstore.Failed || !strings.Contains(j.Error, "writable by its group or by others") {
 		t.Fatalf("job in a 0777 work dir: %+v", j)
@@ -339,7 +352,7 @@ func TestServiceChildLimits(t *testing.T) {
 	w := newWorkerWith(t, store, box, dir, exe, "w1", func(c *Config) { c.MemoryLimit, c.CPULimit = 3<<30, 90*time.Minute })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = w.Run(ctx) }()
+	start(t, ctx, w)
 	waitFor(t, store, "succeeded", func(j jobstore.Job) bool { return j.Status == jobstore.Succeeded })
 	got, _ := os.ReadFile(filepath.Join(dir, "limits"))
 	if want := fmt.Sprintf("%d\n%d\n%d\n", 3<<20, 90*60, (3<<30)/4); string(got) != want {
