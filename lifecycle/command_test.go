@@ -152,3 +152,19 @@ func TestPrepareCommandRefuses(t *testing.T) {
 		t.Errorf("--nodes all --limit all:!dead: %+v %v", cr, err)
 	}
 }
+
+// Local, the Executor of this machine, runs a prepared command as
+// RunCommand does.
+func TestLocalCommand(t *testing.T) {
+	r := commandRunner()
+	req := CommandRequest{Inventory: "cluster.yaml", Nodes: []string{"n1"}, Argv: []string{"echo", "hi"}, WorkDir: t.TempDir()}
+	cr, err := r.PrepareCommand(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var x Executor = Local{r}
+	results, err := x.Command(context.Background(), req, cr, func(HostRun) {})
+	if err != nil || len(results) != 1 || results[0].Stdout != "hi\n" {
+		t.Errorf("Command = %+v, %v", results, err)
+	}
+}

@@ -70,3 +70,12 @@ func TestRunnerSink(t *testing.T) {
 		t.Errorf("-o text with a TextSink: %T, stopped %v", s, stopped)
 	}
 }
+
+// Local plays as Run does: its refusals are Run's.
+func TestLocalPlay(t *testing.T) {
+	var out bytes.Buffer
+	err := Local{}.Play(context.Background(), Request{Playbook: "create-cluster", Output: "yaml", Stdout: &out})
+	if err == nil || !strings.Contains(err.Error(), `--output must be text or json, not "yaml"`) {
+		t.Errorf("Play -o yaml: %v", err)
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"github.com/mensylisir/kubexm/builtins/pki"
 	"github.com/mensylisir/kubexm/internal/printers"
 	"github.com/mensylisir/kubexm/lifecycle"
-	"github.com/mensylisir/kubexm/service/client"
 )
 
 // newCertsCheckCmd is `kubexm certs check`, the certs-check playbook
@@ -35,24 +34,18 @@ func newCertsCheckCmd(a *app) *cobra.Command {
 			if err != nil || within < 0 {
 				return fmt.Errorf("--warn-within %q: want a duration such as 90d, 2160h or 1y", warnWithin)
 			}
-			req := playFlags{Inventory: file, Forks: 50, WorkDir: f.workDir, RolesPath: f.rolesPath, ExtraVars: f.extraVars, Stderr: os.Stderr}
-			var data []byte
+			x, err := a.executor(cmd, remote, f.output)
+			if err != nil {
+				return err
+			}
+			req := playFlags{Inventory: file, Output: f.output, Forks: 50, WorkDir: f.workDir, RolesPath: f.rolesPath, ExtraVars: f.extraVars, Stderr: os.Stderr}
+			data, err := x.CertsCheck(cmd.Context(), req, within, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
 			where := "of the playbook"
 			if remote.Server != "" {
 				where = "of the server"
-				if req, err = client.CertsCheckRun(playFlags{Inventory: file, Output: f.output, ExtraVars: f.extraVars}, within); err != nil {
-					return err
-				}
-				c, id, qerr := queueRemote(cmd, lifecycle.CertsCheckPlaybook, req, remote)
-				if qerr != nil {
-					return qerr
-				}
-				data, err = c.FollowCertsCheck(cmd.Context(), id, cmd.ErrOrStderr())
-			} else {
-				data, err = a.Runner.CertsCheck(cmd.Context(), req, within, cmd.ErrOrStderr())
-			}
-			if err != nil {
-				return err
 			}
 			r, err := lifecycle.ParseCertsReport(data, where)
 			if err != nil {

@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/mensylisir/kubexm/internal/printers"
+	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/service/client"
-	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
 // A verb given --server URL runs on a kubexm server instead of this
@@ -75,39 +75,32 @@ func refuseLocalFlags(cmd *cobra.Command, names ...string) error {
 	return nil
 }
 
+// executor is where a command runs what it runs: here or, given --server
+// (cf), on that kubexm server as jobs, whose events are shown as a run's
+// here are; output is the command's -o.
+func (a *app) executor(cmd *cobra.Command, cf clientFlags, output string) (lifecycle.Executor, error) {
+	if cf.Server == "" {
+		return lifecycle.Local{Runner: a.Runner}, nil
+	}
+	if err := printers.Check(output, "text"); err != nil {
+		return nil, err
+	}
+	changed := func(name string) bool {
+		fl := cmd.Flags().Lookup(name)
+		return fl != nil && fl.Changed
+	}
+	return client.Jobs{Options: cf.Options, Runner: a.Runner, Changed: changed, Errw: cmd.ErrOrStderr()}, nil
+}
+
 // playOn runs playbook with f here or, given --server (cf), on that kubexm
 // server as a job, shown as a run here is (f.Sink, -o json or the text).
 func (a *app) playOn(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags) error {
-	if cf.Server == "" {
-		return a.play(cmd.Context(), cmd.OutOrStdout(), playbook, f)
-	}
-	c, id, err := queueRemote(cmd, playbook, f, cf)
+	x, err := a.executor(cmd, cf, f.Output)
 	if err != nil {
 		return err
 	}
-	sink, stop := a.Runner.Sink(cmd.OutOrStdout(), f)
-	defer stop()
-	return c.FollowJob(cmd.Context(), id, sink, cmd.ErrOrStderr())
-}
-
-// queueRemote registers the cluster file of f on the server of cf (a new
-// config version), uploads its offline bundle unless the server has it,
-// and queues playbook with f's options; it returns the client and the
-// job's id. A restore's --backup names a backup on the server.
-func queueRemote(cmd *cobra.Command, playbook string, f playFlags, cf clientFlags, more ...func(*jobstore.Options)) (*client.Client, string, error) {
-	if err := client.CheckJobFlags(playbook, cf.Server, f, func(name string) bool {
-		fl := cmd.Flags().Lookup(name)
-		return fl != nil && fl.Changed
-	}); err != nil {
-		return nil, "", err
-	}
-	cf.output = f.Output
-	c, err := newAPIClient(&cf)
-	if err != nil {
-		return nil, "", err
-	}
-	id, err := c.QueueRun(cmd.Context(), playbook, f, cmd.ErrOrStderr(), more...)
-	return c, id, err
+	f.Playbook, f.Stdout, f.Stderr = playbook, cmd.OutOrStdout(), os.Stderr
+	return x.Play(cmd.Context(), f)
 }
 
 // newGetJobsCmds are `kubexm get jobs` and `get job ID`: a server's jobs.

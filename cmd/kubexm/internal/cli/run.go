@@ -7,8 +7,6 @@ import (
 
 	"github.com/mensylisir/kubexm/internal/printers"
 	"github.com/mensylisir/kubexm/lifecycle"
-	"github.com/mensylisir/kubexm/service/client"
-	"github.com/mensylisir/kubexm/service/jobstore"
 )
 
 // newRunCommandCmd is `kubexm run command`: one command on many hosts at
@@ -41,17 +39,12 @@ func newRunCommandCmd(a *app) *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			each := func(r lifecycle.HostRun) { r.Write(w, f.output) }
-			var results []lifecycle.HostRun
-			if remote.Server != "" {
-				c, id, qerr := queueRemote(cmd, jobstore.CommandPlaybook, playFlags{Inventory: req.Inventory, Output: f.output}, remote,
-					func(o *jobstore.Options) { o.Command = client.CommandJob(req) })
-				if qerr != nil {
-					return qerr
-				}
-				if results, err = c.FollowCommand(cmd.Context(), id, each, cmd.ErrOrStderr()); err != nil {
-					return err
-				}
-			} else if results, err = a.Runner.RunCommand(cmd.Context(), cr, each); err != nil && results == nil {
+			x, err := a.executor(cmd, remote, f.output)
+			if err != nil {
+				return err
+			}
+			results, err := x.Command(cmd.Context(), req, cr, each)
+			if err != nil && results == nil {
 				return err
 			}
 			// Interrupted: the hosts that answered, then why the others
