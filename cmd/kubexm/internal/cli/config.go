@@ -6,8 +6,6 @@ import (
 	"io"
 
 	"github.com/mensylisir/kubexm/internal/printers"
-	"github.com/mensylisir/kubexm/schema/matrix"
-	"github.com/mensylisir/kubexm/schema/sample"
 
 	"github.com/mensylisir/kubexm/schema/validate"
 
@@ -151,17 +149,10 @@ func newCreateConfigCmd() *cobra.Command {
 		Short: "Write a commented sample cluster.yaml (an all-in-one cluster on this machine)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := matrix.BuiltinSupport()
+			text, err := lifecycle.SampleConfig(name, version)
 			if err != nil {
 				return err
 			}
-			if version, err = s.KubernetesVersion(version); err != nil {
-				return err
-			}
-			if err := validate.CheckClusterName(name); err != nil {
-				return fmt.Errorf("--name: %w", err)
-			}
-			text := sample.Config(s, name, version, sample.LocalIPv4())
 			if output == "" || output == "-" {
 				_, err := io.WriteString(cmd.OutOrStdout(), text)
 				return err
