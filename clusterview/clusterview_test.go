@@ -1,9 +1,11 @@
 package clusterview
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,6 +75,26 @@ func TestClusters(t *testing.T) {
 	}
 	got, err := Clusters(dir)
 	if err != nil || len(got) != 1 || got[0].Name != "demo" || !got[0].Kubeconfig || got[0].Runs != 0 {
+		t.Fatalf("clusters: %+v %v", got, err)
+	}
+}
+
+// LocalClusters lists the clusters under its directory, and says where
+// it looked when there are none.
+func TestLocalClusters(t *testing.T) {
+	dir := t.TempDir()
+	var list ClusterList = LocalClusters{Dir: dir}
+	if got, err := list.Clusters(context.Background()); err != nil || len(got) != 0 {
+		t.Fatalf("empty dir: %v %v", got, err)
+	}
+	if none := list.None(); !strings.HasPrefix(none, "no clusters under "+dir+" ") {
+		t.Errorf("None = %q", none)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "demo", "certs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	got, err := list.Clusters(context.Background())
+	if err != nil || len(got) != 1 || got[0].Name != "demo" {
 		t.Fatalf("clusters: %+v %v", got, err)
 	}
 }

@@ -2,6 +2,7 @@ package clusterview
 
 import (
 	"context"
+	"fmt"
 	"io"
 
 	"github.com/mensylisir/kubexm/lifecycle"
@@ -13,6 +14,35 @@ import (
 type View interface {
 	Nodes(ctx context.Context) ([]NodeRow, error)
 	Describe(ctx context.Context) (*Description, error)
+}
+
+// ClusterList is the clusters get clusters shows: those of the work
+// directories under a directory of this machine (LocalClusters) or those
+// registered on a kubexm server (service/client's ClusterList), printed
+// alike (WriteClusters).
+type ClusterList interface {
+	Clusters(ctx context.Context) ([]State, error)
+	// None is what to say when there is none: where they were looked for,
+	// and how one is made.
+	None() string
+}
+
+// LocalClusters are the clusters of the work directories under Dir, each
+// with its Cluster resource as its API server has it (AskResources).
+type LocalClusters struct{ Dir string }
+
+// Clusters are the states of the work directories under l.Dir.
+func (l LocalClusters) Clusters(ctx context.Context) ([]State, error) {
+	states, err := Clusters(l.Dir)
+	if err == nil {
+		AskResources(ctx, states)
+	}
+	return states, err
+}
+
+// None says there is no cluster under l.Dir.
+func (l LocalClusters) None() string {
+	return fmt.Sprintf("no clusters under %s (kubexm create cluster -f cluster.yaml makes .kubexm/<name>)", l.Dir)
 }
 
 // Local is the view from this machine: the cluster file's hosts and work

@@ -67,6 +67,21 @@ func (c *Client) ClusterStates(ctx context.Context) ([]clusterview.State, error)
 	return states, nil
 }
 
+// ClusterList is the clusters registered on the server of Client, as get
+// clusters --server shows them.
+type ClusterList struct{ Client *Client }
+
+// Clusters are the states of their work directories on the server.
+func (l ClusterList) Clusters(ctx context.Context) ([]clusterview.State, error) {
+	return l.Client.ClusterStates(ctx)
+}
+
+// None says no cluster is registered on the server.
+func (l ClusterList) None() string {
+	base := l.Client.Base.Redacted()
+	return fmt.Sprintf("no clusters registered on %s (kubexm create cluster -f cluster.yaml --server %s registers one)", base, base)
+}
+
 // Nodes are the hosts and nodes of the registered cluster, as get nodes
 // shows them.
 func (c *Client) Nodes(ctx context.Context, cluster string) ([]clusterview.NodeRow, error) {

@@ -33,31 +33,25 @@ func newGetClustersCmd() *cobra.Command {
 			if err := printers.Check(format, "text"); err != nil {
 				return err
 			}
-			var states []clusterview.State
-			var err error
-			none := fmt.Sprintf("no clusters under %s (kubexm create cluster -f cluster.yaml makes .kubexm/<name>)", dir)
+			var list clusterview.ClusterList = clusterview.LocalClusters{Dir: dir}
 			if remote.Server != "" {
 				if err := refuseLocalFlags(cmd, "dir"); err != nil {
 					return err
 				}
-				c, cerr := readClient(remote, format)
-				if cerr != nil {
-					return cerr
+				c, err := readClient(remote, format)
+				if err != nil {
+					return err
 				}
-				none = fmt.Sprintf("no clusters registered on %s (kubexm create cluster -f cluster.yaml --server %s registers one)", c.Base.Redacted(), c.Base.Redacted())
-				states, err = c.ClusterStates(cmd.Context())
-			} else {
-				if states, err = clusterview.Clusters(dir); err == nil {
-					clusterview.AskResources(cmd.Context(), states)
-				}
+				list = client.ClusterList{Client: c}
 			}
+			states, err := list.Clusters(cmd.Context())
 			if err != nil {
 				return err
 			}
 			if format != "text" {
 				return printers.WriteItems(cmd.OutOrStdout(), format, states)
 			}
-			return clusterview.WriteClusters(cmd.OutOrStdout(), states, none)
+			return clusterview.WriteClusters(cmd.OutOrStdout(), states, list.None())
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", ".kubexm", "the directory holding the work directories")
