@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -71,6 +72,15 @@ func (w Warning) String() string {
 		return w.Pos.String() + ": " + w.Message
 	}
 	return w.Pos.String() + ": " + w.Path + ": " + w.Message
+}
+
+// WriteWarnings writes each warning on a line of its own, as the commands
+// reading a cluster file tell them (on standard error, beside what they
+// print).
+func WriteWarnings(w io.Writer, warnings []Warning) {
+	for _, x := range warnings {
+		fmt.Fprintf(w, "warning: %s\n", x)
+	}
 }
 
 // source is what a Cluster remembers of the file it came from.

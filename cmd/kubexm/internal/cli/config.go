@@ -16,12 +16,6 @@ import (
 	"github.com/mensylisir/kubexm/schema"
 )
 
-func printWarnings(w io.Writer, warnings []schema.Warning) {
-	for _, x := range warnings {
-		fmt.Fprintf(w, "warning: %s\n", x)
-	}
-}
-
 func newConfigValidateCmd() *cobra.Command {
 	var file, output string
 	var rolesPath []string
@@ -40,7 +34,7 @@ func newConfigValidateCmd() *cobra.Command {
 			}
 			c, warnings, loadErr := lifecycle.LoadWith(file, rolesPath)
 			if output == "text" {
-				printWarnings(cmd.ErrOrStderr(), warnings)
+				schema.WriteWarnings(cmd.ErrOrStderr(), warnings)
 				if loadErr != nil {
 					return loadErr
 				}
@@ -83,7 +77,7 @@ func newConfigViewCmd() *cobra.Command {
 				return err
 			}
 			out, warnings, err := lifecycle.ViewCluster(file, rolesPath, resource)
-			printWarnings(cmd.ErrOrStderr(), warnings)
+			schema.WriteWarnings(cmd.ErrOrStderr(), warnings)
 			if err != nil {
 				return err
 			}
@@ -119,7 +113,7 @@ func newConfigConvertCmd() *cobra.Command {
 				return err
 			}
 			out, warnings, err := schema.ConvertFile(file)
-			printWarnings(cmd.ErrOrStderr(), warnings)
+			schema.WriteWarnings(cmd.ErrOrStderr(), warnings)
 			if err != nil {
 				return err
 			}
