@@ -1,8 +1,6 @@
 package files
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -54,13 +52,6 @@ func (syncDirBuiltin) Spec() step.Spec {
 // (certificates, keys, kubeconfigs), and a name that needs quoting or escaping
 // in sha256sum's output is refused rather than guessed at.
 var syncName = regexp.MustCompile(`^[A-Za-z0-9._@+-]+(/[A-Za-z0-9._@+-]+)*$`)
-
-// listScript prints "<sha256>  ./<path>" for every regular file below $1,
-// "absent" when $1 does not exist. Symbolic links are not followed.
-const listScript = `[ -d "$1" ] || { [ -e "$1" ] && { echo "not a directory"; exit 2; }; echo absent; exit 0; }
-cd "$1" || exit 2
-echo present
-find . -type f -exec sha256sum -- {} +`
 
 func (syncDirBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step.Result, error) {
 	dir := args.String("dir")
@@ -156,41 +147,20 @@ func (syncDirBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (s
 }
 
 // listTree lists the regular files below dir on t with their sha256, keyed
-// by slash-separated relative path; exists is false when dir is absent.
+// by slash-separated relative path; exists is false when dir is absent. A
+// name sync_dir does not take is refused: the host's answer is not trusted,
+// and a pull writes where the name says.
 func listTree(ctx context.Context, t transport.Transport, dir string, become bool) (map[string]string, bool, error) {
-	res, err := t.Run(ctx, transport.Command{Argv: []string{"/bin/sh", "-c", listScript, "sh", dir}, Become: become})
+	files, exists, err := transport.SumTree(ctx, t, dir, become)
 	if err != nil {
 		return nil, false, err
 	}
-	if res.ExitCode != 0 {
-		return nil, false, fmt.Errorf("listing the files failed (exit %d): %s", res.ExitCode,
-			strings.TrimSpace(string(res.Stdout)+" "+string(res.Stderr)))
-	}
-	if res.Truncated {
-		return nil, false, fmt.Errorf("the listing of %s is larger than a reply may be", dir)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(res.Stdout))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	if !sc.Scan() {
-		return nil, false, fmt.Errorf("listing %s: no answer", dir)
-	}
-	switch sc.Text() {
-	case "absent":
-		return map[string]string{}, false, nil
-	case "present":
-	default:
-		return nil, false, fmt.Errorf("listing %s: unexpected answer %q", dir, sc.Text())
-	}
-	files := map[string]string{}
-	for sc.Scan() {
-		sum, name, ok := strings.Cut(sc.Text(), "  ")
-		name = strings.TrimPrefix(name, "./")
-		if !ok || len(sum) != 64 || !syncName.MatchString(name) || escapes(name) {
-			return nil, false, fmt.Errorf("%s holds a file whose name sync_dir does not take (letters, digits and ._@+- only, no . or .. component): %q", dir, sc.Text())
+	for name := range files {
+		if !syncName.MatchString(name) || escapes(name) {
+			return nil, false, fmt.Errorf("%s holds a file whose name sync_dir does not take (letters, digits and ._@+- only, no . or .. component): %q", dir, name)
 		}
-		files[name] = sum
 	}
-	return files, true, sc.Err()
+	return files, exists, nil
 }
 
 // escapes says whether a relative name climbs out of its tree or names it:
@@ -267,19 +237,12 @@ func mkdirs(ctx context.Context, t transport.Transport, root string, files []str
 			dirs[path.Join(root, d)] = true
 		}
 	}
-	argv := []string{"mkdir", "-p", "-m", "0700", "--"}
+	sorted := make([]string, 0, len(dirs))
 	for d := range dirs {
-		argv = append(argv, d)
+		sorted = append(sorted, d)
 	}
-	sort.Strings(argv[5:])
-	res, err := t.Run(ctx, transport.Command{Argv: argv, Become: become})
-	if err != nil {
-		return err
-	}
-	if res.ExitCode != 0 {
-		return fmt.Errorf("mkdir failed (exit %d): %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-	}
-	return nil
+	sort.Strings(sorted)
+	return transport.MkdirAll(ctx, t, sorted, 0o700, become)
 }
 
 // copyBetween streams one file from one transport to the other.

@@ -362,6 +362,67 @@ func (t *Transport) StatMany(ctx context.Context, paths []string, become bool) (
 	return out, nil
 }
 
+// SumTree implements transport.TreeSummer in Go: the control machine may
+// have no shell (the in-cluster controller's image holds only kubexm).
+// As find -type f: dir itself may be a symbolic link, the links below it
+// are not followed.
+func (t *Transport) SumTree(ctx context.Context, dir string, become bool) (map[string]string, bool, error) {
+	if t.needSudo(become, "") {
+		return transport.SumTreeCommand(ctx, t, dir, become)
+	}
+	root, err := filepath.EvalSymlinks(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]string{}, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", t.name, err)
+	}
+	if fi, err := os.Stat(root); err != nil {
+		return nil, false, fmt.Errorf("%s: %w", t.name, err)
+	} else if !fi.IsDir() {
+		return nil, false, fmt.Errorf("%s: %s is not a directory", t.name, dir)
+	}
+	files := map[string]string{}
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		sum, err := t.Sha256(ctx, p, false)
+		if err != nil {
+			return err
+		}
+		files[filepath.ToSlash(rel)] = sum
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: list %s: %w", t.name, dir, err)
+	}
+	return files, true, nil
+}
+
+// MkdirAll implements transport.DirMaker in Go, as SumTree does.
+func (t *Transport) MkdirAll(ctx context.Context, dirs []string, mode fs.FileMode, become bool) error {
+	if t.needSudo(become, "") {
+		return transport.MkdirAllCommand(ctx, t, dirs, mode, become)
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, mode); err != nil {
+			return fmt.Errorf("%s: %w", t.name, err)
+		}
+	}
+	return nil
+}
+
 // Sha256 implements transport.Transport.
 func (t *Transport) Sha256(ctx context.Context, path string, become bool) (string, error) {
 	if t.needSudo(become, "") {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -245,5 +246,75 @@ func TestSha256WithSums(t *testing.T) {
 	}
 	if _, err := tr.Sha256(ctx, dir, false); err == nil {
 		t.Error("a directory was summed")
+	}
+}
+
+// SumTree in Go lists what the command (find -type f, sha256sum) lists on
+// the same tree: nested files, not the links below the root (to a file or
+// a directory), the root itself through a link; absent and not a
+// directory as the command reports them.
+func TestSumTreeAsTheCommand(t *testing.T) {
+	ctx := context.Background()
+	tr := New("localhost")
+	dir := t.TempDir()
+	root := filepath.Join(dir, "tree")
+	for name, content := range map[string]string{"ca.crt": "a", "etcd/ca.key": "b", "etcd/sub/x@y+z": "c", ".hidden": "d"} {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outside := filepath.Join(dir, "outside")
+	if err := os.MkdirAll(outside, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("e"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(root, "link-file")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "link-dir")); err != nil {
+		t.Fatal(err)
+	}
+	rootLink := filepath.Join(dir, "root-link")
+	if err := os.Symlink(root, rootLink); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{root, rootLink} {
+		got, exists, err := tr.SumTree(ctx, d, false)
+		if err != nil || !exists {
+			t.Fatalf("SumTree(%s): %v, exists %v", d, err, exists)
+		}
+		want, wantExists, err := transport.SumTreeCommand(ctx, tr, d, false)
+		if err != nil || !wantExists {
+			t.Fatalf("SumTreeCommand(%s): %v, exists %v", d, err, wantExists)
+		}
+		if len(got) != 4 || !maps.Equal(got, want) {
+			t.Errorf("SumTree(%s) = %v, the command lists %v", d, got, want)
+		}
+	}
+	if files, exists, err := tr.SumTree(ctx, filepath.Join(dir, "absent"), false); err != nil || exists || len(files) != 0 {
+		t.Errorf("SumTree of an absent directory: %v, exists %v, %v", files, exists, err)
+	}
+	if _, _, err := tr.SumTree(ctx, filepath.Join(root, "ca.crt"), false); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("SumTree of a file: %v, want not a directory", err)
+	}
+}
+
+// MkdirAll in Go makes the directories and their parents with the mode.
+func TestMkdirAll(t *testing.T) {
+	dir := t.TempDir()
+	dirs := []string{filepath.Join(dir, "certs"), filepath.Join(dir, "certs", "etcd", "sub")}
+	if err := New("localhost").MkdirAll(context.Background(), dirs, 0o700, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v %v", d, fi, err)
+		}
 	}
 }
