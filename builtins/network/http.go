@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -217,13 +219,17 @@ func (waitForBuiltin) Spec() step.Spec {
 		Name:    "wait_for",
 		Summary: "Wait until a TCP port, a path, an HTTP(S) URL or a command reaches a state on the host.",
 		Doc: "Exactly one of `port`, `path`, `url` or `command` says what to wait for. The probe runs on the host " +
-			"(TCP with nc or bash, HTTP with curl). It is retried with a short pause that doubles up to `sleep`, " +
+			"(TCP with nc or bash, HTTP with curl; on the control machine TCP is dialed by kubexm itself, with no tool). It is retried with a short pause that doubles up to `sleep`, " +
 			"until `timeout`; then the task fails with the last probe error. `started`/`present` wait for the " +
 			"port to accept, the path to exist, the URL to answer with `status`, the command to succeed; " +
-			"`stopped`/`absent` wait for the opposite. Skipped in check mode; it never reports changed.",
+			"`stopped`/`absent` wait for the opposite. Registers `met` (whether the state was reached: false with a " +
+			"`failed_when: false` that lets a timeout through) and `elapsed`. Skipped in check mode; it never reports changed.",
 		Args: append([]step.Arg{
 			{Name: "host", Type: step.String, Default: "127.0.0.1", Doc: "Address to connect to (port), as seen from the host."},
 			{Name: "port", Type: step.Int, Doc: "TCP port."},
+			{Name: "search_regex", Type: step.String, Doc: "port: the service counts as up only when what it sends first (read for up to 2 s, at most 64 KiB) " +
+				"matches this regular expression (Go syntax), e.g. `^SSH-` for an SSH server: a proxy on the way that accepts any " +
+				"connection does not. Needs bash on the host, unless the host is the control machine."},
 			{Name: "path", Type: step.String, Doc: "File or directory on the host."},
 			{Name: "url", Type: step.String, Doc: "http(s) URL, probed with curl on the host."},
 			{Name: "status", Type: step.List, Default: []any{200}, Doc: "Status codes that count as up for url."},
@@ -262,6 +268,16 @@ func (w waitForBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) 
 	}
 	wantUp := state == "started" || state == "present"
 	host := args.String("host")
+	var banner *regexp.Regexp
+	if re := args.String("search_regex"); re != "" {
+		if kind != "port" {
+			return step.Result{}, fmt.Errorf("wait_for: search_regex is for port (got %s)", kind)
+		}
+		var err error
+		if banner, err = regexp.Compile(re); err != nil {
+			return step.Result{}, fmt.Errorf("wait_for: search_regex: %w", err)
+		}
+	}
 	var what string
 	var probe func() (bool, error)
 	switch kind {
@@ -271,7 +287,7 @@ func (w waitForBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) 
 			return step.Result{}, fmt.Errorf("wait_for: port %d is out of range", port)
 		}
 		what = fmt.Sprintf("%s:%d", host, port)
-		probe = func() (bool, error) { return tcpProbe(ctx, env, host, port) }
+		probe = func() (bool, error) { return tcpProbe(ctx, env, host, port, banner) }
 	case "path":
 		what = args.String("path")
 		probe = func() (bool, error) {
@@ -342,6 +358,7 @@ func (w waitForBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) 
 			return step.Result{}, err
 		}
 		if up == wantUp {
+			data["met"] = true
 			data["elapsed"] = time.Since(start).Seconds()
 			data["tries"] = tries
 			return step.Result{Data: data}, nil
@@ -352,6 +369,7 @@ func (w waitForBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) 
 		if unit != "" && wantUp && time.Since(unitSeen) >= unitEvery {
 			unitSeen = time.Now()
 			if u := unitStatus(ctx, env, unit); u.failed() {
+				data["met"] = false
 				data["elapsed"] = time.Since(start).Seconds()
 				msg := fmt.Sprintf("gave up after %s waiting for %s %s to be %s: unit %s has failed", time.Since(start).Round(time.Second), kind, what, state, unit)
 				if err != nil {
@@ -375,6 +393,7 @@ func (w waitForBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) 
 	if unit != "" {
 		msg += unitStatus(ctx, env, unit).String()
 	}
+	data["met"] = false
 	data["elapsed"] = time.Since(start).Seconds()
 	return step.Result{Failed: true, Msg: msg, Data: data}, nil
 }
@@ -458,30 +477,110 @@ func (u unitState) String() string {
 	return s
 }
 
-// tcpProbe connects from the host with nc, or bash's /dev/tcp.
-func tcpProbe(ctx context.Context, env *step.Env, host string, port int) (bool, error) {
-	res, err := env.Target.Run(ctx, transport.Command{Argv: []string{"/bin/sh", "-c", `
+// directDialer is the control machine's transport, which connects from
+// kubexm's own process and so needs no tool (the in-cluster controller's
+// image has none); a Dialer through SSH would also need the server to allow
+// forwarding, so the hosts keep the command.
+type directDialer interface {
+	transport.Dialer
+	DialsDirectly()
+}
+
+// probeWait bounds one TCP probe: the connection, then what the service
+// sends first.
+const probeWait = 2 * time.Second
+
+// bannerMax is the most of what a service sends first that a probe reads.
+const bannerMax = 64 << 10
+
+// tcpProbe connects from the host with nc, or bash's /dev/tcp (bash alone
+// when banner asks to read what the service sends first), or from kubexm
+// itself on the control machine.
+func tcpProbe(ctx context.Context, env *step.Env, host string, port int, banner *regexp.Regexp) (bool, error) {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	if d, ok := env.Target.(directDialer); ok {
+		return dialProbe(ctx, d, addr, banner)
+	}
+	script := `
 if command -v nc >/dev/null 2>&1; then exec nc -z -w 2 "$1" "$2"; fi
 if command -v bash >/dev/null 2>&1; then exec bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2"; fi
-exit 127`, "sh", host, strconv.Itoa(port)}, Timeout: 5 * time.Second})
+exit 127`
+	if banner != nil {
+		// dd returns after the first read: what the service sent first.
+		script = `
+command -v bash >/dev/null 2>&1 || exit 127
+exec bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1; exec timeout 2 dd bs=65536 count=1 status=none <&3' "$1" "$2"`
+	}
+	res, err := env.Target.Run(ctx, transport.Command{Argv: []string{"/bin/sh", "-c", script, "sh", host, strconv.Itoa(port)}, Timeout: 5 * time.Second})
 	if err != nil {
 		// The probe's own timeout means the port did not answer.
 		if ctx.Err() == nil {
-			return false, fmt.Errorf("connect %s:%d: no answer", host, port)
+			return false, fmt.Errorf("connect %s: no answer", addr)
 		}
 		return false, err
 	}
 	switch res.ExitCode {
 	case 0:
+		if banner != nil {
+			return bannerMatch(addr, res.Stdout, banner)
+		}
 		return true, nil
+	case 124:
+		return false, fmt.Errorf("connect %s: connected, nothing received within %s (want %s)", addr, probeWait, banner)
 	case 127:
-		return false, &missingToolError{fmt.Sprintf("%s: neither nc nor bash is installed on the host (needed to probe a port)", env.Target.Host())}
+		need := "neither nc nor bash is"
+		if banner != nil {
+			need = "bash is not"
+		}
+		return false, &missingToolError{fmt.Sprintf("%s: %s installed on the host (needed to probe a port)", env.Target.Host(), need)}
 	}
 	why := onhost.FirstLine(strings.TrimSpace(string(res.Stderr)))
 	if why == "" {
 		why = "refused"
 	}
-	return false, fmt.Errorf("connect %s:%d: %s", host, port, why)
+	return false, fmt.Errorf("connect %s: %s", addr, why)
+}
+
+// dialProbe is tcpProbe from kubexm's own process.
+func dialProbe(ctx context.Context, d transport.Dialer, addr string, banner *regexp.Regexp) (bool, error) {
+	dctx, cancel := context.WithTimeout(ctx, probeWait)
+	defer cancel()
+	conn, err := d.DialContext(dctx, "tcp", addr)
+	if err != nil {
+		return false, fmt.Errorf("connect %s: %w", addr, err)
+	}
+	defer conn.Close()
+	if banner == nil {
+		return true, nil
+	}
+	if err := conn.SetReadDeadline(time.Now().Add(probeWait)); err != nil {
+		return false, err
+	}
+	buf := make([]byte, 0, 4096)
+	for len(buf) < bannerMax {
+		n, err := conn.Read(buf[len(buf):min(cap(buf), bannerMax)])
+		buf = buf[:len(buf)+n]
+		if banner.Match(buf) {
+			return true, nil
+		}
+		if err != nil {
+			if len(buf) == 0 {
+				return false, fmt.Errorf("connect %s: connected, nothing received within %s (want %s)", addr, probeWait, banner)
+			}
+			break
+		}
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, len(buf))
+		}
+	}
+	return bannerMatch(addr, buf, banner)
+}
+
+func bannerMatch(addr string, got []byte, banner *regexp.Regexp) (bool, error) {
+	if banner.Match(got) {
+		return true, nil
+	}
+	return false, fmt.Errorf("connect %s: what it sent does not match %s: %q", addr, banner, string(got[:min(len(got), 64)]))
 }
 
 func urlProbe(ctx context.Context, env *step.Env, args step.Args, u string, codes []int) (bool, error) {

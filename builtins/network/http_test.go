@@ -141,6 +141,64 @@ func TestWaitFor(t *testing.T) {
 	}
 }
 
+// TestWaitForBanner: with search_regex the port counts as up only when what
+// the service sends first matches, on the control machine (kubexm dials) and
+// on a host (bash and dd run the probe); a timeout registers met false.
+func TestWaitForBanner(t *testing.T) {
+	serve := func(greeting string) int {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				if greeting != "" {
+					c.Write([]byte(greeting))
+				}
+				time.AfterFunc(3*time.Second, func() { c.Close() })
+			}
+		}()
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	sshd, proxy, silent := serve("SSH-2.0-OpenSSH_9.2\r\n"), serve("HTTP/1.1 400 Bad Request\r\n\r\n"), serve("")
+	w := waitForBuiltin{firstPoll: 10 * time.Millisecond}
+	env, _ := steptest.Env(t)
+	// onHost hides the local transport's own dialing: the probe runs as a
+	// command, as on a host reached over SSH.
+	onHost := *env
+	onHost.Target = struct{ transport.Transport }{env.Target}
+	for name, e := range map[string]*step.Env{"control machine": env, "host": &onHost} {
+		t.Run(name, func(t *testing.T) {
+			res := steptest.Run(t, w, e, step.Args{"port": sshd, "search_regex": "^SSH-", "timeout": "5s"})
+			if res.Failed || res.Data["met"] != true {
+				t.Fatalf("an SSH server: %+v", res)
+			}
+			res = steptest.Run(t, w, e, step.Args{"port": proxy, "search_regex": "^SSH-", "timeout": "300ms"})
+			if !res.Failed || res.Data["met"] != false || !strings.Contains(res.Msg, "does not match ^SSH-") || !strings.Contains(res.Msg, "HTTP/1.1 400") {
+				t.Fatalf("another service: %+v", res)
+			}
+			res = steptest.Run(t, w, e, step.Args{"port": silent, "search_regex": "^SSH-", "timeout": "1s"})
+			if !res.Failed || !strings.Contains(res.Msg, "nothing received") {
+				t.Fatalf("a silent service: %+v", res)
+			}
+			if res := steptest.Run(t, w, e, step.Args{"port": silent, "timeout": "5s"}); res.Failed || res.Data["met"] != true {
+				t.Fatalf("without search_regex a connection is enough: %+v", res)
+			}
+		})
+	}
+	if _, err := steptest.RunBuiltin(t.Context(), env, w, step.Args{"path": "/", "search_regex": "x"}); err == nil || !strings.Contains(err.Error(), "search_regex is for port") {
+		t.Errorf("search_regex with path: %v", err)
+	}
+	if _, err := steptest.RunBuiltin(t.Context(), env, w, step.Args{"port": sshd, "search_regex": "("}); err == nil || !strings.Contains(err.Error(), "search_regex") {
+		t.Errorf("a bad search_regex: %v", err)
+	}
+}
+
 // TestWaitForUnit: with unit, a unit systemd gave up on ends the wait at
 // once, and a timeout says what the unit was doing and what it logged last.
 func TestWaitForUnit(t *testing.T) {

@@ -503,6 +503,10 @@ func groupName(gid uint32) string {
 	return id
 }
 
+// DialsDirectly says that DialContext needs no tool on the host: kubexm
+// connects from its own process (a probe need not run nc or bash).
+func (t *Transport) DialsDirectly() {}
+
 // DialContext implements transport.Dialer: the control machine dials
 // directly.
 func (t *Transport) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
