@@ -220,6 +220,7 @@ func (fetchBuiltin) Spec() step.Spec {
 			{Name: "dest", Type: step.String, Required: true, Doc: "Directory (or, with flat, file) on the control machine."},
 			{Name: "flat", Type: step.Bool, Default: false, Doc: "Use dest as the file path (a trailing / appends src's base name)."},
 			{Name: "fail_on_missing", Type: step.Bool, Default: true, Doc: "Fail when src does not exist; false reports ok and does nothing."},
+			{Name: "mode", Type: step.Mode, Default: "0600", Doc: "Mode of the copy on the control machine: owner-only unless given (fetched files are often credentials); a copy of the same content with another mode gets this one."},
 		},
 		Examples: []string{"fetch:\n  src: /etc/kubernetes/admin.conf\n  dest: kubeconfig/admin.conf\n  flat: true"},
 	}
@@ -255,12 +256,22 @@ func (fetchBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (ste
 		}
 		return step.Result{}, fmt.Errorf("%s: fetch: %s does not exist or is not a regular file", env.Target.Host(), src)
 	}
+	mode := args.Mode("mode")
+	if mode == 0 {
+		mode = 0o600
+	}
 	local, err := env.Control.Sha256(ctx, dest, false)
 	if err != nil {
 		return step.Result{}, err
 	}
 	if local == have {
-		return step.Result{Data: data}, nil
+		fi, err := env.Control.Stat(ctx, dest, false)
+		if err != nil {
+			return step.Result{}, err
+		}
+		if fi.Mode == mode {
+			return step.Result{Data: data}, nil
+		}
 	}
 	if env.Check {
 		return step.Result{Changed: true, Msg: "would fetch " + src + " to " + dest, Data: data}, nil
@@ -269,8 +280,7 @@ func (fetchBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (ste
 	go func() {
 		pw.CloseWithError(env.Target.Get(ctx, src, pw, env.Become))
 	}()
-	// Fetched files are often credentials (admin.conf, keys): owner-only.
-	err = env.Control.Put(ctx, pr, dest, transport.PutOptions{Mode: 0o600})
+	err = env.Control.Put(ctx, pr, dest, transport.PutOptions{Mode: mode})
 	pr.CloseWithError(err)
 	if err != nil {
 		return step.Result{}, fmt.Errorf("fetch %s: %w", src, err)

@@ -114,6 +114,15 @@ func TestFetch(t *testing.T) {
 	if _, err := steptest.RunBuiltin(t.Context(), env, fetchBuiltin{}, step.Args{"src": src + ".no", "dest": flat, "flat": true}); err == nil {
 		t.Error("missing src: want error")
 	}
+	// Owner-only unless a mode is given; the same content with another
+	// mode gets the mode asked, then nothing changes.
+	if fi, err := os.Stat(want); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the copy's mode: %v %v", fi.Mode(), err)
+	}
+	res = steptest.Converge(t, fetchBuiltin{}, env, step.Args{"src": src, "dest": "fetched", "mode": "0644"}, env.WorkDir)
+	if fi, err := os.Stat(want); err != nil || fi.Mode().Perm() != 0o644 || !res.Changed {
+		t.Errorf("mode 0644: %v %v %+v", fi.Mode(), err, res)
+	}
 }
 
 // readCounter counts the reads and sums a builtin asks of the host.

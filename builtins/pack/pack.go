@@ -65,11 +65,14 @@ func (packBuiltin) Spec() step.Spec {
 			"taken under the cluster's work directory. The result holds `path`, `sha256`, `size`, `files` and `encrypted`.",
 		Args: []step.Arg{
 			{Name: "dest", Type: step.String, Required: true, Doc: "The archive to write on the control machine."},
-			{Name: "files", Type: step.List, Required: true, Doc: "Entries {src: path on the control machine, name: path in the archive}."},
+			{Name: "files", Type: step.List, Required: true, Doc: "Entries {src: path on the control machine, name: path in the archive, optional: true when a missing src is left out instead of an error}."},
 			{Name: "metadata", Type: step.Map, Doc: "Stored in manifest.json as metadata (unpack returns it)."},
 			{Name: "format", Type: step.String, Default: "kubexm-archive", Doc: "Name of the archive's format, checked by unpack."},
 			{Name: "key_file", Type: step.String, Doc: "Encrypt with the key in this file on the control machine."},
 			{Name: "key_env", Type: step.String, Doc: "Encrypt with the key in this environment variable of kubexm."},
+			{Name: "keep", Type: step.Int, Default: 0, Doc: "After packing, keep this many archives of dest's directory that match keep_glob (the last ones in name order, " +
+				"so name them with a sortable stamp), removing the others with their .sha256 files; 0 keeps every one. The result's `removed` lists them."},
+			{Name: "keep_glob", Type: step.String, Doc: "With keep: the archives' names (path.Match's syntax, e.g. `dc1-*.tar.gz`), which dest's must match."},
 		},
 		Examples: []string{"pack:\n  dest: backups/etcd-{{ .stamp }}.tar.gz\n  files:\n    - {src: backups/staging/snapshot.db, name: etcd/snapshot.db}\n    - {src: certs, name: pki}\n  metadata: {cluster: \"{{ .cluster_name }}\"}"},
 	}
@@ -94,6 +97,15 @@ func (packBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step
 	}
 	if _, err := os.Lstat(dest); err == nil {
 		return step.Result{}, fmt.Errorf("pack: %s exists already; an archive is never overwritten", dest)
+	}
+	keep, glob := args.Int("keep"), args.String("keep_glob")
+	if keep < 0 {
+		return step.Result{}, fmt.Errorf("pack: keep %d is negative", keep)
+	}
+	if keep > 0 {
+		if ok, err := path.Match(glob, filepath.Base(dest)); err != nil || !ok {
+			return step.Result{}, fmt.Errorf("pack: keep_glob %q does not match the archive's name %s: give the pattern of the archives kept (e.g. name-*.tar.gz)", glob, filepath.Base(dest))
+		}
 	}
 	data := map[string]any{"path": dest, "files": len(entries), "encrypted": key != nil}
 	if env.Check {
@@ -159,7 +171,41 @@ func (packBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (step
 	}
 	data["sha256"] = sum
 	data["size"] = st.Size()
+	if keep > 0 {
+		removed, err := prune(filepath.Dir(dest), glob, keep)
+		data["removed"] = removed
+		if err != nil {
+			return step.Result{}, fmt.Errorf("pack: packed %s, then keeping %d archives: %w", dest, keep, err)
+		}
+	}
 	return step.Result{Changed: true, Msg: fmt.Sprintf("packed %d files into %s (sha256 %s)", len(entries), dest, sum), Data: data}, nil
+}
+
+// prune removes from dir the archives matching glob but the last keep in
+// name order, and their .sha256 files.
+func prune(dir, glob string, keep int) ([]any, error) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, de := range des {
+		if ok, _ := path.Match(glob, de.Name()); ok && de.Type().IsRegular() {
+			names = append(names, de.Name())
+		}
+	}
+	sort.Strings(names)
+	removed := []any{}
+	for _, n := range names[:max(len(names)-keep, 0)] {
+		p := filepath.Join(dir, n)
+		for _, f := range []string{p, p + ".sha256"} {
+			if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return removed, err
+			}
+		}
+		removed = append(removed, p)
+	}
+	return removed, nil
 }
 
 // packEntries expands the files argument into regular files, sorted by name.
@@ -180,6 +226,11 @@ func packEntries(env *step.Env, items []any) ([]packEntry, error) {
 			return nil, fmt.Errorf("pack: files[%d]: %w", i, err)
 		}
 		src = controlfs.WorkPath(env, src)
+		if optional, _ := m["optional"].(bool); optional {
+			if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+		}
 		err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err

@@ -2,6 +2,7 @@ package pack
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,4 +149,52 @@ func readSha(t *testing.T, archive string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestPackOptionalAndKeep: an optional entry whose src is missing is left
+// out (a required one is an error), and keep leaves the last archives of
+// keep_glob in name order, each with its .sha256, and no other file.
+func TestPackOptionalAndKeep(t *testing.T) {
+	env, _ := steptest.Env(t)
+	packFixture(t, env)
+	files := []any{
+		map[string]any{"src": "staging/etcd/snapshot.db", "name": "etcd/snapshot.db"},
+		map[string]any{"src": "no-certs", "name": "pki", "optional": true},
+	}
+	dir := filepath.Join(env.WorkDir, "backups")
+	other := filepath.Join(dir, "notes.txt")
+	for i, stamp := range []string{"20261201", "20261202", "20261203", "20261204"} {
+		a := step.Args{"dest": "backups/c1-" + stamp + ".tar.gz", "files": files, "keep": 2, "keep_glob": "c1-*.tar.gz"}
+		res := steptest.Run(t, packBuiltin{}, env, a)
+		if !res.Changed || res.Data["files"] != 1 {
+			t.Fatalf("pack %s: %+v", stamp, res)
+		}
+		if i == 0 {
+			if err := os.WriteFile(other, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if removed, _ := res.Data["removed"].([]any); i >= 2 && (len(removed) != 1 || !strings.HasSuffix(removed[0].(string), fmt.Sprintf("c1-2026120%d.tar.gz", i-1))) {
+			t.Errorf("pack %s removed %v", stamp, res.Data["removed"])
+		}
+	}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	want := []string{"c1-20261203.tar.gz", "c1-20261203.tar.gz.sha256", "c1-20261204.tar.gz", "c1-20261204.tar.gz.sha256", "notes.txt"}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("left %v, want %v", names, want)
+	}
+	files[1].(map[string]any)["optional"] = false
+	if _, err := steptest.RunBuiltin(t.Context(), env, packBuiltin{}, step.Args{"dest": "backups/x.tar.gz", "files": files}); err == nil {
+		t.Error("a missing src that is not optional: want an error")
+	}
+	if _, err := steptest.RunBuiltin(t.Context(), env, packBuiltin{}, step.Args{"dest": "backups/x.tar.gz", "files": files[:1], "keep": 1, "keep_glob": "c1-*"}); err == nil || !strings.Contains(err.Error(), "does not match the archive's name") {
+		t.Errorf("keep_glob not matching dest: %v", err)
+	}
 }
