@@ -193,7 +193,7 @@ func operatorMode(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm,
 	t.Helper()
 	start := time.Now()
 	cluster := "clusters.kubexm.mensylisir.io/" + name
-	ctl := startController(ctx, t, k, kx, set, kubeconfig, filepath.Join(kx.dir, ".kubexm"), name, bundle)
+	ctl := startController(ctx, t, k, kx, set, kubeconfig, filepath.Join(kx.dir, ".kubexm"), name, bundle, false)
 	// Stopped before the in-cluster controller starts (inClusterController),
 	// else when the step ends.
 	defer ctl.stop()
@@ -344,8 +344,10 @@ func (p *controllerProc) terminate() {
 // (workdir/<name>, the CLI's, so it shares the CLI's lock and PKI), the
 // bundle and the suite's -e values; the suite's key in the Secret
 // kube-system/kubexm-e2e-ssh, which the Cluster's credentials annotation
-// names (the Secret is deleted when it stops).
-func startController(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm, set *testhosts.Set, kubeconfig, workdir, name, bundle string) *controllerProc {
+// names (the Secret is deleted when it stops). bare runs it as the
+// in-cluster controller's image does, with no tool beside kubexm
+// (bareArgs).
+func startController(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm, set *testhosts.Set, kubeconfig, workdir, name, bundle string, bare bool) *controllerProc {
 	t.Helper()
 	const secret = "kubexm-e2e-ssh"
 	if out, err := k.run(ctx, "", "-n", "kube-system", "create", "secret", "generic", secret, "--type=kubernetes.io/ssh-auth",
@@ -365,7 +367,11 @@ func startController(ctx context.Context, t *testing.T, k kubectlRunner, kx kube
 	}
 	// The machines' host keys are trusted in the suite's directory, as
 	// kubexm play's runs do (kubexm.command).
-	p := &controllerProc{k: k, name: name, logFile: filepath.Join(kx.dir, "controller.log"), args: append([]string{kx.bin}, args...),
+	argv := append([]string{kx.bin}, args...)
+	if bare {
+		argv = bareArgs(argv)
+	}
+	p := &controllerProc{k: k, name: name, logFile: filepath.Join(kx.dir, "controller.log"), args: argv,
 		env: append(os.Environ(), "KUBEXM_HOME="+filepath.Join(kx.dir, ".kubexm")), dir: kx.dir}
 	_ = os.Remove(p.logFile)
 	p.launch(t)
@@ -385,6 +391,18 @@ func startController(ctx context.Context, t *testing.T, k kubectlRunner, kx kube
 	})
 	t.Cleanup(p.stop)
 	return p
+}
+
+// bareArgs runs argv in a mount namespace of its own whose program
+// directories (/usr/bin, /usr/sbin and /usr/local's, /bin and /sbin being
+// links to them) are empty: no shell, no coreutils, as in the in-cluster
+// controller's image, which holds the kubexm binary alone. A step of the
+// controller's runs that needs a tool on the control machine fails there
+// as it would in a pod. unshare(1) keeps the process's pid (no fork), so
+// signals reach kubexm. /usr/bin, which holds mount(8), goes last.
+func bareArgs(argv []string) []string {
+	const hide = `for d in /usr/local/bin /usr/local/sbin /usr/sbin /usr/bin; do mount -t tmpfs -o ro kubexm-bare "$d" || exit 1; done; exec "$0" "$@"`
+	return append([]string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", hide}, argv...)
 }
 
 // waitFor polls the Cluster until ok, the controller's exit or the

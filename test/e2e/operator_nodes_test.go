@@ -24,10 +24,11 @@ import (
 // operatorNodes is issue 52's worker added and removed through the Cluster
 // resource, on TestNodes' cluster after its CLI steps (l: n1 and n5 masters,
 // n2 a worker; n4, cleaned by delete-nodes in step 5, is free). `kubexm
-// controller` runs on the control machine with a work directory of its own,
-// empty as the in-cluster controller's emptyDir is (it adopts the cluster's
-// PKI from the masters and unpacks the bundle itself; the CLI's runs and its
-// runs share the hosts' locks):
+// controller` runs on the control machine as it runs in its pod: a work
+// directory of its own, empty as the pod's emptyDir is (it adopts the
+// cluster's PKI from the masters and unpacks the bundle itself; the CLI's
+// runs and its runs share the hosts' locks), and no tool beside kubexm, as
+// in its image (bareArgs: no shell, no coreutils):
 //   - the Cluster as cluster.yaml says (create-cluster --tags
 //     cluster-resource: delete-nodes writes the status only), the
 //     controller records it as applied, nothing run;
@@ -53,7 +54,7 @@ func operatorNodes(ctx context.Context, t *testing.T, k kubectlRunner, kx kubexm
 		t.Fatalf("create-cluster --tags cluster-resource: %v%s", res.err, res.failures())
 	}
 	ctlRoot := filepath.Join(kx.dir, "controller-work")
-	ctl := startController(ctx, t, k, kx, set, k.kubeconfig, ctlRoot, name, bundle)
+	ctl := startController(ctx, t, k, kx, set, k.kubeconfig, ctlRoot, name, bundle, true)
 	defer func() { ctl.stop() }()
 	progressing := func(c clusterStatus) string {
 		for _, cd := range c.Status.Conditions {

@@ -427,7 +427,7 @@ func upgradeByController(ctx context.Context, t *testing.T, k kubectlRunner, kx 
 	t.Helper()
 	bundle := exportBundleAs(ctx, t, kx, server, " (the upgrade's target, "+version+")", "bundle-target.tar.gz")
 	ctlRoot := filepath.Join(kx.dir, "controller-work")
-	ctl := startController(ctx, t, k, kx, set, k.kubeconfig, ctlRoot, name, bundle)
+	ctl := startController(ctx, t, k, kx, set, k.kubeconfig, ctlRoot, name, bundle, false)
 	defer ctl.stop()
 	ctl.waitFor(ctx, t, "the applied spec recorded", 3*time.Minute, func(_ clusterStatus, raw string) bool {
 		return strings.Contains(raw, "kubexm.mensylisir.io/applied-spec")
