@@ -16,7 +16,7 @@ TESTFLAGS ?=
 
 export KUBEXM_TEST_CACHE
 
-.PHONY: build release deps check demo test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-kubeadm-calico e2e-calico-upgrade e2e-kubeadm-docker e2e-kubeadm-registry e2e-ha e2e-ha-calico-bgp e2e-kubeadm-ha e2e-vip e2e-vip-nginx e2e-vip-kube-vip e2e-kubeadm-ha-kube-vip e2e-kubeadm-ha-nginx e2e-ha-all e2e-nodes e2e-nodes-docker e2e-upgrade e2e-upgrade-chain e2e-upgrade-ha e2e-upgrade-ha-kube-vip e2e-upgrade-ha-controller e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers e2e-ha-registry e2e-ha-registry-external
+.PHONY: build release deps check demo perf-quiet test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-kubeadm-calico e2e-calico-upgrade e2e-kubeadm-docker e2e-kubeadm-registry e2e-ha e2e-ha-calico-bgp e2e-kubeadm-ha e2e-vip e2e-vip-nginx e2e-vip-kube-vip e2e-kubeadm-ha-kube-vip e2e-kubeadm-ha-nginx e2e-ha-all e2e-nodes e2e-nodes-docker e2e-upgrade e2e-upgrade-chain e2e-upgrade-ha e2e-upgrade-ha-kube-vip e2e-upgrade-ha-controller e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers e2e-ha-registry e2e-ha-registry-external
 
 # Static (no cgo): autoRenewCerts copies this binary to the masters, whose
 # C library may be older than the build machine's.
@@ -57,6 +57,13 @@ check:
 # Three local test machines and a Kubernetes cluster on them, built by kubexm from an offline bundle.
 demo: deps
 	$(SUDO) env PREFIX='$(PREFIX)' KUBEXM_TEST_CACHE='$(KUBEXM_TEST_CACHE)' test/demo.sh
+
+# docs/perf.md's quiet figures: the demo's cluster on N machines (PERF_N,
+# default 3), then create-cluster run again and with --check RERUNS times
+# each (default 3), every run's time printed. Run it with nothing else on
+# the machine; make hosts-down PREFIX=perf afterwards.
+perf-quiet: deps
+	$(SUDO) env PREFIX=perf N='$(or $(PERF_N),3)' RERUNS='$(or $(RERUNS),3)' KUBEXM_TEST_CACHE='$(KUBEXM_TEST_CACHE)' test/demo.sh
 
 # Unit tests: no root, no network, no machines.
 test: vet unit

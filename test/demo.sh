@@ -10,6 +10,9 @@
 # up afterwards:
 #   ssh -F /var/cache/kubexm-test/runs/$PREFIX/ssh_config n1
 #   make hosts-down PREFIX=$PREFIX
+# N=5 makes five machines (n2-n5 workers); RERUNS=3 then runs the same
+# create-cluster 3 times again and 3 times with --check, each printing its
+# time (make perf-quiet: docs/perf.md's quiet re-run figures).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
@@ -28,7 +31,9 @@ for script in release.sh containerd.sh crictl.sh kubernetes-release.sh flannel.s
   ETCD_VERSION=$ETCD_VERSION KUBE_VERSION=$KUBE_VERSION CONTAINERD_VERSION=$CONTAINERD_VERSION \
     RUNC_VERSION=$RUNC_VERSION CNI_VERSION=$CNI_VERSION CRICTL_VERSION=$CRICTL_VERSION test/artifacts/$script >/dev/null
 done
-KUBELET=1 N=3 PREFIX=$PREFIX test/hosts/up.sh
+N=${N:-3}
+RERUNS=${RERUNS:-0}
+KUBELET=1 N=$N PREFIX=$PREFIX test/hosts/up.sh
 # shellcheck source=/dev/null
 . "$CACHE/runs/$PREFIX/hosts.env"
 
@@ -90,3 +95,9 @@ echo "Look around:   ssh -F $KUBEXM_TEST_SSH_CONFIG n1"
 echo "Run it again:  make demo PREFIX=$PREFIX   (reports 0 changed)"
 echo "Delete it:     cd $work && $kubexm play delete -i cluster.yaml -e @vars.yaml"
 echo "Remove the machines:  make hosts-down PREFIX=$PREFIX"
+for i in $(seq "$RERUNS"); do
+  echo "== re-run $i: $("$kubexm" play create-cluster -i cluster.yaml --offline-bundle bundle.tar.gz -e @vars.yaml 2>&1 | grep '^run ' | tail -1)"
+done
+for i in $(seq "$RERUNS"); do
+  echo "== --check $i: $("$kubexm" play create-cluster -i cluster.yaml --offline-bundle bundle.tar.gz -e @vars.yaml --check 2>&1 | grep '^run ' | tail -1)"
+done
