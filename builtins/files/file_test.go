@@ -9,6 +9,7 @@ import (
 
 	"github.com/mensylisir/kubexm/builtins/internal/steptest"
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/engine/transport"
 )
 
 func TestFileStates(t *testing.T) {
@@ -58,7 +59,29 @@ func TestFileStates(t *testing.T) {
 // directory or a parent of one, written directly, with .., or reached
 // through a symbolic link on the host; check mode refuses the same.
 func TestFileAbsentRefusesSystemDirs(t *testing.T) {
-	env, root := steptest.Env(t)
+	bothWays(t, testFileAbsentRefusesSystemDirs)
+}
+
+// bothWays runs a test of state: absent on the control machine, where
+// kubexm removes in its own process, and as on a host, through the
+// scripts (the local transport hidden behind the Transport interface).
+func bothWays(t *testing.T, test func(t *testing.T, env *step.Env, root string)) {
+	for _, onHost := range []bool{false, true} {
+		name := "control machine"
+		if onHost {
+			name = "host"
+		}
+		t.Run(name, func(t *testing.T) {
+			env, root := steptest.Env(t)
+			if onHost {
+				env.Target = struct{ transport.Transport }{env.Target}
+			}
+			test(t, env, root)
+		})
+	}
+}
+
+func testFileAbsentRefusesSystemDirs(t *testing.T, env *step.Env, root string) {
 	toRoot := filepath.Join(root, "toroot")
 	if err := os.Symlink("/", toRoot); err != nil {
 		t.Fatal(err)
@@ -95,7 +118,10 @@ func TestFileAbsentUnmount(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting needs root")
 	}
-	env, root := steptest.Env(t)
+	bothWays(t, testFileAbsentUnmount)
+}
+
+func testFileAbsentUnmount(t *testing.T, env *step.Env, root string) {
 	top := filepath.Join(root, "data")
 	inner := filepath.Join(top, "pods", "vol")
 	steptest.MustWrite(t, filepath.Join(inner, "x"), "")
@@ -107,6 +133,9 @@ func TestFileAbsentUnmount(t *testing.T) {
 	// Without unmount, rm stays on its file system and fails on the mount.
 	if _, err := steptest.RunBuiltin(t.Context(), env, File{}, step.Args{"path": top, "state": "absent"}); err == nil {
 		t.Fatal("removing a tree with a mount below it without unmount: want an error")
+	}
+	if b, err := os.ReadFile(filepath.Join(inner, "secret")); err != nil || string(b) != "s" {
+		t.Fatalf("the mounted file system's file after the refusal: %q %v", b, err)
 	}
 	steptest.Converge(t, File{}, env, step.Args{"path": top, "state": "absent", "unmount": true}, root)
 	if _, err := os.Stat(top); !os.IsNotExist(err) {

@@ -59,16 +59,30 @@ fi`
 
 // RemovePath is state: absent for an existing path: the path as the host
 // resolves it is checked again (a symlink in a parent can lead anywhere),
-// then removed.
+// then removed; in kubexm's own process on the control machine
+// (removesHere), through the scripts elsewhere.
 func RemovePath(ctx context.Context, env *step.Env, p string, isLink, unmount bool, data map[string]any) (step.Result, error) {
-	res, err := RunScript(ctx, env, ResolveScript, p)
-	if err != nil {
-		return step.Result{}, err
+	here := removesHere(env)
+	var resolved, state string
+	if here {
+		r, emptyMount, err := resolveHere(p)
+		if err != nil {
+			return step.Result{}, fmt.Errorf("%s: file: resolving %s: %w", env.Target.Host(), p, err)
+		}
+		resolved = r
+		if emptyMount {
+			state = "empty-mount"
+		}
+	} else {
+		res, err := RunScript(ctx, env, ResolveScript, p)
+		if err != nil {
+			return step.Result{}, err
+		}
+		if res.ExitCode != 0 {
+			return step.Result{}, CmdError(env, []string{"resolve", p}, res)
+		}
+		resolved, state, _ = strings.Cut(strings.TrimSuffix(string(res.Stdout), "\n"), "\n")
 	}
-	if res.ExitCode != 0 {
-		return step.Result{}, CmdError(env, []string{"resolve", p}, res)
-	}
-	resolved, state, _ := strings.Cut(strings.TrimSuffix(string(res.Stdout), "\n"), "\n")
 	if err := CheckRemovable(resolved); err != nil {
 		return step.Result{}, fmt.Errorf("%s: file: %s is %s there: %w", env.Target.Host(), p, resolved, err)
 	}
@@ -80,18 +94,27 @@ func RemovePath(ctx context.Context, env *step.Env, p string, isLink, unmount bo
 	if env.Check {
 		return Done(env, changes, data, ""), nil
 	}
-	flag := "0"
-	if unmount && !isLink {
-		flag = "1"
+	var emptied bool
+	if here {
+		var err error
+		if emptied, err = removeHere(resolved, unmount && !isLink); err != nil {
+			return step.Result{}, fmt.Errorf("%s: file: removing %s: %w", env.Target.Host(), p, err)
+		}
+	} else {
+		flag := "0"
+		if unmount && !isLink {
+			flag = "1"
+		}
+		res, err := RunScript(ctx, env, RemoveScript, resolved, flag)
+		if err != nil {
+			return step.Result{}, err
+		}
+		if res.ExitCode != 0 {
+			return step.Result{}, CmdError(env, []string{"rm", "-rf", "--one-file-system", "--", resolved}, res)
+		}
+		emptied = strings.TrimSpace(string(res.Stdout)) == "emptied"
 	}
-	res, err = RunScript(ctx, env, RemoveScript, resolved, flag)
-	if err != nil {
-		return step.Result{}, err
-	}
-	if res.ExitCode != 0 {
-		return step.Result{}, CmdError(env, []string{"rm", "-rf", "--one-file-system", "--", resolved}, res)
-	}
-	if strings.TrimSpace(string(res.Stdout)) == "emptied" {
+	if emptied {
 		changes = []string{"empty the mount point " + p}
 	}
 	return Done(env, changes, data, ""), nil
