@@ -227,7 +227,9 @@ func (waitForBuiltin) Spec() step.Spec {
 		Args: append([]step.Arg{
 			{Name: "host", Type: step.String, Default: "127.0.0.1", Doc: "Address to connect to (port), as seen from the host."},
 			{Name: "port", Type: step.Int, Doc: "TCP port."},
-			{Name: "search_regex", Type: step.String, Doc: "port: the service counts as up only when what it sends first (read for up to 2 s, at most 64 KiB) " +
+			{Name: "connect_timeout", Type: step.Duration, Default: "2s", Doc: "port: how long one probe waits for the connection, and with search_regex for what the service sends; " +
+				"with `timeout: 0s` the port is probed once."},
+			{Name: "search_regex", Type: step.String, Doc: "port: the service counts as up only when what it sends first (read for up to connect_timeout, at most 64 KiB) " +
 				"matches this regular expression (Go syntax), e.g. `^SSH-` for an SSH server: a proxy on the way that accepts any " +
 				"connection does not. Needs bash on the host, unless the host is the control machine."},
 			{Name: "path", Type: step.String, Doc: "File or directory on the host."},
@@ -287,7 +289,11 @@ func (w waitForBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) 
 			return step.Result{}, fmt.Errorf("wait_for: port %d is out of range", port)
 		}
 		what = fmt.Sprintf("%s:%d", host, port)
-		probe = func() (bool, error) { return tcpProbe(ctx, env, host, port, banner) }
+		wait := args.Duration("connect_timeout")
+		if wait <= 0 {
+			return step.Result{}, fmt.Errorf("wait_for: connect_timeout %s is not positive", wait)
+		}
+		probe = func() (bool, error) { return tcpProbe(ctx, env, host, port, banner, wait) }
 	case "path":
 		what = args.String("path")
 		probe = func() (bool, error) {
@@ -486,32 +492,30 @@ type directDialer interface {
 	DialsDirectly()
 }
 
-// probeWait bounds one TCP probe: the connection, then what the service
-// sends first.
-const probeWait = 2 * time.Second
-
 // bannerMax is the most of what a service sends first that a probe reads.
 const bannerMax = 64 << 10
 
 // tcpProbe connects from the host with nc, or bash's /dev/tcp (bash alone
 // when banner asks to read what the service sends first), or from kubexm
-// itself on the control machine.
-func tcpProbe(ctx context.Context, env *step.Env, host string, port int, banner *regexp.Regexp) (bool, error) {
+// itself on the control machine; wait bounds the connection, then what the
+// service sends first.
+func tcpProbe(ctx context.Context, env *step.Env, host string, port int, banner *regexp.Regexp, wait time.Duration) (bool, error) {
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	if d, ok := env.Target.(directDialer); ok {
-		return dialProbe(ctx, d, addr, banner)
+		return dialProbe(ctx, d, addr, banner, wait)
 	}
+	secs := strconv.Itoa(max(int(wait.Round(time.Second).Seconds()), 1))
 	script := `
-if command -v nc >/dev/null 2>&1; then exec nc -z -w 2 "$1" "$2"; fi
-if command -v bash >/dev/null 2>&1; then exec bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2"; fi
+if command -v nc >/dev/null 2>&1; then exec nc -z -w "$3" "$1" "$2"; fi
+if command -v bash >/dev/null 2>&1; then exec timeout "$3" bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2"; fi
 exit 127`
 	if banner != nil {
 		// dd returns after the first read: what the service sent first.
 		script = `
 command -v bash >/dev/null 2>&1 || exit 127
-exec bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1; exec timeout 2 dd bs=65536 count=1 status=none <&3' "$1" "$2"`
+exec timeout "$3" bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1; exec dd bs=65536 count=1 status=none <&3' "$1" "$2"`
 	}
-	res, err := env.Target.Run(ctx, transport.Command{Argv: []string{"/bin/sh", "-c", script, "sh", host, strconv.Itoa(port)}, Timeout: 5 * time.Second})
+	res, err := env.Target.Run(ctx, transport.Command{Argv: []string{"/bin/sh", "-c", script, "sh", host, strconv.Itoa(port), secs}, Timeout: wait + 5*time.Second})
 	if err != nil {
 		// The probe's own timeout means the port did not answer.
 		if ctx.Err() == nil {
@@ -526,7 +530,10 @@ exec bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1; exec timeout 2 dd bs=65536 cou
 		}
 		return true, nil
 	case 124:
-		return false, fmt.Errorf("connect %s: connected, nothing received within %s (want %s)", addr, probeWait, banner)
+		if banner == nil {
+			return false, fmt.Errorf("connect %s: no answer within %s", addr, wait)
+		}
+		return false, fmt.Errorf("connect %s: nothing received within %s (want %s)", addr, wait, banner)
 	case 127:
 		need := "neither nc nor bash is"
 		if banner != nil {
@@ -542,8 +549,9 @@ exec bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1; exec timeout 2 dd bs=65536 cou
 }
 
 // dialProbe is tcpProbe from kubexm's own process.
-func dialProbe(ctx context.Context, d transport.Dialer, addr string, banner *regexp.Regexp) (bool, error) {
-	dctx, cancel := context.WithTimeout(ctx, probeWait)
+func dialProbe(ctx context.Context, d transport.Dialer, addr string, banner *regexp.Regexp, wait time.Duration) (bool, error) {
+	start := time.Now()
+	dctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	conn, err := d.DialContext(dctx, "tcp", addr)
 	if err != nil {
@@ -553,7 +561,7 @@ func dialProbe(ctx context.Context, d transport.Dialer, addr string, banner *reg
 	if banner == nil {
 		return true, nil
 	}
-	if err := conn.SetReadDeadline(time.Now().Add(probeWait)); err != nil {
+	if err := conn.SetReadDeadline(start.Add(wait)); err != nil {
 		return false, err
 	}
 	buf := make([]byte, 0, 4096)
@@ -565,7 +573,7 @@ func dialProbe(ctx context.Context, d transport.Dialer, addr string, banner *reg
 		}
 		if err != nil {
 			if len(buf) == 0 {
-				return false, fmt.Errorf("connect %s: connected, nothing received within %s (want %s)", addr, probeWait, banner)
+				return false, fmt.Errorf("connect %s: nothing received within %s (want %s)", addr, wait, banner)
 			}
 			break
 		}

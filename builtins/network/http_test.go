@@ -166,6 +166,12 @@ func TestWaitForBanner(t *testing.T) {
 		return ln.Addr().(*net.TCPAddr).Port
 	}
 	sshd, proxy, silent := serve("SSH-2.0-OpenSSH_9.2\r\n"), serve("HTTP/1.1 400 Bad Request\r\n\r\n"), serve("")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
 	w := waitForBuiltin{firstPoll: 10 * time.Millisecond}
 	env, _ := steptest.Env(t)
 	// onHost hides the local transport's own dialing: the probe runs as a
@@ -188,6 +194,16 @@ func TestWaitForBanner(t *testing.T) {
 			}
 			if res := steptest.Run(t, w, e, step.Args{"port": silent, "timeout": "5s"}); res.Failed || res.Data["met"] != true {
 				t.Fatalf("without search_regex a connection is enough: %+v", res)
+			}
+			// timeout 0s: one probe, bounded by connect_timeout; a port
+			// that refuses is not waited for.
+			start := time.Now()
+			res = steptest.Run(t, w, e, step.Args{"port": closed, "search_regex": "^SSH-", "timeout": "0s", "connect_timeout": "3s"})
+			if !res.Failed || res.Data["met"] != false || time.Since(start) > 2*time.Second {
+				t.Fatalf("one probe of a closed port: %s %+v", time.Since(start), res)
+			}
+			if res := steptest.Run(t, w, e, step.Args{"port": sshd, "search_regex": "^SSH-", "timeout": "0s", "connect_timeout": "3s"}); res.Failed || res.Data["met"] != true {
+				t.Fatalf("one probe of an SSH server: %+v", res)
 			}
 		})
 	}
