@@ -484,12 +484,13 @@ func (u unitState) String() string {
 }
 
 // directDialer is the control machine's transport, which connects from
-// kubexm's own process and so needs no tool (the in-cluster controller's
-// image has none); a Dialer through SSH would also need the server to allow
-// forwarding, so the hosts keep the command.
+// kubexm's own process (InProcess, the mark the file builtins read too) and
+// so needs no tool (the in-cluster controller's image has none); a Dialer
+// through SSH would also need the server to allow forwarding, so the hosts
+// keep the command.
 type directDialer interface {
 	transport.Dialer
-	DialsDirectly()
+	InProcess(become bool) bool
 }
 
 // bannerMax is the most of what a service sends first that a probe reads.
@@ -501,18 +502,18 @@ const bannerMax = 64 << 10
 // service sends first.
 func tcpProbe(ctx context.Context, env *step.Env, host string, port int, banner *regexp.Regexp, wait time.Duration) (bool, error) {
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
-	if d, ok := env.Target.(directDialer); ok {
+	if d, ok := env.Target.(directDialer); ok && d.InProcess(false) {
 		return dialProbe(ctx, d, addr, banner, wait)
 	}
 	secs := strconv.Itoa(max(int(wait.Round(time.Second).Seconds()), 1))
 	script := `
 if command -v nc >/dev/null 2>&1; then exec nc -z -w "$3" "$1" "$2"; fi
-if command -v bash >/dev/null 2>&1; then exec timeout "$3" bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2"; fi
+if command -v bash >/dev/null 2>&1 && command -v timeout >/dev/null 2>&1; then exec timeout "$3" bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2"; fi
 exit 127`
 	if banner != nil {
 		// dd returns after the first read: what the service sent first.
 		script = `
-command -v bash >/dev/null 2>&1 || exit 127
+{ command -v bash && command -v timeout; } >/dev/null 2>&1 || exit 127
 exec timeout "$3" bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1; exec dd bs=65536 count=1 status=none <&3' "$1" "$2"`
 	}
 	res, err := env.Target.Run(ctx, transport.Command{Argv: []string{"/bin/sh", "-c", script, "sh", host, strconv.Itoa(port), secs}, Timeout: wait + 5*time.Second})
@@ -535,9 +536,9 @@ exec timeout "$3" bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1; exec dd bs=65536 
 		}
 		return false, fmt.Errorf("connect %s: nothing received within %s (want %s)", addr, wait, banner)
 	case 127:
-		need := "neither nc nor bash is"
+		need := "neither nc nor bash with timeout(1) is"
 		if banner != nil {
-			need = "bash is not"
+			need = "bash or timeout(1) is not"
 		}
 		return false, &missingToolError{fmt.Sprintf("%s: %s installed on the host (needed to probe a port)", env.Target.Host(), need)}
 	}

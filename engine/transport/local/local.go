@@ -503,14 +503,10 @@ func groupName(gid uint32) string {
 	return id
 }
 
-// InProcess says whether file operations for become run in kubexm's own
-// process (no sudo needed), so a builtin may do in Go what it does with a
-// script on a host.
+// InProcess says whether work for become runs in kubexm's own process (no
+// sudo needed: file operations, and DialContext always), so a builtin may
+// do in Go what it does with a script or a tool on a host.
 func (t *Transport) InProcess(become bool) bool { return !t.needSudo(become, "") }
-
-// DialsDirectly says that DialContext needs no tool on the host: kubexm
-// connects from its own process (a probe need not run nc or bash).
-func (t *Transport) DialsDirectly() {}
 
 // DialContext implements transport.Dialer: the control machine dials
 // directly.
