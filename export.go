@@ -13,6 +13,9 @@ import (
 // refuses to overwrite a file unless force, and returns how many files it
 // wrote.
 func Export(fsys fs.FS, dir string, force bool) (int, error) {
+	if fsys == nil {
+		return 0, errors.New("this kubexm has no built-in playbooks")
+	}
 	n := 0
 	for _, root := range []string{"playbooks", "roles"} {
 		if _, err := fs.Stat(fsys, root); errors.Is(err, fs.ErrNotExist) {

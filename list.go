@@ -1,7 +1,9 @@
 package kubexm
 
 import (
+	"cmp"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"strings"
@@ -16,6 +18,19 @@ type PlaybookInfo struct {
 	Version      string `json:"version"`
 	Description  string `json:"description"`
 	NeedsCluster bool   `json:"needsCluster"`
+	// Ref is what kubexm play takes: the file's name.
+	Ref string `json:"-"`
+}
+
+// WritePlaybooks lists the playbooks for people: what kubexm play takes,
+// one a line.
+func WritePlaybooks(w io.Writer, list []PlaybookInfo) error {
+	for _, p := range list {
+		if _, err := fmt.Fprintln(w, p.Ref); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Playbooks lists the playbooks of fsys (Content(), or a tree laid out as
@@ -45,10 +60,8 @@ func Playbooks(fsys fs.FS) ([]PlaybookInfo, error) {
 			Inventory   string `yaml:"inventory"`
 		}
 		_ = yaml.Unmarshal(data, &h)
-		if h.Name == "" {
-			h.Name = strings.TrimSuffix(e.Name(), ".yaml")
-		}
-		out = append(out, PlaybookInfo{Name: h.Name, Version: h.Version, Description: h.Description, NeedsCluster: h.Inventory == "cluster"})
+		ref := strings.TrimSuffix(e.Name(), ".yaml")
+		out = append(out, PlaybookInfo{Name: cmp.Or(h.Name, ref), Version: h.Version, Description: h.Description, NeedsCluster: h.Inventory == "cluster", Ref: ref})
 	}
 	return out, nil
 }

@@ -3,8 +3,32 @@ package lifecycle
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 )
+
+// OutFile is where a command writing a file (config convert, create
+// config) puts it: -o's Path, standard output when "" or "-".
+type OutFile struct {
+	Path  string
+	Perm  os.FileMode
+	Force bool   // replace an existing file
+	Input string // the file read, never replaced without Force
+}
+
+// Write writes data to w or to the new file o.Path (WriteNewFile), saying
+// so on errw with note after the path; what names data in an error.
+func (o OutFile) Write(w, errw io.Writer, data []byte, what, note string) error {
+	if o.Path == "" || o.Path == "-" {
+		_, err := w.Write(data)
+		return err
+	}
+	if err := WriteNewFile(o.Path, data, o.Perm, o.Force, o.Input); err != nil {
+		return fmt.Errorf("write %s: %w", what, err)
+	}
+	fmt.Fprintf(errw, "wrote %s%s\n", o.Path, note)
+	return nil
+}
 
 // WriteNewFile writes data to path, refusing an existing file unless
 // force: a mistyped -o must not destroy a cluster file, least of all the

@@ -3,11 +3,16 @@ package lifecycle
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/mensylisir/kubexm/internal/printers"
 
 	"github.com/mensylisir/kubexm/schema/validate"
 
@@ -27,19 +32,57 @@ func LoadWith(file string, rolesPath []string) (*schema.Cluster, []schema.Warnin
 
 // ViewCluster is the cluster file with every default filled in and its
 // secrets masked (config view), or, with resource, the Cluster resource for
-// kubectl apply: passwords and passphrases left out, not masked. The
-// warnings are the file's, also when it is not valid.
-func ViewCluster(file string, rolesPath []string, resource bool) ([]byte, []schema.Warning, error) {
+// kubectl apply: passwords and passphrases left out, not masked; as YAML,
+// or as the same document in JSON when format is json. The warnings are
+// the file's, also when it is not valid.
+func ViewCluster(file string, rolesPath []string, resource bool, format string) ([]byte, []schema.Warning, error) {
 	c, warnings, err := LoadWith(file, rolesPath)
 	if err != nil {
 		return nil, warnings, err
 	}
+	var out []byte
 	if resource {
-		out, err := c.ResourceYAML()
+		out, err = c.ResourceYAML()
+	} else {
+		out, err = schema.Marshal(c.Masked())
+	}
+	if err != nil || format != "json" {
 		return out, warnings, err
 	}
-	out, err := schema.Marshal(c.Masked())
-	return out, warnings, err
+	// The JSON is the YAML converted: the same keys, the file's.
+	if out, err = yaml.YAMLToJSON(out); err != nil {
+		return nil, warnings, fmt.Errorf("encode json: %w", err)
+	}
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, out, "", "  "); err != nil {
+		return nil, warnings, fmt.Errorf("encode json: %w", err)
+	}
+	indented.WriteByte('\n')
+	return indented.Bytes(), warnings, nil
+}
+
+// ValidateFile is config validate: every problem of the cluster file at
+// once, as text (the warnings on errw) or, for programs, a verdict in
+// format. An invalid file is an error also after its verdict, so that
+// scripts need not parse it to know.
+func ValidateFile(w, errw io.Writer, file string, rolesPath []string, format string) error {
+	c, warnings, loadErr := LoadWith(file, rolesPath)
+	if format == "text" {
+		schema.WriteWarnings(errw, warnings)
+		if loadErr != nil {
+			return loadErr
+		}
+	}
+	v, err := validate.NewValidation(file, c, warnings, loadErr)
+	if err != nil {
+		// Not a cluster file's problem (unreadable, no such file): no
+		// verdict on its content to print.
+		return err
+	}
+	if err := printers.Print(w, format, v, v.Write); err != nil || loadErr == nil {
+		return err
+	}
+	return fmt.Errorf("%s is not valid: %d problems: %w", file, len(v.Problems), loadErr)
 }
 
 // LoadCluster reads a cluster file for the commands that read what kubexm

@@ -3,8 +3,34 @@ package about
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"text/tabwriter"
+
+	"github.com/mensylisir/kubexm/internal/printers"
+	"github.com/mensylisir/kubexm/schema/matrix"
 )
+
+// WriteSupport prints the support matrix s as kubexm support shows it:
+// text (with the versions the roles of content install by default),
+// markdown (README.md's table), json or yaml.
+func WriteSupport(w io.Writer, output string, s *matrix.Support, content fs.FS) error {
+	switch output {
+	case "text":
+		info, err := Collect(Build{}, s, content)
+		if err != nil {
+			return err
+		}
+		s.WriteText(w, info.Defaults())
+		return nil
+	case "markdown":
+		_, err := io.WriteString(w, s.Markdown())
+		return err
+	}
+	if err := printers.Check(output, "text", "markdown"); err != nil {
+		return err
+	}
+	return printers.Write(w, output, s)
+}
 
 // Write prints info as kubexm version shows it; kubernetesRange is the
 // support matrix's (matrix.Support.KubernetesRange).

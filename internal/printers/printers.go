@@ -42,6 +42,15 @@ func Print(w io.Writer, format string, v any, text func(io.Writer) error) error 
 	return text(w)
 }
 
+// PrintItems prints items as WriteItems does when format is json or yaml;
+// else, for people, text does.
+func PrintItems[T any](w io.Writer, format string, items []T, text func(io.Writer) error) error {
+	if Structured(format) {
+		return WriteItems(w, format, items)
+	}
+	return text(w)
+}
+
 // Write prints v as json or yaml. The YAML is the JSON converted, so both
 // have one shape: the JSON field names.
 func Write(w io.Writer, format string, v any) error {

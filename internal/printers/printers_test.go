@@ -70,3 +70,16 @@ func TestPrint(t *testing.T) {
 		}
 	}
 }
+
+// PrintItems writes lists for programs as WriteItems does, and leaves the
+// human formats to the command's text.
+func TestPrintItems(t *testing.T) {
+	text := func(w io.Writer) error { _, err := io.WriteString(w, "A\n"); return err }
+	items := []item{{Name: "a"}, {Name: "b"}}
+	for format, want := range map[string]string{"text": "A\n", "json": "{\"name\":\"a\"}\n{\"name\":\"b\"}\n", "yaml": "---\nname: a\n---\nname: b\n"} {
+		var b strings.Builder
+		if err := PrintItems(&b, format, items, text); err != nil || b.String() != want {
+			t.Errorf("PrintItems(%s) = %q, %v; want %q", format, b.String(), err, want)
+		}
+	}
+}

@@ -70,23 +70,7 @@ func newSupportCmd() *cobra.Command {
 			if !evidence {
 				s = s.WithoutEvidence()
 			}
-			w := cmd.OutOrStdout()
-			switch output {
-			case "text":
-				info, err := about.Collect(about.Build{}, s, kubexm.Content())
-				if err != nil {
-					return err
-				}
-				s.WriteText(w, info.Defaults())
-				return nil
-			case "markdown":
-				_, err := io.WriteString(w, s.Markdown())
-				return err
-			}
-			if err := printers.Check(output, "text", "markdown"); err != nil {
-				return err
-			}
-			return printers.Write(w, output, s)
+			return about.WriteSupport(cmd.OutOrStdout(), output, s, kubexm.Content())
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text, json, yaml or markdown (README.md's table)")

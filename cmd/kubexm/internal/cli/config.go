@@ -1,17 +1,9 @@
 package cli
 
 import (
-	"encoding/json"
-	"fmt"
-	"io"
-
-	"github.com/mensylisir/kubexm/internal/printers"
-
-	"github.com/mensylisir/kubexm/schema/validate"
-
-	"github.com/goccy/go-yaml"
 	"github.com/spf13/cobra"
 
+	"github.com/mensylisir/kubexm/internal/printers"
 	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/schema"
 )
@@ -32,25 +24,7 @@ func newConfigValidateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, warnings, loadErr := lifecycle.LoadWith(file, rolesPath)
-			if output == "text" {
-				schema.WriteWarnings(cmd.ErrOrStderr(), warnings)
-				if loadErr != nil {
-					return loadErr
-				}
-			}
-			v, err := validate.NewValidation(file, c, warnings, loadErr)
-			if err != nil {
-				// Not a cluster file's problem (unreadable, no such
-				// file): no verdict on its content to print.
-				return err
-			}
-			if err := printers.Print(cmd.OutOrStdout(), output, v, v.Write); err != nil || loadErr == nil {
-				return err
-			}
-			// An invalid file is still an error (exit 1) after the verdict
-			// for programs, so that scripts need not parse it to know.
-			return fmt.Errorf("%s is not valid: %d problems: %w", file, len(v.Problems), loadErr)
+			return lifecycle.ValidateFile(cmd.OutOrStdout(), cmd.ErrOrStderr(), file, rolesPath, output)
 		},
 	}
 	addClusterFileFlag(cmd.Flags(), &file)
@@ -76,17 +50,10 @@ func newConfigViewCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out, warnings, err := lifecycle.ViewCluster(file, rolesPath, resource)
+			out, warnings, err := lifecycle.ViewCluster(file, rolesPath, resource, output)
 			schema.WriteWarnings(cmd.ErrOrStderr(), warnings)
 			if err != nil {
 				return err
-			}
-			// The JSON is the YAML converted: the same keys, the file's.
-			if output == "json" {
-				if out, err = yaml.YAMLToJSON(out); err != nil {
-					return fmt.Errorf("encode json: %w", err)
-				}
-				return printers.Write(cmd.OutOrStdout(), output, json.RawMessage(out))
 			}
 			_, err = cmd.OutOrStdout().Write(out)
 			return err
@@ -117,16 +84,9 @@ func newConfigConvertCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output == "" || output == "-" {
-				_, err = cmd.OutOrStdout().Write(out)
-				return err
-			}
 			// The file may carry passwords, so it is private like the input should be.
-			if err := lifecycle.WriteNewFile(output, out, 0o600, force, file); err != nil {
-				return fmt.Errorf("write converted file: %w", err)
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", output)
-			return nil
+			o := lifecycle.OutFile{Path: output, Perm: 0o600, Force: force, Input: file}
+			return o.Write(cmd.OutOrStdout(), cmd.ErrOrStderr(), out, "converted file", "")
 		},
 	}
 	addClusterFileFlag(cmd.Flags(), &file)
@@ -147,15 +107,8 @@ func newCreateConfigCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output == "" || output == "-" {
-				_, err := io.WriteString(cmd.OutOrStdout(), text)
-				return err
-			}
-			if err := lifecycle.WriteNewFile(output, []byte(text), 0o644, force, ""); err != nil {
-				return fmt.Errorf("write sample: %w", err)
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s; check it with: kubexm config validate -f %s\n", output, output)
-			return nil
+			o := lifecycle.OutFile{Path: output, Perm: 0o644, Force: force}
+			return o.Write(cmd.OutOrStdout(), cmd.ErrOrStderr(), []byte(text), "sample", "; check it with: kubexm config validate -f "+output)
 		},
 	}
 	cmd.Flags().StringVar(&version, "kubernetes-version", schema.DefaultKubernetesVersion, "Kubernetes version: a patch of a minor kubexm support lists, or the minor alone (its newest checked patch)")

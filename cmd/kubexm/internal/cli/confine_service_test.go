@@ -101,8 +101,7 @@ func testServiceConfined(t *testing.T, dsn string) {
 	}
 	// Stored before the rules: refused when a job names it.
 	ctx := context.Background()
-	a := newApp(lifecycle.Runner{})
-	svc, err := a.openService(ctx, &server.Config{DB: e.dsn, DataDir: e.dataDir}, false)
+	svc, err := server.Open(ctx, server.Config{DB: e.dsn, DataDir: e.dataDir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,10 +48,7 @@ func newGetClustersCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if format != "text" {
-				return printers.WriteItems(cmd.OutOrStdout(), format, states)
-			}
-			return clusterview.WriteClusters(cmd.OutOrStdout(), states, list.None())
+			return printers.PrintItems(cmd.OutOrStdout(), format, states, func(w io.Writer) error { return clusterview.WriteClusters(w, states, list.None()) })
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", ".kubexm", "the directory holding the work directories")
@@ -145,25 +142,32 @@ func readClient(remote clientFlags, format string) (*client.Client, error) {
 }
 
 func newGetNodesCmd(a *app) *cobra.Command {
+	return viewCmd(a, "nodes -f cluster.yaml", "The hosts of cluster.yaml and the cluster's nodes, side by side",
+		func(cmd *cobra.Command, v clusterview.View, output string) error {
+			rows, err := v.Nodes(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return printers.PrintItems(cmd.OutOrStdout(), output, rows, func(w io.Writer) error { return clusterview.WriteNodes(w, rows) })
+		})
+}
+
+// viewCmd is a read verb of a cluster as this machine or, with --server, a
+// server sees it (clusterFlags.view): show prints what it reads of v in
+// the output format of -o.
+func viewCmd(a *app, use, short string, show func(cmd *cobra.Command, v clusterview.View, output string) error) *cobra.Command {
 	var f clusterFlags
 	var remote clientFlags
 	cmd := &cobra.Command{
-		Use:   "nodes -f cluster.yaml",
-		Short: "The hosts of cluster.yaml and the cluster's nodes, side by side",
+		Use:   use,
+		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v, err := f.view(cmd, a, remote)
 			if err != nil {
 				return err
 			}
-			rows, err := v.Nodes(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if f.output != "text" {
-				return printers.WriteItems(cmd.OutOrStdout(), f.output, rows)
-			}
-			return clusterview.WriteNodes(cmd.OutOrStdout(), rows)
+			return show(cmd, v, f.output)
 		},
 	}
 	addClusterFlags(cmd, &f, "text")
@@ -178,27 +182,14 @@ func (f clusterFlags) kubeconfigRequest(file string) lifecycle.KubeconfigRequest
 }
 
 func newDescribeClusterCmd(a *app) *cobra.Command {
-	var f clusterFlags
-	var remote clientFlags
-	cmd := &cobra.Command{
-		Use:   "cluster -f cluster.yaml",
-		Short: "A cluster's versions, hosts, endpoint, work directory, certificates and nodes",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			v, err := f.view(cmd, a, remote)
-			if err != nil {
-				return err
-			}
+	return viewCmd(a, "cluster -f cluster.yaml", "A cluster's versions, hosts, endpoint, work directory, certificates and nodes",
+		func(cmd *cobra.Command, v clusterview.View, output string) error {
 			d, err := v.Describe(cmd.Context())
 			if err != nil {
 				return err
 			}
-			return printers.Print(cmd.OutOrStdout(), f.output, d, d.Write)
-		},
-	}
-	addClusterFlags(cmd, &f, "text")
-	addRemoteReadFlags(cmd, &f, &remote)
-	return cmd
+			return printers.Print(cmd.OutOrStdout(), output, d, d.Write)
+		})
 }
 
 func newGetRunsCmd() *cobra.Command {

@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,25 +116,11 @@ func newPlaybookCmds(a *app) []*cobra.Command {
 			if err := printers.Check(output, "text"); err != nil {
 				return err
 			}
-			if a.BuiltinFS == nil {
-				return errors.New("this kubexm has no built-in playbooks")
-			}
-			if output != "text" {
-				// Each playbook's header, for programs.
-				entries, err := kubexm.Playbooks(a.BuiltinFS)
-				if err != nil {
-					return err
-				}
-				return printers.WriteItems(cmd.OutOrStdout(), output, entries)
-			}
-			ents, err := fs.ReadDir(a.BuiltinFS, "playbooks")
+			entries, err := kubexm.Playbooks(a.BuiltinFS)
 			if err != nil {
 				return err
 			}
-			for _, e := range ents {
-				fmt.Fprintln(cmd.OutOrStdout(), strings.TrimSuffix(e.Name(), ".yaml"))
-			}
-			return nil
+			return printers.PrintItems(cmd.OutOrStdout(), output, entries, func(w io.Writer) error { return kubexm.WritePlaybooks(w, entries) })
 		},
 	}
 	addOutputFlag(list, &output, "text")
@@ -146,9 +130,6 @@ func newPlaybookCmds(a *app) []*cobra.Command {
 		Short: "Write the built-in playbooks and roles to DIR for forking",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if a.BuiltinFS == nil {
-				return errors.New("this kubexm has no built-in playbooks")
-			}
 			n, err := kubexm.Export(a.BuiltinFS, args[0], force)
 			if err != nil {
 				return err

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -34,18 +33,13 @@ func addServiceFlags(cmd *cobra.Command, f *server.Config) {
 	fl.StringSliceVar(&f.AllowNets, "allow-host-networks", nil, "networks (CIDR,...) a cluster's hosts may be in although they are refused by default: loopback, link-local, this machine's own addresses, and connection: local hosts with an address in them; each lets jobs run commands on this machine")
 }
 
-// openService opens the service the flags of f say; createKey makes the
-// secret key when there is none (the server does, a worker does not).
-func (a *app) openService(ctx context.Context, f *server.Config, createKey bool) (*server.Service, error) {
+// withService runs fn with the service the flags of f open, and closes it;
+// createKey makes the secret key when there is none (the server does, a
+// worker does not).
+func (a *app) withService(cmd *cobra.Command, f *server.Config, createKey bool, fn func(*server.Service) error) error {
 	c := *f
 	c.CreateKey, c.BuiltinFS = createKey, a.BuiltinFS
-	return server.Open(ctx, c)
-}
-
-// withService runs fn with the service the flags open, and closes it;
-// createKey as openService's.
-func (a *app) withService(cmd *cobra.Command, f *server.Config, createKey bool, fn func(*server.Service) error) error {
-	svc, err := a.openService(cmd.Context(), f, createKey)
+	svc, err := server.Open(cmd.Context(), c)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mensylisir/kubexm/lifecycle"
 	"github.com/mensylisir/kubexm/schema/matrix"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -203,10 +202,8 @@ func newServiceEnvAllowing(t *testing.T, dsn string, allow []string) *serviceEnv
 		}
 	}
 	ctx := context.Background()
-	a := newApp(lifecycle.Runner{BuiltinFS: kubexm.Content()})
 	e.allow = allow
-	f := server.Config{DB: dsn, DataDir: e.dataDir, PlaybooksDir: e.pbDir, AllowNets: allow}
-	svc, err := a.openService(ctx, &f, false)
+	svc, err := server.Open(ctx, server.Config{DB: dsn, DataDir: e.dataDir, PlaybooksDir: e.pbDir, AllowNets: allow, BuiltinFS: kubexm.Content()})
 	if err != nil {
 		t.Fatal(err)
 	}
