@@ -301,11 +301,14 @@ func TestInjectionPreflightPackages(t *testing.T) {
 		}
 		release = id + version
 	}
-	set := filepath.Join(dir, "bundle", "packages", release, "amd64")
-	if err := os.MkdirAll(set, 0o755); err != nil {
+	// The bundle's manifest names its sets' files.
+	if err := os.MkdirAll(filepath.Join(dir, "bundle"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(set, "Packages"), []byte("Package: kubexm-test-carried\nFilename: ./kubexm-test-carried_1_amd64.deb\n\n"), 0o644); err != nil {
+	manifest := fmt.Sprintf(`{"format": "kubexm-offline-bundle", "artifacts": [
+  {"component": "packages", "version": %[1]q, "arch": "amd64", "file": "Packages"},
+  {"component": "packages", "version": %[1]q, "arch": "amd64", "file": "kubexm-test-carried_1_amd64.deb"}]}`, release)
+	if err := os.WriteFile(filepath.Join(dir, "bundle", "manifest.json"), []byte(manifest), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var tasks string

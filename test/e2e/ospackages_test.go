@@ -12,6 +12,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os/exec"
 	"regexp"
@@ -165,13 +166,59 @@ func TestOSBundlePackagesDefault(t *testing.T) {
 	}
 }
 
+// bundleArtifacts are a bundle's artifacts as manifest.json lists them:
+// package sets by file name (conntrack's version has an epoch, as apt-get
+// download writes it), their indexes, and, last, an artifact that is no
+// package.
+func bundleArtifacts() []string {
+	var arts []string
+	for _, a := range []string{"packages debian12 Packages", "packages debian12 socat_1.7.4.4-2_amd64.deb", "packages debian12 libwrap0_7.6.q-32_amd64.deb",
+		"packages debian12 conntrack_1%3a1.4.7-1+b2_amd64.deb", "packages debian12 haproxy_2.6.12-1+deb12u2_amd64.deb",
+		"packages ubuntu24.04 Packages", "packages ubuntu24.04 socat_1.8.0.0-4build3_amd64.deb", "etcd v3.6.16 etcd-v3.6.16-linux-amd64.tar.gz"} {
+		f := strings.Fields(a)
+		arts = append(arts, fmt.Sprintf(`{"component": %q, "version": %q, "arch": "amd64", "file": %q}`, f[0], f[1], f[2]))
+	}
+	return arts
+}
+
+// slurpedManifest is a manifest.json of artifacts as slurp registers it.
+func slurpedManifest(artifacts ...string) map[string]any {
+	m := `{"format": "kubexm-offline-bundle", "artifacts": [` + strings.Join(artifacts, ", ") + `]}`
+	return map[string]any{"exists": true, "content": base64.StdEncoding.EncodeToString([]byte(m))}
+}
+
+// TestBundlePackagesSets renders roles/bundle-packages' reading of the
+// bundle's manifest: a host's release gets its set's files, index
+// included; a release without a set gets none and a message naming the
+// sets there are.
+func TestBundlePackagesSets(t *testing.T) {
+	setsTask := roleTask(t, "bundle-packages", "main.yaml", "Bundle packages - the bundle's sets, by release and architecture")
+	sets := renderTask(t, setsTask, setsTask["set_fact"].(map[string]any)["bundle_packages_sets"].(string), map[string]any{"bundle_packages_manifest": slurpedManifest(bundleArtifacts()...)})
+	filesTask := roleTask(t, "bundle-packages", "main.yaml", "Bundle packages - the bundle's set for this host's release")
+	failTask := roleTask(t, "bundle-packages", "main.yaml", "Bundle packages - the bundle has a set for this host's release")
+	for release, want := range map[string]string{
+		"debian12":    `["Packages","socat_1.7.4.4-2_amd64.deb","libwrap0_7.6.q-32_amd64.deb","conntrack_1%3a1.4.7-1+b2_amd64.deb","haproxy_2.6.12-1+deb12u2_amd64.deb"]`,
+		"ubuntu24.04": `["Packages","socat_1.8.0.0-4build3_amd64.deb"]`,
+		"debian11":    `[]`,
+	} {
+		vars := map[string]any{"bundle_packages_sets": sets, "bundle_packages_release": release, "arch": "amd64"}
+		if got := renderTask(t, filesTask, filesTask["set_fact"].(map[string]any)["bundle_packages_files"].(string), vars); strings.TrimSpace(got) != want {
+			t.Errorf("%s: the files %s, want %s", release, got, want)
+		}
+	}
+	msg := renderTask(t, failTask, failTask["fail"].(map[string]any)["msg"].(string), map[string]any{"bundle_packages_sets": sets, "bundle_packages_release": "debian11", "arch": "amd64"})
+	if !strings.Contains(msg, "no OS packages for debian11/amd64 (it has: debian12/amd64 ubuntu24.04/amd64)") {
+		t.Errorf("the refusal: %q", msg)
+	}
+}
+
 // TestPreflightOfflinePackages renders preflight's finding on the probe's
 // output and the bundle's sets: a host lacking nothing, one the set serves,
 // a release the bundle has no set for, a set without a package, an rpm host.
 func TestPreflightOfflinePackages(t *testing.T) {
 	task := roleTask(t, "preflight", "main.yaml", "Packages - what the bundle cannot give this host")
 	text := task["set_fact"].(map[string]any)["preflight_pkgs_problem"].(string)
-	sets := []any{"debian12/amd64 socat libwrap0 conntrack haproxy", "ubuntu24.04/amd64 socat"}
+	arts := bundleArtifacts()
 	for _, tc := range []struct {
 		name  string
 		probe []any
@@ -186,7 +233,7 @@ func TestPreflightOfflinePackages(t *testing.T) {
 			[]string{"node n1 (10.0.0.1) (rocky9, rpm packages) lacks socat", ".deb sets only", "builds no rpm set"}},
 	} {
 		got := renderTask(t, task, text, map[string]any{
-			"preflight_pkgs": map[string]any{"stdout_lines": tc.probe}, "preflight_bundle_sets": map[string]any{"stdout_lines": sets},
+			"preflight_pkgs": map[string]any{"stdout_lines": tc.probe}, "preflight_bundle_manifest": slurpedManifest(arts...),
 			"arch": "amd64", "preflight_node": "n1 (10.0.0.1)",
 		})
 		if tc.want == nil && strings.TrimSpace(got) != "" {
@@ -198,11 +245,13 @@ func TestPreflightOfflinePackages(t *testing.T) {
 			}
 		}
 	}
-	got := renderTask(t, task, text, map[string]any{
-		"preflight_pkgs": map[string]any{"stdout_lines": []any{"debian12", "deb", "socat"}}, "preflight_bundle_sets": map[string]any{"stdout_lines": []any{}},
-		"arch": "amd64", "preflight_node": "n1 (10.0.0.1)",
-	})
-	if !strings.Contains(got, "(it has: none)") {
-		t.Errorf("a bundle without sets: %q", got)
+	for name, m := range map[string]map[string]any{"a bundle without sets": slurpedManifest(arts[len(arts)-1]), "a directory without a manifest": {"exists": false, "content": ""}} {
+		got := renderTask(t, task, text, map[string]any{
+			"preflight_pkgs": map[string]any{"stdout_lines": []any{"debian12", "deb", "socat"}}, "preflight_bundle_manifest": m,
+			"arch": "amd64", "preflight_node": "n1 (10.0.0.1)",
+		})
+		if !strings.Contains(got, "(it has: none)") {
+			t.Errorf("%s: %q", name, got)
+		}
 	}
 }
