@@ -58,7 +58,8 @@ const upgradeHAPollPeriod = 200 * time.Millisecond
 // With KUBEXM_E2E_UPGRADE_HA_BY=controller (`make
 // e2e-upgrade-ha-controller`, issue 52's "version bump through the Cluster
 // resource") the upgrade is not `kubexm play upgrade`: kubexm controller
-// runs on the control machine with an empty work directory of its own and
+// runs on the control machine bare, as the in-cluster pod does (no program
+// beside kubexm), with an empty work directory of its own and
 // the target's offline bundle, the Cluster at the new version is applied
 // as a GitOps tool would, and the controller's upgrade run (its journal in
 // its work directory) must converge the resource: observed, Ready, every
@@ -417,9 +418,10 @@ func playWalls(r runResult) string {
 }
 
 // upgradeByController upgrades the cluster to version through its Cluster
-// resource: kubexm controller on the control machine (a work directory of
-// its own, empty as an in-cluster pod's is, and an offline bundle of the
-// target exported by kx, which names the target's sources), kx.inventory
+// resource: kubexm controller on the control machine as the in-cluster
+// pod runs it (bare: no program beside kubexm; a work directory of its own,
+// empty as the pod's emptyDir is; an offline bundle of the target exported
+// by kx, which names the target's sources), kx.inventory
 // (already at version) applied as the resource, and the controller left
 // to converge it. The result is the controller's upgrade run, read from
 // its journal, with the events the CLI's run would have printed.
@@ -427,7 +429,7 @@ func upgradeByController(ctx context.Context, t *testing.T, k kubectlRunner, kx 
 	t.Helper()
 	bundle := exportBundleAs(ctx, t, kx, server, " (the upgrade's target, "+version+")", "bundle-target.tar.gz")
 	ctlRoot := filepath.Join(kx.dir, "controller-work")
-	ctl := startController(ctx, t, k, kx, set, k.kubeconfig, ctlRoot, name, bundle, false)
+	ctl := startController(ctx, t, k, kx, set, k.kubeconfig, ctlRoot, name, bundle, true)
 	defer ctl.stop()
 	ctl.waitFor(ctx, t, "the applied spec recorded", 3*time.Minute, func(_ clusterStatus, raw string) bool {
 		return strings.Contains(raw, "kubexm.mensylisir.io/applied-spec")
