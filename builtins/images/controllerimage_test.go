@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -18,33 +17,14 @@ import (
 
 	"github.com/mensylisir/kubexm/builtins/internal/steptest"
 	"github.com/mensylisir/kubexm/engine/step"
+	"github.com/mensylisir/kubexm/internal/testbin"
 )
-
-// staticBinary builds a small static Go program (as make build builds
-// kubexm, CGO_ENABLED=0).
-func staticBinary(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module x\n\ngo 1.22\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "kubexm")
-	cmd := exec.Command("go", "build", "-o", out, ".")
-	cmd.Dir, cmd.Env = dir, append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
-	return out
-}
 
 // The image holds the binary at /usr/local/bin/kubexm and runs `kubexm
 // controller`; its tag names the binary; --check writes nothing, a second
 // run changes nothing.
 func TestControllerImage(t *testing.T) {
-	exe := staticBinary(t)
+	exe := testbin.Static(t)
 	bin, err := os.ReadFile(exe)
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +101,7 @@ func TestControllerImageRefuses(t *testing.T) {
 	if runtime.GOARCH == "arm64" {
 		other = "amd64"
 	}
-	exe := staticBinary(t)
+	exe := testbin.Static(t)
 	b := controllerImageBuiltin{exe: func() (string, error) { return exe, nil }}
 	env, _ := steptest.Env(t)
 	_, err := b.Run(t.Context(), env, b.Spec().WithDefaults(step.Args{"repo": "kubexm.local/kubexm-controller", "version": "1", "arch": other}))

@@ -29,7 +29,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/mensylisir/kubexm"
+	"github.com/mensylisir/kubexm/builtins/images"
 	"github.com/mensylisir/kubexm/bundle"
+	"github.com/mensylisir/kubexm/internal/testbin"
 )
 
 // realApp is kubexm as main builds it: the real builtins, the built-in
@@ -309,6 +311,21 @@ func (fx *exportFixture) extraVars(t *testing.T) []string {
 	return []string{string(b)}
 }
 
+// export runs kubexm artifact export of the fixture into bundle.tar.gz,
+// failing the test if it fails; the arguments and the output.
+func (fx *exportFixture) export(t *testing.T, a *app) ([]string, string) {
+	t.Helper()
+	args := []string{"export", "-f", fx.cluster, "-o", "bundle.tar.gz"}
+	for _, e := range fx.extraVars(t) {
+		args = append(args, "-e", e)
+	}
+	out, err := runArtifactCmd(t, a, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return args, out
+}
+
 func runArtifactCmd(t *testing.T, a *app, args ...string) (string, error) {
 	t.Helper()
 	cmd := &cobra.Command{Use: "kubexm"}
@@ -330,14 +347,7 @@ func TestArtifactExportAndOfflinePlay(t *testing.T) {
 	fx := newExportFixture(t)
 	t.Chdir(fx.dir)
 	a := realApp()
-	args := []string{"export", "-f", fx.cluster, "-o", "bundle.tar.gz"}
-	for _, e := range fx.extraVars(t) {
-		args = append(args, "-e", e)
-	}
-	out, err := runArtifactCmd(t, a, args...)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	args, out := fx.export(t, a)
 	if !strings.Contains(out, "wrote bundle.tar.gz: 16 files (7 binaries, 6 archives, 3 images) for cluster offline") {
 		t.Errorf("summary:\n%s", out)
 	}
@@ -643,5 +653,47 @@ func TestArtifactExportExtra(t *testing.T) {
 	}
 	if _, err := os.Stat("bad.tar.gz"); err == nil {
 		t.Error("a refused export wrote bad.tar.gz")
+	}
+}
+
+// With spec.operator.enabled the bundle carries the controller's image,
+// built from this kubexm binary for the masters' architecture (only: node2,
+// an arm64 etcd member, gets none), named as create-cluster names it, so
+// that kubexm artifact images push puts it in a registry too.
+func TestArtifactExportControllerImage(t *testing.T) {
+	fx := newExportFixture(t)
+	key := putFile(t, filepath.Join(fx.dir, "id_ed25519"), []byte("not read by the export"))
+	data, err := os.ReadFile(fx.cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(data), "address: 192.0.2.12, arch: arm64}", "address: 192.0.2.12, arch: arm64, privateKeyPath: "+key+"}", 1)
+	putFile(t, fx.cluster, []byte(text+"  operator: {enabled: true}\n"))
+	t.Chdir(fx.dir)
+	a := realApp()
+	exe := testbin.Static(t)
+	a.Builtins["controller_image"] = images.NewControllerImage(func() (string, error) { return exe, nil })
+	_, out := fx.export(t, a)
+	if !strings.Contains(out, "17 files (7 binaries, 6 archives, 4 images)") {
+		t.Errorf("summary:\n%s", out)
+	}
+	_, m, err := bundle.Open(context.Background(), "bundle.tar.gz", filepath.Join(fx.dir, "offline-work"), func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []bundle.Artifact
+	for _, art := range m.Artifacts {
+		if art.Component == "images/kubexm-controller" {
+			got = append(got, art)
+		}
+	}
+	bin, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(bin)
+	tag := version + "-" + hex.EncodeToString(sum[:])[:12]
+	if len(got) != 1 || got[0].Arch != "amd64" || got[0].Kind != "image" || got[0].Version != tag || got[0].Image != "kubexm.local/kubexm-controller:"+tag {
+		t.Errorf("the controller's image in the bundle: %+v, want one for amd64 tagged %s", got, tag)
 	}
 }
