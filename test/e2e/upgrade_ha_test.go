@@ -55,6 +55,13 @@ const upgradeHAPollPeriod = 200 * time.Millisecond
 // afterwards kube-vip runs on every master, one of them holds the VIP and
 // no manifest is left parked.
 //
+// With KUBEXM_E2E_UPGRADE_HA_TYPE=kubeadm (`make e2e-upgrade-ha-kubeadm`,
+// issue 53's HA upgrade in the other mode) the cluster is kubernetes.type
+// kubeadm with the stacked etcd behind the same haproxy: kubeadm upgrade
+// apply on n1, upgrade node on n2 and n3, each master out of every haproxy
+// around it, under the same pollers; no failed upgrade first, and
+// afterwards kubexm play rollback is refused (kubeadm mode has none).
+//
 // With KUBEXM_E2E_UPGRADE_HA_BY=controller (`make
 // e2e-upgrade-ha-controller`, issue 52's "version bump through the Cluster
 // resource") the upgrade is not `kubexm play upgrade`: kubexm controller
@@ -83,6 +90,14 @@ func TestUpgradeHA(t *testing.T) {
 	if lb := os.Getenv("KUBEXM_E2E_UPGRADE_HA_LB"); lb != "" && !kubeVIP {
 		t.Fatalf("KUBEXM_E2E_UPGRADE_HA_LB=%q: want kube-vip or nothing (haproxy)", lb)
 	}
+	kubeadmMode := os.Getenv("KUBEXM_E2E_UPGRADE_HA_TYPE") == "kubeadm"
+	if typ := os.Getenv("KUBEXM_E2E_UPGRADE_HA_TYPE"); typ != "" && !kubeadmMode {
+		t.Fatalf("KUBEXM_E2E_UPGRADE_HA_TYPE=%q: want kubeadm or nothing (binary mode)", typ)
+	}
+	mode := "binary mode"
+	if kubeadmMode {
+		mode = "kubeadm, stacked etcd"
+	}
 	byController := os.Getenv("KUBEXM_E2E_UPGRADE_HA_BY") == "controller"
 	if by := os.Getenv("KUBEXM_E2E_UPGRADE_HA_BY"); by != "" && !byController {
 		t.Fatalf("KUBEXM_E2E_UPGRADE_HA_BY=%q: want controller or nothing (kubexm play upgrade)", by)
@@ -109,6 +124,9 @@ func TestUpgradeHA(t *testing.T) {
 	writeHAAt := func(version string) {
 		t.Helper()
 		text := haClusterYAML(name, set)
+		if kubeadmMode {
+			text = kubeadmHAClusterYAML(name, set, "haproxy", "")
+		}
 		if kubeVIP {
 			text = withKubeVIP(text, vip)
 		}
@@ -121,22 +139,30 @@ func TestUpgradeHA(t *testing.T) {
 		}
 	}
 	writeHAAt(from)
+	suiteVars := clusterTestVars()
+	if kubeadmMode {
+		// The etcd image the tests build, for both versions: the upgrade
+		// leaves the stacked etcd at it (systemd-nspawn machines: no
+		// kernel configuration for kubeadm's SystemVerification).
+		suiteVars = append(suiteVars, fmt.Sprintf(`{"kubeadm_etcd_image_version": %q}`, kubeadmEtcdImageTag),
+			`{"kubeadm_ignore_preflight_errors": ["SystemVerification"]}`)
+	}
 	kx := kubexm{bin: bin, dir: work, inventory: inventory, observe: diag.observe,
-		extra: extraVars(append(clusterTestVars(), lifecycleSources(server, from))...)}
+		extra: extraVars(append(suiteVars, lifecycleSources(server, from))...)}
 	k := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(work, ".kubexm", name, "kubeconfig")}
 	diag.cluster(k)
 
 	// haproxy (or kube-vip's image) comes from the bundle; the rest of it
 	// is the v1.36 release.
-	bundle := exportBundle(ctx, t, kx, server, " ("+lbName+", Kubernetes "+from+")")
+	bundle := exportBundle(ctx, t, kx, server, " ("+mode+", "+lbName+", Kubernetes "+from+")")
 
 	create := filepath.Join(root, "playbooks", "create-cluster")
 	res := kx.play(ctx, create, "--offline-bundle", bundle)
 	if res.err != nil {
 		t.Fatalf("create-cluster %s failed after %s: %v%s", from, res.wall, res.err, res.failures())
 	}
-	t.Logf("PERF create-cluster %s (3 masters, 2 workers, %s, flannel, offline bundle): %s (%d changed)",
-		from, lbName, res.wall.Round(time.Millisecond), len(res.changed()))
+	t.Logf("PERF create-cluster %s (%s, 3 masters, 2 workers, %s, flannel, offline bundle): %s (%d changed)",
+		from, mode, lbName, res.wall.Round(time.Millisecond), len(res.changed()))
 	waitNodesAt(ctx, t, k, set, from)
 	checkLB := func() {
 		t.Helper()
@@ -192,6 +218,8 @@ func TestUpgradeHA(t *testing.T) {
 		t.Logf("KUBEXM_E2E_UPGRADE_HA_LB=kube-vip: no failed upgrade and rollback here (make e2e-upgrade-ha has them)")
 	case byController:
 		t.Logf("KUBEXM_E2E_UPGRADE_HA_BY=controller: no failed upgrade and rollback here (make e2e-upgrade-ha has them)")
+	case kubeadmMode:
+		t.Logf("KUBEXM_E2E_UPGRADE_HA_TYPE=kubeadm: no failed upgrade and rollback here (kubeadm mode has no rollback: refused after the upgrade)")
 	default:
 		upgradeHARollback(ctx, t, haRollbackRun{kx: kx, k: k, set: set, server: server, root: root, from: from, to: to,
 			writeAt: writeHAAt, pollers: newPollers(), lbStep: lbStep})
@@ -205,7 +233,7 @@ func TestUpgradeHA(t *testing.T) {
 
 	writeHAAt(to)
 	target := kx
-	target.extra = extraVars(append(clusterTestVars(), lifecycleSources(server, to))...)
+	target.extra = extraVars(append(suiteVars, lifecycleSources(server, to))...)
 	up := filepath.Join(root, "playbooks", "upgrade")
 	if byController {
 		res = upgradeByController(ctx, t, k, target, set, server, name, to)
@@ -224,8 +252,8 @@ func TestUpgradeHA(t *testing.T) {
 	if byController {
 		breakdown = ""
 	}
-	t.Logf("PERF upgrade %s -> %s (binary mode, 3 masters one at a time, 2 workers in batches of 1, %s%s): %s (%d changed)%s",
-		from, to, lbName, map[bool]string{true: ", by kubexm controller through the Cluster resource"}[byController],
+	t.Logf("PERF upgrade %s -> %s (%s, 3 masters one at a time, 2 workers in batches of 1, %s%s): %s (%d changed)%s",
+		from, to, mode, lbName, map[bool]string{true: ", by kubexm controller through the Cluster resource"}[byController],
 		res.wall.Round(time.Millisecond), len(res.changed()), breakdown)
 	reportPolls(t, pollers, pollStart, "the upgrade", res)
 
@@ -269,6 +297,16 @@ func TestUpgradeHA(t *testing.T) {
 	t.Logf("PERF upgrade re-run (5 nodes at %s, nothing to change): %s", to, res.wall.Round(time.Millisecond))
 	if c := res.changed(); len(c) > 0 {
 		t.Errorf("the re-run changed %d things, want 0:\n  %s", len(c), strings.Join(c, "\n  "))
+	}
+	if kubeadmMode {
+		// No rollback in kubeadm mode: refused before any task, naming
+		// the field and what to do instead.
+		res = target.play(ctx, filepath.Join(root, "playbooks", "rollback"))
+		if res.err == nil || !strings.Contains(res.stderr, "spec.kubernetes.type") {
+			t.Errorf("kubexm play rollback in kubeadm mode: %v, want a refusal naming spec.kubernetes.type:\n%s", res.err, tail(res.stderr, 20))
+		} else if c := res.changed(); len(c) > 0 {
+			t.Errorf("the refused rollback changed %d things", len(c))
+		}
 	}
 
 	res = target.play(ctx, filepath.Join(root, "playbooks", "delete"))
