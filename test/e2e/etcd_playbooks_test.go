@@ -69,7 +69,7 @@ func TestPlaybooksLoad(t *testing.T) {
 		"add-nodes": {{"always"}, {"always"}, {"preflight"}, {"os"}, {"etcd"}, {"etcd", "kubernetes", "control-plane"}, {"containerd", "runtime"}, {"images", "runtime"},
 			{"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "node"},
 			{"kubernetes", "kubeadm"}, {"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "kubeadm", "node"},
-			{"network", "cni"}, {"finalize"}, {"health"}, {"always"}, {"cluster-resource"}},
+			{"network", "cni"}, {"finalize"}, {"health"}, {"always"}, {"cluster-resource"}, {"kubexm-controller"}},
 		// The checks, the masters out of the proxies' backends and out of
 		// kube-vip's election, the API servers off the etcd members named,
 		// the removals, then the cleanup.
