@@ -12,7 +12,9 @@
 #   make hosts-down PREFIX=$PREFIX
 # N=5 makes five machines (n2-n5 workers); RERUNS=3 then runs the same
 # create-cluster 3 times again and 3 times with --check, each printing its
-# time (make perf-quiet: docs/perf.md's quiet re-run figures).
+# time (make perf-quiet: docs/perf.md's quiet re-run figures). KIND=kubeadm
+# makes the same cluster with kubeadm (kubernetes.type and etcd.type
+# kubeadm: n1 runs kubeadm's control plane and its stacked etcd).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
@@ -33,6 +35,16 @@ for script in release.sh containerd.sh crictl.sh kubernetes-release.sh flannel.s
 done
 N=${N:-3}
 RERUNS=${RERUNS:-0}
+KIND=${KIND:-kubexm}
+case $KIND in
+kubexm) ;;
+kubeadm)
+  # kubeadm, and the control plane's images it runs (etcd's at the tag
+  # vars.yaml names below).
+  KUBE_VERSION=$KUBE_VERSION test/artifacts/kubernetes-release.sh kubeadm >/dev/null
+  ETCD_VERSION=$ETCD_VERSION KUBE_VERSION=$KUBE_VERSION test/artifacts/images.sh kubeadm pause coredns >/dev/null ;;
+*) echo "demo: KIND=$KIND: want kubexm (binary mode) or kubeadm" >&2; exit 1 ;;
+esac
 KUBELET=1 N=$N PREFIX=$PREFIX test/hosts/up.sh
 # shellcheck source=/dev/null
 . "$CACHE/runs/$PREFIX/hosts.env"
@@ -40,8 +52,9 @@ KUBELET=1 N=$N PREFIX=$PREFIX test/hosts/up.sh
 work=$CACHE/runs/$PREFIX/work
 mkdir -p "$work"
 # The harness's inventory (n1 master, all etcd members, the others workers),
-# with one etcd member and Kubernetes in binary mode.
-sed -e 's/^    proxyMode: iptables.*/    type: kubexm\n    version: '"$KUBE_VERSION"'\n    proxyMode: iptables\n    containerRuntime: {type: containerd, version: '"$CONTAINERD_VERSION"'}\n  network:\n    plugin: flannel/' \
+# with one etcd member and Kubernetes in binary mode (KIND=kubeadm: kubeadm's,
+# its etcd stacked on n1).
+sed -e 's/^    proxyMode: iptables.*/    type: '"$KIND"'\n    version: '"$KUBE_VERSION"'\n    proxyMode: iptables\n    containerRuntime: {type: containerd, version: '"$CONTAINERD_VERSION"'}\n  network:\n    plugin: flannel\n  etcd:\n    type: '"$KIND"'/' \
   -e '/^    etcd:$/,/^    master:$/{/^    - n[2-9]$/d}' \
   "$KUBEXM_TEST_INVENTORY" >"$work/cluster.yaml"
 cd "$work"
@@ -78,6 +91,14 @@ kubelet_extra_config:
   imageGCHighThresholdPercent: 100
 kube_proxy_conntrack_max_per_core: 0
 EOF
+if [ "$KIND" = kubeadm ]; then
+  # The etcd image images.sh built (kubeadm would name its own pin), and no
+  # kernel configuration for kubeadm's SystemVerification in a container.
+  cat >>vars.yaml <<EOF
+kubeadm_etcd_image_version: "${ETCD_VERSION#v}-0"
+kubeadm_ignore_preflight_errors: [SystemVerification]
+EOF
+fi
 
 echo "== kubexm artifact export: every binary and image cluster.yaml needs, in one file"
 "$kubexm" artifact export -f cluster.yaml -o bundle.tar.gz -e @vars.yaml
