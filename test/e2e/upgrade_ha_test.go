@@ -256,6 +256,17 @@ func TestUpgradeHA(t *testing.T) {
 		from, to, mode, lbName, map[bool]string{true: ", by kubexm controller through the Cluster resource"}[byController],
 		res.wall.Round(time.Millisecond), len(res.changed()), breakdown)
 	reportPolls(t, pollers, pollStart, "the upgrade", res)
+	if kubeadmMode {
+		// kubeadm upgrade apply rolls kube-proxy's DaemonSet, one node at
+		// a time: when each pod started and was Ready, to line up with a
+		// Service poller's outage, and the Service's pods.
+		out, err := k.run(ctx, "", "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-proxy", "--no-headers", "-o",
+			`custom-columns=NODE:.spec.nodeName,STARTED:.status.startTime,READY:.status.conditions[?(@.type=="Ready")].lastTransitionTime,RESTARTS:.status.containerStatuses[0].restartCount`)
+		t.Logf("kube-proxy's pods after the upgrade (node, started, Ready since, restarts): %v\n%s", err, out)
+		out, err = k.run(ctx, "", "-n", "avail", "get", "pods", "--no-headers", "-o",
+			`custom-columns=NAME:.metadata.name,NODE:.spec.nodeName,READY:.status.conditions[?(@.type=="Ready")].lastTransitionTime`)
+		t.Logf("the Service's pods after the upgrade (name, node, Ready since): %v\n%s", err, out)
+	}
 
 	// Each master out of the load balancer before its restart, back after:
 	// every haproxy; with kube-vip the masters that held the VIP then.
