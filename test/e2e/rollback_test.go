@@ -125,8 +125,11 @@ type haRollbackRun struct {
 	set                    *testhosts.Set
 	server, root, from, to string
 	writeAt                func(version string)
-	pollers                []*upgradePoller
-	lbStep                 string
+	// sources are the download mirrors for a Kubernetes version (the
+	// etcd mirror at the version cluster.yaml names meanwhile).
+	sources func(version string) string
+	pollers []*upgradePoller
+	lbStep  string
 }
 
 // upgradeHARollback is issue 53's rollback of a highly available control
@@ -187,7 +190,7 @@ func upgradeHARollback(ctx context.Context, t *testing.T, r haRollbackRun) {
 	pollStart := time.Now()
 
 	target := r.kx
-	target.extra = extraVars(append(clusterTestVars(), lifecycleSources(r.server, r.to))...)
+	target.extra = extraVars(append(clusterTestVars(), r.sources(r.to))...)
 	r.writeAt(r.to)
 	res := target.play(ctx, up)
 	if res.err == nil || !strings.Contains(res.failures(), broken) {

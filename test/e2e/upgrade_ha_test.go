@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,7 +32,9 @@ const upgradeHAPollPeriod = 200 * time.Millisecond
 //     every node and API server back at lifecycleFromVersion, the pods
 //     kept, a re-run changes nothing (upgradeHARollback; not in the
 //     kube-vip and controller variants below);
-//   - `kubexm play upgrade` to kubernetesVersion while a client on n4 asks
+//   - `kubexm play upgrade` to kubernetesVersion, and etcd from
+//     etcdPreviousVersion (the cluster's etcd since the create) to
+//     etcdVersion member by member, the leader last, while a client on n4 asks
 //     the API through its haproxy (the endpoint) every 200 ms with a token,
 //     and a client on n1 asks a ClusterIP Service of a 3-replica Deployment
 //     with a PodDisruptionBudget (polledWeb) every 200 ms: each answered
@@ -41,7 +44,11 @@ const upgradeHAPollPeriod = 200 * time.Millisecond
 //     server restarted and put back after /readyz (the upgrade's events),
 //     and every master is a ready, checked backend of both afterwards;
 //   - every node Ready at kubernetesVersion, none cordoned, the API server
-//     at it; a re-run changes nothing; delete.
+//     at it, every etcd member healthy at etcdVersion; a re-run changes
+//     nothing; delete.
+//
+// The kube-vip, kubeadm and controller variants below keep etcd at
+// etcdVersion (kubeadm's stacked etcd at the image the tests build).
 //
 // It needs Kubernetes lifecycleFromVersion built too (test/artifacts, a
 // second full build), so CI does not run it: `make e2e-upgrade-ha`.
@@ -102,6 +109,18 @@ func TestUpgradeHA(t *testing.T) {
 	if by := os.Getenv("KUBEXM_E2E_UPGRADE_HA_BY"); by != "" && !byController {
 		t.Fatalf("KUBEXM_E2E_UPGRADE_HA_BY=%q: want controller or nothing (kubexm play upgrade)", by)
 	}
+	// The rollback variant (binary mode, haproxy, the CLI) creates etcd at
+	// the previous minor: the failed upgrade and its rollback leave it
+	// there, and the upgrade moves it member by member under the pollers
+	// with Kubernetes (issue 53's etcd v3.6 -> v3.7 on 3 members).
+	etcdFrom := etcdVersion
+	if !kubeVIP && !byController && !kubeadmMode {
+		etcdFrom = etcdPreviousVersion
+		if r := etcdRelease(ctx, t, root, etcdFrom); r != releaseRoot {
+			t.Fatalf("etcd %s's release is laid out under %s, the cluster's artifacts under %s: want one root", etcdFrom, r, releaseRoot)
+		}
+	}
+	etcdAt := etcdFrom
 	lbName := "internal haproxy"
 	if kubeVIP {
 		lbName = "kube-vip"
@@ -134,11 +153,23 @@ func TestUpgradeHA(t *testing.T) {
 		if version != kubernetesVersion && at == text {
 			t.Fatalf("haClusterYAML names no version %s:\n%s", kubernetesVersion, text)
 		}
+		if etcdAt != etcdVersion {
+			const etcdKubexm = "  etcd:\n    type: kubexm\n"
+			if !strings.Contains(at, etcdKubexm) {
+				t.Fatalf("haClusterYAML has no etcd of type kubexm:\n%s", at)
+			}
+			at = strings.Replace(at, etcdKubexm, etcdKubexm+"    version: "+etcdAt+"\n", 1)
+		}
 		if err := os.WriteFile(inventory, []byte(at), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	writeHAAt(from)
+	// The download mirrors for a Kubernetes version, etcd's at etcdAt.
+	sources := func(version string) string {
+		return strings.Replace(lifecycleSources(server, version), "/etcd-io/etcd/releases/download/"+etcdVersion+`"`,
+			"/etcd-io/etcd/releases/download/"+etcdAt+`"`, 1)
+	}
 	suiteVars := clusterTestVars()
 	if kubeadmMode {
 		// The etcd image the tests build, for both versions: the upgrade
@@ -148,7 +179,7 @@ func TestUpgradeHA(t *testing.T) {
 			`{"kubeadm_ignore_preflight_errors": ["SystemVerification"]}`)
 	}
 	kx := kubexm{bin: bin, dir: work, inventory: inventory, observe: diag.observe,
-		extra: extraVars(append(suiteVars, lifecycleSources(server, from))...)}
+		extra: extraVars(append(suiteVars, sources(from))...)}
 	k := kubectlRunner{bin: kubectl, kubeconfig: filepath.Join(work, ".kubexm", name, "kubeconfig")}
 	diag.cluster(k)
 
@@ -222,7 +253,7 @@ func TestUpgradeHA(t *testing.T) {
 		t.Logf("KUBEXM_E2E_UPGRADE_HA_TYPE=kubeadm: no failed upgrade and rollback here (kubeadm mode has no rollback: refused after the upgrade)")
 	default:
 		upgradeHARollback(ctx, t, haRollbackRun{kx: kx, k: k, set: set, server: server, root: root, from: from, to: to,
-			writeAt: writeHAAt, pollers: newPollers(), lbStep: lbStep})
+			writeAt: writeHAAt, sources: sources, pollers: newPollers(), lbStep: lbStep})
 	}
 
 	pollers := newPollers()
@@ -231,9 +262,10 @@ func TestUpgradeHA(t *testing.T) {
 	}
 	pollStart := time.Now()
 
+	etcdAt = etcdVersion
 	writeHAAt(to)
 	target := kx
-	target.extra = extraVars(append(suiteVars, lifecycleSources(server, to))...)
+	target.extra = extraVars(append(suiteVars, sources(to))...)
 	up := filepath.Join(root, "playbooks", "upgrade")
 	if byController {
 		res = upgradeByController(ctx, t, k, target, set, server, name, to)
@@ -252,8 +284,12 @@ func TestUpgradeHA(t *testing.T) {
 	if byController {
 		breakdown = ""
 	}
-	t.Logf("PERF upgrade %s -> %s (%s, 3 masters one at a time, 2 workers in batches of 1, %s%s): %s (%d changed)%s",
-		from, to, mode, lbName, map[bool]string{true: ", by kubexm controller through the Cluster resource"}[byController],
+	etcdMove := ""
+	if etcdFrom != etcdVersion {
+		etcdMove = ", etcd " + etcdFrom + " -> " + etcdVersion + " member by member"
+	}
+	t.Logf("PERF upgrade %s -> %s (%s, 3 masters one at a time, 2 workers in batches of 1, %s%s%s): %s (%d changed)%s",
+		from, to, mode, lbName, etcdMove, map[bool]string{true: ", by kubexm controller through the Cluster resource"}[byController],
 		res.wall.Round(time.Millisecond), len(res.changed()), breakdown)
 	reportPolls(t, pollers, pollStart, "the upgrade", res)
 	if kubeadmMode {
@@ -291,6 +327,18 @@ func TestUpgradeHA(t *testing.T) {
 	checkLB()
 
 	waitNodesAt(ctx, t, k, set, to)
+	if etcdFrom != etcdVersion {
+		var eps []string
+		for _, m := range masters {
+			eps = append(eps, "https://"+net.JoinHostPort(m.Address, "2379"))
+		}
+		if v := etcdVersions(ctx, t, set, masters[0].Name, eps); !allAt(v, etcdVersion, len(masters)) {
+			t.Errorf("after the upgrade the etcd members run %v, want %s on each", v, etcdVersion)
+		} else {
+			t.Logf("every etcd member runs %s after the upgrade (was %s)", etcdVersion, etcdFrom)
+		}
+		checkMasterEtcd(ctx, t, set, etcdctl, masters, masters[0])
+	}
 	if out, err := k.run(ctx, "", "get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name} {.spec.unschedulable}{\"\\n\"}{end}"); err != nil || strings.Contains(out, "true") {
 		t.Errorf("a node is left cordoned: %v\n%s", err, out)
 	}
