@@ -124,7 +124,8 @@ fi
 
 if [[ $arch == "$(go env GOHOSTARCH)" ]]; then
 	"$cd_bin/containerd" --version >&2
-	"$runc_bin/runc" --version | head -n1 >&2
+	# sed reads all of it: head would leave runc a closed pipe (SIGPIPE, 141 under pipefail).
+	"$runc_bin/runc" --version | sed -n 1p >&2
 	if ldd "$runc_bin/runc" >/dev/null 2>&1; then
 		echo "containerd.sh: warning: runc is dynamically linked" >&2
 	fi
