@@ -61,10 +61,12 @@ demo: deps
 # docs/perf.md's quiet figures: the demo's cluster on N machines (PERF_N,
 # default 3), then create-cluster run again and with --check RERUNS times
 # each (default 3), every run's time printed; KIND=kubeadm makes it with
-# kubeadm (its stacked etcd on n1). Run it with nothing else on
-# the machine; make hosts-down PREFIX=perf afterwards.
+# kubeadm (its stacked etcd on n1); MASTERS=3 PERF_N=5 makes issue 55's HA
+# shape (n1-n3 masters and etcd, n4 and n5 workers with haproxy from the
+# bundle). Run it with nothing else on the machine; make hosts-down
+# PREFIX=perf afterwards.
 perf-quiet: deps
-	$(SUDO) env PREFIX=perf N='$(or $(PERF_N),3)' RERUNS='$(or $(RERUNS),3)' KIND='$(or $(KIND),kubexm)' KUBEXM_TEST_CACHE='$(KUBEXM_TEST_CACHE)' test/demo.sh
+	$(SUDO) env PREFIX=perf N='$(or $(PERF_N),3)' RERUNS='$(or $(RERUNS),3)' KIND='$(or $(KIND),kubexm)' MASTERS='$(or $(MASTERS),1)' KUBEXM_TEST_CACHE='$(KUBEXM_TEST_CACHE)' test/demo.sh
 
 # Unit tests: no root, no network, no machines.
 test: vet unit

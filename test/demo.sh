@@ -14,7 +14,11 @@
 # create-cluster 3 times again and 3 times with --check, each printing its
 # time (make perf-quiet: docs/perf.md's quiet re-run figures). KIND=kubeadm
 # makes the same cluster with kubeadm (kubernetes.type and etcd.type
-# kubeadm: n1 runs kubeadm's control plane and its stacked etcd).
+# kubeadm: n1 runs kubeadm's control plane and its stacked etcd). MASTERS=3
+# (with N of 4 or more) makes the control plane highly available: n1-n3
+# masters and etcd members, the other machines workers reaching the API
+# through haproxy (internalLoadbalancer haproxy; its packages travel in the
+# bundle): make perf-quiet's HA figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
@@ -36,6 +40,12 @@ done
 N=${N:-3}
 RERUNS=${RERUNS:-0}
 KIND=${KIND:-kubexm}
+MASTERS=${MASTERS:-1}
+case $MASTERS in
+1) ;;
+3) [ "$N" -ge 4 ] || { echo "demo: MASTERS=3 needs N=4 or more: the workers run haproxy in front of the masters" >&2; exit 1; } ;;
+*) echo "demo: MASTERS=$MASTERS: want 1 or 3" >&2; exit 1 ;;
+esac
 case $KIND in
 kubexm) ;;
 kubeadm)
@@ -52,11 +62,18 @@ KUBELET=1 N=$N PREFIX=$PREFIX test/hosts/up.sh
 work=$CACHE/runs/$PREFIX/work
 mkdir -p "$work"
 # The harness's inventory (n1 master, all etcd members, the others workers),
-# with one etcd member and Kubernetes in binary mode (KIND=kubeadm: kubeadm's,
-# its etcd stacked on n1).
+# with an etcd member on each master and Kubernetes in binary mode
+# (KIND=kubeadm: kubeadm's, its etcd stacked on the masters); with
+# MASTERS=3, n2 and n3 masters too and haproxy on the workers.
+ha=()
+if [ "$MASTERS" = 3 ]; then
+  ha=(-e '/^    master:$/,/^    worker:$/{s/^    - n1$/    - n1\n    - n2\n    - n3/}'
+    -e '/^    worker:$/,/^  kubernetes:$/{/^    - n[23]$/d}'
+    -e 's/^  kubernetes:$/  controlPlaneEndpoint:\n    internalLoadbalancer: haproxy\n  kubernetes:/')
+fi
 sed -e 's/^    proxyMode: iptables.*/    type: '"$KIND"'\n    version: '"$KUBE_VERSION"'\n    proxyMode: iptables\n    containerRuntime: {type: containerd, version: '"$CONTAINERD_VERSION"'}\n  network:\n    plugin: flannel\n  etcd:\n    type: '"$KIND"'/' \
-  -e '/^    etcd:$/,/^    master:$/{/^    - n[2-9]$/d}' \
-  "$KUBEXM_TEST_INVENTORY" >"$work/cluster.yaml"
+  -e '/^    etcd:$/,/^    master:$/{/^    - n['"$((MASTERS + 1))"'-9]$/d}' \
+  "${ha[@]}" "$KUBEXM_TEST_INVENTORY" >"$work/cluster.yaml"
 cd "$work"
 kubexm=$OLDPWD/bin/kubexm
 # The machines get new host keys each time they are made: keep the keys
