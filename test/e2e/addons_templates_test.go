@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -267,7 +268,7 @@ func TestAddonTemplateFlannel(t *testing.T) {
     flannel: {backendMode: host-gw}
     kubePodsCIDR: 10.233.64.0/18,fd85:ee78:d8a6:8607::1:0/112
     kubeServiceCIDR: 10.233.0.0/18,fd85:ee78:d8a6:8607::1000/116
-`, override: map[string]any{"flannel_iface": "eth1", "flannel_version": "v0.27.0"},
+`, override: map[string]any{"flannel_iface": "eth1", "flannel_version": "v0.27.0", "flannel_api_host": ""},
 			netConf: map[string]any{"Network": "10.233.64.0/18", "EnableIPv6": true, "IPv6Network": "fd85:ee78:d8a6:8607::1:0/112",
 				"EnableNFTables": false, "Backend": map[string]any{"Type": "host-gw"}},
 			iface: "--iface=eth1"},
@@ -374,6 +375,18 @@ func TestAddonTemplateFlannel(t *testing.T) {
 			}
 			if env["POD_NAME"] != "fieldRef" || env["POD_NAMESPACE"] != "fieldRef" || env["EVENT_QUEUE_DEPTH"] != "5000" {
 				t.Errorf("env %v", env)
+			}
+			// flanneld asks the API server at the control plane's endpoint,
+			// not through kube-proxy's rules, unless flannel_api_host is
+			// emptied (upstream's ClusterIP).
+			host, port := env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"]
+			if h, ok := tc.override["flannel_api_host"]; ok && h == "" {
+				if host != nil || port != nil {
+					t.Errorf("flannel_api_host empty, yet the env names the API server: %v:%v", host, port)
+				}
+			} else if host == nil || host == "" || host != vars["kube_control_plane_domain"] || port != fmt.Sprint(vars["kube_control_plane_port"]) {
+				t.Errorf("KUBERNETES_SERVICE_HOST:PORT %v:%v, want the control plane's endpoint %v:%v",
+					host, port, vars["kube_control_plane_domain"], vars["kube_control_plane_port"])
 			}
 			mounts := map[string]any{}
 			for _, m := range c.get("volumeMounts").([]any) {
