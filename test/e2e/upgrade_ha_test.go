@@ -195,6 +195,15 @@ func TestUpgradeHA(t *testing.T) {
 	t.Logf("PERF create-cluster %s (%s, 3 masters, 2 workers, %s, flannel, offline bundle): %s (%d changed)",
 		from, mode, lbName, res.wall.Round(time.Millisecond), len(res.changed()))
 	waitNodesAt(ctx, t, k, set, from)
+	var etcdEndpoints []string
+	for _, m := range masters {
+		etcdEndpoints = append(etcdEndpoints, "https://"+net.JoinHostPort(m.Address, "2379"))
+	}
+	if etcdFrom != etcdVersion {
+		if v := etcdVersions(ctx, t, set, masters[0].Name, etcdEndpoints); !allAt(v, etcdFrom, len(masters)) {
+			t.Fatalf("after the create the etcd members run %v, want %s on each", v, etcdFrom)
+		}
+	}
 	checkLB := func() {
 		t.Helper()
 		if !kubeVIP {
@@ -328,11 +337,7 @@ func TestUpgradeHA(t *testing.T) {
 
 	waitNodesAt(ctx, t, k, set, to)
 	if etcdFrom != etcdVersion {
-		var eps []string
-		for _, m := range masters {
-			eps = append(eps, "https://"+net.JoinHostPort(m.Address, "2379"))
-		}
-		if v := etcdVersions(ctx, t, set, masters[0].Name, eps); !allAt(v, etcdVersion, len(masters)) {
+		if v := etcdVersions(ctx, t, set, masters[0].Name, etcdEndpoints); !allAt(v, etcdVersion, len(masters)) {
 			t.Errorf("after the upgrade the etcd members run %v, want %s on each", v, etcdVersion)
 		} else {
 			t.Logf("every etcd member runs %s after the upgrade (was %s)", etcdVersion, etcdFrom)
