@@ -167,8 +167,12 @@ func TestUpgradeHA(t *testing.T) {
 	writeHAAt(from)
 	// The download mirrors for a Kubernetes version, etcd's at etcdAt.
 	sources := func(version string) string {
-		return strings.Replace(lifecycleSources(server, version), "/etcd-io/etcd/releases/download/"+etcdVersion+`"`,
-			"/etcd-io/etcd/releases/download/"+etcdAt+`"`, 1)
+		s := lifecycleSources(server, version)
+		mirror := "/etcd-io/etcd/releases/download/" + etcdVersion + `"`
+		if !strings.Contains(s, mirror) {
+			t.Fatalf("the download sources name no etcd mirror %s: %s", mirror, s)
+		}
+		return strings.Replace(s, mirror, "/etcd-io/etcd/releases/download/"+etcdAt+`"`, 1)
 	}
 	suiteVars := clusterTestVars()
 	if kubeadmMode {
