@@ -258,3 +258,59 @@ func (s *slowHost) StatMany(ctx context.Context, paths []string, become bool) ([
 	}
 	return transport.StatManyCommand(ctx, s, paths, become)
 }
+
+// TestFileBatchMakesDirectoriesAtOnce: ten missing directories are made in
+// one command and read back in one (with the batch's first read, three
+// round trips, not twenty-one), each reported created with its mode, while
+// an item under another item's path still acts by itself after it.
+func TestFileBatchMakesDirectoriesAtOnce(t *testing.T) {
+	env, root := steptest.Env(t)
+	host := &slowHost{Transport: env.Target}
+	env.Target = host
+	var args []step.Args
+	for i := range 10 {
+		args = append(args, step.Args{"path": filepath.Join(root, fmt.Sprintf("d%d", i)), "state": "directory", "mode": "0750"})
+	}
+	results, errs := File{}.RunBatch(t.Context(), batchOf(env, args))
+	for i := range args {
+		if errs[i] != nil || !results[i].Changed {
+			t.Fatalf("item %d: changed %v, err %v (%s)", i, results[i].Changed, errs[i], results[i].Msg)
+		}
+		if fi, err := os.Stat(args[i].String("path")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o750 {
+			t.Errorf("item %d: %v %v", i, fi, err)
+		}
+	}
+	if n := host.trips.Load(); n != 3 {
+		t.Errorf("ten new directories took %d round trips, want 3", n)
+	}
+	host.trips.Store(0)
+	results, errs = File{}.RunBatch(t.Context(), batchOf(env, args))
+	for i := range args {
+		if errs[i] != nil || results[i].Changed {
+			t.Errorf("re-run item %d: changed %v, err %v", i, results[i].Changed, errs[i])
+		}
+	}
+	if n := host.trips.Load(); n != 1 {
+		t.Errorf("re-run took %d round trips, want 1", n)
+	}
+
+	// e and e/f overlap: neither is batched, both act in order (e/f makes
+	// e, whose mode e's item then sets), and the two others are batched.
+	args = []step.Args{
+		{"path": filepath.Join(root, "e", "f"), "state": "directory", "mode": "0700"},
+		{"path": filepath.Join(root, "g"), "state": "directory"},
+		{"path": filepath.Join(root, "e"), "state": "directory", "mode": "0711"},
+		{"path": filepath.Join(root, "h"), "state": "directory"},
+	}
+	results, errs = File{}.RunBatch(t.Context(), batchOf(env, args))
+	for i, want := range []bool{true, true, true, true} {
+		if errs[i] != nil || results[i].Changed != want {
+			t.Errorf("item %d (%v): changed %v, want %v, err %v (%s)", i, args[i], results[i].Changed, want, errs[i], results[i].Msg)
+		}
+	}
+	for p, mode := range map[string]os.FileMode{"e/f": 0o700, "e": 0o711, "g": 0o755, "h": 0o755} {
+		if fi, err := os.Stat(filepath.Join(root, p)); err != nil || fi.Mode().Perm() != mode {
+			t.Errorf("%s: %v %v, want mode %o", p, fi, err, mode)
+		}
+	}
+}

@@ -35,6 +35,20 @@ func (systemdBuiltin) Spec() step.Spec {
 	}
 }
 
+// togglesEnablement says whether the task will run systemctl enable or
+// disable on a unit whose is-enabled answer is enabledOut: enabled is
+// given, masked is not, and the unit is installable and not as wanted.
+func togglesEnablement(args step.Args, enabledOut string) bool {
+	if !args.Has("enabled") || args.Has("masked") || strings.HasPrefix(enabledOut, "masked") {
+		return false
+	}
+	if enabledOut == "" || strings.Contains(enabledOut, "No such file") || strings.Contains(enabledOut, "not-found") {
+		return false
+	}
+	cur, fixed := unitIsEnabled(enabledOut)
+	return !fixed && cur != args.Bool("enabled")
+}
+
 // unitIsEnabled maps `systemctl is-enabled` output to enabled/not, and
 // whether the unit can be enabled or disabled at all.
 func unitIsEnabled(out string) (enabled, fixed bool) {
@@ -82,7 +96,15 @@ func (systemdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (s
 		if err != nil {
 			return step.Result{}, err
 		}
-		if need {
+		switch {
+		case need && read && togglesEnablement(args, st.enabled):
+			// systemctl enable and disable reload systemd themselves
+			// (without --no-reload), before the start below: a second
+			// reload first would cost as much again (half a second on
+			// ten loaded machines).
+			data["daemon_reloaded"] = true
+			env.Logf("daemon-reload: %s (by systemctl enable or disable)", why)
+		case need:
 			if _, err := onhost.MustRun(ctx, env, "systemctl", "daemon-reload"); err != nil {
 				return step.Result{}, err
 			}

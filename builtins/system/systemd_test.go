@@ -231,3 +231,43 @@ esac
 		t.Errorf("without systemctl: %v", err)
 	}
 }
+
+// A unit that changed on disk and is to be enabled is reloaded by systemctl
+// enable itself: no daemon-reload before it, one command less and half a
+// second less on busy machines. A unit already enabled still gets the
+// reload; so does one that is to be disabled and already is.
+func TestSystemdEnableReloads(t *testing.T) {
+	changed := "Id=svc.service\nLoadState=loaded\nNeedDaemonReload=yes\n"
+	for _, c := range []struct {
+		name, enabled string
+		args          step.Args
+		reload        bool
+		ran           string
+	}{
+		{"to enable", "disabled", step.Args{"name": "svc", "state": "started", "enabled": true, "daemon_reload": true}, false, "systemctl enable svc"},
+		{"to disable", "enabled", step.Args{"name": "svc", "enabled": false, "daemon_reload": true}, false, "systemctl disable svc"},
+		{"enabled already", "enabled", step.Args{"name": "svc", "state": "started", "enabled": true, "daemon_reload": true}, true, ""},
+		{"disabled already", "disabled", step.Args{"name": "svc", "enabled": false, "daemon_reload": true}, true, ""},
+		{"masked asked", "disabled", step.Args{"name": "svc", "enabled": true, "masked": false, "daemon_reload": true}, true, "systemctl enable svc"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			units := fakeSystemd(c.enabled, "inactive", false)
+			h := steptest.NewFake(answerProbes(func(cmd string) (transport.Result, bool) {
+				if strings.HasPrefix(cmd, "/bin/sh -c "+reloadProbe[:10]) {
+					return steptest.OK(changed)
+				}
+				return units.Answer(cmd)
+			}))
+			res := steptest.Run(t, systemdBuiltin{}, steptest.FakeEnv(h), c.args)
+			if got := len(h.Ran("systemctl daemon-reload")) == 1; got != c.reload {
+				t.Errorf("daemon-reload ran %v, want %v; ran %q", got, c.reload, h.Cmds)
+			}
+			if res.Data["daemon_reloaded"] != true {
+				t.Errorf("daemon_reloaded %v, want true (systemd read the changed unit)", res.Data["daemon_reloaded"])
+			}
+			if c.ran != "" && len(h.Ran(c.ran)) != 1 {
+				t.Errorf("%s not run; ran %q", c.ran, h.Cmds)
+			}
+		})
+	}
+}

@@ -190,7 +190,7 @@ bash -c 'exec 3<>"/dev/tcp/$1/$2" || exit 20
 printf "%s\n" "$KUBEXM_RELAY_TOKEN" >&3
 IFS= read -r -t 5 hello <&3 && [ "$hello" = KUBEXM-RELAY ] || exit 20
 exec cat <&3' sh "$1" "$2" > "$tmp" || exit 20
-sum=$(sha256sum < "$tmp") || exit 1
+sum=$(openssl dgst -sha256 -r < "$tmp" 2>/dev/null) || sum=$(sha256sum < "$tmp") || exit 1
 [ "${sum%% *}" = "$4" ] || exit 21
 chmod "$5" -- "$tmp" || exit 1
 if [ -n "$6" ]; then chown -- "$6" "$tmp" || exit 1; fi

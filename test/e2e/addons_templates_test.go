@@ -709,3 +709,66 @@ func TestAddonTemplateNodeLocalDNS(t *testing.T) {
 		})
 	}
 }
+
+// TestImagesOfEachHost: in kubeadm mode the control plane's static-pod
+// images (and kube-vip's) go to the masters only, every other image to
+// every host, and the registry push still sees the whole set.
+func TestImagesOfEachHost(t *testing.T) {
+	cluster := strings.Replace(addonCluster("", flannelNetwork, ""), "type: kubexm", "type: kubeadm", 1)
+	cluster = strings.Replace(cluster, "    etcd: [m1]\n", "", 1) + "  etcd:\n    type: kubeadm\n"
+	names := func(host, key string) []string {
+		vars := withRoleDefaults(t, "images", hostVars(t, cluster, host), nil)
+		var out []string
+		for _, m := range vars[key].([]any) {
+			out = append(out, m.(map[string]any)["name"].(string))
+		}
+		slices.Sort(out)
+		return out
+	}
+	all := []string{"coredns", "etcd", "flannel", "kube-apiserver", "kube-controller-manager", "kube-proxy", "kube-scheduler", "pause"}
+	if got := names("w1", "images_needed"); !slices.Equal(got, all) {
+		t.Errorf("images_needed on a worker %v, want the cluster's %v", got, all)
+	}
+	if got := names("m1", "images_host"); !slices.Equal(got, all) {
+		t.Errorf("a master's images %v, want %v", got, all)
+	}
+	if got, want := names("w1", "images_host"), []string{"coredns", "flannel", "kube-proxy", "pause"}; !slices.Equal(got, want) {
+		t.Errorf("a worker's images %v, want %v", got, want)
+	}
+
+	// The role's assert refuses an images_extra entry whose group the
+	// inventory does not have, and its message names it.
+	var tasks []map[string]any
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "roles", "images", "tasks", "main.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &tasks); err != nil {
+		t.Fatal(err)
+	}
+	idx := slices.IndexFunc(tasks, func(m map[string]any) bool {
+		return m["name"] == "images - each image's group is one of the inventory's"
+	})
+	if idx < 0 {
+		t.Fatal("no group assert in roles/images/tasks/main.yaml")
+	}
+	assert := tasks[idx]["assert"].(map[string]any)
+	ev := eval.New()
+	for _, tc := range []struct {
+		group string
+		ok    bool
+	}{{"", true}, {"worker", true}, {"gpu-nodes", false}} {
+		vars := withRoleDefaults(t, "images", hostVars(t, addonCluster("", flannelNetwork, ""), "w1"),
+			map[string]any{"images_extra": []any{map[string]any{"name": "tool", "repo": "example.org/tool", "tag": "v1", "group": tc.group}}})
+		ok, err := ev.EvalBool(assert["that"].([]any)[0].(string), vars)
+		if err != nil || ok != tc.ok {
+			t.Errorf("group %q: assert %v, %v; want %v", tc.group, ok, err, tc.ok)
+		}
+		if !tc.ok {
+			msg, err := ev.RenderString(assert["fail_msg"].(string), vars)
+			if err != nil || !strings.Contains(msg, `tool (group "gpu-nodes")`) {
+				t.Errorf("message %q, %v: want the image and its group named", msg, err)
+			}
+		}
+	}
+}

@@ -63,12 +63,13 @@ func TestPlaybooksLoad(t *testing.T) {
 			{"nodelocaldns", "dns", "addons"}, {"network", "cni"}, {"etcd"}, {"kubexm-controller"}, {"os"}},
 		// A new master's control plane, then every node's proxy, before
 		// the new kubelets use the endpoint.
-		// kubeadm mode: kubeadm on the new nodes, the new masters join, the
-		// workers' proxies get them, then the new workers join.
+		// kubeadm mode: kubeadm on the new nodes, the first master's init
+		// configuration, the new masters join, the workers' proxies get
+		// them, then the new workers join.
 		// A new etcd member, then the existing masters' API servers on it.
 		"add-nodes": {{"always"}, {"always"}, {"preflight"}, {"os"}, {"etcd"}, {"etcd", "kubernetes", "control-plane"}, {"containerd", "runtime"}, {"images", "runtime"},
 			{"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "node"},
-			{"kubernetes", "kubeadm"}, {"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "kubeadm", "node"},
+			{"kubernetes", "kubeadm"}, {"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "loadbalancer"}, {"kubernetes", "kubeadm", "node"},
 			{"network", "cni"}, {"finalize"}, {"health"}, {"always"}, {"cluster-resource"}, {"kubexm-controller"}},
 		// The checks, the masters out of the proxies' backends and out of
 		// kube-vip's election, the API servers off the etcd members named,

