@@ -30,7 +30,9 @@ func (File) Spec() step.Spec {
 			"system directory or a parent of one, also when the path reaches one through a symbolic link on the " +
 			"host. The system directories: `" + strings.Join(sysdirs.List(), "`, `") + "`. In a loop the items' paths are " +
 			"read together (concurrent SFTP requests, or one command through sudo) before each item acts in order; an " +
-			"item that changes a path re-reads the later items' paths that overlap it.",
+			"item that changes a path re-reads the later items' paths that overlap it. The missing directories of a " +
+			"loop (`state: directory`, no `recurse`, paths that overlap no other item's) are made in one command " +
+			"and read back together.",
 		Args: append([]step.Arg{
 			{Name: "path", Type: step.String, Required: true, Aliases: []string{"dest", "name"}, Doc: "Path on the host."},
 			{Name: "state", Type: step.String, Choices: []string{"file", "directory", "link", "absent", "touch"}, Doc: "What path should be. Unset: what it already is (only attributes change), or file when missing."},

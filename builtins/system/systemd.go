@@ -22,7 +22,9 @@ func (systemdBuiltin) Spec() step.Spec {
 			"not states): use them from handlers or with a `when:` on what changed. `daemon_reload` runs " +
 			"`systemctl daemon-reload` before anything else, only when systemd says the named unit's or any " +
 			"unit's under /etc/systemd/system files changed since it read them (`NeedDaemonReload=yes`) or the " +
-			"named unit is not loaded; without `name` it always runs (after removing units). By itself it does " +
+			"named unit is not loaded; without `name` it always runs (after removing units). When the task " +
+			"enables or disables the unit, `systemctl enable`/`disable` does that reload itself and no second " +
+			"one runs. By itself it does " +
 			"not count as a change (the result's `daemon_reloaded` says whether it ran). When a unit fails to start, the task fails with the unit's last 20 journal lines.",
 		Args: []step.Arg{
 			{Name: "name", Type: step.String, Aliases: []string{"unit", "service"}, Doc: "Unit name; `.service` is implied when no suffix is given."},
