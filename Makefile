@@ -148,8 +148,9 @@ E2E_SKIP ?= ^(TestUpgrade|TestUpgradeHA|TestConformance)$$
 # keepalived with haproxy on the 2 loadbalancer hosts, kube-vip on the
 # masters, keepalived with nginx; E2E_VIP picks one. make e2e-ha-all runs
 # every shape.
-E2E_KUBEADM_LB ?= $(word $(shell date -u +%j | awk '{print $$1 % 3 + 1}'),haproxy nginx kube-vip)
-E2E_VIP ?= $(word $(shell date -u +%j | awk '{print $$1 % 3 + 1}'),haproxy kube-vip nginx)
+E2E_TURN := $(shell date -u +%j | awk '{print $$1 % 3 + 1}')
+E2E_KUBEADM_LB ?= $(word $(E2E_TURN),haproxy nginx kube-vip)
+E2E_VIP ?= $(word $(E2E_TURN),haproxy kube-vip nginx)
 E2E_KUBEADM_ONLY ?= kubeadm
 E2E_SITEFORK ?= 0
 E2E_CA_ROTATION ?= kubeadm

@@ -178,11 +178,7 @@ func makeDirs(ctx context.Context, items []step.BatchItem, at []int, paths []str
 	argv := []string{"/bin/sh", "-c", script, "sh"}
 	dirs := make([]string, 0, len(sel))
 	for _, k := range sel {
-		mode := onhost.AttrsFrom(items[at[k]].Args).Mode
-		if mode == 0 {
-			mode = 0o755
-		}
-		argv = append(argv, fmt.Sprintf("%04o", mode), paths[k])
+		argv = append(argv, newDirMode(onhost.AttrsFrom(items[at[k]].Args)), paths[k])
 		dirs = append(dirs, paths[k])
 	}
 	if _, err := onhost.MustRun(ctx, env, argv...); err != nil {
@@ -202,6 +198,15 @@ func makeDirs(ctx context.Context, items []step.BatchItem, at []int, paths []str
 		read[k] = after[j]
 	}
 	return made
+}
+
+// newDirMode is mkdir -m's mode for a directory made with attributes a:
+// their mode, else 0755.
+func newDirMode(a onhost.Attrs) string {
+	if a.Mode == 0 {
+		return "0755"
+	}
+	return fmt.Sprintf("%04o", a.Mode)
 }
 
 // pathsOverlap says whether one of two absolute paths is the other or lies
@@ -289,11 +294,7 @@ func applyFile(ctx context.Context, env *step.Env, args step.Args, fi transport.
 			if env.Check {
 				return onhost.Done(env, changes, data, ""), nil
 			}
-			mode := a.Mode
-			if mode == 0 {
-				mode = 0o755
-			}
-			if _, err := onhost.MustRun(ctx, env, "mkdir", "-p", "-m", fmt.Sprintf("%04o", mode), "--", p); err != nil {
+			if _, err := onhost.MustRun(ctx, env, "mkdir", "-p", "-m", newDirMode(a), "--", p); err != nil {
 				return step.Result{}, err
 			}
 			if fi, err = env.Target.Stat(ctx, p, env.Become); err != nil {

@@ -44,11 +44,17 @@ func togglesEnablement(args step.Args, enabledOut string) bool {
 	if !args.Has("enabled") || args.Has("masked") || strings.HasPrefix(enabledOut, "masked") {
 		return false
 	}
-	if enabledOut == "" || strings.Contains(enabledOut, "No such file") || strings.Contains(enabledOut, "not-found") {
+	if unitMissing(enabledOut) {
 		return false
 	}
 	cur, fixed := unitIsEnabled(enabledOut)
 	return !fixed && cur != args.Bool("enabled")
+}
+
+// unitMissing says whether is-enabled's answer enabledOut is that of a
+// unit systemd does not know.
+func unitMissing(enabledOut string) bool {
+	return enabledOut == "" || strings.Contains(enabledOut, "No such file") || strings.Contains(enabledOut, "not-found")
 }
 
 // unitIsEnabled maps `systemctl is-enabled` output to enabled/not, and
@@ -136,7 +142,7 @@ func (systemdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (s
 	}
 	enabledOut := st.enabled
 	data["enabled_state"] = enabledOut
-	if enabledOut == "" || strings.Contains(enabledOut, "No such file") || strings.Contains(enabledOut, "not-found") {
+	if unitMissing(enabledOut) {
 		if !env.Check {
 			return step.Result{}, fmt.Errorf("%s: systemd unit %s not found (is the unit file installed? daemon_reload: true after writing it)", env.Target.Host(), name)
 		}

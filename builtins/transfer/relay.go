@@ -177,7 +177,7 @@ const relayServe = `exec systemd-socket-activate -l "$1:$2" -a --inetd -E KUBEXM
 // temporary file $7 beside dest $3, and keep it only when its sha256 is $4,
 // with mode $5 and owner $6 (user[:group], may be empty); fetchFrom renames
 // it into place. Exit 20: the source cannot be reached; 21: wrong sum.
-const relayFetch = `set -u
+const relayFetch = transport.SHA256Func + `set -u
 dest=$3; tmp=$7
 mkdir -p -- "$(dirname -- "$dest")" || exit 1
 end=$(($(date +%s) + 5))
@@ -190,7 +190,7 @@ bash -c 'exec 3<>"/dev/tcp/$1/$2" || exit 20
 printf "%s\n" "$KUBEXM_RELAY_TOKEN" >&3
 IFS= read -r -t 5 hello <&3 && [ "$hello" = KUBEXM-RELAY ] || exit 20
 exec cat <&3' sh "$1" "$2" > "$tmp" || exit 20
-sum=$(openssl dgst -sha256 -r < "$tmp" 2>/dev/null) || sum=$(sha256sum < "$tmp") || exit 1
+sum=$(kxsha256 "$tmp") || exit 1
 [ "${sum%% *}" = "$4" ] || exit 21
 chmod "$5" -- "$tmp" || exit 1
 if [ -n "$6" ]; then chown -- "$6" "$tmp" || exit 1; fi

@@ -26,11 +26,8 @@ import (
 // directory, which roles/os makes and delete removes): a host kubexm does
 // not manage, or no longer does, gets nothing written. With
 // RO non-empty (a --check run: transport.ReadOnly) records are read, never
-// written or removed. The sum is OpenSSL's where the host has it (its SHA-256
-// uses the CPU's SHA extensions: 20 MB in 23 ms where coreutils' sha256sum
-// takes 57 ms on the test machines), else coreutils'; both print the hex
-// digest first.
-const sumFunc = `kxsum() {
+// written or removed. The sum is transport.SHA256Func's.
+const sumFunc = transport.SHA256Func + `kxsum() {
 p=$1 r=$2 ro=$3
 if [ ! -f "$p" ]; then [ -e "$p" ] && return 4; return 3; fi
 s=$(stat -L -c '%s %i %d %y %z' -- "$p") || return 5
@@ -38,7 +35,7 @@ if [ -n "$r" ] && [ -f "$r" ]; then
   { IFS= read -r rs; IFS= read -r rsum; } <"$r"
   if [ "$rs" = "$s" ] && [ "${#rsum}" = 64 ]; then printf '%s  %s\n' "$rsum" "$p"; return 0; fi
 fi
-out=$(openssl dgst -sha256 -r -- "$p" 2>/dev/null) || out=$(sha256sum -- "$p") || return 5
+out=$(kxsha256 "$p") || return 5
 printf '%s\n' "$out"
 [ -n "$r" ] && [ -z "$ro" ] || return 0
 c=$(stat -L -c '%Z' -- "$p") && [ "$(stat -L -c '%s %i %d %y %z' -- "$p")" = "$s" ] && [ "$(date +%s)" -ge $((c + 2)) ] || { rm -f -- "$r"; return 0; }
