@@ -636,7 +636,25 @@ type pollOutage struct {
 
 func (o pollOutage) String() string {
 	return fmt.Sprintf("%s from %s to %s, %d failed (%s)", o.to.Sub(o.from).Round(time.Millisecond),
-		o.from.UTC().Format("15:04:05.000"), o.to.UTC().Format("15:04:05.000"), len(o.codes), strings.Join(o.codes, " "))
+		o.from.UTC().Format("15:04:05.000"), o.to.UTC().Format("15:04:05.000"), len(o.codes), runs(o.codes))
+}
+
+// runs writes codes with each run of one code once, counted: "000:7 x3 503".
+func runs(codes []string) string {
+	var out []string
+	for i := 0; i < len(codes); {
+		j := i
+		for j < len(codes) && codes[j] == codes[i] {
+			j++
+		}
+		if j-i > 1 {
+			out = append(out, fmt.Sprintf("%s x%d", codes[i], j-i))
+		} else {
+			out = append(out, codes[i])
+		}
+		i = j
+	}
+	return strings.Join(out, " ")
 }
 
 // pollMinRequests is the fewest requests a poll is judged on.

@@ -105,21 +105,41 @@ func wantRuntimes(t *testing.T, got map[string]string, runtime, version string) 
 	}
 }
 
-// servicePollScript asks url (a ClusterIP Service) every period, n times or
-// until /tmp/kubexm-stop-poll exists once pollMinRequests were made, and
-// prints "<unix ms> <HTTP status>" per request (parsePoll reads it).
-func servicePollScript(url string, n int, period, maxTime time.Duration) string {
+// servicePollScript asks the ClusterIP Service svc ("namespace/name") at
+// ip port 80 every period, n times or until /tmp/kubexm-stop-poll exists
+// once pollMinRequests were made, and prints "<unix ms> <HTTP status>" per
+// request (parsePoll reads it). A request without an answer reads
+// "000:<curl's exit code>:<why>:reject=<r>:sep=<s>": why is the kernel's
+// word for a fresh connect (curl 7 is both a refusal and no route), r the
+// host's iptables REJECT rules for svc (kube-proxy's "has no endpoints"),
+// s its endpoint chains, so that an outage says whose it was. Where an
+// outage begins and ends, kube-proxy's last log lines go to
+// /tmp/kubexm-poll-diag.
+func servicePollScript(ip, svc string, n int, period, maxTime time.Duration) string {
 	return fmt.Sprintf(`set -u
+ip=%s svc=%s
+rm -f /tmp/kubexm-poll-diag
 start=$(date +%%s%%N)
 for i in $(seq 0 %d); do
   [ -e /tmp/kubexm-stop-poll ] && [ "$i" -ge %d ] && break
   next=$((start + i * %d))
   now=$(date +%%s%%N)
   [ "$now" -lt "$next" ] && sleep "$(awk -v ns=$((next - now)) 'BEGIN{printf "%%.3f", ns / 1e9}')"
-  code=$(curl -s -o /dev/null -w '%%{http_code}' --max-time %s %s) || code="$code:$?"
+  rc=0
+  code=$(curl -s -o /dev/null -w '%%{http_code}' --max-time %s "http://$ip/") || rc=$?
+  if [ "$rc" != 0 ]; then
+    code="$code:$rc"
+    why=$(timeout 2 bash -c 'exec 3<>"/dev/tcp/$1/80"' _ "$ip" 2>&1 | sed -n 's/.*connect: //p' | head -n 1 | tr -c 'A-Za-z0-9\n' -)
+    rules=$(iptables-save 2>/dev/null | grep -F -- "$svc" || true)
+    code="$code:${why:-connected}:reject=$(printf '%%s\n' "$rules" | grep -c -- '-j REJECT'):sep=$(printf '%%s\n' "$rules" | grep -c -- '-j KUBE-SEP-')"
+  fi
+  if [ "$rc" != "${lastrc:-0}" ] && command -v crictl >/dev/null; then
+    { echo "== $(date -u +%%T.%%3N) rc $rc: kube-proxy's last lines"; crictl logs --tail 30 "$(crictl ps -q --name kube-proxy | head -n 1)" 2>&1; } >> /tmp/kubexm-poll-diag
+  fi
+  lastrc=$rc
   echo "$(date +%%s%%3N) $code"
 done
-rm -f /tmp/kubexm-stop-poll`, n-1, pollMinRequests, period.Nanoseconds(), strconv.FormatFloat(maxTime.Seconds(), 'f', -1, 64), shellQuote(url))
+rm -f /tmp/kubexm-stop-poll`, shellQuote(ip), shellQuote(svc), n-1, pollMinRequests, period.Nanoseconds(), strconv.FormatFloat(maxTime.Seconds(), 'f', -1, 64))
 }
 
 // notReadyWatch asks the API for every node's Ready condition every 2 s
@@ -229,7 +249,7 @@ func upgradeRuntime(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunne
 	pollDone := make(chan sshResult, 1)
 	pollStart := time.Now()
 	go func() {
-		out, err := set.SSH(ctx, poller, servicePollScript("http://"+ip+"/", 9000, readyzPollPeriod, 2*time.Second))
+		out, err := set.SSH(ctx, poller, servicePollScript(ip, "rtup/web", 9000, readyzPollPeriod, 2*time.Second))
 		pollDone <- sshResult{out, err}
 	}()
 	watch := watchNotReady(ctx, k)

@@ -247,7 +247,7 @@ func TestUpgradeHA(t *testing.T) {
 			{label: "API through " + workers[0].Name + "'s " + lbName + " (" + haEndpoint + "/api, a token)", host: workers[0].Name,
 				script: endpointPollScript("/api", strings.TrimSpace(token), most, upgradeHAPollPeriod, 5*time.Second)},
 			{label: "ClusterIP Service avail/web from " + masters[0].Name, host: masters[0].Name,
-				script: servicePollScript("http://"+strings.TrimSpace(ip)+"/", most, upgradeHAPollPeriod, 5*time.Second)},
+				script: servicePollScript(strings.TrimSpace(ip), "avail/web", most, upgradeHAPollPeriod, 5*time.Second)},
 		}
 	}
 	lbStep := " every haproxy"
@@ -274,6 +274,10 @@ func TestUpgradeHA(t *testing.T) {
 		p.start(ctx, t, set)
 	}
 	pollStart := time.Now()
+	timeline, err := recordTimeline(ctx, k.kubeconfig, "avail", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	etcdAt = etcdVersion
 	writeHAAt(to)
@@ -288,6 +292,7 @@ func TestUpgradeHA(t *testing.T) {
 	for _, p := range pollers {
 		p.stop(ctx, t, set)
 	}
+	timeline.stop()
 	if res.err != nil {
 		t.Fatalf("upgrade %s -> %s failed after %s: %v%s", from, to, res.wall, res.err, res.failures())
 	}
@@ -305,6 +310,14 @@ func TestUpgradeHA(t *testing.T) {
 		from, to, mode, lbName, etcdMove, map[bool]string{true: ", by kubexm controller through the Cluster resource"}[byController],
 		res.wall.Round(time.Millisecond), len(res.changed()), breakdown)
 	reportPolls(t, pollers, pollStart, "the upgrade", res)
+	if outages := pollers[1].stats(t, pollStart).outages; len(outages) > 0 {
+		out, err := set.SSH(ctx, masters[0].Name, "cat /tmp/kubexm-poll-diag")
+		t.Logf("kube-proxy on %s where the Service's outages began and ended: %v\n%s", masters[0].Name, err, out)
+	}
+	for _, o := range pollers[1].stats(t, pollStart).outages {
+		t.Logf("the cluster around the Service's outage from %s (its endpoints, the kube-controller-manager Lease, nodes not Ready):\n    %s",
+			o.from.UTC().Format("15:04:05.000"), strings.Join(timeline.around(o.from, o.to, 20*time.Second), "\n    "))
+	}
 	if kubeadmMode {
 		// kubeadm upgrade apply rolls kube-proxy's DaemonSet, one node at
 		// a time: when each pod started and was Ready, to line up with a
