@@ -17,8 +17,9 @@ func (systemdBuiltin) Spec() step.Spec {
 	return step.Spec{
 		Name:    "systemd",
 		Summary: "Start, stop, restart, reload, enable, disable, mask a systemd unit; reload unit files.",
-		Doc: "The current state is read with `systemctl is-active` and `is-enabled` first, so `started`, `stopped`, " +
-			"`enabled` and `masked` act only when needed. `restarted` and `reloaded` always act (they are requests, " +
+		Doc: "The current state is read first, in one command on the host: one `systemctl show` (the unit's active " +
+			"state), with `systemctl is-enabled` only when the task enables, disables or masks (it reads the unit's " +
+			"links on disk), so `started`, `stopped`, `enabled` and `masked` act only when needed. `restarted` and `reloaded` always act (they are requests, " +
 			"not states): use them from handlers or with a `when:` on what changed. `daemon_reload` runs " +
 			"`systemctl daemon-reload` before anything else, only when systemd says the named unit's or any " +
 			"unit's under /etc/systemd/system files changed since it read them (`NeedDaemonReload=yes`) or the " +
@@ -36,6 +37,10 @@ func (systemdBuiltin) Spec() step.Spec {
 		Examples: []string{"systemd:\n  name: containerd\n  state: started\n  enabled: true\n  daemon_reload: true"},
 	}
 }
+
+// asksEnablement says whether the task enables, disables, masks or unmasks
+// the unit, and so needs is-enabled's answer.
+func asksEnablement(args step.Args) bool { return args.Has("enabled") || args.Has("masked") }
 
 // togglesEnablement says whether the task will run systemctl enable or
 // disable on a unit whose is-enabled answer is enabledOut: enabled is
@@ -96,7 +101,7 @@ func (systemdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (s
 		var why string
 		var err error
 		if wantsUnit {
-			need, why, st, err = probeUnit(ctx, env, name, true)
+			need, why, st, err = probeUnit(ctx, env, name, true, asksEnablement(args))
 			read = true
 		} else {
 			need, why, err = needDaemonReload(ctx, env, name)
@@ -136,13 +141,13 @@ func (systemdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (s
 	}
 	if !read {
 		var err error
-		if _, _, st, err = probeUnit(ctx, env, name, false); err != nil {
+		if _, _, st, err = probeUnit(ctx, env, name, false, asksEnablement(args)); err != nil {
 			return step.Result{}, err
 		}
 	}
 	enabledOut := st.enabled
 	data["enabled_state"] = enabledOut
-	if unitMissing(enabledOut) {
+	if st.missing() {
 		if !env.Check {
 			return step.Result{}, fmt.Errorf("%s: systemd unit %s not found (is the unit file installed? daemon_reload: true after writing it)", env.Target.Host(), name)
 		}
@@ -221,8 +226,9 @@ func (systemdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (s
 	return onhost.Done(env, changes, data, ""), nil
 }
 
-// reloadProbe prints Id, LoadState, NeedDaemonReload and DropInPaths of the
-// unit named in $1 and of every unit with a file or drop-in directory
+// reloadProbe prints Id, LoadState, NeedDaemonReload, DropInPaths,
+// ActiveState and UnitFileState of the unit named in $1 (the first block)
+// and of every unit with a file or drop-in directory
 // directly under /etc/systemd/system (where roles write units), in blocks
 // separated by empty lines, then a line DropIn=<path> for each drop-in file
 // there. Asking systemd about these few units costs a fraction of a
@@ -238,7 +244,7 @@ for f in /etc/systemd/system/*; do
   esac
 done
 [ "$#" -gt 0 ] || exit 0
-systemctl show --property=Id,LoadState,NeedDaemonReload,DropInPaths -- "$@" || exit
+systemctl show --property=Id,LoadState,NeedDaemonReload,DropInPaths,ActiveState,UnitFileState -- "$@" || exit
 printf '\n'
 for f in /etc/systemd/system/*.d/*.conf; do
   [ -e "$f" ] && printf 'DropIn=%s\n' "$f"
@@ -306,30 +312,50 @@ func reloadNeeded(name string, code int, stdout, stderr string) (bool, string) {
 	return false, ""
 }
 
-// unitAnswers is what `systemctl is-enabled` and `is-active` answer for a
-// unit: one word each, or the message of a unit systemd does not know.
-type unitAnswers struct{ enabled, active string }
+// unitAnswers is what systemd says of a unit: its LoadState, its
+// ActiveState (what is-active prints) and whether it is enabled: is-enabled's
+// answer (or the message of a unit systemd does not know) where the task
+// enables, disables or masks, else the UnitFileState systemd keeps.
+type unitAnswers struct {
+	enabled, active, load string
+	// isEnabled: enabled is is-enabled's answer.
+	isEnabled bool
+}
 
-// unitProbe prints is-enabled's and is-active's answers for unit $1 (a
-// query's stderr when its stdout is empty, as for a unit that does not
-// exist), each followed by a line holding only \036. Exit 127: no
-// systemctl on the host.
-const unitProbe = `command -v systemctl >/dev/null 2>&1 || exit 127
-for q in is-enabled is-active; do
-  o=$(systemctl "$q" "$1" 2>/dev/null)
-  [ -n "$o" ] || o=$(systemctl "$q" "$1" 2>&1)
-  printf '%s\n\036\n' "$o"
-done`
+// missing says whether systemd does not know the unit: by is-enabled's
+// answer where it was asked (a unit file that systemd has not loaded yet
+// is there for the enable, whose own reload loads it), else by LoadState.
+func (u unitAnswers) missing() bool {
+	if u.isEnabled {
+		return unitMissing(u.enabled)
+	}
+	return u.load == "not-found"
+}
 
-// probeUnit reads unit name's state in one command; with reload it runs
-// reloadProbe in the same command and says whether a daemon-reload is
-// needed, as needDaemonReload does.
-func probeUnit(ctx context.Context, env *step.Env, name string, reload bool) (bool, string, unitAnswers, error) {
-	script := unitProbe
+// unitShow prints the Id, LoadState, ActiveState and UnitFileState of unit
+// $1: one systemctl, which is most of a probe's time on a host.
+const unitShow = `systemctl show --property=Id,LoadState,ActiveState,UnitFileState -- "$1"`
+
+// isEnabledProbe prints is-enabled's answer for unit $1 (its stderr when
+// its stdout is empty, as for a unit that does not exist). is-enabled reads
+// the unit's files on disk, where UnitFileState is what systemd last read:
+// a task that enables or masks must see a link removed by hand.
+const isEnabledProbe = `o=$(systemctl is-enabled "$1" 2>/dev/null)
+[ -n "$o" ] || o=$(systemctl is-enabled "$1" 2>&1)
+printf '%s\n' "$o"`
+
+// probeUnit reads unit name's state in one command: with reload it runs
+// reloadProbe and says whether a daemon-reload is needed, as
+// needDaemonReload does; with isEnabled it also asks is-enabled.
+func probeUnit(ctx context.Context, env *step.Env, name string, reload, isEnabled bool) (bool, string, unitAnswers, error) {
+	show := unitShow
 	if reload {
-		// The probe runs in a subshell (it shifts and exits); its status
-		// ends its output, after a \037 line.
-		script = "command -v systemctl >/dev/null 2>&1 || exit 127\n(\n" + reloadProbe + "\n)\nprintf '\\n\\037%s\\n' \"$?\"\n" + unitProbe
+		// The probe runs in a subshell (it shifts and exits).
+		show = "(\n" + reloadProbe + "\n)"
+	}
+	script := "command -v systemctl >/dev/null 2>&1 || exit 127\n" + show + "\nprintf '\\n\\037%s\\n' \"$?\"\n"
+	if isEnabled {
+		script += isEnabledProbe
 	}
 	res, err := onhost.RunScript(ctx, env, script, name)
 	if err != nil {
@@ -339,25 +365,32 @@ func probeUnit(ctx context.Context, env *step.Env, name string, reload bool) (bo
 		return false, "", unitAnswers{}, fmt.Errorf("%s: systemctl not found: the host does not run systemd", env.Target.Host())
 	}
 	out := string(res.Stdout)
-	need, why := false, ""
-	if reload {
-		probe, rest, ok := strings.Cut(out, "\n\037")
-		code, after, ok2 := strings.Cut(rest, "\n")
-		if !ok || !ok2 {
-			return false, "", unitAnswers{}, fmt.Errorf("%s: reading unit %s: unexpected output %q", env.Target.Host(), name, out)
-		}
-		rc, convErr := strconv.Atoi(code)
-		if convErr != nil {
-			rc = 1
-		}
-		need, why = reloadNeeded(name, rc, probe, string(res.Stderr))
-		out = after
-	}
-	parts := strings.Split(out, "\n\036\n")
-	if res.ExitCode != 0 || len(parts) != 3 || parts[2] != "" {
+	props, rest, ok := strings.Cut(out, "\n\037")
+	code, enabledOut, ok2 := strings.Cut(rest, "\n")
+	rc, convErr := strconv.Atoi(code)
+	if !ok || !ok2 || convErr != nil || res.ExitCode != 0 {
 		return false, "", unitAnswers{}, fmt.Errorf("%s: reading unit %s (rc %d): %s", env.Target.Host(), name, res.ExitCode, strings.TrimSpace(string(res.Stderr)+" "+out))
 	}
-	return need, why, unitAnswers{enabled: strings.TrimSpace(parts[0]), active: strings.TrimSpace(parts[1])}, nil
+	need, why := false, ""
+	if reload {
+		need, why = reloadNeeded(name, rc, props, string(res.Stderr))
+	} else if rc != 0 {
+		return false, "", unitAnswers{}, fmt.Errorf("%s: systemctl show %s failed (rc %d): %s", env.Target.Host(), name, rc, strings.TrimSpace(string(res.Stderr)))
+	}
+	// The named unit's block comes first; a reload probe that failed has
+	// none, and the reload it asks for reads the unit again.
+	first, _, _ := strings.Cut(strings.TrimSpace(props), "\n\n")
+	unit := map[string]string{}
+	for line := range strings.Lines(first) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
+			unit[k] = v
+		}
+	}
+	st := unitAnswers{enabled: unit["UnitFileState"], active: unit["ActiveState"], load: unit["LoadState"]}
+	if isEnabled {
+		st.enabled, st.isEnabled = strings.TrimSpace(enabledOut), true
+	}
+	return need, why, st, nil
 }
 
 // systemctlQuery returns the one-word answer of is-active/is-enabled, whose

@@ -14,26 +14,44 @@ import (
 
 // answerProbes answers probeUnit's one-command probes of unit svc from
 // the answers answer gives to the single commands they stand for
-// (`systemctl is-enabled svc`, `systemctl is-active svc` and reloadProbe).
+// (`systemctl is-enabled svc`, `systemctl is-active svc` and reloadProbe):
+// systemctl show's ActiveState is is-active's answer, its UnitFileState
+// is-enabled's, and a unit is-enabled knows nothing of is not-found.
 func answerProbes(answer func(cmd string) (transport.Result, bool)) func(cmd string) (transport.Result, bool) {
+	word := func(q string) string {
+		res, _ := answer("systemctl " + q + " svc")
+		o := strings.TrimSpace(string(res.Stdout))
+		if o == "" {
+			o = strings.TrimSpace(string(res.Stderr))
+		}
+		return o
+	}
 	return func(cmd string) (transport.Result, bool) {
-		if !strings.HasPrefix(cmd, "/bin/sh -c ") || !strings.Contains(cmd, unitProbe) {
+		reload := strings.Contains(cmd, reloadProbe)
+		if !strings.HasPrefix(cmd, "/bin/sh -c ") || !reload && !strings.Contains(cmd, unitShow) {
 			return answer(cmd)
 		}
-		var out strings.Builder
-		if strings.Contains(cmd, reloadProbe) {
-			res, _ := answer("/bin/sh -c " + reloadProbe + " sh svc")
-			fmt.Fprintf(&out, "%s\n\037%d\n", res.Stdout, res.ExitCode)
+		enabled, active := word("is-enabled"), word("is-active")
+		load := "loaded"
+		if unitMissing(enabled) {
+			load, enabled = "not-found", ""
 		}
-		for _, q := range []string{"is-enabled", "is-active"} {
-			res, _ := answer("systemctl " + q + " svc")
-			o := strings.TrimSpace(string(res.Stdout))
-			if o == "" {
-				o = strings.TrimSpace(string(res.Stderr))
+		props, rc := "Id=svc.service\nLoadState="+load+"\n", 0
+		if res, ok := answer("/bin/sh -c " + reloadProbe + " sh svc"); reload && ok {
+			props, rc = string(res.Stdout), res.ExitCode
+		}
+		if rc == 0 {
+			first, rest, _ := strings.Cut(props, "\n\n")
+			props = strings.TrimRight(first, "\n") + "\nActiveState=" + active + "\nUnitFileState=" + enabled + "\n"
+			if rest != "" {
+				props += "\n" + rest
 			}
-			out.WriteString(o + "\n\036\n")
 		}
-		return steptest.OK(out.String())
+		out := fmt.Sprintf("%s\n\037%d\n", props, rc)
+		if strings.Contains(cmd, isEnabledProbe) {
+			out += word("is-enabled") + "\n"
+		}
+		return steptest.OK(out)
 	}
 }
 
@@ -179,9 +197,10 @@ func TestSystemdDaemonReloadOnlyWhenNeeded(t *testing.T) {
 }
 
 // TestSystemdProbeScripts runs the one-command probes in a real shell with
-// a stand-in systemctl: the unit's answers (stderr for a unit systemd does
-// not know) and, with daemon_reload, the reload probe's verdict come back
-// from one command, and a host without systemctl is named as such.
+// a stand-in systemctl: the unit's state (is-enabled's answer only when
+// asked, its stderr for a unit systemd does not know) and, with
+// daemon_reload, the reload probe's verdict come back from one command, and
+// a host without systemctl is named as such.
 func TestSystemdProbeScripts(t *testing.T) {
 	env, root := steptest.Env(t)
 	bin := filepath.Join(root, "bin")
@@ -189,45 +208,56 @@ func TestSystemdProbeScripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake := `#!/bin/sh
+echo "$*" >> "$LOG"
 case "$1 $2" in
 "is-enabled svc") echo enabled ;;
-"is-active svc") echo active ;;
 "is-enabled gone") echo "Failed to get unit file state for gone.service: No such file or directory" >&2; exit 1 ;;
-"is-active gone") echo inactive; exit 3 ;;
+"show --property=Id,LoadState,ActiveState,UnitFileState")
+  case "$4" in
+  svc) printf 'Id=svc.service\nLoadState=loaded\nActiveState=active\nUnitFileState=enabled\n' ;;
+  *) printf 'Id=%s.service\nLoadState=not-found\nActiveState=inactive\nUnitFileState=\n' "$4" ;;
+  esac ;;
 show*) [ "$NDR" = fail ] && { echo "Failed to connect to bus" >&2; exit 1; }
-  printf 'Id=svc.service\nLoadState=loaded\nNeedDaemonReload=%s\nDropInPaths=\n' "$NDR" ;;
+  printf 'Id=svc.service\nLoadState=loaded\nNeedDaemonReload=%s\nDropInPaths=\nActiveState=active\nUnitFileState=enabled\n' "$NDR" ;;
 *) echo "unexpected $*" >&2; exit 9 ;;
 esac
 `
 	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte(fake), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	withPath := func(ndr string) {
-		env.Environment = map[string]string{"PATH": bin + ":/usr/bin:/bin", "NDR": ndr}
-	}
-	withPath("no")
+	log := filepath.Join(root, "calls")
 	for _, c := range []struct {
-		unit    string
-		reload  bool
-		ndr     string
-		want    unitAnswers
-		need    bool
-		whyPart string
+		unit              string
+		reload, isEnabled bool
+		ndr               string
+		want              unitAnswers
+		need              bool
+		whyPart           string
+		calls             int
 	}{
-		{"svc", false, "no", unitAnswers{"enabled", "active"}, false, ""},
-		{"gone", false, "no", unitAnswers{"Failed to get unit file state for gone.service: No such file or directory", "inactive"}, false, ""},
-		{"svc", true, "no", unitAnswers{"enabled", "active"}, false, ""},
-		{"svc", true, "yes", unitAnswers{"enabled", "active"}, true, "svc.service changed on disk"},
-		{"svc", true, "fail", unitAnswers{"enabled", "active"}, true, "Failed to connect to bus"},
+		{"svc", false, false, "no", unitAnswers{"enabled", "active", "loaded", false}, false, "", 1},
+		{"svc", false, true, "no", unitAnswers{"enabled", "active", "loaded", true}, false, "", 2},
+		{"gone", false, false, "no", unitAnswers{"", "inactive", "not-found", false}, false, "", 1},
+		{"gone", false, true, "no", unitAnswers{"Failed to get unit file state for gone.service: No such file or directory", "inactive", "not-found", true}, false, "", 3},
+		{"svc", true, false, "no", unitAnswers{"enabled", "active", "loaded", false}, false, "", 1},
+		{"svc", true, true, "yes", unitAnswers{"enabled", "active", "loaded", true}, true, "svc.service changed on disk", 2},
+		{"svc", true, true, "fail", unitAnswers{enabled: "enabled", isEnabled: true}, true, "Failed to connect to bus", 2},
 	} {
-		withPath(c.ndr)
-		need, why, got, err := probeUnit(t.Context(), env, c.unit, c.reload)
+		env.Environment = map[string]string{"PATH": bin + ":/usr/bin:/bin", "NDR": c.ndr, "LOG": log}
+		_ = os.Remove(log)
+		need, why, got, err := probeUnit(t.Context(), env, c.unit, c.reload, c.isEnabled)
 		if err != nil || got != c.want || need != c.need || !strings.Contains(why, c.whyPart) {
-			t.Errorf("%s reload=%v NeedDaemonReload=%s: need %v (%q), %+v, %v; want need %v (%q), %+v", c.unit, c.reload, c.ndr, need, why, got, err, c.need, c.whyPart, c.want)
+			t.Errorf("%s reload=%v is-enabled=%v NeedDaemonReload=%s: need %v (%q), %+v, %v; want need %v (%q), %+v", c.unit, c.reload, c.isEnabled, c.ndr, need, why, got, err, c.need, c.whyPart, c.want)
+		}
+		if calls, _ := os.ReadFile(log); strings.Count(string(calls), "\n") != c.calls {
+			t.Errorf("%s reload=%v is-enabled=%v: systemctl ran %q, want %d calls", c.unit, c.reload, c.isEnabled, calls, c.calls)
+		}
+		if got.missing() != (c.unit == "gone") {
+			t.Errorf("%s: missing() = %v", c.unit, got.missing())
 		}
 	}
 	env.Environment = map[string]string{"PATH": root}
-	if _, _, _, err := probeUnit(t.Context(), env, "svc", true); err == nil || !strings.Contains(err.Error(), "systemctl not found") {
+	if _, _, _, err := probeUnit(t.Context(), env, "svc", true, true); err == nil || !strings.Contains(err.Error(), "systemctl not found") {
 		t.Errorf("without systemctl: %v", err)
 	}
 }
@@ -249,11 +279,17 @@ func TestSystemdEnableReloads(t *testing.T) {
 		{"enabled already", "enabled", step.Args{"name": "svc", "state": "started", "enabled": true, "daemon_reload": true}, true, ""},
 		{"disabled already", "disabled", step.Args{"name": "svc", "enabled": false, "daemon_reload": true}, true, ""},
 		{"masked asked", "disabled", step.Args{"name": "svc", "enabled": true, "masked": false, "daemon_reload": true}, true, "systemctl enable svc"},
+		// A new unit file systemd has not loaded: is-enabled finds it on
+		// disk, and enable's reload loads it.
+		{"new unit to enable", "disabled", step.Args{"name": "svc", "state": "started", "enabled": true, "daemon_reload": true}, false, "systemctl start svc"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			units := fakeSystemd(c.enabled, "inactive", false)
 			h := steptest.NewFake(answerProbes(func(cmd string) (transport.Result, bool) {
 				if strings.HasPrefix(cmd, "/bin/sh -c "+reloadProbe[:10]) {
+					if strings.HasPrefix(c.name, "new unit") {
+						return steptest.OK("Id=svc.service\nLoadState=not-found\nNeedDaemonReload=no\n")
+					}
 					return steptest.OK(changed)
 				}
 				return units.Answer(cmd)
