@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,8 @@ import (
 // a connection open to n1 keeps being served even once n1's /readyz fails
 // (a stopping API server); out again changes nothing; in makes n1 ready
 // and checked again, new connections reach it; in again changes nothing.
+// With CUT (lb_backend_cut) out also cuts the connections open to n1, and
+// a client that held one goes on through n4.
 func TestHAProxyDrainsAMaster(t *testing.T) {
 	bin, err := exec.LookPath("haproxy")
 	if err != nil {
@@ -50,15 +53,15 @@ func TestHAProxyDrainsAMaster(t *testing.T) {
 	if script == "" {
 		t.Fatal("backend.yaml's task has no shell script")
 	}
-	backend := func(state, want string) {
+	backend := func(state, want string, cut ...bool) {
 		t.Helper()
 		c := exec.CommandContext(ctx, "sh", "-c", script)
-		c.Env = append(os.Environ(), "SOCK="+sock, "MASTERS=n1", "STATE="+state)
+		c.Env = append(os.Environ(), "SOCK="+sock, "MASTERS=n1", "STATE="+state, "CUT="+map[bool]string{true: "true", false: "false"}[len(cut) > 0 && cut[0]])
 		got, err := c.Output()
 		if err != nil {
 			t.Fatalf("backend.yaml's script, %s: %v\n%s", state, err, got)
 		}
-		if strings.TrimSpace(string(got)) != want {
+		if !regexp.MustCompile(`^` + want + `$`).MatchString(strings.TrimSpace(string(got))) {
 			t.Errorf("backend.yaml's script, %s: said %q, want %q", state, got, want)
 		}
 	}
@@ -75,18 +78,19 @@ func TestHAProxyDrainsAMaster(t *testing.T) {
 	}
 	fresh := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, DisableKeepAlives: true}}
 	// A client whose one open connection goes to n1 (haproxy alternates).
-	var kept *http.Client
-	for range 10 {
-		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, MaxConnsPerHost: 1}}
-		if get(c) == "n1" {
-			kept = c
-			break
+	keptToN1 := func() *http.Client {
+		t.Helper()
+		for range 10 {
+			c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, MaxConnsPerHost: 1}}
+			if get(c) == "n1" {
+				return c
+			}
+			c.CloseIdleConnections()
 		}
-		c.CloseIdleConnections()
-	}
-	if kept == nil {
 		t.Fatal("no connection through haproxy reached n1 in 10")
+		return nil
 	}
+	kept := keptToN1()
 
 	backend("out", "n1 drained, checks paused")
 	ready["n1"].Store(false) // n1 stopping: its /readyz fails
@@ -118,4 +122,27 @@ func TestHAProxyDrainsAMaster(t *testing.T) {
 	if strings.Contains(out.String(), "kube-apiserver/n1 is DOWN") {
 		t.Errorf("haproxy marked n1 down:\n%s", out.String())
 	}
+
+	// lb_backend_cut (kubeadm's upgrade, whose API server hangs while its
+	// etcd member restarts): out also cuts the connection open to n1, and
+	// the client's next request goes through haproxy to n4.
+	kept = keptToN1()
+	// The first kept client's connection may still be open too.
+	backend("out", "n1 drained, checks paused\nn1: [12] open connections cut", true)
+	var got string
+	for range 3 { // the request on the cut connection may fail once
+		resp, err := kept.Get("https://" + bind + "/api")
+		if err != nil {
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got = string(body)
+		break
+	}
+	if got != "n4" {
+		t.Errorf("after the cut the kept client reached %q, want n4", got)
+	}
+	backend("out", "", true)
+	backend("in", "n1 ready, checked")
 }

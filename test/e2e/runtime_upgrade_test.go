@@ -113,7 +113,7 @@ func wantRuntimes(t *testing.T, got map[string]string, runtime, version string) 
 // word for a fresh connect (curl 7 is both a refusal and no route), r the
 // host's iptables REJECT rules for svc (kube-proxy's "has no endpoints"),
 // s its endpoint chains, so that an outage says whose it was. Where an
-// outage begins and ends, kube-proxy's last log lines go to
+// outage begins and ends, kube-proxy's log lines of the last minute go to
 // /tmp/kubexm-poll-diag.
 func servicePollScript(ip, svc string, n int, period, maxTime time.Duration) string {
 	return fmt.Sprintf(`set -u
@@ -134,7 +134,7 @@ for i in $(seq 0 %d); do
     code="$code:${why:-connected}:reject=$(printf '%%s\n' "$rules" | grep -c -- '-j REJECT'):sep=$(printf '%%s\n' "$rules" | grep -c -- '-j KUBE-SEP-')"
   fi
   if [ "$rc" != "${lastrc:-0}" ] && command -v crictl >/dev/null; then
-    { echo "== $(date -u +%%T.%%3N) rc $rc: kube-proxy's last lines"; crictl logs --tail 30 "$(crictl ps -q --name kube-proxy | head -n 1)" 2>&1; } >> /tmp/kubexm-poll-diag
+    { echo "== $(date -u +%%T.%%3N) rc $rc: kube-proxy's last lines"; crictl logs --since 60s --tail 20 "$(crictl ps -q --name kube-proxy | head -n 1)" 2>&1; } >> /tmp/kubexm-poll-diag
   fi
   lastrc=$rc
   echo "$(date +%%s%%3N) $code"
