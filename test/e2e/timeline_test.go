@@ -115,6 +115,19 @@ func (tl *clusterTimeline) around(from, to time.Time, before time.Duration) []st
 	return append(held, out...)
 }
 
+// of is every entry of what (e.g. "nodes not Ready"), in order.
+func (tl *clusterTimeline) of(what string) []string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var out []string
+	for _, e := range tl.entries {
+		if strings.HasPrefix(e.what, what+": ") {
+			out = append(out, e.String())
+		}
+	}
+	return out
+}
+
 func serviceEndpoints(ctx context.Context, cs kubernetes.Interface, ns, name string) string {
 	slices, err := cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
 	if err != nil {

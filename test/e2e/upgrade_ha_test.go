@@ -310,6 +310,9 @@ func TestUpgradeHA(t *testing.T) {
 		from, to, mode, lbName, etcdMove, map[bool]string{true: ", by kubexm controller through the Cluster resource"}[byController],
 		res.wall.Round(time.Millisecond), len(res.changed()), breakdown)
 	reportPolls(t, pollers, pollStart, "the upgrade", res)
+	// A worker's kubelet held on a master's hanging API server shows here
+	// first (kubeadm's etcd restart before lb_backend_cut).
+	t.Logf("nodes not Ready during the upgrade, as the API said every second:\n    %s", strings.Join(timeline.of("nodes not Ready"), "\n    "))
 	if outages := pollers[1].stats(t, pollStart).outages; len(outages) > 0 {
 		out, err := set.SSH(ctx, masters[0].Name, "cat /tmp/kubexm-poll-diag")
 		t.Logf("kube-proxy on %s where the Service's outages began and ended: %v\n%s", masters[0].Name, err, out)
