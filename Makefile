@@ -275,8 +275,11 @@ e2e-vip-nginx:
 # with kube-vip's static pod holding the VIP and 1 worker, the VIP holder
 # powered off and back (TestVIPControlPlane's kube-vip mode; the source
 # archive from $(KUBEXM_SOURCES_DIR), default ../shared/sources).
+# E2E_ETCD_TIMING=100/1000 gives etcd those heartbeatInterval/electionTimeout
+# (ms; kubexm's defaults are 250/5000), on which the failover of a holder
+# that also leads etcd waits.
 e2e-vip-kube-vip:
-	KUBEXM_E2E_VIP=kube-vip $(GO) test -tags e2e -count=1 -timeout 60m -run '^TestVIPControlPlane$$' -v $(TESTFLAGS) ./test/e2e/
+	KUBEXM_E2E_VIP=kube-vip KUBEXM_E2E_ETCD_TIMING='$(E2E_ETCD_TIMING)' $(GO) test -tags e2e -count=1 -timeout 60m -run '^TestVIPControlPlane$$' -v $(TESTFLAGS) ./test/e2e/
 
 # kubeadm mode with internalLoadbalancer kube-vip: the kubeadm HA suite's
 # steps (failover of the VIP holder, a master removed and added back) with

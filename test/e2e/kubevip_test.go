@@ -63,7 +63,7 @@ func kubeVIPSuite(t *testing.T) {
 
 	const name = "e2e-kube-vip"
 	inventory := filepath.Join(work, "cluster.yaml")
-	if err := os.WriteFile(inventory, []byte(kubeVIPClusterYAML(name, set, vip)), 0o600); err != nil {
+	if err := os.WriteFile(inventory, []byte(kubeVIPClusterYAML(t, name, set, vip)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: extraVars(clusterTestVars()...), observe: diag.observe}
@@ -174,10 +174,26 @@ func kubeVIPArtifacts(ctx context.Context, t *testing.T, root string) {
 }
 
 // kubeVIPClusterYAML: the HA suite's masters (n1-n3, etcd members) with n4
-// the only worker, kube-vip holding vip on the masters.
-func kubeVIPClusterYAML(name string, set *testhosts.Set, vip string) string {
-	y := haClusterYAML(name, set)
-	return withKubeVIP(strings.Replace(y, "    worker: [n4, n5]\n", "    worker: [n4]\n", 1), vip)
+// the only worker, kube-vip holding vip on the masters. KUBEXM_E2E_ETCD_TIMING
+// ("heartbeat/election" in ms, e.g. 100/1000, etcd's own defaults) sets
+// spec.etcd's heartbeatInterval and electionTimeout, on which the failover
+// of a holder that also leads etcd waits.
+func kubeVIPClusterYAML(t *testing.T, name string, set *testhosts.Set, vip string) string {
+	t.Helper()
+	y := withKubeVIP(strings.Replace(haClusterYAML(name, set), "    worker: [n4, n5]\n", "    worker: [n4]\n", 1), vip)
+	timing := os.Getenv("KUBEXM_E2E_ETCD_TIMING")
+	if timing == "" {
+		return y
+	}
+	hb, el, ok := strings.Cut(timing, "/")
+	if _, err := strconv.Atoi(hb); !ok || err != nil {
+		t.Fatalf("KUBEXM_E2E_ETCD_TIMING=%q: want heartbeat/election in ms, e.g. 100/1000", timing)
+	}
+	if _, err := strconv.Atoi(el); err != nil {
+		t.Fatalf("KUBEXM_E2E_ETCD_TIMING=%q: want heartbeat/election in ms, e.g. 100/1000", timing)
+	}
+	t.Logf("KUBEXM_E2E_ETCD_TIMING: etcd's heartbeatInterval %s ms, electionTimeout %s ms", hb, el)
+	return strings.Replace(y, "  etcd:\n    type: kubexm\n", "  etcd:\n    type: kubexm\n    heartbeatInterval: "+hb+"\n    electionTimeout: "+el+"\n", 1)
 }
 
 // withKubeVIP is an haClusterYAML text with kube-vip holding vip on the

@@ -333,13 +333,20 @@ func TestKubeVIPClusterYAML(t *testing.T) {
 	for i := 1; i <= 4; i++ {
 		set.Hosts = append(set.Hosts, testhosts.Host{Name: fmt.Sprintf("n%d", i), Address: fmt.Sprintf("10.77.9.%d", 10+i), Port: 22})
 	}
-	c, _, err := schema.Decode("cluster.yaml", []byte(kubeVIPClusterYAML("e2e-kube-vip", set, "10.77.9.250")))
+	c, _, err := schema.Decode("cluster.yaml", []byte(kubeVIPClusterYAML(t, "e2e-kube-vip", set, "10.77.9.250")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rg, cpe := c.Spec.RoleGroups, c.Spec.ControlPlaneEndpoint
 	if got := strings.TrimSpace(fmt.Sprintln(rg.Master, rg.Etcd, rg.Worker, cpe.InternalLoadbalancer, cpe.LBAddress, c.Spec.Kubernetes.Type)); got != "[n1 n2 n3] [n1 n2 n3] [n4] kube-vip 10.77.9.250 kubexm" {
 		t.Errorf("masters, etcd, workers, mode, VIP, kubernetes.type: %q", got)
+	}
+	t.Setenv("KUBEXM_E2E_ETCD_TIMING", "100/1000")
+	if c, _, err = schema.Decode("cluster.yaml", []byte(kubeVIPClusterYAML(t, "e2e-kube-vip", set, "10.77.9.250"))); err != nil {
+		t.Fatal(err)
+	}
+	if e := c.Spec.Etcd; e.HeartbeatInterval != 100 || e.ElectionTimeout != 1000 {
+		t.Errorf("KUBEXM_E2E_ETCD_TIMING=100/1000: heartbeatInterval %d, electionTimeout %d", e.HeartbeatInterval, e.ElectionTimeout)
 	}
 }
 
