@@ -16,7 +16,7 @@ TESTFLAGS ?=
 
 export KUBEXM_TEST_CACHE
 
-.PHONY: build release deps check demo perf-quiet test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-kubeadm-calico e2e-calico-upgrade e2e-kubeadm-docker e2e-kubeadm-registry e2e-ha e2e-ha-calico-bgp e2e-kubeadm-ha e2e-vip e2e-vip-nginx e2e-vip-kube-vip e2e-kubeadm-ha-kube-vip e2e-kubeadm-ha-nginx e2e-ha-all e2e-nodes e2e-nodes-docker e2e-upgrade e2e-upgrade-chain e2e-upgrade-ha e2e-upgrade-ha-kube-vip e2e-upgrade-ha-controller e2e-upgrade-ha-kubeadm e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers e2e-ha-registry e2e-ha-registry-external
+.PHONY: build release deps check demo perf-quiet test vet unit lint-scripts integration e2e conformance e2e-cluster e2e-kubeadm e2e-kubeadm-calico e2e-calico-upgrade e2e-kubeadm-docker e2e-kubeadm-registry e2e-ha e2e-ha-calico-bgp e2e-kubeadm-ha e2e-vip e2e-vip-nginx e2e-vip-kube-vip e2e-kubeadm-ha-kube-vip e2e-kubeadm-ha-nginx e2e-ha-all e2e-nodes e2e-nodes-docker e2e-upgrade e2e-upgrade-chain e2e-upgrade-ha e2e-upgrade-ha-kube-vip e2e-upgrade-ha-controller e2e-upgrade-ha-kubeadm e2e-upgrade-ha-kubeadm-nginx e2e-calico bench bench-scale hosts-rootfs hosts-up hosts-down hosts-down-all hosts-leftovers e2e-ha-registry e2e-ha-registry-external
 
 # Static (no cgo): autoRenewCerts copies this binary to the masters, whose
 # C library may be older than the build machine's.
@@ -346,6 +346,12 @@ e2e-upgrade-ha-controller:
 # of every haproxy around it); the rollback refused afterwards.
 e2e-upgrade-ha-kubeadm:
 	KUBEXM_E2E_UPGRADE_HA_TYPE=kubeadm $(GO) test -tags e2e -count=1 -timeout 90m -run '^TestUpgradeHA$$' -v $(TESTFLAGS) ./test/e2e/
+
+# The same behind the workers' nginx (internalLoadbalancer nginx), which has
+# no runtime API: each master marked down in nginx.conf and nginx's old
+# worker ended before kubeadm upgrades it (roles/loadbalancer backend.yaml).
+e2e-upgrade-ha-kubeadm-nginx:
+	KUBEXM_E2E_UPGRADE_HA_TYPE=kubeadm KUBEXM_E2E_UPGRADE_HA_LB=nginx $(GO) test -tags e2e -count=1 -timeout 90m -run '^TestUpgradeHA$$' -v $(TESTFLAGS) ./test/e2e/
 
 # The longer chain: created at v1.35, v1.35 to v1.37 refused, then v1.35 to
 # v1.36 to v1.37, in both modes (builds v1.35 and v1.36 first).

@@ -5,13 +5,16 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -145,4 +148,140 @@ func TestHAProxyDrainsAMaster(t *testing.T) {
 	}
 	backend("out", "", true)
 	backend("in", "n1 ready, checked")
+}
+
+// TestNginxCutsAMaster runs nginx with roles/loadbalancer's configuration in
+// front of masters on loopback addresses (n1 and n4 serve, n5 is gone) and
+// the nginx script of tasks/backend.yaml against it, as kubeadm's upgrade
+// does (lb_backend_cut): out without the cut leaves nginx alone; out with it
+// marks n1 down and ends nginx's old worker, so that a connection open to
+// n1 is cut and its client goes on through n4, as do new connections; out
+// again changes nothing; in takes the mark off, and new connections reach n1
+// again; in again changes nothing.
+func TestNginxCutsAMaster(t *testing.T) {
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		t.Skip("nginx is not installed here (.ci/run installs it)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	ready, v := startMasters(t, "nginx", "[-]shutdown failed")
+	ready["n1"].Store(true)
+	ready["n4"].Store(true)
+	dir := t.TempDir()
+	v["lb_nginx_pid_file"] = filepath.Join(dir, "nginx.pid")
+	conf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(conf, []byte(renderRoleTemplate(t, "loadbalancer", "nginx.conf.tmpl", v)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, bin, "-e", "stderr", "-c", conf, "-g", "daemon off;")
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	// SIGTERM: nginx's master ends its workers, which hold the log's pipe.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
+	bind := v["lb_bind"].(string)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", bind)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nginx does not listen on %s: %v\n%s", bind, err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	script, _ := roleTask(t, "loadbalancer", "backend.yaml", `Load balancer - {{ .lb_backend_masters | join ", " }} {{ if eq .lb_backend_state "out" }}out of{{ else }}back into{{ end }} every nginx`)["shell"].(string)
+	if script == "" {
+		t.Fatal("backend.yaml's nginx task has no shell script")
+	}
+	n1 := net.JoinHostPort("127.0.0.11", fmt.Sprint(v["kube_apiserver_port"]))
+	backend := func(state string, cut bool, want string) {
+		t.Helper()
+		c := exec.CommandContext(ctx, "sh", "-c", script)
+		c.Env = append(os.Environ(), "CONF="+conf, "NGINX_BIN="+bin, "PIDFILE="+v["lb_nginx_pid_file"].(string),
+			"MASTERS=n1", "ENDPOINTS="+n1, "STATE="+state, "CUT="+map[bool]string{true: "true", false: "false"}[cut])
+		got, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("backend.yaml's nginx script, %s (cut %v): %v\n%s\n%s", state, cut, err, got, logs.String())
+		}
+		if strings.TrimSpace(string(got)) != want {
+			t.Errorf("backend.yaml's nginx script, %s (cut %v): said %q, want %q", state, cut, got, want)
+		}
+	}
+	tlsConfig := &tls.Config{InsecureSkipVerify: true}
+	get := func(c *http.Client) (string, error) {
+		resp, err := c.Get("https://" + bind + "/api")
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return string(body), err
+	}
+	fresh := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, DisableKeepAlives: true}}
+	freshAnswers := func() map[string]int {
+		t.Helper()
+		seen := map[string]int{}
+		for range 10 {
+			got, err := get(fresh)
+			if err != nil {
+				t.Fatalf("through nginx: %v\n%s", err, logs.String())
+			}
+			seen[got]++
+		}
+		return seen
+	}
+	// A client whose one open connection goes to n1 (nginx alternates).
+	var kept *http.Client
+	for range 10 {
+		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, MaxConnsPerHost: 1}}
+		if got, err := get(c); err == nil && got == "n1" {
+			kept = c
+			break
+		}
+		c.CloseIdleConnections()
+	}
+	if kept == nil {
+		t.Fatalf("no connection through nginx reached n1 in 10\n%s", logs.String())
+	}
+
+	backend("out", false, "")
+	if got, err := get(kept); err != nil || got != "n1" {
+		t.Errorf("without the cut the connection open to n1 answered %q, %v; want n1's", got, err)
+	}
+	backend("out", true, "n1 marked down, the connections open through nginx cut")
+	if data, _ := os.ReadFile(conf); !strings.Contains(string(data), n1+" ") || !strings.Contains(string(data), " down;") {
+		t.Errorf("nginx.conf does not mark %s down:\n%s", n1, data)
+	}
+	var got string
+	for range 3 { // the request on the cut connection may fail once
+		if got, err = get(kept); err == nil {
+			break
+		}
+	}
+	if got != "n4" {
+		t.Errorf("after the cut the kept client reached %q (%v), want n4", got, err)
+	}
+	if seen := freshAnswers(); seen["n4"] != 10 {
+		t.Errorf("with n1 marked down, new connections reached %v, want n4 only", seen)
+	}
+	backend("out", true, "")
+
+	backend("in", false, "n1 back in")
+	deadline = time.Now().Add(10 * time.Second)
+	for freshAnswers()["n1"] == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("with n1 back in, no new connection reached it in 10 s\n%s", logs.String())
+		}
+	}
+	backend("in", false, "")
 }

@@ -117,44 +117,12 @@ func TestHAProxyFailsOpenToListeningMasters(t *testing.T) {
 }
 
 // startHAProxy runs haproxy (bin) with roles/loadbalancer's configuration of
-// worker n2, its admin socket at sock, in front of three masters on loopback
-// addresses: n1 and n4 served by this test on one port, each answering its
-// name and failing /readyz with failMsg while its ready flag is false (both
-// start false), n5 gone. Its log names every connection (local0 info); it is
-// stopped when the test ends.
+// worker n2, its admin socket at sock, in front of startMasters' masters.
+// Its log names every connection (local0 info); it is stopped when the test
+// ends.
 func startHAProxy(ctx context.Context, t *testing.T, bin, sock, failMsg string) (ready map[string]*atomic.Bool, out haproxyLog, bind string) {
 	t.Helper()
-	addrs := map[string]string{"n1": "127.0.0.11", "n4": "127.0.0.14", "n5": "127.0.0.15"}
-	first, err := net.Listen("tcp", addrs["n1"]+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := first.Addr().(*net.TCPAddr).Port
-	second, err := net.Listen("tcp", net.JoinHostPort(addrs["n4"], strconv.Itoa(port)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready = map[string]*atomic.Bool{"n1": {}, "n4": {}}
-	for name, ln := range map[string]net.Listener{"n1": first, "n4": second} {
-		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/readyz" && !ready[name].Load() {
-				http.Error(w, failMsg, http.StatusInternalServerError)
-				return
-			}
-			fmt.Fprint(w, name)
-		}))
-		srv.Listener.Close()
-		srv.Listener = ln
-		srv.StartTLS()
-		t.Cleanup(srv.Close)
-	}
-
-	v := lbVars(t, "n2", func(c map[string]any) { c["internalLoadbalancer"] = "haproxy" })
-	for name, a := range addrs {
-		v["hostvars"].(map[string]any)[name].(map[string]any)["internal_address"] = a
-	}
-	v["kube_apiserver_port"] = port
-	v["lb_bind"] = freeLoopbackAddr(t)
+	ready, v := startMasters(t, "haproxy", failMsg)
 	v["lb_haproxy_admin_socket"] = sock
 	cfg := renderRoleTemplate(t, "loadbalancer", "haproxy.cfg.tmpl", v)
 	// Each connection's log line names the server that took it and the
@@ -179,6 +147,47 @@ func startHAProxy(ctx context.Context, t *testing.T, bin, sock, failMsg string) 
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	return ready, haproxyLog{logFile.Name()}, v["lb_bind"].(string)
+}
+
+// startMasters serves three masters on loopback addresses for a proxy of
+// worker n2 (proxy: internalLoadbalancer): n1 and n4 served by this test on
+// one port, each answering its name and failing /readyz with failMsg while
+// its ready flag is false (both start false), n5 gone. It returns the flags
+// and roles/loadbalancer's variables for that proxy in front of them,
+// listening on a free loopback address (lb_bind).
+func startMasters(t *testing.T, proxy, failMsg string) (map[string]*atomic.Bool, map[string]any) {
+	t.Helper()
+	addrs := map[string]string{"n1": "127.0.0.11", "n4": "127.0.0.14", "n5": "127.0.0.15"}
+	first, err := net.Listen("tcp", addrs["n1"]+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := first.Addr().(*net.TCPAddr).Port
+	second, err := net.Listen("tcp", net.JoinHostPort(addrs["n4"], strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := map[string]*atomic.Bool{"n1": {}, "n4": {}}
+	for name, ln := range map[string]net.Listener{"n1": first, "n4": second} {
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/readyz" && !ready[name].Load() {
+				http.Error(w, failMsg, http.StatusInternalServerError)
+				return
+			}
+			fmt.Fprint(w, name)
+		}))
+		srv.Listener.Close()
+		srv.Listener = ln
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+	}
+	v := lbVars(t, "n2", func(c map[string]any) { c["internalLoadbalancer"] = proxy })
+	for name, a := range addrs {
+		v["hostvars"].(map[string]any)[name].(map[string]any)["internal_address"] = a
+	}
+	v["kube_apiserver_port"] = port
+	v["lb_bind"] = freeLoopbackAddr(t)
+	return ready, v
 }
 
 // freeLoopbackAddr is a 127.0.0.1 address with a port nothing listens on.

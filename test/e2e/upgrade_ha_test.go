@@ -94,12 +94,16 @@ func TestUpgradeHA(t *testing.T) {
 		kubeadmArtifacts(ctx, t, root, v)
 	}
 	kubeVIP := os.Getenv("KUBEXM_E2E_UPGRADE_HA_LB") == "kube-vip"
-	if lb := os.Getenv("KUBEXM_E2E_UPGRADE_HA_LB"); lb != "" && !kubeVIP {
-		t.Fatalf("KUBEXM_E2E_UPGRADE_HA_LB=%q: want kube-vip or nothing (haproxy)", lb)
+	nginx := os.Getenv("KUBEXM_E2E_UPGRADE_HA_LB") == "nginx"
+	if lb := os.Getenv("KUBEXM_E2E_UPGRADE_HA_LB"); lb != "" && !kubeVIP && !nginx {
+		t.Fatalf("KUBEXM_E2E_UPGRADE_HA_LB=%q: want kube-vip, nginx (with KUBEXM_E2E_UPGRADE_HA_TYPE=kubeadm) or nothing (haproxy)", lb)
 	}
 	kubeadmMode := os.Getenv("KUBEXM_E2E_UPGRADE_HA_TYPE") == "kubeadm"
 	if typ := os.Getenv("KUBEXM_E2E_UPGRADE_HA_TYPE"); typ != "" && !kubeadmMode {
 		t.Fatalf("KUBEXM_E2E_UPGRADE_HA_TYPE=%q: want kubeadm or nothing (binary mode)", typ)
+	}
+	if nginx && !kubeadmMode {
+		t.Fatalf("KUBEXM_E2E_UPGRADE_HA_LB=nginx is the kubeadm variant: add KUBEXM_E2E_UPGRADE_HA_TYPE=kubeadm")
 	}
 	mode := "binary mode"
 	if kubeadmMode {
@@ -122,6 +126,9 @@ func TestUpgradeHA(t *testing.T) {
 	}
 	etcdAt := etcdFrom
 	lbName := "internal haproxy"
+	if nginx {
+		lbName = "internal nginx"
+	}
 	if kubeVIP {
 		lbName = "kube-vip"
 		kubeVIPArtifacts(ctx, t, root)
@@ -144,7 +151,7 @@ func TestUpgradeHA(t *testing.T) {
 		t.Helper()
 		text := haClusterYAML(name, set)
 		if kubeadmMode {
-			text = kubeadmHAClusterYAML(name, set, "haproxy", "")
+			text = kubeadmHAClusterYAML(name, set, map[bool]string{true: "nginx", false: "haproxy"}[nginx], "")
 		}
 		if kubeVIP {
 			text = withKubeVIP(text, vip)
@@ -210,6 +217,15 @@ func TestUpgradeHA(t *testing.T) {
 	}
 	checkLB := func() {
 		t.Helper()
+		if nginx {
+			// No master left marked down (kubeadm's upgrade, lb_backend_cut).
+			for _, w := range workers {
+				if out, err := set.SSH(ctx, w.Name, "grep -c ' down;' /etc/kubexm/nginx/nginx.conf || true"); err != nil || strings.TrimSpace(out) != "0" {
+					t.Errorf("%s: nginx.conf marks a master down: %v\n%s", w.Name, err, out)
+				}
+			}
+			return
+		}
 		if !kubeVIP {
 			checkHAProxyBackends(ctx, t, set, masters, workers)
 			return
@@ -251,6 +267,9 @@ func TestUpgradeHA(t *testing.T) {
 		}
 	}
 	lbStep := " every haproxy"
+	if nginx {
+		lbStep = " every nginx"
+	}
 	if kubeVIP {
 		lbStep = " kube-vip's election"
 	}
