@@ -422,7 +422,7 @@ func TestUpgradeHA(t *testing.T) {
 			t.Errorf("%s after the delete: the VIP or a parked kube-vip manifest is left: %v\n%s", m.Name, err, out)
 		}
 	}
-	t.Logf("PERF delete: %s", res.wall.Round(time.Millisecond))
+	t.Logf("PERF delete: %s; by play:%s; slowest tasks:%s", res.wall.Round(time.Millisecond), playWalls(res), res.slowest(5))
 	t.Logf("PERF TestUpgradeHA wall time: %s", time.Since(suiteStart).Round(time.Second))
 }
 
