@@ -119,20 +119,26 @@ func (p *Pool) open(ctx context.Context, c *conn) {
 }
 
 // Close closes every connection the run opened and releases the locks;
-// the control machine's transport stays open.
+// the control machine's transport stays open. The hosts are released at
+// once: each release waits for its host's lock holder to end, a round trip
+// that one host after another would repeat for every host of the run.
 func (p *Pool) Close() {
+	var wg sync.WaitGroup
 	for _, c := range p.order {
-		if c.t != nil && c.t != p.opts.Control {
-			if c.unlock != nil {
+		wg.Go(func() {
+			if c.t != nil && c.t != p.opts.Control {
+				if c.unlock != nil {
+					c.unlock()
+				}
+				_ = c.t.Close()
+			} else if c.unlock != nil {
+				// localhost as a host: the control machine's transport
+				// stays open, the machine's lock (released once) does not.
 				c.unlock()
 			}
-			_ = c.t.Close()
-		} else if c.unlock != nil {
-			// localhost as a host: the control machine's transport stays
-			// open, the machine's lock does not.
-			c.unlock()
-		}
+		})
 	}
+	wg.Wait()
 }
 
 // lock takes the host's kubexm lock for a run that changes it, and returns
