@@ -147,7 +147,7 @@ for n in $NS; do
   if [[ " $ANSIBLE_NS " == *" $n "* ]]; then
     twenty_clean
     export ANSIBLE_PIPELINING=1 ANSIBLE_HOST_KEY_CHECKING=False ANSIBLE_FORKS=$n ANSIBLE_NOCOLOR=1 \
-      ANSIBLE_SSH_ARGS="-o ControlMaster=auto -o ControlPersist=300s" ANSIBLE_RETRY_FILES_ENABLED=0
+      ANSIBLE_SSH_ARGS="-o ControlMaster=auto -o ControlPersist=300s -o UserKnownHostsFile=$D/ansible_known_hosts" ANSIBLE_RETRY_FILES_ENABLED=0
     measure "$n" ansible twenty fresh "$D/twenty-ansible-fresh.log" ansible-playbook \
       -i "$D/hosts.ini" "${TW[@]}" "$ROOT/test/scale/twenty.ansible.yaml"
   fi
