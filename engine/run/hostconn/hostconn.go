@@ -120,8 +120,9 @@ func (p *Pool) open(ctx context.Context, c *conn) {
 
 // Close closes every connection the run opened and releases the locks;
 // the control machine's transport stays open. The hosts are released at
-// once: each release waits for its host's lock holder to end, a round trip
-// that one host after another would repeat for every host of the run.
+// once: each release waits for its host's lock holder to end (up to 5 s
+// for a host that stopped answering), which one host after another would
+// add up over the run's hosts.
 func (p *Pool) Close() {
 	var wg sync.WaitGroup
 	for _, c := range p.order {
