@@ -68,32 +68,17 @@ func TestHAProxyDrainsAMaster(t *testing.T) {
 			t.Errorf("backend.yaml's script, %s: said %q, want %q", state, got, want)
 		}
 	}
-	tlsConfig := &tls.Config{InsecureSkipVerify: true}
+	px := throughProxy{bind: bind}
 	get := func(c *http.Client) string {
 		t.Helper()
-		resp, err := c.Get("https://" + bind + "/api")
+		got, err := px.get(c)
 		if err != nil {
 			t.Fatalf("through haproxy: %v\n%s", err, out.String())
 		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return string(body)
+		return got
 	}
-	fresh := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, DisableKeepAlives: true}}
-	// A client whose one open connection goes to n1 (haproxy alternates).
-	keptToN1 := func() *http.Client {
-		t.Helper()
-		for range 10 {
-			c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, MaxConnsPerHost: 1}}
-			if get(c) == "n1" {
-				return c
-			}
-			c.CloseIdleConnections()
-		}
-		t.Fatal("no connection through haproxy reached n1 in 10")
-		return nil
-	}
-	kept := keptToN1()
+	fresh := px.fresh()
+	kept := px.keptTo(t, "n1")
 
 	backend("out", "n1 drained, checks paused")
 	ready["n1"].Store(false) // n1 stopping: its /readyz fails
@@ -129,22 +114,11 @@ func TestHAProxyDrainsAMaster(t *testing.T) {
 	// lb_backend_cut (kubeadm's upgrade, whose API server hangs while its
 	// etcd member restarts): out also cuts the connection open to n1, and
 	// the client's next request goes through haproxy to n4.
-	kept = keptToN1()
+	kept = px.keptTo(t, "n1")
 	// The first kept client's connection may still be open too.
 	backend("out", "n1 drained, checks paused\nn1: [12] open connections cut", true)
-	var got string
-	for range 3 { // the request on the cut connection may fail once
-		resp, err := kept.Get("https://" + bind + "/api")
-		if err != nil {
-			continue
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		got = string(body)
-		break
-	}
-	if got != "n4" {
-		t.Errorf("after the cut the kept client reached %q, want n4", got)
+	if got, err := px.afterCut(kept); got != "n4" {
+		t.Errorf("after the cut the kept client reached %q (%v), want n4", got, err)
 	}
 	backend("out", "", true)
 	backend("in", "n1 ready, checked")
@@ -217,22 +191,13 @@ func TestNginxCutsAMaster(t *testing.T) {
 			t.Errorf("backend.yaml's nginx script, %s (cut %v): said %q, want %q", state, cut, got, want)
 		}
 	}
-	tlsConfig := &tls.Config{InsecureSkipVerify: true}
-	get := func(c *http.Client) (string, error) {
-		resp, err := c.Get("https://" + bind + "/api")
-		if err != nil {
-			return "", err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		return string(body), err
-	}
-	fresh := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, DisableKeepAlives: true}}
+	px := throughProxy{bind: bind}
+	fresh := px.fresh()
 	freshAnswers := func() map[string]int {
 		t.Helper()
 		seen := map[string]int{}
 		for range 10 {
-			got, err := get(fresh)
+			got, err := px.get(fresh)
 			if err != nil {
 				t.Fatalf("through nginx: %v\n%s", err, logs.String())
 			}
@@ -240,35 +205,17 @@ func TestNginxCutsAMaster(t *testing.T) {
 		}
 		return seen
 	}
-	// A client whose one open connection goes to n1 (nginx alternates).
-	var kept *http.Client
-	for range 10 {
-		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, MaxConnsPerHost: 1}}
-		if got, err := get(c); err == nil && got == "n1" {
-			kept = c
-			break
-		}
-		c.CloseIdleConnections()
-	}
-	if kept == nil {
-		t.Fatalf("no connection through nginx reached n1 in 10\n%s", logs.String())
-	}
+	kept := px.keptTo(t, "n1")
 
 	backend("out", false, "")
-	if got, err := get(kept); err != nil || got != "n1" {
+	if got, err := px.get(kept); err != nil || got != "n1" {
 		t.Errorf("without the cut the connection open to n1 answered %q, %v; want n1's", got, err)
 	}
 	backend("out", true, "n1 marked down, the connections open through nginx cut")
 	if data, _ := os.ReadFile(conf); !strings.Contains(string(data), n1+" ") || !strings.Contains(string(data), " down;") {
 		t.Errorf("nginx.conf does not mark %s down:\n%s", n1, data)
 	}
-	var got string
-	for range 3 { // the request on the cut connection may fail once
-		if got, err = get(kept); err == nil {
-			break
-		}
-	}
-	if got != "n4" {
+	if got, err := px.afterCut(kept); got != "n4" {
 		t.Errorf("after the cut the kept client reached %q (%v), want n4", got, err)
 	}
 	if seen := freshAnswers(); seen["n4"] != 10 {
@@ -284,4 +231,54 @@ func TestNginxCutsAMaster(t *testing.T) {
 		}
 	}
 	backend("in", false, "")
+}
+
+// throughProxy is a client's view of a proxy listening on bind in front of
+// startMasters' masters (TLS not verified): each answer is a master's name.
+type throughProxy struct{ bind string }
+
+func (p throughProxy) transport(keep bool) *http.Transport {
+	return &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: !keep, MaxConnsPerHost: 1}
+}
+
+// get asks /api through the proxy on one of c's connections.
+func (p throughProxy) get(c *http.Client) (string, error) {
+	resp, err := c.Get("https://" + p.bind + "/api")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
+
+// fresh is a client that opens a connection for each request.
+func (p throughProxy) fresh() *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: p.transport(false)}
+}
+
+// keptTo is a client whose one open connection goes to master (the proxy
+// alternates; ten tries).
+func (p throughProxy) keptTo(t *testing.T, master string) *http.Client {
+	t.Helper()
+	for range 10 {
+		c := &http.Client{Timeout: 5 * time.Second, Transport: p.transport(true)}
+		if got, err := p.get(c); err == nil && got == master {
+			return c
+		}
+		c.CloseIdleConnections()
+	}
+	t.Fatalf("no connection through the proxy at %s reached %s in 10", p.bind, master)
+	return nil
+}
+
+// afterCut asks through c after its connection was cut: the request on the
+// cut connection may fail once, the next goes on a new one.
+func (p throughProxy) afterCut(c *http.Client) (got string, err error) {
+	for range 3 {
+		if got, err = p.get(c); err == nil {
+			return got, nil
+		}
+	}
+	return got, err
 }

@@ -186,10 +186,9 @@ func kubeVIPClusterYAML(t *testing.T, name string, set *testhosts.Set, vip strin
 		return y
 	}
 	hb, el, ok := strings.Cut(timing, "/")
-	if _, err := strconv.Atoi(hb); !ok || err != nil {
-		t.Fatalf("KUBEXM_E2E_ETCD_TIMING=%q: want heartbeat/election in ms, e.g. 100/1000", timing)
-	}
-	if _, err := strconv.Atoi(el); err != nil {
+	_, hbErr := strconv.Atoi(hb)
+	_, elErr := strconv.Atoi(el)
+	if !ok || hbErr != nil || elErr != nil {
 		t.Fatalf("KUBEXM_E2E_ETCD_TIMING=%q: want heartbeat/election in ms, e.g. 100/1000", timing)
 	}
 	t.Logf("KUBEXM_E2E_ETCD_TIMING: etcd's heartbeatInterval %s ms, electionTimeout %s ms", hb, el)
