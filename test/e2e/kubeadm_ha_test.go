@@ -126,6 +126,7 @@ func TestKubeadmHA(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
 	}
+	createdAt := time.Now()
 	t.Logf("PERF create-cluster (kubeadm, 3 masters with stacked etcd, 2 workers, %s, offline bundle) on %d fresh machines: %s (%d changed)",
 		lbName, machines, res.wall.Round(time.Millisecond), len(res.changed()))
 
@@ -141,6 +142,9 @@ func TestKubeadmHA(t *testing.T) {
 	k2 := k // with kube-vip the control machine's kubeconfig names the VIP
 	if kubeVIP {
 		victim = kubeVIPHolder(ctx, t, set, masters, vip)
+		// kubexm keeps etcd's leader off the VIP holder: its power-off
+		// then waits for the Lease, not for etcd's election first.
+		etcdLeaderLeaves(ctx, t, set, kubeadmEtcdctl, masters, victim, createdAt, "the create")
 		cut, moved = kubeVIPFailover(ctx, t, set, masters, victim, poller, vip)
 	} else {
 		// nginx has passive health checks only: its master is unplugged

@@ -66,7 +66,12 @@ func kubeVIPSuite(t *testing.T) {
 	if err := os.WriteFile(inventory, []byte(kubeVIPClusterYAML(t, name, set, vip)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: extraVars(clusterTestVars()...), observe: diag.observe}
+	testVars := clusterTestVars()
+	leaderAway := etcdLeaderAway(t)
+	if !leaderAway {
+		testVars = append(testVars, `{"lb_kube_vip_etcd_leader_away": false}`)
+	}
+	kx := kubexm{bin: bin, dir: work, inventory: inventory, extra: extraVars(testVars...), observe: diag.observe}
 	kubeconfig := filepath.Join(work, ".kubexm", name, "kubeconfig")
 	k := kubectlRunner{bin: kubectl, kubeconfig: kubeconfig}
 	diag.cluster(k)
@@ -91,6 +96,7 @@ func kubeVIPSuite(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("create-cluster failed after %s: %v%s", res.wall, res.err, res.failures())
 	}
+	createdAt := time.Now()
 	t.Logf("PERF create-cluster (binary mode, 3 masters with kube-vip, 1 worker, offline bundle) on %d fresh machines: %s (%d changed)",
 		machines, res.wall.Round(time.Millisecond), len(res.changed()))
 
@@ -124,7 +130,10 @@ func kubeVIPSuite(t *testing.T) {
 	// master can take the Lease before etcd has elected another leader
 	// (spec.etcd.electionTimeout, 5 s by default, randomised up to twice
 	// that). Which one it is goes into the log beside the gap.
-	etcdLeader := etcdLeaderOf(ctx, t, set, masters)
+	if leaderAway {
+		etcdLeaderLeaves(ctx, t, set, etcdctl, masters, holder, createdAt, "the create")
+	}
+	etcdLeader := etcdLeaderOf(ctx, t, set, etcdctl, masters)
 	t.Logf("etcd's leader before the cut: %s (the VIP holder: %s)", etcdLeader, holder.Name)
 	transitions := leaseTransitions(ctx, t, k)
 
@@ -149,8 +158,12 @@ func kubeVIPSuite(t *testing.T) {
 	// leadership moves to the VIP holder before its power-off, so that the
 	// Lease can change hands only after etcd has elected another leader.
 	holder2 := kubeVIPHolder(ctx, t, set, masters, vip)
-	etcdMoveLeader(ctx, t, set, masters, holder2)
-	t.Logf("etcd's leader before the second cut: %s (the VIP holder: %s)", etcdLeaderOf(ctx, t, set, masters), holder2.Name)
+	handed := time.Now()
+	etcdMoveLeader(ctx, t, set, masters, holder2, !leaderAway)
+	if leaderAway {
+		etcdLeaderLeaves(ctx, t, set, etcdctl, masters, holder2, handed, "etcd's leadership was handed to it")
+	}
+	t.Logf("etcd's leader before the second cut: %s (the VIP holder: %s)", etcdLeaderOf(ctx, t, set, etcdctl, masters), holder2.Name)
 	cut2, moved2 := kubeVIPFailover(ctx, t, set, masters, holder2, worker, vip)
 	if out, err := k.run(ctx, "", "logs", "-n", "kube-system", "kube-vip-"+moved2.Name, "--timestamps", "--tail=15"); err == nil {
 		t.Logf("kube-vip on %s (the second cut at %s):\n%s", moved2.Name, cut2.UTC().Format("15:04:05.000"), out)
@@ -193,6 +206,23 @@ func kubeVIPClusterYAML(t *testing.T, name string, set *testhosts.Set, vip strin
 	}
 	t.Logf("KUBEXM_E2E_ETCD_TIMING: etcd's heartbeatInterval %s ms, electionTimeout %s ms", hb, el)
 	return strings.Replace(y, "  etcd:\n    type: kubexm\n", "  etcd:\n    type: kubexm\n    heartbeatInterval: "+hb+"\n    electionTimeout: "+el+"\n", 1)
+}
+
+// etcdLeaderAway says whether the suite keeps kubexm's etcd leader check on
+// (lb_kube_vip_etcd_leader_away, the default). KUBEXM_E2E_ETCD_LEADER_AWAY=0
+// turns it off, for the worst case: the VIP holder leading etcd at its
+// power-off.
+func etcdLeaderAway(t *testing.T) bool {
+	switch v := os.Getenv("KUBEXM_E2E_ETCD_LEADER_AWAY"); v {
+	case "", "1":
+		return true
+	case "0":
+		t.Log("KUBEXM_E2E_ETCD_LEADER_AWAY=0: lb_kube_vip_etcd_leader_away=false, the VIP holder leads etcd at the second power-off")
+		return false
+	default:
+		t.Fatalf("KUBEXM_E2E_ETCD_LEADER_AWAY=%q: want 0 or 1", v)
+		return false
+	}
 }
 
 // withKubeVIP is an haClusterYAML text with kube-vip holding vip on the
@@ -261,13 +291,13 @@ func etcdLeaderName(out string, masters []testhosts.Host) string {
 
 // etcdLeaderOf names the master leading etcd ("unknown" when etcdctl does
 // not say).
-func etcdLeaderOf(ctx context.Context, t *testing.T, set *testhosts.Set, masters []testhosts.Host) string {
+func etcdLeaderOf(ctx context.Context, t *testing.T, set *testhosts.Set, ctl etcdctlFunc, masters []testhosts.Host) string {
 	t.Helper()
 	var eps []string
 	for _, m := range masters {
 		eps = append(eps, "https://"+m.Address+":2379")
 	}
-	out, err := etcdctl(ctx, set, masters[0].Name, strings.Join(eps, ","), "endpoint status -w fields")
+	out, err := ctl(ctx, set, masters[0].Name, strings.Join(eps, ","), "endpoint status -w fields")
 	if err != nil {
 		t.Logf("etcd's leader unknown: %v\n%s", err, tail(out, 10))
 		return "unknown"
@@ -277,8 +307,10 @@ func etcdLeaderOf(ctx context.Context, t *testing.T, set *testhosts.Set, masters
 
 // etcdMoveLeader hands etcd's leadership to master to (etcdctl move-leader,
 // which wants the member's id in hex; `endpoint status -w fields` prints
-// it in decimal).
-func etcdMoveLeader(ctx context.Context, t *testing.T, set *testhosts.Set, masters []testhosts.Host, to testhosts.Host) {
+// it in decimal). With kubexm's etcd leader check on (lb_kube_vip_etcd_leader_away)
+// a VIP holder hands it on again within seconds, so it is only asked to
+// stay there when stays is set.
+func etcdMoveLeader(ctx context.Context, t *testing.T, set *testhosts.Set, masters []testhosts.Host, to testhosts.Host, stays bool) {
 	t.Helper()
 	var eps []string
 	for _, m := range masters {
@@ -297,7 +329,7 @@ func etcdMoveLeader(ctx context.Context, t *testing.T, set *testhosts.Set, maste
 		t.Fatalf("etcd's member id %q on %s: %v", m[1], to.Name, err)
 	}
 	out, err = retry(ctx, 60*time.Second, func() (string, error) {
-		if etcdLeaderOf(ctx, t, set, masters) == to.Name {
+		if etcdLeaderOf(ctx, t, set, etcdctl, masters) == to.Name {
 			return "", nil
 		}
 		return etcdctl(ctx, set, to.Name, strings.Join(eps, ","), "move-leader "+strconv.FormatUint(id, 16))
@@ -305,9 +337,28 @@ func etcdMoveLeader(ctx context.Context, t *testing.T, set *testhosts.Set, maste
 	if err != nil {
 		t.Fatalf("etcd's leadership to %s: %v\n%s", to.Name, err, out)
 	}
-	if l := etcdLeaderOf(ctx, t, set, masters); l != to.Name {
+	if !stays {
+		return
+	}
+	if l := etcdLeaderOf(ctx, t, set, etcdctl, masters); l != to.Name {
 		t.Fatalf("etcd's leader is %s after move-leader, want %s", l, to.Name)
 	}
+}
+
+// etcdLeaderLeaves waits for kubexm's etcd leader check to hand etcd's
+// leadership from the VIP holder to another member (lb_kube_vip_etcd_leader_away)
+// and says how long that took from since.
+func etcdLeaderLeaves(ctx context.Context, t *testing.T, set *testhosts.Set, ctl etcdctlFunc, masters []testhosts.Host, holder testhosts.Host, since time.Time, what string) {
+	t.Helper()
+	leader := ""
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		if leader = etcdLeaderOf(ctx, t, set, ctl, masters); leader != holder.Name && leader != "unknown" {
+			t.Logf("PERF etcd's leader off the VIP holder %s %s after %s (now %s)", holder.Name, time.Since(since).Round(10*time.Millisecond), what, leader)
+			return
+		}
+	}
+	out, _ := set.SSH(ctx, holder.Name, "systemctl status --no-pager kubexm-etcd-leader-away.service 2>&1 | tail -n 20")
+	t.Fatalf("etcd's leader is still %s, the VIP holder, 30 s after %s: kubexm-etcd-leader-away did not hand it on\n%s", leader, what, out)
 }
 
 // leaseTransitions reads the Lease's count of holder changes.

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/goccy/go-yaml"
 
@@ -449,5 +450,104 @@ func TestKubeVIPBackendScript(t *testing.T) {
 	run("in", "a candidate again")
 	if got, _ := os.ReadFile(manifest); string(got) != "parked pod\n" || exists(parked) {
 		t.Errorf("in with a manifest written since: manifest %q (want it kept), parked left %v", got, exists(parked))
+	}
+}
+
+// TestKubeVIPEtcdLeaderAwayScript runs the etcd leader check of
+// tasks/kube-vip.yaml against a stand-in etcdctl answering as etcd 3.7's
+// does (its table, member ids in hex) and a stand-in ip: while this master
+// holds the VIP and its member leads, leadership goes to the first voting
+// member that answers (not a learner); a master without the VIP, or one
+// whose member does not lead, moves nothing.
+func TestKubeVIPEtcdLeaderAwayScript(t *testing.T) {
+	dir := t.TempDir()
+	kubeVIP := func(c map[string]any) { c["internalLoadbalancer"], c["lb_address"] = "kube-vip", "10.0.0.100" }
+	vars := func(etcdType string) map[string]any {
+		v := lbVars(t, "n4", kubeVIP)
+		v["etcd_type"] = etcdType
+		return withDefaults(t, "etcd", v)
+	}
+	for etcdType, wants := range map[string][]string{
+		"kubexm":  {"--endpoints=https://127.0.0.1:2379", "--cacert=/etc/kubexm/etcd/ssl/ca.pem", "--cert=/etc/kubexm/etcd/ssl/admin-n4.pem", "--key=/etc/kubexm/etcd/ssl/admin-n4-key.pem", "/usr/local/bin/etcdctl"},
+		"kubeadm": {"--endpoints=https://127.0.0.1:2379", "--cacert=/etc/kubernetes/pki/etcd/ca.crt", "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt", "/usr/local/lib/kubexm/etcd/etcdctl"},
+	} {
+		script := renderRoleTemplate(t, "loadbalancer", "etcd-leader-away.sh.tmpl", vars(etcdType))
+		for _, want := range wants {
+			if !strings.Contains(script, want) {
+				t.Errorf("etcd.type %s: the check does not reach the member with %s:\n%s", etcdType, want, script)
+			}
+		}
+	}
+	v := vars("kubexm")
+	v["etcd_client_bin_dir"] = dir
+	v["lb_kube_vip_etcd_leader_check"] = 0.05
+	script := renderRoleTemplate(t, "loadbalancer", "etcd-leader-away.sh.tmpl", v)
+
+	const head = "┌──┐\n│        ENDPOINT        │        ID        │ VERSION │ STORAGE VERSION │ DB SIZE │ IN USE │ PERCENTAGE NOT IN USE │ QUOTA  │ IS LEADER │ IS LEARNER │ RAFT TERM │ RAFT INDEX │ RAFT APPLIED INDEX │ ERRORS │ DOWNGRADE TARGET VERSION │ DOWNGRADE ENABLED │\n├──┤\n"
+	row := func(ep, id, leader, learner string) string {
+		return "│ " + ep + " │ " + id + " │   3.7.3 │           3.7.0 │   20 kB │  16 kB │                   20% │ 2.1 GB │      " + leader + " │      " + learner + " │         2 │          4 │                  4 │        │                          │             false │\n"
+	}
+	self := head + row("https://127.0.0.1:2379", "e0a123b3b0169fcd", "true", "false") + "└──┘\n"
+	cluster := head + row("https://10.0.0.4:2379", "e0a123b3b0169fcd", "true", "false") +
+		row("https://10.0.0.6:2379", "5a0c2c2d1b7e9f31", "false", "true") +
+		row("https://10.0.0.5:2379", "8211f1d0f64f3269", "false", "false") + "└──┘\n"
+	write := func(name, text string, mode os.FileMode) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("self.txt", self, 0o644)
+	write("cluster.txt", cluster, 0o644)
+	// The stand-in etcdctl logs each move-leader and answers the status
+	// of this member, or of every member with --cluster.
+	write("etcdctl", `#!/bin/sh
+d=$(dirname "$0")
+for a; do
+  case $a in
+  move-leader) echo "$*" >>"$d/moves"; exit 0 ;;
+  --cluster) cat "$d/cluster.txt"; exit 0 ;;
+  esac
+done
+cat "$d/self.txt"
+`, 0o755)
+	// The stand-in ip shows the VIP while the file "holds" exists.
+	write("ip", `#!/bin/sh
+d=$(dirname "$0")
+echo "1: lo    inet 127.0.0.1/8 scope host lo"
+[ -e "$d/holds" ] && echo "2: eth0    inet 10.0.0.100/32 scope global eth0"
+echo "2: eth0    inet 10.0.0.4/24 brd 10.0.0.255 scope global eth0"
+`, 0o755)
+	moves := func() string { b, _ := os.ReadFile(filepath.Join(dir, "moves")); return string(b) }
+
+	c := exec.Command("sh", "-c", script)
+	c.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"))
+	var out strings.Builder
+	c.Stdout, c.Stderr = &out, &out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Process.Kill(); _ = c.Wait() }()
+
+	time.Sleep(400 * time.Millisecond)
+	if m := moves(); m != "" {
+		t.Fatalf("a master without the VIP moved etcd's leader: %q", m)
+	}
+	write("holds", "", 0o644)
+	deadline := time.Now().Add(10 * time.Second)
+	for moves() == "" && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if m := moves(); !strings.Contains(m, "move-leader 8211f1d0f64f3269") {
+		t.Fatalf("the VIP holder leading etcd: moves %q, want move-leader to 8211f1d0f64f3269 (the voting member, not the learner); output:\n%s", m, out.String())
+	}
+	// Leadership gone: the holder's member no longer leads.
+	write("self.txt", strings.Replace(self, "true", "false", 1), 0o644)
+	if err := os.Remove(filepath.Join(dir, "moves")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if m := moves(); m != "" {
+		t.Errorf("a holder whose member does not lead moved etcd's leader: %q", m)
 	}
 }
