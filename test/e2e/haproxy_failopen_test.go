@@ -186,6 +186,10 @@ func startMasters(t *testing.T, proxy, failMsg string) (map[string]*atomic.Bool,
 		v["hostvars"].(map[string]any)[name].(map[string]any)["internal_address"] = a
 	}
 	v["kube_apiserver_port"] = port
+	// The masters' servers follow their addresses and port.
+	delete(v, "lb_apiserver_json")
+	delete(v, "lb_apiserver")
+	v = withDefaults(t, "loadbalancer", v)
 	v["lb_bind"] = freeLoopbackAddr(t)
 	return ready, v
 }
