@@ -142,64 +142,6 @@ done
 rm -f /tmp/kubexm-stop-poll`, shellQuote(ip), shellQuote(svc), n-1, pollMinRequests, period.Nanoseconds(), strconv.FormatFloat(maxTime.Seconds(), 'f', -1, 64))
 }
 
-// notReadyWatch asks the API for every node's Ready condition every 2 s
-// until stopped, and keeps each node's longest run of answers other than
-// True (from the first such answer to the next True).
-type notReadyWatch struct {
-	stopc   chan struct{}
-	done    chan map[string]time.Duration
-	samples int
-}
-
-func watchNotReady(ctx context.Context, k kubectlRunner) *notReadyWatch {
-	w := &notReadyWatch{stopc: make(chan struct{}), done: make(chan map[string]time.Duration, 1)}
-	go func() {
-		longest := map[string]time.Duration{}
-		since := map[string]time.Time{}
-		tick := time.NewTicker(2 * time.Second)
-		defer tick.Stop()
-		for {
-			out, err := k.run(ctx, "", "get", "nodes", "--no-headers", "-o",
-				`custom-columns=N:.metadata.name,R:.status.conditions[?(@.type=="Ready")].status`)
-			now := time.Now()
-			if err == nil {
-				w.samples++
-				for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-					f := strings.Fields(line)
-					if len(f) != 2 {
-						continue
-					}
-					if f[1] != "True" {
-						if since[f[0]].IsZero() {
-							since[f[0]] = now
-						}
-						if d := now.Sub(since[f[0]]); d > longest[f[0]] {
-							longest[f[0]] = d
-						}
-					} else {
-						delete(since, f[0])
-					}
-				}
-			}
-			select {
-			case <-w.stopc:
-				w.done <- longest
-				return
-			case <-ctx.Done():
-				w.done <- longest
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return w
-}
-
-func (w *notReadyWatch) stop() map[string]time.Duration {
-	close(w.stopc)
-	return <-w.done
-}
-
 // runtimeNotReadyBound is the longest a node may be NotReady during the
 // runtime upgrade: its runtime's restart (seconds) and the kubelet's next
 // status report after it (10 s apart), with room for a loaded machine.
@@ -252,9 +194,13 @@ func upgradeRuntime(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunne
 		out, err := set.SSH(ctx, poller, servicePollScript(ip, "rtup/web", 9000, readyzPollPeriod, 2*time.Second))
 		pollDone <- sshResult{out, err}
 	}()
-	watch := watchNotReady(ctx, k)
+	timeline, err := recordTimeline(ctx, k.kubeconfig, "rtup", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
 	res := kx.play(ctx, up, "--offline-bundle", bundle)
-	notReady := watch.stop()
+	timeline.stop()
+	notReady := timeline.longestNotReady()
 	if out, err := set.SSH(ctx, poller, "touch /tmp/kubexm-stop-poll"); err != nil {
 		t.Errorf("stopping the poller: %v\n%s", err, out)
 	}
@@ -277,6 +223,9 @@ func upgradeRuntime(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunne
 		poller, readyzPollPeriod, stats.total, stats.failed, share, stats.longestGap.Round(time.Millisecond))
 	if share < 99 {
 		t.Errorf("the Service answered %.2f %% of the requests during the runtime upgrade, want >= 99 %%; outages: %v", share, stats.outages)
+		for _, o := range stats.outages {
+			t.Logf("what the cluster said around the outage at %s:\n  %s", o.from.UTC().Format("15:04:05.000"), strings.Join(timeline.around(o.from, o.to, 5*time.Second), "\n  "))
+		}
 	}
 	var nr []string
 	for _, n := range nodes {
@@ -286,7 +235,7 @@ func upgradeRuntime(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunne
 		}
 	}
 	sort.Strings(nr)
-	t.Logf("PERF longest NotReady per node during the runtime upgrade (the API asked every 2 s, %d answers): %s", watch.samples, strings.Join(nr, ", "))
+	t.Logf("PERF longest NotReady per node during the runtime upgrade (the API asked every second): %s", strings.Join(nr, ", "))
 
 	wantRuntimes(t, nodeRuntimes(ctx, t, k, set, runtime, nodes), runtime, rt.to)
 	// Each node drained once (cordoned by kubexm, its pods evicted).

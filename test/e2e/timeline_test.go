@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +26,7 @@ import (
 type clusterTimeline struct {
 	mu      sync.Mutex
 	entries []timelineEntry
+	stopped time.Time
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
@@ -87,6 +89,49 @@ func (tl *clusterTimeline) add(what string) {
 func (tl *clusterTimeline) stop() {
 	tl.cancel()
 	<-tl.done
+	tl.mu.Lock()
+	tl.stopped = time.Now()
+	tl.mu.Unlock()
+}
+
+// longestNotReady is each node's longest run of a Ready condition other than
+// True, from the first entry naming it to the next that does not (or to
+// the timeline's stop). An API that did not answer ends no run.
+func (tl *clusterTimeline) longestNotReady() map[string]time.Duration {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	longest := map[string]time.Duration{}
+	since := map[string]time.Time{}
+	end := func(n string, at time.Time) {
+		if d := at.Sub(since[n]); d > longest[n] {
+			longest[n] = d
+		}
+		delete(since, n)
+	}
+	const key = "nodes not Ready: "
+	for _, e := range tl.entries {
+		list, ok := strings.CutPrefix(e.what, key)
+		if !ok || strings.HasPrefix(list, "(unread") {
+			continue
+		}
+		now := map[string]bool{}
+		for _, f := range strings.Fields(strings.Trim(list, "[]")) {
+			n, _, _ := strings.Cut(f, "=")
+			now[n] = true
+			if _, on := since[n]; !on {
+				since[n] = e.at
+			}
+		}
+		for n := range since {
+			if !now[n] {
+				end(n, e.at)
+			}
+		}
+	}
+	for n := range since {
+		end(n, tl.stopped)
+	}
+	return longest
 }
 
 // around is what changed from before ahead of from up to to, and the state
@@ -176,4 +221,34 @@ func nodesNotReady(ctx context.Context, cs kubernetes.Interface) string {
 	}
 	sort.Strings(out)
 	return "[" + strings.Join(out, " ") + "]"
+}
+
+// TestTimelineLongestNotReady reads runs of not Ready out of the
+// timeline's entries: a run ends at the first entry without the node, an
+// unread API ends none, and a run still open ends at the stop.
+func TestTimelineLongestNotReady(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 7, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	tl := &clusterTimeline{stopped: at(100), entries: []timelineEntry{
+		{at(0), "nodes not Ready: []"},
+		{at(1), "endpoints: 1 slices []"},
+		{at(10), "nodes not Ready: [n2=Unknown]"},
+		{at(15), "nodes not Ready: (unread: timeout)"},
+		{at(20), "nodes not Ready: [n2=Unknown n4=False]"},
+		{at(30), "nodes not Ready: [n4=False]"},
+		{at(34), "nodes not Ready: []"},
+		{at(50), "nodes not Ready: [n2=False]"},
+		{at(55), "nodes not Ready: []"},
+		{at(90), "nodes not Ready: [n5=Unknown]"},
+	}}
+	got := tl.longestNotReady()
+	want := map[string]time.Duration{"n2": 20 * time.Second, "n4": 14 * time.Second, "n5": 10 * time.Second}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for n, d := range want {
+		if got[n] != d {
+			t.Errorf("%s: %s, want %s (all: %v)", n, got[n], d, got)
+		}
+	}
 }
