@@ -142,9 +142,14 @@ func TestKubeadmHA(t *testing.T) {
 	k2 := k // with kube-vip the control machine's kubeconfig names the VIP
 	if kubeVIP {
 		victim = kubeVIPHolder(ctx, t, set, masters, vip)
-		// kubexm keeps etcd's leader off the VIP holder: its power-off
-		// then waits for the Lease, not for etcd's election first.
+		// kubexm keeps etcd's leader off the VIP holder (with kubeadm's
+		// etcd: its healthcheck client certificate, the tools beside it):
+		// a power-off then waits for the Lease, not for etcd's election
+		// first. Handed to the holder, the leadership goes on again.
 		etcdLeaderLeaves(ctx, t, set, kubeadmEtcdctl, masters, victim, createdAt, "the create")
+		handed := time.Now()
+		etcdMoveLeader(ctx, t, set, kubeadmEtcdctl, masters, victim, false)
+		etcdLeaderLeaves(ctx, t, set, kubeadmEtcdctl, masters, victim, handed, "etcd's leadership was handed to it")
 		cut, moved = kubeVIPFailover(ctx, t, set, masters, victim, poller, vip)
 	} else {
 		// nginx has passive health checks only: its master is unplugged

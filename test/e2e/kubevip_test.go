@@ -163,7 +163,7 @@ func kubeVIPSuite(t *testing.T) {
 	// Lease can change hands only after etcd has elected another leader.
 	holder2 := kubeVIPHolder(ctx, t, set, masters, vip)
 	handed := time.Now()
-	etcdMoveLeader(ctx, t, set, masters, holder2, !leaderAway)
+	etcdMoveLeader(ctx, t, set, etcdctl, masters, holder2, !leaderAway)
 	if leaderAway {
 		etcdLeaderLeaves(ctx, t, set, etcdctl, masters, holder2, handed, "etcd's leadership was handed to it")
 	}
@@ -314,13 +314,13 @@ func etcdLeaderOf(ctx context.Context, t *testing.T, set *testhosts.Set, ctl etc
 // it in decimal). With kubexm's etcd leader check on (lb_kube_vip_etcd_leader_away)
 // a VIP holder hands it on again within seconds, so it is only asked to
 // stay there when stays is set.
-func etcdMoveLeader(ctx context.Context, t *testing.T, set *testhosts.Set, masters []testhosts.Host, to testhosts.Host, stays bool) {
+func etcdMoveLeader(ctx context.Context, t *testing.T, set *testhosts.Set, ctl etcdctlFunc, masters []testhosts.Host, to testhosts.Host, stays bool) {
 	t.Helper()
 	var eps []string
 	for _, m := range masters {
 		eps = append(eps, "https://"+m.Address+":2379")
 	}
-	out, err := etcdctl(ctx, set, to.Name, "https://"+to.Address+":2379", "endpoint status -w fields")
+	out, err := ctl(ctx, set, to.Name, "https://"+to.Address+":2379", "endpoint status -w fields")
 	if err != nil {
 		t.Fatalf("etcd's status on %s: %v\n%s", to.Name, err, out)
 	}
@@ -333,10 +333,10 @@ func etcdMoveLeader(ctx context.Context, t *testing.T, set *testhosts.Set, maste
 		t.Fatalf("etcd's member id %q on %s: %v", m[1], to.Name, err)
 	}
 	out, err = retry(ctx, 60*time.Second, func() (string, error) {
-		if etcdLeaderOf(ctx, t, set, etcdctl, masters) == to.Name {
+		if etcdLeaderOf(ctx, t, set, ctl, masters) == to.Name {
 			return "", nil
 		}
-		return etcdctl(ctx, set, to.Name, strings.Join(eps, ","), "move-leader "+strconv.FormatUint(id, 16))
+		return ctl(ctx, set, to.Name, strings.Join(eps, ","), "move-leader "+strconv.FormatUint(id, 16))
 	})
 	if err != nil {
 		t.Fatalf("etcd's leadership to %s: %v\n%s", to.Name, err, out)
@@ -344,7 +344,7 @@ func etcdMoveLeader(ctx context.Context, t *testing.T, set *testhosts.Set, maste
 	if !stays {
 		return
 	}
-	if l := etcdLeaderOf(ctx, t, set, etcdctl, masters); l != to.Name {
+	if l := etcdLeaderOf(ctx, t, set, ctl, masters); l != to.Name {
 		t.Fatalf("etcd's leader is %s after move-leader, want %s", l, to.Name)
 	}
 }

@@ -551,3 +551,38 @@ echo "2: eth0    inet 10.0.0.4/24 brd 10.0.0.255 scope global eth0"
 		t.Errorf("a holder whose member does not lead moved etcd's leader: %q", m)
 	}
 }
+
+// TestKubeVIPEtcdLeaderCheckWhere: the check runs on the masters with an
+// etcd member (kubexm's etcd on the etcd hosts, kubeadm's stacked etcd on
+// every master), on none with an external etcd, and nowhere once
+// lb_kube_vip_etcd_leader_away is false, as a bool or as -e's "false".
+func TestKubeVIPEtcdLeaderCheckWhere(t *testing.T) {
+	task := roleTask(t, "loadbalancer", "kube-vip.yaml", "Load balancer - does this master keep etcd's leader off the VIP")
+	expr := task["set_fact"].(map[string]any)["lb_kube_vip_etcd_leader_here"].(string)
+	ev := eval.New()
+	for _, c := range []struct {
+		name, etcdType, host string
+		away                 any
+		want                 bool
+	}{
+		{"kubexm's etcd, a member", "kubexm", "n1", true, true},
+		{"kubexm's etcd, no member here", "kubexm", "n4", true, false},
+		{"kubeadm's stacked etcd", "kubeadm", "n4", true, true},
+		{"an external etcd", "external", "n1", true, false},
+		{"turned off", "kubeadm", "n1", false, false},
+		{`turned off with -e's "false"`, "kubexm", "n1", "false", false},
+		{`-e's "true"`, "kubexm", "n1", "true", true},
+	} {
+		v := map[string]any{
+			"etcd_type": c.etcdType, "inventory_hostname": c.host, "lb_kube_vip_etcd_leader_away": c.away,
+			"groups": map[string]any{"etcd": []any{"n1", "n2", "n3"}, "master": []any{"n1", "n4", "n5"}},
+		}
+		got, err := ev.RenderValue(expr, v)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got != c.want {
+			t.Errorf("%s: %v (%T), want %v", c.name, got, got, c.want)
+		}
+	}
+}
