@@ -354,10 +354,14 @@ func etcdMoveLeader(ctx context.Context, t *testing.T, set *testhosts.Set, ctl e
 // and says how long that took from since.
 func etcdLeaderLeaves(ctx context.Context, t *testing.T, set *testhosts.Set, ctl etcdctlFunc, masters []testhosts.Host, holder testhosts.Host, since time.Time, what string) {
 	t.Helper()
-	leader := ""
+	leader := "unknown"
 	first := true
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
-		if leader = etcdLeaderOf(ctx, t, set, ctl, masters); leader != holder.Name && leader != "unknown" {
+		l := etcdLeaderOf(ctx, t, set, ctl, masters)
+		if l != "unknown" {
+			leader = l
+		}
+		if l != holder.Name && l != "unknown" {
 			if first {
 				// The suite's own checks ran since: only "by then" is known.
 				t.Logf("etcd's leader is %s, not the VIP holder %s, at the first look %s after %s", leader, holder.Name, time.Since(since).Round(10*time.Millisecond), what)
@@ -369,7 +373,7 @@ func etcdLeaderLeaves(ctx context.Context, t *testing.T, set *testhosts.Set, ctl
 		first = false
 	}
 	out, _ := set.SSH(ctx, holder.Name, "systemctl status --no-pager kubexm-etcd-leader-away.service 2>&1 | tail -n 20")
-	t.Fatalf("etcd's leader is still %s, the VIP holder, 30 s after %s: kubexm-etcd-leader-away did not hand it on\n%s", leader, what, out)
+	t.Fatalf("etcd's leader is %s (the last answer; the VIP holder is %s) 30 s after %s: kubexm-etcd-leader-away did not hand it on\n%s", leader, holder.Name, what, out)
 }
 
 // leaseTransitions reads the Lease's count of holder changes.

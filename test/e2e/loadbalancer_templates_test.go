@@ -554,7 +554,8 @@ echo "2: eth0    inet 10.0.0.4/24 brd 10.0.0.255 scope global eth0"
 
 // TestKubeVIPEtcdLeaderCheckWhere: the check runs on the masters with an
 // etcd member (kubexm's etcd on the etcd hosts, kubeadm's stacked etcd on
-// every master), on none with an external etcd, and nowhere once
+// every master) when there is another member, on none with an external
+// etcd, and nowhere once
 // lb_kube_vip_etcd_leader_away is false, as a bool or as -e's "false".
 func TestKubeVIPEtcdLeaderCheckWhere(t *testing.T) {
 	task := roleTask(t, "loadbalancer", "kube-vip.yaml", "Load balancer - does this master keep etcd's leader off the VIP")
@@ -572,10 +573,16 @@ func TestKubeVIPEtcdLeaderCheckWhere(t *testing.T) {
 		{"turned off", "kubeadm", "n1", false, false},
 		{`turned off with -e's "false"`, "kubexm", "n1", "false", false},
 		{`-e's "true"`, "kubexm", "n1", "true", true},
+		{"kubexm's etcd, one member", "kubexm", "n9", true, false},
+		{"kubeadm's stacked etcd, one master", "kubeadm", "n9", true, false},
 	} {
+		groups := map[string]any{"etcd": []any{"n1", "n2", "n3"}, "master": []any{"n1", "n4", "n5"}}
+		if c.host == "n9" {
+			groups = map[string]any{"etcd": []any{"n9"}, "master": []any{"n9"}}
+		}
 		v := map[string]any{
 			"etcd_type": c.etcdType, "inventory_hostname": c.host, "lb_kube_vip_etcd_leader_away": c.away,
-			"groups": map[string]any{"etcd": []any{"n1", "n2", "n3"}, "master": []any{"n1", "n4", "n5"}},
+			"groups": groups,
 		}
 		got, err := ev.RenderValue(expr, v)
 		if err != nil {

@@ -185,6 +185,10 @@ func upgradeRuntime(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunne
 		t.Fatalf("pods before the upgrade: %v\n%s", err, podsBefore)
 	}
 
+	timeline, err := recordTimeline(ctx, k.kubeconfig, "rtup", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if out, err := set.SSH(ctx, poller, "rm -f /tmp/kubexm-stop-poll"); err != nil {
 		t.Fatalf("%s: %v\n%s", poller, err, out)
 	}
@@ -194,10 +198,6 @@ func upgradeRuntime(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunne
 		out, err := set.SSH(ctx, poller, servicePollScript(ip, "rtup/web", 9000, readyzPollPeriod, 2*time.Second))
 		pollDone <- sshResult{out, err}
 	}()
-	timeline, err := recordTimeline(ctx, k.kubeconfig, "rtup", "web")
-	if err != nil {
-		t.Fatal(err)
-	}
 	res := kx.play(ctx, up, "--offline-bundle", bundle)
 	timeline.stop()
 	notReady := timeline.longestNotReady()
@@ -227,6 +227,13 @@ func upgradeRuntime(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunne
 			t.Logf("what the cluster said around the outage at %s:\n  %s", o.from.UTC().Format("15:04:05.000"), strings.Join(timeline.around(o.from, o.to, 5*time.Second), "\n  "))
 		}
 	}
+	read := false
+	for _, e := range timeline.of("nodes not Ready") {
+		read = read || !strings.Contains(e, "(unread")
+	}
+	if !read {
+		t.Errorf("the API never answered the timeline's reads of the nodes during the runtime upgrade: their NotReady runs are unknown\n  %s", strings.Join(timeline.of("nodes not Ready"), "\n  "))
+	}
 	var nr []string
 	for _, n := range nodes {
 		nr = append(nr, fmt.Sprintf("%s %s", n, notReady[n].Round(time.Second)))
@@ -235,7 +242,7 @@ func upgradeRuntime(ctx context.Context, t *testing.T, kx kubexm, k kubectlRunne
 		}
 	}
 	sort.Strings(nr)
-	t.Logf("PERF longest NotReady per node during the runtime upgrade (the API asked every second): %s", strings.Join(nr, ", "))
+	t.Logf("PERF longest NotReady per node during the runtime upgrade (the API read about every second): %s", strings.Join(nr, ", "))
 
 	wantRuntimes(t, nodeRuntimes(ctx, t, k, set, runtime, nodes), runtime, rt.to)
 	// Each node drained once (cordoned by kubexm, its pods evicted).
