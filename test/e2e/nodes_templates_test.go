@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -262,5 +263,46 @@ func TestAPIServerEtcdServersOnlyWhenTheyDiffer(t *testing.T) {
 				t.Errorf("%s %q with %q: %v (%v), want %v", c.role, c.task, tc.now, got, err, tc.want)
 			}
 		}
+	}
+}
+
+// TestRemoveMembersWantsTheList: delete-nodes' removal of etcd members
+// stops when etcd does not give its member list (a leader change, a full
+// disk), instead of reading it as empty and leaving the member in; with
+// the list, the member named is removed.
+func TestRemoveMembersWantsTheList(t *testing.T) {
+	script, _ := roleTask(t, "nodes", "remove-members.yaml", "nodes - remove the etcd members")["shell"].(string)
+	if script == "" {
+		t.Fatal("remove-members.yaml has no shell task named \"nodes - remove the etcd members\"")
+	}
+	dir := t.TempDir()
+	ctl := filepath.Join(dir, "etcdctl")
+	if err := os.WriteFile(ctl, []byte(`#!/bin/sh
+echo "$*" >>"$(dirname "$0")/calls"
+case "$*" in
+*"member list"*) [ -e "$(dirname "$0")/down" ] && { echo "etcdserver: leader changed" >&2; exit 1; }
+  echo "8e9e05c52164694d, started, n1, https://10.0.0.1:2380, https://10.0.0.1:2379, false"
+  echo "91bc3c398fb3c146, started, n3, https://10.0.0.3:2380, https://10.0.0.3:2379, false" ;;
+esac
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func() (string, error) {
+		c := exec.Command("sh", "-c", script)
+		c.Env = append(os.Environ(), "ETCDCTL="+ctl, "ETCD_STATUS_AWK={ print }", "MEMBERS=n3=https://10.0.0.3:2380 ")
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	calls := func() string { b, _ := os.ReadFile(filepath.Join(dir, "calls")); return string(b) }
+
+	if err := os.WriteFile(filepath.Join(dir, "down"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(); err == nil || strings.Contains(calls(), "member remove") {
+		t.Errorf("without a member list: exit %v, calls %q, want a failure and no removal; output %s", err, calls(), out)
+	}
+	os.Remove(filepath.Join(dir, "down"))
+	if out, err := run(); err != nil || !strings.Contains(calls(), "member remove 91bc3c398fb3c146") || !strings.Contains(out, "removed etcd member: n3") {
+		t.Errorf("with the list: exit %v, calls %q, output %s; want n3's member removed", err, calls(), out)
 	}
 }
