@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -34,6 +35,9 @@ type Connector struct {
 	Observe func(ssh.ConnEvent)
 	// Dial, when set, makes the TCP connections (--confine-dial).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Persist, when set, keeps the run's connections open after it
+	// (--ssh-persist): HandOver starts the keeper.
+	Persist *ssh.Persist
 
 	once        sync.Once
 	knownHosts  *ssh.KnownHosts
@@ -71,12 +75,77 @@ func (c *Connector) Connect(ctx context.Context, h *inventory.Host) (transport.T
 	if c.khErr != nil {
 		return nil, c.khErr
 	}
-	t, err := ssh.Dial(ctx, h, ssh.Options{KnownHosts: c.knownHosts, UploadSlots: c.uploadSlots, Sums: c.sums, SumRecords: hostSumRecords, Observe: c.Observe, Dial: c.Dial})
+	t, err := ssh.Dial(ctx, h, ssh.Options{KnownHosts: c.knownHosts, UploadSlots: c.uploadSlots, Sums: c.sums, SumRecords: hostSumRecords, Observe: c.Observe, Dial: c.Dial, Persist: c.Persist})
 	if err != nil {
 		// Not t: a nil *ssh.Transport in a non-nil interface would be closed.
 		return nil, err
 	}
 	return t, nil
+}
+
+// PersistDir is where --ssh-persist keeps its sockets: in StateDir.
+func PersistDir() (string, error) {
+	dir, err := StateDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "ssh"), nil
+}
+
+// HandOver starts a keeper (this executable's `ssh-keeper` command, in its
+// own session so it outlives the run) for the connections the run closed,
+// when --ssh-persist asks for them to be kept. The keeper's configuration,
+// with the hosts' passwords, goes through its standard input only.
+func (c *Connector) HandOver() error {
+	if c.Persist == nil {
+		return nil
+	}
+	cfg, err := c.Persist.HandOver()
+	if err != nil || cfg == nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("ssh-persist: %w", err)
+	}
+	cmd := exec.Command(self, "ssh-keeper")
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// What a keeper could not keep (a host that refused it, a dial that
+	// failed) is the next run's dial's to report; the log says why too.
+	if log, err := openKeeperLog(c.Persist.Dir); err == nil {
+		defer log.Close()
+		cmd.Stdout, cmd.Stderr = log, log
+	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return fmt.Errorf("ssh-persist: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("ssh-persist: start the keeper: %w", err)
+	}
+	_, werr := in.Write(cfg)
+	if cerr := in.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fmt.Errorf("ssh-persist: hand the connections to the keeper: %w", werr)
+	}
+	return cmd.Process.Release()
+}
+
+// keeperLogMax bounds the keepers' log: it starts again beyond.
+const keeperLogMax = 1 << 20
+
+func openKeeperLog(dir string) (*os.File, error) {
+	p := filepath.Join(dir, "keeper.log")
+	flags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	if fi, err := os.Stat(p); err == nil && fi.Size() > keeperLogMax {
+		flags |= os.O_TRUNC
+	}
+	return os.OpenFile(p, flags, 0o600)
 }
 
 // hostSumRecords is where a host keeps the sha256 sums of the files kubexm

@@ -9,8 +9,10 @@
 #   twenty  test/scale/twenty, the 20-task play, on counts listed in ANSIBLE_NS also with
 #           ansible-playbook (test/scale/twenty.ansible.yaml; pipelining, ControlPersist,
 #           forks = hosts) on the same machines: each tool on fresh machines (the play's files
-#           removed in between), then REPEAT re-runs of kubexm alternating with ANSIBLE_REPEAT
-#           (default REPEAT) of ansible-playbook, then as many --check runs of each.
+#           removed in between; no connection kept), then REPEAT re-runs of kubexm alternating with ANSIBLE_REPEAT
+#           (default REPEAT) of ansible-playbook, then as many --check runs of each, all of them
+#           on connections kept from the run before (kubexm --ssh-persist, ControlPersist), and
+#           REPEAT re-runs of kubexm that dial each machine (rerun-dial).
 # Each run's wall time, the kubexm (or ansible-playbook) process tree's CPU time (user+sys, from
 # GNU time) and the bytes the control machine sent to the machines (the tx bytes of the run's
 # bridge: host-to-host relay traffic is bridged between veths and not counted) go to
@@ -96,7 +98,18 @@ twenty_clean() {
   for h in "${pids[@]}"; do wait "$h"; done
 }
 
-down() { PREFIX=$RUN "$ROOT/test/hosts/down.sh" >"$OUT/$RUN.down.log" 2>&1 || true; }
+# End the connection keepers (--ssh-persist) the runs left, and wait for them to be gone.
+stop_keepers() {
+  pkill -f "^$KUBEXM ssh-keeper" || true
+  for _ in $(seq 50); do
+    pgrep -f "^$KUBEXM ssh-keeper" >/dev/null || return 0
+    sleep 0.1
+  done
+  echo "the connection keepers of $KUBEXM did not end" >&2
+  return 1
+}
+
+down() { stop_keepers || true; PREFIX=$RUN "$ROOT/test/hosts/down.sh" >"$OUT/$RUN.down.log" 2>&1 || true; }
 
 for n in $NS; do
   RUN=$PREFIX$n
@@ -131,7 +144,9 @@ for n in $NS; do
     echo "ansible_python_interpreter=/usr/bin/python3"
   } >"$D/hosts.ini"
 
-  KX=("$KUBEXM" --ssh-host-key-checking off)
+  # Connections kept between runs, as ansible-playbook's ControlPersist=300s below: the re-runs
+  # and checks work through the keepers the run before left; every fresh run starts without.
+  KX=("$KUBEXM" --ssh-host-key-checking off --ssh-persist 300s)
   cd "$D"
   # The machines have no package mirror (the packages os installs are there already), and
   # vm.*, kernel.*, fs.* are read-only in systemd-nspawn: the same -e as test/e2e/etcd_test.go.
@@ -142,6 +157,7 @@ for n in $NS; do
   done
 
   TW=(-e "bench_blob=$BLOB")
+  stop_keepers || die "kept connections would make the fresh run's figures those of a re-run"
   measure "$n" kubexm twenty fresh "$D/twenty-kubexm-fresh.log" "${KX[@]}" play "$ROOT/test/scale/twenty" \
     -i "$D/hosts.ini" --forks "$n" "${TW[@]}"
   if [[ " $ANSIBLE_NS " == *" $n "* ]]; then
@@ -159,6 +175,12 @@ for n in $NS; do
         -i "$D/hosts.ini" "${TW[@]}" "$ROOT/test/scale/twenty.ansible.yaml"
     fi
   done
+  # The same re-runs without the kept connections: each dials every machine, as without
+  # --ssh-persist (what the keepers save).
+  for r in $(seq 1 "$REPEAT"); do
+    measure "$n" kubexm twenty "rerun-dial$r" "$D/twenty-kubexm-rerun-dial$r.log" "${KX[@]:0:3}" play "$ROOT/test/scale/twenty" \
+      -i "$D/hosts.ini" --forks "$n" "${TW[@]}"
+  done
   # --check on the converged machines: every task reads, nothing changes (the read-only probes
   # run in both plays: check_mode: false).
   for r in $(seq 1 "$REPEAT"); do
@@ -170,6 +192,7 @@ for n in $NS; do
     fi
   done
   cd "$OUT"
+  stop_keepers || die "the keepers hold connections to the machines about to go"
 
   t0=$SECONDS
   PREFIX=$RUN "$ROOT/test/hosts/down.sh" >"$D/down.log" 2>&1 || die "taking down $RUN failed; log: $D/down.log"

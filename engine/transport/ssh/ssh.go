@@ -63,6 +63,10 @@ type Options struct {
 	// mode resolves the name once, checks the addresses and connects to a
 	// checked one. Host keys are still checked against the name.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Persist, when set, takes a connection that was dialled and is still up
+	// when the transport closes, for a keeper to serve the next run; and a
+	// dial first looks for a keeper serving the connection.
+	Persist *Persist
 	// Observe, when set, hears of every connection the transport makes:
 	// each dial (reconnects included) and each close of a connection that
 	// was up. Service mode counts them as metrics.
@@ -114,6 +118,8 @@ type conn struct {
 	bastion *gossh.Client
 	release func()
 	dead    chan struct{}
+	// kept: the connection is a keeper's (Persist), not dialled here.
+	kept bool
 	// closed tells Options.Observe, once, that the connection is gone.
 	closed func()
 
@@ -228,6 +234,9 @@ func (t *Transport) Close() error {
 	defer t.mu.Unlock()
 	t.closed = true
 	if t.cur != nil {
+		if p := t.opts.Persist; p != nil && !t.cur.kept && t.cur.alive() {
+			p.handedTo(t)
+		}
 		t.cur.close()
 		t.cur = nil
 	}
@@ -278,6 +287,11 @@ func (t *Transport) drop(c *conn) {
 }
 
 func (t *Transport) dial(ctx context.Context) (*conn, error) {
+	if t.opts.Persist != nil {
+		if c := t.dialKept(ctx); c != nil {
+			return c, nil
+		}
+	}
 	h := &t.host
 	methods, release, err := authMethods(credentials{
 		user: t.user, password: h.Password, keyPath: h.PrivateKeyPath, passphrase: h.Passphrase,

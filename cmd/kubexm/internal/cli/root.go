@@ -42,10 +42,13 @@ func Main() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go interrupt.Watch(sigs, cancel, stopGrace, os.Stderr, os.Exit)
-	root := newRootCmd()
+	root, conn := newRoot()
 	stopProfile := profile.StartCPU(os.Getenv("KUBEXM_CPUPROFILE"), os.Stderr)
 	err := root.ExecuteContext(ctx)
 	stopProfile()
+	if herr := conn.HandOver(); herr != nil {
+		fmt.Fprintln(os.Stderr, "Warning: the connections are not kept:", herr)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		var coded interface{ ExitCode() int }
@@ -57,6 +60,13 @@ func Main() {
 }
 
 func newRootCmd() *cobra.Command {
+	root, _ := newRoot()
+	return root
+}
+
+// newRoot is the command tree and the connector its commands share, whose
+// connections Main hands over to a keeper after the command (--ssh-persist).
+func newRoot() (*cobra.Command, *lifecycle.Connector) {
 	root := &cobra.Command{
 		Use:           "kubexm",
 		Short:         "Create and run Kubernetes clusters from one cluster.yaml",
@@ -81,9 +91,14 @@ func newRootCmd() *cobra.Command {
 	var confineDial []string
 	pf.StringSliceVar(&confineDial, "confine-dial", nil, "resolve each host's name once, refuse loopback, link-local and this machine's addresses but these networks, and connect to the checked address (for kubexm worker's jobs)")
 	_ = pf.MarkHidden("confine-dial")
+	var persist time.Duration
+	pf.DurationVar(&persist, "ssh-persist", 0, "keep the SSH connections open this long after the command, unused, for the next one (as OpenSSH's ControlPersist; e.g. 60s); they are served on sockets only you can open, in ~/.kubexm/ssh or $KUBEXM_HOME/ssh")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		p, err := ssh.ParseHostKeyChecking(policy)
 		conn.Policy = p
+		if err == nil && cmd.Flags().Changed("ssh-persist") {
+			err = persistFor(cmd, conn, persist)
+		}
 		if err == nil && connEventsFD > 2 {
 			err = conn.ReportConns(connEventsFD)
 		}
@@ -101,11 +116,53 @@ func newRootCmd() *cobra.Command {
 		Connect:       conn.Connect,
 		BuiltinFS:     kubexm.Content(),
 	})
-	root.AddCommand(newPlayCmd(a), newSupportCmd(), newVersionCmd(), newExplainCmd())
+	root.AddCommand(newPlayCmd(a), newSupportCmd(), newVersionCmd(), newExplainCmd(), newSSHKeeperCmd())
 	root.AddCommand(newServerCmd(a), newWorkerCmd(a), newLogsCmd(), newControllerCmd(a))
 	addGroupCmds(root, a)
 	cmdtree.AddNounAliases(root, [][2]string{{"node", "nodes"}, {"cluster", "clusters"}, {"token", "tokens"}, {"component", "components"}, {"addon", "addons"}, {"task", "tasks"}})
 	cmdtree.RefuseUnknownSubcommands(root)
 	cmdtree.SetHelp(root, helpFiles, "help")
-	return root
+	return root, conn
+}
+
+// persistFor sets up --ssh-persist for cmd. The service's jobs and the
+// controller never keep a connection past a run: a keeper serves whoever
+// runs as the same user on the server machine.
+func persistFor(cmd *cobra.Command, conn *lifecycle.Connector, idle time.Duration) error {
+	if idle == 0 {
+		return nil
+	}
+	top := cmd
+	for top.HasParent() && top.Parent().HasParent() {
+		top = top.Parent()
+	}
+	switch {
+	case cmd.Flags().Changed("confine-dial"):
+		return errors.New("--ssh-persist: kubexm worker's jobs do not keep connections between runs")
+	case top.Name() == "server" || top.Name() == "worker" || top.Name() == "controller":
+		return fmt.Errorf("--ssh-persist: kubexm %s does not keep connections between runs; give it to `kubexm play` and the cluster commands", top.Name())
+	}
+	if fl := cmd.Flags().Lookup("server"); fl != nil && fl.Value.String() != "" {
+		return errors.New("--ssh-persist keeps this machine's connections, and with --server (or $KUBEXM_SERVER) the server's jobs connect; run without --server to use it")
+	}
+	dir, err := lifecycle.PersistDir()
+	if err != nil {
+		return err
+	}
+	conn.Persist, err = ssh.NewPersist(dir, idle)
+	return err
+}
+
+// newSSHKeeperCmd is the keeper --ssh-persist starts: it reads the
+// connections to keep on its standard input.
+func newSSHKeeperCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "ssh-keeper",
+		Short:  "Keep SSH connections open for the next kubexm run (started by --ssh-persist)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return ssh.ServeKeeper(cmd.Context(), cmd.InOrStdin())
+		},
+	}
 }
