@@ -111,6 +111,13 @@ func (c *Connector) HandOver() error {
 	cmd := exec.Command(self, "ssh-keeper")
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// The keeper runs kubexm's main too: a profile asked of this command
+	// is not the keeper's to overwrite.
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "KUBEXM_CPUPROFILE=") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
 	// What a keeper could not keep (a host that refused it, a dial that
 	// failed) is the next run's dial's to report; the log says why too.
 	if log, err := openKeeperLog(c.Persist.Dir); err == nil {

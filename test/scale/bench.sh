@@ -100,9 +100,12 @@ twenty_clean() {
 
 # End the connection keepers (--ssh-persist) the runs left, and wait for them to be gone.
 stop_keepers() {
-  pkill -f "^$KUBEXM ssh-keeper" || true
+  # The keeper runs as the binary's resolved path (os.Executable), matched as a fixed prefix.
+  local exe
+  exe=$(realpath "$KUBEXM")
+  pkill -f "^${exe//./\\.} ssh-keeper" || true
   for _ in $(seq 50); do
-    pgrep -f "^$KUBEXM ssh-keeper" >/dev/null || return 0
+    pgrep -f "^${exe//./\\.} ssh-keeper" >/dev/null || return 0
     sleep 0.1
   done
   echo "the connection keepers of $KUBEXM did not end" >&2

@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,12 +23,18 @@ import (
 	"github.com/mensylisir/kubexm/engine/transport"
 )
 
+// keeperDials bounds the hosts a keeper dials at once, as --forks bounds a
+// run's: hosts behind one bastion would otherwise meet its sshd's
+// MaxStartups.
+const keeperDials = 10
+
 // ServeKeeper is a keeper process's work (kubexm ssh-keeper): it reads a
 // Persist's HandOver on r, dials each host again, and serves each
 // connection on its socket until the socket has gone unused for the idle
 // time, the host stops answering or ctx ends. A host another keeper
-// already serves is left to that keeper.
-func ServeKeeper(ctx context.Context, r io.Reader) error {
+// already serves is left to that keeper. What it cannot keep it says on
+// log when it happens, and in its error at the end.
+func ServeKeeper(ctx context.Context, r io.Reader, log io.Writer) error {
 	var cfg keeperConfig
 	if err := json.NewDecoder(r).Decode(&cfg); err != nil {
 		return fmt.Errorf("ssh-keeper: read the configuration: %w", err)
@@ -49,61 +56,108 @@ func ServeKeeper(ctx context.Context, r io.Reader) error {
 	}
 	srv := &gossh.ServerConfig{NoClientAuth: true}
 	srv.AddHostKey(signer)
-	errs := make([]error, len(cfg.Hosts))
+	var logMu sync.Mutex
+	var failed atomic.Int32
+	dials := make(chan struct{}, keeperDials)
 	var wg sync.WaitGroup
-	for i, k := range cfg.Hosts {
-		wg.Go(func() { errs[i] = keep(ctx, srv, kh, cfg, k) })
+	for _, k := range cfg.Hosts {
+		wg.Go(func() {
+			if err := keep(ctx, srv, kh, cfg, k, dials); err != nil {
+				failed.Add(1)
+				logMu.Lock()
+				fmt.Fprintf(log, "%s kubexm ssh-keeper[%d]: host %s not kept: %v\n", time.Now().UTC().Format(time.RFC3339), os.Getpid(), k.Host.Name, err)
+				logMu.Unlock()
+			}
+		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if n := failed.Load(); n > 0 {
+		return fmt.Errorf("ssh-keeper: %d of %d connections not kept", n, len(cfg.Hosts))
+	}
+	return nil
 }
 
-// keep dials k's host and serves the connection on k's socket.
-func keep(ctx context.Context, srv *gossh.ServerConfig, kh *KnownHosts, cfg keeperConfig, k keptHost) error {
+// keep dials k's host and serves the connection on k's socket; dials
+// bounds the dials at once.
+func keep(ctx context.Context, srv *gossh.ServerConfig, kh *KnownHosts, cfg keeperConfig, k keptHost, dials chan struct{}) error {
 	sock := k.Socket
 	if !filepath.IsAbs(sock) || !strings.HasSuffix(sock, ".sock") {
-		return fmt.Errorf("ssh-keeper: host %s: %q is not a socket path", k.Host.Name, sock)
+		return fmt.Errorf("%q is not a socket path", sock)
 	}
 	// The lock is held while the socket is served: one keeper per socket,
 	// and a socket file left by a keeper that died is replaced safely.
 	lock, err := os.OpenFile(strings.TrimSuffix(sock, ".sock")+".lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return fmt.Errorf("ssh-keeper: %w", err)
+		return err
 	}
 	defer lock.Close()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return nil
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil // another keeper serves it
+		}
+		return fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	select {
+	case dials <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	tr, err := Dial(ctx, &k.Host, Options{KnownHosts: kh, AgentSocket: cfg.Agent})
-	if err != nil {
-		return fmt.Errorf("ssh-keeper: %w", err)
+	if err == nil {
+		defer tr.Close()
+		// sshd does most of a login's work (PAM's session, the
+		// environment) in a connection's first session: done here, the
+		// next run's first command does not wait for it.
+		_, err = tr.Run(ctx, transport.Command{Argv: []string{"true"}})
 	}
-	defer tr.Close()
-	// sshd does most of a login's work (PAM's session, the environment) in
-	// a connection's first session: done here, the next run's first
-	// command does not wait for it.
-	if _, err := tr.Run(ctx, transport.Command{Argv: []string{"true"}}); err != nil {
-		return fmt.Errorf("ssh-keeper: host %s: %w", k.Host.Name, err)
+	<-dials
+	if err != nil {
+		return err
 	}
 	c, err := tr.conn(ctx)
 	if err != nil {
-		return fmt.Errorf("ssh-keeper: %w", err)
+		return err
 	}
 	_ = os.Remove(sock)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
-		return fmt.Errorf("ssh-keeper: host %s: %w", k.Host.Name, err)
+		return err
 	}
 	serveKept(ctx, srv, c, ln, cfg.Idle)
 	return nil
 }
 
-// serveKept proxies the clients of ln to c until ln has had none for idle,
-// c is gone or ctx ends; it closes ln, which removes the socket.
+// keptConn is a connection a keeper serves: its clients, and how long it
+// waits for the next once the last has gone (the newest client's
+// --ssh-persist).
+type keptConn struct {
+	mu      sync.Mutex
+	clients map[*net.UnixConn]bool
+	idle    time.Duration
+	timer   *time.Timer
+}
+
+// alive answers a client's keeperAlive: the host answers, and no other
+// client uses the connection (sshd's MaxSessions is one connection's,
+// and each client counts on all of it: a second run dials for itself).
+// The request carries the client's idle time, which the connection takes.
+func (k *keptConn) alive(up *gossh.Client, payload []byte) bool {
+	var want struct{ Millis uint64 }
+	k.mu.Lock()
+	alone := len(k.clients) == 1
+	if gossh.Unmarshal(payload, &want) == nil && want.Millis > 0 {
+		k.idle = time.Duration(want.Millis) * time.Millisecond
+	}
+	k.mu.Unlock()
+	return alone && answers(up, keeperAliveLimit)
+}
+
+// serveKept proxies the clients of ln to c until ln has had none for the
+// idle time, c is gone or ctx ends; it closes ln, which removes the socket.
 func serveKept(ctx context.Context, srv *gossh.ServerConfig, c *conn, ln *net.UnixListener, idle time.Duration) {
-	var mu sync.Mutex
-	clients := map[*net.UnixConn]bool{}
-	idleTimer := time.AfterFunc(idle, func() { ln.Close() })
+	defer ln.Close()
+	k := &keptConn{clients: map[*net.UnixConn]bool{}, idle: idle}
+	k.timer = time.AfterFunc(idle, func() { ln.Close() })
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
@@ -114,11 +168,11 @@ func serveKept(ctx context.Context, srv *gossh.ServerConfig, c *conn, ln *net.Un
 			return
 		}
 		ln.Close()
-		mu.Lock()
-		for nc := range clients {
+		k.mu.Lock()
+		for nc := range k.clients {
 			nc.Close()
 		}
-		mu.Unlock()
+		k.mu.Unlock()
 	}()
 	var wg sync.WaitGroup
 	for {
@@ -130,19 +184,19 @@ func serveKept(ctx context.Context, srv *gossh.ServerConfig, c *conn, ln *net.Un
 			nc.Close()
 			continue
 		}
-		mu.Lock()
-		clients[nc] = true
-		idleTimer.Stop()
-		mu.Unlock()
+		k.mu.Lock()
+		k.clients[nc] = true
+		k.timer.Stop()
+		k.mu.Unlock()
 		wg.Go(func() {
-			serveClient(srv, c.client, nc)
-			mu.Lock()
-			delete(clients, nc)
-			last := len(clients) == 0
+			serveClient(srv, c.client, nc, func(payload []byte) bool { return k.alive(c.client, payload) })
+			k.mu.Lock()
+			delete(k.clients, nc)
+			last := len(k.clients) == 0
 			if last {
-				idleTimer.Reset(idle)
+				k.timer.Reset(k.idle)
 			}
-			mu.Unlock()
+			k.mu.Unlock()
 			if last {
 				// A run's uploads pass through here; what they took is
 				// garbage once the run is gone, and the keeper waits
@@ -151,7 +205,7 @@ func serveKept(ctx context.Context, srv *gossh.ServerConfig, c *conn, ln *net.Un
 			}
 		})
 	}
-	idleTimer.Stop()
+	k.timer.Stop()
 	wg.Wait()
 }
 
@@ -161,7 +215,7 @@ const keeperHandshake = 10 * time.Second
 // serveClient is one client of a kept connection: each channel it opens is
 // opened on up and relayed, and its global requests (keepalives) are
 // answered by up.
-func serveClient(srv *gossh.ServerConfig, up *gossh.Client, nc net.Conn) {
+func serveClient(srv *gossh.ServerConfig, up *gossh.Client, nc net.Conn, alive func(payload []byte) bool) {
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(keeperHandshake))
 	sc, chans, reqs, err := gossh.NewServerConn(nc, srv)
@@ -173,7 +227,7 @@ func serveClient(srv *gossh.ServerConfig, up *gossh.Client, nc net.Conn) {
 	go func() {
 		for r := range reqs {
 			if r.Type == keeperAlive {
-				_ = r.Reply(answers(up, keeperAliveLimit), nil)
+				_ = r.Reply(alive(r.Payload), nil)
 				continue
 			}
 			ok, payload, err := up.SendRequest(r.Type, r.WantReply, r.Payload)
@@ -211,12 +265,16 @@ func answers(up *gossh.Client, limit time.Duration) bool {
 func relayChannel(up *gossh.Client, nch gossh.NewChannel) {
 	uch, ureqs, err := up.OpenChannel(nch.ChannelType(), nch.ExtraData())
 	if err != nil {
-		reason, msg := gossh.ConnectionFailed, err.Error()
 		var oce *gossh.OpenChannelError
 		if errors.As(err, &oce) {
-			reason, msg = oce.Reason, oce.Message
+			_ = nch.Reject(oce.Reason, oce.Message)
+			return
 		}
-		_ = nch.Reject(reason, msg)
+		// Not the host's refusal: the connection is gone. Closing it
+		// ends the clients' connections, which then dial for
+		// themselves, where a refusal would have them retry here.
+		_ = nch.Reject(gossh.ConnectionFailed, err.Error())
+		up.Close()
 		return
 	}
 	dch, dreqs, err := nch.Accept()

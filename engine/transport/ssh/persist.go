@@ -108,6 +108,7 @@ func (p *Persist) HandOver() ([]byte, error) {
 }
 
 // handedTo remembers t's connection for the keeper; t is closing it.
+// It is called with t's lock held.
 func (p *Persist) handedTo(t *Transport) {
 	h := t.host
 	p.mu.Lock()
@@ -117,6 +118,12 @@ func (p *Persist) handedTo(t *Transport) {
 		if k.Socket == sock {
 			return
 		}
+	}
+	// A keeper that serves the login already (another client used it)
+	// keeps it; a socket nobody listens on is a dead keeper's.
+	if nc, err := net.DialTimeout("unix", sock, time.Second); err == nil {
+		nc.Close()
+		return
 	}
 	p.handed = append(p.handed, keptHost{Socket: sock, Host: h})
 	p.kh = t.kh
@@ -164,10 +171,12 @@ func stripHosts(hs []keptHost) []keptHost {
 	return out
 }
 
-// keeperAlive asks a keeper whether the host behind it still answers;
-// the keeper gives the host keeperAliveLimit, the client the keeper
-// keeperAliveWait. A host that answers a keepalive that late is better
-// dialled afresh.
+// keeperAlive asks a keeper whether the connection is the client's to use:
+// the host behind it still answers and no other client uses it. It
+// carries the client's --ssh-persist (Millis), which the keeper takes as
+// its idle time. The keeper gives the host keeperAliveLimit, the client
+// the keeper keeperAliveWait: a host that answers a keepalive that late is
+// better dialled afresh.
 const (
 	keeperAlive      = "alive@kubexm"
 	keeperAliveLimit = 2 * time.Second
@@ -196,7 +205,7 @@ func (t *Transport) dialKept(ctx context.Context) *conn {
 	}
 	alive := make(chan bool, 1)
 	go func() {
-		ok, _, err := client.SendRequest(keeperAlive, true, nil)
+		ok, _, err := client.SendRequest(keeperAlive, true, gossh.Marshal(struct{ Millis uint64 }{uint64(t.opts.Persist.Idle.Milliseconds())}))
 		alive <- ok && err == nil
 	}()
 	select {

@@ -50,6 +50,19 @@ func TestPersist(t *testing.T) {
 	if !tr.cur.kept {
 		t.Fatal("the second dial did not use the keeper")
 	}
+	// A second client at once dials for itself: each counts on all of
+	// sshd's sessions of a connection.
+	second, err := Dial(ctx, h, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.cur.kept {
+		t.Error("two clients share the kept connection")
+	}
+	second.Close()
+	if again, _ := p.HandOver(); again != nil {
+		t.Error("a connection made while the keeper served the login was handed over")
+	}
 	res, err := tr.Run(ctx, transport.Command{
 		Script: `printf '%s|' "$GREETING"; cat; echo oops >&2; exit 7`,
 		Env:    map[string]string{"GREETING": "hello world"},
@@ -150,7 +163,7 @@ func keepOne(ctx context.Context, t *testing.T, h *inventory.Host, idle time.Dur
 	kctx, stop := context.WithCancel(ctx)
 	t.Cleanup(stop)
 	served := make(chan error, 1)
-	go func() { served <- ServeKeeper(kctx, bytes.NewReader(raw)) }()
+	go func() { served <- ServeKeeper(kctx, bytes.NewReader(raw), t.Output()) }()
 	k.served = served
 	waitFor(t, "the keeper's socket", func() bool { _, err := os.Stat(k.cfg.Hosts[0].Socket); return err == nil })
 	return k

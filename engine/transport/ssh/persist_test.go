@@ -85,3 +85,30 @@ func TestPersistHandsEachLoginOnce(t *testing.T) {
 		t.Errorf("handed again: %s", again)
 	}
 }
+
+// A keeper that cannot keep a host says so, when it happens, without the
+// host's secrets, and ends with an error.
+func TestKeeperLogsWhatItCannotKeep(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := json.Marshal(keeperConfig{Idle: time.Minute, Policy: Off, Hosts: []keptHost{{
+		Socket: filepath.Join(dir, "a.sock"),
+		Host:   inventory.Host{Name: "gone", Address: "127.0.0.1", Port: 1, User: "root", Password: "login-secret"},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	err = ServeKeeper(t.Context(), strings.NewReader(string(cfg)), &log)
+	if err == nil || !strings.Contains(err.Error(), "1 of 1 connections not kept") {
+		t.Fatalf("got %v", err)
+	}
+	if !strings.Contains(log.String(), "host gone not kept") || strings.Contains(log.String(), "login-secret") {
+		t.Fatalf("log: %s", log.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a.sock")); !os.IsNotExist(err) {
+		t.Fatalf("a socket for a host not kept: %v", err)
+	}
+	if err := ServeKeeper(t.Context(), strings.NewReader("{"), &log); err == nil {
+		t.Fatal("a configuration cut short was taken")
+	}
+}

@@ -24,6 +24,7 @@ func TestSSHPersistWhereItApplies(t *testing.T) {
 	}{
 		{[]string{"--ssh-persist", "60s", "server", "token", "list", "--data-dir", t.TempDir()}, "kubexm server does not keep connections"},
 		{[]string{"--ssh-persist", "60s", "controller"}, "kubexm controller does not keep connections"},
+		{[]string{"--ssh-persist", "60s", "version"}, "kubexm version connects to no host"},
 		{[]string{"--ssh-persist", "60s", "--confine-dial=", "play", playbook, "--list-tasks"}, "worker's jobs do not keep connections"},
 		{[]string{"--ssh-persist", "-1s", "play", playbook, "--list-tasks"}, "-1s is not a duration"},
 		{[]string{"--ssh-persist", "60s", "create", "cluster", "--server", "https://127.0.0.1:1", "-f", "cluster.yaml"}, "run without --server to use it"},

@@ -46,8 +46,12 @@ func Main() {
 	stopProfile := profile.StartCPU(os.Getenv("KUBEXM_CPUPROFILE"), os.Stderr)
 	err := root.ExecuteContext(ctx)
 	stopProfile()
-	if herr := conn.HandOver(); herr != nil {
-		fmt.Fprintln(os.Stderr, "Warning: the connections are not kept:", herr)
+	// An interrupted command keeps nothing: its user is stopping, not
+	// about to run again.
+	if ctx.Err() == nil {
+		if herr := conn.HandOver(); herr != nil {
+			fmt.Fprintln(os.Stderr, "Warning: the connections are not kept:", herr)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
@@ -125,6 +129,15 @@ func newRoot() (*cobra.Command, *lifecycle.Connector) {
 	return root, conn
 }
 
+// connectsToNoHost says the top-level command name reaches no host over SSH.
+func connectsToNoHost(name string) bool {
+	switch name {
+	case "artifact", "bundle", "completion", "config", "doc", "explain", "help", "logs", "playbook", "support", "version", "ssh-keeper":
+		return true
+	}
+	return false
+}
+
 // persistFor sets up --ssh-persist for cmd. The service's jobs and the
 // controller never keep a connection past a run: a keeper serves whoever
 // runs as the same user on the server machine.
@@ -137,6 +150,8 @@ func persistFor(cmd *cobra.Command, conn *lifecycle.Connector, idle time.Duratio
 		top = top.Parent()
 	}
 	switch {
+	case connectsToNoHost(top.Name()):
+		return fmt.Errorf("--ssh-persist: kubexm %s connects to no host, so it has no connection to keep", top.Name())
 	case cmd.Flags().Changed("confine-dial"):
 		return errors.New("--ssh-persist: kubexm worker's jobs do not keep connections between runs")
 	case top.Name() == "server" || top.Name() == "worker" || top.Name() == "controller":
@@ -162,7 +177,7 @@ func newSSHKeeperCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return ssh.ServeKeeper(cmd.Context(), cmd.InOrStdin())
+			return ssh.ServeKeeper(cmd.Context(), cmd.InOrStdin(), cmd.ErrOrStderr())
 		},
 	}
 }
