@@ -28,10 +28,7 @@ func TestHardeningOnTestMachines(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	set := ownMachines(ctx, t, 1)
-	bin := filepath.Join(t.TempDir(), "kubexm")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/mensylisir/kubexm/cmd/kubexm").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildKubexm(ctx, t)
 	pb := filepath.Join(t.TempDir(), "pb")
 	os.MkdirAll(pb, 0o755)
 	os.WriteFile(filepath.Join(pb, "playbook.yaml"), []byte(`

@@ -5,6 +5,8 @@ package cli
 import (
 	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/mensylisir/kubexm/test/testhosts"
@@ -32,4 +34,14 @@ func ownMachines(ctx context.Context, t *testing.T, n int) *testhosts.Set {
 		t.Fatal(err)
 	}
 	return set
+}
+
+// buildKubexm builds the kubexm binary for a test that runs it as users do.
+func buildKubexm(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "kubexm")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/mensylisir/kubexm/cmd/kubexm").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
 }

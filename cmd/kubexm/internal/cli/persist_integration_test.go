@@ -20,10 +20,7 @@ func TestSSHPersistOnATestMachine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	set := ownMachines(ctx, t, 1)
-	bin := filepath.Join(t.TempDir(), "kubexm")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/mensylisir/kubexm/cmd/kubexm").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildKubexm(ctx, t)
 	home := t.TempDir()
 	dir := t.TempDir()
 	keepers := "^" + strings.ReplaceAll(bin, ".", `\.`) + " ssh-keeper"
