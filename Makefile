@@ -63,10 +63,10 @@ demo: deps
 # each (default 3), every run's time printed; KIND=kubeadm makes it with
 # kubeadm (its stacked etcd on n1); MASTERS=3 PERF_N=5 makes issue 55's HA
 # shape (n1-n3 masters and etcd, n4 and n5 workers with haproxy from the
-# bundle). Run it with nothing else on the machine; make hosts-down
-# PREFIX=perf afterwards.
+# bundle); PERSIST=60s runs them again with --ssh-persist 60s. Run it with
+# nothing else on the machine; make hosts-down PREFIX=perf afterwards.
 perf-quiet: deps
-	$(SUDO) env PREFIX=perf N='$(or $(PERF_N),3)' RERUNS='$(or $(RERUNS),3)' KIND='$(or $(KIND),kubexm)' MASTERS='$(or $(MASTERS),1)' KUBEXM_TEST_CACHE='$(KUBEXM_TEST_CACHE)' test/demo.sh
+	$(SUDO) env PREFIX=perf N='$(or $(PERF_N),3)' RERUNS='$(or $(RERUNS),3)' KIND='$(or $(KIND),kubexm)' MASTERS='$(or $(MASTERS),1)' PERSIST='$(PERSIST)' KUBEXM_TEST_CACHE='$(KUBEXM_TEST_CACHE)' test/demo.sh
 
 # Unit tests: no root, no network, no machines.
 test: vet unit

@@ -12,7 +12,8 @@
 #   make hosts-down PREFIX=$PREFIX
 # N=5 makes five machines (n2-n5 workers); RERUNS=3 then runs the same
 # create-cluster 3 times again and 3 times with --check, each printing its
-# time (make perf-quiet: docs/perf.md's quiet re-run figures). KIND=kubeadm
+# time (make perf-quiet: docs/perf.md's quiet re-run figures); with PERSIST=60s
+# as many again with --ssh-persist 60s, on connections kept. KIND=kubeadm
 # makes the same cluster with kubeadm (kubernetes.type and etcd.type
 # kubeadm: n1 runs kubeadm's control plane and its stacked etcd). MASTERS=3
 # (with N of 4 or more) makes the control plane highly available: n1-n3
@@ -39,6 +40,7 @@ for script in release.sh containerd.sh crictl.sh kubernetes-release.sh flannel.s
 done
 N=${N:-3}
 RERUNS=${RERUNS:-0}
+PERSIST=${PERSIST:-}
 KIND=${KIND:-kubexm}
 MASTERS=${MASTERS:-1}
 case $MASTERS in
@@ -139,3 +141,19 @@ done
 for i in $(seq "$RERUNS"); do
   echo "== --check $i: $("$kubexm" play create-cluster -i cluster.yaml --offline-bundle bundle.tar.gz -e @vars.yaml --check 2>&1 | grep '^run ' | tail -1)"
 done
+if [ -n "$PERSIST" ] && [ "$RERUNS" -gt 0 ]; then
+  # The same with connections kept between runs: a --check leaves the keepers, whose sockets
+  # the runs after it find.
+  "$kubexm" --ssh-persist "$PERSIST" play create-cluster -i cluster.yaml --offline-bundle bundle.tar.gz -e @vars.yaml --check >/dev/null 2>&1
+  socks=${KUBEXM_HOME:-$HOME/.kubexm}/ssh
+  for _ in $(seq 100); do
+    [ "$(find "$socks" -name '*.sock' -newer bundle.tar.gz 2>/dev/null | wc -l)" -ge "$N" ] && break
+    sleep 0.1
+  done
+  for i in $(seq "$RERUNS"); do
+    echo "== re-run $i, connections kept: $("$kubexm" --ssh-persist "$PERSIST" play create-cluster -i cluster.yaml --offline-bundle bundle.tar.gz -e @vars.yaml 2>&1 | grep '^run ' | tail -1)"
+  done
+  for i in $(seq "$RERUNS"); do
+    echo "== --check $i, connections kept: $("$kubexm" --ssh-persist "$PERSIST" play create-cluster -i cluster.yaml --offline-bundle bundle.tar.gz -e @vars.yaml --check 2>&1 | grep '^run ' | tail -1)"
+  done
+fi
