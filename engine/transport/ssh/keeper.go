@@ -245,14 +245,9 @@ func serveClient(srv *gossh.ServerConfig, up *gossh.Client, nc net.Conn, alive f
 
 // answers says whether up's server answers a keepalive within limit.
 func answers(up *gossh.Client, limit time.Duration) bool {
-	reply := make(chan error, 1)
-	go func() {
-		_, _, err := up.SendRequest("keepalive@openssh.com", true, nil)
-		reply <- err
-	}()
 	select {
-	case err := <-reply:
-		return err == nil
+	case r := <-sendRequest(up, "keepalive@openssh.com", nil):
+		return r.err == nil
 	case <-time.After(limit):
 		return false
 	}

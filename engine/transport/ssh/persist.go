@@ -203,14 +203,9 @@ func (t *Transport) dialKept(ctx context.Context) *conn {
 	if err != nil {
 		return nil
 	}
-	alive := make(chan bool, 1)
-	go func() {
-		ok, _, err := client.SendRequest(keeperAlive, true, gossh.Marshal(struct{ Millis uint64 }{uint64(t.opts.Persist.Idle.Milliseconds())}))
-		alive <- ok && err == nil
-	}()
 	select {
-	case ok := <-alive:
-		if ok {
+	case r := <-sendRequest(client, keeperAlive, gossh.Marshal(struct{ Millis uint64 }{uint64(t.opts.Persist.Idle.Milliseconds())})):
+		if r.ok && r.err == nil {
 			break
 		}
 		client.Close()
@@ -220,13 +215,7 @@ func (t *Transport) dialKept(ctx context.Context) *conn {
 		return nil
 	}
 	c := &conn{client: client, release: func() {}, dead: make(chan struct{}), kept: true}
-	go func() {
-		client.Wait()
-		close(c.dead)
-	}()
-	if t.opts.KeepAlive > 0 {
-		go keepAlive(client, reads, c.dead, t.opts.KeepAlive)
-	}
+	t.watch(c, reads)
 	return c
 }
 

@@ -346,14 +346,20 @@ func (t *Transport) dial(ctx context.Context) (*conn, error) {
 		return nil, classify(t.name, t.addr, t.user, err)
 	}
 	c.client = client
+	t.watch(c, reads)
+	return c, nil
+}
+
+// watch closes c.dead when c's client ends, and keeps the client alive
+// (Options.KeepAlive) while it is up.
+func (t *Transport) watch(c *conn, reads *readActivity) {
 	go func() {
-		client.Wait()
+		c.client.Wait()
 		close(c.dead)
 	}()
 	if t.opts.KeepAlive > 0 {
-		go keepAlive(client, reads, c.dead, t.opts.KeepAlive)
+		go keepAlive(c.client, reads, c.dead, t.opts.KeepAlive)
 	}
-	return c, nil
 }
 
 // abandon releases a half-built conn (no client yet).
@@ -446,27 +452,40 @@ func keepAlive(client *gossh.Client, reads *readActivity, dead <-chan struct{}, 
 		if reads.quiet() < every {
 			continue
 		}
-		reply := make(chan error, 1)
-		go func() {
-			_, _, err := client.SendRequest("keepalive@openssh.com", true, nil)
-			reply <- err
-		}()
-		if !awaitReply(reply, reads, dead, every) {
+		if !awaitReply(sendRequest(client, "keepalive@openssh.com", nil), reads, dead, every) {
 			client.Close()
 			return
 		}
 	}
 }
 
+// requestReply is the answer to a global request: ok is the server's
+// verdict; err says no answer came (the connection is gone).
+type requestReply struct {
+	ok  bool
+	err error
+}
+
+// sendRequest sends a global request that wants a reply on client, and
+// returns where the reply arrives, so a caller can bound its wait.
+func sendRequest(client *gossh.Client, name string, payload []byte) <-chan requestReply {
+	reply := make(chan requestReply, 1)
+	go func() {
+		ok, _, err := client.SendRequest(name, true, payload)
+		reply <- requestReply{ok, err}
+	}()
+	return reply
+}
+
 // awaitReply waits for a keepalive reply; false when the request failed or
 // the server has been silent for 3 intervals.
-func awaitReply(reply <-chan error, reads *readActivity, dead <-chan struct{}, every time.Duration) bool {
+func awaitReply(reply <-chan requestReply, reads *readActivity, dead <-chan struct{}, every time.Duration) bool {
 	check := time.NewTicker(every)
 	defer check.Stop()
 	for {
 		select {
-		case err := <-reply:
-			return err == nil
+		case r := <-reply:
+			return r.err == nil
 		case <-dead:
 			return true
 		case <-check.C:

@@ -261,7 +261,7 @@ func TestAwaitReplyTrustsAServerThatKeepsSending(t *testing.T) {
 		}
 	}()
 
-	reply := make(chan error, 1)
+	reply := make(chan requestReply, 1)
 	done := make(chan bool, 1)
 	go func() { done <- awaitReply(reply, reads, nil, every) }()
 	select {
@@ -269,20 +269,24 @@ func TestAwaitReplyTrustsAServerThatKeepsSending(t *testing.T) {
 		t.Fatalf("awaitReply returned %v after less than 20 intervals while the server kept sending", ok)
 	case <-time.After(20 * every):
 	}
-	reply <- nil
+	reply <- requestReply{}
 	if ok := <-done; !ok {
 		t.Fatal("a late reply from a busy server was taken for a dead one")
 	}
 
 	close(stopSending)
 	start := time.Now()
-	if awaitReply(make(chan error), reads, nil, every) {
+	if awaitReply(make(chan requestReply), reads, nil, every) {
 		t.Fatal("a silent server with no reply was taken for alive")
 	}
 	if took := time.Since(start); took > 40*every {
 		t.Errorf("a silent server was given up on after %s, want about 3 intervals of %s", took, every)
 	}
-	if awaitReply(func() chan error { c := make(chan error, 1); c <- errors.New("refused"); return c }(), reads, nil, every) {
+	if awaitReply(func() chan requestReply {
+		c := make(chan requestReply, 1)
+		c <- requestReply{err: errors.New("refused")}
+		return c
+	}(), reads, nil, every) {
 		t.Error("a failed keepalive request was taken for alive")
 	}
 }
