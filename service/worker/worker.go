@@ -142,6 +142,7 @@ func (w *Worker) Name() string { return w.c.Name }
 // to resume.
 func (w *Worker) Run(ctx context.Context) error {
 	w.c.Log.Info("worker started", "worker", w.c.Name, "data_dir", w.c.DataDir)
+	sweepJobTemps(w.c.Log)
 	t := time.NewTicker(w.c.Poll)
 	defer t.Stop()
 	for {
@@ -151,6 +152,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.c.Log.Error("reap stale jobs", "err", err)
 		} else if len(ids) > 0 {
 			w.c.Log.Warn("jobs interrupted: their worker stopped heart-beating", "jobs", ids)
+			sweepJobTemps(w.c.Log)
 		}
 		for ctx.Err() == nil {
 			j, err := w.c.Store.Claim(ctx, w.c.Name)
@@ -391,12 +393,12 @@ func (w *Worker) play(ctx context.Context, j *jobstore.Job, ref string, config [
 	defer connsW.Close() // closed at Start already, unless an error came first
 	args := append(append([]string{}, w.c.GlobalArgs...), "--conn-events-fd=4")
 	args = append(args, pargs...)
-	tmp, err := os.MkdirTemp("", "kubexm-job-"+j.ID+"-")
+	tmp, err := newJobTemp(j.ID)
 	if err != nil {
-		return jobstore.Failed, fmt.Sprintf("temp dir: %v", err)
+		return jobstore.Failed, err.Error()
 	}
-	defer os.RemoveAll(tmp)
-	env, err := childEnv(tmp, w.c.DataDir)
+	defer tmp.remove()
+	env, err := childEnv(tmp.dir, w.c.DataDir)
 	if err != nil {
 		return jobstore.Failed, err.Error()
 	}

@@ -47,6 +47,8 @@ echo '{"time":"2026-01-01T00:00:00Z","kind":"recap","run":"run-1"}'
 
 func setup(t *testing.T) (jobstore.Store, *secretbox.Box, string, string) {
 	t.Helper()
+	// The workers' job directories, and what they sweep, stay the test's.
+	t.Setenv("TMPDIR", t.TempDir())
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "kubexm")
 	// The directory is in the script: the child gets no environment of

@@ -187,6 +187,8 @@ func newServiceEnvAllowing(t *testing.T, dsn string, allow []string) *serviceEnv
 	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
 	t.Setenv(secretbox.KeyEnv, key)
 	t.Setenv("KUBEXM_HOME", t.TempDir())
+	// The job directories of the workers a test kills stay with the test.
+	t.Setenv("TMPDIR", t.TempDir())
 	e := &serviceEnv{t: t, dataDir: t.TempDir(), pbDir: t.TempDir(), workers: map[string]*exec.Cmd{}, log: &syncBuffer{}}
 	if dsn == "" {
 		dsn = filepath.Join(e.dataDir, "kubexm.db")
