@@ -22,7 +22,7 @@ import (
 
 // TestPersist hands a closed connection to a keeper and works through it:
 // commands with stdin, stdout, stderr and exit codes, sudo with a password,
-// files over SFTP, a remote process that ends with its client, and the
+// files over SFTP, TCP tunnels, a remote process that ends with its client, and the
 // keeper's end once it has gone unused for the idle time.
 func TestPersist(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -83,6 +83,23 @@ func TestPersist(t *testing.T) {
 	var got bytes.Buffer
 	if err := tr.Get(ctx, dst, &got, false); err != nil || got.String() != body {
 		t.Fatalf("file through the keeper: %v, %d bytes back of %d", err, got.Len(), len(body))
+	}
+
+	// A tunnel through the keeper (what kubexm's Kubernetes client rides
+	// to a master's API server): the host's sshd itself answers, and a
+	// port nothing listens on is refused, not hung.
+	nc, err := tr.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", h.Port))
+	if err != nil {
+		t.Fatalf("a tunnel through the keeper: %v", err)
+	}
+	banner := make([]byte, 8)
+	if _, err := io.ReadFull(nc, banner); err != nil || string(banner) != "SSH-2.0-" {
+		t.Fatalf("through the tunnel: %q %v", banner, err)
+	}
+	nc.Close()
+	if nc, err := tr.DialContext(ctx, "tcp", "127.0.0.1:1"); err == nil {
+		nc.Close()
+		t.Fatal("a tunnel to a closed port through the keeper opened")
 	}
 
 	// A command reading its stdin sees it end when its client goes away,
