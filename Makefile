@@ -66,7 +66,7 @@ demo: deps
 # bundle); PERSIST=60s runs them again with --ssh-persist 60s. Run it with
 # nothing else on the machine; make hosts-down PREFIX=perf afterwards.
 perf-quiet: deps
-	$(SUDO) env PREFIX=perf N='$(or $(PERF_N),3)' RERUNS='$(or $(RERUNS),3)' KIND='$(or $(KIND),kubexm)' MASTERS='$(or $(MASTERS),1)' PERSIST='$(PERSIST)' KUBEXM_TEST_CACHE='$(KUBEXM_TEST_CACHE)' test/demo.sh
+	$(SUDO) env PREFIX=perf N='$(or $(PERF_N),3)' RERUNS='$(or $(RERUNS),3)' KIND='$(or $(KIND),kubexm)' MASTERS='$(or $(MASTERS),1)' PERSIST='$(PERSIST)' BUNDLE='$(or $(BUNDLE),bundle.tar.gz)' KUBEXM_TEST_CACHE='$(KUBEXM_TEST_CACHE)' test/demo.sh
 
 # Unit tests: no root, no network, no machines.
 test: vet unit

@@ -1,4 +1,4 @@
-// Package bundle is kubexm's offline-bundle format: a .tar.gz of files laid
+// Package bundle is kubexm's offline-bundle format: a .tar.gz (or .tar.zst) of files laid
 // out as the work directory lays out downloads,
 // <component>/<version>/<arch>/<file>, with a SHA256SUMS in every such
 // directory (so the download role reads a bundle directory as it reads any

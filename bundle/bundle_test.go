@@ -43,10 +43,13 @@ func testInputs(t *testing.T, dir string) []Input {
 	return in
 }
 
-func testBundle(t *testing.T) (string, Manifest) {
+// bundleNames are the two compressions a bundle comes in.
+var bundleNames = []string{"bundle.tar.gz", "bundle.tar.zst"}
+
+func testBundle(t *testing.T, name string) (string, Manifest) {
 	t.Helper()
 	dir := t.TempDir()
-	out := filepath.Join(dir, "bundle.tar.gz")
+	out := filepath.Join(dir, name)
 	m, sum, err := Pack(context.Background(), out, Manifest{Cluster: "demo", KubexmVersion: "0.1.0", Created: time.Unix(1700000000, 0)}, testInputs(t, filepath.Join(dir, "work")))
 	if err != nil {
 		t.Fatal(err)
@@ -58,14 +61,42 @@ func testBundle(t *testing.T) (string, Manifest) {
 	if h := sha256.Sum256(data); hex.EncodeToString(h[:]) != sum {
 		t.Fatalf("Pack reported sha256 %s, the file has %x", sum, h)
 	}
-	if side, err := os.ReadFile(out + ".sha256"); err != nil || string(side) != sum+"  bundle.tar.gz\n" {
-		t.Fatalf("bundle.tar.gz.sha256: %q %v", side, err)
+	if side, err := os.ReadFile(out + ".sha256"); err != nil || string(side) != sum+"  "+name+"\n" {
+		t.Fatalf("%s.sha256: %q %v", name, side, err)
 	}
 	return out, m
 }
 
+// Pack compresses by the bundle's name; Open goes by the first bytes, so
+// a bundle renamed still opens.
+func TestBundleCompressionByName(t *testing.T) {
+	for name, magic := range map[string][]byte{"bundle.tar.gz": {0x1f, 0x8b}, "bundle.tar.zst": {0x28, 0xb5, 0x2f, 0xfd}} {
+		out, _ := testBundle(t, name)
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.HasPrefix(data, magic) {
+			t.Errorf("%s starts with % x, want % x", name, data[:4], magic)
+		}
+		renamed := filepath.Join(t.TempDir(), "carried-over.tar.gz")
+		if err := os.WriteFile(renamed, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := Open(context.Background(), renamed, t.TempDir(), func(string, ...any) {}); err != nil {
+			t.Errorf("%s renamed: %v", name, err)
+		}
+	}
+}
+
 func TestBundleRoundTrip(t *testing.T) {
-	out, m := testBundle(t)
+	for _, name := range bundleNames {
+		t.Run(name, func(t *testing.T) { testRoundTrip(t, name) })
+	}
+}
+
+func testRoundTrip(t *testing.T, name string) {
+	out, m := testBundle(t, name)
 	if len(m.Artifacts) != 4 || m.Format != Format || m.FormatVersion != FormatVersion {
 		t.Fatalf("manifest %+v", m)
 	}
@@ -141,7 +172,13 @@ func editManifest(t *testing.T, data []byte, f func(m *Manifest)) []byte {
 }
 
 func TestBundleBad(t *testing.T) {
-	good, _ := testBundle(t)
+	for _, name := range bundleNames {
+		t.Run(name, func(t *testing.T) { testBundleBad(t, name) })
+	}
+}
+
+func testBundleBad(t *testing.T, name string) {
+	good, _ := testBundle(t, name)
 	const kubelet = "kubernetes/1.33.13/amd64/kubelet"
 	keep := func(h *tar.Header, d []byte) (*tar.Header, []byte) { return h, d }
 	raw, err := os.ReadFile(good)
@@ -152,8 +189,13 @@ func TestBundleBad(t *testing.T) {
 	os.WriteFile(truncated, raw[:len(raw)/2], 0o644)
 	tail := filepath.Join(t.TempDir(), "tail.tar.gz")
 	damaged := append([]byte{}, raw...)
-	damaged[len(damaged)-6] ^= 0xff // the gzip trailer's CRC
+	damaged[len(damaged)-6] ^= 0xff // gzip's trailer CRC; in zstd, the last block
 	os.WriteFile(tail, damaged, 0o644)
+	// The last byte: gzip's length of the data, zstd's checksum of it.
+	check := filepath.Join(t.TempDir(), "check.tar.gz")
+	damaged = append([]byte{}, raw...)
+	damaged[len(damaged)-1] ^= 0xff
+	os.WriteFile(check, damaged, 0o644)
 	notGzip := filepath.Join(t.TempDir(), "plain.tar")
 	os.WriteFile(notGzip, []byte("just text"), 0o644)
 
@@ -236,8 +278,9 @@ func TestBundleBad(t *testing.T) {
 			return h, d
 		}), []string{"unpacking needs", "MiB free", "--workdir"}},
 		{"truncated", truncated, []string{"truncated or corrupt"}},
-		{"a damaged gzip trailer", tail, []string{"truncated or corrupt"}},
-		{"not gzip", notGzip, []string{"not a gzip file"}},
+		{"a damaged tail", tail, []string{"truncated or corrupt"}},
+		{"a damaged last byte", check, []string{"truncated or corrupt"}},
+		{"neither gzip nor zstd", notGzip, []string{"neither a gzip nor a zstd file"}},
 		{"intact (control)", bundletest.Rewrite(t, good, keep), nil},
 	}
 	for _, c := range cases {

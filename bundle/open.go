@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
-
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/internal/flock"
 )
@@ -145,16 +143,17 @@ func unpack(ctx context.Context, p, dir string) (*Manifest, error) {
 		return nil, fmt.Errorf("offline bundle: %w", err)
 	}
 	defer f.Close()
-	gz, err := gzip.NewReader(transport.ContextReader(ctx, f))
+	zr, err := decompressor(transport.ContextReader(ctx, f))
 	if err != nil {
-		return nil, bad("", "not a gzip file: %v", err)
+		return nil, bad("", "%v", err)
 	}
+	defer zr.Close()
 	// Decompressing runs beside hashing and writing: on two cores that
 	// takes a third off the time.
 	pr, pw := io.Pipe()
 	defer pr.Close() // stops the decompressor when this returns early
 	go func() {
-		_, err := io.CopyBuffer(pw, gz, make([]byte, 1<<20))
+		_, err := io.CopyBuffer(pw, zr, make([]byte, 1<<20))
 		pw.CloseWithError(err)
 	}()
 	tr := tar.NewReader(pr)
@@ -259,8 +258,8 @@ func unpack(ctx context.Context, p, dir string) (*Manifest, error) {
 			got[name] = true
 		}
 	}
-	// The gzip trailer holds a CRC of everything: read to the end so a
-	// damaged tail is caught too.
+	// gzip's trailer and zstd's frame checksums cover everything: read to
+	// the end so a damaged tail is caught too.
 	if _, err := io.Copy(io.Discard, pr); err != nil {
 		return nil, bad(last, "the bundle is truncated or corrupt after this file: %v", err)
 	}

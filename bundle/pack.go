@@ -14,8 +14,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
-
 	"github.com/mensylisir/kubexm/engine/transport"
 )
 
@@ -25,7 +23,8 @@ type Input struct {
 	Src string // path on this machine
 }
 
-// Pack writes the files of in to out (a .tar.gz), with manifest.json
+// Pack writes the files of in to out (a .tar.gz, or a .tar.zst when out is
+// named so: compression.go), with manifest.json
 // first and a SHA256SUMS after the files of each directory. Files are
 // streamed: none is held in memory. The bundle is written beside out and
 // renamed into place, so out is never half a bundle. Beside it goes
@@ -70,7 +69,7 @@ func Pack(ctx context.Context, out string, m Manifest, in []Input) (Manifest, st
 	}
 	defer os.Remove(tmp.Name()) // after the rename, a no-op
 	h := sha256.New()
-	gz, err := gzip.NewWriterLevel(io.MultiWriter(tmp, h), gzip.DefaultCompression)
+	zw, err := compressor(out, io.MultiWriter(tmp, h))
 	if err != nil {
 		tmp.Close()
 		return m, "", err
@@ -79,9 +78,9 @@ func Pack(ctx context.Context, out string, m Manifest, in []Input) (Manifest, st
 	pr, pw := io.Pipe()
 	compressed := make(chan error, 1)
 	go func() {
-		_, err := io.CopyBuffer(gz, pr, make([]byte, 1<<20))
+		_, err := io.CopyBuffer(zw, pr, make([]byte, 1<<20))
 		if err == nil {
-			err = gz.Close()
+			err = zw.Close()
 		}
 		pr.CloseWithError(err) // a failed compressor stops the writer
 		compressed <- err

@@ -19,7 +19,8 @@
 # (with N of 4 or more) makes the control plane highly available: n1-n3
 # masters and etcd members, the other machines workers reaching the API
 # through haproxy (internalLoadbalancer haproxy; its packages travel in the
-# bundle): make perf-quiet's HA figures.
+# bundle): make perf-quiet's HA figures. BUNDLE=bundle.tar.zst exports and
+# installs a zstd bundle instead of the default .tar.gz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
@@ -41,6 +42,7 @@ done
 N=${N:-3}
 RERUNS=${RERUNS:-0}
 PERSIST=${PERSIST:-}
+BUNDLE=${BUNDLE:-bundle.tar.gz}
 KIND=${KIND:-kubexm}
 MASTERS=${MASTERS:-1}
 case $MASTERS in
@@ -120,10 +122,10 @@ EOF
 fi
 
 echo "== kubexm artifact export: every binary and image cluster.yaml needs, in one file"
-"$kubexm" artifact export -f cluster.yaml -o bundle.tar.gz -e @vars.yaml
+"$kubexm" artifact export -f cluster.yaml -o "$BUNDLE" -e @vars.yaml
 echo
-echo "== kubexm play create-cluster --offline-bundle bundle.tar.gz"
-"$kubexm" play create-cluster -i cluster.yaml --offline-bundle bundle.tar.gz -e @vars.yaml
+echo "== kubexm play create-cluster --offline-bundle $BUNDLE"
+"$kubexm" play create-cluster -i cluster.yaml --offline-bundle "$BUNDLE" -e @vars.yaml
 kubectl=$RELEASE/kubernetes/release/$KUBE_VERSION/bin/linux/amd64/kubectl
 echo
 echo "== the cluster, as kubectl on this machine sees it:"
@@ -136,24 +138,24 @@ echo "Run it again:  make demo PREFIX=$PREFIX   (reports 0 changed)"
 echo "Delete it:     cd $work && $kubexm play delete -i cluster.yaml -e @vars.yaml"
 echo "Remove the machines:  make hosts-down PREFIX=$PREFIX"
 for i in $(seq "$RERUNS"); do
-  echo "== re-run $i: $("$kubexm" play create-cluster -i cluster.yaml --offline-bundle bundle.tar.gz -e @vars.yaml 2>&1 | grep '^run ' | tail -1)"
+  echo "== re-run $i: $("$kubexm" play create-cluster -i cluster.yaml --offline-bundle "$BUNDLE" -e @vars.yaml 2>&1 | grep '^run ' | tail -1)"
 done
 for i in $(seq "$RERUNS"); do
-  echo "== --check $i: $("$kubexm" play create-cluster -i cluster.yaml --offline-bundle bundle.tar.gz -e @vars.yaml --check 2>&1 | grep '^run ' | tail -1)"
+  echo "== --check $i: $("$kubexm" play create-cluster -i cluster.yaml --offline-bundle "$BUNDLE" -e @vars.yaml --check 2>&1 | grep '^run ' | tail -1)"
 done
 if [ -n "$PERSIST" ] && [ "$RERUNS" -gt 0 ]; then
   # The same with connections kept between runs: a --check leaves the keepers, whose sockets
   # the runs after it find.
-  "$kubexm" --ssh-persist "$PERSIST" play create-cluster -i cluster.yaml --offline-bundle bundle.tar.gz -e @vars.yaml --check >/dev/null 2>&1
+  "$kubexm" --ssh-persist "$PERSIST" play create-cluster -i cluster.yaml --offline-bundle "$BUNDLE" -e @vars.yaml --check >/dev/null 2>&1
   socks=${KUBEXM_HOME:-$HOME/.kubexm}/ssh
   for _ in $(seq 100); do
-    [ "$(find "$socks" -name '*.sock' -newer bundle.tar.gz 2>/dev/null | wc -l)" -ge "$N" ] && break
+    [ "$(find "$socks" -name '*.sock' -newer "$BUNDLE" 2>/dev/null | wc -l)" -ge "$N" ] && break
     sleep 0.1
   done
   for i in $(seq "$RERUNS"); do
-    echo "== re-run $i, connections kept: $("$kubexm" --ssh-persist "$PERSIST" play create-cluster -i cluster.yaml --offline-bundle bundle.tar.gz -e @vars.yaml 2>&1 | grep '^run ' | tail -1)"
+    echo "== re-run $i, connections kept: $("$kubexm" --ssh-persist "$PERSIST" play create-cluster -i cluster.yaml --offline-bundle "$BUNDLE" -e @vars.yaml 2>&1 | grep '^run ' | tail -1)"
   done
   for i in $(seq "$RERUNS"); do
-    echo "== --check $i, connections kept: $("$kubexm" --ssh-persist "$PERSIST" play create-cluster -i cluster.yaml --offline-bundle bundle.tar.gz -e @vars.yaml --check 2>&1 | grep '^run ' | tail -1)"
+    echo "== --check $i, connections kept: $("$kubexm" --ssh-persist "$PERSIST" play create-cluster -i cluster.yaml --offline-bundle "$BUNDLE" -e @vars.yaml --check 2>&1 | grep '^run ' | tail -1)"
   done
 fi

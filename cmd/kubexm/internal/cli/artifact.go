@@ -37,7 +37,7 @@ func newArtifactCmds(a *app) (export, push *cobra.Command) {
 	}
 	addClusterFlags(export, &f, "")
 	fl := export.Flags()
-	fl.StringVarP(&f.output, "output", "o", "bundle.tar.gz", "the bundle to write")
+	fl.StringVarP(&f.output, "output", "o", "bundle.tar.gz", "the bundle to write: gzip, or zstd (faster, smaller) when named .tar.zst or .tzst")
 	addExtraVarsFlag(fl, &f.extraVars)
 	fl.CountVarP(&verbose, "verbose", "v", "show stdout/stderr of every task (-vv: also progress)")
 	fl.StringVar(&playbook, "playbook", lifecycle.ExportPlaybook, "the playbook that fetches the artifacts (a fork of artifact-export)")
