@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/bundle/bundletest"
+	"github.com/mensylisir/kubexm/engine/transport"
 )
 
 // testInputs writes a few artifacts under dir and returns them as pack
@@ -50,7 +51,7 @@ func testBundle(t *testing.T, name string) (string, Manifest) {
 	t.Helper()
 	dir := t.TempDir()
 	out := filepath.Join(dir, name)
-	m, sum, err := Pack(context.Background(), out, Manifest{Cluster: "demo", KubexmVersion: "0.1.0", Created: time.Unix(1700000000, 0)}, testInputs(t, filepath.Join(dir, "work")))
+	m, sum, err := Pack(context.Background(), out, Manifest{Cluster: "demo", KubexmVersion: "0.1.0", Created: time.Unix(1700000000, 0)}, testInputs(t, filepath.Join(dir, "work")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +344,7 @@ func TestPackRefusesBadInputs(t *testing.T) {
 			bad := append([]Input{}, in...)
 			c.edit(&bad[0])
 			out := filepath.Join(t.TempDir(), "b.tar.gz")
-			_, _, err := Pack(context.Background(), out, Manifest{}, bad)
+			_, _, err := Pack(context.Background(), out, Manifest{}, bad, nil)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want %q", err, c.want)
 			}
@@ -410,5 +411,52 @@ func TestParseList(t *testing.T) {
 		if _, _, err := ParseList([]byte(c.list)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.list, err, c.want)
 		}
+	}
+}
+
+// Pack takes a file's sum from the work directory's records instead of
+// reading the file twice, and still checks it as it packs the file: a
+// record that lies (a file changed within its timestamps' granularity)
+// fails the export; nothing is written.
+func TestPackTrustsNoRecordBlindly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in := testInputs(t, filepath.Join(dir, "work"))
+	sums := transport.WorkDirSums(filepath.Join(dir, "work"))
+	time.Sleep(2100 * time.Millisecond) // a record is written for a file whose ctime is 2 s old
+	for _, f := range in {
+		if _, err := sums.Sum(f.Src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, _ := filepath.Glob(filepath.Join(dir, "work", "sums", "*"))
+	if len(recs) != len(in) {
+		t.Fatalf("%d records for %d files", len(recs), len(in))
+	}
+	good := filepath.Join(dir, "good.tar.zst")
+	m, _, err := Pack(context.Background(), good, Manifest{}, in, transport.WorkDirSums(filepath.Join(dir, "work")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Open(context.Background(), good, t.TempDir(), func(string, ...any) {}); err != nil || len(m.Artifacts) != len(in) {
+		t.Fatalf("the bundle packed from the records: %v", err)
+	}
+	for _, rec := range recs {
+		b, err := os.ReadFile(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _, _ := strings.Cut(string(b), "\n")
+		if err := os.WriteFile(rec, []byte(st+"\n"+strings.Repeat("0", 64)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := filepath.Join(dir, "bad.tar.zst")
+	_, _, err = Pack(context.Background(), bad, Manifest{}, in, transport.WorkDirSums(filepath.Join(dir, "work")))
+	if err == nil || !strings.Contains(err.Error(), "changed while the bundle was written") {
+		t.Fatalf("a lying record: %v", err)
+	}
+	if _, err := os.Stat(bad); !os.IsNotExist(err) {
+		t.Error("a bundle was written")
 	}
 }

@@ -44,6 +44,15 @@ var (
 	zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 )
 
+// MediaType names the compression of a bundle that begins with head, for
+// an upload's Content-Type.
+func MediaType(head []byte) string {
+	if bytes.HasPrefix(head, zstdMagic) {
+		return "application/zstd"
+	}
+	return "application/gzip"
+}
+
 // maxZstdWindow bounds the memory a bundle's frames may ask a reader for
 // (kubexm server unpacks uploads): Pack's frames use 8 MiB.
 const maxZstdWindow = 128 << 20

@@ -30,7 +30,10 @@ type Input struct {
 // renamed into place, so out is never half a bundle. Beside it goes
 // out.sha256 in sha256sum's format, so `sha256sum -c` checks a copy after
 // it was carried over. It returns the manifest and the bundle's sha256.
-func Pack(ctx context.Context, out string, m Manifest, in []Input) (Manifest, string, error) {
+// sums, when not nil, gives the files' sums it recorded (the work
+// directory's, written when the export's downloads were checked), so that
+// a file is read once, into the bundle, where its sum is checked again.
+func Pack(ctx context.Context, out string, m Manifest, in []Input, sums *transport.SumCache) (Manifest, string, error) {
 	// Hash first: the manifest, at the start of the archive, needs the sums.
 	seen := map[string]bool{}
 	var files []Input
@@ -44,7 +47,7 @@ func Pack(ctx context.Context, out string, m Manifest, in []Input) (Manifest, st
 		}
 		seen[p] = true
 		f.Path = p
-		sum, size, err := hashFile(ctx, f.Src)
+		sum, size, err := fileSum(ctx, f.Src, sums)
 		if err != nil {
 			return m, "", fmt.Errorf("%s: %w", p, err)
 		}
@@ -169,6 +172,23 @@ func writeTarBytes(tw *tar.Writer, name string, data []byte, mtime time.Time) er
 
 // writeTarFile streams one file into the archive, checking that it is still
 // the file that was hashed.
+// fileSum is the sha256 and size of the regular file p, from sums when
+// given.
+func fileSum(ctx context.Context, p string, sums *transport.SumCache) (string, int64, error) {
+	if sums == nil {
+		return hashFile(ctx, p)
+	}
+	sum, err := sums.Sum(p)
+	if err != nil {
+		return "", 0, err
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return "", 0, err
+	}
+	return sum, st.Size(), nil
+}
+
 func writeTarFile(ctx context.Context, tw *tar.Writer, f Input, mtime time.Time) error {
 	in, err := os.Open(f.Src)
 	if err != nil {

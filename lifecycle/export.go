@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/bundle"
+	"github.com/mensylisir/kubexm/engine/transport"
 )
 
 // ExportPlaybook fetches what a cluster needs and writes the list of it;
@@ -79,7 +80,7 @@ func (r Runner) Export(ctx context.Context, req ExportRequest) (*Exported, error
 		Cluster:       list.Cluster,
 		KubexmVersion: r.Version,
 		Created:       time.Now().UTC().Truncate(time.Second),
-	}, in)
+	}, in, transport.WorkDirSums(list.WorkDir))
 	if err != nil {
 		return nil, fmt.Errorf("packing %s: %w", req.Output, err)
 	}

@@ -408,7 +408,7 @@ func testBundle(t *testing.T) []byte {
 	}
 	out := filepath.Join(dir, "bundle.tar.gz")
 	in := []bundle.Input{{Artifact: bundle.Artifact{Component: "kubernetes", Version: "1.37.2", Arch: "amd64", File: "kubelet", Kind: "binary"}, Src: src}}
-	if _, _, err := bundle.Pack(context.Background(), out, bundle.Manifest{Cluster: "c1", KubexmVersion: "test", Created: time.Unix(1700000000, 0)}, in); err != nil {
+	if _, _, err := bundle.Pack(context.Background(), out, bundle.Manifest{Cluster: "c1", KubexmVersion: "test", Created: time.Unix(1700000000, 0)}, in, nil); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(out)

@@ -90,7 +90,7 @@ func (s *Server) uploadBundle(w http.ResponseWriter, r *http.Request, tok jobsto
 		writeError(w, http.StatusBadRequest, "offline bundle: upload: "+err.Error())
 		return
 	case n == 0:
-		writeError(w, http.StatusBadRequest, "offline bundle: the body is empty; send the .tar.gz of kubexm artifact export")
+		writeError(w, http.StatusBadRequest, "offline bundle: the body is empty; send the .tar.gz or .tar.zst of kubexm artifact export")
 		return
 	}
 	sum := hex.EncodeToString(h.Sum(nil))

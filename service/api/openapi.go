@@ -87,7 +87,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/clusters/{name}/versions/{version}", RoleReadOnly, s.clusterVersion, op("Get one version of a cluster's config (secrets masked)",
 			map[string]any{"200": resp("the version", ref("ClusterVersion")), "400": resp("not a version number", ref("Error"))},
 			map[string]any{"parameters": []any{clusterName, pathParam("version", "the config version, from 1", "integer")}})},
-		{"POST", "/api/v1/clusters/{name}/bundles", RoleOperator, s.uploadBundle, op("Upload an offline bundle (the .tar.gz of kubexm artifact export) for a cluster: checked against ?sha256= and its manifest before anything of it is unpacked, then unpacked in its work directory and stored; a job names it by sha256 in options.offline_bundle",
+		{"POST", "/api/v1/clusters/{name}/bundles", RoleOperator, s.uploadBundle, op("Upload an offline bundle (the .tar.gz or .tar.zst of kubexm artifact export, told apart by its first bytes) for a cluster: checked against ?sha256= and its manifest before anything of it is unpacked, then unpacked in its work directory and stored; a job names it by sha256 in options.offline_bundle",
 			map[string]any{
 				"201": resp("stored and verified", ref("Bundle")),
 				"400": resp("not a valid bundle, or not the sha256 given (what is wrong with it); nothing stored", ref("Error")),
@@ -95,7 +95,9 @@ func (s *Server) routes() []route {
 				"507": resp("no room for it in the data directory beside the uploads in progress", ref("Error")),
 			}, map[string]any{
 				"parameters":  []any{clusterName, queryParam("sha256", "the bundle's sha256 (64 lower-case hex digits, its .sha256 file): the body must have it", "string")},
-				"requestBody": map[string]any{"required": true, "content": map[string]any{"application/gzip": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}},
+				"requestBody": map[string]any{"required": true, "content": map[string]any{
+					"application/gzip": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}},
+					"application/zstd": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}},
 			})},
 		{"GET", "/api/v1/clusters/{name}/bundles", RoleReadOnly, s.listBundles, op("List the offline bundles uploaded for a cluster, newest first",
 			map[string]any{"200": resp("the bundles", listOf("bundles", "Bundle"))},
