@@ -207,3 +207,29 @@ func TestDerivedDefaultsFollowWhatTheyRead(t *testing.T) {
 		t.Errorf("a random default must render anew for every task: %q", stamps)
 	}
 }
+
+// TestTaskVarsReachDerivedDefaults: a task's vars reach the defaults
+// derived from them, in a list too, for that task only (roles/nodes runs
+// roles/etcd's client files of another member so: etcd_client_member).
+func TestTaskVarsReachDerivedDefaults(t *testing.T) {
+	files := map[string]string{
+		"playbook.yaml": "- hosts: h1\n  roles: [r]\n",
+		"roles/r/defaults/main.yaml": "member: \"{{ .inventory_hostname }}\"\ncert: \"admin-{{ .member }}.pem\"\n" +
+			"ctl:\n  - ctl\n  - \"--cert={{ .cert }}\"\npeer: h9\n",
+		"roles/r/tasks/main.yaml": `
+- probe: {id: own, msg: "{{ index .ctl 1 }}"}
+- probe: {id: peer, msg: "{{ index .ctl 1 }}"}
+  vars: {member: "{{ .peer }}"}
+- probe: {id: after, msg: "{{ index .ctl 1 }}"}
+`,
+	}
+	inv := &inventory.Inventory{Hosts: []inventory.Host{{Name: "h1", Local: true, Vars: map[string]any{}}}, Source: "test"}
+	rr := runFilesInv(t, files, inv, RunOptions{})
+	if rr.err != nil {
+		t.Fatal(rr.err)
+	}
+	want := []string{"h1:after=--cert=admin-h1.pem", "h1:own=--cert=admin-h1.pem", "h1:peer=--cert=admin-h9.pem"}
+	if got := rr.calls.sorted(); !slices.Equal(got, want) {
+		t.Errorf("calls %q, want %q", got, want)
+	}
+}
