@@ -460,3 +460,25 @@ func TestPackTrustsNoRecordBlindly(t *testing.T) {
 		t.Error("a bundle was written")
 	}
 }
+
+func TestCheckName(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"bundle.tar.gz": true, "b.tgz": true, "b.TAR.ZST": true, "b.tzst": true, "bundle": true, "b.gz": true,
+		"bundle.tar": false, "b.tar.xz": false, "b.zst": false, "b.tar.bz2": false, "b.zip": false,
+	} {
+		err := CheckName(name)
+		if (err == nil) != ok {
+			t.Errorf("%s: %v", name, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), ".tar.zst") {
+			t.Errorf("%s: the error names no name that works: %v", name, err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "b.TAR.ZST")
+	if _, _, err := Pack(context.Background(), out, Manifest{}, testInputs(t, t.TempDir()), nil); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(out); !bytes.HasPrefix(data, zstdMagic) {
+		t.Error("b.TAR.ZST is not zstd")
+	}
+}

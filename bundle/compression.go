@@ -22,12 +22,32 @@ import (
 var zstdSuffixes = []string{".tar.zst", ".tzst"}
 
 func isZstdName(name string) bool {
+	name = strings.ToLower(name)
 	for _, s := range zstdSuffixes {
 		if strings.HasSuffix(name, s) {
 			return true
 		}
 	}
 	return false
+}
+
+// otherArchives are the endings of names that promise an archive or a
+// compression Pack does not write.
+var otherArchives = []string{".tar", ".zst", ".xz", ".txz", ".bz2", ".tbz2", ".lz4", ".zip", ".7z"}
+
+// CheckName refuses a bundle name whose ending says what the bundle would
+// not be (bundle.tar.xz, bundle.tar): a file named so would hold gzip.
+func CheckName(name string) error {
+	lower := strings.ToLower(name)
+	if isZstdName(lower) || strings.HasSuffix(lower, ".gz") || strings.HasSuffix(lower, ".tgz") {
+		return nil
+	}
+	for _, s := range otherArchives {
+		if strings.HasSuffix(lower, s) {
+			return fmt.Errorf("%s: a bundle is a gzip-compressed tar (.tar.gz, .tgz) or a zstd-compressed one (.tar.zst, .tzst), not %s; name it so", name, s)
+		}
+	}
+	return nil
 }
 
 // compressor is what Pack writes the tar stream of a bundle named out

@@ -46,6 +46,9 @@ func (r Runner) Export(ctx context.Context, req ExportRequest) (*Exported, error
 	if err != nil {
 		return nil, err
 	}
+	if err := bundle.CheckName(req.Output); err != nil {
+		return nil, fmt.Errorf("-o %w", err)
+	}
 	if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("-o %s: the directory %s does not exist", req.Output, filepath.Dir(out))
 	}
