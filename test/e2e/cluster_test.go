@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"archive/tar"
 	"bufio"
 	"context"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mensylisir/kubexm/bundle/bundletest"
 	"github.com/mensylisir/kubexm/test/testhosts"
 )
 
@@ -687,6 +690,21 @@ func exportBundleAs(ctx context.Context, t *testing.T, kx kubexm, server, what, 
 	}
 	t.Logf("PERF artifact export%s: %s, bundle %d MiB", what, time.Since(start).Round(time.Millisecond), st.Size()>>20)
 	return bundle
+}
+
+// bundleEntries lists the bundle's entries as `tar -t` does, one per line,
+// and returns the content of those whose name matches pattern (path.Match,
+// "" for none), one after another as `tar -xO` does; gzip and zstd alike.
+func bundleEntries(t *testing.T, bundle, pattern string) (list, content []byte) {
+	t.Helper()
+	bundletest.Each(t, bundle, func(h *tar.Header, data []byte) {
+		list = append(list, h.Name...)
+		list = append(list, '\n')
+		if ok, _ := path.Match(pattern, strings.TrimPrefix(h.Name, "./")); ok && h.Typeflag == tar.TypeReg {
+			content = append(content, data...)
+		}
+	})
+	return list, content
 }
 
 // userLoadBalancer stands in for the user's load balancer of

@@ -14,7 +14,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -41,10 +40,7 @@ func haOSPackagesVars() string {
 // in the index), and the index has every package of want.
 func checkBundleOSPackages(ctx context.Context, t *testing.T, bundle, list string, want []string) {
 	t.Helper()
-	index, err := exec.CommandContext(ctx, "tar", "-xzOf", bundle, "--wildcards", "*packages/*/amd64/Packages").Output()
-	if err != nil {
-		t.Fatalf("the bundle's Packages index: %v", err)
-	}
+	_, index := bundleEntries(t, bundle, "packages/*/amd64/Packages")
 	names, files, err := packagesIndex(string(index))
 	if err != nil {
 		t.Fatalf("the bundle's Packages index: %v", err)
