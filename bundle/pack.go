@@ -170,8 +170,6 @@ func writeTarBytes(tw *tar.Writer, name string, data []byte, mtime time.Time) er
 	return err
 }
 
-// writeTarFile streams one file into the archive, checking that it is still
-// the file that was hashed.
 // fileSum is the sha256 and size of the regular file p, from sums when
 // given.
 func fileSum(ctx context.Context, p string, sums *transport.SumCache) (string, int64, error) {
@@ -189,6 +187,8 @@ func fileSum(ctx context.Context, p string, sums *transport.SumCache) (string, i
 	return sum, st.Size(), nil
 }
 
+// writeTarFile streams one file into the archive, checking that it is still
+// the file that was hashed.
 func writeTarFile(ctx context.Context, tw *tar.Writer, f Input, mtime time.Time) error {
 	in, err := os.Open(f.Src)
 	if err != nil {
