@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mensylisir/kubexm/bundle/bundletest"
+	"github.com/mensylisir/kubexm/bundle/tarz"
 	"github.com/mensylisir/kubexm/engine/transport"
 )
 
@@ -478,7 +479,7 @@ func TestCheckName(t *testing.T) {
 	if _, _, err := Pack(context.Background(), out, Manifest{}, testInputs(t, t.TempDir()), nil); err != nil {
 		t.Fatal(err)
 	}
-	if data, _ := os.ReadFile(out); !bytes.HasPrefix(data, zstdMagic) {
+	if data, _ := os.ReadFile(out); tarz.MediaType(data) != "application/zstd" {
 		t.Error("b.TAR.ZST is not zstd")
 	}
 }

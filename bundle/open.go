@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mensylisir/kubexm/bundle/tarz"
 	"github.com/mensylisir/kubexm/engine/transport"
 	"github.com/mensylisir/kubexm/internal/flock"
 )
@@ -143,7 +144,7 @@ func unpack(ctx context.Context, p, dir string) (*Manifest, error) {
 		return nil, fmt.Errorf("offline bundle: %w", err)
 	}
 	defer f.Close()
-	zr, err := decompressor(transport.ContextReader(ctx, f))
+	zr, err := tarz.NewReader(transport.ContextReader(ctx, f))
 	if err != nil {
 		return nil, bad("", "%v", err)
 	}

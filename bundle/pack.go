@@ -14,6 +14,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/mensylisir/kubexm/bundle/tarz"
 	"github.com/mensylisir/kubexm/engine/transport"
 )
 
@@ -24,7 +25,7 @@ type Input struct {
 }
 
 // Pack writes the files of in to out (a .tar.gz, or a .tar.zst when out is
-// named so: compression.go), with manifest.json
+// named so: tarz), with manifest.json
 // first and a SHA256SUMS after the files of each directory. Files are
 // streamed: none is held in memory. The bundle is written beside out and
 // renamed into place, so out is never half a bundle. Beside it goes
@@ -72,7 +73,7 @@ func Pack(ctx context.Context, out string, m Manifest, in []Input, sums *transpo
 	}
 	defer os.Remove(tmp.Name()) // after the rename, a no-op
 	h := sha256.New()
-	zw, err := compressor(out, io.MultiWriter(tmp, h))
+	zw, err := tarz.NewWriter(out, io.MultiWriter(tmp, h))
 	if err != nil {
 		tmp.Close()
 		return m, "", err

@@ -55,6 +55,10 @@ func TestEveryRoleVariableDeclared(t *testing.T) {
 				t.Errorf("%s:%d: %s has no declaration in %s/meta/main.yaml (variables:)", p, k.Pos.Line, name, role)
 				continue
 			}
+			if d.ReplacedBy != "" {
+				t.Errorf("%s:%d: %s is declared no longer read (replaced_by), yet has a default", p, k.Pos.Line, name)
+				continue
+			}
 			v := generic(root.Vals[i])
 			if strings.Contains(fmt.Sprint(v), "{{") {
 				continue // known when the role runs
@@ -64,8 +68,8 @@ func TestEveryRoleVariableDeclared(t *testing.T) {
 				t.Errorf("%s:%d: the default of %s fails its declaration: %s (%s)", p, k.Pos.Line, name, msg, hint)
 			}
 		}
-		for name := range decls {
-			if !seen[name] {
+		for name, d := range decls {
+			if !seen[name] && d.ReplacedBy == "" {
 				t.Errorf("%s/meta/main.yaml declares %s, which its defaults do not hold", role, name)
 			}
 		}

@@ -4,27 +4,14 @@ package bundletest
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
-	"compress/gzip"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
-	"github.com/klauspost/compress/zstd"
+	"github.com/mensylisir/kubexm/bundle/tarz"
 )
-
-// isZstd tells a zstd bundle by its first bytes, as kubexm does.
-func isZstd(t testing.TB, br *bufio.Reader) bool {
-	t.Helper()
-	head, err := br.Peek(4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.Equal(head, []byte{0x28, 0xb5, 0x2f, 0xfd})
-}
 
 // Each calls fn with every entry of the bundle at p, in order.
 func Each(t testing.TB, p string, fn func(h *tar.Header, data []byte)) {
@@ -34,22 +21,11 @@ func Each(t testing.TB, p string, fn func(h *tar.Header, data []byte)) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	br := bufio.NewReader(f)
-	var r io.Reader
-	if isZstd(t, br) {
-		zr, err := zstd.NewReader(br)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer zr.Close()
-		r = zr
-	} else {
-		gz, err := gzip.NewReader(br)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r = gz
+	r, err := tarz.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer r.Close()
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
@@ -73,14 +49,13 @@ func Each(t testing.TB, p string, fn func(h *tar.Header, data []byte)) {
 func Rewrite(t testing.TB, p string, edit func(h *tar.Header, data []byte) (*tar.Header, []byte)) string {
 	t.Helper()
 	var buf bytes.Buffer
-	var zw io.WriteCloser = gzip.NewWriter(&buf)
 	name := "bad.tar.gz"
-	if strings.HasSuffix(p, ".tar.zst") {
-		w, err := zstd.NewWriter(&buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		zw, name = w, "bad.tar.zst"
+	if tarz.IsZstdName(p) {
+		name = "bad.tar.zst"
+	}
+	zw, err := tarz.NewWriter(name, &buf)
+	if err != nil {
+		t.Fatal(err)
 	}
 	tw := tar.NewWriter(zw)
 	Each(t, p, func(h *tar.Header, data []byte) {

@@ -54,6 +54,10 @@ type VarDecl struct {
 	// Empty: "" (or null) is allowed too, meaning none (no local
 	// directory, no checksum, the distribution's list).
 	Empty bool `yaml:"empty,omitempty"`
+	// ReplacedBy marks a variable the role no longer reads, naming what
+	// took its place: a value set for it anywhere is refused, never
+	// silently ignored.
+	ReplacedBy string `yaml:"replaced_by,omitempty"`
 
 	// Role is the first role declaring it (in path order), for messages.
 	Role string `yaml:"-"`
@@ -109,7 +113,7 @@ func ReadRoleVars(fsys fs.FS, dir string) (RoleVars, error) {
 }
 
 func sameDecl(a, b VarDecl) bool {
-	return a.Type == b.Type && a.Of == b.Of && slices.Equal(a.Choices, b.Choices) && a.Spec == b.Spec && a.Internal == b.Internal && a.Empty == b.Empty && a.Local == b.Local
+	return a.Type == b.Type && a.Of == b.Of && slices.Equal(a.Choices, b.Choices) && a.Spec == b.Spec && a.Internal == b.Internal && a.Empty == b.Empty && a.Local == b.Local && a.ReplacedBy == b.ReplacedBy
 }
 
 // ParseRoleVars reads the variables: section of one meta/main.yaml.
@@ -162,6 +166,9 @@ func (rv RoleVars) Check(name string, v any, fromCluster bool) (msg, hint string
 		return "", ""
 	}
 	who := fmt.Sprintf("role variable %s (role %s)", name, d.Role)
+	if d.ReplacedBy != "" {
+		return who + " is no longer read", "set " + d.ReplacedBy + " instead"
+	}
 	if fromCluster && d.Spec != "" {
 		return who + " follows " + d.Spec, "set " + d.Spec + " instead, where it is checked as a field"
 	}
@@ -527,6 +534,9 @@ func RoleVarsMarkdown(file string, meta []byte) (string, error) {
 			who = "`" + d.Spec + "` (-e overrides)"
 		case d.Internal:
 			who = "the roles or a playbook (-e overrides)"
+		}
+		if d.ReplacedBy != "" {
+			typ, who = "no longer read", "refused: set "+d.ReplacedBy+" instead"
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", name, typ, who)
 	}

@@ -56,6 +56,7 @@ func TestRoleVarsRefusedAtTheirLine(t *testing.T) {
 		{"template", "  roleGroupVars:\n    all:\n      etcd_client_port: \"{{ .x }}\"\n", "is a template", "write the value itself"},
 		{"template item", "  roleGroupVars:\n    all:\n      os_kernel_modules: [overlay, \"{{ .m }}\"]\n", `item 2: "{{ .m }}" is a template`, "write the value itself"},
 		{"an image tag with a space", "  roleGroupVars:\n    all:\n      nodelocaldns_version: \"1.25 --x\"\n", "is not a valid tag", "an image tag"},
+		{"a variable no longer read", "  roleGroupVars:\n    etcd:\n      nodes_etcd_cert: /etc/ssl/admin.pem\n", "role variable nodes_etcd_cert (role nodes) is no longer read", "set etcd_client_cert instead"},
 		{"typo of a role variable", "  roleGroupVars:\n    all:\n      kubelet_extra_confg: {maxPods: 10}\n", `unknown variable "kubelet_extra_confg", close to role variable kubelet_extra_config`, "did you mean kubelet_extra_config"},
 	}
 	for _, c := range cases {
@@ -123,8 +124,8 @@ func TestRoleVarsExtraVars(t *testing.T) {
 	if err := rv.CheckExtraVars(map[string]any{"etcd_version": "v3.5.21", "nodes": "node3", "my_own": "{{ x }}", "containerd_pause_tag": "3.9", "backup_key_file": "backup.key"}); err != nil {
 		t.Errorf("legal -e refused: %v", err)
 	}
-	err = rv.CheckExtraVars(map[string]any{"etcd_data_dir": "/etc", "os_packages_deb": []any{"-o", "APT::Get::AllowUnauthenticated=1"}})
-	for _, want := range []string{"-e etcd_data_dir: role variable etcd_data_dir (role etcd): /etc is a system directory", "-e os_packages_deb:", "is an option"} {
+	err = rv.CheckExtraVars(map[string]any{"etcd_data_dir": "/etc", "os_packages_deb": []any{"-o", "APT::Get::AllowUnauthenticated=1"}, "nodes_etcd_key": "/k.pem"})
+	for _, want := range []string{"-e etcd_data_dir: role variable etcd_data_dir (role etcd): /etc is a system directory", "-e os_packages_deb:", "is an option", "nodes_etcd_key (role nodes) is no longer read"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want %q, got %v", want, err)
 		}

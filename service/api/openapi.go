@@ -94,7 +94,7 @@ func (s *Server) routes() []route {
 				"413": resp("larger than the server's limit", ref("Error")),
 				"507": resp("no room for it in the data directory beside the uploads in progress", ref("Error")),
 			}, map[string]any{
-				"parameters":  []any{clusterName, queryParam("sha256", "the bundle's sha256 (64 lower-case hex digits, its .sha256 file): the body must have it", "string")},
+				"parameters": []any{clusterName, queryParam("sha256", "the bundle's sha256 (64 lower-case hex digits, its .sha256 file): the body must have it", "string")},
 				"requestBody": map[string]any{"required": true, "content": map[string]any{
 					"application/gzip": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}},
 					"application/zstd": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}},

@@ -24,7 +24,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mensylisir/kubexm/bundle"
+	"github.com/mensylisir/kubexm/bundle/tarz"
 	"github.com/mensylisir/kubexm/engine"
 	"github.com/mensylisir/kubexm/engine/model"
 	"github.com/mensylisir/kubexm/lifecycle"
@@ -239,7 +239,7 @@ func (c *Client) EnsureBundle(ctx context.Context, cluster, path string, errw io
 	}
 	head := make([]byte, 4)
 	_, _ = f.ReadAt(head, 0)
-	if err := c.Do(ctx, c.Streaming(), http.MethodPost, "/api/v1/clusters/"+cluster+"/bundles?sha256="+sum, bundle.MediaType(head), f, http.StatusCreated, &up); err != nil {
+	if err := c.Do(ctx, c.Streaming(), http.MethodPost, "/api/v1/clusters/"+cluster+"/bundles?sha256="+sum, tarz.MediaType(head), f, http.StatusCreated, &up); err != nil {
 		return "", err
 	}
 	if up.SHA256 != sum {
