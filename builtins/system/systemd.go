@@ -26,13 +26,17 @@ func (systemdBuiltin) Spec() step.Spec {
 			"named unit is not loaded; without `name` it always runs (after removing units). When the task " +
 			"enables or disables the unit, `systemctl enable`/`disable` does that reload itself and no second " +
 			"one runs. By itself it does " +
-			"not count as a change (the result's `daemon_reloaded` says whether it ran). When a unit fails to start, the task fails with the unit's last 20 journal lines.",
+			"not count as a change (the result's `daemon_reloaded` says whether it ran). When a unit fails to start, the task fails with the unit's last 20 journal lines. " +
+			"`started` on a unit that is still starting (`activating`, e.g. a Type=notify unit started with `no_block`) waits until it has started, or fails with its journal lines, and is not a change. " +
+			"With `no_block` the start, stop, restart or reload is queued (`systemctl --no-block`) and the task returns at once: " +
+			"a later task waits for the unit (a `started` task, or a health check), so that its start overlaps other work.",
 		Args: []step.Arg{
 			{Name: "name", Type: step.String, Aliases: []string{"unit", "service"}, Doc: "Unit name; `.service` is implied when no suffix is given."},
 			{Name: "state", Type: step.String, Choices: []string{"started", "stopped", "restarted", "reloaded"}, Doc: "Desired run state."},
 			{Name: "enabled", Type: step.Bool, Doc: "Whether the unit starts at boot."},
 			{Name: "masked", Type: step.Bool, Doc: "Whether the unit is masked (cannot be started at all)."},
 			{Name: "daemon_reload", Type: step.Bool, Default: false, Aliases: []string{"daemon-reload"}, Doc: "Run `systemctl daemon-reload` first when a unit file or drop-in changed on disk (after writing unit files)."},
+			{Name: "no_block", Type: step.Bool, Default: false, Aliases: []string{"no-block"}, Doc: "Queue the state change and return without waiting for it; the unit's failure to start is then a later task's to find."},
 		},
 		Examples: []string{"systemd:\n  name: containerd\n  state: started\n  enabled: true\n  daemon_reload: true"},
 	}
@@ -201,8 +205,20 @@ func (systemdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (s
 		active := st.active
 		data["active_state"] = active
 		running := active == "active" || active == "activating" || active == "reloading"
+		noBlock := args.Bool("no_block")
 		var verb string
 		switch {
+		case state == "started" && active == "activating" && !noBlock && !env.Check:
+			// systemctl start joins the start job already queued and
+			// returns when it ends: a wait on the unit, not a change.
+			if err := systemctlAct(ctx, env, "start", name, false); err != nil {
+				return step.Result{}, err
+			}
+			res := onhost.Done(env, changes, data, "")
+			if res.Msg == "" {
+				res.Msg = "waited for " + name + " to finish starting"
+			}
+			return res, nil
 		case state == "started" && !running:
 			verb = "start"
 		case state == "stopped" && running:
@@ -217,7 +233,7 @@ func (systemdBuiltin) Run(ctx context.Context, env *step.Env, args step.Args) (s
 		if verb != "" {
 			changes = append(changes, verb+" "+name)
 			if !env.Check {
-				if err := systemctlAct(ctx, env, verb, name); err != nil {
+				if err := systemctlAct(ctx, env, verb, name, noBlock); err != nil {
 					return step.Result{}, err
 				}
 			}
@@ -410,17 +426,22 @@ func systemctlQuery(ctx context.Context, env *step.Env, query, name string) (str
 	return out, nil
 }
 
-// systemctlAct runs start/stop/restart/reload and, when it fails, reports
-// the unit's last journal lines: "see journalctl" is no help in a log.
-func systemctlAct(ctx context.Context, env *step.Env, verb, name string) error {
-	res, err := onhost.Run(ctx, env, "systemctl", verb, name)
+// systemctlAct runs start/stop/restart/reload (only queued with noBlock)
+// and, when it fails, reports the unit's last journal lines: "see
+// journalctl" is no help in a log.
+func systemctlAct(ctx context.Context, env *step.Env, verb, name string, noBlock bool) error {
+	argv := []string{"systemctl", verb, name}
+	if noBlock {
+		argv = []string{"systemctl", "--no-block", verb, name}
+	}
+	res, err := onhost.Run(ctx, env, argv...)
 	if err != nil {
 		return err
 	}
 	if res.ExitCode == 0 {
 		return nil
 	}
-	msg := fmt.Sprintf("%s: systemctl %s %s failed (rc %d): %s", env.Target.Host(), verb, name, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	msg := fmt.Sprintf("%s: %s failed (rc %d): %s", env.Target.Host(), strings.Join(argv, " "), res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	j, jerr := onhost.Run(ctx, env, "journalctl", "-u", name, "-n", "20", "--no-pager", "-o", "short-iso")
 	if jerr == nil && j.ExitCode == 0 && len(j.Stdout) > 0 {
 		msg += "\nlast journal lines of " + name + ":\n" + strings.TrimRight(string(j.Stdout), "\n")

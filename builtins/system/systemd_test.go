@@ -84,6 +84,9 @@ func fakeSystemd(enabled, active string, startFails bool) *steptest.FakeHost {
 			}
 			active = "active"
 			return steptest.OK("")
+		case "systemctl --no-block start svc":
+			active = "activating"
+			return steptest.OK("")
 		case "systemctl stop svc":
 			active = "inactive"
 			return steptest.OK("")
@@ -132,6 +135,41 @@ func TestSystemdFailureShowsJournal(t *testing.T) {
 	_, err := runBuiltin(t.Context(), env, systemdBuiltin{}, step.Args{"name": "svc", "state": "started"})
 	if err == nil || !strings.Contains(err.Error(), "bad config at line 3") || !strings.Contains(err.Error(), "Job for svc.service failed") {
 		t.Fatalf("want journal lines in error, got %v", err)
+	}
+}
+
+// TestSystemdNoBlockThenWait: no_block queues the start and returns; a
+// later started task waits for the unit still starting (systemctl start
+// joins the queued job) without calling it a change, and reports the
+// journal when the start fails.
+func TestSystemdNoBlockThenWait(t *testing.T) {
+	h := fakeSystemd("enabled", "inactive", false)
+	env := steptest.FakeEnv(h)
+	res := steptest.Run(t, systemdBuiltin{}, env, step.Args{"name": "svc", "state": "started", "no_block": true})
+	if !res.Changed || len(h.Ran("systemctl --no-block start svc")) != 1 || len(h.Ran("systemctl start svc")) != 0 {
+		t.Fatalf("no_block: %+v, ran %q", res, h.Cmds)
+	}
+	// Still starting: a no_block task again leaves it alone.
+	if res := steptest.Run(t, systemdBuiltin{}, env, step.Args{"name": "svc", "state": "started", "no_block": true}); res.Changed || len(h.Ran("systemctl --no-block start svc")) != 1 {
+		t.Fatalf("no_block on a starting unit: %+v, ran %q", res, h.Cmds)
+	}
+	env.Check = true
+	if res := steptest.Run(t, systemdBuiltin{}, env, step.Args{"name": "svc", "state": "started"}); res.Changed || len(h.Ran("systemctl start svc")) != 0 {
+		t.Fatalf("check mode waited: %+v, ran %q", res, h.Cmds)
+	}
+	env.Check = false
+	res = steptest.Run(t, systemdBuiltin{}, env, step.Args{"name": "svc", "state": "started"})
+	if res.Changed || !strings.Contains(res.Msg, "waited for svc") || len(h.Ran("systemctl start svc")) != 1 {
+		t.Fatalf("wait: %+v, ran %q", res, h.Cmds)
+	}
+	if res := steptest.Run(t, systemdBuiltin{}, env, step.Args{"name": "svc", "state": "started"}); res.Changed || res.Msg != "" || len(h.Ran("systemctl start svc")) != 1 {
+		t.Fatalf("started already: %+v, ran %q", res, h.Cmds)
+	}
+
+	failing := steptest.FakeEnv(fakeSystemd("enabled", "activating", true))
+	_, err := runBuiltin(t.Context(), failing, systemdBuiltin{}, step.Args{"name": "svc", "state": "started"})
+	if err == nil || !strings.Contains(err.Error(), "bad config at line 3") {
+		t.Fatalf("a start that fails while waited for: want the journal, got %v", err)
 	}
 }
 

@@ -52,8 +52,10 @@ func TestPlaybooksLoad(t *testing.T) {
 	root := moduleRoot(t)
 	for name, wantTags := range map[string][][]string{
 		// One phase after the other; each mode's plays inside their phase.
+		// etcd's health is the control-plane phase's check, after the
+		// runtime's plays that its first election overlaps.
 		"create-cluster": {{"preflight"}, {"always"}, {"os"}, {"etcd"}, {"registry", "runtime"}, {"containerd", "runtime"}, {"images", "runtime"},
-			{"kubernetes", "loadbalancer"}, {"kubernetes", "pki"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"},
+			{"kubernetes", "loadbalancer"}, {"kubernetes", "pki"}, {"etcd", "kubernetes", "control-plane"}, {"kubernetes", "control-plane"}, {"kubernetes", "loadbalancer"},
 			{"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "control-plane"}, {"kubernetes", "kubeadm", "auto-renew"},
 			{"kubernetes", "loadbalancer"}, {"kubernetes", "node"}, {"kubernetes", "kubeadm", "node"},
 			{"network", "cni"}, {"coredns", "dns"}, {"finalize"}, {"nodelocaldns", "dns", "addons"}, {"metrics-server", "addons"}, {"user-addons", "addons"}, {"health"}, {"always"},
